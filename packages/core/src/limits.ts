@@ -1,0 +1,292 @@
+/**
+ * The contract's limits and the checks every adapter runs before it sends anything, plus a codec for
+ * adapters that store a record's state as one JSON document. Keeping them here means every backend
+ * refuses exactly the same input with exactly the same error.
+ */
+import { CorruptRecordError, describeValue, InvalidInputError } from './errors.js';
+import type {
+  LeaderRecord,
+  LeaderState,
+  LeaseRecord,
+  LeaseState,
+  LeaseUpdate,
+  NewLease,
+  NewLeader,
+} from './storage.js';
+import { leaderStateOf, leaseStateOf } from './storage.js';
+
+/**
+ * The limits of the storage contract, in UTF-8 bytes.
+ *
+ * - Names (groups, lease keys, worker ids) up to 512 bytes: a Kinesis shard id is about 20, an ARN-based
+ *   name a few hundred; 512 leaves room for composite keys while keeping a DynamoDB key (2,048 and 1,024
+ *   bytes for partition and sort key) and a Redis key with prefix and hash tag small.
+ * - A checkpoint up to 4,096 bytes: a Kinesis sequence number with sub-sequence is under 80; other
+ *   sources may store a composite position.
+ * - Metadata up to 16 KiB as JSON, so that a whole lease stays far below DynamoDB's 400 KB item and a
+ *   batch of 10,000 leases stays a reasonable single statement or script call.
+ * - Up to 16 parent keys: a Kinesis merge has 2.
+ */
+export const limits = {
+  maxNameBytes: 512,
+  maxCheckpointBytes: 4096,
+  maxMetadataBytes: 16 * 1024,
+  maxMetadataKeyBytes: 512,
+  maxParentKeys: 16,
+} as const;
+
+const encoder = new TextEncoder();
+
+function byteLength(value: string): number {
+  return encoder.encode(value).length;
+}
+
+function checkName(pkg: string, what: string, value: unknown): asserts value is string {
+  if (typeof value !== 'string') {
+    throw new InvalidInputError(`[${pkg}] ${what} must be a string, got ${describeValue(value)}`);
+  }
+  if (value.length === 0) throw new InvalidInputError(`[${pkg}] ${what} must not be empty`);
+  if (value.includes('\u0000')) {
+    throw new InvalidInputError(`[${pkg}] ${what} ${describeValue(value)} contains a NUL character`);
+  }
+  if (!value.isWellFormed()) {
+    throw new InvalidInputError(`[${pkg}] ${what} ${describeValue(value)} is not well-formed Unicode`);
+  }
+  const bytes = byteLength(value);
+  if (bytes > limits.maxNameBytes) {
+    throw new InvalidInputError(
+      `[${pkg}] ${what} ${describeValue(value)} is ${bytes} bytes long; the limit is ${limits.maxNameBytes}`,
+    );
+  }
+}
+
+function checkCounter(pkg: string, what: string, value: unknown): asserts value is number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
+    throw new InvalidInputError(`[${pkg}] ${what} must be a non-negative safe integer, got ${describeValue(value)}`);
+  }
+}
+
+function checkMetadata(pkg: string, value: unknown): void {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new InvalidInputError(`[${pkg}] metadata must be an object of strings, got ${describeValue(value)}`);
+  }
+  for (const [key, entry] of Object.entries(value)) {
+    if (key.length === 0 || key.includes('\u0000') || byteLength(key) > limits.maxMetadataKeyBytes) {
+      throw new InvalidInputError(`[${pkg}] metadata key ${describeValue(key)} is empty, too long or contains NUL`);
+    }
+    if (typeof entry !== 'string') {
+      throw new InvalidInputError(`[${pkg}] metadata value of ${describeValue(key)} must be a string, got ${describeValue(entry)}`);
+    }
+  }
+  const bytes = byteLength(JSON.stringify(value));
+  if (bytes > limits.maxMetadataBytes) {
+    throw new InvalidInputError(
+      `[${pkg}] metadata is ${bytes} bytes as JSON; the limit is ${limits.maxMetadataBytes}`,
+    );
+  }
+}
+
+function checkOptionalName(pkg: string, what: string, value: unknown): void {
+  if (value !== null) checkName(pkg, what, value);
+}
+
+/** Throws an `InvalidInputError` naming the bad value unless `group` is a valid group name. */
+export function validateGroup(group: unknown, pkg = 'core'): asserts group is string {
+  checkName(pkg, 'group', group);
+}
+
+/** Throws an `InvalidInputError` naming the bad value unless `leaseKey` is a valid lease key. */
+export function validateLeaseKey(leaseKey: unknown, pkg = 'core'): asserts leaseKey is string {
+  checkName(pkg, 'lease key', leaseKey);
+}
+
+/** Throws an `InvalidInputError` unless `workerId` is a valid worker id. */
+export function validateWorkerId(workerId: unknown, pkg = 'core'): asserts workerId is string {
+  checkName(pkg, 'worker id', workerId);
+}
+
+/** Throws an `InvalidInputError` unless `version` is a valid expected version. */
+export function validateVersion(version: unknown, pkg = 'core'): asserts version is number {
+  checkCounter(pkg, 'expected version', version);
+}
+
+/** Throws an `InvalidInputError` naming the first bad field of a lease state. */
+export function validateLeaseState(state: LeaseState, pkg = 'core'): void {
+  if (typeof state !== 'object' || state === null) {
+    throw new InvalidInputError(`[${pkg}] lease state must be an object, got ${describeValue(state)}`);
+  }
+  checkOptionalName(pkg, 'owner', state.owner);
+  checkCounter(pkg, 'epoch', state.epoch);
+  if (state.checkpoint !== null) {
+    if (typeof state.checkpoint !== 'string' || state.checkpoint.length === 0) {
+      throw new InvalidInputError(`[${pkg}] checkpoint must be a non-empty string or null, got ${describeValue(state.checkpoint)}`);
+    }
+    const bytes = byteLength(state.checkpoint);
+    if (bytes > limits.maxCheckpointBytes) {
+      throw new InvalidInputError(
+        `[${pkg}] checkpoint ${describeValue(state.checkpoint)} is ${bytes} bytes long; the limit is ${limits.maxCheckpointBytes}`,
+      );
+    }
+  }
+  if (!Array.isArray(state.parentKeys)) {
+    throw new InvalidInputError(`[${pkg}] parentKeys must be an array, got ${describeValue(state.parentKeys)}`);
+  }
+  if (state.parentKeys.length > limits.maxParentKeys) {
+    throw new InvalidInputError(
+      `[${pkg}] a lease has ${state.parentKeys.length} parent keys; the limit is ${limits.maxParentKeys}`,
+    );
+  }
+  for (const parent of state.parentKeys) checkName(pkg, 'parent key', parent);
+  checkOptionalName(pkg, 'pending owner', state.pendingOwner);
+  checkMetadata(pkg, state.metadata);
+}
+
+/** Validates a {@link NewLease} and returns its group, key and full state. */
+export function validateNewLease(lease: NewLease, pkg = 'core'): { group: string; leaseKey: string; state: LeaseState } {
+  if (typeof lease !== 'object' || lease === null) {
+    throw new InvalidInputError(`[${pkg}] lease must be an object, got ${describeValue(lease)}`);
+  }
+  validateGroup(lease.group, pkg);
+  validateLeaseKey(lease.leaseKey, pkg);
+  const state = leaseStateOf(lease);
+  validateLeaseState(state, pkg);
+  return { group: lease.group, leaseKey: lease.leaseKey, state };
+}
+
+/** Validates a whole batch before anything is sent: one bad update refuses the batch. */
+export function validateLeaseUpdates(group: string, updates: readonly LeaseUpdate[], pkg = 'core'): void {
+  validateGroup(group, pkg);
+  if (!Array.isArray(updates)) {
+    throw new InvalidInputError(`[${pkg}] updates must be an array, got ${describeValue(updates)}`);
+  }
+  const seen = new Set<string>();
+  for (const update of updates) {
+    validateLeaseKey(update.leaseKey, pkg);
+    if (seen.has(update.leaseKey)) {
+      throw new InvalidInputError(`[${pkg}] lease key ${describeValue(update.leaseKey)} appears twice in one batch`);
+    }
+    seen.add(update.leaseKey);
+    validateVersion(update.expectedVersion, pkg);
+    validateLeaseState(update.next, pkg);
+    const kinds = ['released', 'handoff-requested', 'handed-off', 'created'];
+    if (update.notify !== undefined && !kinds.includes(update.notify)) {
+      throw new InvalidInputError(`[${pkg}] notify must be one of ${kinds.join(', ')}, got ${describeValue(update.notify)}`);
+    }
+  }
+}
+
+/** Throws an `InvalidInputError` naming the first bad field of a leader state. */
+export function validateLeaderState(state: LeaderState, pkg = 'core'): void {
+  if (typeof state !== 'object' || state === null) {
+    throw new InvalidInputError(`[${pkg}] leader state must be an object, got ${describeValue(state)}`);
+  }
+  checkOptionalName(pkg, 'holder', state.holder);
+  checkCounter(pkg, 'term', state.term);
+  checkMetadata(pkg, state.metadata);
+}
+
+/** Validates a {@link NewLeader} and returns its group and full state. */
+export function validateNewLeader(leader: NewLeader, pkg = 'core'): { group: string; state: LeaderState } {
+  if (typeof leader !== 'object' || leader === null) {
+    throw new InvalidInputError(`[${pkg}] leader must be an object, got ${describeValue(leader)}`);
+  }
+  validateGroup(leader.group, pkg);
+  const state = leaderStateOf(leader);
+  validateLeaderState(state, pkg);
+  return { group: leader.group, state };
+}
+
+/** Copies exactly the lease state fields, so that nothing else the caller passed is stored. */
+export function pickLeaseState(state: LeaseState): LeaseState {
+  return {
+    owner: state.owner,
+    epoch: state.epoch,
+    checkpoint: state.checkpoint,
+    parentKeys: [...state.parentKeys],
+    pendingOwner: state.pendingOwner,
+    metadata: { ...state.metadata },
+  };
+}
+
+/** Copies exactly the leader state fields. */
+export function pickLeaderState(state: LeaderState): LeaderState {
+  return { holder: state.holder, term: state.term, metadata: { ...state.metadata } };
+}
+
+/** Serialises a lease state as one JSON document, for adapters that store it that way. */
+export function encodeLeaseState(state: LeaseState): string {
+  return JSON.stringify(pickLeaseState(state));
+}
+
+/** Serialises a leader state as one JSON document. */
+export function encodeLeaderState(state: LeaderState): string {
+  return JSON.stringify(pickLeaderState(state));
+}
+
+function corrupt(where: { group: string; leaseKey?: string }, detail: string, cause?: unknown): CorruptRecordError {
+  const name = where.leaseKey === undefined
+    ? `leader record of group ${describeValue(where.group)}`
+    : `lease ${describeValue(where.leaseKey)} of group ${describeValue(where.group)}`;
+  return new CorruptRecordError(`stored ${name} is corrupt: ${detail}`, where, { cause });
+}
+
+function parseJson(text: unknown, where: { group: string; leaseKey?: string }): Record<string, unknown> {
+  if (typeof text !== 'string') throw corrupt(where, `expected a JSON document, found ${describeValue(text)}`);
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    throw corrupt(where, `state is not valid JSON (${describeValue(text)})`, error);
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw corrupt(where, `state is not a JSON object (${describeValue(text)})`);
+  }
+  return value as Record<string, unknown>;
+}
+
+function requireFields(fields: object, names: readonly string[], where: { group: string; leaseKey?: string }): void {
+  const missing = names.filter((name) => !(name in fields));
+  if (missing.length > 0) throw corrupt(where, `state lacks ${missing.join(', ')}`);
+}
+
+function checkStoredVersion(version: unknown, where: { group: string; leaseKey?: string }): number {
+  if (typeof version !== 'number' || !Number.isSafeInteger(version) || version < 1) {
+    throw corrupt(where, `version must be a positive integer, found ${describeValue(version)}`);
+  }
+  return version;
+}
+
+/**
+ * Rebuilds a stored lease from its parts, checking every field; a bad one throws a `CorruptRecordError`
+ * that names the record. `state` is the JSON document of {@link encodeLeaseState} or an object.
+ */
+export function decodeLease(group: string, leaseKey: string, version: unknown, state: unknown): LeaseRecord {
+  const where = { group, leaseKey };
+  const storedVersion = checkStoredVersion(version, where);
+  const fields = typeof state === 'string' ? parseJson(state, where) : (state as Record<string, unknown>);
+  if (typeof fields !== 'object' || fields === null) throw corrupt(where, `state is ${describeValue(state)}`);
+  requireFields(fields, ['owner', 'epoch', 'checkpoint', 'parentKeys', 'pendingOwner', 'metadata'], where);
+  const candidate = fields as unknown as LeaseState;
+  try {
+    validateLeaseState(candidate);
+  } catch (error) {
+    throw corrupt(where, (error as Error).message.replace(/^\[core\] /, ''), error);
+  }
+  return { group, leaseKey, version: storedVersion, ...pickLeaseState(candidate) };
+}
+
+/** Rebuilds a stored leader record from its parts, checking every field. */
+export function decodeLeader(group: string, version: unknown, state: unknown): LeaderRecord {
+  const where = { group };
+  const storedVersion = checkStoredVersion(version, where);
+  const fields = typeof state === 'string' ? parseJson(state, where) : (state as Record<string, unknown>);
+  if (typeof fields !== 'object' || fields === null) throw corrupt(where, `state is ${describeValue(state)}`);
+  requireFields(fields, ['holder', 'term', 'metadata'], where);
+  const candidate = fields as unknown as LeaderState;
+  try {
+    validateLeaderState(candidate);
+  } catch (error) {
+    throw corrupt(where, (error as Error).message.replace(/^\[core\] /, ''), error);
+  }
+  return { group, version: storedVersion, ...pickLeaderState(candidate) };
+}

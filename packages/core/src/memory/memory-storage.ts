@@ -1,0 +1,233 @@
+import { systemClock, type Clock } from '../clock.js';
+import { InvalidConfigError, describeValue } from '../errors.js';
+import {
+  pickLeaderState,
+  pickLeaseState,
+  validateGroup,
+  validateLeaseKey,
+  validateLeaderState,
+  validateLeaseUpdates,
+  validateNewLeader,
+  validateNewLease,
+  validateVersion,
+} from '../limits.js';
+import {
+  result,
+  type ChangeSubscription,
+  type DeleteResult,
+  type LeaderRecord,
+  type LeaderState,
+  type LeaseChange,
+  type LeaseRecord,
+  type LeaseUpdate,
+  type NewLeader,
+  type NewLease,
+  type Storage,
+  type WriteResult,
+} from '../storage.js';
+
+/** Options of {@link MemoryStorage}. */
+export interface MemoryStorageOptions {
+  /**
+   * Delay before each operation takes effect, in milliseconds of `clock`: a number, or a function called
+   * once per operation (for a distribution). Default 0: no delay and no timer.
+   */
+  latencyMs?: number | (() => number);
+  /** The clock that latency is measured on. Default: the system clock. */
+  clock?: Clock;
+}
+
+interface Slot {
+  record: LeaseRecord | null;
+  /** The greatest version and epoch the key ever had, kept after a delete so that neither repeats. */
+  highVersion: number;
+  highEpoch: number;
+}
+
+const PKG = 'memory-storage';
+
+/**
+ * The reference implementation of both storage contracts, in process memory. Any number of coordinators
+ * in one process can share one instance. Records are copied in and out and frozen, so callers can never
+ * change stored state except through the contract. Use it in unit tests and to learn the contract.
+ */
+export class MemoryStorage implements Storage {
+  readonly #groups = new Map<string, Map<string, Slot>>();
+  readonly #leaders = new Map<string, LeaderRecord>();
+  readonly #listeners = new Map<string, Set<(change: LeaseChange) => void>>();
+  readonly #clock: Clock;
+  readonly #latency: () => number;
+
+  constructor(options: MemoryStorageOptions = {}) {
+    this.#clock = options.clock ?? systemClock;
+    const latency = options.latencyMs ?? 0;
+    if (typeof latency === 'number' && (!Number.isFinite(latency) || latency < 0)) {
+      throw new InvalidConfigError(`[${PKG}] latencyMs must be a non-negative number, got ${describeValue(latency)}`);
+    }
+    this.#latency = typeof latency === 'number' ? () => latency : latency;
+  }
+
+  async listLeases(group: string): Promise<LeaseRecord[]> {
+    validateGroup(group, PKG);
+    await this.#delay();
+    const slots = this.#groups.get(group);
+    if (!slots) return [];
+    const leases: LeaseRecord[] = [];
+    for (const slot of slots.values()) if (slot.record) leases.push(slot.record);
+    return leases;
+  }
+
+  async getLease(group: string, leaseKey: string): Promise<LeaseRecord | null> {
+    validateGroup(group, PKG);
+    validateLeaseKey(leaseKey, PKG);
+    await this.#delay();
+    return this.#groups.get(group)?.get(leaseKey)?.record ?? null;
+  }
+
+  async createLease(lease: NewLease): Promise<WriteResult<LeaseRecord>> {
+    const { group, leaseKey, state } = validateNewLease(lease, PKG);
+    await this.#delay();
+    const slot = this.#slot(group, leaseKey);
+    if (slot.record) return result.conflict(slot.record);
+    const epoch = Math.max(state.epoch, slot.highEpoch);
+    const record = freezeLease({ group, leaseKey, version: slot.highVersion + 1, ...pickLeaseState(state), epoch });
+    this.#store(slot, record);
+    return result.applied(record);
+  }
+
+  async updateLeases(group: string, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[]> {
+    validateLeaseUpdates(group, updates, PKG);
+    await this.#delay();
+    const results: WriteResult<LeaseRecord>[] = [];
+    const changes: LeaseChange[] = [];
+    for (const update of updates) {
+      const slot = this.#groups.get(group)?.get(update.leaseKey);
+      const current = slot?.record ?? null;
+      if (!slot || !current || current.version !== update.expectedVersion) {
+        results.push(result.conflict(current));
+        continue;
+      }
+      const record = freezeLease({
+        group,
+        leaseKey: update.leaseKey,
+        version: current.version + 1,
+        ...pickLeaseState(update.next),
+      });
+      this.#store(slot, record);
+      results.push(result.applied(record));
+      if (update.notify) changes.push({ group, leaseKey: update.leaseKey, kind: update.notify });
+    }
+    for (const change of changes) this.#publish(change);
+    return results;
+  }
+
+  async deleteLease(group: string, leaseKey: string, expectedVersion: number): Promise<DeleteResult> {
+    validateGroup(group, PKG);
+    validateLeaseKey(leaseKey, PKG);
+    validateVersion(expectedVersion, PKG);
+    await this.#delay();
+    const slot = this.#groups.get(group)?.get(leaseKey);
+    const current = slot?.record ?? null;
+    if (!slot || !current || current.version !== expectedVersion) return result.conflict(current);
+    slot.record = null;
+    return { status: 'applied' };
+  }
+
+  async subscribe(group: string, listener: (change: LeaseChange) => void): Promise<ChangeSubscription> {
+    validateGroup(group, PKG);
+    let listeners = this.#listeners.get(group);
+    if (!listeners) {
+      listeners = new Set();
+      this.#listeners.set(group, listeners);
+    }
+    const own = (change: LeaseChange): void => listener(change);
+    listeners.add(own);
+    const close = async (): Promise<void> => {
+      listeners.delete(own);
+    };
+    return { close, [Symbol.asyncDispose]: close };
+  }
+
+  async getLeader(group: string): Promise<LeaderRecord | null> {
+    validateGroup(group, PKG);
+    await this.#delay();
+    return this.#leaders.get(group) ?? null;
+  }
+
+  async createLeader(leader: NewLeader): Promise<WriteResult<LeaderRecord>> {
+    const { group, state } = validateNewLeader(leader, PKG);
+    await this.#delay();
+    const current = this.#leaders.get(group);
+    if (current) return result.conflict(current);
+    const record = freezeLeader({ group, version: 1, ...pickLeaderState(state) });
+    this.#leaders.set(group, record);
+    return result.applied(record);
+  }
+
+  async updateLeader(group: string, expectedVersion: number, next: LeaderState): Promise<WriteResult<LeaderRecord>> {
+    validateGroup(group, PKG);
+    validateVersion(expectedVersion, PKG);
+    validateLeaderState(next, PKG);
+    await this.#delay();
+    const current = this.#leaders.get(group) ?? null;
+    if (!current || current.version !== expectedVersion) return result.conflict(current);
+    const record = freezeLeader({ group, version: current.version + 1, ...pickLeaderState(next) });
+    this.#leaders.set(group, record);
+    return result.applied(record);
+  }
+
+  /** Forgets every group, lease and leader record (the change feed's listeners stay). */
+  clear(): void {
+    this.#groups.clear();
+    this.#leaders.clear();
+  }
+
+  #slot(group: string, leaseKey: string): Slot {
+    let slots = this.#groups.get(group);
+    if (!slots) {
+      slots = new Map();
+      this.#groups.set(group, slots);
+    }
+    let slot = slots.get(leaseKey);
+    if (!slot) {
+      slot = { record: null, highVersion: 0, highEpoch: 0 };
+      slots.set(leaseKey, slot);
+    }
+    return slot;
+  }
+
+  #store(slot: Slot, record: LeaseRecord): void {
+    slot.record = record;
+    slot.highVersion = Math.max(slot.highVersion, record.version);
+    slot.highEpoch = Math.max(slot.highEpoch, record.epoch);
+  }
+
+  #publish(change: LeaseChange): void {
+    for (const listener of this.#listeners.get(change.group) ?? []) {
+      // Delivered after the write returns, like a real feed; a listener's failure must not fail the write.
+      queueMicrotask(() => {
+        try {
+          listener(change);
+        } catch {
+          // The feed is best effort; the listener owns its errors.
+        }
+      });
+    }
+  }
+
+  async #delay(): Promise<void> {
+    const ms = this.#latency();
+    if (ms > 0) await this.#clock.sleep(ms);
+  }
+}
+
+function freezeLease(record: LeaseRecord): LeaseRecord {
+  Object.freeze(record.parentKeys);
+  Object.freeze(record.metadata);
+  return Object.freeze(record);
+}
+
+function freezeLeader(record: LeaderRecord): LeaderRecord {
+  Object.freeze(record.metadata);
+  return Object.freeze(record);
+}

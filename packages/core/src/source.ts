@@ -1,0 +1,72 @@
+/**
+ * The stream source contract: what a partitioned stream (Kinesis first) provides to the consumer
+ * runtime. Core never interprets a position; it only asks the source to compare two of them.
+ */
+import type { Position } from './storage.js';
+
+/** One partition of the stream (a Kinesis shard) and its lineage. */
+export interface ShardInfo {
+  /** The partition's id; also its lease key. */
+  readonly shardId: string;
+  /** The partitions this one was split or merged from (for Kinesis: parent and adjacent parent). */
+  readonly parentShardIds: readonly string[];
+  /** Whether the partition is closed to new records (it will reach its end). */
+  readonly closed: boolean;
+  /** Source-specific facts (for Kinesis: the hash key range), for logs and tools. */
+  readonly details?: Readonly<Record<string, string>>;
+}
+
+/** One record as a source hands it over. */
+export interface SourceRecord {
+  /** The record's own position: checkpointing at it means "this record and all before it are done". */
+  readonly position: Position;
+  /** The record's payload. */
+  readonly data: Uint8Array;
+  /** The key the producer used to route the record; per-key order is what resharding preserves. */
+  readonly partitionKey: string;
+  /** When the stream received the record, in milliseconds since the epoch, if the source knows. */
+  readonly approximateArrivalTimestampMs?: number | undefined;
+}
+
+/** A batch of records read from a partition. */
+export interface RecordsBatch<R extends SourceRecord = SourceRecord> {
+  readonly kind: 'records';
+  /** The records, in partition order; may be empty when the source has nothing new. */
+  readonly records: readonly R[];
+  /** The position after this batch: checkpointing it means every record of the batch is done. */
+  readonly position: Position;
+  /** How far the reader is behind the tip of the partition, if the source knows. */
+  readonly millisBehindLatest?: number | undefined;
+}
+
+/** The end of a closed partition: every record was handed over; the children may start once all their parents end. */
+export interface EndOfShard {
+  readonly kind: 'end';
+  /** The partitions that continue this one. */
+  readonly childShardIds: readonly string[];
+}
+
+/** What reading a partition yields. */
+export type ShardBatch<R extends SourceRecord = SourceRecord> = RecordsBatch<R> | EndOfShard;
+
+/** Options for {@link ShardSource.read}. */
+export interface ReadOptions {
+  /** Cancels the read: the iterable ends (or throws an `AbortedError`) soon after it fires. */
+  readonly signal?: AbortSignal | undefined;
+}
+
+/** A partitioned stream that the consumer runtime reads. */
+export interface ShardSource<R extends SourceRecord = SourceRecord> {
+  /** Every partition of the stream, open and closed, with their parents. */
+  listShards(options?: ReadOptions): Promise<ShardInfo[]>;
+
+  /**
+   * Reads one partition, starting after `from` (a checkpoint) or at a sentinel (`TRIM_HORIZON`, `LATEST`,
+   * `AT_TIMESTAMP:<ms>`). Yields batches in order and, for a closed partition, ends with an
+   * {@link EndOfShard}.
+   */
+  read(shardId: string, from: Position, options?: ReadOptions): AsyncIterable<ShardBatch<R>>;
+
+  /** Negative, zero or positive as `a` is before, at or after `b` in one partition. */
+  comparePositions(a: Position, b: Position): number;
+}

@@ -1,0 +1,8 @@
+import { describe, it } from 'vitest';
+import { MemoryStorage } from '../src/index.js';
+import { runConformanceSuite } from '../src/testing/index.js';
+
+// One store shared by every client, as coordinators in one process share one MemoryStorage.
+const shared = new MemoryStorage();
+
+runConformanceSuite({ describe, it }, { name: 'MemoryStorage', createStorage: async () => shared, changeFeed: true });

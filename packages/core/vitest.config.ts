@@ -1,0 +1,11 @@
+import { defineProject } from 'vitest/config';
+import { sourceAliases } from '../../vitest.config.js';
+
+export default defineProject({
+  resolve: { alias: sourceAliases },
+  test: {
+    name: 'core',
+    include: ['test/**/*.test.ts'],
+    testTimeout: 60_000,
+  },
+});
