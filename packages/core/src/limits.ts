@@ -5,6 +5,7 @@
  */
 import { CorruptRecordError, describeValue, InvalidInputError } from './errors.js';
 import type {
+  LeaseChangeKind,
   LeaderRecord,
   LeaderState,
   LeaseRecord,
@@ -36,6 +37,7 @@ export const limits = {
 } as const;
 
 const encoder = new TextEncoder();
+const CHANGE_KINDS: readonly LeaseChangeKind[] = ['released', 'handoff-requested', 'handed-off', 'created'];
 
 function byteLength(value: string): number {
   return encoder.encode(value).length;
@@ -160,7 +162,7 @@ export function validateLeaseUpdates(group: string, updates: readonly LeaseUpdat
     throw new InvalidInputError(`[${pkg}] updates must be an array, got ${describeValue(updates)}`);
   }
   const seen = new Set<string>();
-  for (const update of updates) {
+  for (const update of updates as readonly LeaseUpdate[]) {
     validateLeaseKey(update.leaseKey, pkg);
     if (seen.has(update.leaseKey)) {
       throw new InvalidInputError(`[${pkg}] lease key ${describeValue(update.leaseKey)} appears twice in one batch`);
@@ -168,9 +170,8 @@ export function validateLeaseUpdates(group: string, updates: readonly LeaseUpdat
     seen.add(update.leaseKey);
     validateVersion(update.expectedVersion, pkg);
     validateLeaseState(update.next, pkg);
-    const kinds = ['released', 'handoff-requested', 'handed-off', 'created'];
-    if (update.notify !== undefined && !kinds.includes(update.notify)) {
-      throw new InvalidInputError(`[${pkg}] notify must be one of ${kinds.join(', ')}, got ${describeValue(update.notify)}`);
+    if (update.notify !== undefined && !CHANGE_KINDS.includes(update.notify)) {
+      throw new InvalidInputError(`[${pkg}] notify must be one of ${CHANGE_KINDS.join(', ')}, got ${describeValue(update.notify)}`);
     }
   }
 }
