@@ -1,0 +1,1 @@
+export { startDynalite, type DynaliteOptions, type RunningDynalite } from './dynalite.js';
