@@ -1,0 +1,2 @@
+export { PostgresStorage, type PostgresStorageOptions, type MigrationResult } from './postgres-storage.js';
+export { SCHEMA_VERSION } from './schema.js';

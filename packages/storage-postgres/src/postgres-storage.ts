@@ -1,0 +1,528 @@
+import {
+  CorruptRecordError,
+  decodeLease,
+  decodeLeader,
+  describeValue,
+  encodeLeaderState,
+  encodeLeaseState,
+  InvalidConfigError,
+  pickLeaderState,
+  pickLeaseState,
+  result,
+  StorageSchemaError,
+  StorageUnavailableError,
+  validateGroup,
+  validateLeaderState,
+  validateLeaseKey,
+  validateLeaseUpdates,
+  validateNewLeader,
+  validateNewLease,
+  validateVersion,
+  type ChangeSubscription,
+  type DeleteResult,
+  type LeaderRecord,
+  type LeaderState,
+  type LeaseChange,
+  type LeaseholdError,
+  type LeaseRecord,
+  type LeaseUpdate,
+  type NewLeader,
+  type NewLease,
+  type Storage,
+  type WriteResult,
+} from '@leasehold/core';
+import type { Pool, PoolClient, QueryResultRow } from 'pg';
+import { ChangeFeed } from './change-feed.js';
+import {
+  connectionSurvives,
+  isRetryable,
+  isServerError,
+  outcomeUnknown,
+  readFailed,
+  schemaError,
+  unavailable,
+} from './errors.js';
+import {
+  migrationsTableDdl,
+  PKG,
+  SCHEMA_VERSION,
+  statements,
+  tableNames,
+  type Statements,
+  type TableNames,
+} from './schema.js';
+
+/** Options of {@link PostgresStorage}. */
+export interface PostgresStorageOptions {
+  /**
+   * The pool every statement goes through. The storage never ends it: the pool is yours. It may point at
+   * PgBouncer in transaction mode: the storage keeps no session state on it.
+   */
+  pool: Pool;
+  /** The schema of the tables. Default `public`. A plain identifier; it is always quoted. */
+  schema?: string;
+  /** The table of leases. Default `leasehold_leases`. */
+  leaseTable?: string;
+  /** The table of leader records. Default `leasehold_leaders`. */
+  leaderTable?: string;
+  /** The table in which `migrate()` records the schema version. Default `leasehold_migrations`. */
+  migrationsTable?: string;
+  /** Leases read per query when listing a group. Default 1,000; from 1 to 10,000. */
+  pageSize?: number;
+  /**
+   * The pool that the change feed takes its one LISTEN connection from. LISTEN needs a session: when
+   * `pool` goes through PgBouncer in transaction mode, pass a pool with a direct (or session-mode)
+   * connection here. Default: `pool`.
+   */
+  listenPool?: Pool;
+}
+
+/** What `migrate()` did. */
+export interface MigrationResult {
+  /** The schema version found before (0 when the tables did not exist). */
+  readonly fromVersion: number;
+  /** The schema version now. */
+  readonly toVersion: number;
+}
+
+interface OutcomeRow extends QueryResultRow {
+  applied_version: string | null;
+  current_found: boolean;
+  current_version: string | null;
+  current_state: string | null;
+}
+
+interface CreateLeaseRow extends QueryResultRow {
+  applied_version: string | null;
+  applied_epoch: string | null;
+  current_version: string | null;
+  current_state: string | null;
+  current_live: boolean | null;
+}
+
+interface LeaseRow extends QueryResultRow {
+  lease_key: string;
+  version: string | null;
+  state: string | null;
+}
+
+interface VersionRow extends QueryResultRow {
+  version: string | null;
+  state: string | null;
+}
+
+type WriteOutcome<R> = { rows: R[] } | { unknown: LeaseholdError };
+
+const DEFAULTS = {
+  schema: 'public',
+  leaseTable: 'leasehold_leases',
+  leaderTable: 'leasehold_leaders',
+  migrationsTable: 'leasehold_migrations',
+  pageSize: 1000,
+} as const;
+
+/** Statements refused by a deadlock or serialization failure rolled back whole; they are sent again this often. */
+const MAX_ATTEMPTS = 3;
+
+/** Codes of concurrent DDL colliding on a catalog index (duplicate object): the migration is run again. */
+const DDL_RACE_CODES = new Set(['23505', '42P06', '42P07', '42710']);
+
+/** A bigint column as pg returns it (a string), as the number the contract uses; `null` stays `null`. */
+function toNumber(value: string | number | null | undefined): number | null {
+  if (value === null || value === undefined) return null;
+  return Number(value);
+}
+
+/**
+ * Leasehold's lease, checkpoint and leader storage on PostgreSQL. Every write is one conditional statement
+ * on the row's version; a batch of lease updates is one statement whatever its size. Create the tables
+ * once with {@link PostgresStorage.migrate}.
+ */
+export class PostgresStorage implements Storage {
+  readonly #pool: Pool;
+  readonly #names: TableNames;
+  readonly #sql: Statements;
+  readonly #pageSize: number;
+  readonly #where: string;
+  readonly #feed: ChangeFeed;
+
+  constructor(options: PostgresStorageOptions) {
+    if (typeof options !== 'object' || options === null) {
+      throw new InvalidConfigError(`[${PKG}] options must be an object, got ${describeValue(options)}`);
+    }
+    if (!isPool(options.pool)) {
+      throw new InvalidConfigError(`[${PKG}] pool must be a pg.Pool, got ${describeValue(options.pool)}`);
+    }
+    if (options.listenPool !== undefined && !isPool(options.listenPool)) {
+      throw new InvalidConfigError(`[${PKG}] listenPool must be a pg.Pool, got ${describeValue(options.listenPool)}`);
+    }
+    const pageSize = options.pageSize ?? DEFAULTS.pageSize;
+    if (!Number.isSafeInteger(pageSize) || pageSize < 1 || pageSize > 10_000) {
+      throw new InvalidConfigError(`[${PKG}] pageSize must be an integer from 1 to 10000, got ${describeValue(pageSize)}`);
+    }
+    this.#pool = options.pool;
+    this.#pageSize = pageSize;
+    this.#names = tableNames(
+      options.schema ?? DEFAULTS.schema,
+      options.leaseTable ?? DEFAULTS.leaseTable,
+      options.leaderTable ?? DEFAULTS.leaderTable,
+      options.migrationsTable ?? DEFAULTS.migrationsTable,
+    );
+    this.#sql = statements(this.#names);
+    this.#where = `${this.#names.schema}.${this.#names.leaseTable} and ${this.#names.schema}.${this.#names.leaderTable}`;
+    this.#feed = new ChangeFeed(options.listenPool ?? options.pool, this.#names.channel, this.#sql.listen, this.#sql.unlisten);
+  }
+
+  /** The schema version this release reads and writes. */
+  static readonly schemaVersion = SCHEMA_VERSION;
+
+  /** The NOTIFY channel of the change feed (one per schema and lease table). */
+  get channel(): string {
+    return this.#names.channel;
+  }
+
+  /**
+   * Creates the schema and tables, or brings them up to this release's version. Idempotent, and safe to
+   * run from many workers at the same moment: migrations queue on a transaction-level advisory lock.
+   * Throws a `StorageSchemaError` if the database was migrated by a newer release.
+   */
+  async migrate(): Promise<MigrationResult> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.#migrateOnce();
+      } catch (error) {
+        const cause = error instanceof Error && 'cause' in error ? error.cause : undefined;
+        if (attempt < MAX_ATTEMPTS && isServerError(cause) && (DDL_RACE_CODES.has(cause.code) || isRetryable(cause))) continue;
+        throw error;
+      }
+    }
+  }
+
+  async #migrateOnce(): Promise<MigrationResult> {
+    const client = await this.#connect('migrate');
+    const key = `${this.#names.leaseTable}/${this.#names.leaderTable}`;
+    let failure: unknown;
+    try {
+      await client.query('BEGIN');
+      await client.query(this.#sql.lockMigrations);
+      for (const ddl of migrationsTableDdl(this.#names)) await client.query(ddl);
+      const found = await client.query<{ version: number }>(this.#sql.readVersion, [key]);
+      const fromVersion = found.rows[0]?.version ?? 0;
+      if (fromVersion > SCHEMA_VERSION) {
+        throw new StorageSchemaError(
+          `[${PKG}] the tables of ${this.#where} are at schema version ${fromVersion}, newer than this release's ${SCHEMA_VERSION}; upgrade @leasehold/storage-postgres`,
+        );
+      }
+      for (const ddl of this.#sql.migrate(fromVersion)) await client.query(ddl);
+      if (fromVersion < SCHEMA_VERSION) await client.query(this.#sql.recordVersion, [key, SCHEMA_VERSION]);
+      await client.query('COMMIT');
+      return { fromVersion, toVersion: SCHEMA_VERSION };
+    } catch (error) {
+      failure = error;
+      await client.query('ROLLBACK').catch(() => undefined);
+      if (error instanceof StorageSchemaError) throw error;
+      if (isServerError(error)) {
+        throw new StorageSchemaError(`[${PKG}] migrate of ${this.#where} failed: ${error.message}`, { cause: error });
+      }
+      throw readFailed('migrate', error);
+    } finally {
+      this.#release(client, failure);
+    }
+  }
+
+  async listLeases(group: string): Promise<LeaseRecord[]> {
+    validateGroup(group, PKG);
+    const leases: LeaseRecord[] = [];
+    // Keyset pages in bytewise key order: one query per page, none repeated or skipped however many leases.
+    let after = '';
+    for (;;) {
+      const rows = await this.#read<LeaseRow>('listLeases', this.#sql.listPage, [group, after, this.#pageSize]);
+      for (const row of rows) leases.push(decodeLease(group, row.lease_key, toNumber(row.version), row.state));
+      const last = rows.at(-1);
+      if (rows.length < this.#pageSize || !last) return leases;
+      after = last.lease_key;
+    }
+  }
+
+  async getLease(group: string, leaseKey: string): Promise<LeaseRecord | null> {
+    validateGroup(group, PKG);
+    validateLeaseKey(leaseKey, PKG);
+    const [row] = await this.#read<VersionRow>('getLease', this.#sql.getLease, [group, leaseKey]);
+    return row ? decodeLease(group, leaseKey, toNumber(row.version), row.state) : null;
+  }
+
+  async createLease(lease: NewLease): Promise<WriteResult<LeaseRecord>> {
+    const { group, leaseKey, state } = validateNewLease(lease, PKG);
+    const next = pickLeaseState(state);
+    const { epoch: _epoch, ...rest } = next;
+    const outcome = await this.#write<CreateLeaseRow>('createLease', this.#sql.createLease, [
+      group,
+      leaseKey,
+      next.epoch,
+      encodeLeaseState(next),
+      JSON.stringify(rest).slice(1),
+    ]);
+    if ('unknown' in outcome) return result.unknown(outcome.unknown);
+    const [row] = outcome.rows;
+    if (!row) return result.unknown(outcomeUnknown('createLease', new Error('the statement returned no row')));
+    if (row.applied_version !== null) {
+      return result.applied({ group, leaseKey, version: Number(row.applied_version), ...next, epoch: Number(row.applied_epoch) });
+    }
+    try {
+      if (row.current_live === true) return result.conflict(decodeLease(group, leaseKey, toNumber(row.current_version), row.current_state));
+      // The row that refused the insert was committed after this statement's snapshot: read it again.
+      return result.conflict(await this.getLease(group, leaseKey));
+    } catch (error) {
+      return result.unknown(asLeaseholdError('createLease', error));
+    }
+  }
+
+  async updateLeases(group: string, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[]> {
+    validateLeaseUpdates(group, updates, PKG);
+    if (updates.length === 0) return [];
+    const channel = this.#names.channel;
+    const outcome = updates.length === 1
+      ? await this.#write<OutcomeRow>('updateLeases', this.#sql.updateOneLease, oneUpdateValues(group, updates[0] as LeaseUpdate, channel))
+      : await this.#write<OutcomeRow>('updateLeases', this.#sql.updateLeases, batchValues(group, updates, channel));
+    if ('unknown' in outcome) return updates.map(() => result.unknown(outcome.unknown));
+    if (outcome.rows.length !== updates.length) {
+      const error = outcomeUnknown('updateLeases', new Error(`${outcome.rows.length} result rows for ${updates.length} updates`));
+      return updates.map(() => result.unknown(error));
+    }
+    const results: WriteResult<LeaseRecord>[] = [];
+    const stale: number[] = [];
+    updates.forEach((update, i) => {
+      const row = outcome.rows[i] as OutcomeRow;
+      if (row.applied_version !== null) {
+        results.push(result.applied({ group, leaseKey: update.leaseKey, version: Number(row.applied_version), ...pickLeaseState(update.next) }));
+      } else if (!row.current_found) {
+        results.push(result.conflict(null));
+      } else if (toNumber(row.current_version) === update.expectedVersion) {
+        // Matched in the snapshot but changed by a concurrent writer before the update could apply: the
+        // current row is newer than the snapshot's, so it is read again below.
+        stale.push(i);
+        results.push(result.conflict(null));
+      } else {
+        results.push(this.#leaseConflict(group, update.leaseKey, row));
+      }
+    });
+    if (stale.length > 0) await this.#rereadConflicts(group, updates, stale, results);
+    return results;
+  }
+
+  async deleteLease(group: string, leaseKey: string, expectedVersion: number): Promise<DeleteResult> {
+    validateGroup(group, PKG);
+    validateLeaseKey(leaseKey, PKG);
+    validateVersion(expectedVersion, PKG);
+    const outcome = await this.#write<OutcomeRow>('deleteLease', this.#sql.deleteLease, [group, leaseKey, expectedVersion]);
+    if ('unknown' in outcome) return result.unknown(outcome.unknown);
+    const [row] = outcome.rows;
+    if (!row) return result.unknown(outcomeUnknown('deleteLease', new Error('the statement returned no row')));
+    if (row.applied_version !== null) return { status: 'applied' };
+    if (!row.current_found) return result.conflict(null);
+    if (toNumber(row.current_version) !== expectedVersion) return this.#leaseConflict(group, leaseKey, row);
+    try {
+      return result.conflict(await this.getLease(group, leaseKey));
+    } catch (error) {
+      return result.unknown(asLeaseholdError('deleteLease', error));
+    }
+  }
+
+  /**
+   * Calls `listener` when a lease of the group is released or handed over, through LISTEN/NOTIFY. The first
+   * subscription takes one connection from `listenPool` (or `pool`) and keeps it until the last one closes;
+   * if that connection drops, it reconnects. Delivery is best effort: changes made while reconnecting are
+   * missed.
+   */
+  async subscribe(group: string, listener: (change: LeaseChange) => void): Promise<ChangeSubscription> {
+    validateGroup(group, PKG);
+    if (typeof listener !== 'function') {
+      throw new InvalidConfigError(`[${PKG}] listener must be a function, got ${describeValue(listener)}`);
+    }
+    let remove: () => Promise<void>;
+    try {
+      remove = await this.#feed.add(group, listener);
+    } catch (error) {
+      if (error instanceof Error && error.name === 'StorageUnavailableError') throw error;
+      throw unavailable('subscribe', error);
+    }
+    const close = (): Promise<void> => remove();
+    return { close, [Symbol.asyncDispose]: close };
+  }
+
+  async getLeader(group: string): Promise<LeaderRecord | null> {
+    validateGroup(group, PKG);
+    const [row] = await this.#read<VersionRow>('getLeader', this.#sql.getLeader, [group]);
+    return row ? decodeLeader(group, toNumber(row.version), row.state) : null;
+  }
+
+  async createLeader(leader: NewLeader): Promise<WriteResult<LeaderRecord>> {
+    const { group, state } = validateNewLeader(leader, PKG);
+    const next = pickLeaderState(state);
+    const outcome = await this.#write<OutcomeRow>('createLeader', this.#sql.createLeader, [group, encodeLeaderState(next)]);
+    return this.#leaderOutcome('createLeader', group, next, outcome, null);
+  }
+
+  async updateLeader(group: string, expectedVersion: number, next: LeaderState): Promise<WriteResult<LeaderRecord>> {
+    validateGroup(group, PKG);
+    validateVersion(expectedVersion, PKG);
+    validateLeaderState(next, PKG);
+    const state = pickLeaderState(next);
+    const outcome = await this.#write<OutcomeRow>('updateLeader', this.#sql.updateLeader, [group, expectedVersion, encodeLeaderState(state)]);
+    return this.#leaderOutcome('updateLeader', group, state, outcome, expectedVersion);
+  }
+
+  /** Stops the change feed and gives its connection back. The pool stays open: it is the caller's. */
+  async close(): Promise<void> {
+    await this.#feed.close();
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+
+  async #leaderOutcome(
+    operation: string,
+    group: string,
+    state: LeaderState,
+    outcome: WriteOutcome<OutcomeRow>,
+    expectedVersion: number | null,
+  ): Promise<WriteResult<LeaderRecord>> {
+    if ('unknown' in outcome) return result.unknown(outcome.unknown);
+    const [row] = outcome.rows;
+    if (!row) return result.unknown(outcomeUnknown(operation, new Error('the statement returned no row')));
+    if (row.applied_version !== null) return result.applied({ group, version: Number(row.applied_version), ...state });
+    try {
+      const snapshotCurrent = row.current_found && (expectedVersion === null || toNumber(row.current_version) !== expectedVersion);
+      if (snapshotCurrent) return result.conflict(decodeLeader(group, toNumber(row.current_version), row.current_state));
+      // The record that refused the write was committed after this statement's snapshot: read it again.
+      return result.conflict(await this.getLeader(group));
+    } catch (error) {
+      return result.unknown(asLeaseholdError(operation, error));
+    }
+  }
+
+  #leaseConflict(group: string, leaseKey: string, row: OutcomeRow): WriteResult<LeaseRecord> {
+    try {
+      return result.conflict(decodeLease(group, leaseKey, toNumber(row.current_version), row.current_state));
+    } catch (error) {
+      // The write did not apply, but the record it lost to cannot be read: the caller must not act on it.
+      return result.unknown(asLeaseholdError('updateLeases', error));
+    }
+  }
+
+  async #rereadConflicts(group: string, updates: readonly LeaseUpdate[], stale: readonly number[], results: WriteResult<LeaseRecord>[]): Promise<void> {
+    const keys = stale.map((i) => (updates[i] as LeaseUpdate).leaseKey);
+    let rows: LeaseRow[];
+    try {
+      rows = await this.#read<LeaseRow>('updateLeases', this.#sql.readLeases, [group, keys]);
+    } catch (error) {
+      const unknown = asLeaseholdError('updateLeases', error);
+      for (const i of stale) results[i] = result.unknown(unknown);
+      return;
+    }
+    const byKey = new Map(rows.map((row) => [row.lease_key, row]));
+    for (const i of stale) {
+      const leaseKey = (updates[i] as LeaseUpdate).leaseKey;
+      const row = byKey.get(leaseKey);
+      results[i] = row
+        ? this.#leaseConflict(group, leaseKey, { applied_version: null, current_found: true, current_version: row.version, current_state: row.state })
+        : result.conflict(null);
+    }
+  }
+
+  async #connect(operation: string): Promise<PoolClient> {
+    try {
+      return await this.#pool.connect();
+    } catch (error) {
+      throw unavailable(operation, error);
+    }
+  }
+
+  /** Gives the client back; destroys it unless the error left the connection usable. */
+  #release(client: PoolClient, error: unknown): void {
+    if (error === undefined || connectionSurvives(error)) client.release();
+    else client.release(error instanceof Error ? error : true);
+  }
+
+  /**
+   * Sends one statement on a pooled connection. A statement rolled back by a deadlock or serialization
+   * failure is sent again (it changed nothing); any other error is returned with the client already
+   * given back.
+   */
+  async #send<R extends QueryResultRow>(operation: string, sql: string, values: readonly unknown[]): Promise<R[]> {
+    for (let attempt = 1; ; attempt++) {
+      const client = await this.#connect(operation);
+      // A socket that dies while the client is checked out emits 'error' on it; unheard, that crashes the process.
+      const onError = (): void => undefined;
+      client.on('error', onError);
+      let failure: unknown;
+      try {
+        const { rows } = await client.query<R>(sql, values as unknown[]);
+        return rows;
+      } catch (error) {
+        failure = error;
+        if (attempt < MAX_ATTEMPTS && isRetryable(error)) continue;
+        throw error;
+      } finally {
+        this.#release(client, failure);
+        client.removeListener('error', onError);
+      }
+    }
+  }
+
+  /** A read: fails with `StorageUnavailableError`, or `StorageSchemaError` when the tables are missing. */
+  async #read<R extends QueryResultRow>(operation: string, sql: string, values: readonly unknown[]): Promise<R[]> {
+    try {
+      return await this.#send<R>(operation, sql, values);
+    } catch (error) {
+      if (error instanceof StorageUnavailableError) throw error;
+      throw schemaError(error, this.#where) ?? readFailed(operation, error);
+    }
+  }
+
+  /**
+   * A write: throws `StorageUnavailableError` when no connection could be had (nothing was sent) and
+   * `StorageSchemaError` when the tables are missing (the server refused the statement); every other
+   * failure makes the outcome unknown.
+   */
+  async #write<R extends QueryResultRow>(operation: string, sql: string, values: readonly unknown[]): Promise<WriteOutcome<R>> {
+    try {
+      return { rows: await this.#send<R>(operation, sql, values) };
+    } catch (error) {
+      if (error instanceof StorageUnavailableError) throw error;
+      const schema = schemaError(error, this.#where);
+      if (schema) throw schema;
+      return { unknown: outcomeUnknown(operation, error) };
+    }
+  }
+}
+
+function isPool(value: unknown): value is Pool {
+  return typeof value === 'object' && value !== null && typeof (value as { connect?: unknown }).connect === 'function';
+}
+
+function asLeaseholdError(operation: string, error: unknown): LeaseholdError {
+  if (error instanceof CorruptRecordError || error instanceof StorageUnavailableError || error instanceof StorageSchemaError) return error;
+  return outcomeUnknown(operation, error);
+}
+
+function oneUpdateValues(group: string, update: LeaseUpdate, channel: string): unknown[] {
+  return [group, update.leaseKey, update.expectedVersion, encodeLeaseState(update.next), update.next.epoch, update.notify ?? null, channel];
+}
+
+function batchValues(group: string, updates: readonly LeaseUpdate[], channel: string): unknown[] {
+  const keys: string[] = [];
+  const expected: number[] = [];
+  const states: string[] = [];
+  const epochs: number[] = [];
+  const notify: Array<string | null> = [];
+  for (const update of updates) {
+    keys.push(update.leaseKey);
+    expected.push(update.expectedVersion);
+    states.push(encodeLeaseState(update.next));
+    epochs.push(update.next.epoch);
+    notify.push(update.notify ?? null);
+  }
+  return [group, keys, expected, states, epochs, notify, channel];
+}

@@ -1,0 +1,246 @@
+/**
+ * Identifiers, the schema and its migrations, and every SQL statement the adapter sends. Names the user
+ * configures are validated as plain identifiers and then always quoted; values always travel as
+ * parameters. Nothing the user configures is spliced into SQL unquoted.
+ */
+import { createHash } from 'node:crypto';
+import { describeValue, InvalidConfigError } from '@leasehold/core';
+
+export const PKG = 'storage-postgres';
+
+/** The version of the tables this release reads and writes; `migrate()` brings a database up to it. */
+export const SCHEMA_VERSION = 1;
+
+/** PostgreSQL truncates identifiers longer than NAMEDATALEN - 1 bytes; refusing them avoids silent aliasing. */
+const MAX_IDENTIFIER_BYTES = 63;
+const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/** Throws an `InvalidConfigError` naming the value unless it is a plain SQL identifier of at most 63 bytes. */
+export function validateIdentifier(what: string, value: unknown): string {
+  if (typeof value !== 'string' || !IDENTIFIER.test(value) || Buffer.byteLength(value) > MAX_IDENTIFIER_BYTES) {
+    throw new InvalidConfigError(
+      `[${PKG}] ${what} ${describeValue(value)} is not a valid identifier (letters, digits and _, not starting with a digit, at most ${MAX_IDENTIFIER_BYTES} bytes)`,
+    );
+  }
+  return value;
+}
+
+/** Quotes an identifier the way PostgreSQL's quote_ident does, so that even an unvalidated name stays one name. */
+export function quoteIdentifier(name: string): string {
+  return `"${name.replaceAll('"', '""')}"`;
+}
+
+/** The quoted, validated names of one installation's tables. */
+export interface TableNames {
+  readonly schema: string;
+  readonly leaseTable: string;
+  readonly leaderTable: string;
+  readonly migrationsTable: string;
+  /** The NOTIFY channel of the lease table's change feed (one per schema and table). */
+  readonly channel: string;
+}
+
+/** Builds the names of one installation; throws `InvalidConfigError` for a bad one. */
+export function tableNames(schema: unknown, leaseTable: unknown, leaderTable: unknown, migrationsTable: unknown): TableNames {
+  const names = {
+    schema: validateIdentifier('schema name', schema),
+    leaseTable: validateIdentifier('lease table name', leaseTable),
+    leaderTable: validateIdentifier('leader table name', leaderTable),
+    migrationsTable: validateIdentifier('migrations table name', migrationsTable),
+  };
+  if (new Set([names.leaseTable, names.leaderTable, names.migrationsTable]).size !== 3) {
+    throw new InvalidConfigError(
+      `[${PKG}] lease, leader and migrations tables must have different names, got ${describeValue([names.leaseTable, names.leaderTable, names.migrationsTable])}`,
+    );
+  }
+  const readable = `leasehold.${names.schema}.${names.leaseTable}`;
+  // A channel name is an identifier too (63 bytes at most); a long pair of names is hashed instead.
+  const channel = Buffer.byteLength(readable) <= MAX_IDENTIFIER_BYTES
+    ? readable
+    : `leasehold.${createHash('sha256').update(`${names.schema}.${names.leaseTable}`).digest('hex').slice(0, 40)}`;
+  return { ...names, channel };
+}
+
+/** The SQL of every statement, built once per storage from quoted names. */
+export interface Statements {
+  readonly migrate: (fromVersion: number) => string[];
+  readonly readVersion: string;
+  readonly lockMigrations: string;
+  readonly recordVersion: string;
+  readonly listPage: string;
+  readonly getLease: string;
+  readonly readLeases: string;
+  readonly createLease: string;
+  readonly updateLeases: string;
+  readonly updateOneLease: string;
+  readonly deleteLease: string;
+  readonly getLeader: string;
+  readonly createLeader: string;
+  readonly updateLeader: string;
+  readonly listen: string;
+  readonly unlisten: string;
+}
+
+/** Builds the statements of one installation. */
+export function statements(names: TableNames): Statements {
+  const schema = quoteIdentifier(names.schema);
+  const leases = `${schema}.${quoteIdentifier(names.leaseTable)}`;
+  const leaders = `${schema}.${quoteIdentifier(names.leaderTable)}`;
+  const migrations = `${schema}.${quoteIdentifier(names.migrationsTable)}`;
+  const leasesPk = quoteIdentifier(`${names.leaseTable}_pkey`.slice(0, MAX_IDENTIFIER_BYTES));
+  const leadersPk = quoteIdentifier(`${names.leaderTable}_pkey`.slice(0, MAX_IDENTIFIER_BYTES));
+  const channel = quoteIdentifier(names.channel);
+
+  // Each step brings the tables from version i to i + 1; a later release appends steps and never edits one.
+  const steps: string[][] = [
+    [
+      // A deleted lease stays as a tombstone (live = false) that keeps its version and highest epoch, so that
+      // neither repeats when the key is created again. COLLATE "C" makes key order bytewise, for paging.
+      `CREATE TABLE IF NOT EXISTS ${leases} (
+        group_name text COLLATE "C" NOT NULL,
+        lease_key text COLLATE "C" NOT NULL,
+        version bigint NOT NULL CHECK (version >= 1),
+        live boolean NOT NULL,
+        high_epoch bigint NOT NULL CHECK (high_epoch >= 0),
+        state text,
+        CONSTRAINT ${leasesPk} PRIMARY KEY (group_name, lease_key)
+      )`,
+      `CREATE TABLE IF NOT EXISTS ${leaders} (
+        group_name text COLLATE "C" NOT NULL,
+        version bigint NOT NULL CHECK (version >= 1),
+        state text,
+        CONSTRAINT ${leadersPk} PRIMARY KEY (group_name)
+      )`,
+    ],
+  ];
+
+  return {
+    migrate: (fromVersion) => steps.slice(fromVersion).flat(),
+    // Concurrent CREATE ... IF NOT EXISTS can still fail on the catalog's unique index, so migrations queue
+    // on a transaction-level advisory lock (released at COMMIT: no session state is left behind).
+    lockMigrations: `SELECT pg_advisory_xact_lock(hashtext('leasehold:migrate'))`,
+    readVersion: `SELECT version FROM ${migrations} WHERE table_name = $1`,
+    recordVersion: `INSERT INTO ${migrations} (table_name, version) VALUES ($1, $2)
+      ON CONFLICT (table_name) DO UPDATE SET version = EXCLUDED.version, migrated_at = now()`,
+
+    listPage: `SELECT lease_key, version, state FROM ${leases}
+      WHERE group_name = $1 AND live AND lease_key > $2 ORDER BY lease_key LIMIT $3`,
+    getLease: `SELECT version, state FROM ${leases} WHERE group_name = $1 AND lease_key = $2 AND live`,
+    readLeases: `SELECT lease_key, version, state FROM ${leases} WHERE group_name = $1 AND lease_key = ANY($2::text[]) AND live`,
+
+    // Inserts, or revives a tombstone with a greater version and an epoch no lower than the key ever had.
+    // The revived state is the caller's JSON with the epoch put first: $5 is that JSON without its epoch
+    // and without its opening brace. A live row is left alone and read back as the conflict's current row.
+    createLease: `WITH created AS (
+        INSERT INTO ${leases} AS t (group_name, lease_key, version, live, high_epoch, state)
+        VALUES ($1, $2, 1, true, $3, $4)
+        ON CONFLICT (group_name, lease_key) DO UPDATE
+          SET version = t.version + 1,
+              live = true,
+              high_epoch = GREATEST(t.high_epoch, EXCLUDED.high_epoch),
+              state = '{"epoch":' || GREATEST(t.high_epoch, EXCLUDED.high_epoch)::text || ',' || $5::text
+          WHERE NOT t.live
+        RETURNING t.version, t.high_epoch
+      )
+      SELECT created.version AS applied_version, created.high_epoch AS applied_epoch,
+             current.version AS current_version, current.state AS current_state, current.live AS current_live
+      FROM (SELECT 1) AS one
+      LEFT JOIN created ON true
+      LEFT JOIN ${leases} AS current
+        ON created.version IS NULL AND current.group_name = $1 AND current.lease_key = $2`,
+
+    // The whole batch in one statement: one conditional UPDATE over unnest(), one result row per input row
+    // in input order, the current row of each conflict, and pg_notify for each applied update that asks
+    // for it (delivered at commit, so only writes that applied are ever published).
+    updateLeases: `WITH input AS (
+        SELECT * FROM unnest($2::text[], $3::bigint[], $4::text[], $5::bigint[], $6::text[])
+          WITH ORDINALITY AS u(lease_key, expected, state, epoch, notify, ord)
+      ),
+      updated AS (
+        UPDATE ${leases} AS t
+        SET version = t.version + 1, state = input.state, high_epoch = GREATEST(t.high_epoch, input.epoch)
+        FROM input
+        WHERE t.group_name = $1 AND t.lease_key = input.lease_key AND t.live AND t.version = input.expected
+        RETURNING t.lease_key, t.version
+      )
+      SELECT updated.version AS applied_version,
+             current.lease_key IS NOT NULL AS current_found, current.version AS current_version, current.state AS current_state,
+             CASE WHEN updated.version IS NOT NULL AND input.notify IS NOT NULL
+               THEN pg_notify($7, json_build_object('group', $1::text, 'leaseKey', input.lease_key, 'kind', input.notify)::text)
+             END AS notified
+      FROM input
+      LEFT JOIN updated ON updated.lease_key = input.lease_key
+      LEFT JOIN ${leases} AS current
+        ON updated.version IS NULL AND current.group_name = $1 AND current.lease_key = input.lease_key AND current.live
+      ORDER BY input.ord`,
+
+    // The same write for one lease, without unnest: the common renew of a worker holding one lease.
+    updateOneLease: `WITH updated AS (
+        UPDATE ${leases} AS t
+        SET version = t.version + 1, state = $4, high_epoch = GREATEST(t.high_epoch, $5::bigint)
+        WHERE t.group_name = $1 AND t.lease_key = $2 AND t.live AND t.version = $3
+        RETURNING t.version
+      )
+      SELECT updated.version AS applied_version,
+             current.lease_key IS NOT NULL AS current_found, current.version AS current_version, current.state AS current_state,
+             CASE WHEN updated.version IS NOT NULL AND $6::text IS NOT NULL
+               THEN pg_notify($7, json_build_object('group', $1::text, 'leaseKey', $2::text, 'kind', $6::text)::text)
+             END AS notified
+      FROM (SELECT 1) AS one
+      LEFT JOIN updated ON true
+      LEFT JOIN ${leases} AS current
+        ON updated.version IS NULL AND current.group_name = $1 AND current.lease_key = $2 AND current.live`,
+
+    // A delete leaves a tombstone: the row keeps its version and highest epoch, and loses its state.
+    deleteLease: `WITH deleted AS (
+        UPDATE ${leases} AS t SET live = false, state = NULL
+        WHERE t.group_name = $1 AND t.lease_key = $2 AND t.live AND t.version = $3
+        RETURNING t.version
+      )
+      SELECT deleted.version AS applied_version,
+             current.lease_key IS NOT NULL AS current_found, current.version AS current_version, current.state AS current_state
+      FROM (SELECT 1) AS one
+      LEFT JOIN deleted ON true
+      LEFT JOIN ${leases} AS current
+        ON deleted.version IS NULL AND current.group_name = $1 AND current.lease_key = $2 AND current.live`,
+
+    getLeader: `SELECT version, state FROM ${leaders} WHERE group_name = $1`,
+    createLeader: `WITH created AS (
+        INSERT INTO ${leaders} (group_name, version, state) VALUES ($1, 1, $2)
+        ON CONFLICT (group_name) DO NOTHING
+        RETURNING version
+      )
+      SELECT created.version AS applied_version,
+             current.group_name IS NOT NULL AS current_found, current.version AS current_version, current.state AS current_state
+      FROM (SELECT 1) AS one
+      LEFT JOIN created ON true
+      LEFT JOIN ${leaders} AS current ON created.version IS NULL AND current.group_name = $1`,
+    updateLeader: `WITH updated AS (
+        UPDATE ${leaders} AS t SET version = t.version + 1, state = $3
+        WHERE t.group_name = $1 AND t.version = $2
+        RETURNING t.version
+      )
+      SELECT updated.version AS applied_version,
+             current.group_name IS NOT NULL AS current_found, current.version AS current_version, current.state AS current_state
+      FROM (SELECT 1) AS one
+      LEFT JOIN updated ON true
+      LEFT JOIN ${leaders} AS current ON updated.version IS NULL AND current.group_name = $1`,
+
+    listen: `LISTEN ${channel}`,
+    unlisten: `UNLISTEN ${channel}`,
+  };
+}
+
+/** The DDL that creates the migrations table itself; run before reading the recorded version. */
+export function migrationsTableDdl(names: TableNames): string[] {
+  const schema = quoteIdentifier(names.schema);
+  const migrations = `${schema}.${quoteIdentifier(names.migrationsTable)}`;
+  return [
+    `CREATE SCHEMA IF NOT EXISTS ${schema}`,
+    `CREATE TABLE IF NOT EXISTS ${migrations} (
+      table_name text PRIMARY KEY,
+      version integer NOT NULL,
+      migrated_at timestamptz NOT NULL DEFAULT now()
+    )`,
+  ];
+}

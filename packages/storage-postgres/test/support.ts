@@ -1,0 +1,80 @@
+/**
+ * The shared PostgreSQL server of the tests (127.0.0.1:5432, database `test`, trust authentication), and a
+ * fresh schema per test file so that parallel runs never collide. A file's schema is dropped when all of its
+ * tests passed and left behind otherwise, to be read.
+ */
+import { randomUUID } from 'node:crypto';
+import pg from 'pg';
+import { afterAll, beforeAll, beforeEach } from 'vitest';
+
+export const serverConfig: pg.PoolConfig = {
+  host: process.env.PGHOST ?? '127.0.0.1',
+  port: Number(process.env.PGPORT ?? 5432),
+  database: process.env.PGDATABASE ?? 'test',
+  user: process.env.PGUSER ?? 'root',
+};
+
+const START_HINT =
+  'start it with `pg_ctlcluster 15 main start` (or `service postgresql start`), then create the role and database: ' +
+  '`su postgres -c "createuser -s root; createdb -O root test"`';
+
+/** A pool on the shared server; fails loudly, with the command that starts the server, if it cannot connect. */
+export async function openPool(max: number): Promise<pg.Pool> {
+  const pool = new pg.Pool({ ...serverConfig, max, connectionTimeoutMillis: 10_000 });
+  pool.on('error', () => undefined);
+  try {
+    await pool.query('SELECT 1');
+  } catch (error) {
+    await pool.end();
+    throw new Error(
+      `cannot reach PostgreSQL at ${serverConfig.host}:${serverConfig.port}/${serverConfig.database} as ${serverConfig.user} (${(error as Error).message}); ${START_HINT}`,
+      { cause: error },
+    );
+  }
+  return pool;
+}
+
+/** A schema name no other run uses. */
+export function freshSchemaName(prefix: string): string {
+  return `${prefix}_${randomUUID().replaceAll('-', '').slice(0, 12)}`;
+}
+
+/**
+ * Registers a pool and a fresh schema for the current test file. The schema is dropped after the file
+ * only if no test failed.
+ */
+export function useServer(prefix: string, max = 10): { pool: () => pg.Pool; schema: string } {
+  const schema = freshSchemaName(prefix);
+  let pool: pg.Pool | undefined;
+  let failed = false;
+  beforeAll(async () => {
+    pool = await openPool(max);
+  });
+  beforeEach(({ onTestFailed }) => {
+    onTestFailed(() => {
+      failed = true;
+    });
+  });
+  afterAll(async () => {
+    if (!pool) return;
+    if (!failed) await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await pool.end();
+  });
+  return {
+    pool: () => {
+      if (!pool) throw new Error('the pool is opened in beforeAll');
+      return pool;
+    },
+    schema,
+  };
+}
+
+/** Polls `check` every 20 ms until it returns true or `timeoutMs` passes; returns the last answer. */
+export async function waitFor(check: () => boolean | Promise<boolean>, timeoutMs = 10_000): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (await check()) return true;
+    if (Date.now() > deadline) return false;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
