@@ -1,0 +1,2 @@
+export { DynamoDBStorage, type DynamoDBStorageOptions } from './dynamodb-storage.js';
+export { createTable, checkTable, type CreateTableOptions } from './schema.js';
