@@ -1,0 +1,135 @@
+/**
+ * De-aggregation of KPL aggregated records (magic number, protobuf `AggregatedRecord`, MD5 trailer), with
+ * aws-kinesis-agg doing the decoding and checking the checksum.
+ */
+import { createRequire } from 'node:module';
+import type { _Record } from '@aws-sdk/client-kinesis';
+import { describeValue } from '@leasehold/core';
+import { MalformedRecordError } from './errors.js';
+import type { KinesisRecord } from './record.js';
+
+/** The parts of aws-kinesis-agg that are used here (its own typings need aws-sdk v2 and aws-lambda). */
+interface DeaggregatedUserRecord {
+  partitionKey: string;
+  explicitPartitionKey?: string | undefined;
+  sequenceNumber: string;
+  subSequenceNumber?: number | undefined;
+  data: string;
+}
+interface AwsKinesisAgg {
+  deaggregate(
+    record: { data: Uint8Array; partitionKey: string; sequenceNumber: string; explicitPartitionKey?: string | undefined },
+    computeChecksums: boolean,
+    perRecord: (error: Error | null, userRecord?: DeaggregatedUserRecord) => void,
+    afterRecord: (error?: Error, failedUserRecord?: DeaggregatedUserRecord) => void,
+  ): void;
+}
+
+const agg = createRequire(import.meta.url)('aws-kinesis-agg') as AwsKinesisAgg;
+
+const MAGIC = [0xf3, 0x89, 0x9a, 0xc2];
+const MD5_BYTES = 16;
+
+/** What to do with a record that starts with the KPL magic number but does not decode: report it, or hand it over whole. */
+export type MalformedAggregatePolicy = 'error' | 'deliver-whole';
+
+/** Whether the payload starts with the KPL aggregation magic number. */
+export function looksAggregated(data: Uint8Array): boolean {
+  return (
+    data.length > MAGIC.length + MD5_BYTES &&
+    data[0] === MAGIC[0] &&
+    data[1] === MAGIC[1] &&
+    data[2] === MAGIC[2] &&
+    data[3] === MAGIC[3]
+  );
+}
+
+/** Where a read resumes inside an aggregated record: sub-records up to `subSequenceNumber` of `sequenceNumber` are skipped. */
+export interface SkipThrough {
+  readonly sequenceNumber: string;
+  readonly subSequenceNumber: number;
+}
+
+/**
+ * The user records of one Kinesis record, in order. A plain record is one user record at `<seq>`; an
+ * aggregated one gives `<seq>:<i>` for each sub-record but the last, which gives `<seq>` (the whole record
+ * is done). Sub-records covered by `skip` are dropped.
+ */
+export function userRecordsOf(
+  record: _Record,
+  shardId: string,
+  policy: MalformedAggregatePolicy,
+  skip: SkipThrough | undefined,
+): KinesisRecord[] {
+  const sequenceNumber = record.SequenceNumber ?? '';
+  const data = record.Data ?? new Uint8Array(0);
+  const arrival = record.ApproximateArrivalTimestamp?.getTime();
+  const skipping = skip !== undefined && skip.sequenceNumber === sequenceNumber;
+  if (!looksAggregated(data)) {
+    if (skipping) return [];
+    return [
+      {
+        position: sequenceNumber,
+        data,
+        partitionKey: record.PartitionKey ?? '',
+        approximateArrivalTimestampMs: arrival,
+        sequenceNumber,
+        subSequenceNumber: undefined,
+        explicitHashKey: undefined,
+        aggregated: false,
+      },
+    ];
+  }
+
+  const decoded: DeaggregatedUserRecord[] = [];
+  let failure: Error | undefined;
+  agg.deaggregate(
+    { data, partitionKey: record.PartitionKey ?? '', sequenceNumber },
+    true,
+    (error, userRecord) => {
+      if (error) failure ??= error;
+      else if (userRecord) decoded.push(userRecord);
+    },
+    (error) => {
+      if (error) failure ??= error;
+    },
+  );
+  if (failure !== undefined) {
+    if (policy === 'error') {
+      throw new MalformedRecordError(
+        `[source-kinesis] record ${describeValue(sequenceNumber)} of shard ${describeValue(shardId)} starts with the KPL magic number but cannot be de-aggregated: ${failure.message}`,
+        { cause: failure },
+      );
+    }
+    if (skipping) return [];
+    return [
+      {
+        position: sequenceNumber,
+        data,
+        partitionKey: record.PartitionKey ?? '',
+        approximateArrivalTimestampMs: arrival,
+        sequenceNumber,
+        subSequenceNumber: undefined,
+        explicitHashKey: undefined,
+        aggregated: false,
+      },
+    ];
+  }
+
+  const last = decoded.length - 1;
+  const users: KinesisRecord[] = [];
+  decoded.forEach((user, index) => {
+    if (skipping && index <= skip.subSequenceNumber) return;
+    users.push({
+      position: index === last ? sequenceNumber : `${sequenceNumber}:${index}`,
+      data: Buffer.from(user.data, 'base64'),
+      partitionKey: user.partitionKey,
+      approximateArrivalTimestampMs: arrival,
+      sequenceNumber,
+      subSequenceNumber: index,
+      explicitHashKey: user.explicitPartitionKey ?? undefined,
+      aggregated: true,
+    });
+  });
+  return users;
+}

@@ -1,0 +1,111 @@
+/**
+ * The typed errors of the Kinesis source, and the one place that decides which Kinesis errors are
+ * transient (retried with backoff) and which are reported.
+ */
+import { SourceError, describeValue } from '@leasehold/core';
+
+/** The stream does not exist (or is not visible to these credentials in this region). */
+export class StreamNotFoundError extends SourceError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('ERR_STREAM_NOT_FOUND', message, options);
+  }
+}
+
+/** The shard does not exist in the stream (a wrong id, or trimmed past the retention period). */
+export class ShardNotFoundError extends SourceError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('ERR_SHARD_NOT_FOUND', message, options);
+  }
+}
+
+/** The credentials may not read the stream (IAM, KMS key policy, expired or unknown credentials). */
+export class AccessDeniedError extends SourceError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('ERR_ACCESS_DENIED', message, options);
+  }
+}
+
+/** A record carries the KPL aggregation magic number but cannot be de-aggregated (bad MD5 trailer or protobuf). */
+export class MalformedRecordError extends SourceError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super('ERR_MALFORMED_RECORD', message, options);
+  }
+}
+
+const THROTTLING = new Set([
+  'ProvisionedThroughputExceededException',
+  'LimitExceededException',
+  'ThrottlingException',
+  'KMSThrottlingException',
+]);
+
+const TRANSIENT = new Set([
+  'InternalFailure',
+  'InternalFailureException',
+  'InternalServerError',
+  'ServiceUnavailable',
+  'ServiceUnavailableException',
+  'TimeoutError',
+  'RequestTimeout',
+  'RequestTimeoutException',
+]);
+
+const NETWORK_CODES = new Set(['ECONNRESET', 'ECONNREFUSED', 'EPIPE', 'ETIMEDOUT', 'EAI_AGAIN', 'ERR_HTTP2_STREAM_ERROR']);
+
+const ACCESS = new Set([
+  'AccessDeniedException',
+  'KMSAccessDeniedException',
+  'UnrecognizedClientException',
+  'InvalidSignatureException',
+  'ExpiredTokenException',
+  'IncompleteSignature',
+  'MissingAuthenticationToken',
+]);
+
+function nameOf(error: unknown): string {
+  return error instanceof Error ? error.name : '';
+}
+
+/** Whether the error says "slow down": ProvisionedThroughputExceeded, LimitExceeded and friends. */
+export function isThrottling(error: unknown): boolean {
+  return THROTTLING.has(nameOf(error));
+}
+
+/** Whether the shard iterator has expired (it lives five minutes) and a fresh one must be asked for. */
+export function isExpiredIterator(error: unknown): boolean {
+  return nameOf(error) === 'ExpiredIteratorException';
+}
+
+/** Whether the error is worth retrying with backoff: throttling, a server fault or a network failure. */
+export function isTransient(error: unknown): boolean {
+  if (isThrottling(error) || TRANSIENT.has(nameOf(error))) return true;
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && NETWORK_CODES.has(code)) return true;
+  const status = (error as { $metadata?: { httpStatusCode?: number } } | null)?.$metadata?.httpStatusCode;
+  return typeof status === 'number' && status >= 500;
+}
+
+/** Turns a Kinesis error that must reach the caller into a typed error naming the stream and shard. */
+export function toSourceError(error: unknown, where: { stream: string; shardId?: string | undefined; action: string }): SourceError {
+  if (error instanceof SourceError) return error;
+  const name = nameOf(error);
+  const detail = error instanceof Error ? error.message : String(error);
+  const stream = describeValue(where.stream);
+  if (name === 'ResourceNotFoundException') {
+    if (where.shardId !== undefined && /shard/i.test(detail)) {
+      return new ShardNotFoundError(
+        `[source-kinesis] shard ${describeValue(where.shardId)} was not found in stream ${stream}`,
+        { cause: error },
+      );
+    }
+    return new StreamNotFoundError(`[source-kinesis] stream ${stream} was not found`, { cause: error });
+  }
+  if (ACCESS.has(name)) {
+    return new AccessDeniedError(`[source-kinesis] access to stream ${stream} was denied (${name}): ${detail}`, {
+      cause: error,
+    });
+  }
+  return new SourceError('ERR_SOURCE', `[source-kinesis] ${where.action} on stream ${stream} failed (${name || 'Error'}): ${detail}`, {
+    cause: error,
+  });
+}

@@ -1,0 +1,133 @@
+/**
+ * Reading a shard with enhanced fan-out: SubscribeToShard through a registered stream consumer. A
+ * subscription lasts five minutes or ends with an error; the reader subscribes again after the last
+ * continuation sequence number, so nothing is lost or repeated. The shard ends with the event that has
+ * no continuation sequence number; its `ChildShards` name the children.
+ */
+import {
+  SubscribeToShardCommand,
+  type KinesisClient,
+  type StartingPosition,
+  type SubscribeToShardEvent,
+  type SubscribeToShardEventStream,
+} from '@aws-sdk/client-kinesis';
+import type { Position } from '@leasehold/core';
+import { userRecordsOf, type SkipThrough } from './aggregation.js';
+import { backoffDelayMs } from './backoff.js';
+import type { ReaderContext } from './context.js';
+import { isTransient, toSourceError } from './errors.js';
+import { skipOf, startingPointOf, type StartingPoint } from './positions.js';
+import { bytesOf, type BatchQueue } from './queue.js';
+import type { KinesisRecord } from './record.js';
+
+/** What the fan-out reader needs beyond the polling context. */
+export interface FanOutContext {
+  /** The client SubscribeToShard is sent with (HTTP/2 on AWS; HTTP/1.1 on the local emulator). */
+  readonly client: KinesisClient;
+  /** The ARN of the registered stream consumer. */
+  consumerArn(signal: AbortSignal): Promise<string>;
+  /** The least time between two subscriptions to one shard (Kinesis allows one a second). */
+  readonly minSubscribeIntervalMs: number;
+}
+
+/** Reads `shardId` after `from` into `queue` through SubscribeToShard until the shard ends, an error is reported or `signal` fires. */
+export async function subscribeShard(
+  ctx: ReaderContext,
+  fanOut: FanOutContext,
+  shardId: string,
+  from: Position,
+  queue: BatchQueue,
+  signal: AbortSignal,
+): Promise<void> {
+  const start = startingPointOf(from);
+  let skip: SkipThrough | undefined = skipOf(start);
+  let position = from;
+  let continuation: string | undefined;
+  let failures = 0;
+  let lastSubscribeAt = Number.NEGATIVE_INFINITY;
+
+  if (start.type === 'SHARD_END') {
+    queue.push({ kind: 'end', end: { kind: 'end', childShardIds: await ctx.childShardIdsOf(shardId, signal) } });
+    return;
+  }
+  const consumerArn = await fanOut.consumerArn(signal);
+
+  const retryLater = async (error: unknown): Promise<void> => {
+    if (signal.aborted) throw error;
+    const name = error instanceof Error ? error.name : '';
+    if (name !== 'ResourceInUseException' && !isTransient(error)) {
+      throw toSourceError(error, { stream: ctx.streamLabel, shardId, action: 'SubscribeToShard' });
+    }
+    await ctx.clock.sleep(backoffDelayMs(failures++, ctx.backoffBaseMs, ctx.backoffMaxMs, ctx.random), signal);
+  };
+
+  for (;;) {
+    const waitMs = lastSubscribeAt + fanOut.minSubscribeIntervalMs - ctx.clock.now();
+    if (waitMs > 0) await ctx.clock.sleep(waitMs, signal);
+    lastSubscribeAt = ctx.clock.now();
+    const startingPosition: StartingPosition =
+      continuation !== undefined ? { Type: 'AFTER_SEQUENCE_NUMBER', SequenceNumber: continuation } : startingPositionOf(start);
+    try {
+      const output = await fanOut.client.send(
+        new SubscribeToShardCommand({ ConsumerARN: consumerArn, ShardId: shardId, StartingPosition: startingPosition }),
+        { abortSignal: signal },
+      );
+      for await (const message of output.EventStream ?? []) {
+        const event = eventOf(message);
+        const records: KinesisRecord[] = [];
+        for (const raw of event.Records ?? []) {
+          for (const record of userRecordsOf(raw, shardId, ctx.malformedAggregates, skip)) records.push(record);
+          skip = undefined;
+        }
+        const last = records[records.length - 1];
+        if (last !== undefined) position = last.position;
+        failures = 0;
+        if (records.length > 0 || event.ContinuationSequenceNumber === undefined) {
+          queue.push({
+            kind: 'batch',
+            batch: { kind: 'records', records, position, millisBehindLatest: event.MillisBehindLatest },
+            bytes: bytesOf(records),
+          });
+        }
+        if (event.ContinuationSequenceNumber === undefined || event.ContinuationSequenceNumber === null) {
+          const children = (event.ChildShards ?? []).map((child) => child.ShardId ?? '').filter((id) => id !== '');
+          const childShardIds = children.length > 0 ? children : await ctx.childShardIdsOf(shardId, signal);
+          queue.push({ kind: 'end', end: { kind: 'end', childShardIds } });
+          return;
+        }
+        continuation = event.ContinuationSequenceNumber;
+        // Backpressure: the next event is read only when the consumer has room for it.
+        await queue.waitForRoom(signal);
+      }
+      // The subscription ran its five minutes: subscribe again after the continuation.
+    } catch (error) {
+      await retryLater(error);
+    }
+  }
+}
+
+/** The records event of a stream message, or the error the message carries. */
+function eventOf(message: SubscribeToShardEventStream): SubscribeToShardEvent {
+  if (message.SubscribeToShardEvent !== undefined) return message.SubscribeToShardEvent;
+  const entry: [string, unknown] | undefined = Object.entries(message as unknown as Record<string, unknown>).find(([, value]) => value !== undefined);
+  const name = entry?.[0] ?? 'UnknownEvent';
+  if (entry?.[1] instanceof Error) throw entry[1];
+  const wrapped = new Error(`event stream sent ${name}`);
+  wrapped.name = name;
+  throw wrapped;
+}
+
+function startingPositionOf(point: StartingPoint): StartingPosition {
+  switch (point.type) {
+    case 'AFTER_SEQUENCE_NUMBER':
+    case 'AT_SEQUENCE_NUMBER':
+      return { Type: point.type, SequenceNumber: point.sequenceNumber };
+    case 'AT_TIMESTAMP':
+      return { Type: 'AT_TIMESTAMP', Timestamp: point.timestamp };
+    case 'TRIM_HORIZON':
+    case 'LATEST':
+      return { Type: point.type };
+    case 'SHARD_END':
+      throw new Error('unreachable: SHARD_END has no starting position');
+  }
+}

@@ -1,0 +1,319 @@
+/**
+ * `KinesisSource`: core's `ShardSource` over a `KinesisClient` the user creates. Discovery with
+ * ListShards, reading with GetRecords (default) or enhanced fan-out, KPL de-aggregation, and positions
+ * that compare as 128-bit sequence numbers plus sub-sequence.
+ */
+import {
+  DescribeStreamConsumerCommand,
+  DescribeStreamSummaryCommand,
+  ListShardsCommand,
+  RegisterStreamConsumerCommand,
+  type KinesisClient,
+  type ListShardsCommandInput,
+} from '@aws-sdk/client-kinesis';
+import {
+  AbortedError,
+  InvalidConfigError,
+  InvalidInputError,
+  SourceError,
+  abortReason,
+  compareNumericPositions,
+  describeValue,
+  systemClock,
+  systemRandom,
+  type Clock,
+  type Position,
+  type Random,
+  type ReadOptions,
+  type ShardBatch,
+  type ShardInfo,
+  type ShardSource,
+} from '@leasehold/core';
+import type { MalformedAggregatePolicy } from './aggregation.js';
+import { backoffDelayMs } from './backoff.js';
+import type { ReaderContext, StreamRef } from './context.js';
+import { isTransient, toSourceError } from './errors.js';
+import { subscribeShard, type FanOutContext } from './fan-out.js';
+import { pollShard } from './polling.js';
+import { startingPointOf } from './positions.js';
+import { BatchQueue } from './queue.js';
+import type { KinesisRecord } from './record.js';
+
+/** Enhanced fan-out: a dedicated 2 MB/s per shard pushed over SubscribeToShard. */
+export interface EnhancedFanOutOptions {
+  /** The stream consumer to register, or reuse when it exists. Required unless `consumerArn` is given. */
+  readonly consumerName?: string | undefined;
+  /** The ARN of a consumer registered beforehand; nothing is registered then. */
+  readonly consumerArn?: string | undefined;
+  /**
+   * The client SubscribeToShard is sent with. Default: the source's client. On AWS it must speak HTTP/2
+   * (the SDK's default `NodeHttp2Handler`); the local emulator speaks HTTP/1.1 only (`NodeHttpHandler`).
+   */
+  readonly client?: KinesisClient | undefined;
+}
+
+/** Options of {@link KinesisSource}. */
+export interface KinesisSourceOptions {
+  /** The client every call is sent with (region, credentials, endpoint and HTTP handler are the user's). */
+  readonly client: KinesisClient;
+  /** The stream's name. Give this or `streamArn`. */
+  readonly streamName?: string | undefined;
+  /** The stream's ARN (needed for a stream of another account). Give this or `streamName`. */
+  readonly streamArn?: string | undefined;
+  /** Records asked for per GetRecords, 1 to 10,000. Default 10,000. */
+  readonly maxRecordsPerCall?: number | undefined;
+  /** GetRecords calls per second per shard, above 0 and at most 5 (Kinesis's limit). Default 5. */
+  readonly maxGetRecordsPerSecond?: number | undefined;
+  /** The wait before polling again when a GetRecords returned nothing. Default 1,000 ms. */
+  readonly idleDelayMs?: number | undefined;
+  /** Prefetch stops while this many records wait for the consumer. Default 10,000. */
+  readonly prefetchMaxRecords?: number | undefined;
+  /** Prefetch stops while this many payload bytes wait for the consumer. Default 16 MiB. */
+  readonly prefetchMaxBytes?: number | undefined;
+  /** The first backoff after throttling or a transient failure; it doubles up to `backoffMaxMs`. Default 200 ms. */
+  readonly backoffBaseMs?: number | undefined;
+  /** The longest backoff. Default 10,000 ms. */
+  readonly backoffMaxMs?: number | undefined;
+  /**
+   * A record that starts with the KPL magic number but fails its MD5 check or does not decode: `'error'`
+   * (default) reports a `MalformedRecordError`; `'deliver-whole'` hands it over as one plain record, as
+   * the KCL does.
+   */
+  readonly malformedAggregates?: MalformedAggregatePolicy | undefined;
+  /** Read with enhanced fan-out instead of GetRecords. */
+  readonly enhancedFanOut?: EnhancedFanOutOptions | undefined;
+  /** The clock for pacing, backoff and idle waits. Default: the system clock. */
+  readonly clock?: Clock | undefined;
+  /** The randomness for backoff jitter. Default: `Math.random`. */
+  readonly random?: Random | undefined;
+}
+
+const STREAM_NAME = /^[a-zA-Z0-9_.-]{1,128}$/;
+const STREAM_ARN = /^arn:aws[a-z-]*:kinesis:[a-z0-9-]+:\d{12}:stream\/[a-zA-Z0-9_.-]{1,128}$/;
+const CONSUMER_NAME = /^[a-zA-Z0-9_.-]{1,128}$/;
+const SHARD_ID = /^[a-zA-Z0-9_.-]{1,128}$/;
+
+/** Reads the shards of one Kinesis data stream for Leasehold's consumer runtime. */
+export class KinesisSource implements ShardSource<KinesisRecord> {
+  private readonly ctx: ReaderContext;
+  private readonly prefetchMaxRecords: number;
+  private readonly prefetchMaxBytes: number;
+  private readonly fanOut: FanOutContext | undefined;
+  private consumerArnPromise: Promise<string> | undefined;
+
+  constructor(options: KinesisSourceOptions) {
+    const { client, streamName, streamArn } = options;
+    if (client === undefined || client === null || typeof (client as { send?: unknown }).send !== 'function') {
+      throw new InvalidConfigError(`[source-kinesis] client must be a KinesisClient, got ${describeValue(client)}`);
+    }
+    if ((streamName === undefined) === (streamArn === undefined)) {
+      throw new InvalidConfigError('[source-kinesis] give exactly one of streamName and streamArn');
+    }
+    if (streamName !== undefined && !STREAM_NAME.test(streamName)) {
+      throw new InvalidConfigError(`[source-kinesis] stream name ${describeValue(streamName)} is not a valid Kinesis stream name`);
+    }
+    if (streamArn !== undefined && !STREAM_ARN.test(streamArn)) {
+      throw new InvalidConfigError(`[source-kinesis] stream ARN ${describeValue(streamArn)} is not a Kinesis stream ARN`);
+    }
+    const maxGetRecordsPerSecond = numberOption('maxGetRecordsPerSecond', options.maxGetRecordsPerSecond, 5, { min: 0, max: 5, exclusiveMin: true });
+    const backoffBaseMs = numberOption('backoffBaseMs', options.backoffBaseMs, 200, { min: 0 });
+    const backoffMaxMs = numberOption('backoffMaxMs', options.backoffMaxMs, 10_000, { min: backoffBaseMs });
+    const malformedAggregates = options.malformedAggregates ?? 'error';
+    if (malformedAggregates !== 'error' && malformedAggregates !== 'deliver-whole') {
+      throw new InvalidConfigError(`[source-kinesis] malformedAggregates must be "error" or "deliver-whole", got ${describeValue(malformedAggregates)}`);
+    }
+    const stream: StreamRef = streamArn !== undefined ? { StreamARN: streamArn } : { StreamName: streamName };
+    this.prefetchMaxRecords = numberOption('prefetchMaxRecords', options.prefetchMaxRecords, 10_000, { min: 1, integer: true });
+    this.prefetchMaxBytes = numberOption('prefetchMaxBytes', options.prefetchMaxBytes, 16 * 1024 * 1024, { min: 1, integer: true });
+    this.ctx = {
+      client,
+      stream,
+      streamLabel: streamArn ?? streamName ?? '',
+      clock: options.clock ?? systemClock,
+      random: options.random ?? systemRandom,
+      maxRecordsPerCall: numberOption('maxRecordsPerCall', options.maxRecordsPerCall, 10_000, { min: 1, max: 10_000, integer: true }),
+      minCallIntervalMs: 1000 / maxGetRecordsPerSecond,
+      idleDelayMs: numberOption('idleDelayMs', options.idleDelayMs, 1_000, { min: 0 }),
+      backoffBaseMs,
+      backoffMaxMs,
+      malformedAggregates,
+      childShardIdsOf: (shardId, signal) => this.childShardIdsOf(shardId, signal),
+    };
+    this.fanOut = options.enhancedFanOut === undefined ? undefined : this.fanOutContext(options.enhancedFanOut, client);
+  }
+
+  /** Every shard of the stream, open and closed, with parents and hash key range (ListShards, all pages). */
+  async listShards(options: ReadOptions = {}): Promise<ShardInfo[]> {
+    const signal = options.signal ?? new AbortController().signal;
+    const shards: ShardInfo[] = [];
+    let nextToken: string | undefined;
+    do {
+      const input: ListShardsCommandInput = nextToken === undefined ? { ...this.ctx.stream } : { NextToken: nextToken };
+      const output = await this.withRetries('ListShards', undefined, signal, () =>
+        this.ctx.client.send(new ListShardsCommand(input), { abortSignal: signal }),
+      );
+      for (const shard of output.Shards ?? []) {
+        const ending = shard.SequenceNumberRange?.EndingSequenceNumber;
+        const details: Record<string, string> = {
+          startingHashKey: shard.HashKeyRange?.StartingHashKey ?? '',
+          endingHashKey: shard.HashKeyRange?.EndingHashKey ?? '',
+          startingSequenceNumber: shard.SequenceNumberRange?.StartingSequenceNumber ?? '',
+        };
+        if (ending !== undefined) details.endingSequenceNumber = ending;
+        shards.push({
+          shardId: shard.ShardId ?? '',
+          parentShardIds: [shard.ParentShardId, shard.AdjacentParentShardId].filter((id): id is string => !!id),
+          closed: ending !== undefined,
+          details,
+        });
+      }
+      nextToken = output.NextToken;
+    } while (nextToken !== undefined);
+    return shards;
+  }
+
+  /**
+   * Reads a shard after `from`: a checkpoint (`<sequence>` or `<sequence>:<subSequence>`) or a sentinel
+   * (`TRIM_HORIZON`, `LATEST`, `AT_TIMESTAMP:<ms>`, `SHARD_END`). Yields batches in order, prefetching the
+   * next while the caller works, and ends with the shard's children once a closed shard is read to its end.
+   * Leaving the loop or firing `options.signal` stops every request and timer of the read.
+   */
+  async *read(shardId: string, from: Position, options: ReadOptions = {}): AsyncGenerator<ShardBatch<KinesisRecord>, void, undefined> {
+    if (typeof shardId !== 'string' || !SHARD_ID.test(shardId)) {
+      throw new InvalidInputError(`[source-kinesis] shard id ${describeValue(shardId)} is not a valid shard id`);
+    }
+    startingPointOf(from);
+    const external = options.signal;
+    if (external?.aborted) throw abortReason(external);
+    const controller = new AbortController();
+    const onAbort = (): void => controller.abort(external?.reason);
+    external?.addEventListener('abort', onAbort, { once: true });
+
+    const queue = new BatchQueue(this.prefetchMaxRecords, this.prefetchMaxBytes);
+    const work =
+      this.fanOut === undefined
+        ? pollShard(this.ctx, shardId, from, queue, controller.signal)
+        : subscribeShard(this.ctx, this.fanOut, shardId, from, queue, controller.signal);
+    const reader = work.catch((error: unknown) => {
+      if (!controller.signal.aborted) queue.push({ kind: 'error', error });
+    });
+
+    try {
+      for (;;) {
+        const item = await queue.take(controller.signal);
+        if (item.kind === 'error') throw item.error;
+        if (item.kind === 'end') {
+          yield item.end;
+          return;
+        }
+        yield item.batch;
+      }
+    } finally {
+      external?.removeEventListener('abort', onAbort);
+      controller.abort(new AbortedError(`[source-kinesis] read of shard ${describeValue(shardId)} stopped`));
+      await reader;
+    }
+  }
+
+  /** Orders two positions of one shard: sequence numbers as 128-bit integers, then the sub-sequence. */
+  comparePositions(a: Position, b: Position): number {
+    return compareNumericPositions(a, b);
+  }
+
+  private async childShardIdsOf(shardId: string, signal: AbortSignal): Promise<string[]> {
+    const shards = await this.listShards({ signal });
+    return shards.filter((shard) => shard.parentShardIds.includes(shardId)).map((shard) => shard.shardId);
+  }
+
+  private async withRetries<T>(action: string, shardId: string | undefined, signal: AbortSignal, call: () => Promise<T>): Promise<T> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await call();
+      } catch (error) {
+        if (signal.aborted) throw abortReason(signal);
+        if (!isTransient(error)) throw toSourceError(error, { stream: this.ctx.streamLabel, shardId, action });
+        await this.ctx.clock.sleep(backoffDelayMs(attempt, this.ctx.backoffBaseMs, this.ctx.backoffMaxMs, this.ctx.random), signal);
+      }
+    }
+  }
+
+  private fanOutContext(options: EnhancedFanOutOptions, client: KinesisClient): FanOutContext {
+    const { consumerName, consumerArn } = options;
+    if (consumerArn === undefined && (consumerName === undefined || !CONSUMER_NAME.test(consumerName))) {
+      throw new InvalidConfigError(`[source-kinesis] enhancedFanOut.consumerName ${describeValue(consumerName)} is not a valid consumer name`);
+    }
+    return {
+      client: options.client ?? client,
+      minSubscribeIntervalMs: 1_000,
+      consumerArn: (signal) => {
+        if (consumerArn !== undefined) return Promise.resolve(consumerArn);
+        this.consumerArnPromise ??= this.registerOrReuseConsumer(consumerName ?? '', signal).catch((error: unknown) => {
+          this.consumerArnPromise = undefined;
+          throw error;
+        });
+        return this.consumerArnPromise;
+      },
+    };
+  }
+
+  /** The ARN of the named stream consumer once it is ACTIVE, registering it first if the stream has none of that name. */
+  private async registerOrReuseConsumer(consumerName: string, signal: AbortSignal): Promise<string> {
+    const { client } = this.ctx;
+    const streamArn =
+      this.ctx.stream.StreamARN ??
+      (
+        await this.withRetries('DescribeStreamSummary', undefined, signal, () =>
+          client.send(new DescribeStreamSummaryCommand({ ...this.ctx.stream }), { abortSignal: signal }),
+        )
+      ).StreamDescriptionSummary?.StreamARN;
+    if (streamArn === undefined) throw new SourceError('ERR_SOURCE', `[source-kinesis] stream ${describeValue(this.ctx.streamLabel)} has no ARN`);
+
+    for (let attempt = 0; ; attempt++) {
+      let description;
+      try {
+        description = (
+          await this.withRetries('DescribeStreamConsumer', undefined, signal, () =>
+            client.send(new DescribeStreamConsumerCommand({ StreamARN: streamArn, ConsumerName: consumerName }), { abortSignal: signal }),
+          )
+        ).ConsumerDescription;
+      } catch (error) {
+        if (!(error instanceof SourceError && error.code === 'ERR_STREAM_NOT_FOUND' && attempt === 0)) throw error;
+        // No consumer of that name yet (Kinesis says ResourceNotFound for a missing consumer too): register it.
+        try {
+          await this.withRetries('RegisterStreamConsumer', undefined, signal, () =>
+            client.send(new RegisterStreamConsumerCommand({ StreamARN: streamArn, ConsumerName: consumerName }), { abortSignal: signal }),
+          );
+        } catch (registerError) {
+          // Another worker registered it first: reuse theirs.
+          if (!(registerError instanceof SourceError && (registerError.cause as Error | undefined)?.name === 'ResourceInUseException')) throw registerError;
+        }
+        continue;
+      }
+      if (description?.ConsumerStatus === 'ACTIVE' && description.ConsumerARN !== undefined) return description.ConsumerARN;
+      if (attempt > 600) {
+        throw new SourceError('ERR_SOURCE', `[source-kinesis] consumer ${describeValue(consumerName)} did not become ACTIVE (status ${describeValue(description?.ConsumerStatus)})`);
+      }
+      await this.ctx.clock.sleep(500, signal);
+    }
+  }
+}
+
+function numberOption(
+  name: string,
+  value: number | undefined,
+  fallback: number,
+  rule: { min: number; max?: number; exclusiveMin?: boolean; integer?: boolean },
+): number {
+  if (value === undefined) return fallback;
+  const valid =
+    typeof value === 'number' &&
+    Number.isFinite(value) &&
+    (rule.exclusiveMin ? value > rule.min : value >= rule.min) &&
+    (rule.max === undefined || value <= rule.max) &&
+    (!rule.integer || Number.isInteger(value));
+  if (!valid) {
+    const range = `${rule.exclusiveMin ? 'above' : 'at least'} ${rule.min}${rule.max === undefined ? '' : ` and at most ${rule.max}`}`;
+    throw new InvalidConfigError(`[source-kinesis] ${name} must be ${rule.integer ? 'an integer ' : 'a number '}${range}, got ${describeValue(value)}`);
+  }
+  return value;
+}

@@ -1,0 +1,143 @@
+/**
+ * Reading a shard with GetRecords: one call in flight, at most `maxGetRecordsPerSecond` calls a second,
+ * the next batch fetched while the consumer works on the current one, throttling retried with backoff,
+ * and an expired iterator replaced by a fresh one from the last position handed over.
+ */
+import { GetRecordsCommand, GetShardIteratorCommand, type GetRecordsOutput } from '@aws-sdk/client-kinesis';
+import type { Position } from '@leasehold/core';
+import { userRecordsOf, type SkipThrough } from './aggregation.js';
+import { backoffDelayMs } from './backoff.js';
+import type { ReaderContext } from './context.js';
+import { isExpiredIterator, isTransient, toSourceError } from './errors.js';
+import { skipOf, startingPointOf, type StartingPoint } from './positions.js';
+import { bytesOf, type BatchQueue } from './queue.js';
+import type { KinesisRecord } from './record.js';
+
+/** Reads `shardId` after `from` into `queue` until the shard ends, an error is reported or `signal` fires. */
+export async function pollShard(
+  ctx: ReaderContext,
+  shardId: string,
+  from: Position,
+  queue: BatchQueue,
+  signal: AbortSignal,
+): Promise<void> {
+  let position = from;
+  let start = startingPointOf(from);
+  let skip: SkipThrough | undefined = skipOf(start);
+  let failures = 0;
+  let lastCallAt = Number.NEGATIVE_INFINITY;
+
+  const retryLater = async (error: unknown, action: string): Promise<void> => {
+    if (!isTransient(error)) throw toSourceError(error, { stream: ctx.streamLabel, shardId, action });
+    await ctx.clock.sleep(backoffDelayMs(failures++, ctx.backoffBaseMs, ctx.backoffMaxMs, ctx.random), signal);
+  };
+
+  // Every call to the shard, retries included, goes through here: at most one every minCallIntervalMs.
+  const paced = async <T>(call: () => Promise<T>): Promise<T> => {
+    const waitMs = lastCallAt + ctx.minCallIntervalMs - ctx.clock.now();
+    if (waitMs > 0) await ctx.clock.sleep(waitMs, signal);
+    lastCallAt = ctx.clock.now();
+    return call();
+  };
+
+  const iteratorFor = async (point: StartingPoint): Promise<string | undefined> => {
+    for (;;) {
+      try {
+        const output = await paced(() =>
+          ctx.client.send(new GetShardIteratorCommand({ ...ctx.stream, ShardId: shardId, ...iteratorRequestOf(point) }), {
+            abortSignal: signal,
+          }),
+        );
+        failures = 0;
+        return output.ShardIterator;
+      } catch (error) {
+        if (signal.aborted) throw error;
+        await retryLater(error, 'GetShardIterator');
+      }
+    }
+  };
+
+  const end = async (output: GetRecordsOutput | undefined): Promise<void> => {
+    const children = output?.ChildShards?.map((child) => child.ShardId ?? '').filter((id) => id !== '');
+    const childShardIds = children && children.length > 0 ? children : await ctx.childShardIdsOf(shardId, signal);
+    queue.push({ kind: 'end', end: { kind: 'end', childShardIds } });
+  };
+
+  if (start.type === 'SHARD_END') return end(undefined);
+  let iterator = await iteratorFor(start);
+
+  for (;;) {
+    if (iterator === undefined) return end(undefined);
+    await queue.waitForRoom(signal);
+    let output: GetRecordsOutput;
+    try {
+      const current = iterator;
+      output = await paced(() =>
+        ctx.client.send(new GetRecordsCommand({ ShardIterator: current, Limit: ctx.maxRecordsPerCall, ...arnOf(ctx) }), {
+          abortSignal: signal,
+        }),
+      );
+      failures = 0;
+    } catch (error) {
+      if (signal.aborted) throw error;
+      if (isExpiredIterator(error)) {
+        // Resume exactly where the consumer's records stop: nothing lost, nothing repeated.
+        start = restartPointOf(position, start);
+        skip = skipOf(start);
+        iterator = await iteratorFor(start);
+        continue;
+      }
+      await retryLater(error, 'GetRecords');
+      continue;
+    }
+
+    const rawRecords = output.Records ?? [];
+    const records: KinesisRecord[] = [];
+    for (const raw of rawRecords) {
+      for (const record of userRecordsOf(raw, shardId, ctx.malformedAggregates, skip)) records.push(record);
+      // An AT_SEQUENCE_NUMBER read returns the partly done record first: only it has sub-records to skip.
+      skip = undefined;
+    }
+    const last = records[records.length - 1];
+    if (last !== undefined) position = last.position;
+    queue.push({
+      kind: 'batch',
+      batch: { kind: 'records', records, position, millisBehindLatest: output.MillisBehindLatest },
+      bytes: bytesOf(records),
+    });
+
+    if (output.NextShardIterator === undefined || output.NextShardIterator === null) return end(output);
+    iterator = output.NextShardIterator;
+    if (rawRecords.length === 0) await ctx.clock.sleep(ctx.idleDelayMs, signal);
+  }
+}
+
+/** Where to start again after the records handed over so far, or the original start if none were. */
+export function restartPointOf(position: Position, original: StartingPoint): StartingPoint {
+  const point = startingPointOf(position);
+  // Before the first record, the original start still holds (for LATEST, records written meanwhile are
+  // after the new iterator's start only if they were written after it: see the README).
+  return point.type === 'TRIM_HORIZON' || point.type === 'LATEST' || point.type === 'AT_TIMESTAMP' ? original : point;
+}
+
+function iteratorRequestOf(point: StartingPoint): {
+  ShardIteratorType: 'TRIM_HORIZON' | 'LATEST' | 'AT_TIMESTAMP' | 'AFTER_SEQUENCE_NUMBER' | 'AT_SEQUENCE_NUMBER';
+  StartingSequenceNumber?: string;
+  Timestamp?: Date;
+} {
+  switch (point.type) {
+    case 'AFTER_SEQUENCE_NUMBER':
+    case 'AT_SEQUENCE_NUMBER':
+      return { ShardIteratorType: point.type, StartingSequenceNumber: point.sequenceNumber };
+    case 'AT_TIMESTAMP':
+      return { ShardIteratorType: 'AT_TIMESTAMP', Timestamp: point.timestamp };
+    case 'SHARD_END':
+      throw new Error('unreachable: SHARD_END has no iterator');
+    default:
+      return { ShardIteratorType: point.type };
+  }
+}
+
+function arnOf(ctx: ReaderContext): { StreamARN?: string } {
+  return ctx.stream.StreamARN !== undefined ? { StreamARN: ctx.stream.StreamARN } : {};
+}
