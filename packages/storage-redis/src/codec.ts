@@ -1,0 +1,111 @@
+/**
+ * How records are stored. A lease is one hash field whose value is
+ * `version:epoch:highest epoch:write token:state JSON`, the JSON holding every field but the epoch; the
+ * header is what the scripts compare and raise without parsing JSON. A leader record is
+ * `version:write token:state JSON`. The write token identifies the call that wrote the value, so that a
+ * command the client resent after a reconnect is recognised as the adapter's own write.
+ */
+import {
+  CorruptRecordError,
+  decodeLeader,
+  decodeLease,
+  describeValue,
+  pickLeaderState,
+  type LeaderRecord,
+  type LeaderState,
+  type LeaseRecord,
+  type LeaseState,
+} from '@leasehold/core';
+import { PKG } from './keys.js';
+
+/** The state of a lease as stored in JSON: every field but the epoch, which lives in the header. */
+export function encodeLeaseBody(state: LeaseState): string {
+  return JSON.stringify({
+    owner: state.owner,
+    checkpoint: state.checkpoint,
+    parentKeys: state.parentKeys,
+    pendingOwner: state.pendingOwner,
+    metadata: state.metadata,
+  });
+}
+
+export function encodeLeaderBody(state: LeaderState): string {
+  return JSON.stringify(pickLeaderState(state));
+}
+
+export interface StoredLease {
+  readonly record: LeaseRecord;
+  readonly token: string;
+}
+
+export interface StoredLeader {
+  readonly record: LeaderRecord;
+  readonly token: string;
+}
+
+export interface Tombstone {
+  readonly version: number;
+  readonly highEpoch: number;
+  readonly token: string;
+}
+
+function corrupt(group: string, leaseKey: string | undefined, detail: string): CorruptRecordError {
+  const name = leaseKey === undefined
+    ? `leader record of group ${describeValue(group)}`
+    : `lease ${describeValue(leaseKey)} of group ${describeValue(group)}`;
+  return new CorruptRecordError(`[${PKG}] stored ${name} is corrupt: ${detail}`, { group, leaseKey });
+}
+
+/** Splits `count` decimal fields and a token off the front of a stored value. */
+function splitHeader(raw: string, count: number): { numbers: number[]; token: string; rest: string } | null {
+  const numbers: number[] = [];
+  let start = 0;
+  for (let i = 0; i < count; i++) {
+    const end = raw.indexOf(':', start);
+    if (end < 0) return null;
+    const text = raw.slice(start, end);
+    if (!/^\d{1,16}$/.test(text)) return null;
+    numbers.push(Number(text));
+    start = end + 1;
+  }
+  const tokenEnd = raw.indexOf(':', start);
+  if (tokenEnd < 0) return null;
+  return { numbers, token: raw.slice(start, tokenEnd), rest: raw.slice(tokenEnd + 1) };
+}
+
+function parseBody(text: string): Record<string, unknown> | null {
+  try {
+    const value: unknown = JSON.parse(text);
+    return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Reads a stored lease back, checking every field; a bad one throws a `CorruptRecordError` naming it. */
+export function decodeStoredLease(group: string, leaseKey: string, raw: unknown): StoredLease {
+  if (typeof raw !== 'string') throw corrupt(group, leaseKey, `expected a string, found ${describeValue(raw)}`);
+  const header = splitHeader(raw, 3);
+  if (!header) throw corrupt(group, leaseKey, `malformed header in ${describeValue(raw)}`);
+  const [version, epoch] = header.numbers as [number, number, number];
+  const body = parseBody(header.rest);
+  // An unparsable body goes to core's decoder as text, which names exactly what is wrong with it.
+  const record = decodeLease(group, leaseKey, version, body === null ? header.rest : { ...body, epoch });
+  return { record, token: header.token };
+}
+
+/** Reads a stored leader record back, checking every field. */
+export function decodeStoredLeader(group: string, raw: unknown): StoredLeader {
+  if (typeof raw !== 'string') throw corrupt(group, undefined, `expected a string, found ${describeValue(raw)}`);
+  const header = splitHeader(raw, 1);
+  if (!header) throw corrupt(group, undefined, `malformed header in ${describeValue(raw)}`);
+  return { record: decodeLeader(group, header.numbers[0], header.rest), token: header.token };
+}
+
+/** Reads a tombstone (`version:highest epoch:write token`), or `null` when there is none. */
+export function decodeTombstone(group: string, leaseKey: string, raw: unknown): Tombstone | null {
+  if (raw === null || raw === undefined) return null;
+  const match = typeof raw === 'string' ? /^(\d{1,16}):(\d{1,16}):(.*)$/s.exec(raw) : null;
+  if (!match) throw corrupt(group, leaseKey, `malformed tombstone ${describeValue(raw)}`);
+  return { version: Number(match[1]), highEpoch: Number(match[2]), token: match[3] as string };
+}

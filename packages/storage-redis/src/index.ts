@@ -1,0 +1,1 @@
+export { RedisStorage, type RedisStorageOptions } from './redis-storage.js';

@@ -1,0 +1,39 @@
+import { describeValue, InvalidConfigError } from '@leasehold/core';
+
+export const PKG = 'storage-redis';
+
+/** Letters, digits and `. _ : / -`: nothing that could open a hash tag, split a line or need quoting. */
+const PREFIX_PATTERN = /^[A-Za-z0-9._:/-]{0,128}$/;
+
+/** Throws an `InvalidConfigError` naming the prefix unless it is safe to put in front of every key. */
+export function validateKeyPrefix(prefix: unknown): asserts prefix is string {
+  if (typeof prefix !== 'string' || !PREFIX_PATTERN.test(prefix)) {
+    throw new InvalidConfigError(
+      `[${PKG}] key prefix ${describeValue(prefix)} may only contain letters, digits and . _ : / - (at most 128 characters)`,
+    );
+  }
+}
+
+/** The keys and channel of one group. They share one hash tag, so every script touches one cluster slot. */
+export interface GroupKeys {
+  readonly leases: string;
+  readonly tombstones: string;
+  readonly incarnation: string;
+  readonly leader: string;
+  readonly channel: string;
+}
+
+/**
+ * The group name is base64url-encoded inside the tag: a `}` in it can neither end the tag early nor make
+ * two groups share keys, and base64url has no character that means anything to Redis.
+ */
+export function groupKeys(prefix: string, group: string): GroupKeys {
+  const base = `${prefix}{${Buffer.from(group, 'utf8').toString('base64url')}}`;
+  return {
+    leases: `${base}:leases`,
+    tombstones: `${base}:tombstones`,
+    incarnation: `${base}:incarnation`,
+    leader: `${base}:leader`,
+    channel: `${base}:changes`,
+  };
+}

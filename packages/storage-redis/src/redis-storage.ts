@@ -1,0 +1,493 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import {
+  CorruptRecordError,
+  describeValue,
+  InvalidConfigError,
+  LeaseholdError,
+  pickLeaderState,
+  pickLeaseState,
+  result,
+  StorageOutcomeUnknownError,
+  StorageSchemaError,
+  StorageUnavailableError,
+  validateGroup,
+  validateLeaderState,
+  validateLeaseKey,
+  validateLeaseUpdates,
+  validateNewLeader,
+  validateNewLease,
+  validateVersion,
+  type ChangeSubscription,
+  type DeleteResult,
+  type LeaderRecord,
+  type LeaderState,
+  type LeaseChange,
+  type LeaseChangeKind,
+  type LeaseRecord,
+  type LeaseUpdate,
+  type NewLeader,
+  type NewLease,
+  type Storage,
+  type WriteResult,
+} from '@leasehold/core';
+import type { Cluster, Redis } from 'ioredis';
+import {
+  decodeStoredLeader,
+  decodeStoredLease,
+  decodeTombstone,
+  encodeLeaderBody,
+  encodeLeaseBody,
+} from './codec.js';
+import { groupKeys, PKG, validateKeyPrefix, type GroupKeys } from './keys.js';
+import { bindScripts, type Scripts } from './scripts.js';
+import { Watermarks } from './watermarks.js';
+
+/** Options of {@link RedisStorage}. */
+export interface RedisStorageOptions {
+  /**
+   * The `ioredis` client (`Redis`) or cluster client (`Cluster`) to use. The adapter registers its
+   * scripts on it and changes none of its settings; closing it stays the caller's job.
+   */
+  client: Redis | Cluster;
+  /**
+   * Put in front of every key and channel name. Letters, digits and `. _ : / -` only, at most 128
+   * characters. Default `"leasehold:"`.
+   */
+  keyPrefix?: string;
+  /** How many leases one page of a listing asks for (the `COUNT` hint of `HSCAN`). Default 1,000. */
+  listPageSize?: number;
+  /** How many lease updates go into one script call; larger batches take several. Default 10,000. */
+  maxBatchSize?: number;
+}
+
+const CHANGE_KINDS: ReadonlySet<string> = new Set<LeaseChangeKind>(['released', 'handoff-requested', 'handed-off', 'created']);
+const TOMBSTONE_PAGE = 1000;
+
+type Listener = (change: LeaseChange) => void;
+
+interface Channel {
+  readonly group: string;
+  readonly listeners: Set<Listener>;
+  ready: Promise<void>;
+}
+
+/**
+ * Leasehold storage on Redis: leases, checkpoints and leader records, each operation one atomic Lua
+ * script on keys that share one hash tag per group, so that it runs unchanged on Redis Cluster.
+ * Implements both `CheckpointStorage` and `LeaderStore`, and a change feed over pub/sub.
+ *
+ * It keeps, in memory, the highest version, epoch and term it has seen per group and refuses, with a
+ * `RegressionError`, any reply showing Redis went back on them (see the README for the settings that
+ * keep Redis from losing acknowledged writes).
+ */
+export class RedisStorage implements Storage {
+  readonly #client: Redis | Cluster;
+  readonly #prefix: string;
+  readonly #listPageSize: number;
+  readonly #maxBatchSize: number;
+  readonly #scripts: Scripts;
+  readonly #marks = new Watermarks();
+  /** Unique per instance; with a counter it makes the token that tags each write. */
+  readonly #tokenPrefix = randomBytes(9).toString('base64url');
+  #writes = 0;
+  #subscriber: Redis | Cluster | undefined;
+  readonly #channels = new Map<string, Channel>();
+  #closed = false;
+
+  constructor(options: RedisStorageOptions) {
+    if (typeof options !== 'object' || options === null) {
+      throw new InvalidConfigError(`[${PKG}] options must be an object, got ${describeValue(options)}`);
+    }
+    const client = options.client as unknown;
+    if (typeof client !== 'object' || client === null || typeof (client as Redis).defineCommand !== 'function') {
+      throw new InvalidConfigError(`[${PKG}] client must be an ioredis Redis or Cluster instance, got ${describeValue(client)}`);
+    }
+    const prefix = options.keyPrefix ?? 'leasehold:';
+    validateKeyPrefix(prefix);
+    this.#listPageSize = positiveInteger('listPageSize', options.listPageSize, 1000);
+    this.#maxBatchSize = positiveInteger('maxBatchSize', options.maxBatchSize, 10_000);
+    this.#client = options.client;
+    this.#prefix = prefix;
+    this.#scripts = bindScripts(options.client);
+  }
+
+  /** Every lease of the group, read page by page with `HSCAN` until the cursor comes back to 0. */
+  async listLeases(group: string): Promise<LeaseRecord[]> {
+    const keys = this.#keys(group);
+    const sentAt = this.#marks.begin();
+    const raw = new Map<string, unknown>();
+    let cursor = '0';
+    do {
+      const reply = await this.#read(`list the leases of group ${describeValue(group)}`, () =>
+        this.#scripts.listLeases(keys.leases, keys.incarnation, cursor, this.#listPageSize),
+      );
+      const [incarnation, next, flat] = tuple(reply, 3, 'listLeases');
+      this.#marks.incarnation(group, sentAt, optionalString(incarnation, 'listLeases'));
+      const fields = array(flat, 'listLeases');
+      // A field that HSCAN returns twice was read twice; the later read is the newer one.
+      for (let i = 0; i + 1 < fields.length; i += 2) raw.set(String(fields[i]), fields[i + 1]);
+      cursor = String(next);
+    } while (cursor !== '0');
+
+    const leases: LeaseRecord[] = [];
+    for (const [leaseKey, value] of raw) {
+      const { record } = decodeStoredLease(group, leaseKey, value);
+      this.#marks.lease(group, leaseKey, sentAt, record.version, record.epoch);
+      leases.push(record);
+    }
+    await this.#checkVanished(group, keys, sentAt, raw);
+    return leases;
+  }
+
+  async getLease(group: string, leaseKey: string): Promise<LeaseRecord | null> {
+    const keys = this.#keys(group);
+    validateLeaseKey(leaseKey, PKG);
+    const sentAt = this.#marks.begin();
+    const reply = await this.#read(`read lease ${describeValue(leaseKey)} of group ${describeValue(group)}`, () =>
+      this.#scripts.getLease(keys.leases, keys.tombstones, keys.incarnation, leaseKey),
+    );
+    const [incarnation, current, tombstone] = tuple(reply, 3, 'getLease');
+    this.#marks.incarnation(group, sentAt, optionalString(incarnation, 'getLease'));
+    if (current === null) {
+      this.#marks.absent(group, leaseKey, sentAt, decodeTombstone(group, leaseKey, tombstone));
+      return null;
+    }
+    const { record } = decodeStoredLease(group, leaseKey, current);
+    this.#marks.lease(group, leaseKey, sentAt, record.version, record.epoch);
+    return record;
+  }
+
+  async createLease(lease: NewLease): Promise<WriteResult<LeaseRecord>> {
+    const { group, leaseKey, state } = validateNewLease(lease, PKG);
+    const keys = this.#keys(group);
+    const token = this.#token();
+    const sentAt = this.#marks.begin();
+    const reply = await this.#write(`creating lease ${describeValue(leaseKey)} of group ${describeValue(group)}`, () =>
+      this.#scripts.createLease(keys.leases, keys.tombstones, keys.incarnation, token, randomUUID(), leaseKey, String(state.epoch), encodeLeaseBody(state)),
+    );
+    if (reply instanceof LeaseholdError) return result.unknown(reply);
+    const [incarnation, status, value] = tuple(reply, 3, 'createLease');
+    this.#marks.incarnation(group, sentAt, optionalString(incarnation, 'createLease'));
+    if (status === 2) {
+      decodeTombstone(group, leaseKey, value);
+      throw new CorruptRecordError(`[${PKG}] stored tombstone of lease ${describeValue(leaseKey)} of group ${describeValue(group)} is corrupt: ${describeValue(value)}`, { group, leaseKey });
+    }
+    const stored = decodeStoredLease(group, leaseKey, value);
+    this.#marks.lease(group, leaseKey, sentAt, stored.record.version, stored.record.epoch);
+    // A conflict with this very call's token is the client resending the command after a reconnect.
+    if (status === 1 || stored.token === token) return result.applied(stored.record);
+    return result.conflict(stored.record);
+  }
+
+  /** Every update of the batch in one script call (or one per `maxBatchSize` updates): one round trip. */
+  async updateLeases(group: string, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[]> {
+    validateLeaseUpdates(group, updates, PKG);
+    const keys = this.#keys(group);
+    const results: WriteResult<LeaseRecord>[] = [];
+    for (let start = 0; start < updates.length; start += this.#maxBatchSize) {
+      const chunk = updates.slice(start, start + this.#maxBatchSize);
+      const outcome = await this.#updateChunk(group, keys, chunk);
+      if (outcome instanceof LeaseholdError) {
+        // The chunks after a failed one are not sent; core re-reads after an unknown either way.
+        const unknown = result.unknown(outcome);
+        for (let i = start; i < updates.length; i++) results.push(unknown);
+        break;
+      }
+      results.push(...outcome);
+    }
+    return results;
+  }
+
+  async deleteLease(group: string, leaseKey: string, expectedVersion: number): Promise<DeleteResult> {
+    const keys = this.#keys(group);
+    validateLeaseKey(leaseKey, PKG);
+    validateVersion(expectedVersion, PKG);
+    const token = this.#token();
+    const sentAt = this.#marks.begin();
+    const reply = await this.#write(`deleting lease ${describeValue(leaseKey)} of group ${describeValue(group)}`, () =>
+      this.#scripts.deleteLease(keys.leases, keys.tombstones, keys.incarnation, token, leaseKey, String(expectedVersion)),
+    );
+    if (reply instanceof LeaseholdError) return result.unknown(reply);
+    const [incarnation, status, value] = tuple(reply, 3, 'deleteLease');
+    this.#marks.incarnation(group, sentAt, optionalString(incarnation, 'deleteLease'));
+    if (status === 1) {
+      this.#marks.deleted(group, leaseKey, expectedVersion);
+      return { status: 'applied' };
+    }
+    if (status === 2) {
+      const tombstone = decodeTombstone(group, leaseKey, value ?? null);
+      if (tombstone?.token === token) return { status: 'applied' };
+      this.#marks.absent(group, leaseKey, sentAt, tombstone);
+      return result.conflict(null);
+    }
+    const { record } = decodeStoredLease(group, leaseKey, value);
+    this.#marks.lease(group, leaseKey, sentAt, record.version, record.epoch);
+    return result.conflict(record);
+  }
+
+  /**
+   * Calls `listener` when a lease of the group is released or handed over, through a pub/sub
+   * connection of its own (a duplicate of the client, opened on first use and closed by `close()`).
+   */
+  async subscribe(group: string, listener: (change: LeaseChange) => void): Promise<ChangeSubscription> {
+    const keys = this.#keys(group);
+    if (typeof listener !== 'function') {
+      throw new InvalidConfigError(`[${PKG}] listener must be a function, got ${describeValue(listener)}`);
+    }
+    const subscriber = this.#subscriberConnection();
+    let channel = this.#channels.get(keys.channel);
+    if (!channel) {
+      const created: Channel = { group, listeners: new Set(), ready: Promise.resolve() };
+      created.ready = subscriber.subscribe(keys.channel).then(
+        () => undefined,
+        (error: unknown) => {
+          this.#channels.delete(keys.channel);
+          throw new StorageUnavailableError(`[${PKG}] could not subscribe to the changes of group ${describeValue(group)}: ${messageOf(error)}`, { cause: error });
+        },
+      );
+      this.#channels.set(keys.channel, created);
+      channel = created;
+    }
+    const own: Listener = (change) => listener(change);
+    channel.listeners.add(own);
+    try {
+      await channel.ready;
+    } catch (error) {
+      channel.listeners.delete(own);
+      throw error;
+    }
+    const current = channel;
+    const close = async (): Promise<void> => {
+      current.listeners.delete(own);
+      if (current.listeners.size > 0 || this.#channels.get(keys.channel) !== current) return;
+      this.#channels.delete(keys.channel);
+      // Unsubscribing is tidiness: with no listener left, a message would be dropped anyway.
+      await subscriber.unsubscribe(keys.channel).catch(() => undefined);
+    };
+    return { close, [Symbol.asyncDispose]: close };
+  }
+
+  async getLeader(group: string): Promise<LeaderRecord | null> {
+    const keys = this.#keys(group);
+    const sentAt = this.#marks.begin();
+    const reply = await this.#read(`read the leader record of group ${describeValue(group)}`, () =>
+      this.#scripts.getLeader(keys.leader, keys.incarnation),
+    );
+    const [incarnation, value] = tuple(reply, 2, 'getLeader');
+    this.#marks.incarnation(group, sentAt, optionalString(incarnation, 'getLeader'));
+    if (value === null) {
+      this.#marks.leader(group, sentAt, null);
+      return null;
+    }
+    const { record } = decodeStoredLeader(group, value);
+    this.#marks.leader(group, sentAt, record);
+    return record;
+  }
+
+  async createLeader(leader: NewLeader): Promise<WriteResult<LeaderRecord>> {
+    const { group, state } = validateNewLeader(leader, PKG);
+    const keys = this.#keys(group);
+    const token = this.#token();
+    const sentAt = this.#marks.begin();
+    const reply = await this.#write(`creating the leader record of group ${describeValue(group)}`, () =>
+      this.#scripts.createLeader(keys.leader, keys.incarnation, token, randomUUID(), encodeLeaderBody(state)),
+    );
+    if (reply instanceof LeaseholdError) return result.unknown(reply);
+    const [incarnation, status, value] = tuple(reply, 3, 'createLeader');
+    this.#marks.incarnation(group, sentAt, optionalString(incarnation, 'createLeader'));
+    const stored = decodeStoredLeader(group, value);
+    this.#marks.leader(group, sentAt, stored.record);
+    if (status === 1 || stored.token === token) return result.applied(stored.record);
+    return result.conflict(stored.record);
+  }
+
+  async updateLeader(group: string, expectedVersion: number, next: LeaderState): Promise<WriteResult<LeaderRecord>> {
+    const keys = this.#keys(group);
+    validateVersion(expectedVersion, PKG);
+    validateLeaderState(next, PKG);
+    const token = this.#token();
+    const version = expectedVersion + 1;
+    const sentAt = this.#marks.begin();
+    const reply = await this.#write(`updating the leader record of group ${describeValue(group)}`, () =>
+      this.#scripts.updateLeader(keys.leader, keys.incarnation, token, String(expectedVersion), String(version), encodeLeaderBody(next)),
+    );
+    if (reply instanceof LeaseholdError) return result.unknown(reply);
+    const [incarnation, status, value] = tuple(reply, 3, 'updateLeader');
+    this.#marks.incarnation(group, sentAt, optionalString(incarnation, 'updateLeader'));
+    if (status === 1) {
+      const record: LeaderRecord = { group, version, ...pickLeaderState(next) };
+      this.#marks.leader(group, sentAt, record);
+      return result.applied(record);
+    }
+    if (status === 2) {
+      this.#marks.leader(group, sentAt, null);
+      return result.conflict(null);
+    }
+    const stored = decodeStoredLeader(group, value);
+    this.#marks.leader(group, sentAt, stored.record);
+    if (stored.token === token && stored.record.version === version) return result.applied(stored.record);
+    return result.conflict(stored.record);
+  }
+
+  /** Closes the adapter's own pub/sub connection, if it opened one. The caller's client stays open. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    const subscriber = this.#subscriber;
+    this.#subscriber = undefined;
+    this.#channels.clear();
+    if (subscriber) {
+      await subscriber.quit().catch(() => subscriber.disconnect());
+    }
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+
+  async #updateChunk(group: string, keys: GroupKeys, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[] | LeaseholdError> {
+    const token = this.#token();
+    const args: string[] = [keys.leases, keys.tombstones, keys.incarnation, token, keys.channel];
+    for (const update of updates) {
+      args.push(
+        update.leaseKey,
+        String(update.expectedVersion),
+        String(update.expectedVersion + 1),
+        String(update.next.epoch),
+        update.notify ?? '',
+        encodeLeaseBody(update.next),
+      );
+    }
+    const sentAt = this.#marks.begin();
+    const reply = await this.#write(`updating ${updates.length} leases of group ${describeValue(group)}`, () => this.#scripts.updateLeases(...args));
+    if (reply instanceof LeaseholdError) return reply;
+    const [incarnation, ...outcomes] = tuple(reply, updates.length + 1, 'updateLeases');
+    this.#marks.incarnation(group, sentAt, optionalString(incarnation, 'updateLeases'));
+    return updates.map((update, i): WriteResult<LeaseRecord> => {
+      const outcome = outcomes[i];
+      const { leaseKey } = update;
+      const version = update.expectedVersion + 1;
+      if (outcome === 1) {
+        const record: LeaseRecord = { group, leaseKey, version, ...pickLeaseState(update.next) };
+        this.#marks.lease(group, leaseKey, sentAt, version, record.epoch);
+        return result.applied(record);
+      }
+      if (Array.isArray(outcome)) {
+        this.#marks.absent(group, leaseKey, sentAt, decodeTombstone(group, leaseKey, outcome[0] ?? null));
+        return result.conflict(null);
+      }
+      const stored = decodeStoredLease(group, leaseKey, outcome);
+      this.#marks.lease(group, leaseKey, sentAt, stored.record.version, stored.record.epoch);
+      if (stored.token === token && stored.record.version === version) return result.applied(stored.record);
+      return result.conflict(stored.record);
+    });
+  }
+
+  /** Leases seen alive before a listing and missing from it must have been deleted: their tombstones say so. */
+  async #checkVanished(group: string, keys: GroupKeys, sentAt: number, listed: ReadonlyMap<string, unknown>): Promise<void> {
+    const missing = [...this.#marks.liveKeys(group, sentAt).keys()].filter((leaseKey) => !listed.has(leaseKey));
+    for (let start = 0; start < missing.length; start += TOMBSTONE_PAGE) {
+      const page = missing.slice(start, start + TOMBSTONE_PAGE);
+      const reply = await this.#read(`read tombstones of group ${describeValue(group)}`, () =>
+        this.#scripts.getTombstones(keys.tombstones, keys.incarnation, ...page),
+      );
+      const [incarnation, ...tombstones] = tuple(reply, page.length + 1, 'getTombstones');
+      this.#marks.incarnation(group, sentAt, optionalString(incarnation, 'getTombstones'));
+      page.forEach((leaseKey, i) => this.#marks.absent(group, leaseKey, sentAt, decodeTombstone(group, leaseKey, tombstones[i] ?? null)));
+    }
+  }
+
+  #keys(group: string): GroupKeys {
+    validateGroup(group, PKG);
+    this.#marks.assertHealthy(group);
+    return groupKeys(this.#prefix, group);
+  }
+
+  #token(): string {
+    this.#writes += 1;
+    return `${this.#tokenPrefix}.${this.#writes.toString(36)}`;
+  }
+
+  async #read(what: string, send: () => Promise<unknown>): Promise<unknown> {
+    try {
+      return await send();
+    } catch (error) {
+      if (error instanceof LeaseholdError) throw error;
+      throw new StorageUnavailableError(`[${PKG}] could not ${what}: ${messageOf(error)}`, { cause: error });
+    }
+  }
+
+  /**
+   * Sends a write. Any failure is returned as an error meaning "outcome unknown": the client may have
+   * sent the command before the connection failed, and a conditional write is never retried blindly.
+   */
+  async #write(what: string, send: () => Promise<unknown>): Promise<unknown> {
+    try {
+      return await send();
+    } catch (error) {
+      if (error instanceof LeaseholdError) return error;
+      return new StorageOutcomeUnknownError(`[${PKG}] the outcome of ${what} is unknown: ${messageOf(error)}`, { cause: error });
+    }
+  }
+
+  #subscriberConnection(): Redis | Cluster {
+    if (this.#closed) throw new StorageUnavailableError(`[${PKG}] the storage is closed; subscribe() needs an open one`);
+    if (!this.#subscriber) {
+      const client = this.#client;
+      const subscriber: Redis | Cluster = client.isCluster ? (client as Cluster).duplicate() : (client as Redis).duplicate();
+      // Connection errors are retried by ioredis; without a listener they would be printed as unhandled.
+      subscriber.on('error', () => undefined);
+      subscriber.on('message', (channel: string, message: string) => this.#deliver(channel, message));
+      this.#subscriber = subscriber;
+    }
+    return this.#subscriber;
+  }
+
+  #deliver(channelName: string, message: string): void {
+    const channel = this.#channels.get(channelName);
+    const split = message.indexOf(':');
+    if (!channel || split < 0) return;
+    const kind = message.slice(0, split);
+    if (!CHANGE_KINDS.has(kind)) return;
+    const change: LeaseChange = { group: channel.group, leaseKey: message.slice(split + 1), kind: kind as LeaseChangeKind };
+    for (const listener of [...channel.listeners]) {
+      try {
+        listener(change);
+      } catch {
+        // The feed is best effort; a listener owns its errors and must not stop the others.
+      }
+    }
+  }
+}
+
+function positiveInteger(name: string, value: unknown, fallback: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1) {
+    throw new InvalidConfigError(`[${PKG}] ${name} must be a positive integer, got ${describeValue(value)}`);
+  }
+  return value;
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+function array(value: unknown, script: string): unknown[] {
+  if (!Array.isArray(value)) {
+    throw new StorageSchemaError(`[${PKG}] script ${script} answered ${describeValue(value)}, not an array: is something else using these keys?`);
+  }
+  return value as unknown[];
+}
+
+/** The reply of a script as an array of exactly `length` entries (Lua's `false` arrives as null). */
+function tuple(value: unknown, length: number, script: string): unknown[] {
+  const items = array(value, script);
+  if (items.length > length || (items.length < length && script !== 'deleteLease' && script !== 'updateLeader')) {
+    throw new StorageSchemaError(`[${PKG}] script ${script} answered ${items.length} values, expected ${length}`);
+  }
+  return Array.from({ length }, (_, i) => items[i] ?? null);
+}
+
+function optionalString(value: unknown, script: string): string | null {
+  if (value === null || typeof value === 'string') return value;
+  throw new StorageSchemaError(`[${PKG}] script ${script} answered ${describeValue(value)} where a string was expected`);
+}

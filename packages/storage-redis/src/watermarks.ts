@@ -1,0 +1,163 @@
+/**
+ * Regression detection. Redis acknowledges a write before it is durable unless `appendfsync always` is
+ * set, and a replica promoted by a failover may lag its primary; either way, acknowledged writes can
+ * vanish and versions, epochs and terms can go backwards. This keeps, in the adapter's memory, the
+ * highest state seen per group, lease and leader record, and turns any observation that contradicts it
+ * into a `RegressionError`.
+ *
+ * Only observations that were made before an operation was sent are compared with its result: the
+ * replies of concurrent operations may be handled in any order, and a reply can only be expected to be
+ * at least as new as what was known when its request left.
+ */
+import { describeValue, RegressionError } from '@leasehold/core';
+import { PKG } from './keys.js';
+import type { Tombstone } from './codec.js';
+
+interface LeaseMark {
+  readonly version: number;
+  readonly epoch: number;
+  /** Seen deleted at `version`: a live record must come back with a greater version. */
+  readonly deleted: boolean;
+  readonly at: number;
+}
+
+interface LeaderMark {
+  readonly version: number;
+  readonly term: number;
+  readonly at: number;
+}
+
+interface GroupMarks {
+  incarnation: { readonly value: string; readonly at: number } | undefined;
+  leader: LeaderMark | undefined;
+  readonly leases: Map<string, LeaseMark>;
+}
+
+const LOSS = 'Redis lost acknowledged writes (a restart without appendfsync always, or a failover to a replica that lagged)';
+
+export class Watermarks {
+  #tick = 0;
+  readonly #groups = new Map<string, GroupMarks>();
+  readonly #regressions = new Map<string, RegressionError>();
+
+  /** Call just before a request is sent; pass the result to the checks of its reply. */
+  begin(): number {
+    return ++this.#tick;
+  }
+
+  /** Throws the regression already found in the group, if any: the group stays refused until an operator acts. */
+  assertHealthy(group: string): void {
+    const found = this.#regressions.get(group);
+    if (found) throw found;
+  }
+
+  /** Every lease key of the group that was last seen alive, with the version it was seen at. */
+  liveKeys(group: string, sentAt: number): Map<string, number> {
+    const keys = new Map<string, number>();
+    for (const [leaseKey, mark] of this.#marks(group).leases) {
+      if (!mark.deleted && mark.at < sentAt) keys.set(leaseKey, mark.version);
+    }
+    return keys;
+  }
+
+  incarnation(group: string, sentAt: number, value: string | null): void {
+    const marks = this.#marks(group);
+    const known = marks.incarnation;
+    if (known === undefined) {
+      if (value !== null) marks.incarnation = { value, at: ++this.#tick };
+      return;
+    }
+    if (known.at < sentAt && value !== known.value) {
+      const now = value === null ? 'it is gone' : `it is now ${describeValue(value)}`;
+      this.#fail(group, `group ${describeValue(group)} was reset: its incarnation marker was ${describeValue(known.value)} and ${now}; ${LOSS}`);
+    }
+  }
+
+  /** A live lease at `version` with `epoch`. */
+  lease(group: string, leaseKey: string, sentAt: number, version: number, epoch: number): void {
+    const marks = this.#marks(group);
+    const mark = marks.leases.get(leaseKey);
+    const name = `lease ${describeValue(leaseKey)} of group ${describeValue(group)}`;
+    if (mark && mark.at < sentAt) {
+      if (mark.deleted && version <= mark.version) {
+        this.#fail(group, `${name} was deleted at version ${mark.version} and came back at version ${version}; ${LOSS}`);
+      }
+      if (!mark.deleted && version < mark.version) {
+        this.#fail(group, `${name} went back from version ${mark.version} to version ${version}; ${LOSS}`);
+      }
+      if (!mark.deleted && version === mark.version && epoch !== mark.epoch) {
+        this.#fail(group, `${name} changed its epoch from ${mark.epoch} to ${epoch} at the same version ${version}; ${LOSS}`);
+      }
+      if (epoch < mark.epoch) {
+        this.#fail(group, `${name} went back from epoch ${mark.epoch} to epoch ${epoch}; ${LOSS}`);
+      }
+    }
+    if (!mark || version > mark.version) {
+      marks.leases.set(leaseKey, { version, epoch, deleted: false, at: ++this.#tick });
+    }
+  }
+
+  /** No live lease, and the tombstone found in its place (or none). */
+  absent(group: string, leaseKey: string, sentAt: number, tombstone: Tombstone | null): void {
+    const marks = this.#marks(group);
+    const mark = marks.leases.get(leaseKey);
+    const name = `lease ${describeValue(leaseKey)} of group ${describeValue(group)}`;
+    if (mark && mark.at < sentAt) {
+      if (tombstone === null) {
+        this.#fail(group, `${name} was seen at version ${mark.version} and is gone without a tombstone; ${LOSS}`);
+      } else if (tombstone.version < mark.version) {
+        this.#fail(group, `${name} was seen at version ${mark.version} but its tombstone says it was deleted at version ${tombstone.version}; ${LOSS}`);
+      } else if (tombstone.highEpoch < mark.epoch) {
+        this.#fail(group, `${name} was seen at epoch ${mark.epoch} but its tombstone keeps epoch ${tombstone.highEpoch}; ${LOSS}`);
+      }
+    }
+    if (tombstone && (!mark || tombstone.version > mark.version || (tombstone.version === mark.version && !mark.deleted))) {
+      marks.leases.set(leaseKey, { version: tombstone.version, epoch: tombstone.highEpoch, deleted: true, at: ++this.#tick });
+    }
+  }
+
+  /** A delete through this adapter applied at `version`. */
+  deleted(group: string, leaseKey: string, version: number): void {
+    const marks = this.#marks(group);
+    const mark = marks.leases.get(leaseKey);
+    if (!mark || version >= mark.version) {
+      marks.leases.set(leaseKey, { version, epoch: mark?.epoch ?? 0, deleted: true, at: ++this.#tick });
+    }
+  }
+
+  /** The leader record at `version` with `term`, or `null` when there is none. */
+  leader(group: string, sentAt: number, observed: { version: number; term: number } | null): void {
+    const marks = this.#marks(group);
+    const mark = marks.leader;
+    const name = `leader record of group ${describeValue(group)}`;
+    if (mark && mark.at < sentAt) {
+      if (observed === null) {
+        this.#fail(group, `${name} was seen at version ${mark.version} and is gone; ${LOSS}`);
+      } else if (observed.version < mark.version) {
+        this.#fail(group, `${name} went back from version ${mark.version} to version ${observed.version}; ${LOSS}`);
+      } else if (observed.version === mark.version && observed.term !== mark.term) {
+        this.#fail(group, `${name} changed its term from ${mark.term} to ${observed.term} at the same version ${mark.version}; ${LOSS}`);
+      } else if (observed.term < mark.term) {
+        this.#fail(group, `${name} went back from term ${mark.term} to term ${observed.term}; ${LOSS}`);
+      }
+    }
+    if (observed && (!mark || observed.version > mark.version)) {
+      marks.leader = { version: observed.version, term: observed.term, at: ++this.#tick };
+    }
+  }
+
+  #marks(group: string): GroupMarks {
+    let marks = this.#groups.get(group);
+    if (!marks) {
+      marks = { incarnation: undefined, leader: undefined, leases: new Map() };
+      this.#groups.set(group, marks);
+    }
+    return marks;
+  }
+
+  #fail(group: string, detail: string): never {
+    const error = new RegressionError(`[${PKG}] ${detail}`);
+    this.#regressions.set(group, error);
+    throw error;
+  }
+}

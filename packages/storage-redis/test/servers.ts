@@ -1,0 +1,186 @@
+/**
+ * Redis servers for the tests: the shared one on 127.0.0.1:6379, and private ones (standalone or a
+ * three-primary cluster) started on free ports in temporary directories for tests that restart, kill or
+ * flush, so that they never disturb anyone else.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { Cluster, Redis } from 'ioredis';
+
+const run = promisify(execFile);
+
+export const SHARED_PORT = 6379;
+
+/** A client of the shared server; fails loudly, with the command that starts one, if it is not running. */
+export async function connectShared(): Promise<Redis> {
+  const client = new Redis({ host: '127.0.0.1', port: SHARED_PORT, lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => null });
+  try {
+    await client.connect();
+    await client.ping();
+  } catch (error) {
+    client.disconnect();
+    throw new Error(
+      `These tests need Redis on 127.0.0.1:${SHARED_PORT}; start it with: redis-server --port ${SHARED_PORT} --save "" --appendonly no (${(error as Error).message})`,
+      { cause: error },
+    );
+  }
+  // Reconnect normally from here on: the tests kill and flush only their own servers, never this one.
+  client.options.retryStrategy = (attempt: number) => Math.min(attempt * 50, 1000);
+  client.options.maxRetriesPerRequest = 20;
+  return client;
+}
+
+/** Deletes every key under the prefix (tests use a prefix of their own). */
+export async function deletePrefix(client: Redis, prefix: string): Promise<void> {
+  let cursor = '0';
+  do {
+    const [next, keys] = await client.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
+    if (keys.length > 0) await client.unlink(...keys);
+    cursor = next;
+  } while (cursor !== '0');
+}
+
+async function portIsFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
+}
+
+/** A free port whose cluster bus port (port + 10000) is free too. */
+async function freePort(): Promise<number> {
+  for (let attempt = 0; attempt < 200; attempt++) {
+    const port = 20000 + Math.floor(Math.random() * 20000);
+    if ((await portIsFree(port)) && (await portIsFree(port + 10000))) return port;
+  }
+  throw new Error('no free port pair found for a test redis-server');
+}
+
+async function waitForPing(port: number, process: ChildProcess, output: () => string): Promise<void> {
+  const deadline = Date.now() + 15_000;
+  while (Date.now() < deadline) {
+    if (process.exitCode !== null) throw new Error(`redis-server on port ${port} exited: ${output()}`);
+    const probe = new Redis({ host: '127.0.0.1', port, lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
+    probe.on('error', () => undefined);
+    try {
+      await probe.connect();
+      if ((await probe.ping()) === 'PONG') return;
+    } catch {
+      // not up yet
+    } finally {
+      probe.disconnect();
+    }
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`redis-server on port ${port} did not answer within 15 s: ${output()}`);
+}
+
+/** A redis-server of the tests' own, without persistence unless asked; `stop()` kills it and removes its directory. */
+export class OwnServer {
+  readonly port: number;
+  readonly #dir: string;
+  readonly #extra: string[];
+  #process: ChildProcess | undefined;
+  #output = '';
+
+  private constructor(port: number, dir: string, extra: string[]) {
+    this.port = port;
+    this.#dir = dir;
+    this.#extra = extra;
+  }
+
+  static async start(extra: string[] = []): Promise<OwnServer> {
+    const server = new OwnServer(await freePort(), mkdtempSync(join(tmpdir(), 'leasehold-redis-')), extra);
+    await server.#launch();
+    return server;
+  }
+
+  get dir(): string {
+    return this.#dir;
+  }
+
+  async #launch(): Promise<void> {
+    const args = ['--port', String(this.port), '--bind', '127.0.0.1', '--dir', this.#dir, '--save', '', '--appendonly', 'no', ...this.#extra];
+    const child = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout?.on('data', (chunk: Buffer) => (this.#output = (this.#output + chunk.toString()).slice(-4000)));
+    child.stderr?.on('data', (chunk: Buffer) => (this.#output = (this.#output + chunk.toString()).slice(-4000)));
+    this.#process = child;
+    await waitForPing(this.port, child, () => this.#output);
+  }
+
+  /** Kills the server (SIGKILL: nothing is saved) and starts it again on the same port and directory. */
+  async restart(): Promise<void> {
+    await this.#kill();
+    await this.#launch();
+  }
+
+  async #kill(): Promise<void> {
+    const child = this.#process;
+    this.#process = undefined;
+    if (!child || child.exitCode !== null) return;
+    await new Promise<void>((resolve) => {
+      child.once('exit', () => resolve());
+      child.kill('SIGKILL');
+    });
+  }
+
+  async stop(): Promise<void> {
+    await this.#kill();
+    rmSync(this.#dir, { recursive: true, force: true });
+  }
+}
+
+/** A three-primary Redis Cluster of the tests' own. */
+export class OwnCluster {
+  readonly nodes: OwnServer[];
+
+  private constructor(nodes: OwnServer[]) {
+    this.nodes = nodes;
+  }
+
+  static async start(): Promise<OwnCluster> {
+    const nodes: OwnServer[] = [];
+    try {
+      for (let i = 0; i < 3; i++) {
+        nodes.push(await OwnServer.start(['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '5000']));
+      }
+      await run('redis-cli', ['--cluster', 'create', ...nodes.map((node) => `127.0.0.1:${node.port}`), '--cluster-replicas', '0', '--cluster-yes']);
+      await waitForClusterOk(nodes);
+      return new OwnCluster(nodes);
+    } catch (error) {
+      await Promise.all(nodes.map((node) => node.stop()));
+      throw error;
+    }
+  }
+
+  client(): Cluster {
+    const cluster = new Cluster(this.nodes.map((node) => ({ host: '127.0.0.1', port: node.port })));
+    cluster.on('error', () => undefined);
+    return cluster;
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all(this.nodes.map((node) => node.stop()));
+  }
+}
+
+async function waitForClusterOk(nodes: readonly OwnServer[]): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  while (Date.now() < deadline) {
+    const states = await Promise.all(
+      nodes.map(async (node) => {
+        const { stdout } = await run('redis-cli', ['-p', String(node.port), 'cluster', 'info']);
+        return /cluster_state:ok/.test(stdout);
+      }),
+    );
+    if (states.every(Boolean)) return;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  throw new Error('the test cluster did not reach cluster_state:ok within 30 s');
+}
