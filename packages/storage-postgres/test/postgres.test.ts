@@ -1,0 +1,333 @@
+import {
+  CorruptRecordError,
+  InvalidConfigError,
+  StorageSchemaError,
+  StorageUnavailableError,
+  type LeaseChange,
+  type LeaseRecord,
+  type LeaseState,
+  type WriteResult,
+} from '@leasehold/core';
+import pg from 'pg';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { PostgresStorage, SCHEMA_VERSION } from '../src/index.js';
+import { quoteIdentifier } from '../src/schema.js';
+import { freshSchemaName, serverConfig, useServer, waitFor } from './support.js';
+
+const server = useServer('lh_postgres', 12);
+const storage = (options: Partial<ConstructorParameters<typeof PostgresStorage>[0]> = {}): PostgresStorage =>
+  new PostgresStorage({ pool: server.pool(), schema: server.schema, ...options });
+
+beforeAll(async () => {
+  await storage().migrate();
+});
+
+function stateOf(record: LeaseRecord): LeaseState {
+  const { owner, epoch, checkpoint, parentKeys, pendingOwner, metadata } = record;
+  return { owner, epoch, checkpoint, parentKeys, pendingOwner, metadata };
+}
+
+function applied<T>(outcome: WriteResult<T> | undefined): T {
+  if (outcome?.status !== 'applied') throw new Error(`expected applied, got ${JSON.stringify(outcome)}`);
+  return outcome.record;
+}
+
+/** A pool whose clients count the statements sent through them. */
+function countingPool(pool: pg.Pool): { pool: pg.Pool; statements: () => number } {
+  let count = 0;
+  const counting = Object.create(pool) as pg.Pool;
+  counting.connect = (async () => {
+    const client = await pool.connect();
+    const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+    return Object.assign(Object.create(client) as pg.PoolClient, {
+      query: (...args: unknown[]) => {
+        count++;
+        return query(...args);
+      },
+      release: (error?: Error | boolean) => client.release(error),
+    });
+  }) as pg.Pool['connect'];
+  return { pool: counting, statements: () => count };
+}
+
+describe('PostgresStorage options', () => {
+  it('refuses a table name that would break out of its quotes, and the table it names survives', async () => {
+    const pool = server.pool();
+    await pool.query(`CREATE TABLE "${server.schema}".x (id int)`);
+    const bad = 'a"; DROP TABLE x; --';
+    expect(() => storage({ leaseTable: bad })).toThrow(InvalidConfigError);
+    expect(() => storage({ leaseTable: bad })).toThrow(`[storage-postgres] lease table name "a\\"; DROP TABLE x; --" is not a valid identifier`);
+    expect(() => new PostgresStorage({ pool, schema: bad })).toThrow(`[storage-postgres] schema name "a\\"; DROP TABLE x; --" is not a valid identifier`);
+    expect(() => storage({ leaderTable: 'x'.repeat(64) })).toThrow(/leader table name "x{64}" is not a valid identifier/);
+    const { rows } = await pool.query(`SELECT to_regclass($1) AS found`, [`"${server.schema}".x`]);
+    expect(rows[0].found).not.toBeNull();
+  });
+
+  it('quotes an identifier so that even a hostile one stays a single name', async () => {
+    const pool = server.pool();
+    const hostile = 'a"; DROP TABLE y; --';
+    expect(quoteIdentifier(hostile)).toBe('"a""; DROP TABLE y; --"');
+    await pool.query(`CREATE TABLE "${server.schema}".y (id int)`);
+    await pool.query(`CREATE TABLE "${server.schema}".${quoteIdentifier(hostile)} (id int)`);
+    const { rows } = await pool.query(
+      `SELECT table_name FROM information_schema.tables WHERE table_schema = $1 AND table_name IN ('y', $2) ORDER BY table_name`,
+      [server.schema, hostile],
+    );
+    expect(rows.map((row: { table_name: string }) => row.table_name)).toEqual([hostile, 'y']);
+  });
+
+  it('refuses a missing pool, a bad page size and tables sharing one name', () => {
+    expect(() => new PostgresStorage({ pool: undefined as unknown as pg.Pool })).toThrow('[storage-postgres] pool must be a pg.Pool, got undefined');
+    expect(() => storage({ pageSize: 0 })).toThrow('[storage-postgres] pageSize must be an integer from 1 to 10000, got 0');
+    expect(() => storage({ leaseTable: 'same', leaderTable: 'same' })).toThrow(InvalidConfigError);
+  });
+});
+
+describe('PostgresStorage schema', () => {
+  it('names migrate() in a StorageSchemaError when the tables were never created, for reads and writes', async () => {
+    const missing = new PostgresStorage({ pool: server.pool(), schema: freshSchemaName('lh_missing') });
+    const expected = /^\[storage-postgres\] the tables of lh_missing_\w+\.leasehold_leases and lh_missing_\w+\.leasehold_leaders do not exist \(.*\); run migrate\(\) before using the storage$/;
+    await expect(missing.getLease('g', 'k')).rejects.toThrow(StorageSchemaError);
+    await expect(missing.getLease('g', 'k')).rejects.toThrow(expected);
+    await expect(missing.listLeases('g')).rejects.toThrow(expected);
+    await expect(missing.createLease({ group: 'g', leaseKey: 'k' })).rejects.toThrow(expected);
+    await expect(missing.updateLeases('g', [{ leaseKey: 'k', expectedVersion: 1, next: { owner: null, epoch: 0, checkpoint: null, parentKeys: [], pendingOwner: null, metadata: {} } }])).rejects.toThrow(expected);
+    await expect(missing.getLeader('g')).rejects.toThrow(expected);
+  });
+
+  it('20 workers running migrate() at once all succeed, exactly one creates the tables, and the version is recorded', async () => {
+    const schema = freshSchemaName('lh_migrate');
+    const pool = new pg.Pool({ ...serverConfig, max: 20 });
+    try {
+      const outcomes = await Promise.all(Array.from({ length: 20 }, () => new PostgresStorage({ pool, schema }).migrate()));
+      expect(outcomes.filter((outcome) => outcome.fromVersion === 0)).toHaveLength(1);
+      expect(outcomes.every((outcome) => outcome.toVersion === SCHEMA_VERSION)).toBe(true);
+      const { rows } = await pool.query(`SELECT table_name, version FROM "${schema}".leasehold_migrations`);
+      expect(rows).toEqual([{ table_name: 'leasehold_leases/leasehold_leaders', version: SCHEMA_VERSION }]);
+      expect(await new PostgresStorage({ pool, schema }).migrate()).toEqual({ fromVersion: SCHEMA_VERSION, toVersion: SCHEMA_VERSION });
+      applied(await new PostgresStorage({ pool, schema }).createLease({ group: 'g', leaseKey: 'k' }));
+      await pool.query(`DROP SCHEMA "${schema}" CASCADE`);
+    } finally {
+      await pool.end();
+    }
+  });
+
+  it('refuses to run on tables migrated by a newer release', async () => {
+    const schema = freshSchemaName('lh_newer');
+    const newer = new PostgresStorage({ pool: server.pool(), schema });
+    await newer.migrate();
+    await server.pool().query(`UPDATE "${schema}".leasehold_migrations SET version = version + 1`);
+    await expect(newer.migrate()).rejects.toThrow(StorageSchemaError);
+    await expect(newer.migrate()).rejects.toThrow(`are at schema version ${SCHEMA_VERSION + 1}, newer than this release's ${SCHEMA_VERSION}`);
+    await server.pool().query(`DROP SCHEMA "${schema}" CASCADE`);
+  });
+});
+
+describe('PostgresStorage round trips', () => {
+  it('updates a batch of 1,000 leases with one statement and lists 2,500 leases with one query per page', async () => {
+    const counted = countingPool(server.pool());
+    const seeded = storage();
+    const group = freshSchemaName('g');
+    for (let start = 0; start < 2500; start += 250) {
+      await Promise.all(Array.from({ length: 250 }, (_, i) => seeded.createLease({ group, leaseKey: `k${start + i}` })));
+    }
+    const adapter = storage({ pool: counted.pool, pageSize: 1000 });
+    const leases = await adapter.listLeases(group);
+    expect(leases).toHaveLength(2500);
+    expect(counted.statements()).toBe(3);
+    const results = await adapter.updateLeases(
+      group,
+      leases.slice(0, 1000).map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...stateOf(lease), owner: 'w' } })),
+    );
+    expect(results.every((outcome) => outcome.status === 'applied')).toBe(true);
+    expect(counted.statements()).toBe(4);
+  });
+
+  it('never lets an epoch go backwards when a deleted lease is created again with a lower one', async () => {
+    const adapter = storage();
+    const group = freshSchemaName('g');
+    const created = applied(await adapter.createLease({ group, leaseKey: 'k', owner: 'a', epoch: 9 }));
+    expect((await adapter.deleteLease(group, 'k', created.version)).status).toBe('applied');
+    const again = applied(await adapter.createLease({ group, leaseKey: 'k', owner: 'b', epoch: 2, metadata: { m: 'v' } }));
+    expect(again).toMatchObject({ version: created.version + 1, epoch: 9, owner: 'b', metadata: { m: 'v' } });
+    expect(await adapter.getLease(group, 'k')).toEqual(again);
+  });
+});
+
+describe('PostgresStorage corrupt rows', () => {
+  it('reports a lease whose state is not JSON as a CorruptRecordError naming it, and never overwrites it', async () => {
+    const adapter = storage();
+    const group = freshSchemaName('g');
+    const lease = applied(await adapter.createLease({ group, leaseKey: 'bad' }));
+    applied(await adapter.createLease({ group, leaseKey: 'good' }));
+    await server.pool().query(`UPDATE "${server.schema}".leasehold_leases SET state = '{"owner": nope' WHERE group_name = $1 AND lease_key = 'bad'`, [group]);
+    const named = `stored lease "bad" of group "${group}" is corrupt: state is not valid JSON`;
+    await expect(adapter.getLease(group, 'bad')).rejects.toThrow(CorruptRecordError);
+    await expect(adapter.getLease(group, 'bad')).rejects.toThrow(named);
+    await expect(adapter.listLeases(group)).rejects.toThrow(named);
+    const [stale] = await adapter.updateLeases(group, [{ leaseKey: 'bad', expectedVersion: lease.version + 1, next: stateOf(lease) }]);
+    expect(stale?.status).toBe('unknown');
+    expect(stale?.status === 'unknown' && stale.error).toBeInstanceOf(CorruptRecordError);
+    const again = await adapter.createLease({ group, leaseKey: 'bad' });
+    expect(again.status === 'unknown' && again.error.message).toContain(named);
+    const { rows } = await server.pool().query(`SELECT version, state FROM "${server.schema}".leasehold_leases WHERE group_name = $1 AND lease_key = 'bad'`, [group]);
+    expect(rows).toEqual([{ version: String(lease.version), state: '{"owner": nope' }]);
+  });
+
+  it('reports a lease whose JSON lacks fields or has wrong types as a CorruptRecordError naming it', async () => {
+    const adapter = storage();
+    const group = freshSchemaName('g');
+    applied(await adapter.createLease({ group, leaseKey: 'k' }));
+    const table = `"${server.schema}".leasehold_leases`;
+    await server.pool().query(`UPDATE ${table} SET state = '{"owner": 5}' WHERE group_name = $1`, [group]);
+    await expect(adapter.getLease(group, 'k')).rejects.toThrow(`stored lease "k" of group "${group}" is corrupt: state lacks epoch, checkpoint, parentKeys, pendingOwner, metadata`);
+    await server.pool().query(`UPDATE ${table} SET state = '{"owner": 5, "epoch": 0, "checkpoint": null, "parentKeys": [], "pendingOwner": null, "metadata": {}}' WHERE group_name = $1`, [group]);
+    await expect(adapter.getLease(group, 'k')).rejects.toThrow(`stored lease "k" of group "${group}" is corrupt: owner must be a string, got 5`);
+  });
+
+  it('reports a lease with a NULL version, in a table whose NOT NULL was dropped by hand, and no write at any version applies to it', async () => {
+    const schema = freshSchemaName('lh_nullversion');
+    const adapter = new PostgresStorage({ pool: server.pool(), schema });
+    await adapter.migrate();
+    const table = `"${schema}".leasehold_leases`;
+    const lease = applied(await adapter.createLease({ group: 'g', leaseKey: 'k', owner: 'a' }));
+    await server.pool().query(`ALTER TABLE ${table} ALTER COLUMN version DROP NOT NULL`);
+    await server.pool().query(`UPDATE ${table} SET version = NULL`);
+    await expect(adapter.getLease('g', 'k')).rejects.toThrow(`stored lease "k" of group "g" is corrupt: version must be a positive integer, found null`);
+    for (const expectedVersion of [lease.version, lease.version + 1]) {
+      const [outcome] = await adapter.updateLeases('g', [{ leaseKey: 'k', expectedVersion, next: { ...stateOf(lease), owner: 'thief' } }]);
+      expect(outcome?.status === 'unknown' && outcome.error).toBeInstanceOf(CorruptRecordError);
+    }
+    const batch = await adapter.updateLeases('g', [
+      { leaseKey: 'k', expectedVersion: lease.version, next: stateOf(lease) },
+      { leaseKey: 'other', expectedVersion: 1, next: stateOf(lease) },
+    ]);
+    expect(batch.map((outcome) => outcome.status)).toEqual(['unknown', 'conflict']);
+    const deleted = await adapter.deleteLease('g', 'k', lease.version);
+    expect(deleted.status === 'unknown' && deleted.error.message).toContain('stored lease "k" of group "g" is corrupt');
+    const { rows } = await server.pool().query(`SELECT version, state FROM ${table}`);
+    expect(rows).toEqual([{ version: null, state: JSON.stringify(stateOf(lease)) }]);
+    await server.pool().query(`DROP SCHEMA "${schema}" CASCADE`);
+  });
+
+  it('reports a corrupt leader record as a CorruptRecordError naming its group', async () => {
+    const adapter = storage();
+    const group = freshSchemaName('g');
+    const leader = applied(await adapter.createLeader({ group, holder: 'w', term: 1 }));
+    await server.pool().query(`UPDATE "${server.schema}".leasehold_leaders SET state = '[]' WHERE group_name = $1`, [group]);
+    await expect(adapter.getLeader(group)).rejects.toThrow(`stored leader record of group "${group}" is corrupt: state is not a JSON object ("[]")`);
+    const stale = await adapter.updateLeader(group, leader.version + 1, { holder: 'x', term: 2, metadata: {} });
+    expect(stale.status === 'unknown' && stale.error).toBeInstanceOf(CorruptRecordError);
+  });
+});
+
+describe('PostgresStorage failures', () => {
+  it('reports unknown for every lease of a batch whose connection dies mid-statement, and works again on the next call', async () => {
+    const adapter = storage();
+    const group = freshSchemaName('g');
+    const a = applied(await adapter.createLease({ group, leaseKey: 'a' }));
+    const b = applied(await adapter.createLease({ group, leaseKey: 'b' }));
+    const blocker = await server.pool().connect();
+    try {
+      // Hold lease a's row so that the batch blocks on it, then end the batch's backend under it.
+      await blocker.query('BEGIN');
+      await blocker.query(`SELECT 1 FROM "${server.schema}".leasehold_leases WHERE group_name = $1 AND lease_key = 'a' FOR UPDATE`, [group]);
+      const pending = adapter.updateLeases(group, [
+        { leaseKey: 'a', expectedVersion: a.version, next: { ...stateOf(a), owner: 'w' } },
+        { leaseKey: 'b', expectedVersion: b.version, next: { ...stateOf(b), owner: 'w' } },
+      ]);
+      let pid: number | undefined;
+      expect(
+        await waitFor(async () => {
+          const { rows } = await blocker.query(
+            `SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%unnest%' AND query LIKE $1`,
+            [`%${server.schema}%`],
+          );
+          pid = rows[0]?.pid as number | undefined;
+          return pid !== undefined;
+        }),
+      ).toBe(true);
+      await blocker.query('SELECT pg_terminate_backend($1)', [pid]);
+      const results = await pending;
+      expect(results.map((outcome) => outcome.status)).toEqual(['unknown', 'unknown']);
+      expect(results[0]?.status === 'unknown' && results[0].error.message).toMatch(/^\[storage-postgres\] the outcome of updateLeases is unknown: /);
+      await blocker.query('ROLLBACK');
+    } finally {
+      blocker.release();
+    }
+    expect((await adapter.getLease(group, 'a'))?.version).toBe(a.version);
+    applied((await adapter.updateLeases(group, [{ leaseKey: 'a', expectedVersion: a.version, next: { ...stateOf(a), owner: 'w' } }]))[0]);
+  });
+
+  it('throws StorageUnavailableError when no connection can be had, for reads and writes alike', async () => {
+    const pool = new pg.Pool({ ...serverConfig, port: 1, connectionTimeoutMillis: 2000 });
+    const adapter = new PostgresStorage({ pool, schema: server.schema });
+    try {
+      await expect(adapter.getLease('g', 'k')).rejects.toThrow(StorageUnavailableError);
+      await expect(adapter.getLease('g', 'k')).rejects.toThrow(/^\[storage-postgres\] getLease could not get a connection: /);
+      await expect(adapter.createLease({ group: 'g', leaseKey: 'k' })).rejects.toThrow(/^\[storage-postgres\] createLease could not get a connection: /);
+      await expect(adapter.subscribe('g', () => undefined)).rejects.toThrow(StorageUnavailableError);
+    } finally {
+      await pool.end();
+    }
+  });
+});
+
+describe('PostgresStorage change feed', () => {
+  async function listenerPids(channel: string): Promise<number[]> {
+    const { rows } = await server.pool().query(`SELECT pid FROM pg_stat_activity WHERE query = $1`, [`LISTEN "${channel}"`]);
+    return rows.map((row: { pid: number }) => row.pid);
+  }
+
+  it('hears handoffs on one LISTEN connection, reconnects when it is killed, and gives it back on close', async () => {
+    const pool = new pg.Pool({ ...serverConfig, max: 3 });
+    pool.on('error', () => undefined);
+    const reader = new PostgresStorage({ pool, schema: server.schema });
+    const writer = storage();
+    const group = freshSchemaName('g');
+    const heard: LeaseChange[] = [];
+    try {
+      const first = await reader.subscribe(group, (change) => heard.push(change));
+      const second = await reader.subscribe(group, (change) => heard.push(change));
+      const [pid] = await listenerPids(reader.channel);
+      expect(pid).toBeDefined();
+      expect(await listenerPids(reader.channel)).toHaveLength(1);
+
+      await server.pool().query('SELECT pg_terminate_backend($1)', [pid]);
+      expect(await waitFor(async () => (await listenerPids(reader.channel)).some((other) => other !== pid))).toBe(true);
+
+      const lease = applied(await writer.createLease({ group, leaseKey: 'k', owner: 'a', epoch: 1 }));
+      applied((await writer.updateLeases(group, [{ leaseKey: 'k', expectedVersion: lease.version, next: { ...stateOf(lease), pendingOwner: 'b' }, notify: 'handoff-requested' }]))[0]);
+      expect(await waitFor(() => heard.length === 2)).toBe(true);
+      expect(heard).toEqual([
+        { group, leaseKey: 'k', kind: 'handoff-requested' },
+        { group, leaseKey: 'k', kind: 'handoff-requested' },
+      ]);
+
+      await first.close();
+      expect(pool.idleCount).toBe(0);
+      await second.close();
+      expect(await listenerPids(reader.channel)).toEqual([]);
+      expect(pool.idleCount).toBe(pool.totalCount);
+    } finally {
+      await reader.close();
+      await pool.end();
+    }
+  });
+
+  it('publishes a change whose group and key are 512 bytes of characters JSON must escape', async () => {
+    const adapter = storage();
+    const group = `${freshSchemaName('g')}${'\u0001'.repeat(400)}`;
+    const leaseKey = '"\\'.repeat(256);
+    const heard: LeaseChange[] = [];
+    const subscription = await adapter.subscribe(group, (change) => heard.push(change));
+    try {
+      const lease = applied(await adapter.createLease({ group, leaseKey, owner: 'a' }));
+      applied((await adapter.updateLeases(group, [{ leaseKey, expectedVersion: lease.version, next: { ...stateOf(lease), owner: null }, notify: 'released' }]))[0]);
+      expect(await waitFor(() => heard.length === 1)).toBe(true);
+      expect(heard).toEqual([{ group, leaseKey, kind: 'released' }]);
+    } finally {
+      await subscription.close();
+    }
+  });
+});

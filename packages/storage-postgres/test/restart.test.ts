@@ -1,0 +1,107 @@
+import {
+  StorageOutcomeUnknownError,
+  StorageUnavailableError,
+  type LeaseRecord,
+  type LeaseState,
+} from '@leasehold/core';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PostgresStorage } from '../src/index.js';
+import { startCluster, type Cluster } from './cluster.js';
+
+// Destructive: this file crashes and restarts a cluster of its own, never the shared server.
+let cluster: Cluster;
+beforeAll(async () => {
+  cluster = await startCluster();
+}, 120_000);
+afterAll(async () => {
+  await cluster?.destroy();
+});
+
+function stateOf(record: LeaseRecord): LeaseState {
+  const { owner, epoch, checkpoint, parentKeys, pendingOwner, metadata } = record;
+  return { owner, epoch, checkpoint, parentKeys, pendingOwner, metadata };
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+describe('PostgresStorage across a server crash', () => {
+  it('reports unknown or typed errors for operations in flight, works again on the next call, and loses no acknowledged write', async () => {
+    const pool = new pg.Pool({ host: '127.0.0.1', port: cluster.port, user: 'postgres', database: 'postgres', max: 8, connectionTimeoutMillis: 2000 });
+    pool.on('error', () => undefined);
+    const adapter = new PostgresStorage({ pool });
+    try {
+      await adapter.migrate();
+      const group = 'crash';
+      const keys = Array.from({ length: 6 }, (_, i) => `k${i}`);
+      for (const leaseKey of keys) await adapter.createLease({ group, leaseKey, metadata: { count: '0' } });
+
+      const acknowledged = new Map<string, LeaseRecord>();
+      const outcomes = { applied: 0, conflict: 0, unknown: 0, thrown: 0 };
+      const strays: unknown[] = [];
+      let stop = false;
+
+      // Each worker increments its own lease's counter with conditional writes, re-reading when it must.
+      const worker = async (leaseKey: string): Promise<void> => {
+        let current: LeaseRecord | null = null;
+        for (let step = 0; !stop && step < 10_000; step++) {
+          try {
+            current ??= await adapter.getLease(group, leaseKey);
+            if (!current) throw new Error(`lease ${leaseKey} vanished`);
+            const count = Number(current.metadata.count) + 1;
+            const [outcome] = await adapter.updateLeases(group, [
+              { leaseKey, expectedVersion: current.version, next: { ...stateOf(current), metadata: { count: String(count) } } },
+            ]);
+            if (outcome?.status === 'applied') {
+              outcomes.applied++;
+              acknowledged.set(leaseKey, outcome.record);
+              current = outcome.record;
+            } else if (outcome?.status === 'conflict') {
+              outcomes.conflict++;
+              current = outcome.current;
+            } else {
+              outcomes.unknown++;
+              if (!(outcome?.error instanceof StorageOutcomeUnknownError)) strays.push(outcome?.error);
+              current = null;
+              await sleep(20);
+            }
+          } catch (error) {
+            outcomes.thrown++;
+            if (!(error instanceof StorageUnavailableError)) strays.push(error);
+            current = null;
+            await sleep(20);
+          }
+        }
+      };
+
+      const running = Promise.all(keys.map(worker));
+      await sleep(500);
+      const appliedBeforeCrash = outcomes.applied;
+      await cluster.crash();
+      await sleep(300);
+      await cluster.start();
+      await sleep(700);
+      stop = true;
+      await running;
+
+      expect(strays).toEqual([]);
+      expect(appliedBeforeCrash).toBeGreaterThan(0);
+      expect(outcomes.unknown + outcomes.thrown).toBeGreaterThan(0);
+      expect(outcomes.applied).toBeGreaterThan(appliedBeforeCrash);
+
+      // The very next call works, with no retry.
+      const stored = await adapter.listLeases(group);
+      expect(stored).toHaveLength(keys.length);
+      for (const lease of stored) {
+        const acked = acknowledged.get(lease.leaseKey);
+        expect(acked, `lease ${lease.leaseKey} was written`).toBeDefined();
+        // Every write adds one to both version and counter, so an unknown write that applied keeps them in step.
+        expect(lease.version).toBeGreaterThanOrEqual((acked as LeaseRecord).version);
+        expect(Number(lease.metadata.count) - Number((acked as LeaseRecord).metadata.count)).toBe(lease.version - (acked as LeaseRecord).version);
+      }
+    } finally {
+      await adapter.close();
+      await pool.end();
+    }
+  }, 120_000);
+});
