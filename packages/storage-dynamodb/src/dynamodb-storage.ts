@@ -7,7 +7,6 @@ import {
   type AttributeValue,
   type DynamoDBClient,
   type PutItemCommandInput,
-  type UpdateItemCommandInput,
 } from '@aws-sdk/client-dynamodb';
 import {
   CorruptRecordError,

@@ -1,0 +1,395 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  ConditionalCheckFailedException,
+  CreateTableCommand,
+  GetItemCommand,
+  ProvisionedThroughputExceededException,
+  type AttributeValue,
+  type DynamoDBClient,
+} from '@aws-sdk/client-dynamodb';
+import {
+  InvalidConfigError,
+  InvalidInputError,
+  StorageOutcomeUnknownError,
+  StorageSchemaError,
+  StorageUnavailableError,
+  type LeaseRecord,
+  type LeaseState,
+  type WriteResult,
+} from '@leasehold/core';
+import type { RunningDynalite } from '@leasehold/local-stack';
+import { DynamoDBStorage, checkTable, createTable } from '../src/index.js';
+import { checkItemSize, itemBytes } from '../src/schema.js';
+import { localClient, randomTableName, startLocalDynamo } from './support.js';
+
+let dynalite: RunningDynalite;
+const tableName = randomTableName('dynamodb');
+const opened: DynamoDBClient[] = [];
+let groupCount = 0;
+
+function client(config: Parameters<typeof localClient>[1] = {}): DynamoDBClient {
+  const made = localClient(dynalite.endpoint, config);
+  opened.push(made);
+  return made;
+}
+
+function group(): string {
+  return `group-${process.pid}-${groupCount++}`;
+}
+
+function stateOf(record: LeaseRecord): LeaseState {
+  const { owner, epoch, checkpoint, parentKeys, pendingOwner, metadata } = record;
+  return { owner, epoch, checkpoint, parentKeys, pendingOwner, metadata };
+}
+
+function appliedRecord<T>(outcome: WriteResult<T> | undefined): T {
+  expect(outcome?.status).toBe('applied');
+  return (outcome as { record: T }).record;
+}
+
+type Injection = (commandName: string, send: () => Promise<unknown>, input: unknown) => Promise<unknown>;
+
+/**
+ * A client whose every attempt (inside the SDK's retry loop, as a lost response or a throttle would be)
+ * goes through `inject`, which decides whether to send it and what the SDK sees.
+ */
+function injectingClient(inject: Injection, config: Parameters<typeof localClient>[1] = {}): DynamoDBClient {
+  const made = client(config);
+  type Middleware = Parameters<DynamoDBClient['middlewareStack']['addRelativeTo']>[0];
+  const middleware = (next: (args: { input: object }) => Promise<unknown>, context: { commandName?: string }) =>
+    (args: { input: object }) => inject(context.commandName ?? '', () => next(args), args.input);
+  made.middlewareStack.addRelativeTo(middleware as unknown as Middleware, {
+    relation: 'after',
+    toMiddleware: 'retryMiddleware',
+    name: 'injectFaults',
+  });
+  return made;
+}
+
+/** The sort key a write or read names, to aim a fault at one lease. */
+function sortKeyOf(input: unknown): string | undefined {
+  const request = input as { Key?: Record<string, AttributeValue>; Item?: Record<string, AttributeValue> };
+  return (request.Key ?? request.Item)?.sk?.S;
+}
+
+function throttle(): ProvisionedThroughputExceededException {
+  return new ProvisionedThroughputExceededException({ message: 'injected throttle', $metadata: { httpStatusCode: 400 } });
+}
+
+function lostResponse(): Error {
+  return Object.assign(new Error('injected: the response was lost after the request was sent'), { name: 'TimeoutError' });
+}
+
+beforeAll(async () => {
+  dynalite = await startLocalDynamo();
+  await createTable(client(), tableName);
+});
+
+afterAll(async () => {
+  for (const made of opened) made.destroy();
+  await dynalite?.close();
+});
+
+describe('DynamoDBStorage options and table', () => {
+  it('refuses a table name outside 3 to 255 of [a-zA-Z0-9_.-] before sending anything', () => {
+    for (const bad of ['ab', "a'b", 'a b', 'x'.repeat(256), '', 'ü-table']) {
+      expect(() => new DynamoDBStorage({ client: client(), tableName: bad })).toThrow(InvalidConfigError);
+    }
+    expect(() => new DynamoDBStorage({ client: client(), tableName: "a'b" })).toThrow(
+      `[storage-dynamodb] table name "a'b" is not valid: use 3 to 255 of the characters a-z, A-Z, 0-9, '_', '-' and '.'`,
+    );
+    expect(() => new DynamoDBStorage({ client: client(), tableName: 'abc' })).not.toThrow();
+    expect(() => new DynamoDBStorage({ client: client(), tableName: 'A.b-c_'.padEnd(255, '9') })).not.toThrow();
+  });
+
+  it('refuses a write concurrency that is not an integer from 1 to 1000', () => {
+    for (const bad of [0, -1, 1.5, 1001, Number.NaN]) {
+      expect(() => new DynamoDBStorage({ client: client(), tableName, writeConcurrency: bad })).toThrow(InvalidConfigError);
+    }
+    expect(() => new DynamoDBStorage({ client: client(), tableName, writeConcurrency: 0 })).toThrow(
+      '[storage-dynamodb] writeConcurrency must be an integer from 1 to 1000, got 0',
+    );
+  });
+
+  it('createTable is harmless when the table exists, and the table passes the key-schema check', async () => {
+    const storage = new DynamoDBStorage({ client: client(), tableName });
+    const g = group();
+    appliedRecord(await storage.createLease({ group: g, leaseKey: 'kept' }));
+    await storage.createTable();
+    await expect(storage.checkTable()).resolves.toBeUndefined();
+    expect((await storage.listLeases(g)).map((lease) => lease.leaseKey)).toEqual(['kept']);
+  });
+
+  it('a missing table is a StorageSchemaError that says to call createTable(), for reads and writes alike', async () => {
+    const storage = new DynamoDBStorage({ client: client(), tableName: 'no-such-table' });
+    const message = '[storage-dynamodb] table "no-such-table" does not exist: create it with createTable()';
+    await expect(storage.checkTable()).rejects.toThrow(new StorageSchemaError(message));
+    await expect(storage.listLeases('g')).rejects.toThrow(new StorageSchemaError(message));
+    await expect(storage.getLeader('g')).rejects.toThrow(new StorageSchemaError(message));
+    await expect(storage.createLease({ group: 'g', leaseKey: 'k' })).rejects.toThrow(new StorageSchemaError(message));
+    await expect(storage.updateLeases('g', [{ leaseKey: 'k', expectedVersion: 1, next: { owner: null, epoch: 0, checkpoint: null, parentKeys: [], pendingOwner: null, metadata: {} } }])).rejects.toThrow(StorageSchemaError);
+    await expect(storage.updateLeader('g', 1, { holder: 'w', term: 1, metadata: {} })).rejects.toThrow(new StorageSchemaError(message));
+  });
+
+  it('a table with another key schema is a StorageSchemaError naming both schemas, from the check and from every operation', async () => {
+    const raw = client();
+    const wrong = randomTableName('wrong-schema');
+    await raw.send(
+      new CreateTableCommand({
+        TableName: wrong,
+        BillingMode: 'PAY_PER_REQUEST',
+        AttributeDefinitions: [{ AttributeName: 'id', AttributeType: 'S' }],
+        KeySchema: [{ AttributeName: 'id', KeyType: 'HASH' }],
+      }),
+    );
+    const message = `[storage-dynamodb] table "${wrong}" has key schema id (HASH, S); expected pk (HASH, S), sk (RANGE, S): use another table or create this one with createTable()`;
+    await expect(checkTable(raw, wrong)).rejects.toThrow(new StorageSchemaError(message));
+    await expect(createTable(raw, wrong)).rejects.toThrow(new StorageSchemaError(message));
+    const storage = new DynamoDBStorage({ client: raw, tableName: wrong });
+    await expect(storage.listLeases('g')).rejects.toThrow(new StorageSchemaError(message));
+    await expect(storage.getLease('g', 'k')).rejects.toThrow(new StorageSchemaError(message));
+    await expect(storage.createLease({ group: 'g', leaseKey: 'k' })).rejects.toThrow(new StorageSchemaError(message));
+    await expect(storage.createLeader({ group: 'g' })).rejects.toThrow(new StorageSchemaError(message));
+  });
+
+  it('an item over 400 KB is refused with an InvalidInputError naming its size, and sizes count names and values', () => {
+    const small: Record<string, AttributeValue> = { pk: { S: 'g' }, sk: { S: 'lease:ü' }, version: { N: '12' }, deleted: { BOOL: true } };
+    expect(itemBytes(small)).toBe(2 + 1 + 2 + 8 + 7 + 3 + 7 + 1);
+    const big = { ...small, state: { S: 'x'.repeat(400 * 1024) } };
+    expect(() => checkItemSize(big, 'lease "k" of group "g"')).toThrow(InvalidInputError);
+    expect(() => checkItemSize(big, 'lease "k" of group "g"')).toThrow(
+      `[storage-dynamodb] lease "k" of group "g" would be an item of ${itemBytes(big)} bytes; DynamoDB's limit is 409600`,
+    );
+    expect(() => checkItemSize(small, 'small')).not.toThrow();
+  });
+});
+
+describe('DynamoDBStorage on DynamoDB', () => {
+  it('a group whose items exceed the 1 MB page (3,000 leases with 500 bytes of metadata) lists completely', async () => {
+    let queries = 0;
+    const storage = new DynamoDBStorage({
+      client: injectingClient(async (command, send) => {
+        if (command === 'QueryCommand') queries++;
+        return send();
+      }),
+      tableName,
+    });
+    const g = group();
+    const keys = Array.from({ length: 3000 }, (_, i) => `shardId-${String(i).padStart(12, '0')}`);
+    for (let start = 0; start < keys.length; start += 200) {
+      const created = await Promise.all(
+        keys.slice(start, start + 200).map((leaseKey) => storage.createLease({ group: g, leaseKey, metadata: { padding: 'p'.repeat(500) } })),
+      );
+      for (const outcome of created) expect(outcome.status).toBe('applied');
+    }
+    const listed = await storage.listLeases(g);
+    expect(listed.map((lease) => lease.leaseKey).sort()).toEqual(keys);
+    expect(queries).toBeGreaterThan(1);
+  });
+
+  it('a throttled write is retried by the SDK with backoff and applies', async () => {
+    let throttles = 0;
+    const storage = new DynamoDBStorage({
+      client: injectingClient(async (command, send) => {
+        if (command === 'UpdateItemCommand' && throttles < 2) {
+          throttles++;
+          throw throttle();
+        }
+        return send();
+      }, { maxAttempts: 3 }),
+      tableName,
+    });
+    const g = group();
+    const lease = appliedRecord(await storage.createLease({ group: g, leaseKey: 'k' }));
+    const [outcome] = await storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: lease.version, next: { ...stateOf(lease), owner: 'w' } }]);
+    expect(appliedRecord(outcome).owner).toBe('w');
+    expect(throttles).toBe(2);
+    expect((await storage.getLease(g, 'k'))?.version).toBe(lease.version + 1);
+  });
+
+  it('a write still throttled when the SDK gives up is unknown, and the other writes of its batch keep their own results', async () => {
+    const storage = new DynamoDBStorage({
+      client: injectingClient(async (_command, send, input) => {
+        if (sortKeyOf(input) === 'lease:b') throw throttle();
+        return send();
+      }, { maxAttempts: 2 }),
+      tableName,
+    });
+    const g = group();
+    const a = appliedRecord(await storage.createLease({ group: g, leaseKey: 'a' }));
+    const created = await storage.createLease({ group: g, leaseKey: 'b' });
+    expect(created.status).toBe('unknown');
+    const error = (created as { error: Error }).error;
+    expect(error).toBeInstanceOf(StorageOutcomeUnknownError);
+    expect(error.message).toBe(
+      `[storage-dynamodb] create of lease "b" in group "${g}" was still throttled after 2 attempt(s) (ProvisionedThroughputExceededException: injected throttle); it may or may not have applied`,
+    );
+    const results = await storage.updateLeases(g, [
+      { leaseKey: 'a', expectedVersion: a.version, next: { ...stateOf(a), owner: 'w' } },
+      { leaseKey: 'b', expectedVersion: 1, next: { ...stateOf(a), owner: 'w' } },
+      { leaseKey: 'c', expectedVersion: 1, next: { ...stateOf(a), owner: 'w' } },
+    ]);
+    expect(results.map((outcome) => outcome.status)).toEqual(['applied', 'unknown', 'conflict']);
+    expect((await storage.listLeases(g)).map((lease) => [lease.leaseKey, lease.owner])).toEqual([['a', 'w']]);
+  });
+
+  it('a read still throttled when the SDK gives up is a StorageUnavailableError naming the throttle', async () => {
+    const storage = new DynamoDBStorage({
+      client: injectingClient(async () => {
+        throw throttle();
+      }, { maxAttempts: 2 }),
+      tableName,
+    });
+    await expect(storage.listLeases('g')).rejects.toThrow(
+      new StorageUnavailableError('[storage-dynamodb] could not list the leases of group "g": ProvisionedThroughputExceededException: injected throttle'),
+    );
+    await expect(storage.getLease('g', 'k')).rejects.toThrow(StorageUnavailableError);
+    await expect(storage.getLeader('g')).rejects.toThrow(
+      '[storage-dynamodb] could not read the leader record of group "g": ProvisionedThroughputExceededException: injected throttle',
+    );
+  });
+
+  it('a write whose response was lost and that the SDK retried is recognised as applied (the false conflict)', async () => {
+    // Every write's first attempt applies and its response is lost; the SDK retries the same request.
+    const attempted = new WeakSet<object>();
+    let lost = 0;
+    const storage = new DynamoDBStorage({
+      client: injectingClient(async (command, send, input) => {
+        if (command === 'GetItemCommand' || command === 'QueryCommand' || attempted.has(input as object)) return send();
+        attempted.add(input as object);
+        lost++;
+        await send();
+        throw lostResponse();
+      }),
+      tableName,
+    });
+    const g = group();
+    const created = appliedRecord(await storage.createLease({ group: g, leaseKey: 'k', owner: 'a', epoch: 1 }));
+    expect(created.version).toBe(1);
+    const [renewed] = await storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: created.version, next: { ...stateOf(created), checkpoint: '7' } }]);
+    expect(appliedRecord(renewed)).toEqual({ ...created, version: 2, checkpoint: '7' });
+    expect(await storage.getLease(g, 'k')).toEqual({ ...created, version: 2, checkpoint: '7' });
+    expect(await storage.deleteLease(g, 'k', 2)).toEqual({ status: 'applied' });
+    expect(await storage.getLease(g, 'k')).toBeNull();
+    const recreated = appliedRecord(await storage.createLease({ group: g, leaseKey: 'k' }));
+    expect({ version: recreated.version, epoch: recreated.epoch }).toEqual({ version: 4, epoch: 1 });
+    const leader = appliedRecord(await storage.createLeader({ group: g, holder: 'a', term: 1 }));
+    const next = appliedRecord(await storage.updateLeader(g, leader.version, { holder: 'b', term: 2, metadata: {} }));
+    expect(await storage.getLeader(g)).toEqual(next);
+    // The recreate over the tombstone takes two writes: the fresh create that fails, then the continuation.
+    expect(lost).toBe(7);
+  });
+
+  it('a retried write that finds another writer\'s record at the version it would have made is a conflict carrying that record', async () => {
+    const g = group();
+    const other = new DynamoDBStorage({ client: client(), tableName });
+    const lease = appliedRecord(await other.createLease({ group: g, leaseKey: 'k' }));
+    let failed = false;
+    const storage = new DynamoDBStorage({
+      client: injectingClient(async (command, send) => {
+        if (command === 'UpdateItemCommand' && !failed) {
+          failed = true;
+          // The first attempt never reaches DynamoDB; meanwhile another worker takes the lease.
+          appliedRecord((await other.updateLeases(g, [{ leaseKey: 'k', expectedVersion: lease.version, next: { ...stateOf(lease), owner: 'other', epoch: 1 } }]))[0]);
+          throw lostResponse();
+        }
+        return send();
+      }),
+      tableName,
+    });
+    const [outcome] = await storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: lease.version, next: { ...stateOf(lease), owner: 'me', epoch: 1 } }]);
+    expect(outcome?.status).toBe('conflict');
+    expect((outcome as { current: LeaseRecord }).current).toEqual({ ...lease, version: lease.version + 1, owner: 'other', epoch: 1 });
+  });
+
+  it('a retried write that finds the record moved past the version it would have made is unknown, since its first attempt may have applied', async () => {
+    const g = group();
+    const other = new DynamoDBStorage({ client: client(), tableName });
+    const lease = appliedRecord(await other.createLease({ group: g, leaseKey: 'k' }));
+    let failed = false;
+    const storage = new DynamoDBStorage({
+      client: injectingClient(async (command, send) => {
+        if (command === 'UpdateItemCommand' && !failed) {
+          failed = true;
+          await send();
+          // The renewal applied but its response was lost; another worker writes before the retry arrives.
+          const mine = (await other.getLease(g, 'k'))!;
+          appliedRecord((await other.updateLeases(g, [{ leaseKey: 'k', expectedVersion: mine.version, next: { ...stateOf(mine), pendingOwner: 'thief' } }]))[0]);
+          throw lostResponse();
+        }
+        return send();
+      }),
+      tableName,
+    });
+    const [outcome] = await storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: lease.version, next: { ...stateOf(lease), owner: 'me', epoch: 1 } }]);
+    expect(outcome?.status).toBe('unknown');
+    expect((outcome as { error: Error }).error).toBeInstanceOf(StorageOutcomeUnknownError);
+    expect((outcome as { error: Error }).error.message).toBe(
+      `[storage-dynamodb] update of lease "k" in group "${g}" was retried and the record has moved on since; its first attempt may have applied`,
+    );
+    expect((await other.getLease(g, 'k'))?.version).toBe(lease.version + 2);
+  });
+
+  it('a conflict takes the current record from ALL_OLD when DynamoDB returns it, with no extra read', async () => {
+    const g = group();
+    const raw = client();
+    let reads = 0;
+    const storage = new DynamoDBStorage({
+      client: injectingClient(async (command, send) => {
+        if (command === 'GetItemCommand') reads++;
+        try {
+          return await send();
+        } catch (error) {
+          // dynalite ignores ReturnValuesOnConditionCheckFailure; answer as DynamoDB does.
+          if (!(error instanceof ConditionalCheckFailedException)) throw error;
+          const { Item } = await raw.send(new GetItemCommand({ TableName: tableName, Key: { pk: { S: g }, sk: { S: 'lease:k' } }, ConsistentRead: true }));
+          throw new ConditionalCheckFailedException({ message: error.message, $metadata: error.$metadata, Item });
+        }
+      }),
+      tableName,
+    });
+    const lease = appliedRecord(await storage.createLease({ group: g, leaseKey: 'k', owner: 'a', epoch: 3 }));
+    const [stale] = await storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: lease.version + 1, next: { ...stateOf(lease), owner: 'b' } }]);
+    expect(stale).toEqual({ status: 'conflict', current: lease });
+    const again = await storage.createLease({ group: g, leaseKey: 'k' });
+    expect(again).toEqual({ status: 'conflict', current: lease });
+    expect(reads).toBe(0);
+  });
+
+  it('a batch runs at most writeConcurrency writes at once, each with its own result', async () => {
+    let inFlight = 0;
+    let most = 0;
+    const storage = new DynamoDBStorage({
+      client: injectingClient(async (command, send) => {
+        if (command !== 'UpdateItemCommand') return send();
+        most = Math.max(most, ++inFlight);
+        try {
+          return await send();
+        } finally {
+          inFlight--;
+        }
+      }),
+      tableName,
+      writeConcurrency: 4,
+    });
+    const g = group();
+    const leases = await Promise.all(Array.from({ length: 40 }, async (_, i) => appliedRecord(await storage.createLease({ group: g, leaseKey: `k${i}` }))));
+    const results = await storage.updateLeases(
+      g,
+      leases.map((lease, i) => ({ leaseKey: lease.leaseKey, expectedVersion: i % 2 === 0 ? lease.version : lease.version + 1, next: { ...stateOf(lease), owner: 'w' } })),
+    );
+    expect(results.map((outcome) => outcome.status)).toEqual(leases.map((_, i) => (i % 2 === 0 ? 'applied' : 'conflict')));
+    expect(most).toBe(4);
+  });
+
+  it('a lease deleted and created again continues its version and epoch from the tombstone, which never lists', async () => {
+    const storage = new DynamoDBStorage({ client: client(), tableName });
+    const g = group();
+    const lease = appliedRecord(await storage.createLease({ group: g, leaseKey: 'k', owner: 'a', epoch: 9 }));
+    expect(await storage.deleteLease(g, 'k', lease.version)).toEqual({ status: 'applied' });
+    expect(await storage.listLeases(g)).toEqual([]);
+    const again = appliedRecord(await storage.createLease({ group: g, leaseKey: 'k', epoch: 2 }));
+    expect({ version: again.version, epoch: again.epoch, owner: again.owner }).toEqual({ version: lease.version + 2, epoch: 9, owner: null });
+    expect(await storage.listLeases(g)).toEqual([again]);
+  });
+});
