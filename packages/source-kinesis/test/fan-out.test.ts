@@ -1,0 +1,154 @@
+import {
+  GetRecordsCommand,
+  GetShardIteratorCommand,
+  SubscribeToShardCommand,
+  type KinesisClient,
+  type SubscribeToShardCommandInput,
+  type SubscribeToShardEvent,
+} from '@aws-sdk/client-kinesis';
+import { Checkpoint, seededRandom, type ShardBatch } from '@leasehold/core';
+import type { RunningKinesisLocal } from '@leasehold/local-stack';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { KinesisSource, type KinesisRecord } from '../src/index.js';
+import { clientFor, createStream, fakeClock, putRecords, readRecords, startEmulator, text, textEntries } from './support.js';
+
+const CONSUMER_ARN = 'arn:aws:kinesis:us-east-1:000000000000:stream/s/consumer/c:1';
+const SEQ = (n: number): string => `4968070221431632128393721418750${String(n).padStart(25, '0')}`;
+
+function recordOf(n: number): NonNullable<SubscribeToShardEvent['Records']>[number] {
+  return { SequenceNumber: SEQ(n), Data: Buffer.from(`r-${n}`), PartitionKey: 'k', ApproximateArrivalTimestamp: new Date(0) };
+}
+
+/** A client whose SubscribeToShard replays recorded subscriptions, one per call; an Error entry breaks the stream there. */
+function replayingClient(
+  subscriptions: (SubscribeToShardEvent | Error)[][],
+  clock = fakeClock(),
+): { client: KinesisClient; inputs: SubscribeToShardCommandInput[]; times: number[] } {
+  const inputs: SubscribeToShardCommandInput[] = [];
+  const times: number[] = [];
+  const client = {
+    send: async (command: unknown) => {
+      if (!(command instanceof SubscribeToShardCommand)) throw new Error(`unexpected ${String(command)}`);
+      inputs.push(command.input);
+      times.push(clock.now());
+      const events = subscriptions.shift() ?? [];
+      return {
+        EventStream: (async function* () {
+          for (const event of events) {
+            if (event instanceof Error) throw event;
+            yield { SubscribeToShardEvent: event };
+          }
+        })(),
+      };
+    },
+  } as unknown as KinesisClient;
+  return { client, inputs, times };
+}
+
+async function drain(source: KinesisSource, from: string): Promise<ShardBatch<KinesisRecord>[]> {
+  const batches: ShardBatch<KinesisRecord>[] = [];
+  for await (const batch of source.read('shardId-000000000000', from)) batches.push(batch);
+  return batches;
+}
+
+describe('enhanced fan-out on recorded events', () => {
+  it('ends the shard at the event without a continuation sequence number, with its child shards', async () => {
+    const { client } = replayingClient([
+      [
+        { Records: [recordOf(1), recordOf(2)], ContinuationSequenceNumber: SEQ(2), MillisBehindLatest: 10 },
+        { Records: [recordOf(3)], ContinuationSequenceNumber: undefined, MillisBehindLatest: 0, ChildShards: [
+          { ShardId: 'shardId-000000000001', ParentShards: ['shardId-000000000000'], HashKeyRange: { StartingHashKey: '0', EndingHashKey: '1' } },
+          { ShardId: 'shardId-000000000002', ParentShards: ['shardId-000000000000'], HashKeyRange: { StartingHashKey: '2', EndingHashKey: '3' } },
+        ] },
+      ],
+    ]);
+    const source = new KinesisSource({ client, streamName: 's', enhancedFanOut: { consumerArn: CONSUMER_ARN }, clock: fakeClock() });
+
+    const batches = await drain(source, Checkpoint.TRIM_HORIZON);
+
+    expect(batches.map((batch) => (batch.kind === 'records' ? batch.records.map(text) : batch.childShardIds))).toEqual([
+      ['r-1', 'r-2'],
+      ['r-3'],
+      ['shardId-000000000001', 'shardId-000000000002'],
+    ]);
+    expect(batches[0]).toMatchObject({ position: SEQ(2), millisBehindLatest: 10 });
+  });
+
+  it('subscribes again after the last continuation when a subscription ends or fails', async () => {
+    const broken = Object.assign(new Error('Internal failure'), { name: 'InternalFailureException' });
+    const clock = fakeClock();
+    const { client, inputs, times } = replayingClient([
+      [{ Records: [recordOf(1)], ContinuationSequenceNumber: SEQ(1), MillisBehindLatest: 0 }],
+      [{ Records: [recordOf(2)], ContinuationSequenceNumber: SEQ(5), MillisBehindLatest: 0 }, broken],
+      [{ Records: [], ContinuationSequenceNumber: undefined, MillisBehindLatest: 0, ChildShards: [{ ShardId: 'shardId-000000000003', ParentShards: [], HashKeyRange: { StartingHashKey: '0', EndingHashKey: '1' } }] }],
+    ], clock);
+    const source = new KinesisSource({ client, streamName: 's', enhancedFanOut: { consumerArn: CONSUMER_ARN }, clock, random: seededRandom(1) });
+
+    const batches = await drain(source, `${SEQ(0)}`);
+
+    expect(inputs.map((input) => input.StartingPosition)).toEqual([
+      { Type: 'AFTER_SEQUENCE_NUMBER', SequenceNumber: SEQ(0) },
+      { Type: 'AFTER_SEQUENCE_NUMBER', SequenceNumber: SEQ(1) },
+      { Type: 'AFTER_SEQUENCE_NUMBER', SequenceNumber: SEQ(5) },
+    ]);
+    expect(batches.flatMap((batch) => (batch.kind === 'records' ? batch.records.map(text) : batch.childShardIds))).toEqual([
+      'r-1',
+      'r-2',
+      'shardId-000000000003',
+    ]);
+    // Kinesis allows one subscription a second per shard and consumer.
+    expect(times[1]! - times[0]!).toBeGreaterThanOrEqual(1000);
+    expect(times[2]! - times[1]!).toBeGreaterThanOrEqual(1000);
+  });
+});
+
+describe('polling pace', () => {
+  it('never sends more than maxGetRecordsPerSecond calls to a shard in any second, retries and backoff included', async () => {
+    const clock = fakeClock();
+    const callTimes: number[] = [];
+    let call = 0;
+    const client = {
+      send: async (command: unknown) => {
+        callTimes.push(clock.now());
+        if (command instanceof GetShardIteratorCommand) return { ShardIterator: 'it' };
+        if (!(command instanceof GetRecordsCommand)) throw new Error('unexpected command');
+        call++;
+        if (call % 3 === 0) throw Object.assign(new Error('Rate exceeded'), { name: 'ProvisionedThroughputExceededException' });
+        return { Records: [recordOf(call)], NextShardIterator: 'it', MillisBehindLatest: 1000 };
+      },
+    } as unknown as KinesisClient;
+    const source = new KinesisSource({ client, streamName: 's', clock, random: seededRandom(7), backoffBaseMs: 1, maxGetRecordsPerSecond: 5 });
+
+    const { records } = await readRecords(source, 'shardId-000000000000', Checkpoint.TRIM_HORIZON, 20);
+
+    expect(records).toHaveLength(20);
+    for (let i = 5; i < callTimes.length; i++) expect(callTimes[i]! - callTimes[i - 5]!).toBeGreaterThanOrEqual(1000);
+  });
+});
+
+describe('enhanced fan-out on kinesis-local', () => {
+  let emulator: RunningKinesisLocal;
+  let client: KinesisClient;
+  beforeAll(async () => {
+    emulator = await startEmulator();
+    client = clientFor(emulator);
+  });
+  afterAll(async () => {
+    client?.destroy();
+    await emulator?.close();
+  });
+
+  it('registers a consumer and reads the records of a shard through SubscribeToShard', async () => {
+    const { streamName } = await createStream(client, 1);
+    await putRecords(client, streamName, textEntries('r', 40));
+    const source = new KinesisSource({ client, streamName, enhancedFanOut: { consumerName: 'leasehold-test' } });
+
+    const { records } = await readRecords(source, 'shardId-000000000000', Checkpoint.TRIM_HORIZON, 40);
+
+    expect(records.map(text)).toEqual(Array.from({ length: 40 }, (_, i) => `r-${i}`));
+    // A second source reuses the consumer the first registered, and resumes after a checkpoint.
+    const again = new KinesisSource({ client, streamName, enhancedFanOut: { consumerName: 'leasehold-test' } });
+    const rest = await readRecords(again, 'shardId-000000000000', records[29]!.position, 10);
+    expect(rest.records.map(text)).toEqual(Array.from({ length: 10 }, (_, i) => `r-${30 + i}`));
+  });
+});
