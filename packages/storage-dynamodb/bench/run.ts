@@ -1,0 +1,182 @@
+/**
+ * `pnpm bench`: DynamoDBStorage against dynalite in this process, every comparison measured side by side
+ * in one run and printed as a ratio. Absolute times depend on the machine; the ratios are the point.
+ */
+import { performance } from 'node:perf_hooks';
+import { DynamoDBClient, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
+import { encodeLeaseState, type LeaseRecord, type LeaseState, type WriteResult } from '@leasehold/core';
+import { startDynalite } from '@leasehold/local-stack';
+import { DynamoDBStorage } from '../src/index.js';
+
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
+
+const LEASES = 1000;
+const BATCH_ROUNDS = 3;
+const SINGLE_WARMUP = 100;
+const SINGLE_ROUNDS = 1000;
+// Core's defaults: leaseDurationMs 10,000 and a renewal every third of it. KCL renews every 3,308 ms
+// (failoverTimeMillis 10,000 / 3 - epsilon), one UpdateItem per lease.
+const RENEW_INTERVAL_MS = 10_000 / 3;
+const KCL_RENEW_INTERVAL_MS = 3_308;
+
+const dynalite = await startDynalite();
+const client = new DynamoDBClient({
+  region: 'us-east-1',
+  endpoint: dynalite.endpoint,
+  credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+});
+const tableName = `bench-${process.pid}`;
+const storage = new DynamoDBStorage({ client, tableName });
+
+function stateOf(record: LeaseRecord): LeaseState {
+  const { owner, epoch, checkpoint, parentKeys, pendingOwner, metadata } = record;
+  return { owner, epoch, checkpoint, parentKeys, pendingOwner, metadata };
+}
+
+function applied(outcome: WriteResult<LeaseRecord> | undefined): LeaseRecord {
+  if (outcome?.status !== 'applied') throw new Error(`expected applied, got ${JSON.stringify(outcome)}`);
+  return outcome.record;
+}
+
+function median(values: readonly number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] as number;
+}
+
+const ms = (value: number): string => `${value.toFixed(value < 10 ? 3 : 0)} ms`;
+
+// A lease as a Kinesis consumer holds it: host-pid-suffix owner, a full sequence number, one parent.
+const held: LeaseState = {
+  owner: 'ip-10-0-12-34.eu-west-1.compute.internal-48213-5f3a9c',
+  epoch: 3,
+  checkpoint: '49590338271490256608559692538361571095921575989136588898',
+  parentKeys: ['shardId-000000000007'],
+  pendingOwner: null,
+  metadata: {},
+};
+
+async function batchedAgainstSequential(): Promise<void> {
+  const group = 'bench-batch';
+  const keys = Array.from({ length: LEASES }, (_, i) => `shardId-${String(i).padStart(12, '0')}`);
+  for (let start = 0; start < keys.length; start += 100) {
+    await Promise.all(keys.slice(start, start + 100).map(async (leaseKey) => applied(await storage.createLease({ group, leaseKey, ...held }))));
+  }
+  let leases = await storage.listLeases(group);
+  const batched: number[] = [];
+  const sequential: number[] = [];
+  for (let round = 0; round < BATCH_ROUNDS; round++) {
+    let started = performance.now();
+    const results = await storage.updateLeases(group, leases.map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: stateOf(lease) })));
+    batched.push(performance.now() - started);
+    leases = results.map(applied);
+    started = performance.now();
+    const renewed: LeaseRecord[] = [];
+    for (const lease of leases) {
+      const [outcome] = await storage.updateLeases(group, [{ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: stateOf(lease) }]);
+      renewed.push(applied(outcome));
+    }
+    sequential.push(performance.now() - started);
+    leases = renewed;
+  }
+  const b = median(batched);
+  const s = median(sequential);
+  console.log(`renew ${LEASES} leases, one batch at writeConcurrency 16: ${ms(b)} (median of ${BATCH_ROUNDS})`);
+  console.log(`renew ${LEASES} leases, one write after another:          ${ms(s)} (median of ${BATCH_ROUNDS})`);
+  console.log(`  ratio sequential / batched: ${(s / b).toFixed(1)}x faster batched`);
+}
+
+async function adapterAgainstRawUpdate(): Promise<void> {
+  const group = 'bench-single';
+  let lease = applied(await storage.createLease({ group, leaseKey: 'adapter', ...held }));
+  let rawVersion = applied(await storage.createLease({ group, leaseKey: 'raw', ...held })).version;
+  const rawState = encodeLeaseState(held);
+  // The same conditional write as the adapter's renew, hand-written with everything precomputed.
+  const raw = async (): Promise<void> => {
+    await client.send(
+      new UpdateItemCommand({
+        TableName: tableName,
+        Key: { pk: { S: group }, sk: { S: 'lease:raw' } },
+        UpdateExpression: 'SET #version = :version, #epoch = :epoch, #state = :state, #writeId = :writeId',
+        ConditionExpression: '#version = :expected AND attribute_not_exists(#deleted)',
+        ExpressionAttributeNames: { '#version': 'version', '#epoch': 'epoch', '#state': 'state', '#writeId': 'writeId', '#deleted': 'deleted' },
+        ExpressionAttributeValues: {
+          ':version': { N: String(rawVersion + 1) },
+          ':epoch': { N: '3' },
+          ':state': { S: rawState },
+          ':writeId': { S: 'raw' },
+          ':expected': { N: String(rawVersion) },
+        },
+        ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+      }),
+    );
+    rawVersion++;
+  };
+  const adapter = async (): Promise<void> => {
+    const [outcome] = await storage.updateLeases(group, [{ leaseKey: 'adapter', expectedVersion: lease.version, next: stateOf(lease) }]);
+    lease = applied(outcome);
+  };
+  const viaAdapter: number[] = [];
+  const viaRaw: number[] = [];
+  for (let i = 0; i < SINGLE_WARMUP + SINGLE_ROUNDS; i++) {
+    // Alternate which goes first, so that neither always runs on a warmer process.
+    const order = i % 2 === 0 ? ([adapter, raw] as const) : ([raw, adapter] as const);
+    for (const run of order) {
+      const started = performance.now();
+      await run();
+      if (i >= SINGLE_WARMUP) (run === adapter ? viaAdapter : viaRaw).push(performance.now() - started);
+    }
+  }
+  const a = median(viaAdapter);
+  const r = median(viaRaw);
+  console.log(`one conditional renew through DynamoDBStorage: ${ms(a)} (median of ${SINGLE_ROUNDS})`);
+  console.log(`the same UpdateItem sent raw:                  ${ms(r)} (median of ${SINGLE_ROUNDS})`);
+  console.log(`  ratio adapter / raw: ${(a / r).toFixed(2)} (target at most 1.3)`);
+}
+
+async function writeUnitsPerHeldLease(): Promise<void> {
+  const group = 'bench-capacity';
+  let consumed = 0;
+  const metered = new DynamoDBClient({
+    region: 'us-east-1',
+    endpoint: dynalite.endpoint,
+    credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+  });
+  type Add = (middleware: unknown, options: { step: 'initialize'; name: string }) => void;
+  const meter = (next: (args: { input: Record<string, unknown> }) => Promise<{ output: { ConsumedCapacity?: { CapacityUnits?: number } } }>) =>
+    async (args: { input: Record<string, unknown> }) => {
+      args.input.ReturnConsumedCapacity = 'TOTAL';
+      const result = await next(args);
+      consumed += result.output.ConsumedCapacity?.CapacityUnits ?? 0;
+      return result;
+    };
+  (metered.middlewareStack.add as Add).call(metered.middlewareStack, meter, { step: 'initialize', name: 'meterCapacity' });
+  const meteredStorage = new DynamoDBStorage({ client: metered, tableName });
+  let lease = applied(await meteredStorage.createLease({ group, leaseKey: 'shardId-000000000042', ...held }));
+  consumed = 0;
+  const renewals = 100;
+  for (let i = 0; i < renewals; i++) {
+    const [outcome] = await meteredStorage.updateLeases(group, [{ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: stateOf(lease) }]);
+    lease = applied(outcome);
+  }
+  metered.destroy();
+  const perRenew = consumed / renewals;
+  const ours = (perRenew * 60_000) / RENEW_INTERVAL_MS;
+  const kcl = 60_000 / KCL_RENEW_INTERVAL_MS;
+  console.log(`write request units per renewal of a held lease: ${perRenew.toFixed(2)} (item under 1 KB)`);
+  console.log(`write request units per held lease per minute: ${ours.toFixed(1)} (renew every ${RENEW_INTERVAL_MS.toFixed(0)} ms)`);
+  console.log(`KCL, one UpdateItem per lease every ${KCL_RENEW_INTERVAL_MS} ms:   ${kcl.toFixed(1)}`);
+  console.log(`  ratio ours / KCL: ${(ours / kcl).toFixed(2)}`);
+}
+
+try {
+  await storage.createTable();
+  console.log('@leasehold/storage-dynamodb on dynalite (in process)\n');
+  await batchedAgainstSequential();
+  console.log();
+  await adapterAgainstRawUpdate();
+  console.log();
+  await writeUnitsPerHeldLease();
+} finally {
+  client.destroy();
+  await dynalite.close();
+}
