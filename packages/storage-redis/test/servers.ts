@@ -106,7 +106,7 @@ export class OwnServer {
   }
 
   async #launch(): Promise<void> {
-    const args = ['--port', String(this.port), '--bind', '127.0.0.1', '--dir', this.#dir, '--save', '', '--appendonly', 'no', ...this.#extra];
+    const args = ['--port', String(this.port), '--bind', '127.0.0.1', '--dir', this.#dir, '--save', '', '--appendonly', 'no', '--enable-debug-command', 'local', ...this.#extra];
     const child = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout?.on('data', (chunk: Buffer) => (this.#output = (this.#output + chunk.toString()).slice(-4000)));
     child.stderr?.on('data', (chunk: Buffer) => (this.#output = (this.#output + chunk.toString()).slice(-4000)));

@@ -1,0 +1,393 @@
+/**
+ * What is particular to Redis: the script cache, connections dropped mid-command, restarts that lose
+ * acknowledged writes, and the key layout. Everything destructive runs on a redis-server of its own.
+ */
+import { randomUUID } from 'node:crypto';
+import {
+  CorruptRecordError,
+  InvalidConfigError,
+  LeaseholdError,
+  RegressionError,
+  type LeaseChange,
+  type LeaseRecord,
+  type WriteResult,
+} from '@leasehold/core';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RedisStorage } from '../src/index.js';
+import { connectShared, deletePrefix, OwnServer } from './servers.js';
+
+function connect(port: number): Redis {
+  const client = new Redis({ host: '127.0.0.1', port, retryStrategy: (attempt: number) => Math.min(attempt * 20, 500) });
+  client.on('error', () => undefined);
+  return client;
+}
+
+function applied<T>(outcome: WriteResult<T> | undefined): T {
+  if (outcome?.status !== 'applied') throw new Error(`expected applied, got ${JSON.stringify(outcome)}`);
+  return outcome.record;
+}
+
+function renewals(leases: readonly LeaseRecord[], owner: string) {
+  return leases.map((lease) => ({
+    leaseKey: lease.leaseKey,
+    expectedVersion: lease.version,
+    next: { owner, epoch: lease.epoch, checkpoint: lease.checkpoint, parentKeys: lease.parentKeys, pendingOwner: null, metadata: lease.metadata },
+  }));
+}
+
+/**
+ * Sends a write while the server sleeps, and a CLIENT KILL right behind it, so that both are read in one
+ * turn of the server's event loop: in one order the script runs and its reply is lost with the
+ * connection, in the other the kill comes first; either way the client resends the write after it
+ * reconnects. A small write fits in one read, which makes the first order the usual one.
+ */
+async function sendDuringKill<T>(admin: Redis, killer: Redis, send: () => Promise<T>, delayMs = 0): Promise<T> {
+  const asleep = admin.call('DEBUG', 'SLEEP', '0.05');
+  await new Promise((resolve) => setTimeout(resolve, 10));
+  const pending = send();
+  await new Promise((resolve) => setTimeout(resolve, delayMs));
+  const killed = killer.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes');
+  try {
+    return await pending;
+  } finally {
+    await Promise.allSettled([asleep, killed]);
+  }
+}
+
+async function createLeases(storage: RedisStorage, group: string, count: number): Promise<void> {
+  for (let i = 0; i < count; i++) applied(await storage.createLease({ group, leaseKey: `shardId-${String(i).padStart(6, '0')}`, owner: 'w', epoch: 1 }));
+}
+
+describe('RedisStorage options', () => {
+  const client = new Redis({ lazyConnect: true });
+
+  for (const [label, keyPrefix] of [
+    ['a space', 'lease hold:'],
+    ['an opening brace', 'lease{hold:'],
+    ['a closing brace', 'lease}hold:'],
+    ['a newline', 'leasehold\n'],
+    ['a quote', 'lease"hold'],
+  ] as const) {
+    it(`a key prefix with ${label} is refused, naming the prefix`, () => {
+      expect(() => new RedisStorage({ client, keyPrefix })).toThrow(InvalidConfigError);
+      expect(() => new RedisStorage({ client, keyPrefix })).toThrow(
+        `[storage-redis] key prefix ${JSON.stringify(keyPrefix)} may only contain letters, digits and . _ : / - (at most 128 characters)`,
+      );
+    });
+  }
+
+  it('a key prefix over 128 characters is refused', () => {
+    expect(() => new RedisStorage({ client, keyPrefix: 'p'.repeat(129) })).toThrow(InvalidConfigError);
+  });
+
+  it('a missing client and a non-positive page or batch size are refused, naming the value', () => {
+    expect(() => new RedisStorage({ client: undefined as unknown as Redis })).toThrow(
+      '[storage-redis] client must be an ioredis Redis or Cluster instance, got undefined',
+    );
+    expect(() => new RedisStorage({ client, listPageSize: 0 })).toThrow('[storage-redis] listPageSize must be a positive integer, got 0');
+    expect(() => new RedisStorage({ client, maxBatchSize: 1.5 })).toThrow('[storage-redis] maxBatchSize must be a positive integer, got 1.5');
+  });
+});
+
+describe('RedisStorage on the shared server', () => {
+  const keyPrefix = `leasehold-redis-test-${randomUUID().slice(0, 8)}:`;
+  let client: Redis;
+
+  beforeAll(async () => {
+    client = await connectShared();
+  });
+
+  afterAll(async () => {
+    await deletePrefix(client, keyPrefix);
+    await client.quit();
+  });
+
+  it('keeps every key of a group under the prefix and one hash tag that encodes the group, braces included', async () => {
+    const storage = new RedisStorage({ client, keyPrefix });
+    const group = `g}{${randomUUID()}`;
+    applied(await storage.createLease({ group, leaseKey: 'k' }));
+    applied(await storage.createLeader({ group }));
+    const tag = `{${Buffer.from(group).toString('base64url')}}`;
+    const keys = (await client.keys(`${keyPrefix}${tag}*`)).sort();
+    expect(keys).toEqual([`${keyPrefix}${tag}:incarnation`, `${keyPrefix}${tag}:leader`, `${keyPrefix}${tag}:leases`]);
+  });
+
+  it('lists a group larger than one page completely when pages are small', async () => {
+    const storage = new RedisStorage({ client, keyPrefix, listPageSize: 7 });
+    const group = `paged-${randomUUID()}`;
+    await createLeases(storage, group, 300);
+    expect((await storage.listLeases(group)).length).toBe(300);
+  });
+
+  it('splits a batch larger than maxBatchSize into several calls and still returns one result per update, in order', async () => {
+    const storage = new RedisStorage({ client, keyPrefix, maxBatchSize: 16 });
+    const group = `chunked-${randomUUID()}`;
+    await createLeases(storage, group, 50);
+    const leases = await storage.listLeases(group);
+    const results = await storage.updateLeases(group, renewals(leases, 'renewer'));
+    expect(results.map((outcome) => (outcome.status === 'applied' ? outcome.record.leaseKey : outcome.status))).toEqual(leases.map((lease) => lease.leaseKey));
+  });
+
+  it('reports a stored lease that is not in its format as a CorruptRecordError naming the lease', async () => {
+    const storage = new RedisStorage({ client, keyPrefix });
+    const group = `corrupt-${randomUUID()}`;
+    applied(await storage.createLease({ group, leaseKey: 'k' }));
+    const leasesKey = `${keyPrefix}{${Buffer.from(group).toString('base64url')}}:leases`;
+    await client.hset(leasesKey, 'k', 'not a lease');
+    const error = await storage.getLease(group, 'k').catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(CorruptRecordError);
+    expect((error as Error).message).toBe(`[storage-redis] stored lease "k" of group ${JSON.stringify(group)} is corrupt: malformed header in "not a lease"`);
+    await client.hset(leasesKey, 'k', '2:0:0:token:{"owner":5}');
+    await expect(storage.listLeases(group)).rejects.toThrow(CorruptRecordError);
+  });
+
+  it('works through a client with a keyPrefix of its own, change feed included', async () => {
+    const prefixed = new Redis({ host: '127.0.0.1', port: 6379, keyPrefix: `${keyPrefix}client:` });
+    const storage = new RedisStorage({ client: prefixed, keyPrefix: 'inner:' });
+    try {
+      const group = `prefixed-${randomUUID()}`;
+      const heard: LeaseChange[] = [];
+      const subscription = await storage.subscribe(group, (change) => heard.push(change));
+      const lease = applied(await storage.createLease({ group, leaseKey: 'k', owner: 'a', epoch: 1 }));
+      applied((await storage.updateLeases(group, [{ leaseKey: 'k', expectedVersion: lease.version, next: { ...lease, owner: null }, notify: 'released' }]))[0]);
+      await expect.poll(() => heard, { timeout: 5000 }).toEqual([{ group, leaseKey: 'k', kind: 'released' }]);
+      await subscription.close();
+      expect(await client.exists(`${keyPrefix}client:inner:{${Buffer.from(group).toString('base64url')}}:leases`)).toBe(1);
+    } finally {
+      await storage.close();
+      await prefixed.quit();
+    }
+  });
+
+  it('close() ends its own pub/sub connection and leaves the caller\'s client open', async () => {
+    const storage = new RedisStorage({ client, keyPrefix });
+    const group = `closing-${randomUUID()}`;
+    const channel = `${keyPrefix}{${Buffer.from(group).toString('base64url')}}:changes`;
+    await storage.subscribe(group, () => undefined);
+    expect(await client.pubsub('NUMSUB', channel)).toEqual([channel, 1]);
+    await storage.close();
+    await expect.poll(() => client.pubsub('NUMSUB', channel), { timeout: 5000 }).toEqual([channel, 0]);
+    expect(await client.ping()).toBe('PONG');
+  });
+});
+
+describe('RedisStorage on a redis-server of its own', () => {
+  let server: OwnServer;
+
+  beforeAll(async () => {
+    server = await OwnServer.start();
+  });
+
+  afterAll(async () => {
+    await server.stop();
+  });
+
+  it('SCRIPT FLUSH in the middle of a run: the scripts reload and every operation succeeds', async () => {
+    const client = connect(server.port);
+    const admin = connect(server.port);
+    try {
+      const storage = new RedisStorage({ client });
+      const group = `flush-${randomUUID()}`;
+      await createLeases(storage, group, 20);
+      for (let round = 0; round < 20; round++) {
+        if (round % 3 === 0) await admin.script('FLUSH');
+        const leases = await storage.listLeases(group);
+        const results = await storage.updateLeases(group, renewals(leases, `round-${round}`));
+        expect(results.every((outcome) => outcome.status === 'applied')).toBe(true);
+        const leader = (await storage.getLeader(group)) ?? applied(await storage.createLeader({ group }));
+        applied(await storage.updateLeader(group, leader.version, { holder: `round-${round}`, term: round + 1, metadata: {} }));
+      }
+      expect((await storage.listLeases(group)).every((lease) => lease.owner === 'round-19' && lease.version === 21)).toBe(true);
+    } finally {
+      client.disconnect();
+      admin.disconnect();
+    }
+  });
+
+  it('the connection killed mid-run (CLIENT KILL): each write is applied, unknown or typed, never a false conflict, and the next call works', async () => {
+    const client = connect(server.port);
+    const admin = connect(server.port);
+    const killer = connect(server.port);
+    try {
+      const storage = new RedisStorage({ client });
+      const group = `killed-${randomUUID()}`;
+      await createLeases(storage, group, 5);
+      const seen = { applied: 0, unknown: 0, thrown: 0 };
+      for (let round = 0; round < 12; round++) {
+        const before = await storage.listLeases(group);
+        const pending = sendDuringKill(admin, killer, () => storage.updateLeases(group, renewals(before, `round-${round}`)), round % 3);
+        let results: WriteResult<LeaseRecord>[];
+        try {
+          results = await pending;
+        } catch (error) {
+          // Only typed errors may escape; a write that fails is expected to come back as unknown instead.
+          expect(error).toBeInstanceOf(LeaseholdError);
+          seen.thrown++;
+          continue;
+        }
+        const stored = new Map((await storage.listLeases(group)).map((lease) => [lease.leaseKey, lease]));
+        results.forEach((outcome, i) => {
+          const key = before[i]!.leaseKey;
+          // Nobody else writes this group, so a conflict could only be the client's resend of an applied
+          // write, which the write token must recognise.
+          expect(outcome.status).not.toBe('conflict');
+          if (outcome.status === 'applied') {
+            seen.applied++;
+            expect(stored.get(key)).toEqual(outcome.record);
+          } else if (outcome.status === 'unknown') {
+            seen.unknown++;
+            expect(outcome.error.message).toMatch(/^\[storage-redis\] the outcome of updating 5 leases of group .* is unknown: /);
+          }
+        });
+      }
+      expect(seen.applied + seen.unknown + seen.thrown * 5).toBe(12 * 5);
+      // Recovery: the next calls work as if nothing happened.
+      const leases = await storage.listLeases(group);
+      expect((await storage.updateLeases(group, renewals(leases, 'after'))).every((outcome) => outcome.status === 'applied')).toBe(true);
+      expect(applied(await storage.createLeader({ group, holder: 'after' })).holder).toBe('after');
+    } finally {
+      client.disconnect();
+      admin.disconnect();
+      killer.disconnect();
+    }
+  });
+
+  it('a write resent by the client after its reply was lost is recognised as applied, for every kind of write', async () => {
+    const client = connect(server.port);
+    const admin = connect(server.port);
+    const killer = connect(server.port);
+    try {
+      const storage = new RedisStorage({ client });
+      const group = `resent-${randomUUID()}`;
+      for (let round = 0; round < 4; round++) {
+        const leaseKey = `k${round}`;
+        const created = applied(await sendDuringKill(admin, killer, () => storage.createLease({ group, leaseKey, owner: 'a', epoch: 1 })));
+        const [renewed] = await sendDuringKill(admin, killer, () => storage.updateLeases(group, renewals([created], 'a')));
+        expect(applied(renewed).version).toBe(created.version + 1);
+        expect((await sendDuringKill(admin, killer, () => storage.deleteLease(group, leaseKey, created.version + 1))).status).toBe('applied');
+        expect(await storage.getLease(group, leaseKey)).toBeNull();
+      }
+      const leader = applied(await sendDuringKill(admin, killer, () => storage.createLeader({ group, holder: 'a', term: 1 })));
+      const next = applied(await sendDuringKill(admin, killer, () => storage.updateLeader(group, leader.version, { holder: 'b', term: 2, metadata: {} })));
+      expect(await storage.getLeader(group)).toEqual(next);
+    } finally {
+      client.disconnect();
+      admin.disconnect();
+      killer.disconnect();
+    }
+  });
+
+  it('a connection that cannot come back turns writes into unknown results and reads into StorageUnavailableError', async () => {
+    const client = new Redis({ host: '127.0.0.1', port: server.port, retryStrategy: () => null, maxRetriesPerRequest: 0 });
+    client.on('error', () => undefined);
+    const admin = connect(server.port);
+    try {
+      const storage = new RedisStorage({ client });
+      const group = `gone-${randomUUID()}`;
+      const lease = applied(await storage.createLease({ group, leaseKey: 'k' }));
+      await admin.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes');
+      await expect.poll(() => client.status, { timeout: 5000 }).toBe('end');
+      const [outcome] = await storage.updateLeases(group, renewals([lease], 'w'));
+      expect(outcome?.status).toBe('unknown');
+      expect(outcome?.status === 'unknown' && outcome.error.code).toBe('ERR_STORAGE_OUTCOME_UNKNOWN');
+      await expect(storage.getLease(group, 'k')).rejects.toThrow(
+        `[storage-redis] could not read lease "k" of group ${JSON.stringify(group)}: Connection is closed.`,
+      );
+    } finally {
+      client.disconnect();
+      admin.disconnect();
+    }
+  });
+
+  it('a restart that lost every write is reported as a RegressionError, and the group stays refused', async () => {
+    const client = connect(server.port);
+    try {
+      const storage = new RedisStorage({ client });
+      const group = `restart-${randomUUID()}`;
+      await createLeases(storage, group, 3);
+      applied(await storage.createLeader({ group, holder: 'w', term: 4 }));
+      await storage.listLeases(group);
+      await server.restart();
+      const error = await storage.listLeases(group).catch((caught: unknown) => caught);
+      expect(error).toBeInstanceOf(RegressionError);
+      expect((error as Error).message).toMatch(
+        new RegExp(`^\\[storage-redis\\] group ${JSON.stringify(group)} was reset: its incarnation marker was "[0-9a-f-]+" and it is gone; Redis lost acknowledged writes`),
+      );
+      // Every later call on the group is refused, even one that would recreate what was lost.
+      await expect(storage.createLease({ group, leaseKey: 'shardId-000000' })).rejects.toBe(error);
+      await expect(storage.getLeader(group)).rejects.toBe(error);
+      // A group this storage never saw is unaffected.
+      applied(await storage.createLease({ group: `${group}-other`, leaseKey: 'k' }));
+    } finally {
+      client.disconnect();
+    }
+  });
+
+  it('a restart from an older snapshot is reported: the version that went back, and the lease that vanished', async () => {
+    const client = connect(server.port);
+    try {
+      const storage = new RedisStorage({ client });
+      const group = `snapshot-${randomUUID()}`;
+      let lease = applied(await storage.createLease({ group, leaseKey: 'kept', owner: 'a', epoch: 1 }));
+      await client.save();
+      for (let i = 0; i < 3; i++) lease = applied((await storage.updateLeases(group, renewals([lease], 'a')))[0]);
+      applied(await storage.createLease({ group, leaseKey: 'added-after-the-snapshot' }));
+      const leader = applied(await storage.createLeader({ group, holder: 'a', term: 1 }));
+      await server.restart();
+
+      const versionError = await storage.getLease(group, 'kept').catch((caught: unknown) => caught);
+      expect(versionError).toBeInstanceOf(RegressionError);
+      expect((versionError as Error).message).toBe(
+        `[storage-redis] lease "kept" of group ${JSON.stringify(group)} went back from version 4 to version 1; Redis lost acknowledged writes (a restart without appendfsync always, or a failover to a replica that lagged)`,
+      );
+
+      const fresh = new RedisStorage({ client });
+      const other = `snapshot-lists-${randomUUID()}`;
+      await createLeases(fresh, other, 2);
+      applied(await fresh.createLeader({ group: other, holder: 'a', term: 3 }));
+      const seen = await fresh.listLeases(other);
+      await client.save();
+      applied(await fresh.createLease({ group: other, leaseKey: 'lost' }));
+      await fresh.listLeases(other);
+      applied(await fresh.updateLeader(other, 1, { holder: 'b', term: 4, metadata: {} }));
+      await server.restart();
+      await expect(fresh.listLeases(other)).rejects.toThrow(
+        `[storage-redis] lease "lost" of group ${JSON.stringify(other)} was seen at version 1 and is gone without a tombstone`,
+      );
+      expect(seen).toHaveLength(2);
+      expect(leader.version).toBe(1);
+
+      const leaders = new RedisStorage({ client });
+      const third = `snapshot-leader-${randomUUID()}`;
+      applied(await leaders.createLeader({ group: third, holder: 'a', term: 1 }));
+      await client.save();
+      applied(await leaders.updateLeader(third, 1, { holder: 'b', term: 2, metadata: {} }));
+      await server.restart();
+      await expect(leaders.getLeader(third)).rejects.toThrow(
+        `[storage-redis] leader record of group ${JSON.stringify(third)} went back from version 2 to version 1`,
+      );
+    } finally {
+      client.disconnect();
+    }
+  });
+
+  it('a lease deleted through another client and listed afterwards is not mistaken for a loss', async () => {
+    const client = connect(server.port);
+    try {
+      const watcher = new RedisStorage({ client });
+      const deleter = new RedisStorage({ client });
+      const group = `deleted-${randomUUID()}`;
+      await createLeases(watcher, group, 3);
+      const [first] = await watcher.listLeases(group);
+      expect((await deleter.deleteLease(group, first!.leaseKey, first!.version)).status).toBe('applied');
+      expect((await watcher.listLeases(group)).length).toBe(2);
+      expect(await watcher.getLease(group, first!.leaseKey)).toBeNull();
+      const again = applied(await watcher.createLease({ group, leaseKey: first!.leaseKey }));
+      expect(again.version).toBe(first!.version + 1);
+      expect(again.epoch).toBe(first!.epoch);
+    } finally {
+      client.disconnect();
+    }
+  });
+});
