@@ -35,7 +35,17 @@ export interface MemoryStorageOptions {
   latencyMs?: number | (() => number);
   /** The clock that latency is measured on. Default: the system clock. */
   clock?: Clock;
+  /**
+   * Called synchronously at the instant each write applies, with the record before and after (`null`
+   * for none). For checkers such as the simulation's; it must not throw.
+   */
+  onWrite?: (event: MemoryWriteEvent) => void;
 }
+
+/** One applied write, as {@link MemoryStorageOptions.onWrite} sees it. */
+export type MemoryWriteEvent =
+  | { readonly kind: 'lease'; readonly group: string; readonly leaseKey: string; readonly before: LeaseRecord | null; readonly after: LeaseRecord | null }
+  | { readonly kind: 'leader'; readonly group: string; readonly before: LeaderRecord | null; readonly after: LeaderRecord };
 
 interface Slot {
   record: LeaseRecord | null;
@@ -57,9 +67,11 @@ export class MemoryStorage implements Storage {
   readonly #listeners = new Map<string, Set<(change: LeaseChange) => void>>();
   readonly #clock: Clock;
   readonly #latency: () => number;
+  readonly #onWrite: ((event: MemoryWriteEvent) => void) | undefined;
 
   constructor(options: MemoryStorageOptions = {}) {
     this.#clock = options.clock ?? systemClock;
+    this.#onWrite = options.onWrite;
     const latency = options.latencyMs ?? 0;
     if (typeof latency === 'number' && (!Number.isFinite(latency) || latency < 0)) {
       throw new InvalidConfigError(`[${PKG}] latencyMs must be a non-negative number, got ${describeValue(latency)}`);
@@ -92,6 +104,7 @@ export class MemoryStorage implements Storage {
     const epoch = Math.max(state.epoch, slot.highEpoch);
     const record = freezeLease({ group, leaseKey, version: slot.highVersion + 1, ...pickLeaseState(state), epoch });
     this.#store(slot, record);
+    this.#onWrite?.({ kind: 'lease', group, leaseKey, before: null, after: record });
     return result.applied(record);
   }
 
@@ -114,6 +127,7 @@ export class MemoryStorage implements Storage {
         ...pickLeaseState(update.next),
       });
       this.#store(slot, record);
+      this.#onWrite?.({ kind: 'lease', group, leaseKey: update.leaseKey, before: current, after: record });
       results.push(result.applied(record));
       if (update.notify) changes.push({ group, leaseKey: update.leaseKey, kind: update.notify });
     }
@@ -130,6 +144,7 @@ export class MemoryStorage implements Storage {
     const current = slot?.record ?? null;
     if (!slot || !current || current.version !== expectedVersion) return result.conflict(current);
     slot.record = null;
+    this.#onWrite?.({ kind: 'lease', group, leaseKey, before: current, after: null });
     return { status: 'applied' };
   }
 
@@ -161,6 +176,7 @@ export class MemoryStorage implements Storage {
     if (current) return result.conflict(current);
     const record = freezeLeader({ group, version: 1, ...pickLeaderState(state) });
     this.#leaders.set(group, record);
+    this.#onWrite?.({ kind: 'leader', group, before: null, after: record });
     return result.applied(record);
   }
 
@@ -173,6 +189,7 @@ export class MemoryStorage implements Storage {
     if (!current || current.version !== expectedVersion) return result.conflict(current);
     const record = freezeLeader({ group, version: current.version + 1, ...pickLeaderState(next) });
     this.#leaders.set(group, record);
+    this.#onWrite?.({ kind: 'leader', group, before: current, after: record });
     return result.applied(record);
   }
 

@@ -1,0 +1,285 @@
+import { hostname } from 'node:os';
+import { systemClock, systemRandom, type Clock, type Random } from '../clock.js';
+import { AbortedError, describeValue, InvalidConfigError, LeaseholdError, StorageUnavailableError } from '../errors.js';
+import { TypedEmitter } from '../events.js';
+import { validateGroup, validateWorkerId } from '../limits.js';
+import { holdMs, resolveHoldTiming } from '../lease/timing.js';
+import type { LeaderRecord, LeaderStore, WriteResult } from '../storage.js';
+
+const PKG = 'core';
+
+/** Options of {@link LeaderElector}. Durations are in milliseconds of the injected clock. */
+export interface LeaderElectorOptions {
+  /** Where the group's leader record lives. */
+  store: LeaderStore;
+  /** The group (or service) whose leader is elected. */
+  group: string;
+  /** This candidate's id, unique among live candidates. Default: host name, pid and a random suffix. */
+  workerId?: string;
+  /** How long the leader record lasts without renewal, as observed by candidates. Default 10,000. */
+  leaseDurationMs?: number;
+  /** How often the leader renews and candidates look. Default a third of the lease duration. */
+  renewIntervalMs?: number;
+  /** The bound ρ on clock-rate error. Default 0.01. */
+  maxClockDrift?: number;
+  /** Subtracted from the time a leader counts on after a renewal. Default min(500, leaseDurationMs / 20). */
+  safetyMarginMs?: number;
+  /**
+   * Called when this candidate becomes leader for `term`. `signal` fires when it stops being leader (lost
+   * the record, could not renew in time, or stopped): stop the leader's work then. Errors go to the `error` event.
+   */
+  onElected?: (term: number, signal: AbortSignal) => void | Promise<void>;
+  /** Called when leadership of `term` ends. */
+  onDemoted?: (term: number, reason: DemotionReason) => void;
+  /** The monotonic clock. Default: the process's. */
+  clock?: Clock;
+  /** The random source. Default: `Math.random`. */
+  random?: Random;
+  /** Deliberately unsafe behaviours, for the simulation's own tests. @internal */
+  unsafe?: { skipSelfFencing?: boolean };
+}
+
+/** Why leadership ended. */
+export type DemotionReason = 'replaced' | 'self-fenced' | 'stepped-down';
+
+/** The events of a {@link LeaderElector}. */
+export interface LeaderElectorEvents {
+  elected: { term: number };
+  demoted: { term: number; reason: DemotionReason };
+  error: { error: Error; operation: string };
+}
+
+interface Leadership {
+  record: LeaderRecord;
+  heldUntil: number;
+  controller: AbortController;
+}
+
+/**
+ * Elects one leader per group over any `LeaderStore` (DESIGN section 5), with the same observed-expiry
+ * rule and self-fencing as leases. The term is the leader's fencing token. Usable on its own by any service.
+ */
+export class LeaderElector extends TypedEmitter<LeaderElectorEvents> implements AsyncDisposable {
+  readonly workerId: string;
+  readonly group: string;
+  readonly leaseDurationMs: number;
+  readonly renewIntervalMs: number;
+  readonly holdMs: number;
+
+  readonly #store: LeaderStore;
+  readonly #clock: Clock;
+  readonly #random: Random;
+  readonly #onElected: LeaderElectorOptions['onElected'];
+  readonly #onDemoted: LeaderElectorOptions['onDemoted'];
+  readonly #skipSelfFencing: boolean;
+  #leadership: Leadership | null = null;
+  #observation: { version: number; firstSeenAt: number } | null = null;
+  #state: 'new' | 'running' | 'stopped' = 'new';
+  readonly #lifetime = new AbortController();
+  #loop: Promise<void> = Promise.resolve();
+  #watchdog: AbortController | null = null;
+  #chain: Promise<unknown> = Promise.resolve();
+
+  constructor(options: LeaderElectorOptions) {
+    super();
+    if (typeof options !== 'object' || options === null) {
+      throw new InvalidConfigError(`[${PKG}] LeaderElector options must be an object, got ${describeValue(options)}`);
+    }
+    if (!options.store || typeof options.store.updateLeader !== 'function') {
+      throw new InvalidConfigError(`[${PKG}] store must implement LeaderStore, got ${describeValue(options.store)}`);
+    }
+    try {
+      validateGroup(options.group);
+      if (options.workerId !== undefined) validateWorkerId(options.workerId);
+    } catch (error) {
+      throw new InvalidConfigError((error as Error).message, { cause: error });
+    }
+    const timing = resolveHoldTiming(PKG, options, { leaseDurationMs: 'leaseDurationMs', renewIntervalMs: 'renewIntervalMs' });
+    this.#store = options.store;
+    this.#clock = options.clock ?? systemClock;
+    this.#random = options.random ?? systemRandom;
+    this.group = options.group;
+    this.workerId = options.workerId ?? `${hostname()}-${process.pid}-${Math.floor(this.#random.next() * 36 ** 6).toString(36)}`;
+    this.leaseDurationMs = timing.leaseDurationMs;
+    this.renewIntervalMs = timing.renewIntervalMs;
+    this.holdMs = holdMs(timing);
+    this.#onElected = options.onElected;
+    this.#onDemoted = options.onDemoted;
+    this.#skipSelfFencing = options.unsafe?.skipSelfFencing ?? false;
+  }
+
+  /** Starts campaigning (and leading, once elected); resolves after the first attempt. */
+  async start(): Promise<void> {
+    if (this.#state !== 'new') throw new InvalidConfigError(`[${PKG}] a LeaderElector starts once; this one is ${this.#state}`);
+    this.#state = 'running';
+    await this.#serialized(() => this.#tick());
+    this.#loop = this.#run();
+  }
+
+  /** Stops campaigning; a leader steps down (its signal fires first) so that another can lead at once. */
+  async stop(): Promise<void> {
+    if (this.#state === 'stopped') return this.#loop;
+    this.#state = 'stopped';
+    this.#lifetime.abort(new AbortedError(`[${PKG}] leader elector ${this.workerId} stopped`));
+    this.#watchdog?.abort();
+    await this.#loop;
+    await this.#serialized(async () => {
+      const leadership = this.#leadership;
+      if (!leadership) return;
+      this.#demote('stepped-down');
+      const { record } = leadership;
+      const outcome = await this.#write(() => this.#store.updateLeader(this.group, record.version, { holder: null, term: record.term, metadata: record.metadata }), 'step-down');
+      if (outcome.status === 'unknown') this.#report(outcome.error, 'step-down');
+    });
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.stop();
+  }
+
+  /** Whether this candidate is the leader now (within the hold of its last successful renewal). */
+  isLeader(): boolean {
+    const leadership = this.#leadership;
+    return leadership !== null && (this.#skipSelfFencing || this.#clock.now() < leadership.heldUntil);
+  }
+
+  /** The term this candidate leads, or `undefined` when it does not lead. */
+  get term(): number | undefined {
+    return this.isLeader() ? this.#leadership?.record.term : undefined;
+  }
+
+  async #run(): Promise<void> {
+    while (this.#state === 'running') {
+      const jitter = 1 + (this.#random.next() - 0.5) * 0.1;
+      try {
+        await this.#clock.sleep(this.renewIntervalMs * jitter, this.#lifetime.signal);
+      } catch {
+        return;
+      }
+      if (this.#state !== 'running') return;
+      await this.#serialized(() => this.#tick()).catch((error: unknown) => this.#report(error, 'tick'));
+    }
+  }
+
+  async #tick(): Promise<void> {
+    this.#fence();
+    if (this.#leadership) await this.#renew(this.#leadership);
+    else await this.#campaign();
+  }
+
+  async #renew(leadership: Leadership): Promise<void> {
+    const { record } = leadership;
+    const sentAt = this.#clock.now();
+    const outcome = await this.#write(() => this.#store.updateLeader(this.group, record.version, { holder: record.holder, term: record.term, metadata: record.metadata }), 'renew');
+    if (this.#leadership !== leadership) return;
+    if (outcome.status === 'applied') {
+      leadership.record = outcome.record;
+      leadership.heldUntil = sentAt + this.holdMs;
+      this.#armWatchdog();
+    } else if (outcome.status === 'conflict') {
+      this.#demote('replaced');
+    }
+    // unknown: not extended; the next renewal or the watchdog decides.
+  }
+
+  async #campaign(): Promise<void> {
+    let current: LeaderRecord | null;
+    try {
+      current = await this.#store.getLeader(this.group);
+    } catch (error) {
+      this.#report(error, 'read');
+      return;
+    }
+    const now = this.#clock.now();
+    if (current === null) {
+      await this.#claim(() => this.#store.createLeader({ group: this.group, holder: this.workerId, term: 1 }));
+      return;
+    }
+    if (!this.#observation || this.#observation.version !== current.version) this.#observation = { version: current.version, firstSeenAt: now };
+    const expired = now - this.#observation.firstSeenAt >= this.leaseDurationMs;
+    if (current.holder === null || expired) {
+      const record = current;
+      await this.#claim(() =>
+        this.#store.updateLeader(this.group, record.version, { holder: this.workerId, term: record.term + 1, metadata: record.metadata }),
+      );
+    }
+  }
+
+  async #claim(write: () => Promise<WriteResult<LeaderRecord>>): Promise<void> {
+    if (this.#state !== 'running') return;
+    const sentAt = this.#clock.now();
+    const outcome = await this.#write(write, 'elect');
+    if (outcome.status !== 'applied' || this.#state !== 'running') return;
+    const heldUntil = sentAt + this.holdMs;
+    if (heldUntil <= this.#clock.now() && !this.#skipSelfFencing) return;
+    const leadership: Leadership = { record: outcome.record, heldUntil, controller: new AbortController() };
+    this.#leadership = leadership;
+    this.#observation = null;
+    this.#armWatchdog();
+    const term = outcome.record.term;
+    this.emit('elected', { term });
+    if (this.#onElected) {
+      try {
+        void Promise.resolve(this.#onElected(term, leadership.controller.signal)).catch((error: unknown) => this.#report(error, 'onElected'));
+      } catch (error) {
+        this.#report(error, 'onElected');
+      }
+    }
+  }
+
+  #fence(): void {
+    const leadership = this.#leadership;
+    if (leadership && !this.#skipSelfFencing && this.#clock.now() >= leadership.heldUntil) this.#demote('self-fenced');
+  }
+
+  #armWatchdog(): void {
+    this.#watchdog?.abort();
+    const leadership = this.#leadership;
+    if (!leadership || this.#skipSelfFencing || this.#state !== 'running') return;
+    const watchdog = new AbortController();
+    this.#watchdog = watchdog;
+    this.#clock.sleep(Math.max(0, leadership.heldUntil - this.#clock.now()), watchdog.signal).then(
+      () => {
+        if (this.#watchdog === watchdog) this.#fence();
+      },
+      () => undefined,
+    );
+  }
+
+  #demote(reason: DemotionReason): void {
+    const leadership = this.#leadership;
+    if (!leadership) return;
+    this.#leadership = null;
+    this.#watchdog?.abort();
+    const term = leadership.record.term;
+    leadership.controller.abort(new AbortedError(`[${PKG}] leadership of term ${term} ended: ${reason}`));
+    this.emit('demoted', { term, reason });
+    try {
+      this.#onDemoted?.(term, reason);
+    } catch (error) {
+      this.#report(error, 'onDemoted');
+    }
+  }
+
+  async #write(write: () => Promise<WriteResult<LeaderRecord>>, operation: string): Promise<WriteResult<LeaderRecord>> {
+    try {
+      const outcome = await write();
+      if (outcome.status === 'unknown') this.#report(outcome.error, operation);
+      return outcome;
+    } catch (error) {
+      this.#report(error, operation);
+      const unknown = error instanceof LeaseholdError ? error : new StorageUnavailableError(`[${PKG}] ${operation} failed`, { cause: error });
+      return { status: 'unknown', error: unknown };
+    }
+  }
+
+  #serialized<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.#chain.then(fn, fn);
+    this.#chain = run.catch(() => undefined);
+    return run;
+  }
+
+  #report(error: unknown, operation: string): void {
+    this.emit('error', { error: error instanceof Error ? error : new Error(String(error)), operation });
+  }
+}

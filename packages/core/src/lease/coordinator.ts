@@ -1,0 +1,845 @@
+import { hostname } from 'node:os';
+import { shuffled, systemClock, systemRandom, type Clock, type Random } from '../clock.js';
+import {
+  AbortedError,
+  CheckpointBehindError,
+  describeValue,
+  InvalidConfigError,
+  LeaseholdError,
+  LeaseLostError,
+  StorageOutcomeUnknownError,
+  StorageUnavailableError,
+} from '../errors.js';
+import { TypedEmitter } from '../events.js';
+import { validateGroup, validateWorkerId } from '../limits.js';
+import { compareNumericPositions } from '../position.js';
+import {
+  Checkpoint,
+  type ChangeSubscription,
+  type CheckpointStorage,
+  type LeaseChange,
+  type LeaseRecord,
+  type LeaseState,
+  type LeaseUpdate,
+  type Position,
+  type WriteResult,
+} from '../storage.js';
+import { holdMs, nonNegative, positive, positiveInteger, resolveHoldTiming } from './timing.js';
+
+const PKG = 'core';
+
+/** Decides whether a lease may be taken now; the default lets a child start only after its parents ended. */
+export type EligibilityPredicate = (lease: LeaseRecord, all: ReadonlyMap<string, LeaseRecord>) => boolean;
+
+/** A lease whose parents have all reached `SHARD_END`, or are gone, is eligible (DESIGN section 4, rule 3). */
+export const parentsFinished: EligibilityPredicate = (lease, all) =>
+  lease.parentKeys.every((parentKey) => {
+    const parent = all.get(parentKey);
+    return parent === undefined || parent.checkpoint === Checkpoint.SHARD_END;
+  });
+
+/** Why the coordinator is about to give a lease away; passed to {@link LeaseCoordinatorOptions.onDrain}. */
+export type DrainReason = 'handoff' | 'shutdown';
+
+/** Options of {@link LeaseCoordinator}. Durations are in milliseconds of the injected clock. */
+export interface LeaseCoordinatorOptions {
+  /** Where the leases live. */
+  storage: CheckpointStorage;
+  /** The group (consuming application) whose leases this worker shares. */
+  group: string;
+  /** This worker's id, unique among the group's live processes. Default: host name, pid and a random suffix. */
+  workerId?: string;
+  /** How long a lease lasts without renewal, as observed by others. Default 10,000 (KCL's failoverTimeMillis). */
+  leaseDurationMs?: number;
+  /** How often held leases are renewed, all in one batched write. Default a third of the lease duration. */
+  renewIntervalMs?: number;
+  /** How often the group's leases are listed to take free, expired and (by handoff) stolen leases. Default 2,000. */
+  takeIntervalMs?: number;
+  /** The most leases this worker holds. Default: no limit. */
+  maxLeasesPerWorker?: number;
+  /** The most handoffs this worker requests per take tick. Default 1. */
+  maxStealsPerTick?: number;
+  /** The bound ρ on clock-rate error (rates in [1 - ρ, 1 + ρ]). Default 0.01. */
+  maxClockDrift?: number;
+  /** Subtracted from the time a holder counts on after a renewal. Default min(500, leaseDurationMs / 20). */
+  safetyMarginMs?: number;
+  /** How long an owner keeps renewing a lease someone asked for before letting it lapse. Default half the lease duration. */
+  handoffTimeoutMs?: number;
+  /** Which leases may be taken. Default {@link parentsFinished}. */
+  isEligible?: EligibilityPredicate;
+  /** Orders two checkpoints of one lease; checkpoints only move forward. Default {@link compareNumericPositions}. */
+  comparePositions?: (a: Position, b: Position) => number;
+  /**
+   * Called before a held lease is given away, to finish the work in flight and checkpoint. The lease is
+   * still held and renewed meanwhile. A handoff waits at most `handoffTimeoutMs` for it.
+   */
+  onDrain?: (lease: HeldLease, reason: DrainReason) => Promise<void>;
+  /** Listen to the store's change feed (if it has one) to act on releases and handoffs at once. Default true. */
+  useChangeFeed?: boolean;
+  /** The monotonic clock every timing decision is made on. Default: the process's. */
+  clock?: Clock;
+  /** The random source for shuffling and jitter. Default: `Math.random`. */
+  random?: Random;
+  /**
+   * Deliberately unsafe behaviours, for proving that the simulation catches them. Never set in production.
+   * @internal
+   */
+  unsafe?: { skipSelfFencing?: boolean; expiryFactor?: number };
+}
+
+/** A lease this worker holds, as user code sees it. */
+export interface HeldLease {
+  readonly leaseKey: string;
+  /** The ownership epoch: a fencing token for user code's own downstream writes. */
+  readonly fencingToken: number;
+  /** Fires the moment the lease is lost, handed off or released: stop working on it. */
+  readonly signal: AbortSignal;
+  /** The checkpoint stored with the lease, or `null` before the first one. */
+  readonly checkpoint: Position | null;
+  /** The lease keys of the partitions this one continues. */
+  readonly parentKeys: readonly string[];
+  /** The lease's metadata. */
+  readonly metadata: Readonly<Record<string, string>>;
+  /** Whether another worker asked for the lease: finish the work in flight and expect a handoff. */
+  readonly draining: boolean;
+}
+
+/** Why a lease was lost. */
+export type LossReason =
+  | 'taken' // another worker owns it now
+  | 'deleted' // the lease is gone from storage
+  | 'self-fenced' // no successful renewal within the hold; stopped whether or not storage answered
+  | 'handoff-timeout' // a requested handoff did not finish in time; the lease lapses
+  | 'shutdown-timeout'; // stop() could not drain it in time; the lease lapses
+
+/** The events of a {@link LeaseCoordinator}. */
+export interface LeaseCoordinatorEvents {
+  acquired: { leaseKey: string; fencingToken: number; how: 'free' | 'expired' | 'handoff'; checkpoint: Position | null };
+  renewed: { leaseKeys: string[]; durationMs: number };
+  lost: { leaseKey: string; fencingToken: number; reason: LossReason };
+  /** Another worker asked for a lease this worker holds. */
+  'handoff-requested': { leaseKey: string; to: string };
+  /** This worker asked another to hand a lease over (a cooperative steal). */
+  'steal-requested': { leaseKey: string; from: string };
+  'handed-off': { leaseKey: string; to: string };
+  released: { leaseKey: string };
+  error: { error: Error; operation: string };
+}
+
+interface Held {
+  record: LeaseRecord;
+  heldUntil: number;
+  readonly controller: AbortController;
+  handoff: { to: string; seenAt: number } | null;
+  leaving: boolean;
+}
+
+interface Observation {
+  version: number;
+  firstSeenAt: number;
+}
+
+function stateOf(record: LeaseRecord): LeaseState {
+  return {
+    owner: record.owner,
+    epoch: record.epoch,
+    checkpoint: record.checkpoint,
+    parentKeys: record.parentKeys,
+    pendingOwner: record.pendingOwner,
+    metadata: record.metadata,
+  };
+}
+
+function asError(error: unknown): Error {
+  return error instanceof Error ? error : new Error(String(error));
+}
+
+/**
+ * Shares the leases of one group among workers (DESIGN section 4): takes free and expired leases, balances
+ * by cooperative handoff, renews every held lease in one batched write, fences itself by its own clock,
+ * and checkpoints only while it holds the lease. Usable on its own for any set of keys.
+ */
+export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> implements AsyncDisposable {
+  readonly workerId: string;
+  readonly group: string;
+  readonly leaseDurationMs: number;
+  readonly renewIntervalMs: number;
+  readonly takeIntervalMs: number;
+  /** How long after sending a successful renewal this worker counts a lease as held. */
+  readonly holdMs: number;
+
+  readonly #storage: CheckpointStorage;
+  readonly #clock: Clock;
+  readonly #random: Random;
+  readonly #maxLeases: number;
+  readonly #maxSteals: number;
+  readonly #handoffTimeoutMs: number;
+  readonly #isEligible: EligibilityPredicate;
+  readonly #compare: (a: Position, b: Position) => number;
+  readonly #onDrain: ((lease: HeldLease, reason: DrainReason) => Promise<void>) | undefined;
+  readonly #useChangeFeed: boolean;
+  readonly #skipSelfFencing: boolean;
+  readonly #expiryMs: number;
+
+  readonly #held = new Map<string, Held>();
+  readonly #observations = new Map<string, Observation>();
+  /** Leases this worker asked for, by key: the owner asked, and when. */
+  readonly #requests = new Map<string, { from: string; at: number }>();
+  #writeChain: Promise<unknown> = Promise.resolve();
+  #state: 'new' | 'running' | 'stopping' | 'stopped' = 'new';
+  readonly #lifetime = new AbortController();
+  #wakeTake: (() => void) | null = null;
+  #wakeRenew: (() => void) | null = null;
+  #watchdog: AbortController | null = null;
+  #loops: Promise<void>[] = [];
+  #takeInFlight: Promise<void> = Promise.resolve();
+  #subscription: ChangeSubscription | null = null;
+
+  constructor(options: LeaseCoordinatorOptions) {
+    super();
+    if (typeof options !== 'object' || options === null) {
+      throw new InvalidConfigError(`[${PKG}] LeaseCoordinator options must be an object, got ${describeValue(options)}`);
+    }
+    if (!options.storage || typeof options.storage.updateLeases !== 'function') {
+      throw new InvalidConfigError(`[${PKG}] storage must implement CheckpointStorage, got ${describeValue(options.storage)}`);
+    }
+    try {
+      validateGroup(options.group);
+      if (options.workerId !== undefined) validateWorkerId(options.workerId);
+    } catch (error) {
+      throw new InvalidConfigError((error as Error).message, { cause: error });
+    }
+    const timing = resolveHoldTiming(PKG, options, { leaseDurationMs: 'leaseDurationMs', renewIntervalMs: 'renewIntervalMs' });
+    this.#storage = options.storage;
+    this.#clock = options.clock ?? systemClock;
+    this.#random = options.random ?? systemRandom;
+    this.group = options.group;
+    this.workerId = options.workerId ?? `${hostname()}-${process.pid}-${Math.floor(this.#random.next() * 36 ** 6).toString(36)}`;
+    this.leaseDurationMs = timing.leaseDurationMs;
+    this.renewIntervalMs = timing.renewIntervalMs;
+    this.takeIntervalMs = positive(PKG, 'takeIntervalMs', options.takeIntervalMs ?? 2_000);
+    this.holdMs = holdMs(timing);
+    this.#maxLeases = positiveInteger(PKG, 'maxLeasesPerWorker', options.maxLeasesPerWorker ?? Infinity);
+    this.#maxSteals = options.maxStealsPerTick === 0 ? 0 : positiveInteger(PKG, 'maxStealsPerTick', options.maxStealsPerTick ?? 1);
+    this.#handoffTimeoutMs = nonNegative(PKG, 'handoffTimeoutMs', options.handoffTimeoutMs ?? timing.leaseDurationMs / 2);
+    if (this.#handoffTimeoutMs >= this.holdMs) {
+      throw new InvalidConfigError(
+        `[${PKG}] handoffTimeoutMs (${this.#handoffTimeoutMs}) must be below the time a renewal holds a lease (${this.holdMs.toFixed(0)} ms)`,
+      );
+    }
+    this.#isEligible = options.isEligible ?? parentsFinished;
+    this.#compare = options.comparePositions ?? compareNumericPositions;
+    this.#onDrain = options.onDrain;
+    this.#useChangeFeed = options.useChangeFeed ?? true;
+    this.#skipSelfFencing = options.unsafe?.skipSelfFencing ?? false;
+    this.#expiryMs = this.leaseDurationMs * (options.unsafe?.expiryFactor ?? 1);
+  }
+
+  /** Starts taking and renewing leases; resolves once the first take tick has run. */
+  async start(): Promise<void> {
+    if (this.#state !== 'new') throw new InvalidConfigError(`[${PKG}] a LeaseCoordinator starts once; this one is ${this.#state}`);
+    this.#state = 'running';
+    if (this.#useChangeFeed && this.#storage.subscribe) {
+      try {
+        this.#subscription = await this.#storage.subscribe(this.group, (change) => this.#onChange(change));
+      } catch (error) {
+        this.#report(error, 'subscribe');
+      }
+    }
+    await this.#takeTick();
+    this.#loops = [
+      this.#loop('take', this.takeIntervalMs, () => this.#takeTick()),
+      this.#loop('renew', this.renewIntervalMs, () => this.#renewTick()),
+    ];
+  }
+
+  /**
+   * Stops taking, drains every held lease (through `onDrain`), and releases it so that others can take
+   * it at once. A lease that does not drain within `timeoutMs` is not released but left to lapse.
+   */
+  async stop(options: { timeoutMs?: number } = {}): Promise<void> {
+    if (this.#state === 'stopped' || this.#state === 'stopping') {
+      await Promise.all(this.#loops);
+      return;
+    }
+    const wasRunning = this.#state === 'running';
+    this.#state = 'stopping';
+    const timeoutMs = options.timeoutMs ?? this.#handoffTimeoutMs;
+    if (wasRunning) {
+      this.#wakeTake?.();
+      await this.#takeInFlight;
+      const drained = await Promise.all(
+        [...this.#held.entries()].map(async ([leaseKey, held]) => ({
+          leaseKey,
+          done: await this.#drain(leaseKey, held, 'shutdown', timeoutMs),
+        })),
+      );
+      const releasable = drained.filter((entry) => entry.done).map((entry) => entry.leaseKey);
+      await this.#release(releasable);
+      for (const entry of drained) {
+        const held = this.#held.get(entry.leaseKey);
+        if (held) this.#lose(entry.leaseKey, held, 'shutdown-timeout');
+      }
+    }
+    this.#state = 'stopped';
+    this.#lifetime.abort(new AbortedError(`[${PKG}] lease coordinator ${this.workerId} stopped`));
+    this.#watchdog?.abort();
+    await Promise.all(this.#loops);
+    await this.#writeChain.catch(() => undefined);
+    if (this.#subscription) {
+      await this.#subscription.close().catch((error: unknown) => this.#report(error, 'unsubscribe'));
+      this.#subscription = null;
+    }
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.stop();
+  }
+
+  /** Whether this worker holds the lease now: it took or renewed it within the hold and has not given it away. */
+  isHeld(leaseKey: string): boolean {
+    const held = this.#held.get(leaseKey);
+    return held !== undefined && !held.leaving && (this.#skipSelfFencing || this.#clock.now() < held.heldUntil);
+  }
+
+  /** The lease if this worker holds it now. */
+  lease(leaseKey: string): HeldLease | undefined {
+    const held = this.#held.get(leaseKey);
+    return held && this.isHeld(leaseKey) ? this.#handle(held) : undefined;
+  }
+
+  /** Every lease this worker holds now. */
+  heldLeases(): HeldLease[] {
+    return [...this.#held.keys()].filter((leaseKey) => this.isHeld(leaseKey)).map((leaseKey) => this.#handle(this.#held.get(leaseKey) as Held));
+  }
+
+  /**
+   * Moves the lease's checkpoint forward, conditionally on this worker still holding it at the version
+   * it last wrote. Refuses a position behind the current one (`CheckpointBehindError`) and any write
+   * after loss (`LeaseLostError`); an unknown outcome is re-read and retried, never assumed.
+   */
+  async checkpoint(leaseKey: string, position: Position): Promise<void> {
+    if (typeof position !== 'string' || position.length === 0) {
+      throw new CheckpointBehindError(`[${PKG}] checkpoint position must be a non-empty string, got ${describeValue(position)}`);
+    }
+    await this.#serialized(async () => {
+      const held = this.#requireHeld(leaseKey);
+      const current = held.record.checkpoint;
+      if (current !== null && (!Checkpoint.isSentinel(current) || current === Checkpoint.SHARD_END)) {
+        const order = this.#compare(position, current);
+        if (order < 0) {
+          throw new CheckpointBehindError(
+            `[${PKG}] checkpoint ${describeValue(position)} of lease ${describeValue(leaseKey)} is behind the stored ${describeValue(current)}`,
+          );
+        }
+        if (order === 0) return;
+      }
+      await this.#writeHeld(leaseKey, held, (record) => ({ ...stateOf(record), checkpoint: position }), 'checkpoint');
+    });
+  }
+
+  /** Gives up one lease now: stops its work (its signal fires) and writes it free for others. */
+  async release(leaseKey: string): Promise<void> {
+    await this.#release([leaseKey]);
+  }
+
+  // ---------------------------------------------------------------- loops
+
+  async #loop(kind: 'take' | 'renew', intervalMs: number, tick: () => Promise<void>): Promise<void> {
+    // Taking stops as soon as stop() begins; renewing goes on while held leases drain.
+    const active = (): boolean => this.#state === 'running' || (kind === 'renew' && this.#state === 'stopping');
+    while (active()) {
+      const waker = new AbortController();
+      const onStop = (): void => waker.abort();
+      this.#lifetime.signal.addEventListener('abort', onStop, { once: true });
+      if (kind === 'take') this.#wakeTake = () => waker.abort();
+      else this.#wakeRenew = () => waker.abort();
+      const jitter = 1 + (this.#random.next() - 0.5) * 0.1;
+      try {
+        await this.#clock.sleep(intervalMs * jitter, waker.signal);
+      } catch {
+        // Woken early: by the change feed, by a handoff request, or by stop().
+      } finally {
+        this.#lifetime.signal.removeEventListener('abort', onStop);
+      }
+      if (this.#lifetime.signal.aborted || !active()) return;
+      await tick().catch((error: unknown) => this.#report(error, kind));
+    }
+  }
+
+  #onChange(change: LeaseChange): void {
+    if (this.#state !== 'running') return;
+    if (change.kind === 'released' || change.kind === 'handed-off' || change.kind === 'created') this.#wakeTake?.();
+    if (change.kind === 'handoff-requested' && this.#held.has(change.leaseKey)) this.#wakeRenew?.();
+  }
+
+  // ---------------------------------------------------------------- renewing
+
+  async #renewTick(): Promise<void> {
+    try {
+      await this.#serialized(() => this.#renewHeld());
+    } catch (error) {
+      this.#report(error, 'renew');
+    }
+  }
+
+  async #renewHeld(): Promise<void> {
+    this.#fenceExpired();
+    const now = this.#clock.now();
+    const due = [...this.#held.entries()].filter(
+      ([, held]) => !held.leaving && !(held.handoff && now - held.handoff.seenAt >= this.#handoffTimeoutMs),
+    );
+    for (const [leaseKey, held] of this.#held) {
+      if (held.handoff && !held.leaving && now - held.handoff.seenAt >= this.#handoffTimeoutMs) {
+        // The owner could not finish in time: stop renewing so that the lease lapses to the thief by expiry.
+        this.#lose(leaseKey, held, 'handoff-timeout');
+      }
+    }
+    if (due.length === 0) return;
+    const startedAt = this.#clock.now();
+    const retry = await this.#renewBatch(due);
+    if (retry.length > 0) await this.#renewBatch(retry);
+    this.#armWatchdog();
+    this.emit('renewed', {
+      leaseKeys: due.map(([leaseKey]) => leaseKey).filter((leaseKey) => this.isHeld(leaseKey)),
+      durationMs: this.#clock.now() - startedAt,
+    });
+  }
+
+  /** One batched renewal; returns the leases whose version moved under them while still theirs (retry once). */
+  async #renewBatch(batch: Array<[string, Held]>): Promise<Array<[string, Held]>> {
+    const sentAt = this.#clock.now();
+    const results = await this.#update(
+      batch.map(([leaseKey, held]) => ({ leaseKey, expectedVersion: held.record.version, next: stateOf(held.record) })),
+      'renew',
+    );
+    const retry: Array<[string, Held]> = [];
+    batch.forEach(([leaseKey, held], i) => {
+      const outcome = results[i] as WriteResult<LeaseRecord>;
+      if (this.#held.get(leaseKey) !== held) return;
+      if (outcome.status === 'applied') {
+        this.#adopt(leaseKey, held, outcome.record, sentAt);
+      } else if (outcome.status === 'conflict') {
+        if (this.#stillMine(held, outcome.current)) {
+          this.#adopt(leaseKey, held, outcome.current, null);
+          retry.push([leaseKey, held]);
+        } else {
+          this.#lose(leaseKey, held, outcome.current === null ? 'deleted' : 'taken');
+        }
+      }
+      // unknown: the hold is not extended; the next renewal tells (a conflict with our own record is adopted).
+    });
+    return retry;
+  }
+
+  #stillMine(held: Held, current: LeaseRecord | null): current is LeaseRecord {
+    return current !== null && current.owner === this.workerId && current.epoch === held.record.epoch;
+  }
+
+  /** Takes the stored record as ours; `sentAt` extends the hold when the record is the result of our own write. */
+  #adopt(leaseKey: string, held: Held, record: LeaseRecord, sentAt: number | null): void {
+    held.record = record;
+    if (sentAt !== null) held.heldUntil = Math.max(held.heldUntil, sentAt + this.holdMs);
+    if (record.pendingOwner !== null && record.pendingOwner !== this.workerId && !held.handoff && !held.leaving) {
+      held.handoff = { to: record.pendingOwner, seenAt: this.#clock.now() };
+      this.emit('handoff-requested', { leaseKey, to: record.pendingOwner });
+      void this.#handOff(leaseKey, held);
+    }
+  }
+
+  /** Drops every lease whose hold has passed: past it, this worker must not act on it, answered or not. */
+  #fenceExpired(): void {
+    if (this.#skipSelfFencing) return;
+    const now = this.#clock.now();
+    for (const [leaseKey, held] of this.#held) {
+      if (!held.leaving && now >= held.heldUntil) this.#lose(leaseKey, held, 'self-fenced');
+    }
+  }
+
+  #armWatchdog(): void {
+    this.#watchdog?.abort();
+    if (this.#skipSelfFencing || this.#state === 'stopped') return;
+    let earliest = Infinity;
+    for (const held of this.#held.values()) if (!held.leaving) earliest = Math.min(earliest, held.heldUntil);
+    if (earliest === Infinity) return;
+    const watchdog = new AbortController();
+    this.#watchdog = watchdog;
+    this.#clock.sleep(Math.max(0, earliest - this.#clock.now()), watchdog.signal).then(
+      () => {
+        if (this.#watchdog !== watchdog) return;
+        this.#fenceExpired();
+        this.#armWatchdog();
+      },
+      () => undefined,
+    );
+  }
+
+  // ---------------------------------------------------------------- handing off and releasing
+
+  async #handOff(leaseKey: string, held: Held): Promise<void> {
+    const drained = await this.#drain(leaseKey, held, 'handoff', this.#handoffTimeoutMs);
+    if (!drained || this.#held.get(leaseKey) !== held) return;
+    await this.#serialized(async () => {
+      if (this.#held.get(leaseKey) !== held || !this.isHeld(leaseKey)) return;
+      const to = held.record.pendingOwner;
+      if (to === null) return;
+      this.#stopWork(leaseKey, held);
+      const outcome = await this.#writeOnce(leaseKey, held, (record) => ({
+        ...stateOf(record),
+        owner: record.pendingOwner,
+        epoch: record.epoch + 1,
+        pendingOwner: null,
+      }), 'handed-off');
+      this.#forget(leaseKey, held);
+      if (outcome?.status === 'applied') this.emit('handed-off', { leaseKey, to: outcome.record.owner ?? to });
+      else this.emit('lost', { leaseKey, fencingToken: held.record.epoch, reason: 'handoff-timeout' });
+    }).catch((error: unknown) => this.#report(error, 'handoff'));
+  }
+
+  /** Runs `onDrain`, bounded by `timeoutMs`; true when it finished in time and the lease is still held. */
+  async #drain(leaseKey: string, held: Held, reason: DrainReason, timeoutMs: number): Promise<boolean> {
+    if (!this.#onDrain) return this.isHeld(leaseKey);
+    const timer = new AbortController();
+    try {
+      const finished = await Promise.race([
+        this.#onDrain(this.#handle(held), reason).then(
+          () => true,
+          (error: unknown) => {
+            this.#report(error, 'drain');
+            return true;
+          },
+        ),
+        this.#clock.sleep(timeoutMs, timer.signal).then(() => false, () => false),
+      ]);
+      return finished && this.#held.get(leaseKey) === held && this.isHeld(leaseKey);
+    } finally {
+      timer.abort();
+    }
+  }
+
+  async #release(leaseKeys: readonly string[]): Promise<void> {
+    await this.#serialized(async () => {
+      const leaving = leaseKeys
+        .map((leaseKey) => [leaseKey, this.#held.get(leaseKey)] as const)
+        .filter((entry): entry is readonly [string, Held] => entry[1] !== undefined && this.isHeld(entry[0]));
+      if (leaving.length === 0) return;
+      for (const [leaseKey, held] of leaving) this.#stopWork(leaseKey, held);
+      const results = await this.#update(
+        leaving.map(([leaseKey, held]) => ({
+          leaseKey,
+          expectedVersion: held.record.version,
+          next: { ...stateOf(held.record), owner: null, pendingOwner: null },
+          notify: 'released' as const,
+        })),
+        'release',
+      );
+      leaving.forEach(([leaseKey, held], i) => {
+        this.#forget(leaseKey, held);
+        if (results[i]?.status === 'applied') this.emit('released', { leaseKey });
+        else this.emit('lost', { leaseKey, fencingToken: held.record.epoch, reason: 'taken' });
+      });
+    });
+  }
+
+  // ---------------------------------------------------------------- taking
+
+  #takeTick(): Promise<void> {
+    const tick = this.#takeOnce();
+    this.#takeInFlight = tick;
+    return tick;
+  }
+
+  async #takeOnce(): Promise<void> {
+    if (this.#state !== 'running') return;
+    let leases: LeaseRecord[];
+    try {
+      leases = await this.#storage.listLeases(this.group);
+    } catch (error) {
+      this.#report(error, 'list');
+      return;
+    }
+    if (this.#state !== 'running') return;
+    const now = this.#clock.now();
+    const all = new Map(leases.map((lease) => [lease.leaseKey, lease]));
+    this.#observe(leases, now);
+    await this.#noticeLosses(all);
+    await this.#claimHandedOver(leases);
+
+    const expired = (lease: LeaseRecord): boolean =>
+      lease.owner !== null && now - (this.#observations.get(lease.leaseKey)?.firstSeenAt ?? now) >= this.#expiryMs;
+    const workable = leases.filter((lease) => lease.checkpoint !== Checkpoint.SHARD_END && this.#isEligible(lease, all));
+    const counts = new Map<string, number>();
+    for (const lease of workable) {
+      if (lease.owner !== null && lease.owner !== this.workerId && !expired(lease)) {
+        counts.set(lease.owner, (counts.get(lease.owner) ?? 0) + 1);
+      }
+    }
+    // A request counts as a lease on its way only while its owner could still answer it: a request to a
+    // worker that died stays unanswered, and must not hold this worker back from free and expired leases.
+    const answerableMs = this.renewIntervalMs + this.#handoffTimeoutMs + this.takeIntervalMs;
+    const onItsWay = (lease: LeaseRecord): boolean => {
+      const request = this.#requests.get(lease.leaseKey);
+      return request !== undefined && lease.pendingOwner === this.workerId && now - request.at < answerableMs && !expired(lease);
+    };
+    // Leases storage still shows as this worker's (lost to self-fencing, or taken with an unknown outcome)
+    // count as everyone else counts them until they expire, so that all workers balance on the same view.
+    const mine = workable.filter(
+      (lease) => this.#held.has(lease.leaseKey) || onItsWay(lease) || (lease.owner === this.workerId && !expired(lease)),
+    ).length;
+    const target = Math.min(Math.ceil(workable.length / (counts.size + 1)), this.#maxLeases);
+    let wanted = target - mine;
+    if (wanted <= 0) return;
+
+    const takeable = shuffled(
+      workable.filter((lease) => !this.#held.has(lease.leaseKey) && (lease.owner === null || expired(lease))),
+      this.#random,
+    ).slice(0, wanted);
+    wanted -= await this.#take(takeable);
+    if (wanted > 0 && this.#maxSteals > 0) await this.#requestHandoffs(workable, counts, mine + takeable.length, wanted, now);
+  }
+
+  #observe(leases: readonly LeaseRecord[], now: number): void {
+    const present = new Set<string>();
+    for (const lease of leases) {
+      present.add(lease.leaseKey);
+      const seen = this.#observations.get(lease.leaseKey);
+      if (!seen || seen.version !== lease.version) this.#observations.set(lease.leaseKey, { version: lease.version, firstSeenAt: now });
+    }
+    for (const leaseKey of this.#observations.keys()) if (!present.has(leaseKey)) this.#observations.delete(leaseKey);
+    for (const [leaseKey, request] of this.#requests) {
+      const lease = leases.find((candidate) => candidate.leaseKey === leaseKey);
+      if (!lease || (lease.pendingOwner !== this.workerId && lease.owner !== this.workerId) || now - request.at > this.leaseDurationMs * 3) {
+        this.#requests.delete(leaseKey);
+      }
+    }
+  }
+
+  /** A held lease that storage shows with another owner or epoch, or not at all, is lost. */
+  async #noticeLosses(all: ReadonlyMap<string, LeaseRecord>): Promise<void> {
+    await this.#serialized(async () => {
+      for (const [leaseKey, held] of this.#held) {
+        if (held.leaving) continue;
+        const stored = all.get(leaseKey);
+        if (stored === undefined) this.#lose(leaseKey, held, 'deleted');
+        else if (stored.version > held.record.version && !this.#stillMine(held, stored)) this.#lose(leaseKey, held, 'taken');
+      }
+    });
+  }
+
+  /** Leases handed to this worker after it asked for them count as held once it has written them itself. */
+  async #claimHandedOver(leases: readonly LeaseRecord[]): Promise<void> {
+    const handed = leases.filter(
+      (lease) => lease.owner === this.workerId && !this.#held.has(lease.leaseKey) && this.#requests.has(lease.leaseKey),
+    );
+    if (handed.length === 0) return;
+    await this.#acquire(handed.map((lease) => ({ lease, next: { ...stateOf(lease), pendingOwner: null }, how: 'handoff' as const })));
+  }
+
+  /** Takes free and expired leases in one batched write; returns how many were taken. */
+  async #take(leases: readonly LeaseRecord[]): Promise<number> {
+    if (leases.length === 0) return 0;
+    return this.#acquire(
+      leases.map((lease) => ({
+        lease,
+        next: { ...stateOf(lease), owner: this.workerId, epoch: lease.epoch + 1, pendingOwner: null },
+        how: lease.owner === null ? ('free' as const) : ('expired' as const),
+      })),
+    );
+  }
+
+  async #acquire(items: ReadonlyArray<{ lease: LeaseRecord; next: LeaseState; how: 'free' | 'expired' | 'handoff' }>): Promise<number> {
+    const sentAt = this.#clock.now();
+    const results = await this.#update(
+      items.map(({ lease, next }) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next })),
+      'take',
+    );
+    let taken = 0;
+    items.forEach(({ lease, how }, i) => {
+      const outcome = results[i] as WriteResult<LeaseRecord>;
+      // A conflict or an unknown outcome grants nothing: the next tick's listing tells the truth (a
+      // handed-over lease stays requested, so that the next tick claims it at its new version).
+      if (outcome.status !== 'applied' || this.#state === 'stopped') return;
+      this.#requests.delete(lease.leaseKey);
+      if (sentAt + this.holdMs <= this.#clock.now() && !this.#skipSelfFencing) return;
+      const held: Held = { record: outcome.record, heldUntil: sentAt + this.holdMs, controller: new AbortController(), handoff: null, leaving: false };
+      this.#held.set(lease.leaseKey, held);
+      taken++;
+      this.emit('acquired', { leaseKey: lease.leaseKey, fencingToken: outcome.record.epoch, how, checkpoint: outcome.record.checkpoint });
+      this.#adopt(lease.leaseKey, held, outcome.record, sentAt);
+    });
+    if (taken > 0) this.#armWatchdog();
+    return taken;
+  }
+
+  /**
+   * Balances by cooperative handoff: asks the most loaded workers (above this one by two or more, so
+   * that nobody ends below the thief) to hand over one lease each, up to `maxStealsPerTick`.
+   */
+  async #requestHandoffs(
+    workable: readonly LeaseRecord[],
+    counts: Map<string, number>,
+    mine: number,
+    wanted: number,
+    now: number,
+  ): Promise<void> {
+    // Only a lease whose version moved within about one renew interval has an owner that is alive to
+    // answer; asking a silent owner would only reset everyone's expiry clock on a lease nobody works.
+    const fresh = (lease: LeaseRecord): boolean =>
+      now - (this.#observations.get(lease.leaseKey)?.firstSeenAt ?? -Infinity) < this.renewIntervalMs * 1.5;
+    const requests: LeaseRecord[] = [];
+    let have = mine;
+    for (let steals = 0; steals < Math.min(wanted, this.#maxSteals); steals++) {
+      const victims = [...counts.entries()].filter(([, count]) => count >= have + 2).sort((a, b) => b[1] - a[1]);
+      const victim = victims[0]?.[0];
+      if (victim === undefined) break;
+      // The lease whose version moved most recently: its owner is alive and will see the request soon.
+      const candidates = workable
+        .filter((lease) => lease.owner === victim && lease.pendingOwner === null && fresh(lease) && !requests.includes(lease))
+        .sort((a, b) => (this.#observations.get(b.leaseKey)?.firstSeenAt ?? 0) - (this.#observations.get(a.leaseKey)?.firstSeenAt ?? 0));
+      const chosen = candidates[0];
+      if (!chosen) break;
+      requests.push(chosen);
+      counts.set(victim, (counts.get(victim) ?? 0) - 1);
+      have++;
+    }
+    if (requests.length === 0) return;
+    const results = await this.#update(
+      requests.map((lease) => ({
+        leaseKey: lease.leaseKey,
+        expectedVersion: lease.version,
+        next: { ...stateOf(lease), pendingOwner: this.workerId },
+        notify: 'handoff-requested' as const,
+      })),
+      'steal',
+    );
+    requests.forEach((lease, i) => {
+      if (results[i]?.status !== 'applied') return;
+      this.#requests.set(lease.leaseKey, { from: lease.owner ?? '', at: this.#clock.now() });
+      this.emit('steal-requested', { leaseKey: lease.leaseKey, from: lease.owner ?? '' });
+    });
+  }
+
+  // ---------------------------------------------------------------- writes and bookkeeping
+
+  /** One conditional write on a held lease, with one retry when only a handoff request moved its version. */
+  async #writeHeld(leaseKey: string, held: Held, next: (record: LeaseRecord) => LeaseState, operation: string): Promise<void> {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      const sentAt = this.#clock.now();
+      const expected = held.record.version;
+      const state = next(held.record);
+      const [outcome] = await this.#update([{ leaseKey, expectedVersion: expected, next: state }], operation);
+      if (this.#held.get(leaseKey) !== held) throw this.#lostError(leaseKey);
+      if (outcome?.status === 'applied') {
+        this.#adopt(leaseKey, held, outcome.record, sentAt);
+        this.#armWatchdog();
+        return;
+      }
+      let current: LeaseRecord | null;
+      if (outcome?.status === 'conflict') {
+        current = outcome.current;
+      } else {
+        // Unknown: read back what is stored before deciding anything.
+        try {
+          current = await this.#storage.getLease(this.group, leaseKey);
+        } catch (error) {
+          throw new StorageOutcomeUnknownError(
+            `[${PKG}] ${operation} of lease ${describeValue(leaseKey)} may or may not have applied, and it could not be read back`,
+            { cause: error },
+          );
+        }
+        if (current && current.version === expected + 1 && this.#stillMine(held, current) && sameState(current, state)) {
+          this.#adopt(leaseKey, held, current, null);
+          return;
+        }
+      }
+      if (!this.#stillMine(held, current)) {
+        this.#lose(leaseKey, held, current === null ? 'deleted' : 'taken');
+        throw this.#lostError(leaseKey);
+      }
+      this.#adopt(leaseKey, held, current, null);
+      if (!this.isHeld(leaseKey)) throw this.#lostError(leaseKey);
+    }
+    throw new StorageOutcomeUnknownError(`[${PKG}] ${operation} of lease ${describeValue(leaseKey)} did not apply after 3 attempts`);
+  }
+
+  /** A single write on a held lease (a transfer): applied, or whatever else happened. */
+  async #writeOnce(leaseKey: string, held: Held, next: (record: LeaseRecord) => LeaseState, notify: 'handed-off'): Promise<WriteResult<LeaseRecord> | undefined> {
+    const [outcome] = await this.#update([{ leaseKey, expectedVersion: held.record.version, next: next(held.record), notify }], 'handoff');
+    return outcome;
+  }
+
+  async #update(updates: LeaseUpdate[], operation: string): Promise<WriteResult<LeaseRecord>[]> {
+    try {
+      const results = await this.#storage.updateLeases(this.group, updates);
+      for (const outcome of results) if (outcome.status === 'unknown') this.#report(outcome.error, operation);
+      return results;
+    } catch (error) {
+      this.#report(error, operation);
+      const unknown = error instanceof LeaseholdError ? error : new StorageUnavailableError(`[${PKG}] ${operation} failed`, { cause: error });
+      return updates.map(() => ({ status: 'unknown', error: unknown }));
+    }
+  }
+
+  #serialized<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.#writeChain.then(fn, fn);
+    this.#writeChain = run.catch(() => undefined);
+    return run;
+  }
+
+  #requireHeld(leaseKey: string): Held {
+    const held = this.#held.get(leaseKey);
+    if (!held || !this.isHeld(leaseKey)) {
+      if (held && !held.leaving) this.#fenceExpired();
+      throw this.#lostError(leaseKey);
+    }
+    return held;
+  }
+
+  #lostError(leaseKey: string): LeaseLostError {
+    return new LeaseLostError(`[${PKG}] worker ${describeValue(this.workerId)} does not hold lease ${describeValue(leaseKey)}`, leaseKey);
+  }
+
+  /** Stops user work on a lease this worker is about to give away. */
+  #stopWork(leaseKey: string, held: Held): void {
+    held.leaving = true;
+    held.controller.abort(new AbortedError(`[${PKG}] lease ${describeValue(leaseKey)} is being given away`));
+  }
+
+  #forget(leaseKey: string, held: Held): void {
+    if (this.#held.get(leaseKey) === held) this.#held.delete(leaseKey);
+  }
+
+  #lose(leaseKey: string, held: Held, reason: LossReason): void {
+    if (this.#held.get(leaseKey) !== held) return;
+    this.#held.delete(leaseKey);
+    held.leaving = true;
+    held.controller.abort(this.#lostError(leaseKey));
+    this.emit('lost', { leaseKey, fencingToken: held.record.epoch, reason });
+  }
+
+  #handle(held: Held): HeldLease {
+    const record = held.record;
+    return {
+      leaseKey: record.leaseKey,
+      fencingToken: record.epoch,
+      signal: held.controller.signal,
+      checkpoint: record.checkpoint,
+      parentKeys: record.parentKeys,
+      metadata: record.metadata,
+      draining: held.handoff !== null || this.#state === 'stopping',
+    };
+  }
+
+  #report(error: unknown, operation: string): void {
+    this.emit('error', { error: asError(error), operation });
+  }
+}
+
+function sameState(record: LeaseRecord, state: LeaseState): boolean {
+  return (
+    record.owner === state.owner &&
+    record.epoch === state.epoch &&
+    record.checkpoint === state.checkpoint &&
+    record.pendingOwner === state.pendingOwner
+  );
+}

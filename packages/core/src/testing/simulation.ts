@@ -1,0 +1,414 @@
+/**
+ * The deterministic simulation: real `LeaseCoordinator` and `LeaderElector` code, many simulated worker
+ * processes, one `MemoryStorage` behind a fault injector per process, virtual time, and a seeded
+ * schedule of faults. The guarantees of DESIGN section 6 are checked at every step; a violation names
+ * the seed and the command that replays it exactly.
+ */
+import { Checkpoint, type LeaseRecord } from '../storage.js';
+import { seededRandom } from '../clock.js';
+import { LeaseCoordinator, type LeaseCoordinatorOptions } from '../lease/coordinator.js';
+import { LeaderElector } from '../leader/elector.js';
+import { MemoryStorage, type MemoryWriteEvent } from '../memory/memory-storage.js';
+import { compareNumericPositions } from '../position.js';
+import { FaultyStorage, type FaultPlan } from './faulty-storage.js';
+import { VirtualClock, VirtualScheduler } from './virtual-time.js';
+
+/** What one simulation run does. Everything not given is drawn from the seed. */
+export interface SimulationConfig {
+  seed: number;
+  /** Workers at the start (1 to 64). */
+  workers?: number;
+  /** Leases in the group (1 to 4,096). */
+  leases?: number;
+  /** Virtual milliseconds of faults before the quiet phase. Default 40,000. */
+  faultPhaseMs?: number;
+  /** Which faults may happen. Default: all. */
+  faults?: Partial<Record<FaultKind, boolean>>;
+  /** Lease timing and test-only weakening passed to every coordinator. */
+  coordinator?: Pick<LeaseCoordinatorOptions, 'leaseDurationMs' | 'renewIntervalMs' | 'takeIntervalMs' | 'maxClockDrift' | 'unsafe'>;
+  /** Records a line per notable event, for replaying a failure by eye. */
+  trace?: (line: string) => void;
+}
+
+/** The kinds of fault the schedule draws from. */
+export type FaultKind = 'crash' | 'pause' | 'cutOff' | 'latency' | 'errors' | 'ambiguous' | 'drift' | 'gracefulStop' | 'join';
+
+/** A broken guarantee, with the moment and the detail. */
+export interface Violation {
+  guarantee: 'single-owner' | 'fencing' | 'checkpoint' | 'one-leader' | 'liveness' | 'balance';
+  atMs: number;
+  detail: string;
+}
+
+/** The outcome of one run. */
+export interface SimulationResult {
+  seed: number;
+  workers: number;
+  leases: number;
+  violations: Violation[];
+  /** Virtual time from the end of faults until every eligible lease had a live holder. */
+  ownedAfterMs: number;
+  /** Virtual time from the end of faults until the assignment was balanced (max - min <= 1). */
+  balancedAfterMs: number;
+  /** The command that replays this run exactly. */
+  replay: string;
+  stats: { acquisitions: number; handoffs: number; checkpoints: number; faults: number };
+}
+
+const GROUP = 'simulated';
+const ALL_FAULTS: FaultKind[] = ['crash', 'pause', 'cutOff', 'latency', 'errors', 'ambiguous', 'drift', 'gracefulStop', 'join'];
+
+interface SimWorker {
+  index: number;
+  workerId: string;
+  clock: VirtualClock;
+  plan: FaultPlan;
+  coordinator: LeaseCoordinator;
+  elector: LeaderElector;
+  alive: boolean;
+  stopping: boolean;
+  /** Per held lease, the step of simulated work in flight (awaited by a drain). */
+  work: Map<string, Promise<void>>;
+}
+
+/** Draws the run's shape from the seed: mostly small groups, sometimes large ones. */
+export function shapeOf(seed: number): { workers: number; leases: number } {
+  const random = seededRandom(seed ^ 0x5eed);
+  const roll = random.next();
+  if (roll < 0.7) return { workers: 2 + Math.floor(random.next() * 4), leases: 1 + Math.floor(random.next() * 24) };
+  if (roll < 0.95) return { workers: 4 + Math.floor(random.next() * 5), leases: 16 + Math.floor(random.next() * 48) };
+  return { workers: 12 + Math.floor(random.next() * 5), leases: 128 + Math.floor(random.next() * 129) };
+}
+
+/** The command that replays a run. */
+export function replayCommand(config: SimulationConfig & { workers: number; leases: number }): string {
+  const unsafe = config.coordinator?.unsafe;
+  const flags = [
+    `--seed ${config.seed}`,
+    `--workers ${config.workers}`,
+    `--leases ${config.leases}`,
+    config.faultPhaseMs !== undefined ? `--fault-ms ${config.faultPhaseMs}` : '',
+    unsafe?.skipSelfFencing ? '--unsafe-skip-self-fencing' : '',
+    unsafe?.expiryFactor !== undefined ? `--unsafe-expiry-factor ${unsafe.expiryFactor}` : '',
+  ].filter(Boolean);
+  return `pnpm sim ${flags.join(' ')} --trace`;
+}
+
+/** Runs one seeded simulation and returns what it found. */
+export async function simulate(config: SimulationConfig): Promise<SimulationResult> {
+  const shape = shapeOf(config.seed);
+  const workerCount = config.workers ?? shape.workers;
+  const leaseCount = config.leases ?? shape.leases;
+  const faultPhaseMs = config.faultPhaseMs ?? 40_000;
+  const random = seededRandom(config.seed);
+  const enabled = (kind: FaultKind): boolean => config.faults?.[kind] ?? true;
+  const scheduler = new VirtualScheduler();
+  const trace = config.trace ?? (() => undefined);
+  const leaseDurationMs = config.coordinator?.leaseDurationMs ?? 10_000;
+  const takeIntervalMs = config.coordinator?.takeIntervalMs ?? 2_000;
+  const maxClockDrift = config.coordinator?.maxClockDrift ?? 0.01;
+  const renewIntervalMs = config.coordinator?.renewIntervalMs ?? leaseDurationMs / 3;
+  const violations: Violation[] = [];
+  const stats = { acquisitions: 0, handoffs: 0, checkpoints: 0, faults: 0 };
+  const violate = (guarantee: Violation['guarantee'], detail: string): void => {
+    if (violations.length < 20) violations.push({ guarantee, atMs: scheduler.now, detail });
+    trace(`${scheduler.now.toFixed(0)} VIOLATION ${guarantee}: ${detail}`);
+  };
+
+  const workers: SimWorker[] = [];
+  const byId = new Map<string, SimWorker>();
+  const acknowledged = new Map<string, string>();
+  const leaders = new Map<number, string>();
+
+  const checkWrite = (event: MemoryWriteEvent): void => {
+    if (event.kind !== 'lease') return;
+    const { before, after, leaseKey } = event;
+    if (!before || !after) return;
+    if (after.epoch < before.epoch) violate('fencing', `epoch of ${leaseKey} went from ${before.epoch} to ${after.epoch}`);
+    if (before.checkpoint !== null && after.checkpoint !== before.checkpoint) {
+      if (after.checkpoint === null || compareNumericPositions(after.checkpoint, before.checkpoint) < 0) {
+        violate('checkpoint', `checkpoint of ${leaseKey} moved back from ${before.checkpoint} to ${String(after.checkpoint)}`);
+      }
+    }
+    if (after.checkpoint !== before.checkpoint && (after.owner !== before.owner || after.epoch !== before.epoch)) {
+      violate('fencing', `checkpoint of ${leaseKey} changed by a write that also changed its owner (${before.owner} -> ${after.owner})`);
+    }
+    const acked = acknowledged.get(leaseKey);
+    if (acked !== undefined && (after.checkpoint === null || compareNumericPositions(after.checkpoint, acked) < 0)) {
+      violate('checkpoint', `acknowledged checkpoint ${acked} of ${leaseKey} lost: stored ${String(after.checkpoint)}`);
+    }
+    const takenFrom = before.owner;
+    if (after.owner !== null && after.owner !== takenFrom && takenFrom !== null && after.epoch === before.epoch + 1) {
+      // A take or a handoff: the previous owner must not believe it still holds the lease.
+      const previous = byId.get(takenFrom);
+      if (previous?.alive && previous.coordinator.isHeld(leaseKey)) {
+        violate('single-owner', `${after.owner} got ${leaseKey} while ${takenFrom} still held it`);
+      }
+    }
+  };
+
+  const storage = new MemoryStorage({ onWrite: checkWrite });
+  for (let i = 0; i < leaseCount; i++) {
+    // A few leases are children of earlier ones, so that parent-before-child is exercised too.
+    const parentKeys = i >= 4 && random.next() < 0.1 ? [`shard-${Math.floor(random.next() * (i - 1))}`] : [];
+    await storage.createLease({ group: GROUP, leaseKey: `shard-${i}`, parentKeys });
+  }
+
+  const basePlan = (): FaultPlan => ({
+    latencyMs: (r) => (enabled('latency') ? (r.next() < 0.02 ? 200 + r.next() * 1_500 : r.next() * 20) : 0),
+    errorBeforeSend: enabled('errors') ? 0.01 : 0,
+    ambiguousAfterApply: enabled('ambiguous') ? 0.01 : 0,
+    cutOff: false,
+  });
+
+  // Starting runs on virtual time, so it is never awaited here: the scheduler drives it.
+  const startWorker = (index: number): SimWorker => {
+    const rate = enabled('drift') ? 1 + (random.next() * 2 - 1) * maxClockDrift : 1;
+    const clock = new VirtualClock(scheduler, { rate, offsetMs: random.next() * 1e6 });
+    const workerRandom = seededRandom(Math.floor(random.next() * 2 ** 32));
+    const plan = basePlan();
+    const faulty = new FaultyStorage(storage, clock, workerRandom, plan);
+    const workerId = `w${index}`;
+    const worker: SimWorker = {
+      index,
+      workerId,
+      clock,
+      plan,
+      alive: true,
+      stopping: false,
+      work: new Map(),
+      coordinator: new LeaseCoordinator({
+        storage: faulty,
+        group: GROUP,
+        workerId,
+        clock,
+        random: workerRandom,
+        leaseDurationMs,
+        takeIntervalMs,
+        renewIntervalMs,
+        maxClockDrift,
+        unsafe: config.coordinator?.unsafe,
+        onDrain: async (lease) => {
+          await worker.work.get(lease.leaseKey);
+        },
+      }),
+      elector: new LeaderElector({
+        store: faulty,
+        group: GROUP,
+        workerId,
+        clock,
+        random: workerRandom,
+        leaseDurationMs,
+        maxClockDrift,
+        unsafe: config.coordinator?.unsafe?.skipSelfFencing ? { skipSelfFencing: true } : undefined,
+        onElected: (term) => {
+          const previous = leaders.get(term);
+          if (previous !== undefined && previous !== workerId) violate('one-leader', `term ${term} led by ${previous} and ${workerId}`);
+          leaders.set(term, workerId);
+          for (const other of workers) {
+            if (other !== worker && other.alive && other.elector.isLeader()) {
+              violate('one-leader', `${workerId} elected for term ${term} while ${other.workerId} leads term ${String(other.elector.term)}`);
+            }
+          }
+        },
+      }),
+    };
+    byId.set(workerId, worker);
+    workers.push(worker);
+    worker.coordinator.on('acquired', ({ leaseKey, how }) => {
+      stats.acquisitions++;
+      if (how === 'handoff') stats.handoffs++;
+      trace(`${scheduler.now.toFixed(0)} ${workerId} acquired ${leaseKey} (${how})`);
+      void work(worker, leaseKey);
+    });
+    worker.coordinator.on('lost', ({ leaseKey, reason }) => trace(`${scheduler.now.toFixed(0)} ${workerId} lost ${leaseKey} (${reason})`));
+    worker.coordinator.on('handed-off', ({ leaseKey, to }) => trace(`${scheduler.now.toFixed(0)} ${workerId} handed ${leaseKey} to ${to}`));
+    worker.coordinator.on('steal-requested', ({ leaseKey, from }) => trace(`${scheduler.now.toFixed(0)} ${workerId} asked ${from} for ${leaseKey}`));
+    worker.coordinator.on('released', ({ leaseKey }) => trace(`${scheduler.now.toFixed(0)} ${workerId} released ${leaseKey}`));
+    void worker.coordinator.start().catch((error: unknown) => violate('liveness', `${workerId} failed to start: ${String(error)}`));
+    void worker.elector.start().catch((error: unknown) => violate('liveness', `${workerId} failed to start its elector: ${String(error)}`));
+    return worker;
+  };
+
+  /** Simulated user work: hand a record, checkpoint it, repeat while the lease is held. */
+  const work = async (worker: SimWorker, leaseKey: string): Promise<void> => {
+    const { coordinator, clock } = worker;
+    while (worker.alive && coordinator.isHeld(leaseKey)) {
+      let finish = (): void => undefined;
+      const step = new Promise<void>((resolve) => (finish = resolve));
+      worker.work.set(leaseKey, step);
+      try {
+        const lease = coordinator.lease(leaseKey);
+        if (!lease || lease.draining) break;
+        for (const other of workers) {
+          if (other !== worker && other.alive && other.coordinator.isHeld(leaseKey)) {
+            violate('single-owner', `${worker.workerId} and ${other.workerId} both hand records of ${leaseKey}`);
+          }
+        }
+        const next = String(lease.checkpoint === null ? 1 : Number(lease.checkpoint) + 1);
+        await clock.sleep(50 + random.next() * 200);
+        if (!worker.alive || !coordinator.isHeld(leaseKey)) break;
+        await coordinator.checkpoint(leaseKey, next).then(
+          () => {
+            stats.checkpoints++;
+            const acked = acknowledged.get(leaseKey);
+            if (acked === undefined || compareNumericPositions(next, acked) > 0) acknowledged.set(leaseKey, next);
+          },
+          () => undefined,
+        );
+        await clock.sleep(200 + random.next() * 600);
+      } finally {
+        finish();
+      }
+    }
+  };
+
+  for (let i = 0; i < workerCount; i++) startWorker(i);
+
+  // The fault schedule: a fault every few seconds of the fault phase, each drawn from the seed.
+  const faultKinds = ALL_FAULTS.filter((kind) => enabled(kind) && kind !== 'latency' && kind !== 'errors' && kind !== 'ambiguous' && kind !== 'drift');
+  let nextWorkerIndex = workerCount;
+  const pending: Array<() => void> = [];
+  for (let at = 2_000 + random.next() * 3_000; at < faultPhaseMs && faultKinds.length > 0; at += 2_000 + random.next() * 6_000) {
+    const kind = faultKinds[Math.floor(random.next() * faultKinds.length)] as FaultKind;
+    const pick = random.next();
+    const duration = leaseDurationMs * (0.3 + random.next() * 1.7);
+    scheduler.schedule(at, () => {
+      const living = workers.filter((worker) => worker.alive && !worker.stopping);
+      const victim = living[Math.floor(pick * living.length)];
+      if (!victim && kind !== 'join') return;
+      stats.faults++;
+      trace(`${scheduler.now.toFixed(0)} fault ${kind} ${victim?.workerId ?? ''} for ${duration.toFixed(0)} ms`);
+      switch (kind) {
+        case 'crash': {
+          if (living.length <= 1) return;
+          const dead = victim as SimWorker;
+          dead.alive = false;
+          dead.clock.kill();
+          const index = nextWorkerIndex++;
+          scheduler.schedule(scheduler.now + duration, () => {
+            if (scheduler.now < faultPhaseMs) pending.push(() => startWorker(index));
+          });
+          return;
+        }
+        case 'pause':
+          (victim as SimWorker).clock.pauseUntil(Math.min(scheduler.now + duration, faultPhaseMs));
+          return;
+        case 'cutOff': {
+          const plan = (victim as SimWorker).plan;
+          plan.cutOff = true;
+          scheduler.schedule(Math.min(scheduler.now + duration, faultPhaseMs), () => (plan.cutOff = false));
+          return;
+        }
+        case 'gracefulStop': {
+          if (living.length <= 1) return;
+          const leaving = victim as SimWorker;
+          leaving.stopping = true;
+          pending.push(() => {
+            void Promise.all([leaving.coordinator.stop(), leaving.elector.stop()]).then(() => {
+              leaving.alive = false;
+              leaving.clock.kill();
+            });
+          });
+          return;
+        }
+        case 'join':
+          if (workers.filter((worker) => worker.alive).length < workerCount + 4) {
+            const index = nextWorkerIndex++;
+            pending.push(() => startWorker(index));
+          }
+          return;
+        default:
+          return;
+      }
+    });
+  }
+
+  const afterEach = (): void => {
+    while (pending.length > 0) (pending.shift() as () => void)();
+  };
+  await scheduler.advanceTo(faultPhaseMs, afterEach);
+
+  // Quiet phase: no new faults; pauses and cut-offs end, injected errors stop, latency stays.
+  for (const worker of workers) {
+    worker.plan.errorBeforeSend = 0;
+    worker.plan.ambiguousAfterApply = 0;
+    worker.plan.cutOff = false;
+  }
+  const quietFrom = scheduler.now;
+  const live = (): SimWorker[] => workers.filter((worker) => worker.alive && !worker.stopping);
+  const eligible = (leases: readonly LeaseRecord[]): LeaseRecord[] => {
+    const all = new Map(leases.map((lease) => [lease.leaseKey, lease]));
+    return leases.filter(
+      (lease) =>
+        lease.checkpoint !== Checkpoint.SHARD_END &&
+        lease.parentKeys.every((parent) => all.get(parent) === undefined || all.get(parent)?.checkpoint === Checkpoint.SHARD_END),
+    );
+  };
+  const unowned = (leases: readonly LeaseRecord[]): string[] =>
+    eligible(leases)
+      .map((lease) => lease.leaseKey)
+      .filter((leaseKey) => !live().some((worker) => worker.coordinator.isHeld(leaseKey)));
+  const spread = (): number => {
+    const counts = live().map((worker) => worker.coordinator.heldLeases().length);
+    return Math.max(...counts) - Math.min(...counts);
+  };
+
+  // Liveness: every eligible lease held by a live worker within leaseDuration + 2 take intervals (DESIGN 6.6),
+  // with the clock-rate margin, a renew interval for a handoff in flight when faults stopped, and latency.
+  const ownedBound = leaseDurationMs * (1 + maxClockDrift) + 2 * takeIntervalMs * 1.05 + renewIntervalMs + 3_500;
+  let ownedAfterMs = -1;
+  while (scheduler.now - quietFrom <= ownedBound) {
+    const leases = await storage.listLeases(GROUP);
+    if (unowned(leases).length === 0) {
+      ownedAfterMs = scheduler.now - quietFrom;
+      break;
+    }
+    await scheduler.advance(100, afterEach);
+  }
+  if (ownedAfterMs < 0) {
+    const missing = unowned(await storage.listLeases(GROUP));
+    violate('liveness', `${missing.length} eligible leases without a live holder ${ownedBound.toFixed(0)} ms after faults stopped: ${missing.slice(0, 5).join(', ')}`);
+  }
+
+  // Balance: max - min <= 1 within a bounded number of take ticks (one steal per worker per tick).
+  const balanceBound = (Math.ceil(leaseCount / Math.max(1, live().length)) + 6) * takeIntervalMs * 1.05 + leaseDurationMs;
+  let balancedAfterMs = -1;
+  while (scheduler.now - quietFrom <= balanceBound) {
+    if (spread() <= 1 && unowned(await storage.listLeases(GROUP)).length === 0) {
+      balancedAfterMs = scheduler.now - quietFrom;
+      break;
+    }
+    await scheduler.advance(100, afterEach);
+  }
+  if (balancedAfterMs < 0) {
+    const counts = live().map((worker) => `${worker.workerId}:${worker.coordinator.heldLeases().length}`);
+    violate('balance', `not balanced ${balanceBound.toFixed(0)} ms after faults stopped: ${counts.join(' ')}`);
+  }
+
+  for (const [leaseKey, acked] of acknowledged) {
+    const stored = (await storage.getLease(GROUP, leaseKey))?.checkpoint ?? null;
+    if (stored === null || compareNumericPositions(stored, acked) < 0) {
+      violate('checkpoint', `acknowledged checkpoint ${acked} of ${leaseKey} lost at the end: stored ${String(stored)}`);
+    }
+  }
+
+  // Shut every live worker down for real, so nothing is left running.
+  for (const worker of live()) {
+    void worker.coordinator.stop();
+    void worker.elector.stop();
+  }
+  await scheduler.advance(leaseDurationMs * 2, afterEach);
+  for (const worker of workers) worker.clock.kill();
+
+  return {
+    seed: config.seed,
+    workers: workerCount,
+    leases: leaseCount,
+    violations,
+    ownedAfterMs,
+    balancedAfterMs,
+    replay: replayCommand({ ...config, workers: workerCount, leases: leaseCount }),
+    stats,
+  };
+}
