@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import {
   CorruptRecordError,
   decodeLease,
@@ -75,6 +76,12 @@ export interface PostgresStorageOptions {
    * connection here. Default: `pool`.
    */
   listenPool?: Pool;
+  /**
+   * Send statements as named prepared statements, parsed and planned once per connection. Faster, but
+   * session state: leave it off (the default) behind PgBouncer in transaction mode, unless PgBouncer is
+   * 1.21 or later with `max_prepared_statements` set.
+   */
+  preparedStatements?: boolean;
 }
 
 /** What `migrate()` did. */
@@ -145,6 +152,7 @@ export class PostgresStorage implements Storage {
   readonly #pageSize: number;
   readonly #where: string;
   readonly #feed: ChangeFeed;
+  readonly #statementNames: Map<string, string> | null;
 
   constructor(options: PostgresStorageOptions) {
     if (typeof options !== 'object' || options === null) {
@@ -160,6 +168,10 @@ export class PostgresStorage implements Storage {
     if (!Number.isSafeInteger(pageSize) || pageSize < 1 || pageSize > 10_000) {
       throw new InvalidConfigError(`[${PKG}] pageSize must be an integer from 1 to 10000, got ${describeValue(pageSize)}`);
     }
+    if (options.preparedStatements !== undefined && typeof options.preparedStatements !== 'boolean') {
+      throw new InvalidConfigError(`[${PKG}] preparedStatements must be a boolean, got ${describeValue(options.preparedStatements)}`);
+    }
+    this.#statementNames = options.preparedStatements ? new Map() : null;
     this.#pool = options.pool;
     this.#pageSize = pageSize;
     this.#names = tableNames(
@@ -281,9 +293,8 @@ export class PostgresStorage implements Storage {
     validateLeaseUpdates(group, updates, PKG);
     if (updates.length === 0) return [];
     const channel = this.#names.channel;
-    const outcome = updates.length === 1
-      ? await this.#write<OutcomeRow>('updateLeases', this.#sql.updateOneLease, oneUpdateValues(group, updates[0] as LeaseUpdate, channel))
-      : await this.#write<OutcomeRow>('updateLeases', this.#sql.updateLeases, batchValues(group, updates, channel));
+    if (updates.length === 1) return [await this.#updateOne(group, updates[0] as LeaseUpdate)];
+    const outcome = await this.#write<OutcomeRow>('updateLeases', this.#sql.updateLeases, batchValues(group, updates, channel));
     if ('unknown' in outcome) return updates.map(() => result.unknown(outcome.unknown));
     if (outcome.rows.length !== updates.length) {
       const error = outcomeUnknown('updateLeases', new Error(`${outcome.rows.length} result rows for ${updates.length} updates`));
@@ -308,6 +319,23 @@ export class PostgresStorage implements Storage {
     });
     if (stale.length > 0) await this.#rereadConflicts(group, updates, stale, results);
     return results;
+  }
+
+  async #updateOne(group: string, update: LeaseUpdate): Promise<WriteResult<LeaseRecord>> {
+    const outcome = await this.#write<{ applied_version: string }>(
+      'updateLeases',
+      this.#sql.updateOneLease,
+      oneUpdateValues(group, update, this.#names.channel),
+    );
+    if ('unknown' in outcome) return result.unknown(outcome.unknown);
+    const [row] = outcome.rows;
+    if (row) return result.applied({ group, leaseKey: update.leaseKey, version: Number(row.applied_version), ...pickLeaseState(update.next) });
+    try {
+      return result.conflict(await this.getLease(group, update.leaseKey));
+    } catch (error) {
+      // The write did not apply, but the record it lost to cannot be read: the caller must not act on it.
+      return result.unknown(asLeaseholdError('updateLeases', error));
+    }
   }
 
   async deleteLease(group: string, leaseKey: string, expectedVersion: number): Promise<DeleteResult> {
@@ -458,7 +486,7 @@ export class PostgresStorage implements Storage {
       client.on('error', onError);
       let failure: unknown;
       try {
-        const { rows } = await client.query<R>(sql, values as unknown[]);
+        const { rows } = await client.query<R>({ text: sql, values: values as unknown[], name: this.#statementName(sql) });
         return rows;
       } catch (error) {
         failure = error;
@@ -469,6 +497,17 @@ export class PostgresStorage implements Storage {
         client.removeListener('error', onError);
       }
     }
+  }
+
+  /** The name of a prepared statement: derived from its text, so that one name never means two statements. */
+  #statementName(sql: string): string | undefined {
+    if (!this.#statementNames) return undefined;
+    let name = this.#statementNames.get(sql);
+    if (name === undefined) {
+      name = `leasehold_${createHash('sha256').update(sql).digest('hex').slice(0, 24)}`;
+      this.#statementNames.set(sql, name);
+    }
+    return name;
   }
 
   /** A read: fails with `StorageUnavailableError`, or `StorageSchemaError` when the tables are missing. */

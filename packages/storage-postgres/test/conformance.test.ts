@@ -11,12 +11,14 @@ beforeAll(async () => {
   await new PostgresStorage({ pool: server.pool(), schema: server.schema }).migrate();
 });
 
-runConformanceSuite(
-  { describe, it },
-  {
-    name: 'PostgresStorage',
-    createStorage: async () => new PostgresStorage({ pool: server.pool(), schema: server.schema }),
-    closeStorage: async (storage) => (storage as PostgresStorage).close(),
-    changeFeed: true,
-  },
-);
+for (const preparedStatements of [false, true]) {
+  runConformanceSuite(
+    { describe, it },
+    {
+      name: preparedStatements ? 'PostgresStorage with prepared statements' : 'PostgresStorage',
+      createStorage: async () => new PostgresStorage({ pool: server.pool(), schema: server.schema, preparedStatements }),
+      closeStorage: async (storage) => (storage as PostgresStorage).close(),
+      changeFeed: true,
+    },
+  );
+}

@@ -239,7 +239,8 @@ describe('PostgresStorage failures', () => {
       let pid: number | undefined;
       expect(
         await waitFor(async () => {
-          const { rows } = await blocker.query(
+          // Polled on another connection: inside the blocker's transaction pg_stat_activity is a frozen snapshot.
+          const { rows } = await server.pool().query(
             `SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%unnest%' AND query LIKE $1`,
             [`%${server.schema}%`],
           );
@@ -247,13 +248,13 @@ describe('PostgresStorage failures', () => {
           return pid !== undefined;
         }),
       ).toBe(true);
-      await blocker.query('SELECT pg_terminate_backend($1)', [pid]);
+      await server.pool().query('SELECT pg_terminate_backend($1)', [pid]);
       const results = await pending;
       expect(results.map((outcome) => outcome.status)).toEqual(['unknown', 'unknown']);
       expect(results[0]?.status === 'unknown' && results[0].error.message).toMatch(/^\[storage-postgres\] the outcome of updateLeases is unknown: /);
-      await blocker.query('ROLLBACK');
     } finally {
-      blocker.release();
+      // Destroyed rather than given back, so that no connection returns to the pool inside a transaction.
+      blocker.release(true);
     }
     expect((await adapter.getLease(group, 'a'))?.version).toBe(a.version);
     applied((await adapter.updateLeases(group, [{ leaseKey: 'a', expectedVersion: a.version, next: { ...stateOf(a), owner: 'w' } }]))[0]);
