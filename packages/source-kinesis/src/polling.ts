@@ -25,25 +25,26 @@ export async function pollShard(
   let start = startingPointOf(from);
   let skip: SkipThrough | undefined = skipOf(start);
   let failures = 0;
-  let lastCallAt = Number.NEGATIVE_INFINITY;
+  // GetRecords and GetShardIterator have separate limits of five calls a second per shard, so separate paces.
+  const lastCallAt = { records: Number.NEGATIVE_INFINITY, iterator: Number.NEGATIVE_INFINITY };
 
   const retryLater = async (error: unknown, action: string): Promise<void> => {
     if (!isTransient(error)) throw toSourceError(error, { stream: ctx.streamLabel, shardId, action });
     await ctx.clock.sleep(backoffDelayMs(failures++, ctx.backoffBaseMs, ctx.backoffMaxMs, ctx.random), signal);
   };
 
-  // Every call to the shard, retries included, goes through here: at most one every minCallIntervalMs.
-  const paced = async <T>(call: () => Promise<T>): Promise<T> => {
-    const waitMs = lastCallAt + ctx.minCallIntervalMs - ctx.clock.now();
+  // Every call to the shard, retries included, goes through here: at most one of a kind every minCallIntervalMs.
+  const paced = async <T>(kind: keyof typeof lastCallAt, call: () => Promise<T>): Promise<T> => {
+    const waitMs = lastCallAt[kind] + ctx.minCallIntervalMs - ctx.clock.now();
     if (waitMs > 0) await ctx.clock.sleep(waitMs, signal);
-    lastCallAt = ctx.clock.now();
+    lastCallAt[kind] = ctx.clock.now();
     return call();
   };
 
   const iteratorFor = async (point: StartingPoint): Promise<string | undefined> => {
     for (;;) {
       try {
-        const output = await paced(() =>
+        const output = await paced('iterator', () =>
           ctx.client.send(new GetShardIteratorCommand({ ...ctx.stream, ShardId: shardId, ...iteratorRequestOf(point) }), {
             abortSignal: signal,
           }),
@@ -72,7 +73,7 @@ export async function pollShard(
     let output: GetRecordsOutput;
     try {
       const current = iterator;
-      output = await paced(() =>
+      output = await paced('records', () =>
         ctx.client.send(new GetRecordsCommand({ ShardIterator: current, Limit: ctx.maxRecordsPerCall, ...arnOf(ctx) }), {
           abortSignal: signal,
         }),

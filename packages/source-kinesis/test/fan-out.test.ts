@@ -109,9 +109,9 @@ describe('polling pace', () => {
     let call = 0;
     const client = {
       send: async (command: unknown) => {
-        callTimes.push(clock.now());
         if (command instanceof GetShardIteratorCommand) return { ShardIterator: 'it' };
         if (!(command instanceof GetRecordsCommand)) throw new Error('unexpected command');
+        callTimes.push(clock.now());
         call++;
         if (call % 3 === 0) throw Object.assign(new Error('Rate exceeded'), { name: 'ProvisionedThroughputExceededException' });
         return { Records: [recordOf(call)], NextShardIterator: 'it', MillisBehindLatest: 1000 };
