@@ -292,9 +292,16 @@ export class PostgresStorage implements Storage {
   async updateLeases(group: string, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[]> {
     validateLeaseUpdates(group, updates, PKG);
     if (updates.length === 0) return [];
-    const channel = this.#names.channel;
     if (updates.length === 1) return [await this.#updateOne(group, updates[0] as LeaseUpdate)];
-    const outcome = await this.#write<OutcomeRow>('updateLeases', this.#sql.updateLeases, batchValues(group, updates, channel));
+    // Sent in key order, so that two overlapping batches lock their rows in the same order and do not deadlock.
+    const sorted = [...updates].sort((a, b) => (a.leaseKey < b.leaseKey ? -1 : a.leaseKey > b.leaseKey ? 1 : 0));
+    const results = await this.#updateBatch(group, sorted);
+    const byKey = new Map(sorted.map((update, i) => [update.leaseKey, results[i] as WriteResult<LeaseRecord>]));
+    return updates.map((update) => byKey.get(update.leaseKey) as WriteResult<LeaseRecord>);
+  }
+
+  async #updateBatch(group: string, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[]> {
+    const outcome = await this.#write<OutcomeRow>('updateLeases', this.#sql.updateLeases, batchValues(group, updates, this.#names.channel));
     if ('unknown' in outcome) return updates.map(() => result.unknown(outcome.unknown));
     if (outcome.rows.length !== updates.length) {
       const error = outcomeUnknown('updateLeases', new Error(`${outcome.rows.length} result rows for ${updates.length} updates`));

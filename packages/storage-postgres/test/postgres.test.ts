@@ -143,6 +143,52 @@ describe('PostgresStorage round trips', () => {
     expect(counted.statements()).toBe(4);
   });
 
+  it('16 clients racing with the same two-lease batch, 5 rounds: one applies per lease, and every conflict carries the record that won', async () => {
+    const racers = Array.from({ length: 16 }, () => storage());
+    const group = freshSchemaName('g');
+    let a = applied(await racers[0]!.createLease({ group, leaseKey: 'a' }));
+    let b = applied(await racers[0]!.createLease({ group, leaseKey: 'b' }));
+    for (let round = 0; round < 5; round++) {
+      const [fromA, fromB] = [a, b];
+      const batches = await Promise.all(
+        racers.map((racer, i) =>
+          racer.updateLeases(group, [
+            { leaseKey: 'a', expectedVersion: fromA.version, next: { ...stateOf(fromA), owner: `racer-${i}` } },
+            { leaseKey: 'b', expectedVersion: fromB.version, next: { ...stateOf(fromB), owner: `racer-${i}` } },
+          ]),
+        ),
+      );
+      for (const [index, leaseKey] of ['a', 'b'].entries()) {
+        const stored = (await racers[0]!.getLease(group, leaseKey))!;
+        const outcomes = batches.map((batch) => batch[index]!);
+        expect(outcomes.filter((outcome) => outcome.status === 'applied')).toHaveLength(1);
+        for (const outcome of outcomes) {
+          if (outcome.status === 'conflict') expect(outcome.current).toEqual(stored);
+          else expect(outcome).toEqual({ status: 'applied', record: stored });
+        }
+        if (leaseKey === 'a') a = stored;
+        else b = stored;
+      }
+    }
+  });
+
+  it('two clients renewing 300 overlapping leases in opposite orders both finish, each lease applying once', async () => {
+    const [first, second] = [storage(), storage()];
+    const group = freshSchemaName('g');
+    const keys = Array.from({ length: 300 }, (_, i) => `k${String(i).padStart(3, '0')}`);
+    await Promise.all(keys.map((leaseKey) => first.createLease({ group, leaseKey })));
+    const leases = await first.listLeases(group);
+    const batch = (owner: string) => leases.map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...stateOf(lease), owner } }));
+    const [forward, backward] = await Promise.all([first.updateLeases(group, batch('first')), second.updateLeases(group, batch('second').reverse())]);
+    backward.reverse();
+    const stored = new Map((await first.listLeases(group)).map((lease) => [lease.leaseKey, lease]));
+    leases.forEach((lease, i) => {
+      const statuses = [forward[i]!.status, backward[i]!.status].sort();
+      expect(statuses).toEqual(['applied', 'conflict']);
+      expect(stored.get(lease.leaseKey)?.owner).toBe(forward[i]!.status === 'applied' ? 'first' : 'second');
+    });
+  });
+
   it('never lets an epoch go backwards when a deleted lease is created again with a lower one', async () => {
     const adapter = storage();
     const group = freshSchemaName('g');
