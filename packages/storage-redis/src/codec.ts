@@ -1,8 +1,7 @@
 /**
- * How records are stored. A lease is one hash field whose value is
- * `version:epoch:highest epoch:write token:state JSON`, the JSON holding every field but the epoch; the
- * header is what the scripts compare and raise without parsing JSON. A leader record is
- * `version:write token:state JSON`. The write token identifies the call that wrote the value, so that a
+ * How records are stored. A lease is one hash field whose value is `version:epoch:write token:state
+ * JSON`, the JSON holding every field but the epoch; the header is what the scripts compare and raise
+ * without parsing JSON. A leader record is `version:write token:state JSON`. The write token identifies the call that wrote the value, so that a
  * command the client resent after a reconnect is recognised as the adapter's own write.
  */
 import {
@@ -27,6 +26,11 @@ export function encodeLeaseBody(state: LeaseState): string {
     pendingOwner: state.pendingOwner,
     metadata: state.metadata,
   });
+}
+
+/** The whole stored value of a lease, as the update script writes it. */
+export function encodeLeaseValue(version: number, state: LeaseState, token: string): string {
+  return `${version}:${state.epoch}:${token}:${encodeLeaseBody(state)}`;
 }
 
 export function encodeLeaderBody(state: LeaderState): string {
@@ -85,9 +89,9 @@ function parseBody(text: string): Record<string, unknown> | null {
 /** Reads a stored lease back, checking every field; a bad one throws a `CorruptRecordError` naming it. */
 export function decodeStoredLease(group: string, leaseKey: string, raw: unknown): StoredLease {
   if (typeof raw !== 'string') throw corrupt(group, leaseKey, `expected a string, found ${describeValue(raw)}`);
-  const header = splitHeader(raw, 3);
+  const header = splitHeader(raw, 2);
   if (!header) throw corrupt(group, leaseKey, `malformed header in ${describeValue(raw)}`);
-  const [version, epoch] = header.numbers as [number, number, number];
+  const [version, epoch] = header.numbers as [number, number];
   const body = parseBody(header.rest);
   // An unparsable body goes to core's decoder as text, which names exactly what is wrong with it.
   const record = decodeLease(group, leaseKey, version, body === null ? header.rest : { ...body, epoch });

@@ -18,6 +18,8 @@ export function validateKeyPrefix(prefix: unknown): asserts prefix is string {
 export interface GroupKeys {
   readonly leases: string;
   readonly tombstones: string;
+  /** The highest epoch of a lease whose epoch was written lower than before (rare; kept for recreates). */
+  readonly epochs: string;
   readonly incarnation: string;
   readonly leader: string;
   readonly channel: string;
@@ -32,6 +34,7 @@ export function groupKeys(prefix: string, group: string): GroupKeys {
   return {
     leases: `${base}:leases`,
     tombstones: `${base}:tombstones`,
+    epochs: `${base}:epochs`,
     incarnation: `${base}:incarnation`,
     leader: `${base}:leader`,
     channel: `${base}:changes`,

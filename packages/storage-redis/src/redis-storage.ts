@@ -37,6 +37,7 @@ import {
   decodeTombstone,
   encodeLeaderBody,
   encodeLeaseBody,
+  encodeLeaseValue,
 } from './codec.js';
 import { groupKeys, PKG, validateKeyPrefix, type GroupKeys } from './keys.js';
 import { bindScripts, type Scripts } from './scripts.js';
@@ -205,7 +206,7 @@ export class RedisStorage implements Storage {
     const token = this.#token();
     const sentAt = this.#marks.begin();
     const reply = await this.#write(`deleting lease ${describeValue(leaseKey)} of group ${describeValue(group)}`, () =>
-      this.#scripts.deleteLease(keys.leases, keys.tombstones, keys.incarnation, token, leaseKey, String(expectedVersion)),
+      this.#scripts.deleteLease(keys.leases, keys.tombstones, keys.incarnation, keys.epochs, token, leaseKey, String(expectedVersion)),
     );
     if (reply instanceof LeaseholdError) return result.unknown(reply);
     const [incarnation, status, value] = tuple(reply, 3, 'deleteLease');
@@ -316,7 +317,7 @@ export class RedisStorage implements Storage {
     this.#marks.incarnation(group, sentAt, optionalString(incarnation, 'updateLeader'));
     if (status === 1) {
       const record: LeaderRecord = { group, version, ...pickLeaderState(next) };
-      this.#marks.leader(group, sentAt, record);
+      this.#marks.leader(group, sentAt, record, true);
       return result.applied(record);
     }
     if (status === 2) {
@@ -346,17 +347,13 @@ export class RedisStorage implements Storage {
 
   async #updateChunk(group: string, keys: GroupKeys, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[] | LeaseholdError> {
     const token = this.#token();
-    const args: string[] = [keys.leases, keys.tombstones, keys.incarnation, token, keys.channel];
-    for (const update of updates) {
-      args.push(
-        update.leaseKey,
-        String(update.expectedVersion),
-        String(update.expectedVersion + 1),
-        String(update.next.epoch),
-        update.notify ?? '',
-        encodeLeaseBody(update.next),
-      );
-    }
+    const args: string[] = [keys.leases, keys.tombstones, keys.incarnation, keys.epochs, keys.channel, String(updates.length)];
+    const changes: string[] = [];
+    updates.forEach((update, i) => {
+      args.push(update.leaseKey, String(update.expectedVersion), encodeLeaseValue(update.expectedVersion + 1, update.next, token));
+      if (update.notify !== undefined) changes.push(String(i + 1), update.notify);
+    });
+    args.push(...changes);
     const sentAt = this.#marks.begin();
     const reply = await this.#write(`updating ${updates.length} leases of group ${describeValue(group)}`, () => this.#scripts.updateLeases(...args));
     if (reply instanceof LeaseholdError) return reply;
@@ -368,7 +365,7 @@ export class RedisStorage implements Storage {
       const version = update.expectedVersion + 1;
       if (outcome === 1) {
         const record: LeaseRecord = { group, leaseKey, version, ...pickLeaseState(update.next) };
-        this.#marks.lease(group, leaseKey, sentAt, version, record.epoch);
+        this.#marks.lease(group, leaseKey, sentAt, version, record.epoch, true);
         return result.applied(record);
       }
       if (Array.isArray(outcome)) {

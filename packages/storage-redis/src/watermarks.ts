@@ -73,12 +73,15 @@ export class Watermarks {
     }
   }
 
-  /** A live lease at `version` with `epoch`. */
-  lease(group: string, leaseKey: string, sentAt: number, version: number, epoch: number): void {
+  /**
+   * A live lease at `version` with `epoch`. `written` marks the adapter's own applied write: its epoch is
+   * what the caller chose, not something Redis could have lost.
+   */
+  lease(group: string, leaseKey: string, sentAt: number, version: number, epoch: number, written = false): void {
     const marks = this.#marks(group);
     const mark = marks.leases.get(leaseKey);
-    const name = `lease ${describeValue(leaseKey)} of group ${describeValue(group)}`;
     if (mark && mark.at < sentAt) {
+      const name = `lease ${describeValue(leaseKey)} of group ${describeValue(group)}`;
       if (mark.deleted && version <= mark.version) {
         this.#fail(group, `${name} was deleted at version ${mark.version} and came back at version ${version}; ${LOSS}`);
       }
@@ -88,7 +91,7 @@ export class Watermarks {
       if (!mark.deleted && version === mark.version && epoch !== mark.epoch) {
         this.#fail(group, `${name} changed its epoch from ${mark.epoch} to ${epoch} at the same version ${version}; ${LOSS}`);
       }
-      if (epoch < mark.epoch) {
+      if (!written && epoch < mark.epoch) {
         this.#fail(group, `${name} went back from epoch ${mark.epoch} to epoch ${epoch}; ${LOSS}`);
       }
     }
@@ -101,8 +104,8 @@ export class Watermarks {
   absent(group: string, leaseKey: string, sentAt: number, tombstone: Tombstone | null): void {
     const marks = this.#marks(group);
     const mark = marks.leases.get(leaseKey);
-    const name = `lease ${describeValue(leaseKey)} of group ${describeValue(group)}`;
     if (mark && mark.at < sentAt) {
+      const name = `lease ${describeValue(leaseKey)} of group ${describeValue(group)}`;
       if (tombstone === null) {
         this.#fail(group, `${name} was seen at version ${mark.version} and is gone without a tombstone; ${LOSS}`);
       } else if (tombstone.version < mark.version) {
@@ -125,8 +128,8 @@ export class Watermarks {
     }
   }
 
-  /** The leader record at `version` with `term`, or `null` when there is none. */
-  leader(group: string, sentAt: number, observed: { version: number; term: number } | null): void {
+  /** The leader record at `version` with `term`, or `null` when there is none; `written` as for leases. */
+  leader(group: string, sentAt: number, observed: { version: number; term: number } | null, written = false): void {
     const marks = this.#marks(group);
     const mark = marks.leader;
     const name = `leader record of group ${describeValue(group)}`;
@@ -137,7 +140,7 @@ export class Watermarks {
         this.#fail(group, `${name} went back from version ${mark.version} to version ${observed.version}; ${LOSS}`);
       } else if (observed.version === mark.version && observed.term !== mark.term) {
         this.#fail(group, `${name} changed its term from ${mark.term} to ${observed.term} at the same version ${mark.version}; ${LOSS}`);
-      } else if (observed.term < mark.term) {
+      } else if (!written && observed.term < mark.term) {
         this.#fail(group, `${name} went back from term ${mark.term} to term ${observed.term}; ${LOSS}`);
       }
     }

@@ -7,6 +7,7 @@ import {
   CorruptRecordError,
   InvalidConfigError,
   LeaseholdError,
+  MemoryStorage,
   RegressionError,
   type LeaseChange,
   type LeaseRecord,
@@ -129,6 +130,18 @@ describe('RedisStorage on the shared server', () => {
     expect(results.map((outcome) => (outcome.status === 'applied' ? outcome.record.leaseKey : outcome.status))).toEqual(leases.map((lease) => lease.leaseKey));
   });
 
+  it('a lease whose epoch was written lower, then deleted and created again, gets its highest epoch back, as in MemoryStorage', async () => {
+    const group = `epochs-${randomUUID()}`;
+    for (const storage of [new RedisStorage({ client, keyPrefix }), new MemoryStorage()]) {
+      const created = applied(await storage.createLease({ group, leaseKey: 'k', owner: 'a', epoch: 5 }));
+      const lowered = applied((await storage.updateLeases(group, [{ leaseKey: 'k', expectedVersion: created.version, next: { ...created, epoch: 2 } }]))[0]);
+      expect(lowered.epoch).toBe(2);
+      expect((await storage.deleteLease(group, 'k', lowered.version)).status).toBe('applied');
+      const again = applied(await storage.createLease({ group, leaseKey: 'k', epoch: 0 }));
+      expect({ version: again.version, epoch: again.epoch }).toEqual({ version: 3, epoch: 5 });
+    }
+  });
+
   it('reports a stored lease that is not in its format as a CorruptRecordError naming the lease', async () => {
     const storage = new RedisStorage({ client, keyPrefix });
     const group = `corrupt-${randomUUID()}`;
@@ -138,7 +151,7 @@ describe('RedisStorage on the shared server', () => {
     const error = await storage.getLease(group, 'k').catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(CorruptRecordError);
     expect((error as Error).message).toBe(`[storage-redis] stored lease "k" of group ${JSON.stringify(group)} is corrupt: malformed header in "not a lease"`);
-    await client.hset(leasesKey, 'k', '2:0:0:token:{"owner":5}');
+    await client.hset(leasesKey, 'k', '2:0:token:{"owner":5}');
     await expect(storage.listLeases(group)).rejects.toThrow(CorruptRecordError);
   });
 

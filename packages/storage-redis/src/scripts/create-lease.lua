@@ -21,6 +21,6 @@ if not incarnation then
   incarnation = ARGV[2]
   redis.call('SET', KEYS[3], incarnation)
 end
-local value = version .. ':' .. epoch .. ':' .. epoch .. ':' .. ARGV[1] .. ':' .. ARGV[5]
+local value = version .. ':' .. epoch .. ':' .. ARGV[1] .. ':' .. ARGV[5]
 redis.call('HSET', KEYS[1], ARGV[3], value)
 return { incarnation, 1, value }

@@ -1,29 +1,57 @@
 -- A batch of conditional lease writes in one call: each applies only if the stored version equals the
--- expected one. The stored value is "version:epoch:highest epoch:write token:state JSON".
--- KEYS[1] leases hash, KEYS[2] tombstones hash, KEYS[3] incarnation marker
--- ARGV[1] write token, ARGV[2] change feed channel, then six per update:
---   lease key, expected version, new version, epoch, change kind to publish ('' for none), state JSON
+-- expected one. The caller sends each new value whole ("version:epoch:write token:state JSON"), so
+-- that the script only compares and stores. Reads and writes go to Redis a thousand fields at a time
+-- (HMGET, HSET): a call from Lua costs far more than a comparison, and the keys of one batch are distinct.
+-- KEYS[1] leases hash, KEYS[2] tombstones hash, KEYS[3] incarnation marker, KEYS[4] highest-epoch hash
+-- ARGV[1] change feed channel, ARGV[2] number of updates, then three per update:
+--   lease key, expected version, new value;
+-- then two per change to publish if its update applies: update number (from 1), change kind
 -- Returns { incarnation, per update: 1 (applied) | current value (conflict) | { tombstone or nil } (no lease) }
-local leases, tombstones = KEYS[1], KEYS[2]
-local token, channel = ARGV[1], ARGV[2]
+local leases, tombstones, epochs = KEYS[1], KEYS[2], KEYS[4]
+local count = tonumber(ARGV[2])
+local step = 1000
+
+local fields = {}
+for i = 1, count do fields[i] = ARGV[3 * i] end
+local currents = {}
+for first = 1, count, step do
+  local values = redis.call('HMGET', leases, unpack(fields, first, math.min(first + step - 1, count)))
+  for j = 1, #values do currents[first + j - 1] = values[j] end
+end
+
 local out = { redis.call('GET', KEYS[3]) }
-for base = 3, #ARGV, 6 do
-  local key = ARGV[base]
-  local current = redis.call('HGET', leases, key)
+local writes, applied = {}, {}
+for i = 1, count do
+  local key = fields[i]
+  local current = currents[i]
   if not current then
-    out[#out + 1] = { redis.call('HGET', tombstones, key) }
+    out[i + 1] = { redis.call('HGET', tombstones, key) }
   else
-    local version, high = string.match(current, '^(%d+):%d+:(%d+):')
-    if version ~= ARGV[base + 1] then
-      out[#out + 1] = current
+    local version, epoch = string.match(current, '^(%d+):(%d+):')
+    if version ~= ARGV[3 * i + 1] then
+      out[i + 1] = current
     else
-      local epoch = ARGV[base + 3]
-      if tonumber(high) < tonumber(epoch) then high = epoch end
-      redis.call('HSET', leases, key, ARGV[base + 2] .. ':' .. epoch .. ':' .. high .. ':' .. token .. ':' .. ARGV[base + 5])
-      out[#out + 1] = 1
-      local kind = ARGV[base + 4]
-      if kind ~= '' then redis.call('PUBLISH', channel, kind .. ':' .. key) end
+      local value = ARGV[3 * i + 2]
+      -- An epoch written lower than the stored one: keep the highest, for a recreate after a delete.
+      local nextEpoch = string.match(value, '^%d+:(%d+):')
+      if tonumber(nextEpoch) < tonumber(epoch) then
+        local high = redis.call('HGET', epochs, key)
+        if not high or tonumber(high) < tonumber(epoch) then redis.call('HSET', epochs, key, epoch) end
+      end
+      writes[#writes + 1] = key
+      writes[#writes + 1] = value
+      if #writes >= 2 * step then
+        redis.call('HSET', leases, unpack(writes))
+        writes = {}
+      end
+      applied[i] = true
+      out[i + 1] = 1
     end
   end
+end
+if #writes > 0 then redis.call('HSET', leases, unpack(writes)) end
+for j = 3 * count + 3, #ARGV, 2 do
+  local i = tonumber(ARGV[j])
+  if applied[i] then redis.call('PUBLISH', ARGV[1], ARGV[j + 1] .. ':' .. fields[i]) end
 end
 return out
