@@ -63,6 +63,7 @@ export interface RedisStorageOptions {
 
 const CHANGE_KINDS: ReadonlySet<string> = new Set<LeaseChangeKind>(['released', 'handoff-requested', 'handed-off', 'created']);
 const TOMBSTONE_PAGE = 1000;
+const KEY_CACHE_SIZE = 10_000;
 
 type Listener = (change: LeaseChange) => void;
 
@@ -93,6 +94,7 @@ export class RedisStorage implements Storage {
   #writes = 0;
   #subscriber: Redis | Cluster | undefined;
   readonly #channels = new Map<string, Channel>();
+  readonly #keyCache = new Map<string, GroupKeys>();
   #closed = false;
 
   constructor(options: RedisStorageOptions) {
@@ -160,7 +162,7 @@ export class RedisStorage implements Storage {
 
   async createLease(lease: NewLease): Promise<WriteResult<LeaseRecord>> {
     const { group, leaseKey, state } = validateNewLease(lease, PKG);
-    const keys = this.#keys(group);
+    const keys = this.#keysOfValid(group);
     const token = this.#token();
     const sentAt = this.#marks.begin();
     const reply = await this.#write(`creating lease ${describeValue(leaseKey)} of group ${describeValue(group)}`, () =>
@@ -183,7 +185,7 @@ export class RedisStorage implements Storage {
   /** Every update of the batch in one script call (or one per `maxBatchSize` updates): one round trip. */
   async updateLeases(group: string, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[]> {
     validateLeaseUpdates(group, updates, PKG);
-    const keys = this.#keys(group);
+    const keys = this.#keysOfValid(group);
     const results: WriteResult<LeaseRecord>[] = [];
     for (let start = 0; start < updates.length; start += this.#maxBatchSize) {
       const chunk = updates.slice(start, start + this.#maxBatchSize);
@@ -287,7 +289,7 @@ export class RedisStorage implements Storage {
 
   async createLeader(leader: NewLeader): Promise<WriteResult<LeaderRecord>> {
     const { group, state } = validateNewLeader(leader, PKG);
-    const keys = this.#keys(group);
+    const keys = this.#keysOfValid(group);
     const token = this.#token();
     const sentAt = this.#marks.begin();
     const reply = await this.#write(`creating the leader record of group ${describeValue(group)}`, () =>
@@ -393,10 +395,22 @@ export class RedisStorage implements Storage {
     }
   }
 
+  /** Validates the group, refuses it if a regression was found in it, and returns its keys. */
   #keys(group: string): GroupKeys {
     validateGroup(group, PKG);
+    return this.#keysOfValid(group);
+  }
+
+  #keysOfValid(group: string): GroupKeys {
     this.#marks.assertHealthy(group);
-    return groupKeys(this.#prefix, group);
+    let keys = this.#keyCache.get(group);
+    if (!keys) {
+      // A worker uses a handful of groups; the bound only keeps an unusual caller from growing it forever.
+      if (this.#keyCache.size >= KEY_CACHE_SIZE) this.#keyCache.clear();
+      keys = groupKeys(this.#prefix, group);
+      this.#keyCache.set(group, keys);
+    }
+    return keys;
   }
 
   #token(): string {

@@ -33,6 +33,10 @@ interface GroupMarks {
   readonly leases: Map<string, LeaseMark>;
 }
 
+function leaseName(group: string, leaseKey: string): string {
+  return `lease ${describeValue(leaseKey)} of group ${describeValue(group)}`;
+}
+
 const LOSS = 'Redis lost acknowledged writes (a restart without appendfsync always, or a failover to a replica that lagged)';
 
 export class Watermarks {
@@ -81,18 +85,17 @@ export class Watermarks {
     const marks = this.#marks(group);
     const mark = marks.leases.get(leaseKey);
     if (mark && mark.at < sentAt) {
-      const name = `lease ${describeValue(leaseKey)} of group ${describeValue(group)}`;
-      if (mark.deleted && version <= mark.version) {
-        this.#fail(group, `${name} was deleted at version ${mark.version} and came back at version ${version}; ${LOSS}`);
+            if (mark.deleted && version <= mark.version) {
+        this.#fail(group, `${leaseName(group, leaseKey)} was deleted at version ${mark.version} and came back at version ${version}; ${LOSS}`);
       }
       if (!mark.deleted && version < mark.version) {
-        this.#fail(group, `${name} went back from version ${mark.version} to version ${version}; ${LOSS}`);
+        this.#fail(group, `${leaseName(group, leaseKey)} went back from version ${mark.version} to version ${version}; ${LOSS}`);
       }
       if (!mark.deleted && version === mark.version && epoch !== mark.epoch) {
-        this.#fail(group, `${name} changed its epoch from ${mark.epoch} to ${epoch} at the same version ${version}; ${LOSS}`);
+        this.#fail(group, `${leaseName(group, leaseKey)} changed its epoch from ${mark.epoch} to ${epoch} at the same version ${version}; ${LOSS}`);
       }
       if (!written && epoch < mark.epoch) {
-        this.#fail(group, `${name} went back from epoch ${mark.epoch} to epoch ${epoch}; ${LOSS}`);
+        this.#fail(group, `${leaseName(group, leaseKey)} went back from epoch ${mark.epoch} to epoch ${epoch}; ${LOSS}`);
       }
     }
     if (!mark || version > mark.version) {
@@ -105,13 +108,12 @@ export class Watermarks {
     const marks = this.#marks(group);
     const mark = marks.leases.get(leaseKey);
     if (mark && mark.at < sentAt) {
-      const name = `lease ${describeValue(leaseKey)} of group ${describeValue(group)}`;
-      if (tombstone === null) {
-        this.#fail(group, `${name} was seen at version ${mark.version} and is gone without a tombstone; ${LOSS}`);
+            if (tombstone === null) {
+        this.#fail(group, `${leaseName(group, leaseKey)} was seen at version ${mark.version} and is gone without a tombstone; ${LOSS}`);
       } else if (tombstone.version < mark.version) {
-        this.#fail(group, `${name} was seen at version ${mark.version} but its tombstone says it was deleted at version ${tombstone.version}; ${LOSS}`);
+        this.#fail(group, `${leaseName(group, leaseKey)} was seen at version ${mark.version} but its tombstone says it was deleted at version ${tombstone.version}; ${LOSS}`);
       } else if (tombstone.highEpoch < mark.epoch) {
-        this.#fail(group, `${name} was seen at epoch ${mark.epoch} but its tombstone keeps epoch ${tombstone.highEpoch}; ${LOSS}`);
+        this.#fail(group, `${leaseName(group, leaseKey)} was seen at epoch ${mark.epoch} but its tombstone keeps epoch ${tombstone.highEpoch}; ${LOSS}`);
       }
     }
     if (tombstone && (!mark || tombstone.version > mark.version || (tombstone.version === mark.version && !mark.deleted))) {
@@ -132,16 +134,15 @@ export class Watermarks {
   leader(group: string, sentAt: number, observed: { version: number; term: number } | null, written = false): void {
     const marks = this.#marks(group);
     const mark = marks.leader;
-    const name = `leader record of group ${describeValue(group)}`;
     if (mark && mark.at < sentAt) {
       if (observed === null) {
-        this.#fail(group, `${name} was seen at version ${mark.version} and is gone; ${LOSS}`);
+        this.#fail(group, `leader record of group ${describeValue(group)} was seen at version ${mark.version} and is gone; ${LOSS}`);
       } else if (observed.version < mark.version) {
-        this.#fail(group, `${name} went back from version ${mark.version} to version ${observed.version}; ${LOSS}`);
+        this.#fail(group, `leader record of group ${describeValue(group)} went back from version ${mark.version} to version ${observed.version}; ${LOSS}`);
       } else if (observed.version === mark.version && observed.term !== mark.term) {
-        this.#fail(group, `${name} changed its term from ${mark.term} to ${observed.term} at the same version ${mark.version}; ${LOSS}`);
+        this.#fail(group, `leader record of group ${describeValue(group)} changed its term from ${mark.term} to ${observed.term} at the same version ${mark.version}; ${LOSS}`);
       } else if (!written && observed.term < mark.term) {
-        this.#fail(group, `${name} went back from term ${mark.term} to term ${observed.term}; ${LOSS}`);
+        this.#fail(group, `leader record of group ${describeValue(group)} went back from term ${mark.term} to term ${observed.term}; ${LOSS}`);
       }
     }
     if (observed && (!mark || observed.version > mark.version)) {
