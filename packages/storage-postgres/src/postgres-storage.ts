@@ -301,7 +301,8 @@ export class PostgresStorage implements Storage {
   }
 
   async #updateBatch(group: string, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[]> {
-    const outcome = await this.#write<OutcomeRow>('updateLeases', this.#sql.updateLeases, batchValues(group, updates, this.#names.channel));
+    const encoded = updates.map((update) => encodeLeaseState(update.next));
+    const outcome = await this.#write<OutcomeRow>('updateLeases', this.#sql.updateLeases, batchValues(group, updates, encoded, this.#names.channel));
     if ('unknown' in outcome) return updates.map(() => result.unknown(outcome.unknown));
     if (outcome.rows.length !== updates.length) {
       const error = outcomeUnknown('updateLeases', new Error(`${outcome.rows.length} result rows for ${updates.length} updates`));
@@ -557,18 +558,16 @@ function oneUpdateValues(group: string, update: LeaseUpdate, channel: string): u
   return [group, update.leaseKey, update.expectedVersion, encodeLeaseState(update.next), update.next.epoch, update.notify ?? null, channel];
 }
 
-function batchValues(group: string, updates: readonly LeaseUpdate[], channel: string): unknown[] {
+function batchValues(group: string, updates: readonly LeaseUpdate[], states: readonly string[], channel: string): unknown[] {
   const keys: string[] = [];
   const expected: number[] = [];
-  const states: string[] = [];
   const epochs: number[] = [];
   const notify: Array<string | null> = [];
   for (const update of updates) {
     keys.push(update.leaseKey);
     expected.push(update.expectedVersion);
-    states.push(encodeLeaseState(update.next));
     epochs.push(update.next.epoch);
     notify.push(update.notify ?? null);
   }
-  return [group, keys, expected, states, epochs, notify, channel];
+  return [group, JSON.stringify(keys), JSON.stringify(expected), JSON.stringify(states), JSON.stringify(epochs), JSON.stringify(notify), channel];
 }

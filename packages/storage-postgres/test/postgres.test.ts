@@ -189,6 +189,25 @@ describe('PostgresStorage round trips', () => {
     });
   });
 
+  it('round-trips a NUL and a lone surrogate in checkpoints and metadata through single and batched writes', async () => {
+    const adapter = storage();
+    const group = freshSchemaName('g');
+    const odd: Partial<LeaseState> = { checkpoint: 'a\u0000b', metadata: { nul: '\u0000', lone: '\ud800', quote: '"\\' } };
+    const one = applied(await adapter.createLease({ group, leaseKey: 'one', ...odd }));
+    const two = applied(await adapter.createLease({ group, leaseKey: 'two' }));
+    expect(await adapter.getLease(group, 'one')).toEqual(one);
+    const batch = await adapter.updateLeases(group, [
+      { leaseKey: 'one', expectedVersion: one.version, next: { ...stateOf(one), owner: 'w' } },
+      { leaseKey: 'two', expectedVersion: two.version, next: { ...stateOf(two), ...odd } },
+    ]);
+    const stored = await adapter.listLeases(group);
+    expect(stored.sort((a, b) => a.leaseKey.localeCompare(b.leaseKey))).toEqual(batch.map((outcome) => applied(outcome)));
+    expect(stored.map((lease) => [lease.checkpoint, lease.metadata])).toEqual([
+      ['a\u0000b', odd.metadata],
+      ['a\u0000b', odd.metadata],
+    ]);
+  });
+
   it('never lets an epoch go backwards when a deleted lease is created again with a lower one', async () => {
     const adapter = storage();
     const group = freshSchemaName('g');
@@ -287,7 +306,7 @@ describe('PostgresStorage failures', () => {
         await waitFor(async () => {
           // Polled on another connection: inside the blocker's transaction pg_stat_activity is a frozen snapshot.
           const { rows } = await server.pool().query(
-            `SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%unnest%' AND query LIKE $1`,
+            `SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%json_array_elements_text%' AND query LIKE $1`,
             [`%${server.schema}%`],
           );
           pid = rows[0]?.pid as number | undefined;
