@@ -121,7 +121,7 @@ export class RedisStorage implements Storage {
     const raw = new Map<string, unknown>();
     let cursor = '0';
     do {
-      const reply = await this.#read(`list the leases of group ${describeValue(group)}`, () =>
+      const reply = await this.#read(() => `list the leases of group ${describeValue(group)}`, () =>
         this.#scripts.listLeases(keys.leases, keys.incarnation, cursor, this.#listPageSize),
       );
       const [incarnation, next, flat] = tuple(reply, 3, 'listLeases');
@@ -146,7 +146,7 @@ export class RedisStorage implements Storage {
     const keys = this.#keys(group);
     validateLeaseKey(leaseKey, PKG);
     const sentAt = this.#marks.begin();
-    const reply = await this.#read(`read lease ${describeValue(leaseKey)} of group ${describeValue(group)}`, () =>
+    const reply = await this.#read(() => `read lease ${describeValue(leaseKey)} of group ${describeValue(group)}`, () =>
       this.#scripts.getLease(keys.leases, keys.tombstones, keys.incarnation, leaseKey),
     );
     const [incarnation, current, tombstone] = tuple(reply, 3, 'getLease');
@@ -165,7 +165,7 @@ export class RedisStorage implements Storage {
     const keys = this.#keysOfValid(group);
     const token = this.#token();
     const sentAt = this.#marks.begin();
-    const reply = await this.#write(`creating lease ${describeValue(leaseKey)} of group ${describeValue(group)}`, () =>
+    const reply = await this.#write(() => `creating lease ${describeValue(leaseKey)} of group ${describeValue(group)}`, () =>
       this.#scripts.createLease(keys.leases, keys.tombstones, keys.incarnation, token, randomUUID(), leaseKey, String(state.epoch), encodeLeaseBody(state)),
     );
     if (reply instanceof LeaseholdError) return result.unknown(reply);
@@ -188,7 +188,7 @@ export class RedisStorage implements Storage {
     const keys = this.#keysOfValid(group);
     const results: WriteResult<LeaseRecord>[] = [];
     for (let start = 0; start < updates.length; start += this.#maxBatchSize) {
-      const chunk = updates.slice(start, start + this.#maxBatchSize);
+      const chunk = updates.length <= this.#maxBatchSize ? updates : updates.slice(start, start + this.#maxBatchSize);
       const outcome = await this.#updateChunk(group, keys, chunk);
       if (outcome instanceof LeaseholdError) {
         // The chunks after a failed one are not sent; core re-reads after an unknown either way.
@@ -207,7 +207,7 @@ export class RedisStorage implements Storage {
     validateVersion(expectedVersion, PKG);
     const token = this.#token();
     const sentAt = this.#marks.begin();
-    const reply = await this.#write(`deleting lease ${describeValue(leaseKey)} of group ${describeValue(group)}`, () =>
+    const reply = await this.#write(() => `deleting lease ${describeValue(leaseKey)} of group ${describeValue(group)}`, () =>
       this.#scripts.deleteLease(keys.leases, keys.tombstones, keys.incarnation, keys.epochs, token, leaseKey, String(expectedVersion)),
     );
     if (reply instanceof LeaseholdError) return result.unknown(reply);
@@ -273,7 +273,7 @@ export class RedisStorage implements Storage {
   async getLeader(group: string): Promise<LeaderRecord | null> {
     const keys = this.#keys(group);
     const sentAt = this.#marks.begin();
-    const reply = await this.#read(`read the leader record of group ${describeValue(group)}`, () =>
+    const reply = await this.#read(() => `read the leader record of group ${describeValue(group)}`, () =>
       this.#scripts.getLeader(keys.leader, keys.incarnation),
     );
     const [incarnation, value] = tuple(reply, 2, 'getLeader');
@@ -292,7 +292,7 @@ export class RedisStorage implements Storage {
     const keys = this.#keysOfValid(group);
     const token = this.#token();
     const sentAt = this.#marks.begin();
-    const reply = await this.#write(`creating the leader record of group ${describeValue(group)}`, () =>
+    const reply = await this.#write(() => `creating the leader record of group ${describeValue(group)}`, () =>
       this.#scripts.createLeader(keys.leader, keys.incarnation, token, randomUUID(), encodeLeaderBody(state)),
     );
     if (reply instanceof LeaseholdError) return result.unknown(reply);
@@ -311,7 +311,7 @@ export class RedisStorage implements Storage {
     const token = this.#token();
     const version = expectedVersion + 1;
     const sentAt = this.#marks.begin();
-    const reply = await this.#write(`updating the leader record of group ${describeValue(group)}`, () =>
+    const reply = await this.#write(() => `updating the leader record of group ${describeValue(group)}`, () =>
       this.#scripts.updateLeader(keys.leader, keys.incarnation, token, String(expectedVersion), String(version), encodeLeaderBody(next)),
     );
     if (reply instanceof LeaseholdError) return result.unknown(reply);
@@ -357,7 +357,7 @@ export class RedisStorage implements Storage {
     });
     args.push(...changes);
     const sentAt = this.#marks.begin();
-    const reply = await this.#write(`updating ${updates.length} leases of group ${describeValue(group)}`, () => this.#scripts.updateLeases(...args));
+    const reply = await this.#write(() => `updating ${updates.length} leases of group ${describeValue(group)}`, () => this.#scripts.updateLeases(...args));
     if (reply instanceof LeaseholdError) return reply;
     const [incarnation, ...outcomes] = tuple(reply, updates.length + 1, 'updateLeases');
     this.#marks.incarnation(group, sentAt, optionalString(incarnation, 'updateLeases'));
@@ -386,7 +386,7 @@ export class RedisStorage implements Storage {
     const missing = [...this.#marks.liveKeys(group, sentAt).keys()].filter((leaseKey) => !listed.has(leaseKey));
     for (let start = 0; start < missing.length; start += TOMBSTONE_PAGE) {
       const page = missing.slice(start, start + TOMBSTONE_PAGE);
-      const reply = await this.#read(`read tombstones of group ${describeValue(group)}`, () =>
+      const reply = await this.#read(() => `read tombstones of group ${describeValue(group)}`, () =>
         this.#scripts.getTombstones(keys.tombstones, keys.incarnation, ...page),
       );
       const [incarnation, ...tombstones] = tuple(reply, page.length + 1, 'getTombstones');
@@ -418,12 +418,12 @@ export class RedisStorage implements Storage {
     return `${this.#tokenPrefix}.${this.#writes.toString(36)}`;
   }
 
-  async #read(what: string, send: () => Promise<unknown>): Promise<unknown> {
+  async #read(what: () => string, send: () => Promise<unknown>): Promise<unknown> {
     try {
       return await send();
     } catch (error) {
       if (error instanceof LeaseholdError) throw error;
-      throw new StorageUnavailableError(`[${PKG}] could not ${what}: ${messageOf(error)}`, { cause: error });
+      throw new StorageUnavailableError(`[${PKG}] could not ${what()}: ${messageOf(error)}`, { cause: error });
     }
   }
 
@@ -431,12 +431,12 @@ export class RedisStorage implements Storage {
    * Sends a write. Any failure is returned as an error meaning "outcome unknown": the client may have
    * sent the command before the connection failed, and a conditional write is never retried blindly.
    */
-  async #write(what: string, send: () => Promise<unknown>): Promise<unknown> {
+  async #write(what: () => string, send: () => Promise<unknown>): Promise<unknown> {
     try {
       return await send();
     } catch (error) {
       if (error instanceof LeaseholdError) return error;
-      return new StorageOutcomeUnknownError(`[${PKG}] the outcome of ${what} is unknown: ${messageOf(error)}`, { cause: error });
+      return new StorageOutcomeUnknownError(`[${PKG}] the outcome of ${what()} is unknown: ${messageOf(error)}`, { cause: error });
     }
   }
 
