@@ -321,7 +321,7 @@ describe('RedisStorage on a redis-server of its own', () => {
       await createLeases(storage, group, 3);
       applied(await storage.createLeader({ group, holder: 'w', term: 4 }));
       await storage.listLeases(group);
-      await server.restart();
+      await server.restart({ fromSnapshot: false });
       const error = await storage.listLeases(group).catch((caught: unknown) => caught);
       expect(error).toBeInstanceOf(RegressionError);
       expect((error as Error).message).toMatch(

@@ -114,9 +114,13 @@ export class OwnServer {
     await waitForPing(this.port, child, () => this.#output);
   }
 
-  /** Kills the server (SIGKILL: nothing is saved) and starts it again on the same port and directory. */
-  async restart(): Promise<void> {
+  /**
+   * Kills the server (SIGKILL: nothing is saved) and starts it again on the same port and directory. It
+   * comes back with the last snapshot taken with SAVE, or empty with `{ fromSnapshot: false }`.
+   */
+  async restart({ fromSnapshot = true }: { fromSnapshot?: boolean } = {}): Promise<void> {
     await this.#kill();
+    if (!fromSnapshot) rmSync(join(this.#dir, 'dump.rdb'), { force: true });
     await this.#launch();
   }
 
