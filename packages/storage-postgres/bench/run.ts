@@ -109,8 +109,8 @@ async function main(): Promise<void> {
     console.log('\nOne conditional update: adapter against a raw prepared UPDATE, interleaved');
     console.log('| adapter statements | adapter median ms | raw prepared median ms | adapter / raw (target at most 1.3) |');
     console.log('| --- | ---: | ---: | ---: |');
-    const prepared = new PostgresStorage({ pool, schema, preparedStatements: true });
-    for (const [label, adapter] of [['unnamed (default, PgBouncer-safe)', storage], ['preparedStatements: true', prepared]] as const) {
+    const unnamed = new PostgresStorage({ pool, schema, preparedStatements: false });
+    for (const [label, adapter] of [['named (default)', storage], ['unnamed (preparedStatements: false)', unnamed]] as const) {
       const group = `bench-single-${label.length}`;
       let viaAdapter = (await adapter.createLease({ group, leaseKey: 'adapter', owner: 'w', epoch: 1 })) as { record: LeaseRecord };
       let viaRaw = (await adapter.createLease({ group, leaseKey: 'raw', owner: 'w', epoch: 1 })) as { record: LeaseRecord };

@@ -37,6 +37,15 @@ export function isRetryable(error: unknown): boolean {
   return isServerError(error) && RETRYABLE.has(error.code);
 }
 
+/**
+ * Whether the server refused a named statement it does not know (26000, invalid_sql_statement_name) or
+ * already has under that name (42P05, duplicate_prepared_statement). Both come at Parse or Bind, before
+ * the statement runs.
+ */
+export function isLostPreparedStatement(error: unknown): boolean {
+  return isServerError(error) && (error.code === '26000' || error.code === '42P05');
+}
+
 /** Whether the connection that raised `error` can still be used (an ordinary statement error). */
 export function connectionSurvives(error: unknown): boolean {
   return isServerError(error) && error.severity === 'ERROR';

@@ -36,6 +36,7 @@ import type { Pool, PoolClient, QueryResultRow } from 'pg';
 import { ChangeFeed } from './change-feed.js';
 import {
   connectionSurvives,
+  isLostPreparedStatement,
   isRetryable,
   isServerError,
   outcomeUnknown,
@@ -77,9 +78,11 @@ export interface PostgresStorageOptions {
    */
   listenPool?: Pool;
   /**
-   * Send statements as named prepared statements, parsed and planned once per connection. Faster, but
-   * session state: leave it off (the default) behind PgBouncer in transaction mode, unless PgBouncer is
-   * 1.21 or later with `max_prepared_statements` set.
+   * Send statements as named prepared statements, parsed and planned once per connection. Default `true`.
+   * They are only a per-connection cache, never relied on: a statement the server no longer knows (a
+   * pooler in transaction mode that moved the session, `DISCARD ALL`) is refused before it runs, and is
+   * sent again unnamed; after three such misses the storage stops naming statements. Set `false` behind
+   * PgBouncer in transaction mode (before 1.21, or without `max_prepared_statements`) to skip the misses.
    */
   preparedStatements?: boolean;
 }
@@ -152,7 +155,8 @@ export class PostgresStorage implements Storage {
   readonly #pageSize: number;
   readonly #where: string;
   readonly #feed: ChangeFeed;
-  readonly #statementNames: Map<string, string> | null;
+  #statementNames: Map<string, string> | null;
+  #lostStatements = 0;
 
   constructor(options: PostgresStorageOptions) {
     if (typeof options !== 'object' || options === null) {
@@ -171,7 +175,7 @@ export class PostgresStorage implements Storage {
     if (options.preparedStatements !== undefined && typeof options.preparedStatements !== 'boolean') {
       throw new InvalidConfigError(`[${PKG}] preparedStatements must be a boolean, got ${describeValue(options.preparedStatements)}`);
     }
-    this.#statementNames = options.preparedStatements ? new Map() : null;
+    this.#statementNames = options.preparedStatements === false ? null : new Map();
     this.#pool = options.pool;
     this.#pageSize = pageSize;
     this.#names = tableNames(
@@ -330,11 +334,10 @@ export class PostgresStorage implements Storage {
   }
 
   async #updateOne(group: string, update: LeaseUpdate): Promise<WriteResult<LeaseRecord>> {
-    const outcome = await this.#write<{ applied_version: string }>(
-      'updateLeases',
-      this.#sql.updateOneLease,
-      oneUpdateValues(group, update, this.#names.channel),
-    );
+    const values = [group, update.leaseKey, update.expectedVersion, encodeLeaseState(update.next), update.next.epoch];
+    const outcome = update.notify === undefined
+      ? await this.#write<{ applied_version: string }>('updateLeases', this.#sql.updateOneLease, values)
+      : await this.#write<{ applied_version: string }>('updateLeases', this.#sql.updateOneLeaseAndNotify, [...values, update.notify, this.#names.channel]);
     if ('unknown' in outcome) return result.unknown(outcome.unknown);
     const [row] = outcome.rows;
     if (row) return result.applied({ group, leaseKey: update.leaseKey, version: Number(row.applied_version), ...pickLeaseState(update.next) });
@@ -487,6 +490,7 @@ export class PostgresStorage implements Storage {
    * given back.
    */
   async #send<R extends QueryResultRow>(operation: string, sql: string, values: readonly unknown[]): Promise<R[]> {
+    let named = true;
     for (let attempt = 1; ; attempt++) {
       const client = await this.#connect(operation);
       // A socket that dies while the client is checked out emits 'error' on it; unheard, that crashes the process.
@@ -494,11 +498,18 @@ export class PostgresStorage implements Storage {
       client.on('error', onError);
       let failure: unknown;
       try {
-        const { rows } = await client.query<R>({ text: sql, values: values as unknown[], name: this.#statementName(sql) });
+        const name = named ? this.#statementName(sql) : undefined;
+        const { rows } = await client.query<R>({ text: sql, values: values as unknown[], name });
         return rows;
       } catch (error) {
         failure = error;
         if (attempt < MAX_ATTEMPTS && isRetryable(error)) continue;
+        if (attempt < MAX_ATTEMPTS && named && isLostPreparedStatement(error)) {
+          // Refused at Parse or Bind, before anything ran: the same statement, unnamed, is safe to send.
+          named = false;
+          if (++this.#lostStatements >= 3) this.#statementNames = null;
+          continue;
+        }
         throw error;
       } finally {
         this.#release(client, failure);
@@ -552,10 +563,6 @@ function isPool(value: unknown): value is Pool {
 function asLeaseholdError(operation: string, error: unknown): LeaseholdError {
   if (error instanceof CorruptRecordError || error instanceof StorageUnavailableError || error instanceof StorageSchemaError) return error;
   return outcomeUnknown(operation, error);
-}
-
-function oneUpdateValues(group: string, update: LeaseUpdate, channel: string): unknown[] {
-  return [group, update.leaseKey, update.expectedVersion, encodeLeaseState(update.next), update.next.epoch, update.notify ?? null, channel];
 }
 
 function batchValues(group: string, updates: readonly LeaseUpdate[], states: readonly string[], channel: string): unknown[] {

@@ -73,6 +73,7 @@ export interface Statements {
   readonly createLease: string;
   readonly updateLeases: string;
   readonly updateOneLease: string;
+  readonly updateOneLeaseAndNotify: string;
   readonly deleteLease: string;
   readonly getLeader: string;
   readonly createLeader: string;
@@ -184,14 +185,17 @@ export function statements(names: TableNames): Statements {
       ORDER BY input.ord`,
 
     // The same write for one lease as a plain UPDATE, the common renew of a worker holding one lease: as
-    // cheap as a hand-written statement. A conflict is read afterwards by a second statement.
+    // cheap as a hand-written statement. A conflict is read afterwards by a second statement. Without a
+    // change to publish (a renew or a checkpoint), the statement has no pg_notify to parse and plan.
     updateOneLease: `UPDATE ${leases}
       SET version = version + 1, state = $4, high_epoch = GREATEST(high_epoch, $5::bigint)
       WHERE group_name = $1 AND lease_key = $2 AND live AND version = $3
+      RETURNING version AS applied_version`,
+    updateOneLeaseAndNotify: `UPDATE ${leases}
+      SET version = version + 1, state = $4, high_epoch = GREATEST(high_epoch, $5::bigint)
+      WHERE group_name = $1 AND lease_key = $2 AND live AND version = $3
       RETURNING version AS applied_version,
-        CASE WHEN $6::text IS NOT NULL
-          THEN pg_notify($7, json_build_object('group', $1::text, 'leaseKey', $2::text, 'kind', $6::text)::text)
-        END AS notified`,
+        pg_notify($7, json_build_object('group', $1::text, 'leaseKey', $2::text, 'kind', $6::text)::text) AS notified`,
 
     // A delete leaves a tombstone: the row keeps its version and highest epoch, and loses its state.
     deleteLease: `WITH deleted AS (

@@ -11,11 +11,11 @@ beforeAll(async () => {
   await new PostgresStorage({ pool: server.pool(), schema: server.schema }).migrate();
 });
 
-for (const preparedStatements of [false, true]) {
+for (const preparedStatements of [true, false]) {
   runConformanceSuite(
     { describe, it },
     {
-      name: preparedStatements ? 'PostgresStorage with prepared statements' : 'PostgresStorage',
+      name: preparedStatements ? 'PostgresStorage' : 'PostgresStorage without prepared statements',
       createStorage: async () => new PostgresStorage({ pool: server.pool(), schema: server.schema, preparedStatements }),
       closeStorage: async (storage) => (storage as PostgresStorage).close(),
       changeFeed: true,

@@ -325,6 +325,38 @@ describe('PostgresStorage failures', () => {
     applied((await adapter.updateLeases(group, [{ leaseKey: 'a', expectedVersion: a.version, next: { ...stateOf(a), owner: 'w' } }]))[0]);
   });
 
+  it('sends a statement again unnamed when its connection lost the prepared statement, applying it once, and stops naming after three misses', async () => {
+    const pool = new pg.Pool({ ...serverConfig, max: 1 });
+    const adapter = new PostgresStorage({ pool, schema: server.schema });
+    const prepared = async (): Promise<number> => Number((await pool.query('SELECT count(*) AS n FROM pg_prepared_statements')).rows[0].n);
+    try {
+      const group = freshSchemaName('g');
+      let lease = applied(await adapter.createLease({ group, leaseKey: 'k', metadata: { count: '0' } }));
+      const increment = async (): Promise<void> => {
+        const [outcome] = await adapter.updateLeases(group, [
+          { leaseKey: 'k', expectedVersion: lease.version, next: { ...stateOf(lease), metadata: { count: String(Number(lease.metadata.count) + 1) } } },
+        ]);
+        lease = applied(outcome);
+      };
+      await increment();
+      expect(await prepared()).toBe(2);
+      // Behind the driver's back, as a pooler handing the call another server session would: the driver
+      // still believes both statements prepared, so every renew now misses and is sent again unnamed.
+      await pool.query('DEALLOCATE ALL');
+      await increment();
+      await increment();
+      await adapter.listLeases(group);
+      expect(await prepared()).toBe(1);
+      await increment();
+      await adapter.getLease(group, 'k');
+      await increment();
+      expect(await prepared()).toBe(1);
+      expect(await adapter.getLease(group, 'k')).toMatchObject({ version: lease.version, metadata: { count: '5' } });
+    } finally {
+      await pool.end();
+    }
+  });
+
   it('throws StorageUnavailableError when no connection can be had, for reads and writes alike', async () => {
     const pool = new pg.Pool({ ...serverConfig, port: 1, connectionTimeoutMillis: 2000 });
     const adapter = new PostgresStorage({ pool, schema: server.schema });
