@@ -41,7 +41,7 @@ async function main(): Promise<void> {
   try {
     await pool.query('SELECT 1');
   } catch (error) {
-    throw new Error(`cannot reach PostgreSQL at ${config.host}:${config.port}/${config.database}: ${(error as Error).message}; start it with \`pg_ctlcluster 15 main start\``, { cause: error });
+    throw new Error(`cannot reach PostgreSQL at ${config.host}:${config.port}/${config.database}: ${(error as Error).message}; start it with \`pg_ctlcluster <version> main start\``, { cause: error });
   }
   const schema = `lh_bench_${randomUUID().replaceAll('-', '').slice(0, 12)}`;
   const storage = new PostgresStorage({ pool, schema });
@@ -73,7 +73,7 @@ async function main(): Promise<void> {
         [group, keys, JSON.stringify({ owner: 'bench', epoch: 1, checkpoint: null, parentKeys: [], pendingOwner: null, metadata: {} })],
       );
       let leases = await storage.listLeases(group);
-      const rounds = size >= 10_000 ? 3 : size >= 1000 ? 5 : 20;
+      const rounds = size >= 10_000 ? 3 : size >= 1000 ? 9 : 30;
       const batchTimes: number[] = [];
       const serialTimes: number[] = [];
       for (let round = 0; round < rounds; round++) {

@@ -15,7 +15,7 @@ export const serverConfig: pg.PoolConfig = {
 };
 
 const START_HINT =
-  'start it with `pg_ctlcluster 15 main start` (or `service postgresql start`), then create the role and database: ' +
+  'start it with `pg_ctlcluster <version> main start` (see `ls /etc/postgresql`), then create the role and database: ' +
   '`su postgres -c "createuser -s root; createdb -O root test"`';
 
 /** A pool on the shared server; fails loudly, with the command that starts the server, if it cannot connect. */
