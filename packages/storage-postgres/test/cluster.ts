@@ -36,8 +36,11 @@ async function freePort(): Promise<number> {
 
 export interface Cluster {
   readonly port: number;
-  /** Stops the server at once, as a crash would (in-flight statements are cut; recovery replays the WAL). */
-  crash(): Promise<void>;
+  /**
+   * Stops the server: `immediate` as a crash would (in-flight statements are cut, recovery replays the WAL),
+   * `fast` as an operator's restart (sessions are ended with admin_shutdown, then a checkpoint).
+   */
+  stop(mode: 'immediate' | 'fast'): Promise<void>;
   start(): Promise<void>;
   /** Stops the server and removes its folder. */
   destroy(): Promise<void>;
@@ -67,7 +70,7 @@ export async function startCluster(): Promise<Cluster> {
   }
   return {
     port,
-    crash: () => exec('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop']),
+    stop: (mode) => exec('pg_ctl', ['-D', data, '-m', mode, '-w', 'stop']),
     start,
     destroy: async () => {
       await exec('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop']).catch(() => undefined);

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PostgresStorage } from '../src/index.js';
 import { startCluster, type Cluster } from './cluster.js';
 
-// Destructive: this file crashes and restarts a cluster of its own, never the shared server.
+// Destructive: this file stops and restarts a cluster of its own, never the shared server.
 let cluster: Cluster;
 beforeAll(async () => {
   cluster = await startCluster();
@@ -25,14 +25,15 @@ function stateOf(record: LeaseRecord): LeaseState {
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
-describe('PostgresStorage across a server crash', () => {
+describe.each(['immediate', 'fast'] as const)('PostgresStorage across a server stop in %s mode', (mode) => {
   it('reports unknown or typed errors for operations in flight, works again on the next call, and loses no acknowledged write', async () => {
     const pool = new pg.Pool({ host: '127.0.0.1', port: cluster.port, user: 'postgres', database: 'postgres', max: 8, connectionTimeoutMillis: 2000 });
     pool.on('error', () => undefined);
     const adapter = new PostgresStorage({ pool });
     try {
       await adapter.migrate();
-      const group = 'crash';
+
+      const group = `stop-${mode}`;
       const keys = Array.from({ length: 6 }, (_, i) => `k${i}`);
       for (const leaseKey of keys) await adapter.createLease({ group, leaseKey, metadata: { count: '0' } });
 
@@ -77,7 +78,7 @@ describe('PostgresStorage across a server crash', () => {
       const running = Promise.all(keys.map(worker));
       await sleep(500);
       const appliedBeforeCrash = outcomes.applied;
-      await cluster.crash();
+      await cluster.stop(mode);
       await sleep(300);
       await cluster.start();
       await sleep(700);
