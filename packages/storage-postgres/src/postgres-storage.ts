@@ -565,6 +565,9 @@ function asLeaseholdError(operation: string, error: unknown): LeaseholdError {
   return outcomeUnknown(operation, error);
 }
 
+/** Joins the JSON states of a batch: JSON text never holds a raw control character, so none can be split. */
+const STATE_SEPARATOR = '\u001e';
+
 function batchValues(group: string, updates: readonly LeaseUpdate[], states: readonly string[], channel: string): unknown[] {
   const keys: string[] = [];
   const expected: number[] = [];
@@ -576,5 +579,5 @@ function batchValues(group: string, updates: readonly LeaseUpdate[], states: rea
     epochs.push(update.next.epoch);
     notify.push(update.notify ?? null);
   }
-  return [group, JSON.stringify(keys), JSON.stringify(expected), JSON.stringify(states), JSON.stringify(epochs), JSON.stringify(notify), channel];
+  return [group, JSON.stringify(keys), expected.join(','), states.join(STATE_SEPARATOR), epochs.join(','), JSON.stringify(notify), channel];
 }

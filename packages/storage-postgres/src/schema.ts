@@ -156,15 +156,18 @@ export function statements(names: TableNames): Statements {
     // in input order, the current row of each conflict, and pg_notify for each applied update that asks
     // for it (delivered at commit, so only writes that applied are ever published).
     //
-    // The columns travel as JSON arrays, not PostgreSQL arrays: the driver escapes array literals element by
-    // element in JavaScript, while JSON.stringify is native. Every value in them is a JSON string or number
-    // without NUL (the states are JSON text already, so a NUL in a checkpoint is the six characters \u0000).
+    // The columns travel as text, not as PostgreSQL arrays, which the driver escapes element by element in
+    // JavaScript: keys and kinds as JSON arrays, numbers joined by commas, and the states (JSON documents
+    // already) joined by U+001E, a control character that JSON never contains unescaped.
     updateLeases: `WITH input AS (
-        SELECT u.lease_key, u.expected::bigint AS expected, u.state, u.epoch::bigint AS epoch, u.notify, u.ord
+        SELECT u.lease_key, u.expected, u.state, u.epoch, u.notify, u.ord
         FROM ROWS FROM (
-          json_array_elements_text($2::json), json_array_elements_text($3::json), json_array_elements_text($4::json),
-          json_array_elements_text($5::json), json_array_elements_text($6::json)
-        ) WITH ORDINALITY AS u(lease_key, expected, state, epoch, notify, ord)
+          json_array_elements_text($2::json),
+          unnest(string_to_array($3::text, ',')::bigint[]),
+          unnest(string_to_array($4::text, E'\\x1e')),
+          unnest(string_to_array($5::text, ',')::bigint[]),
+          json_array_elements_text($6::json)
+      ) WITH ORDINALITY AS u(lease_key, expected, state, epoch, notify, ord)
       ),
       updated AS (
         UPDATE ${leases} AS t
