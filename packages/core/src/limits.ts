@@ -36,11 +36,12 @@ export const limits = {
   maxParentKeys: 16,
 } as const;
 
-const encoder = new TextEncoder();
 const CHANGE_KINDS: readonly LeaseChangeKind[] = ['released', 'handoff-requested', 'handed-off', 'created'];
 
 function byteLength(value: string): number {
-  return encoder.encode(value).length;
+  // A UTF-16 code unit is at most 3 UTF-8 bytes, so a short string is certainly within every limit and is
+  // not counted (its length stands in); only a string that could exceed a limit is measured exactly.
+  return value.length * 3 <= limits.maxNameBytes ? value.length : Buffer.byteLength(value, 'utf8');
 }
 
 function checkName(pkg: string, what: string, value: unknown): asserts value is string {
@@ -80,7 +81,10 @@ function checkMetadata(pkg: string, value: unknown): void {
       throw new InvalidInputError(`[${pkg}] metadata value of ${describeValue(key)} must be a string, got ${describeValue(entry)}`);
     }
   }
-  const bytes = byteLength(JSON.stringify(value));
+  let size = 2;
+  for (const [key, entry] of Object.entries(value as Record<string, string>)) size += key.length + entry.length + 6;
+  // Escapes can at most double a string and UTF-8 at most triple it: only a large map needs exact counting.
+  const bytes = size * 6 <= limits.maxMetadataBytes ? size : Buffer.byteLength(JSON.stringify(value), 'utf8');
   if (bytes > limits.maxMetadataBytes) {
     throw new InvalidInputError(
       `[${pkg}] metadata is ${bytes} bytes as JSON; the limit is ${limits.maxMetadataBytes}`,

@@ -77,7 +77,7 @@ export class LeaderElector extends TypedEmitter<LeaderElectorEvents> implements 
   #state: 'new' | 'running' | 'stopped' = 'new';
   readonly #lifetime = new AbortController();
   #loop: Promise<void> = Promise.resolve();
-  #watchdog: AbortController | null = null;
+  #watchdog: { at: number; controller: AbortController } | null = null;
   #chain: Promise<unknown> = Promise.resolve();
 
   constructor(options: LeaderElectorOptions) {
@@ -121,7 +121,8 @@ export class LeaderElector extends TypedEmitter<LeaderElectorEvents> implements 
     if (this.#state === 'stopped') return this.#loop;
     this.#state = 'stopped';
     this.#lifetime.abort(new AbortedError(`[${PKG}] leader elector ${this.workerId} stopped`));
-    this.#watchdog?.abort();
+    this.#watchdog?.controller.abort();
+    this.#watchdog = null;
     await this.#loop;
     await this.#serialized(async () => {
       const leadership = this.#leadership;
@@ -232,15 +233,20 @@ export class LeaderElector extends TypedEmitter<LeaderElectorEvents> implements 
     if (leadership && !this.#skipSelfFencing && this.#clock.now() >= leadership.heldUntil) this.#demote('self-fenced');
   }
 
+  /** One timer at the end of the hold; a renewal only pushes the end later, so the timer re-arms when it fires early. */
   #armWatchdog(): void {
-    this.#watchdog?.abort();
     const leadership = this.#leadership;
     if (!leadership || this.#skipSelfFencing || this.#state !== 'running') return;
-    const watchdog = new AbortController();
+    if (this.#watchdog !== null && this.#watchdog.at <= leadership.heldUntil) return;
+    this.#watchdog?.controller.abort();
+    const watchdog = { at: leadership.heldUntil, controller: new AbortController() };
     this.#watchdog = watchdog;
-    this.#clock.sleep(Math.max(0, leadership.heldUntil - this.#clock.now()), watchdog.signal).then(
+    this.#clock.sleep(Math.max(0, watchdog.at - this.#clock.now()), watchdog.controller.signal).then(
       () => {
-        if (this.#watchdog === watchdog) this.#fence();
+        if (this.#watchdog !== watchdog) return;
+        this.#watchdog = null;
+        this.#fence();
+        this.#armWatchdog();
       },
       () => undefined,
     );
@@ -250,7 +256,8 @@ export class LeaderElector extends TypedEmitter<LeaderElectorEvents> implements 
     const leadership = this.#leadership;
     if (!leadership) return;
     this.#leadership = null;
-    this.#watchdog?.abort();
+    this.#watchdog?.controller.abort();
+    this.#watchdog = null;
     const term = leadership.record.term;
     leadership.controller.abort(new AbortedError(`[${PKG}] leadership of term ${term} ended: ${reason}`));
     this.emit('demoted', { term, reason });

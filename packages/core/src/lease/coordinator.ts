@@ -132,11 +132,17 @@ interface Held {
   readonly controller: AbortController;
   handoff: { to: string; seenAt: number } | null;
   leaving: boolean;
+  /** The writes on this lease run one after another (each needs the version the previous one made). */
+  chain: Promise<void>;
+  /** How many writes on this lease are queued or in flight. */
+  busy: number;
 }
 
 interface Observation {
   version: number;
   firstSeenAt: number;
+  /** Whether this version replaced one this worker saw before: the lease is seen to move. */
+  moved: boolean;
 }
 
 function stateOf(record: LeaseRecord): LeaseState {
@@ -185,12 +191,11 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   readonly #observations = new Map<string, Observation>();
   /** Leases this worker asked for, by key: the owner asked, and when. */
   readonly #requests = new Map<string, { from: string; at: number }>();
-  #writeChain: Promise<unknown> = Promise.resolve();
   #state: 'new' | 'running' | 'stopping' | 'stopped' = 'new';
   readonly #lifetime = new AbortController();
   #wakeTake: (() => void) | null = null;
   #wakeRenew: (() => void) | null = null;
-  #watchdog: AbortController | null = null;
+  #watchdog: { at: number; controller: AbortController } | null = null;
   #loops: Promise<void>[] = [];
   #takeInFlight: Promise<void> = Promise.resolve();
   #subscription: ChangeSubscription | null = null;
@@ -283,9 +288,10 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     }
     this.#state = 'stopped';
     this.#lifetime.abort(new AbortedError(`[${PKG}] lease coordinator ${this.workerId} stopped`));
-    this.#watchdog?.abort();
+    this.#watchdog?.controller.abort();
+    this.#watchdog = null;
     await Promise.all(this.#loops);
-    await this.#writeChain.catch(() => undefined);
+    await Promise.all([...this.#held.values()].map((held) => held.chain));
     if (this.#subscription) {
       await this.#subscription.close().catch((error: unknown) => this.#report(error, 'unsubscribe'));
       this.#subscription = null;
@@ -322,8 +328,9 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     if (typeof position !== 'string' || position.length === 0) {
       throw new CheckpointBehindError(`[${PKG}] checkpoint position must be a non-empty string, got ${describeValue(position)}`);
     }
-    await this.#serialized(async () => {
-      const held = this.#requireHeld(leaseKey);
+    const held = this.#requireHeld(leaseKey);
+    await this.#onLease(held, async () => {
+      this.#requireHeld(leaseKey);
       const current = held.record.checkpoint;
       if (current !== null && (!Checkpoint.isSentinel(current) || current === Checkpoint.SHARD_END)) {
         const order = this.#compare(position, current);
@@ -377,7 +384,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
 
   async #renewTick(): Promise<void> {
     try {
-      await this.#serialized(() => this.#renewHeld());
+      await this.#renewHeld();
     } catch (error) {
       this.#report(error, 'renew');
     }
@@ -386,8 +393,9 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   async #renewHeld(): Promise<void> {
     this.#fenceExpired();
     const now = this.#clock.now();
+    // A lease with a write in flight is renewed by that write (any write of ours moves the version).
     const due = [...this.#held.entries()].filter(
-      ([, held]) => !held.leaving && !(held.handoff && now - held.handoff.seenAt >= this.#handoffTimeoutMs),
+      ([, held]) => !held.leaving && held.busy === 0 && !(held.handoff && now - held.handoff.seenAt >= this.#handoffTimeoutMs),
     );
     for (const [leaseKey, held] of this.#held) {
       if (held.handoff && !held.leaving && now - held.handoff.seenAt >= this.#handoffTimeoutMs) {
@@ -397,8 +405,10 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     }
     if (due.length === 0) return;
     const startedAt = this.#clock.now();
-    const retry = await this.#renewBatch(due);
-    if (retry.length > 0) await this.#renewBatch(retry);
+    await this.#onLeases(due.map(([, held]) => held), async () => {
+      const retry = await this.#renewBatch(due);
+      if (retry.length > 0) await this.#renewBatch(retry);
+    });
     this.#armWatchdog();
     this.emit('renewed', {
       leaseKeys: due.map(([leaseKey]) => leaseKey).filter((leaseKey) => this.isHeld(leaseKey)),
@@ -456,17 +466,22 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     }
   }
 
+  /**
+   * Keeps one timer at the earliest hold's end. Renewals only push holds later, so the timer is moved
+   * only when a hold ends sooner than it is set for; when it fires early it re-arms for the next end.
+   */
   #armWatchdog(): void {
-    this.#watchdog?.abort();
     if (this.#skipSelfFencing || this.#state === 'stopped') return;
     let earliest = Infinity;
     for (const held of this.#held.values()) if (!held.leaving) earliest = Math.min(earliest, held.heldUntil);
-    if (earliest === Infinity) return;
-    const watchdog = new AbortController();
+    if (earliest === Infinity || (this.#watchdog !== null && this.#watchdog.at <= earliest)) return;
+    this.#watchdog?.controller.abort();
+    const watchdog = { at: earliest, controller: new AbortController() };
     this.#watchdog = watchdog;
-    this.#clock.sleep(Math.max(0, earliest - this.#clock.now()), watchdog.signal).then(
+    this.#clock.sleep(Math.max(0, earliest - this.#clock.now()), watchdog.controller.signal).then(
       () => {
         if (this.#watchdog !== watchdog) return;
+        this.#watchdog = null;
         this.#fenceExpired();
         this.#armWatchdog();
       },
@@ -479,7 +494,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   async #handOff(leaseKey: string, held: Held): Promise<void> {
     const drained = await this.#drain(leaseKey, held, 'handoff', this.#handoffTimeoutMs);
     if (!drained || this.#held.get(leaseKey) !== held) return;
-    await this.#serialized(async () => {
+    await this.#onLease(held, async () => {
       if (this.#held.get(leaseKey) !== held || !this.isHeld(leaseKey)) return;
       const to = held.record.pendingOwner;
       if (to === null) return;
@@ -518,12 +533,13 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   }
 
   async #release(leaseKeys: readonly string[]): Promise<void> {
-    await this.#serialized(async () => {
-      const leaving = leaseKeys
-        .map((leaseKey) => [leaseKey, this.#held.get(leaseKey)] as const)
-        .filter((entry): entry is readonly [string, Held] => entry[1] !== undefined && this.isHeld(entry[0]));
-      if (leaving.length === 0) return;
-      for (const [leaseKey, held] of leaving) this.#stopWork(leaseKey, held);
+    const leaving = leaseKeys
+      .map((leaseKey) => [leaseKey, this.#held.get(leaseKey)] as const)
+      .filter((entry): entry is readonly [string, Held] => entry[1] !== undefined && this.isHeld(entry[0]));
+    if (leaving.length === 0) return;
+    // Work stops first (signals fire, no new checkpoint is accepted), then the writes in flight finish.
+    for (const [leaseKey, held] of leaving) this.#stopWork(leaseKey, held);
+    await this.#onLeases(leaving.map(([, held]) => held), async () => {
       const results = await this.#update(
         leaving.map(([leaseKey, held]) => ({
           leaseKey,
@@ -562,7 +578,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     const now = this.#clock.now();
     const all = new Map(leases.map((lease) => [lease.leaseKey, lease]));
     this.#observe(leases, now);
-    await this.#noticeLosses(all);
+    this.#noticeLosses(all);
     await this.#claimHandedOver(leases);
 
     const expired = (lease: LeaseRecord): boolean =>
@@ -586,15 +602,19 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     const mine = workable.filter(
       (lease) => this.#held.has(lease.leaseKey) || onItsWay(lease) || (lease.owner === this.workerId && !expired(lease)),
     ).length;
-    const target = Math.min(Math.ceil(workable.length / (counts.size + 1)), this.#maxLeases);
-    let wanted = target - mine;
+    const live = counts.size + 1;
+    const target = Math.min(Math.ceil(workable.length / live), this.#maxLeases);
+    const unowned = workable.filter((lease) => !this.#held.has(lease.leaseKey) && (lease.owner === null || expired(lease)));
+    // Free and expired leases are never left waiting while this worker sits at its target: it takes its
+    // share of them, ceil(unowned / live workers), even above the target. A worker that died still counts
+    // as live until its leases expire, and without this its leases would wait for the target to catch up;
+    // the surplus is balanced away by handoff afterwards.
+    const share = Math.min(Math.ceil(unowned.length / live), this.#maxLeases - mine);
+    let wanted = Math.max(target - mine, share);
     if (wanted <= 0) return;
 
-    const takeable = shuffled(
-      workable.filter((lease) => !this.#held.has(lease.leaseKey) && (lease.owner === null || expired(lease))),
-      this.#random,
-    ).slice(0, wanted);
-    wanted -= await this.#take(takeable);
+    const takeable = shuffled(unowned, this.#random).slice(0, wanted);
+    wanted = target - mine - (await this.#take(takeable));
     if (wanted > 0 && this.#maxSteals > 0) await this.#requestHandoffs(workable, counts, mine + takeable.length, wanted, now);
   }
 
@@ -603,7 +623,9 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     for (const lease of leases) {
       present.add(lease.leaseKey);
       const seen = this.#observations.get(lease.leaseKey);
-      if (!seen || seen.version !== lease.version) this.#observations.set(lease.leaseKey, { version: lease.version, firstSeenAt: now });
+      if (!seen || seen.version !== lease.version) {
+        this.#observations.set(lease.leaseKey, { version: lease.version, firstSeenAt: now, moved: seen !== undefined });
+      }
     }
     for (const leaseKey of this.#observations.keys()) if (!present.has(leaseKey)) this.#observations.delete(leaseKey);
     for (const [leaseKey, request] of this.#requests) {
@@ -615,15 +637,13 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   }
 
   /** A held lease that storage shows with another owner or epoch, or not at all, is lost. */
-  async #noticeLosses(all: ReadonlyMap<string, LeaseRecord>): Promise<void> {
-    await this.#serialized(async () => {
-      for (const [leaseKey, held] of this.#held) {
-        if (held.leaving) continue;
-        const stored = all.get(leaseKey);
-        if (stored === undefined) this.#lose(leaseKey, held, 'deleted');
-        else if (stored.version > held.record.version && !this.#stillMine(held, stored)) this.#lose(leaseKey, held, 'taken');
-      }
-    });
+  #noticeLosses(all: ReadonlyMap<string, LeaseRecord>): void {
+    for (const [leaseKey, held] of this.#held) {
+      if (held.leaving) continue;
+      const stored = all.get(leaseKey);
+      if (stored === undefined) this.#lose(leaseKey, held, 'deleted');
+      else if (stored.version > held.record.version && !this.#stillMine(held, stored)) this.#lose(leaseKey, held, 'taken');
+    }
   }
 
   /** Leases handed to this worker after it asked for them count as held once it has written them itself. */
@@ -661,7 +681,15 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       if (outcome.status !== 'applied' || this.#state === 'stopped') return;
       this.#requests.delete(lease.leaseKey);
       if (sentAt + this.holdMs <= this.#clock.now() && !this.#skipSelfFencing) return;
-      const held: Held = { record: outcome.record, heldUntil: sentAt + this.holdMs, controller: new AbortController(), handoff: null, leaving: false };
+      const held: Held = {
+        record: outcome.record,
+        heldUntil: sentAt + this.holdMs,
+        controller: new AbortController(),
+        handoff: null,
+        leaving: false,
+        chain: Promise.resolve(),
+        busy: 0,
+      };
       this.#held.set(lease.leaseKey, held);
       taken++;
       this.emit('acquired', { leaseKey: lease.leaseKey, fencingToken: outcome.record.epoch, how, checkpoint: outcome.record.checkpoint });
@@ -684,8 +712,10 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   ): Promise<void> {
     // Only a lease whose version moved within about one renew interval has an owner that is alive to
     // answer; asking a silent owner would only reset everyone's expiry clock on a lease nobody works.
-    const fresh = (lease: LeaseRecord): boolean =>
-      now - (this.#observations.get(lease.leaseKey)?.firstSeenAt ?? -Infinity) < this.renewIntervalMs * 1.5;
+    const fresh = (lease: LeaseRecord): boolean => {
+      const seen = this.#observations.get(lease.leaseKey);
+      return seen !== undefined && seen.moved && now - seen.firstSeenAt < this.renewIntervalMs * 1.5;
+    };
     const requests: LeaseRecord[] = [];
     let have = mine;
     for (let steals = 0; steals < Math.min(wanted, this.#maxSteals); steals++) {
@@ -780,9 +810,25 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     }
   }
 
-  #serialized<T>(fn: () => Promise<T>): Promise<T> {
-    const run = this.#writeChain.then(fn, fn);
-    this.#writeChain = run.catch(() => undefined);
+  /** Runs `fn` after every write already queued on the lease, and before any queued later. */
+  #onLease<T>(held: Held, fn: () => Promise<T>): Promise<T> {
+    return this.#onLeases([held], fn);
+  }
+
+  /** Runs `fn` (one batched write) once every lease in `leases` is free of earlier writes. */
+  #onLeases<T>(leases: readonly Held[], fn: () => Promise<T>): Promise<T> {
+    const before = Promise.all(leases.map((held) => held.chain));
+    for (const held of leases) held.busy++;
+    const run = before.then(fn);
+    const done = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    for (const held of leases) {
+      held.chain = done.then(() => {
+        held.busy--;
+      });
+    }
     return run;
   }
 

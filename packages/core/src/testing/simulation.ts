@@ -20,7 +20,7 @@ export interface SimulationConfig {
   workers?: number;
   /** Leases in the group (1 to 4,096). */
   leases?: number;
-  /** Virtual milliseconds of faults before the quiet phase. Default 40,000. */
+  /** Virtual milliseconds of faults before the quiet phase. Default 30,000. */
   faultPhaseMs?: number;
   /** Which faults may happen. Default: all. */
   faults?: Partial<Record<FaultKind, boolean>>;
@@ -77,7 +77,8 @@ export function shapeOf(seed: number): { workers: number; leases: number } {
   const roll = random.next();
   if (roll < 0.7) return { workers: 2 + Math.floor(random.next() * 4), leases: 1 + Math.floor(random.next() * 24) };
   if (roll < 0.95) return { workers: 4 + Math.floor(random.next() * 5), leases: 16 + Math.floor(random.next() * 48) };
-  return { workers: 12 + Math.floor(random.next() * 5), leases: 128 + Math.floor(random.next() * 129) };
+  if (roll < 0.98) return { workers: 12 + Math.floor(random.next() * 5), leases: 128 + Math.floor(random.next() * 129) };
+  return { workers: 16, leases: 256 };
 }
 
 /** The command that replays a run. */
@@ -99,7 +100,7 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
   const shape = shapeOf(config.seed);
   const workerCount = config.workers ?? shape.workers;
   const leaseCount = config.leases ?? shape.leases;
-  const faultPhaseMs = config.faultPhaseMs ?? 40_000;
+  const faultPhaseMs = config.faultPhaseMs ?? 30_000;
   const random = seededRandom(config.seed);
   const enabled = (kind: FaultKind): boolean => config.faults?.[kind] ?? true;
   const scheduler = new VirtualScheduler();
@@ -256,7 +257,7 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
           },
           () => undefined,
         );
-        await clock.sleep(200 + random.next() * 600);
+        await clock.sleep(500 + random.next() * 1_500);
       } finally {
         finish();
       }

@@ -1,0 +1,125 @@
+import { describe, expect, it } from 'vitest';
+import { InvalidConfigError, LeaderElector, MemoryStorage, seededRandom, type LeaderElectorOptions } from '../src/index.js';
+import { FaultyStorage, noFaults, VirtualScheduler } from '../src/testing/index.js';
+
+const GROUP = 'scheduler-service';
+
+async function run<T>(scheduler: VirtualScheduler, work: Promise<T>): Promise<T> {
+  let done = false;
+  const settled = work.finally(() => {
+    done = true;
+  });
+  for (let i = 0; i < 10_000 && !done; i++) await scheduler.advance(10);
+  return settled;
+}
+
+function world() {
+  const scheduler = new VirtualScheduler();
+  const store = new MemoryStorage();
+  let seed = 1;
+  const candidate = (workerId: string, options: Partial<LeaderElectorOptions> = {}) => {
+    const clock = scheduler.clock();
+    const faults = noFaults();
+    const terms: number[] = [];
+    const demotions: string[] = [];
+    const elector = new LeaderElector({
+      store: new FaultyStorage(store, clock, seededRandom(seed), faults),
+      group: GROUP,
+      workerId,
+      clock,
+      random: seededRandom(seed++),
+      onElected: (term) => void terms.push(term),
+      onDemoted: (term, reason) => void demotions.push(`${term}:${reason}`),
+      ...options,
+    });
+    return { elector, faults, clock, terms, demotions };
+  };
+  return { scheduler, store, candidate };
+}
+
+describe('LeaderElector', () => {
+  it('refuses invalid options with an InvalidConfigError naming the value', () => {
+    const store = new MemoryStorage();
+    expect(() => new LeaderElector({ store, group: '' })).toThrow(InvalidConfigError);
+    expect(() => new LeaderElector({ store, group: 'g', leaseDurationMs: -1 })).toThrow('leaseDurationMs must be a positive number of milliseconds, got -1');
+    expect(() => new LeaderElector({ store, group: 'g', leaseDurationMs: 1000, renewIntervalMs: 2000 })).toThrow('renewIntervalMs (2000) must be below leaseDurationMs (1000)');
+    expect(() => new LeaderElector({ store: {} as never, group: 'g' })).toThrow('store must implement LeaderStore');
+  });
+
+  it('elects the first candidate for term 1 and no other while it renews', async () => {
+    const { scheduler, candidate } = world();
+    const first = candidate('first');
+    await run(scheduler, first.elector.start());
+    const second = candidate('second');
+    await run(scheduler, second.elector.start());
+    await scheduler.advance(120_000);
+    expect(first.terms).toEqual([1]);
+    expect(first.elector.isLeader()).toBe(true);
+    expect(first.elector.term).toBe(1);
+    expect(second.terms).toEqual([]);
+    expect(second.elector.isLeader()).toBe(false);
+    await run(scheduler, Promise.all([first.elector.stop(), second.elector.stop()]));
+  });
+
+  it('a leader cut off from the store demotes itself before a successor is elected for the next term', async () => {
+    const { scheduler, candidate } = world();
+    const first = candidate('first');
+    await run(scheduler, first.elector.start());
+    const successor = candidate('successor');
+    await run(scheduler, successor.elector.start());
+    const demotedAt: number[] = [];
+    const electedAt: number[] = [];
+    first.elector.on('demoted', () => demotedAt.push(scheduler.now));
+    successor.elector.on('elected', () => electedAt.push(scheduler.now));
+    first.faults.cutOff = true;
+    await scheduler.advance(40_000);
+    expect(first.demotions).toEqual(['1:self-fenced']);
+    expect(successor.terms).toEqual([2]);
+    expect(demotedAt[0] as number).toBeLessThan(electedAt[0] as number);
+    await run(scheduler, Promise.all([first.elector.stop(), successor.elector.stop()]));
+  });
+
+  it('fires the leadership signal when leadership ends', async () => {
+    const { scheduler, candidate } = world();
+    let leadership: AbortSignal | undefined;
+    const leader = candidate('leader', { onElected: (_term, signal) => void (leadership = signal) });
+    await run(scheduler, leader.elector.start());
+    expect(leadership?.aborted).toBe(false);
+    await run(scheduler, leader.elector.stop());
+    expect(leadership?.aborted).toBe(true);
+  });
+
+  it('a leader that steps down on stop is succeeded at the next look, not after the lease duration', async () => {
+    const { scheduler, store, candidate } = world();
+    const first = candidate('first');
+    await run(scheduler, first.elector.start());
+    const second = candidate('second');
+    await run(scheduler, second.elector.start());
+    const stoppedAt = scheduler.now;
+    await run(scheduler, first.elector.stop());
+    expect(first.demotions).toEqual(['1:stepped-down']);
+    expect((await store.getLeader(GROUP))?.holder).toBeNull();
+    const electedAt: number[] = [];
+    second.elector.on('elected', () => electedAt.push(scheduler.now));
+    await scheduler.advance(second.elector.renewIntervalMs * 1.1);
+    expect(second.terms).toEqual([2]);
+    expect((electedAt[0] as number) - stoppedAt).toBeLessThan(second.elector.leaseDurationMs / 2);
+    await run(scheduler, second.elector.stop());
+  });
+
+  it('a crashed leader is replaced after the record stays unchanged for the lease duration', async () => {
+    const { scheduler, candidate } = world();
+    const first = candidate('first');
+    await run(scheduler, first.elector.start());
+    const second = candidate('second');
+    await run(scheduler, second.elector.start());
+    first.clock.kill();
+    const killedAt = scheduler.now;
+    const electedAt: number[] = [];
+    second.elector.on('elected', () => electedAt.push(scheduler.now));
+    await scheduler.advance(30_000);
+    expect(second.terms).toEqual([2]);
+    expect((electedAt[0] as number) - killedAt).toBeGreaterThanOrEqual(second.elector.leaseDurationMs - second.elector.renewIntervalMs);
+    await run(scheduler, second.elector.stop());
+  });
+});

@@ -1,0 +1,347 @@
+import { describe, expect, it } from 'vitest';
+import {
+  CheckpointBehindError,
+  InvalidConfigError,
+  LeaseCoordinator,
+  LeaseLostError,
+  MemoryStorage,
+  seededRandom,
+  type LeaseCoordinatorOptions,
+  type LeaseRecord,
+  type LeaseUpdate,
+  type WriteResult,
+} from '../src/index.js';
+import { FaultyStorage, noFaults, VirtualScheduler, type VirtualClock } from '../src/testing/index.js';
+
+const GROUP = 'orders';
+
+/** Counts batched writes, so a test can see how many round trips a tick made. */
+class CountingStorage extends MemoryStorage {
+  updateCalls: Array<readonly LeaseUpdate[]> = [];
+  override async updateLeases(group: string, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[]> {
+    this.updateCalls.push(updates);
+    return super.updateLeases(group, updates);
+  }
+}
+
+function world(leaseKeys: string[] = ['shard-0']) {
+  const scheduler = new VirtualScheduler();
+  const storage = new CountingStorage();
+  const ready = Promise.all(leaseKeys.map((leaseKey) => storage.createLease({ group: GROUP, leaseKey })));
+  let seed = 1;
+  const worker = (workerId: string, options: Partial<LeaseCoordinatorOptions> = {}, clock: VirtualClock = scheduler.clock()) => {
+    const faults = noFaults();
+    const faulty = new FaultyStorage(storage, clock, seededRandom(seed), faults);
+    const coordinator = new LeaseCoordinator({
+      storage: faulty,
+      group: GROUP,
+      workerId,
+      clock,
+      random: seededRandom(seed++),
+      ...options,
+    });
+    return { coordinator, faults, clock };
+  };
+  return { scheduler, storage, ready, worker };
+}
+
+/** Awaits work that runs on virtual time, advancing time until it settles. */
+async function run<T>(scheduler: VirtualScheduler, work: Promise<T>): Promise<T> {
+  let done = false;
+  const settled = work.finally(() => {
+    done = true;
+  });
+  for (let i = 0; i < 10_000 && !done; i++) await scheduler.advance(10);
+  return settled;
+}
+
+async function started(scheduler: VirtualScheduler, coordinator: LeaseCoordinator): Promise<void> {
+  await run(scheduler, coordinator.start());
+}
+
+describe('LeaseCoordinator options', () => {
+  const storage = new MemoryStorage();
+  const cases: Array<[string, Partial<LeaseCoordinatorOptions>, string]> = [
+    ['a negative lease duration', { leaseDurationMs: -5 }, 'leaseDurationMs must be a positive number of milliseconds, got -5'],
+    ['a zero take interval', { takeIntervalMs: 0 }, 'takeIntervalMs must be a positive number of milliseconds, got 0'],
+    ['a renew interval not below the lease duration', { leaseDurationMs: 1000, renewIntervalMs: 1000 }, 'renewIntervalMs (1000) must be below leaseDurationMs (1000)'],
+    ['an empty worker id', { workerId: '' }, 'worker id must not be empty'],
+    ['a clock drift of 50%', { maxClockDrift: 0.5 }, 'maxClockDrift must be below 0.5'],
+    ['a handoff timeout beyond the hold', { handoffTimeoutMs: 9_999 }, 'handoffTimeoutMs (9999) must be below the time a renewal holds a lease'],
+    ['a renew interval the hold cannot cover', { leaseDurationMs: 1000, renewIntervalMs: 990 }, 'renew more often or lengthen the lease'],
+    ['a fractional lease limit', { maxLeasesPerWorker: 1.5 }, 'maxLeasesPerWorker must be a positive integer, got 1.5'],
+  ];
+  for (const [label, options, message] of cases) {
+    it(`refuses ${label} with an InvalidConfigError naming the value`, () => {
+      expect(() => new LeaseCoordinator({ storage, group: GROUP, ...options })).toThrow(InvalidConfigError);
+      expect(() => new LeaseCoordinator({ storage, group: GROUP, ...options })).toThrow(message);
+    });
+  }
+
+  it('derives the renew interval, hold and a unique worker id from the defaults', () => {
+    const coordinator = new LeaseCoordinator({ storage, group: GROUP, random: seededRandom(3) });
+    expect(coordinator.leaseDurationMs).toBe(10_000);
+    expect(coordinator.renewIntervalMs).toBeCloseTo(3_333.33, 1);
+    expect(coordinator.takeIntervalMs).toBe(2_000);
+    // H = 10,000 × 0.99 / 1.01 − 500
+    expect(coordinator.holdMs).toBeCloseTo(9_301.98, 1);
+    expect(coordinator.workerId).toMatch(/-\d+-[0-9a-z]+$/);
+  });
+});
+
+describe('LeaseCoordinator taking and renewing', () => {
+  it('takes a free lease at start and hands out its epoch as the fencing token', async () => {
+    const { scheduler, ready, worker, storage } = world(['shard-0', 'shard-1']);
+    await ready;
+    const { coordinator } = worker('a');
+    await started(scheduler, coordinator);
+    expect(coordinator.heldLeases().map((lease) => lease.leaseKey).sort()).toEqual(['shard-0', 'shard-1']);
+    expect(coordinator.lease('shard-0')?.fencingToken).toBe(1);
+    expect((await storage.getLease(GROUP, 'shard-0'))?.owner).toBe('a');
+    await run(scheduler, coordinator.stop());
+  });
+
+  it('renews every held lease in one batched write per renew tick', async () => {
+    const keys = Array.from({ length: 20 }, (_, i) => `shard-${i}`);
+    const { scheduler, ready, worker, storage } = world(keys);
+    await ready;
+    const { coordinator } = worker('a');
+    await started(scheduler, coordinator);
+    storage.updateCalls = [];
+    await scheduler.advance(coordinator.renewIntervalMs * 1.06);
+    const renewals = storage.updateCalls.filter((batch) => batch.length === 20);
+    expect(renewals).toHaveLength(1);
+    expect(storage.updateCalls).toHaveLength(1);
+    await run(scheduler, coordinator.stop());
+  });
+
+  it('never takes a lease whose owner keeps renewing it', async () => {
+    const { scheduler, ready, worker } = world(['shard-0']);
+    await ready;
+    const owner = worker('owner');
+    await started(scheduler, owner.coordinator);
+    const other = worker('other');
+    const acquired: string[] = [];
+    other.coordinator.on('acquired', ({ leaseKey }) => acquired.push(leaseKey));
+    await started(scheduler, other.coordinator);
+    await scheduler.advance(60_000);
+    expect(acquired).toEqual([]);
+    expect(owner.coordinator.isHeld('shard-0')).toBe(true);
+    await run(scheduler, Promise.all([owner.coordinator.stop(), other.coordinator.stop()]));
+  });
+
+  it('takes a lease whose version has not changed for leaseDurationMs of its own clock, and not before', async () => {
+    const { scheduler, ready, worker, storage } = world(['shard-0']);
+    await ready;
+    const lease = (await storage.getLease(GROUP, 'shard-0')) as LeaseRecord;
+    // A dead owner: a lease with an owner that nobody renews.
+    await storage.updateLeases(GROUP, [{ leaseKey: 'shard-0', expectedVersion: lease.version, next: { ...lease, owner: 'dead', epoch: 4 } }]);
+    const taker = worker('taker');
+    const acquiredAt: number[] = [];
+    taker.coordinator.on('acquired', () => acquiredAt.push(scheduler.now));
+    await started(scheduler, taker.coordinator);
+    await scheduler.advance(9_000);
+    expect(acquiredAt).toEqual([]);
+    await scheduler.advance(4_000);
+    expect(acquiredAt).toHaveLength(1);
+    expect(acquiredAt[0]).toBeGreaterThanOrEqual(10_000);
+    expect(taker.coordinator.lease('shard-0')?.fencingToken).toBe(5);
+    await run(scheduler, taker.coordinator.stop());
+  });
+
+  it('stops counting a lease as held holdMs after its last successful renewal was sent, before anyone can take it', async () => {
+    const { scheduler, ready, worker } = world(['shard-0']);
+    await ready;
+    const owner = worker('owner');
+    await started(scheduler, owner.coordinator);
+    const signal = owner.coordinator.lease('shard-0')?.signal as AbortSignal;
+    const lostAt: number[] = [];
+    owner.coordinator.on('lost', ({ reason }) => {
+      expect(reason).toBe('self-fenced');
+      lostAt.push(scheduler.now);
+    });
+    const thief = worker('thief');
+    const takenAt: number[] = [];
+    thief.coordinator.on('acquired', () => takenAt.push(scheduler.now));
+    await started(scheduler, thief.coordinator);
+    const cutAt = scheduler.now;
+    owner.faults.cutOff = true; // the owner keeps running but cannot reach storage
+    await scheduler.advance(30_000);
+    expect(signal.aborted).toBe(true);
+    expect(signal.reason).toBeInstanceOf(LeaseLostError);
+    expect(lostAt).toHaveLength(1);
+    expect(takenAt).toHaveLength(1);
+    expect(lostAt[0]).toBeLessThanOrEqual(cutAt + owner.coordinator.holdMs);
+    expect(lostAt[0] as number).toBeLessThan(takenAt[0] as number);
+    await run(scheduler, Promise.all([owner.coordinator.stop(), thief.coordinator.stop()]));
+  });
+
+  it('does not extend the hold on a renewal whose outcome is unknown', async () => {
+    const { scheduler, ready, worker } = world(['shard-0']);
+    await ready;
+    const owner = worker('owner');
+    await started(scheduler, owner.coordinator);
+    const lostAt: number[] = [];
+    owner.coordinator.on('lost', () => lostAt.push(scheduler.now));
+    owner.faults.ambiguousAfterApply = 1; // every write applies, but the owner never hears so
+    const since = scheduler.now;
+    await scheduler.advance(20_000);
+    expect(lostAt).toHaveLength(1);
+    expect((lostAt[0] as number) - since).toBeLessThanOrEqual(owner.coordinator.holdMs + 100);
+    await run(scheduler, owner.coordinator.stop());
+  });
+
+  it('respects maxLeasesPerWorker', async () => {
+    const { scheduler, ready, worker } = world(Array.from({ length: 10 }, (_, i) => `k${i}`));
+    await ready;
+    const { coordinator } = worker('a', { maxLeasesPerWorker: 3 });
+    await started(scheduler, coordinator);
+    await scheduler.advance(20_000);
+    expect(coordinator.heldLeases()).toHaveLength(3);
+    await run(scheduler, coordinator.stop());
+  });
+
+  it('takes a child only after all its parents reached SHARD_END', async () => {
+    const { scheduler, ready, worker, storage } = world(['parent-a', 'parent-b']);
+    await ready;
+    await storage.createLease({ group: GROUP, leaseKey: 'child', parentKeys: ['parent-a', 'parent-b'] });
+    const { coordinator } = worker('a');
+    await started(scheduler, coordinator);
+    expect(coordinator.isHeld('child')).toBe(false);
+    await run(scheduler, coordinator.checkpoint('parent-a', 'SHARD_END'));
+    await scheduler.advance(5_000);
+    expect(coordinator.isHeld('child')).toBe(false);
+    await run(scheduler, coordinator.checkpoint('parent-b', 'SHARD_END'));
+    await scheduler.advance(5_000);
+    expect(coordinator.isHeld('child')).toBe(true);
+    await run(scheduler, coordinator.stop());
+  });
+
+  it('reports a failing store as error events and keeps running', async () => {
+    const { scheduler, ready, worker } = world(['shard-0']);
+    await ready;
+    const { coordinator, faults } = worker('a');
+    const errors: string[] = [];
+    coordinator.on('error', ({ operation }) => errors.push(operation));
+    faults.errorBeforeSend = 1;
+    await started(scheduler, coordinator);
+    await scheduler.advance(5_000);
+    expect(errors).toContain('list');
+    expect(coordinator.heldLeases()).toEqual([]);
+    faults.errorBeforeSend = 0;
+    await scheduler.advance(5_000);
+    expect(coordinator.isHeld('shard-0')).toBe(true);
+    await run(scheduler, coordinator.stop());
+  });
+});
+
+describe('LeaseCoordinator balancing and handoff', () => {
+  it('balances a joining worker by cooperative handoff, draining each lease before it moves', async () => {
+    const keys = Array.from({ length: 10 }, (_, i) => `shard-${i}`);
+    const { scheduler, ready, worker } = world(keys);
+    await ready;
+    const drained: string[] = [];
+    const first = worker('first', { onDrain: async (lease, reason) => void drained.push(`${lease.leaseKey}:${reason}`) });
+    await started(scheduler, first.coordinator);
+    expect(first.coordinator.heldLeases()).toHaveLength(10);
+    const second = worker('second');
+    const how: string[] = [];
+    second.coordinator.on('acquired', (event) => how.push(event.how));
+    await started(scheduler, second.coordinator);
+    await scheduler.advance(60_000);
+    expect(first.coordinator.heldLeases()).toHaveLength(5);
+    expect(second.coordinator.heldLeases()).toHaveLength(5);
+    expect(how).toEqual(['handoff', 'handoff', 'handoff', 'handoff', 'handoff']);
+    expect(drained).toHaveLength(5);
+    expect(drained.every((entry) => entry.endsWith(':handoff'))).toBe(true);
+    await run(scheduler, Promise.all([first.coordinator.stop(), second.coordinator.stop()]));
+  });
+
+  it('never takes more than it would have to give back: three workers settle with max - min <= 1', async () => {
+    const keys = Array.from({ length: 11 }, (_, i) => `shard-${i}`);
+    const { scheduler, ready, worker } = world(keys);
+    await ready;
+    const workers = ['a', 'b', 'c'].map((id) => worker(id).coordinator);
+    const moves: string[] = [];
+    for (const coordinator of workers) coordinator.on('acquired', ({ leaseKey }) => moves.push(`${coordinator.workerId}:${leaseKey}`));
+    for (const coordinator of workers) await started(scheduler, coordinator);
+    await scheduler.advance(90_000);
+    const counts = workers.map((coordinator) => coordinator.heldLeases().length).sort();
+    expect(counts).toEqual([3, 4, 4]);
+    const settledMoves = moves.length;
+    await scheduler.advance(60_000);
+    expect(moves.length).toBe(settledMoves);
+    await run(scheduler, Promise.all(workers.map((coordinator) => coordinator.stop())));
+  });
+
+  it('releases every lease on stop, and a waiting worker takes them at once through the change feed', async () => {
+    const { scheduler, ready, worker, storage } = world(['shard-0', 'shard-1', 'shard-2', 'shard-3']);
+    await ready;
+    const leaving = worker('leaving');
+    await started(scheduler, leaving.coordinator);
+    const waiting = worker('waiting', { takeIntervalMs: 5_000 });
+    await started(scheduler, waiting.coordinator);
+    await scheduler.advance(12_000);
+    expect(waiting.coordinator.heldLeases()).toHaveLength(2);
+    const takenAt: number[] = [];
+    waiting.coordinator.on('acquired', () => takenAt.push(scheduler.now));
+    const stoppedAt = scheduler.now;
+    await run(scheduler, leaving.coordinator.stop());
+    await scheduler.advance(100);
+    expect(waiting.coordinator.heldLeases()).toHaveLength(4);
+    expect(takenAt).toHaveLength(2);
+    // Well before its next take tick (5 s away): the release woke it.
+    expect(Math.max(...takenAt) - stoppedAt).toBeLessThan(200);
+    expect((await storage.listLeases(GROUP)).every((lease) => lease.owner === 'waiting')).toBe(true);
+    await run(scheduler, waiting.coordinator.stop());
+  });
+});
+
+describe('LeaseCoordinator checkpoints', () => {
+  it('moves a checkpoint forward and refuses one behind it', async () => {
+    const { scheduler, ready, worker, storage } = world(['shard-0']);
+    await ready;
+    const { coordinator } = worker('a');
+    await started(scheduler, coordinator);
+    await run(scheduler, coordinator.checkpoint('shard-0', '100'));
+    await run(scheduler, coordinator.checkpoint('shard-0', '200:3'));
+    await expect(run(scheduler, coordinator.checkpoint('shard-0', '150'))).rejects.toThrow(CheckpointBehindError);
+    await expect(run(scheduler, coordinator.checkpoint('shard-0', '150'))).rejects.toThrow('checkpoint "150" of lease "shard-0" is behind the stored "200:3"');
+    expect((await storage.getLease(GROUP, 'shard-0'))?.checkpoint).toBe('200:3');
+    await run(scheduler, coordinator.stop());
+  });
+
+  it('refuses a checkpoint after the lease was lost, and storage keeps the new owner checkpoint', async () => {
+    const { scheduler, ready, worker, storage } = world(['shard-0']);
+    await ready;
+    const zombie = worker('zombie');
+    await started(scheduler, zombie.coordinator);
+    await run(scheduler, zombie.coordinator.checkpoint('shard-0', '10'));
+    zombie.clock.pauseUntil(scheduler.now + 30_000); // a stop-the-world pause longer than the lease
+    const heir = worker('heir');
+    await started(scheduler, heir.coordinator);
+    await scheduler.advance(20_000);
+    expect(heir.coordinator.isHeld('shard-0')).toBe(true);
+    await run(scheduler, heir.coordinator.checkpoint('shard-0', '20'));
+    await scheduler.advance(11_000);
+    await expect(run(scheduler, zombie.coordinator.checkpoint('shard-0', '30'))).rejects.toThrow(LeaseLostError);
+    expect((await storage.getLease(GROUP, 'shard-0'))?.checkpoint).toBe('20');
+    await run(scheduler, Promise.all([zombie.coordinator.stop(), heir.coordinator.stop()]));
+  });
+
+  it('confirms a checkpoint whose outcome was unknown by reading it back, losing nothing', async () => {
+    const { scheduler, ready, worker, storage } = world(['shard-0']);
+    await ready;
+    const { coordinator, faults } = worker('a');
+    await started(scheduler, coordinator);
+    faults.ambiguousAfterApply = 1;
+    const write = coordinator.checkpoint('shard-0', '42');
+    await scheduler.advance(100);
+    faults.ambiguousAfterApply = 0;
+    await run(scheduler, write);
+    expect((await storage.getLease(GROUP, 'shard-0'))?.checkpoint).toBe('42');
+    await run(scheduler, coordinator.checkpoint('shard-0', '43'));
+    expect((await storage.getLease(GROUP, 'shard-0'))?.checkpoint).toBe('43');
+    await run(scheduler, coordinator.stop());
+  });
+});

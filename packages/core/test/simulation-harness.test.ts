@@ -1,0 +1,39 @@
+import { describe, expect, it } from 'vitest';
+import { shapeOf, simulate } from '../src/testing/index.js';
+
+async function firstViolation(unsafe: { skipSelfFencing?: boolean; expiryFactor?: number }) {
+  for (let seed = 1; seed <= 200; seed++) {
+    const result = await simulate({ seed, coordinator: { unsafe } });
+    if (result.violations.length > 0) return result;
+  }
+  return undefined;
+}
+
+describe('the simulation harness', () => {
+  it('catches a coordinator that skips self-fencing within 200 seeds, and names the replay command', async () => {
+    const result = await firstViolation({ skipSelfFencing: true });
+    expect(result).toBeDefined();
+    expect(result?.violations.map((violation) => violation.guarantee)).toContain('single-owner');
+    expect(result?.replay).toMatch(/^pnpm sim --seed \d+ --workers \d+ --leases \d+ --unsafe-skip-self-fencing --trace$/);
+  }, 600_000);
+
+  it('catches a coordinator that counts a lease expired after half its duration within 200 seeds', async () => {
+    const result = await firstViolation({ expiryFactor: 0.5 });
+    expect(result).toBeDefined();
+    expect(result?.violations.map((violation) => violation.guarantee)).toContain('single-owner');
+  }, 600_000);
+
+  it('replays a seed exactly: the same seed gives the same run', async () => {
+    const [a, b] = [await simulate({ seed: 77 }), await simulate({ seed: 77 })];
+    expect(b).toEqual(a);
+    expect(a.stats.acquisitions).toBeGreaterThan(0);
+    expect(a.stats.checkpoints).toBeGreaterThan(0);
+  });
+
+  it('draws mostly small groups from seeds, and sometimes 16 workers over 256 leases', () => {
+    const shapes = Array.from({ length: 2000 }, (_, i) => shapeOf(i + 1));
+    expect(Math.max(...shapes.map((shape) => shape.workers))).toBe(16);
+    expect(Math.max(...shapes.map((shape) => shape.leases))).toBe(256);
+    expect(shapes.filter((shape) => shape.leases <= 24).length).toBeGreaterThan(1000);
+  });
+});

@@ -1,0 +1,28 @@
+import { describe, expect, it } from 'vitest';
+import { simulate, type SimulationResult } from '../../src/testing/index.js';
+
+const CHUNK = 50;
+
+/**
+ * Runs seeds `from` to `from + count - 1` in chunks of 50, one test per chunk, and fails a chunk with
+ * the violations and the replay command of each failing seed.
+ */
+export function simulationSeeds(from: number, count: number): void {
+  describe(`the simulation, seeds ${from} to ${from + count - 1}`, () => {
+    for (let start = from; start < from + count; start += CHUNK) {
+      const end = Math.min(start + CHUNK, from + count);
+      it(`keeps every guarantee on seeds ${start} to ${end - 1}`, async () => {
+        const failures: SimulationResult[] = [];
+        for (let seed = start; seed < end; seed++) {
+          const result = await simulate({ seed });
+          if (result.violations.length > 0) failures.push(result);
+        }
+        const report = failures.map(
+          (result) =>
+            `seed ${result.seed}: ${result.violations.map((violation) => `${violation.guarantee}: ${violation.detail}`).join('; ')}\n  replay: ${result.replay}`,
+        );
+        expect(report).toEqual([]);
+      }, 600_000);
+    }
+  });
+}
