@@ -23,3 +23,15 @@ export {
   type DemotionReason,
 } from './leader/elector.js';
 export { type MemoryWriteEvent } from './memory/memory-storage.js';
+export { MemorySource, type MemorySourceOptions } from './memory/memory-source.js';
+export { Consumer, type ConsumerEvents } from './consumer/consumer.js';
+export { syncShards, type ShardSyncReport } from './consumer/leader-duties.js';
+export type {
+  ConsumerOptions,
+  BatchContext,
+  CheckpointPolicy,
+  FailurePolicy,
+  InitialPosition,
+  ShardHooks,
+  Logger,
+} from './consumer/options.js';

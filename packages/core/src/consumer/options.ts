@@ -1,0 +1,107 @@
+import type { Clock, Random } from '../clock.js';
+import type { LeaseCoordinatorOptions } from '../lease/coordinator.js';
+import type { ShardSource, SourceRecord } from '../source.js';
+import type { CheckpointStorage, LeaderStore, Position } from '../storage.js';
+
+/** A pino-compatible logger: `logger.info({ shardId }, 'message')`. Silent by default. */
+export interface Logger {
+  debug(fields: object, message: string): void;
+  info(fields: object, message: string): void;
+  warn(fields: object, message: string): void;
+  error(fields: object, message: string): void;
+}
+
+/** What the handler gets with each batch. */
+export interface BatchContext {
+  /** The shard (partition) the batch comes from. */
+  readonly shardId: string;
+  /** Fires when the lease is lost or handed off: stop, and do not write anything more for this batch. */
+  readonly signal: AbortSignal;
+  /** The lease's ownership epoch: pass it to your own downstream writes to fence them too. */
+  readonly fencingToken: number;
+  /** How far this shard's reader is behind the tip of the stream, if the source knows. */
+  readonly millisBehindLatest: number | undefined;
+  /** The position after this batch. */
+  readonly position: Position;
+  /**
+   * Checkpoints `position` (default: the end of this batch). Refused past this batch, after the lease was
+   * lost, or behind the current checkpoint. With the default checkpointing the runtime does it for you.
+   */
+  checkpoint(position?: Position): Promise<void>;
+}
+
+/** When the runtime checkpoints on its own. */
+export type CheckpointPolicy =
+  | 'batch' // after every batch the handler finished (default)
+  | 'manual' // only when the handler calls `ctx.checkpoint()`
+  | { everyRecords?: number; everyMs?: number }; // after N records or N milliseconds, whichever comes first
+
+/** What happens when the handler throws. */
+export type FailurePolicy =
+  | 'retry' // retry the batch with backoff until it succeeds or the lease is lost (default)
+  | 'skip' // retry record by record; a record that fails `maxAttempts` times is reported and skipped
+  | 'stop'; // stop this shard (its lease is kept, nothing is checkpointed past the failure) and report
+
+/** Where a shard with no checkpoint starts. */
+export type InitialPosition = 'TRIM_HORIZON' | 'LATEST' | { atTimestamp: Date | number };
+
+/** Optional per-shard hooks, in the spirit of KCL's record processor. */
+export interface ShardHooks {
+  /** The worker took the shard and starts reading it at `position`. */
+  shardStarted?(shardId: string, position: Position): void | Promise<void>;
+  /** The lease was lost (taken after a stall, or self-fenced); any write for the shard will be refused. */
+  leaseLost?(shardId: string): void | Promise<void>;
+  /** Every record of the (closed) shard was processed; its children may start. */
+  shardEnded?(shardId: string, childShardIds: readonly string[]): void | Promise<void>;
+  /**
+   * The worker is about to give the shard away (shutdown or a balancing handoff): the last chance to
+   * checkpoint. With automatic checkpointing the runtime checkpoints the last processed batch itself.
+   */
+  shutdownRequested?(shardId: string, checkpoint: (position?: Position) => Promise<void>): void | Promise<void>;
+}
+
+/** Options of {@link Consumer}. */
+export interface ConsumerOptions<R extends SourceRecord = SourceRecord> {
+  /** The consuming application: every worker of it shares its shards. */
+  group: string;
+  /** The stream. */
+  source: ShardSource<R>;
+  /** Where leases and checkpoints live (and the leader record, if it is also a `LeaderStore`). */
+  storage: CheckpointStorage | (CheckpointStorage & LeaderStore);
+  /** Where the leader record lives. Default: `storage`, when it implements `LeaderStore`. */
+  leaderStore?: LeaderStore;
+  /** Your code: called with each batch of a shard, one batch at a time per shard, in order. */
+  processBatch: (records: readonly R[], context: BatchContext) => void | Promise<void>;
+  /** When to checkpoint. Default `'batch'`. */
+  checkpointing?: CheckpointPolicy;
+  /** Where a shard with no checkpoint starts. Default `'LATEST'`, as in KCL. */
+  initialPosition?: InitialPosition;
+  /** What a handler failure does. Default `'retry'`. */
+  onHandlerError?: FailurePolicy;
+  /** Backoff of handler retries. Default 100 ms doubling to 10 s; `skip` gives up on a record after 3 attempts. */
+  retry?: { initialDelayMs?: number; maxDelayMs?: number; maxAttempts?: number };
+  /** Per-shard hooks. */
+  hooks?: ShardHooks;
+  /** How often the leader syncs shards with the stream and cleans up finished leases. Default 60,000. */
+  shardSyncIntervalMs?: number;
+  /** A pino-compatible logger. Default: silent. */
+  logger?: Logger;
+  /** Lease timing and limits, passed to the `LeaseCoordinator` (see its options). */
+  lease?: Pick<
+    LeaseCoordinatorOptions,
+    | 'leaseDurationMs'
+    | 'renewIntervalMs'
+    | 'takeIntervalMs'
+    | 'maxLeasesPerWorker'
+    | 'maxStealsPerTick'
+    | 'maxClockDrift'
+    | 'safetyMarginMs'
+    | 'handoffTimeoutMs'
+  >;
+  /** This worker's id, unique among the group's live processes. Default: host name, pid and a random suffix. */
+  workerId?: string;
+  /** The monotonic clock. Default: the process's. */
+  clock?: Clock;
+  /** The random source. Default: `Math.random`. */
+  random?: Random;
+}

@@ -1,0 +1,312 @@
+import { abortReason, type Clock, type Random } from '../clock.js';
+import { AbortedError, describeValue, InvalidInputError, LeaseholdError } from '../errors.js';
+import type { HeldLease, LeaseCoordinator } from '../lease/coordinator.js';
+import type { RecordsBatch, ShardBatch, ShardSource, SourceRecord } from '../source.js';
+import { Checkpoint, type CheckpointStorage, type Position } from '../storage.js';
+import type { BatchContext, CheckpointPolicy, ConsumerOptions, FailurePolicy, Logger, ShardHooks } from './options.js';
+
+/** The runtime's events about one shard's processing, reported to the consumer. */
+export interface PumpReporter {
+  started(shardId: string, position: Position): void;
+  batch(shardId: string, records: number, millisBehindLatest: number | undefined, durationMs: number): void;
+  checkpointed(shardId: string, position: Position): void;
+  handlerFailed(shardId: string, attempt: number, error: Error): void;
+  recordSkipped(shardId: string, position: Position, error: Error): void;
+  ended(shardId: string, childShardIds: readonly string[]): void;
+  stopped(shardId: string, error: Error): void;
+  error(error: Error, operation: string): void;
+}
+
+interface PumpSettings<R extends SourceRecord> {
+  group: string;
+  source: ShardSource<R>;
+  storage: CheckpointStorage;
+  coordinator: LeaseCoordinator;
+  processBatch: ConsumerOptions<R>['processBatch'];
+  checkpointing: CheckpointPolicy;
+  onHandlerError: FailurePolicy;
+  retry: { initialDelayMs: number; maxDelayMs: number; maxAttempts: number };
+  hooks: ShardHooks;
+  initialPosition: Position;
+  clock: Clock;
+  random: Random;
+  logger: Logger;
+  reporter: PumpReporter;
+}
+
+/**
+ * Reads one shard while this worker holds its lease: one batch in flight, in order, the next one read
+ * ahead, checkpoints per policy, and at the shard's end the `SHARD_END` checkpoint, the children's leases
+ * and the release. Stops the moment the lease is lost; on a drain it finishes the batch in flight and
+ * checkpoints before the lease moves.
+ */
+export class ShardPump<R extends SourceRecord> {
+  readonly shardId: string;
+  readonly #settings: PumpSettings<R>;
+  readonly #lease: HeldLease;
+  /** Aborts the read: the lease was lost, or the shard is being given away. */
+  readonly #reading = new AbortController();
+  #draining = false;
+  #inFlight: Promise<void> = Promise.resolve();
+  /** The end of the last batch the handler finished, and whether it is checkpointed. */
+  #processed: Position | null = null;
+  #checkpointed: Position | null;
+  #sinceCheckpoint = { records: 0, since: 0 };
+  #done: Promise<void> = Promise.resolve();
+
+  constructor(settings: PumpSettings<R>, lease: HeldLease) {
+    this.#settings = settings;
+    this.#lease = lease;
+    this.shardId = lease.leaseKey;
+    this.#checkpointed = lease.checkpoint;
+    lease.signal.addEventListener('abort', () => this.#reading.abort(lease.signal.reason), { once: true });
+  }
+
+  /** Starts pumping; the returned promise settles when the pump has stopped for good. */
+  start(): Promise<void> {
+    this.#done = this.#run().catch((error: unknown) => {
+      this.#settings.reporter.error(asError(error), 'pump');
+    });
+    return this.#done;
+  }
+
+  /** Stops reading new batches, waits for the batch in flight, and checkpoints what was processed. */
+  async drain(): Promise<void> {
+    this.#draining = true;
+    await this.#inFlight;
+    const { hooks, checkpointing } = this.#settings;
+    if (checkpointing !== 'manual' && this.#processed !== null && this.#processed !== this.#checkpointed) {
+      await this.#checkpoint(this.#processed).catch((error: unknown) => this.#settings.reporter.error(asError(error), 'drain-checkpoint'));
+    }
+    if (hooks.shutdownRequested) {
+      try {
+        await hooks.shutdownRequested(this.shardId, (position) => this.#checkpoint(position ?? this.#processed ?? this.#requireProcessed()));
+      } catch (error) {
+        this.#settings.reporter.error(asError(error), 'shutdownRequested');
+      }
+    }
+    this.#reading.abort(new AbortedError(`[core] shard ${describeValue(this.shardId)} is being handed over`));
+  }
+
+  /** Stops at once (the lease is gone). */
+  abort(reason: unknown): void {
+    this.#reading.abort(reason);
+  }
+
+  /** Settles once the pump has stopped. */
+  get done(): Promise<void> {
+    return this.#done;
+  }
+
+  async #run(): Promise<void> {
+    const { source, hooks, reporter, clock } = this.#settings;
+    const checkpoint = this.#lease.checkpoint;
+    if (checkpoint === Checkpoint.SHARD_END) {
+      // Finished before: nothing to read; give the lease back so that it counts for nobody.
+      await this.#settings.coordinator.release(this.shardId);
+      return;
+    }
+    const from = checkpoint ?? this.#settings.initialPosition;
+    reporter.started(this.shardId, from);
+    await this.#hook(() => hooks.shardStarted?.(this.shardId, from), 'shardStarted');
+    this.#sinceCheckpoint = { records: 0, since: clock.now() };
+    const batches = source.read(this.shardId, from, { signal: this.#reading.signal })[Symbol.asyncIterator]();
+    try {
+      let next = batches.next();
+      for (;;) {
+        const result = await abortable(next, this.#reading.signal);
+        if (result === undefined || result.done || this.#stopping()) break;
+        const batch: ShardBatch<R> = result.value;
+        if (batch.kind === 'end') {
+          await this.#finish(batch.childShardIds);
+          break;
+        }
+        // Read the next batch while this one is processed (the source bounds how far it reads ahead).
+        next = batches.next();
+        next.catch(() => undefined);
+        const processing = this.#process(batch);
+        this.#inFlight = processing.then(() => undefined, () => undefined);
+        const keepGoing = await processing;
+        if (!keepGoing) break;
+      }
+    } catch (error) {
+      if (!this.#reading.signal.aborted) {
+        reporter.error(asError(error), 'read');
+        throw error;
+      }
+    } finally {
+      this.#reading.abort(new AbortedError('[core] pump stopped'));
+      await batches.return?.().catch(() => undefined);
+      if (this.#lease.signal.aborted && !this.#draining) await this.#hook(() => hooks.leaseLost?.(this.shardId), 'leaseLost');
+    }
+  }
+
+  #stopping(): boolean {
+    return this.#draining || this.#reading.signal.aborted || this.#lease.signal.aborted;
+  }
+
+  /** Hands one batch to the handler under the failure policy; false when the shard must stop. */
+  async #process(batch: RecordsBatch<R>): Promise<boolean> {
+    const { reporter, clock } = this.#settings;
+    if (batch.records.length > 0) {
+      const startedAt = clock.now();
+      const ok = await this.#handleWithPolicy(batch);
+      if (!ok) return false;
+      reporter.batch(this.shardId, batch.records.length, batch.millisBehindLatest, clock.now() - startedAt);
+    }
+    this.#processed = batch.position;
+    this.#sinceCheckpoint.records += batch.records.length;
+    if (this.#dueForCheckpoint(batch.records.length)) await this.#checkpoint(batch.position).catch((error: unknown) => {
+      reporter.error(asError(error), 'checkpoint');
+    });
+    return !this.#lease.signal.aborted;
+  }
+
+  #dueForCheckpoint(records: number): boolean {
+    const policy = this.#settings.checkpointing;
+    if (policy === 'manual') return false;
+    if (policy === 'batch') return records > 0;
+    const { everyRecords, everyMs } = policy;
+    const elapsed = this.#settings.clock.now() - this.#sinceCheckpoint.since;
+    return (everyRecords !== undefined && this.#sinceCheckpoint.records >= everyRecords) || (everyMs !== undefined && elapsed >= everyMs);
+  }
+
+  async #handleWithPolicy(batch: RecordsBatch<R>): Promise<boolean> {
+    const { onHandlerError, retry, reporter } = this.#settings;
+    for (let attempt = 1; ; attempt++) {
+      if (this.#lease.signal.aborted) return false;
+      try {
+        await this.#handle(batch.records, batch);
+        return true;
+      } catch (error) {
+        if (this.#lease.signal.aborted) return false;
+        reporter.handlerFailed(this.shardId, attempt, asError(error));
+        if (onHandlerError === 'stop') {
+          reporter.stopped(this.shardId, asError(error));
+          return false;
+        }
+        if (onHandlerError === 'skip' && attempt >= retry.maxAttempts) return this.#oneByOne(batch);
+        if (!(await this.#backoff(attempt))) return false;
+      }
+    }
+  }
+
+  /** The skip policy: the batch failed as a whole, so each record gets its own attempts and may be skipped. */
+  async #oneByOne(batch: RecordsBatch<R>): Promise<boolean> {
+    const { retry, reporter } = this.#settings;
+    for (const record of batch.records) {
+      for (let attempt = 1; ; attempt++) {
+        if (this.#lease.signal.aborted) return false;
+        try {
+          await this.#handle([record], { ...batch, records: [record], position: record.position });
+          break;
+        } catch (error) {
+          if (this.#lease.signal.aborted) return false;
+          if (attempt >= retry.maxAttempts) {
+            reporter.recordSkipped(this.shardId, record.position, asError(error));
+            break;
+          }
+          if (!(await this.#backoff(attempt))) return false;
+        }
+      }
+    }
+    return true;
+  }
+
+  async #handle(records: readonly R[], batch: RecordsBatch<R>): Promise<void> {
+    const context: BatchContext = {
+      shardId: this.shardId,
+      signal: this.#lease.signal,
+      fencingToken: this.#lease.fencingToken,
+      millisBehindLatest: batch.millisBehindLatest,
+      position: batch.position,
+      checkpoint: async (position?: Position) => {
+        const target = position ?? batch.position;
+        if (this.#settings.source.comparePositions(target, batch.position) > 0) {
+          throw new InvalidInputError(
+            `[core] checkpoint ${describeValue(target)} of shard ${describeValue(this.shardId)} is past the batch being processed (${describeValue(batch.position)})`,
+          );
+        }
+        await this.#checkpoint(target);
+      },
+    };
+    await this.#settings.processBatch(records, context);
+  }
+
+  async #backoff(attempt: number): Promise<boolean> {
+    const { retry, clock, random } = this.#settings;
+    const delay = Math.min(retry.maxDelayMs, retry.initialDelayMs * 2 ** (attempt - 1)) * (0.5 + random.next() / 2);
+    try {
+      await clock.sleep(delay, this.#reading.signal);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  async #checkpoint(position: Position): Promise<void> {
+    await this.#settings.coordinator.checkpoint(this.shardId, position);
+    this.#checkpointed = position;
+    this.#sinceCheckpoint = { records: 0, since: this.#settings.clock.now() };
+    this.#settings.reporter.checkpointed(this.shardId, position);
+  }
+
+  #requireProcessed(): Position {
+    throw new InvalidInputError(`[core] shard ${describeValue(this.shardId)} has no processed batch to checkpoint yet`);
+  }
+
+  /** At the shard's end: checkpoint SHARD_END, create the children's leases at once, and give the lease back. */
+  async #finish(childShardIds: readonly string[]): Promise<void> {
+    const { coordinator, storage, source, group, hooks, reporter } = this.#settings;
+    await this.#checkpoint(Checkpoint.SHARD_END);
+    this.#draining = true; // the lease is given back below: that is no loss
+    if (childShardIds.length > 0) {
+      // A merged child has two parents: its lease must name both, so that it waits for the other one too.
+      const shards = await source.listShards({ signal: this.#reading.signal }).catch((error: unknown) => {
+        reporter.error(asError(error), 'list-shards');
+        return [];
+      });
+      for (const childShardId of childShardIds) {
+        const child = shards.find((shard) => shard.shardId === childShardId);
+        if (!child) continue; // the leader's next shard sync creates it from a complete listing
+        const outcome = await storage.createLease({ group, leaseKey: childShardId, parentKeys: [...child.parentShardIds] });
+        if (outcome.status === 'unknown') reporter.error(outcome.error, 'create-child-lease');
+      }
+    }
+    reporter.ended(this.shardId, childShardIds);
+    await this.#hook(() => hooks.shardEnded?.(this.shardId, childShardIds), 'shardEnded');
+    await coordinator.release(this.shardId);
+  }
+
+  async #hook(call: () => void | Promise<void> | undefined, name: string): Promise<void> {
+    try {
+      await call();
+    } catch (error) {
+      this.#settings.reporter.error(asError(error), name);
+    }
+  }
+}
+
+/** Resolves like `promise`, or with `undefined` as soon as `signal` fires. */
+function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T | undefined> {
+  if (signal.aborted) return Promise.resolve(undefined);
+  return new Promise((resolve, reject) => {
+    const onAbort = (): void => resolve(undefined);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        if (signal.aborted) resolve(undefined);
+        else reject(error instanceof Error ? error : abortReason(signal));
+      },
+    );
+  });
+}
+
+function asError(error: unknown): Error {
+  return error instanceof Error ? error : new LeaseholdError('ERR_UNKNOWN', String(error));
+}

@@ -1,0 +1,295 @@
+import { describe, expect, it } from 'vitest';
+import {
+  Consumer,
+  InvalidConfigError,
+  MemorySource,
+  MemoryStorage,
+  seededRandom,
+  type ConsumerOptions,
+  type SourceRecord,
+} from '../src/index.js';
+import { VirtualScheduler, type VirtualClock } from '../src/testing/index.js';
+
+const GROUP = 'orders';
+const decoder = new TextDecoder();
+
+/** Awaits work that runs on virtual time, advancing time until it settles. */
+async function run<T>(scheduler: VirtualScheduler, work: Promise<T>): Promise<T> {
+  let done = false;
+  const settled = work.finally(() => {
+    done = true;
+  });
+  for (let i = 0; i < 20_000 && !done; i++) await scheduler.advance(10);
+  return settled;
+}
+
+interface Seen {
+  worker: string;
+  shardId: string;
+  key: string;
+  value: number;
+}
+
+function world(shards = 2) {
+  const scheduler = new VirtualScheduler();
+  const sourceClock = scheduler.clock();
+  const source = new MemorySource(shards, { clock: sourceClock, batchSize: 10 });
+  const storage = new MemoryStorage();
+  const seen: Seen[] = [];
+  let seed = 1;
+  const consumer = (workerId: string, options: Partial<ConsumerOptions> = {}, clock: VirtualClock = scheduler.clock()) =>
+    new Consumer({
+      group: GROUP,
+      source,
+      storage,
+      workerId,
+      clock,
+      random: seededRandom(seed++),
+      initialPosition: 'TRIM_HORIZON',
+      shardSyncIntervalMs: 5_000,
+      processBatch: (records: readonly SourceRecord[], context) => {
+        for (const record of records) {
+          const [key, value] = decoder.decode(record.data).split('=') as [string, string];
+          seen.push({ worker: workerId, shardId: context.shardId, key, value: Number(value) });
+        }
+      },
+      ...options,
+    });
+  /** Produces `count` records for each of `keys`, numbered per key from `from`. */
+  const produce = (keys: string[], count: number, from = 1): void => {
+    for (let n = from; n < from + count; n++) for (const key of keys) source.put(key, `${key}=${n}`);
+  };
+  return { scheduler, source, storage, seen, consumer, produce };
+}
+
+function perKey(seen: readonly Seen[]): Map<string, number[]> {
+  const byKey = new Map<string, number[]>();
+  for (const entry of seen) byKey.set(entry.key, [...(byKey.get(entry.key) ?? []), entry.value]);
+  return byKey;
+}
+
+const range = (from: number, to: number): number[] => Array.from({ length: to - from + 1 }, (_, i) => from + i);
+
+describe('Consumer', () => {
+  it('refuses invalid options with an InvalidConfigError naming the value', () => {
+    const source = new MemorySource(1);
+    const storage = new MemoryStorage();
+    const base = { group: GROUP, source, storage, processBatch: () => undefined };
+    expect(() => new Consumer({ ...base, processBatch: 5 as never })).toThrow('processBatch must be a function, got 5');
+    expect(() => new Consumer({ ...base, checkpointing: { everyRecords: 0 } })).toThrow(InvalidConfigError);
+    expect(() => new Consumer({ ...base, checkpointing: { everyRecords: 0 } })).toThrow('checkpointing.everyRecords must be a positive integer, got 0');
+    expect(() => new Consumer({ ...base, onHandlerError: 'ignore' as never })).toThrow(`onHandlerError must be 'retry', 'skip' or 'stop', got "ignore"`);
+    expect(() => new Consumer({ ...base, initialPosition: { atTimestamp: -1 } })).toThrow('initialPosition must be');
+  });
+
+  it('processes every record of every shard once, in order per key, and checkpoints each shard to its end', async () => {
+    const { scheduler, storage, seen, consumer, produce } = world(3);
+    produce(['a', 'b', 'c', 'd', 'e'], 40);
+    const worker = consumer('w1');
+    await run(scheduler, worker.start());
+    await scheduler.advance(10_000);
+    for (const values of perKey(seen).values()) expect(values).toEqual(range(1, 40));
+    const leases = await storage.listLeases(GROUP);
+    expect(leases).toHaveLength(3);
+    for (const lease of leases) {
+      const received = seen.some((entry) => entry.shardId === lease.leaseKey);
+      expect(lease.checkpoint === null ? 'none' : 'position').toBe(received ? 'position' : 'none');
+    }
+    await run(scheduler, worker.stop());
+  });
+
+  it('a graceful stop hands every shard to the other worker, which replays nothing', async () => {
+    const { scheduler, seen, consumer, produce } = world(4);
+    const first = consumer('first');
+    const second = consumer('second');
+    await run(scheduler, first.start());
+    await run(scheduler, second.start());
+    produce(['a', 'b', 'c', 'd', 'e', 'f'], 30);
+    await scheduler.advance(30_000);
+    expect(first.shards.length).toBeGreaterThan(0);
+    expect(second.shards.length).toBeGreaterThan(0);
+    await run(scheduler, first.stop());
+    produce(['a', 'b', 'c', 'd', 'e', 'f'], 30, 31);
+    await scheduler.advance(10_000);
+    expect(second.shards).toHaveLength(4);
+    for (const values of perKey(seen).values()) expect(values).toEqual(range(1, 60));
+    await run(scheduler, second.stop());
+  });
+
+  it('after a crash the survivor resumes from the last checkpoint: nothing lost, order kept, replays only past it', async () => {
+    const { scheduler, seen, consumer, produce } = world(2);
+    const doomedClock = scheduler.clock();
+    const doomed = consumer('doomed', {}, doomedClock);
+    await run(scheduler, doomed.start());
+    const survivor = consumer('survivor');
+    await run(scheduler, survivor.start());
+    produce(['a', 'b', 'c', 'd'], 20);
+    await scheduler.advance(20_000);
+    doomedClock.kill();
+    produce(['a', 'b', 'c', 'd'], 20, 21);
+    await scheduler.advance(40_000);
+    expect(survivor.shards).toHaveLength(2);
+    for (const values of perKey(seen).values()) {
+      // Every record at least once, and the sequence of first sights is in order.
+      expect([...new Set(values)]).toEqual(range(1, 40));
+      expect(values).toEqual([...values].sort((x, y) => x - y));
+    }
+    await run(scheduler, survivor.stop());
+  });
+
+  it('a split shard: the children start only after the parent ended, so per-key order holds', async () => {
+    const { scheduler, source, seen, consumer, produce, storage } = world(1);
+    const worker = consumer('w1', { checkpointing: { everyRecords: 5 } });
+    produce(['a', 'b', 'c'], 30);
+    const [left, right] = source.split('shard-0000');
+    produce(['a', 'b', 'c'], 30, 31);
+    const ended: string[] = [];
+    worker.on('shard-ended', ({ shardId, childShardIds }) => ended.push(`${shardId}->${childShardIds.join(',')}`));
+    await run(scheduler, worker.start());
+    await scheduler.advance(30_000);
+    expect(ended).toEqual([`shard-0000->${left},${right}`]);
+    for (const values of perKey(seen).values()) expect(values).toEqual(range(1, 60));
+    // The finished parent is cleaned up by the leader once its children started.
+    expect((await storage.listLeases(GROUP)).map((lease) => lease.leaseKey).sort()).toEqual([left, right]);
+    await run(scheduler, worker.stop());
+  });
+
+  it('a merged child waits for both parents, across two workers', async () => {
+    const { scheduler, source, seen, consumer, produce } = world(2);
+    produce(['a', 'b', 'c', 'd'], 20);
+    const child = source.merge('shard-0000', 'shard-0001');
+    produce(['a', 'b', 'c', 'd'], 20, 21);
+    const workers = [consumer('x'), consumer('y')];
+    for (const worker of workers) await run(scheduler, worker.start());
+    await scheduler.advance(40_000);
+    for (const values of perKey(seen).values()) expect(values).toEqual(range(1, 40));
+    expect(seen.filter((entry) => entry.shardId === child).every((entry) => entry.value > 20)).toBe(true);
+    await run(scheduler, Promise.all(workers.map((worker) => worker.stop())));
+  });
+
+  it('retries a failing batch with backoff and never checkpoints past it', async () => {
+    const { scheduler, storage, consumer, produce } = world(1);
+    let failures = 3;
+    const handled: number[] = [];
+    const worker = consumer('w1', {
+      processBatch: (records) => {
+        if (failures-- > 0) throw new Error('downstream unavailable');
+        handled.push(records.length);
+      },
+    });
+    const attempts: number[] = [];
+    worker.on('handler-failed', ({ attempt }) => attempts.push(attempt));
+    produce(['a'], 5);
+    await run(scheduler, worker.start());
+    await scheduler.advance(100);
+    expect((await storage.getLease(GROUP, 'shard-0000'))?.checkpoint).toBeNull();
+    await scheduler.advance(10_000);
+    expect(attempts).toEqual([1, 2, 3]);
+    expect(handled).toEqual([5]);
+    expect((await storage.getLease(GROUP, 'shard-0000'))?.checkpoint).toBe('5');
+    await run(scheduler, worker.stop());
+  });
+
+  it('with skip, a record that keeps failing is reported and skipped, and the rest is processed', async () => {
+    const { scheduler, consumer, produce, storage } = world(1);
+    const handled: string[] = [];
+    const worker = consumer('w1', {
+      onHandlerError: 'skip',
+      retry: { initialDelayMs: 10, maxAttempts: 2 },
+      processBatch: (records) => {
+        if (records.some((record) => decoder.decode(record.data) === 'a=3')) throw new Error('poison');
+        handled.push(...records.map((record) => decoder.decode(record.data)));
+      },
+    });
+    const skipped: string[] = [];
+    worker.on('record-skipped', ({ position }) => skipped.push(position));
+    produce(['a'], 5);
+    await run(scheduler, worker.start());
+    await scheduler.advance(5_000);
+    expect(skipped).toEqual(['3']);
+    expect(handled).toEqual(['a=1', 'a=2', 'a=4', 'a=5']);
+    expect((await storage.getLease(GROUP, 'shard-0000'))?.checkpoint).toBe('5');
+    await run(scheduler, worker.stop());
+  });
+
+  it('with stop, a failing shard stops without checkpointing past the failure and is reported', async () => {
+    const { scheduler, consumer, produce, storage } = world(1);
+    const worker = consumer('w1', {
+      onHandlerError: 'stop',
+      processBatch: () => {
+        throw new Error('bug');
+      },
+    });
+    const stopped: string[] = [];
+    worker.on('shard-stopped', ({ shardId, error }) => stopped.push(`${shardId}: ${error.message}`));
+    produce(['a'], 5);
+    await run(scheduler, worker.start());
+    await scheduler.advance(5_000);
+    expect(stopped).toEqual(['shard-0000: bug']);
+    expect((await storage.getLease(GROUP, 'shard-0000'))?.checkpoint).toBeNull();
+    await run(scheduler, worker.stop());
+  });
+
+  it('with manual checkpointing, only the handler checkpoints, and never past its batch', async () => {
+    const { scheduler, consumer, produce, storage } = world(1);
+    const refusals: string[] = [];
+    const worker = consumer('w1', {
+      checkpointing: 'manual',
+      processBatch: async (records, context) => {
+        await context.checkpoint('999').catch((error: Error) => refusals.push(error.message));
+        if (records.length > 0) await context.checkpoint(records[0]?.position);
+      },
+    });
+    produce(['a'], 25);
+    await run(scheduler, worker.start());
+    await scheduler.advance(5_000);
+    expect(refusals[0]).toBe('[core] checkpoint "999" of shard "shard-0000" is past the batch being processed ("10")');
+    // Batches of 10: the handler checkpointed the first record of each.
+    expect((await storage.getLease(GROUP, 'shard-0000'))?.checkpoint).toBe('21');
+    await run(scheduler, worker.stop());
+  });
+
+  it('calls the shard hooks: started with its position, and shutdown requested before the lease is released', async () => {
+    const { scheduler, consumer, produce, storage } = world(1);
+    const calls: string[] = [];
+    const worker = consumer('w1', {
+      checkpointing: 'manual',
+      hooks: {
+        shardStarted: (shardId, position) => void calls.push(`started ${shardId} at ${position}`),
+        shutdownRequested: async (shardId, checkpoint) => {
+          calls.push(`shutdown ${shardId}`);
+          await checkpoint();
+        },
+      },
+    });
+    produce(['a'], 7);
+    await run(scheduler, worker.start());
+    await scheduler.advance(2_000);
+    await run(scheduler, worker.stop());
+    expect(calls).toEqual(['started shard-0000 at TRIM_HORIZON', 'shutdown shard-0000']);
+    const lease = await storage.getLease(GROUP, 'shard-0000');
+    expect(lease?.checkpoint).toBe('7');
+    expect(lease?.owner).toBeNull();
+  });
+
+  it('elects one leader that creates leases for new shards; other workers keep working when it stops', async () => {
+    const { scheduler, source, consumer, produce, storage, seen } = world(1);
+    const leader = consumer('leader');
+    const follower = consumer('follower');
+    const elected: string[] = [];
+    leader.on('leader-elected', () => elected.push('leader'));
+    follower.on('leader-elected', () => elected.push('follower'));
+    await run(scheduler, leader.start());
+    await run(scheduler, follower.start());
+    expect(elected).toEqual(['leader']);
+    expect((await storage.listLeases(GROUP)).map((lease) => lease.leaseKey)).toEqual(['shard-0000']);
+    await run(scheduler, leader.stop());
+    await scheduler.advance(15_000);
+    expect(elected).toEqual(['leader', 'follower']);
+    produce(['a', 'b'], 10);
+    expect(source).toBeDefined();
+    await scheduler.advance(10_000);
+    expect(seen.filter((entry) => entry.worker === 'follower')).toHaveLength(20);
+    await run(scheduler, follower.stop());
+  });
+});
