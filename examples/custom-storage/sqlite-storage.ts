@@ -1,0 +1,319 @@
+/**
+ * A complete Leasehold storage adapter on SQLite, written from scratch against the contract of
+ * `@leasehold/core` (its `storage.ts`). Copy it as the starting point of an adapter for your own backend:
+ * the shape stays the same whatever the database, only the statements change.
+ *
+ * What every adapter must get right, and where this file does it:
+ * - every write is a compare-and-set on the record's `version`, done by the database in ONE statement
+ *   (`UPDATE ... WHERE version = ?`), never as a read in JavaScript followed by a write;
+ * - a batch of lease updates is one transaction: one lock, one commit, one result per update, in order;
+ * - a deleted lease leaves a tombstone, so that a re-created key never repeats a version or lowers its
+ *   epoch (an old owner holding the old version must not be able to write the new lease);
+ * - input is checked with core's helpers before anything is written, so every adapter refuses exactly the
+ *   same input with exactly the same error;
+ * - a stored row that cannot be read back is reported as a `CorruptRecordError`, never repaired;
+ * - a write reports `unknown` whenever it cannot prove what happened.
+ *
+ * SQLite is one file with one writer at a time, which suits one machine (several processes on one host,
+ * a single-node deployment, tests). The adapter has no change feed: SQLite cannot wake other processes,
+ * and the feed is optional; workers then find free leases at their next take tick.
+ *
+ * ```ts
+ * import Database from 'better-sqlite3';
+ * const storage = new SqliteStorage({ database: new Database('leases.db') });
+ * ```
+ */
+import type Database from 'better-sqlite3';
+import {
+  decodeLeader,
+  decodeLease,
+  describeValue,
+  encodeLeaderState,
+  encodeLeaseState,
+  InvalidConfigError,
+  LeaseholdError,
+  pickLeaseState,
+  result,
+  StorageOutcomeUnknownError,
+  StorageUnavailableError,
+  validateGroup,
+  validateLeaderState,
+  validateLeaseKey,
+  validateLeaseUpdates,
+  validateNewLeader,
+  validateNewLease,
+  validateVersion,
+  type DeleteResult,
+  type LeaderRecord,
+  type LeaderState,
+  type LeaseRecord,
+  type LeaseUpdate,
+  type NewLeader,
+  type NewLease,
+  type Storage,
+  type WriteResult,
+} from '@leasehold/core';
+
+/** The name in every error message, so that a user sees at once which adapter refused what. */
+const PKG = 'sqlite-storage';
+
+/** Options of {@link SqliteStorage}. */
+export interface SqliteStorageOptions {
+  /**
+   * An open better-sqlite3 connection. The storage never closes it: the connection is yours. Open one per
+   * process (or per worker); they may all point at the same file.
+   */
+  database: Database.Database;
+  /** Prefix of the two tables, `<prefix>_leases` and `<prefix>_leaders`. Default `leasehold`. */
+  tablePrefix?: string;
+}
+
+/** A row as SQLite returns it. Typed loosely on purpose: whatever is stored is checked by `decodeLease`. */
+interface StoredRow {
+  version: unknown;
+  state: unknown;
+}
+
+/**
+ * Leasehold's lease, checkpoint and leader storage on SQLite. Implements both `CheckpointStorage` and
+ * `LeaderStore`; the constructor creates its tables if they are missing.
+ */
+export class SqliteStorage implements Storage {
+  readonly #database: Database.Database;
+  readonly #sql: ReturnType<typeof prepare>;
+
+  constructor(options: SqliteStorageOptions) {
+    if (typeof options !== 'object' || options === null || typeof options.database?.prepare !== 'function') {
+      throw new InvalidConfigError(`[${PKG}] database must be a better-sqlite3 Database, got ${describeValue(options?.database)}`);
+    }
+    const prefix = options.tablePrefix ?? 'leasehold';
+    // The prefix becomes part of SQL text (identifiers cannot be bound parameters), so it is validated
+    // here rather than quoted: a name a user configures must never be able to change a statement.
+    if (typeof prefix !== 'string' || !/^[A-Za-z_][A-Za-z0-9_]{0,47}$/.test(prefix)) {
+      throw new InvalidConfigError(`[${PKG}] table prefix ${describeValue(prefix)} must be letters, digits and underscores, starting with a letter or underscore`);
+    }
+    this.#database = options.database;
+    createTables(this.#database, prefix);
+    this.#sql = prepare(this.#database, prefix);
+  }
+
+  async listLeases(group: string): Promise<LeaseRecord[]> {
+    validateGroup(group, PKG);
+    // One statement reads one consistent snapshot, so the list is strongly consistent. A network backend
+    // would page here (and the contract makes paging the adapter's business); a local file needs none.
+    const rows = this.#read('listLeases', () => this.#sql.listLeases.all({ group }) as Array<StoredRow & { leaseKey: string }>);
+    return rows.map((row) => decodeLease(group, row.leaseKey, row.version, row.state));
+  }
+
+  async getLease(group: string, leaseKey: string): Promise<LeaseRecord | null> {
+    validateGroup(group, PKG);
+    validateLeaseKey(leaseKey, PKG);
+    const row = this.#read('getLease', () => this.#sql.getLease.get({ group, leaseKey }) as StoredRow | undefined);
+    return row ? decodeLease(group, leaseKey, row.version, row.state) : null;
+  }
+
+  async createLease(lease: NewLease): Promise<WriteResult<LeaseRecord>> {
+    const { group, leaseKey, state } = validateNewLease(lease, PKG);
+    const outcome = this.#write('createLease', () => {
+      const created = this.#sql.createLease.get({ group, leaseKey, epoch: state.epoch, state: encodeLeaseState(state) }) as StoredRow | undefined;
+      // No row back means a live lease refused the insert. It is read in the same transaction, so the
+      // conflict carries exactly the lease that refused it.
+      return { created, current: created ? undefined : (this.#sql.getLease.get({ group, leaseKey }) as StoredRow | undefined) };
+    });
+    if (outcome instanceof LeaseholdError) return result.unknown(outcome);
+    // The created record is decoded from what the database returned: the epoch may have been raised to
+    // the key's highest, so the input alone does not say what is stored.
+    if (outcome.created) return result.applied(decodeLease(group, leaseKey, outcome.created.version, outcome.created.state));
+    return this.#leaseConflict(group, leaseKey, outcome.current);
+  }
+
+  async updateLeases(group: string, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[]> {
+    // The whole batch is checked first: one bad update refuses the batch before anything is written.
+    validateLeaseUpdates(group, updates, PKG);
+    if (updates.length === 0) return [];
+    const outcome = this.#write('updateLeases', () =>
+      updates.map((update) => {
+        const applied = this.#sql.updateLease.get({
+          group,
+          leaseKey: update.leaseKey,
+          expectedVersion: update.expectedVersion,
+          epoch: update.next.epoch,
+          state: encodeLeaseState(update.next),
+        }) as { version: number } | undefined;
+        return applied ? { version: applied.version } : { current: this.#sql.getLease.get({ group, leaseKey: update.leaseKey }) as StoredRow | undefined };
+      }),
+    );
+    if (outcome instanceof LeaseholdError) return updates.map(() => result.unknown(outcome));
+    // Decoded after the commit: a corrupt row met while reading a conflict must not roll back the
+    // other leases of the batch (a worker renews all its leases in one batch).
+    return updates.map((update, i) => {
+      const row = outcome[i] as { version: number } | { current: StoredRow | undefined };
+      if ('version' in row) return result.applied({ group, leaseKey: update.leaseKey, version: row.version, ...pickLeaseState(update.next) });
+      return this.#leaseConflict(group, update.leaseKey, row.current);
+    });
+  }
+
+  async deleteLease(group: string, leaseKey: string, expectedVersion: number): Promise<DeleteResult> {
+    validateGroup(group, PKG);
+    validateLeaseKey(leaseKey, PKG);
+    validateVersion(expectedVersion, PKG);
+    const outcome = this.#write('deleteLease', () => {
+      const deleted = this.#sql.deleteLease.run({ group, leaseKey, expectedVersion }).changes === 1;
+      return { deleted, current: deleted ? undefined : (this.#sql.getLease.get({ group, leaseKey }) as StoredRow | undefined) };
+    });
+    if (outcome instanceof LeaseholdError) return result.unknown(outcome);
+    return outcome.deleted ? { status: 'applied' } : this.#leaseConflict(group, leaseKey, outcome.current);
+  }
+
+  async getLeader(group: string): Promise<LeaderRecord | null> {
+    validateGroup(group, PKG);
+    const row = this.#read('getLeader', () => this.#sql.getLeader.get({ group }) as StoredRow | undefined);
+    return row ? decodeLeader(group, row.version, row.state) : null;
+  }
+
+  async createLeader(leader: NewLeader): Promise<WriteResult<LeaderRecord>> {
+    const { group, state } = validateNewLeader(leader, PKG);
+    const outcome = this.#write('createLeader', () => {
+      const created = this.#sql.createLeader.get({ group, state: encodeLeaderState(state) }) as StoredRow | undefined;
+      return { created, current: created ? undefined : (this.#sql.getLeader.get({ group }) as StoredRow | undefined) };
+    });
+    if (outcome instanceof LeaseholdError) return result.unknown(outcome);
+    if (outcome.created) return result.applied(decodeLeader(group, outcome.created.version, outcome.created.state));
+    return this.#leaderConflict(group, outcome.current);
+  }
+
+  async updateLeader(group: string, expectedVersion: number, next: LeaderState): Promise<WriteResult<LeaderRecord>> {
+    validateGroup(group, PKG);
+    validateVersion(expectedVersion, PKG);
+    validateLeaderState(next, PKG);
+    const outcome = this.#write('updateLeader', () => {
+      const updated = this.#sql.updateLeader.get({ group, expectedVersion, state: encodeLeaderState(next) }) as StoredRow | undefined;
+      return { updated, current: updated ? undefined : (this.#sql.getLeader.get({ group }) as StoredRow | undefined) };
+    });
+    if (outcome instanceof LeaseholdError) return result.unknown(outcome);
+    if (outcome.updated) return result.applied(decodeLeader(group, outcome.updated.version, outcome.updated.state));
+    return this.#leaderConflict(group, outcome.current);
+  }
+
+  /** A conflict carrying the current lease; if that row is corrupt, the outcome is reported as unknown with the error. */
+  #leaseConflict(group: string, leaseKey: string, row: StoredRow | undefined): WriteResult<LeaseRecord> {
+    try {
+      return result.conflict(row ? decodeLease(group, leaseKey, row.version, row.state) : null);
+    } catch (error) {
+      return result.unknown(error as LeaseholdError);
+    }
+  }
+
+  #leaderConflict(group: string, row: StoredRow | undefined): WriteResult<LeaderRecord> {
+    try {
+      return result.conflict(row ? decodeLeader(group, row.version, row.state) : null);
+    } catch (error) {
+      return result.unknown(error as LeaseholdError);
+    }
+  }
+
+  /** Runs a read; a failure of the database becomes a `StorageUnavailableError` naming the operation. */
+  #read<T>(operation: string, read: () => T): T {
+    try {
+      return read();
+    } catch (error) {
+      throw new StorageUnavailableError(`[${PKG}] ${operation} failed: ${messageOf(error)}`, { cause: error });
+    }
+  }
+
+  /**
+   * Runs `work` in one IMMEDIATE transaction (it takes the database's write lock at BEGIN, so nothing
+   * else writes between its statements). Returns what `work` returned, or the error of an `unknown`
+   * outcome.
+   *
+   * The rule for errors: say "nothing was written" only when that is certain. SQLITE_BUSY means the
+   * lock was never had (or the commit was refused and rolled back), so nothing was written: that is
+   * thrown as `StorageUnavailableError`. Any other failure (an I/O error during COMMIT, a full disk) may
+   * leave the outcome to SQLite's recovery, so it is `unknown` and core re-reads before acting.
+   */
+  #write<T>(operation: string, work: () => T): T | LeaseholdError {
+    try {
+      return this.#database.transaction(work).immediate();
+    } catch (error) {
+      if (isBusy(error)) {
+        throw new StorageUnavailableError(`[${PKG}] ${operation} could not lock the database: ${messageOf(error)}`, { cause: error });
+      }
+      return new StorageOutcomeUnknownError(`[${PKG}] the outcome of ${operation} is unknown: ${messageOf(error)}`, { cause: error });
+    }
+  }
+}
+
+/**
+ * The two tables. A lease row whose `state` is NULL is a tombstone: the key was deleted, but its
+ * `version` and `high_epoch` stay, so that a new lease under the same key continues above them.
+ * `high_epoch` is the greatest epoch the key ever had (core only raises epochs, but the contract asks the
+ * store to keep the bound itself rather than trust every writer).
+ */
+function createTables(database: Database.Database, prefix: string): void {
+  // WAL lets readers of other connections go on while one connection writes. A file setting: once is enough.
+  database.pragma('journal_mode = WAL');
+  database.exec(`
+    CREATE TABLE IF NOT EXISTS ${prefix}_leases (
+      grp        TEXT    NOT NULL,
+      lease_key  TEXT    NOT NULL,
+      version    INTEGER NOT NULL,
+      high_epoch INTEGER NOT NULL,
+      state      TEXT,
+      PRIMARY KEY (grp, lease_key)
+    ) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS ${prefix}_leaders (
+      grp     TEXT    NOT NULL PRIMARY KEY,
+      version INTEGER NOT NULL,
+      state   TEXT    NOT NULL
+    ) WITHOUT ROWID;
+  `);
+}
+
+/** Every statement, prepared once per connection. Each write is a single conditional statement. */
+function prepare(database: Database.Database, prefix: string) {
+  const leases = `${prefix}_leases`;
+  const leaders = `${prefix}_leaders`;
+  return {
+    listLeases: database.prepare(`SELECT lease_key AS leaseKey, version, state FROM ${leases} WHERE grp = @group AND state IS NOT NULL`),
+    getLease: database.prepare(`SELECT version, state FROM ${leases} WHERE grp = @group AND lease_key = @leaseKey AND state IS NOT NULL`),
+    // Create if absent, or over a tombstone: the version continues above the deleted one and the epoch is
+    // raised to the key's highest, inside the stored JSON too (in an UPDATE, unqualified columns are the
+    // old row's values). A live row makes the WHERE false, nothing changes, and no row is returned.
+    createLease: database.prepare(`
+      INSERT INTO ${leases} (grp, lease_key, version, high_epoch, state) VALUES (@group, @leaseKey, 1, @epoch, @state)
+      ON CONFLICT (grp, lease_key) DO UPDATE SET
+        version = version + 1,
+        high_epoch = max(high_epoch, excluded.high_epoch),
+        state = json_set(excluded.state, '$.epoch', max(high_epoch, excluded.high_epoch))
+      WHERE state IS NULL
+      RETURNING version, state`),
+    // The compare-and-set: applies only at the version the caller read, and only to a live lease.
+    updateLease: database.prepare(`
+      UPDATE ${leases} SET version = version + 1, high_epoch = max(high_epoch, @epoch), state = @state
+      WHERE grp = @group AND lease_key = @leaseKey AND version = @expectedVersion AND state IS NOT NULL
+      RETURNING version`),
+    // A delete writes the tombstone; the version is kept, so a writer holding it still conflicts.
+    deleteLease: database.prepare(`
+      UPDATE ${leases} SET state = NULL
+      WHERE grp = @group AND lease_key = @leaseKey AND version = @expectedVersion AND state IS NOT NULL`),
+    getLeader: database.prepare(`SELECT version, state FROM ${leaders} WHERE grp = @group`),
+    // Leader records are never deleted, so the term needs no tombstone: it lives on in the row.
+    createLeader: database.prepare(`
+      INSERT INTO ${leaders} (grp, version, state) VALUES (@group, 1, @state)
+      ON CONFLICT (grp) DO NOTHING
+      RETURNING version, state`),
+    updateLeader: database.prepare(`
+      UPDATE ${leaders} SET version = version + 1, state = @state
+      WHERE grp = @group AND version = @expectedVersion
+      RETURNING version, state`),
+  };
+}
+
+function isBusy(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && code.startsWith('SQLITE_BUSY');
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : describeValue(error);
+}

@@ -1,0 +1,182 @@
+import { spawn } from 'node:child_process';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { MemoryStorage, StorageUnavailableError, type LeaderStore } from '@leasehold/core';
+import { afterEach, describe, expect, it } from 'vitest';
+import { startService, type JobContext, type Service } from '../leader-election/service.js';
+
+// Real time with short durations; nothing asserts how long anything took. Waits poll a condition with a
+// generous deadline, and the assertions are about order, holders and terms.
+const LEASE_DURATION_MS = 600;
+
+async function waitFor(what: string, condition: () => boolean, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
+    await sleep(10);
+  }
+}
+
+/** The downstream the job writes to. It refuses a write whose term is below the highest it has seen. */
+class FencedTarget {
+  readonly accepted: Array<{ term: number; workerId: string }> = [];
+  refused = 0;
+  #highestTerm = 0;
+
+  write(term: number, workerId: string): void {
+    if (term < this.#highestTerm) {
+      this.refused++;
+      return;
+    }
+    this.#highestTerm = term;
+    this.accepted.push({ term, workerId });
+  }
+
+  runsBy(workerId: string): number {
+    return this.accepted.filter((entry) => entry.workerId === workerId).length;
+  }
+}
+
+/** A cluster of instances over one store, with a job that records how many instances run it at once. */
+function cluster(store: (workerId: string) => LeaderStore) {
+  const target = new FencedTarget();
+  const services: Service[] = [];
+  const demotions: string[] = [];
+  let active = 0;
+  let mostActiveAtOnce = 0;
+
+  const job = async ({ term, workerId }: JobContext): Promise<void> => {
+    active++;
+    mostActiveAtOnce = Math.max(mostActiveAtOnce, active);
+    try {
+      await sleep(5);
+      target.write(term, workerId);
+    } finally {
+      active--;
+    }
+  };
+
+  return {
+    target,
+    demotions,
+    services,
+    mostActiveAtOnce: () => mostActiveAtOnce,
+    leaders: () => services.filter((service) => service.term !== undefined),
+    async start(workerIds: readonly string[]): Promise<void> {
+      for (const workerId of workerIds) {
+        services.push(
+          await startService({
+            store: store(workerId),
+            group: 'report-scheduler',
+            workerId,
+            leaseDurationMs: LEASE_DURATION_MS,
+            everyMs: 20,
+            job,
+            log: (line) => {
+              if (line.includes('no longer leads')) demotions.push(line);
+            },
+          }),
+        );
+      }
+    },
+  };
+}
+
+/** A view of a store that one instance reaches through, and that a test can cut off like a network. */
+function partitionable(store: LeaderStore): LeaderStore & { cut: boolean } {
+  const view = {
+    cut: false,
+    check(): void {
+      if (view.cut) throw new StorageUnavailableError('[test] partitioned from the store');
+    },
+    getLeader: async (group: string) => (view.check(), store.getLeader(group)),
+    createLeader: async (leader: Parameters<LeaderStore['createLeader']>[0]) => (view.check(), store.createLeader(leader)),
+    updateLeader: async (...args: Parameters<LeaderStore['updateLeader']>) => (view.check(), store.updateLeader(...args)),
+  };
+  return view;
+}
+
+describe('leader election for a service that is not a stream consumer', () => {
+  let running: Service[] = [];
+  afterEach(async () => {
+    await Promise.all(running.map((service) => service.stop()));
+    running = [];
+  });
+
+  it('of three instances exactly one runs the job, and when it stops another takes over with a higher term', async () => {
+    const store = new MemoryStorage();
+    const scheduler = cluster(() => store);
+    running = scheduler.services;
+    await scheduler.start(['scheduler-a', 'scheduler-b', 'scheduler-c']);
+
+    await waitFor('one instance has run the job three times', () => scheduler.target.accepted.length >= 3);
+    const [first, ...others] = scheduler.leaders();
+    expect(others).toEqual([]);
+    const firstTerm = first!.term!;
+    expect(scheduler.target.accepted.every((entry) => entry.workerId === first!.workerId && entry.term === firstTerm)).toBe(true);
+
+    await first!.stop();
+    const runsOfFirst = scheduler.target.runsBy(first!.workerId);
+    await waitFor('another instance has run the job three times', () => scheduler.target.accepted.length >= runsOfFirst + 3);
+
+    const [second, ...rest] = scheduler.leaders();
+    expect(rest).toEqual([]);
+    expect(second!.workerId).not.toBe(first!.workerId);
+    expect(second!.term).toBeGreaterThan(firstTerm);
+    // In order: every run of the first leader, then only runs of the second, each under its own term.
+    expect(scheduler.target.accepted.slice(0, runsOfFirst).every((entry) => entry.workerId === first!.workerId && entry.term === firstTerm)).toBe(true);
+    expect(scheduler.target.accepted.slice(runsOfFirst).every((entry) => entry.workerId === second!.workerId && entry.term === second!.term)).toBe(true);
+    expect(scheduler.target.refused).toBe(0);
+    expect(scheduler.mostActiveAtOnce()).toBe(1);
+    expect(scheduler.demotions).toEqual([`${first!.workerId} no longer leads term ${firstTerm} (stepped-down)`]);
+  });
+
+  it('a leader cut off from the store stops its job by itself, and another instance takes over with a higher term', async () => {
+    const store = new MemoryStorage();
+    const views = new Map<string, ReturnType<typeof partitionable>>();
+    const scheduler = cluster((workerId) => {
+      const view = partitionable(store);
+      views.set(workerId, view);
+      return view;
+    });
+    running = scheduler.services;
+    await scheduler.start(['scheduler-a', 'scheduler-b', 'scheduler-c']);
+    await waitFor('one instance has run the job', () => scheduler.target.accepted.length >= 1);
+    const [first] = scheduler.leaders();
+    const firstTerm = first!.term!;
+
+    views.get(first!.workerId)!.cut = true;
+    await waitFor('another instance has run the job', () => scheduler.target.accepted.some((entry) => entry.workerId !== first!.workerId), 10_000);
+
+    expect(scheduler.demotions).toContain(`${first!.workerId} no longer leads term ${firstTerm} (self-fenced)`);
+    const [second, ...rest] = scheduler.leaders();
+    expect(rest).toEqual([]);
+    expect(second!.workerId).not.toBe(first!.workerId);
+    expect(second!.term).toBeGreaterThan(firstTerm);
+    expect(scheduler.mostActiveAtOnce()).toBe(1);
+    expect(scheduler.target.refused).toBe(0);
+  });
+
+  it('run as a program, it leads, runs the job, and on SIGTERM steps down and exits cleanly', async () => {
+    const program = fileURLToPath(new URL('../leader-election/service.ts', import.meta.url));
+    const child = spawn(process.execPath, ['--import', 'tsx', program], {
+      env: { ...process.env, LEASEHOLD_STORE: 'memory' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+
+    await waitFor('the program has run the job', () => output.includes('runs the job (term 1)'), 30_000);
+    child.kill('SIGTERM');
+    const code = await exited;
+
+    expect(code).toBe(0);
+    const lines = output.trim().split('\n');
+    const order = ['leads term 1', 'runs the job (term 1)', 'stopped the job of term 1', 'no longer leads term 1 (stepped-down)', 'stepped down and stopped'];
+    const positions = order.map((text) => lines.findIndex((line) => line.includes(text)));
+    expect(positions.every((position) => position >= 0)).toBe(true);
+    expect([...positions].sort((a, b) => a - b)).toEqual(positions);
+  }, 60_000);
+});
