@@ -35,3 +35,4 @@ export type {
   ShardHooks,
   Logger,
 } from './consumer/options.js';
+export { attachMetrics, defaultMeter, type Instrumented } from './metrics.js';

@@ -9,6 +9,7 @@ import { Checkpoint, type CheckpointStorage, type LeaderStore, type Position } f
 import { leaderLoop, syncShards, type ShardSyncReport } from './leader-duties.js';
 import type { ConsumerOptions, InitialPosition, Logger } from './options.js';
 import { ShardPump, type PumpReporter } from './shard-pump.js';
+import { attachMetrics, defaultMeter } from '../metrics.js';
 
 const PKG = 'core';
 
@@ -18,7 +19,7 @@ export interface ConsumerEvents {
   'shard-ended': { shardId: string; childShardIds: readonly string[] };
   'lease-lost': { shardId: string; reason: LossReason };
   'lease-handed-off': { shardId: string; to: string };
-  'batch-processed': { shardId: string; records: number; millisBehindLatest: number | undefined; durationMs: number };
+  'batch-processed': { shardId: string; records: number; bytes: number; millisBehindLatest: number | undefined; durationMs: number };
   checkpointed: { shardId: string; position: Position };
   'handler-failed': { shardId: string; attempt: number; error: Error };
   'record-skipped': { shardId: string; position: Position; error: Error };
@@ -194,6 +195,13 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       this.emit('lease-lost', { shardId: leaseKey, reason });
     });
     coordinator.on('handed-off', ({ leaseKey, to }) => this.emit('lease-handed-off', { shardId: leaseKey, to }));
+    if (this.#options.metrics !== false) {
+      attachMetrics(this.#options.metrics?.meter ?? defaultMeter(), { group: this.group, workerId: this.workerId }, {
+        coordinator,
+        elector: this.elector,
+        consumer: this,
+      });
+    }
     coordinator.on('error', ({ error, operation }) => this.#report(error, operation));
     this.elector?.on('error', ({ error, operation }) => this.#report(error, `leader ${operation}`));
   }
@@ -238,8 +246,8 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
         this.#logger.info({ shardId, position, fencingToken: lease.fencingToken }, 'shard started');
         this.emit('shard-started', { shardId, position, fencingToken: lease.fencingToken });
       },
-      batch: (shardId, records, millisBehindLatest, durationMs) =>
-        this.emit('batch-processed', { shardId, records, millisBehindLatest, durationMs }),
+      batch: (shardId, records, bytes, millisBehindLatest, durationMs) =>
+        this.emit('batch-processed', { shardId, records, bytes, millisBehindLatest, durationMs }),
       checkpointed: (shardId, position) => this.emit('checkpointed', { shardId, position }),
       handlerFailed: (shardId, attempt, error) => {
         this.#logger.warn({ shardId, attempt, err: error }, 'handler failed');

@@ -1,3 +1,4 @@
+import type { Meter } from '@opentelemetry/api';
 import type { Clock, Random } from '../clock.js';
 import type { LeaseCoordinatorOptions } from '../lease/coordinator.js';
 import type { ShardSource, SourceRecord } from '../source.js';
@@ -98,6 +99,11 @@ export interface ConsumerOptions<R extends SourceRecord = SourceRecord> {
     | 'safetyMarginMs'
     | 'handoffTimeoutMs'
   >;
+  /**
+   * OpenTelemetry metrics: recorded through `@opentelemetry/api`'s global meter provider (a no-op until you
+   * register an SDK), or through the `meter` you pass; `false` records nothing.
+   */
+  metrics?: { meter?: Meter } | false;
   /** This worker's id, unique among the group's live processes. Default: host name, pid and a random suffix. */
   workerId?: string;
   /** The monotonic clock. Default: the process's. */

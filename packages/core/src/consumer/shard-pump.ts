@@ -8,7 +8,7 @@ import type { BatchContext, CheckpointPolicy, ConsumerOptions, FailurePolicy, Lo
 /** The runtime's events about one shard's processing, reported to the consumer. */
 export interface PumpReporter {
   started(shardId: string, position: Position): void;
-  batch(shardId: string, records: number, millisBehindLatest: number | undefined, durationMs: number): void;
+  batch(shardId: string, records: number, bytes: number, millisBehindLatest: number | undefined, durationMs: number): void;
   checkpointed(shardId: string, position: Position): void;
   handlerFailed(shardId: string, attempt: number, error: Error): void;
   recordSkipped(shardId: string, position: Position, error: Error): void;
@@ -152,7 +152,9 @@ export class ShardPump<R extends SourceRecord> {
       const startedAt = clock.now();
       const ok = await this.#handleWithPolicy(batch);
       if (!ok) return false;
-      reporter.batch(this.shardId, batch.records.length, batch.millisBehindLatest, clock.now() - startedAt);
+      let bytes = 0;
+      for (const record of batch.records) bytes += record.data.byteLength;
+      reporter.batch(this.shardId, batch.records.length, bytes, batch.millisBehindLatest, clock.now() - startedAt);
     }
     this.#processed = batch.position;
     this.#sinceCheckpoint.records += batch.records.length;

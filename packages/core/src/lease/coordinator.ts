@@ -121,8 +121,13 @@ export interface LeaseCoordinatorEvents {
   'handoff-requested': { leaseKey: string; to: string };
   /** This worker asked another to hand a lease over (a cooperative steal). */
   'steal-requested': { leaseKey: string; from: string };
-  'handed-off': { leaseKey: string; to: string };
+  /** A lease moved to the worker that asked for it; `durationMs` since the request was seen. */
+  'handed-off': { leaseKey: string; to: string; durationMs: number };
   released: { leaseKey: string };
+  /** A checkpoint was stored; `durationMs` includes waiting for earlier writes on the lease. */
+  checkpointed: { leaseKey: string; position: Position; durationMs: number };
+  /** The outcome of one storage write call (a batch counts each of its leases). */
+  storage: { operation: string; applied: number; conflict: number; unknown: number };
   error: { error: Error; operation: string };
 }
 
@@ -329,6 +334,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       throw new CheckpointBehindError(`[${PKG}] checkpoint position must be a non-empty string, got ${describeValue(position)}`);
     }
     const held = this.#requireHeld(leaseKey);
+    const startedAt = this.#clock.now();
     await this.#onLease(held, async () => {
       this.#requireHeld(leaseKey);
       const current = held.record.checkpoint;
@@ -342,6 +348,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
         if (order === 0) return;
       }
       await this.#writeHeld(leaseKey, held, (record) => ({ ...stateOf(record), checkpoint: position }), 'checkpoint');
+      this.emit('checkpointed', { leaseKey, position, durationMs: this.#clock.now() - startedAt });
     });
   }
 
@@ -506,7 +513,10 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
         pendingOwner: null,
       }), 'handed-off');
       this.#forget(leaseKey, held);
-      if (outcome?.status === 'applied') this.emit('handed-off', { leaseKey, to: outcome.record.owner ?? to });
+      if (outcome?.status === 'applied') {
+        const durationMs = this.#clock.now() - (held.handoff?.seenAt ?? this.#clock.now());
+        this.emit('handed-off', { leaseKey, to: outcome.record.owner ?? to, durationMs });
+      }
       else this.emit('lost', { leaseKey, fencingToken: held.record.epoch, reason: 'handoff-timeout' });
     }).catch((error: unknown) => this.#report(error, 'handoff'));
   }
@@ -801,9 +811,15 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   async #update(updates: LeaseUpdate[], operation: string): Promise<WriteResult<LeaseRecord>[]> {
     try {
       const results = await this.#storage.updateLeases(this.group, updates);
-      for (const outcome of results) if (outcome.status === 'unknown') this.#report(outcome.error, operation);
+      const tally = { operation, applied: 0, conflict: 0, unknown: 0 };
+      for (const outcome of results) {
+        tally[outcome.status]++;
+        if (outcome.status === 'unknown') this.#report(outcome.error, operation);
+      }
+      this.emit('storage', tally);
       return results;
     } catch (error) {
+      this.emit('storage', { operation, applied: 0, conflict: 0, unknown: updates.length });
       this.#report(error, operation);
       const unknown = error instanceof LeaseholdError ? error : new StorageUnavailableError(`[${PKG}] ${operation} failed`, { cause: error });
       return updates.map(() => ({ status: 'unknown', error: unknown }));

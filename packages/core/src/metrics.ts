@@ -1,0 +1,115 @@
+/**
+ * OpenTelemetry metrics, through `@opentelemetry/api` only: without an SDK registered by the application
+ * every instrument is a no-op. Instruments are built from the events of the coordinator, the elector and
+ * the consumer, so the algorithms carry no metrics code. Names and units follow OpenTelemetry's semantic
+ * conventions (dot-separated namespaces, UCUM units, durations in seconds); the table is in core's README.
+ */
+import { metrics, type Attributes, type Meter } from '@opentelemetry/api';
+import type { Consumer } from './consumer/consumer.js';
+import type { LeaderElector } from './leader/elector.js';
+import type { LeaseCoordinator } from './lease/coordinator.js';
+
+/** The meter of the global provider, named for this package. */
+export function defaultMeter(): Meter {
+  return metrics.getMeter('@leasehold/core');
+}
+
+/** What to instrument: any of a coordinator, an elector and a consumer (which brings its own two). */
+export interface Instrumented {
+  coordinator?: LeaseCoordinator;
+  elector?: LeaderElector | undefined;
+  consumer?: Pick<Consumer, 'on'>;
+}
+
+/**
+ * Records the metrics of the given components on `meter`, each measurement carrying
+ * `leasehold.group` and `leasehold.worker.id`. Returns a function that stops recording.
+ */
+export function attachMetrics(meter: Meter, identity: { group: string; workerId: string }, parts: Instrumented): () => void {
+  const base: Attributes = { 'leasehold.group': identity.group, 'leasehold.worker.id': identity.workerId };
+  const offs: Array<() => void> = [];
+  const { coordinator, elector, consumer } = parts;
+
+  if (coordinator) {
+    const held = meter.createObservableGauge('leasehold.lease.held', { unit: '{lease}', description: 'Leases this worker holds' });
+    const observeHeld = (result: { observe(value: number, attributes?: Attributes): void }): void =>
+      result.observe(coordinator.heldLeases().length, base);
+    held.addCallback(observeHeld);
+    offs.push(() => held.removeCallback(observeHeld));
+
+    const acquired = meter.createCounter('leasehold.lease.acquired', { unit: '{lease}', description: 'Leases taken, by how' });
+    const lost = meter.createCounter('leasehold.lease.lost', { unit: '{lease}', description: 'Leases lost, by reason' });
+    const handedOff = meter.createCounter('leasehold.lease.handed_off', { unit: '{lease}', description: 'Leases handed to a worker that asked' });
+    const handoffDuration = meter.createHistogram('leasehold.lease.handoff.duration', { unit: 's', description: 'From seeing a handoff request to handing the lease over' });
+    const renewDuration = meter.createHistogram('leasehold.lease.renew.duration', { unit: 's', description: 'Duration of a batched renewal' });
+    const renewBatch = meter.createHistogram('leasehold.lease.renew.batch_size', { unit: '{lease}', description: 'Leases renewed per batched write' });
+    const checkpointDuration = meter.createHistogram('leasehold.checkpoint.duration', { unit: 's', description: 'Duration of a fenced checkpoint write' });
+    const results = meter.createCounter('leasehold.storage.results', { unit: '{result}', description: 'Outcomes of conditional writes' });
+    offs.push(
+      coordinator.on('acquired', ({ how }) => acquired.add(1, { ...base, 'leasehold.lease.acquired.how': how })),
+      coordinator.on('lost', ({ reason }) => lost.add(1, { ...base, 'leasehold.lease.lost.reason': reason })),
+      coordinator.on('handed-off', ({ durationMs }) => {
+        handedOff.add(1, base);
+        handoffDuration.record(durationMs / 1000, base);
+      }),
+      coordinator.on('renewed', ({ leaseKeys, durationMs }) => {
+        renewDuration.record(durationMs / 1000, base);
+        renewBatch.record(leaseKeys.length, base);
+      }),
+      coordinator.on('checkpointed', ({ durationMs }) => checkpointDuration.record(durationMs / 1000, base)),
+      coordinator.on('storage', ({ operation, applied, conflict, unknown }) => {
+        const attributes = { ...base, 'leasehold.storage.operation': operation };
+        if (applied > 0) results.add(applied, { ...attributes, 'leasehold.storage.result': 'applied' });
+        if (conflict > 0) results.add(conflict, { ...attributes, 'leasehold.storage.result': 'conflict' });
+        if (unknown > 0) results.add(unknown, { ...attributes, 'leasehold.storage.result': 'unknown' });
+      }),
+    );
+  }
+
+  if (elector) {
+    let term: number | undefined;
+    const termGauge = meter.createObservableGauge('leasehold.leader.term', { unit: '{term}', description: 'The term this worker leads, while it leads' });
+    const observeTerm = (result: { observe(value: number, attributes?: Attributes): void }): void => {
+      if (term !== undefined) result.observe(term, base);
+    };
+    termGauge.addCallback(observeTerm);
+    const changes = meter.createCounter('leasehold.leader.changes', { unit: '{change}', description: 'Times this worker became or stopped being leader' });
+    offs.push(
+      () => termGauge.removeCallback(observeTerm),
+      elector.on('elected', (event) => {
+        term = event.term;
+        changes.add(1, { ...base, 'leasehold.leader.change': 'elected' });
+      }),
+      elector.on('demoted', ({ reason }) => {
+        term = undefined;
+        changes.add(1, { ...base, 'leasehold.leader.change': reason });
+      }),
+    );
+  }
+
+  if (consumer) {
+    const lag = new Map<string, number>();
+    const records = meter.createCounter('leasehold.records.processed', { unit: '{record}', description: 'Records handed to the handler that it finished' });
+    const bytes = meter.createCounter('leasehold.records.processed.size', { unit: 'By', description: 'Bytes of the records processed' });
+    const behind = meter.createObservableGauge('leasehold.shard.behind_latest', { unit: 'ms', description: 'How far each held shard is behind the tip of the stream' });
+    const observeLag = (result: { observe(value: number, attributes?: Attributes): void }): void => {
+      for (const [shardId, ms] of lag) result.observe(ms, { ...base, 'leasehold.shard.id': shardId });
+    };
+    behind.addCallback(observeLag);
+    offs.push(
+      () => behind.removeCallback(observeLag),
+      consumer.on('batch-processed', (event) => {
+        const attributes = { ...base, 'leasehold.shard.id': event.shardId };
+        records.add(event.records, attributes);
+        bytes.add(event.bytes, attributes);
+        if (event.millisBehindLatest !== undefined) lag.set(event.shardId, event.millisBehindLatest);
+      }),
+      consumer.on('lease-lost', ({ shardId }) => lag.delete(shardId)),
+      consumer.on('lease-handed-off', ({ shardId }) => lag.delete(shardId)),
+      consumer.on('shard-ended', ({ shardId }) => lag.delete(shardId)),
+    );
+  }
+  return () => {
+    for (const off of offs) off();
+  };
+}

@@ -1,0 +1,86 @@
+import { AggregationTemporality, InMemoryMetricExporter, MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics';
+import { describe, expect, it } from 'vitest';
+import { Consumer, MemorySource, MemoryStorage, seededRandom } from '../src/index.js';
+import { VirtualScheduler } from '../src/testing/index.js';
+
+async function run<T>(scheduler: VirtualScheduler, work: Promise<T>): Promise<T> {
+  let done = false;
+  const settled = work.finally(() => {
+    done = true;
+  });
+  for (let i = 0; i < 20_000 && !done; i++) await scheduler.advance(10);
+  return settled;
+}
+
+describe('metrics', () => {
+  it('records leases, renewals, checkpoints, records, bytes, lag, leadership and storage results on the given meter', async () => {
+    const exporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE);
+    const reader = new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: 3_600_000 });
+    const provider = new MeterProvider({ readers: [reader] });
+    const scheduler = new VirtualScheduler();
+    const source = new MemorySource(2, { clock: scheduler.clock() });
+    for (let i = 0; i < 10; i++) source.put(`key-${i}`, 'payload!');
+    const consumer = new Consumer({
+      group: 'metered',
+      source,
+      storage: new MemoryStorage(),
+      workerId: 'w1',
+      clock: scheduler.clock(),
+      random: seededRandom(1),
+      initialPosition: 'TRIM_HORIZON',
+      processBatch: () => undefined,
+      metrics: { meter: provider.getMeter('test') },
+    });
+    await run(scheduler, consumer.start());
+    await scheduler.advance(10_000);
+    await reader.forceFlush();
+    const points = new Map<string, Array<{ value: unknown; attributes: Record<string, unknown> }>>();
+    for (const resource of exporter.getMetrics()) {
+      for (const scope of resource.scopeMetrics) {
+        for (const metric of scope.metrics) {
+          points.set(metric.descriptor.name, metric.dataPoints.map((point) => ({ value: point.value, attributes: point.attributes })));
+        }
+      }
+    }
+    expect([...points.keys()].sort()).toEqual(
+      expect.arrayContaining([
+        'leasehold.checkpoint.duration',
+        'leasehold.lease.acquired',
+        'leasehold.lease.held',
+        'leasehold.lease.renew.batch_size',
+        'leasehold.lease.renew.duration',
+        'leasehold.leader.changes',
+        'leasehold.leader.term',
+        'leasehold.records.processed',
+        'leasehold.records.processed.size',
+        'leasehold.shard.behind_latest',
+        'leasehold.storage.results',
+      ]),
+    );
+    const sum = (name: string): number => (points.get(name) ?? []).reduce((total, point) => total + Number(point.value), 0);
+    expect(sum('leasehold.records.processed')).toBe(10);
+    expect(sum('leasehold.records.processed.size')).toBe(80);
+    expect(sum('leasehold.lease.held')).toBe(2);
+    expect(sum('leasehold.leader.term')).toBe(1);
+    expect(points.get('leasehold.lease.held')?.[0]?.attributes).toEqual({ 'leasehold.group': 'metered', 'leasehold.worker.id': 'w1' });
+    const applied = (points.get('leasehold.storage.results') ?? []).filter((point) => point.attributes['leasehold.storage.result'] === 'applied');
+    expect(applied.length).toBeGreaterThan(0);
+    await run(scheduler, consumer.stop());
+    await provider.shutdown();
+  });
+
+  it('records nothing and needs no SDK when metrics are off or no provider is registered', async () => {
+    const scheduler = new VirtualScheduler();
+    const consumer = new Consumer({
+      group: 'unmetered',
+      source: new MemorySource(1, { clock: scheduler.clock() }),
+      storage: new MemoryStorage(),
+      clock: scheduler.clock(),
+      processBatch: () => undefined,
+    });
+    await run(scheduler, consumer.start());
+    await scheduler.advance(5_000);
+    expect(consumer.coordinator.heldLeases()).toHaveLength(1);
+    await run(scheduler, consumer.stop());
+  });
+});
