@@ -1,0 +1,281 @@
+/**
+ * `leasehold doctor`: can this backend hold leases safely? Connectivity, tables of the right shape,
+ * permissions, and the settings the adapters' READMEs name as needed for safety. Prints a checklist and
+ * fails when any item fails.
+ */
+import { randomBytes } from 'node:crypto';
+import {
+  DescribeContinuousBackupsCommand,
+  DescribeTimeToLiveCommand,
+  PutItemCommand,
+  QueryCommand,
+  UpdateItemCommand,
+  type DynamoDBClient,
+} from '@aws-sdk/client-dynamodb';
+import { describeValue, LeaseholdError } from '@leasehold/core';
+import { checkTable } from '@leasehold/storage-dynamodb';
+import { PostgresStorage } from '@leasehold/storage-postgres';
+import type { Redis } from 'ioredis';
+import type pg from 'pg';
+import { messageOf, openBackend } from '../connect.js';
+import type { Io } from '../shared.js';
+import { parseStorageUrl, PKG, type DynamoDBTarget, type PostgresTarget, type RedisTarget } from '../url.js';
+
+/** The verdict of one item: `fail` makes the command fail, `warn` does not. */
+export type CheckStatus = 'pass' | 'fail' | 'warn';
+
+/** One item of the checklist. */
+export interface Check {
+  readonly status: CheckStatus;
+  readonly name: string;
+  readonly detail: string;
+}
+
+/** Options of {@link doctor}. */
+export interface DoctorOptions {
+  readonly storage: string;
+  readonly json: boolean;
+}
+
+const MARK: Record<CheckStatus, string> = { pass: '✓', fail: '✗', warn: '!' };
+
+/** Runs the checks of the backend and prints them; throws when one fails, after printing all. */
+export async function doctor(options: DoctorOptions, io: Io): Promise<void> {
+  const target = parseStorageUrl(options.storage);
+  const checks: Check[] = [];
+  const add = (status: CheckStatus, name: string, detail: string): void => {
+    checks.push({ status, name, detail });
+    if (!options.json) io.out(`${MARK[status]} ${name}: ${detail}\n`);
+  };
+  try {
+    const backend = await openBackend(target);
+    try {
+      if (backend.kind === 'postgres') await postgresChecks(backend.pool, backend.target, add);
+      else if (backend.kind === 'redis') await redisChecks(backend.client, backend.target, add);
+      else await dynamoChecks(backend.client, backend.target, add);
+    } finally {
+      await backend.close();
+    }
+  } catch (error) {
+    if (error instanceof Error && error.name === 'InvalidConfigError') throw error;
+    add('fail', 'connect', messageOf(error));
+  }
+  const failed = checks.filter((check) => check.status === 'fail');
+  if (options.json) io.out(`${JSON.stringify({ storage: target.display, ok: failed.length === 0, checks }, null, 2)}\n`);
+  if (failed.length > 0) {
+    throw new LeaseholdError(
+      'ERR_DOCTOR_FAILED',
+      `[${PKG}] ${failed.length} of ${checks.length} checks failed for ${target.display}: ${failed.map((check) => check.name).join(', ')}`,
+    );
+  }
+}
+
+type Add = (status: CheckStatus, name: string, detail: string) => void;
+
+const LEASE_COLUMNS = ['group_name text', 'lease_key text', 'version bigint', 'live boolean', 'high_epoch bigint', 'state text'];
+const LEADER_COLUMNS = ['group_name text', 'version bigint', 'state text'];
+
+async function postgresChecks(pool: pg.Pool, target: PostgresTarget, add: Add): Promise<void> {
+  const schema = target.schema ?? 'public';
+  const leaseTable = target.leaseTable ?? 'leasehold_leases';
+  const leaderTable = target.leaderTable ?? 'leasehold_leaders';
+  const migrationsTable = target.migrationsTable ?? 'leasehold_migrations';
+  const client = await pool.connect().catch((error: unknown) => {
+    throw new LeaseholdError('ERR_STORAGE_UNAVAILABLE', `cannot reach PostgreSQL at ${target.display}: ${messageOf(error)}`, { cause: error });
+  });
+  try {
+    const info = await client.query<{ version: string; user: string; db: string; recovery: boolean }>(
+      `SELECT current_setting('server_version') AS version, current_user AS user, current_database() AS db, pg_is_in_recovery() AS recovery`,
+    );
+    const server = info.rows[0];
+    add('pass', 'connect', `PostgreSQL ${server?.version ?? '?'}, database ${describeValue(server?.db)} as ${describeValue(server?.user)}`);
+    add(
+      server?.recovery === true ? 'fail' : 'pass',
+      'primary',
+      server?.recovery === true ? 'the server is a standby in recovery: writes are refused; point the URL at the primary' : 'the server is a primary (not in recovery)',
+    );
+
+    const columns = await client.query<{ table_name: string; column: string }>(
+      `SELECT table_name, column_name || ' ' || data_type AS column FROM information_schema.columns
+       WHERE table_schema = $1 AND table_name = ANY($2::text[]) ORDER BY table_name, ordinal_position`,
+      [schema, [leaseTable, leaderTable]],
+    );
+    const shapeOk = [
+      shapeCheck(add, `${schema}.${leaseTable}`, LEASE_COLUMNS, columns.rows.filter((row) => row.table_name === leaseTable).map((row) => row.column)),
+      shapeCheck(add, `${schema}.${leaderTable}`, LEADER_COLUMNS, columns.rows.filter((row) => row.table_name === leaderTable).map((row) => row.column)),
+    ].every(Boolean);
+
+    const recorded = await client
+      .query<{ version: number }>(`SELECT version FROM ${quote(schema)}.${quote(migrationsTable)} WHERE table_name = $1`, [`${leaseTable}/${leaderTable}`])
+      .then((found) => found.rows[0]?.version ?? 0, () => 0);
+    const expected = PostgresStorage.schemaVersion;
+    if (recorded === expected) add('pass', 'schema version', `${recorded} recorded in ${schema}.${migrationsTable}, as this release expects`);
+    else if (recorded > expected) add('fail', 'schema version', `${recorded} recorded, newer than this release's ${expected}: upgrade @leasehold/cli`);
+    else add('fail', 'schema version', `${recorded === 0 ? 'none' : recorded} recorded, ${expected} expected: run migrate() of @leasehold/storage-postgres (or leasehold migrate --create)`);
+
+    if (shapeOk) await postgresWriteCheck(client, `${quote(schema)}.${quote(leaseTable)}`, `${quote(schema)}.${quote(leaderTable)}`, add);
+    else add('fail', 'write permission', 'not checked: the tables are missing or of another shape');
+
+    const settings = await client.query<{ name: string; setting: string }>(
+      `SELECT name, setting FROM pg_settings WHERE name IN ('fsync', 'synchronous_commit')`,
+    );
+    const setting = (name: string): string => settings.rows.find((row) => row.name === name)?.setting ?? '?';
+    add(setting('fsync') === 'on' ? 'pass' : 'fail', 'fsync', `${setting('fsync')}${setting('fsync') === 'on' ? '' : ': a crash can lose acknowledged writes; set fsync = on'}`);
+    const commit = setting('synchronous_commit');
+    add(
+      commit === 'off' ? 'fail' : 'pass',
+      'synchronous_commit',
+      `${commit}${commit === 'off' ? ': a crash can lose acknowledged renewals and checkpoints; set it to on' : ''}`,
+    );
+  } finally {
+    client.release();
+  }
+}
+
+function quote(name: string): string {
+  return `"${name.replaceAll('"', '""')}"`;
+}
+
+function shapeCheck(add: Add, table: string, expected: readonly string[], found: readonly string[]): boolean {
+  if (found.length === 0) {
+    add('fail', `table ${table}`, 'missing: run migrate() of @leasehold/storage-postgres (or leasehold migrate --create)');
+    return false;
+  }
+  const missing = expected.filter((column) => !found.includes(column));
+  if (missing.length > 0) {
+    add('fail', `table ${table}`, `lacks columns ${missing.join(', ')} (found ${found.join(', ')})`);
+    return false;
+  }
+  add('pass', `table ${table}`, `present, columns ${expected.map((column) => column.split(' ')[0]).join(', ')}`);
+  return true;
+}
+
+/** Writes a lease and a leader row in a transaction that is rolled back: proves the grants, leaves nothing. */
+async function postgresWriteCheck(client: pg.PoolClient, leases: string, leaders: string, add: Add): Promise<void> {
+  const group = `leasehold-doctor-${randomBytes(6).toString('hex')}`;
+  try {
+    await client.query('BEGIN');
+    await client.query(`INSERT INTO ${leases} (group_name, lease_key, version, live, high_epoch, state) VALUES ($1, 'doctor', 1, true, 0, '{}')`, [group]);
+    await client.query(`UPDATE ${leases} SET version = version + 1 WHERE group_name = $1`, [group]);
+    await client.query(`DELETE FROM ${leases} WHERE group_name = $1`, [group]);
+    await client.query(`INSERT INTO ${leaders} (group_name, version, state) VALUES ($1, 1, '{}')`, [group]);
+    add('pass', 'write permission', 'SELECT, INSERT, UPDATE and DELETE on both tables (tried in a transaction, rolled back)');
+  } catch (error) {
+    add('fail', 'write permission', messageOf(error));
+  } finally {
+    await client.query('ROLLBACK').catch(() => undefined);
+  }
+}
+
+async function redisChecks(client: Redis, target: RedisTarget, add: Add): Promise<void> {
+  const pong = await client.ping();
+  const info = parseInfo(await client.info());
+  add(pong === 'PONG' ? 'pass' : 'fail', 'connect', `Redis ${info.get('redis_version') ?? '?'} answered ${describeValue(pong)}`);
+
+  const role = info.get('role') ?? '?';
+  add(role === 'master' ? 'pass' : 'fail', 'role', role === 'master' ? 'primary' : `${role}: a replica refuses writes; point the URL at the primary`);
+  if (info.get('cluster_enabled') === '1') {
+    add('warn', 'cluster mode', 'enabled: the command line talks to this one node; run doctor against every primary');
+  }
+
+  let config: Map<string, string>;
+  try {
+    const pairs = (await client.call('CONFIG', 'GET', '*')) as string[];
+    config = new Map();
+    for (let i = 0; i + 1 < pairs.length; i += 2) config.set(pairs[i] as string, pairs[i + 1] as string);
+  } catch (error) {
+    add('warn', 'persistence', `CONFIG GET is not allowed (${messageOf(error)}); check appendonly yes, appendfsync always and maxmemory-policy noeviction with your provider`);
+    await redisWriteCheck(client, target, add);
+    return;
+  }
+  const appendonly = config.get('appendonly') ?? '?';
+  const save = config.get('save') ?? '';
+  add(
+    appendonly === 'yes' ? 'pass' : 'fail',
+    'appendonly',
+    appendonly === 'yes'
+      ? 'yes'
+      : `${appendonly}: ${save === '' ? 'no persistence, a restart loses every lease' : `only RDB snapshots (save ${describeValue(save)}), a crash loses the writes since the last one`}; set appendonly yes`,
+  );
+  const fsync = config.get('appendfsync') ?? '?';
+  add(
+    fsync === 'always' ? 'pass' : 'fail',
+    'appendfsync',
+    fsync === 'always' ? 'always' : `${fsync}: a crash can lose ${fsync === 'everysec' ? 'up to a second of' : ''} acknowledged writes, and epochs can go back; set appendfsync always`,
+  );
+  const maxmemory = config.get('maxmemory') ?? '0';
+  const policy = config.get('maxmemory-policy') ?? '?';
+  const evicts = maxmemory !== '0' && policy !== 'noeviction';
+  add(
+    evicts ? 'fail' : 'pass',
+    'eviction',
+    evicts ? `maxmemory ${maxmemory} with ${policy}: an evicted lease is a lost write; set maxmemory-policy noeviction` : maxmemory === '0' ? 'no maxmemory' : `maxmemory-policy ${policy}`,
+  );
+  await redisWriteCheck(client, target, add);
+}
+
+/** Runs a script that writes and deletes one key under the prefix: proves EVAL and write grants. */
+async function redisWriteCheck(client: Redis, target: RedisTarget, add: Add): Promise<void> {
+  const key = `${target.keyPrefix ?? 'leasehold:'}doctor:${randomBytes(6).toString('hex')}`;
+  try {
+    const reply = await client.eval(`redis.call('SET', KEYS[1], '1', 'PX', 60000); return redis.call('DEL', KEYS[1])`, 1, key);
+    add(reply === 1 ? 'pass' : 'fail', 'write permission', `a Lua script wrote and deleted ${describeValue(key)}`);
+  } catch (error) {
+    add('fail', 'write permission', `a Lua script could not write ${describeValue(key)}: ${messageOf(error)}`);
+  }
+}
+
+function parseInfo(text: string): Map<string, string> {
+  const fields = new Map<string, string>();
+  for (const line of text.split(/\r?\n/)) {
+    const colon = line.indexOf(':');
+    if (colon > 0 && !line.startsWith('#')) fields.set(line.slice(0, colon), line.slice(colon + 1));
+  }
+  return fields;
+}
+
+async function dynamoChecks(client: DynamoDBClient, target: DynamoDBTarget, add: Add): Promise<void> {
+  const table = target.tableName;
+  try {
+    await checkTable(client, table);
+  } catch (error) {
+    add('fail', `table ${table}`, messageOf(error));
+    return;
+  }
+  add('pass', `table ${table}`, 'present, key schema pk (HASH, S) and sk (RANGE, S)');
+
+  try {
+    const ttl = await client.send(new DescribeTimeToLiveCommand({ TableName: table }));
+    const state = ttl.TimeToLiveDescription?.TimeToLiveStatus ?? 'DISABLED';
+    const on = state === 'ENABLED' || state === 'ENABLING';
+    add(on ? 'fail' : 'pass', 'time to live', on ? `${state}: an expired tombstone lets a recreated lease repeat a version or epoch; disable TTL` : 'disabled');
+  } catch (error) {
+    add('warn', 'time to live', `not checked: ${messageOf(error)}`);
+  }
+  try {
+    const backups = await client.send(new DescribeContinuousBackupsCommand({ TableName: table }));
+    const pitr = backups.ContinuousBackupsDescription?.PointInTimeRecoveryDescription?.PointInTimeRecoveryStatus ?? 'DISABLED';
+    add('pass', 'point-in-time recovery', `${pitr}${pitr === 'ENABLED' ? ': never restore while consumers run' : ''}`);
+  } catch (error) {
+    add('warn', 'point-in-time recovery', `not checked: ${messageOf(error)}`);
+  }
+
+  // Conditions that cannot hold on an item that does not exist: permission is checked before the
+  // condition, so a ConditionalCheckFailedException proves the grant without writing anything.
+  const pk = { S: `leasehold-doctor-${randomBytes(6).toString('hex')}` };
+  const sk = { S: 'lease:doctor' };
+  const probes: [string, () => Promise<unknown>][] = [
+    ['Query', () => client.send(new QueryCommand({ TableName: table, ConsistentRead: true, KeyConditionExpression: 'pk = :pk', ExpressionAttributeValues: { ':pk': pk } }))],
+    ['PutItem', () => client.send(new PutItemCommand({ TableName: table, Item: { pk, sk }, ConditionExpression: 'attribute_exists(pk)' }))],
+    ['UpdateItem', () => client.send(new UpdateItemCommand({ TableName: table, Key: { pk, sk }, UpdateExpression: 'SET version = :v', ConditionExpression: 'attribute_exists(pk)', ExpressionAttributeValues: { ':v': { N: '1' } } }))],
+  ];
+  const denied: string[] = [];
+  for (const [action, probe] of probes) {
+    try {
+      await probe();
+    } catch (error) {
+      if (!(error instanceof Error && error.name === 'ConditionalCheckFailedException')) denied.push(`${action}: ${messageOf(error)}`);
+    }
+  }
+  add(denied.length === 0 ? 'pass' : 'fail', 'permissions', denied.length === 0 ? 'Query, PutItem and UpdateItem allowed (probed with conditions that write nothing)' : denied.join('; '));
+}

@@ -1,0 +1,243 @@
+/**
+ * `leasehold migrate`: copies a group's leases and leader record from one backend to another, refusing
+ * while the group is live, then reads the target back and checks every field.
+ *
+ * Versions are not copied: each store numbers its own writes, and a copied record starts at the target's
+ * next version. Everything core wrote is copied as it is: owner, epoch, checkpoint, parents, pending
+ * owner, metadata, and the leader's holder and term, so fencing tokens continue where they were.
+ */
+import {
+  describeValue,
+  InvalidConfigError,
+  LeaseholdError,
+  pickLeaderState,
+  pickLeaseState,
+  type LeaderRecord,
+  type LeaderState,
+  type LeaseRecord,
+  type LeaseState,
+  type Storage,
+} from '@leasehold/core';
+import { openBackend, type Backend } from '../connect.js';
+import { refuseIfLive, type GuardOptions } from '../guard.js';
+import { byLeaseKey, checkGroup, readGroup, readKnownGroup, type GroupState, type Io } from '../shared.js';
+import { parseStorageUrl, PKG } from '../url.js';
+
+/** Options of {@link migrate}. */
+export interface MigrateOptions extends GuardOptions {
+  readonly from: string;
+  readonly to: string;
+  readonly group: string;
+  /** Overwrite the group's records in the target when they differ from the source's. */
+  readonly replace: boolean;
+  /** Create the target's tables first (Postgres `migrate()`, DynamoDB `createTable()`). */
+  readonly create: boolean;
+}
+
+/** What to do with each record of the target. */
+interface Plan {
+  readonly create: LeaseRecord[];
+  readonly same: LeaseRecord[];
+  /** Source lease and the differing target lease it replaces. */
+  readonly replace: { source: LeaseRecord; target: LeaseRecord }[];
+  /** Target leases the source does not have. */
+  readonly extra: LeaseRecord[];
+  readonly leader: 'none' | 'create' | 'same' | 'replace';
+}
+
+/** Copies the group, verifies the copy and prints what moved. */
+export async function migrate(options: MigrateOptions, io: Io): Promise<void> {
+  checkGroup(options.group);
+  const from = parseStorageUrl(options.from);
+  const to = parseStorageUrl(options.to);
+  if (from.display === to.display) throw new InvalidConfigError(`[${PKG}] --from and --to name the same storage ${describeValue(to.display)}`);
+  const source = await openBackend(from);
+  let target: Backend | undefined;
+  try {
+    target = await openBackend(to);
+    await readKnownGroup(source.storage, options.group, from.display);
+    if (options.create) await createTables(target);
+    // A first look at the target, so that a refusal comes before the wait for liveness.
+    refuseConflicts(planOf(await readGroup(source.storage, options.group), await readGroup(target.storage, options.group)), options, to.display);
+    await refuseIfLive(source.storage, options.group, options, io);
+
+    const snapshot = await readKnownGroup(source.storage, options.group, from.display);
+    const plan = planOf(snapshot, await readGroup(target.storage, options.group));
+    refuseConflicts(plan, options, to.display);
+    await apply(target.storage, options.group, snapshot, plan, io);
+    const verified = await verify(target.storage, options.group, snapshot, to.display);
+    await refuseIfSourceMoved(source.storage, options.group, snapshot);
+    const leader = snapshot.leader === null ? 'no leader record' : 'the leader record';
+    io.out(
+      `migrated group ${describeValue(options.group)} from ${from.display} to ${to.display}: ` +
+        `${plan.create.length} leases copied, ${plan.replace.length} replaced, ${plan.same.length} already there, ${plan.extra.length} deleted; ` +
+        `verified ${verified} leases and ${leader}\n`,
+    );
+  } finally {
+    await target?.close();
+    await source.close();
+  }
+}
+
+async function createTables(backend: Backend): Promise<void> {
+  if (backend.kind === 'postgres') await backend.storage.migrate();
+  else if (backend.kind === 'dynamodb') await backend.storage.createTable();
+}
+
+function sameLease(a: LeaseState, b: LeaseState): boolean {
+  return JSON.stringify(pickLeaseState(a)) === JSON.stringify(pickLeaseState(b)) && sameMetadata(a.metadata, b.metadata);
+}
+
+function sameLeader(a: LeaderState, b: LeaderState): boolean {
+  return a.holder === b.holder && a.term === b.term && sameMetadata(a.metadata, b.metadata);
+}
+
+/** Metadata compared as a map: stores may give keys back in another order. */
+function sameMetadata(a: Readonly<Record<string, string>>, b: Readonly<Record<string, string>>): boolean {
+  const keys = Object.keys(a);
+  return keys.length === Object.keys(b).length && keys.every((key) => Object.hasOwn(b, key) && a[key] === b[key]);
+}
+
+/** Which fields of two lease states differ, for messages. */
+function leaseDifference(source: LeaseState, target: LeaseState): string {
+  const fields = ['owner', 'epoch', 'checkpoint', 'parentKeys', 'pendingOwner'] as const;
+  const differing: string[] = fields
+    .filter((field) => JSON.stringify(source[field]) !== JSON.stringify(target[field]))
+    .map((field) => `${field} ${describeValue(target[field])} instead of ${describeValue(source[field])}`);
+  if (!sameMetadata(source.metadata, target.metadata)) differing.push('metadata');
+  return differing.join(', ');
+}
+
+function planOf(source: GroupState, target: GroupState): Plan {
+  const targetByKey = new Map(target.leases.map((lease) => [lease.leaseKey, lease]));
+  const sourceKeys = new Set(source.leases.map((lease) => lease.leaseKey));
+  const plan: Plan = { create: [], same: [], replace: [], extra: [], leader: 'none' };
+  for (const lease of source.leases) {
+    const existing = targetByKey.get(lease.leaseKey);
+    if (existing === undefined) plan.create.push(lease);
+    else if (sameLease(lease, existing)) plan.same.push(lease);
+    else plan.replace.push({ source: lease, target: existing });
+  }
+  plan.extra.push(...target.leases.filter((lease) => !sourceKeys.has(lease.leaseKey)));
+  let leader: Plan['leader'] = 'none';
+  if (source.leader !== null) {
+    if (target.leader === null) leader = 'create';
+    else leader = sameLeader(source.leader, target.leader) ? 'same' : 'replace';
+  }
+  return { ...plan, leader };
+}
+
+function refuseConflicts(plan: Plan, options: MigrateOptions, display: string): void {
+  const [first] = plan.replace;
+  const [extra] = plan.extra;
+  const differs = plan.replace.length + plan.extra.length + (plan.leader === 'replace' ? 1 : 0);
+  if (differs > 0 && !options.replace) {
+    const example = first
+      ? `lease ${describeValue(first.source.leaseKey)} has ${leaseDifference(first.source, first.target)}`
+      : extra
+        ? `lease ${describeValue(extra.leaseKey)} is not in the source`
+        : 'the leader record differs';
+    throw new LeaseholdError(
+      'ERR_TARGET_NOT_EMPTY',
+      `[${PKG}] ${display} already holds group ${describeValue(options.group)} with ${differs} records that differ from the source (${example}); pass --replace to overwrite them`,
+    );
+  }
+  // Replacing may never lower an epoch or a term in the target: a fencing token once handed out must not repeat.
+  const lowered = plan.replace.find(({ source, target }) => target.epoch > source.epoch);
+  if (lowered) {
+    throw new LeaseholdError(
+      'ERR_EPOCH_REGRESSION',
+      `[${PKG}] lease ${describeValue(lowered.source.leaseKey)} has epoch ${lowered.target.epoch} in ${display}, above the source's ${lowered.source.epoch}; copying would lower a fencing token, so nothing was written`,
+    );
+  }
+}
+
+async function apply(storage: Storage, group: string, snapshot: GroupState, plan: Plan, io: Io): Promise<void> {
+  const failures: string[] = [];
+  const created = await Promise.all(plan.create.map((lease) => storage.createLease({ group, leaseKey: lease.leaseKey, ...pickLeaseState(lease) })));
+  plan.create.forEach((lease, i) => {
+    const outcome = created[i];
+    if (outcome?.status === 'applied') io.out(`copied    ${describeLease(lease)}\n`);
+    else failures.push(`creating lease ${describeValue(lease.leaseKey)}: ${outcome?.status === 'unknown' ? outcome.error.message : 'another writer created it first'}`);
+  });
+  for (const lease of plan.same) io.out(`unchanged ${describeLease(lease)}\n`);
+  if (plan.replace.length > 0) {
+    const updates = plan.replace.map(({ source, target }) => ({ leaseKey: target.leaseKey, expectedVersion: target.version, next: pickLeaseState(source) }));
+    const results = await storage.updateLeases(group, updates);
+    plan.replace.forEach(({ source }, i) => {
+      const outcome = results[i];
+      if (outcome?.status === 'applied') io.out(`replaced  ${describeLease(source)}\n`);
+      else failures.push(`replacing lease ${describeValue(source.leaseKey)}: ${outcome?.status === 'unknown' ? outcome.error.message : 'another writer changed it first'}`);
+    });
+  }
+  for (const lease of plan.extra) {
+    const outcome = await storage.deleteLease(group, lease.leaseKey, lease.version);
+    if (outcome.status === 'applied') io.out(`deleted   ${lease.leaseKey} (not in the source)\n`);
+    else failures.push(`deleting lease ${describeValue(lease.leaseKey)}: ${outcome.status === 'unknown' ? outcome.error.message : 'another writer changed it first'}`);
+  }
+  if (snapshot.leader !== null && plan.leader !== 'none') {
+    const leader = await copyLeader(storage, group, snapshot.leader, plan.leader);
+    if (leader !== undefined) failures.push(leader);
+    else if (plan.leader !== 'same') io.out(`${plan.leader === 'create' ? 'copied   ' : 'replaced '} leader ${snapshot.leader.holder ?? '(none)'}, term ${snapshot.leader.term}\n`);
+  }
+  if (failures.length > 0) {
+    throw new LeaseholdError('ERR_MIGRATION_FAILED', `[${PKG}] ${failures.length} records were not written: ${failures.join('; ')}`);
+  }
+}
+
+async function copyLeader(storage: Storage, group: string, leader: LeaderRecord, how: Plan['leader']): Promise<string | undefined> {
+  if (how === 'same') return undefined;
+  const state = pickLeaderState(leader);
+  if (how === 'create') {
+    const outcome = await storage.createLeader({ group, ...state });
+    return outcome.status === 'applied' ? undefined : `creating the leader record: ${outcome.status === 'unknown' ? outcome.error.message : 'another writer created it first'}`;
+  }
+  const current = await storage.getLeader(group);
+  if (current === null) return 'replacing the leader record: it was deleted meanwhile';
+  if (current.term > leader.term) {
+    return `the leader record has term ${current.term} in the target, above the source's ${leader.term}; copying would lower it`;
+  }
+  const outcome = await storage.updateLeader(group, current.version, state);
+  return outcome.status === 'applied' ? undefined : `replacing the leader record: ${outcome.status === 'unknown' ? outcome.error.message : 'another writer changed it first'}`;
+}
+
+function describeLease(lease: LeaseRecord): string {
+  return `${lease.leaseKey} checkpoint ${lease.checkpoint === null ? '(none)' : describeValue(lease.checkpoint)} epoch ${lease.epoch} owner ${lease.owner === null ? '(none)' : describeValue(lease.owner)}`;
+}
+
+/** Reads the target back and checks every field of every record; returns how many leases it checked. */
+async function verify(storage: Storage, group: string, snapshot: GroupState, display: string): Promise<number> {
+  const copy = await readGroup(storage, group);
+  const copied = new Map(copy.leases.map((lease) => [lease.leaseKey, lease]));
+  const problems: string[] = [];
+  for (const lease of snapshot.leases) {
+    const found = copied.get(lease.leaseKey);
+    if (found === undefined) problems.push(`lease ${describeValue(lease.leaseKey)} is missing`);
+    else if (!sameLease(lease, found)) problems.push(`lease ${describeValue(lease.leaseKey)} has ${leaseDifference(lease, found)}`);
+  }
+  const sourceKeys = new Set(snapshot.leases.map((lease) => lease.leaseKey));
+  for (const lease of copy.leases) if (!sourceKeys.has(lease.leaseKey)) problems.push(`lease ${describeValue(lease.leaseKey)} is not in the source`);
+  if (snapshot.leader !== null && (copy.leader === null || !sameLeader(snapshot.leader, copy.leader))) {
+    problems.push(copy.leader === null ? 'the leader record is missing' : `the leader record has holder ${describeValue(copy.leader.holder)} term ${copy.leader.term}`);
+  }
+  if (problems.length > 0) {
+    throw new LeaseholdError('ERR_MIGRATION_MISMATCH', `[${PKG}] the copy in ${display} does not match the source: ${problems.join('; ')}`);
+  }
+  return snapshot.leases.length;
+}
+
+/** A worker that wrote to the source during the copy would make the copy stale: that is an error, not a success. */
+async function refuseIfSourceMoved(storage: Storage, group: string, snapshot: GroupState): Promise<void> {
+  const now = await readGroup(storage, group);
+  const before = new Map(snapshot.leases.map((lease) => [lease.leaseKey, lease.version]));
+  const moved = now.leases.filter((lease) => before.get(lease.leaseKey) !== lease.version).sort(byLeaseKey);
+  const [first] = moved;
+  const leaderMoved = (now.leader?.version ?? 0) !== (snapshot.leader?.version ?? 0);
+  if (first !== undefined || moved.length !== 0 || now.leases.length !== snapshot.leases.length || leaderMoved) {
+    const what = first ? `lease ${describeValue(first.leaseKey)} is at version ${first.version}` : leaderMoved ? 'the leader record changed' : 'a lease was deleted';
+    throw new LeaseholdError(
+      'ERR_SOURCE_CHANGED',
+      `[${PKG}] the source changed during the copy (${what}); stop the group's workers and run migrate again with --replace`,
+    );
+  }
+}

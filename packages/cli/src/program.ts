@@ -1,0 +1,124 @@
+/**
+ * The command line: commands, options and help, and the one place where an error becomes one line on
+ * standard error and an exit code.
+ */
+import { Command, CommanderError, Option } from 'commander';
+import { checkpointReset, checkpointSet } from './commands/checkpoint.js';
+import { doctor } from './commands/doctor.js';
+import { migrate } from './commands/migrate.js';
+import { status } from './commands/status.js';
+import { DEFAULT_OBSERVE_MS } from './guard.js';
+import { errorLine, EXIT, exitCodeOf, parseCount, type Io } from './shared.js';
+
+const STORAGE_HELP = 'postgres://..., redis://... or dynamodb://TABLE?region=...&endpoint=...';
+
+function observeOption(): Option {
+  return new Option('--observe-ms <ms>', 'how long to watch for renewals before deciding the group is not live (above its leaseDurationMs)').default(
+    String(DEFAULT_OBSERVE_MS),
+  );
+}
+
+function forceOption(): Option {
+  return new Option('--force', 'write even if a worker of the group is live').default(false);
+}
+
+function build(io: Io): Command {
+  const program = new Command('leasehold')
+    .description('Inspect and operate the leases, checkpoints and leaders of Leasehold consumer groups.')
+    .showHelpAfterError('(run leasehold help for the commands)')
+    .exitOverride()
+    .configureOutput({ writeOut: (text) => io.out(text), writeErr: (text) => io.err(text) });
+
+  program
+    .command('status')
+    .description("show a group's leases, workers and leader")
+    .requiredOption('--storage <url>', STORAGE_HELP)
+    .requiredOption('--group <name>', 'the consumer group')
+    .option('--json', 'print JSON (one document per screen, one line each with --watch)', false)
+    .option('--watch', 'refresh in place until interrupted', false)
+    .option('--interval-ms <ms>', 'pause between screens with --watch', '2000')
+    .option('--iterations <n>', 'with --watch, stop after this many screens')
+    .action(async (options: { storage: string; group: string; json: boolean; watch: boolean; intervalMs: string; iterations?: string }) => {
+      await status(
+        {
+          storage: options.storage,
+          group: options.group,
+          json: options.json,
+          watch: options.watch,
+          intervalMs: parseCount('--interval-ms', options.intervalMs, 1),
+          iterations: options.iterations === undefined ? undefined : parseCount('--iterations', options.iterations, 1),
+        },
+        io,
+      );
+    });
+
+  const checkpoint = program.command('checkpoint').description("move a lease's checkpoint by hand (refused while the group is live)");
+  checkpoint
+    .command('set')
+    .description('set the checkpoint of one lease to a position')
+    .requiredOption('--storage <url>', STORAGE_HELP)
+    .requiredOption('--group <name>', 'the consumer group')
+    .requiredOption('--lease <key>', 'the lease (shard id)')
+    .requiredOption('--position <position>', 'the new checkpoint: a sequence number or TRIM_HORIZON, LATEST, AT_TIMESTAMP:<ms>, SHARD_END')
+    .addOption(forceOption())
+    .addOption(observeOption())
+    .action(async (options: { storage: string; group: string; lease: string; position: string; force: boolean; observeMs: string }) => {
+      await checkpointSet({ ...options, observeMs: parseCount('--observe-ms', options.observeMs, 0) }, io);
+    });
+  checkpoint
+    .command('reset')
+    .description('set the checkpoint of one lease, or of every lease of the group, to TRIM_HORIZON or LATEST')
+    .requiredOption('--storage <url>', STORAGE_HELP)
+    .requiredOption('--group <name>', 'the consumer group')
+    .option('--lease <key>', 'only this lease (default: every lease of the group)')
+    .option('--to <position>', 'TRIM_HORIZON, LATEST or AT_TIMESTAMP:<ms>', 'TRIM_HORIZON')
+    .addOption(forceOption())
+    .addOption(observeOption())
+    .action(async (options: { storage: string; group: string; lease?: string; to: string; force: boolean; observeMs: string }) => {
+      await checkpointReset({ ...options, lease: options.lease, observeMs: parseCount('--observe-ms', options.observeMs, 0) }, io);
+    });
+
+  program
+    .command('migrate')
+    .description("copy a group's leases, checkpoints and leader record to another backend, then verify the copy")
+    .requiredOption('--from <url>', `the source: ${STORAGE_HELP}`)
+    .requiredOption('--to <url>', 'the target, in the same forms')
+    .requiredOption('--group <name>', 'the consumer group')
+    .option('--replace', "overwrite the group's records in the target where they differ from the source", false)
+    .option('--create', "create the target's tables first (Postgres migrate(), DynamoDB createTable())", false)
+    .addOption(forceOption())
+    .addOption(observeOption())
+    .action(async (options: { from: string; to: string; group: string; replace: boolean; create: boolean; force: boolean; observeMs: string }) => {
+      await migrate({ ...options, observeMs: parseCount('--observe-ms', options.observeMs, 0) }, io);
+    });
+
+  program
+    .command('doctor')
+    .description('check connectivity, tables, permissions and the settings safety needs')
+    .requiredOption('--storage <url>', STORAGE_HELP)
+    .option('--json', 'print the checklist as JSON', false)
+    .action(async (options: { storage: string; json: boolean }) => {
+      await doctor(options, io);
+    });
+
+  return program;
+}
+
+/**
+ * Runs the command line on `argv` (without `node` and the script) and resolves to the exit code: 0 on
+ * success, 1 on a failure or refusal, 2 on a bad command line. Errors are printed as one line on `io.err`.
+ */
+export async function run(argv: readonly string[], io: Io): Promise<number> {
+  const program = build(io);
+  try {
+    await program.parseAsync([...argv], { from: 'user' });
+    return EXIT.ok;
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      // Help and version exit with 0; commander has already printed its message for the rest.
+      return error.exitCode === 0 ? EXIT.ok : EXIT.usage;
+    }
+    io.err(`${errorLine(error)}\n`);
+    return exitCodeOf(error);
+  }
+}
