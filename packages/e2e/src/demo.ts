@@ -1,0 +1,167 @@
+/**
+ * `npm run demo`: a consumer group of worker processes on the embedded local stack. See README.md.
+ *
+ *   npm run demo                                      # leases in dynalite, started in this process
+ *   npm run demo -- --storage postgres://root@127.0.0.1:5432/test
+ *   npm run demo -- --storage redis://127.0.0.1:6379
+ */
+import { startDynalite, startKinesisLocal, type RunningDynalite } from '@leasehold/local-stack';
+import { randomBytes } from 'node:crypto';
+import { parseArgs } from 'node:util';
+import type { Cluster } from './cluster.js';
+import { formatLeaseTable, readLeaseTable } from './lease-table.js';
+import { formatLedger, ledgerHolds } from './ledger.js';
+import type { Producer } from './producer.js';
+import { runScenario } from './scenario.js';
+import { hidePassword, openStorage, prepareStorage } from './storage-url.js';
+
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
+
+const { values: args } = parseArgs({
+  options: {
+    storage: { type: 'string' },
+    records: { type: 'string', default: '600' },
+    help: { type: 'boolean', short: 'h' },
+  },
+});
+if (args.help) {
+  process.stdout.write('usage: npm run demo [-- --storage postgres://... | redis://... | dynamodb://TABLE?endpoint=...] [--records N per phase]\n');
+  process.exit(0);
+}
+const recordsPerPhase = Number(args.records);
+if (!Number.isInteger(recordsPerPhase) || recordsPerPhase < 1) throw new Error(`--records must be a positive integer, got ${args.records}`);
+
+/** A log that scrolls above a live block (progress line and lease table) repainted in place on a terminal. */
+class Screen {
+  readonly #tty = process.stdout.isTTY;
+  #live: string[] = [];
+  #painted = 0;
+
+  log(line: string): void {
+    this.#clear();
+    process.stdout.write(`${line}\n`);
+    this.#paint();
+  }
+
+  live(lines: string[]): void {
+    this.#live = lines;
+    if (!this.#tty) return;
+    this.#clear();
+    this.#paint();
+  }
+
+  /** Leaves the live block on screen as ordinary output. */
+  freeze(): void {
+    if (!this.#tty) process.stdout.write(`${this.#live.join('\n')}\n`);
+    this.#painted = 0;
+    this.#live = [];
+  }
+
+  #clear(): void {
+    if (this.#tty && this.#painted > 0) process.stdout.write(`\x1b[${this.#painted}A\x1b[0J`);
+    this.#painted = 0;
+  }
+
+  #paint(): void {
+    if (!this.#tty || this.#live.length === 0) return;
+    process.stdout.write(`${this.#live.join('\n')}\n`);
+    this.#painted = this.#live.length;
+  }
+}
+
+const screen = new Screen();
+const started = Date.now();
+const elapsed = (): string => `${((Date.now() - started) / 1000).toFixed(1).padStart(5)}s`;
+const runId = `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
+
+screen.log(`${elapsed()}  starting kinesis-local`);
+const kinesis = await startKinesisLocal();
+let dynalite: RunningDynalite | undefined;
+let storageUrl = args.storage;
+if (storageUrl === undefined) {
+  dynalite = await startDynalite();
+  storageUrl = `dynamodb://leasehold-demo?endpoint=${encodeURIComponent(dynalite.endpoint)}&region=us-east-1`;
+  screen.log(`${elapsed()}  leases in dynalite at ${dynalite.endpoint} (pass --storage postgres://... or redis://... for another backend)`);
+}
+const prepared = await prepareStorage(storageUrl, runId).catch((error: unknown) => {
+  process.stderr.write(`cannot use storage ${hidePassword(storageUrl)}: ${(error as Error).message}\n`);
+  process.exit(1);
+});
+const viewer = await openStorage(prepared);
+screen.log(`${elapsed()}  leases in ${viewer.display}`);
+
+let cluster: Cluster | undefined;
+let producer: Producer | undefined;
+let progress = '';
+let table: string[] = [];
+let group = '';
+
+const refresh = (): void => screen.live([progress, ...table].filter((line) => line !== ''));
+let reading = false;
+const timer = setInterval(() => {
+  if (reading || producer === undefined || group === '') return;
+  reading = true;
+  const records = producer.produced;
+  readLeaseTable(viewer.storage, group, records)
+    .then((rows) => {
+      const processed = cluster === undefined ? 0 : new Set(cluster.reports.flatMap((report) => (report.type === 'record' ? [`${report.key}#${report.seq}`] : []))).size;
+      table = ['', `  lease table of ${group}: ${processed}/${records.length} records processed`, ...formatLeaseTable(rows), ''];
+      refresh();
+    })
+    .catch(() => undefined)
+    .finally(() => {
+      reading = false;
+    });
+}, 400);
+
+let exitCode = 1;
+try {
+  const result = await runScenario({
+    storageUrl: prepared,
+    kinesis: { endpoint: kinesis.endpoint, region: kinesis.region },
+    runId,
+    recordsPerPhase,
+    onStep: (step) => {
+      progress = '';
+      screen.log(`${elapsed()}  ${step}`);
+    },
+    onProgress: (done, count) => {
+      const width = 30;
+      const filled = Math.round((done / count) * width);
+      progress = `  producing [${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${done}/${count} records`;
+      refresh();
+    },
+    onCluster: (running, records) => {
+      cluster = running;
+      producer = records;
+      group = `group-${runId}`;
+      running.onReport((report) => {
+        if (report.type === 'ended') screen.log(`${elapsed()}  ${report.worker}: ${report.shardId} reached its end; children ${report.childShardIds.join(', ')}`);
+        if (report.type === 'handed-off') screen.log(`${elapsed()}  ${report.worker}: handed ${report.shardId} off to ${report.to}`);
+        if (report.type === 'started') screen.log(`${elapsed()}  ${report.worker}: took ${report.shardId} at ${report.position.length > 20 ? `...${report.position.slice(-10)}` : report.position}`);
+      });
+    },
+  });
+  clearInterval(timer);
+  progress = '';
+  table = ['', `  final lease table of ${result.group}`, ...formatLeaseTable(await readLeaseTable(viewer.storage, result.group, result.produced)), ''];
+  refresh();
+  screen.freeze();
+  const ok = ledgerHolds(result.ledger);
+  process.stdout.write(`verification (${elapsed().trim()}):\n${formatLedger(result.ledger)}\n\n`);
+  process.stdout.write(ok ? 'every record was processed at least once, in order per key.\n' : 'FAILED: records were lost or processed out of order.\n');
+  exitCode = ok ? 0 : 1;
+} catch (error) {
+  clearInterval(timer);
+  screen.freeze();
+  process.stderr.write(`demo failed: ${(error as Error).stack ?? String(error)}\n`);
+  for (const worker of cluster?.workers.values() ?? []) {
+    if (worker.stderr !== '') process.stderr.write(`--- ${worker.workerId} stderr ---\n${worker.stderr}\n`);
+  }
+} finally {
+  clearInterval(timer);
+  await viewer.close();
+  await dynalite?.close();
+  await kinesis.close();
+}
+process.exit(exitCode);

@@ -1,0 +1,51 @@
+/**
+ * What a worker process tells its parent: one JSON object per line on its stdout. A record is reported
+ * when it is handed to the handler, before its batch is checkpointed, and stdout is a pipe (written
+ * synchronously on Linux), so a record a worker checkpointed was always reported, even when the worker is
+ * killed a moment later.
+ */
+
+interface Base {
+  readonly worker: string;
+  /** Wall-clock milliseconds (fractional) when it happened; every process of a run shares the host's clock. */
+  readonly at: number;
+}
+
+/** One record handed to the handler. */
+export interface RecordReport extends Base {
+  readonly type: 'record';
+  readonly shardId: string;
+  readonly fencingToken: number;
+  readonly key: string;
+  readonly seq: number;
+  readonly position: string;
+}
+
+/** Every message a worker sends. */
+export type WorkerReport =
+  | RecordReport
+  | (Base & { readonly type: 'ready'; readonly pid: number })
+  | (Base & { readonly type: 'started'; readonly shardId: string; readonly position: string; readonly fencingToken: number })
+  | (Base & { readonly type: 'checkpointed'; readonly shardId: string; readonly position: string })
+  | (Base & { readonly type: 'lost'; readonly shardId: string; readonly reason: string })
+  | (Base & { readonly type: 'handed-off'; readonly shardId: string; readonly to: string })
+  | (Base & { readonly type: 'ended'; readonly shardId: string; readonly childShardIds: readonly string[] })
+  | (Base & { readonly type: 'leader'; readonly term: number })
+  | (Base & { readonly type: 'error'; readonly operation: string; readonly message: string })
+  | (Base & { readonly type: 'stopped' });
+
+/** Parses one line of a worker's stdout, or returns `undefined` for a line that is not a report. */
+export function parseReport(line: string): WorkerReport | undefined {
+  if (!line.startsWith('{')) return undefined;
+  try {
+    const value = JSON.parse(line) as Partial<WorkerReport>;
+    return typeof value.type === 'string' && typeof value.worker === 'string' ? (value as WorkerReport) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The current time as reports carry it. */
+export function now(): number {
+  return performance.timeOrigin + performance.now();
+}

@@ -1,0 +1,196 @@
+/**
+ * The scripted run that the demo shows and the end-to-end tests check: a 4-shard stream, three workers,
+ * one SIGKILLed while busy, a split, a merge, one stopped gracefully, a fourth joining (a rebalance by
+ * handoff), and the ledger at the end.
+ */
+import { Cluster, type ClusterOptions, type WorkerProcess } from './cluster.js';
+import { adjacentOpenShards, createStream, isOpen, kinesisClient, listShards, mergeShards, splitShard, type KinesisEndpoint } from './kinesis.js';
+import { checkLedger, type LedgerResult } from './ledger.js';
+import { Producer, type ProducedRecord } from './producer.js';
+import type { WorkerReport } from './reports.js';
+
+/** Options of {@link runScenario}. */
+export interface ScenarioOptions {
+  /** A prepared storage URL (see `prepareStorage`). */
+  readonly storageUrl: string;
+  readonly kinesis: KinesisEndpoint;
+  /** Names the stream and the group, so that runs never meet. */
+  readonly runId: string;
+  /** Records produced in each of the four production phases. Default 600. */
+  readonly recordsPerPhase?: number;
+  /** Partition keys. Default 24. */
+  readonly keys?: number;
+  /** Lease timing and pacing of the workers. */
+  readonly timing?: Partial<Pick<ClusterOptions, 'leaseDurationMs' | 'takeIntervalMs' | 'shardSyncIntervalMs' | 'maxRecordsPerCall' | 'batchDelayMs'>>;
+  /** Hears each step as it begins. */
+  onStep?(step: string): void;
+  /** Hears the producer's progress. */
+  onProgress?(done: number, count: number): void;
+  /** Called once the cluster exists, so that a caller can watch it (and end it if the run is abandoned). */
+  onCluster?(cluster: Cluster, producer: Producer): void;
+}
+
+/** What happened to the shards of the worker that was killed. */
+export interface KilledShard {
+  readonly shardId: string;
+  /** The killed worker's last checkpoint of the shard that it reported, or `null`. */
+  readonly lastCheckpoint: string | null;
+  /** The position of the last record of the shard that it handed to its handler, or `null`. */
+  readonly lastDelivered: string | null;
+}
+
+/** Everything a run produced, reported and decided. */
+export interface ScenarioResult {
+  readonly group: string;
+  readonly streamName: string;
+  readonly produced: readonly ProducedRecord[];
+  readonly reports: readonly WorkerReport[];
+  readonly ledger: LedgerResult;
+  readonly killed: { readonly workerId: string; readonly at: number; readonly shards: readonly KilledShard[] };
+  readonly split: { readonly parent: string; readonly children: readonly string[] };
+  readonly merge: { readonly parents: readonly [string, string]; readonly child: string };
+  readonly stopped: { readonly workerId: string; readonly exitCode: number | null };
+  readonly joined: { readonly workerId: string; readonly at: number };
+  /** Exit codes of the workers stopped at the end (gracefully). */
+  readonly finalExitCodes: Readonly<Record<string, number | null>>;
+}
+
+const WORKERS = ['worker-1', 'worker-2', 'worker-3'];
+
+/** Runs the scenario; every worker process is ended before it returns or throws. */
+export async function runScenario(options: ScenarioOptions): Promise<ScenarioResult> {
+  const step = options.onStep ?? (() => undefined);
+  const perPhase = options.recordsPerPhase ?? 600;
+  const keys = Array.from({ length: options.keys ?? 24 }, (_, i) => `key-${String(i).padStart(2, '0')}`);
+  const streamName = `leasehold-${options.runId}`;
+  const group = `group-${options.runId}`;
+  const client = kinesisClient(options.kinesis);
+  const producer = new Producer(client, streamName, keys);
+  const cluster = new Cluster({
+    streamName,
+    kinesisEndpoint: options.kinesis.endpoint,
+    region: options.kinesis.region,
+    storageUrl: options.storageUrl,
+    group,
+    leaseDurationMs: 3_000,
+    takeIntervalMs: 500,
+    shardSyncIntervalMs: 1_000,
+    maxRecordsPerCall: 50,
+    batchDelayMs: 100,
+    ...options.timing,
+  });
+  options.onCluster?.(cluster, producer);
+  const after = (at: number, report: WorkerReport): boolean => report.at > at;
+  try {
+    step(`creating stream ${streamName} with 4 shards`);
+    await createStream(client, streamName, 4);
+
+    step(`producing ${perPhase} records over ${keys.length} keys`);
+    await producer.put(perPhase, options.onProgress);
+
+    step(`starting ${WORKERS.join(', ')}`);
+    await Promise.all(WORKERS.map((workerId) => cluster.start(workerId)));
+    await cluster.waitFor(() => WORKERS.every((workerId) => cluster.heldBy(workerId).size > 0), 'every worker to hold a shard', 30_000);
+
+    // The worker with the most shards dies while it is busy with fresh records.
+    const victim = [...WORKERS].sort((a, b) => cluster.heldBy(b).size - cluster.heldBy(a).size)[0]!;
+    step(`producing ${perPhase} more records; ${victim} will be killed with SIGKILL while it processes them`);
+    const seenBefore = highestSeqs(producer.produced);
+    const producing = producer.put(perPhase, options.onProgress);
+    await cluster.waitFor(
+      () => cluster.reports.some((report) => report.type === 'record' && report.worker === victim && report.seq > (seenBefore.get(report.key) ?? 0)),
+      `${victim} to process a fresh record`,
+      30_000,
+    );
+    const killed = await kill(cluster, victim);
+    await producing;
+    step(`${victim} killed holding ${killed.shards.map((shard) => shard.shardId).join(', ') || 'nothing'}; its leases expire after ${cluster.options.leaseDurationMs} ms`);
+    await cluster.waitFor(
+      () => killed.shards.every((shard) => cluster.reports.some((report) => report.type === 'started' && report.shardId === shard.shardId && after(killed.at, report))),
+      `the shards of ${victim} to be resumed elsewhere`,
+      30_000,
+    );
+
+    const toSplit = (await listShards(client, streamName)).filter(isOpen).at(-1)!.ShardId!;
+    step(`splitting ${toSplit}`);
+    const children = await splitShard(client, streamName, toSplit);
+    step(`split ${toSplit} into ${children.join(' and ')}; producing ${perPhase} more records`);
+    await producer.put(perPhase, options.onProgress);
+
+    const pair = await adjacentOpenShards(client, streamName);
+    if (pair === undefined) throw new Error(`stream ${streamName} has no two adjacent open shards to merge`);
+    step(`merging ${pair[0]} and ${pair[1]}`);
+    const mergedChild = await mergeShards(client, streamName, pair[0], pair[1]);
+    step(`merged into ${mergedChild}`);
+
+    const survivors = WORKERS.filter((workerId) => workerId !== victim);
+    const leaving = [...survivors].sort((a, b) => cluster.heldBy(b).size - cluster.heldBy(a).size)[0]!;
+    step(`stopping ${leaving} gracefully (SIGTERM): it finishes its batches, checkpoints and releases ${[...cluster.heldBy(leaving)].join(', ') || 'nothing'}`);
+    const stoppedAt = Date.now();
+    const releasing = cluster.heldBy(leaving);
+    const exitCode = await cluster.workers.get(leaving)!.stop();
+    // What it held up to its stop and did not finish (a shard that reached its end is not taken again).
+    const ended = new Set(cluster.reports.flatMap((report) => (report.type === 'ended' ? [report.shardId] : [])));
+    const leavingShards = [...releasing].filter((shardId) => !ended.has(shardId));
+    await cluster.waitFor(
+      () => leavingShards.every((shardId) => cluster.reports.some((report) => report.type === 'started' && report.shardId === shardId && report.worker !== leaving && after(stoppedAt, report))),
+      `the shards released by ${leaving} to be taken`,
+      30_000,
+    );
+
+    const joiner = 'worker-4';
+    step(`starting ${joiner}: it takes its share by handoff (a rebalance)`);
+    const joinedAt = Date.now();
+    await cluster.start(joiner);
+    await cluster.waitFor(
+      () => cluster.reports.some((report) => report.type === 'handed-off' && report.to === joiner && after(joinedAt, report)),
+      `a shard to be handed off to ${joiner}`,
+      30_000,
+    );
+
+    step(`producing the last ${perPhase} records`);
+    await producer.put(perPhase, options.onProgress);
+    step('waiting until every record is processed');
+    await cluster
+      .waitFor(() => checkLedger(producer.produced, cluster.reports).lost.length === 0, 'every record to be processed', 60_000)
+      .catch(() => undefined); // the ledger reports what is missing
+
+    const running = [...cluster.workers.values()].filter((worker) => worker.running);
+    step(`stopping ${running.map((worker) => worker.workerId).join(', ')} gracefully`);
+    const finalExitCodes = Object.fromEntries(
+      await Promise.all(running.map(async (worker: WorkerProcess) => [worker.workerId, await worker.stop()] as const)),
+    );
+    return {
+      group,
+      streamName,
+      produced: producer.produced,
+      reports: cluster.reports,
+      ledger: checkLedger(producer.produced, cluster.reports),
+      killed,
+      split: { parent: toSplit, children },
+      merge: { parents: pair, child: mergedChild },
+      stopped: { workerId: leaving, exitCode },
+      joined: { workerId: joiner, at: joinedAt },
+      finalExitCodes,
+    };
+  } finally {
+    await cluster.close();
+    client.destroy();
+  }
+}
+
+function highestSeqs(produced: readonly ProducedRecord[]): Map<string, number> {
+  return new Map(produced.map((record) => [record.key, record.seq]));
+}
+
+/** SIGKILLs a worker and notes, per shard it held, its last reported checkpoint and delivery. */
+async function kill(cluster: Cluster, workerId: string): Promise<ScenarioResult['killed']> {
+  await cluster.workers.get(workerId)!.kill();
+  const at = Date.now();
+  // Read after the kill: every report it wrote has been read once its pipes closed.
+  const held = [...cluster.heldBy(workerId)];
+  const mine = cluster.reports.filter((report) => report.worker === workerId);
+  const last = (shardId: string, type: 'checkpointed' | 'record'): string | null =>
+    mine.findLast((report): report is Extract<WorkerReport, { position: string }> => report.type === type && report.shardId === shardId)?.position ?? null;
+  return { workerId, at, shards: held.map((shardId) => ({ shardId, lastCheckpoint: last(shardId, 'checkpointed'), lastDelivered: last(shardId, 'record') })) };
+}

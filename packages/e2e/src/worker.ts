@@ -1,0 +1,119 @@
+/**
+ * A worker process: one `Consumer` of the group over the Kinesis stream and the storage it is given,
+ * reporting every record it hands to its handler, and its lease events, as JSON lines on stdout (see
+ * reports.ts). SIGTERM stops it gracefully (exit 0); the end of stdin (its parent died) ends it at once.
+ *
+ *   node --import tsx src/worker.ts --stream S --kinesis-endpoint URL --storage URL --group G --worker-id W
+ */
+import { Consumer } from '@leasehold/core';
+import { KinesisSource } from '@leasehold/source-kinesis';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { parseArgs } from 'node:util';
+import { kinesisClient } from './kinesis.js';
+import { parsePayload } from './producer.js';
+import { now, type WorkerReport } from './reports.js';
+import { openStorage } from './storage-url.js';
+
+const { values: args } = parseArgs({
+  options: {
+    stream: { type: 'string' },
+    'kinesis-endpoint': { type: 'string' },
+    region: { type: 'string', default: 'us-east-1' },
+    storage: { type: 'string' },
+    group: { type: 'string' },
+    'worker-id': { type: 'string' },
+    'lease-duration-ms': { type: 'string', default: '3000' },
+    'take-interval-ms': { type: 'string', default: '500' },
+    'shard-sync-interval-ms': { type: 'string', default: '1000' },
+    'max-records-per-call': { type: 'string', default: '100' },
+    'batch-delay-ms': { type: 'string', default: '0' },
+  },
+});
+
+function required(name: keyof typeof args): string {
+  const value = args[name];
+  if (typeof value !== 'string' || value === '') {
+    process.stderr.write(`worker: --${name} is required\n`);
+    process.exit(2);
+  }
+  return value;
+}
+
+function number(name: keyof typeof args): number {
+  const value = Number(required(name));
+  if (!Number.isFinite(value) || value < 0) {
+    process.stderr.write(`worker: --${name} must be a non-negative number, got ${String(args[name])}\n`);
+    process.exit(2);
+  }
+  return value;
+}
+
+const workerId = required('worker-id');
+const batchDelayMs = number('batch-delay-ms');
+
+/** A report as the worker writes it: its id and the time are added on the way out. */
+type Report = WorkerReport extends infer R ? (R extends WorkerReport ? Omit<R, 'worker' | 'at'> : never) : never;
+
+function lines(reports: readonly Report[]): string {
+  return reports.map((report) => `${JSON.stringify({ ...report, worker: workerId, at: now() })}\n`).join('');
+}
+
+function report(...reports: Report[]): void {
+  process.stdout.write(lines(reports));
+}
+
+// The parent holds our stdin open; when it dies, even by SIGKILL, we see its end and leave with it.
+process.stdin.on('end', () => process.exit(1));
+process.stdin.on('error', () => process.exit(1));
+process.stdin.resume();
+
+const client = kinesisClient({ endpoint: required('kinesis-endpoint'), region: required('region') });
+const source = new KinesisSource({ client, streamName: required('stream'), maxRecordsPerCall: number('max-records-per-call'), idleDelayMs: 200 });
+const opened = await openStorage(required('storage'));
+
+const consumer = new Consumer({
+  group: required('group'),
+  source,
+  storage: opened.storage,
+  workerId,
+  initialPosition: 'TRIM_HORIZON',
+  shardSyncIntervalMs: number('shard-sync-interval-ms'),
+  lease: { leaseDurationMs: number('lease-duration-ms'), takeIntervalMs: number('take-interval-ms') },
+  processBatch: async (records, context) => {
+    report(
+      ...records.map((record): Report => {
+        const { key, seq } = parsePayload(record.data);
+        return { type: 'record', shardId: context.shardId, fencingToken: context.fencingToken, key, seq, position: record.position };
+      }),
+    );
+    // Simulated work, so that a worker is busy when it is killed; cut short when the lease goes.
+    if (batchDelayMs > 0 && records.length > 0) await sleep(batchDelayMs, undefined, { signal: context.signal }).catch(() => undefined);
+  },
+});
+
+consumer.on('shard-started', ({ shardId, position, fencingToken }) => report({ type: 'started', shardId, position, fencingToken }));
+consumer.on('checkpointed', ({ shardId, position }) => report({ type: 'checkpointed', shardId, position }));
+consumer.on('lease-lost', ({ shardId, reason }) => report({ type: 'lost', shardId, reason: String(reason) }));
+consumer.on('lease-handed-off', ({ shardId, to }) => report({ type: 'handed-off', shardId, to }));
+consumer.on('shard-ended', ({ shardId, childShardIds }) => report({ type: 'ended', shardId, childShardIds }));
+consumer.on('leader-elected', ({ term }) => report({ type: 'leader', term }));
+consumer.on('error', ({ error, operation }) => report({ type: 'error', operation, message: error.message }));
+
+let stopping = false;
+process.on('SIGTERM', () => {
+  if (stopping) return;
+  stopping = true;
+  void (async () => {
+    await consumer.stop({ timeoutMs: 10_000 });
+    report({ type: 'stopped' });
+    await opened.close();
+    client.destroy();
+    process.exit(0);
+  })().catch((error: unknown) => {
+    process.stderr.write(`worker ${workerId}: stop failed: ${String(error)}\n`);
+    process.exit(1);
+  });
+});
+
+await consumer.start();
+report({ type: 'ready', pid: process.pid });
