@@ -1,6 +1,8 @@
+import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { CorruptRecordError, InvalidConfigError, type LeaseRecord } from '@leasehold/core';
 import { runConformanceSuite } from '@leasehold/core/testing';
 import Database from 'better-sqlite3';
@@ -36,6 +38,14 @@ afterAll(() => {
   if (!failed) rmSync(folder, { recursive: true, force: true });
 });
 
+async function waitUntil(condition: () => boolean, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error('timed out waiting for the processes to connect');
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
 const clients = new Map<SqliteStorage, Database.Database>();
 
 runConformanceSuite(
@@ -57,6 +67,33 @@ runConformanceSuite(
 );
 
 describe('SqliteStorage beyond the conformance suite', () => {
+  // The suite's concurrency tests race clients of one process, and better-sqlite3 is synchronous, so
+  // their transactions never overlap. Separate processes do contend for the file's write lock.
+  it('four processes making 100 conditional increments each on one lease lose no update', async () => {
+    const database = connect();
+    const storage = new SqliteStorage({ database });
+    const created = await storage.createLease({ group: 'processes', leaseKey: 'counter', metadata: { count: '0' } });
+    const incrementer = fileURLToPath(new URL('./support/sqlite-incrementer.ts', import.meta.url));
+
+    const processes = Array.from({ length: 4 }, () => {
+      const child = spawn(process.execPath, ['--import', 'tsx', incrementer, file, 'processes', 'counter', '100'], { stdio: ['pipe', 'pipe', 'inherit'] });
+      let stdout = '';
+      child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+      const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+      return { child, exited, stdout: () => stdout };
+    });
+    // All connected before any starts, so that the four really contend for the lock.
+    await waitUntil(() => processes.every((racer) => racer.stdout().startsWith('ready\n')), 30_000);
+    for (const { child } of processes) child.stdin.end('go\n');
+    expect(await Promise.all(processes.map((racer) => racer.exited))).toEqual([0, 0, 0, 0]);
+
+    const reports = processes.map((racer) => JSON.parse(racer.stdout().slice('ready\n'.length)) as { applied: number; conflicts: number });
+    expect(reports.map((report) => report.applied)).toEqual([100, 100, 100, 100]);
+    const final = await storage.getLease('processes', 'counter');
+    expect(final).toMatchObject({ version: (created as { record: LeaseRecord }).record.version + 400, metadata: { count: '400' } });
+    disconnect(database);
+  }, 60_000);
+
   it('a lease row whose state is not JSON is reported as a CorruptRecordError naming it, by get and by list', async () => {
     const database = connect();
     const storage = new SqliteStorage({ database });
