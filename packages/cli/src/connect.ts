@@ -3,13 +3,13 @@
  * person at a terminal wants: a backend that cannot be reached is a clear error within seconds, not a
  * command that hangs while the client retries.
  */
-import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { describeValue, StorageUnavailableError, type Storage } from '@leasehold/core';
-import { DynamoDBStorage } from '@leasehold/storage-dynamodb';
-import { PostgresStorage } from '@leasehold/storage-postgres';
-import { RedisStorage } from '@leasehold/storage-redis';
-import { Redis } from 'ioredis';
-import pg from 'pg';
+import type { DynamoDBStorage } from '@leasehold/storage-dynamodb';
+import type { PostgresStorage } from '@leasehold/storage-postgres';
+import type { RedisStorage } from '@leasehold/storage-redis';
+import type { Redis } from 'ioredis';
+import type pg from 'pg';
 import { PKG, type DynamoDBTarget, type PostgresTarget, type RedisTarget, type StorageTarget } from './url.js';
 
 const CONNECT_TIMEOUT_MS = 5_000;
@@ -26,7 +26,11 @@ export function storageOf(backend: Backend): Storage {
   return backend.storage;
 }
 
-/** Opens the backend a storage URL names. Redis is connected at once, so an unreachable server fails here. */
+/**
+ * Opens the backend a storage URL names. Redis is connected at once, so an unreachable server fails here.
+ * Each backend's libraries are loaded only when it is used: a command line starts faster without the
+ * AWS SDK when it talks to Redis.
+ */
 export async function openBackend(target: StorageTarget): Promise<Backend> {
   switch (target.kind) {
     case 'postgres':
@@ -38,7 +42,8 @@ export async function openBackend(target: StorageTarget): Promise<Backend> {
   }
 }
 
-function openPostgres(target: PostgresTarget): Backend {
+async function openPostgres(target: PostgresTarget): Promise<Backend> {
+  const [{ default: pg }, { PostgresStorage }] = await Promise.all([import('pg'), import('@leasehold/storage-postgres')]);
   const pool = new pg.Pool({
     connectionString: target.connectionString,
     max: 4,
@@ -67,6 +72,7 @@ function openPostgres(target: PostgresTarget): Backend {
 }
 
 async function openRedis(target: RedisTarget): Promise<Backend> {
+  const [{ Redis }, { RedisStorage }] = await Promise.all([import('ioredis'), import('@leasehold/storage-redis')]);
   const client = new Redis(target.connectionString, {
     lazyConnect: true,
     connectTimeout: CONNECT_TIMEOUT_MS,
@@ -99,7 +105,8 @@ async function openRedis(target: RedisTarget): Promise<Backend> {
   };
 }
 
-function openDynamoDB(target: DynamoDBTarget): Backend {
+async function openDynamoDB(target: DynamoDBTarget): Promise<Backend> {
+  const [{ DynamoDBClient }, { DynamoDBStorage }] = await Promise.all([import('@aws-sdk/client-dynamodb'), import('@leasehold/storage-dynamodb')]);
   const client = new DynamoDBClient({
     ...(target.region === undefined ? {} : { region: target.region }),
     ...(target.endpoint === undefined ? {} : { endpoint: target.endpoint }),

@@ -100,7 +100,7 @@ function postgresTarget(url: URL, raw: string): PostgresTarget {
     string | undefined
   >;
   const connectionString = url.toString();
-  return { kind: 'postgres', connectionString, ...options, display: hidePassword(connectionString) };
+  return { kind: 'postgres', connectionString, ...options, display: hidePassword(raw) };
 }
 
 function redisTarget(url: URL, raw: string): RedisTarget {
@@ -109,7 +109,7 @@ function redisTarget(url: URL, raw: string): RedisTarget {
   const keyPrefix = url.searchParams.has('prefix') ? (url.searchParams.get('prefix') ?? '') : undefined;
   url.searchParams.delete('prefix');
   const connectionString = url.toString();
-  return { kind: 'redis', connectionString, keyPrefix, display: hidePassword(connectionString) };
+  return { kind: 'redis', connectionString, keyPrefix, display: hidePassword(raw) };
 }
 
 function dynamoTarget(url: URL, raw: string): DynamoDBTarget {

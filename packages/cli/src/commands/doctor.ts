@@ -4,17 +4,8 @@
  * fails when any item fails.
  */
 import { randomBytes } from 'node:crypto';
-import {
-  DescribeContinuousBackupsCommand,
-  DescribeTimeToLiveCommand,
-  PutItemCommand,
-  QueryCommand,
-  UpdateItemCommand,
-  type DynamoDBClient,
-} from '@aws-sdk/client-dynamodb';
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { describeValue, LeaseholdError } from '@leasehold/core';
-import { checkTable } from '@leasehold/storage-dynamodb';
-import { PostgresStorage } from '@leasehold/storage-postgres';
 import type { Redis } from 'ioredis';
 import type pg from 'pg';
 import { messageOf, openBackend } from '../connect.js';
@@ -80,6 +71,7 @@ async function postgresChecks(pool: pg.Pool, target: PostgresTarget, add: Add): 
   const leaseTable = target.leaseTable ?? 'leasehold_leases';
   const leaderTable = target.leaderTable ?? 'leasehold_leaders';
   const migrationsTable = target.migrationsTable ?? 'leasehold_migrations';
+  const { PostgresStorage } = await import('@leasehold/storage-postgres');
   const client = await pool.connect().catch((error: unknown) => {
     throw new LeaseholdError('ERR_STORAGE_UNAVAILABLE', `cannot reach PostgreSQL at ${target.display}: ${messageOf(error)}`, { cause: error });
   });
@@ -236,6 +228,8 @@ function parseInfo(text: string): Map<string, string> {
 
 async function dynamoChecks(client: DynamoDBClient, target: DynamoDBTarget, add: Add): Promise<void> {
   const table = target.tableName;
+  const { checkTable } = await import('@leasehold/storage-dynamodb');
+  const { DescribeContinuousBackupsCommand, DescribeTimeToLiveCommand, PutItemCommand, QueryCommand, UpdateItemCommand } = await import('@aws-sdk/client-dynamodb');
   try {
     await checkTable(client, table);
   } catch (error) {

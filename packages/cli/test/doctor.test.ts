@@ -1,0 +1,156 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Redis } from 'ioredis';
+import type pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createWrongTable, dynamo, dynamoBackend, freshName, leasehold, postgresBackend, postgresPool, redisClient } from './support.js';
+
+let pool: pg.Pool;
+let dynamodb: Awaited<ReturnType<typeof dynamo>>;
+
+beforeAll(async () => {
+  pool = await postgresPool();
+  dynamodb = await dynamo();
+});
+
+afterAll(async () => {
+  await pool?.end();
+  dynamodb?.client.destroy();
+  await dynamodb?.dynalite.close();
+});
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** A redis-server of this test's own, with the given persistence settings. */
+async function ownRedis(persistence: readonly string[]): Promise<{ port: number; stop(): Promise<void> }> {
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), 'leasehold-cli-redis-'));
+  const child: ChildProcess = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, ...persistence], { stdio: 'ignore' });
+  const failed = new Promise<never>((_, reject) => child.once('error', (error) => reject(new Error('redis-server is not on the PATH: install Redis 7 (apt-get install redis-server)', { cause: error }))));
+  let client: Redis | undefined;
+  for (let attempt = 0; client === undefined; attempt++) {
+    client = await Promise.race([redisClient(port), failed]).catch((error: unknown) => {
+      if (attempt >= 50) throw error;
+      return new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 100));
+    });
+  }
+  client.disconnect();
+  return {
+    port,
+    async stop() {
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGTERM');
+      await exited;
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+describe('leasehold doctor', () => {
+  it('passes a migrated Postgres schema: connection, primary, tables, schema version, write grants, fsync', async () => {
+    const backend = await postgresBackend(pool);
+    const schema = new URL(backend.url).searchParams.get('schema') ?? '';
+
+    const { code, stdout } = await leasehold('doctor', '--storage', backend.url);
+
+    expect(code).toBe(0);
+    const lines = stdout.trim().split('\n');
+    expect(lines.every((line) => line.startsWith('✓ '))).toBe(true);
+    expect(lines.map((line) => line.split(':')[0])).toEqual([
+      '✓ connect',
+      '✓ primary',
+      `✓ table ${schema}.leasehold_leases`,
+      `✓ table ${schema}.leasehold_leaders`,
+      '✓ schema version',
+      '✓ write permission',
+      '✓ fsync',
+      '✓ synchronous_commit',
+    ]);
+    expect((await pool.query(`SELECT count(*)::int AS n FROM "${schema}".leasehold_leases`)).rows[0]).toEqual({ n: 0 });
+    await backend.close();
+  });
+
+  it('fails a Postgres schema without tables and says how to create them', async () => {
+    const backend = await postgresBackend(pool, { migrated: false });
+    const schema = new URL(backend.url).searchParams.get('schema') ?? '';
+
+    const { code, stdout, stderr } = await leasehold('doctor', '--storage', backend.url);
+
+    expect(code).toBe(1);
+    expect(stdout).toContain(`✗ table ${schema}.leasehold_leases: missing: run migrate() of @leasehold/storage-postgres (or leasehold migrate --create)\n`);
+    expect(stdout).toContain('✗ schema version: none recorded, 1 expected');
+    expect(stderr).toMatch(/^leasehold: \[cli\] 4 of \d+ checks failed for .*: table .*leasehold_leases, table .*leasehold_leaders, schema version, write permission\n$/);
+    await backend.close();
+  });
+
+  it('fails a Redis without durable persistence and names the settings, with --json for scripts', async () => {
+    const server = await ownRedis(['--appendonly', 'no', '--save', '3600 1']);
+    const { code, stdout } = await leasehold('doctor', '--storage', `redis://127.0.0.1:${server.port}?prefix=doctor-test:`, '--json');
+    await server.stop();
+
+    expect(code).toBe(1);
+    const report = JSON.parse(stdout) as { ok: boolean; checks: { status: string; name: string; detail: string }[] };
+    expect(report.ok).toBe(false);
+    const byName = new Map(report.checks.map((check) => [check.name, check]));
+    expect(byName.get('connect')?.status).toBe('pass');
+    expect(byName.get('role')).toEqual({ status: 'pass', name: 'role', detail: 'primary' });
+    expect(byName.get('appendonly')?.status).toBe('fail');
+    expect(byName.get('appendonly')?.detail).toBe('no: only RDB snapshots (save "3600 1"), a crash loses the writes since the last one; set appendonly yes');
+    expect(byName.get('appendfsync')?.status).toBe('fail');
+    expect(byName.get('write permission')).toEqual({ status: 'pass', name: 'write permission', detail: expect.stringMatching(/^a Lua script wrote and deleted "doctor-test:doctor:[0-9a-f]+"$/) });
+  });
+
+  it('passes a Redis with appendonly yes and appendfsync always', async () => {
+    const server = await ownRedis(['--appendonly', 'yes', '--appendfsync', 'always', '--save', '']);
+    try {
+      const { code, stdout } = await leasehold('doctor', '--storage', `redis://127.0.0.1:${server.port}`);
+
+      expect(code).toBe(0);
+      expect(stdout).toContain('✓ appendonly: yes\n');
+      expect(stdout).toContain('✓ appendfsync: always\n');
+      expect(stdout).toContain('✓ eviction: no maxmemory\n');
+      expect(stdout).not.toContain('✗');
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it('passes a DynamoDB table of the right key schema and probes permissions without writing', async () => {
+    const backend = await dynamoBackend(dynamodb);
+    const table = new URL(backend.url).hostname;
+
+    const { code, stdout } = await leasehold('doctor', '--storage', backend.url);
+
+    expect(code).toBe(0);
+    expect(stdout).toContain(`✓ table ${table}: present, key schema pk (HASH, S) and sk (RANGE, S)\n`);
+    expect(stdout).toContain('✓ permissions: Query, PutItem and UpdateItem allowed (probed with conditions that write nothing)\n');
+    expect(stdout).not.toContain('✗');
+  });
+
+  it('fails a DynamoDB table that is missing or has another key schema', async () => {
+    const missing = await dynamoBackend(dynamodb, { created: false });
+    const wrongName = freshName('wrong');
+    await createWrongTable(dynamodb.client, wrongName);
+    const wrong = missing.url.replace(new URL(missing.url).hostname, wrongName);
+
+    const absent = await leasehold('doctor', '--storage', missing.url);
+    const misshapen = await leasehold('doctor', '--storage', wrong);
+
+    expect(absent.code).toBe(1);
+    expect(absent.stdout).toMatch(/^✗ table \w+: \[storage-dynamodb\] table "\w+" does not exist: create it with createTable\(\)\n$/);
+    expect(misshapen.code).toBe(1);
+    expect(misshapen.stdout).toContain(`has key schema id (HASH, S); expected pk (HASH, S), sk (RANGE, S)`);
+  });
+});

@@ -1,0 +1,130 @@
+import type { LeaseRecord, NewLease } from '@leasehold/core';
+import type { Redis } from 'ioredis';
+import type pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { dynamo, dynamoBackend, freshName, leasehold, postgresBackend, postgresPool, redisBackend, redisClient, renewer, seed, stateOf } from './support.js';
+
+let pool: pg.Pool;
+let redis: Redis;
+let dynamodb: Awaited<ReturnType<typeof dynamo>>;
+
+beforeAll(async () => {
+  pool = await postgresPool();
+  redis = await redisClient();
+  dynamodb = await dynamo();
+});
+
+afterAll(async () => {
+  await pool?.end();
+  redis?.disconnect();
+  dynamodb?.client.destroy();
+  await dynamodb?.dynalite.close();
+});
+
+function leasesOf(group: string): NewLease[] {
+  return [
+    { group, leaseKey: 'shardId-000', checkpoint: 'SHARD_END', epoch: 9 },
+    { group, leaseKey: 'shardId-001', owner: 'worker-a', epoch: 4, checkpoint: '4955', parentKeys: ['shardId-000'], pendingOwner: 'worker-b', metadata: { note: 'x"y' } },
+    { group, leaseKey: 'shardId-002', parentKeys: ['shardId-000'] },
+  ];
+}
+
+const byKey = (a: LeaseRecord, b: LeaseRecord): number => (a.leaseKey < b.leaseKey ? -1 : 1);
+
+describe('leasehold migrate', () => {
+  it('copies every lease and the leader record from Postgres to Redis, keeping every field but the version', async () => {
+    const source = await postgresBackend(pool);
+    const target = redisBackend(redis);
+    const group = freshName('orders');
+    const seeded = await seed(source.storage, leasesOf(group), { group, holder: 'worker-a', term: 6, metadata: { since: '1' } });
+
+    const { code, stdout } = await leasehold('migrate', '--from', source.url, '--to', target.url, '--group', group, '--observe-ms', '200');
+
+    expect(code).toBe(0);
+    expect(stdout).toContain('copied    shardId-001 checkpoint "4955" epoch 4 owner "worker-a"\n');
+    expect(stdout).toContain('copied    leader worker-a, term 6\n');
+    expect(stdout).toContain(`migrated group "${group}" from ${source.url} to ${target.url}: 3 leases copied, 0 replaced, 0 already there, 0 deleted; verified 3 leases and the leader record\n`);
+    expect((await target.storage.listLeases(group)).sort(byKey).map(stateOf)).toEqual(seeded.map(stateOf));
+    expect(await target.storage.getLeader(group)).toMatchObject({ holder: 'worker-a', term: 6, metadata: { since: '1' } });
+    await source.close();
+    await target.close();
+  });
+
+  it('copies from Redis to DynamoDB and on to a Postgres schema it creates with --create', async () => {
+    const redisSource = redisBackend(redis);
+    const table = await dynamoBackend(dynamodb);
+    const postgres = await postgresBackend(pool, { migrated: false });
+    const group = freshName('orders');
+    const seeded = await seed(redisSource.storage, leasesOf(group));
+
+    const first = await leasehold('migrate', '--from', redisSource.url, '--to', table.url, '--group', group, '--observe-ms', '200');
+    const second = await leasehold('migrate', '--from', table.url, '--to', postgres.url, '--group', group, '--create', '--observe-ms', '200');
+
+    expect([first.code, second.code]).toEqual([0, 0]);
+    expect(second.stdout).toContain('3 leases copied, 0 replaced, 0 already there, 0 deleted; verified 3 leases and no leader record\n');
+    expect((await postgres.storage.listLeases(group)).sort(byKey).map(stateOf)).toEqual(seeded.map(stateOf));
+    await redisSource.close();
+    await postgres.close();
+  });
+
+  it('refuses while a worker of the group renews its lease, and copies nothing', async () => {
+    const source = redisBackend(redis);
+    const target = await postgresBackend(pool);
+    const group = freshName('orders');
+    await seed(source.storage, leasesOf(group));
+    const worker = renewer(source.storage, group, 'shardId-001');
+
+    const { code, stderr } = await leasehold('migrate', '--from', source.url, '--to', target.url, '--group', group, '--observe-ms', '5000');
+    await worker.stop();
+
+    expect(code).toBe(1);
+    expect(stderr).toContain(`leasehold: [cli] group "${group}" is live: lease "shardId-001" of worker "worker-a" was renewed while watched`);
+    expect(await target.storage.listLeases(group)).toEqual([]);
+    await source.close();
+    await target.close();
+  });
+
+  it('refuses a target holding the group with other records; --replace overwrites them, and a run again changes nothing', async () => {
+    const source = redisBackend(redis);
+    const target = redisBackend(redis);
+    const group = freshName('orders');
+    const seeded = await seed(source.storage, leasesOf(group));
+    await seed(target.storage, [
+      { group, leaseKey: 'shardId-001', owner: 'worker-a', epoch: 2, checkpoint: '10' },
+      { group, leaseKey: 'shardId-077' },
+    ]);
+
+    const refused = await leasehold('migrate', '--from', source.url, '--to', target.url, '--group', group, '--observe-ms', '0');
+    const replaced = await leasehold('migrate', '--from', source.url, '--to', target.url, '--group', group, '--observe-ms', '0', '--replace');
+    const again = await leasehold('migrate', '--from', source.url, '--to', target.url, '--group', group, '--observe-ms', '0');
+
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toBe(
+      `leasehold: [cli] ${target.url} already holds group "${group}" with 2 records that differ from the source (lease "shardId-001" has epoch 2 instead of 4, checkpoint "10" instead of "4955", parentKeys [] instead of ["shardId-000"], pendingOwner null instead of "worker-b", metadata); pass --replace to overwrite them\n`,
+    );
+    expect(replaced.code).toBe(0);
+    expect(replaced.stdout).toContain('deleted   shardId-077 (not in the source)\n');
+    expect(replaced.stdout).toContain('2 leases copied, 1 replaced, 0 already there, 1 deleted; verified 3 leases');
+    expect((await target.storage.listLeases(group)).sort(byKey).map(stateOf)).toEqual(seeded.map(stateOf));
+    expect(again.code).toBe(0);
+    expect(again.stdout).toContain('0 leases copied, 0 replaced, 3 already there, 0 deleted; verified 3 leases');
+    await source.close();
+    await target.close();
+  });
+
+  it('refuses to replace a lease whose epoch in the target is above the source, since fencing tokens must not repeat', async () => {
+    const source = redisBackend(redis);
+    const target = redisBackend(redis);
+    const group = freshName('orders');
+    await seed(source.storage, [{ group, leaseKey: 'shardId-000', epoch: 3 }]);
+    await seed(target.storage, [{ group, leaseKey: 'shardId-000', epoch: 8 }]);
+
+    const { code, stderr } = await leasehold('migrate', '--from', source.url, '--to', target.url, '--group', group, '--observe-ms', '0', '--replace');
+
+    expect(code).toBe(1);
+    expect(stderr).toBe(`leasehold: [cli] lease "shardId-000" has epoch 8 in ${target.url}, above the source's 3; copying would lower a fencing token, so nothing was written\n`);
+    expect((await target.storage.getLease(group, 'shardId-000'))?.epoch).toBe(8);
+    await source.close();
+    await target.close();
+  });
+});

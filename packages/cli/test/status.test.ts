@@ -1,0 +1,138 @@
+import type { Redis } from 'ioredis';
+import type pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { dynamo, dynamoBackend, freshName, leasehold, postgresBackend, postgresPool, redisBackend, redisClient, seed } from './support.js';
+
+let pool: pg.Pool;
+let redis: Redis;
+let dynamodb: Awaited<ReturnType<typeof dynamo>>;
+
+beforeAll(async () => {
+  pool = await postgresPool();
+  redis = await redisClient();
+  dynamodb = await dynamo();
+});
+
+afterAll(async () => {
+  await pool?.end();
+  redis?.disconnect();
+  dynamodb?.client.destroy();
+  await dynamodb?.dynalite.close();
+});
+
+describe('leasehold status', () => {
+  it('prints the lease table, the workers with their lease counts and the leader', async () => {
+    const backend = await postgresBackend(pool);
+    const group = freshName('orders');
+    await seed(
+      backend.storage,
+      [
+        { group, leaseKey: 'shardId-000', owner: 'worker-a', epoch: 3, checkpoint: '4955001' },
+        { group, leaseKey: 'shardId-001', owner: 'worker-a', epoch: 1, checkpoint: 'TRIM_HORIZON', pendingOwner: 'worker-b' },
+        { group, leaseKey: 'shardId-002', owner: 'worker-b', epoch: 7 },
+        { group, leaseKey: 'shardId-003' },
+      ],
+      { group, holder: 'worker-a', term: 4 },
+    );
+
+    const { code, stdout, stderr } = await leasehold('status', '--storage', backend.url, '--group', group);
+
+    expect(stderr).toBe('');
+    expect(code).toBe(0);
+    const lines = stdout.split('\n');
+    expect(lines[0]).toBe(`group ${group} in ${backend.url}`);
+    expect(lines[1]).toBe('leader: worker-a (term 4, version 1, age —)');
+    expect(lines).toContainEqual(expect.stringMatching(/^LEASE\s+OWNER\s+CHECKPOINT\s+EPOCH\s+VERSION\s+AGE\s+PENDING$/));
+    expect(lines).toContainEqual(expect.stringMatching(/^shardId-000\s+worker-a\s+4955001\s+3\s+1\s+—\s+-$/));
+    expect(lines).toContainEqual(expect.stringMatching(/^shardId-001\s+worker-a\s+TRIM_HORIZON\s+1\s+1\s+—\s+→ worker-b$/));
+    expect(lines).toContainEqual(expect.stringMatching(/^shardId-002\s+worker-b\s+-\s+7\s+1\s+—\s+-$/));
+    expect(lines).toContainEqual(expect.stringMatching(/^shardId-003\s+-\s+-\s+0\s+1\s+—\s+-$/));
+    expect(lines).toContainEqual(expect.stringMatching(/^worker-a\s+2 \(leader\)$/));
+    expect(lines).toContainEqual(expect.stringMatching(/^worker-b\s+1$/));
+    expect(lines).toContain('4 leases, 1 without owner, 2 workers');
+    await backend.close();
+  });
+
+  it('--json gives every field of every lease, the workers and the leader', async () => {
+    const backend = redisBackend(redis);
+    const group = freshName('orders');
+    await seed(backend.storage, [
+      { group, leaseKey: 'shardId-010', owner: 'w1', epoch: 2, checkpoint: '77', parentKeys: ['shardId-001', 'shardId-002'], metadata: { region: 'eu' } },
+      { group, leaseKey: 'shardId-011', owner: null },
+    ]);
+
+    const { code, stdout } = await leasehold('status', '--storage', backend.url, '--group', group, '--json');
+
+    expect(code).toBe(0);
+    expect(JSON.parse(stdout)).toEqual({
+      group,
+      storage: backend.url,
+      leases: [
+        {
+          group,
+          leaseKey: 'shardId-010',
+          version: 1,
+          owner: 'w1',
+          epoch: 2,
+          checkpoint: '77',
+          parentKeys: ['shardId-001', 'shardId-002'],
+          pendingOwner: null,
+          metadata: { region: 'eu' },
+          ageMs: null,
+          ageAtLeastMs: 0,
+        },
+        { group, leaseKey: 'shardId-011', version: 1, owner: null, epoch: 0, checkpoint: null, parentKeys: [], pendingOwner: null, metadata: {}, ageMs: null, ageAtLeastMs: 0 },
+      ],
+      workers: [{ workerId: 'w1', leases: 1, leader: false }],
+      leader: null,
+    });
+    await backend.close();
+  });
+
+  it('--watch --json prints one line per screen; an unchanged version has no age yet, only a lower bound', async () => {
+    const backend = await dynamoBackend(dynamodb);
+    const group = freshName('orders');
+    await seed(backend.storage, [{ group, leaseKey: 'shardId-000', owner: 'w1', epoch: 1 }], { group, holder: 'w1', term: 1 });
+
+    const { code, stdout } = await leasehold('status', '--storage', backend.url, '--group', group, '--watch', '--json', '--iterations', '3', '--interval-ms', '30');
+
+    expect(code).toBe(0);
+    const screens = stdout.trim().split('\n').map((line) => JSON.parse(line) as { leases: { ageMs: number | null; ageAtLeastMs: number }[]; leader: { ageMs: number | null } });
+    expect(screens).toHaveLength(3);
+    expect(screens.map((screen) => screen.leases[0]?.ageMs)).toEqual([null, null, null]);
+    expect(screens[0]?.leases[0]?.ageAtLeastMs).toBe(0);
+    expect(screens[2]?.leases[0]?.ageAtLeastMs).toBeGreaterThan(0);
+    expect(screens.map((screen) => screen.leader.ageMs)).toEqual([null, null, null]);
+  });
+
+  it('fails with one line naming a group the storage does not hold', async () => {
+    const backend = redisBackend(redis);
+
+    const { code, stdout, stderr } = await leasehold('status', '--storage', backend.url, '--group', 'no-such-group');
+
+    expect(code).toBe(1);
+    expect(stdout).toBe('');
+    expect(stderr).toBe(`leasehold: [cli] group "no-such-group" has no leases and no leader record in "${backend.url}"\n`);
+  });
+
+  it.each([
+    ['ftp://example/x', 'leasehold: [cli] storage URL "ftp://example/x" has unknown scheme "ftp:"; expected postgres://, redis:// or dynamodb://\n'],
+    ['not a url', 'leasehold: [cli] storage URL "not a url" is not a URL; expected postgres://..., redis://... or dynamodb://TABLE?region=...\n'],
+    ['dynamodb://t1?region=eu-west-1&endpoint=localhost:8000', 'leasehold: [cli] storage URL "dynamodb://t1?region=eu-west-1&endpoint=localhost:8000" has endpoint "localhost:8000", which is not an http:// or https:// URL\n'],
+  ])('refuses the malformed storage URL %s with one line and exit code 2', async (url, message) => {
+    const { code, stderr } = await leasehold('status', '--storage', url, '--group', 'g');
+
+    expect(code).toBe(2);
+    expect(stderr).toBe(message);
+  });
+
+  it('reports an unreachable backend in one line with exit code 1', async () => {
+    const postgres = await leasehold('status', '--storage', 'postgres://root@127.0.0.1:1/test', '--group', 'g');
+    const redisDown = await leasehold('status', '--storage', 'redis://:secret@127.0.0.1:1', '--group', 'g');
+
+    expect(postgres.code).toBe(1);
+    expect(postgres.stderr).toMatch(/^leasehold: \[storage-postgres\] .*ECONNREFUSED 127\.0\.0\.1:1\n$/);
+    expect(redisDown.code).toBe(1);
+    expect(redisDown.stderr).toBe('leasehold: [cli] cannot reach Redis at "redis://:***@127.0.0.1:1": connect ECONNREFUSED 127.0.0.1:1\n');
+  });
+});

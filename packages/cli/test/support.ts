@@ -1,0 +1,190 @@
+/**
+ * Runs the built binary and gives each test fresh state on the real backends: a Postgres schema, a Redis
+ * key prefix, a DynamoDB table in an in-process dynalite. Records are seeded through the adapters.
+ */
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { CreateTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import type { LeaseRecord, NewLeader, NewLease, Storage } from '@leasehold/core';
+import { startDynalite, type RunningDynalite } from '@leasehold/local-stack';
+import { DynamoDBStorage } from '@leasehold/storage-dynamodb';
+import { PostgresStorage } from '@leasehold/storage-postgres';
+import { RedisStorage } from '@leasehold/storage-redis';
+import { Redis } from 'ioredis';
+import pg from 'pg';
+
+const BIN = fileURLToPath(new URL('../dist/bin.js', import.meta.url));
+
+/** Dummy credentials for dynalite, which checks none; the binary takes them from the default chain. */
+export const AWS_ENV = {
+  AWS_ACCESS_KEY_ID: 'test',
+  AWS_SECRET_ACCESS_KEY: 'test',
+  AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+};
+
+export interface CliResult {
+  readonly code: number;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** Runs `leasehold ...args` as a child process and waits for it to exit. */
+export function leasehold(...args: string[]): Promise<CliResult> {
+  return new Promise((resolve, reject) => {
+    execFile(process.execPath, [BIN, ...args], { env: { ...process.env, ...AWS_ENV }, timeout: 50_000 }, (error, stdout, stderr) => {
+      if (error && typeof error.code !== 'number') reject(new Error(`leasehold did not run: ${error.message}`, { cause: error }));
+      else resolve({ code: typeof error?.code === 'number' ? error.code : 0, stdout, stderr });
+    });
+  });
+}
+
+/** A fresh name: lower case letters and digits, valid as a group, a schema, a prefix or a table. */
+export function freshName(kind: string): string {
+  return `${kind}${randomBytes(5).toString('hex')}`;
+}
+
+/** A backend under test: its URL for the binary, an adapter to seed and read it, and its cleanup. */
+export interface TestBackend {
+  readonly url: string;
+  readonly storage: Storage;
+  close(): Promise<void>;
+}
+
+const PG = { host: process.env.PGHOST ?? '127.0.0.1', port: Number(process.env.PGPORT ?? 5432), user: process.env.PGUSER ?? 'root', database: process.env.PGDATABASE ?? 'test' };
+
+/** The shared PostgreSQL, or a loud failure that says how to start it. */
+export async function postgresPool(): Promise<pg.Pool> {
+  const pool = new pg.Pool({ ...PG, max: 4, connectionTimeoutMillis: 5000 });
+  pool.on('error', () => undefined);
+  try {
+    await pool.query('SELECT 1');
+  } catch (error) {
+    await pool.end();
+    throw new Error(
+      `PostgreSQL is not reachable at ${PG.host}:${PG.port} (database ${PG.database}, user ${PG.user}): start it with \`pg_ctlcluster $(ls /etc/postgresql) main start && createdb -h 127.0.0.1 test\``,
+      { cause: error },
+    );
+  }
+  return pool;
+}
+
+/** A fresh schema on the shared PostgreSQL, migrated unless `migrated` is false; dropped on close. */
+export async function postgresBackend(pool: pg.Pool, { migrated = true } = {}): Promise<TestBackend> {
+  const schema = freshName('cli_');
+  const storage = new PostgresStorage({ pool, schema });
+  if (migrated) await storage.migrate();
+  else await pool.query(`CREATE SCHEMA "${schema}"`);
+  return {
+    url: `postgres://${PG.user}@${PG.host}:${PG.port}/${PG.database}?schema=${schema}`,
+    storage,
+    async close() {
+      await storage.close();
+      await pool.query(`DROP SCHEMA "${schema}" CASCADE`);
+    },
+  };
+}
+
+/** The shared Redis, or a loud failure that says how to start it. */
+export async function redisClient(port = 6379): Promise<Redis> {
+  const client = new Redis({ host: '127.0.0.1', port, lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => null });
+  client.on('error', () => undefined);
+  try {
+    await client.connect();
+  } catch (error) {
+    throw new Error(
+      `Redis is not reachable at 127.0.0.1:${port}: start it with \`redis-server --daemonize yes --port ${port} --save "" --appendonly no\``,
+      { cause: error },
+    );
+  }
+  return client;
+}
+
+/** A fresh key prefix on a Redis; its keys are deleted on close. */
+export function redisBackend(client: Redis, port = 6379): TestBackend {
+  const prefix = `${freshName('clitest')}:`;
+  const storage = new RedisStorage({ client, keyPrefix: prefix });
+  return {
+    url: `redis://127.0.0.1:${port}?prefix=${prefix}`,
+    storage,
+    async close() {
+      await storage.close();
+      const keys = await client.keys(`${prefix}*`);
+      if (keys.length > 0) await client.del(...keys);
+    },
+  };
+}
+
+/** dynalite in this process, and a client for it. */
+export async function dynamo(): Promise<{ dynalite: RunningDynalite; client: DynamoDBClient }> {
+  const dynalite = await startDynalite();
+  const client = new DynamoDBClient({ endpoint: dynalite.endpoint, region: 'us-east-1', credentials: { accessKeyId: 'test', secretAccessKey: 'test' } });
+  return { dynalite, client };
+}
+
+/** A fresh table in dynalite (unless `created` is false); dynalite drops everything when it stops. */
+export async function dynamoBackend(env: { dynalite: RunningDynalite; client: DynamoDBClient }, { created = true } = {}): Promise<TestBackend> {
+  const tableName = freshName('cli');
+  const storage = new DynamoDBStorage({ client: env.client, tableName });
+  if (created) await storage.createTable();
+  return {
+    url: `dynamodb://${tableName}?region=us-east-1&endpoint=${encodeURIComponent(env.dynalite.endpoint)}`,
+    storage,
+    async close() {},
+  };
+}
+
+/** Creates a DynamoDB table of another key schema, for the doctor's shape check. */
+export async function createWrongTable(client: DynamoDBClient, tableName: string): Promise<void> {
+  await client.send(
+    new CreateTableCommand({
+      TableName: tableName,
+      BillingMode: 'PAY_PER_REQUEST',
+      AttributeDefinitions: [{ AttributeName: 'id', AttributeType: 'S' }],
+      KeySchema: [{ AttributeName: 'id', KeyType: 'HASH' }],
+    }),
+  );
+}
+
+/** Creates leases and a leader record; throws unless every write applied. */
+export async function seed(storage: Storage, leases: readonly NewLease[], leader?: NewLeader): Promise<LeaseRecord[]> {
+  const created: LeaseRecord[] = [];
+  for (const lease of leases) {
+    const outcome = await storage.createLease(lease);
+    if (outcome.status !== 'applied') throw new Error(`seeding ${lease.leaseKey}: ${outcome.status}`);
+    created.push(outcome.record);
+  }
+  if (leader) {
+    const outcome = await storage.createLeader(leader);
+    if (outcome.status !== 'applied') throw new Error(`seeding the leader: ${outcome.status}`);
+  }
+  return created;
+}
+
+/**
+ * A worker stand-in that renews one lease over and over until stopped, as a live worker would: the
+ * guard must see its version move.
+ */
+export function renewer(storage: Storage, group: string, leaseKey: string): { stop(): Promise<void> } {
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      const lease = await storage.getLease(group, leaseKey);
+      if (lease === null) return;
+      await storage.updateLeases(group, [{ leaseKey, expectedVersion: lease.version, next: { ...lease } }]);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  })();
+  return {
+    async stop() {
+      running = false;
+      await loop;
+    },
+  };
+}
+
+/** The fields of a lease that a copy must keep (everything but the store's own version). */
+export function stateOf(lease: LeaseRecord): Omit<LeaseRecord, 'version'> {
+  const { version: _version, ...state } = lease;
+  return state;
+}
