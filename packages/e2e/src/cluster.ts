@@ -100,7 +100,7 @@ export class Cluster implements AsyncDisposable {
     });
     const worker = new WorkerProcess(workerId, child);
     this.workers.set(workerId, worker);
-    createInterface({ input: child.stdout! }).on('line', (line) => {
+    createInterface({ input: child.stdout }).on('line', (line) => {
       const report = parseReport(line);
       if (report === undefined) return;
       this.reports.push(report);

@@ -95,6 +95,7 @@ let producer: Producer | undefined;
 let progress = '';
 let table: string[] = [];
 let group = '';
+let final: string[] = [];
 
 const refresh = (): void => screen.live([progress, ...table].filter((line) => line !== ''));
 let reading = false;
@@ -123,7 +124,14 @@ try {
     recordsPerPhase,
     onStep: (step) => {
       progress = '';
+      // Without a terminal to repaint, the table is printed as it stands before each step.
+      if (!process.stdout.isTTY && table.length > 0) screen.log(table.join('\n'));
       screen.log(`${elapsed()}  ${step}`);
+    },
+    onSettled: async () => {
+      clearInterval(timer);
+      final = formatLeaseTable(await readLeaseTable(viewer.storage, group, producer?.produced ?? []));
+      table = [];
     },
     onProgress: (done, count) => {
       const width = 30;
@@ -142,9 +150,8 @@ try {
       });
     },
   });
-  clearInterval(timer);
   progress = '';
-  table = ['', `  final lease table of ${result.group}`, ...formatLeaseTable(await readLeaseTable(viewer.storage, result.group, result.produced)), ''];
+  table = ['', `  lease table of ${result.group} once every record was processed`, ...final, ''];
   refresh();
   screen.freeze();
   const ok = ledgerHolds(result.ledger);

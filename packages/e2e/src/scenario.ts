@@ -18,16 +18,18 @@ export interface ScenarioOptions {
   readonly runId: string;
   /** Records produced in each of the four production phases. Default 600. */
   readonly recordsPerPhase?: number;
-  /** Partition keys. Default 24. */
+  /** Partition keys. Default 40 (with fewer, the hash ranges of small shards may get no key at all). */
   readonly keys?: number;
   /** Lease timing and pacing of the workers. */
   readonly timing?: Partial<Pick<ClusterOptions, 'leaseDurationMs' | 'takeIntervalMs' | 'shardSyncIntervalMs' | 'maxRecordsPerCall' | 'batchDelayMs'>>;
   /** Hears each step as it begins. */
-  onStep?(step: string): void;
+  onStep?: (step: string) => void;
   /** Hears the producer's progress. */
-  onProgress?(done: number, count: number): void;
+  onProgress?: (done: number, count: number) => void;
+  /** Called once every record was processed (or the wait gave up), before the last workers stop. */
+  onSettled?: () => Promise<void>;
   /** Called once the cluster exists, so that a caller can watch it (and end it if the run is abandoned). */
-  onCluster?(cluster: Cluster, producer: Producer): void;
+  onCluster?: (cluster: Cluster, producer: Producer) => void;
 }
 
 /** What happened to the shards of the worker that was killed. */
@@ -61,7 +63,7 @@ const WORKERS = ['worker-1', 'worker-2', 'worker-3'];
 export async function runScenario(options: ScenarioOptions): Promise<ScenarioResult> {
   const step = options.onStep ?? (() => undefined);
   const perPhase = options.recordsPerPhase ?? 600;
-  const keys = Array.from({ length: options.keys ?? 24 }, (_, i) => `key-${String(i).padStart(2, '0')}`);
+  const keys = Array.from({ length: options.keys ?? 40 }, (_, i) => `key-${String(i).padStart(2, '0')}`);
   const streamName = `leasehold-${options.runId}`;
   const group = `group-${options.runId}`;
   const client = kinesisClient(options.kinesis);
@@ -154,6 +156,7 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
     await cluster
       .waitFor(() => checkLedger(producer.produced, cluster.reports).lost.length === 0, 'every record to be processed', 60_000)
       .catch(() => undefined); // the ledger reports what is missing
+    await options.onSettled?.();
 
     const running = [...cluster.workers.values()].filter((worker) => worker.running);
     step(`stopping ${running.map((worker) => worker.workerId).join(', ')} gracefully`);

@@ -1,0 +1,158 @@
+import { startDynalite, startKinesisLocal, type RunningDynalite, type RunningKinesisLocal } from '@leasehold/local-stack';
+import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Cluster } from '../src/cluster.js';
+import type { RecordReport, WorkerReport } from '../src/reports.js';
+import { runScenario, type ScenarioResult } from '../src/scenario.js';
+import { prepareStorage } from '../src/storage-url.js';
+
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
+
+interface Backend {
+  readonly name: string;
+  /** The storage URL, and a way to release what was started for it. */
+  open(): Promise<{ url: string; close(): Promise<void> }>;
+  /** How to start the server when it cannot be reached. */
+  readonly startWith: string | undefined;
+}
+
+const BACKENDS: Backend[] = [
+  {
+    name: 'postgres',
+    open: async () => ({ url: 'postgres://root@127.0.0.1:5432/test', close: async () => undefined }),
+    startWith: 'docker run -d -p 5432:5432 -e POSTGRES_USER=root -e POSTGRES_DB=test -e POSTGRES_HOST_AUTH_METHOD=trust postgres:16',
+  },
+  {
+    name: 'redis',
+    open: async () => ({ url: 'redis://127.0.0.1:6379', close: async () => undefined }),
+    startWith: 'docker run -d -p 6379:6379 redis:7',
+  },
+  {
+    name: 'dynamodb (dynalite)',
+    open: async () => {
+      const dynalite: RunningDynalite = await startDynalite();
+      return { url: `dynamodb://leasehold-e2e?endpoint=${encodeURIComponent(dynalite.endpoint)}&region=us-east-1`, close: () => dynalite.close() };
+    },
+    startWith: undefined,
+  },
+];
+
+let kinesis: RunningKinesisLocal;
+beforeAll(async () => {
+  try {
+    kinesis = await startKinesisLocal();
+  } catch (error) {
+    throw new Error(`kinesis-local could not be started; try it by hand with "npx kinesis-local" in packages/local-stack: ${(error as Error).message}`, {
+      cause: error,
+    });
+  }
+});
+afterAll(async () => {
+  await kinesis?.close();
+});
+
+/** A position as a number to compare; a sentinel (`TRIM_HORIZON`) or no position at all is before every record. */
+function rank(position: string | null): bigint {
+  return position === null || !/^\d/.test(position) ? -1n : BigInt(position.split(':')[0]!);
+}
+
+const recordsOf = (result: ScenarioResult): RecordReport[] => result.reports.filter((report): report is RecordReport => report.type === 'record');
+
+function reportsOf<T extends WorkerReport['type']>(result: ScenarioResult, type: T): Extract<WorkerReport, { type: T }>[] {
+  return result.reports.filter((report): report is Extract<WorkerReport, { type: T }> => report.type === type);
+}
+
+/** Keys that have records in one of `before` and then in one of `after`: the ones resharding could reorder. */
+function keysAcross(result: ScenarioResult, before: readonly string[], after: readonly string[]): string[] {
+  const keysIn = (shards: readonly string[]): Set<string> =>
+    new Set(result.produced.filter((record) => shards.includes(record.shardId)).map((record) => record.key));
+  const later = keysIn(after);
+  return [...keysIn(before)].filter((key) => later.has(key));
+}
+
+for (const backend of BACKENDS) {
+  describe(`three worker processes on ${backend.name} against kinesis-local`, () => {
+    let result: ScenarioResult;
+    let cluster: Cluster | undefined;
+    let opened: { url: string; close(): Promise<void> } | undefined;
+
+    beforeAll(async () => {
+      opened = await backend.open();
+      const runId = `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
+      const storageUrl = await prepareStorage(opened.url, runId).catch((error: unknown) => {
+        throw new Error(
+          `${backend.name} at ${opened!.url} cannot be used (${(error as Error).message})${backend.startWith ? `; start it with: ${backend.startWith}` : ''}`,
+          { cause: error },
+        );
+      });
+      result = await runScenario({
+        storageUrl,
+        kinesis: { endpoint: kinesis.endpoint, region: kinesis.region },
+        runId,
+        recordsPerPhase: 500,
+        onCluster: (running) => {
+          cluster = running;
+        },
+      });
+    }, 240_000);
+
+    afterAll(async () => {
+      // The scenario ends its workers itself; this is for a run cut short by a timeout.
+      await cluster?.close(5_000);
+      await opened?.close();
+    });
+
+    it('processes every produced record at least once', () => {
+      expect(result.produced).toHaveLength(2_000);
+      expect(result.ledger.lost).toEqual([]);
+      expect(result.ledger.unexpected).toEqual([]);
+      expect(result.ledger.processed).toBe(2_000);
+    });
+
+    it('holds per-key order across a split and a merge', () => {
+      const ended = new Map(reportsOf(result, 'ended').map((report) => [report.shardId, [...report.childShardIds].sort()]));
+      expect(ended.get(result.split.parent)).toEqual([...result.split.children].sort());
+      expect(ended.get(result.merge.parents[0])).toEqual([result.merge.child]);
+      expect(ended.get(result.merge.parents[1])).toEqual([result.merge.child]);
+      // The order check below covers keys that moved from a parent to a child shard.
+      expect(keysAcross(result, [result.split.parent], result.split.children).length).toBeGreaterThan(0);
+      expect(keysAcross(result, result.merge.parents, [result.merge.child]).length).toBeGreaterThan(0);
+      expect(result.ledger.orderViolations).toEqual([]);
+    });
+
+    it("resumes a SIGKILLed worker's shards on other workers from its last checkpoint", () => {
+      const { killed } = result;
+      expect(killed.shards.length).toBeGreaterThan(0);
+      for (const shard of killed.shards) {
+        const resumed = reportsOf(result, 'started').find((report) => report.shardId === shard.shardId && report.at > killed.at);
+        expect(resumed, `${shard.shardId} was resumed`).toBeDefined();
+        expect(resumed!.worker).not.toBe(killed.workerId);
+        // It starts where storage says: at or after the last checkpoint the killed worker reported, and
+        // never past the last record it handed over (so nothing is skipped).
+        expect(rank(resumed!.position)).toBeGreaterThanOrEqual(rank(shard.lastCheckpoint));
+        expect(rank(resumed!.position)).toBeLessThanOrEqual(rank(shard.lastDelivered));
+        // Its first record is the one right after that position.
+        const next = result.produced
+          .filter((record) => record.shardId === shard.shardId && rank(record.position) > rank(resumed!.position))
+          .sort((a, b) => (rank(a.position) < rank(b.position) ? -1 : 1))[0];
+        const first = recordsOf(result).find((record) => record.shardId === shard.shardId && record.worker === resumed!.worker && record.at >= resumed!.at);
+        expect(first && { key: first.key, seq: first.seq }).toEqual(next && { key: next.key, seq: next.seq });
+      }
+    });
+
+    it('replays nothing on a graceful stop or a rebalance: every duplicate is a record the killed worker had not checkpointed', () => {
+      expect(result.stopped.exitCode).toBe(0);
+      expect(Object.values(result.finalExitCodes).every((code) => code === 0)).toBe(true);
+      // worker-4 got its shards by handoff from a running worker, and processed records of them.
+      const handedToJoiner = reportsOf(result, 'handed-off').filter((report) => report.to === result.joined.workerId);
+      expect(handedToJoiner.length).toBeGreaterThan(0);
+      expect(recordsOf(result).some((record) => record.worker === result.joined.workerId)).toBe(true);
+      const lastCheckpoint = new Map(result.killed.shards.map((shard) => [shard.shardId, shard.lastCheckpoint]));
+      const unexplained = result.ledger.duplicates.filter((duplicate) => {
+        const first = result.ledger.firstDeliveryOf(duplicate)!;
+        return first.worker !== result.killed.workerId || !lastCheckpoint.has(first.shardId) || rank(first.position) <= rank(lastCheckpoint.get(first.shardId) ?? null);
+      });
+      expect(unexplained).toEqual([]);
+    });
+  });
+}
