@@ -1,0 +1,71 @@
+/**
+ * `pnpm chaos`: a consumer group of worker processes on each backend against kinesis-local, under seeded
+ * faults, checked by an independent monitor (see harness.ts and verdict.ts).
+ *
+ *   pnpm chaos                                   # every backend, 60 s of faults each, a random seed
+ *   pnpm chaos --backend redis --minutes 5 --seed 42
+ */
+import { startKinesisLocal } from '@leasehold/local-stack';
+import { parseArgs } from 'node:util';
+import type { StorageKind } from '../storage-url.js';
+import { runChaos } from './harness.js';
+import { failuresOf, formatResult } from './report.js';
+import { formatSchedule, faultSchedule } from './schedule.js';
+
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
+
+const { values: args } = parseArgs({
+  options: {
+    backend: { type: 'string', default: 'all' },
+    seconds: { type: 'string' },
+    minutes: { type: 'string' },
+    seed: { type: 'string' },
+    help: { type: 'boolean', short: 'h' },
+  },
+});
+if (args.help) {
+  process.stdout.write('usage: pnpm chaos [--backend postgres|redis|dynamodb|all] [--seconds N | --minutes N] [--seed S]\n');
+  process.exit(0);
+}
+const KINDS: StorageKind[] = ['postgres', 'redis', 'dynamodb'];
+const backends = args.backend === 'all' ? KINDS : [args.backend as StorageKind];
+if (!backends.every((kind) => KINDS.includes(kind))) throw new Error(`--backend must be postgres, redis, dynamodb or all, got ${args.backend}`);
+const seconds = args.seconds !== undefined ? Number(args.seconds) : args.minutes !== undefined ? Number(args.minutes) * 60 : 60;
+if (!Number.isFinite(seconds) || seconds < 10) throw new Error('the run must last at least 10 seconds');
+const seed = args.seed !== undefined ? Number(args.seed) : Math.floor(Math.random() * 2 ** 31);
+if (!Number.isInteger(seed) || seed < 0) throw new Error(`--seed must be a non-negative integer, got ${args.seed}`);
+const durationMs = Math.round(seconds * 1000);
+
+process.stdout.write(`chaos: seed ${seed}, ${seconds} s of faults per backend (${backends.join(', ')})\n`);
+process.stdout.write(`fault schedule:\n${formatSchedule(faultSchedule(seed, durationMs, 3_000))}\n`);
+const kinesis = await startKinesisLocal();
+const failed: StorageKind[] = [];
+const tables: string[] = [];
+try {
+  for (const backend of backends) {
+    process.stdout.write(`\n== ${backend} ==\n`);
+    try {
+      const result = await runChaos({ backend, seed, durationMs, kinesis, log: (line) => process.stdout.write(`${line}\n`) });
+      const table = formatResult(result);
+      tables.push(table);
+      process.stdout.write(`\n${table}\n`);
+      const failures = failuresOf(result);
+      if (failures.length > 0) {
+        failed.push(backend);
+        process.stdout.write(`FAILED: ${failures.join('; ')}\n`);
+      }
+    } catch (error) {
+      failed.push(backend);
+      process.stdout.write(`FAILED: ${backend} run broke off: ${(error as Error).stack ?? String(error)}\n`);
+    }
+  }
+} finally {
+  await kinesis.close();
+}
+if (tables.length > 1) process.stdout.write(`\n== summary ==\n${tables.join('\n\n')}\n`);
+if (failed.length > 0) {
+  process.stdout.write(`\nreplay with:\n${failed.map((backend) => `  pnpm chaos --backend ${backend} --seconds ${seconds} --seed ${seed}`).join('\n')}\n`);
+  process.exit(1);
+}
+process.stdout.write('\nevery guarantee held.\n');
+process.exit(0);
