@@ -2,6 +2,7 @@
  * The command line: commands, options and help, and the one place where an error becomes one line on
  * standard error and an exit code.
  */
+import { readFileSync } from 'node:fs';
 import { Command, CommanderError, Option } from 'commander';
 import { checkpointReset, checkpointSet } from './commands/checkpoint.js';
 import { doctor } from './commands/doctor.js';
@@ -22,9 +23,12 @@ function forceOption(): Option {
   return new Option('--force', 'write even if a worker of the group is live').default(false);
 }
 
+const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
+
 function build(io: Io): Command {
   const program = new Command('leasehold')
     .description('Inspect and operate the leases, checkpoints and leaders of Leasehold consumer groups.')
+    .version(version)
     .showHelpAfterError('(run leasehold help for the commands)')
     .exitOverride()
     .configureOutput({ writeOut: (text) => io.out(text), writeErr: (text) => io.err(text) });
