@@ -17,7 +17,10 @@ import { hidePassword, openStorage, prepareStorage } from './storage-url.js';
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
 
+// `npm run demo -- --storage URL` reaches here through pnpm, which passes the `--` on.
+const argv = process.argv.slice(2);
 const { values: args } = parseArgs({
+  args: argv[0] === '--' ? argv.slice(1) : argv,
   options: {
     storage: { type: 'string' },
     records: { type: 'string', default: '600' },

@@ -154,7 +154,11 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
     await producer.put(perPhase, options.onProgress);
     step('waiting until every record is processed');
     await cluster
-      .waitFor(() => checkLedger(producer.produced, cluster.reports).lost.length === 0, 'every record to be processed', 60_000)
+      .waitFor(
+        () => checkLedger(producer.produced, cluster.reports).lost.length === 0 && everyShardCheckpointed(producer.produced, cluster.reports),
+        'every record to be processed and checkpointed',
+        60_000,
+      )
       .catch(() => undefined); // the ledger reports what is missing
     await options.onSettled?.();
 
@@ -180,6 +184,26 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
     await cluster.close();
     client.destroy();
   }
+}
+
+/** A position as a number; a sentinel is before every record. */
+function rank(position: string): bigint {
+  return /^\d/.test(position) ? BigInt(position.split(':')[0]!) : -1n;
+}
+
+/** Whether every shard with records has reached its end or been checkpointed at its last record. */
+function everyShardCheckpointed(produced: readonly ProducedRecord[], reports: readonly WorkerReport[]): boolean {
+  const last = new Map<string, bigint>();
+  for (const record of produced) {
+    const position = rank(record.position);
+    if (position > (last.get(record.shardId) ?? -1n)) last.set(record.shardId, position);
+  }
+  const done = new Map<string, bigint>();
+  for (const report of reports) {
+    if (report.type === 'ended') done.set(report.shardId, 1n << 200n);
+    if (report.type === 'checkpointed' && rank(report.position) > (done.get(report.shardId) ?? -1n)) done.set(report.shardId, rank(report.position));
+  }
+  return [...last].every(([shardId, position]) => (done.get(shardId) ?? -1n) >= position);
 }
 
 function highestSeqs(produced: readonly ProducedRecord[]): Map<string, number> {
