@@ -1,0 +1,329 @@
+/**
+ * End-to-end benchmarks, side by side in one run on one machine, one kinesis-local and one dynalite:
+ * drain throughput, failover, scale-out and the memory of a worker holding 100 leases, for Leasehold on
+ * each backend and for lifion-kinesis (polling mode, DynamoDB leases) as the peer baseline.
+ *
+ *   pnpm --filter @leasehold/e2e bench        (or `pnpm bench` from the root, with the other benches)
+ */
+import { GetRecordsCommand, GetShardIteratorCommand } from '@aws-sdk/client-kinesis';
+import { startDynalite, startKinesisLocal } from '@leasehold/local-stack';
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { createInterface } from 'node:readline';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { Cluster, WorkerProcess } from '../src/cluster.js';
+import { createStream, kinesisClient, listShards } from '../src/kinesis.js';
+import { checkLedger } from '../src/ledger.js';
+import { Producer } from '../src/producer.js';
+import { parseReport, now, type RecordReport, type WorkerReport } from '../src/reports.js';
+import { prepareStorage } from '../src/storage-url.js';
+
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
+
+const LEASE_MS = 3_000;
+const PACKAGE_DIR = fileURLToPath(new URL('..', import.meta.url));
+const LIFION_WORKER = fileURLToPath(new URL('./lifion-worker.ts', import.meta.url));
+const log = (line: string): void => void process.stdout.write(`${line}\n`);
+
+type System = 'leasehold/postgres' | 'leasehold/redis' | 'leasehold/dynamodb' | 'lifion-kinesis';
+const SYSTEMS: System[] = ['leasehold/postgres', 'leasehold/redis', 'leasehold/dynamodb', 'lifion-kinesis'];
+
+/** The workers of one measured group, whichever library runs in them. */
+interface Group {
+  readonly reports: WorkerReport[];
+  start(workerId: string): Promise<WorkerProcess>;
+  close(): Promise<void>;
+}
+
+const kinesis = await startKinesisLocal({ env: { SHARD_LIMIT: '1000' } });
+const dynalite = await startDynalite();
+const client = kinesisClient(kinesis);
+let runs = 0;
+
+async function openGroup(system: System, streamName: string, maxRecordsPerCall: number): Promise<Group> {
+  const runId = `b${Date.now().toString(36)}${randomBytes(2).toString('hex')}${runs++}`;
+  const group = `bench-${runId}`;
+  if (system !== 'lifion-kinesis') {
+    const base =
+      system === 'leasehold/postgres'
+        ? 'postgres://root@127.0.0.1:5432/test'
+        : system === 'leasehold/redis'
+          ? 'redis://127.0.0.1:6379'
+          : `dynamodb://leasehold-bench?endpoint=${encodeURIComponent(dynalite.endpoint)}&region=us-east-1`;
+    const storageUrl = await prepareStorage(base, runId);
+    const cluster = new Cluster({
+      streamName,
+      kinesisEndpoint: kinesis.endpoint,
+      region: kinesis.region,
+      storageUrl,
+      group,
+      leaseDurationMs: LEASE_MS,
+      takeIntervalMs: 500,
+      shardSyncIntervalMs: 1_000,
+      maxRecordsPerCall,
+      batchDelayMs: 0,
+    });
+    return { reports: cluster.reports, start: (workerId) => cluster.start(workerId), close: () => cluster.close() };
+  }
+  const reports: WorkerReport[] = [];
+  const workers: WorkerProcess[] = [];
+  return {
+    reports,
+    start: async (workerId) => {
+      const flags = ['--stream', streamName, '--kinesis-endpoint', kinesis.endpoint, '--dynamodb-endpoint', dynalite.endpoint, '--table', `lifion-${runId}`, '--group', group, '--worker-id', workerId];
+      const child = spawn(process.execPath, ['--import', 'tsx', LIFION_WORKER, ...flags], {
+        cwd: PACKAGE_DIR,
+        env: { ...process.env, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', AWS_SDK_JS_SUPPRESS_MAINTENANCE_MODE_MESSAGE: '1' },
+        stdio: ['pipe', 'pipe', 'pipe'],
+      });
+      const worker = new WorkerProcess(workerId, child);
+      workers.push(worker);
+      createInterface({ input: child.stdout }).on('line', (line) => {
+        const report = parseReport(line);
+        if (report !== undefined) reports.push(report);
+      });
+      await waitFor(() => reports.some((report) => report.type === 'ready' && report.worker === workerId), 60_000, () => (worker.running ? undefined : worker.stderr));
+      return worker;
+    },
+    close: async () => {
+      await Promise.all(workers.map((worker) => worker.stop(5_000)));
+    },
+  };
+}
+
+/** Waits until `condition` holds; false after `timeoutMs`; throws with `failure()` when it says so. */
+async function waitFor(condition: () => boolean, timeoutMs: number, failure?: () => string | undefined): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    const failed = failure?.();
+    if (failed !== undefined) throw new Error(failed);
+    if (Date.now() > deadline) return false;
+    await sleep(50);
+  }
+  return true;
+}
+
+const records = (reports: readonly WorkerReport[]): RecordReport[] => reports.filter((report): report is RecordReport => report.type === 'record');
+const keys = (count: number): string[] => Array.from({ length: count }, (_, i) => `key-${i}`);
+
+async function freshStream(shards: number): Promise<string> {
+  const name = `bench-${Date.now().toString(36)}${randomBytes(2).toString('hex')}`;
+  await createStream(client, name, shards);
+  return name;
+}
+
+/** Keeps producing until stopped. */
+function keepProducing(producer: Producer): { stop(): Promise<void> } {
+  let going = true;
+  const loop = (async () => {
+    while (going) {
+      await producer.put(20);
+      await sleep(100);
+    }
+  })();
+  return {
+    stop: async () => {
+      going = false;
+      await loop;
+    },
+  };
+}
+
+// ---- drain throughput ----
+
+const DRAIN_RECORDS = 20_000;
+
+async function plainDrain(streamName: string): Promise<number> {
+  const shards = await listShards(client, streamName);
+  const started = now();
+  let count = 0;
+  await Promise.all(
+    shards.map(async (shard) => {
+      let iterator = (await client.send(new GetShardIteratorCommand({ StreamName: streamName, ShardId: shard.ShardId, ShardIteratorType: 'TRIM_HORIZON' }))).ShardIterator;
+      for (let calls = 0; iterator !== undefined && calls < 10_000; calls++) {
+        const page = await client.send(new GetRecordsCommand({ ShardIterator: iterator, Limit: 1_000 }));
+        count += page.Records?.length ?? 0;
+        if ((page.Records?.length ?? 0) === 0 && (page.MillisBehindLatest ?? 0) === 0) break;
+        iterator = page.NextShardIterator;
+      }
+    }),
+  );
+  if (count !== DRAIN_RECORDS) throw new Error(`the plain loop read ${count} of ${DRAIN_RECORDS} records`);
+  return DRAIN_RECORDS / ((now() - started) / 1000);
+}
+
+async function drain(system: System): Promise<string> {
+  const streamName = await freshStream(4);
+  const producer = new Producer(client, streamName, keys(48));
+  await producer.put(DRAIN_RECORDS);
+  const group = await openGroup(system, streamName, 1_000);
+  try {
+    await Promise.all(['d1', 'd2', 'd3'].map((id) => group.start(id)));
+    const done = await waitFor(() => checkLedger(producer.produced, group.reports).lost.length === 0, 180_000);
+    if (!done) return 'did not drain in 180 s';
+    const delivered = records(group.reports);
+    const first = Math.min(...delivered.map((report) => report.at));
+    const last = Math.max(...delivered.map((report) => report.at));
+    return String(Math.round(DRAIN_RECORDS / ((last - first) / 1000)));
+  } finally {
+    await group.close();
+  }
+}
+
+// ---- failover ----
+
+/** Milliseconds from `at` until every shard in `shards` had a record handed over by another worker than `from`. */
+async function resumedElsewhere(group: Group, shards: readonly string[], from: string, at: number, timeoutMs: number): Promise<number | undefined> {
+  const resumedAt = (shardId: string): number | undefined =>
+    records(group.reports).find((report) => report.shardId === shardId && report.worker !== from && report.at > at)?.at;
+  const ok = await waitFor(() => shards.every((shardId) => resumedAt(shardId) !== undefined), timeoutMs);
+  return ok ? Math.max(...shards.map((shardId) => resumedAt(shardId)!)) - at : undefined;
+}
+
+/** The shards whose latest record went to `workerId`. */
+function shardsOf(group: Group, workerId: string): string[] {
+  const last = new Map<string, string>();
+  for (const report of records(group.reports)) last.set(report.shardId, report.worker);
+  return [...last].filter(([, worker]) => worker === workerId).map(([shardId]) => shardId);
+}
+
+async function failover(system: System): Promise<{ kill: string; graceful: string }> {
+  const streamName = await freshStream(4);
+  const producer = new Producer(client, streamName, keys(48));
+  const production = keepProducing(producer);
+  const group = await openGroup(system, streamName, 100);
+  const cap = system === 'lifion-kinesis' ? 120_000 : 30_000;
+  const format = (ms: number | undefined): string => (ms === undefined ? `none within ${cap / 1000} s` : `${(ms / 1000).toFixed(2)} s = ${(ms / LEASE_MS).toFixed(2)} x ${LEASE_MS} ms`);
+  try {
+    const workers = await Promise.all(['f1', 'f2', 'f3'].map((id) => group.start(id)));
+    await waitFor(() => new Set(records(group.reports).filter((report) => report.at > now() - 1_000).map((report) => report.shardId)).size === 4, 60_000);
+    await sleep(2_000);
+    const pick = (): WorkerProcess => [...workers].filter((worker) => worker.running).sort((a, b) => shardsOf(group, b.workerId).length - shardsOf(group, a.workerId).length)[0]!;
+    const victim = pick();
+    const victimShards = shardsOf(group, victim.workerId);
+    await victim.kill();
+    const killedAt = now();
+    const kill = format(await resumedElsewhere(group, victimShards, victim.workerId, killedAt, cap));
+    await sleep(2_000);
+    const leaving = pick();
+    const leavingShards = shardsOf(group, leaving.workerId);
+    const stoppedAt = now();
+    const stopping = leaving.stop();
+    const graceful = format(await resumedElsewhere(group, leavingShards, leaving.workerId, stoppedAt, cap));
+    await stopping;
+    return { kill, graceful };
+  } finally {
+    await production.stop();
+    await group.close();
+  }
+}
+
+// ---- scale-out ----
+
+async function scaleOut(system: System): Promise<{ time: string; twice: string }> {
+  const streamName = await freshStream(4);
+  const producer = new Producer(client, streamName, keys(48));
+  const production = keepProducing(producer);
+  const group = await openGroup(system, streamName, 100);
+  try {
+    await group.start('s1');
+    await waitFor(() => new Set(records(group.reports).map((report) => report.shardId)).size === 4, 60_000);
+    await sleep(2_000);
+    await group.start('s2');
+    const joinedAt = now();
+    // Its fair share: two shards whose records now go to s2 only.
+    const fair = await waitFor(() => shardsOf(group, 's2').length >= 2 && shardsOf(group, 's1').length <= 2, system === 'lifion-kinesis' ? 90_000 : 30_000);
+    const time = fair ? `${((now() - joinedAt) / 1000).toFixed(2)} s` : 'no fair share within the wait';
+    await sleep(2_000);
+    await production.stop();
+    await waitFor(() => checkLedger(producer.produced, group.reports).lost.length === 0, 30_000);
+    return { time, twice: String(checkLedger(producer.produced, group.reports).processedTwice) };
+  } finally {
+    await production.stop();
+    await group.close();
+  }
+}
+
+// ---- memory ----
+
+function peakRssMb(pid: number): number {
+  const line = readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').find((each) => each.startsWith('VmHWM:'))!;
+  return Number(line.split(/\s+/)[1]) / 1024;
+}
+
+async function memory(system: System): Promise<string> {
+  const streamName = await freshStream(100);
+  const producer = new Producer(client, streamName, keys(2_000));
+  await producer.put(4_000);
+  const group = await openGroup(system, streamName, 100);
+  try {
+    const worker = await group.start('m1');
+    const all = await waitFor(() => new Set(records(group.reports).map((report) => report.shardId)).size === 100, 120_000);
+    if (!all) return `held ${new Set(records(group.reports).map((report) => report.shardId)).size} of 100 shards within 120 s`;
+    await sleep(3_000);
+    return `${peakRssMb(worker.child.pid!).toFixed(0)} MB`;
+  } finally {
+    await group.close();
+  }
+}
+
+function table(title: string, header: readonly string[], rows: readonly (readonly string[])[]): void {
+  const widths = header.map((cell, i) => Math.max(cell.length, ...rows.map((row) => row[i]!.length)));
+  const line = (row: readonly string[]): string => `  ${row.map((cell, i) => cell.padEnd(widths[i]!)).join('  ')}`.trimEnd();
+  log(`\n${title}\n${line(header)}\n${line(widths.map((width) => '-'.repeat(width)))}\n${rows.map(line).join('\n')}`);
+}
+
+const attempt = async <T>(what: string, work: () => Promise<T>): Promise<T | string> => {
+  try {
+    return await work();
+  } catch (error) {
+    return `cannot run: ${((error as Error).message.split('\n')[0] ?? '').slice(0, 120)}`;
+  }
+};
+
+try {
+  log(`e2e bench: kinesis-local, dynalite; lease ${LEASE_MS} ms for Leasehold; lifion-kinesis 1.3.3 in polling mode`);
+  const baselineStream = await freshStream(4);
+  await new Producer(client, baselineStream, keys(48)).put(DRAIN_RECORDS);
+  const baseline = await plainDrain(baselineStream);
+  const drains: string[][] = [];
+  for (const system of SYSTEMS) {
+    const rate = await attempt('drain', () => drain(system));
+    const ratio = /^\d+$/.test(rate) ? `${(Number(rate) / baseline).toFixed(2)}x` : '-';
+    drains.push([system, rate, ratio]);
+    log(`drain ${system}: ${rate}`);
+  }
+  drains.push(['plain GetRecords loop (1 process)', String(Math.round(baseline)), '1.00x']);
+  table(`drain: ${DRAIN_RECORDS} records, 4 shards, 3 workers, no-op handler (records/s from first record handed over to last)`, ['system', 'records/s', 'vs plain loop'], drains);
+
+  const failovers: string[][] = [];
+  for (const system of SYSTEMS) {
+    const result = await attempt('failover', () => failover(system));
+    failovers.push(typeof result === 'string' ? [system, result, result] : [system, result.kill, result.graceful]);
+    log(`failover ${system}: ${JSON.stringify(result)}`);
+  }
+  table('failover: time until every shard of the worker is processing elsewhere', ['system', 'after SIGKILL', 'after graceful stop (SIGTERM)'], failovers);
+
+  const scaling: string[][] = [];
+  for (const system of SYSTEMS) {
+    const result = await attempt('scale-out', () => scaleOut(system));
+    scaling.push(typeof result === 'string' ? [system, result, '-'] : [system, result.time, result.twice]);
+    log(`scale-out ${system}: ${JSON.stringify(result)}`);
+  }
+  table('scale-out: a second worker joins one holding 4 shards under load', ['system', 'time to fair share (2 of 4)', 'records processed twice'], scaling);
+
+  const memories: string[][] = [];
+  for (const system of ['leasehold/redis', 'lifion-kinesis'] as const) {
+    const result = await attempt('memory', () => memory(system));
+    memories.push([system, result]);
+    log(`memory ${system}: ${result}`);
+  }
+  table('memory: peak RSS of one worker process holding 100 leases (both run from TypeScript via tsx)', ['system', 'peak RSS'], memories);
+} finally {
+  client.destroy();
+  await dynalite.close();
+  await kinesis.close();
+}
+process.exit(0);
