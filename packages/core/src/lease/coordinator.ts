@@ -624,8 +624,14 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     if (wanted <= 0) return;
 
     const takeable = shuffled(unowned, this.#random).slice(0, wanted);
-    wanted = target - mine - (await this.#take(takeable));
-    if (wanted > 0 && this.#maxSteals > 0) await this.#requestHandoffs(workable, counts, mine + takeable.length, wanted, now);
+    const taken = await this.#take(takeable);
+    // Workers woken by the same release pick from the same free leases, and some picks collide: look again
+    // shortly instead of at the next tick, so that a graceful stop costs milliseconds, not a take interval.
+    if (taken < takeable.length && this.#state === 'running') {
+      this.#clock.sleep(this.#random.next() * 200, this.#lifetime.signal).then(() => this.#wakeTake?.(), () => undefined);
+    }
+    wanted = target - mine - taken;
+    if (wanted > 0 && this.#maxSteals > 0) await this.#requestHandoffs(workable, counts, mine + taken, wanted, now);
   }
 
   #observe(leases: readonly LeaseRecord[], now: number): void {
@@ -729,15 +735,23 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     const requests: LeaseRecord[] = [];
     let have = mine;
     for (let steals = 0; steals < Math.min(wanted, this.#maxSteals); steals++) {
-      const victims = [...counts.entries()].filter(([, count]) => count >= have + 2).sort((a, b) => b[1] - a[1]);
-      const victim = victims[0]?.[0];
-      if (victim === undefined) break;
-      // The lease whose version moved most recently: its owner is alive and will see the request soon.
+      const most = Math.max(0, ...counts.values());
+      if (most < have + 2) break;
+      // Among the most loaded workers (only those, so that nobody ends below another), the lease whose
+      // version moved most recently: its owner is alive and will see the request soon.
       const candidates = workable
-        .filter((lease) => lease.owner === victim && lease.pendingOwner === null && fresh(lease) && !requests.includes(lease))
+        .filter(
+          (lease) =>
+            lease.owner !== null &&
+            counts.get(lease.owner) === most &&
+            lease.pendingOwner === null &&
+            fresh(lease) &&
+            !requests.includes(lease),
+        )
         .sort((a, b) => (this.#observations.get(b.leaseKey)?.firstSeenAt ?? 0) - (this.#observations.get(a.leaseKey)?.firstSeenAt ?? 0));
       const chosen = candidates[0];
       if (!chosen) break;
+      const victim = chosen.owner as string;
       requests.push(chosen);
       counts.set(victim, (counts.get(victim) ?? 0) - 1);
       have++;
