@@ -228,35 +228,40 @@ export function encodeLeaderState(state: LeaderState): string {
   return JSON.stringify(pickLeaderState(state));
 }
 
-function corrupt(where: { group: string; leaseKey?: string }, detail: string, cause?: unknown): CorruptRecordError {
+/** A `CorruptRecordError` naming the record, for adapters that check stored fields of their own too. */
+export function corruptRecord(
+  where: { group: string; leaseKey?: string | undefined },
+  detail: string,
+  options: { pkg?: string; cause?: unknown } = {},
+): CorruptRecordError {
   const name = where.leaseKey === undefined
     ? `leader record of group ${describeValue(where.group)}`
     : `lease ${describeValue(where.leaseKey)} of group ${describeValue(where.group)}`;
-  return new CorruptRecordError(`stored ${name} is corrupt: ${detail}`, where, { cause });
+  return new CorruptRecordError(`[${options.pkg ?? 'core'}] stored ${name} is corrupt: ${detail}`, where, { cause: options.cause });
 }
 
-function parseJson(text: unknown, where: { group: string; leaseKey?: string }): Record<string, unknown> {
-  if (typeof text !== 'string') throw corrupt(where, `expected a JSON document, found ${describeValue(text)}`);
+function parseJson(text: unknown, where: { group: string; leaseKey?: string }, pkg: string): Record<string, unknown> {
+  if (typeof text !== 'string') throw corruptRecord(where, `expected a JSON document, found ${describeValue(text)}`, { pkg });
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch (error) {
-    throw corrupt(where, `state is not valid JSON (${describeValue(text)})`, error);
+    throw corruptRecord(where, `state is not valid JSON (${describeValue(text)})`, { pkg, cause: error });
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw corrupt(where, `state is not a JSON object (${describeValue(text)})`);
+    throw corruptRecord(where, `state is not a JSON object (${describeValue(text)})`, { pkg });
   }
   return value as Record<string, unknown>;
 }
 
-function requireFields(fields: object, names: readonly string[], where: { group: string; leaseKey?: string }): void {
+function requireFields(fields: object, names: readonly string[], where: { group: string; leaseKey?: string }, pkg: string): void {
   const missing = names.filter((name) => !(name in fields));
-  if (missing.length > 0) throw corrupt(where, `state lacks ${missing.join(', ')}`);
+  if (missing.length > 0) throw corruptRecord(where, `state lacks ${missing.join(', ')}`, { pkg });
 }
 
-function checkStoredVersion(version: unknown, where: { group: string; leaseKey?: string }): number {
+function checkStoredVersion(version: unknown, where: { group: string; leaseKey?: string }, pkg: string): number {
   if (typeof version !== 'number' || !Number.isSafeInteger(version) || version < 1) {
-    throw corrupt(where, `version must be a positive integer, found ${describeValue(version)}`);
+    throw corruptRecord(where, `version must be a positive integer, found ${describeValue(version)}`, { pkg });
   }
   return version;
 }
@@ -265,33 +270,33 @@ function checkStoredVersion(version: unknown, where: { group: string; leaseKey?:
  * Rebuilds a stored lease from its parts, checking every field; a bad one throws a `CorruptRecordError`
  * that names the record. `state` is the JSON document of {@link encodeLeaseState} or an object.
  */
-export function decodeLease(group: string, leaseKey: string, version: unknown, state: unknown): LeaseRecord {
+export function decodeLease(group: string, leaseKey: string, version: unknown, state: unknown, pkg = 'core'): LeaseRecord {
   const where = { group, leaseKey };
-  const storedVersion = checkStoredVersion(version, where);
-  const fields = typeof state === 'string' ? parseJson(state, where) : (state as Record<string, unknown>);
-  if (typeof fields !== 'object' || fields === null) throw corrupt(where, `state is ${describeValue(state)}`);
-  requireFields(fields, ['owner', 'epoch', 'checkpoint', 'parentKeys', 'pendingOwner', 'metadata'], where);
+  const storedVersion = checkStoredVersion(version, where, pkg);
+  const fields = typeof state === 'string' ? parseJson(state, where, pkg) : (state as Record<string, unknown>);
+  if (typeof fields !== 'object' || fields === null) throw corruptRecord(where, `state is ${describeValue(state)}`, { pkg });
+  requireFields(fields, ['owner', 'epoch', 'checkpoint', 'parentKeys', 'pendingOwner', 'metadata'], where, pkg);
   const candidate = fields as unknown as LeaseState;
   try {
     validateLeaseState(candidate);
   } catch (error) {
-    throw corrupt(where, (error as Error).message.replace(/^\[core\] /, ''), error);
+    throw corruptRecord(where, (error as Error).message.replace(/^\[core\] /, ''), { pkg, cause: error });
   }
   return { group, leaseKey, version: storedVersion, ...pickLeaseState(candidate) };
 }
 
 /** Rebuilds a stored leader record from its parts, checking every field. */
-export function decodeLeader(group: string, version: unknown, state: unknown): LeaderRecord {
+export function decodeLeader(group: string, version: unknown, state: unknown, pkg = 'core'): LeaderRecord {
   const where = { group };
-  const storedVersion = checkStoredVersion(version, where);
-  const fields = typeof state === 'string' ? parseJson(state, where) : (state as Record<string, unknown>);
-  if (typeof fields !== 'object' || fields === null) throw corrupt(where, `state is ${describeValue(state)}`);
-  requireFields(fields, ['holder', 'term', 'metadata'], where);
+  const storedVersion = checkStoredVersion(version, where, pkg);
+  const fields = typeof state === 'string' ? parseJson(state, where, pkg) : (state as Record<string, unknown>);
+  if (typeof fields !== 'object' || fields === null) throw corruptRecord(where, `state is ${describeValue(state)}`, { pkg });
+  requireFields(fields, ['holder', 'term', 'metadata'], where, pkg);
   const candidate = fields as unknown as LeaderState;
   try {
     validateLeaderState(candidate);
   } catch (error) {
-    throw corrupt(where, (error as Error).message.replace(/^\[core\] /, ''), error);
+    throw corruptRecord(where, (error as Error).message.replace(/^\[core\] /, ''), { pkg, cause: error });
   }
   return { group, version: storedVersion, ...pickLeaderState(candidate) };
 }

@@ -137,9 +137,19 @@ export interface ChangeSubscription extends AsyncDisposable {
 
 /**
  * Where the leases and checkpoints of every group live. All operations are atomic per record; listing
- * is strongly consistent. Invalid input is refused with an `InvalidInputError` before anything is sent;
- * a read that fails throws a `StorageUnavailableError`; a stored record that cannot be read back throws
- * a `CorruptRecordError` naming it.
+ * is strongly consistent.
+ *
+ * How failures surface:
+ * - invalid input: an `InvalidInputError` is thrown before anything is sent;
+ * - a read that fails: a `StorageUnavailableError` is thrown; a stored record that cannot be read back
+ *   throws a `CorruptRecordError` naming it;
+ * - a write the backend certainly did not receive (no connection could be had): a
+ *   `StorageUnavailableError` may be thrown, since nothing was written;
+ * - a write that may have reached the backend (a timeout, a reset connection, a server restart): its
+ *   result is `unknown`, carrying a `StorageOutcomeUnknownError` or the adapter's typed error; never a
+ *   guess at `conflict` or `applied`;
+ * - a conflict whose current record is corrupt: `unknown` carrying the `CorruptRecordError`, so that one
+ *   bad record cannot fail the other updates of a batch.
  */
 export interface CheckpointStorage {
   /** Every lease of the group, in any order, complete however many there are (pages are the adapter's business). */
