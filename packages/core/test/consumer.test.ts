@@ -9,19 +9,11 @@ import {
   type SourceRecord,
 } from '../src/index.js';
 import { VirtualScheduler, type VirtualClock } from '../src/testing/index.js';
+import { run } from './support/virtual.js';
 
 const GROUP = 'orders';
 const decoder = new TextDecoder();
 
-/** Awaits work that runs on virtual time, advancing time until it settles. */
-async function run<T>(scheduler: VirtualScheduler, work: Promise<T>): Promise<T> {
-  let done = false;
-  const settled = work.finally(() => {
-    done = true;
-  });
-  for (let i = 0; i < 20_000 && !done; i++) await scheduler.advance(10);
-  return settled;
-}
 
 interface Seen {
   worker: string;

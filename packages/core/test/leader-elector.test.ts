@@ -1,17 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidConfigError, LeaderElector, MemoryStorage, seededRandom, type LeaderElectorOptions } from '../src/index.js';
 import { FaultyStorage, noFaults, VirtualScheduler } from '../src/testing/index.js';
+import { run } from './support/virtual.js';
 
 const GROUP = 'scheduler-service';
 
-async function run<T>(scheduler: VirtualScheduler, work: Promise<T>): Promise<T> {
-  let done = false;
-  const settled = work.finally(() => {
-    done = true;
-  });
-  for (let i = 0; i < 10_000 && !done; i++) await scheduler.advance(10);
-  return settled;
-}
 
 function world() {
   const scheduler = new VirtualScheduler();

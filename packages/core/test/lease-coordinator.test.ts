@@ -12,6 +12,7 @@ import {
   type WriteResult,
 } from '../src/index.js';
 import { FaultyStorage, noFaults, VirtualScheduler, type VirtualClock } from '../src/testing/index.js';
+import { run } from './support/virtual.js';
 
 const GROUP = 'orders';
 
@@ -45,15 +46,6 @@ function world(leaseKeys: string[] = ['shard-0']) {
   return { scheduler, storage, ready, worker };
 }
 
-/** Awaits work that runs on virtual time, advancing time until it settles. */
-async function run<T>(scheduler: VirtualScheduler, work: Promise<T>): Promise<T> {
-  let done = false;
-  const settled = work.finally(() => {
-    done = true;
-  });
-  for (let i = 0; i < 10_000 && !done; i++) await scheduler.advance(10);
-  return settled;
-}
 
 async function started(scheduler: VirtualScheduler, coordinator: LeaseCoordinator): Promise<void> {
   await run(scheduler, coordinator.start());

@@ -2,15 +2,8 @@ import { AggregationTemporality, InMemoryMetricExporter, MeterProvider, Periodic
 import { describe, expect, it } from 'vitest';
 import { Consumer, MemorySource, MemoryStorage, seededRandom } from '../src/index.js';
 import { VirtualScheduler } from '../src/testing/index.js';
+import { run } from './support/virtual.js';
 
-async function run<T>(scheduler: VirtualScheduler, work: Promise<T>): Promise<T> {
-  let done = false;
-  const settled = work.finally(() => {
-    done = true;
-  });
-  for (let i = 0; i < 20_000 && !done; i++) await scheduler.advance(10);
-  return settled;
-}
 
 describe('metrics', () => {
   it('records leases, renewals, checkpoints, records, bytes, lag, leadership and storage results on the given meter', async () => {

@@ -1,9 +1,7 @@
-import { hostname } from 'node:os';
 import { systemClock, systemRandom, type Clock, type Random } from '../clock.js';
 import { AbortedError, describeValue, InvalidConfigError, LeaseholdError, StorageUnavailableError } from '../errors.js';
 import { TypedEmitter } from '../events.js';
-import { validateGroup, validateWorkerId } from '../limits.js';
-import { holdMs, resolveHoldTiming } from '../lease/timing.js';
+import { holdMs, resolveHoldTiming, resolveIdentity } from '../lease/timing.js';
 import type { LeaderRecord, LeaderStore, WriteResult } from '../storage.js';
 
 const PKG = 'core';
@@ -88,18 +86,11 @@ export class LeaderElector extends TypedEmitter<LeaderElectorEvents> implements 
     if (!options.store || typeof options.store.updateLeader !== 'function') {
       throw new InvalidConfigError(`[${PKG}] store must implement LeaderStore, got ${describeValue(options.store)}`);
     }
-    try {
-      validateGroup(options.group);
-      if (options.workerId !== undefined) validateWorkerId(options.workerId);
-    } catch (error) {
-      throw new InvalidConfigError((error as Error).message, { cause: error });
-    }
     const timing = resolveHoldTiming(PKG, options, { leaseDurationMs: 'leaseDurationMs', renewIntervalMs: 'renewIntervalMs' });
     this.#store = options.store;
     this.#clock = options.clock ?? systemClock;
     this.#random = options.random ?? systemRandom;
-    this.group = options.group;
-    this.workerId = options.workerId ?? `${hostname()}-${process.pid}-${Math.floor(this.#random.next() * 36 ** 6).toString(36)}`;
+    ({ group: this.group, workerId: this.workerId } = resolveIdentity(options, this.#random));
     this.leaseDurationMs = timing.leaseDurationMs;
     this.renewIntervalMs = timing.renewIntervalMs;
     this.holdMs = holdMs(timing);

@@ -1,4 +1,3 @@
-import { hostname } from 'node:os';
 import { shuffled, systemClock, systemRandom, type Clock, type Random } from '../clock.js';
 import {
   AbortedError,
@@ -11,7 +10,6 @@ import {
   StorageUnavailableError,
 } from '../errors.js';
 import { TypedEmitter } from '../events.js';
-import { validateGroup, validateWorkerId } from '../limits.js';
 import { compareNumericPositions } from '../position.js';
 import {
   Checkpoint,
@@ -24,7 +22,7 @@ import {
   type Position,
   type WriteResult,
 } from '../storage.js';
-import { holdMs, nonNegative, positive, positiveInteger, resolveHoldTiming } from './timing.js';
+import { holdMs, nonNegative, positive, positiveInteger, resolveHoldTiming, resolveIdentity } from './timing.js';
 
 const PKG = 'core';
 
@@ -213,18 +211,11 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     if (!options.storage || typeof options.storage.updateLeases !== 'function') {
       throw new InvalidConfigError(`[${PKG}] storage must implement CheckpointStorage, got ${describeValue(options.storage)}`);
     }
-    try {
-      validateGroup(options.group);
-      if (options.workerId !== undefined) validateWorkerId(options.workerId);
-    } catch (error) {
-      throw new InvalidConfigError((error as Error).message, { cause: error });
-    }
     const timing = resolveHoldTiming(PKG, options, { leaseDurationMs: 'leaseDurationMs', renewIntervalMs: 'renewIntervalMs' });
     this.#storage = options.storage;
     this.#clock = options.clock ?? systemClock;
     this.#random = options.random ?? systemRandom;
-    this.group = options.group;
-    this.workerId = options.workerId ?? `${hostname()}-${process.pid}-${Math.floor(this.#random.next() * 36 ** 6).toString(36)}`;
+    ({ group: this.group, workerId: this.workerId } = resolveIdentity(options, this.#random));
     this.leaseDurationMs = timing.leaseDurationMs;
     this.renewIntervalMs = timing.renewIntervalMs;
     this.takeIntervalMs = positive(PKG, 'takeIntervalMs', options.takeIntervalMs ?? 2_000);

@@ -1,4 +1,7 @@
+import { hostname } from 'node:os';
+import type { Random } from '../clock.js';
 import { describeValue, InvalidConfigError } from '../errors.js';
+import { validateGroup, validateWorkerId } from '../limits.js';
 
 /** Timing shared by the lease coordinator and the leader elector. */
 export interface HoldTiming {
@@ -70,4 +73,19 @@ export function resolveHoldTiming(
     );
   }
   return timing;
+}
+
+/**
+ * Checks the group and worker id of a coordinator or elector (an `InvalidConfigError` naming the bad
+ * value) and completes the worker id: host name, pid and a random suffix, unique among live processes.
+ */
+export function resolveIdentity(options: { group: string; workerId?: string | undefined }, random: Random): { group: string; workerId: string } {
+  try {
+    validateGroup(options.group);
+    if (options.workerId !== undefined) validateWorkerId(options.workerId);
+  } catch (error) {
+    throw new InvalidConfigError((error as Error).message, { cause: error });
+  }
+  const workerId = options.workerId ?? `${hostname()}-${process.pid}-${Math.floor(random.next() * 36 ** 6).toString(36)}`;
+  return { group: options.group, workerId };
 }
