@@ -173,10 +173,18 @@ export class ShardPump<R extends SourceRecord> {
     return (everyRecords !== undefined && this.#sinceCheckpoint.records >= everyRecords) || (everyMs !== undefined && elapsed >= everyMs);
   }
 
+  /**
+   * Whether records may be handed to user code now: the lease's signal has not fired and the hold has not
+   * passed by this worker's own clock (a starved event loop may run the loss timer late; this check is not).
+   */
+  #mayHandOver(): boolean {
+    return !this.#lease.signal.aborted && this.#settings.coordinator.isHeld(this.shardId);
+  }
+
   async #handleWithPolicy(batch: RecordsBatch<R>): Promise<boolean> {
     const { onHandlerError, retry, reporter } = this.#settings;
     for (let attempt = 1; ; attempt++) {
-      if (this.#lease.signal.aborted) return false;
+      if (!this.#mayHandOver()) return false;
       try {
         await this.#handle(batch.records, batch);
         return true;
@@ -198,7 +206,7 @@ export class ShardPump<R extends SourceRecord> {
     const { retry, reporter } = this.#settings;
     for (const record of batch.records) {
       for (let attempt = 1; ; attempt++) {
-        if (this.#lease.signal.aborted) return false;
+        if (!this.#mayHandOver()) return false;
         try {
           await this.#handle([record], { ...batch, records: [record], position: record.position });
           break;

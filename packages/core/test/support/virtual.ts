@@ -6,6 +6,8 @@ export async function run<T>(scheduler: VirtualScheduler, work: Promise<T>): Pro
   const settled = work.finally(() => {
     done = true;
   });
+  // Handled here so that a rejection is not reported as unhandled while time is still advancing.
+  settled.catch(() => undefined);
   for (let i = 0; i < 20_000 && !done; i++) await scheduler.advance(10);
   return settled;
 }
