@@ -65,21 +65,23 @@ export function userRecordsOf(
   const data = record.Data ?? new Uint8Array(0);
   const arrival = record.ApproximateArrivalTimestamp?.getTime();
   const skipping = skip !== undefined && skip.sequenceNumber === sequenceNumber;
-  if (!looksAggregated(data)) {
-    if (skipping) return [];
-    return [
-      {
-        position: sequenceNumber,
-        data,
-        partitionKey: record.PartitionKey ?? '',
-        approximateArrivalTimestampMs: arrival,
-        sequenceNumber,
-        subSequenceNumber: undefined,
-        explicitHashKey: undefined,
-        aggregated: false,
-      },
-    ];
-  }
+  // The record as it is: a plain record, or an aggregate handed over whole by the 'deliver-whole' policy.
+  const whole = (): KinesisRecord[] =>
+    skipping
+      ? []
+      : [
+          {
+            position: sequenceNumber,
+            data,
+            partitionKey: record.PartitionKey ?? '',
+            approximateArrivalTimestampMs: arrival,
+            sequenceNumber,
+            subSequenceNumber: undefined,
+            explicitHashKey: undefined,
+            aggregated: false,
+          },
+        ];
+  if (!looksAggregated(data)) return whole();
 
   const decoded: DeaggregatedUserRecord[] = [];
   let failure: Error | undefined;
@@ -101,19 +103,7 @@ export function userRecordsOf(
         { cause: failure },
       );
     }
-    if (skipping) return [];
-    return [
-      {
-        position: sequenceNumber,
-        data,
-        partitionKey: record.PartitionKey ?? '',
-        approximateArrivalTimestampMs: arrival,
-        sequenceNumber,
-        subSequenceNumber: undefined,
-        explicitHashKey: undefined,
-        aggregated: false,
-      },
-    ];
+    return whole();
   }
 
   const last = decoded.length - 1;
