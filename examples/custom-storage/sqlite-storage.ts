@@ -102,14 +102,14 @@ export class SqliteStorage implements Storage {
     // One statement reads one consistent snapshot, so the list is strongly consistent. A network backend
     // would page here (and the contract makes paging the adapter's business); a local file needs none.
     const rows = this.#read('listLeases', () => this.#sql.listLeases.all({ group }) as Array<StoredRow & { leaseKey: string }>);
-    return rows.map((row) => decodeLease(group, row.leaseKey, row.version, row.state));
+    return rows.map((row) => decodeLease(group, row.leaseKey, row.version, row.state, 'examples'));
   }
 
   async getLease(group: string, leaseKey: string): Promise<LeaseRecord | null> {
     validateGroup(group, PKG);
     validateLeaseKey(leaseKey, PKG);
     const row = this.#read('getLease', () => this.#sql.getLease.get({ group, leaseKey }) as StoredRow | undefined);
-    return row ? decodeLease(group, leaseKey, row.version, row.state) : null;
+    return row ? decodeLease(group, leaseKey, row.version, row.state, 'examples') : null;
   }
 
   async createLease(lease: NewLease): Promise<WriteResult<LeaseRecord>> {
@@ -123,7 +123,7 @@ export class SqliteStorage implements Storage {
     if (outcome instanceof LeaseholdError) return result.unknown(outcome);
     // The created record is decoded from what the database returned: the epoch may have been raised to
     // the key's highest, so the input alone does not say what is stored.
-    if (outcome.created) return result.applied(decodeLease(group, leaseKey, outcome.created.version, outcome.created.state));
+    if (outcome.created) return result.applied(decodeLease(group, leaseKey, outcome.created.version, outcome.created.state, 'examples'));
     return this.#leaseConflict(group, leaseKey, outcome.current);
   }
 
@@ -168,7 +168,7 @@ export class SqliteStorage implements Storage {
   async getLeader(group: string): Promise<LeaderRecord | null> {
     validateGroup(group, PKG);
     const row = this.#read('getLeader', () => this.#sql.getLeader.get({ group }) as StoredRow | undefined);
-    return row ? decodeLeader(group, row.version, row.state) : null;
+    return row ? decodeLeader(group, row.version, row.state, 'examples') : null;
   }
 
   async createLeader(leader: NewLeader): Promise<WriteResult<LeaderRecord>> {
@@ -178,7 +178,7 @@ export class SqliteStorage implements Storage {
       return { created, current: created ? undefined : (this.#sql.getLeader.get({ group }) as StoredRow | undefined) };
     });
     if (outcome instanceof LeaseholdError) return result.unknown(outcome);
-    if (outcome.created) return result.applied(decodeLeader(group, outcome.created.version, outcome.created.state));
+    if (outcome.created) return result.applied(decodeLeader(group, outcome.created.version, outcome.created.state, 'examples'));
     return this.#leaderConflict(group, outcome.current);
   }
 
@@ -191,14 +191,14 @@ export class SqliteStorage implements Storage {
       return { updated, current: updated ? undefined : (this.#sql.getLeader.get({ group }) as StoredRow | undefined) };
     });
     if (outcome instanceof LeaseholdError) return result.unknown(outcome);
-    if (outcome.updated) return result.applied(decodeLeader(group, outcome.updated.version, outcome.updated.state));
+    if (outcome.updated) return result.applied(decodeLeader(group, outcome.updated.version, outcome.updated.state, 'examples'));
     return this.#leaderConflict(group, outcome.current);
   }
 
   /** A conflict carrying the current lease; if that row is corrupt, the outcome is reported as unknown with the error. */
   #leaseConflict(group: string, leaseKey: string, row: StoredRow | undefined): WriteResult<LeaseRecord> {
     try {
-      return result.conflict(row ? decodeLease(group, leaseKey, row.version, row.state) : null);
+      return result.conflict(row ? decodeLease(group, leaseKey, row.version, row.state, 'examples') : null);
     } catch (error) {
       return result.unknown(error as LeaseholdError);
     }
@@ -206,7 +206,7 @@ export class SqliteStorage implements Storage {
 
   #leaderConflict(group: string, row: StoredRow | undefined): WriteResult<LeaderRecord> {
     try {
-      return result.conflict(row ? decodeLeader(group, row.version, row.state) : null);
+      return result.conflict(row ? decodeLeader(group, row.version, row.state, 'examples') : null);
     } catch (error) {
       return result.unknown(error as LeaseholdError);
     }

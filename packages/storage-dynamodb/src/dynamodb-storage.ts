@@ -500,11 +500,11 @@ function numberOf(value: AttributeValue | undefined): unknown {
 }
 
 function leaseOf(group: string, leaseKey: string, item: Item): LeaseRecord {
-  return decodeLease(group, leaseKey, numberOf(item[attr.version]), item[attr.state]?.S);
+  return decodeLease(group, leaseKey, numberOf(item[attr.version]), item[attr.state]?.S, 'storage-dynamodb');
 }
 
 function leaderOf(group: string, item: Item): LeaderRecord {
-  return decodeLeader(group, numberOf(item[attr.version]), item[attr.state]?.S);
+  return decodeLeader(group, numberOf(item[attr.version]), item[attr.state]?.S, 'storage-dynamodb');
 }
 
 function counterOf(item: Item, name: string, group: string, leaseKey: string): number {

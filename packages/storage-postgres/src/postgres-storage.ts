@@ -253,7 +253,7 @@ export class PostgresStorage implements Storage {
     let after = '';
     for (;;) {
       const rows = await this.#read<LeaseRow>('listLeases', this.#sql.listPage, [group, after, this.#pageSize]);
-      for (const row of rows) leases.push(decodeLease(group, row.lease_key, toNumber(row.version), row.state));
+      for (const row of rows) leases.push(decodeLease(group, row.lease_key, toNumber(row.version), row.state, 'storage-postgres'));
       const last = rows.at(-1);
       if (rows.length < this.#pageSize || !last) return leases;
       after = last.lease_key;
@@ -264,7 +264,7 @@ export class PostgresStorage implements Storage {
     validateGroup(group, PKG);
     validateLeaseKey(leaseKey, PKG);
     const [row] = await this.#read<VersionRow>('getLease', this.#sql.getLease, [group, leaseKey]);
-    return row ? decodeLease(group, leaseKey, toNumber(row.version), row.state) : null;
+    return row ? decodeLease(group, leaseKey, toNumber(row.version), row.state, 'storage-postgres') : null;
   }
 
   async createLease(lease: NewLease): Promise<WriteResult<LeaseRecord>> {
@@ -285,7 +285,7 @@ export class PostgresStorage implements Storage {
       return result.applied({ group, leaseKey, version: Number(row.applied_version), ...next, epoch: Number(row.applied_epoch) });
     }
     try {
-      if (row.current_live === true) return result.conflict(decodeLease(group, leaseKey, toNumber(row.current_version), row.current_state));
+      if (row.current_live === true) return result.conflict(decodeLease(group, leaseKey, toNumber(row.current_version), row.current_state, 'storage-postgres'));
       // The row that refused the insert was committed after this statement's snapshot: read it again.
       return result.conflict(await this.getLease(group, leaseKey));
     } catch (error) {
@@ -392,7 +392,7 @@ export class PostgresStorage implements Storage {
   async getLeader(group: string): Promise<LeaderRecord | null> {
     validateGroup(group, PKG);
     const [row] = await this.#read<VersionRow>('getLeader', this.#sql.getLeader, [group]);
-    return row ? decodeLeader(group, toNumber(row.version), row.state) : null;
+    return row ? decodeLeader(group, toNumber(row.version), row.state, 'storage-postgres') : null;
   }
 
   async createLeader(leader: NewLeader): Promise<WriteResult<LeaderRecord>> {
@@ -433,7 +433,7 @@ export class PostgresStorage implements Storage {
     if (row.applied_version !== null) return result.applied({ group, version: Number(row.applied_version), ...state });
     try {
       const snapshotCurrent = row.current_found && (expectedVersion === null || toNumber(row.current_version) !== expectedVersion);
-      if (snapshotCurrent) return result.conflict(decodeLeader(group, toNumber(row.current_version), row.current_state));
+      if (snapshotCurrent) return result.conflict(decodeLeader(group, toNumber(row.current_version), row.current_state, 'storage-postgres'));
       // The record that refused the write was committed after this statement's snapshot: read it again.
       return result.conflict(await this.getLeader(group));
     } catch (error) {
@@ -443,7 +443,7 @@ export class PostgresStorage implements Storage {
 
   #leaseConflict(group: string, leaseKey: string, row: OutcomeRow): WriteResult<LeaseRecord> {
     try {
-      return result.conflict(decodeLease(group, leaseKey, toNumber(row.current_version), row.current_state));
+      return result.conflict(decodeLease(group, leaseKey, toNumber(row.current_version), row.current_state, 'storage-postgres'));
     } catch (error) {
       // The write did not apply, but the record it lost to cannot be read: the caller must not act on it.
       return result.unknown(asLeaseholdError('updateLeases', error));

@@ -94,7 +94,7 @@ export function decodeStoredLease(group: string, leaseKey: string, raw: unknown)
   const [version, epoch] = header.numbers as [number, number];
   const body = parseBody(header.rest);
   // An unparsable body goes to core's decoder as text, which names exactly what is wrong with it.
-  const record = decodeLease(group, leaseKey, version, body === null ? header.rest : { ...body, epoch });
+  const record = decodeLease(group, leaseKey, version, body === null ? header.rest : { ...body, epoch }, 'storage-redis');
   return { record, token: header.token };
 }
 
@@ -103,7 +103,7 @@ export function decodeStoredLeader(group: string, raw: unknown): StoredLeader {
   if (typeof raw !== 'string') throw corrupt(group, undefined, `expected a string, found ${describeValue(raw)}`);
   const header = splitHeader(raw, 1);
   if (!header) throw corrupt(group, undefined, `malformed header in ${describeValue(raw)}`);
-  return { record: decodeLeader(group, header.numbers[0], header.rest), token: header.token };
+  return { record: decodeLeader(group, header.numbers[0], header.rest, 'storage-redis'), token: header.token };
 }
 
 /** Reads a tombstone (`version:highest epoch:write token`), or `null` when there is none. */
