@@ -1,2 +1,4 @@
 export { startDynalite, type DynaliteOptions, type RunningDynalite } from './dynalite.js';
 export { startKinesisLocal, type KinesisLocalOptions, type RunningKinesisLocal } from './kinesis-local.js';
+export { startPostgresCluster, type PostgresCluster, type PostgresClusterOptions } from './postgres-cluster.js';
+export { freePort } from './ports.js';

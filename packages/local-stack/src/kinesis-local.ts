@@ -8,8 +8,9 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createRequire } from 'node:module';
-import { createServer, type AddressInfo, type Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { dirname, join } from 'node:path';
+import { freePort } from './ports.js';
 
 /** Options of {@link startKinesisLocal}. */
 export interface KinesisLocalOptions {
@@ -184,17 +185,6 @@ async function waitUntilAnswering(endpoint: string, timeoutMs: number, hasExited
   }
 }
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as AddressInfo;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 function checkPort(name: string, port: number | undefined): void {
   if (port === undefined) return;

@@ -4,17 +4,14 @@
  * shared server. Each hands out storage URLs for a given port, so that workers reach it through their
  * own proxy while the monitor reaches it directly.
  */
-import { startDynalite } from '@leasehold/local-stack';
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { createConnection, createServer } from 'node:net';
+import { freePort, startDynalite, startPostgresCluster } from '@leasehold/local-stack';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { promisify } from 'node:util';
 import type { StorageKind } from '../storage-url.js';
-
-const run = promisify(execFile);
 
 /** A backend of a chaos run. */
 export interface ChaosBackend {
@@ -30,16 +27,7 @@ export interface ChaosBackend {
   close(): Promise<void>;
 }
 
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no free port'))));
-    });
-  });
-}
+export { freePort };
 
 async function waitForPort(port: number, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -64,47 +52,17 @@ export async function startBackend(kind: StorageKind): Promise<ChaosBackend> {
   return startDynamo();
 }
 
-function postgresBin(): string {
-  const root = '/usr/lib/postgresql';
-  const versions = existsSync(root)
-    ? readdirSync(root).filter((name) => existsSync(join(root, name, 'bin', 'initdb'))).sort((a, b) => Number(b) - Number(a))
-    : [];
-  if (versions.length === 0) throw new Error(`no initdb under ${root}/*/bin; install the server with \`apt-get install -y postgresql\``);
-  return join(root, versions[0]!, 'bin');
-}
-
-/** A cluster of its own (initdb into a temporary folder); as root, the server runs as `postgres`. */
+/** A cluster of its own (initdb into a temporary folder), restarted as a crash would. */
 async function startPostgres(): Promise<ChaosBackend> {
-  const bin = postgresBin();
-  const folder = mkdtempSync(join(tmpdir(), 'leasehold-chaos-pg-'));
-  chmodSync(folder, 0o777);
-  const data = join(folder, 'data');
-  const port = await freePort();
-  const asServerUser = process.getuid?.() === 0;
-  const exec = async (tool: string, args: string[]): Promise<void> => {
-    const command = asServerUser ? 'runuser' : join(bin, tool);
-    const argv = asServerUser ? ['-u', 'postgres', '--', join(bin, tool), ...args] : args;
-    await run(command, argv, { cwd: folder, timeout: 60_000 });
-  };
-  const options = `-p ${port} -k ${folder} -c listen_addresses=127.0.0.1 -c max_connections=60 -c fsync=on`;
-  try {
-    await exec('initdb', ['-D', data, '--auth=trust', '-U', 'postgres', '-E', 'UTF8', '--locale=C', '--no-sync']);
-    await exec('pg_ctl', ['-D', data, '-l', join(folder, 'server.log'), '-o', options, '-w', '-t', '60', 'start']);
-  } catch (error) {
-    rmSync(folder, { recursive: true, force: true });
-    throw error;
-  }
+  const cluster = await startPostgresCluster({ maxConnections: 60, settings: { fsync: 'on' } });
   return {
     kind: 'postgres',
-    port,
+    port: cluster.port,
     urlFor: (at) => `postgres://postgres@127.0.0.1:${at}/postgres`,
     restartKind: 'pg_ctl restart -m immediate (a crash; recovery replays the WAL)',
     // The same as `pg_ctlcluster <version> <name> restart`, on the run's own cluster.
-    restart: () => exec('pg_ctl', ['-D', data, '-l', join(folder, 'server.log'), '-o', options, '-m', 'immediate', '-w', '-t', '60', 'restart']),
-    close: async () => {
-      await exec('pg_ctl', ['-D', data, '-m', 'immediate', '-w', 'stop']).catch(() => undefined);
-      rmSync(folder, { recursive: true, force: true });
-    },
+    restart: () => cluster.restart('immediate'),
+    close: () => cluster.destroy(),
   };
 }
 
