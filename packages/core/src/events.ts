@@ -3,8 +3,10 @@
  * rather than thrown, and a listener that throws never breaks the emitter's caller: a lease loop must
  * never die of an observer's bug.
  */
+/** A listener of one event. */
 export type Listener<T> = (event: T) => void;
 
+/** The base of every Leasehold component that reports what happens: typed `on`, `off` and `once`. */
 export class TypedEmitter<Events extends object> {
   readonly #listeners = new Map<keyof Events, Set<Listener<never>>>();
 
@@ -33,6 +35,7 @@ export class TypedEmitter<Events extends object> {
     return off;
   }
 
+  /** Calls every listener of `name`; a listener that throws does not stop the others or the caller. */
   protected emit<K extends keyof Events>(name: K, event: Events[K]): void {
     const set = this.#listeners.get(name);
     if (!set) return;

@@ -64,6 +64,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
   readonly coordinator: LeaseCoordinator;
   /** The leader elector, or `undefined` when no `LeaderStore` was given. */
   readonly elector: LeaderElector | undefined;
+  /** The consuming application this worker belongs to. */
   readonly group: string;
 
   readonly #options: ConsumerOptions<R>;
@@ -183,6 +184,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
     this.#logger.info({ group: this.group, workerId: this.workerId }, 'consumer stopped');
   }
 
+  /** `await using consumer = ...`: stops it gracefully at the end of the scope. */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.stop();
   }

@@ -6,9 +6,13 @@ import type { CheckpointStorage, LeaderStore, Position } from '../storage.js';
 
 /** A pino-compatible logger: `logger.info({ shardId }, 'message')`. Silent by default. */
 export interface Logger {
+  /** Detail for tracing a problem (not used on the hot path). */
   debug(fields: object, message: string): void;
+  /** What a worker does: starts, stops, shards taken and ended, leadership. */
   info(fields: object, message: string): void;
+  /** Something went wrong and was handled: a lease lost, a handler that failed and will be retried. */
   warn(fields: object, message: string): void;
+  /** Something needs a person: a record skipped, a shard stopped, a storage error. */
   error(fields: object, message: string): void;
 }
 

@@ -58,10 +58,15 @@ interface Leadership {
  * rule and self-fencing as leases. The term is the leader's fencing token. Usable on its own by any service.
  */
 export class LeaderElector extends TypedEmitter<LeaderElectorEvents> implements AsyncDisposable {
+  /** This candidate's id: the holder written into the leader record while it leads. */
   readonly workerId: string;
+  /** The group (or service) whose leader is elected. */
   readonly group: string;
+  /** How long the leader record lasts without renewal, as candidates observe it. */
   readonly leaseDurationMs: number;
+  /** How often the leader renews and candidates look. */
   readonly renewIntervalMs: number;
+  /** How long after sending a successful renewal the leader counts on its leadership. */
   readonly holdMs: number;
 
   readonly #store: LeaderStore;
@@ -125,6 +130,7 @@ export class LeaderElector extends TypedEmitter<LeaderElectorEvents> implements 
     });
   }
 
+  /** `await using elector = ...`: stops it (stepping down if it leads) at the end of the scope. */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.stop();
   }

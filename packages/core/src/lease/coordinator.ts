@@ -169,10 +169,15 @@ function asError(error: unknown): Error {
  * and checkpoints only while it holds the lease. Usable on its own for any set of keys.
  */
 export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> implements AsyncDisposable {
+  /** This worker's id in the group: the owner written into the leases it holds. */
   readonly workerId: string;
+  /** The group whose leases this coordinator shares. */
   readonly group: string;
+  /** How long a lease lasts without renewal, as others observe it. */
   readonly leaseDurationMs: number;
+  /** How often held leases are renewed. */
   readonly renewIntervalMs: number;
+  /** How often the group's leases are listed to take and balance. */
   readonly takeIntervalMs: number;
   /** How long after sending a successful renewal this worker counts a lease as held. */
   readonly holdMs: number;
@@ -294,6 +299,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     }
   }
 
+  /** `await using coordinator = ...`: stops it (and releases its leases) at the end of the scope. */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.stop();
   }
