@@ -20,12 +20,12 @@ const BACKENDS: Backend[] = [
   {
     name: 'postgres',
     open: async () => ({ url: 'postgres://root@127.0.0.1:5432/test', close: async () => undefined }),
-    startWith: 'docker run -d -p 5432:5432 -e POSTGRES_USER=root -e POSTGRES_DB=test -e POSTGRES_HOST_AUTH_METHOD=trust postgres:16',
+    startWith: 'pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start',
   },
   {
     name: 'redis',
     open: async () => ({ url: 'redis://127.0.0.1:6379', close: async () => undefined }),
-    startWith: 'docker run -d -p 6379:6379 redis:7',
+    startWith: 'redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no',
   },
   {
     name: 'dynamodb (dynalite)',
