@@ -1,37 +1,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { freePort } from '@leasehold/local-stack';
 import type { Redis } from 'ioredis';
-import type pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createWrongTable, dynamo, dynamoBackend, freshName, leasehold, postgresBackend, postgresPool, redisClient } from './support.js';
+import { describe, expect, it } from 'vitest';
+import { createWrongTable, dynamoBackend, freshName, leasehold, postgresBackend, redisClient, sharedBackends } from './support.js';
 
-let pool: pg.Pool;
-let dynamodb: Awaited<ReturnType<typeof dynamo>>;
-
-beforeAll(async () => {
-  pool = await postgresPool();
-  dynamodb = await dynamo();
-});
-
-afterAll(async () => {
-  await pool?.end();
-  dynamodb?.client.destroy();
-  await dynamodb?.dynalite.close();
-});
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
+const shared = sharedBackends();
 
 /** A redis-server of this test's own, with the given persistence settings. */
 async function ownRedis(persistence: readonly string[]): Promise<{ port: number; stop(): Promise<void> }> {
@@ -60,7 +36,7 @@ async function ownRedis(persistence: readonly string[]): Promise<{ port: number;
 
 describe('leasehold doctor', () => {
   it('passes a migrated Postgres schema: connection, primary, tables, schema version, write grants, fsync', async () => {
-    const backend = await postgresBackend(pool);
+    const backend = await postgresBackend(shared.pool);
     const schema = new URL(backend.url).searchParams.get('schema') ?? '';
 
     const { code, stdout } = await leasehold('doctor', '--storage', backend.url);
@@ -78,12 +54,12 @@ describe('leasehold doctor', () => {
       '✓ fsync',
       '✓ synchronous_commit',
     ]);
-    expect((await pool.query(`SELECT count(*)::int AS n FROM "${schema}".leasehold_leases`)).rows[0]).toEqual({ n: 0 });
+    expect((await shared.pool.query(`SELECT count(*)::int AS n FROM "${schema}".leasehold_leases`)).rows[0]).toEqual({ n: 0 });
     await backend.close();
   });
 
   it('fails a Postgres schema without tables and says how to create them', async () => {
-    const backend = await postgresBackend(pool, { migrated: false });
+    const backend = await postgresBackend(shared.pool, { migrated: false });
     const schema = new URL(backend.url).searchParams.get('schema') ?? '';
 
     const { code, stdout, stderr } = await leasehold('doctor', '--storage', backend.url);
@@ -128,7 +104,7 @@ describe('leasehold doctor', () => {
   });
 
   it('passes a DynamoDB table of the right key schema and probes permissions without writing', async () => {
-    const backend = await dynamoBackend(dynamodb);
+    const backend = await dynamoBackend(shared.dynamodb);
     const table = new URL(backend.url).hostname;
 
     const { code, stdout } = await leasehold('doctor', '--storage', backend.url);
@@ -140,9 +116,9 @@ describe('leasehold doctor', () => {
   });
 
   it('fails a DynamoDB table that is missing or has another key schema', async () => {
-    const missing = await dynamoBackend(dynamodb, { created: false });
+    const missing = await dynamoBackend(shared.dynamodb, { created: false });
     const wrongName = freshName('wrong');
-    await createWrongTable(dynamodb.client, wrongName);
+    await createWrongTable(shared.dynamodb.client, wrongName);
     const wrong = missing.url.replace(new URL(missing.url).hostname, wrongName);
 
     const absent = await leasehold('doctor', '--storage', missing.url);

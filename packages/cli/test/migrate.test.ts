@@ -1,25 +1,8 @@
 import type { LeaseRecord, NewLease } from '@leasehold/core';
-import type { Redis } from 'ioredis';
-import type pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dynamo, dynamoBackend, freshName, leasehold, postgresBackend, postgresPool, redisBackend, redisClient, renewer, seed, stateOf } from './support.js';
+import { describe, expect, it } from 'vitest';
+import { dynamoBackend, freshName, leasehold, postgresBackend, redisBackend, renewer, seed, sharedBackends, stateOf } from './support.js';
 
-let pool: pg.Pool;
-let redis: Redis;
-let dynamodb: Awaited<ReturnType<typeof dynamo>>;
-
-beforeAll(async () => {
-  pool = await postgresPool();
-  redis = await redisClient();
-  dynamodb = await dynamo();
-});
-
-afterAll(async () => {
-  await pool?.end();
-  redis?.disconnect();
-  dynamodb?.client.destroy();
-  await dynamodb?.dynalite.close();
-});
+const shared = sharedBackends();
 
 function leasesOf(group: string): NewLease[] {
   return [
@@ -33,8 +16,8 @@ const byKey = (a: LeaseRecord, b: LeaseRecord): number => (a.leaseKey < b.leaseK
 
 describe('leasehold migrate', () => {
   it('copies every lease and the leader record from Postgres to Redis, keeping every field but the version', async () => {
-    const source = await postgresBackend(pool);
-    const target = redisBackend(redis);
+    const source = await postgresBackend(shared.pool);
+    const target = redisBackend(shared.redis);
     const group = freshName('orders');
     const seeded = await seed(source.storage, leasesOf(group), { group, holder: 'worker-a', term: 6, metadata: { since: '1' } });
 
@@ -51,9 +34,9 @@ describe('leasehold migrate', () => {
   });
 
   it('copies from Redis to DynamoDB and on to a Postgres schema it creates with --create', async () => {
-    const redisSource = redisBackend(redis);
-    const table = await dynamoBackend(dynamodb);
-    const postgres = await postgresBackend(pool, { migrated: false });
+    const redisSource = redisBackend(shared.redis);
+    const table = await dynamoBackend(shared.dynamodb);
+    const postgres = await postgresBackend(shared.pool, { migrated: false });
     const group = freshName('orders');
     const seeded = await seed(redisSource.storage, leasesOf(group));
 
@@ -68,8 +51,8 @@ describe('leasehold migrate', () => {
   });
 
   it('refuses while a worker of the group renews its lease, and copies nothing', async () => {
-    const source = redisBackend(redis);
-    const target = await postgresBackend(pool);
+    const source = redisBackend(shared.redis);
+    const target = await postgresBackend(shared.pool);
     const group = freshName('orders');
     await seed(source.storage, leasesOf(group));
     const worker = renewer(source.storage, group, 'shardId-001');
@@ -85,8 +68,8 @@ describe('leasehold migrate', () => {
   });
 
   it('refuses a target holding the group with other records; --replace overwrites them, and a run again changes nothing', async () => {
-    const source = redisBackend(redis);
-    const target = redisBackend(redis);
+    const source = redisBackend(shared.redis);
+    const target = redisBackend(shared.redis);
     const group = freshName('orders');
     const seeded = await seed(source.storage, leasesOf(group));
     await seed(target.storage, [
@@ -113,8 +96,8 @@ describe('leasehold migrate', () => {
   });
 
   it('refuses to replace a lease whose epoch in the target is above the source, since fencing tokens must not repeat', async () => {
-    const source = redisBackend(redis);
-    const target = redisBackend(redis);
+    const source = redisBackend(shared.redis);
+    const target = redisBackend(shared.redis);
     const group = freshName('orders');
     await seed(source.storage, [{ group, leaseKey: 'shardId-000', epoch: 3 }]);
     await seed(target.storage, [{ group, leaseKey: 'shardId-000', epoch: 8 }]);

@@ -1,28 +1,11 @@
-import type { Redis } from 'ioredis';
-import type pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { dynamo, dynamoBackend, freshName, leasehold, postgresBackend, postgresPool, redisBackend, redisClient, seed } from './support.js';
+import { describe, expect, it } from 'vitest';
+import { dynamoBackend, freshName, leasehold, postgresBackend, redisBackend, seed, sharedBackends } from './support.js';
 
-let pool: pg.Pool;
-let redis: Redis;
-let dynamodb: Awaited<ReturnType<typeof dynamo>>;
-
-beforeAll(async () => {
-  pool = await postgresPool();
-  redis = await redisClient();
-  dynamodb = await dynamo();
-});
-
-afterAll(async () => {
-  await pool?.end();
-  redis?.disconnect();
-  dynamodb?.client.destroy();
-  await dynamodb?.dynalite.close();
-});
+const shared = sharedBackends();
 
 describe('leasehold status', () => {
   it('prints the lease table, the workers with their lease counts and the leader', async () => {
-    const backend = await postgresBackend(pool);
+    const backend = await postgresBackend(shared.pool);
     const group = freshName('orders');
     await seed(
       backend.storage,
@@ -54,7 +37,7 @@ describe('leasehold status', () => {
   });
 
   it('--json gives every field of every lease, the workers and the leader', async () => {
-    const backend = redisBackend(redis);
+    const backend = redisBackend(shared.redis);
     const group = freshName('orders');
     await seed(backend.storage, [
       { group, leaseKey: 'shardId-010', owner: 'w1', epoch: 2, checkpoint: '77', parentKeys: ['shardId-001', 'shardId-002'], metadata: { region: 'eu' } },
@@ -90,7 +73,7 @@ describe('leasehold status', () => {
   });
 
   it('--watch --json prints one line per screen; an unchanged version has no age yet, only a lower bound', async () => {
-    const backend = await dynamoBackend(dynamodb);
+    const backend = await dynamoBackend(shared.dynamodb);
     const group = freshName('orders');
     await seed(backend.storage, [{ group, leaseKey: 'shardId-000', owner: 'w1', epoch: 1 }], { group, holder: 'w1', term: 1 });
 
@@ -106,7 +89,7 @@ describe('leasehold status', () => {
   });
 
   it('fails with one line naming a group the storage does not hold', async () => {
-    const backend = redisBackend(redis);
+    const backend = redisBackend(shared.redis);
 
     const { code, stdout, stderr } = await leasehold('status', '--storage', backend.url, '--group', 'no-such-group');
 

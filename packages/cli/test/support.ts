@@ -13,6 +13,7 @@ import { PostgresStorage } from '@leasehold/storage-postgres';
 import { RedisStorage } from '@leasehold/storage-redis';
 import { Redis } from 'ioredis';
 import pg from 'pg';
+import { afterAll, beforeAll } from 'vitest';
 
 const BIN = fileURLToPath(new URL('../dist/bin.js', import.meta.url));
 
@@ -187,4 +188,40 @@ export function renewer(storage: Storage, group: string, leaseKey: string): { st
 export function stateOf(lease: LeaseRecord): Omit<LeaseRecord, 'version'> {
   const { version: _version, ...state } = lease;
   return state;
+}
+
+/**
+ * The shared servers' clients of one test file (Postgres pool, Redis client, an in-process dynalite),
+ * opened before its tests and closed after them.
+ */
+export function sharedBackends(): { readonly pool: pg.Pool; readonly redis: Redis; readonly dynamodb: Awaited<ReturnType<typeof dynamo>> } {
+  let pool: pg.Pool | undefined;
+  let redis: Redis | undefined;
+  let dynamodb: Awaited<ReturnType<typeof dynamo>> | undefined;
+  beforeAll(async () => {
+    pool = await postgresPool();
+    redis = await redisClient();
+    dynamodb = await dynamo();
+  });
+  afterAll(async () => {
+    await pool?.end();
+    redis?.disconnect();
+    dynamodb?.client.destroy();
+    await dynamodb?.dynalite.close();
+  });
+  const opened = <T>(value: T | undefined, what: string): T => {
+    if (value === undefined) throw new Error(`${what} is not open: use it inside a test`);
+    return value;
+  };
+  return {
+    get pool() {
+      return opened(pool, 'the Postgres pool');
+    },
+    get redis() {
+      return opened(redis, 'the Redis client');
+    },
+    get dynamodb() {
+      return opened(dynamodb, 'dynalite');
+    },
+  };
 }
