@@ -116,7 +116,7 @@ function dispose(c: Cluster): void {
 
 /** The leases storage shows as owned by `worker` now. */
 async function ownedBy(c: Cluster, worker: Worker): Promise<string[]> {
-  const leases = await c.store.listLeases(GROUP);
+  const { leases } = await c.store.listLeases(GROUP);
   return leases.filter((lease) => lease.owner === worker.coordinator.workerId).map((lease) => lease.leaseKey);
 }
 

@@ -4,10 +4,15 @@
  */
 import { AbortedError } from './errors.js';
 
-/** A monotonic clock and a way to wait on it. */
+/** A monotonic clock and a way to wait on it, plus the wall clock for timestamps. */
 export interface Clock {
   /** Milliseconds on a monotonic clock; only differences between two readings mean anything. */
   now(): number;
+  /**
+   * Milliseconds since the epoch by the wall clock: only for timestamps that people read or that a
+   * source resolves (`AT_TIMESTAMP`), never for lease timing, since wall clocks of two machines differ.
+   */
+  wallTime(): number;
   /** Resolves after `ms` milliseconds of this clock, or rejects with an `AbortedError` when `signal` fires. */
   sleep(ms: number, signal?: AbortSignal): Promise<void>;
 }
@@ -20,6 +25,7 @@ export interface Random {
 /** The process's monotonic clock (`performance.now()`) and real timers. */
 export const systemClock: Clock = {
   now: () => performance.now(),
+  wallTime: () => Date.now(),
   sleep(ms: number, signal?: AbortSignal): Promise<void> {
     return new Promise((resolve, reject) => {
       if (signal?.aborted) {

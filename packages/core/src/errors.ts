@@ -71,6 +71,20 @@ export class RegressionError extends LeaseholdError {
   }
 }
 
+/**
+ * A stored record was written in a newer record format than this version of core knows (a rolling
+ * upgrade in progress): core stops rather than overwrite what it cannot understand. Upgrade this worker.
+ */
+export class RecordFormatError extends LeaseholdError {
+  /** The format found in storage. */
+  readonly format: number;
+
+  constructor(message: string, format: number, options?: { cause?: unknown }) {
+    super('ERR_RECORD_FORMAT', message, options);
+    this.format = format;
+  }
+}
+
 /** The worker no longer holds the lease: the write it tried (renew, checkpoint, release) was refused. */
 export class LeaseLostError extends LeaseholdError {
   /** The lease that was lost. */

@@ -6,6 +6,7 @@
 import { CorruptRecordError, describeValue, InvalidInputError } from './errors.js';
 import type {
   LeaseChangeKind,
+  LeaseListing,
   LeaderRecord,
   LeaderState,
   LeaseRecord,
@@ -27,6 +28,7 @@ import { leaderStateOf, leaseStateOf } from './storage.js';
  * - Metadata up to 16 KiB as JSON, so that a whole lease stays far below DynamoDB's 400 KB item and a
  *   batch of 10,000 leases stays a reasonable single statement or script call.
  * - Up to 16 parent keys: a Kinesis merge has 2.
+ * - Fields a later core adds (see `LeaseState`) up to 16 KiB as JSON together.
  */
 export const limits = {
   maxNameBytes: 512,
@@ -34,7 +36,11 @@ export const limits = {
   maxMetadataBytes: 16 * 1024,
   maxMetadataKeyBytes: 512,
   maxParentKeys: 16,
+  maxExtensionBytes: 16 * 1024,
 } as const;
+
+const LEASE_FIELDS = new Set(['format', 'owner', 'epoch', 'checkpoint', 'parentKeys', 'pendingOwner', 'metadata', 'group', 'leaseKey', 'version']);
+const LEADER_FIELDS = new Set(['format', 'holder', 'term', 'metadata', 'group', 'version']);
 
 const CHANGE_KINDS: readonly LeaseChangeKind[] = ['released', 'handoff-requested', 'handed-off', 'created'];
 
@@ -92,6 +98,43 @@ function checkMetadata(pkg: string, value: unknown): void {
   }
 }
 
+function isJsonValue(value: unknown, depth = 0): boolean {
+  if (depth > 32) return false;
+  if (value === null || typeof value === 'string' || typeof value === 'boolean') return true;
+  if (typeof value === 'number') return Number.isFinite(value);
+  if (Array.isArray(value)) return value.every((item) => isJsonValue(item, depth + 1));
+  if (typeof value === 'object' && Object.getPrototypeOf(value) === Object.prototype) {
+    return Object.values(value).every((item) => isJsonValue(item, depth + 1));
+  }
+  return false;
+}
+
+/** Fields core does not name (written by a later core) must be JSON values, within their own size limit. */
+function checkExtensions(pkg: string, state: object, known: ReadonlySet<string>): void {
+  let extensions: Record<string, unknown> | undefined;
+  for (const [name, value] of Object.entries(state)) {
+    if (known.has(name) || value === undefined) continue;
+    if (name.length === 0 || name.includes('\u0000') || byteLength(name) > limits.maxMetadataKeyBytes) {
+      throw new InvalidInputError(`[${pkg}] field name ${describeValue(name)} is empty, too long or contains NUL`);
+    }
+    if (!isJsonValue(value)) {
+      throw new InvalidInputError(`[${pkg}] field ${describeValue(name)} must hold a JSON value, got ${describeValue(value)}`);
+    }
+    (extensions ??= {})[name] = value;
+  }
+  if (extensions === undefined) return;
+  const bytes = Buffer.byteLength(JSON.stringify(extensions), 'utf8');
+  if (bytes > limits.maxExtensionBytes) {
+    throw new InvalidInputError(`[${pkg}] fields core does not name are ${bytes} bytes as JSON; the limit is ${limits.maxExtensionBytes}`);
+  }
+}
+
+function checkFormat(pkg: string, value: unknown): void {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1) {
+    throw new InvalidInputError(`[${pkg}] format must be a positive integer, got ${describeValue(value)}`);
+  }
+}
+
 function checkOptionalName(pkg: string, what: string, value: unknown): void {
   if (value !== null) checkName(pkg, what, value);
 }
@@ -121,6 +164,7 @@ export function validateLeaseState(state: LeaseState, pkg = 'core'): void {
   if (typeof state !== 'object' || state === null) {
     throw new InvalidInputError(`[${pkg}] lease state must be an object, got ${describeValue(state)}`);
   }
+  checkFormat(pkg, state.format);
   checkOptionalName(pkg, 'owner', state.owner);
   checkCounter(pkg, 'epoch', state.epoch);
   if (state.checkpoint !== null) {
@@ -145,6 +189,7 @@ export function validateLeaseState(state: LeaseState, pkg = 'core'): void {
   for (const parent of state.parentKeys) checkName(pkg, 'parent key', parent);
   checkOptionalName(pkg, 'pending owner', state.pendingOwner);
   checkMetadata(pkg, state.metadata);
+  checkExtensions(pkg, state, LEASE_FIELDS);
 }
 
 /** Validates a {@link NewLease} and returns its group, key and full state. */
@@ -185,9 +230,11 @@ export function validateLeaderState(state: LeaderState, pkg = 'core'): void {
   if (typeof state !== 'object' || state === null) {
     throw new InvalidInputError(`[${pkg}] leader state must be an object, got ${describeValue(state)}`);
   }
+  checkFormat(pkg, state.format);
   checkOptionalName(pkg, 'holder', state.holder);
   checkCounter(pkg, 'term', state.term);
   checkMetadata(pkg, state.metadata);
+  checkExtensions(pkg, state, LEADER_FIELDS);
 }
 
 /** Validates a {@link NewLeader} and returns its group and full state. */
@@ -201,31 +248,33 @@ export function validateNewLeader(leader: NewLeader, pkg = 'core'): { group: str
   return { group: leader.group, state };
 }
 
-/** Copies exactly the lease state fields, so that nothing else the caller passed is stored. */
-export function pickLeaseState(state: LeaseState): LeaseState {
-  return {
-    owner: state.owner,
-    epoch: state.epoch,
-    checkpoint: state.checkpoint,
-    parentKeys: [...state.parentKeys],
-    pendingOwner: state.pendingOwner,
-    metadata: { ...state.metadata },
-  };
-}
-
-/** Copies exactly the leader state fields. */
-export function pickLeaderState(state: LeaderState): LeaderState {
-  return { holder: state.holder, term: state.term, metadata: { ...state.metadata } };
-}
-
-/** Serialises a lease state as one JSON document, for adapters that store it that way. */
+/** Serialises a lease state as one JSON document (every field but the identity), for adapters that store it that way. */
 export function encodeLeaseState(state: LeaseState): string {
-  return JSON.stringify(pickLeaseState(state));
+  return JSON.stringify(leaseStateOf(state));
 }
 
 /** Serialises a leader state as one JSON document. */
 export function encodeLeaderState(state: LeaderState): string {
-  return JSON.stringify(pickLeaderState(state));
+  return JSON.stringify(leaderStateOf(state));
+}
+
+/**
+ * Builds a {@link LeaseListing} from stored rows: each row is decoded by `decode` (typically with
+ * {@link decodeLease}); a row that throws a `CorruptRecordError` is listed in `corrupt`, so one bad row
+ * never hides the others. Any other error is thrown.
+ */
+export function listingOf<Row>(rows: Iterable<Row>, decode: (row: Row) => LeaseRecord): LeaseListing {
+  const leases: LeaseRecord[] = [];
+  const corrupt: CorruptRecordError[] = [];
+  for (const row of rows) {
+    try {
+      leases.push(decode(row));
+    } catch (error) {
+      if (!(error instanceof CorruptRecordError)) throw error;
+      corrupt.push(error);
+    }
+  }
+  return { leases, corrupt };
 }
 
 /** A `CorruptRecordError` naming the record, for adapters that check stored fields of their own too. */
@@ -275,14 +324,14 @@ export function decodeLease(group: string, leaseKey: string, version: unknown, s
   const storedVersion = checkStoredVersion(version, where, pkg);
   const fields = typeof state === 'string' ? parseJson(state, where, pkg) : (state as Record<string, unknown>);
   if (typeof fields !== 'object' || fields === null) throw corruptRecord(where, `state is ${describeValue(state)}`, { pkg });
-  requireFields(fields, ['owner', 'epoch', 'checkpoint', 'parentKeys', 'pendingOwner', 'metadata'], where, pkg);
+  requireFields(fields, ['format', 'owner', 'epoch', 'checkpoint', 'parentKeys', 'pendingOwner', 'metadata'], where, pkg);
   const candidate = fields as unknown as LeaseState;
   try {
     validateLeaseState(candidate);
   } catch (error) {
     throw corruptRecord(where, (error as Error).message.replace(/^\[core\] /, ''), { pkg, cause: error });
   }
-  return { group, leaseKey, version: storedVersion, ...pickLeaseState(candidate) };
+  return { ...leaseStateOf(candidate), group, leaseKey, version: storedVersion };
 }
 
 /** Rebuilds a stored leader record from its parts, checking every field. */
@@ -291,12 +340,12 @@ export function decodeLeader(group: string, version: unknown, state: unknown, pk
   const storedVersion = checkStoredVersion(version, where, pkg);
   const fields = typeof state === 'string' ? parseJson(state, where, pkg) : (state as Record<string, unknown>);
   if (typeof fields !== 'object' || fields === null) throw corruptRecord(where, `state is ${describeValue(state)}`, { pkg });
-  requireFields(fields, ['holder', 'term', 'metadata'], where, pkg);
+  requireFields(fields, ['format', 'holder', 'term', 'metadata'], where, pkg);
   const candidate = fields as unknown as LeaderState;
   try {
     validateLeaderState(candidate);
   } catch (error) {
     throw corruptRecord(where, (error as Error).message.replace(/^\[core\] /, ''), { pkg, cause: error });
   }
-  return { group, version: storedVersion, ...pickLeaderState(candidate) };
+  return { ...leaderStateOf(candidate), group, version: storedVersion };
 }

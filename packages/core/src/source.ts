@@ -69,4 +69,12 @@ export interface ShardSource<R extends SourceRecord = SourceRecord> {
 
   /** Negative, zero or positive as `a` is before, at or after `b` in one partition. */
   comparePositions(a: Position, b: Position): number;
+
+  /**
+   * Optional: whether the partition is certainly gone from the stream (trimmed past retention, or the
+   * stream deleted). `true` only when the source is sure; `false` when it exists or when in doubt (a
+   * listing that lags is not proof). The leader deletes an unfinished lease only on this answer; without
+   * the method such a lease is reported and kept.
+   */
+  isShardGone?(shardId: string, options?: ReadOptions): Promise<boolean>;
 }

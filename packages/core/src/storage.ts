@@ -7,7 +7,7 @@
  * stores each record whole (every field, including ones core adds later), and reports each write's
  * outcome exactly.
  */
-import type { LeaseholdError } from './errors.js';
+import type { CorruptRecordError, LeaseholdError } from './errors.js';
 
 /** A position in a partition: opaque to core, or one of the {@link Checkpoint} sentinels. */
 export type Position = string;
@@ -40,8 +40,24 @@ export const Checkpoint = {
   },
 } as const;
 
-/** The fields of a lease that core writes; an adapter stores them whole and gives them back unchanged. */
+/**
+ * The record format this version of core writes. A record of a newer format was written by a newer core
+ * whose rules this one does not know: core never writes such a record (it stops with a
+ * `RecordFormatError`), and an adapter stores and returns it like any other.
+ */
+export const RECORD_FORMAT = 1;
+
+/**
+ * The fields of a lease that core writes; an adapter stores them whole and gives them back unchanged.
+ *
+ * A state may also carry fields this version of core does not name (added by a later core without a
+ * change of {@link RECORD_FORMAT}): their values are JSON values. An adapter stores every field of the
+ * state it is given and returns it unchanged, and core carries such fields into its own writes, so a
+ * rolling upgrade never wipes them.
+ */
 export interface LeaseState {
+  /** The record format (see {@link RECORD_FORMAT}). */
+  readonly format: number;
   /** The `workerId` that holds the lease, or `null` when the lease is free. */
   readonly owner: string | null;
   /**
@@ -123,6 +139,27 @@ export type WriteResult<T> = Applied<T> | Conflict<T> | Unknown;
 /** The outcome of a conditional delete: `applied` carries no record, since none is left. */
 export type DeleteResult = { readonly status: 'applied' } | Conflict<LeaseRecord> | Unknown;
 
+/**
+ * What {@link CheckpointStorage.listLeases} returns: every lease of the group that reads back as a valid
+ * record, and one `CorruptRecordError` (naming the key) for each stored lease that does not, so that one
+ * bad record never hides the others. Core neither takes, writes nor deletes a corrupt lease; it reports it.
+ */
+export interface LeaseListing {
+  readonly leases: LeaseRecord[];
+  readonly corrupt: CorruptRecordError[];
+}
+
+/** Options of {@link CheckpointStorage.createLease}. */
+export interface CreateLeaseOptions {
+  /**
+   * Create the lease even if the key had a lease that was deleted since (an operator restoring a lease,
+   * a copy between backends). Without it such a key is never created again (a `conflict` with
+   * `current: null`): a lease is deleted only when its partition is finished or gone, and creating it
+   * again would read the partition again.
+   */
+  readonly recreate?: boolean;
+}
+
 /** A change published on the feed of a group. */
 export interface LeaseChange {
   readonly group: string;
@@ -149,21 +186,28 @@ export interface ChangeSubscription extends AsyncDisposable {
  *   result is `unknown`, carrying a `StorageOutcomeUnknownError` or the adapter's typed error; never a
  *   guess at `conflict` or `applied`;
  * - a conflict whose current record is corrupt: `unknown` carrying the `CorruptRecordError`, so that one
- *   bad record cannot fail the other updates of a batch.
+ *   bad record cannot fail the other updates of a batch;
+ * - a listing with corrupt records: the valid ones in `leases`, one `CorruptRecordError` per corrupt one
+ *   in `corrupt`; the listing itself throws only when it cannot be read at all.
  */
 export interface CheckpointStorage {
-  /** Every lease of the group, in any order, complete however many there are (pages are the adapter's business). */
-  listLeases(group: string): Promise<LeaseRecord[]>;
+  /**
+   * Every lease of the group, in any order, complete however many there are (pages are the adapter's
+   * business); a stored lease that cannot be read back is in `corrupt`, not in `leases`.
+   */
+  listLeases(group: string): Promise<LeaseListing>;
 
   /** One lease, or `null` when the group has no live lease with that key. */
   getLease(group: string, leaseKey: string): Promise<LeaseRecord | null>;
 
   /**
-   * Creates the lease if no live lease has its key; otherwise a conflict with the current one. The new
-   * record's version is greater than any the key ever had (1 for a new key) and its epoch is at least
-   * the greatest the key ever had, so that fencing tokens never repeat after delete-then-recreate.
+   * Creates the lease if the key never had one; otherwise a conflict with the current lease, or with
+   * `current: null` when the key had a lease that was deleted. With `recreate` a deleted key is created
+   * again: the new record's version is greater than any the key ever had and its epoch at least the
+   * greatest it ever had, so that fencing tokens never repeat after delete-then-recreate. A new key
+   * starts at version 1.
    */
-  createLease(lease: NewLease): Promise<WriteResult<LeaseRecord>>;
+  createLease(lease: NewLease, options?: CreateLeaseOptions): Promise<WriteResult<LeaseRecord>>;
 
   /**
    * Writes many leases of one group, each conditionally on its version, in as few round trips as the
@@ -183,8 +227,10 @@ export interface CheckpointStorage {
   subscribe?(group: string, listener: (change: LeaseChange) => void): Promise<ChangeSubscription>;
 }
 
-/** The fields of a leader record that core writes. */
+/** The fields of a leader record that core writes; like a lease's, it may carry fields core does not name. */
 export interface LeaderState {
+  /** The record format (see {@link RECORD_FORMAT}). */
+  readonly format: number;
   /** The `workerId` of the leader, or `null` when nobody leads. */
   readonly holder: string | null;
   /** The term: incremented by core on every change of leader, never lowered; the leader's fencing token. */
@@ -218,21 +264,46 @@ export interface LeaderStore {
 /** A store that keeps both leases and leader records, as every adapter shipped with Leasehold does. */
 export type Storage = CheckpointStorage & LeaderStore;
 
-/** The full state of a new lease, with defaults for what the caller left out. */
+const LEASE_IDENTITY = new Set(['group', 'leaseKey', 'version']);
+const LEADER_IDENTITY = new Set(['group', 'version']);
+
+/** The fields of `value` other than the identity fields, copied (arrays and objects one level deep). */
+function fieldsOf(value: object, identity: ReadonlySet<string>): Record<string, unknown> {
+  const fields: Record<string, unknown> = {};
+  for (const [name, field] of Object.entries(value)) {
+    if (identity.has(name) || field === undefined) continue;
+    fields[name] = Array.isArray(field) ? [...(field as unknown[])] : typeof field === 'object' && field !== null ? { ...field } : field;
+  }
+  return fields;
+}
+
+/**
+ * The full state of a lease: every field of `lease` except its identity (group, key, version), including
+ * fields this core does not name, with defaults for the fields it left out. Use it to write a lease you
+ * read: `{ ...leaseStateOf(record), owner: null }` keeps what a newer core added.
+ */
 export function leaseStateOf(lease: Partial<LeaseState>): LeaseState {
   return {
+    ...fieldsOf(lease, LEASE_IDENTITY),
+    format: lease.format ?? RECORD_FORMAT,
     owner: lease.owner ?? null,
     epoch: lease.epoch ?? 0,
     checkpoint: lease.checkpoint ?? null,
-    parentKeys: lease.parentKeys ?? [],
+    parentKeys: [...(lease.parentKeys ?? [])],
     pendingOwner: lease.pendingOwner ?? null,
-    metadata: lease.metadata ?? {},
+    metadata: { ...lease.metadata },
   };
 }
 
-/** The full state of a new leader record, with defaults for what the caller left out. */
+/** The full state of a leader record, every field but its identity, with defaults for what it left out. */
 export function leaderStateOf(leader: Partial<LeaderState>): LeaderState {
-  return { holder: leader.holder ?? null, term: leader.term ?? 0, metadata: leader.metadata ?? {} };
+  return {
+    ...fieldsOf(leader, LEADER_IDENTITY),
+    format: leader.format ?? RECORD_FORMAT,
+    holder: leader.holder ?? null,
+    term: leader.term ?? 0,
+    metadata: { ...leader.metadata },
+  };
 }
 
 /** Helpers that build write results. */

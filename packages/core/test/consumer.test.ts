@@ -81,7 +81,7 @@ describe('Consumer', () => {
     await run(scheduler, worker.start());
     await scheduler.advance(10_000);
     for (const values of perKey(seen).values()) expect(values).toEqual(range(1, 40));
-    const leases = await storage.listLeases(GROUP);
+    const { leases } = await storage.listLeases(GROUP);
     expect(leases).toHaveLength(3);
     for (const lease of leases) {
       const received = seen.some((entry) => entry.shardId === lease.leaseKey);
@@ -142,7 +142,7 @@ describe('Consumer', () => {
     expect(ended).toEqual([`shard-0000->${left},${right}`]);
     for (const values of perKey(seen).values()) expect(values).toEqual(range(1, 60));
     // The finished parent is cleaned up by the leader once its children started.
-    expect((await storage.listLeases(GROUP)).map((lease) => lease.leaseKey).sort()).toEqual([left, right]);
+    expect((await storage.listLeases(GROUP)).leases.map((lease) => lease.leaseKey).sort()).toEqual([left, right]);
     await run(scheduler, worker.stop());
   });
 
@@ -274,7 +274,7 @@ describe('Consumer', () => {
     await run(scheduler, leader.start());
     await run(scheduler, follower.start());
     expect(elected).toEqual(['leader']);
-    expect((await storage.listLeases(GROUP)).map((lease) => lease.leaseKey)).toEqual(['shard-0000']);
+    expect((await storage.listLeases(GROUP)).leases.map((lease) => lease.leaseKey)).toEqual(['shard-0000']);
     await run(scheduler, leader.stop());
     await scheduler.advance(15_000);
     expect(elected).toEqual(['leader', 'follower']);

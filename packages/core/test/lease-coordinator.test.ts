@@ -284,7 +284,7 @@ describe('LeaseCoordinator balancing and handoff', () => {
     expect(takenAt).toHaveLength(2);
     // Well before its next take tick (5 s away): the release woke it.
     expect(Math.max(...takenAt) - stoppedAt).toBeLessThan(200);
-    expect((await storage.listLeases(GROUP)).every((lease) => lease.owner === 'waiting')).toBe(true);
+    expect((await storage.listLeases(GROUP)).leases.every((lease) => lease.owner === 'waiting')).toBe(true);
     await run(scheduler, waiting.coordinator.stop());
   });
 });

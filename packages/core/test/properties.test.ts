@@ -37,6 +37,7 @@ describe('position order', () => {
 
 const name = fc.string({ minLength: 1, maxLength: 40 }).filter((value) => !value.includes('\u0000') && value.isWellFormed());
 const state: fc.Arbitrary<LeaseState> = fc.record({
+  format: fc.constant(1),
   owner: fc.option(name, { nil: null }),
   epoch: fc.nat(),
   checkpoint: fc.option(position, { nil: null }),

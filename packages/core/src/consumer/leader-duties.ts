@@ -22,7 +22,7 @@ export async function syncShards(
   signal: AbortSignal,
 ): Promise<ShardSyncReport> {
   const shards = await source.listShards({ signal });
-  const leases = await storage.listLeases(group);
+  const { leases } = await storage.listLeases(group);
   const report: ShardSyncReport = { created: [], deleted: [] };
   const byKey = new Map(leases.map((lease) => [lease.leaseKey, lease]));
   const inStream = new Map(shards.map((shard) => [shard.shardId, shard]));

@@ -2,7 +2,7 @@ import { systemClock, systemRandom, type Clock, type Random } from '../clock.js'
 import { AbortedError, describeValue, InvalidConfigError, LeaseholdError, StorageUnavailableError } from '../errors.js';
 import { TypedEmitter } from '../events.js';
 import { holdMs, resolveHoldTiming, resolveIdentity } from '../lease/timing.js';
-import type { LeaderRecord, LeaderStore, WriteResult } from '../storage.js';
+import { leaderStateOf, type LeaderRecord, type LeaderStore, type WriteResult } from '../storage.js';
 
 const PKG = 'core';
 
@@ -125,7 +125,7 @@ export class LeaderElector extends TypedEmitter<LeaderElectorEvents> implements 
       if (!leadership) return;
       this.#demote('stepped-down');
       const { record } = leadership;
-      const outcome = await this.#write(() => this.#store.updateLeader(this.group, record.version, { holder: null, term: record.term, metadata: record.metadata }), 'step-down');
+      const outcome = await this.#write(() => this.#store.updateLeader(this.group, record.version, { ...leaderStateOf(record), holder: null }), 'step-down');
       if (outcome.status === 'unknown') this.#report(outcome.error, 'step-down');
     });
   }
@@ -168,7 +168,7 @@ export class LeaderElector extends TypedEmitter<LeaderElectorEvents> implements 
   async #renew(leadership: Leadership): Promise<void> {
     const { record } = leadership;
     const sentAt = this.#clock.now();
-    const outcome = await this.#write(() => this.#store.updateLeader(this.group, record.version, { holder: record.holder, term: record.term, metadata: record.metadata }), 'renew');
+    const outcome = await this.#write(() => this.#store.updateLeader(this.group, record.version, leaderStateOf(record)), 'renew');
     if (this.#leadership !== leadership) return;
     if (outcome.status === 'applied') {
       leadership.record = outcome.record;
@@ -198,7 +198,7 @@ export class LeaderElector extends TypedEmitter<LeaderElectorEvents> implements 
     if (current.holder === null || expired) {
       const record = current;
       await this.#claim(() =>
-        this.#store.updateLeader(this.group, record.version, { holder: this.workerId, term: record.term + 1, metadata: record.metadata }),
+        this.#store.updateLeader(this.group, record.version, { ...leaderStateOf(record), holder: this.workerId, term: record.term + 1 }),
       );
     }
   }

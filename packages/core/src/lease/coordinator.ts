@@ -13,6 +13,7 @@ import { TypedEmitter } from '../events.js';
 import { compareNumericPositions } from '../position.js';
 import {
   Checkpoint,
+  leaseStateOf,
   type ChangeSubscription,
   type CheckpointStorage,
   type LeaseChange,
@@ -148,16 +149,7 @@ interface Observation {
   moved: boolean;
 }
 
-function stateOf(record: LeaseRecord): LeaseState {
-  return {
-    owner: record.owner,
-    epoch: record.epoch,
-    checkpoint: record.checkpoint,
-    parentKeys: record.parentKeys,
-    pendingOwner: record.pendingOwner,
-    metadata: record.metadata,
-  };
-}
+const stateOf = leaseStateOf;
 
 function asError(error: unknown): Error {
   return error instanceof Error ? error : new Error(String(error));
@@ -576,7 +568,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     if (this.#state !== 'running') return;
     let leases: LeaseRecord[];
     try {
-      leases = await this.#storage.listLeases(this.group);
+      leases = (await this.#storage.listLeases(this.group)).leases;
     } catch (error) {
       this.#report(error, 'list');
       return;

@@ -1,8 +1,7 @@
 import { systemClock, type Clock } from '../clock.js';
 import { InvalidConfigError, describeValue } from '../errors.js';
 import {
-  pickLeaderState,
-  pickLeaseState,
+  corruptRecord,
   validateGroup,
   validateLeaseKey,
   validateLeaderState,
@@ -12,12 +11,16 @@ import {
   validateVersion,
 } from '../limits.js';
 import {
+  leaderStateOf,
+  leaseStateOf,
   result,
   type ChangeSubscription,
+  type CreateLeaseOptions,
   type DeleteResult,
   type LeaderRecord,
   type LeaderState,
   type LeaseChange,
+  type LeaseListing,
   type LeaseRecord,
   type LeaseUpdate,
   type NewLeader,
@@ -49,6 +52,8 @@ export type MemoryWriteEvent =
 
 interface Slot {
   record: LeaseRecord | null;
+  /** Set by {@link MemoryStorage.corrupt}: the stored lease can no longer be read back. */
+  corrupt: boolean;
   /** The greatest version and epoch the key ever had, kept after a delete so that neither repeats. */
   highVersion: number;
   highEpoch: number;
@@ -79,30 +84,35 @@ export class MemoryStorage implements Storage {
     this.#latency = typeof latency === 'number' ? () => latency : latency;
   }
 
-  async listLeases(group: string): Promise<LeaseRecord[]> {
+  async listLeases(group: string): Promise<LeaseListing> {
     validateGroup(group, PKG);
     await this.#delay();
-    const slots = this.#groups.get(group);
-    if (!slots) return [];
-    const leases: LeaseRecord[] = [];
-    for (const slot of slots.values()) if (slot.record) leases.push(slot.record);
-    return leases;
+    const listing: LeaseListing = { leases: [], corrupt: [] };
+    for (const [leaseKey, slot] of this.#groups.get(group) ?? []) {
+      if (slot.corrupt) listing.corrupt.push(this.#corruptError(group, leaseKey));
+      else if (slot.record) listing.leases.push(slot.record);
+    }
+    return listing;
   }
 
   async getLease(group: string, leaseKey: string): Promise<LeaseRecord | null> {
     validateGroup(group, PKG);
     validateLeaseKey(leaseKey, PKG);
     await this.#delay();
-    return this.#groups.get(group)?.get(leaseKey)?.record ?? null;
+    const slot = this.#groups.get(group)?.get(leaseKey);
+    if (slot?.corrupt) throw this.#corruptError(group, leaseKey);
+    return slot?.record ?? null;
   }
 
-  async createLease(lease: NewLease): Promise<WriteResult<LeaseRecord>> {
+  async createLease(lease: NewLease, options: CreateLeaseOptions = {}): Promise<WriteResult<LeaseRecord>> {
     const { group, leaseKey, state } = validateNewLease(lease, PKG);
     await this.#delay();
     const slot = this.#slot(group, leaseKey);
+    if (slot.corrupt) return result.unknown(this.#corruptError(group, leaseKey));
     if (slot.record) return result.conflict(slot.record);
+    if (slot.highVersion > 0 && options.recreate !== true) return result.conflict(null);
     const epoch = Math.max(state.epoch, slot.highEpoch);
-    const record = freezeLease({ group, leaseKey, version: slot.highVersion + 1, ...pickLeaseState(state), epoch });
+    const record = freezeLease({ ...leaseStateOf(state), group, leaseKey, version: slot.highVersion + 1, epoch });
     this.#store(slot, record);
     this.#onWrite?.({ kind: 'lease', group, leaseKey, before: null, after: record });
     return result.applied(record);
@@ -115,17 +125,16 @@ export class MemoryStorage implements Storage {
     const changes: LeaseChange[] = [];
     for (const update of updates) {
       const slot = this.#groups.get(group)?.get(update.leaseKey);
+      if (slot?.corrupt) {
+        results.push(result.unknown(this.#corruptError(group, update.leaseKey)));
+        continue;
+      }
       const current = slot?.record ?? null;
       if (!slot || !current || current.version !== update.expectedVersion) {
         results.push(result.conflict(current));
         continue;
       }
-      const record = freezeLease({
-        group,
-        leaseKey: update.leaseKey,
-        version: current.version + 1,
-        ...pickLeaseState(update.next),
-      });
+      const record = freezeLease({ ...leaseStateOf(update.next), group, leaseKey: update.leaseKey, version: current.version + 1 });
       this.#store(slot, record);
       this.#onWrite?.({ kind: 'lease', group, leaseKey: update.leaseKey, before: current, after: record });
       results.push(result.applied(record));
@@ -141,6 +150,11 @@ export class MemoryStorage implements Storage {
     validateVersion(expectedVersion, PKG);
     await this.#delay();
     const slot = this.#groups.get(group)?.get(leaseKey);
+    if (slot?.corrupt) {
+      // A corrupt record keeps its version readable, so that an operator can delete exactly it.
+      if (slot.record?.version !== expectedVersion) return result.unknown(this.#corruptError(group, leaseKey));
+      slot.corrupt = false;
+    }
     const current = slot?.record ?? null;
     if (!slot || !current || current.version !== expectedVersion) return result.conflict(current);
     slot.record = null;
@@ -174,7 +188,7 @@ export class MemoryStorage implements Storage {
     await this.#delay();
     const current = this.#leaders.get(group);
     if (current) return result.conflict(current);
-    const record = freezeLeader({ group, version: 1, ...pickLeaderState(state) });
+    const record = freezeLeader({ ...leaderStateOf(state), group, version: 1 });
     this.#leaders.set(group, record);
     this.#onWrite?.({ kind: 'leader', group, before: null, after: record });
     return result.applied(record);
@@ -187,10 +201,21 @@ export class MemoryStorage implements Storage {
     await this.#delay();
     const current = this.#leaders.get(group) ?? null;
     if (!current || current.version !== expectedVersion) return result.conflict(current);
-    const record = freezeLeader({ group, version: current.version + 1, ...pickLeaderState(next) });
+    const record = freezeLeader({ ...leaderStateOf(next), group, version: current.version + 1 });
     this.#leaders.set(group, record);
     this.#onWrite?.({ kind: 'leader', group, before: current, after: record });
     return result.applied(record);
+  }
+
+  /**
+   * For tests: makes a stored lease unreadable, as a bad write by another program would. Listing reports
+   * it in `corrupt`, reading it throws a `CorruptRecordError`, a write on it is `unknown`; deleting it at
+   * its last version removes it.
+   */
+  corrupt(group: string, leaseKey: string): void {
+    const slot = this.#groups.get(group)?.get(leaseKey);
+    if (!slot?.record) throw new InvalidConfigError(`[${PKG}] group ${describeValue(group)} has no lease ${describeValue(leaseKey)} to corrupt`);
+    slot.corrupt = true;
   }
 
   /** Forgets every group, lease and leader record (the change feed's listeners stay). */
@@ -207,7 +232,7 @@ export class MemoryStorage implements Storage {
     }
     let slot = slots.get(leaseKey);
     if (!slot) {
-      slot = { record: null, highVersion: 0, highEpoch: 0 };
+      slot = { record: null, corrupt: false, highVersion: 0, highEpoch: 0 };
       slots.set(leaseKey, slot);
     }
     return slot;
@@ -230,6 +255,10 @@ export class MemoryStorage implements Storage {
         }
       });
     }
+  }
+
+  #corruptError(group: string, leaseKey: string) {
+    return corruptRecord({ group, leaseKey }, 'the stored record was damaged (MemoryStorage.corrupt)', { pkg: PKG });
   }
 
   async #delay(): Promise<void> {

@@ -14,6 +14,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { limits } from '../limits.js';
+import { RECORD_FORMAT } from '../storage.js';
 import type {
   LeaderRecord,
   LeaseChange,
@@ -84,6 +85,7 @@ function conflict<T>(outcome: WriteResult<T> | { readonly status: 'applied' }, w
 
 function stateOf(record: LeaseRecord): LeaseState {
   return {
+    format: record.format,
     owner: record.owner,
     epoch: record.epoch,
     checkpoint: record.checkpoint,
@@ -113,6 +115,7 @@ async function createMany(storage: Storage, group: string, keys: readonly string
 }
 
 const full: LeaseState = {
+  format: RECORD_FORMAT,
   owner: 'worker-ü-1',
   epoch: 7,
   checkpoint: '49590338271490256608559692538361571095921575989136588898:3',
@@ -127,7 +130,7 @@ export function leaseContract(t: TestApi, target: ConformanceTarget): void {
     define(t, target, 'an unknown group lists no leases and an unknown key reads as null', async (clients, group) => {
       const [storage] = (await clients(1)) as [Storage];
       const g = group();
-      assert.deepEqual(await storage.listLeases(g), []);
+      assert.deepEqual((await storage.listLeases(g)).leases, []);
       assert.equal(await storage.getLease(g, 'missing'), null);
     });
 
@@ -139,6 +142,7 @@ export function leaseContract(t: TestApi, target: ConformanceTarget): void {
       assert.equal(created.leaseKey, 'plain');
       assert.ok(Number.isSafeInteger(created.version) && created.version >= 1, `version ${created.version}`);
       assert.deepEqual(stateOf(created), {
+        format: RECORD_FORMAT,
         owner: null,
         epoch: 0,
         checkpoint: null,
@@ -147,7 +151,7 @@ export function leaseContract(t: TestApi, target: ConformanceTarget): void {
         metadata: {},
       });
       assert.deepEqual(plain(await storage.getLease(g, 'plain')), plain(created));
-      assert.deepEqual(plain(await storage.listLeases(g)), [plain(created)]);
+      assert.deepEqual(plain((await storage.listLeases(g)).leases), [plain(created)]);
     });
 
     define(t, target, 'every field round-trips through create, update, get and list, including invented metadata keys', async (clients, group) => {
@@ -158,6 +162,7 @@ export function leaseContract(t: TestApi, target: ConformanceTarget): void {
       const created = applied(await storage.createLease({ group: g, leaseKey: 'shard/ü:{1}', ...state }), 'create');
       assert.deepEqual(stateOf(created), plain(state));
       const next: LeaseState = {
+        format: RECORD_FORMAT,
         owner: null,
         epoch: 8,
         checkpoint: 'SHARD_END',
@@ -172,7 +177,7 @@ export function leaseContract(t: TestApi, target: ConformanceTarget): void {
       assert.equal(updated.version, created.version + 1);
       assert.deepEqual(stateOf(updated), plain(next));
       assert.deepEqual(plain(await storage.getLease(g, 'shard/ü:{1}')), plain(updated));
-      assert.deepEqual(plain(await storage.listLeases(g)), [plain(updated)]);
+      assert.deepEqual(plain((await storage.listLeases(g)).leases), [plain(updated)]);
     });
 
     define(t, target, 'creating a lease that exists is a conflict carrying the current lease, and changes nothing', async (clients, group) => {
@@ -220,7 +225,7 @@ export function leaseContract(t: TestApi, target: ConformanceTarget): void {
       ]);
       assert.equal(conflict(outcome as WriteResult<LeaseRecord>, 'update of missing'), null);
       assert.equal(await storage.getLease(g, 'ghost'), null);
-      assert.deepEqual(await storage.listLeases(g), []);
+      assert.deepEqual((await storage.listLeases(g)).leases, []);
     });
 
     define(t, target, 'a batch update returns one exact result per lease, in order, mixing applied and conflicts', async (clients, group) => {
@@ -228,7 +233,7 @@ export function leaseContract(t: TestApi, target: ConformanceTarget): void {
       const g = group();
       const keys = Array.from({ length: 50 }, (_, i) => `k${String(i).padStart(3, '0')}`);
       await createMany(storage, g, keys);
-      const before = byKey(await storage.listLeases(g));
+      const before = byKey((await storage.listLeases(g)).leases);
       const updates: LeaseUpdate[] = [...keys].reverse().map((leaseKey, i) => {
         const current = before.get(leaseKey) as LeaseRecord;
         return {
@@ -240,7 +245,7 @@ export function leaseContract(t: TestApi, target: ConformanceTarget): void {
       updates.push({ leaseKey: 'missing', expectedVersion: 1, next: { ...full } });
       const results = await storage.updateLeases(g, updates);
       assert.equal(results.length, updates.length);
-      const after = byKey(await storage.listLeases(g));
+      const after = byKey((await storage.listLeases(g)).leases);
       updates.forEach((update, i) => {
         const outcome = results[i] as WriteResult<LeaseRecord>;
         if (update.leaseKey === 'missing') {
@@ -270,7 +275,7 @@ export function leaseContract(t: TestApi, target: ConformanceTarget): void {
       assert.deepEqual(plain(await storage.getLease(g, 'k')), plain(created));
       assert.equal((await storage.deleteLease(g, 'k', created.version)).status, 'applied');
       assert.equal(await storage.getLease(g, 'k'), null);
-      assert.deepEqual(await storage.listLeases(g), []);
+      assert.deepEqual((await storage.listLeases(g)).leases, []);
       assert.equal(conflict(await storage.deleteLease(g, 'k', created.version), 'delete of deleted'), null);
       const [update] = await storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: created.version, next: stateOf(created) }]);
       assert.equal(conflict(update as WriteResult<LeaseRecord>, 'update of deleted'), null);
@@ -290,7 +295,7 @@ export function leaseContract(t: TestApi, target: ConformanceTarget): void {
         'update in base group',
       );
       for (const [i, g] of groups.entries()) {
-        const leases = await storage.listLeases(g);
+        const leases = (await storage.listLeases(g)).leases;
         assert.deepEqual(leases.map((lease) => lease.leaseKey).sort(), ['only-' + i, 'shared'].sort());
         for (const lease of leases) {
           assert.equal(lease.group, g);
@@ -306,7 +311,7 @@ export function leaseContract(t: TestApi, target: ConformanceTarget): void {
       const g = group();
       const keys = Array.from({ length: 2500 }, (_, i) => `shardId-${String(i).padStart(12, '0')}`);
       await createMany(storage, g, keys, { metadata: { padding: 'p'.repeat(200) } });
-      const listed = await storage.listLeases(g);
+      const listed = (await storage.listLeases(g)).leases;
       assert.equal(listed.length, keys.length);
       assert.deepEqual(listed.map((lease) => lease.leaseKey).sort(), keys);
     });
@@ -316,13 +321,13 @@ export function leaseContract(t: TestApi, target: ConformanceTarget): void {
       const g = group();
       const keys = Array.from({ length: 1000 }, (_, i) => `lease-${i}`);
       await createMany(storage, g, keys);
-      const leases = await storage.listLeases(g);
+      const leases = (await storage.listLeases(g)).leases;
       const results = await storage.updateLeases(
         g,
         leases.map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...stateOf(lease), owner: 'renewer', epoch: 1 } })),
       );
       results.forEach((outcome, i) => applied(outcome, `lease ${i}`));
-      assert.ok((await storage.listLeases(g)).every((lease) => lease.owner === 'renewer'));
+      assert.ok(((await storage.listLeases(g)).leases).every((lease) => lease.owner === 'renewer'));
     });
   });
 }
@@ -343,8 +348,8 @@ export function leaderContract(t: TestApi, target: ConformanceTarget): void {
       assert.equal(created.group, g);
       assert.ok(created.version >= 1);
       assert.deepEqual(
-        { holder: created.holder, term: created.term, metadata: created.metadata },
-        { holder: 'w1', term: 3, metadata: { [invented]: 'v', note: 'ü\n' } },
+        { format: RECORD_FORMAT, holder: created.holder, term: created.term, metadata: created.metadata },
+        { format: RECORD_FORMAT, holder: 'w1', term: 3, metadata: { [invented]: 'v', note: 'ü\n' } },
       );
       assert.deepEqual(plain(await storage.getLeader(g)), plain(created));
       assert.deepEqual(plain(conflict(await storage.createLeader({ group: g, holder: 'w2', term: 9 }), 'second create')), plain(created));
@@ -354,18 +359,18 @@ export function leaderContract(t: TestApi, target: ConformanceTarget): void {
     define(t, target, 'a created leader record without fields has no holder, term 0 and empty metadata', async (clients, group) => {
       const [storage] = (await clients(1)) as [Storage];
       const created = applied(await storage.createLeader({ group: group() }), 'create');
-      assert.deepEqual({ holder: created.holder, term: created.term, metadata: created.metadata }, { holder: null, term: 0, metadata: {} });
+      assert.deepEqual({ format: RECORD_FORMAT, holder: created.holder, term: created.term, metadata: created.metadata }, { format: RECORD_FORMAT, holder: null, term: 0, metadata: {} });
     });
 
     define(t, target, 'a leader update at the stored version applies; at a stale version or for no record it is a conflict', async (clients, group) => {
       const [storage] = (await clients(1)) as [Storage];
       const g = group();
       const created = applied(await storage.createLeader({ group: g }), 'create');
-      const next = { holder: 'w1', term: 1, metadata: { k: 'v' } };
+      const next = { format: RECORD_FORMAT, holder: 'w1', term: 1, metadata: { k: 'v' } };
       const updated = applied(await storage.updateLeader(g, created.version, next), 'update');
       assert.equal(updated.version, created.version + 1);
-      assert.deepEqual({ holder: updated.holder, term: updated.term, metadata: updated.metadata }, next);
-      assert.deepEqual(plain(conflict(await storage.updateLeader(g, created.version, { holder: 'w2', term: 2, metadata: {} }), 'stale')), plain(updated));
+      assert.deepEqual({ format: RECORD_FORMAT, holder: updated.holder, term: updated.term, metadata: updated.metadata }, next);
+      assert.deepEqual(plain(conflict(await storage.updateLeader(g, created.version, { format: RECORD_FORMAT, holder: 'w2', term: 2, metadata: {} }), 'stale')), plain(updated));
       assert.deepEqual(plain(await storage.getLeader(g)), plain(updated));
       assert.equal(conflict(await storage.updateLeader(group(), 1, next), 'missing'), null);
     });
@@ -377,7 +382,7 @@ export function leaderContract(t: TestApi, target: ConformanceTarget): void {
       for (const leaseKey of ['leader', '__leader__', '#leader', '$leader', '~leader']) {
         applied(await storage.createLease({ group: g, leaseKey }), `lease ${leaseKey}`);
       }
-      assert.equal((await storage.listLeases(g)).length, 5);
+      assert.equal(((await storage.listLeases(g)).leases).length, 5);
       assert.equal((await storage.getLeader(g))?.holder, 'w1');
     });
   });
@@ -421,7 +426,7 @@ export function concurrencyContract(t: TestApi, target: ConformanceTarget): void
       const creates = await Promise.all(racers.map((storage, i) => storage.createLeader({ group: g, holder: `racer-${i}`, term: 1 })));
       assert.equal(creates.filter((outcome) => outcome.status === 'applied').length, 1);
       const current = (await (racers[0] as Storage).getLeader(g)) as LeaderRecord;
-      const updates = await Promise.all(racers.map((storage, i) => storage.updateLeader(g, current.version, { holder: `next-${i}`, term: 2, metadata: {} })));
+      const updates = await Promise.all(racers.map((storage, i) => storage.updateLeader(g, current.version, { format: RECORD_FORMAT, holder: `next-${i}`, term: 2, metadata: {} })));
       assert.equal(updates.filter((outcome) => outcome.status === 'applied').length, 1);
     });
 
@@ -451,11 +456,11 @@ export function concurrencyContract(t: TestApi, target: ConformanceTarget): void
       const g = group();
       const keys = Array.from({ length: 200 }, (_, i) => `k${i}`);
       await createMany(a, g, keys);
-      const leases = await a.listLeases(g);
+      const leases = (await a.listLeases(g)).leases;
       const batch = (owner: string): LeaseUpdate[] =>
         leases.map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...stateOf(lease), owner, epoch: 1 } }));
       const [fromA, fromB] = await Promise.all([a.updateLeases(g, batch('a')), b.updateLeases(g, batch('b'))]);
-      const stored = byKey(await a.listLeases(g));
+      const stored = byKey((await a.listLeases(g)).leases);
       keys.forEach((_, i) => {
         const key = leases[i]?.leaseKey as string;
         const wins = [fromA[i], fromB[i]].filter((outcome) => outcome?.status === 'applied');
@@ -495,7 +500,7 @@ export function monotonicityContract(t: TestApi, target: ConformanceTarget): voi
       lease = applied((await storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: lease.version, next: { ...stateOf(lease), owner: 'b', epoch: 5 } }]))[0] as WriteResult<LeaseRecord>, 'take');
       const old = lease;
       assert.equal((await storage.deleteLease(g, 'k', lease.version)).status, 'applied');
-      const again = applied(await storage.createLease({ group: g, leaseKey: 'k' }), 'recreate');
+      const again = applied(await storage.createLease({ group: g, leaseKey: 'k' }, { recreate: true }), 'recreate');
       assert.ok(again.version > old.version, `version ${again.version} after ${old.version}`);
       assert.ok(again.epoch >= old.epoch, `epoch ${again.epoch} after ${old.epoch}`);
       const [stale] = await storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: old.version, next: { ...stateOf(old), owner: 'zombie' } }]);
@@ -510,7 +515,7 @@ export function monotonicityContract(t: TestApi, target: ConformanceTarget): voi
       let highestVersion = 0;
       let highestEpoch = 0;
       for (let round = 0; round < 5; round++) {
-        const lease = applied(await storage.createLease({ group: g, leaseKey: 'cycled', epoch: round % 2 === 0 ? 0 : highestEpoch + 1 }), `create ${round}`);
+        const lease = applied(await storage.createLease({ group: g, leaseKey: 'cycled', epoch: round % 2 === 0 ? 0 : highestEpoch + 1 }, { recreate: true }), `create ${round}`);
         assert.ok(lease.version > highestVersion && lease.epoch >= highestEpoch, JSON.stringify({ lease, highestVersion, highestEpoch }));
         highestVersion = lease.version;
         highestEpoch = lease.epoch;
@@ -523,7 +528,7 @@ export function monotonicityContract(t: TestApi, target: ConformanceTarget): voi
       const g = group();
       let leader = applied(await storage.createLeader({ group: g, holder: 'a', term: 1 }), 'create');
       for (const [holder, term] of [['a', 1], [null, 1], ['b', 2], ['c', 3]] as const) {
-        leader = applied(await storage.updateLeader(g, leader.version, { holder, term, metadata: {} }), `${holder} ${term}`);
+        leader = applied(await storage.updateLeader(g, leader.version, { format: RECORD_FORMAT, holder, term, metadata: {} }), `${holder} ${term}`);
         assert.equal((await storage.getLeader(g))?.term, term);
       }
     });
@@ -562,7 +567,7 @@ export function badInputContract(t: TestApi, target: ConformanceTarget): void {
         await assert.rejects(storage.deleteLease(bad, 'k', 1), check);
         await assert.rejects(storage.getLeader(bad), check);
         await assert.rejects(storage.createLeader({ group: bad }), check);
-        await assert.rejects(storage.updateLeader(bad, 1, { holder: null, term: 0, metadata: {} }), check);
+        await assert.rejects(storage.updateLeader(bad, 1, { format: RECORD_FORMAT, holder: null, term: 0, metadata: {} }), check);
       });
 
       define(t, target, `${label} as a lease key is refused and nothing is written`, async (clients, group) => {
@@ -582,7 +587,7 @@ export function badInputContract(t: TestApi, target: ConformanceTarget): void {
         );
         await assert.rejects(storage.createLease({ group: g, leaseKey: 'other', parentKeys: [bad] }), check);
         await assert.rejects(storage.createLease({ group: g, leaseKey: 'other', owner: bad }), check);
-        assert.deepEqual(plain(await storage.listLeases(g)), [plain(good)], 'one bad update refuses its whole batch');
+        assert.deepEqual(plain((await storage.listLeases(g)).leases), [plain(good)], 'one bad update refuses its whole batch');
       });
     }
 
@@ -613,7 +618,7 @@ export function badInputContract(t: TestApi, target: ConformanceTarget): void {
         (error) => assertInvalidInput(error, 'metadata'),
       );
       await assert.rejects(storage.createLeader({ group: g, metadata: big }), (error) => assertInvalidInput(error, 'metadata'));
-      assert.deepEqual(await storage.listLeases(g), []);
+      assert.deepEqual((await storage.listLeases(g)).leases, []);
       assert.equal(await storage.getLeader(g), null);
     });
 
@@ -627,7 +632,7 @@ export function badInputContract(t: TestApi, target: ConformanceTarget): void {
       await assert.rejects(storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: lease.version, next: { ...stateOf(lease), epoch: 0.5 } }]), (error) => assertInvalidInput(error, 'epoch'));
       await assert.rejects(storage.deleteLease(g, 'k', -3), (error) => assertInvalidInput(error, 'version'));
       await assert.rejects(storage.createLeader({ group: g, term: -1 }), (error) => assertInvalidInput(error, 'term'));
-      assert.deepEqual(plain(await storage.listLeases(g)), [plain(lease)]);
+      assert.deepEqual(plain((await storage.listLeases(g)).leases), [plain(lease)]);
       assert.equal(await storage.getLeader(g), null);
     });
 

@@ -2,10 +2,12 @@ import type { Random } from '../clock.js';
 import { StorageOutcomeUnknownError, StorageUnavailableError } from '../errors.js';
 import type {
   ChangeSubscription,
+  CreateLeaseOptions,
   DeleteResult,
   LeaderRecord,
   LeaderState,
   LeaseChange,
+  LeaseListing,
   LeaseRecord,
   LeaseUpdate,
   NewLeader,
@@ -50,7 +52,7 @@ export class FaultyStorage implements Storage {
     this.plan = plan;
   }
 
-  listLeases(group: string): Promise<LeaseRecord[]> {
+  listLeases(group: string): Promise<LeaseListing> {
     return this.#call(() => this.#inner.listLeases(group), false);
   }
 
@@ -58,8 +60,8 @@ export class FaultyStorage implements Storage {
     return this.#call(() => this.#inner.getLease(group, leaseKey), false);
   }
 
-  createLease(lease: NewLease): Promise<WriteResult<LeaseRecord>> {
-    return this.#write(() => this.#inner.createLease(lease), (error) => ({ status: 'unknown', error }));
+  createLease(lease: NewLease, options?: CreateLeaseOptions): Promise<WriteResult<LeaseRecord>> {
+    return this.#write(() => this.#inner.createLease(lease, options), (error) => ({ status: 'unknown', error }));
   }
 
   updateLeases(group: string, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[]> {

@@ -360,7 +360,7 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
   const ownedBound = leaseDurationMs * (1 + maxClockDrift) + 2 * takeIntervalMs * 1.05 + renewIntervalMs + 3_500;
   let ownedAfterMs = -1;
   while (scheduler.now - quietFrom <= ownedBound) {
-    const leases = await storage.listLeases(GROUP);
+    const { leases } = await storage.listLeases(GROUP);
     if (unowned(leases).length === 0) {
       ownedAfterMs = scheduler.now - quietFrom;
       break;
@@ -368,7 +368,7 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
     await scheduler.advance(100, afterEach);
   }
   if (ownedAfterMs < 0) {
-    const missing = unowned(await storage.listLeases(GROUP));
+    const missing = unowned((await storage.listLeases(GROUP)).leases);
     violate('liveness', `${missing.length} eligible leases without a live holder ${ownedBound.toFixed(0)} ms after faults stopped: ${missing.slice(0, 5).join(', ')}`);
   }
 
@@ -376,7 +376,7 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
   const balanceBound = (Math.ceil(leaseCount / Math.max(1, live().length)) + 6) * takeIntervalMs * 1.05 + leaseDurationMs;
   let balancedAfterMs = -1;
   while (scheduler.now - quietFrom <= balanceBound) {
-    if (spread() <= 1 && unowned(await storage.listLeases(GROUP)).length === 0) {
+    if (spread() <= 1 && unowned((await storage.listLeases(GROUP)).leases).length === 0) {
       balancedAfterMs = scheduler.now - quietFrom;
       break;
     }

@@ -128,7 +128,12 @@ export interface VirtualClockOptions {
   rate?: number;
   /** The clock's reading at virtual time 0. Default 0. */
   offsetMs?: number;
+  /** The wall clock's reading (ms since the epoch) at virtual time 0. Default 1,767,225,600,000 (2026-01-01). */
+  wallOffsetMs?: number;
 }
+
+/** Where virtual wall clocks start unless told otherwise: 2026-01-01T00:00:00Z. */
+export const VIRTUAL_EPOCH_MS = 1_767_225_600_000;
 
 /**
  * A `Clock` on virtual time, with its own rate and offset. A paused clock's timers fire only when the
@@ -138,6 +143,7 @@ export class VirtualClock implements Clock {
   readonly #scheduler: VirtualScheduler;
   readonly #rate: number;
   readonly #offsetMs: number;
+  readonly #wallOffsetMs: number;
   #pausedUntil = -Infinity;
   #dead = false;
 
@@ -145,10 +151,16 @@ export class VirtualClock implements Clock {
     this.#scheduler = scheduler;
     this.#rate = options.rate ?? 1;
     this.#offsetMs = options.offsetMs ?? 0;
+    this.#wallOffsetMs = options.wallOffsetMs ?? VIRTUAL_EPOCH_MS;
   }
 
   now(): number {
     return this.#offsetMs + this.#scheduler.now * this.#rate;
+  }
+
+  /** The wall clock: runs with virtual time (NTP keeps its rate), from its own offset. */
+  wallTime(): number {
+    return Math.floor(this.#wallOffsetMs + this.#scheduler.now);
   }
 
   sleep(ms: number, signal?: AbortSignal): Promise<void> {
