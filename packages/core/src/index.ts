@@ -28,6 +28,7 @@ export { Consumer, type ConsumerEvents } from './consumer/consumer.js';
 export { syncShards, type ShardSyncReport } from './consumer/leader-duties.js';
 export type {
   ConsumerOptions,
+  ConsumerUnsafe,
   BatchContext,
   CheckpointPolicy,
   FailurePolicy,

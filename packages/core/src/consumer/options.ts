@@ -65,6 +65,28 @@ export interface ShardHooks {
   shutdownRequested?(shardId: string, checkpoint: (position?: Position) => Promise<void>): void | Promise<void>;
 }
 
+/**
+ * Deliberately unsafe behaviours, each bringing back one defect the runtime once had, so that the
+ * simulation can prove it catches them. Never set in production.
+ * @internal
+ */
+export interface ConsumerUnsafe {
+  /** A child shard with no checkpoint starts at the consumer's initial position, not at the child's start. */
+  childrenAtInitialPosition?: boolean;
+  /** Shard sync looks one generation down: finished ancestors whose leases were cleaned up are created again. */
+  oneGenerationSync?: boolean;
+  /** Workers take before the first shard sync, sync creates leases in listing order, and a pump creates a merge child without its other parent. */
+  birthRace?: boolean;
+  /** The leader deletes every lease the shard listing does not name, at the version it listed, whoever owns it. */
+  deleteOnStaleView?: boolean;
+  /** A checkpoint is fenced by worker and key only, not by the tenure (fencing token) it was made in. */
+  checkpointPerKey?: boolean;
+  /** A pump that failed for good keeps its lease, renewed with nobody reading. */
+  keepFailedPump?: boolean;
+  /** Passed to the coordinator and the elector: no self-fencing. */
+  skipSelfFencing?: boolean;
+}
+
 /** Options of {@link Consumer}. */
 export interface ConsumerOptions<R extends SourceRecord = SourceRecord> {
   /** The consuming application: every worker of it shares its shards. */
@@ -114,4 +136,6 @@ export interface ConsumerOptions<R extends SourceRecord = SourceRecord> {
   clock?: Clock;
   /** The random source. Default: `Math.random`. */
   random?: Random;
+  /** @internal Deliberately unsafe behaviours for the simulation's own tests. */
+  unsafe?: ConsumerUnsafe;
 }
