@@ -12,6 +12,7 @@ export {
   type LeaseCoordinatorOptions,
   type LeaseCoordinatorEvents,
   type HeldLease,
+  type LeaseTenure,
   type LossReason,
   type DrainReason,
   type EligibilityPredicate,
@@ -24,8 +25,8 @@ export {
 } from './leader/elector.js';
 export { type MemoryWriteEvent } from './memory/memory-storage.js';
 export { MemorySource, type MemorySourceOptions } from './memory/memory-source.js';
-export { Consumer, type ConsumerEvents } from './consumer/consumer.js';
-export { syncShards, type ShardSyncReport } from './consumer/leader-duties.js';
+export { Consumer, STALL_FIELDS, type ConsumerEvents, type StallReason } from './consumer/consumer.js';
+export { syncShards, ShardSync, type ShardSyncReport, type ShardSyncOptions } from './consumer/leader-duties.js';
 export type {
   ConsumerOptions,
   ConsumerUnsafe,

@@ -7,12 +7,18 @@ import {
   MemoryStorage,
   seededRandom,
   type LeaseCoordinatorOptions,
+  type LeaseTenure,
   type LeaseRecord,
   type LeaseUpdate,
   type WriteResult,
 } from '../src/index.js';
 import { FaultyStorage, noFaults, VirtualScheduler, type VirtualClock } from '../src/testing/index.js';
 import { run } from './support/virtual.js';
+
+/** The tenure a checkpoint is made in: the held lease, or a stand-in that no longer holds. */
+function tenure(coordinator: LeaseCoordinator, leaseKey: string): LeaseTenure {
+  return coordinator.lease(leaseKey) ?? { leaseKey, fencingToken: -1 };
+}
 
 const GROUP = 'orders';
 
@@ -200,10 +206,10 @@ describe('LeaseCoordinator taking and renewing', () => {
     const { coordinator } = worker('a');
     await started(scheduler, coordinator);
     expect(coordinator.isHeld('child')).toBe(false);
-    await run(scheduler, coordinator.checkpoint('parent-a', 'SHARD_END'));
+    await run(scheduler, coordinator.checkpoint(tenure(coordinator, 'parent-a'), 'SHARD_END'));
     await scheduler.advance(5_000);
     expect(coordinator.isHeld('child')).toBe(false);
-    await run(scheduler, coordinator.checkpoint('parent-b', 'SHARD_END'));
+    await run(scheduler, coordinator.checkpoint(tenure(coordinator, 'parent-b'), 'SHARD_END'));
     await scheduler.advance(5_000);
     expect(coordinator.isHeld('child')).toBe(true);
     await run(scheduler, coordinator.stop());
@@ -295,10 +301,10 @@ describe('LeaseCoordinator checkpoints', () => {
     await ready;
     const { coordinator } = worker('a');
     await started(scheduler, coordinator);
-    await run(scheduler, coordinator.checkpoint('shard-0', '100'));
-    await run(scheduler, coordinator.checkpoint('shard-0', '200:3'));
-    await expect(run(scheduler, coordinator.checkpoint('shard-0', '150'))).rejects.toThrow(CheckpointBehindError);
-    await expect(run(scheduler, coordinator.checkpoint('shard-0', '150'))).rejects.toThrow('checkpoint "150" of lease "shard-0" is behind the stored "200:3"');
+    await run(scheduler, coordinator.checkpoint(tenure(coordinator, 'shard-0'), '100'));
+    await run(scheduler, coordinator.checkpoint(tenure(coordinator, 'shard-0'), '200:3'));
+    await expect(run(scheduler, coordinator.checkpoint(tenure(coordinator, 'shard-0'), '150'))).rejects.toThrow(CheckpointBehindError);
+    await expect(run(scheduler, coordinator.checkpoint(tenure(coordinator, 'shard-0'), '150'))).rejects.toThrow('checkpoint "150" of lease "shard-0" is behind the stored "200:3"');
     expect((await storage.getLease(GROUP, 'shard-0'))?.checkpoint).toBe('200:3');
     await run(scheduler, coordinator.stop());
   });
@@ -308,15 +314,16 @@ describe('LeaseCoordinator checkpoints', () => {
     await ready;
     const zombie = worker('zombie');
     await started(scheduler, zombie.coordinator);
-    await run(scheduler, zombie.coordinator.checkpoint('shard-0', '10'));
+    const zombieTenure = tenure(zombie.coordinator, 'shard-0');
+    await run(scheduler, zombie.coordinator.checkpoint(zombieTenure, '10'));
     zombie.clock.pauseUntil(scheduler.now + 30_000); // a stop-the-world pause longer than the lease
     const heir = worker('heir');
     await started(scheduler, heir.coordinator);
     await scheduler.advance(20_000);
     expect(heir.coordinator.isHeld('shard-0')).toBe(true);
-    await run(scheduler, heir.coordinator.checkpoint('shard-0', '20'));
+    await run(scheduler, heir.coordinator.checkpoint(tenure(heir.coordinator, 'shard-0'), '20'));
     await scheduler.advance(11_000);
-    await expect(run(scheduler, zombie.coordinator.checkpoint('shard-0', '30'))).rejects.toThrow(LeaseLostError);
+    await expect(run(scheduler, zombie.coordinator.checkpoint(zombieTenure, '30'))).rejects.toThrow(LeaseLostError);
     expect((await storage.getLease(GROUP, 'shard-0'))?.checkpoint).toBe('20');
     await run(scheduler, Promise.all([zombie.coordinator.stop(), heir.coordinator.stop()]));
   });
@@ -327,12 +334,12 @@ describe('LeaseCoordinator checkpoints', () => {
     const { coordinator, faults } = worker('a');
     await started(scheduler, coordinator);
     faults.ambiguousAfterApply = 1;
-    const write = coordinator.checkpoint('shard-0', '42');
+    const write = coordinator.checkpoint(tenure(coordinator, 'shard-0'), '42');
     await scheduler.advance(100);
     faults.ambiguousAfterApply = 0;
     await run(scheduler, write);
     expect((await storage.getLease(GROUP, 'shard-0'))?.checkpoint).toBe('42');
-    await run(scheduler, coordinator.checkpoint('shard-0', '43'));
+    await run(scheduler, coordinator.checkpoint(tenure(coordinator, 'shard-0'), '43'));
     expect((await storage.getLease(GROUP, 'shard-0'))?.checkpoint).toBe('43');
     await run(scheduler, coordinator.stop());
   });

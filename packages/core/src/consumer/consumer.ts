@@ -1,14 +1,14 @@
-import { systemClock, systemRandom, type Clock } from '../clock.js';
-import { describeValue, InvalidConfigError } from '../errors.js';
+import { systemClock, systemRandom, type Clock, type Random } from '../clock.js';
+import { AbortedError, describeValue, InvalidConfigError, LeaseholdError } from '../errors.js';
 import { TypedEmitter } from '../events.js';
 import { LeaderElector } from '../leader/elector.js';
 import { LeaseCoordinator, type HeldLease, type LossReason } from '../lease/coordinator.js';
 import { positive, positiveInteger } from '../lease/timing.js';
 import type { ShardSource, SourceRecord } from '../source.js';
 import { Checkpoint, type CheckpointStorage, type LeaderStore, type Position } from '../storage.js';
-import { leaderLoop, syncShards, type ShardSyncReport } from './leader-duties.js';
-import type { ConsumerOptions, InitialPosition, Logger } from './options.js';
-import { ShardPump, type PumpReporter } from './shard-pump.js';
+import { leaderLoop, ShardSync, type ShardSyncReport } from './leader-duties.js';
+import type { ConsumerOptions, ConsumerUnsafe, InitialPosition, Logger } from './options.js';
+import { ShardPump, type PumpOutcome, type PumpReporter } from './shard-pump.js';
 import { attachMetrics, defaultMeter } from '../metrics.js';
 
 const PKG = 'core';
@@ -24,6 +24,25 @@ export interface ConsumerEvents {
   'handler-failed': { shardId: string; attempt: number; error: Error };
   'record-skipped': { shardId: string; position: Position; error: Error };
   'shard-stopped': { shardId: string; error: Error };
+  /**
+   * Reading a shard failed (the source, or the shard's end could not be recorded). The runtime reads it
+   * again after `retryInMs`, or, when the shard is gone or after repeated failures (`released`), gives the
+   * lease back so that the group tries again elsewhere.
+   */
+  'shard-failed': { shardId: string; error: Error; attempt: number; retryInMs: number | undefined; released: boolean };
+  /**
+   * A shard this worker holds made no progress for `stallAfterMs`: a handler call that does not return
+   * (`handler`), a source that does not answer (`reader`), or nobody reading it (`failed`: its reads keep
+   * failing, or the `stop` policy stopped it). Also written on the lease (`leasehold.stalledSince`,
+   * `leasehold.stalledReason`) for `leasehold status`.
+   */
+  'shard-stalled': { shardId: string; reason: StallReason; sinceMs: number };
+  /** A stalled shard progresses again. */
+  'shard-resumed': { shardId: string };
+  /** A lease of the group cannot be read back; nobody takes it and its children wait until an operator repairs or deletes it. */
+  'lease-corrupt': { shardId: string; error: Error };
+  /** The worker cannot go on (a record of a newer format: upgrade it); it stops by itself. */
+  fatal: { error: Error };
   'leader-elected': { term: number };
   'leader-demoted': { term: number };
   'shard-sync': ShardSyncReport;
@@ -31,6 +50,18 @@ export interface ConsumerEvents {
 }
 
 const silent: Logger = { debug() {}, info() {}, warn() {}, error() {} };
+
+/** Why a shard stalled (see the `shard-stalled` event). */
+export type StallReason = 'handler' | 'reader' | 'failed';
+
+/** The lease metadata fields a worker writes while a shard it holds is stalled (read by `leasehold status`). */
+export const STALL_FIELDS = { since: 'leasehold.stalledSince', reason: 'leasehold.stalledReason' } as const;
+
+/** The leader record metadata field set once the group's first complete shard sync is done. */
+export const BORN_FIELD = 'leasehold.shardsSynced';
+
+/** After this many failed reads of one shard in a row, its lease is given back for the group to retry elsewhere. */
+const MAX_PUMP_FAILURES = 5;
 
 function initialPositionOf(initial: InitialPosition | undefined): Position {
   if (initial === undefined || initial === 'LATEST') return Checkpoint.LATEST;
@@ -75,10 +106,20 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
   readonly #initialPosition: Position;
   readonly #shardSyncIntervalMs: number;
   readonly #retry: { initialDelayMs: number; maxDelayMs: number; maxAttempts: number };
+  readonly #stallAfterMs: number;
+  readonly #unsafe: ConsumerUnsafe;
+  readonly #random: Random;
   readonly #pumps = new Map<string, ShardPump<R>>();
   readonly #drains = new Map<string, Promise<void>>();
+  /** Failed reads of a shard in a row, and when its last pump ended without reading (for stall reports). */
+  readonly #failures = new Map<string, { count: number; since: number }>();
+  /** Shards reported stalled, with the tenure the report was written in. */
+  readonly #stalled = new Map<string, { fencingToken: number }>();
+  readonly #lifetime = new AbortController();
   #state: 'new' | 'running' | 'stopping' | 'stopped' = 'new';
+  #stopping: Promise<void> | null = null;
   #leaderWork: Promise<void> = Promise.resolve();
+  #background: Promise<void>[] = [];
 
   constructor(options: ConsumerOptions<R>) {
     super();
@@ -116,29 +157,38 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       maxDelayMs: positive(PKG, 'retry.maxDelayMs', options.retry?.maxDelayMs ?? 10_000),
       maxAttempts: positiveInteger(PKG, 'retry.maxAttempts', options.retry?.maxAttempts ?? 3),
     };
-    const random = options.random ?? systemRandom;
+    this.#stallAfterMs = positive(PKG, 'stallAfterMs', options.stallAfterMs ?? 60_000);
+    this.#unsafe = options.unsafe ?? {};
+    const random = (this.#random = options.random ?? systemRandom);
+    const lease = options.lease ?? {};
     this.coordinator = new LeaseCoordinator({
-      ...options.lease,
+      ...lease,
       storage: options.storage,
       group: options.group,
       workerId: options.workerId,
       clock: this.#clock,
       random,
       comparePositions: (a, b) => options.source.comparePositions(a, b),
-      onDrain: (lease) => this.#drain(lease),
+      onDrain: (held) => this.#drain(held),
+      unsafe: { skipSelfFencing: this.#unsafe.skipSelfFencing, checkpointPerKey: this.#unsafe.checkpointPerKey },
     });
     const leaderStore = options.leaderStore ?? (isLeaderStore(options.storage) ? options.storage : undefined);
+    // The leader keeps the lease timing unless told otherwise: one set of numbers for a worker's liveness.
+    const leader = options.leader ?? {};
     this.elector = leaderStore
       ? new LeaderElector({
           store: leaderStore,
           group: options.group,
           workerId: this.coordinator.workerId,
-          leaseDurationMs: options.lease?.leaseDurationMs,
-          maxClockDrift: options.lease?.maxClockDrift,
+          leaseDurationMs: leader.leaseDurationMs ?? lease.leaseDurationMs,
+          renewIntervalMs: leader.renewIntervalMs ?? lease.renewIntervalMs,
+          maxClockDrift: leader.maxClockDrift ?? lease.maxClockDrift,
+          safetyMarginMs: leader.safetyMarginMs ?? lease.safetyMarginMs,
           clock: this.#clock,
           random,
           onElected: (term, signal) => this.#lead(term, signal),
           onDemoted: (term) => this.emit('leader-demoted', { term }),
+          unsafe: this.#unsafe.skipSelfFencing ? { skipSelfFencing: true } : undefined,
         })
       : undefined;
     this.#wire();
@@ -154,39 +204,78 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
     return [...this.#pumps.keys()];
   }
 
-  /** Joins the group: campaigns for leadership and starts taking shards. */
+  /**
+   * Joins the group: campaigns for leadership, waits for the group's first complete shard sync (a new
+   * group's leases are created by its leader, parents before children, before anyone takes one; an
+   * existing group is born already), and starts taking shards. Resolves once the first take tick ran,
+   * or when `stop()` is called first.
+   */
   async start(): Promise<void> {
     if (this.#state !== 'new') throw new InvalidConfigError(`[${PKG}] a Consumer starts once; this one is ${this.#state}`);
     this.#state = 'running';
     this.#logger.info({ group: this.group, workerId: this.workerId }, 'consumer starting');
     if (this.elector) await this.elector.start();
+    if (this.elector && !this.#unsafe.birthRace) await this.#awaitBirth(this.elector);
+    if (this.#state !== 'running') return;
     await this.coordinator.start();
+    this.#background.push(this.#watchStalls());
   }
 
   /**
    * Leaves the group gracefully: stops taking shards, lets every shard finish its batch in flight,
-   * checkpoints, and releases every lease so that other workers take them at once. A shard that does not
-   * finish within `timeoutMs` is not released but left to lapse (its handler's signal has fired).
+   * checkpoints, and releases every lease so that other workers take them at once. Returns within
+   * `timeoutMs` (default 30,000) whatever handlers or storage do: a shard that does not finish in time is
+   * not released but left to lapse (its handler's signal has fired). A second call waits for the first.
    */
-  async stop(options: { timeoutMs?: number } = {}): Promise<void> {
-    if (this.#state === 'stopped' || this.#state === 'new') {
-      this.#state = 'stopped';
-      return;
-    }
-    if (this.#state === 'stopping') return;
+  stop(options: { timeoutMs?: number } = {}): Promise<void> {
+    this.#stopping ??= this.#stop(positive(PKG, 'timeoutMs', options.timeoutMs ?? 30_000));
+    return this.#stopping;
+  }
+
+  async #stop(timeoutMs: number): Promise<void> {
+    const wasRunning = this.#state === 'running';
     this.#state = 'stopping';
-    this.#logger.info({ group: this.group, workerId: this.workerId }, 'consumer stopping');
-    await this.coordinator.stop({ timeoutMs: options.timeoutMs ?? 30_000 });
-    await this.elector?.stop();
-    await this.#leaderWork;
-    await Promise.all([...this.#pumps.values()].map((pump) => pump.done));
+    this.#lifetime.abort(new AbortedError(`[${PKG}] consumer ${this.workerId} stopping`));
+    if (wasRunning) {
+      const deadline = this.#clock.now() + timeoutMs;
+      this.#logger.info({ group: this.group, workerId: this.workerId }, 'consumer stopping');
+      // Leave a little of the time for the releases after the drains, and for stepping down.
+      await this.coordinator.stop({ timeoutMs: Math.max(0, timeoutMs - Math.min(timeoutMs / 10, 1_000)) });
+      await this.#until(deadline, Promise.all([this.elector?.stop(), this.#leaderWork, ...this.#background]));
+      await this.#until(deadline, Promise.all([...this.#pumps.values()].map((pump) => pump.done)));
+      this.#logger.info({ group: this.group, workerId: this.workerId }, 'consumer stopped');
+    }
     this.#state = 'stopped';
-    this.#logger.info({ group: this.group, workerId: this.workerId }, 'consumer stopped');
+  }
+
+  /** Waits for `work`, but not past `deadline` of this worker's clock; the work goes on unawaited. */
+  async #until(deadline: number, work: Promise<unknown>): Promise<void> {
+    const settled = work.then(() => undefined, (error: unknown) => this.#report(error, 'stop'));
+    const remaining = deadline - this.#clock.now();
+    if (remaining <= 0) return;
+    const timer = new AbortController();
+    try {
+      await Promise.race([settled, this.#clock.sleep(remaining, timer.signal).catch(() => undefined)]);
+    } finally {
+      timer.abort();
+    }
   }
 
   /** `await using consumer = ...`: stops it gracefully at the end of the scope. */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.stop();
+  }
+
+  /** Waits until the leader record says the group's first complete shard sync is done (DESIGN section 5). */
+  async #awaitBirth(elector: LeaderElector): Promise<void> {
+    const takeIntervalMs = this.coordinator.takeIntervalMs;
+    while (this.#state === 'running' && elector.record?.metadata[BORN_FIELD] === undefined) {
+      try {
+        await this.#clock.sleep(Math.min(takeIntervalMs, elector.renewIntervalMs) / 2, this.#lifetime.signal);
+      } catch {
+        return;
+      }
+    }
   }
 
   #wire(): void {
@@ -197,6 +286,17 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       this.emit('lease-lost', { shardId: leaseKey, reason });
     });
     coordinator.on('handed-off', ({ leaseKey, to }) => this.emit('lease-handed-off', { shardId: leaseKey, to }));
+    coordinator.on('corrupt-lease', ({ leaseKey, error }) => {
+      this.#logger.error({ shardId: leaseKey, err: error }, 'corrupt lease: nobody takes it until it is repaired or deleted');
+      this.emit('lease-corrupt', { shardId: leaseKey, error });
+    });
+    const fatal = ({ error }: { error: Error }): void => {
+      this.#logger.error({ err: error }, 'consumer cannot go on and stops');
+      this.emit('fatal', { error });
+      void this.stop();
+    };
+    coordinator.on('fatal', fatal);
+    this.elector?.on('fatal', fatal);
     if (this.#options.metrics !== false) {
       attachMetrics(this.#options.metrics?.meter ?? defaultMeter(), { group: this.group, workerId: this.workerId }, {
         coordinator,
@@ -229,17 +329,107 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
         retry: this.#retry,
         hooks: this.#options.hooks ?? {},
         initialPosition: this.#initialPosition,
+        unsafe: this.#unsafe,
         clock: this.#clock,
-        random: this.#options.random ?? systemRandom,
+        random: this.#random,
         logger: this.#logger,
         reporter: this.#reporter(lease),
       },
       lease,
     );
     this.#pumps.set(leaseKey, pump);
-    void pump.start().finally(() => {
+    void pump.start().then((outcome) => {
       if (this.#pumps.get(leaseKey) === pump) this.#pumps.delete(leaseKey);
+      this.#pumpEnded(lease, outcome);
     });
+  }
+
+  /**
+   * A pump ended. A failed read is tried again with backoff while this worker holds the lease in the same
+   * tenure; a shard that is gone, or that failed `MAX_PUMP_FAILURES` times in a row, is given back so that
+   * the group tries again (elsewhere, or here after a take tick) and the leader can clean a gone shard up.
+   * A lease never stays held with nobody reading it, except under the `stop` policy, which is reported.
+   */
+  #pumpEnded(lease: HeldLease, outcome: PumpOutcome): void {
+    const shardId = lease.leaseKey;
+    if (outcome.kind !== 'failed') {
+      if (outcome.kind === 'stopped') this.#failures.set(shardId, { count: 0, since: this.#clock.now() });
+      else this.#failures.delete(shardId);
+      return;
+    }
+    const previous = this.#failures.get(shardId);
+    const attempt = (previous?.count ?? 0) + 1;
+    this.#failures.set(shardId, { count: attempt, since: previous?.since ?? this.#clock.now() });
+    if (this.#unsafe.keepFailedPump || this.#state !== 'running') {
+      this.emit('shard-failed', { shardId, error: outcome.error, attempt, retryInMs: undefined, released: false });
+      return;
+    }
+    const gone = outcome.error instanceof LeaseholdError && outcome.error.code === 'ERR_SHARD_NOT_FOUND';
+    if (gone || attempt >= MAX_PUMP_FAILURES) {
+      this.#logger.error({ shardId, err: outcome.error, attempt }, 'reading the shard failed; its lease is given back');
+      this.emit('shard-failed', { shardId, error: outcome.error, attempt, retryInMs: undefined, released: true });
+      this.#failures.set(shardId, { count: gone ? attempt : 0, since: this.#clock.now() });
+      void this.coordinator.release(shardId).catch((error: unknown) => this.#report(error, 'release'));
+      return;
+    }
+    const { initialDelayMs, maxDelayMs } = this.#retry;
+    const retryInMs = Math.min(maxDelayMs, initialDelayMs * 2 ** (attempt - 1)) * (0.5 + this.#random.next() / 2);
+    this.#logger.warn({ shardId, err: outcome.error, attempt, retryInMs }, 'reading the shard failed; reading it again');
+    this.emit('shard-failed', { shardId, error: outcome.error, attempt, retryInMs, released: false });
+    this.#clock.sleep(retryInMs, lease.signal).then(
+      () => {
+        if (this.coordinator.lease(shardId)?.fencingToken === lease.fencingToken) this.#startPump(shardId);
+      },
+      () => undefined,
+    );
+  }
+
+  /**
+   * Every quarter of `stallAfterMs`, looks at each held shard: one whose handler call has not returned,
+   * whose source has not answered, or that nobody reads, for `stallAfterMs`, is reported once (event, log,
+   * and two metadata fields on its lease), and reported resumed when it moves again.
+   */
+  async #watchStalls(): Promise<void> {
+    const signal = this.#lifetime.signal;
+    while (!signal.aborted) {
+      try {
+        await this.#clock.sleep(this.#stallAfterMs / 4, signal);
+      } catch {
+        return;
+      }
+      const now = this.#clock.now();
+      const held = new Map(this.coordinator.heldLeases().map((lease) => [lease.leaseKey, lease]));
+      for (const shardId of this.#stalled.keys()) if (!held.has(shardId)) this.#stalled.delete(shardId);
+      for (const lease of held.values()) {
+        const stall = this.#stallOf(lease.leaseKey, now);
+        const reported = this.#stalled.get(lease.leaseKey);
+        if (stall && !reported) {
+          this.#stalled.set(lease.leaseKey, { fencingToken: lease.fencingToken });
+          this.#logger.warn({ shardId: lease.leaseKey, reason: stall.reason, sinceMs: stall.sinceMs }, 'shard stalled');
+          this.emit('shard-stalled', { shardId: lease.leaseKey, reason: stall.reason, sinceMs: stall.sinceMs });
+          const since = new Date(this.#clock.wallTime() - stall.sinceMs).toISOString();
+          this.#annotate(lease, { [STALL_FIELDS.since]: since, [STALL_FIELDS.reason]: stall.reason });
+        } else if (!stall && reported) {
+          this.#stalled.delete(lease.leaseKey);
+          this.emit('shard-resumed', { shardId: lease.leaseKey });
+          this.#annotate(lease, { [STALL_FIELDS.since]: null, [STALL_FIELDS.reason]: null });
+        }
+      }
+    }
+  }
+
+  #stallOf(shardId: string, now: number): { reason: StallReason; sinceMs: number } | undefined {
+    const pump = this.#pumps.get(shardId);
+    let stall: { reason: StallReason; since: number };
+    if (!pump) stall = { reason: 'failed', since: this.#failures.get(shardId)?.since ?? now };
+    else if (pump.handlingSince !== null) stall = { reason: 'handler', since: pump.handlingSince };
+    else stall = { reason: 'reader', since: pump.lastReadAt };
+    const sinceMs = now - stall.since;
+    return sinceMs >= this.#stallAfterMs ? { reason: stall.reason, sinceMs } : undefined;
+  }
+
+  #annotate(lease: HeldLease, fields: Record<string, string | null>): void {
+    this.coordinator.annotate(lease, fields).catch((error: unknown) => this.#report(error, 'annotate'));
   }
 
   #reporter(lease: HeldLease): PumpReporter {
@@ -286,14 +476,28 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
   #lead(term: number, signal: AbortSignal): void {
     this.#logger.info({ term }, 'elected leader');
     this.emit('leader-elected', { term });
+    const elector = this.elector as LeaderElector;
+    const sync = new ShardSync({
+      group: this.group,
+      source: this.#source,
+      storage: this.#storage,
+      initialPosition: this.#initialPosition,
+      clock: this.#clock,
+      leaseDurationMs: this.coordinator.leaseDurationMs,
+      isLeader: () => !signal.aborted && elector.isLeader(),
+      unsafe: this.#unsafe,
+    });
     this.#leaderWork = leaderLoop(
       async () => {
         try {
-          const report = await syncShards(this.group, this.#source, this.#storage, signal);
-          if (report.created.length > 0 || report.deleted.length > 0) {
+          const report = await sync.run(signal);
+          if (report.created.length > 0 || report.deleted.length > 0 || report.missing.length > 0) {
             this.#logger.info({ term, ...report }, 'shard sync');
           }
           this.emit('shard-sync', report);
+          if (report.complete && elector.record?.metadata[BORN_FIELD] === undefined) {
+            await elector.annotate({ [BORN_FIELD]: new Date(this.#clock.wallTime()).toISOString() });
+          }
         } catch (error) {
           if (!signal.aborted) this.#report(error, 'shard-sync');
         }

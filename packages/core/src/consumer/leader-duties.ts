@@ -1,75 +1,272 @@
 import type { Clock } from '../clock.js';
 import type { ShardInfo, ShardSource } from '../source.js';
-import { Checkpoint, type CheckpointStorage, type LeaseRecord } from '../storage.js';
+import { Checkpoint, RECORD_FORMAT, type CheckpointStorage, type LeaseRecord, type Position } from '../storage.js';
 
-/** What one round of the leader's chores did. */
+/** What one round of the leader's chores did and saw. */
 export interface ShardSyncReport {
   /** Leases created for shards that had none. */
   created: string[];
-  /** Leases deleted: finished parents whose children have all started, and shards the stream no longer has. */
+  /** Leases deleted: finished shards whose children all have leases, and shards the source confirmed gone. */
   deleted: string[];
+  /** Shards whose lease must wait for a parent's lease to be settled (a create that did not apply yet). */
+  pending: string[];
+  /** Unfinished leases of shards the listing does not name, kept until the source confirms them gone. */
+  missing: string[];
+  /** Leases that cannot be read back: neither created over, deleted nor counted; an operator must act. */
+  corrupt: string[];
+  /** Whether every shard of the listing has a lease or is retired: the group is born once a round is complete. */
+  complete: boolean;
+}
+
+/** Deliberately unsafe variants of the rules, for the simulation's own tests. @internal */
+export interface ShardSyncUnsafe {
+  /** Only a shard whose direct child has a lease counts as retired (finished ancestors come back). */
+  oneGenerationSync?: boolean;
+  /** Create in listing order whatever the parents' state, and never retry a parent a child names. */
+  birthRace?: boolean;
+  /** List shards before leases and delete every lease the listing does not name, at the listed version. */
+  deleteOnStaleView?: boolean;
+}
+
+/** Options of {@link ShardSync}. */
+export interface ShardSyncOptions {
+  group: string;
+  source: ShardSource;
+  storage: CheckpointStorage;
+  /** Where a shard seen at the group's birth starts: `TRIM_HORIZON`, `LATEST` or `AT_TIMESTAMP:<ms>`. */
+  initialPosition: Position;
+  /** This worker's clock: its wall time pins `LATEST`, its monotonic time judges idle leases. */
+  clock: Clock;
+  /** How long a lease's version must stand still before its owner counts as gone (the lease duration). */
+  leaseDurationMs: number;
+  /** Whether this worker may still act as leader: asked right before every write. */
+  isLeader: () => boolean;
+  unsafe?: ShardSyncUnsafe | undefined;
 }
 
 /**
- * The leader's chores (DESIGN section 5), each a conditional write that is harmless if done twice:
- * create leases for shards that have none (with their parents, so that children wait), and delete the
- * lease of a shard that reached `SHARD_END` once all its children started, or that the stream no longer has.
+ * The leader's chores (DESIGN section 5), one round per {@link run}; every write is conditional and
+ * harmless if done twice, and none is sent unless this worker still leads. A round:
+ *
+ * 1. lists the leases, then the shards (a lease the listing misses was created before the listing began,
+ *    so only a lagging source can miss it, and lagging is no proof of anything);
+ * 2. creates leases, parents before children, for shards that have none and are not retired: a shard is
+ *    retired when it has no lease but a descendant of it has one (any generation, from the listing's
+ *    lineage and the leases' parent keys), or it is gone from the stream. A lease is created only while
+ *    each of its parents has a lease or is retired, so a parent without a lease is always a finished one.
+ *    Leases created at the group's birth start at the initial position (`LATEST` pinned to this worker's
+ *    wall time, so that a shard read later still starts there); a shard born of resharding starts at its
+ *    own beginning. A key whose lease was deleted is never created again (the store refuses it);
+ * 3. deletes the lease of a finished shard (`SHARD_END`) once every child of it has a lease and nobody
+ *    holds it, and the lease of an unfinished shard only when the source confirms the shard gone and
+ *    nobody holds it. Nothing else is ever deleted; a corrupt lease is reported, never touched.
  */
-export async function syncShards(
-  group: string,
-  source: ShardSource,
-  storage: CheckpointStorage,
-  signal: AbortSignal,
-): Promise<ShardSyncReport> {
-  const shards = await source.listShards({ signal });
-  const { leases } = await storage.listLeases(group);
-  const report: ShardSyncReport = { created: [], deleted: [] };
-  const byKey = new Map(leases.map((lease) => [lease.leaseKey, lease]));
-  const inStream = new Map(shards.map((shard) => [shard.shardId, shard]));
+export class ShardSync {
+  readonly #options: ShardSyncOptions;
+  /** The versions of finished leases still owned, and when this leader first saw each. */
+  readonly #seen = new Map<string, { version: number; since: number }>();
 
-  // A shard with a leased child was finished and cleaned up before: creating its lease again would read it again.
-  const leasedParents = new Set(shards.filter((shard) => byKey.has(shard.shardId)).flatMap((shard) => shard.parentShardIds));
-  for (const shard of shards) {
-    if (signal.aborted) return report;
-    if (byKey.has(shard.shardId) || leasedParents.has(shard.shardId)) continue;
-    const outcome = await storage.createLease({ group, leaseKey: shard.shardId, parentKeys: [...shard.parentShardIds] });
-    if (outcome.status === 'applied') {
-      report.created.push(shard.shardId);
-      byKey.set(shard.shardId, outcome.record);
+  constructor(options: ShardSyncOptions) {
+    this.#options = options;
+  }
+
+  async run(signal: AbortSignal): Promise<ShardSyncReport> {
+    const { group, source, storage, clock, isLeader } = this.#options;
+    const unsafe = this.#options.unsafe ?? {};
+    let shards: ShardInfo[];
+    let listing: Awaited<ReturnType<CheckpointStorage['listLeases']>>;
+    if (unsafe.deleteOnStaleView) {
+      shards = await source.listShards({ signal });
+      listing = await storage.listLeases(group);
+    } else {
+      listing = await storage.listLeases(group);
+      shards = await source.listShards({ signal });
     }
+    const report: ShardSyncReport = { created: [], deleted: [], pending: [], missing: [], corrupt: [], complete: false };
+    const leases = new Map(listing.leases.map((lease) => [lease.leaseKey, lease]));
+    const corrupt = new Set<string>();
+    for (const error of listing.corrupt) {
+      const leaseKey = (error as { leaseKey?: unknown }).leaseKey;
+      if (typeof leaseKey === 'string') corrupt.add(leaseKey);
+    }
+    report.corrupt.push(...corrupt);
+    const inStream = new Map(shards.map((shard) => [shard.shardId, shard]));
+    const lineage = new Lineage(shards, listing.leases);
+    /** Keys with a lease (or a corrupt one) when the round began. */
+    const leasedAtStart = new Set([...leases.keys(), ...corrupt]);
+    const hadLease = (key: string): boolean => leasedAtStart.has(key);
+    /** Keys with a lease now: had one, or one was created (or found) during this round. */
+    const arrived = new Set<string>();
+    const hasLease = (key: string): boolean => hadLease(key) || arrived.has(key);
+    // Retired: no lease, but a descendant has one, so the group processed it to its end and cleaned it up.
+    const retiredByGroup = new Set<string>();
+    for (const shard of shards) {
+      const key = shard.shardId;
+      if (hadLease(key)) continue;
+      const descendantLeased = unsafe.oneGenerationSync ? lineage.children(key).some(hadLease) : lineage.hasDescendant(key, hadLease);
+      if (descendantLeased) retiredByGroup.add(key);
+    }
+    const deletedBefore = new Set<string>();
+    /** Nothing left to read: retired by the group, deleted before, or gone from the stream without a lease. */
+    const isRetired = (key: string): boolean =>
+      retiredByGroup.has(key) || deletedBefore.has(key) || (!hasLease(key) && !inStream.has(key));
+
+    // Creating, parents first. A shard created in the same round as its parents is part of the birth.
+    const birthPosition = resolveInitial(this.#options.initialPosition, clock);
+    for (const shard of unsafe.birthRace ? shards : topological(shards)) {
+      if (signal.aborted) return report;
+      const key = shard.shardId;
+      if (hasLease(key) || isRetired(key)) continue;
+      const parents = shard.parentShardIds;
+      if (!unsafe.birthRace && parents.some((parent) => !hasLease(parent) && !isRetired(parent))) {
+        report.pending.push(key);
+        continue;
+      }
+      const ofResharding = parents.some((parent) => hadLease(parent) || retiredByGroup.has(parent) || deletedBefore.has(parent));
+      if (!isLeader()) return report;
+      const checkpoint = ofResharding ? Checkpoint.TRIM_HORIZON : birthPosition;
+      const outcome = await storage.createLease({ group, leaseKey: key, parentKeys: [...parents], checkpoint });
+      if (outcome.status === 'applied') {
+        arrived.add(key);
+        leases.set(key, outcome.record);
+        report.created.push(key);
+      } else if (outcome.status === 'conflict' && outcome.current) {
+        arrived.add(key); // created meanwhile, by a parent's reader at its end
+        leases.set(key, outcome.current);
+      } else if (outcome.status === 'conflict') {
+        deletedBefore.add(key); // its lease was deleted: it finished (or left the stream) before
+      } else {
+        report.pending.push(key); // unknown: settled by the next round, which sees the lease or its absence
+      }
+    }
+    report.complete = report.pending.length === 0;
+
+    // Deleting.
+    const now = clock.now();
+    for (const lease of [...leases.values()]) {
+      if (signal.aborted) return report;
+      const key = lease.leaseKey;
+      if (lease.format > RECORD_FORMAT) continue; // a newer core's record: not ours to judge
+      if (unsafe.deleteOnStaleView && !inStream.has(key)) {
+        await this.#delete(lease, report);
+      } else if (this.#finishedAndSettled(lease, inStream, lineage, hasLease, now)) {
+        await this.#delete(lease, report);
+      } else if (lease.checkpoint !== Checkpoint.SHARD_END && !inStream.has(key)) {
+        const gone = lease.owner === null && source.isShardGone !== undefined && (await source.isShardGone(key, { signal }));
+        if (!gone || !(await this.#delete(lease, report))) report.missing.push(key);
+      }
+    }
+    for (const key of this.#seen.keys()) if (!leases.has(key)) this.#seen.delete(key);
+    return report;
   }
 
-  for (const lease of byKey.values()) {
-    if (signal.aborted) return report;
-    if (!shouldDelete(lease, inStream, byKey, shards)) continue;
-    const outcome = await storage.deleteLease(group, lease.leaseKey, lease.version);
-    if (outcome.status === 'applied') report.deleted.push(lease.leaseKey);
+  async #delete(lease: LeaseRecord, report: ShardSyncReport): Promise<boolean> {
+    if (!this.#options.isLeader()) return false;
+    const outcome = await this.#options.storage.deleteLease(this.#options.group, lease.leaseKey, lease.version);
+    if (outcome.status !== 'applied') return false;
+    report.deleted.push(lease.leaseKey);
+    this.#seen.delete(lease.leaseKey);
+    return true;
   }
-  return report;
+
+  /** A finished lease goes once every child has a lease and nobody holds it (its owner released it, or died). */
+  #finishedAndSettled(
+    lease: LeaseRecord,
+    inStream: ReadonlyMap<string, ShardInfo>,
+    lineage: Lineage,
+    known: (key: string) => boolean,
+    now: number,
+  ): boolean {
+    if (lease.checkpoint !== Checkpoint.SHARD_END) return false;
+    const children = lineage.children(lease.leaseKey);
+    // A finished shard still in the stream has its children beside it in any consistent listing.
+    if (inStream.has(lease.leaseKey) && children.length === 0) return false;
+    if (!children.every(known)) return false;
+    if (lease.owner === null) return true;
+    const seen = this.#seen.get(lease.leaseKey);
+    if (!seen || seen.version !== lease.version) {
+      this.#seen.set(lease.leaseKey, { version: lease.version, since: now });
+      return false;
+    }
+    return now - seen.since >= this.#options.leaseDurationMs;
+  }
 }
 
-function shouldDelete(
-  lease: LeaseRecord,
-  inStream: ReadonlyMap<string, ShardInfo>,
-  leases: ReadonlyMap<string, LeaseRecord>,
-  shards: readonly ShardInfo[],
-): boolean {
-  // Trimmed past retention: the stream no longer has the shard, so there is nothing left to read.
-  if (!inStream.has(lease.leaseKey)) return true;
-  if (lease.checkpoint !== Checkpoint.SHARD_END) return false;
-  const children = shards.filter((shard) => shard.parentShardIds.includes(lease.leaseKey));
-  // A finished parent stays until every child has started (has a checkpoint or an owner), so that no child
-  // ever sees its parent vanish before it was able to tell that the parent had finished.
-  return (
-    children.length > 0 &&
-    children.every((child) => {
-      const childLease = leases.get(child.shardId);
-      return childLease !== undefined && (childLease.checkpoint !== null || childLease.owner !== null);
-    })
-  );
+/**
+ * One round of the leader's chores with fresh state (see {@link ShardSync}); a leader running rounds
+ * over time uses one `ShardSync`, which remembers what it saw between rounds.
+ */
+export function syncShards(options: ShardSyncOptions, signal: AbortSignal = new AbortController().signal): Promise<ShardSyncReport> {
+  return new ShardSync(options).run(signal);
 }
 
-/** Runs `syncShards` now and then every `intervalMs` until `signal` fires. */
+/** `LATEST` means "from now on": pinned to a time, so that a shard first read later still starts here. */
+function resolveInitial(initial: Position, clock: Clock): Position {
+  return initial === Checkpoint.LATEST ? Checkpoint.atTimestamp(clock.wallTime()) : initial;
+}
+
+/** Parents before children (the listing's order otherwise); a cycle, which no stream has, keeps listing order. */
+function topological(shards: readonly ShardInfo[]): ShardInfo[] {
+  const byId = new Map(shards.map((shard) => [shard.shardId, shard]));
+  const placed = new Set<string>();
+  const visiting = new Set<string>();
+  const order: ShardInfo[] = [];
+  const place = (shard: ShardInfo): void => {
+    if (placed.has(shard.shardId) || visiting.has(shard.shardId)) return;
+    visiting.add(shard.shardId);
+    for (const parent of shard.parentShardIds) {
+      const info = byId.get(parent);
+      if (info) place(info);
+    }
+    visiting.delete(shard.shardId);
+    placed.add(shard.shardId);
+    order.push(shard);
+  };
+  for (const shard of shards) place(shard);
+  return order;
+}
+
+/** Who continues whom, from the stream's listing and from the parent keys the leases carry. */
+class Lineage {
+  readonly #children = new Map<string, Set<string>>();
+
+  constructor(shards: readonly ShardInfo[], leases: readonly LeaseRecord[]) {
+    for (const shard of shards) for (const parent of shard.parentShardIds) this.#link(parent, shard.shardId);
+    for (const lease of leases) for (const parent of lease.parentKeys) this.#link(parent, lease.leaseKey);
+  }
+
+  children(key: string): string[] {
+    return [...(this.#children.get(key) ?? [])];
+  }
+
+  /** Whether any descendant of `key`, in any generation, satisfies `test`. */
+  hasDescendant(key: string, test: (key: string) => boolean): boolean {
+    const stack = this.children(key);
+    const visited = new Set<string>(stack);
+    while (stack.length > 0) {
+      const next = stack.pop() as string;
+      if (test(next)) return true;
+      for (const child of this.#children.get(next) ?? []) {
+        if (!visited.has(child)) {
+          visited.add(child);
+          stack.push(child);
+        }
+      }
+    }
+    return false;
+  }
+
+  #link(parent: string, child: string): void {
+    let set = this.#children.get(parent);
+    if (!set) {
+      set = new Set();
+      this.#children.set(parent, set);
+    }
+    set.add(child);
+  }
+}
+
+/** Runs `run` now and then every `intervalMs` until `signal` fires. */
 export async function leaderLoop(
   run: () => Promise<void>,
   intervalMs: number,

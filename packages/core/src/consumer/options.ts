@@ -1,5 +1,6 @@
 import type { Meter } from '@opentelemetry/api';
 import type { Clock, Random } from '../clock.js';
+import type { LeaderElectorOptions } from '../leader/elector.js';
 import type { LeaseCoordinatorOptions } from '../lease/coordinator.js';
 import type { ShardSource, SourceRecord } from '../source.js';
 import type { CheckpointStorage, LeaderStore, Position } from '../storage.js';
@@ -111,6 +112,12 @@ export interface ConsumerOptions<R extends SourceRecord = SourceRecord> {
   hooks?: ShardHooks;
   /** How often the leader syncs shards with the stream and cleans up finished leases. Default 60,000. */
   shardSyncIntervalMs?: number;
+  /**
+   * A held shard that makes no progress this long (a handler call that does not return, a source that
+   * does not answer, nobody reading it) is reported: a `shard-stalled` event, a log line and two fields on
+   * its lease that `leasehold status` shows. Default 60,000.
+   */
+  stallAfterMs?: number;
   /** A pino-compatible logger. Default: silent. */
   logger?: Logger;
   /** Lease timing and limits, passed to the `LeaseCoordinator` (see its options). */
@@ -125,6 +132,8 @@ export interface ConsumerOptions<R extends SourceRecord = SourceRecord> {
     | 'safetyMarginMs'
     | 'handoffTimeoutMs'
   >;
+  /** The leader's timing, when it should differ from `lease` (each field defaults to the lease's). */
+  leader?: Pick<LeaderElectorOptions, 'leaseDurationMs' | 'renewIntervalMs' | 'maxClockDrift' | 'safetyMarginMs'>;
   /**
    * OpenTelemetry metrics: recorded through `@opentelemetry/api`'s global meter provider (a no-op until you
    * register an SDK), or through the `meter` you pass; `false` records nothing.

@@ -1,5 +1,5 @@
 import { abortReason, type Clock, type Random } from '../clock.js';
-import { AbortedError, describeValue, InvalidInputError, LeaseholdError } from '../errors.js';
+import { AbortedError, describeValue, InvalidInputError, LeaseholdError, SourceError } from '../errors.js';
 import type { HeldLease, LeaseCoordinator } from '../lease/coordinator.js';
 import type { RecordsBatch, ShardBatch, ShardSource, SourceRecord } from '../source.js';
 import { Checkpoint, type CheckpointStorage, type Position } from '../storage.js';
@@ -17,6 +17,13 @@ export interface PumpReporter {
   error(error: Error, operation: string): void;
 }
 
+/** How a pump ended: the consumer restarts a failed one (with backoff) or gives its lease back. */
+export type PumpOutcome =
+  | { kind: 'finished' } // the shard reached its end and its lease was given back
+  | { kind: 'left' } // the lease was lost, handed over or released: nothing more to do here
+  | { kind: 'stopped'; error: Error } // the handler failed under the 'stop' policy: the lease is kept
+  | { kind: 'failed'; error: Error }; // reading or finishing failed
+
 interface PumpSettings<R extends SourceRecord> {
   group: string;
   source: ShardSource<R>;
@@ -28,6 +35,7 @@ interface PumpSettings<R extends SourceRecord> {
   retry: { initialDelayMs: number; maxDelayMs: number; maxAttempts: number };
   hooks: ShardHooks;
   initialPosition: Position;
+  unsafe: { childrenAtInitialPosition?: boolean | undefined; birthRace?: boolean | undefined };
   clock: Clock;
   random: Random;
   logger: Logger;
@@ -52,22 +60,39 @@ export class ShardPump<R extends SourceRecord> {
   #processed: Position | null = null;
   #checkpointed: Position | null;
   #sinceCheckpoint = { records: 0, since: 0 };
-  #done: Promise<void> = Promise.resolve();
+  #done: Promise<PumpOutcome> = Promise.resolve({ kind: 'left' });
+  /** When the source last answered (a batch, empty or not, or the end), by the worker's clock. */
+  #lastReadAt: number;
+  /** When the handler call in flight began, or `null` when none is. */
+  #handlingSince: number | null = null;
 
   constructor(settings: PumpSettings<R>, lease: HeldLease) {
     this.#settings = settings;
     this.#lease = lease;
     this.shardId = lease.leaseKey;
     this.#checkpointed = lease.checkpoint;
+    this.#lastReadAt = settings.clock.now();
     lease.signal.addEventListener('abort', () => this.#reading.abort(lease.signal.reason), { once: true });
   }
 
-  /** Starts pumping; the returned promise settles when the pump has stopped for good. */
-  start(): Promise<void> {
-    this.#done = this.#run().catch((error: unknown) => {
+  /** Starts pumping; the returned promise settles, never rejecting, with how the pump ended. */
+  start(): Promise<PumpOutcome> {
+    this.#done = this.#run().catch((error: unknown): PumpOutcome => {
+      if (this.#lease.signal.aborted || this.#draining) return { kind: 'left' };
       this.#settings.reporter.error(asError(error), 'pump');
+      return { kind: 'failed', error: asError(error) };
     });
     return this.#done;
+  }
+
+  /** When the source last answered this pump, by the worker's clock. */
+  get lastReadAt(): number {
+    return this.#lastReadAt;
+  }
+
+  /** When the handler call in flight began, or `null` when none is. */
+  get handlingSince(): number | null {
+    return this.#handlingSince;
   }
 
   /** Stops reading new batches, waits for the batch in flight, and checkpoints what was processed. */
@@ -94,31 +119,54 @@ export class ShardPump<R extends SourceRecord> {
   }
 
   /** Settles once the pump has stopped. */
-  get done(): Promise<void> {
+  get done(): Promise<PumpOutcome> {
     return this.#done;
   }
 
-  async #run(): Promise<void> {
+  /**
+   * Where reading starts: the checkpoint; without one, a child shard at its own beginning (its records
+   * continue its parents', every one of them must be read) and a shard with no parents at the initial
+   * position. `LATEST` is pinned to this moment and stored first, so that a reader after a crash starts
+   * here too rather than at a later "latest".
+   */
+  async #startPosition(): Promise<Position> {
+    const { initialPosition, unsafe, clock } = this.#settings;
+    const { checkpoint, parentKeys } = this.#lease;
+    let from = checkpoint ?? (parentKeys.length > 0 && !unsafe.childrenAtInitialPosition ? Checkpoint.TRIM_HORIZON : initialPosition);
+    if (from === Checkpoint.LATEST) {
+      from = Checkpoint.atTimestamp(clock.wallTime());
+      await this.#checkpoint(from);
+    }
+    return from;
+  }
+
+  async #run(): Promise<PumpOutcome> {
     const { source, hooks, reporter, clock } = this.#settings;
-    const checkpoint = this.#lease.checkpoint;
-    if (checkpoint === Checkpoint.SHARD_END) {
+    if (this.#lease.checkpoint === Checkpoint.SHARD_END) {
       // Finished before: nothing to read; give the lease back so that it counts for nobody.
       await this.#settings.coordinator.release(this.shardId);
-      return;
+      return { kind: 'finished' };
     }
-    const from = checkpoint ?? this.#settings.initialPosition;
+    const from = await this.#startPosition();
     reporter.started(this.shardId, from);
     await this.#hook(() => hooks.shardStarted?.(this.shardId, from), 'shardStarted');
     this.#sinceCheckpoint = { records: 0, since: clock.now() };
     const batches = source.read(this.shardId, from, { signal: this.#reading.signal })[Symbol.asyncIterator]();
+    let outcome: PumpOutcome = { kind: 'left' };
     try {
       let next = batches.next();
       for (;;) {
         const result = await abortable(next, this.#reading.signal);
-        if (result === undefined || result.done || this.#stopping()) break;
+        this.#lastReadAt = clock.now();
+        if (result === undefined || this.#stopping()) break;
+        if (result.done) {
+          // A source ends a shard with its end marker; ending without one is a failure to read.
+          throw new SourceError('ERR_READ_ENDED', `[core] the read of shard ${describeValue(this.shardId)} ended without reaching the shard's end`);
+        }
         const batch: ShardBatch<R> = result.value;
         if (batch.kind === 'end') {
           await this.#finish(batch.childShardIds);
+          outcome = { kind: 'finished' };
           break;
         }
         // Read the next batch while this one is processed (the source bounds how far it reads ahead).
@@ -127,10 +175,13 @@ export class ShardPump<R extends SourceRecord> {
         const processing = this.#process(batch);
         this.#inFlight = processing.then(() => undefined, () => undefined);
         const keepGoing = await processing;
-        if (!keepGoing) break;
+        if (keepGoing !== true) {
+          if (keepGoing !== false) outcome = keepGoing;
+          break;
+        }
       }
     } catch (error) {
-      if (!this.#reading.signal.aborted) {
+      if (!this.#reading.signal.aborted && !this.#lease.signal.aborted) {
         reporter.error(asError(error), 'read');
         throw error;
       }
@@ -139,19 +190,20 @@ export class ShardPump<R extends SourceRecord> {
       await batches.return?.().catch(() => undefined);
       if (this.#lease.signal.aborted && !this.#draining) await this.#hook(() => hooks.leaseLost?.(this.shardId), 'leaseLost');
     }
+    return outcome;
   }
 
   #stopping(): boolean {
     return this.#draining || this.#reading.signal.aborted || this.#lease.signal.aborted;
   }
 
-  /** Hands one batch to the handler under the failure policy; false when the shard must stop. */
-  async #process(batch: RecordsBatch<R>): Promise<boolean> {
+  /** Hands one batch to the handler under the failure policy; not `true` when the shard must stop. */
+  async #process(batch: RecordsBatch<R>): Promise<boolean | PumpOutcome> {
     const { reporter, clock } = this.#settings;
     if (batch.records.length > 0) {
       const startedAt = clock.now();
       const ok = await this.#handleWithPolicy(batch);
-      if (!ok) return false;
+      if (ok !== true) return ok;
       let bytes = 0;
       for (const record of batch.records) bytes += record.data.byteLength;
       reporter.batch(this.shardId, batch.records.length, bytes, batch.millisBehindLatest, clock.now() - startedAt);
@@ -181,7 +233,7 @@ export class ShardPump<R extends SourceRecord> {
     return !this.#lease.signal.aborted && this.#settings.coordinator.isHeld(this.shardId);
   }
 
-  async #handleWithPolicy(batch: RecordsBatch<R>): Promise<boolean> {
+  async #handleWithPolicy(batch: RecordsBatch<R>): Promise<boolean | PumpOutcome> {
     const { onHandlerError, retry, reporter } = this.#settings;
     for (let attempt = 1; ; attempt++) {
       if (!this.#mayHandOver()) return false;
@@ -193,7 +245,7 @@ export class ShardPump<R extends SourceRecord> {
         reporter.handlerFailed(this.shardId, attempt, asError(error));
         if (onHandlerError === 'stop') {
           reporter.stopped(this.shardId, asError(error));
-          return false;
+          return { kind: 'stopped', error: asError(error) };
         }
         if (onHandlerError === 'skip' && attempt >= retry.maxAttempts) return this.#oneByOne(batch);
         if (!(await this.#backoff(attempt))) return false;
@@ -240,7 +292,12 @@ export class ShardPump<R extends SourceRecord> {
         await this.#checkpoint(target);
       },
     };
-    await this.#settings.processBatch(records, context);
+    this.#handlingSince = this.#settings.clock.now();
+    try {
+      await this.#settings.processBatch(records, context);
+    } finally {
+      this.#handlingSince = null;
+    }
   }
 
   async #backoff(attempt: number): Promise<boolean> {
@@ -255,7 +312,7 @@ export class ShardPump<R extends SourceRecord> {
   }
 
   async #checkpoint(position: Position): Promise<void> {
-    await this.#settings.coordinator.checkpoint(this.shardId, position);
+    await this.#settings.coordinator.checkpoint(this.#lease, position);
     this.#checkpointed = position;
     this.#sinceCheckpoint = { records: 0, since: this.#settings.clock.now() };
     this.#settings.reporter.checkpointed(this.shardId, position);
@@ -265,13 +322,17 @@ export class ShardPump<R extends SourceRecord> {
     throw new InvalidInputError(`[core] shard ${describeValue(this.shardId)} has no processed batch to checkpoint yet`);
   }
 
-  /** At the shard's end: checkpoint SHARD_END, create the children's leases at once, and give the lease back. */
+  /**
+   * At the shard's end: checkpoint `SHARD_END`, create the children's leases at once (the leader's next
+   * shard sync would too, later), and give the lease back. A child is created here only when each of its
+   * other parents has a lease (a merge child waits for both parents; a parent without a lease may be one
+   * not created yet), and starts at its own beginning; what is left is the leader's.
+   */
   async #finish(childShardIds: readonly string[]): Promise<void> {
-    const { coordinator, storage, source, group, hooks, reporter } = this.#settings;
+    const { coordinator, storage, source, group, hooks, reporter, unsafe } = this.#settings;
     await this.#checkpoint(Checkpoint.SHARD_END);
     this.#draining = true; // the lease is given back below: that is no loss
     if (childShardIds.length > 0) {
-      // A merged child has two parents: its lease must name both, so that it waits for the other one too.
       const shards = await source.listShards({ signal: this.#reading.signal }).catch((error: unknown) => {
         reporter.error(asError(error), 'list-shards');
         return [];
@@ -279,13 +340,33 @@ export class ShardPump<R extends SourceRecord> {
       for (const childShardId of childShardIds) {
         const child = shards.find((shard) => shard.shardId === childShardId);
         if (!child) continue; // the leader's next shard sync creates it from a complete listing
-        const outcome = await storage.createLease({ group, leaseKey: childShardId, parentKeys: [...child.parentShardIds] });
+        const others = child.parentShardIds.filter((parent) => parent !== this.shardId);
+        if (!unsafe.birthRace && !(await this.#allLeased(others))) continue;
+        const outcome = await storage.createLease({
+          group,
+          leaseKey: childShardId,
+          parentKeys: [...child.parentShardIds],
+          checkpoint: unsafe.childrenAtInitialPosition ? null : Checkpoint.TRIM_HORIZON,
+        });
         if (outcome.status === 'unknown') reporter.error(outcome.error, 'create-child-lease');
       }
     }
     reporter.ended(this.shardId, childShardIds);
     await this.#hook(() => hooks.shardEnded?.(this.shardId, childShardIds), 'shardEnded');
     await coordinator.release(this.shardId);
+  }
+
+  /** Whether every key has a lease now (a read that fails counts as no). */
+  async #allLeased(keys: readonly string[]): Promise<boolean> {
+    const { storage, group, reporter } = this.#settings;
+    for (const key of keys) {
+      const lease = await storage.getLease(group, key).catch((error: unknown) => {
+        reporter.error(asError(error), 'read-parent-lease');
+        return null;
+      });
+      if (lease === null) return false;
+    }
+    return true;
   }
 
   async #hook(call: () => void | Promise<void> | undefined, name: string): Promise<void> {

@@ -1,8 +1,8 @@
 import { systemClock, systemRandom, type Clock, type Random } from '../clock.js';
-import { AbortedError, describeValue, InvalidConfigError, LeaseholdError, StorageUnavailableError } from '../errors.js';
+import { AbortedError, describeValue, InvalidConfigError, LeaseholdError, RecordFormatError, StorageUnavailableError } from '../errors.js';
 import { TypedEmitter } from '../events.js';
 import { holdMs, resolveHoldTiming, resolveIdentity } from '../lease/timing.js';
-import { leaderStateOf, type LeaderRecord, type LeaderStore, type WriteResult } from '../storage.js';
+import { leaderStateOf, RECORD_FORMAT, type LeaderRecord, type LeaderStore, type WriteResult } from '../storage.js';
 
 const PKG = 'core';
 
@@ -44,6 +44,8 @@ export type DemotionReason = 'replaced' | 'self-fenced' | 'stepped-down';
 export interface LeaderElectorEvents {
   elected: { term: number };
   demoted: { term: number; reason: DemotionReason };
+  /** The leader record is in a newer record format than this worker knows: it never writes it, and stops campaigning. */
+  fatal: { error: Error };
   error: { error: Error; operation: string };
 }
 
@@ -76,6 +78,7 @@ export class LeaderElector extends TypedEmitter<LeaderElectorEvents> implements 
   readonly #onDemoted: LeaderElectorOptions['onDemoted'];
   readonly #skipSelfFencing: boolean;
   #leadership: Leadership | null = null;
+  #lastSeen: LeaderRecord | null = null;
   #observation: { version: number; firstSeenAt: number } | null = null;
   #state: 'new' | 'running' | 'stopped' = 'new';
   readonly #lifetime = new AbortController();
@@ -135,6 +138,33 @@ export class LeaderElector extends TypedEmitter<LeaderElectorEvents> implements 
     await this.stop();
   }
 
+  /** The group's leader record as this candidate last read or wrote it, or `null` before it has seen one. */
+  get record(): LeaderRecord | null {
+    return this.#leadership?.record ?? this.#lastSeen;
+  }
+
+  /**
+   * While leading, writes metadata fields on the leader record (a field set to `null` is removed),
+   * conditionally on the record being this leader's term at the version it last wrote; a successful write
+   * also renews. For facts the group learns from its leader (for example that the first shard sync is
+   * done). Returns whether it applied; no-op (true) when nothing changes.
+   */
+  async annotate(fields: Readonly<Record<string, string | null>>): Promise<boolean> {
+    return this.#serialized(async () => {
+      const leadership = this.#leadership;
+      if (!leadership || !this.isLeader()) return false;
+      const metadata: Record<string, string> = { ...leadership.record.metadata };
+      let changed = false;
+      for (const [name, value] of Object.entries(fields)) {
+        if (value === null ? name in metadata : metadata[name] !== value) changed = true;
+        if (value === null) delete metadata[name];
+        else metadata[name] = value;
+      }
+      if (!changed) return true;
+      return this.#renew(leadership, metadata);
+    });
+  }
+
   /** Whether this candidate is the leader now (within the hold of its last successful renewal). */
   isLeader(): boolean {
     const leadership = this.#leadership;
@@ -165,19 +195,49 @@ export class LeaderElector extends TypedEmitter<LeaderElectorEvents> implements 
     else await this.#campaign();
   }
 
-  async #renew(leadership: Leadership): Promise<void> {
-    const { record } = leadership;
-    const sentAt = this.#clock.now();
-    const outcome = await this.#write(() => this.#store.updateLeader(this.group, record.version, leaderStateOf(record)), 'renew');
-    if (this.#leadership !== leadership) return;
-    if (outcome.status === 'applied') {
-      leadership.record = outcome.record;
-      leadership.heldUntil = sentAt + this.holdMs;
-      this.#armWatchdog();
-    } else if (outcome.status === 'conflict') {
-      this.#demote('replaced');
+  #failFormat(format: number): void {
+    const error = new RecordFormatError(
+      `[${PKG}] the leader record of group ${describeValue(this.group)} is in record format ${format}, newer than the ${RECORD_FORMAT} this worker knows: upgrade it`,
+      format,
+    );
+    this.#report(error, 'format');
+    this.emit('fatal', { error });
+    this.#demote('stepped-down');
+    this.#state = 'stopped';
+    this.#lifetime.abort(error);
+  }
+
+  /**
+   * Renews (optionally with new metadata); returns whether a write applied. A conflict that still shows
+   * this leader's own term (a renewal whose outcome was unknown but applied) is adopted and retried once,
+   * not taken for a replacement.
+   */
+  async #renew(leadership: Leadership, metadata?: Readonly<Record<string, string>>): Promise<boolean> {
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const { record } = leadership;
+      if (record.format > RECORD_FORMAT) {
+        this.#failFormat(record.format);
+        return false;
+      }
+      const sentAt = this.#clock.now();
+      const next = { ...leaderStateOf(record), ...(metadata ? { metadata } : {}) };
+      const outcome = await this.#write(() => this.#store.updateLeader(this.group, record.version, next), 'renew');
+      if (this.#leadership !== leadership) return false;
+      if (outcome.status === 'applied') {
+        leadership.record = outcome.record;
+        leadership.heldUntil = sentAt + this.holdMs;
+        this.#armWatchdog();
+        return true;
+      }
+      if (outcome.status === 'unknown') return false; // not extended; the next renewal or the watchdog decides
+      const current = outcome.current;
+      if (current === null || current.holder !== this.workerId || current.term !== record.term) {
+        this.#demote('replaced');
+        return false;
+      }
+      leadership.record = current; // our own earlier write: still ours, the hold is not extended by it
     }
-    // unknown: not extended; the next renewal or the watchdog decides.
+    return false;
   }
 
   async #campaign(): Promise<void> {
@@ -189,6 +249,11 @@ export class LeaderElector extends TypedEmitter<LeaderElectorEvents> implements 
       return;
     }
     const now = this.#clock.now();
+    this.#lastSeen = current;
+    if (current !== null && current.format > RECORD_FORMAT) {
+      this.#failFormat(current.format);
+      return;
+    }
     if (current === null) {
       await this.#claim(() => this.#store.createLeader({ group: this.group, holder: this.workerId, term: 1 }));
       return;
@@ -211,6 +276,7 @@ export class LeaderElector extends TypedEmitter<LeaderElectorEvents> implements 
     const heldUntil = sentAt + this.holdMs;
     if (heldUntil <= this.#clock.now() && !this.#skipSelfFencing) return;
     const leadership: Leadership = { record: outcome.record, heldUntil, controller: new AbortController() };
+    this.#lastSeen = outcome.record;
     this.#leadership = leadership;
     this.#observation = null;
     this.#armWatchdog();

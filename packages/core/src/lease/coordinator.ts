@@ -6,6 +6,7 @@ import {
   InvalidConfigError,
   LeaseholdError,
   LeaseLostError,
+  RecordFormatError,
   StorageOutcomeUnknownError,
   StorageUnavailableError,
 } from '../errors.js';
@@ -14,9 +15,11 @@ import { compareNumericPositions } from '../position.js';
 import {
   Checkpoint,
   leaseStateOf,
+  RECORD_FORMAT,
   type ChangeSubscription,
   type CheckpointStorage,
   type LeaseChange,
+  type LeaseListing,
   type LeaseRecord,
   type LeaseState,
   type LeaseUpdate,
@@ -27,12 +30,21 @@ import { holdMs, nonNegative, positive, positiveInteger, resolveHoldTiming, reso
 
 const PKG = 'core';
 
-/** Decides whether a lease may be taken now; the default lets a child start only after its parents ended. */
-export type EligibilityPredicate = (lease: LeaseRecord, all: ReadonlyMap<string, LeaseRecord>) => boolean;
+/**
+ * Decides whether a lease may be taken now; the default lets a child start only after its parents ended.
+ * `all` holds every readable lease of the group, `corrupt` the keys of those that cannot be read.
+ */
+export type EligibilityPredicate = (lease: LeaseRecord, all: ReadonlyMap<string, LeaseRecord>, corrupt: ReadonlySet<string>) => boolean;
 
-/** A lease whose parents have all reached `SHARD_END`, or are gone, is eligible (DESIGN section 4, rule 3). */
-export const parentsFinished: EligibilityPredicate = (lease, all) =>
+/**
+ * A lease whose parents have all reached `SHARD_END`, or whose leases are gone, is eligible (DESIGN
+ * section 4, rule 3). A parent's lease is deleted only once the parent finished or left the stream, and a
+ * child's lease is created only while each parent has a lease or is retired (DESIGN section 5), so a
+ * missing parent is a finished one. A parent whose lease cannot be read is not known to be finished.
+ */
+export const parentsFinished: EligibilityPredicate = (lease, all, corrupt) =>
   lease.parentKeys.every((parentKey) => {
+    if (corrupt.has(parentKey)) return false;
     const parent = all.get(parentKey);
     return parent === undefined || parent.checkpoint === Checkpoint.SHARD_END;
   });
@@ -83,8 +95,11 @@ export interface LeaseCoordinatorOptions {
    * Deliberately unsafe behaviours, for proving that the simulation catches them. Never set in production.
    * @internal
    */
-  unsafe?: { skipSelfFencing?: boolean; expiryFactor?: number };
+  unsafe?: { skipSelfFencing?: boolean; expiryFactor?: number; checkpointPerKey?: boolean };
 }
+
+/** The lease a checkpoint belongs to: its key and the tenure (fencing token) it was read in. */
+export type LeaseTenure = Pick<HeldLease, 'leaseKey' | 'fencingToken'>;
 
 /** A lease this worker holds, as user code sees it. */
 export interface HeldLease {
@@ -125,6 +140,16 @@ export interface LeaseCoordinatorEvents {
   released: { leaseKey: string };
   /** A checkpoint was stored; `durationMs` includes waiting for earlier writes on the lease. */
   checkpointed: { leaseKey: string; position: Position; durationMs: number };
+  /**
+   * A lease of the group cannot be read back (reported once per key until it is readable again): it is
+   * neither taken, written nor deleted, and its children wait. An operator must repair or delete it.
+   */
+  'corrupt-lease': { leaseKey: string; error: Error };
+  /**
+   * The coordinator met a record of a newer format (a rolling upgrade): it never writes such a record, and
+   * stops. The error is a `RecordFormatError`.
+   */
+  fatal: { error: Error };
   /** The outcome of one storage write call (a batch counts each of its leases). */
   storage: { operation: string; applied: number; conflict: number; unknown: number };
   error: { error: Error; operation: string };
@@ -185,12 +210,16 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   readonly #onDrain: ((lease: HeldLease, reason: DrainReason) => Promise<void>) | undefined;
   readonly #useChangeFeed: boolean;
   readonly #skipSelfFencing: boolean;
+  readonly #checkpointPerKey: boolean;
   readonly #expiryMs: number;
 
   readonly #held = new Map<string, Held>();
   readonly #observations = new Map<string, Observation>();
   /** Leases this worker asked for, by key: the owner asked, and when. */
   readonly #requests = new Map<string, { from: string; at: number }>();
+  /** Keys reported as corrupt, so that each is reported once while it stays corrupt. */
+  readonly #corrupt = new Set<string>();
+  #stopping: Promise<void> | null = null;
   #state: 'new' | 'running' | 'stopping' | 'stopped' = 'new';
   readonly #lifetime = new AbortController();
   #wakeTake: (() => void) | null = null;
@@ -230,6 +259,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     this.#onDrain = options.onDrain;
     this.#useChangeFeed = options.useChangeFeed ?? true;
     this.#skipSelfFencing = options.unsafe?.skipSelfFencing ?? false;
+    this.#checkpointPerKey = options.unsafe?.checkpointPerKey ?? false;
     this.#expiryMs = this.leaseDurationMs * (options.unsafe?.expiryFactor ?? 1);
   }
 
@@ -253,42 +283,81 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
 
   /**
    * Stops taking, drains every held lease (through `onDrain`), and releases it so that others can take
-   * it at once. A lease that does not drain within `timeoutMs` is not released but left to lapse.
+   * it at once; withdraws this worker's own handoff requests and gives back any lease handed to it
+   * meanwhile. Returns within `timeoutMs` (default `handoffTimeoutMs`) whatever user code or storage does:
+   * a lease that did not drain in time is not released but left to lapse (its signal has fired). A
+   * second call waits for the first.
    */
-  async stop(options: { timeoutMs?: number } = {}): Promise<void> {
-    if (this.#state === 'stopped' || this.#state === 'stopping') {
-      await Promise.all(this.#loops);
-      return;
-    }
+  stop(options: { timeoutMs?: number } = {}): Promise<void> {
+    this.#stopping ??= this.#stop(options.timeoutMs ?? this.#handoffTimeoutMs);
+    return this.#stopping;
+  }
+
+  async #stop(timeoutMs: number): Promise<void> {
+    const deadline = this.#clock.now() + nonNegative(PKG, 'timeoutMs', timeoutMs);
     const wasRunning = this.#state === 'running';
     this.#state = 'stopping';
-    const timeoutMs = options.timeoutMs ?? this.#handoffTimeoutMs;
     if (wasRunning) {
       this.#wakeTake?.();
-      await this.#takeInFlight;
+      await this.#until(deadline, this.#takeInFlight);
+      const entries = [...this.#held.entries()];
       const drained = await Promise.all(
-        [...this.#held.entries()].map(async ([leaseKey, held]) => ({
+        entries.map(async ([leaseKey, held]) => ({
           leaseKey,
-          done: await this.#drain(leaseKey, held, 'shutdown', timeoutMs),
+          done: await this.#drain(leaseKey, held, 'shutdown', Math.max(0, deadline - this.#clock.now())),
         })),
       );
       const releasable = drained.filter((entry) => entry.done).map((entry) => entry.leaseKey);
-      await this.#release(releasable);
-      for (const entry of drained) {
-        const held = this.#held.get(entry.leaseKey);
-        if (held) this.#lose(entry.leaseKey, held, 'shutdown-timeout');
-      }
+      await this.#until(deadline, this.#release(releasable));
+      await this.#until(deadline, this.#withdraw());
+      for (const [leaseKey, held] of this.#held) this.#lose(leaseKey, held, 'shutdown-timeout');
     }
     this.#state = 'stopped';
     this.#lifetime.abort(new AbortedError(`[${PKG}] lease coordinator ${this.workerId} stopped`));
     this.#watchdog?.controller.abort();
     this.#watchdog = null;
-    await Promise.all(this.#loops);
-    await Promise.all([...this.#held.values()].map((held) => held.chain));
-    if (this.#subscription) {
-      await this.#subscription.close().catch((error: unknown) => this.#report(error, 'unsubscribe'));
-      this.#subscription = null;
+    await this.#until(deadline, Promise.all([...this.#loops, ...[...this.#held.values()].map((held) => held.chain)]));
+    const subscription = this.#subscription;
+    this.#subscription = null;
+    if (subscription) await this.#until(deadline, subscription.close().catch((error: unknown) => this.#report(error, 'unsubscribe')));
+  }
+
+  /** Waits for `work`, but not past `deadline` of this worker's clock; the work goes on unawaited. */
+  async #until(deadline: number, work: Promise<unknown>): Promise<void> {
+    work.catch((error: unknown) => this.#report(error, 'stop'));
+    const remaining = deadline - this.#clock.now();
+    if (remaining <= 0) return;
+    const timer = new AbortController();
+    try {
+      await Promise.race([work.then(() => undefined, () => undefined), this.#clock.sleep(remaining, timer.signal).catch(() => undefined)]);
+    } finally {
+      timer.abort();
     }
+  }
+
+  /**
+   * A stopping worker asks for nothing more: its handoff requests are withdrawn and a lease handed to it
+   * while it stopped is written free, so that neither waits a lease duration for it.
+   */
+  async #withdraw(): Promise<void> {
+    let leases: LeaseRecord[];
+    try {
+      leases = (await this.#storage.listLeases(this.group)).leases;
+    } catch (error) {
+      this.#report(error, 'list');
+      return;
+    }
+    const updates: LeaseUpdate[] = [];
+    for (const lease of leases) {
+      if (lease.format > RECORD_FORMAT || this.#held.has(lease.leaseKey)) continue;
+      if (lease.owner === this.workerId) {
+        updates.push({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...stateOf(lease), owner: null, pendingOwner: null }, notify: 'released' });
+      } else if (lease.pendingOwner === this.workerId) {
+        updates.push({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...stateOf(lease), pendingOwner: null } });
+      }
+    }
+    if (updates.length > 0) await this.#update(updates, 'withdraw');
+    this.#requests.clear();
   }
 
   /** `await using coordinator = ...`: stops it (and releases its leases) at the end of the scope. */
@@ -314,30 +383,64 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   }
 
   /**
-   * Moves the lease's checkpoint forward, conditionally on this worker still holding it at the version
-   * it last wrote. Refuses a position behind the current one (`CheckpointBehindError`) and any write
-   * after loss (`LeaseLostError`); an unknown outcome is re-read and retried, never assumed.
+   * Moves the lease's checkpoint forward, conditionally on this worker still holding it in the same
+   * tenure (`lease.fencingToken`) at the version it last wrote: a handler of an earlier tenure can never
+   * write into a later one. Refuses a position behind the stored one (`CheckpointBehindError`, checked
+   * again on every retry) and any write after loss (`LeaseLostError`); an unknown outcome is re-read and
+   * retried, never assumed.
    */
-  async checkpoint(leaseKey: string, position: Position): Promise<void> {
+  async checkpoint(lease: LeaseTenure, position: Position): Promise<void> {
+    const { leaseKey } = lease;
     if (typeof position !== 'string' || position.length === 0) {
       throw new CheckpointBehindError(`[${PKG}] checkpoint position must be a non-empty string, got ${describeValue(position)}`);
     }
-    const held = this.#requireHeld(leaseKey);
+    const held = this.#requireHeld(lease);
     const startedAt = this.#clock.now();
+    let wrote = false;
     await this.#onLease(held, async () => {
-      this.#requireHeld(leaseKey);
-      const current = held.record.checkpoint;
-      if (current !== null && (!Checkpoint.isSentinel(current) || current === Checkpoint.SHARD_END)) {
-        const order = this.#compare(position, current);
-        if (order < 0) {
-          throw new CheckpointBehindError(
-            `[${PKG}] checkpoint ${describeValue(position)} of lease ${describeValue(leaseKey)} is behind the stored ${describeValue(current)}`,
-          );
+      this.#requireHeld(lease);
+      const next = (record: LeaseRecord): LeaseState | null => {
+        const current = record.checkpoint;
+        if (current !== null && (!Checkpoint.isSentinel(current) || current === Checkpoint.SHARD_END)) {
+          const order = this.#compare(position, current);
+          if (order < 0) {
+            throw new CheckpointBehindError(
+              `[${PKG}] checkpoint ${describeValue(position)} of lease ${describeValue(leaseKey)} is behind the stored ${describeValue(current)}`,
+            );
+          }
+          if (order === 0) return null;
         }
-        if (order === 0) return;
-      }
-      await this.#writeHeld(leaseKey, held, (record) => ({ ...stateOf(record), checkpoint: position }), 'checkpoint');
-      this.emit('checkpointed', { leaseKey, position, durationMs: this.#clock.now() - startedAt });
+        return { ...stateOf(record), checkpoint: position };
+      };
+      wrote = await this.#writeHeld(leaseKey, held, next, 'checkpoint');
+    });
+    if (wrote) this.emit('checkpointed', { leaseKey, position, durationMs: this.#clock.now() - startedAt });
+  }
+
+  /**
+   * Writes metadata fields on a lease this worker holds in `lease`'s tenure (a field set to `null` is
+   * removed), conditionally like a checkpoint; for facts the owner publishes about its lease, such as a
+   * stall. A no-op when nothing changes.
+   */
+  async annotate(lease: LeaseTenure, fields: Readonly<Record<string, string | null>>): Promise<void> {
+    const held = this.#requireHeld(lease);
+    await this.#onLease(held, async () => {
+      this.#requireHeld(lease);
+      await this.#writeHeld(
+        lease.leaseKey,
+        held,
+        (record) => {
+          const metadata: Record<string, string> = { ...record.metadata };
+          let changed = false;
+          for (const [name, value] of Object.entries(fields)) {
+            if (value === null ? name in metadata : metadata[name] !== value) changed = true;
+            if (value === null) delete metadata[name];
+            else metadata[name] = value;
+          }
+          return changed ? { ...stateOf(record), metadata } : null;
+        },
+        'annotate',
+      );
     });
   }
 
@@ -453,6 +556,37 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     }
   }
 
+  /**
+   * Makes the lease's signal judge the hold itself whenever it is looked at. The watchdog timer fires at
+   * the hold's end, but a process that was paused past it may run user code (an I/O completion, an earlier
+   * timer) before that timer: reading `signal.aborted`, `signal.reason` or `signal.throwIfAborted()` then
+   * fences the lease first, so user code never sees a lease as held past its hold.
+   */
+  #guardSignal(leaseKey: string, held: Held): void {
+    const signal = held.controller.signal;
+    const proto = AbortSignal.prototype;
+    const descriptor = (name: 'aborted' | 'reason'): ((this: AbortSignal) => unknown) | undefined =>
+      Object.getOwnPropertyDescriptor(proto, name)?.get as ((this: AbortSignal) => unknown) | undefined;
+    const aborted = descriptor('aborted');
+    const reason = descriptor('reason');
+    if (!aborted || !reason) return;
+    const check = (): void => {
+      if (aborted.call(signal) || held.leaving || this.#skipSelfFencing || this.#held.get(leaseKey) !== held) return;
+      if (this.#clock.now() >= held.heldUntil) this.#lose(leaseKey, held, 'self-fenced');
+    };
+    Object.defineProperties(signal, {
+      aborted: { configurable: true, get: () => (check(), aborted.call(signal) as boolean) },
+      reason: { configurable: true, get: (): unknown => (check(), reason.call(signal)) },
+      throwIfAborted: {
+        configurable: true,
+        value: () => {
+          check();
+          proto.throwIfAborted.call(signal);
+        },
+      },
+    });
+  }
+
   /** Drops every lease whose hold has passed: past it, this worker must not act on it, answered or not. */
   #fenceExpired(): void {
     if (this.#skipSelfFencing) return;
@@ -566,23 +700,32 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
 
   async #takeOnce(): Promise<void> {
     if (this.#state !== 'running') return;
-    let leases: LeaseRecord[];
+    let listing: LeaseListing;
     try {
-      leases = (await this.#storage.listLeases(this.group)).leases;
+      listing = await this.#storage.listLeases(this.group);
     } catch (error) {
       this.#report(error, 'list');
       return;
     }
     if (this.#state !== 'running') return;
+    const newer = listing.leases.find((lease) => lease.format > RECORD_FORMAT);
+    if (newer) {
+      this.#fail(this.#formatError(newer.leaseKey, newer.format));
+      return;
+    }
     const now = this.#clock.now();
+    const corrupt = this.#noticeCorrupt(listing.corrupt);
+    // A corrupt lease is nobody's to take; a held one that turned corrupt stops renewing and self-fences.
+    const leases = listing.leases;
     const all = new Map(leases.map((lease) => [lease.leaseKey, lease]));
-    this.#observe(leases, now);
-    this.#noticeLosses(all);
+    this.#observe(leases, now, corrupt);
+    this.#noticeLosses(all, corrupt);
     await this.#claimHandedOver(leases);
+    if (this.#state !== 'running') return;
 
     const expired = (lease: LeaseRecord): boolean =>
       lease.owner !== null && now - (this.#observations.get(lease.leaseKey)?.firstSeenAt ?? now) >= this.#expiryMs;
-    const workable = leases.filter((lease) => lease.checkpoint !== Checkpoint.SHARD_END && this.#isEligible(lease, all));
+    const workable = leases.filter((lease) => lease.checkpoint !== Checkpoint.SHARD_END && this.#isEligible(lease, all, corrupt));
     const counts = new Map<string, number>();
     for (const lease of workable) {
       if (lease.owner !== null && lease.owner !== this.workerId && !expired(lease)) {
@@ -614,6 +757,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
 
     const takeable = shuffled(unowned, this.#random).slice(0, wanted);
     const taken = await this.#take(takeable);
+    if (this.#state !== 'running') return;
     // Workers woken by the same release pick from the same free leases, and some picks collide: look again
     // shortly instead of at the next tick, so that a graceful stop costs milliseconds, not a take interval.
     if (taken < takeable.length && this.#state === 'running') {
@@ -623,8 +767,25 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     if (wanted > 0 && this.#maxSteals > 0) await this.#requestHandoffs(workable, counts, mine + taken, wanted, now);
   }
 
-  #observe(leases: readonly LeaseRecord[], now: number): void {
-    const present = new Set<string>();
+  /** Reports each newly corrupt lease once; returns the keys of every corrupt lease now. */
+  #noticeCorrupt(errors: readonly Error[]): Set<string> {
+    const keys = new Set<string>();
+    for (const error of errors) {
+      const leaseKey = (error as { leaseKey?: unknown }).leaseKey;
+      if (typeof leaseKey !== 'string') continue;
+      keys.add(leaseKey);
+      if (!this.#corrupt.has(leaseKey)) {
+        this.emit('corrupt-lease', { leaseKey, error });
+        this.#report(error, 'list');
+      }
+    }
+    for (const leaseKey of this.#corrupt) if (!keys.has(leaseKey)) this.#corrupt.delete(leaseKey);
+    for (const leaseKey of keys) this.#corrupt.add(leaseKey);
+    return keys;
+  }
+
+  #observe(leases: readonly LeaseRecord[], now: number, corrupt: ReadonlySet<string>): void {
+    const present = new Set<string>(corrupt);
     for (const lease of leases) {
       present.add(lease.leaseKey);
       const seen = this.#observations.get(lease.leaseKey);
@@ -642,9 +803,9 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   }
 
   /** A held lease that storage shows with another owner or epoch, or not at all, is lost. */
-  #noticeLosses(all: ReadonlyMap<string, LeaseRecord>): void {
+  #noticeLosses(all: ReadonlyMap<string, LeaseRecord>, corrupt: ReadonlySet<string>): void {
     for (const [leaseKey, held] of this.#held) {
-      if (held.leaving) continue;
+      if (held.leaving || corrupt.has(leaseKey)) continue;
       const stored = all.get(leaseKey);
       if (stored === undefined) this.#lose(leaseKey, held, 'deleted');
       else if (stored.version > held.record.version && !this.#stillMine(held, stored)) this.#lose(leaseKey, held, 'taken');
@@ -695,6 +856,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
         chain: Promise.resolve(),
         busy: 0,
       };
+      this.#guardSignal(lease.leaseKey, held);
       this.#held.set(lease.leaseKey, held);
       taken++;
       this.emit('acquired', { leaseKey: lease.leaseKey, fencingToken: outcome.record.epoch, how, checkpoint: outcome.record.checkpoint });
@@ -764,18 +926,23 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
 
   // ---------------------------------------------------------------- writes and bookkeeping
 
-  /** One conditional write on a held lease, with one retry when only a handoff request moved its version. */
-  async #writeHeld(leaseKey: string, held: Held, next: (record: LeaseRecord) => LeaseState, operation: string): Promise<void> {
+  /**
+   * One conditional write on a held lease, retried (at most twice) when only a handoff request or an
+   * unknown outcome of our own moved its version. `next` sees the stored record each time and may refuse
+   * (throw) or find nothing to write (`null`). Returns whether a write applied.
+   */
+  async #writeHeld(leaseKey: string, held: Held, next: (record: LeaseRecord) => LeaseState | null, operation: string): Promise<boolean> {
     for (let attempt = 0; attempt < 3; attempt++) {
       const sentAt = this.#clock.now();
       const expected = held.record.version;
       const state = next(held.record);
+      if (state === null) return false;
       const [outcome] = await this.#update([{ leaseKey, expectedVersion: expected, next: state }], operation);
       if (this.#held.get(leaseKey) !== held) throw this.#lostError(leaseKey);
       if (outcome?.status === 'applied') {
         this.#adopt(leaseKey, held, outcome.record, sentAt);
         this.#armWatchdog();
-        return;
+        return true;
       }
       let current: LeaseRecord | null;
       if (outcome?.status === 'conflict') {
@@ -792,7 +959,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
         }
         if (current && current.version === expected + 1 && this.#stillMine(held, current) && sameState(current, state)) {
           this.#adopt(leaseKey, held, current, null);
-          return;
+          return true;
         }
       }
       if (!this.#stillMine(held, current)) {
@@ -812,6 +979,13 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   }
 
   async #update(updates: LeaseUpdate[], operation: string): Promise<WriteResult<LeaseRecord>[]> {
+    const newer = updates.find((update) => update.next.format > RECORD_FORMAT);
+    if (newer) {
+      // Written by a newer core whose rules this one does not know: never overwrite it; stop instead.
+      const error = this.#formatError(newer.leaseKey, newer.next.format);
+      this.#fail(error);
+      return updates.map(() => ({ status: 'unknown', error }));
+    }
     try {
       const results = await this.#storage.updateLeases(this.group, updates);
       const tally = { operation, applied: 0, conflict: 0, unknown: 0 };
@@ -851,11 +1025,19 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     return run;
   }
 
-  #requireHeld(leaseKey: string): Held {
+  /** The held lease of `lease`'s tenure, or a `LeaseLostError`: held by key alone is not enough. */
+  #requireHeld(lease: LeaseTenure): Held {
+    const { leaseKey } = lease;
     const held = this.#held.get(leaseKey);
     if (!held || !this.isHeld(leaseKey)) {
       if (held && !held.leaving) this.#fenceExpired();
       throw this.#lostError(leaseKey);
+    }
+    if (!this.#checkpointPerKey && held.record.epoch !== lease.fencingToken) {
+      throw new LeaseLostError(
+        `[${PKG}] lease ${describeValue(leaseKey)} is held in tenure ${held.record.epoch}, not in tenure ${describeValue(lease.fencingToken)} the write belongs to`,
+        leaseKey,
+      );
     }
     return held;
   }
@@ -898,6 +1080,21 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   #report(error: unknown, operation: string): void {
     this.emit('error', { error: asError(error), operation });
   }
+
+  #formatError(leaseKey: string, format: number): RecordFormatError {
+    return new RecordFormatError(
+      `[${PKG}] lease ${describeValue(leaseKey)} of group ${describeValue(this.group)} is in record format ${format}, newer than the ${RECORD_FORMAT} this worker knows: upgrade it`,
+      format,
+    );
+  }
+
+  /** A record this worker must not write was met: report it once and stop (releasing what it can). */
+  #fail(error: LeaseholdError): void {
+    if (this.#state !== 'running') return;
+    this.#report(error, 'format');
+    this.emit('fatal', { error });
+    void this.stop();
+  }
 }
 
 function sameState(record: LeaseRecord, state: LeaseState): boolean {
@@ -905,6 +1102,12 @@ function sameState(record: LeaseRecord, state: LeaseState): boolean {
     record.owner === state.owner &&
     record.epoch === state.epoch &&
     record.checkpoint === state.checkpoint &&
-    record.pendingOwner === state.pendingOwner
+    record.pendingOwner === state.pendingOwner &&
+    sameFields(record.metadata, state.metadata)
   );
+}
+
+function sameFields(a: Readonly<Record<string, string>>, b: Readonly<Record<string, string>>): boolean {
+  const keys = Object.keys(a);
+  return keys.length === Object.keys(b).length && keys.every((key) => a[key] === b[key]);
 }

@@ -249,7 +249,7 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
         const next = String(lease.checkpoint === null ? 1 : Number(lease.checkpoint) + 1);
         await clock.sleep(50 + random.next() * 200);
         if (!worker.alive || !coordinator.isHeld(leaseKey)) break;
-        await coordinator.checkpoint(leaseKey, next).then(
+        await coordinator.checkpoint(lease, next).then(
           () => {
             stats.checkpoints++;
             const acked = acknowledged.get(leaseKey);
