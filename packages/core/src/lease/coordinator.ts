@@ -565,23 +565,21 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   #guardSignal(leaseKey: string, held: Held): void {
     const signal = held.controller.signal;
     const proto = AbortSignal.prototype;
-    const descriptor = (name: 'aborted' | 'reason'): ((this: AbortSignal) => unknown) | undefined =>
-      Object.getOwnPropertyDescriptor(proto, name)?.get as ((this: AbortSignal) => unknown) | undefined;
-    const aborted = descriptor('aborted');
-    const reason = descriptor('reason');
-    if (!aborted || !reason) return;
+    // The prototype's getters, read with this signal as the receiver (the own properties below shadow them).
+    const aborted = (): boolean => Reflect.get(proto, 'aborted', signal) as boolean;
+    const reason = (): unknown => Reflect.get(proto, 'reason', signal);
     const check = (): void => {
-      if (aborted.call(signal) || held.leaving || this.#skipSelfFencing || this.#held.get(leaseKey) !== held) return;
+      if (aborted() || held.leaving || this.#skipSelfFencing || this.#held.get(leaseKey) !== held) return;
       if (this.#clock.now() >= held.heldUntil) this.#lose(leaseKey, held, 'self-fenced');
     };
     Object.defineProperties(signal, {
-      aborted: { configurable: true, get: () => (check(), aborted.call(signal) as boolean) },
-      reason: { configurable: true, get: (): unknown => (check(), reason.call(signal)) },
+      aborted: { configurable: true, get: () => (check(), aborted()) },
+      reason: { configurable: true, get: (): unknown => (check(), reason()) },
       throwIfAborted: {
         configurable: true,
         value: () => {
           check();
-          proto.throwIfAborted.call(signal);
+          if (aborted()) throw reason();
         },
       },
     });
