@@ -566,7 +566,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     const signal = held.controller.signal;
     const proto = AbortSignal.prototype;
     // The prototype's getters, read with this signal as the receiver (the own properties below shadow them).
-    const aborted = (): boolean => Reflect.get(proto, 'aborted', signal) as boolean;
+    const aborted = (): boolean => Reflect.get<AbortSignal, 'aborted'>(proto, 'aborted', signal);
     const reason = (): unknown => Reflect.get(proto, 'reason', signal);
     const check = (): void => {
       if (aborted() || held.leaving || this.#skipSelfFencing || this.#held.get(leaseKey) !== held) return;
