@@ -72,6 +72,51 @@ describe('LeaderElector', () => {
     await run(scheduler, Promise.all([first.elector.stop(), successor.elector.stop()]));
   });
 
+  it('a renewal that applied but whose answer was lost does not make the leader step down', async () => {
+    const { scheduler, candidate } = world();
+    const leader = candidate('leader');
+    await run(scheduler, leader.elector.start());
+    leader.faults.ambiguousAfterApply = 1;
+    await scheduler.advance(4_000); // one renewal applies, and its answer is lost
+    leader.faults.ambiguousAfterApply = 0;
+    await scheduler.advance(30_000);
+    expect(leader.demotions).toEqual([]);
+    expect(leader.elector.isLeader()).toBe(true);
+    expect(leader.terms).toEqual([1]);
+    await run(scheduler, leader.elector.stop());
+  });
+
+  it('writes metadata on the leader record only while it leads, keeping it across renewals and successors', async () => {
+    const { scheduler, store, candidate } = world();
+    const leader = candidate('leader');
+    await run(scheduler, leader.elector.start());
+    expect(await run(scheduler, leader.elector.annotate({ born: 'yes' }))).toBe(true);
+    await scheduler.advance(10_000);
+    expect((await store.getLeader(GROUP))?.metadata).toEqual({ born: 'yes' });
+    const follower = candidate('follower');
+    await run(scheduler, follower.elector.start());
+    expect(await run(scheduler, follower.elector.annotate({ born: 'no' }))).toBe(false);
+    await run(scheduler, leader.elector.stop());
+    await scheduler.advance(10_000);
+    expect(follower.terms).toEqual([2]);
+    expect(follower.elector.record?.metadata).toEqual({ born: 'yes' });
+    await run(scheduler, follower.elector.stop());
+  });
+
+  it('stops with a RecordFormatError on a leader record of a newer format, and never writes it', async () => {
+    const { scheduler, store, candidate } = world();
+    await store.createLeader({ group: GROUP, holder: 'future', term: 4, format: 2 });
+    const before = await store.getLeader(GROUP);
+    const old = candidate('old');
+    const fatal: Error[] = [];
+    old.elector.on('fatal', ({ error }) => void fatal.push(error));
+    await run(scheduler, old.elector.start());
+    await scheduler.advance(30_000);
+    expect(fatal.map((error) => error.name)).toEqual(['RecordFormatError']);
+    expect(await store.getLeader(GROUP)).toEqual(before);
+    await run(scheduler, old.elector.stop());
+  });
+
   it('fires the leadership signal when leadership ends', async () => {
     const { scheduler, candidate } = world();
     let leadership: AbortSignal | undefined;

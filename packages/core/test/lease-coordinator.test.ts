@@ -5,9 +5,16 @@ import {
   LeaseCoordinator,
   LeaseLostError,
   MemoryStorage,
+  RECORD_FORMAT,
+  RecordFormatError,
+  StorageOutcomeUnknownError,
+  StorageUnavailableError,
+  leaseStateOf,
+  result,
   seededRandom,
   type LeaseCoordinatorOptions,
   type LeaseTenure,
+  type LeaseListing,
   type LeaseRecord,
   type LeaseUpdate,
   type WriteResult,
@@ -341,6 +348,240 @@ describe('LeaseCoordinator checkpoints', () => {
     expect((await storage.getLease(GROUP, 'shard-0'))?.checkpoint).toBe('42');
     await run(scheduler, coordinator.checkpoint(tenure(coordinator, 'shard-0'), '43'));
     expect((await storage.getLease(GROUP, 'shard-0'))?.checkpoint).toBe('43');
+    await run(scheduler, coordinator.stop());
+  });
+});
+
+/** A store that, on request, applies the next write but loses its answer, fails the next read, or holds the next call. */
+class ScriptedStorage extends MemoryStorage {
+  loseNextAnswer = false;
+  failNextRead = false;
+  #held: { operation: 'list' | 'update'; leaseKey: string | undefined; called: () => void; gate: Promise<void> } | null = null;
+
+  /**
+   * The next call of `operation` (an update only if it writes `leaseKey`) waits until `release` is
+   * called; `called` resolves when it began.
+   */
+  holdNext(operation: 'list' | 'update', leaseKey?: string): { called: Promise<void>; release: () => void } {
+    let release = (): void => undefined;
+    let called = (): void => undefined;
+    const began = new Promise<void>((resolve) => (called = resolve));
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    this.#held = { operation, leaseKey, called, gate };
+    return { called: began, release };
+  }
+
+  async #wait(operation: 'list' | 'update', leaseKeys: readonly string[] = []): Promise<void> {
+    const held = this.#held;
+    if (held?.operation !== operation || (held.leaseKey !== undefined && !leaseKeys.includes(held.leaseKey))) return;
+    this.#held = null;
+    held.called();
+    await held.gate;
+  }
+
+  override async listLeases(group: string): Promise<LeaseListing> {
+    await this.#wait('list');
+    return super.listLeases(group);
+  }
+
+  override async updateLeases(group: string, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[]> {
+    await this.#wait('update', updates.map((update) => update.leaseKey));
+    const results = await super.updateLeases(group, updates);
+    if (!this.loseNextAnswer) return results;
+    this.loseNextAnswer = false;
+    return results.map(() => result.unknown(new StorageOutcomeUnknownError('[test] the answer was lost')));
+  }
+
+  override async getLease(group: string, leaseKey: string): Promise<LeaseRecord | null> {
+    if (this.failNextRead) {
+      this.failNextRead = false;
+      throw new StorageUnavailableError('[test] the read failed');
+    }
+    return super.getLease(group, leaseKey);
+  }
+}
+
+function scripted(leaseKeys: string[]) {
+  const scheduler = new VirtualScheduler();
+  const storage = new ScriptedStorage();
+  const ready = Promise.all(leaseKeys.map((leaseKey) => storage.createLease({ group: GROUP, leaseKey })));
+  const worker = (workerId: string, options: Partial<LeaseCoordinatorOptions> = {}) => {
+    const clock = scheduler.clock();
+    return { clock, coordinator: new LeaseCoordinator({ storage, group: GROUP, workerId, clock, random: seededRandom(7), ...options }) };
+  };
+  return { scheduler, storage, ready, worker };
+}
+
+describe('LeaseCoordinator tenures and fencing', () => {
+  it('refuses a checkpoint from an earlier tenure of the same worker once it took the lease again', async () => {
+    const { scheduler, ready, worker, storage } = world(['shard-0']);
+    await ready;
+    const { coordinator, clock } = worker('a');
+    await started(scheduler, coordinator);
+    const first = tenure(coordinator, 'shard-0');
+    clock.pauseUntil(scheduler.now + 15_000); // past the hold: the lease is lost to self-fencing
+    await scheduler.advance(30_000);
+    const second = tenure(coordinator, 'shard-0');
+    expect(second.fencingToken).toBeGreaterThan(first.fencingToken);
+    await expect(run(scheduler, coordinator.checkpoint(first, '10'))).rejects.toThrow(
+      'lease "shard-0" is held in tenure 2, not in tenure 1 the write belongs to',
+    );
+    await run(scheduler, coordinator.checkpoint(second, '20'));
+    expect((await storage.getLease(GROUP, 'shard-0'))?.checkpoint).toBe('20');
+    await run(scheduler, coordinator.stop());
+  });
+
+  it('with the unsafe per-key fencing, the earlier tenure writes into the later one (the switch brings the defect back)', async () => {
+    const { scheduler, ready, worker, storage } = world(['shard-0']);
+    await ready;
+    const { coordinator, clock } = worker('a', { unsafe: { checkpointPerKey: true } });
+    await started(scheduler, coordinator);
+    const first = tenure(coordinator, 'shard-0');
+    clock.pauseUntil(scheduler.now + 15_000);
+    await scheduler.advance(30_000);
+    await run(scheduler, coordinator.checkpoint(first, '10'));
+    expect((await storage.getLease(GROUP, 'shard-0'))?.checkpoint).toBe('10');
+    await run(scheduler, coordinator.stop());
+  });
+
+  it('checks the order again when a checkpoint is retried: an earlier write that applied unseen is never moved back', async () => {
+    const { scheduler, ready, worker, storage } = scripted(['shard-0']);
+    await ready;
+    const { coordinator } = worker('a');
+    await started(scheduler, coordinator);
+    const lease = tenure(coordinator, 'shard-0');
+    await run(scheduler, coordinator.checkpoint(lease, '30'));
+    storage.loseNextAnswer = true;
+    storage.failNextRead = true;
+    await expect(run(scheduler, coordinator.checkpoint(lease, '50'))).rejects.toThrow(StorageOutcomeUnknownError);
+    await expect(run(scheduler, coordinator.checkpoint(lease, '40'))).rejects.toThrow(CheckpointBehindError);
+    expect((await storage.getLease(GROUP, 'shard-0'))?.checkpoint).toBe('50');
+    await run(scheduler, coordinator.stop());
+  });
+
+  it('a handler resumed after a pause past the hold sees its signal aborted before anything else runs', async () => {
+    const { scheduler, ready, worker } = world(['shard-0']);
+    await ready;
+    const { coordinator, clock } = worker('a');
+    await started(scheduler, coordinator);
+    const lease = coordinator.lease('shard-0');
+    expect(lease).toBeDefined();
+    // A timer due before the loss timer: after the pause it runs first, as an I/O completion could.
+    const seen = clock.sleep(1_000).then(() => lease?.signal.aborted);
+    clock.pauseUntil(scheduler.now + 30_000);
+    await scheduler.advance(31_000);
+    expect(await seen).toBe(true);
+    expect(coordinator.isHeld('shard-0')).toBe(false);
+    await run(scheduler, coordinator.stop());
+  });
+});
+
+describe('LeaseCoordinator when stopping', () => {
+  it('requests no handoff once stop() began, even from a take tick already in flight', async () => {
+    const { scheduler, ready, worker, storage } = scripted(['s-0', 's-1', 's-2', 's-3']);
+    await ready;
+    const owner = worker('owner', { maxLeasesPerWorker: 4 });
+    await started(scheduler, owner.coordinator);
+    await scheduler.advance(5_000);
+    expect(owner.coordinator.heldLeases()).toHaveLength(4);
+    const thief = worker('thief');
+    let stopCalled = false;
+    const requestedWhileStopping: string[] = [];
+    thief.coordinator.on('steal-requested', ({ leaseKey }) => {
+      if (stopCalled) requestedWhileStopping.push(leaseKey);
+    });
+    await started(scheduler, thief.coordinator); // its first look: nothing free, nothing seen moving yet
+    // A lease appears; the thief's next tick takes it, and that write waits while stop() begins. By then
+    // the thief has seen the owner renew, so without the check it would go on to ask for a handoff.
+    await storage.createLease({ group: GROUP, leaseKey: 'free' });
+    const write = storage.holdNext('update', 'free');
+    while (thief.coordinator.heldLeases().length === 0 && scheduler.now < 60_000) {
+      const called = await Promise.race([write.called.then(() => true), scheduler.advance(50).then(() => false)]);
+      if (called) break;
+    }
+    stopCalled = true;
+    const stopping = thief.coordinator.stop();
+    write.release();
+    await run(scheduler, stopping);
+    await scheduler.advance(5_000);
+    expect(requestedWhileStopping).toEqual([]);
+    expect((await storage.listLeases(GROUP)).leases.filter((lease) => lease.pendingOwner === 'thief')).toEqual([]);
+    await run(scheduler, owner.coordinator.stop());
+  });
+
+  it('withdraws its own handoff requests and gives back a lease handed to it while it stopped', async () => {
+    const { scheduler, ready, worker, storage } = scripted([]);
+    await ready;
+    await storage.createLease({ group: GROUP, leaseKey: 'asked', owner: 'someone', epoch: 3, pendingOwner: 'leaver' });
+    const leaver = worker('leaver');
+    await started(scheduler, leaver.coordinator);
+    // Handed over to it just as it stops: it would otherwise hold the lease for nobody until it expired.
+    await storage.createLease({ group: GROUP, leaseKey: 'handed', owner: 'leaver', epoch: 5 });
+    await run(scheduler, leaver.coordinator.stop());
+    const leases = new Map((await storage.listLeases(GROUP)).leases.map((lease) => [lease.leaseKey, lease]));
+    expect(leases.get('asked')).toMatchObject({ owner: 'someone', pendingOwner: null, epoch: 3 });
+    expect(leases.get('handed')).toMatchObject({ owner: null, epoch: 5 });
+  });
+
+  it('returns from stop() by its deadline when a drain never finishes', async () => {
+    const { scheduler, ready, worker } = world(['shard-0']);
+    await ready;
+    const { coordinator } = worker('a', { onDrain: () => new Promise<void>(() => undefined) });
+    await started(scheduler, coordinator);
+    const stoppedAt = scheduler.now;
+    let returnedAt = -1;
+    const stopping = coordinator.stop({ timeoutMs: 1_000 }).then(() => (returnedAt = scheduler.now));
+    const second = coordinator.stop({ timeoutMs: 60_000 });
+    await run(scheduler, Promise.all([stopping, second]));
+    expect(returnedAt - stoppedAt).toBeLessThanOrEqual(1_000);
+    expect(coordinator.isHeld('shard-0')).toBe(false);
+  });
+});
+
+describe('LeaseCoordinator with records it must not write', () => {
+  it('reports a corrupt lease once, takes the others, and never takes a child of a corrupt parent', async () => {
+    const { scheduler, ready, worker, storage } = world(['good', 'bad']);
+    await ready;
+    await storage.createLease({ group: GROUP, leaseKey: 'child', parentKeys: ['bad'] });
+    storage.corrupt(GROUP, 'bad');
+    const { coordinator } = worker('a');
+    const reported: string[] = [];
+    coordinator.on('corrupt-lease', ({ leaseKey }) => void reported.push(leaseKey));
+    await started(scheduler, coordinator);
+    await scheduler.advance(20_000);
+    expect(reported).toEqual(['bad']);
+    expect(coordinator.heldLeases().map((lease) => lease.leaseKey)).toEqual(['good']);
+    await run(scheduler, coordinator.stop());
+  });
+
+  it('stops with a RecordFormatError when it meets a lease of a newer format, and never writes it', async () => {
+    const { scheduler, ready, worker, storage } = world(['ours']);
+    await ready;
+    await storage.createLease({ group: GROUP, leaseKey: 'future', format: RECORD_FORMAT + 1 });
+    const before = await storage.getLease(GROUP, 'future');
+    const { coordinator } = worker('a');
+    const fatal: Error[] = [];
+    coordinator.on('fatal', ({ error }) => void fatal.push(error));
+    await started(scheduler, coordinator);
+    await scheduler.advance(20_000);
+    expect(fatal).toHaveLength(1);
+    expect(fatal[0]).toBeInstanceOf(RecordFormatError);
+    expect(fatal[0]?.message).toContain('lease "future" of group "orders" is in record format 2, newer than the 1 this worker knows');
+    expect(await storage.getLease(GROUP, 'future')).toEqual(before);
+    expect(coordinator.heldLeases()).toEqual([]);
+  });
+
+  it('carries fields it does not name through taking, renewing and checkpointing', async () => {
+    const { scheduler, worker, storage } = world([]);
+    const extra = { addedLater: { nested: [1, 'two', null] }, note: 'kept' };
+    await storage.createLease({ group: GROUP, leaseKey: 'shard-0', ...extra } as never);
+    const { coordinator } = worker('a');
+    await started(scheduler, coordinator);
+    await scheduler.advance(10_000);
+    await run(scheduler, coordinator.checkpoint(tenure(coordinator, 'shard-0'), '5'));
+    const stored = await storage.getLease(GROUP, 'shard-0');
+    expect(stored).toMatchObject({ owner: 'a', checkpoint: '5', ...extra });
+    expect(leaseStateOf(stored as LeaseRecord)).toMatchObject(extra);
     await run(scheduler, coordinator.stop());
   });
 });

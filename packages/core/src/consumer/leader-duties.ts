@@ -20,7 +20,10 @@ export interface ShardSyncReport {
 
 /** Deliberately unsafe variants of the rules, for the simulation's own tests. @internal */
 export interface ShardSyncUnsafe {
-  /** Only a shard whose direct child has a lease counts as retired (finished ancestors come back). */
+  /**
+   * Only a shard whose direct child has a lease counts as retired, and creates ask the store to create a
+   * deleted key again, as the contract once allowed: finished ancestors come back.
+   */
   oneGenerationSync?: boolean;
   /** Create in listing order whatever the parents' state, and never retry a parent a child names. */
   birthRace?: boolean;
@@ -125,7 +128,10 @@ export class ShardSync {
       const ofResharding = parents.some((parent) => hadLease(parent) || retiredByGroup.has(parent) || deletedBefore.has(parent));
       if (!isLeader()) return report;
       const checkpoint = ofResharding ? Checkpoint.TRIM_HORIZON : birthPosition;
-      const outcome = await storage.createLease({ group, leaseKey: key, parentKeys: [...parents], checkpoint });
+      const outcome = await storage.createLease(
+        { group, leaseKey: key, parentKeys: [...parents], checkpoint },
+        unsafe.oneGenerationSync ? { recreate: true } : undefined,
+      );
       if (outcome.status === 'applied') {
         arrived.add(key);
         leases.set(key, outcome.record);

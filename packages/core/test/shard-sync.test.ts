@@ -1,0 +1,267 @@
+import { describe, expect, it } from 'vitest';
+import {
+  Checkpoint,
+  MemorySource,
+  MemoryStorage,
+  RECORD_FORMAT,
+  ShardSync,
+  leaseStateOf,
+  result,
+  type LeaseRecord,
+  type NewLease,
+  type ShardInfo,
+  type ShardSyncOptions,
+  type WriteResult,
+} from '../src/index.js';
+import { StorageOutcomeUnknownError } from '../src/errors.js';
+import { VIRTUAL_EPOCH_MS, VirtualScheduler } from '../src/testing/virtual-time.js';
+
+const GROUP = 'orders';
+
+/** A store that records the order in which leases were created, and can time out chosen creates. */
+class RecordingStorage extends MemoryStorage {
+  readonly createdOrder: string[] = [];
+  /** Creates of these keys time out without applying (an unknown outcome). */
+  readonly timingOut = new Set<string>();
+  override async createLease(lease: NewLease, options?: { recreate?: boolean }): Promise<WriteResult<LeaseRecord>> {
+    if (this.timingOut.has(lease.leaseKey)) return result.unknown(new StorageOutcomeUnknownError('[test] create timed out'));
+    const outcome = await super.createLease(lease, options);
+    if (outcome.status === 'applied') this.createdOrder.push(lease.leaseKey);
+    return outcome;
+  }
+}
+
+function world(shards = 1, options: Partial<ShardSyncOptions> = {}) {
+  const scheduler = new VirtualScheduler();
+  const clock = scheduler.clock();
+  const source = new MemorySource(shards, { clock });
+  const storage = new RecordingStorage();
+  const sync = (more: Partial<ShardSyncOptions> = {}): ShardSync =>
+    new ShardSync({
+      group: GROUP,
+      source,
+      storage,
+      initialPosition: Checkpoint.TRIM_HORIZON,
+      clock,
+      leaseDurationMs: 10_000,
+      isLeader: () => true,
+      ...options,
+      ...more,
+    });
+  const signal = new AbortController().signal;
+  /** Plays a worker that read the shard to its end and gave the lease back. */
+  const finish = async (leaseKey: string): Promise<void> => {
+    const lease = (await storage.getLease(GROUP, leaseKey)) as LeaseRecord;
+    const [outcome] = await storage.updateLeases(GROUP, [
+      { leaseKey, expectedVersion: lease.version, next: { ...leaseStateOf(lease), epoch: lease.epoch + 1, checkpoint: Checkpoint.SHARD_END } },
+    ]);
+    expect(outcome?.status).toBe('applied');
+  };
+  const keys = async (): Promise<string[]> => (await storage.listLeases(GROUP)).leases.map((lease) => lease.leaseKey).sort();
+  return { scheduler, clock, source, storage, sync, signal, finish, keys };
+}
+
+/** A source whose listing is a fixed snapshot (a listing that lags) or lists children before parents. */
+function viewOf(source: MemorySource, listing: () => Promise<ShardInfo[]>, gone: (shardId: string) => boolean = () => false) {
+  return {
+    listShards: listing,
+    read: source.read.bind(source),
+    comparePositions: source.comparePositions.bind(source),
+    isShardGone: async (shardId: string) => gone(shardId),
+  };
+}
+
+describe('shard sync: finished ancestors', () => {
+  it('never creates again the lease of an ancestor finished two or more generations ago', async () => {
+    const { source, storage, sync, signal, finish, keys } = world(1);
+    const leader = sync();
+    expect((await leader.run(signal)).created).toEqual(['shard-0000']);
+    await finish('shard-0000');
+    const [a, b] = source.split('shard-0000');
+    expect((await leader.run(signal)).deleted).toEqual(['shard-0000']);
+    await finish(a);
+    await finish(b);
+    source.split(a);
+    source.split(b);
+    const third = await leader.run(signal);
+    expect(third.deleted.sort()).toEqual([a, b].sort());
+    for (let round = 0; round < 3; round++) {
+      const report = await leader.run(signal);
+      expect(report.created).toEqual([]);
+      expect(report.complete).toBe(true);
+    }
+    expect(await keys()).toEqual(['shard-0003', 'shard-0004', 'shard-0005', 'shard-0006']);
+    // A new leader, with no memory of the past, knows it from the lineage alone.
+    expect((await sync().run(signal)).created).toEqual([]);
+    // And the store itself refuses to create a deleted key again.
+    expect(await storage.createLease({ group: GROUP, leaseKey: 'shard-0000' })).toEqual(result.conflict(null));
+  });
+
+  it('with the unsafe one-generation rule, the finished grandparent comes back (the switch brings the defect back)', async () => {
+    const { source, sync, signal, finish } = world(1);
+    const leader = sync({ unsafe: { oneGenerationSync: true } });
+    await leader.run(signal);
+    await finish('shard-0000');
+    const [a, b] = source.split('shard-0000');
+    await leader.run(signal);
+    await finish(a);
+    await finish(b);
+    source.split(a);
+    source.split(b);
+    await leader.run(signal);
+    expect((await leader.run(signal)).created).toEqual(['shard-0000']);
+  });
+});
+
+describe('shard sync: birth', () => {
+  it('creates parents before children even when the listing names the children first', async () => {
+    const { source, storage, sync, signal } = world(1);
+    const [a, b] = source.split('shard-0000');
+    const child = source.merge(a, b);
+    const reversed = viewOf(source, async () => (await source.listShards()).reverse());
+    const report = await sync({ source: reversed }).run(signal);
+    expect(report.complete).toBe(true);
+    expect(storage.createdOrder).toEqual(['shard-0000', a, b, child]);
+  });
+
+  it('a child waits while a parent create has an unknown outcome, and the next round settles both', async () => {
+    const { source, storage, sync, signal, keys } = world(1);
+    const [a] = source.split('shard-0000');
+    storage.timingOut.add('shard-0000');
+    const leader = sync();
+    const first = await leader.run(signal);
+    expect(first.complete).toBe(false);
+    expect(first.pending).toContain('shard-0000');
+    expect(first.pending).toContain(a);
+    expect(await keys()).toEqual([]);
+    storage.timingOut.clear();
+    const second = await leader.run(signal);
+    expect(second.complete).toBe(true);
+    expect(storage.createdOrder.slice(0, 1)).toEqual(['shard-0000']);
+    expect(await keys()).toHaveLength(3);
+  });
+
+  it('with the unsafe birth race, a child is created while its parent has no lease (the switch brings the defect back)', async () => {
+    const { source, storage, sync, signal } = world(1);
+    const [a] = source.split('shard-0000');
+    storage.timingOut.add('shard-0000');
+    await sync({ unsafe: { birthRace: true } }).run(signal);
+    expect(storage.createdOrder).toContain(a);
+    expect(await storage.getLease(GROUP, 'shard-0000')).toBeNull();
+  });
+
+  it('pins LATEST to the leader wall time for every shard of the birth, and starts a later child at its beginning', async () => {
+    const { scheduler, source, storage, sync, signal, finish } = world(1);
+    const [a, b] = source.split('shard-0000');
+    await scheduler.advance(5_000);
+    const leader = sync({ initialPosition: Checkpoint.LATEST });
+    await leader.run(signal);
+    const born = Checkpoint.atTimestamp(VIRTUAL_EPOCH_MS + 5_000);
+    for (const key of ['shard-0000', a, b]) expect((await storage.getLease(GROUP, key))?.checkpoint).toBe(born);
+    await finish(a);
+    const [c] = source.split(a);
+    await leader.run(signal);
+    expect((await storage.getLease(GROUP, c))?.checkpoint).toBe(Checkpoint.TRIM_HORIZON);
+  });
+
+  it('starts at the initial position a shard whose parents left the stream before the group was born', async () => {
+    const { source, storage, sync, signal } = world(1);
+    const [a] = source.split('shard-0000');
+    const trimmed = viewOf(source, async () => (await source.listShards()).filter((shard) => shard.shardId !== 'shard-0000'));
+    await sync({ source: trimmed, initialPosition: 'AT_TIMESTAMP:1000' }).run(signal);
+    expect((await storage.getLease(GROUP, a))?.checkpoint).toBe('AT_TIMESTAMP:1000');
+    expect(await storage.getLease(GROUP, 'shard-0000')).toBeNull();
+  });
+
+  it('writes nothing once it no longer leads', async () => {
+    const { sync, signal, keys } = world(3);
+    const report = await sync({ isLeader: () => false }).run(signal);
+    expect(report.created).toEqual([]);
+    expect(report.complete).toBe(false);
+    expect(await keys()).toEqual([]);
+  });
+});
+
+describe('shard sync: deletes', () => {
+  it('keeps a lease the listing does not name yet (a lagging listing), and reports it; its finished parent may go', async () => {
+    const { source, storage, sync, signal, finish, keys } = world(1);
+    await sync().run(signal);
+    const stale = await source.listShards();
+    await finish('shard-0000');
+    const [a, b] = source.split('shard-0000');
+    // The parent's reader creates the children from the shard's end, before any listing shows them.
+    for (const key of [a, b]) await storage.createLease({ group: GROUP, leaseKey: key, parentKeys: ['shard-0000'], checkpoint: Checkpoint.TRIM_HORIZON });
+    const report = await sync({ source: viewOf(source, async () => stale) }).run(signal);
+    expect(report.missing.sort()).toEqual([a, b].sort());
+    // The parent finished and each child has a lease: nothing needs it any more.
+    expect(report.deleted).toEqual(['shard-0000']);
+    expect(await keys()).toEqual([a, b].sort());
+  });
+
+  it('with the unsafe stale-view rule, that lease is deleted (the switch brings the defect back)', async () => {
+    const { source, storage, sync, signal, finish } = world(1);
+    await sync().run(signal);
+    const stale = await source.listShards();
+    await finish('shard-0000');
+    const [a] = source.split('shard-0000');
+    await storage.createLease({ group: GROUP, leaseKey: a, parentKeys: ['shard-0000'], checkpoint: Checkpoint.TRIM_HORIZON });
+    const report = await sync({ source: viewOf(source, async () => stale), unsafe: { deleteOnStaleView: true } }).run(signal);
+    expect(report.deleted).toContain(a);
+  });
+
+  it('deletes an unfinished lease only when the source confirms its shard gone and nobody holds it', async () => {
+    const { source, storage, sync, signal, keys } = world(2);
+    await sync().run(signal);
+    const held = (await storage.getLease(GROUP, 'shard-0001')) as LeaseRecord;
+    await storage.updateLeases(GROUP, [{ leaseKey: 'shard-0001', expectedVersion: held.version, next: { ...leaseStateOf(held), owner: 'w1', epoch: 1 } }]);
+    const without = viewOf(source, async () => [], () => true);
+    const unsure = await sync({ source: { ...without, isShardGone: async () => false } }).run(signal);
+    expect(unsure.deleted).toEqual([]);
+    const confirmed = await sync({ source: without }).run(signal);
+    expect(confirmed.deleted).toEqual(['shard-0000']);
+    expect(confirmed.missing).toEqual(['shard-0001']);
+    const { isShardGone: _none, ...noMethod } = without;
+    expect((await sync({ source: noMethod }).run(signal)).deleted).toEqual([]);
+    expect(await keys()).toEqual(['shard-0001']);
+  });
+
+  it('deletes a finished lease once every child has a lease and nobody holds it, never before', async () => {
+    const { scheduler, source, storage, sync, signal, keys } = world(1);
+    const leader = sync();
+    await leader.run(signal);
+    const lease = (await storage.getLease(GROUP, 'shard-0000')) as LeaseRecord;
+    // Finished, but its owner has not given it back yet (or died holding it).
+    await storage.updateLeases(GROUP, [
+      { leaseKey: 'shard-0000', expectedVersion: lease.version, next: { ...leaseStateOf(lease), owner: 'w1', epoch: 1, checkpoint: Checkpoint.SHARD_END } },
+    ]);
+    const [a, b] = source.split('shard-0000');
+    expect((await leader.run(signal)).deleted).toEqual([]);
+    expect(await keys()).toEqual(['shard-0000', a, b].sort());
+    await scheduler.advance(5_000);
+    expect((await leader.run(signal)).deleted).toEqual([]);
+    await scheduler.advance(5_000);
+    expect((await leader.run(signal)).deleted).toEqual(['shard-0000']);
+  });
+
+  it('never touches a corrupt lease, and never counts a corrupt parent as finished', async () => {
+    const { source, storage, sync, signal, finish } = world(1);
+    const leader = sync();
+    await leader.run(signal);
+    await finish('shard-0000');
+    storage.corrupt(GROUP, 'shard-0000');
+    const [a] = source.split('shard-0000');
+    const report = await leader.run(signal);
+    expect(report.corrupt).toEqual(['shard-0000']);
+    expect(report.deleted).toEqual([]);
+    // The children are created (their parent has a lease, if an unreadable one), and wait for it.
+    expect((await storage.getLease(GROUP, a))?.parentKeys).toEqual(['shard-0000']);
+  });
+
+  it('leaves alone a lease written in a newer record format', async () => {
+    const { storage, sync, signal } = world(1);
+    await storage.createLease({ group: GROUP, leaseKey: 'future', format: RECORD_FORMAT + 1, checkpoint: Checkpoint.SHARD_END });
+    const report = await sync().run(signal);
+    expect(report.deleted).toEqual([]);
+    expect((await storage.getLease(GROUP, 'future'))?.format).toBe(RECORD_FORMAT + 1);
+  });
+});
