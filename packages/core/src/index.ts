@@ -25,7 +25,7 @@ export {
 } from './leader/elector.js';
 export { type MemoryWriteEvent } from './memory/memory-storage.js';
 export { MemorySource, type MemorySourceOptions } from './memory/memory-source.js';
-export { Consumer, STALL_FIELDS, type ConsumerEvents, type StallReason } from './consumer/consumer.js';
+export { Consumer, STALL_FIELDS, BORN_FIELD, type ConsumerEvents, type StallReason } from './consumer/consumer.js';
 export { syncShards, ShardSync, type ShardSyncReport, type ShardSyncOptions } from './consumer/leader-duties.js';
 export type {
   ConsumerOptions,

@@ -63,7 +63,10 @@ export interface ShardSource<R extends SourceRecord = SourceRecord> {
   /**
    * Reads one partition, starting after `from` (a checkpoint) or at a sentinel (`TRIM_HORIZON`, `LATEST`,
    * `AT_TIMESTAMP:<ms>`). Yields batches in order and, for a closed partition, ends with an
-   * {@link EndOfShard}.
+   * {@link EndOfShard}. While the partition has nothing new it yields an empty batch now and then (a
+   * Kinesis `GetRecords` poll does, every time): that is how the runtime tells an idle reader from one
+   * that stopped answering. A partition that no longer exists fails the read with a `SourceError` whose
+   * code is `ERR_SHARD_NOT_FOUND`.
    */
   read(shardId: string, from: Position, options?: ReadOptions): AsyncIterable<ShardBatch<R>>;
 

@@ -1,66 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import {
-  Consumer,
-  InvalidConfigError,
-  MemorySource,
-  MemoryStorage,
-  seededRandom,
-  type ConsumerOptions,
-  type SourceRecord,
-} from '../src/index.js';
-import { VirtualScheduler, type VirtualClock } from '../src/testing/index.js';
+import { Consumer, InvalidConfigError, MemorySource, MemoryStorage } from '../src/index.js';
 import { run } from './support/virtual.js';
 
-const GROUP = 'orders';
-const decoder = new TextDecoder();
-
-
-interface Seen {
-  worker: string;
-  shardId: string;
-  key: string;
-  value: number;
-}
-
-function world(shards = 2) {
-  const scheduler = new VirtualScheduler();
-  const sourceClock = scheduler.clock();
-  const source = new MemorySource(shards, { clock: sourceClock, batchSize: 10 });
-  const storage = new MemoryStorage();
-  const seen: Seen[] = [];
-  let seed = 1;
-  const consumer = (workerId: string, options: Partial<ConsumerOptions> = {}, clock: VirtualClock = scheduler.clock()) =>
-    new Consumer({
-      group: GROUP,
-      source,
-      storage,
-      workerId,
-      clock,
-      random: seededRandom(seed++),
-      initialPosition: 'TRIM_HORIZON',
-      shardSyncIntervalMs: 5_000,
-      processBatch: (records: readonly SourceRecord[], context) => {
-        for (const record of records) {
-          const [key, value] = decoder.decode(record.data).split('=') as [string, string];
-          seen.push({ worker: workerId, shardId: context.shardId, key, value: Number(value) });
-        }
-      },
-      ...options,
-    });
-  /** Produces `count` records for each of `keys`, numbered per key from `from`. */
-  const produce = (keys: string[], count: number, from = 1): void => {
-    for (let n = from; n < from + count; n++) for (const key of keys) source.put(key, `${key}=${n}`);
-  };
-  return { scheduler, source, storage, seen, consumer, produce };
-}
-
-function perKey(seen: readonly Seen[]): Map<string, number[]> {
-  const byKey = new Map<string, number[]>();
-  for (const entry of seen) byKey.set(entry.key, [...(byKey.get(entry.key) ?? []), entry.value]);
-  return byKey;
-}
-
-const range = (from: number, to: number): number[] => Array.from({ length: to - from + 1 }, (_, i) => from + i);
+import { decoder, GROUP, perKey, range, world } from './support/consumer-world.js';
 
 describe('Consumer', () => {
   it('refuses invalid options with an InvalidConfigError naming the value', () => {

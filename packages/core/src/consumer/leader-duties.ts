@@ -29,6 +29,8 @@ export interface ShardSyncUnsafe {
   birthRace?: boolean;
   /** List shards before leases and delete every lease the listing does not name, at the listed version. */
   deleteOnStaleView?: boolean;
+  /** Create leases without a checkpoint, so that a child's reader starts at the initial position. */
+  childrenAtInitialPosition?: boolean;
 }
 
 /** Options of {@link ShardSync}. */
@@ -127,7 +129,7 @@ export class ShardSync {
       }
       const ofResharding = parents.some((parent) => hadLease(parent) || retiredByGroup.has(parent) || deletedBefore.has(parent));
       if (!isLeader()) return report;
-      const checkpoint = ofResharding ? Checkpoint.TRIM_HORIZON : birthPosition;
+      const checkpoint = unsafe.childrenAtInitialPosition ? null : ofResharding ? Checkpoint.TRIM_HORIZON : birthPosition;
       const outcome = await storage.createLease(
         { group, leaseKey: key, parentKeys: [...parents], checkpoint },
         unsafe.oneGenerationSync ? { recreate: true } : undefined,

@@ -4,6 +4,9 @@ import { compareNumericPositions } from '../position.js';
 import type { ReadOptions, ShardBatch, ShardInfo, ShardSource, SourceRecord } from '../source.js';
 import { Checkpoint, type Position } from '../storage.js';
 
+/** How often a caught-up reader is answered with an empty batch. */
+const EMPTY_BATCH_EVERY_MS = 1_000;
+
 interface MemoryShard {
   info: { shardId: string; parentShardIds: string[]; closed: boolean };
   records: Array<SourceRecord & { arrivedAt: number }>;
@@ -50,7 +53,7 @@ export class MemorySource implements ShardSource {
       position,
       partitionKey,
       data: typeof data === 'string' ? new TextEncoder().encode(data) : data,
-      approximateArrivalTimestampMs: Date.now(),
+      approximateArrivalTimestampMs: this.#clock.wallTime(),
       arrivedAt: this.#clock.now(),
     });
     return position;
@@ -87,18 +90,27 @@ export class MemorySource implements ShardSource {
     if (!shard) throw new SourceError('ERR_SHARD_NOT_FOUND', `[core] shard ${describeValue(shardId)} was not found`);
     const signal = options.signal;
     let index = this.#startIndex(shard, from);
+    let position = index > 0 ? (shard.records[index - 1] as SourceRecord).position : from;
+    let answeredAt = this.#clock.now();
     while (!signal?.aborted) {
       const batch = shard.records.slice(index, index + this.#batchSize);
       if (batch.length > 0) {
         index += batch.length;
-        const position = (batch[batch.length - 1] as SourceRecord).position;
+        position = (batch[batch.length - 1] as SourceRecord).position;
         const records = batch.map(({ arrivedAt: _arrivedAt, ...record }) => record);
+        answeredAt = this.#clock.now();
         yield { kind: 'records', records, position, millisBehindLatest: shard.records.length - index === 0 ? 0 : undefined };
         continue;
       }
       if (shard.info.closed) {
         yield { kind: 'end', childShardIds: [...shard.children] };
         return;
+      }
+      // Caught up: answer with an empty batch now and then, as a Kinesis poll does, so a reader looks alive.
+      if (this.#clock.now() - answeredAt >= EMPTY_BATCH_EVERY_MS) {
+        answeredAt = this.#clock.now();
+        yield { kind: 'records', records: [], position, millisBehindLatest: 0 };
+        continue;
       }
       try {
         await this.#clock.sleep(this.#idleDelayMs, signal);
