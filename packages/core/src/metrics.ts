@@ -96,6 +96,23 @@ export function attachMetrics(meter: Meter, identity: { group: string; workerId:
       for (const [shardId, ms] of lag) result.observe(ms, { ...base, 'leasehold.shard.id': shardId });
     };
     behind.addCallback(observeLag);
+    const stalledNow = new Map<string, string>();
+    const stalled = meter.createObservableGauge('leasehold.shard.stalled', { unit: '{shard}', description: 'Held shards that made no progress for stallAfterMs, by reason' });
+    const observeStalled = (result: { observe(value: number, attributes?: Attributes): void }): void => {
+      const byReason = new Map<string, number>([['handler', 0], ['reader', 0], ['failed', 0]]);
+      for (const reason of stalledNow.values()) byReason.set(reason, (byReason.get(reason) ?? 0) + 1);
+      for (const [reason, count] of byReason) result.observe(count, { ...base, 'leasehold.shard.stall.reason': reason });
+    };
+    stalled.addCallback(observeStalled);
+    const failed = meter.createCounter('leasehold.shard.read_failures', { unit: '{failure}', description: 'Failed reads of a shard, and whether its lease was given back' });
+    const corrupt = meter.createCounter('leasehold.lease.corrupt', { unit: '{lease}', description: 'Leases found that cannot be read back (each reported once)' });
+    offs.push(
+      () => stalled.removeCallback(observeStalled),
+      consumer.on('shard-stalled', ({ shardId, reason }) => void stalledNow.set(shardId, reason)),
+      consumer.on('shard-resumed', ({ shardId }) => void stalledNow.delete(shardId)),
+      consumer.on('shard-failed', ({ shardId, released }) => failed.add(1, { ...base, 'leasehold.shard.id': shardId, 'leasehold.shard.released': released })),
+      consumer.on('lease-corrupt', ({ shardId }) => corrupt.add(1, { ...base, 'leasehold.shard.id': shardId })),
+    );
     offs.push(
       () => behind.removeCallback(observeLag),
       consumer.on('batch-processed', (event) => {
@@ -104,9 +121,18 @@ export function attachMetrics(meter: Meter, identity: { group: string; workerId:
         bytes.add(event.bytes, attributes);
         if (event.millisBehindLatest !== undefined) lag.set(event.shardId, event.millisBehindLatest);
       }),
-      consumer.on('lease-lost', ({ shardId }) => lag.delete(shardId)),
-      consumer.on('lease-handed-off', ({ shardId }) => lag.delete(shardId)),
-      consumer.on('shard-ended', ({ shardId }) => lag.delete(shardId)),
+      consumer.on('lease-lost', ({ shardId }) => {
+        lag.delete(shardId);
+        stalledNow.delete(shardId);
+      }),
+      consumer.on('lease-handed-off', ({ shardId }) => {
+        lag.delete(shardId);
+        stalledNow.delete(shardId);
+      }),
+      consumer.on('shard-ended', ({ shardId }) => {
+        lag.delete(shardId);
+        stalledNow.delete(shardId);
+      }),
     );
   }
   return () => {
