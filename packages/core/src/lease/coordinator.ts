@@ -295,6 +295,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
 
   async #stop(timeoutMs: number): Promise<void> {
     const deadline = this.#clock.now() + nonNegative(PKG, 'timeoutMs', timeoutMs);
+    // Drains may use most of the time, not all: the releases after them need a round trip.
+    const drainDeadline = deadline - Math.min(timeoutMs / 5, 2_000);
     const wasRunning = this.#state === 'running';
     this.#state = 'stopping';
     if (wasRunning) {
@@ -304,7 +306,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       const drained = await Promise.all(
         entries.map(async ([leaseKey, held]) => ({
           leaseKey,
-          done: await this.#drain(leaseKey, held, 'shutdown', Math.max(0, deadline - this.#clock.now())),
+          done: await this.#drain(leaseKey, held, 'shutdown', Math.max(0, drainDeadline - this.#clock.now())),
         })),
       );
       const releasable = drained.filter((entry) => entry.done).map((entry) => entry.leaseKey);
