@@ -225,6 +225,22 @@ describe('shard sync: deletes', () => {
     expect(await keys()).toEqual(['shard-0001']);
   });
 
+  it('a source that cannot answer whether a shard is gone costs that lease only: the round goes on', async () => {
+    const { source, storage, sync, signal } = world(2);
+    await sync().run(signal);
+    const errors: string[] = [];
+    const flaky = viewOf(source, async () => []);
+    flaky.isShardGone = async (shardId: string) => {
+      if (shardId === 'shard-0000') throw new Error('[test] throttled');
+      return true;
+    };
+    const report = await sync({ source: flaky, onError: (error) => void errors.push(error.message) }).run(signal);
+    expect(report.missing).toEqual(['shard-0000']);
+    expect(report.deleted).toEqual(['shard-0001']);
+    expect(errors).toEqual(['[test] throttled']);
+    expect((await storage.listLeases(GROUP)).leases.map((lease) => lease.leaseKey)).toEqual(['shard-0000']);
+  });
+
   it('deletes a finished lease once every child has a lease and nobody holds it, never before', async () => {
     const { scheduler, source, storage, sync, signal, keys } = world(1);
     const leader = sync();

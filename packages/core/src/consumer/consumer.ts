@@ -485,6 +485,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       clock: this.#clock,
       leaseDurationMs: this.coordinator.leaseDurationMs,
       isLeader: () => !signal.aborted && elector.isLeader(),
+      onError: (error, operation) => this.#report(error, operation),
       unsafe: this.#unsafe,
     });
     this.#leaderWork = leaderLoop(

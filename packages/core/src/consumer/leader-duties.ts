@@ -46,6 +46,8 @@ export interface ShardSyncOptions {
   leaseDurationMs: number;
   /** Whether this worker may still act as leader: asked right before every write. */
   isLeader: () => boolean;
+  /** Told of failures the round works around (a source that cannot say whether a shard is gone). */
+  onError?: ((error: Error, operation: string) => void) | undefined;
   unsafe?: ShardSyncUnsafe | undefined;
 }
 
@@ -160,12 +162,24 @@ export class ShardSync {
       } else if (this.#finishedAndSettled(lease, inStream, lineage, hasLease, now)) {
         await this.#delete(lease, report);
       } else if (lease.checkpoint !== Checkpoint.SHARD_END && !inStream.has(key)) {
-        const gone = lease.owner === null && source.isShardGone !== undefined && (await source.isShardGone(key, { signal }));
+        const gone = lease.owner === null && (await this.#confirmedGone(key, signal));
         if (!gone || !(await this.#delete(lease, report))) report.missing.push(key);
       }
     }
     for (const key of this.#seen.keys()) if (!leases.has(key)) this.#seen.delete(key);
     return report;
+  }
+
+  /** The source's word that a shard is gone; no answer (a throttled call, a network error) is not a yes. */
+  async #confirmedGone(shardId: string, signal: AbortSignal): Promise<boolean> {
+    const { source, onError } = this.#options;
+    if (!source.isShardGone) return false;
+    try {
+      return await source.isShardGone(shardId, { signal });
+    } catch (error) {
+      onError?.(error instanceof Error ? error : new Error(String(error)), 'is-shard-gone');
+      return false;
+    }
   }
 
   async #delete(lease: LeaseRecord, report: ShardSyncReport): Promise<boolean> {
