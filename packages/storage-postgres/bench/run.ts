@@ -9,7 +9,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import type { LeaseRecord, LeaseState } from '@leasehold/core';
+import { leaseStateOf, RECORD_FORMAT, type LeaseRecord, type LeaseState } from '@leasehold/core';
 import pg from 'pg';
 import { PostgresStorage } from '../src/index.js';
 
@@ -23,11 +23,6 @@ const config: pg.PoolConfig = {
 
 const SIZES: number[] = process.env.BENCH_SIZES ? JSON.parse(process.env.BENCH_SIZES) : [1, 100, 1000, 10_000];
 const SINGLE_ROUNDS = 400;
-
-function stateOf(record: LeaseRecord): LeaseState {
-  const { owner, epoch, checkpoint, parentKeys, pendingOwner, metadata } = record;
-  return { owner, epoch, checkpoint, parentKeys, pendingOwner, metadata };
-}
 
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
@@ -70,9 +65,9 @@ async function main(): Promise<void> {
       await pool.query(
         `INSERT INTO ${table} (group_name, lease_key, version, live, high_epoch, state)
          SELECT $1, key, 1, true, 1, $3 FROM unnest($2::text[]) AS key`,
-        [group, keys, JSON.stringify({ owner: 'bench', epoch: 1, checkpoint: null, parentKeys: [], pendingOwner: null, metadata: {} })],
+        [group, keys, JSON.stringify({ format: RECORD_FORMAT, owner: 'bench', epoch: 1, checkpoint: null, parentKeys: [], pendingOwner: null, metadata: {} })],
       );
-      let leases = await storage.listLeases(group);
+      let { leases } = await storage.listLeases(group);
       const rounds = size >= 10_000 ? 3 : size >= 1000 ? 9 : 30;
       const batchTimes: number[] = [];
       const serialTimes: number[] = [];
@@ -80,7 +75,7 @@ async function main(): Promise<void> {
         const startBatch = performance.now();
         const results = await storage.updateLeases(
           group,
-          leases.map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...stateOf(lease), checkpoint: String(round) } })),
+          leases.map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...leaseStateOf(lease), checkpoint: String(round) } })),
         );
         batchTimes.push(performance.now() - startBatch);
         leases = results.map((outcome) => {
@@ -92,7 +87,7 @@ async function main(): Promise<void> {
           const startSerial = performance.now();
           const next: LeaseRecord[] = [];
           for (const lease of leases) {
-            const state = { ...stateOf(lease), checkpoint: `s${round}` };
+            const state = { ...leaseStateOf(lease), checkpoint: `s${round}` };
             const { rows } = await pool.query<{ version: string }>(raw('bench-raw-renew', group, lease, state));
             if (rows.length !== 1) throw new Error('raw renew did not apply');
             next.push({ ...lease, ...state, version: Number(rows[0]?.version) });
@@ -119,13 +114,13 @@ async function main(): Promise<void> {
       for (let round = 0; round < SINGLE_ROUNDS + 20; round++) {
         const startAdapter = performance.now();
         const [outcome] = await adapter.updateLeases(group, [
-          { leaseKey: 'adapter', expectedVersion: viaAdapter.record.version, next: { ...stateOf(viaAdapter.record), checkpoint: String(round) } },
+          { leaseKey: 'adapter', expectedVersion: viaAdapter.record.version, next: { ...leaseStateOf(viaAdapter.record), checkpoint: String(round) } },
         ]);
         const adapterMs = performance.now() - startAdapter;
         if (outcome?.status !== 'applied') throw new Error(`adapter update did not apply: ${JSON.stringify(outcome)}`);
         viaAdapter = outcome;
 
-        const state = { ...stateOf(viaRaw.record), checkpoint: String(round) };
+        const state = { ...leaseStateOf(viaRaw.record), checkpoint: String(round) };
         const startRaw = performance.now();
         const { rows } = await pool.query<{ version: string }>(raw('bench-raw-single', group, viaRaw.record, state));
         const rawMs = performance.now() - startRaw;

@@ -7,8 +7,9 @@ import {
   encodeLeaderState,
   encodeLeaseState,
   InvalidConfigError,
-  pickLeaderState,
-  pickLeaseState,
+  leaderStateOf,
+  leaseStateOf,
+  listingOf,
   result,
   StorageSchemaError,
   StorageUnavailableError,
@@ -20,11 +21,13 @@ import {
   validateNewLease,
   validateVersion,
   type ChangeSubscription,
+  type CreateLeaseOptions,
   type DeleteResult,
   type LeaderRecord,
   type LeaderState,
   type LeaseChange,
   type LeaseholdError,
+  type LeaseListing,
   type LeaseRecord,
   type LeaseUpdate,
   type NewLeader,
@@ -246,16 +249,19 @@ export class PostgresStorage implements Storage {
     }
   }
 
-  async listLeases(group: string): Promise<LeaseRecord[]> {
+  async listLeases(group: string): Promise<LeaseListing> {
     validateGroup(group, PKG);
-    const leases: LeaseRecord[] = [];
+    const listing: LeaseListing = { leases: [], corrupt: [] };
     // Keyset pages in bytewise key order: one query per page, none repeated or skipped however many leases.
+    // A row that cannot be decoded goes to `corrupt`; its key still moves the page on.
     let after = '';
     for (;;) {
       const rows = await this.#read<LeaseRow>('listLeases', this.#sql.listPage, [group, after, this.#pageSize]);
-      for (const row of rows) leases.push(decodeLease(group, row.lease_key, toNumber(row.version), row.state, 'storage-postgres'));
+      const page = listingOf(rows, (row) => decodeLease(group, row.lease_key, toNumber(row.version), row.state, PKG));
+      listing.leases.push(...page.leases);
+      listing.corrupt.push(...page.corrupt);
       const last = rows.at(-1);
-      if (rows.length < this.#pageSize || !last) return leases;
+      if (rows.length < this.#pageSize || !last) return listing;
       after = last.lease_key;
     }
   }
@@ -264,29 +270,32 @@ export class PostgresStorage implements Storage {
     validateGroup(group, PKG);
     validateLeaseKey(leaseKey, PKG);
     const [row] = await this.#read<VersionRow>('getLease', this.#sql.getLease, [group, leaseKey]);
-    return row ? decodeLease(group, leaseKey, toNumber(row.version), row.state, 'storage-postgres') : null;
+    return row ? decodeLease(group, leaseKey, toNumber(row.version), row.state, PKG) : null;
   }
 
-  async createLease(lease: NewLease): Promise<WriteResult<LeaseRecord>> {
+  async createLease(lease: NewLease, options: CreateLeaseOptions = {}): Promise<WriteResult<LeaseRecord>> {
     const { group, leaseKey, state } = validateNewLease(lease, PKG);
-    const next = pickLeaseState(state);
-    const { epoch: _epoch, ...rest } = next;
+    const recreate = options.recreate === true;
+    const { epoch: _epoch, ...rest } = state;
     const outcome = await this.#write<CreateLeaseRow>('createLease', this.#sql.createLease, [
       group,
       leaseKey,
-      next.epoch,
-      encodeLeaseState(next),
+      state.epoch,
+      encodeLeaseState(state),
       JSON.stringify(rest).slice(1),
+      recreate,
     ]);
     if ('unknown' in outcome) return result.unknown(outcome.unknown);
     const [row] = outcome.rows;
     if (!row) return result.unknown(outcomeUnknown('createLease', new Error('the statement returned no row')));
     if (row.applied_version !== null) {
-      return result.applied({ group, leaseKey, version: Number(row.applied_version), ...next, epoch: Number(row.applied_epoch) });
+      return result.applied({ ...state, group, leaseKey, version: Number(row.applied_version), epoch: Number(row.applied_epoch) });
     }
     try {
-      if (row.current_live === true) return result.conflict(decodeLease(group, leaseKey, toNumber(row.current_version), row.current_state, 'storage-postgres'));
-      // The row that refused the insert was committed after this statement's snapshot: read it again.
+      if (row.current_live === true) return result.conflict(decodeLease(group, leaseKey, toNumber(row.current_version), row.current_state, PKG));
+      // The row that refused the insert is a tombstone (the key was deleted and `recreate` was not asked
+      // for), or was committed after this statement's snapshot: read it again, so that the conflict
+      // carries the lease that is stored now, or none.
       return result.conflict(await this.getLease(group, leaseKey));
     } catch (error) {
       return result.unknown(asLeaseholdError('createLease', error));
@@ -317,7 +326,7 @@ export class PostgresStorage implements Storage {
     updates.forEach((update, i) => {
       const row = outcome.rows[i] as OutcomeRow;
       if (row.applied_version !== null) {
-        results.push(result.applied({ group, leaseKey: update.leaseKey, version: Number(row.applied_version), ...pickLeaseState(update.next) }));
+        results.push(result.applied({ ...leaseStateOf(update.next), group, leaseKey: update.leaseKey, version: Number(row.applied_version) }));
       } else if (!row.current_found) {
         results.push(result.conflict(null));
       } else if (toNumber(row.current_version) === update.expectedVersion) {
@@ -340,7 +349,7 @@ export class PostgresStorage implements Storage {
       : await this.#write<{ applied_version: string }>('updateLeases', this.#sql.updateOneLeaseAndNotify, [...values, update.notify, this.#names.channel]);
     if ('unknown' in outcome) return result.unknown(outcome.unknown);
     const [row] = outcome.rows;
-    if (row) return result.applied({ group, leaseKey: update.leaseKey, version: Number(row.applied_version), ...pickLeaseState(update.next) });
+    if (row) return result.applied({ ...leaseStateOf(update.next), group, leaseKey: update.leaseKey, version: Number(row.applied_version) });
     try {
       return result.conflict(await this.getLease(group, update.leaseKey));
     } catch (error) {
@@ -392,21 +401,20 @@ export class PostgresStorage implements Storage {
   async getLeader(group: string): Promise<LeaderRecord | null> {
     validateGroup(group, PKG);
     const [row] = await this.#read<VersionRow>('getLeader', this.#sql.getLeader, [group]);
-    return row ? decodeLeader(group, toNumber(row.version), row.state, 'storage-postgres') : null;
+    return row ? decodeLeader(group, toNumber(row.version), row.state, PKG) : null;
   }
 
   async createLeader(leader: NewLeader): Promise<WriteResult<LeaderRecord>> {
     const { group, state } = validateNewLeader(leader, PKG);
-    const next = pickLeaderState(state);
-    const outcome = await this.#write<OutcomeRow>('createLeader', this.#sql.createLeader, [group, encodeLeaderState(next)]);
-    return this.#leaderOutcome('createLeader', group, next, outcome, null);
+    const outcome = await this.#write<OutcomeRow>('createLeader', this.#sql.createLeader, [group, encodeLeaderState(state)]);
+    return this.#leaderOutcome('createLeader', group, state, outcome, null);
   }
 
   async updateLeader(group: string, expectedVersion: number, next: LeaderState): Promise<WriteResult<LeaderRecord>> {
     validateGroup(group, PKG);
     validateVersion(expectedVersion, PKG);
     validateLeaderState(next, PKG);
-    const state = pickLeaderState(next);
+    const state = leaderStateOf(next);
     const outcome = await this.#write<OutcomeRow>('updateLeader', this.#sql.updateLeader, [group, expectedVersion, encodeLeaderState(state)]);
     return this.#leaderOutcome('updateLeader', group, state, outcome, expectedVersion);
   }
@@ -430,10 +438,10 @@ export class PostgresStorage implements Storage {
     if ('unknown' in outcome) return result.unknown(outcome.unknown);
     const [row] = outcome.rows;
     if (!row) return result.unknown(outcomeUnknown(operation, new Error('the statement returned no row')));
-    if (row.applied_version !== null) return result.applied({ group, version: Number(row.applied_version), ...state });
+    if (row.applied_version !== null) return result.applied({ ...state, group, version: Number(row.applied_version) });
     try {
       const snapshotCurrent = row.current_found && (expectedVersion === null || toNumber(row.current_version) !== expectedVersion);
-      if (snapshotCurrent) return result.conflict(decodeLeader(group, toNumber(row.current_version), row.current_state, 'storage-postgres'));
+      if (snapshotCurrent) return result.conflict(decodeLeader(group, toNumber(row.current_version), row.current_state, PKG));
       // The record that refused the write was committed after this statement's snapshot: read it again.
       return result.conflict(await this.getLeader(group));
     } catch (error) {
@@ -443,7 +451,7 @@ export class PostgresStorage implements Storage {
 
   #leaseConflict(group: string, leaseKey: string, row: OutcomeRow): WriteResult<LeaseRecord> {
     try {
-      return result.conflict(decodeLease(group, leaseKey, toNumber(row.current_version), row.current_state, 'storage-postgres'));
+      return result.conflict(decodeLease(group, leaseKey, toNumber(row.current_version), row.current_state, PKG));
     } catch (error) {
       // The write did not apply, but the record it lost to cannot be read: the caller must not act on it.
       return result.unknown(asLeaseholdError('updateLeases', error));

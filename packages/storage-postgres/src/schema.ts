@@ -131,9 +131,10 @@ export function statements(names: TableNames): Statements {
     getLease: `SELECT version, state FROM ${leases} WHERE group_name = $1 AND lease_key = $2 AND live`,
     readLeases: `SELECT lease_key, version, state FROM ${leases} WHERE group_name = $1 AND lease_key = ANY($2::text[]) AND live`,
 
-    // Inserts, or revives a tombstone with a greater version and an epoch no lower than the key ever had.
-    // The revived state is the caller's JSON with the epoch put first: $5 is that JSON without its epoch
-    // and without its opening brace. A live row is left alone and read back as the conflict's current row.
+    // Inserts, or, when the caller asks to recreate ($6), revives a tombstone with a greater version and an
+    // epoch no lower than the key ever had. The revived state is the caller's JSON with the epoch put first:
+    // $5 is that JSON without its epoch and without its opening brace. A live row, or a tombstone without
+    // $6, is left alone; a live row is read back as the conflict's current row.
     createLease: `WITH created AS (
         INSERT INTO ${leases} AS t (group_name, lease_key, version, live, high_epoch, state)
         VALUES ($1, $2, 1, true, $3, $4)
@@ -142,7 +143,7 @@ export function statements(names: TableNames): Statements {
               live = true,
               high_epoch = GREATEST(t.high_epoch, EXCLUDED.high_epoch),
               state = '{"epoch":' || GREATEST(t.high_epoch, EXCLUDED.high_epoch)::text || ',' || $5::text
-          WHERE NOT t.live
+          WHERE NOT t.live AND $6::boolean
         RETURNING t.version, t.high_epoch
       )
       SELECT created.version AS applied_version, created.high_epoch AS applied_epoch,

@@ -1,10 +1,11 @@
 import {
   CorruptRecordError,
   InvalidConfigError,
+  leaderStateOf,
+  leaseStateOf,
   StorageSchemaError,
   StorageUnavailableError,
   type LeaseChange,
-  type LeaseRecord,
   type LeaseState,
   type WriteResult,
 } from '@leasehold/core';
@@ -21,11 +22,6 @@ const storage = (options: Partial<ConstructorParameters<typeof PostgresStorage>[
 beforeAll(async () => {
   await storage().migrate();
 });
-
-function stateOf(record: LeaseRecord): LeaseState {
-  const { owner, epoch, checkpoint, parentKeys, pendingOwner, metadata } = record;
-  return { owner, epoch, checkpoint, parentKeys, pendingOwner, metadata };
-}
 
 function applied<T>(outcome: WriteResult<T> | undefined): T {
   if (outcome?.status !== 'applied') throw new Error(`expected applied, got ${JSON.stringify(outcome)}`);
@@ -91,7 +87,7 @@ describe('PostgresStorage schema', () => {
     await expect(missing.getLease('g', 'k')).rejects.toThrow(expected);
     await expect(missing.listLeases('g')).rejects.toThrow(expected);
     await expect(missing.createLease({ group: 'g', leaseKey: 'k' })).rejects.toThrow(expected);
-    await expect(missing.updateLeases('g', [{ leaseKey: 'k', expectedVersion: 1, next: { owner: null, epoch: 0, checkpoint: null, parentKeys: [], pendingOwner: null, metadata: {} } }])).rejects.toThrow(expected);
+    await expect(missing.updateLeases('g', [{ leaseKey: 'k', expectedVersion: 1, next: leaseStateOf({}) }])).rejects.toThrow(expected);
     await expect(missing.getLeader('g')).rejects.toThrow(expected);
   });
 
@@ -132,12 +128,12 @@ describe('PostgresStorage round trips', () => {
       await Promise.all(Array.from({ length: 250 }, (_, i) => seeded.createLease({ group, leaseKey: `k${start + i}` })));
     }
     const adapter = storage({ pool: counted.pool, pageSize: 1000 });
-    const leases = await adapter.listLeases(group);
+    const { leases } = await adapter.listLeases(group);
     expect(leases).toHaveLength(2500);
     expect(counted.statements()).toBe(3);
     const results = await adapter.updateLeases(
       group,
-      leases.slice(0, 1000).map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...stateOf(lease), owner: 'w' } })),
+      leases.slice(0, 1000).map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...leaseStateOf(lease), owner: 'w' } })),
     );
     expect(results.every((outcome) => outcome.status === 'applied')).toBe(true);
     expect(counted.statements()).toBe(4);
@@ -153,8 +149,8 @@ describe('PostgresStorage round trips', () => {
       const batches = await Promise.all(
         racers.map((racer, i) =>
           racer.updateLeases(group, [
-            { leaseKey: 'a', expectedVersion: fromA.version, next: { ...stateOf(fromA), owner: `racer-${i}` } },
-            { leaseKey: 'b', expectedVersion: fromB.version, next: { ...stateOf(fromB), owner: `racer-${i}` } },
+            { leaseKey: 'a', expectedVersion: fromA.version, next: { ...leaseStateOf(fromA), owner: `racer-${i}` } },
+            { leaseKey: 'b', expectedVersion: fromB.version, next: { ...leaseStateOf(fromB), owner: `racer-${i}` } },
           ]),
         ),
       );
@@ -177,11 +173,11 @@ describe('PostgresStorage round trips', () => {
     const group = freshSchemaName('g');
     const keys = Array.from({ length: 300 }, (_, i) => `k${String(i).padStart(3, '0')}`);
     await Promise.all(keys.map((leaseKey) => first.createLease({ group, leaseKey })));
-    const leases = await first.listLeases(group);
-    const batch = (owner: string) => leases.map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...stateOf(lease), owner } }));
+    const { leases } = await first.listLeases(group);
+    const batch = (owner: string) => leases.map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...leaseStateOf(lease), owner } }));
     const [forward, backward] = await Promise.all([first.updateLeases(group, batch('first')), second.updateLeases(group, batch('second').reverse())]);
     backward.reverse();
-    const stored = new Map((await first.listLeases(group)).map((lease) => [lease.leaseKey, lease]));
+    const stored = new Map((await first.listLeases(group)).leases.map((lease) => [lease.leaseKey, lease]));
     leases.forEach((lease, i) => {
       const statuses = [forward[i]!.status, backward[i]!.status].sort();
       expect(statuses).toEqual(['applied', 'conflict']);
@@ -197,10 +193,10 @@ describe('PostgresStorage round trips', () => {
     const two = applied(await adapter.createLease({ group, leaseKey: 'two' }));
     expect(await adapter.getLease(group, 'one')).toEqual(one);
     const batch = await adapter.updateLeases(group, [
-      { leaseKey: 'one', expectedVersion: one.version, next: { ...stateOf(one), owner: 'w' } },
-      { leaseKey: 'two', expectedVersion: two.version, next: { ...stateOf(two), ...odd } },
+      { leaseKey: 'one', expectedVersion: one.version, next: { ...leaseStateOf(one), owner: 'w' } },
+      { leaseKey: 'two', expectedVersion: two.version, next: { ...leaseStateOf(two), ...odd } },
     ]);
-    const stored = await adapter.listLeases(group);
+    const { leases: stored } = await adapter.listLeases(group);
     expect(stored.sort((a, b) => a.leaseKey.localeCompare(b.leaseKey))).toEqual(batch.map((outcome) => applied(outcome)));
     expect(stored.map((lease) => [lease.checkpoint, lease.metadata])).toEqual([
       ['a\u0000b', odd.metadata],
@@ -213,65 +209,189 @@ describe('PostgresStorage round trips', () => {
     const group = freshSchemaName('g');
     const created = applied(await adapter.createLease({ group, leaseKey: 'k', owner: 'a', epoch: 9 }));
     expect((await adapter.deleteLease(group, 'k', created.version)).status).toBe('applied');
-    const again = applied(await adapter.createLease({ group, leaseKey: 'k', owner: 'b', epoch: 2, metadata: { m: 'v' } }));
+    const again = applied(await adapter.createLease({ group, leaseKey: 'k', owner: 'b', epoch: 2, metadata: { m: 'v' } }, { recreate: true }));
     expect(again).toMatchObject({ version: created.version + 1, epoch: 9, owner: 'b', metadata: { m: 'v' } });
     expect(await adapter.getLease(group, 'k')).toEqual(again);
   });
 });
 
-describe('PostgresStorage corrupt rows', () => {
-  it('reports a lease whose state is not JSON as a CorruptRecordError naming it, and never overwrites it', async () => {
+describe('PostgresStorage records of a later core', () => {
+  // What a later core may write: a newer record format and fields this core does not name, of any JSON shape.
+  const later = { format: 2, shardRange: { start: '0', end: '340282366920938463463374607431768211455' }, tags: ['a', 1.5, true, null, { deep: [] }] };
+
+  it('keeps format 2 and fields core does not name through create, single and batched updates, get, list and conflicts', async () => {
     const adapter = storage();
     const group = freshSchemaName('g');
-    const lease = applied(await adapter.createLease({ group, leaseKey: 'bad' }));
-    applied(await adapter.createLease({ group, leaseKey: 'good' }));
-    await server.pool().query(`UPDATE "${server.schema}".leasehold_leases SET state = '{"owner": nope' WHERE group_name = $1 AND lease_key = 'bad'`, [group]);
-    const named = `stored lease "bad" of group "${group}" is corrupt: state is not valid JSON`;
-    await expect(adapter.getLease(group, 'bad')).rejects.toThrow(CorruptRecordError);
-    await expect(adapter.getLease(group, 'bad')).rejects.toThrow(named);
-    await expect(adapter.listLeases(group)).rejects.toThrow(named);
-    const [stale] = await adapter.updateLeases(group, [{ leaseKey: 'bad', expectedVersion: lease.version + 1, next: stateOf(lease) }]);
-    expect(stale?.status).toBe('unknown');
-    expect(stale?.status === 'unknown' && stale.error).toBeInstanceOf(CorruptRecordError);
-    const again = await adapter.createLease({ group, leaseKey: 'bad' });
-    expect(again.status === 'unknown' && again.error.message).toContain(named);
-    const { rows } = await server.pool().query(`SELECT version, state FROM "${server.schema}".leasehold_leases WHERE group_name = $1 AND lease_key = 'bad'`, [group]);
-    expect(rows).toEqual([{ version: String(lease.version), state: '{"owner": nope' }]);
+    const created = applied(await adapter.createLease({ group, leaseKey: 'one', owner: 'a', ...later }));
+    expect(created).toMatchObject({ ...later, owner: 'a', version: 1 });
+    expect(await adapter.getLease(group, 'one')).toEqual(created);
+    const renewed = applied((await adapter.updateLeases(group, [{ leaseKey: 'one', expectedVersion: created.version, next: { ...leaseStateOf(created), owner: 'b' } }]))[0]);
+    expect(renewed).toEqual({ ...created, owner: 'b', version: created.version + 1 });
+    const two = applied(await adapter.createLease({ group, leaseKey: 'two' }));
+    const [one, taken] = (
+      await adapter.updateLeases(group, [
+        { leaseKey: 'one', expectedVersion: renewed.version, next: { ...leaseStateOf(renewed), checkpoint: '7' } },
+        { leaseKey: 'two', expectedVersion: two.version, next: { ...leaseStateOf(two), ...later } },
+      ])
+    ).map((outcome) => applied(outcome));
+    expect(one).toEqual({ ...renewed, checkpoint: '7', version: renewed.version + 1 });
+    expect(taken).toEqual({ ...two, ...later, version: two.version + 1 });
+    expect(await adapter.listLeases(group)).toEqual({ leases: [one, taken], corrupt: [] });
+    expect(await adapter.updateLeases(group, [{ leaseKey: 'one', expectedVersion: created.version, next: leaseStateOf(created) }])).toEqual([
+      { status: 'conflict', current: one },
+    ]);
+    expect(
+      await adapter.updateLeases(group, [
+        { leaseKey: 'one', expectedVersion: created.version, next: leaseStateOf(created) },
+        { leaseKey: 'two', expectedVersion: two.version, next: leaseStateOf(two) },
+      ]),
+    ).toEqual([
+      { status: 'conflict', current: one },
+      { status: 'conflict', current: taken },
+    ]);
+    expect(await adapter.createLease({ group, leaseKey: 'one' })).toEqual({ status: 'conflict', current: one });
+  });
+
+  it('keeps fields core does not name in a deleted key created again, whose epoch is raised to the highest it had', async () => {
+    const adapter = storage();
+    const group = freshSchemaName('g');
+    const created = applied(await adapter.createLease({ group, leaseKey: 'k', owner: 'a', epoch: 9 }));
+    expect((await adapter.deleteLease(group, 'k', created.version)).status).toBe('applied');
+    const again = applied(await adapter.createLease({ group, leaseKey: 'k', epoch: 2, ...later }, { recreate: true }));
+    expect(again).toEqual({ ...leaseStateOf({ epoch: 9, ...later }), group, leaseKey: 'k', version: created.version + 1 });
+    expect(await adapter.getLease(group, 'k')).toEqual(again);
+  });
+
+  it('keeps format 2 and fields core does not name in a leader record through create, update, get and a conflict', async () => {
+    const adapter = storage();
+    const group = freshSchemaName('g');
+    const created = applied(await adapter.createLeader({ group, holder: 'w1', term: 1, ...later }));
+    expect(created).toEqual({ ...leaderStateOf({ holder: 'w1', term: 1, ...later }), group, version: 1 });
+    expect(await adapter.getLeader(group)).toEqual(created);
+    const next = applied(await adapter.updateLeader(group, created.version, { ...leaderStateOf(created), holder: 'w2', term: 2 }));
+    expect(next).toEqual({ ...created, holder: 'w2', term: 2, version: 2 });
+    expect(await adapter.updateLeader(group, created.version, leaderStateOf(created))).toEqual({ status: 'conflict', current: next });
+    expect(await adapter.createLeader({ group })).toEqual({ status: 'conflict', current: next });
+  });
+});
+
+describe('PostgresStorage deleted keys', () => {
+  it('does not create a deleted key again without recreate: a conflict with no current lease, and the tombstone stays as it was', async () => {
+    const adapter = storage();
+    const group = freshSchemaName('g');
+    const created = applied(await adapter.createLease({ group, leaseKey: 'k', owner: 'a', epoch: 4, checkpoint: 'SHARD_END' }));
+    expect((await adapter.deleteLease(group, 'k', created.version)).status).toBe('applied');
+    const tombstone = `SELECT version, live, high_epoch, state FROM "${server.schema}".leasehold_leases WHERE group_name = $1 AND lease_key = 'k'`;
+    const before = (await server.pool().query(tombstone, [group])).rows;
+    expect(before).toEqual([{ version: String(created.version), live: false, high_epoch: '4', state: null }]);
+    expect(await adapter.createLease({ group, leaseKey: 'k' })).toEqual({ status: 'conflict', current: null });
+    expect(await adapter.createLease({ group, leaseKey: 'k' }, { recreate: false })).toEqual({ status: 'conflict', current: null });
+    expect((await server.pool().query(tombstone, [group])).rows).toEqual(before);
+    expect(await adapter.listLeases(group)).toEqual({ leases: [], corrupt: [] });
+    const recreated = applied(await adapter.createLease({ group, leaseKey: 'k' }, { recreate: true }));
+    expect(recreated).toMatchObject({ version: created.version + 1, epoch: 4, owner: null, checkpoint: null });
+  });
+
+  it('creates a key that never had a lease at version 1, with or without recreate', async () => {
+    const adapter = storage();
+    const group = freshSchemaName('g');
+    expect(applied(await adapter.createLease({ group, leaseKey: 'plain' })).version).toBe(1);
+    expect(applied(await adapter.createLease({ group, leaseKey: 'asked' }, { recreate: true })).version).toBe(1);
+  });
+});
+
+describe('PostgresStorage corrupt rows', () => {
+  const table = (): string => `"${server.schema}".leasehold_leases`;
+  /** Damages a stored lease as another program writing the table would: the version moves with the write. */
+  async function damage(group: string, leaseKey: string, state: string | null): Promise<void> {
+    const { rowCount } = await server.pool().query(
+      `UPDATE ${table()} SET state = $3, version = version + 1 WHERE group_name = $1 AND lease_key = $2`,
+      [group, leaseKey, state],
+    );
+    expect(rowCount).toBe(1);
+  }
+  async function stored(group: string, leaseKey: string): Promise<unknown[]> {
+    return (await server.pool().query<{ version: string; state: string | null }>(`SELECT version, state FROM ${table()} WHERE group_name = $1 AND lease_key = $2`, [group, leaseKey])).rows;
+  }
+
+  it('lists a lease whose state is not JSON in corrupt, naming it, and every other lease of the group, across pages', async () => {
+    const group = freshSchemaName('g');
+    for (const leaseKey of ['a', 'b', 'bad', 'c']) applied(await storage().createLease({ group, leaseKey }));
+    await damage(group, 'bad', '{"owner": nope');
+    const named = `[storage-postgres] stored lease "bad" of group "${group}" is corrupt: state is not valid JSON ("{\\"owner\\": nope")`;
+    for (const pageSize of [1, 2, 1000]) {
+      const { leases, corrupt } = await storage({ pageSize }).listLeases(group);
+      expect(leases.map((lease) => lease.leaseKey)).toEqual(['a', 'b', 'c']);
+      expect(corrupt).toHaveLength(1);
+      expect(corrupt[0]).toBeInstanceOf(CorruptRecordError);
+      expect(corrupt[0]).toMatchObject({ group, leaseKey: 'bad', message: named });
+    }
+    await expect(storage().getLease(group, 'bad')).rejects.toThrow(CorruptRecordError);
+    await expect(storage().getLease(group, 'bad')).rejects.toThrow(named);
+  });
+
+  it('applies the other updates of a batch that meets a corrupt lease, gives unknown with the CorruptRecordError for it alone, and never overwrites it', async () => {
+    const adapter = storage();
+    const group = freshSchemaName('g');
+    const [a, bad, c] = [applied(await adapter.createLease({ group, leaseKey: 'a' })), applied(await adapter.createLease({ group, leaseKey: 'bad' })), applied(await adapter.createLease({ group, leaseKey: 'c' }))];
+    await damage(group, 'bad', '[]');
+    const damaged = await stored(group, 'bad');
+    const results = await adapter.updateLeases(group, [a, bad, c].map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...leaseStateOf(lease), owner: 'w' } })));
+    expect(results.map((outcome) => outcome.status)).toEqual(['applied', 'unknown', 'applied']);
+    const [, unknown] = results;
+    expect(unknown?.status === 'unknown' && unknown.error).toBeInstanceOf(CorruptRecordError);
+    expect(unknown?.status === 'unknown' && unknown.error).toMatchObject({ group, leaseKey: 'bad', message: `[storage-postgres] stored lease "bad" of group "${group}" is corrupt: state is not a JSON object ("[]")` });
+    expect((await adapter.listLeases(group)).leases.map((lease) => [lease.leaseKey, lease.owner])).toEqual([['a', 'w'], ['c', 'w']]);
+    // A batch of one takes the single-statement path; a create and a delete meet the same row.
+    const [alone] = await adapter.updateLeases(group, [{ leaseKey: 'bad', expectedVersion: bad.version, next: leaseStateOf(bad) }]);
+    expect(alone?.status === 'unknown' && alone.error).toBeInstanceOf(CorruptRecordError);
+    const created = await adapter.createLease({ group, leaseKey: 'bad' }, { recreate: true });
+    expect(created.status === 'unknown' && created.error).toBeInstanceOf(CorruptRecordError);
+    const deleted = await adapter.deleteLease(group, 'bad', bad.version);
+    expect(deleted.status === 'unknown' && deleted.error).toBeInstanceOf(CorruptRecordError);
+    expect(await stored(group, 'bad')).toEqual(damaged);
   });
 
   it('reports a lease whose JSON lacks fields or has wrong types as a CorruptRecordError naming it', async () => {
     const adapter = storage();
     const group = freshSchemaName('g');
     applied(await adapter.createLease({ group, leaseKey: 'k' }));
-    const table = `"${server.schema}".leasehold_leases`;
-    await server.pool().query(`UPDATE ${table} SET state = '{"owner": 5}' WHERE group_name = $1`, [group]);
-    await expect(adapter.getLease(group, 'k')).rejects.toThrow(`stored lease "k" of group "${group}" is corrupt: state lacks epoch, checkpoint, parentKeys, pendingOwner, metadata`);
-    await server.pool().query(`UPDATE ${table} SET state = '{"owner": 5, "epoch": 0, "checkpoint": null, "parentKeys": [], "pendingOwner": null, "metadata": {}}' WHERE group_name = $1`, [group]);
+    await damage(group, 'k', '{"owner": 5}');
+    await expect(adapter.getLease(group, 'k')).rejects.toThrow(`stored lease "k" of group "${group}" is corrupt: state lacks format, epoch, checkpoint, parentKeys, pendingOwner, metadata`);
+    await damage(group, 'k', JSON.stringify({ ...leaseStateOf({}), owner: 5 }));
     await expect(adapter.getLease(group, 'k')).rejects.toThrow(`stored lease "k" of group "${group}" is corrupt: owner must be a string, got 5`);
+    await damage(group, 'k', JSON.stringify({ ...leaseStateOf({}), format: 0 }));
+    await expect(adapter.getLease(group, 'k')).rejects.toThrow(`stored lease "k" of group "${group}" is corrupt: format must be a positive integer, got 0`);
+    await damage(group, 'k', null);
+    await expect(adapter.getLease(group, 'k')).rejects.toThrow(`stored lease "k" of group "${group}" is corrupt: state is null`);
+    expect((await adapter.listLeases(group)).corrupt.map((error) => error.leaseKey)).toEqual(['k']);
   });
 
   it('reports a lease with a NULL version, in a table whose NOT NULL was dropped by hand, and no write at any version applies to it', async () => {
     const schema = freshSchemaName('lh_nullversion');
     const adapter = new PostgresStorage({ pool: server.pool(), schema });
     await adapter.migrate();
-    const table = `"${schema}".leasehold_leases`;
+    const nullable = `"${schema}".leasehold_leases`;
     const lease = applied(await adapter.createLease({ group: 'g', leaseKey: 'k', owner: 'a' }));
-    await server.pool().query(`ALTER TABLE ${table} ALTER COLUMN version DROP NOT NULL`);
-    await server.pool().query(`UPDATE ${table} SET version = NULL`);
+    await server.pool().query(`ALTER TABLE ${nullable} ALTER COLUMN version DROP NOT NULL`);
+    await server.pool().query(`UPDATE ${nullable} SET version = NULL`);
     await expect(adapter.getLease('g', 'k')).rejects.toThrow(`stored lease "k" of group "g" is corrupt: version must be a positive integer, found null`);
+    expect((await adapter.listLeases('g')).corrupt.map((error) => error.message)).toEqual([
+      `[storage-postgres] stored lease "k" of group "g" is corrupt: version must be a positive integer, found null`,
+    ]);
     for (const expectedVersion of [lease.version, lease.version + 1]) {
-      const [outcome] = await adapter.updateLeases('g', [{ leaseKey: 'k', expectedVersion, next: { ...stateOf(lease), owner: 'thief' } }]);
+      const [outcome] = await adapter.updateLeases('g', [{ leaseKey: 'k', expectedVersion, next: { ...leaseStateOf(lease), owner: 'thief' } }]);
       expect(outcome?.status === 'unknown' && outcome.error).toBeInstanceOf(CorruptRecordError);
     }
     const batch = await adapter.updateLeases('g', [
-      { leaseKey: 'k', expectedVersion: lease.version, next: stateOf(lease) },
-      { leaseKey: 'other', expectedVersion: 1, next: stateOf(lease) },
+      { leaseKey: 'k', expectedVersion: lease.version, next: leaseStateOf(lease) },
+      { leaseKey: 'other', expectedVersion: 1, next: leaseStateOf(lease) },
     ]);
     expect(batch.map((outcome) => outcome.status)).toEqual(['unknown', 'conflict']);
     const deleted = await adapter.deleteLease('g', 'k', lease.version);
     expect(deleted.status === 'unknown' && deleted.error.message).toContain('stored lease "k" of group "g" is corrupt');
-    const { rows } = await server.pool().query(`SELECT version, state FROM ${table}`);
-    expect(rows).toEqual([{ version: null, state: JSON.stringify(stateOf(lease)) }]);
+    const { rows } = await server.pool().query(`SELECT version, state FROM ${nullable}`);
+    expect(rows).toEqual([{ version: null, state: JSON.stringify(leaseStateOf(lease)) }]);
     await server.pool().query(`DROP SCHEMA "${schema}" CASCADE`);
   });
 
@@ -279,10 +399,12 @@ describe('PostgresStorage corrupt rows', () => {
     const adapter = storage();
     const group = freshSchemaName('g');
     const leader = applied(await adapter.createLeader({ group, holder: 'w', term: 1 }));
-    await server.pool().query(`UPDATE "${server.schema}".leasehold_leaders SET state = '[]' WHERE group_name = $1`, [group]);
+    await server.pool().query(`UPDATE "${server.schema}".leasehold_leaders SET state = '[]', version = version + 1 WHERE group_name = $1`, [group]);
     await expect(adapter.getLeader(group)).rejects.toThrow(`stored leader record of group "${group}" is corrupt: state is not a JSON object ("[]")`);
-    const stale = await adapter.updateLeader(group, leader.version + 1, { holder: 'x', term: 2, metadata: {} });
+    const stale = await adapter.updateLeader(group, leader.version, { ...leaderStateOf(leader), holder: 'x', term: 2 });
     expect(stale.status === 'unknown' && stale.error).toBeInstanceOf(CorruptRecordError);
+    const again = await adapter.createLeader({ group });
+    expect(again.status === 'unknown' && again.error).toBeInstanceOf(CorruptRecordError);
   });
 });
 
@@ -298,8 +420,8 @@ describe('PostgresStorage failures', () => {
       await blocker.query('BEGIN');
       await blocker.query(`SELECT 1 FROM "${server.schema}".leasehold_leases WHERE group_name = $1 AND lease_key = 'a' FOR UPDATE`, [group]);
       const pending = adapter.updateLeases(group, [
-        { leaseKey: 'a', expectedVersion: a.version, next: { ...stateOf(a), owner: 'w' } },
-        { leaseKey: 'b', expectedVersion: b.version, next: { ...stateOf(b), owner: 'w' } },
+        { leaseKey: 'a', expectedVersion: a.version, next: { ...leaseStateOf(a), owner: 'w' } },
+        { leaseKey: 'b', expectedVersion: b.version, next: { ...leaseStateOf(b), owner: 'w' } },
       ]);
       let pid: number | undefined;
       expect(
@@ -322,7 +444,7 @@ describe('PostgresStorage failures', () => {
       blocker.release(true);
     }
     expect((await adapter.getLease(group, 'a'))?.version).toBe(a.version);
-    applied((await adapter.updateLeases(group, [{ leaseKey: 'a', expectedVersion: a.version, next: { ...stateOf(a), owner: 'w' } }]))[0]);
+    applied((await adapter.updateLeases(group, [{ leaseKey: 'a', expectedVersion: a.version, next: { ...leaseStateOf(a), owner: 'w' } }]))[0]);
   });
 
   it('sends a statement again unnamed when its connection lost the prepared statement, applying it once, and stops naming after three misses', async () => {
@@ -334,7 +456,7 @@ describe('PostgresStorage failures', () => {
       let lease = applied(await adapter.createLease({ group, leaseKey: 'k', metadata: { count: '0' } }));
       const increment = async (): Promise<void> => {
         const [outcome] = await adapter.updateLeases(group, [
-          { leaseKey: 'k', expectedVersion: lease.version, next: { ...stateOf(lease), metadata: { count: String(Number(lease.metadata.count) + 1) } } },
+          { leaseKey: 'k', expectedVersion: lease.version, next: { ...leaseStateOf(lease), metadata: { count: String(Number(lease.metadata.count) + 1) } } },
         ]);
         lease = applied(outcome);
       };
@@ -395,7 +517,7 @@ describe('PostgresStorage change feed', () => {
       expect(await waitFor(async () => (await listenerPids(reader.channel)).some((other) => other !== pid))).toBe(true);
 
       const lease = applied(await writer.createLease({ group, leaseKey: 'k', owner: 'a', epoch: 1 }));
-      applied((await writer.updateLeases(group, [{ leaseKey: 'k', expectedVersion: lease.version, next: { ...stateOf(lease), pendingOwner: 'b' }, notify: 'handoff-requested' }]))[0]);
+      applied((await writer.updateLeases(group, [{ leaseKey: 'k', expectedVersion: lease.version, next: { ...leaseStateOf(lease), pendingOwner: 'b' }, notify: 'handoff-requested' }]))[0]);
       expect(await waitFor(() => heard.length === 2)).toBe(true);
       expect(heard).toEqual([
         { group, leaseKey: 'k', kind: 'handoff-requested' },
@@ -421,7 +543,7 @@ describe('PostgresStorage change feed', () => {
     const subscription = await adapter.subscribe(group, (change) => heard.push(change));
     try {
       const lease = applied(await adapter.createLease({ group, leaseKey, owner: 'a' }));
-      applied((await adapter.updateLeases(group, [{ leaseKey, expectedVersion: lease.version, next: { ...stateOf(lease), owner: null }, notify: 'released' }]))[0]);
+      applied((await adapter.updateLeases(group, [{ leaseKey, expectedVersion: lease.version, next: { ...leaseStateOf(lease), owner: null }, notify: 'released' }]))[0]);
       expect(await waitFor(() => heard.length === 1)).toBe(true);
       expect(heard).toEqual([{ group, leaseKey, kind: 'released' }]);
     } finally {

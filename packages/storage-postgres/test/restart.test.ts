@@ -1,8 +1,8 @@
 import {
+  leaseStateOf,
   StorageOutcomeUnknownError,
   StorageUnavailableError,
   type LeaseRecord,
-  type LeaseState,
 } from '@leasehold/core';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -17,11 +17,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await cluster?.destroy();
 });
-
-function stateOf(record: LeaseRecord): LeaseState {
-  const { owner, epoch, checkpoint, parentKeys, pendingOwner, metadata } = record;
-  return { owner, epoch, checkpoint, parentKeys, pendingOwner, metadata };
-}
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -51,7 +46,7 @@ describe.each(['immediate', 'fast'] as const)('PostgresStorage across a server s
             if (!current) throw new Error(`lease ${leaseKey} vanished`);
             const count = Number(current.metadata.count) + 1;
             const [outcome] = await adapter.updateLeases(group, [
-              { leaseKey, expectedVersion: current.version, next: { ...stateOf(current), metadata: { count: String(count) } } },
+              { leaseKey, expectedVersion: current.version, next: { ...leaseStateOf(current), metadata: { count: String(count) } } },
             ]);
             if (outcome?.status === 'applied') {
               outcomes.applied++;
@@ -91,7 +86,8 @@ describe.each(['immediate', 'fast'] as const)('PostgresStorage across a server s
       expect(outcomes.applied).toBeGreaterThan(appliedBeforeCrash);
 
       // The very next call works, with no retry.
-      const stored = await adapter.listLeases(group);
+      const { leases: stored, corrupt } = await adapter.listLeases(group);
+      expect(corrupt).toEqual([]);
       expect(stored).toHaveLength(keys.length);
       for (const lease of stored) {
         const acked = acknowledged.get(lease.leaseKey);
