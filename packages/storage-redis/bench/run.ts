@@ -7,7 +7,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import type { LeaseRecord, LeaseUpdate, WriteResult } from '@leasehold/core';
+import { leaseStateOf, type LeaseRecord, type LeaseUpdate, type WriteResult } from '@leasehold/core';
 import { Redis } from 'ioredis';
 import { RedisStorage } from '../src/index.js';
 
@@ -22,7 +22,7 @@ function renewals(leases: readonly LeaseRecord[]): LeaseUpdate[] {
   return leases.map((lease) => ({
     leaseKey: lease.leaseKey,
     expectedVersion: lease.version,
-    next: { owner: 'bench', epoch: lease.epoch, checkpoint: lease.checkpoint, parentKeys: lease.parentKeys, pendingOwner: null, metadata: lease.metadata },
+    next: { ...leaseStateOf(lease), owner: 'bench', pendingOwner: null },
   }));
 }
 
@@ -49,7 +49,7 @@ async function batchVersusSingles(storage: RedisStorage): Promise<void> {
       );
     }
     // Renew the way a worker does: from the records the previous write returned, with no re-read between.
-    let leases = await storage.listLeases(group);
+    let { leases } = await storage.listLeases(group);
     const renewBatch = async (): Promise<void> => {
       const results = await storage.updateLeases(group, renewals(leases));
       leases = results.map((outcome) => applied(outcome));

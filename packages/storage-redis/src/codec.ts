@@ -1,15 +1,17 @@
 /**
  * How records are stored. A lease is one hash field whose value is `version:epoch:write token:state
- * JSON`, the JSON holding every field but the epoch; the header is what the scripts compare and raise
- * without parsing JSON. A leader record is `version:write token:state JSON`. The write token identifies the call that wrote the value, so that a
- * command the client resent after a reconnect is recognised as the adapter's own write.
+ * JSON`, the JSON holding every field of the state but the epoch (the record format and any field a later
+ * core adds included); the header is what the scripts compare and raise without parsing JSON. A leader
+ * record is `version:write token:state JSON`. The write token identifies the call that wrote the value, so
+ * that a command the client resent after a reconnect is recognised as the adapter's own write.
  */
 import {
   CorruptRecordError,
   decodeLeader,
   decodeLease,
   describeValue,
-  pickLeaderState,
+  leaderStateOf,
+  leaseStateOf,
   type LeaderRecord,
   type LeaderState,
   type LeaseRecord,
@@ -19,13 +21,8 @@ import { PKG } from './keys.js';
 
 /** The state of a lease as stored in JSON: every field but the epoch, which lives in the header. */
 export function encodeLeaseBody(state: LeaseState): string {
-  return JSON.stringify({
-    owner: state.owner,
-    checkpoint: state.checkpoint,
-    parentKeys: state.parentKeys,
-    pendingOwner: state.pendingOwner,
-    metadata: state.metadata,
-  });
+  const { epoch: _epoch, ...body } = leaseStateOf(state);
+  return JSON.stringify(body);
 }
 
 /** The whole stored value of a lease, as the update script writes it. */
@@ -34,7 +31,7 @@ export function encodeLeaseValue(version: number, state: LeaseState, token: stri
 }
 
 export function encodeLeaderBody(state: LeaderState): string {
-  return JSON.stringify(pickLeaderState(state));
+  return JSON.stringify(leaderStateOf(state));
 }
 
 export interface StoredLease {

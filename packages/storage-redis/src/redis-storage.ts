@@ -3,9 +3,10 @@ import {
   CorruptRecordError,
   describeValue,
   InvalidConfigError,
+  leaderStateOf,
   LeaseholdError,
-  pickLeaderState,
-  pickLeaseState,
+  leaseStateOf,
+  listingOf,
   result,
   StorageOutcomeUnknownError,
   StorageSchemaError,
@@ -18,11 +19,13 @@ import {
   validateNewLease,
   validateVersion,
   type ChangeSubscription,
+  type CreateLeaseOptions,
   type DeleteResult,
   type LeaderRecord,
   type LeaderState,
   type LeaseChange,
   type LeaseChangeKind,
+  type LeaseListing,
   type LeaseRecord,
   type LeaseUpdate,
   type NewLeader,
@@ -114,8 +117,11 @@ export class RedisStorage implements Storage {
     this.#scripts = bindScripts(options.client);
   }
 
-  /** Every lease of the group, read page by page with `HSCAN` until the cursor comes back to 0. */
-  async listLeases(group: string): Promise<LeaseRecord[]> {
+  /**
+   * Every lease of the group, read page by page with `HSCAN` until the cursor comes back to 0. A stored
+   * value that cannot be read back is listed in `corrupt`, by its key.
+   */
+  async listLeases(group: string): Promise<LeaseListing> {
     const keys = this.#keys(group);
     const sentAt = this.#marks.begin();
     const raw = new Map<string, unknown>();
@@ -132,14 +138,14 @@ export class RedisStorage implements Storage {
       cursor = String(next);
     } while (cursor !== '0');
 
-    const leases: LeaseRecord[] = [];
-    for (const [leaseKey, value] of raw) {
+    const listing = listingOf(raw, ([leaseKey, value]) => {
       const { record } = decodeStoredLease(group, leaseKey, value);
       this.#marks.lease(group, leaseKey, sentAt, record.version, record.epoch);
-      leases.push(record);
-    }
+      return record;
+    });
+    // A corrupt lease is still stored under its key: it was not deleted, so it is not looked for as vanished.
     await this.#checkVanished(group, keys, sentAt, raw);
-    return leases;
+    return listing;
   }
 
   async getLease(group: string, leaseKey: string): Promise<LeaseRecord | null> {
@@ -160,26 +166,37 @@ export class RedisStorage implements Storage {
     return record;
   }
 
-  async createLease(lease: NewLease): Promise<WriteResult<LeaseRecord>> {
+  async createLease(lease: NewLease, options: CreateLeaseOptions = {}): Promise<WriteResult<LeaseRecord>> {
     const { group, leaseKey, state } = validateNewLease(lease, PKG);
     const keys = this.#keysOfValid(group);
     const token = this.#token();
+    const recreate = options.recreate === true ? '1' : '0';
     const sentAt = this.#marks.begin();
     const reply = await this.#write(() => `creating lease ${describeValue(leaseKey)} of group ${describeValue(group)}`, () =>
-      this.#scripts.createLease(keys.leases, keys.tombstones, keys.incarnation, token, randomUUID(), leaseKey, String(state.epoch), encodeLeaseBody(state)),
+      this.#scripts.createLease(keys.leases, keys.tombstones, keys.incarnation, token, randomUUID(), leaseKey, String(state.epoch), encodeLeaseBody(state), recreate),
     );
     if (reply instanceof LeaseholdError) return result.unknown(reply);
     const [incarnation, status, value] = tuple(reply, 3, 'createLease');
     this.#marks.incarnation(group, sentAt, optionalString(incarnation, 'createLease'));
-    if (status === 2) {
-      decodeTombstone(group, leaseKey, value);
-      throw new CorruptRecordError(`[${PKG}] stored tombstone of lease ${describeValue(leaseKey)} of group ${describeValue(group)} is corrupt: ${describeValue(value)}`, { group, leaseKey });
+    try {
+      if (status === 2) {
+        decodeTombstone(group, leaseKey, value);
+        throw new CorruptRecordError(`[${PKG}] stored tombstone of lease ${describeValue(leaseKey)} of group ${describeValue(group)} is corrupt: ${describeValue(value)}`, { group, leaseKey });
+      }
+      if (status === 3) {
+        // The key was deleted: without recreate it stays so, and the tombstone says how far it had gone.
+        const tombstone = decodeTombstone(group, leaseKey, value);
+        this.#marks.absent(group, leaseKey, sentAt, tombstone);
+        return result.conflict(null);
+      }
+      const stored = decodeStoredLease(group, leaseKey, value);
+      this.#marks.lease(group, leaseKey, sentAt, stored.record.version, stored.record.epoch);
+      // A conflict with this very call's token is the client resending the command after a reconnect.
+      if (status === 1 || stored.token === token) return result.applied(stored.record);
+      return result.conflict(stored.record);
+    } catch (error) {
+      return corruptOutcome(error);
     }
-    const stored = decodeStoredLease(group, leaseKey, value);
-    this.#marks.lease(group, leaseKey, sentAt, stored.record.version, stored.record.epoch);
-    // A conflict with this very call's token is the client resending the command after a reconnect.
-    if (status === 1 || stored.token === token) return result.applied(stored.record);
-    return result.conflict(stored.record);
   }
 
   /** Every update of the batch in one script call (or one per `maxBatchSize` updates): one round trip. */
@@ -217,15 +234,19 @@ export class RedisStorage implements Storage {
       this.#marks.deleted(group, leaseKey, expectedVersion);
       return { status: 'applied' };
     }
-    if (status === 2) {
-      const tombstone = decodeTombstone(group, leaseKey, value ?? null);
-      if (tombstone?.token === token) return { status: 'applied' };
-      this.#marks.absent(group, leaseKey, sentAt, tombstone);
-      return result.conflict(null);
+    try {
+      if (status === 2) {
+        const tombstone = decodeTombstone(group, leaseKey, value ?? null);
+        if (tombstone?.token === token) return { status: 'applied' };
+        this.#marks.absent(group, leaseKey, sentAt, tombstone);
+        return result.conflict(null);
+      }
+      const { record } = decodeStoredLease(group, leaseKey, value);
+      this.#marks.lease(group, leaseKey, sentAt, record.version, record.epoch);
+      return result.conflict(record);
+    } catch (error) {
+      return corruptOutcome(error);
     }
-    const { record } = decodeStoredLease(group, leaseKey, value);
-    this.#marks.lease(group, leaseKey, sentAt, record.version, record.epoch);
-    return result.conflict(record);
   }
 
   /**
@@ -298,10 +319,14 @@ export class RedisStorage implements Storage {
     if (reply instanceof LeaseholdError) return result.unknown(reply);
     const [incarnation, status, value] = tuple(reply, 3, 'createLeader');
     this.#marks.incarnation(group, sentAt, optionalString(incarnation, 'createLeader'));
-    const stored = decodeStoredLeader(group, value);
-    this.#marks.leader(group, sentAt, stored.record);
-    if (status === 1 || stored.token === token) return result.applied(stored.record);
-    return result.conflict(stored.record);
+    try {
+      const stored = decodeStoredLeader(group, value);
+      this.#marks.leader(group, sentAt, stored.record);
+      if (status === 1 || stored.token === token) return result.applied(stored.record);
+      return result.conflict(stored.record);
+    } catch (error) {
+      return corruptOutcome(error);
+    }
   }
 
   async updateLeader(group: string, expectedVersion: number, next: LeaderState): Promise<WriteResult<LeaderRecord>> {
@@ -318,7 +343,7 @@ export class RedisStorage implements Storage {
     const [incarnation, status, value] = tuple(reply, 3, 'updateLeader');
     this.#marks.incarnation(group, sentAt, optionalString(incarnation, 'updateLeader'));
     if (status === 1) {
-      const record: LeaderRecord = { group, version, ...pickLeaderState(next) };
+      const record: LeaderRecord = { ...leaderStateOf(next), group, version };
       this.#marks.leader(group, sentAt, record, true);
       return result.applied(record);
     }
@@ -326,10 +351,14 @@ export class RedisStorage implements Storage {
       this.#marks.leader(group, sentAt, null);
       return result.conflict(null);
     }
-    const stored = decodeStoredLeader(group, value);
-    this.#marks.leader(group, sentAt, stored.record);
-    if (stored.token === token && stored.record.version === version) return result.applied(stored.record);
-    return result.conflict(stored.record);
+    try {
+      const stored = decodeStoredLeader(group, value);
+      this.#marks.leader(group, sentAt, stored.record);
+      if (stored.token === token && stored.record.version === version) return result.applied(stored.record);
+      return result.conflict(stored.record);
+    } catch (error) {
+      return corruptOutcome(error);
+    }
   }
 
   /** Closes the adapter's own pub/sub connection, if it opened one. The caller's client stays open. */
@@ -361,23 +390,28 @@ export class RedisStorage implements Storage {
     if (reply instanceof LeaseholdError) return reply;
     const [incarnation, ...outcomes] = tuple(reply, updates.length + 1, 'updateLeases');
     this.#marks.incarnation(group, sentAt, optionalString(incarnation, 'updateLeases'));
+    // Each result is read on its own: a corrupt record makes its own update unknown, never the batch's.
     return updates.map((update, i): WriteResult<LeaseRecord> => {
       const outcome = outcomes[i];
       const { leaseKey } = update;
       const version = update.expectedVersion + 1;
       if (outcome === 1) {
-        const record: LeaseRecord = { group, leaseKey, version, ...pickLeaseState(update.next) };
+        const record: LeaseRecord = { ...leaseStateOf(update.next), group, leaseKey, version };
         this.#marks.lease(group, leaseKey, sentAt, version, record.epoch, true);
         return result.applied(record);
       }
-      if (Array.isArray(outcome)) {
-        this.#marks.absent(group, leaseKey, sentAt, decodeTombstone(group, leaseKey, outcome[0] ?? null));
-        return result.conflict(null);
+      try {
+        if (Array.isArray(outcome)) {
+          this.#marks.absent(group, leaseKey, sentAt, decodeTombstone(group, leaseKey, outcome[0] ?? null));
+          return result.conflict(null);
+        }
+        const stored = decodeStoredLease(group, leaseKey, outcome);
+        this.#marks.lease(group, leaseKey, sentAt, stored.record.version, stored.record.epoch);
+        if (stored.token === token && stored.record.version === version) return result.applied(stored.record);
+        return result.conflict(stored.record);
+      } catch (error) {
+        return corruptOutcome(error);
       }
-      const stored = decodeStoredLease(group, leaseKey, outcome);
-      this.#marks.lease(group, leaseKey, sentAt, stored.record.version, stored.record.epoch);
-      if (stored.token === token && stored.record.version === version) return result.applied(stored.record);
-      return result.conflict(stored.record);
     });
   }
 
@@ -468,6 +502,15 @@ export class RedisStorage implements Storage {
       }
     }
   }
+}
+
+/**
+ * The outcome of a write whose reply holds a record that cannot be read back: `unknown`, carrying the
+ * `CorruptRecordError` that names it. Any other error (a regression found) is thrown as before.
+ */
+function corruptOutcome(error: unknown): WriteResult<never> {
+  if (error instanceof CorruptRecordError) return result.unknown(error);
+  throw error;
 }
 
 function positiveInteger(name: string, value: unknown, fallback: number): number {

@@ -6,7 +6,9 @@ import { randomUUID } from 'node:crypto';
 import {
   CorruptRecordError,
   InvalidConfigError,
+  leaderStateOf,
   LeaseholdError,
+  leaseStateOf,
   MemoryStorage,
   RegressionError,
   type LeaseChange,
@@ -33,7 +35,7 @@ function renewals(leases: readonly LeaseRecord[], owner: string) {
   return leases.map((lease) => ({
     leaseKey: lease.leaseKey,
     expectedVersion: lease.version,
-    next: { owner, epoch: lease.epoch, checkpoint: lease.checkpoint, parentKeys: lease.parentKeys, pendingOwner: null, metadata: lease.metadata },
+    next: { ...leaseStateOf(lease), owner, pendingOwner: null },
   }));
 }
 
@@ -118,14 +120,14 @@ describe('RedisStorage on the shared server', () => {
     const storage = new RedisStorage({ client, keyPrefix, listPageSize: 7 });
     const group = `paged-${randomUUID()}`;
     await createLeases(storage, group, 300);
-    expect((await storage.listLeases(group)).length).toBe(300);
+    expect((await storage.listLeases(group)).leases.length).toBe(300);
   });
 
   it('splits a batch larger than maxBatchSize into several calls and still returns one result per update, in order', async () => {
     const storage = new RedisStorage({ client, keyPrefix, maxBatchSize: 16 });
     const group = `chunked-${randomUUID()}`;
     await createLeases(storage, group, 50);
-    const leases = await storage.listLeases(group);
+    const { leases } = await storage.listLeases(group);
     const results = await storage.updateLeases(group, renewals(leases, 'renewer'));
     expect(results.map((outcome) => (outcome.status === 'applied' ? outcome.record.leaseKey : outcome.status))).toEqual(leases.map((lease) => lease.leaseKey));
   });
@@ -137,22 +139,137 @@ describe('RedisStorage on the shared server', () => {
       const lowered = applied((await storage.updateLeases(group, [{ leaseKey: 'k', expectedVersion: created.version, next: { ...created, epoch: 2 } }]))[0]);
       expect(lowered.epoch).toBe(2);
       expect((await storage.deleteLease(group, 'k', lowered.version)).status).toBe('applied');
-      const again = applied(await storage.createLease({ group, leaseKey: 'k', epoch: 0 }));
+      const again = applied(await storage.createLease({ group, leaseKey: 'k', epoch: 0 }, { recreate: true }));
       expect({ version: again.version, epoch: again.epoch }).toEqual({ version: 3, epoch: 5 });
     }
   });
+
+  const hashOf = (group: string, name: 'leases' | 'tombstones' | 'leader'): string => `${keyPrefix}{${Buffer.from(group).toString('base64url')}}:${name}`;
 
   it('reports a stored lease that is not in its format as a CorruptRecordError naming the lease', async () => {
     const storage = new RedisStorage({ client, keyPrefix });
     const group = `corrupt-${randomUUID()}`;
     applied(await storage.createLease({ group, leaseKey: 'k' }));
-    const leasesKey = `${keyPrefix}{${Buffer.from(group).toString('base64url')}}:leases`;
-    await client.hset(leasesKey, 'k', 'not a lease');
+    await client.hset(hashOf(group, 'leases'), 'k', 'not a lease');
     const error = await storage.getLease(group, 'k').catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(CorruptRecordError);
     expect((error as Error).message).toBe(`[storage-redis] stored lease "k" of group ${JSON.stringify(group)} is corrupt: malformed header in "not a lease"`);
-    await client.hset(leasesKey, 'k', '2:0:token:{"owner":5}');
-    await expect(storage.listLeases(group)).rejects.toThrow(CorruptRecordError);
+    await client.hset(hashOf(group, 'leases'), 'k', '2:0:token:{"owner":5}');
+    await expect(storage.getLease(group, 'k')).rejects.toThrow(
+      `[storage-redis] stored lease "k" of group ${JSON.stringify(group)} is corrupt: state lacks format, checkpoint, parentKeys, pendingOwner, metadata`,
+    );
+  });
+
+  it('lists hash fields of the wrong shape in corrupt, one error naming each, and every other lease of the group, across pages', async () => {
+    const storage = new RedisStorage({ client, keyPrefix, listPageSize: 2 });
+    const group = `corrupt-list-${randomUUID()}`;
+    await createLeases(storage, group, 6);
+    await client.hset(hashOf(group, 'leases'), 'shardId-000001', 'not a lease', 'shardId-000004', '7:1:token:[]');
+    const { leases, corrupt } = await storage.listLeases(group);
+    expect(leases.map((lease) => lease.leaseKey).sort()).toEqual(['shardId-000000', 'shardId-000002', 'shardId-000003', 'shardId-000005']);
+    expect(corrupt.every((error) => error instanceof CorruptRecordError)).toBe(true);
+    expect(corrupt.map((error) => [error.leaseKey, error.message]).sort()).toEqual([
+      ['shardId-000001', `[storage-redis] stored lease "shardId-000001" of group ${JSON.stringify(group)} is corrupt: malformed header in "not a lease"`],
+      ['shardId-000004', `[storage-redis] stored lease "shardId-000004" of group ${JSON.stringify(group)} is corrupt: state is not a JSON object ("[]")`],
+    ]);
+  });
+
+  it('a batch that meets a corrupt lease applies the others and gives unknown with the CorruptRecordError for it alone; create and delete on it are unknown too, and it is never overwritten', async () => {
+    const storage = new RedisStorage({ client, keyPrefix });
+    const group = `corrupt-batch-${randomUUID()}`;
+    await createLeases(storage, group, 3);
+    const { leases } = await storage.listLeases(group);
+    await client.hset(hashOf(group, 'leases'), 'shardId-000001', 'not a lease');
+    const results = await storage.updateLeases(group, renewals(leases, 'renewer'));
+    expect(results.map((outcome) => outcome.status)).toEqual(leases.map((lease) => (lease.leaseKey === 'shardId-000001' ? 'unknown' : 'applied')));
+    const failed = results.find((outcome) => outcome.status === 'unknown');
+    expect(failed?.status === 'unknown' && failed.error).toBeInstanceOf(CorruptRecordError);
+    expect(failed?.status === 'unknown' && failed.error).toMatchObject({ group, leaseKey: 'shardId-000001' });
+    expect((await storage.listLeases(group)).leases.map((lease) => lease.owner)).toEqual(['renewer', 'renewer']);
+    const created = await storage.createLease({ group, leaseKey: 'shardId-000001' }, { recreate: true });
+    expect(created.status === 'unknown' && created.error).toBeInstanceOf(CorruptRecordError);
+    const deleted = await storage.deleteLease(group, 'shardId-000001', 1);
+    expect(deleted.status === 'unknown' && deleted.error).toBeInstanceOf(CorruptRecordError);
+    expect(await client.hget(hashOf(group, 'leases'), 'shardId-000001')).toBe('not a lease');
+  });
+
+  it('a corrupt tombstone makes a create of its key unknown, with or without recreate, and leaves it as it was', async () => {
+    const storage = new RedisStorage({ client, keyPrefix });
+    const group = `corrupt-tombstone-${randomUUID()}`;
+    const lease = applied(await storage.createLease({ group, leaseKey: 'k' }));
+    expect((await storage.deleteLease(group, 'k', lease.version)).status).toBe('applied');
+    await client.hset(hashOf(group, 'tombstones'), 'k', 'gone');
+    for (const recreate of [false, true]) {
+      const outcome = await storage.createLease({ group, leaseKey: 'k' }, { recreate });
+      expect(outcome.status === 'unknown' && outcome.error.message).toBe(
+        `[storage-redis] stored lease "k" of group ${JSON.stringify(group)} is corrupt: malformed tombstone "gone"`,
+      );
+    }
+    expect(await client.hget(hashOf(group, 'tombstones'), 'k')).toBe('gone');
+    expect(await client.hexists(hashOf(group, 'leases'), 'k')).toBe(0);
+  });
+
+  it('a corrupt leader record is an error naming the group on read, and unknown for a write that meets it', async () => {
+    const storage = new RedisStorage({ client, keyPrefix });
+    const group = `corrupt-leader-${randomUUID()}`;
+    const leader = applied(await storage.createLeader({ group, holder: 'w', term: 1 }));
+    await client.set(hashOf(group, 'leader'), '5:token:{"holder":"w"}');
+    await expect(storage.getLeader(group)).rejects.toThrow(
+      `[storage-redis] stored leader record of group ${JSON.stringify(group)} is corrupt: state lacks format, term, metadata`,
+    );
+    for (const outcome of [await storage.updateLeader(group, leader.version, leaderStateOf(leader)), await storage.createLeader({ group })]) {
+      expect(outcome.status === 'unknown' && outcome.error).toBeInstanceOf(CorruptRecordError);
+    }
+  });
+
+  it('keeps format 2 and fields core does not name through create, batched update, get, list, conflicts and a recreate', async () => {
+    const storage = new RedisStorage({ client, keyPrefix });
+    const group = `later-${randomUUID()}`;
+    const later = { format: 2, shardRange: { start: '0', end: '9'.repeat(39) }, tags: ['a', 1.5, true, null, { deep: [] }] };
+    const created = applied(await storage.createLease({ group, leaseKey: 'one', owner: 'a', epoch: 3, ...later }));
+    expect(created).toEqual({ ...leaseStateOf({ owner: 'a', epoch: 3, ...later }), group, leaseKey: 'one', version: 1 });
+    expect(await storage.getLease(group, 'one')).toEqual(created);
+    const two = applied(await storage.createLease({ group, leaseKey: 'two' }));
+    const [one, taken] = (
+      await storage.updateLeases(group, [
+        { leaseKey: 'one', expectedVersion: created.version, next: { ...leaseStateOf(created), checkpoint: '7' } },
+        { leaseKey: 'two', expectedVersion: two.version, next: { ...leaseStateOf(two), ...later } },
+      ])
+    ).map((outcome) => applied(outcome));
+    expect(one).toEqual({ ...created, checkpoint: '7', version: 2 });
+    expect(taken).toEqual({ ...two, ...later, version: 2 });
+    const { leases, corrupt } = await storage.listLeases(group);
+    expect(corrupt).toEqual([]);
+    expect(leases.sort((a, b) => a.leaseKey.localeCompare(b.leaseKey))).toEqual([one, taken]);
+    expect(await storage.updateLeases(group, [{ leaseKey: 'one', expectedVersion: created.version, next: leaseStateOf(created) }])).toEqual([
+      { status: 'conflict', current: one },
+    ]);
+    expect(await storage.createLease({ group, leaseKey: 'one' })).toEqual({ status: 'conflict', current: one });
+    expect((await storage.deleteLease(group, 'one', one!.version)).status).toBe('applied');
+    const again = applied(await storage.createLease({ group, leaseKey: 'one', ...later }, { recreate: true }));
+    expect(again).toEqual({ ...leaseStateOf({ epoch: 3, ...later }), group, leaseKey: 'one', version: 3 });
+
+    const leader = applied(await storage.createLeader({ group, holder: 'w1', term: 1, ...later }));
+    expect(leader).toEqual({ ...leaderStateOf({ holder: 'w1', term: 1, ...later }), group, version: 1 });
+    const next = applied(await storage.updateLeader(group, leader.version, { ...leaderStateOf(leader), holder: 'w2', term: 2 }));
+    expect(next).toEqual({ ...leader, holder: 'w2', term: 2, version: 2 });
+    expect(await storage.getLeader(group)).toEqual(next);
+    expect(await storage.updateLeader(group, leader.version, leaderStateOf(leader))).toEqual({ status: 'conflict', current: next });
+  });
+
+  it('does not create a deleted key again without recreate: a conflict with no current lease, and the tombstone stays as it was', async () => {
+    const storage = new RedisStorage({ client, keyPrefix });
+    const group = `deleted-${randomUUID()}`;
+    const lease = applied(await storage.createLease({ group, leaseKey: 'k', owner: 'a', epoch: 4 }));
+    expect((await storage.deleteLease(group, 'k', lease.version)).status).toBe('applied');
+    const tombstone = await client.hget(hashOf(group, 'tombstones'), 'k');
+    expect(tombstone).toMatch(/^1:4:/);
+    expect(await storage.createLease({ group, leaseKey: 'k' })).toEqual({ status: 'conflict', current: null });
+    expect(await storage.createLease({ group, leaseKey: 'k' }, { recreate: false })).toEqual({ status: 'conflict', current: null });
+    expect(await client.hget(hashOf(group, 'tombstones'), 'k')).toBe(tombstone);
+    expect(await storage.listLeases(group)).toEqual({ leases: [], corrupt: [] });
+    expect(applied(await storage.createLease({ group, leaseKey: 'k' }, { recreate: true }))).toMatchObject({ version: 2, epoch: 4, owner: null });
+    expect(applied(await storage.createLease({ group, leaseKey: 'never-had-one' }, { recreate: true })).version).toBe(1);
   });
 
   it('works through a client with a keyPrefix of its own, change feed included', async () => {
@@ -205,13 +322,13 @@ describe('RedisStorage on a redis-server of its own', () => {
       await createLeases(storage, group, 20);
       for (let round = 0; round < 20; round++) {
         if (round % 3 === 0) await admin.script('FLUSH');
-        const leases = await storage.listLeases(group);
+        const { leases } = await storage.listLeases(group);
         const results = await storage.updateLeases(group, renewals(leases, `round-${round}`));
         expect(results.every((outcome) => outcome.status === 'applied')).toBe(true);
         const leader = (await storage.getLeader(group)) ?? applied(await storage.createLeader({ group }));
-        applied(await storage.updateLeader(group, leader.version, { holder: `round-${round}`, term: round + 1, metadata: {} }));
+        applied(await storage.updateLeader(group, leader.version, leaderStateOf({ holder: `round-${round}`, term: round + 1 })));
       }
-      expect((await storage.listLeases(group)).every((lease) => lease.owner === 'round-19' && lease.version === 21)).toBe(true);
+      expect((await storage.listLeases(group)).leases.every((lease) => lease.owner === 'round-19' && lease.version === 21)).toBe(true);
     } finally {
       client.disconnect();
       admin.disconnect();
@@ -228,7 +345,7 @@ describe('RedisStorage on a redis-server of its own', () => {
       await createLeases(storage, group, 5);
       const seen = { applied: 0, unknown: 0, thrown: 0 };
       for (let round = 0; round < 12; round++) {
-        const before = await storage.listLeases(group);
+        const { leases: before } = await storage.listLeases(group);
         const pending = sendDuringKill(admin, killer, () => storage.updateLeases(group, renewals(before, `round-${round}`)), round % 3);
         let results: WriteResult<LeaseRecord>[];
         try {
@@ -239,7 +356,7 @@ describe('RedisStorage on a redis-server of its own', () => {
           seen.thrown++;
           continue;
         }
-        const stored = new Map((await storage.listLeases(group)).map((lease) => [lease.leaseKey, lease]));
+        const stored = new Map((await storage.listLeases(group)).leases.map((lease) => [lease.leaseKey, lease]));
         results.forEach((outcome, i) => {
           const key = before[i]!.leaseKey;
           // Nobody else writes this group, so a conflict could only be the client's resend of an applied
@@ -256,7 +373,7 @@ describe('RedisStorage on a redis-server of its own', () => {
       }
       expect(seen.applied + seen.unknown + seen.thrown * 5).toBe(12 * 5);
       // Recovery: the next calls work as if nothing happened.
-      const leases = await storage.listLeases(group);
+      const { leases } = await storage.listLeases(group);
       expect((await storage.updateLeases(group, renewals(leases, 'after'))).every((outcome) => outcome.status === 'applied')).toBe(true);
       expect(applied(await storage.createLeader({ group, holder: 'after' })).holder).toBe('after');
     } finally {
@@ -282,7 +399,7 @@ describe('RedisStorage on a redis-server of its own', () => {
         expect(await storage.getLease(group, leaseKey)).toBeNull();
       }
       const leader = applied(await sendDuringKill(admin, killer, () => storage.createLeader({ group, holder: 'a', term: 1 })));
-      const next = applied(await sendDuringKill(admin, killer, () => storage.updateLeader(group, leader.version, { holder: 'b', term: 2, metadata: {} })));
+      const next = applied(await sendDuringKill(admin, killer, () => storage.updateLeader(group, leader.version, { ...leaderStateOf(leader), holder: 'b', term: 2 })));
       expect(await storage.getLeader(group)).toEqual(next);
     } finally {
       client.disconnect();
@@ -359,11 +476,11 @@ describe('RedisStorage on a redis-server of its own', () => {
       const other = `snapshot-lists-${randomUUID()}`;
       await createLeases(fresh, other, 2);
       applied(await fresh.createLeader({ group: other, holder: 'a', term: 3 }));
-      const seen = await fresh.listLeases(other);
+      const { leases: seen } = await fresh.listLeases(other);
       await client.save();
       applied(await fresh.createLease({ group: other, leaseKey: 'lost' }));
       await fresh.listLeases(other);
-      applied(await fresh.updateLeader(other, 1, { holder: 'b', term: 4, metadata: {} }));
+      applied(await fresh.updateLeader(other, 1, leaderStateOf({ holder: 'b', term: 4 })));
       await server.restart();
       await expect(fresh.listLeases(other)).rejects.toThrow(
         `[storage-redis] lease "lost" of group ${JSON.stringify(other)} was seen at version 1 and is gone without a tombstone`,
@@ -375,7 +492,7 @@ describe('RedisStorage on a redis-server of its own', () => {
       const third = `snapshot-leader-${randomUUID()}`;
       applied(await leaders.createLeader({ group: third, holder: 'a', term: 1 }));
       await client.save();
-      applied(await leaders.updateLeader(third, 1, { holder: 'b', term: 2, metadata: {} }));
+      applied(await leaders.updateLeader(third, 1, leaderStateOf({ holder: 'b', term: 2 })));
       await server.restart();
       await expect(leaders.getLeader(third)).rejects.toThrow(
         `[storage-redis] leader record of group ${JSON.stringify(third)} went back from version 2 to version 1`,
@@ -392,11 +509,12 @@ describe('RedisStorage on a redis-server of its own', () => {
       const deleter = new RedisStorage({ client });
       const group = `deleted-${randomUUID()}`;
       await createLeases(watcher, group, 3);
-      const [first] = await watcher.listLeases(group);
+      const [first] = (await watcher.listLeases(group)).leases;
       expect((await deleter.deleteLease(group, first!.leaseKey, first!.version)).status).toBe('applied');
-      expect((await watcher.listLeases(group)).length).toBe(2);
+      expect((await watcher.listLeases(group)).leases.length).toBe(2);
       expect(await watcher.getLease(group, first!.leaseKey)).toBeNull();
-      const again = applied(await watcher.createLease({ group, leaseKey: first!.leaseKey }));
+      expect(await watcher.createLease({ group, leaseKey: first!.leaseKey })).toEqual({ status: 'conflict', current: null });
+      const again = applied(await watcher.createLease({ group, leaseKey: first!.leaseKey }, { recreate: true }));
       expect(again.version).toBe(first!.version + 1);
       expect(again.epoch).toBe(first!.epoch);
     } finally {

@@ -1,9 +1,11 @@
--- Creates a lease if no live lease has its key. A tombstone left by a delete makes the new version
--- follow the old one and keeps the highest epoch, so that neither repeats after delete-then-recreate.
+-- Creates a lease if the key never had one. A key with a tombstone (its lease was deleted) is created
+-- again only when the caller asks to recreate it: the new version then follows the old one and the
+-- highest epoch is kept, so that neither repeats after delete-then-recreate.
 -- KEYS[1] leases hash, KEYS[2] tombstones hash, KEYS[3] incarnation marker
 -- ARGV[1] write token, ARGV[2] incarnation to set if the group has none, ARGV[3] lease key,
--- ARGV[4] epoch, ARGV[5] state JSON (without the epoch)
+-- ARGV[4] epoch, ARGV[5] state JSON (without the epoch), ARGV[6] '1' to recreate a deleted key
 -- Returns { incarnation, 1, new value } | { incarnation, 0, current value } | { incarnation, 2, bad tombstone }
+--   | { incarnation, 3, tombstone } (deleted, and not asked to recreate)
 local incarnation = redis.call('GET', KEYS[3])
 local current = redis.call('HGET', KEYS[1], ARGV[3])
 if current then return { incarnation, 0, current } end
@@ -13,6 +15,7 @@ local tombstone = redis.call('HGET', KEYS[2], ARGV[3])
 if tombstone then
   local deleted, high = string.match(tombstone, '^(%d+):(%d+):')
   if not deleted then return { incarnation, 2, tombstone } end
+  if ARGV[6] ~= '1' then return { incarnation, 3, tombstone } end
   version = string.format('%d', tonumber(deleted) + 1)
   if tonumber(high) > tonumber(epoch) then epoch = high end
   redis.call('HDEL', KEYS[2], ARGV[3])
