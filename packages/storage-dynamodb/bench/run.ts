@@ -4,7 +4,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { DynamoDBClient, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
-import { encodeLeaseState, type LeaseRecord, type LeaseState, type WriteResult } from '@leasehold/core';
+import { encodeLeaseState, leaseStateOf, RECORD_FORMAT, type LeaseRecord, type LeaseState, type WriteResult } from '@leasehold/core';
 import { startDynalite } from '@leasehold/local-stack';
 import { DynamoDBStorage } from '../src/index.js';
 
@@ -28,11 +28,6 @@ const client = new DynamoDBClient({
 const tableName = `bench-${process.pid}`;
 const storage = new DynamoDBStorage({ client, tableName });
 
-function stateOf(record: LeaseRecord): LeaseState {
-  const { owner, epoch, checkpoint, parentKeys, pendingOwner, metadata } = record;
-  return { owner, epoch, checkpoint, parentKeys, pendingOwner, metadata };
-}
-
 function applied(outcome: WriteResult<LeaseRecord> | undefined): LeaseRecord {
   if (outcome?.status !== 'applied') throw new Error(`expected applied, got ${JSON.stringify(outcome)}`);
   return outcome.record;
@@ -47,6 +42,7 @@ const ms = (value: number): string => `${value.toFixed(value < 10 ? 3 : 0)} ms`;
 
 // A lease as a Kinesis consumer holds it: host-pid-suffix owner, a full sequence number, one parent.
 const held: LeaseState = {
+  format: RECORD_FORMAT,
   owner: 'ip-10-0-12-34.eu-west-1.compute.internal-48213-5f3a9c',
   epoch: 3,
   checkpoint: '49590338271490256608559692538361571095921575989136588898',
@@ -61,18 +57,18 @@ async function batchedAgainstSequential(): Promise<void> {
   for (let start = 0; start < keys.length; start += 100) {
     await Promise.all(keys.slice(start, start + 100).map(async (leaseKey) => applied(await storage.createLease({ group, leaseKey, ...held }))));
   }
-  let leases = await storage.listLeases(group);
+  let { leases } = await storage.listLeases(group);
   const batched: number[] = [];
   const sequential: number[] = [];
   for (let round = 0; round < BATCH_ROUNDS; round++) {
     let started = performance.now();
-    const results = await storage.updateLeases(group, leases.map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: stateOf(lease) })));
+    const results = await storage.updateLeases(group, leases.map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: leaseStateOf(lease) })));
     batched.push(performance.now() - started);
     leases = results.map(applied);
     started = performance.now();
     const renewed: LeaseRecord[] = [];
     for (const lease of leases) {
-      const [outcome] = await storage.updateLeases(group, [{ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: stateOf(lease) }]);
+      const [outcome] = await storage.updateLeases(group, [{ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: leaseStateOf(lease) }]);
       renewed.push(applied(outcome));
     }
     sequential.push(performance.now() - started);
@@ -112,7 +108,7 @@ async function adapterAgainstRawUpdate(): Promise<void> {
     rawVersion++;
   };
   const adapter = async (): Promise<void> => {
-    const [outcome] = await storage.updateLeases(group, [{ leaseKey: 'adapter', expectedVersion: lease.version, next: stateOf(lease) }]);
+    const [outcome] = await storage.updateLeases(group, [{ leaseKey: 'adapter', expectedVersion: lease.version, next: leaseStateOf(lease) }]);
     lease = applied(outcome);
   };
   const viaAdapter: number[] = [];
@@ -155,7 +151,7 @@ async function writeUnitsPerHeldLease(): Promise<void> {
   consumed = 0;
   const renewals = 100;
   for (let i = 0; i < renewals; i++) {
-    const [outcome] = await meteredStorage.updateLeases(group, [{ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: stateOf(lease) }]);
+    const [outcome] = await meteredStorage.updateLeases(group, [{ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: leaseStateOf(lease) }]);
     lease = applied(outcome);
   }
   metered.destroy();

@@ -20,8 +20,9 @@ import {
   describeValue,
   encodeLeaderState,
   encodeLeaseState,
-  pickLeaderState,
-  pickLeaseState,
+  leaderStateOf,
+  leaseStateOf,
+  listingOf,
   result,
   validateGroup,
   validateLeaderState,
@@ -30,9 +31,11 @@ import {
   validateNewLeader,
   validateNewLease,
   validateVersion,
+  type CreateLeaseOptions,
   type DeleteResult,
   type LeaderRecord,
   type LeaderState,
+  type LeaseListing,
   type LeaseRecord,
   type LeaseState,
   type LeaseUpdate,
@@ -131,9 +134,9 @@ export class DynamoDBStorage implements Storage {
     await checkTable(this.#client, this.#tableName);
   }
 
-  async listLeases(group: string): Promise<LeaseRecord[]> {
+  async listLeases(group: string): Promise<LeaseListing> {
     validateGroup(group, PKG);
-    const leases: LeaseRecord[] = [];
+    const listing: LeaseListing = { leases: [], corrupt: [] };
     let startKey: Item | undefined;
     do {
       const page = await this.#read(`list the leases of group ${describeValue(group)}`, () =>
@@ -149,10 +152,13 @@ export class DynamoDBStorage implements Storage {
           }),
         ),
       );
-      for (const item of page.Items ?? []) leases.push(leaseOf(group, leaseKeyOf(group, item), item));
+      // An item that cannot be read back is reported by its key and never hides the others.
+      const decoded = listingOf(page.Items ?? [], (item) => leaseOf(group, leaseKeyOf(group, item), item));
+      listing.leases.push(...decoded.leases);
+      listing.corrupt.push(...decoded.corrupt);
       startKey = page.LastEvaluatedKey;
     } while (startKey !== undefined);
-    return leases;
+    return listing;
   }
 
   async getLease(group: string, leaseKey: string): Promise<LeaseRecord | null> {
@@ -164,15 +170,16 @@ export class DynamoDBStorage implements Storage {
     return item === undefined || isTombstone(item) ? null : leaseOf(group, leaseKey, item);
   }
 
-  async createLease(lease: NewLease): Promise<WriteResult<LeaseRecord>> {
+  async createLease(lease: NewLease, options: CreateLeaseOptions = {}): Promise<WriteResult<LeaseRecord>> {
     const { group, leaseKey, state } = validateNewLease(lease, PKG);
     const what = `create of lease ${describeValue(leaseKey)} in group ${describeValue(group)}`;
     const key = leaseItemKey(group, leaseKey);
-    // A deleted key leaves a tombstone; the new lease continues its version and keeps its highest epoch.
+    // A deleted key leaves a tombstone. Only a recreate writes over it: the new lease continues its
+    // version and keeps its highest epoch.
     let tombstone: { version: number; epoch: number } | undefined;
     for (let round = 0; round < MAX_CREATE_ROUNDS; round++) {
       const version = (tombstone?.version ?? 0) + 1;
-      const next: LeaseState = { ...pickLeaseState(state), epoch: Math.max(state.epoch, tombstone?.epoch ?? 0) };
+      const next: LeaseState = { ...state, epoch: Math.max(state.epoch, tombstone?.epoch ?? 0) };
       const writeId = randomUUID();
       const item: Item = { ...key, ...leaseAttributes(version, next, writeId) };
       checkItemSize(item, `lease ${describeValue(leaseKey)} of group ${describeValue(group)}`);
@@ -193,7 +200,7 @@ export class DynamoDBStorage implements Storage {
             ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
           };
       const sent = await this.#send(() => this.#client.send(new PutItemCommand(input)));
-      const record: LeaseRecord = { group, leaseKey, version, ...next };
+      const record: LeaseRecord = { ...next, group, leaseKey, version };
       if (sent.kind === 'applied') return result.applied(record);
       if (sent.kind === 'failed') return this.#failedWrite(sent.error, what);
       const verdict = await this.#judge(sent, key, version, writeId);
@@ -201,11 +208,16 @@ export class DynamoDBStorage implements Storage {
       if (verdict.kind === 'mine') return result.applied(record);
       if (verdict.kind === 'ambiguous') return result.unknown(ambiguous(what));
       const current = verdict.item;
-      if (current !== undefined && !isTombstone(current)) return result.conflict(leaseOf(group, leaseKey, current));
-      tombstone = current === undefined ? undefined : {
-        version: counterOf(current, attr.version, group, leaseKey),
-        epoch: counterOf(current, attr.epoch, group, leaseKey),
-      };
+      try {
+        if (current !== undefined && !isTombstone(current)) return result.conflict(leaseOf(group, leaseKey, current));
+        if (current !== undefined && options.recreate !== true) return result.conflict(null);
+        tombstone = current === undefined ? undefined : {
+          version: counterOf(current, attr.version, group, leaseKey),
+          epoch: counterOf(current, attr.epoch, group, leaseKey),
+        };
+      } catch (error) {
+        return corruptOutcome(error);
+      }
     }
     return result.unknown(new StorageOutcomeUnknownError(`[${PKG}] ${what} lost ${MAX_CREATE_ROUNDS} races in a row with deletes and creates of the same key`));
   }
@@ -215,7 +227,7 @@ export class DynamoDBStorage implements Storage {
     // Every item is checked before the first one is sent: one bad update refuses the whole batch.
     const prepared = updates.map((update) => {
       const writeId = randomUUID();
-      const next = pickLeaseState(update.next);
+      const next = leaseStateOf(update.next);
       const attributes = leaseAttributes(update.expectedVersion + 1, next, writeId);
       checkItemSize(
         { ...leaseItemKey(group, update.leaseKey), ...attributes },
@@ -253,7 +265,7 @@ export class DynamoDBStorage implements Storage {
           }),
         ),
       );
-      const record: LeaseRecord = { group, leaseKey, version, ...next };
+      const record: LeaseRecord = { ...next, group, leaseKey, version };
       return this.#outcome(sent, what, key, version, writeId, record, (item) => leaseOf(group, leaseKey, item));
     });
     return unwrap(settled);
@@ -300,9 +312,8 @@ export class DynamoDBStorage implements Storage {
     const { group, state } = validateNewLeader(leader, PKG);
     const what = `create of the leader record of group ${describeValue(group)}`;
     const key = leaderItemKey(group);
-    const next = pickLeaderState(state);
     const writeId = randomUUID();
-    const item: Item = { ...key, ...leaderAttributes(1, next, writeId) };
+    const item: Item = { ...key, ...leaderAttributes(1, state, writeId) };
     checkItemSize(item, `leader record of group ${describeValue(group)}`);
     const sent = await this.#send(() =>
       this.#client.send(
@@ -315,7 +326,7 @@ export class DynamoDBStorage implements Storage {
         }),
       ),
     );
-    const outcome = await this.#outcome(sent, what, key, 1, writeId, { group, version: 1, ...next }, (current) => leaderOf(group, current));
+    const outcome = await this.#outcome(sent, what, key, 1, writeId, { ...state, group, version: 1 }, (current) => leaderOf(group, current));
     // The leader record is never deleted, so a create that finds no record cannot have lost a race.
     if (outcome.status === 'conflict' && outcome.current === null) return result.unknown(unreadConflict(what));
     return outcome;
@@ -328,7 +339,7 @@ export class DynamoDBStorage implements Storage {
     const what = `update of the leader record of group ${describeValue(group)}`;
     const key = leaderItemKey(group);
     const version = expectedVersion + 1;
-    const state = pickLeaderState(next);
+    const state = leaderStateOf(next);
     const writeId = randomUUID();
     const attributes = leaderAttributes(version, state, writeId);
     checkItemSize({ ...key, ...attributes }, `leader record of group ${describeValue(group)}`);
@@ -351,7 +362,7 @@ export class DynamoDBStorage implements Storage {
         }),
       ),
     );
-    return this.#outcome(sent, what, key, version, writeId, { group, version, ...state }, (item) => leaderOf(group, item));
+    return this.#outcome(sent, what, key, version, writeId, { ...state, group, version }, (item) => leaderOf(group, item));
   }
 
   /** Sends one conditional write and sorts its outcome; it never throws. */
@@ -386,7 +397,12 @@ export class DynamoDBStorage implements Storage {
     if (verdict.kind === 'mine') return result.applied(record as NonNullable<T>);
     if (verdict.kind === 'ambiguous') return result.unknown(ambiguous(what));
     const current = verdict.item;
-    return result.conflict(current === undefined || isTombstone(current) ? null : (decode(current) as NonNullable<T>));
+    try {
+      return result.conflict(current === undefined || isTombstone(current) ? null : (decode(current) as NonNullable<T>));
+    } catch (error) {
+      // The write did not apply, and the record it met cannot be read: the caller must not act on it.
+      return corruptOutcome(error);
+    }
   }
 
   /**
@@ -516,6 +532,12 @@ function counterOf(item: Item, name: string, group: string, leaseKey: string): n
     );
   }
   return value;
+}
+
+/** `unknown` carrying the `CorruptRecordError` of a record a write met; any other error is thrown. */
+function corruptOutcome(error: unknown): Unknown {
+  if (error instanceof CorruptRecordError) return result.unknown(error);
+  throw error;
 }
 
 function ambiguous(what: string): StorageOutcomeUnknownError {

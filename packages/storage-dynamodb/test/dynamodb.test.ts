@@ -4,17 +4,20 @@ import {
   CreateTableCommand,
   GetItemCommand,
   ProvisionedThroughputExceededException,
+  PutItemCommand,
   type AttributeValue,
   type DynamoDBClient,
 } from '@aws-sdk/client-dynamodb';
 import {
+  CorruptRecordError,
   InvalidConfigError,
   InvalidInputError,
+  leaderStateOf,
+  leaseStateOf,
   StorageOutcomeUnknownError,
   StorageSchemaError,
   StorageUnavailableError,
   type LeaseRecord,
-  type LeaseState,
   type WriteResult,
 } from '@leasehold/core';
 import type { RunningDynalite } from '@leasehold/local-stack';
@@ -37,9 +40,10 @@ function group(): string {
   return `group-${process.pid}-${groupCount++}`;
 }
 
-function stateOf(record: LeaseRecord): LeaseState {
-  const { owner, epoch, checkpoint, parentKeys, pendingOwner, metadata } = record;
-  return { owner, epoch, checkpoint, parentKeys, pendingOwner, metadata };
+/** The item as stored, read strongly consistently around the adapter. */
+async function readItem(g: string, sortKey: string): Promise<Record<string, AttributeValue> | undefined> {
+  const { Item } = await client().send(new GetItemCommand({ TableName: tableName, Key: { pk: { S: g }, sk: { S: sortKey } }, ConsistentRead: true }));
+  return Item;
 }
 
 function appliedRecord<T>(outcome: WriteResult<T> | undefined): T {
@@ -117,7 +121,7 @@ describe('DynamoDBStorage options and table', () => {
     appliedRecord(await storage.createLease({ group: g, leaseKey: 'kept' }));
     await storage.createTable();
     await expect(storage.checkTable()).resolves.toBeUndefined();
-    expect((await storage.listLeases(g)).map((lease) => lease.leaseKey)).toEqual(['kept']);
+    expect((await storage.listLeases(g)).leases.map((lease) => lease.leaseKey)).toEqual(['kept']);
   });
 
   it('a missing table is a StorageSchemaError that says to call createTable(), for reads and writes alike', async () => {
@@ -127,8 +131,8 @@ describe('DynamoDBStorage options and table', () => {
     await expect(storage.listLeases('g')).rejects.toThrow(new StorageSchemaError(message));
     await expect(storage.getLeader('g')).rejects.toThrow(new StorageSchemaError(message));
     await expect(storage.createLease({ group: 'g', leaseKey: 'k' })).rejects.toThrow(new StorageSchemaError(message));
-    await expect(storage.updateLeases('g', [{ leaseKey: 'k', expectedVersion: 1, next: { owner: null, epoch: 0, checkpoint: null, parentKeys: [], pendingOwner: null, metadata: {} } }])).rejects.toThrow(StorageSchemaError);
-    await expect(storage.updateLeader('g', 1, { holder: 'w', term: 1, metadata: {} })).rejects.toThrow(new StorageSchemaError(message));
+    await expect(storage.updateLeases('g', [{ leaseKey: 'k', expectedVersion: 1, next: leaseStateOf({}) }])).rejects.toThrow(StorageSchemaError);
+    await expect(storage.updateLeader('g', 1, leaderStateOf({ holder: 'w', term: 1 }))).rejects.toThrow(new StorageSchemaError(message));
   });
 
   it('a table with another key schema is a StorageSchemaError naming both schemas, from the check and from every operation', async () => {
@@ -182,7 +186,7 @@ describe('DynamoDBStorage on DynamoDB', () => {
       );
       for (const outcome of created) expect(outcome.status).toBe('applied');
     }
-    const listed = await storage.listLeases(g);
+    const { leases: listed } = await storage.listLeases(g);
     expect(listed.map((lease) => lease.leaseKey).sort()).toEqual(keys);
     expect(queries).toBeGreaterThan(1);
   });
@@ -201,7 +205,7 @@ describe('DynamoDBStorage on DynamoDB', () => {
     });
     const g = group();
     const lease = appliedRecord(await storage.createLease({ group: g, leaseKey: 'k' }));
-    const [outcome] = await storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: lease.version, next: { ...stateOf(lease), owner: 'w' } }]);
+    const [outcome] = await storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: lease.version, next: { ...leaseStateOf(lease), owner: 'w' } }]);
     expect(appliedRecord(outcome).owner).toBe('w');
     expect(throttles).toBe(2);
     expect((await storage.getLease(g, 'k'))?.version).toBe(lease.version + 1);
@@ -225,12 +229,12 @@ describe('DynamoDBStorage on DynamoDB', () => {
       `[storage-dynamodb] create of lease "b" in group "${g}" was still throttled after 2 attempt(s) (ProvisionedThroughputExceededException: injected throttle); it may or may not have applied`,
     );
     const results = await storage.updateLeases(g, [
-      { leaseKey: 'a', expectedVersion: a.version, next: { ...stateOf(a), owner: 'w' } },
-      { leaseKey: 'b', expectedVersion: 1, next: { ...stateOf(a), owner: 'w' } },
-      { leaseKey: 'c', expectedVersion: 1, next: { ...stateOf(a), owner: 'w' } },
+      { leaseKey: 'a', expectedVersion: a.version, next: { ...leaseStateOf(a), owner: 'w' } },
+      { leaseKey: 'b', expectedVersion: 1, next: { ...leaseStateOf(a), owner: 'w' } },
+      { leaseKey: 'c', expectedVersion: 1, next: { ...leaseStateOf(a), owner: 'w' } },
     ]);
     expect(results.map((outcome) => outcome.status)).toEqual(['applied', 'unknown', 'conflict']);
-    expect((await storage.listLeases(g)).map((lease) => [lease.leaseKey, lease.owner])).toEqual([['a', 'w']]);
+    expect((await storage.listLeases(g)).leases.map((lease) => [lease.leaseKey, lease.owner])).toEqual([['a', 'w']]);
   });
 
   it('a read still throttled when the SDK gives up is a StorageUnavailableError naming the throttle', async () => {
@@ -266,15 +270,15 @@ describe('DynamoDBStorage on DynamoDB', () => {
     const g = group();
     const created = appliedRecord(await storage.createLease({ group: g, leaseKey: 'k', owner: 'a', epoch: 1 }));
     expect(created.version).toBe(1);
-    const [renewed] = await storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: created.version, next: { ...stateOf(created), checkpoint: '7' } }]);
+    const [renewed] = await storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: created.version, next: { ...leaseStateOf(created), checkpoint: '7' } }]);
     expect(appliedRecord(renewed)).toEqual({ ...created, version: 2, checkpoint: '7' });
     expect(await storage.getLease(g, 'k')).toEqual({ ...created, version: 2, checkpoint: '7' });
     expect(await storage.deleteLease(g, 'k', 2)).toEqual({ status: 'applied' });
     expect(await storage.getLease(g, 'k')).toBeNull();
-    const recreated = appliedRecord(await storage.createLease({ group: g, leaseKey: 'k' }));
+    const recreated = appliedRecord(await storage.createLease({ group: g, leaseKey: 'k' }, { recreate: true }));
     expect({ version: recreated.version, epoch: recreated.epoch }).toEqual({ version: 4, epoch: 1 });
     const leader = appliedRecord(await storage.createLeader({ group: g, holder: 'a', term: 1 }));
-    const next = appliedRecord(await storage.updateLeader(g, leader.version, { holder: 'b', term: 2, metadata: {} }));
+    const next = appliedRecord(await storage.updateLeader(g, leader.version, { ...leaderStateOf(leader), holder: 'b', term: 2 }));
     expect(await storage.getLeader(g)).toEqual(next);
     // The recreate over the tombstone takes two writes: the fresh create that fails, then the continuation.
     expect(lost).toBe(7);
@@ -290,14 +294,14 @@ describe('DynamoDBStorage on DynamoDB', () => {
         if (command === 'UpdateItemCommand' && !failed) {
           failed = true;
           // The first attempt never reaches DynamoDB; meanwhile another worker takes the lease.
-          appliedRecord((await other.updateLeases(g, [{ leaseKey: 'k', expectedVersion: lease.version, next: { ...stateOf(lease), owner: 'other', epoch: 1 } }]))[0]);
+          appliedRecord((await other.updateLeases(g, [{ leaseKey: 'k', expectedVersion: lease.version, next: { ...leaseStateOf(lease), owner: 'other', epoch: 1 } }]))[0]);
           throw lostResponse();
         }
         return send();
       }),
       tableName,
     });
-    const [outcome] = await storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: lease.version, next: { ...stateOf(lease), owner: 'me', epoch: 1 } }]);
+    const [outcome] = await storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: lease.version, next: { ...leaseStateOf(lease), owner: 'me', epoch: 1 } }]);
     expect(outcome?.status).toBe('conflict');
     expect((outcome as { current: LeaseRecord }).current).toEqual({ ...lease, version: lease.version + 1, owner: 'other', epoch: 1 });
   });
@@ -314,14 +318,14 @@ describe('DynamoDBStorage on DynamoDB', () => {
           await send();
           // The renewal applied but its response was lost; another worker writes before the retry arrives.
           const mine = (await other.getLease(g, 'k'))!;
-          appliedRecord((await other.updateLeases(g, [{ leaseKey: 'k', expectedVersion: mine.version, next: { ...stateOf(mine), pendingOwner: 'thief' } }]))[0]);
+          appliedRecord((await other.updateLeases(g, [{ leaseKey: 'k', expectedVersion: mine.version, next: { ...leaseStateOf(mine), pendingOwner: 'thief' } }]))[0]);
           throw lostResponse();
         }
         return send();
       }),
       tableName,
     });
-    const [outcome] = await storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: lease.version, next: { ...stateOf(lease), owner: 'me', epoch: 1 } }]);
+    const [outcome] = await storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: lease.version, next: { ...leaseStateOf(lease), owner: 'me', epoch: 1 } }]);
     expect(outcome?.status).toBe('unknown');
     expect((outcome as { error: Error }).error).toBeInstanceOf(StorageOutcomeUnknownError);
     expect((outcome as { error: Error }).error.message).toBe(
@@ -349,7 +353,7 @@ describe('DynamoDBStorage on DynamoDB', () => {
       tableName,
     });
     const lease = appliedRecord(await storage.createLease({ group: g, leaseKey: 'k', owner: 'a', epoch: 3 }));
-    const [stale] = await storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: lease.version + 1, next: { ...stateOf(lease), owner: 'b' } }]);
+    const [stale] = await storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: lease.version + 1, next: { ...leaseStateOf(lease), owner: 'b' } }]);
     expect(stale).toEqual({ status: 'conflict', current: lease });
     const again = await storage.createLease({ group: g, leaseKey: 'k' });
     expect(again).toEqual({ status: 'conflict', current: lease });
@@ -376,7 +380,7 @@ describe('DynamoDBStorage on DynamoDB', () => {
     const leases = await Promise.all(Array.from({ length: 40 }, async (_, i) => appliedRecord(await storage.createLease({ group: g, leaseKey: `k${i}` }))));
     const results = await storage.updateLeases(
       g,
-      leases.map((lease, i) => ({ leaseKey: lease.leaseKey, expectedVersion: i % 2 === 0 ? lease.version : lease.version + 1, next: { ...stateOf(lease), owner: 'w' } })),
+      leases.map((lease, i) => ({ leaseKey: lease.leaseKey, expectedVersion: i % 2 === 0 ? lease.version : lease.version + 1, next: { ...leaseStateOf(lease), owner: 'w' } })),
     );
     expect(results.map((outcome) => outcome.status)).toEqual(leases.map((_, i) => (i % 2 === 0 ? 'applied' : 'conflict')));
     expect(most).toBe(4);
@@ -387,9 +391,130 @@ describe('DynamoDBStorage on DynamoDB', () => {
     const g = group();
     const lease = appliedRecord(await storage.createLease({ group: g, leaseKey: 'k', owner: 'a', epoch: 9 }));
     expect(await storage.deleteLease(g, 'k', lease.version)).toEqual({ status: 'applied' });
-    expect(await storage.listLeases(g)).toEqual([]);
-    const again = appliedRecord(await storage.createLease({ group: g, leaseKey: 'k', epoch: 2 }));
+    expect(await storage.listLeases(g)).toEqual({ leases: [], corrupt: [] });
+    const again = appliedRecord(await storage.createLease({ group: g, leaseKey: 'k', epoch: 2 }, { recreate: true }));
     expect({ version: again.version, epoch: again.epoch, owner: again.owner }).toEqual({ version: lease.version + 2, epoch: 9, owner: null });
-    expect(await storage.listLeases(g)).toEqual([again]);
+    expect(await storage.listLeases(g)).toEqual({ leases: [again], corrupt: [] });
+  });
+
+  it('does not create a deleted key again without recreate: a conflict with no current lease, and the tombstone stays as it was', async () => {
+    const storage = new DynamoDBStorage({ client: client(), tableName });
+    const g = group();
+    const lease = appliedRecord(await storage.createLease({ group: g, leaseKey: 'k', owner: 'a', epoch: 4 }));
+    expect(await storage.deleteLease(g, 'k', lease.version)).toEqual({ status: 'applied' });
+    const tombstone = await readItem(g, 'lease:k');
+    expect(tombstone).toMatchObject({ version: { N: String(lease.version + 1) }, epoch: { N: '4' }, deleted: { BOOL: true } });
+    expect(await storage.createLease({ group: g, leaseKey: 'k' })).toEqual({ status: 'conflict', current: null });
+    expect(await storage.createLease({ group: g, leaseKey: 'k' }, { recreate: false })).toEqual({ status: 'conflict', current: null });
+    expect(await readItem(g, 'lease:k')).toEqual(tombstone);
+    expect(appliedRecord(await storage.createLease({ group: g, leaseKey: 'k' }, { recreate: true }))).toMatchObject({ version: lease.version + 2, epoch: 4 });
+    expect(appliedRecord(await storage.createLease({ group: g, leaseKey: 'never-had-one' }, { recreate: true })).version).toBe(1);
+  });
+
+  it('keeps format 2 and fields core does not name through create, batched update, get, list, conflicts and a recreate', async () => {
+    const storage = new DynamoDBStorage({ client: client(), tableName });
+    const g = group();
+    const later = { format: 2, shardRange: { start: '0', end: '9'.repeat(39) }, tags: ['a', 1.5, true, null, { deep: [] }] };
+    const created = appliedRecord(await storage.createLease({ group: g, leaseKey: 'one', owner: 'a', epoch: 3, ...later }));
+    expect(created).toEqual({ ...leaseStateOf({ owner: 'a', epoch: 3, ...later }), group: g, leaseKey: 'one', version: 1 });
+    expect(await storage.getLease(g, 'one')).toEqual(created);
+    const two = appliedRecord(await storage.createLease({ group: g, leaseKey: 'two' }));
+    const [one, taken] = (
+      await storage.updateLeases(g, [
+        { leaseKey: 'one', expectedVersion: created.version, next: { ...leaseStateOf(created), checkpoint: '7' } },
+        { leaseKey: 'two', expectedVersion: two.version, next: { ...leaseStateOf(two), ...later } },
+      ])
+    ).map((outcome) => appliedRecord(outcome));
+    expect(one).toEqual({ ...created, checkpoint: '7', version: 2 });
+    expect(taken).toEqual({ ...two, ...later, version: 2 });
+    expect(await storage.listLeases(g)).toEqual({ leases: [one, taken], corrupt: [] });
+    expect(await storage.updateLeases(g, [{ leaseKey: 'one', expectedVersion: created.version, next: leaseStateOf(created) }])).toEqual([
+      { status: 'conflict', current: one },
+    ]);
+    expect(await storage.createLease({ group: g, leaseKey: 'one' })).toEqual({ status: 'conflict', current: one });
+    expect(await storage.deleteLease(g, 'one', created.version)).toEqual({ status: 'conflict', current: one });
+    expect(await storage.deleteLease(g, 'one', one!.version)).toEqual({ status: 'applied' });
+    const again = appliedRecord(await storage.createLease({ group: g, leaseKey: 'one', ...later }, { recreate: true }));
+    expect(again).toEqual({ ...leaseStateOf({ epoch: 3, ...later }), group: g, leaseKey: 'one', version: 4 });
+
+    const leader = appliedRecord(await storage.createLeader({ group: g, holder: 'w1', term: 1, ...later }));
+    expect(leader).toEqual({ ...leaderStateOf({ holder: 'w1', term: 1, ...later }), group: g, version: 1 });
+    const next = appliedRecord(await storage.updateLeader(g, leader.version, { ...leaderStateOf(leader), holder: 'w2', term: 2 }));
+    expect(next).toEqual({ ...leader, holder: 'w2', term: 2, version: 2 });
+    expect(await storage.getLeader(g)).toEqual(next);
+    expect(await storage.updateLeader(g, leader.version, leaderStateOf(leader))).toEqual({ status: 'conflict', current: next });
+  });
+});
+
+describe('DynamoDBStorage corrupt items', () => {
+  const raw = (): DynamoDBClient => client();
+  /** Writes an item as another program with the wrong idea of its shape would. */
+  async function put(g: string, sortKey: string, attributes: Record<string, AttributeValue>): Promise<void> {
+    await raw().send(new PutItemCommand({ TableName: tableName, Item: { pk: { S: g }, sk: { S: sortKey }, ...attributes } }));
+  }
+
+  it('lists items with a wrong attribute type in corrupt, one error naming each, and every other lease of the group', async () => {
+    const storage = new DynamoDBStorage({ client: client(), tableName });
+    const g = group();
+    for (const leaseKey of ['a', 'b', 'c', 'd']) appliedRecord(await storage.createLease({ group: g, leaseKey }));
+    const state = { S: JSON.stringify(leaseStateOf({})) };
+    await put(g, 'lease:b', { version: { S: '2' }, epoch: { N: '0' }, state });
+    await put(g, 'lease:c', { version: { N: '2' }, epoch: { N: '0' }, state: { N: '1' } });
+    const { leases, corrupt } = await storage.listLeases(g);
+    expect(leases.map((lease) => lease.leaseKey)).toEqual(['a', 'd']);
+    expect(corrupt.every((error) => error instanceof CorruptRecordError)).toBe(true);
+    expect(corrupt.map((error) => [error.leaseKey, error.message])).toEqual([
+      ['b', `[storage-dynamodb] stored lease "b" of group "${g}" is corrupt: version must be a positive integer, found {"S":"2"}`],
+      ['c', `[storage-dynamodb] stored lease "c" of group "${g}" is corrupt: state is undefined`],
+    ]);
+    await expect(storage.getLease(g, 'b')).rejects.toThrow(CorruptRecordError);
+    await expect(storage.getLease(g, 'c')).rejects.toThrow(`[storage-dynamodb] stored lease "c" of group "${g}" is corrupt: state is undefined`);
+  });
+
+  it('a batch that meets a corrupt item applies the others and gives unknown with the CorruptRecordError for it alone; create and delete on it are unknown too, and it is never overwritten', async () => {
+    const storage = new DynamoDBStorage({ client: client(), tableName });
+    const g = group();
+    const leases = [];
+    for (const leaseKey of ['a', 'bad', 'c']) leases.push(appliedRecord(await storage.createLease({ group: g, leaseKey })));
+    const damaged = { version: { S: '1' }, epoch: { N: '0' }, state: { S: '{"owner": nope' } };
+    await put(g, 'lease:bad', damaged);
+    const results = await storage.updateLeases(g, leases.map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...leaseStateOf(lease), owner: 'w' } })));
+    expect(results.map((outcome) => outcome.status)).toEqual(['applied', 'unknown', 'applied']);
+    const [, unknown] = results;
+    expect(unknown?.status === 'unknown' && unknown.error).toBeInstanceOf(CorruptRecordError);
+    expect(unknown?.status === 'unknown' && unknown.error).toMatchObject({ group: g, leaseKey: 'bad' });
+    expect((await storage.listLeases(g)).leases.map((lease) => [lease.leaseKey, lease.owner])).toEqual([['a', 'w'], ['c', 'w']]);
+    for (const outcome of [
+      await storage.createLease({ group: g, leaseKey: 'bad' }),
+      await storage.createLease({ group: g, leaseKey: 'bad' }, { recreate: true }),
+      await storage.deleteLease(g, 'bad', 1),
+    ]) {
+      expect(outcome.status === 'unknown' && outcome.error).toBeInstanceOf(CorruptRecordError);
+    }
+    expect(await readItem(g, 'lease:bad')).toEqual({ pk: { S: g }, sk: { S: 'lease:bad' }, ...damaged });
+  });
+
+  it('a tombstone with a wrong attribute type makes a recreate of its key unknown, and is left as it was', async () => {
+    const storage = new DynamoDBStorage({ client: client(), tableName });
+    const g = group();
+    const tombstone = { version: { N: '3' }, epoch: { S: 'four' }, deleted: { BOOL: true } };
+    await put(g, 'lease:k', tombstone);
+    expect(await storage.createLease({ group: g, leaseKey: 'k' })).toEqual({ status: 'conflict', current: null });
+    const outcome = await storage.createLease({ group: g, leaseKey: 'k' }, { recreate: true });
+    expect(outcome.status === 'unknown' && outcome.error.message).toBe(
+      `[storage-dynamodb] stored tombstone of lease "k" of group "${g}" is corrupt: epoch is {"S":"four"}`,
+    );
+    expect(await readItem(g, 'lease:k')).toEqual({ pk: { S: g }, sk: { S: 'lease:k' }, ...tombstone });
+  });
+
+  it('a leader record with a wrong attribute type is an error naming the group on read, and unknown for a write that meets it', async () => {
+    const storage = new DynamoDBStorage({ client: client(), tableName });
+    const g = group();
+    const leader = appliedRecord(await storage.createLeader({ group: g, holder: 'w', term: 1 }));
+    await put(g, 'leader', { version: { N: '2' }, term: { N: '1' }, state: { BOOL: true } });
+    await expect(storage.getLeader(g)).rejects.toThrow(`[storage-dynamodb] stored leader record of group "${g}" is corrupt: state is undefined`);
+    for (const outcome of [await storage.updateLeader(g, leader.version, leaderStateOf(leader)), await storage.createLeader({ group: g })]) {
+      expect(outcome.status === 'unknown' && outcome.error).toBeInstanceOf(CorruptRecordError);
+    }
   });
 });
