@@ -7,11 +7,15 @@
  * - every write is a compare-and-set on the record's `version`, done by the database in ONE statement
  *   (`UPDATE ... WHERE version = ?`), never as a read in JavaScript followed by a write;
  * - a batch of lease updates is one transaction: one lock, one commit, one result per update, in order;
- * - a deleted lease leaves a tombstone, so that a re-created key never repeats a version or lowers its
- *   epoch (an old owner holding the old version must not be able to write the new lease);
+ * - a deleted lease leaves a tombstone: the key is not created again unless the caller asks to recreate
+ *   it, and then it never repeats a version or lowers its epoch (an old owner holding the old version
+ *   must not be able to write the new lease);
+ * - a record is stored whole, every field of its state in one JSON document, including the record
+ *   format and fields a later core adds, and given back exactly as stored;
  * - input is checked with core's helpers before anything is written, so every adapter refuses exactly the
  *   same input with exactly the same error;
- * - a stored row that cannot be read back is reported as a `CorruptRecordError`, never repaired;
+ * - a stored row that cannot be read back is reported as a `CorruptRecordError` naming it, never
+ *   repaired: in a listing beside the others, in a batch as that one update's `unknown` result;
  * - a write reports `unknown` whenever it cannot prove what happened.
  *
  * SQLite is one file with one writer at a time, which suits one machine (several processes on one host,
@@ -32,7 +36,8 @@ import {
   encodeLeaseState,
   InvalidConfigError,
   LeaseholdError,
-  pickLeaseState,
+  leaseStateOf,
+  listingOf,
   result,
   StorageOutcomeUnknownError,
   StorageUnavailableError,
@@ -43,9 +48,11 @@ import {
   validateNewLeader,
   validateNewLease,
   validateVersion,
+  type CreateLeaseOptions,
   type DeleteResult,
   type LeaderRecord,
   type LeaderState,
+  type LeaseListing,
   type LeaseRecord,
   type LeaseUpdate,
   type NewLeader,
@@ -97,33 +104,36 @@ export class SqliteStorage implements Storage {
     this.#sql = prepare(this.#database, prefix);
   }
 
-  async listLeases(group: string): Promise<LeaseRecord[]> {
+  async listLeases(group: string): Promise<LeaseListing> {
     validateGroup(group, PKG);
     // One statement reads one consistent snapshot, so the list is strongly consistent. A network backend
     // would page here (and the contract makes paging the adapter's business); a local file needs none.
     const rows = this.#read('listLeases', () => this.#sql.listLeases.all({ group }) as Array<StoredRow & { leaseKey: string }>);
-    return rows.map((row) => decodeLease(group, row.leaseKey, row.version, row.state, 'examples'));
+    // A row that cannot be decoded is reported by its key in `corrupt`, and never hides the others.
+    return listingOf(rows, (row) => decodeLease(group, row.leaseKey, row.version, row.state, PKG));
   }
 
   async getLease(group: string, leaseKey: string): Promise<LeaseRecord | null> {
     validateGroup(group, PKG);
     validateLeaseKey(leaseKey, PKG);
     const row = this.#read('getLease', () => this.#sql.getLease.get({ group, leaseKey }) as StoredRow | undefined);
-    return row ? decodeLease(group, leaseKey, row.version, row.state, 'examples') : null;
+    return row ? decodeLease(group, leaseKey, row.version, row.state, PKG) : null;
   }
 
-  async createLease(lease: NewLease): Promise<WriteResult<LeaseRecord>> {
+  async createLease(lease: NewLease, options: CreateLeaseOptions = {}): Promise<WriteResult<LeaseRecord>> {
     const { group, leaseKey, state } = validateNewLease(lease, PKG);
+    const recreate = options.recreate === true ? 1 : 0;
     const outcome = this.#write('createLease', () => {
-      const created = this.#sql.createLease.get({ group, leaseKey, epoch: state.epoch, state: encodeLeaseState(state) }) as StoredRow | undefined;
-      // No row back means a live lease refused the insert. It is read in the same transaction, so the
-      // conflict carries exactly the lease that refused it.
+      const created = this.#sql.createLease.get({ group, leaseKey, epoch: state.epoch, state: encodeLeaseState(state), recreate }) as StoredRow | undefined;
+      // No row back means a live lease refused the insert, or a tombstone did (the key was deleted and
+      // the caller did not ask to recreate it). It is read in the same transaction, so the conflict
+      // carries exactly the lease that refused it, or none for a tombstone.
       return { created, current: created ? undefined : (this.#sql.getLease.get({ group, leaseKey }) as StoredRow | undefined) };
     });
     if (outcome instanceof LeaseholdError) return result.unknown(outcome);
     // The created record is decoded from what the database returned: the epoch may have been raised to
     // the key's highest, so the input alone does not say what is stored.
-    if (outcome.created) return result.applied(decodeLease(group, leaseKey, outcome.created.version, outcome.created.state, 'examples'));
+    if (outcome.created) return result.applied(decodeLease(group, leaseKey, outcome.created.version, outcome.created.state, PKG));
     return this.#leaseConflict(group, leaseKey, outcome.current);
   }
 
@@ -148,7 +158,7 @@ export class SqliteStorage implements Storage {
     // other leases of the batch (a worker renews all its leases in one batch).
     return updates.map((update, i) => {
       const row = outcome[i] as { version: number } | { current: StoredRow | undefined };
-      if ('version' in row) return result.applied({ group, leaseKey: update.leaseKey, version: row.version, ...pickLeaseState(update.next) });
+      if ('version' in row) return result.applied({ ...leaseStateOf(update.next), group, leaseKey: update.leaseKey, version: row.version });
       return this.#leaseConflict(group, update.leaseKey, row.current);
     });
   }
@@ -168,7 +178,7 @@ export class SqliteStorage implements Storage {
   async getLeader(group: string): Promise<LeaderRecord | null> {
     validateGroup(group, PKG);
     const row = this.#read('getLeader', () => this.#sql.getLeader.get({ group }) as StoredRow | undefined);
-    return row ? decodeLeader(group, row.version, row.state, 'examples') : null;
+    return row ? decodeLeader(group, row.version, row.state, PKG) : null;
   }
 
   async createLeader(leader: NewLeader): Promise<WriteResult<LeaderRecord>> {
@@ -178,7 +188,7 @@ export class SqliteStorage implements Storage {
       return { created, current: created ? undefined : (this.#sql.getLeader.get({ group }) as StoredRow | undefined) };
     });
     if (outcome instanceof LeaseholdError) return result.unknown(outcome);
-    if (outcome.created) return result.applied(decodeLeader(group, outcome.created.version, outcome.created.state, 'examples'));
+    if (outcome.created) return result.applied(decodeLeader(group, outcome.created.version, outcome.created.state, PKG));
     return this.#leaderConflict(group, outcome.current);
   }
 
@@ -191,14 +201,14 @@ export class SqliteStorage implements Storage {
       return { updated, current: updated ? undefined : (this.#sql.getLeader.get({ group }) as StoredRow | undefined) };
     });
     if (outcome instanceof LeaseholdError) return result.unknown(outcome);
-    if (outcome.updated) return result.applied(decodeLeader(group, outcome.updated.version, outcome.updated.state, 'examples'));
+    if (outcome.updated) return result.applied(decodeLeader(group, outcome.updated.version, outcome.updated.state, PKG));
     return this.#leaderConflict(group, outcome.current);
   }
 
   /** A conflict carrying the current lease; if that row is corrupt, the outcome is reported as unknown with the error. */
   #leaseConflict(group: string, leaseKey: string, row: StoredRow | undefined): WriteResult<LeaseRecord> {
     try {
-      return result.conflict(row ? decodeLease(group, leaseKey, row.version, row.state, 'examples') : null);
+      return result.conflict(row ? decodeLease(group, leaseKey, row.version, row.state, PKG) : null);
     } catch (error) {
       return result.unknown(error as LeaseholdError);
     }
@@ -206,7 +216,7 @@ export class SqliteStorage implements Storage {
 
   #leaderConflict(group: string, row: StoredRow | undefined): WriteResult<LeaderRecord> {
     try {
-      return result.conflict(row ? decodeLeader(group, row.version, row.state, 'examples') : null);
+      return result.conflict(row ? decodeLeader(group, row.version, row.state, PKG) : null);
     } catch (error) {
       return result.unknown(error as LeaseholdError);
     }
@@ -276,16 +286,17 @@ function prepare(database: Database.Database, prefix: string) {
   return {
     listLeases: database.prepare(`SELECT lease_key AS leaseKey, version, state FROM ${leases} WHERE grp = @group AND state IS NOT NULL`),
     getLease: database.prepare(`SELECT version, state FROM ${leases} WHERE grp = @group AND lease_key = @leaseKey AND state IS NOT NULL`),
-    // Create if absent, or over a tombstone: the version continues above the deleted one and the epoch is
-    // raised to the key's highest, inside the stored JSON too (in an UPDATE, unqualified columns are the
-    // old row's values). A live row makes the WHERE false, nothing changes, and no row is returned.
+    // Create if absent, or over a tombstone when asked to recreate: the version continues above the
+    // deleted one and the epoch is raised to the key's highest, inside the stored JSON too (in an UPDATE,
+    // unqualified columns are the old row's values). A live row, or a tombstone without @recreate, makes
+    // the WHERE false: nothing changes, and no row is returned.
     createLease: database.prepare(`
       INSERT INTO ${leases} (grp, lease_key, version, high_epoch, state) VALUES (@group, @leaseKey, 1, @epoch, @state)
       ON CONFLICT (grp, lease_key) DO UPDATE SET
         version = version + 1,
         high_epoch = max(high_epoch, excluded.high_epoch),
         state = json_set(excluded.state, '$.epoch', max(high_epoch, excluded.high_epoch))
-      WHERE state IS NULL
+      WHERE state IS NULL AND @recreate = 1
       RETURNING version, state`),
     // The compare-and-set: applies only at the version the caller read, and only to a live lease.
     updateLease: database.prepare(`

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { CorruptRecordError, InvalidConfigError, type LeaseRecord } from '@leasehold/core';
+import { CorruptRecordError, InvalidConfigError, leaderStateOf, leaseStateOf, type LeaseRecord, type WriteResult } from '@leasehold/core';
 import { runConformanceSuite } from '@leasehold/core/testing';
 import Database from 'better-sqlite3';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
@@ -37,6 +37,11 @@ afterAll(() => {
   for (const database of connections) database.close();
   if (!failed) rmSync(folder, { recursive: true, force: true });
 });
+
+function applied<T>(outcome: WriteResult<T> | undefined): T {
+  if (outcome?.status !== 'applied') throw new Error(`expected applied, got ${JSON.stringify(outcome)}`);
+  return outcome.record;
+}
 
 async function waitUntil(condition: () => boolean, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -94,16 +99,21 @@ describe('SqliteStorage beyond the conformance suite', () => {
     disconnect(database);
   }, 60_000);
 
-  it('a lease row whose state is not JSON is reported as a CorruptRecordError naming it, by get and by list', async () => {
+  it('a lease row whose state is not JSON is listed in corrupt by its key, beside every other lease, and get throws a CorruptRecordError naming it', async () => {
     const database = connect();
     const storage = new SqliteStorage({ database });
-    await storage.createLease({ group: 'corrupt-lease', leaseKey: 'shard-1' });
-    database.prepare(`UPDATE leasehold_leases SET state = '{"owner":' WHERE grp = 'corrupt-lease'`).run();
+    for (const leaseKey of ['shard-0', 'shard-1', 'shard-2']) await storage.createLease({ group: 'corrupt-lease', leaseKey });
+    database.prepare(`UPDATE leasehold_leases SET state = '{"owner":', version = version + 1 WHERE grp = 'corrupt-lease' AND lease_key = 'shard-1'`).run();
 
-    const expected = { name: 'CorruptRecordError', group: 'corrupt-lease', leaseKey: 'shard-1' };
-    await expect(storage.getLease('corrupt-lease', 'shard-1')).rejects.toMatchObject(expected);
-    await expect(storage.listLeases('corrupt-lease')).rejects.toBeInstanceOf(CorruptRecordError);
-    await expect(storage.listLeases('corrupt-lease')).rejects.toThrow('stored lease "shard-1" of group "corrupt-lease" is corrupt');
+    const named = '[sqlite-storage] stored lease "shard-1" of group "corrupt-lease" is corrupt: state is not valid JSON';
+    await expect(storage.getLease('corrupt-lease', 'shard-1')).rejects.toMatchObject({ name: 'CorruptRecordError', group: 'corrupt-lease', leaseKey: 'shard-1' });
+    await expect(storage.getLease('corrupt-lease', 'shard-1')).rejects.toThrow(named);
+    const { leases, corrupt } = await storage.listLeases('corrupt-lease');
+    expect(leases.map((lease) => lease.leaseKey).sort()).toEqual(['shard-0', 'shard-2']);
+    expect(corrupt).toHaveLength(1);
+    expect(corrupt[0]).toBeInstanceOf(CorruptRecordError);
+    expect(corrupt[0]?.leaseKey).toBe('shard-1');
+    expect(corrupt[0]?.message).toContain(named);
     disconnect(database);
   });
 
@@ -118,39 +128,67 @@ describe('SqliteStorage beyond the conformance suite', () => {
     disconnect(database);
   });
 
-  it('a batch whose conflicting lease is corrupt still applies its other updates, and reports that one as unknown', async () => {
+  it('a batch that meets a corrupt lease applies its other updates and reports that one as unknown; create and delete on it are unknown too, and it is never overwritten', async () => {
     const database = connect();
     const storage = new SqliteStorage({ database });
-    const good = await storage.createLease({ group: 'mixed-batch', leaseKey: 'good' });
-    await storage.createLease({ group: 'mixed-batch', leaseKey: 'bad' });
-    database.prepare(`UPDATE leasehold_leases SET state = 'null' WHERE grp = 'mixed-batch' AND lease_key = 'bad'`).run();
-    const record = (good as { record: LeaseRecord }).record;
-    const next = { owner: 'w1', epoch: 1, checkpoint: null, parentKeys: [], pendingOwner: null, metadata: {} };
+    const [good, bad] = [applied(await storage.createLease({ group: 'mixed-batch', leaseKey: 'good' })), applied(await storage.createLease({ group: 'mixed-batch', leaseKey: 'bad' }))];
+    // Damaged as another program writing the table would: the version moves with its write.
+    database.prepare(`UPDATE leasehold_leases SET state = 'null', version = version + 1 WHERE grp = 'mixed-batch' AND lease_key = 'bad'`).run();
+    const stored = (): unknown => database.prepare(`SELECT version, state FROM leasehold_leases WHERE grp = 'mixed-batch' AND lease_key = 'bad'`).get();
+    const damaged = stored();
 
-    const [first, second] = await storage.updateLeases('mixed-batch', [
-      { leaseKey: 'good', expectedVersion: record.version, next },
-      { leaseKey: 'bad', expectedVersion: 99, next },
-    ]);
+    const [first, second] = await storage.updateLeases('mixed-batch', [good, bad].map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...leaseStateOf(lease), owner: 'w1', epoch: 1 } })));
 
-    expect(first).toMatchObject({ status: 'applied', record: { owner: 'w1', version: record.version + 1 } });
+    expect(first).toMatchObject({ status: 'applied', record: { owner: 'w1', version: good.version + 1 } });
     expect(second).toMatchObject({ status: 'unknown', error: { name: 'CorruptRecordError', leaseKey: 'bad' } });
+    for (const outcome of [
+      await storage.createLease({ group: 'mixed-batch', leaseKey: 'bad' }, { recreate: true }),
+      await storage.deleteLease('mixed-batch', 'bad', bad.version),
+    ]) {
+      expect(outcome).toMatchObject({ status: 'unknown', error: { name: 'CorruptRecordError', leaseKey: 'bad' } });
+    }
+    expect(stored()).toEqual(damaged);
     disconnect(database);
   });
 
-  it('a tombstone outlives the connection: after a reopen the re-created lease continues above the deleted version and epoch', async () => {
+  it('a tombstone outlives the connection: after a reopen the key is not created again without recreate, and with it continues above the deleted version and epoch', async () => {
     const first = connect();
     const before = new SqliteStorage({ database: first });
-    const created = await before.createLease({ group: 'reopened', leaseKey: 'shard-1', owner: 'w1', epoch: 6 });
-    const version = (created as { record: LeaseRecord }).record.version;
+    const { version } = applied(await before.createLease({ group: 'reopened', leaseKey: 'shard-1', owner: 'w1', epoch: 6 }));
     expect((await before.deleteLease('reopened', 'shard-1', version)).status).toBe('applied');
     disconnect(first);
 
     const second = connect();
     const after = new SqliteStorage({ database: second });
-    const again = await after.createLease({ group: 'reopened', leaseKey: 'shard-1' });
+    expect(await after.createLease({ group: 'reopened', leaseKey: 'shard-1' })).toEqual({ status: 'conflict', current: null });
+    expect(await after.listLeases('reopened')).toEqual({ leases: [], corrupt: [] });
+    const again = await after.createLease({ group: 'reopened', leaseKey: 'shard-1' }, { recreate: true });
 
     expect(again).toMatchObject({ status: 'applied', record: { version: version + 1, epoch: 6, owner: null } });
     disconnect(second);
+  });
+
+  it('keeps format 2 and fields core does not name through create, update, get, list, a conflict and a recreate', async () => {
+    const database = connect();
+    const storage = new SqliteStorage({ database });
+    const later = { format: 2, shardRange: { start: '0', end: '9'.repeat(39) }, tags: ['a', 1.5, true, null, { deep: [] }] };
+    const created = applied(await storage.createLease({ group: 'later', leaseKey: 'one', owner: 'a', epoch: 3, ...later }));
+    expect(created).toEqual({ ...leaseStateOf({ owner: 'a', epoch: 3, ...later }), group: 'later', leaseKey: 'one', version: 1 });
+    const [updated] = await storage.updateLeases('later', [{ leaseKey: 'one', expectedVersion: created.version, next: { ...leaseStateOf(created), checkpoint: '7' } }]);
+    const renewed = applied(updated);
+    expect(renewed).toEqual({ ...created, checkpoint: '7', version: 2 });
+    expect(await storage.getLease('later', 'one')).toEqual(renewed);
+    expect(await storage.listLeases('later')).toEqual({ leases: [renewed], corrupt: [] });
+    expect(await storage.createLease({ group: 'later', leaseKey: 'one' })).toEqual({ status: 'conflict', current: renewed });
+    expect((await storage.deleteLease('later', 'one', renewed.version)).status).toBe('applied');
+    const again = applied(await storage.createLease({ group: 'later', leaseKey: 'one', ...later }, { recreate: true }));
+    expect(again).toEqual({ ...leaseStateOf({ epoch: 3, ...later }), group: 'later', leaseKey: 'one', version: 3 });
+
+    const leader = applied(await storage.createLeader({ group: 'later', holder: 'w1', term: 1, ...later }));
+    const next = applied(await storage.updateLeader('later', leader.version, { ...leaderStateOf(leader), holder: 'w2', term: 2 }));
+    expect(next).toEqual({ ...leaderStateOf({ holder: 'w2', term: 2, ...later }), group: 'later', version: 2 });
+    expect(await storage.updateLeader('later', leader.version, leaderStateOf(leader))).toEqual({ status: 'conflict', current: next });
+    disconnect(database);
   });
 
   it('a table prefix that is not a plain identifier is refused before any SQL is sent', () => {
