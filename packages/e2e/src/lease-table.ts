@@ -9,20 +9,23 @@ export interface LeaseRow {
   readonly checkpoint: string | null;
   /** Produced records of the shard after its checkpoint. */
   readonly lag: number;
+  /** The stored lease cannot be read back: the message of its `CorruptRecordError`; the fields above say nothing then. */
+  readonly corrupt?: string;
 }
 
 /** Reads the lease table of `group`, sorted by shard. */
 export async function readLeaseTable(storage: CheckpointStorage, group: string, produced: readonly ProducedRecord[]): Promise<LeaseRow[]> {
-  const leases = await storage.listLeases(group);
-  return leases
-    .map((lease) => ({
-      shardId: lease.leaseKey,
-      parents: lease.parentKeys,
-      owner: lease.owner,
-      checkpoint: lease.checkpoint,
-      lag: lagOf(lease.leaseKey, lease.checkpoint, produced),
-    }))
-    .sort((a, b) => a.shardId.localeCompare(b.shardId));
+  const { leases, corrupt } = await storage.listLeases(group);
+  const rows: LeaseRow[] = leases.map((lease) => ({
+    shardId: lease.leaseKey,
+    parents: lease.parentKeys,
+    owner: lease.owner,
+    checkpoint: lease.checkpoint,
+    lag: lagOf(lease.leaseKey, lease.checkpoint, produced),
+  }));
+  // A lease that cannot be read back still has a row, so that the table never hides a shard.
+  for (const error of corrupt) rows.push({ shardId: error.leaseKey ?? '?', parents: [], owner: null, checkpoint: null, lag: 0, corrupt: error.message });
+  return rows.sort((a, b) => a.shardId.localeCompare(b.shardId));
 }
 
 function lagOf(shardId: string, checkpoint: string | null, produced: readonly ProducedRecord[]): number {
@@ -33,9 +36,12 @@ function lagOf(shardId: string, checkpoint: string | null, produced: readonly Pr
 
 const short = (shardId: string): string => shardId.replace(/^shardId-0*(?=\d)/, '');
 
-/** The table as text: shard (and its parents), owner, checkpoint (the tail of the sequence number), lag. */
+/**
+ * The table as text: shard (and its parents), owner, checkpoint (the tail of the sequence number), lag. A
+ * corrupt lease shows as such, its owner and lag unknown.
+ */
 export function formatLeaseTable(rows: readonly LeaseRow[]): string[] {
-  const cells = rows.map((row) => [
+  const cells = rows.map((row) => row.corrupt !== undefined ? [short(row.shardId), '?', 'corrupt record', '?'] : [
     `${short(row.shardId)}${row.parents.length > 0 ? ` (from ${row.parents.map(short).join('+')})` : ''}`,
     row.owner ?? '-',
     row.checkpoint === null ? '-' : Checkpoint.isSentinel(row.checkpoint) ? row.checkpoint : `...${row.checkpoint.slice(-10)}`,

@@ -49,6 +49,8 @@ export interface ChaosResult {
   readonly drained: boolean;
   readonly monitorReads: number;
   readonly monitorFailedReads: number;
+  /** Leases the monitor read back corrupt, with the first error of each. */
+  readonly corruptLeases: readonly string[];
 }
 
 interface Slot {
@@ -270,6 +272,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
       drained,
       monitorReads: monitor.reads,
       monitorFailedReads: monitor.failedReads,
+      corruptLeases: [...monitor.corrupt.values()],
     };
   } finally {
     for (const slot of slots) {

@@ -1,7 +1,8 @@
 /**
  * The independent monitor of a chaos run: it reads the group's leases from storage directly (not through
  * any worker's proxy) every `intervalMs`, and keeps, per shard, every checkpoint it read and the moment it
- * first saw each epoch. Reads that fail (the backend is restarting) are counted and retried next time.
+ * first saw each epoch. Reads that fail (the backend is restarting) are counted and retried next time. A
+ * lease that reads back corrupt is kept by key with its first error: no fault of the run may cause one.
  */
 import { Checkpoint, compareNumericPositions, type CheckpointStorage, type Position } from '@leasehold/core';
 import { now } from '../reports.js';
@@ -37,6 +38,8 @@ export class Monitor {
   readonly readings: CheckpointReading[] = [];
   /** shard -> epoch -> when the monitor first read it (end of that read). */
   readonly epochSeen = new Map<string, Map<number, number>>();
+  /** lease key -> the message of the first `CorruptRecordError` read for it. */
+  readonly corrupt = new Map<string, string>();
   failedReads = 0;
   reads = 0;
   #running = false;
@@ -63,9 +66,13 @@ export class Monitor {
   async poll(): Promise<void> {
     const readStart = now();
     try {
-      const leases = await this.storage.listLeases(this.group);
+      const { leases, corrupt } = await this.storage.listLeases(this.group);
       const readEnd = now();
       this.reads++;
+      for (const error of corrupt) {
+        const leaseKey = error.leaseKey ?? '?';
+        if (!this.corrupt.has(leaseKey)) this.corrupt.set(leaseKey, error.message);
+      }
       for (const lease of leases) {
         this.readings.push({ shardId: lease.leaseKey, checkpoint: lease.checkpoint, epoch: lease.epoch, owner: lease.owner, readStart, readEnd });
         let epochs = this.epochSeen.get(lease.leaseKey);

@@ -12,6 +12,7 @@ export function failuresOf(result: ChaosResult): string[] {
   if (verdict.regressions.length > 0) failures.push(`${verdict.regressions.length} checkpoint regressions`);
   if (verdict.zombies.length > 0) failures.push(`${verdict.zombies.length} records processed after the lease was taken`);
   if (result.unexpectedExits.length > 0) failures.push(`${result.unexpectedExits.length} workers exited by themselves`);
+  if (result.corruptLeases.length > 0) failures.push(`${result.corruptLeases.length} leases read back corrupt`);
   return failures;
 }
 
@@ -36,6 +37,7 @@ export function formatResult(result: ChaosResult): string {
       `${(verdict.longestUnownedMs / result.leaseDurationMs).toFixed(2)} x lease (${verdict.longestUnownedShard ?? '-'})`,
     ],
     ['workers that exited by themselves', String(result.unexpectedExits.length), zero(result.unexpectedExits.length)],
+    ['leases read back corrupt', String(result.corruptLeases.length), zero(result.corruptLeases.length)],
     ['monitor reads (failed)', `${result.monitorReads} (${result.monitorFailedReads})`, ''],
   );
   const width = Math.max(...rows.map(([name]) => name.length));
@@ -52,6 +54,7 @@ export function formatResult(result: ChaosResult): string {
       `  after lease taken: ${report.worker} handed ${report.key} #${report.seq} of ${report.shardId} under epoch ${report.fencingToken}, ${(report.at - zombie.higherSeenAt).toFixed(0)} ms after epoch ${zombie.higherEpoch} was seen`,
     );
   }
+  for (const message of result.corruptLeases.slice(0, 5)) lines.push(`  corrupt: ${message}`);
   for (const exit of result.unexpectedExits.slice(0, 3)) lines.push(`  ${exit.split('\n').slice(0, 6).join('\n    ')}`);
   return lines.join('\n');
 }
