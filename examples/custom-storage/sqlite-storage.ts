@@ -158,7 +158,8 @@ export class SqliteStorage implements Storage {
     // other leases of the batch (a worker renews all its leases in one batch).
     return updates.map((update, i) => {
       const row = outcome[i] as { version: number } | { current: StoredRow | undefined };
-      if ('version' in row) return result.applied({ ...leaseStateOf(update.next), group, leaseKey: update.leaseKey, version: row.version });
+      // Identity first: leaseStateOf never returns it, and a spread placed last is cloned far faster by V8.
+      if ('version' in row) return result.applied({ group, leaseKey: update.leaseKey, version: row.version, ...leaseStateOf(update.next) });
       return this.#leaseConflict(group, update.leaseKey, row.current);
     });
   }

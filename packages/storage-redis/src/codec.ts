@@ -11,7 +11,6 @@ import {
   decodeLease,
   describeValue,
   leaderStateOf,
-  leaseStateOf,
   type LeaderRecord,
   type LeaderState,
   type LeaseRecord,
@@ -19,9 +18,13 @@ import {
 } from '@leasehold/core';
 import { PKG } from './keys.js';
 
-/** The state of a lease as stored in JSON: every field but the epoch, which lives in the header. */
+/**
+ * The state of a lease as stored in JSON: every field but the epoch, which lives in the header, and but
+ * the identity, should the caller have spread a record into the state. `state` was validated, so it has
+ * every field core names; fields a later core added are kept.
+ */
 export function encodeLeaseBody(state: LeaseState): string {
-  const { epoch: _epoch, ...body } = leaseStateOf(state);
+  const { epoch: _epoch, group: _group, leaseKey: _leaseKey, version: _version, ...body } = state as LeaseState & Partial<Record<'group' | 'leaseKey' | 'version', unknown>>;
   return JSON.stringify(body);
 }
 
