@@ -97,6 +97,7 @@ export function fakeClock(): Clock & { sleeps: number[] } {
   return {
     sleeps,
     now: () => now,
+    wallTime: () => Date.UTC(2026, 0, 1) + now,
     async sleep(ms: number, signal?: AbortSignal): Promise<void> {
       signal?.throwIfAborted();
       sleeps.push(ms);
