@@ -37,6 +37,7 @@ import { subscribeShard, type FanOutContext } from './fan-out.js';
 import { pollShard } from './polling.js';
 import { startingPointOf } from './positions.js';
 import { BatchQueue } from './queue.js';
+import { SharedTask } from './shared-task.js';
 import type { KinesisRecord } from './record.js';
 
 /** Enhanced fan-out: a dedicated 2 MB/s per shard pushed over SubscribeToShard. */
@@ -99,7 +100,6 @@ export class KinesisSource implements ShardSource<KinesisRecord> {
   private readonly prefetchMaxRecords: number;
   private readonly prefetchMaxBytes: number;
   private readonly fanOut: FanOutContext | undefined;
-  private consumerArnPromise: Promise<string> | undefined;
 
   constructor(options: KinesisSourceOptions) {
     const { client, streamName, streamArn } = options;
@@ -242,17 +242,14 @@ export class KinesisSource implements ShardSource<KinesisRecord> {
     if (consumerArn === undefined && (consumerName === undefined || !CONSUMER_NAME.test(consumerName))) {
       throw new InvalidConfigError(`[source-kinesis] enhancedFanOut.consumerName ${describeValue(consumerName)} is not a valid consumer name`);
     }
+    // Every shard's reader waits for the one registration; each wait ends with its own reader's signal only.
+    const registration = new SharedTask(`registration of consumer ${describeValue(consumerName)}`, (signal) =>
+      this.registerOrReuseConsumer(consumerName ?? '', signal),
+    );
     return {
       client: options.client ?? client,
       minSubscribeIntervalMs: 1_000,
-      consumerArn: (signal) => {
-        if (consumerArn !== undefined) return Promise.resolve(consumerArn);
-        this.consumerArnPromise ??= this.registerOrReuseConsumer(consumerName ?? '', signal).catch((error: unknown) => {
-          this.consumerArnPromise = undefined;
-          throw error;
-        });
-        return this.consumerArnPromise;
-      },
+      consumerArn: (signal) => (consumerArn !== undefined ? Promise.resolve(consumerArn) : registration.get(signal)),
     };
   }
 

@@ -1,12 +1,15 @@
 import {
+  DescribeStreamConsumerCommand,
+  DescribeStreamSummaryCommand,
   GetRecordsCommand,
   GetShardIteratorCommand,
+  RegisterStreamConsumerCommand,
   SubscribeToShardCommand,
   type KinesisClient,
   type SubscribeToShardCommandInput,
   type SubscribeToShardEvent,
 } from '@aws-sdk/client-kinesis';
-import { Checkpoint, seededRandom, type ShardBatch } from '@leasehold/core';
+import { AbortedError, Checkpoint, seededRandom, type ShardBatch } from '@leasehold/core';
 import type { RunningKinesisLocal } from '@leasehold/local-stack';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KinesisSource, type KinesisRecord } from '../src/index.js';
@@ -99,6 +102,96 @@ describe('enhanced fan-out on recorded events', () => {
     // Kinesis allows one subscription a second per shard and consumer.
     expect(times[1]! - times[0]!).toBeGreaterThanOrEqual(1000);
     expect(times[2]! - times[1]!).toBeGreaterThanOrEqual(1000);
+  });
+});
+
+/**
+ * A client on which the named consumer is still CREATING: the first DescribeStreamConsumer waits until
+ * `activate()` and then answers CREATING, later ones ACTIVE. Like the SDK, a call rejects when the signal it
+ * was sent with fires. Every SubscribeToShard ends its shard at once with one record.
+ */
+function creatingConsumerClient(): {
+  client: KinesisClient;
+  activate: () => void;
+  describing: Promise<void>;
+  describeSignals: AbortSignal[];
+  subscribedShards: string[];
+} {
+  let activate!: () => void;
+  const active = new Promise<void>((resolve) => (activate = resolve));
+  let described!: () => void;
+  const describing = new Promise<void>((resolve) => (described = resolve));
+  const describeSignals: AbortSignal[] = [];
+  const subscribedShards: string[] = [];
+  const abortable = <T>(signal: AbortSignal | undefined, work: Promise<T>): Promise<T> =>
+    new Promise<T>((resolve, reject) => {
+      const onAbort = (): void => reject(Object.assign(new Error('Request aborted'), { name: 'AbortError' }));
+      if (signal?.aborted) return onAbort();
+      signal?.addEventListener('abort', onAbort, { once: true });
+      work.then(resolve, reject);
+    });
+  const client = {
+    send: async (command: unknown, options?: { abortSignal?: AbortSignal }) => {
+      if (command instanceof DescribeStreamSummaryCommand) return { StreamDescriptionSummary: { StreamARN: 'arn:aws:kinesis:us-east-1:000000000000:stream/s' } };
+      if (command instanceof RegisterStreamConsumerCommand) throw new Error('the consumer exists: nothing is registered');
+      if (command instanceof DescribeStreamConsumerCommand) {
+        describeSignals.push(options!.abortSignal!);
+        if (describeSignals.length === 1) {
+          described();
+          await abortable(options?.abortSignal, active);
+          return { ConsumerDescription: { ConsumerStatus: 'CREATING', ConsumerARN: CONSUMER_ARN } };
+        }
+        return { ConsumerDescription: { ConsumerStatus: 'ACTIVE', ConsumerARN: CONSUMER_ARN } };
+      }
+      if (command instanceof SubscribeToShardCommand) {
+        subscribedShards.push(command.input.ShardId!);
+        return { EventStream: (async function* () {
+          yield { SubscribeToShardEvent: { Records: [recordOf(1)], ContinuationSequenceNumber: undefined, MillisBehindLatest: 0, ChildShards: [] } };
+        })() };
+      }
+      throw new Error(`unexpected ${String(command)}`);
+    },
+  } as unknown as KinesisClient;
+  return { client, activate, describing, describeSignals, subscribedShards };
+}
+
+describe('enhanced fan-out while the stream consumer is still CREATING', () => {
+  it("a read that stops while the consumer is CREATING does not stop the other shards' reads", async () => {
+    const { client, activate, describing, subscribedShards } = creatingConsumerClient();
+    const source = new KinesisSource({ client, streamName: 's', enhancedFanOut: { consumerName: 'c' }, clock: fakeClock() });
+    const handedOff = new AbortController();
+    const first = source.read('shardId-000000000000', Checkpoint.TRIM_HORIZON, { signal: handedOff.signal })[Symbol.asyncIterator]();
+    const second = source.read('shardId-000000000001', Checkpoint.TRIM_HORIZON)[Symbol.asyncIterator]();
+    const firstBatch = first.next();
+    const secondBatch = second.next();
+    await describing;
+
+    handedOff.abort();
+    await expect(firstBatch).rejects.toBeInstanceOf(AbortedError);
+    activate();
+
+    const batch = (await secondBatch).value as ShardBatch<KinesisRecord>;
+    expect(batch.kind === 'records' ? batch.records.map(text) : batch).toEqual(['r-1']);
+    expect(subscribedShards).toEqual(['shardId-000000000001']);
+    await second.return(undefined);
+  });
+
+  it('stops waiting for the consumer once no read waits for it, and the next read waits for it again', async () => {
+    const { client, activate, describing, describeSignals, subscribedShards } = creatingConsumerClient();
+    const source = new KinesisSource({ client, streamName: 's', enhancedFanOut: { consumerName: 'c' }, clock: fakeClock() });
+    const stopped = new AbortController();
+    const only = source.read('shardId-000000000000', Checkpoint.TRIM_HORIZON, { signal: stopped.signal })[Symbol.asyncIterator]();
+    const onlyBatch = only.next();
+    await describing;
+
+    stopped.abort();
+    await expect(onlyBatch).rejects.toBeInstanceOf(AbortedError);
+    expect(describeSignals[0]!.aborted).toBe(true);
+    activate();
+
+    const { records } = await readRecords(source, 'shardId-000000000001', Checkpoint.TRIM_HORIZON, 1);
+    expect(records.map(text)).toEqual(['r-1']);
+    expect(subscribedShards).toEqual(['shardId-000000000001']);
   });
 });
 
