@@ -56,7 +56,7 @@ export async function subscribeShard(
     if (signal.aborted) throw error;
     const name = error instanceof Error ? error.name : '';
     if (name !== 'ResourceInUseException' && !isTransient(error)) {
-      throw toSourceError(error, { stream: ctx.streamLabel, shardId, action: 'SubscribeToShard' });
+      throw toSourceError(error, { stream: ctx.streamLabel, shardId, consumer: consumerArn, action: 'SubscribeToShard' });
     }
     await ctx.clock.sleep(backoffDelayMs(failures++, ctx.backoffBaseMs, ctx.backoffMaxMs, ctx.random), signal);
   };

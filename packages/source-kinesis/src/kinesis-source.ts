@@ -6,6 +6,7 @@
 import {
   DescribeStreamConsumerCommand,
   DescribeStreamSummaryCommand,
+  GetShardIteratorCommand,
   ListShardsCommand,
   RegisterStreamConsumerCommand,
   type KinesisClient,
@@ -32,7 +33,7 @@ import {
 import type { MalformedAggregatePolicy } from './aggregation.js';
 import { backoffDelayMs } from './backoff.js';
 import type { ReaderContext, StreamRef } from './context.js';
-import { isTransient, toSourceError } from './errors.js';
+import { isTransient, ShardNotFoundError, toSourceError, type ErrorScope } from './errors.js';
 import { subscribeShard, type FanOutContext } from './fan-out.js';
 import { pollShard } from './polling.js';
 import { startingPointOf } from './positions.js';
@@ -149,7 +150,7 @@ export class KinesisSource implements ShardSource<KinesisRecord> {
     let nextToken: string | undefined;
     do {
       const input: ListShardsCommandInput = nextToken === undefined ? { ...this.ctx.stream } : { NextToken: nextToken };
-      const output = await this.withRetries('ListShards', undefined, signal, () =>
+      const output = await this.withRetries({ action: 'ListShards' }, signal, () =>
         this.ctx.client.send(new ListShardsCommand(input), { abortSignal: signal }),
       );
       for (const shard of output.Shards ?? []) {
@@ -179,9 +180,7 @@ export class KinesisSource implements ShardSource<KinesisRecord> {
    * Leaving the loop or firing `options.signal` stops every request and timer of the read.
    */
   async *read(shardId: string, from: Position, options: ReadOptions = {}): AsyncGenerator<ShardBatch<KinesisRecord>, void, undefined> {
-    if (typeof shardId !== 'string' || !SHARD_ID.test(shardId)) {
-      throw new InvalidInputError(`[source-kinesis] shard id ${describeValue(shardId)} is not a valid shard id`);
-    }
+    checkShardId(shardId);
     startingPointOf(from);
     const external = options.signal;
     if (external?.aborted) throw abortReason(external);
@@ -220,18 +219,48 @@ export class KinesisSource implements ShardSource<KinesisRecord> {
     return compareNumericPositions(a, b);
   }
 
+  /**
+   * Whether the shard is certainly gone from the stream (trimmed past the retention period, or the stream
+   * is being deleted): `true` only when GetShardIterator says that the shard does not exist while the
+   * stream itself is there; `false` when the shard exists. A stream that cannot be found throws a
+   * `StreamNotFoundError` (a wrong name, region or account is never read as "every shard is gone"), and a
+   * question Kinesis cannot answer now (throttled, unreachable) throws a `SourceError`: ask again later.
+   */
+  async isShardGone(shardId: string, options: ReadOptions = {}): Promise<boolean> {
+    checkShardId(shardId);
+    const signal = options.signal ?? new AbortController().signal;
+    if (signal.aborted) throw abortReason(signal);
+    const { client, stream } = this.ctx;
+    try {
+      await client.send(new GetShardIteratorCommand({ ...stream, ShardId: shardId, ShardIteratorType: 'TRIM_HORIZON' }), { abortSignal: signal });
+      return false;
+    } catch (error) {
+      if (signal.aborted) throw abortReason(signal);
+      const failure = toSourceError(error, { stream: this.ctx.streamLabel, shardId, action: 'GetShardIterator' });
+      if (!(failure instanceof ShardNotFoundError)) throw failure;
+    }
+    // Kinesis named the shard; only a stream that is there makes that certain.
+    try {
+      await client.send(new DescribeStreamSummaryCommand({ ...stream }), { abortSignal: signal });
+    } catch (error) {
+      if (signal.aborted) throw abortReason(signal);
+      throw toSourceError(error, { stream: this.ctx.streamLabel, action: 'DescribeStreamSummary' });
+    }
+    return true;
+  }
+
   private async childShardIdsOf(shardId: string, signal: AbortSignal): Promise<string[]> {
     const shards = await this.listShards({ signal });
     return shards.filter((shard) => shard.parentShardIds.includes(shardId)).map((shard) => shard.shardId);
   }
 
-  private async withRetries<T>(action: string, shardId: string | undefined, signal: AbortSignal, call: () => Promise<T>): Promise<T> {
+  private async withRetries<T>(scope: Omit<ErrorScope, 'stream'>, signal: AbortSignal, call: () => Promise<T>): Promise<T> {
     for (let attempt = 0; ; attempt++) {
       try {
         return await call();
       } catch (error) {
         if (signal.aborted) throw abortReason(signal);
-        if (!isTransient(error)) throw toSourceError(error, { stream: this.ctx.streamLabel, shardId, action });
+        if (!isTransient(error)) throw toSourceError(error, { ...scope, stream: this.ctx.streamLabel });
         await this.ctx.clock.sleep(backoffDelayMs(attempt, this.ctx.backoffBaseMs, this.ctx.backoffMaxMs, this.ctx.random), signal);
       }
     }
@@ -259,7 +288,7 @@ export class KinesisSource implements ShardSource<KinesisRecord> {
     const streamArn =
       this.ctx.stream.StreamARN ??
       (
-        await this.withRetries('DescribeStreamSummary', undefined, signal, () =>
+        await this.withRetries({ action: 'DescribeStreamSummary' }, signal, () =>
           client.send(new DescribeStreamSummaryCommand({ ...this.ctx.stream }), { abortSignal: signal }),
         )
       ).StreamDescriptionSummary?.StreamARN;
@@ -269,15 +298,16 @@ export class KinesisSource implements ShardSource<KinesisRecord> {
       let description;
       try {
         description = (
-          await this.withRetries('DescribeStreamConsumer', undefined, signal, () =>
+          await this.withRetries({ action: 'DescribeStreamConsumer', consumer: consumerName }, signal, () =>
             client.send(new DescribeStreamConsumerCommand({ StreamARN: streamArn, ConsumerName: consumerName }), { abortSignal: signal }),
           )
         ).ConsumerDescription;
       } catch (error) {
-        if (!(error instanceof SourceError && error.code === 'ERR_STREAM_NOT_FOUND' && attempt === 0)) throw error;
-        // No consumer of that name yet (Kinesis says ResourceNotFound for a missing consumer too): register it.
+        const missing = error instanceof SourceError && (error.code === 'ERR_CONSUMER_NOT_FOUND' || error.code === 'ERR_STREAM_NOT_FOUND');
+        if (!missing || attempt > 0) throw error;
+        // No consumer of that name yet: register it (a stream that is missing fails the registration too).
         try {
-          await this.withRetries('RegisterStreamConsumer', undefined, signal, () =>
+          await this.withRetries({ action: 'RegisterStreamConsumer', consumer: consumerName }, signal, () =>
             client.send(new RegisterStreamConsumerCommand({ StreamARN: streamArn, ConsumerName: consumerName }), { abortSignal: signal }),
           );
         } catch (registerError) {
@@ -292,6 +322,12 @@ export class KinesisSource implements ShardSource<KinesisRecord> {
       }
       await this.ctx.clock.sleep(500, signal);
     }
+  }
+}
+
+function checkShardId(shardId: unknown): asserts shardId is string {
+  if (typeof shardId !== 'string' || !SHARD_ID.test(shardId)) {
+    throw new InvalidInputError(`[source-kinesis] shard id ${describeValue(shardId)} is not a valid shard id`);
   }
 }
 

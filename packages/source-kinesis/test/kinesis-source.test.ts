@@ -221,5 +221,28 @@ describe('KinesisSource against kinesis-local', () => {
     const shardError = readRecords(missingShard, 'shardId-000000000042', Checkpoint.TRIM_HORIZON, 1);
     await expect(shardError).rejects.toBeInstanceOf(ShardNotFoundError);
     await expect(shardError).rejects.toThrow(`[source-kinesis] shard "shardId-000000000042" was not found in stream "${streamName}"`);
+    // The emulator names a missing stream by its ARN: a stream called "...shard..." is still a missing stream.
+    const shardyName = new KinesisSource({ client, streamName: 'no-such-shard-stream' });
+    await expect(readRecords(shardyName, SHARD_0, Checkpoint.TRIM_HORIZON, 1)).rejects.toThrow(
+      new StreamNotFoundError('[source-kinesis] stream "no-such-shard-stream" was not found'),
+    );
+  });
+
+  it('says a shard of the stream, open or closed, is not gone, and a shard id the stream never had is', async () => {
+    const { streamName, streamArn } = await createStream(client, 1);
+    await client.send(new SplitShardCommand({ StreamName: streamName, ShardToSplit: SHARD_0, NewStartingHashKey: (2n ** 127n).toString() }));
+    await waitUntilActive(client, streamName);
+    const source = new KinesisSource({ client, streamArn });
+
+    await expect(source.isShardGone(SHARD_0)).resolves.toBe(false);
+    await expect(source.isShardGone('shardId-000000000002')).resolves.toBe(false);
+    await expect(source.isShardGone('shardId-000000000042')).resolves.toBe(true);
+  });
+
+  it('never says a shard is gone when the stream cannot be found', async () => {
+    for (const streamName of ['no-such-stream', 'no-such-shard-stream']) {
+      const source = new KinesisSource({ client, streamName });
+      await expect(source.isShardGone(SHARD_0)).rejects.toThrow(new StreamNotFoundError(`[source-kinesis] stream "${streamName}" was not found`));
+    }
   });
 });
