@@ -82,13 +82,14 @@ export async function subscribeShard(
         const last = records[records.length - 1];
         if (last !== undefined) position = last.position;
         failures = 0;
-        if (records.length > 0 || event.ContinuationSequenceNumber === undefined) {
-          queue.push({
-            kind: 'batch',
-            batch: { kind: 'records', records, position, millisBehindLatest: event.MillisBehindLatest },
-            bytes: bytesOf(records),
-          });
-        }
+        // An event without records is handed over too, as polling does with an empty GetRecords: the consumer
+        // learns that the shard is caught up, and its time-based checkpoint runs on an idle shard. The queue
+        // keeps only the latest of such batches in a row.
+        queue.push({
+          kind: 'batch',
+          batch: { kind: 'records', records, position, millisBehindLatest: event.MillisBehindLatest },
+          bytes: bytesOf(records),
+        });
         if (event.ContinuationSequenceNumber === undefined || event.ContinuationSequenceNumber === null) {
           const children = (event.ChildShards ?? []).map((child) => child.ShardId ?? '').filter((id) => id !== '');
           const childShardIds = children.length > 0 ? children : await ctx.childShardIdsOf(shardId, signal);

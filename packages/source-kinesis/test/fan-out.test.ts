@@ -77,6 +77,32 @@ describe('enhanced fan-out on recorded events', () => {
     expect(batches[0]).toMatchObject({ position: SEQ(2), millisBehindLatest: 10 });
   });
 
+  it('hands over a "nothing new" batch for an event without records, as polling does, with the position so far', async () => {
+    // Core's runtime takes its time-based checkpoint on such a batch: an idle shard must not hold it back.
+    const { client } = replayingClient([
+      [
+        { Records: [recordOf(1)], ContinuationSequenceNumber: SEQ(1), MillisBehindLatest: 20 },
+        { Records: [], ContinuationSequenceNumber: SEQ(1), MillisBehindLatest: 0 },
+        { Records: [recordOf(2)], ContinuationSequenceNumber: undefined, MillisBehindLatest: 0, ChildShards: [] },
+      ],
+    ]);
+    const source = new KinesisSource({
+      client: { send: async () => ({ Shards: [] }) } as unknown as KinesisClient,
+      streamName: 's',
+      enhancedFanOut: { consumerArn: CONSUMER_ARN, client },
+      clock: fakeClock(),
+    });
+
+    const batches = await drain(source, Checkpoint.TRIM_HORIZON);
+
+    expect(batches.map((batch) => (batch.kind === 'records' ? { records: batch.records.map(text), position: batch.position, millisBehindLatest: batch.millisBehindLatest } : batch))).toEqual([
+      { records: ['r-1'], position: SEQ(1), millisBehindLatest: 20 },
+      { records: [], position: SEQ(1), millisBehindLatest: 0 },
+      { records: ['r-2'], position: SEQ(2), millisBehindLatest: 0 },
+      { kind: 'end', childShardIds: [] },
+    ]);
+  });
+
   it('subscribes again after the last continuation when a subscription ends or fails', async () => {
     const broken = Object.assign(new Error('Internal failure'), { name: 'InternalFailureException' });
     const clock = fakeClock();
