@@ -15,7 +15,7 @@ import type { Position } from '@leasehold/core';
 import { userRecordsOf, type SkipThrough } from './aggregation.js';
 import { backoffDelayMs } from './backoff.js';
 import type { ReaderContext } from './context.js';
-import { isTransient, toSourceError } from './errors.js';
+import { ConsumerNotFoundError, isTransient, toSourceError } from './errors.js';
 import { skipOf, startingPointOf, type StartingPoint } from './positions.js';
 import { bytesOf, type BatchQueue } from './queue.js';
 import type { KinesisRecord } from './record.js';
@@ -26,6 +26,8 @@ export interface FanOutContext {
   readonly client: KinesisClient;
   /** The ARN of the registered stream consumer. */
   consumerArn(signal: AbortSignal): Promise<string>;
+  /** Called when Kinesis no longer knows the consumer: a consumer registered by name is looked up (or registered) again next time. */
+  consumerGone(): void;
   /** The least time between two subscriptions to one shard (Kinesis allows one a second). */
   readonly minSubscribeIntervalMs: number;
 }
@@ -56,7 +58,9 @@ export async function subscribeShard(
     if (signal.aborted) throw error;
     const name = error instanceof Error ? error.name : '';
     if (name !== 'ResourceInUseException' && !isTransient(error)) {
-      throw toSourceError(error, { stream: ctx.streamLabel, shardId, consumer: consumerArn, action: 'SubscribeToShard' });
+      const failure = toSourceError(error, { stream: ctx.streamLabel, shardId, consumer: consumerArn, action: 'SubscribeToShard' });
+      if (failure instanceof ConsumerNotFoundError) fanOut.consumerGone();
+      throw failure;
     }
     await ctx.clock.sleep(backoffDelayMs(failures++, ctx.backoffBaseMs, ctx.backoffMaxMs, ctx.random), signal);
   };

@@ -279,6 +279,7 @@ export class KinesisSource implements ShardSource<KinesisRecord> {
       client: options.client ?? client,
       minSubscribeIntervalMs: 1_000,
       consumerArn: (signal) => (consumerArn !== undefined ? Promise.resolve(consumerArn) : registration.get(signal)),
+      consumerGone: () => registration.forget(),
     };
   }
 

@@ -64,6 +64,11 @@ export class SharedTask<T> {
     });
   }
 
+  /** Drops a kept result that went stale, so that the next call runs the task again. */
+  forget(): void {
+    this.#done = undefined;
+  }
+
   #start(): Running<T> {
     const controller = new AbortController();
     const running: Running<T> = {

@@ -12,7 +12,7 @@ import {
 import { AbortedError, Checkpoint, seededRandom, type ShardBatch } from '@leasehold/core';
 import type { RunningKinesisLocal } from '@leasehold/local-stack';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { KinesisSource, type KinesisRecord } from '../src/index.js';
+import { ConsumerNotFoundError, KinesisSource, type KinesisRecord } from '../src/index.js';
 import { clientFor, createStream, fakeClock, putRecords, readRecords, startEmulator, text, textEntries } from './support.js';
 
 const CONSUMER_ARN = 'arn:aws:kinesis:us-east-1:000000000000:stream/s/consumer/c:1';
@@ -218,6 +218,41 @@ describe('enhanced fan-out while the stream consumer is still CREATING', () => {
     const { records } = await readRecords(source, 'shardId-000000000001', Checkpoint.TRIM_HORIZON, 1);
     expect(records.map(text)).toEqual(['r-1']);
     expect(subscribedShards).toEqual(['shardId-000000000001']);
+  });
+});
+
+describe('enhanced fan-out when the stream consumer is deregistered', () => {
+  it('reports a ConsumerNotFoundError, and the next read registers the named consumer again', async () => {
+    const described: string[] = [];
+    let consumers = 0;
+    const subscribed: string[] = [];
+    const client = {
+      send: async (command: unknown) => {
+        if (command instanceof DescribeStreamSummaryCommand) return { StreamDescriptionSummary: { StreamARN: 'arn:aws:kinesis:us-east-1:000000000000:stream/s' } };
+        if (command instanceof DescribeStreamConsumerCommand) {
+          described.push(command.input.ConsumerName!);
+          return { ConsumerDescription: { ConsumerStatus: 'ACTIVE', ConsumerARN: `${CONSUMER_ARN}${++consumers}` } };
+        }
+        if (command instanceof SubscribeToShardCommand) {
+          subscribed.push(command.input.ConsumerARN!);
+          if (command.input.ConsumerARN === `${CONSUMER_ARN}1`) {
+            throw Object.assign(new Error(`Consumer ${CONSUMER_ARN}1 not found.`), { name: 'ResourceNotFoundException' });
+          }
+          return { EventStream: (async function* () {
+            yield { SubscribeToShardEvent: { Records: [recordOf(1)], ContinuationSequenceNumber: undefined, MillisBehindLatest: 0, ChildShards: [] } };
+          })() };
+        }
+        throw new Error(`unexpected ${String(command)}`);
+      },
+    } as unknown as KinesisClient;
+    const source = new KinesisSource({ client, streamName: 's', enhancedFanOut: { consumerName: 'c' }, clock: fakeClock() });
+
+    await expect(readRecords(source, 'shardId-000000000000', Checkpoint.TRIM_HORIZON, 1)).rejects.toBeInstanceOf(ConsumerNotFoundError);
+    const { records } = await readRecords(source, 'shardId-000000000000', Checkpoint.TRIM_HORIZON, 1);
+
+    expect(records.map(text)).toEqual(['r-1']);
+    expect(described).toEqual(['c', 'c']);
+    expect(subscribed).toEqual([`${CONSUMER_ARN}1`, `${CONSUMER_ARN}2`]);
   });
 });
 
