@@ -3,7 +3,7 @@
  * live when a lease with an owner changes version while this process watches it (a worker renews its
  * leases every third of the lease duration); a group none of whose leases has an owner is not live.
  */
-import { describeValue, LeaseholdError, type LeaseRecord, type Storage } from '@leasehold/core';
+import { describeValue, LeaseholdError, type LeaseListing, type Storage } from '@leasehold/core';
 import { observeLiveness } from './observe.js';
 import { formatDuration, type Io } from './shared.js';
 import { PKG } from './url.js';
@@ -23,12 +23,12 @@ export const DEFAULT_OBSERVE_MS = 12_000;
  * Watches the group and throws an `ERR_GROUP_LIVE` error naming the renewed lease and its owner when a
  * worker is seen renewing; returns the last listing otherwise. With `force`, lists once and returns.
  */
-export async function refuseIfLive(storage: Storage, group: string, options: GuardOptions, io: Io): Promise<LeaseRecord[]> {
+export async function refuseIfLive(storage: Storage, group: string, options: GuardOptions, io: Io): Promise<LeaseListing> {
   if (options.force) {
     io.err(`not checking whether group ${describeValue(group)} is live (--force)\n`);
     return storage.listLeases(group);
   }
-  const owned = (await storage.listLeases(group)).some((lease) => lease.owner !== null);
+  const owned = (await storage.listLeases(group)).leases.some((lease) => lease.owner !== null);
   if (owned) {
     io.err(`watching group ${describeValue(group)} for ${formatDuration(options.observeMs)} for renewals by a live worker (--observe-ms)\n`);
   }
@@ -41,5 +41,5 @@ export async function refuseIfLive(storage: Storage, group: string, options: Gua
       `[${PKG}] group ${describeValue(group)} is live: lease ${describeValue(renewed.leaseKey)} of worker ${describeValue(renewed.owner)} was renewed while watched; stop the group's workers first, or pass --force`,
     );
   }
-  return [...verdict.leases];
+  return { leases: [...verdict.leases], corrupt: [...verdict.corrupt] };
 }

@@ -3,7 +3,7 @@
  * workers are never compared. Per lease, the version last seen and the local monotonic time it was first
  * seen; "age" is the time since the version last changed, as far as this process can tell.
  */
-import type { LeaseRecord, Storage } from '@leasehold/core';
+import type { CorruptRecordError, LeaseRecord, Storage } from '@leasehold/core';
 
 /** A monotonic clock in milliseconds. */
 export type Now = () => number;
@@ -80,6 +80,8 @@ export interface Liveness {
   readonly owned: number;
   /** The listing the verdict is based on (the last one). */
   readonly leases: readonly LeaseRecord[];
+  /** The leases of that listing that cannot be read back. */
+  readonly corrupt: readonly CorruptRecordError[];
 }
 
 /** Options of {@link observeLiveness}. */
@@ -97,24 +99,25 @@ const defaultSleep = (ms: number): Promise<void> => new Promise((resolve) => set
 /**
  * Watches a group for `observeMs` and tells whether it is live: whether a lease with an owner changed
  * version meanwhile (a worker renewed it). A group none of whose leases has an owner is not live, and is
- * decided at once. A live group is decided as soon as one renewal is seen.
+ * decided at once. A live group is decided as soon as one renewal is seen. Corrupt leases have no owner
+ * or version that can be read: they count for neither.
  */
 export async function observeLiveness(storage: Storage, group: string, options: LivenessOptions): Promise<Liveness> {
   const now = options.now ?? monotonicNow;
   const sleep = options.sleep ?? defaultSleep;
   const observer = new Observer(now);
-  let leases = await storage.listLeases(group);
+  let { leases, corrupt } = await storage.listLeases(group);
   observer.observe(leases);
   const owned = leases.filter((lease) => lease.owner !== null).length;
-  if (owned === 0) return { live: false, renewed: [], owned, leases };
+  if (owned === 0) return { live: false, renewed: [], owned, leases, corrupt };
   const started = now();
   for (;;) {
     const elapsed = now() - started;
-    if (elapsed >= options.observeMs) return { live: false, renewed: [], owned, leases };
+    if (elapsed >= options.observeMs) return { live: false, renewed: [], owned, leases, corrupt };
     await sleep(Math.min(options.pollMs, options.observeMs - elapsed));
-    leases = await storage.listLeases(group);
+    ({ leases, corrupt } = await storage.listLeases(group));
     observer.observe(leases);
     const renewed = leases.filter((lease) => lease.owner !== null && observer.changed(lease.leaseKey));
-    if (renewed.length > 0) return { live: true, renewed, owned, leases };
+    if (renewed.length > 0) return { live: true, renewed, owned, leases, corrupt };
   }
 }

@@ -64,14 +64,15 @@ function build(io: Io): Command {
     .requiredOption('--group <name>', 'the consumer group')
     .requiredOption('--lease <key>', 'the lease (shard id)')
     .requiredOption('--position <position>', 'the new checkpoint: a sequence number or TRIM_HORIZON, LATEST, AT_TIMESTAMP:<ms>, SHARD_END')
+    .option('--reopen-finished', 'move the checkpoint of a finished (SHARD_END) lease too: its shard is read again, after its children', false)
     .addOption(forceOption())
     .addOption(observeOption())
-    .action(async (options: { storage: string; group: string; lease: string; position: string; force: boolean; observeMs: string }) => {
+    .action(async (options: { storage: string; group: string; lease: string; position: string; reopenFinished: boolean; force: boolean; observeMs: string }) => {
       await checkpointSet({ ...options, observeMs: parseCount('--observe-ms', options.observeMs, 0) }, io);
     });
   checkpoint
     .command('reset')
-    .description('set the checkpoint of one lease, or of every lease of the group, to TRIM_HORIZON or LATEST')
+    .description('set the checkpoint of one lease, or of every lease of the group, to TRIM_HORIZON or LATEST (finished leases are left alone)')
     .requiredOption('--storage <url>', STORAGE_HELP)
     .requiredOption('--group <name>', 'the consumer group')
     .option('--lease <key>', 'only this lease (default: every lease of the group)')

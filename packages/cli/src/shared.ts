@@ -3,6 +3,7 @@
  * checked, and which exit code an error earns.
  */
 import {
+  CorruptRecordError,
   describeValue,
   InvalidConfigError,
   InvalidInputError,
@@ -43,8 +44,13 @@ export function errorLine(error: unknown): string {
 
 /** A group's records, read once. */
 export interface GroupState {
+  /** The leases that read back, sorted by key. */
   readonly leases: LeaseRecord[];
+  /** One error per stored lease that cannot be read back, sorted by key: reported, never written. */
+  readonly corrupt: CorruptRecordError[];
   readonly leader: LeaderRecord | null;
+  /** The error of a leader record that cannot be read back (then `leader` is `null`). */
+  readonly corruptLeader: CorruptRecordError | null;
 }
 
 /** Throws an `InvalidConfigError` unless `group` is a valid group name. */
@@ -56,17 +62,30 @@ export function checkGroup(group: string): void {
   }
 }
 
-/** Reads a group's leases (sorted by key) and leader record. */
+/** Reads a group's leases (sorted by key) and leader record; corrupt records are reported in the state, not thrown. */
 export async function readGroup(storage: Storage, group: string): Promise<GroupState> {
-  const [leases, leader] = await Promise.all([storage.listLeases(group), storage.getLeader(group)]);
-  leases.sort(byLeaseKey);
-  return { leases, leader };
+  const [listing, leader] = await Promise.all([storage.listLeases(group), readLeader(storage, group)]);
+  return {
+    leases: [...listing.leases].sort(byLeaseKey),
+    corrupt: [...listing.corrupt].sort((a, b) => byLeaseKey({ leaseKey: a.leaseKey ?? '' }, { leaseKey: b.leaseKey ?? '' })),
+    ...leader,
+  };
+}
+
+async function readLeader(storage: Storage, group: string): Promise<Pick<GroupState, 'leader' | 'corruptLeader'>> {
+  try {
+    return { leader: await storage.getLeader(group), corruptLeader: null };
+  } catch (error) {
+    if (error instanceof CorruptRecordError) return { leader: null, corruptLeader: error };
+    throw error;
+  }
 }
 
 /** Reads a group and throws an error naming it when the storage holds nothing of it. */
 export async function readKnownGroup(storage: Storage, group: string, display: string): Promise<GroupState> {
   const state = await readGroup(storage, group);
-  if (state.leases.length === 0 && state.leader === null) throw unknownGroup(group, display);
+  const empty = state.leases.length === 0 && state.corrupt.length === 0 && state.leader === null && state.corruptLeader === null;
+  if (empty) throw unknownGroup(group, display);
   return state;
 }
 
@@ -79,7 +98,7 @@ export function unknownGroup(group: string, display: string): LeaseholdError {
 }
 
 /** Orders leases by key, bytewise, as the Postgres adapter pages them. */
-export function byLeaseKey(a: LeaseRecord, b: LeaseRecord): number {
+export function byLeaseKey(a: { readonly leaseKey: string }, b: { readonly leaseKey: string }): number {
   return a.leaseKey < b.leaseKey ? -1 : a.leaseKey > b.leaseKey ? 1 : 0;
 }
 

@@ -27,7 +27,7 @@ describe('leasehold migrate', () => {
     expect(stdout).toContain('copied    shardId-001 checkpoint "4955" epoch 4 owner "worker-a"\n');
     expect(stdout).toContain('copied    leader worker-a, term 6\n');
     expect(stdout).toContain(`migrated group "${group}" from ${source.url} to ${target.url}: 3 leases copied, 0 replaced, 0 already there, 0 deleted; verified 3 leases and the leader record\n`);
-    expect((await target.storage.listLeases(group)).sort(byKey).map(stateOf)).toEqual(seeded.map(stateOf));
+    expect((await target.storage.listLeases(group)).leases.sort(byKey).map(stateOf)).toEqual(seeded.map(stateOf));
     expect(await target.storage.getLeader(group)).toMatchObject({ holder: 'worker-a', term: 6, metadata: { since: '1' } });
     await source.close();
     await target.close();
@@ -45,7 +45,7 @@ describe('leasehold migrate', () => {
 
     expect([first.code, second.code]).toEqual([0, 0]);
     expect(second.stdout).toContain('3 leases copied, 0 replaced, 0 already there, 0 deleted; verified 3 leases and no leader record\n');
-    expect((await postgres.storage.listLeases(group)).sort(byKey).map(stateOf)).toEqual(seeded.map(stateOf));
+    expect((await postgres.storage.listLeases(group)).leases.sort(byKey).map(stateOf)).toEqual(seeded.map(stateOf));
     await redisSource.close();
     await postgres.close();
   });
@@ -62,7 +62,7 @@ describe('leasehold migrate', () => {
 
     expect(code).toBe(1);
     expect(stderr).toContain(`leasehold: [cli] group "${group}" is live: lease "shardId-001" of worker "worker-a" was renewed while watched`);
-    expect(await target.storage.listLeases(group)).toEqual([]);
+    expect(await target.storage.listLeases(group)).toEqual({ leases: [], corrupt: [] });
     await source.close();
     await target.close();
   });
@@ -88,7 +88,7 @@ describe('leasehold migrate', () => {
     expect(replaced.code).toBe(0);
     expect(replaced.stdout).toContain('deleted   shardId-077 (not in the source)\n');
     expect(replaced.stdout).toContain('2 leases copied, 1 replaced, 0 already there, 1 deleted; verified 3 leases');
-    expect((await target.storage.listLeases(group)).sort(byKey).map(stateOf)).toEqual(seeded.map(stateOf));
+    expect((await target.storage.listLeases(group)).leases.sort(byKey).map(stateOf)).toEqual(seeded.map(stateOf));
     expect(again.code).toBe(0);
     expect(again.stdout).toContain('0 leases copied, 0 replaced, 3 already there, 0 deleted; verified 3 leases');
     await source.close();
@@ -107,6 +107,63 @@ describe('leasehold migrate', () => {
     expect(code).toBe(1);
     expect(stderr).toBe(`leasehold: [cli] lease "shardId-000" has epoch 8 in ${target.url}, above the source's 3; copying would lower a fencing token, so nothing was written\n`);
     expect((await target.storage.getLease(group, 'shardId-000'))?.epoch).toBe(8);
+    await source.close();
+    await target.close();
+  });
+  it('refuses to copy a group that has leases which cannot be read back, naming each, and copies nothing', async () => {
+    const source = await postgresBackend(shared.pool);
+    const target = redisBackend(shared.redis);
+    const group = freshName('orders');
+    await seed(source.storage, leasesOf(group));
+    await source.corrupt(group, 'shardId-001');
+    await source.corrupt(group, 'shardId-002');
+
+    const { code, stderr } = await leasehold('migrate', '--from', source.url, '--to', target.url, '--group', group, '--observe-ms', '0');
+
+    expect(code).toBe(1);
+    expect(stderr).toMatch(
+      new RegExp(
+        `^leasehold: \\[cli\\] group "${group}" has 2 records in \\S+ that cannot be read back, so nothing was copied: ` +
+          `lease "shardId-001" \\(\\[storage-postgres\\] .+\\); lease "shardId-002" \\(\\[storage-postgres\\] .+\\); repair or delete them first \\(leasehold doctor --group\\)\\n$`,
+      ),
+    );
+    expect(await target.storage.listLeases(group)).toEqual({ leases: [], corrupt: [] });
+    await source.close();
+    await target.close();
+  });
+
+  it('copies the record format and the fields this command line does not name, and a run again finds them the same', async () => {
+    const source = await postgresBackend(shared.pool);
+    const target = await dynamoBackend(shared.dynamodb);
+    const group = freshName('orders');
+    // Fields a later core may add: a copy must keep them, whatever order a store gives object keys back in.
+    const later = { group, leaseKey: 'shardId-000', checkpoint: '7', format: 2, tenure: { since: 3, by: 'worker-a' }, zone: 'b' } as NewLease;
+    const seeded = await seed(source.storage, [later, { group, leaseKey: 'shardId-001' }]);
+
+    const first = await leasehold('migrate', '--from', source.url, '--to', target.url, '--group', group, '--observe-ms', '0');
+    const again = await leasehold('migrate', '--from', source.url, '--to', target.url, '--group', group, '--observe-ms', '0');
+
+    expect([first.code, again.code]).toEqual([0, 0]);
+    expect((await target.storage.listLeases(group)).leases.sort(byKey).map(stateOf)).toEqual(seeded.map(stateOf));
+    expect(again.stdout).toContain('0 leases copied, 0 replaced, 2 already there, 0 deleted; verified 2 leases');
+    await source.close();
+  });
+
+  it('copies a lease whose key the target had deleted before, with a version above the old one', async () => {
+    const source = redisBackend(shared.redis);
+    const target = await postgresBackend(shared.pool);
+    const group = freshName('orders');
+    const seeded = await seed(source.storage, [{ group, leaseKey: 'shardId-000', checkpoint: '55', epoch: 2 }], { group, holder: null, term: 1 });
+    const [old] = await seed(target.storage, [{ group, leaseKey: 'shardId-000', epoch: 1 }]);
+    await target.storage.deleteLease(group, 'shardId-000', old!.version);
+
+    const { code, stdout } = await leasehold('migrate', '--from', source.url, '--to', target.url, '--group', group, '--observe-ms', '0');
+
+    expect(code).toBe(0);
+    expect(stdout).toContain('1 leases copied, 0 replaced, 0 already there, 0 deleted; verified 1 leases and the leader record\n');
+    const copied = await target.storage.getLease(group, 'shardId-000');
+    expect(copied && stateOf(copied)).toEqual(stateOf(seeded[0]!));
+    expect(copied!.version).toBeGreaterThan(old!.version);
     await source.close();
     await target.close();
   });

@@ -69,4 +69,17 @@ describe('observeLiveness', () => {
     expect(verdict.renewed.map((lease) => lease.leaseKey)).toEqual(['a']);
     expect(now).toBe(2000);
   });
+  it('gives the corrupt leases of its last listing, which count as neither owned nor renewed', async () => {
+    const storage = new MemoryStorage();
+    await storage.createLease({ group: 'g', leaseKey: 'a', owner: 'w' });
+    await storage.createLease({ group: 'g', leaseKey: 'b', owner: 'w' });
+    storage.corrupt('g', 'b');
+    let now = 0;
+
+    const verdict = await observeLiveness(storage, 'g', { observeMs: 1000, pollMs: 500, now: () => now, sleep: async (ms) => void (now += ms) });
+
+    expect(verdict).toMatchObject({ live: false, owned: 1 });
+    expect(verdict.leases.map((lease) => lease.leaseKey)).toEqual(['a']);
+    expect(verdict.corrupt.map((error) => error.leaseKey)).toEqual(['b']);
+  });
 });

@@ -25,18 +25,18 @@ describe('leasehold status', () => {
     const lines = stdout.split('\n');
     expect(lines[0]).toBe(`group ${group} in ${backend.url}`);
     expect(lines[1]).toBe('leader: worker-a (term 4, version 1, age —)');
-    expect(lines).toContainEqual(expect.stringMatching(/^LEASE\s+OWNER\s+CHECKPOINT\s+EPOCH\s+VERSION\s+AGE\s+PENDING$/));
-    expect(lines).toContainEqual(expect.stringMatching(/^shardId-000\s+worker-a\s+4955001\s+3\s+1\s+—\s+-$/));
-    expect(lines).toContainEqual(expect.stringMatching(/^shardId-001\s+worker-a\s+TRIM_HORIZON\s+1\s+1\s+—\s+→ worker-b$/));
-    expect(lines).toContainEqual(expect.stringMatching(/^shardId-002\s+worker-b\s+-\s+7\s+1\s+—\s+-$/));
-    expect(lines).toContainEqual(expect.stringMatching(/^shardId-003\s+-\s+-\s+0\s+1\s+—\s+-$/));
+    expect(lines).toContainEqual(expect.stringMatching(/^LEASE\s+OWNER\s+CHECKPOINT\s+EPOCH\s+VERSION\s+AGE\s+PENDING\s+STALLED$/));
+    expect(lines).toContainEqual(expect.stringMatching(/^shardId-000\s+worker-a\s+4955001\s+3\s+1\s+—\s+-\s+-$/));
+    expect(lines).toContainEqual(expect.stringMatching(/^shardId-001\s+worker-a\s+TRIM_HORIZON\s+1\s+1\s+—\s+→ worker-b\s+-$/));
+    expect(lines).toContainEqual(expect.stringMatching(/^shardId-002\s+worker-b\s+-\s+7\s+1\s+—\s+-\s+-$/));
+    expect(lines).toContainEqual(expect.stringMatching(/^shardId-003\s+-\s+-\s+0\s+1\s+—\s+-\s+-$/));
     expect(lines).toContainEqual(expect.stringMatching(/^worker-a\s+2 \(leader\)$/));
     expect(lines).toContainEqual(expect.stringMatching(/^worker-b\s+1$/));
     expect(lines).toContain('4 leases, 1 without owner, 2 workers');
     await backend.close();
   });
 
-  it('--json gives every field of every lease, the workers and the leader', async () => {
+  it('--json gives every field of every lease, its record format included, the workers and the leader', async () => {
     const backend = redisBackend(shared.redis);
     const group = freshName('orders');
     await seed(backend.storage, [
@@ -55,6 +55,7 @@ describe('leasehold status', () => {
           group,
           leaseKey: 'shardId-010',
           version: 1,
+          format: 1,
           owner: 'w1',
           epoch: 2,
           checkpoint: '77',
@@ -63,11 +64,16 @@ describe('leasehold status', () => {
           metadata: { region: 'eu' },
           ageMs: null,
           ageAtLeastMs: 0,
+          stalled: null,
         },
-        { group, leaseKey: 'shardId-011', version: 1, owner: null, epoch: 0, checkpoint: null, parentKeys: [], pendingOwner: null, metadata: {}, ageMs: null, ageAtLeastMs: 0 },
+        {
+          group, leaseKey: 'shardId-011', version: 1, format: 1, owner: null, epoch: 0, checkpoint: null, parentKeys: [], pendingOwner: null, metadata: {},
+          ageMs: null, ageAtLeastMs: 0, stalled: null,
+        },
       ],
       workers: [{ workerId: 'w1', leases: 1, leader: false }],
       leader: null,
+      corrupt: [],
     });
     await backend.close();
   });
@@ -86,6 +92,83 @@ describe('leasehold status', () => {
     expect(screens[0]?.leases[0]?.ageAtLeastMs).toBe(0);
     expect(screens[2]?.leases[0]?.ageAtLeastMs).toBeGreaterThan(0);
     expect(screens.map((screen) => screen.leader.ageMs)).toEqual([null, null, null]);
+  });
+
+  it('lists the leases that cannot be read back, with their errors, instead of failing', async () => {
+    const backend = await postgresBackend(shared.pool);
+    const group = freshName('orders');
+    await seed(backend.storage, [
+      { group, leaseKey: 'shardId-000', owner: 'worker-a', epoch: 1, checkpoint: '10' },
+      { group, leaseKey: 'shardId-001', checkpoint: '20' },
+      { group, leaseKey: 'shardId-002' },
+    ]);
+    await backend.corrupt(group, 'shardId-001');
+
+    const text = await leasehold('status', '--storage', backend.url, '--group', group);
+    const json = await leasehold('status', '--storage', backend.url, '--group', group, '--json');
+
+    expect([text.code, json.code]).toEqual([0, 0]);
+    const lines = text.stdout.split('\n');
+    expect(lines).toContainEqual(expect.stringMatching(/^shardId-000\s+worker-a\s+10\s/));
+    expect(lines).not.toContainEqual(expect.stringMatching(/^shardId-001\s/));
+    expect(lines).toContain(`corrupt leases (they cannot be read back and nobody takes them; see leasehold doctor --group ${group}):`);
+    expect(lines).toContainEqual(expect.stringMatching(new RegExp(`^  shardId-001: \\[storage-postgres\\] stored lease "shardId-001" of group "${group}" is corrupt: state is not valid JSON`)));
+    expect(lines).toContain('2 leases, 1 without owner, 1 workers, 1 corrupt');
+    const view = JSON.parse(json.stdout) as { leases: { leaseKey: string }[]; corrupt: { leaseKey: string | null; error: string }[] };
+    expect(view.leases.map((lease) => lease.leaseKey)).toEqual(['shardId-000', 'shardId-002']);
+    expect(view.corrupt).toEqual([{ leaseKey: 'shardId-001', error: expect.stringContaining('[storage-postgres] stored lease "shardId-001"') as string }]);
+    await backend.close();
+  });
+
+  it('knows a group whose only lease is corrupt', async () => {
+    const backend = redisBackend(shared.redis);
+    const group = freshName('orders');
+    await seed(backend.storage, [{ group, leaseKey: 'shardId-000' }]);
+    await backend.corrupt(group, 'shardId-000');
+
+    const { code, stdout } = await leasehold('status', '--storage', backend.url, '--group', group);
+
+    expect(code).toBe(0);
+    expect(stdout).toContain('  shardId-000: [storage-redis] ');
+    expect(stdout).toContain('0 leases, 0 without owner, 0 workers, 1 corrupt');
+    await backend.close();
+  });
+
+  it('shows the stall a worker reported on a lease, in the table and in --json', async () => {
+    const backend = await dynamoBackend(shared.dynamodb);
+    const group = freshName('orders');
+    const since = new Date(Date.now() - 125_000).toISOString();
+    await seed(backend.storage, [
+      { group, leaseKey: 'shardId-000', owner: 'worker-a', epoch: 1, metadata: { 'leasehold.stalledSince': since, 'leasehold.stalledReason': 'handler' } },
+      { group, leaseKey: 'shardId-001', owner: 'worker-a', epoch: 1 },
+    ]);
+
+    const text = await leasehold('status', '--storage', backend.url, '--group', group);
+    const json = await leasehold('status', '--storage', backend.url, '--group', group, '--json');
+
+    expect([text.code, json.code]).toEqual([0, 0]);
+    const lines = text.stdout.split('\n');
+    // Two minutes and some seconds by this machine's clock: the seconds depend on how long the command took.
+    expect(lines).toContainEqual(expect.stringMatching(/^shardId-000\s+worker-a\s+-\s+1\s+1\s+—\s+-\s+handler 2m\d\ds$/));
+    expect(lines).toContainEqual(expect.stringMatching(/^shardId-001\s+worker-a\s+-\s+1\s+1\s+—\s+-\s+-$/));
+    expect(lines).toContain('2 leases, 0 without owner, 1 workers, 1 stalled');
+    const view = JSON.parse(json.stdout) as { leases: { leaseKey: string; stalled: { reason: string; since: string; forMs: number | null } | null }[] };
+    expect(view.leases[0]?.stalled).toEqual({ reason: 'handler', since, forMs: expect.any(Number) as number });
+    expect(view.leases[0]?.stalled?.forMs).toBeGreaterThanOrEqual(125_000);
+    expect(view.leases[1]?.stalled).toBeNull();
+  });
+
+  it('counts leases of a newer record format in the summary, and gives the format of each in --json', async () => {
+    const backend = redisBackend(shared.redis);
+    const group = freshName('orders');
+    await seed(backend.storage, [{ group, leaseKey: 'shardId-000' }, { group, leaseKey: 'shardId-001', format: 3 }]);
+
+    const text = await leasehold('status', '--storage', backend.url, '--group', group);
+    const json = await leasehold('status', '--storage', backend.url, '--group', group, '--json');
+
+    expect(text.stdout).toContain('2 leases, 2 without owner, 0 workers, 1 of a record format newer than 1 (upgrade the CLI)\n');
+    expect((JSON.parse(json.stdout) as { leases: { format: number }[] }).leases.map((lease) => lease.format)).toEqual([1, 3]);
+    await backend.close();
   });
 
   it('fails with one line naming a group the storage does not hold', async () => {

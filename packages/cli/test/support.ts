@@ -5,8 +5,8 @@
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
-import { CreateTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import type { LeaseRecord, NewLeader, NewLease, Storage } from '@leasehold/core';
+import { CreateTableCommand, DynamoDBClient, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
+import { leaseStateOf, type LeaseRecord, type NewLeader, type NewLease, type Storage } from '@leasehold/core';
 import { startDynalite, type RunningDynalite } from '@leasehold/local-stack';
 import { DynamoDBStorage } from '@leasehold/storage-dynamodb';
 import { PostgresStorage } from '@leasehold/storage-postgres';
@@ -49,8 +49,15 @@ export function freshName(kind: string): string {
 export interface TestBackend {
   readonly url: string;
   readonly storage: Storage;
+  /**
+   * Damages the state of a stored lease the way a bad write by another program would, leaving its version
+   * readable: the adapter then lists it as corrupt. Written against the adapter's documented layout.
+   */
+  corrupt(group: string, leaseKey: string): Promise<void>;
   close(): Promise<void>;
 }
+
+const BROKEN_STATE = '{"owner": "half-written';
 
 const PG = { host: process.env.PGHOST ?? '127.0.0.1', port: Number(process.env.PGPORT ?? 5432), user: process.env.PGUSER ?? 'root', database: process.env.PGDATABASE ?? 'test' };
 
@@ -79,6 +86,10 @@ export async function postgresBackend(pool: pg.Pool, { migrated = true } = {}): 
   return {
     url: `postgres://${PG.user}@${PG.host}:${PG.port}/${PG.database}?schema=${schema}`,
     storage,
+    async corrupt(group, leaseKey) {
+      const { rowCount } = await pool.query(`UPDATE "${schema}".leasehold_leases SET state = $3 WHERE group_name = $1 AND lease_key = $2`, [group, leaseKey, BROKEN_STATE]);
+      if (rowCount !== 1) throw new Error(`no lease ${leaseKey} to corrupt`);
+    },
     async close() {
       await storage.close();
       await pool.query(`DROP SCHEMA "${schema}" CASCADE`);
@@ -108,6 +119,14 @@ export function redisBackend(client: Redis, port = 6379): TestBackend {
   return {
     url: `redis://127.0.0.1:${port}?prefix=${prefix}`,
     storage,
+    async corrupt(group, leaseKey) {
+      // The leases hash holds `version:epoch:write token:state JSON` per lease key.
+      const hash = `${prefix}{${Buffer.from(group, 'utf8').toString('base64url')}}:leases`;
+      const value = await client.hget(hash, leaseKey);
+      const head = value?.split(':').slice(0, 3).join(':');
+      if (value === null || head === undefined) throw new Error(`no lease ${leaseKey} to corrupt`);
+      await client.hset(hash, leaseKey, `${head}:${BROKEN_STATE}`);
+    },
     async close() {
       await storage.close();
       const keys = await client.keys(`${prefix}*`);
@@ -131,6 +150,18 @@ export async function dynamoBackend(env: { dynalite: RunningDynalite; client: Dy
   return {
     url: `dynamodb://${tableName}?region=us-east-1&endpoint=${encodeURIComponent(env.dynalite.endpoint)}`,
     storage,
+    async corrupt(group, leaseKey) {
+      await env.client.send(
+        new UpdateItemCommand({
+          TableName: tableName,
+          Key: { pk: { S: group }, sk: { S: `lease:${leaseKey}` } },
+          UpdateExpression: 'SET #state = :broken',
+          ConditionExpression: 'attribute_exists(pk)',
+          ExpressionAttributeNames: { '#state': 'state' },
+          ExpressionAttributeValues: { ':broken': { S: BROKEN_STATE } },
+        }),
+      );
+    },
     async close() {},
   };
 }
@@ -172,7 +203,7 @@ export function renewer(storage: Storage, group: string, leaseKey: string): { st
     while (running) {
       const lease = await storage.getLease(group, leaseKey);
       if (lease === null) return;
-      await storage.updateLeases(group, [{ leaseKey, expectedVersion: lease.version, next: { ...lease } }]);
+      await storage.updateLeases(group, [{ leaseKey, expectedVersion: lease.version, next: leaseStateOf(lease) }]);
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
   })();

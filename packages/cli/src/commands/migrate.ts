@@ -3,15 +3,17 @@
  * while the group is live, then reads the target back and checks every field.
  *
  * Versions are not copied: each store numbers its own writes, and a copied record starts at the target's
- * next version. Everything core wrote is copied as it is: owner, epoch, checkpoint, parents, pending
- * owner, metadata, and the leader's holder and term, so fencing tokens continue where they were.
+ * next version. Everything core wrote is copied as it is: record format, owner, epoch, checkpoint,
+ * parents, pending owner, metadata, fields this command line's core does not name, and the leader's
+ * holder and term, so fencing tokens continue where they were. A record that cannot be read back cannot
+ * be copied: a group with one is refused, naming it.
  */
 import {
   describeValue,
   InvalidConfigError,
+  leaderStateOf,
+  leaseStateOf,
   LeaseholdError,
-  pickLeaderState,
-  pickLeaseState,
   type LeaderRecord,
   type LeaderState,
   type LeaseRecord,
@@ -55,14 +57,18 @@ export async function migrate(options: MigrateOptions, io: Io): Promise<void> {
   let target: Backend | undefined;
   try {
     target = await openBackend(to);
-    await readKnownGroup(source.storage, options.group, from.display);
+    refuseCorrupt(await readKnownGroup(source.storage, options.group, from.display), options.group, from.display);
     if (options.create) await createTables(target);
     // A first look at the target, so that a refusal comes before the wait for liveness.
-    refuseConflicts(planOf(await readGroup(source.storage, options.group), await readGroup(target.storage, options.group)), options, to.display);
+    const firstTarget = await readGroup(target.storage, options.group);
+    refuseCorruptTarget(firstTarget, options.group, to.display);
+    refuseConflicts(planOf(await readGroup(source.storage, options.group), firstTarget), options, to.display);
     await refuseIfLive(source.storage, options.group, options, io);
 
-    const snapshot = await readKnownGroup(source.storage, options.group, from.display);
-    const plan = planOf(snapshot, await readGroup(target.storage, options.group));
+    const snapshot = refuseCorrupt(await readKnownGroup(source.storage, options.group, from.display), options.group, from.display);
+    const targetState = await readGroup(target.storage, options.group);
+    refuseCorruptTarget(targetState, options.group, to.display);
+    const plan = planOf(snapshot, targetState);
     refuseConflicts(plan, options, to.display);
     await apply(target.storage, options.group, snapshot, plan, io);
     const verified = await verify(target.storage, options.group, snapshot, to.display);
@@ -84,28 +90,62 @@ async function createTables(backend: Backend): Promise<void> {
   else if (backend.kind === 'dynamodb') await backend.storage.createTable();
 }
 
+/**
+ * Refuses a group with a record that cannot be read back, naming each: it cannot be copied, and a copy
+ * without it would lose its shard's progress. Returns the state otherwise.
+ */
+function refuseCorrupt(state: GroupState, group: string, display: string): GroupState {
+  const named = state.corrupt.map((error) => `lease ${describeValue(error.leaseKey)} (${error.message})`);
+  if (state.corruptLeader !== null) named.push(`the leader record (${state.corruptLeader.message})`);
+  if (named.length > 0) {
+    throw new LeaseholdError(
+      'ERR_CORRUPT_RECORD',
+      `[${PKG}] group ${describeValue(group)} has ${named.length} records in ${display} that cannot be read back, so nothing was copied: ${named.join('; ')}; repair or delete them first (leasehold doctor --group)`,
+    );
+  }
+  return state;
+}
+
+/** The group's records in the target that cannot be read back: they can be neither compared nor replaced. */
+function refuseCorruptTarget(state: GroupState, group: string, display: string): void {
+  const named = state.corrupt.map((error) => `lease ${describeValue(error.leaseKey)}`);
+  if (state.corruptLeader !== null) named.push('the leader record');
+  if (named.length === 0) return;
+  throw new LeaseholdError(
+    'ERR_CORRUPT_RECORD',
+    `[${PKG}] ${display} holds ${named.length} records of group ${describeValue(group)} that cannot be read back (${named.join(', ')}), so nothing was copied; delete them there first (leasehold doctor --group)`,
+  );
+}
+
+/** Every field of the two states, compared as values: stores may give object keys back in another order. */
 function sameLease(a: LeaseState, b: LeaseState): boolean {
-  return JSON.stringify(pickLeaseState(a)) === JSON.stringify(pickLeaseState(b)) && sameMetadata(a.metadata, b.metadata);
+  return canonical(leaseStateOf(a)) === canonical(leaseStateOf(b));
 }
 
 function sameLeader(a: LeaderState, b: LeaderState): boolean {
-  return a.holder === b.holder && a.term === b.term && sameMetadata(a.metadata, b.metadata);
+  return canonical(leaderStateOf(a)) === canonical(leaderStateOf(b));
 }
 
-/** Metadata compared as a map: stores may give keys back in another order. */
-function sameMetadata(a: Readonly<Record<string, string>>, b: Readonly<Record<string, string>>): boolean {
-  const keys = Object.keys(a);
-  return keys.length === Object.keys(b).length && keys.every((key) => Object.hasOwn(b, key) && a[key] === b[key]);
+/** JSON with the keys of every object sorted: equal values give equal text. */
+function canonical(value: unknown): string {
+  return JSON.stringify(value, (_key, field: unknown) =>
+    field !== null && typeof field === 'object' && !Array.isArray(field)
+      ? Object.fromEntries(Object.entries(field).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : field,
+  );
 }
 
 /** Which fields of two lease states differ, for messages. */
 function leaseDifference(source: LeaseState, target: LeaseState): string {
-  const fields = ['owner', 'epoch', 'checkpoint', 'parentKeys', 'pendingOwner'] as const;
-  const differing: string[] = fields
-    .filter((field) => JSON.stringify(source[field]) !== JSON.stringify(target[field]))
-    .map((field) => `${field} ${describeValue(target[field])} instead of ${describeValue(source[field])}`);
-  if (!sameMetadata(source.metadata, target.metadata)) differing.push('metadata');
-  return differing.join(', ');
+  const a = leaseStateOf(source) as unknown as Record<string, unknown>;
+  const b = leaseStateOf(target) as unknown as Record<string, unknown>;
+  const known = ['format', 'owner', 'epoch', 'checkpoint', 'parentKeys', 'pendingOwner', 'metadata'];
+  const others = [...new Set([...Object.keys(a), ...Object.keys(b)])].filter((name) => !known.includes(name)).sort();
+  const names = [...known, ...others];
+  return names
+    .filter((name) => canonical(a[name]) !== canonical(b[name]))
+    .map((name) => (name === 'metadata' ? 'metadata' : `${name} ${describeValue(b[name])} instead of ${describeValue(a[name])}`))
+    .join(', ');
 }
 
 function planOf(source: GroupState, target: GroupState): Plan {
@@ -154,7 +194,10 @@ function refuseConflicts(plan: Plan, options: MigrateOptions, display: string): 
 
 async function apply(storage: Storage, group: string, snapshot: GroupState, plan: Plan, io: Io): Promise<void> {
   const failures: string[] = [];
-  const created = await Promise.all(plan.create.map((lease) => storage.createLease({ group, leaseKey: lease.leaseKey, ...pickLeaseState(lease) })));
+  // `recreate`: a key whose lease was deleted in the target is restored on purpose, its versions and epochs above the old ones.
+  const created = await Promise.all(
+    plan.create.map((lease) => storage.createLease({ ...leaseStateOf(lease), group, leaseKey: lease.leaseKey }, { recreate: true })),
+  );
   plan.create.forEach((lease, i) => {
     const outcome = created[i];
     if (outcome?.status === 'applied') io.out(`copied    ${describeLease(lease)}\n`);
@@ -162,7 +205,7 @@ async function apply(storage: Storage, group: string, snapshot: GroupState, plan
   });
   for (const lease of plan.same) io.out(`unchanged ${describeLease(lease)}\n`);
   if (plan.replace.length > 0) {
-    const updates = plan.replace.map(({ source, target }) => ({ leaseKey: target.leaseKey, expectedVersion: target.version, next: pickLeaseState(source) }));
+    const updates = plan.replace.map(({ source, target }) => ({ leaseKey: target.leaseKey, expectedVersion: target.version, next: leaseStateOf(source) }));
     const results = await storage.updateLeases(group, updates);
     plan.replace.forEach(({ source }, i) => {
       const outcome = results[i];
@@ -187,7 +230,7 @@ async function apply(storage: Storage, group: string, snapshot: GroupState, plan
 
 async function copyLeader(storage: Storage, group: string, leader: LeaderRecord, how: Plan['leader']): Promise<string | undefined> {
   if (how === 'same') return undefined;
-  const state = pickLeaderState(leader);
+  const state = leaderStateOf(leader);
   if (how === 'create') {
     const outcome = await storage.createLeader({ group, ...state });
     return outcome.status === 'applied' ? undefined : `creating the leader record: ${outcome.status === 'unknown' ? outcome.error.message : 'another writer created it first'}`;
@@ -209,11 +252,12 @@ function describeLease(lease: LeaseRecord): string {
 async function verify(storage: Storage, group: string, snapshot: GroupState, display: string): Promise<number> {
   const copy = await readGroup(storage, group);
   const copied = new Map(copy.leases.map((lease) => [lease.leaseKey, lease]));
-  const problems: string[] = [];
+  const problems: string[] = copy.corrupt.map((error) => `lease ${describeValue(error.leaseKey)} cannot be read back (${error.message})`);
   for (const lease of snapshot.leases) {
     const found = copied.get(lease.leaseKey);
-    if (found === undefined) problems.push(`lease ${describeValue(lease.leaseKey)} is missing`);
-    else if (!sameLease(lease, found)) problems.push(`lease ${describeValue(lease.leaseKey)} has ${leaseDifference(lease, found)}`);
+    if (found === undefined) {
+      if (!copy.corrupt.some((error) => error.leaseKey === lease.leaseKey)) problems.push(`lease ${describeValue(lease.leaseKey)} is missing`);
+    } else if (!sameLease(lease, found)) problems.push(`lease ${describeValue(lease.leaseKey)} has ${leaseDifference(lease, found)}`);
   }
   const sourceKeys = new Set(snapshot.leases.map((lease) => lease.leaseKey));
   for (const lease of copy.leases) if (!sourceKeys.has(lease.leaseKey)) problems.push(`lease ${describeValue(lease.leaseKey)} is not in the source`);

@@ -1,8 +1,11 @@
 /**
  * `leasehold status`: the lease table of a group, its workers and its leader, once or refreshed in place.
+ * Leases that cannot be read back are listed with their error instead of failing the command; stalls the
+ * workers reported are shown per lease.
  */
-import type { LeaderRecord, LeaseRecord } from '@leasehold/core';
+import { RECORD_FORMAT, type LeaderRecord, type LeaseRecord } from '@leasehold/core';
 import { openBackend } from '../connect.js';
+import { isNewerFormat, stallOf, type Stall } from '../health.js';
 import { Observer, type Age } from '../observe.js';
 import { checkGroup, formatDuration, readGroup, readKnownGroup, table, type GroupState, type Io } from '../shared.js';
 import { parseStorageUrl } from '../url.js';
@@ -18,12 +21,22 @@ export interface StatusOptions {
   readonly iterations: number | undefined;
 }
 
-/** One lease as `--json` shows it: the stored record plus its age as observed by this process. */
+/** One lease as `--json` shows it: the stored record (its `format` included) plus its age as observed by this process. */
 export interface LeaseView extends LeaseRecord {
   /** Milliseconds since this process saw the version change; `null` until it has seen a change. */
   readonly ageMs: number | null;
   /** The version is at least this old: the time since this process first saw it. */
   readonly ageAtLeastMs: number;
+  /** The stall its worker reports on it (from `leasehold.stalledSince` and `leasehold.stalledReason`), or `null`. */
+  readonly stalled: Stall | null;
+}
+
+/** A stored record that cannot be read back, as `--json` shows it. */
+export interface CorruptView {
+  /** The lease key, or `null` for the leader record. */
+  readonly leaseKey: string | null;
+  /** The error's message: what is wrong with it. */
+  readonly error: string;
 }
 
 /** A worker as seen from storage: an owner of leases, or the leader. */
@@ -40,6 +53,8 @@ export interface StatusView {
   readonly leases: LeaseView[];
   readonly workers: WorkerView[];
   readonly leader: (LeaderRecord & { readonly ageMs: number | null; readonly ageAtLeastMs: number }) | null;
+  /** The group's records that cannot be read back (leases, and the leader record): nobody writes them. */
+  readonly corrupt: CorruptView[];
 }
 
 const CLEAR_SCREEN = '\u001b[H\u001b[2J';
@@ -74,6 +89,7 @@ function render(view: StatusView, options: StatusOptions, io: Io, screen: number
 }
 
 function viewOf(group: string, storage: string, state: GroupState, leases: Observer, leaders: Observer): StatusView {
+  const wallNow = Date.now();
   const ages = leases.observe(state.leases);
   const leaderAge = state.leader === null ? undefined : leaders.observe([{ leaseKey: 'leader', version: state.leader.version }]).get('leader');
   const counts = new Map<string, number>();
@@ -86,9 +102,13 @@ function viewOf(group: string, storage: string, state: GroupState, leases: Obser
   return {
     group,
     storage,
-    leases: state.leases.map((lease) => ({ ...lease, ...ageFields(ages.get(lease.leaseKey)) })),
+    leases: state.leases.map((lease) => ({ ...lease, ...ageFields(ages.get(lease.leaseKey)), stalled: stallOf(lease, wallNow) })),
     workers,
     leader: state.leader === null ? null : { ...state.leader, ...ageFields(leaderAge) },
+    corrupt: [
+      ...state.corrupt.map((error) => ({ leaseKey: error.leaseKey ?? null, error: error.message })),
+      ...(state.corruptLeader === null ? [] : [{ leaseKey: null, error: state.corruptLeader.message }]),
+    ],
   };
 }
 
@@ -107,18 +127,26 @@ function showAge(ageMs: number | null, atLeastMs: number): string {
   return atLeastMs === 0 ? '—' : `≥${formatDuration(atLeastMs)}`;
 }
 
+function showStall(stall: Stall | null): string {
+  if (stall === null) return '-';
+  return stall.forMs === null ? `${stall.reason} since ${stall.since}` : `${stall.reason} ${formatDuration(stall.forMs)}`;
+}
+
 function renderText(view: StatusView): string {
   const lines = [`group ${view.group} in ${view.storage}`];
   const leader = view.leader;
+  const corruptLeader = view.corrupt.find((record) => record.leaseKey === null);
   lines.push(
-    leader === null
-      ? 'leader: none (no leader record)'
-      : `leader: ${leader.holder ?? 'none'} (term ${leader.term}, version ${leader.version}, age ${showAge(leader.ageMs, leader.ageAtLeastMs)})`,
+    corruptLeader !== undefined
+      ? `leader: unknown, the leader record cannot be read back: ${corruptLeader.error}`
+      : leader === null
+        ? 'leader: none (no leader record)'
+        : `leader: ${leader.holder ?? 'none'} (term ${leader.term}, version ${leader.version}, age ${showAge(leader.ageMs, leader.ageAtLeastMs)})`,
   );
   lines.push('');
   lines.push(
     table(
-      ['LEASE', 'OWNER', 'CHECKPOINT', 'EPOCH', 'VERSION', 'AGE', 'PENDING'],
+      ['LEASE', 'OWNER', 'CHECKPOINT', 'EPOCH', 'VERSION', 'AGE', 'PENDING', 'STALLED'],
       view.leases.map((lease) => [
         lease.leaseKey,
         lease.owner ?? '-',
@@ -127,9 +155,16 @@ function renderText(view: StatusView): string {
         String(lease.version),
         showAge(lease.ageMs, lease.ageAtLeastMs),
         lease.pendingOwner === null ? '-' : `→ ${lease.pendingOwner}`,
+        showStall(lease.stalled),
       ]),
     ),
   );
+  const corruptLeases = view.corrupt.filter((record) => record.leaseKey !== null);
+  if (corruptLeases.length > 0) {
+    lines.push('');
+    lines.push(`corrupt leases (they cannot be read back and nobody takes them; see leasehold doctor --group ${view.group}):`);
+    for (const record of corruptLeases) lines.push(`  ${record.leaseKey ?? '?'}: ${record.error}`);
+  }
   lines.push('');
   if (view.workers.length === 0) lines.push('workers: none (no lease has an owner)');
   else {
@@ -141,8 +176,14 @@ function renderText(view: StatusView): string {
     );
   }
   const free = view.leases.filter((lease) => lease.owner === null).length;
+  const stalled = view.leases.filter((lease) => lease.stalled !== null).length;
+  const newer = view.leases.filter(isNewerFormat).length;
+  const counts = [`${view.leases.length} leases`, `${free} without owner`, `${view.workers.length} workers`];
+  if (corruptLeases.length > 0) counts.push(`${corruptLeases.length} corrupt`);
+  if (stalled > 0) counts.push(`${stalled} stalled`);
+  if (newer > 0) counts.push(`${newer} of a record format newer than ${RECORD_FORMAT} (upgrade the CLI)`);
   lines.push('');
-  lines.push(`${view.leases.length} leases, ${free} without owner, ${view.workers.length} workers`);
+  lines.push(counts.join(', '));
   return lines.join('\n');
 }
 
