@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import { Command, CommanderError, Option } from 'commander';
 import { checkpointReset, checkpointSet } from './commands/checkpoint.js';
 import { doctor } from './commands/doctor.js';
+import { leaseCreate, leaseDelete } from './commands/lease.js';
 import { migrate } from './commands/migrate.js';
 import { status } from './commands/status.js';
 import { DEFAULT_OBSERVE_MS } from './guard.js';
@@ -81,6 +82,35 @@ function build(io: Io): Command {
     .addOption(observeOption())
     .action(async (options: { storage: string; group: string; lease?: string; to: string; force: boolean; observeMs: string }) => {
       await checkpointReset({ ...options, lease: options.lease, observeMs: parseCount('--observe-ms', options.observeMs, 0) }, io);
+    });
+
+  const lease = program.command('lease').description('delete a lease, or create one again (refused while the group is live)');
+  lease
+    .command('delete')
+    .description('delete one lease: one that cannot be read back, or of a shard gone from the stream')
+    .requiredOption('--storage <url>', STORAGE_HELP)
+    .requiredOption('--group <name>', 'the consumer group')
+    .requiredOption('--key <key>', 'the lease (shard id)')
+    .option('--at-version <n>', 'the stored version to delete at: needed for a lease that cannot be read back')
+    .option('--unfinished', 'delete a lease whose shard is not finished: that shard is not read again unless its lease is created again', false)
+    .addOption(forceOption())
+    .addOption(observeOption())
+    .action(async (options: { storage: string; group: string; key: string; atVersion?: string; unfinished: boolean; force: boolean; observeMs: string }) => {
+      const version = options.atVersion === undefined ? undefined : parseCount('--at-version', options.atVersion, 1);
+      await leaseDelete({ ...options, version, observeMs: parseCount('--observe-ms', options.observeMs, 0) }, io);
+    });
+  lease
+    .command('create')
+    .description('create one lease (again, after a delete) at a checkpoint, with its parents')
+    .requiredOption('--storage <url>', STORAGE_HELP)
+    .requiredOption('--group <name>', 'the consumer group')
+    .requiredOption('--key <key>', 'the lease (shard id)')
+    .requiredOption('--checkpoint <position>', 'where its shard is read from: a sequence number or TRIM_HORIZON, LATEST, AT_TIMESTAMP:<ms>, SHARD_END')
+    .option('--parent <key>', "a parent shard's lease key (repeat for a merge)", (value: string, previous: string[]) => [...previous, value], [] as string[])
+    .addOption(forceOption())
+    .addOption(observeOption())
+    .action(async (options: { storage: string; group: string; key: string; checkpoint: string; parent: string[]; force: boolean; observeMs: string }) => {
+      await leaseCreate({ ...options, parents: options.parent, observeMs: parseCount('--observe-ms', options.observeMs, 0) }, io);
     });
 
   program
