@@ -129,10 +129,11 @@ function build(io: Io): Command {
 
   program
     .command('doctor')
-    .description('check connectivity, tables, permissions and the settings safety needs')
+    .description("check connectivity, tables, permissions and the settings safety needs; with --group, that group's leases too")
     .requiredOption('--storage <url>', STORAGE_HELP)
+    .option('--group <name>', 'also check this group: corrupt leases, stalled shards, records of a newer Leasehold')
     .option('--json', 'print the checklist as JSON', false)
-    .action(async (options: { storage: string; json: boolean }) => {
+    .action(async (options: { storage: string; group?: string; json: boolean }) => {
       await doctor(options, io);
     });
 

@@ -1,15 +1,17 @@
 /**
  * `leasehold doctor`: can this backend hold leases safely? Connectivity, tables of the right shape,
- * permissions, and the settings the adapters' READMEs name as needed for safety. Prints a checklist and
- * fails when any item fails.
+ * permissions, and the settings the adapters' READMEs name as needed for safety; with `--group`, that
+ * group's leases too: corrupt records, stalled shards, records of a newer Leasehold. Prints a checklist
+ * and fails when any item fails.
  */
 import { randomBytes } from 'node:crypto';
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { describeValue, LeaseholdError } from '@leasehold/core';
+import { describeValue, LeaseholdError, RECORD_FORMAT, type Storage } from '@leasehold/core';
 import type { Redis } from 'ioredis';
 import type pg from 'pg';
 import { messageOf, openBackend } from '../connect.js';
-import type { Io } from '../shared.js';
+import { isNewerFormat, stallAdvice, stallOf } from '../health.js';
+import { checkGroup, formatDuration, readKnownGroup, type Io } from '../shared.js';
 import { parseStorageUrl, PKG, type DynamoDBTarget, type PostgresTarget, type RedisTarget } from '../url.js';
 
 /** The verdict of one item: `fail` makes the command fail, `warn` does not. */
@@ -25,6 +27,8 @@ export interface Check {
 /** Options of {@link doctor}. */
 export interface DoctorOptions {
   readonly storage: string;
+  /** Also check this group's records. */
+  readonly group?: string | undefined;
   readonly json: boolean;
 }
 
@@ -33,6 +37,7 @@ const MARK: Record<CheckStatus, string> = { pass: '✓', fail: '✗', warn: '!' 
 /** Runs the checks of the backend and prints them; throws when one fails, after printing all. */
 export async function doctor(options: DoctorOptions, io: Io): Promise<void> {
   const target = parseStorageUrl(options.storage);
+  if (options.group !== undefined) checkGroup(options.group);
   const checks: Check[] = [];
   const add = (status: CheckStatus, name: string, detail: string): void => {
     checks.push({ status, name, detail });
@@ -44,6 +49,7 @@ export async function doctor(options: DoctorOptions, io: Io): Promise<void> {
       if (backend.kind === 'postgres') await postgresChecks(backend.pool, backend.target, add);
       else if (backend.kind === 'redis') await redisChecks(backend.client, backend.target, add);
       else await dynamoChecks(backend.client, backend.target, add);
+      if (options.group !== undefined) await groupChecks(backend.storage, options.group, target.display, add);
     } finally {
       await backend.close();
     }
@@ -62,6 +68,53 @@ export async function doctor(options: DoctorOptions, io: Io): Promise<void> {
 }
 
 type Add = (status: CheckStatus, name: string, detail: string) => void;
+
+/**
+ * The records of one group: each corrupt lease, each stalled shard and each record of a newer Leasehold
+ * is an item of its own, with what to do about it.
+ */
+async function groupChecks(storage: Storage, group: string, display: string, report: Add): Promise<void> {
+  let problems = 0;
+  const add: Add = (status, name, detail) => {
+    if (status !== 'pass') problems++;
+    report(status, name, detail);
+  };
+  let state;
+  try {
+    state = await readKnownGroup(storage, group, display);
+  } catch (error) {
+    add('fail', `group ${group}`, messageOf(error));
+    return;
+  }
+  for (const error of state.corrupt) {
+    const key = describeValue(error.leaseKey);
+    add(
+      'fail',
+      `corrupt lease ${error.leaseKey ?? '?'}`,
+      `${error.message}. Nobody takes it and the shards after it wait. Stop the group's workers, note where its shard was processed to, ` +
+        `then delete it with leasehold lease delete --group ${group} --key ${key} --at-version <its version in the backend> ` +
+        `and create it again with leasehold lease create --group ${group} --key ${key} --checkpoint <position> [--parent <key>]` +
+        ' (the leader does not create a deleted lease again)',
+    );
+  }
+  if (state.corruptLeader !== null) {
+    add('fail', 'corrupt leader record', `${state.corruptLeader.message}. No worker can lead the group: stop its workers and delete the record in the backend; the next leader creates it again`);
+  }
+  const wallNow = Date.now();
+  for (const lease of state.leases) {
+    const stall = stallOf(lease, wallNow);
+    if (stall === null) continue;
+    const since = stall.forMs === null ? `since ${describeValue(stall.since)}` : `since ${stall.since} (${formatDuration(stall.forMs)} ago by this machine's clock)`;
+    add('fail', `stalled shard ${lease.leaseKey}`, `${stall.reason} ${since}, owner ${describeValue(lease.owner)}: ${stallAdvice(stall.reason)}`);
+  }
+  const records = [...state.leases.map((lease) => ({ name: `lease ${lease.leaseKey}`, format: lease.format })), ...(state.leader === null ? [] : [{ name: 'leader record', format: state.leader.format }])];
+  for (const record of records.filter(isNewerFormat)) {
+    add('fail', `record format of ${record.name}`, `${record.format}, written by a newer Leasehold: upgrade the CLI (it knows record format ${RECORD_FORMAT})`);
+  }
+  if (problems === 0) {
+    add('pass', `group ${group}`, `${state.leases.length} leases and ${state.leader === null ? 'no leader record' : 'the leader record'} read back; none stalled, none of a newer record format than ${RECORD_FORMAT}`);
+  }
+}
 
 const LEASE_COLUMNS = ['group_name text', 'lease_key text', 'version bigint', 'live boolean', 'high_epoch bigint', 'state text'];
 const LEADER_COLUMNS = ['group_name text', 'version bigint', 'state text'];
