@@ -70,8 +70,8 @@ function checkName(pkg: string, what: string, value: unknown): asserts value is 
 }
 
 function checkCounter(pkg: string, what: string, value: unknown): asserts value is number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
-    throw new InvalidInputError(`[${pkg}] ${what} must be a non-negative safe integer, got ${describeValue(value)}`);
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0 || Object.is(value, -0)) {
+    throw new InvalidInputError(`[${pkg}] ${what} must be a non-negative safe integer, got ${Object.is(value, -0) ? '-0' : describeValue(value)}`);
   }
 }
 
@@ -114,8 +114,8 @@ function checkExtensions(pkg: string, state: object, known: ReadonlySet<string>)
   let extensions: Record<string, unknown> | undefined;
   for (const [name, value] of Object.entries(state)) {
     if (known.has(name) || value === undefined) continue;
-    if (name.length === 0 || name.includes('\u0000') || byteLength(name) > limits.maxMetadataKeyBytes) {
-      throw new InvalidInputError(`[${pkg}] field name ${describeValue(name)} is empty, too long or contains NUL`);
+    if (name.length === 0 || name.includes('\u0000') || byteLength(name) > limits.maxMetadataKeyBytes || name === '__proto__') {
+      throw new InvalidInputError(`[${pkg}] field name ${describeValue(name)} is empty, too long, contains NUL or is __proto__`);
     }
     if (!isJsonValue(value)) {
       throw new InvalidInputError(`[${pkg}] field ${describeValue(name)} must hold a JSON value, got ${describeValue(value)}`);
@@ -331,7 +331,7 @@ export function decodeLease(group: string, leaseKey: string, version: unknown, s
   } catch (error) {
     throw corruptRecord(where, (error as Error).message.replace(/^\[core\] /, ''), { pkg, cause: error });
   }
-  return { ...leaseStateOf(candidate), group, leaseKey, version: storedVersion };
+  return { group, leaseKey, version: storedVersion, ...leaseStateOf(candidate) };
 }
 
 /** Rebuilds a stored leader record from its parts, checking every field. */
@@ -347,5 +347,5 @@ export function decodeLeader(group: string, version: unknown, state: unknown, pk
   } catch (error) {
     throw corruptRecord(where, (error as Error).message.replace(/^\[core\] /, ''), { pkg, cause: error });
   }
-  return { ...leaderStateOf(candidate), group, version: storedVersion };
+  return { group, version: storedVersion, ...leaderStateOf(candidate) };
 }

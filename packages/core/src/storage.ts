@@ -186,7 +186,9 @@ export interface ChangeSubscription extends AsyncDisposable {
  *   result is `unknown`, carrying a `StorageOutcomeUnknownError` or the adapter's typed error; never a
  *   guess at `conflict` or `applied`;
  * - a conflict whose current record is corrupt: `unknown` carrying the `CorruptRecordError`, so that one
- *   bad record cannot fail the other updates of a batch;
+ *   bad record cannot fail the other updates of a batch; a write decides on the version alone, so a write
+ *   at the stored version replaces even a record that could not be read back (a bad writer that damages a
+ *   record without moving its version has its damage overwritten, as on every backend);
  * - a listing with corrupt records: the valid ones in `leases`, one `CorruptRecordError` per corrupt one
  *   in `corrupt`; the listing itself throws only when it cannot be read at all.
  */
@@ -264,17 +266,17 @@ export interface LeaderStore {
 /** A store that keeps both leases and leader records, as every adapter shipped with Leasehold does. */
 export type Storage = CheckpointStorage & LeaderStore;
 
-const LEASE_IDENTITY = new Set(['group', 'leaseKey', 'version']);
-const LEADER_IDENTITY = new Set(['group', 'version']);
+const LEASE_NAMED = new Set(['group', 'leaseKey', 'version', 'format', 'owner', 'epoch', 'checkpoint', 'parentKeys', 'pendingOwner', 'metadata']);
+const LEADER_NAMED = new Set(['group', 'version', 'format', 'holder', 'term', 'metadata']);
 
-/** The fields of `value` other than the identity fields, copied (arrays and objects one level deep). */
-function fieldsOf(value: object, identity: ReadonlySet<string>): Record<string, unknown> {
-  const fields: Record<string, unknown> = {};
-  for (const [name, field] of Object.entries(value)) {
-    if (identity.has(name) || field === undefined) continue;
-    fields[name] = Array.isArray(field) ? [...(field as unknown[])] : typeof field === 'object' && field !== null ? { ...field } : field;
+/** Copies the fields of `value` that `named` does not hold (fields a later core added), one level deep. */
+function copyUnnamed(value: object, named: ReadonlySet<string>, into: Record<string, unknown>): void {
+  for (const name in value) {
+    if (named.has(name) || !Object.prototype.hasOwnProperty.call(value, name)) continue;
+    const field = (value as Record<string, unknown>)[name];
+    if (field === undefined) continue;
+    into[name] = Array.isArray(field) ? [...(field as unknown[])] : typeof field === 'object' && field !== null ? { ...field } : field;
   }
-  return fields;
 }
 
 /**
@@ -283,27 +285,29 @@ function fieldsOf(value: object, identity: ReadonlySet<string>): Record<string, 
  * read: `{ ...leaseStateOf(record), owner: null }` keeps what a newer core added.
  */
 export function leaseStateOf(lease: Partial<LeaseState>): LeaseState {
-  return {
-    ...fieldsOf(lease, LEASE_IDENTITY),
+  const state: LeaseState = {
     format: lease.format ?? RECORD_FORMAT,
     owner: lease.owner ?? null,
     epoch: lease.epoch ?? 0,
     checkpoint: lease.checkpoint ?? null,
-    parentKeys: [...(lease.parentKeys ?? [])],
+    parentKeys: lease.parentKeys ? [...lease.parentKeys] : [],
     pendingOwner: lease.pendingOwner ?? null,
-    metadata: { ...lease.metadata },
+    metadata: lease.metadata ? { ...lease.metadata } : {},
   };
+  copyUnnamed(lease, LEASE_NAMED, state as unknown as Record<string, unknown>);
+  return state;
 }
 
 /** The full state of a leader record, every field but its identity, with defaults for what it left out. */
 export function leaderStateOf(leader: Partial<LeaderState>): LeaderState {
-  return {
-    ...fieldsOf(leader, LEADER_IDENTITY),
+  const state: LeaderState = {
     format: leader.format ?? RECORD_FORMAT,
     holder: leader.holder ?? null,
     term: leader.term ?? 0,
-    metadata: { ...leader.metadata },
+    metadata: leader.metadata ? { ...leader.metadata } : {},
   };
+  copyUnnamed(leader, LEADER_NAMED, state as unknown as Record<string, unknown>);
+  return state;
 }
 
 /** Helpers that build write results. */

@@ -112,7 +112,7 @@ export class MemoryStorage implements Storage {
     if (slot.record) return result.conflict(slot.record);
     if (slot.highVersion > 0 && options.recreate !== true) return result.conflict(null);
     const epoch = Math.max(state.epoch, slot.highEpoch);
-    const record = freezeLease({ ...leaseStateOf(state), group, leaseKey, version: slot.highVersion + 1, epoch });
+    const record = freezeLease({ group, leaseKey, version: slot.highVersion + 1, ...leaseStateOf(state), epoch });
     this.#store(slot, record);
     this.#onWrite?.({ kind: 'lease', group, leaseKey, before: null, after: record });
     return result.applied(record);
@@ -125,16 +125,15 @@ export class MemoryStorage implements Storage {
     const changes: LeaseChange[] = [];
     for (const update of updates) {
       const slot = this.#groups.get(group)?.get(update.leaseKey);
-      if (slot?.corrupt) {
-        results.push(result.unknown(this.#corruptError(group, update.leaseKey)));
-        continue;
-      }
       const current = slot?.record ?? null;
       if (!slot || !current || current.version !== update.expectedVersion) {
-        results.push(result.conflict(current));
+        // A conflict carries the stored record; one that cannot be read back makes the outcome unknown.
+        results.push(slot?.corrupt ? result.unknown(this.#corruptError(group, update.leaseKey)) : result.conflict(current));
         continue;
       }
-      const record = freezeLease({ ...leaseStateOf(update.next), group, leaseKey: update.leaseKey, version: current.version + 1 });
+      // Writes decide on the version alone: a write at the stored version replaces even a damaged record.
+      slot.corrupt = false;
+      const record = freezeLease({ group, leaseKey: update.leaseKey, version: current.version + 1, ...leaseStateOf(update.next) });
       this.#store(slot, record);
       this.#onWrite?.({ kind: 'lease', group, leaseKey: update.leaseKey, before: current, after: record });
       results.push(result.applied(record));
@@ -150,13 +149,11 @@ export class MemoryStorage implements Storage {
     validateVersion(expectedVersion, PKG);
     await this.#delay();
     const slot = this.#groups.get(group)?.get(leaseKey);
-    if (slot?.corrupt) {
-      // A corrupt record keeps its version readable, so that an operator can delete exactly it.
-      if (slot.record?.version !== expectedVersion) return result.unknown(this.#corruptError(group, leaseKey));
-      slot.corrupt = false;
-    }
     const current = slot?.record ?? null;
-    if (!slot || !current || current.version !== expectedVersion) return result.conflict(current);
+    if (!slot || !current || current.version !== expectedVersion) {
+      return slot?.corrupt ? result.unknown(this.#corruptError(group, leaseKey)) : result.conflict(current);
+    }
+    slot.corrupt = false;
     slot.record = null;
     this.#onWrite?.({ kind: 'lease', group, leaseKey, before: current, after: null });
     return { status: 'applied' };
@@ -188,7 +185,7 @@ export class MemoryStorage implements Storage {
     await this.#delay();
     const current = this.#leaders.get(group);
     if (current) return result.conflict(current);
-    const record = freezeLeader({ ...leaderStateOf(state), group, version: 1 });
+    const record = freezeLeader({ group, version: 1, ...leaderStateOf(state) });
     this.#leaders.set(group, record);
     this.#onWrite?.({ kind: 'leader', group, before: null, after: record });
     return result.applied(record);
@@ -201,21 +198,26 @@ export class MemoryStorage implements Storage {
     await this.#delay();
     const current = this.#leaders.get(group) ?? null;
     if (!current || current.version !== expectedVersion) return result.conflict(current);
-    const record = freezeLeader({ ...leaderStateOf(next), group, version: current.version + 1 });
+    const record = freezeLeader({ group, version: current.version + 1, ...leaderStateOf(next) });
     this.#leaders.set(group, record);
     this.#onWrite?.({ kind: 'leader', group, before: current, after: record });
     return result.applied(record);
   }
 
   /**
-   * For tests: makes a stored lease unreadable, as a bad write by another program would. Listing reports
-   * it in `corrupt`, reading it throws a `CorruptRecordError`, a write on it is `unknown`; deleting it at
-   * its last version removes it.
+   * For tests: makes a stored lease unreadable, as a bad write by another program would, moving its
+   * version as any writer does. Listing reports it in `corrupt`, reading it throws a `CorruptRecordError`,
+   * a write at an older version is `unknown`; a write or delete at its new version (`version` of the
+   * returned value) replaces or removes it, as on every backend, where writes decide on the version alone.
    */
-  corrupt(group: string, leaseKey: string): void {
+  corrupt(group: string, leaseKey: string): { version: number } {
     const slot = this.#groups.get(group)?.get(leaseKey);
     if (!slot?.record) throw new InvalidConfigError(`[${PKG}] group ${describeValue(group)} has no lease ${describeValue(leaseKey)} to corrupt`);
+    const version = Math.max(slot.highVersion, slot.record.version) + 1;
+    slot.record = freezeLease({ ...slot.record, version });
+    slot.highVersion = version;
     slot.corrupt = true;
+    return { version };
   }
 
   /** Forgets every group, lease and leader record (the change feed's listeners stay). */
