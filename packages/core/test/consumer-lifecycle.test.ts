@@ -25,7 +25,13 @@ import { run } from './support/virtual.js';
 class FailingReads implements ShardSource {
   readonly #inner: MemorySource;
   readonly failures = new Map<string, number>();
+  /** Shards the source says are gone (trimmed), when asked. */
+  readonly gone = new Set<string>();
   error: () => Error = () => new SourceError('ERR_READ', '[test] the read failed');
+
+  async isShardGone(shardId: string): Promise<boolean> {
+    return this.gone.has(shardId);
+  }
 
   constructor(inner: MemorySource) {
     this.#inner = inner;
@@ -236,6 +242,19 @@ describe('Consumer: readers that fail', () => {
     await run(scheduler, worker.start());
     await scheduler.advance(1_000);
     expect(failures).toEqual([{ attempt: 1, released: true }]);
+    await run(scheduler, worker.stop());
+  });
+
+  it('records a shard the source confirms gone as finished, so that it is not taken and given back for ever', async () => {
+    const { scheduler, memory, source, storage, worker, failures } = failing();
+    for (let i = 1; i <= 30; i++) memory.put('k', `r${i}`);
+    source.failures.set('shard-0000', 1);
+    source.gone.add('shard-0000');
+    source.error = () => new SourceError('ERR_SHARD_NOT_FOUND', '[test] shard-0000 does not exist');
+    await run(scheduler, worker.start());
+    await scheduler.advance(10_000);
+    expect(failures).toEqual([{ attempt: 1, released: true }]);
+    expect(await storage.getLease(GROUP, 'shard-0000')).toMatchObject({ checkpoint: Checkpoint.SHARD_END, owner: null });
     await run(scheduler, worker.stop());
   });
 

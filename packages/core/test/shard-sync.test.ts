@@ -164,6 +164,34 @@ describe('shard sync: birth', () => {
     expect((await storage.getLease(GROUP, c))?.checkpoint).toBe(Checkpoint.TRIM_HORIZON);
   });
 
+  it('starts at their beginning every generation a round catches up on, not only the first below a leased parent', async () => {
+    const { source, storage, sync, signal, finish } = world(1);
+    const leader = sync({ initialPosition: Checkpoint.LATEST });
+    await leader.run(signal);
+    await finish('shard-0000');
+    // No leader for a while: two generations of resharding happen before the next round.
+    const [a, b] = source.split('shard-0000');
+    const [c, d] = source.split(a);
+    const merged = source.merge(b, c);
+    await sync({ initialPosition: Checkpoint.LATEST }).run(signal);
+    for (const key of [a, b, c, d, merged]) expect((await storage.getLease(GROUP, key))?.checkpoint).toBe(Checkpoint.TRIM_HORIZON);
+  });
+
+  it('pins LATEST once for a birth spread over several rounds', async () => {
+    const { scheduler, source, storage, sync, signal } = world(2);
+    let allowed = 1;
+    let writes = 0;
+    const leader = sync({ initialPosition: Checkpoint.LATEST, isLeader: () => writes++ < allowed });
+    const first = await leader.run(signal);
+    expect(first.complete).toBe(false);
+    await scheduler.advance(7_000);
+    allowed = Infinity;
+    await leader.run(signal);
+    const positions = new Set((await storage.listLeases(GROUP)).leases.map((lease) => lease.checkpoint));
+    expect(positions).toEqual(new Set([Checkpoint.atTimestamp(VIRTUAL_EPOCH_MS)]));
+    expect(source).toBeDefined();
+  });
+
   it('starts at the initial position a shard whose parents left the stream before the group was born', async () => {
     const { source, storage, sync, signal } = world(1);
     const [a] = source.split('shard-0000');

@@ -1,5 +1,5 @@
 import { systemClock, systemRandom, type Clock, type Random } from '../clock.js';
-import { AbortedError, describeValue, InvalidConfigError, LeaseholdError } from '../errors.js';
+import { AbortedError, describeValue, InvalidConfigError, LeaseholdError, StorageOutcomeUnknownError } from '../errors.js';
 import { TypedEmitter } from '../events.js';
 import { LeaderElector } from '../leader/elector.js';
 import { LeaseCoordinator, type HeldLease, type LossReason } from '../lease/coordinator.js';
@@ -59,6 +59,9 @@ export const STALL_FIELDS = { since: 'leasehold.stalledSince', reason: 'leasehol
 
 /** The leader record metadata field set once the group's first complete shard sync is done. */
 export const BORN_FIELD = 'leasehold.shardsSynced';
+
+/** The leader record metadata field that keeps where the group's birth shards start, once `LATEST` is pinned. */
+export const BIRTH_POSITION_FIELD = 'leasehold.birthPosition';
 
 /** After this many failed reads of one shard in a row, its lease is given back for the group to retry elsewhere. */
 const MAX_PUMP_FAILURES = 5;
@@ -369,7 +372,9 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       this.#logger.error({ shardId, err: outcome.error, attempt }, 'reading the shard failed; its lease is given back');
       this.emit('shard-failed', { shardId, error: outcome.error, attempt, retryInMs: undefined, released: true });
       this.#failures.set(shardId, { count: gone ? attempt : 0, since: this.#clock.now() });
-      void this.coordinator.release(shardId).catch((error: unknown) => this.#report(error, 'release'));
+      void (gone ? this.#retireGone(lease) : Promise.resolve())
+        .then(() => this.coordinator.release(shardId))
+        .catch((error: unknown) => this.#report(error, 'release'));
       return;
     }
     const { initialDelayMs, maxDelayMs } = this.#retry;
@@ -382,6 +387,26 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       },
       () => undefined,
     );
+  }
+
+  /**
+   * A shard whose reads say it does not exist, and that the source confirms gone (trimmed past retention),
+   * has nothing left to read: it is recorded as finished, so that its children start and the leader
+   * cleans it up, instead of being taken and given back for ever. Without the source's word it stays as
+   * it is, and the group tries again.
+   */
+  async #retireGone(lease: HeldLease): Promise<void> {
+    const shardId = lease.leaseKey;
+    let confirmed = false;
+    try {
+      confirmed = (await this.#source.isShardGone?.(shardId, { signal: lease.signal })) ?? false;
+    } catch (error) {
+      this.#report(error, 'is-shard-gone');
+    }
+    if (!confirmed) return;
+    await this.coordinator.checkpoint(lease, Checkpoint.SHARD_END);
+    this.#logger.warn({ shardId }, 'the shard left the stream (trimmed past retention): recorded as finished, nothing was left to read');
+    this.emit('shard-ended', { shardId, childShardIds: [] });
   }
 
   /**
@@ -485,6 +510,14 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       clock: this.#clock,
       leaseDurationMs: this.coordinator.leaseDurationMs,
       isLeader: () => !signal.aborted && elector.isLeader(),
+      pinBirth: async (pinned) => {
+        const recorded = elector.record?.metadata[BIRTH_POSITION_FIELD];
+        if (recorded !== undefined) return recorded;
+        if (!(await elector.annotate({ [BIRTH_POSITION_FIELD]: pinned }))) {
+          throw new StorageOutcomeUnknownError(`[${PKG}] the group's birth position could not be recorded in the leader record; the next round tries again`);
+        }
+        return pinned;
+      },
       onError: (error, operation) => this.#report(error, operation),
       unsafe: this.#unsafe,
     });

@@ -40,6 +40,12 @@ export interface ShardSyncOptions {
   storage: CheckpointStorage;
   /** Where a shard seen at the group's birth starts: `TRIM_HORIZON`, `LATEST` or `AT_TIMESTAMP:<ms>`. */
   initialPosition: Position;
+  /**
+   * Pins `LATEST` once for the whole group, so that a birth spread over rounds (or leaders) starts every
+   * shard at the same moment: returns the position already recorded, or records and returns `pinned`.
+   * Default: pinned once per `ShardSync`.
+   */
+  pinBirth?: ((pinned: Position) => Promise<Position>) | undefined;
   /** This worker's clock: its wall time pins `LATEST`, its monotonic time judges idle leases. */
   clock: Clock;
   /** How long a lease's version must stand still before its owner counts as gone (the lease duration). */
@@ -72,6 +78,7 @@ export class ShardSync {
   readonly #options: ShardSyncOptions;
   /** The versions of finished leases still owned, and when this leader first saw each. */
   readonly #seen = new Map<string, { version: number; since: number }>();
+  #pinned: Position | undefined;
 
   constructor(options: ShardSyncOptions) {
     this.#options = options;
@@ -118,8 +125,12 @@ export class ShardSync {
     const isRetired = (key: string): boolean =>
       retiredByGroup.has(key) || deletedBefore.has(key) || (!hasLease(key) && !inStream.has(key));
 
-    // Creating, parents first. A shard created in the same round as its parents is part of the birth.
-    const birthPosition = resolveInitial(this.#options.initialPosition, clock);
+    // Creating, parents first. A shard none of whose ancestors ever had a lease is part of the birth; one
+    // that continues a shard the group had (in any generation, even one created earlier this round) is not.
+    const ofResharding = new Set<string>();
+    const continuesGroup = (parent: string): boolean =>
+      hadLease(parent) || retiredByGroup.has(parent) || deletedBefore.has(parent) || ofResharding.has(parent);
+    let birthPosition: Position | undefined;
     for (const shard of unsafe.birthRace ? shards : topological(shards)) {
       if (signal.aborted) return report;
       const key = shard.shardId;
@@ -129,9 +140,11 @@ export class ShardSync {
         report.pending.push(key);
         continue;
       }
-      const ofResharding = parents.some((parent) => hadLease(parent) || retiredByGroup.has(parent) || deletedBefore.has(parent));
+      const child = parents.some(continuesGroup);
+      if (child) ofResharding.add(key);
+      else birthPosition ??= await this.#birthPosition();
       if (!isLeader()) return report;
-      const checkpoint = unsafe.childrenAtInitialPosition ? null : ofResharding ? Checkpoint.TRIM_HORIZON : birthPosition;
+      const checkpoint = unsafe.childrenAtInitialPosition ? null : child ? Checkpoint.TRIM_HORIZON : (birthPosition as Position);
       const outcome = await storage.createLease(
         { group, leaseKey: key, parentKeys: [...parents], checkpoint },
         unsafe.oneGenerationSync ? { recreate: true } : undefined,
@@ -182,6 +195,16 @@ export class ShardSync {
     }
   }
 
+  /** `LATEST` means "from the group's birth on": pinned to a time once, so every birth shard starts there. */
+  async #birthPosition(): Promise<Position> {
+    const { initialPosition, clock, pinBirth } = this.#options;
+    if (initialPosition !== Checkpoint.LATEST) return initialPosition;
+    const pinned = Checkpoint.atTimestamp(clock.wallTime());
+    if (pinBirth) return pinBirth(pinned);
+    this.#pinned ??= pinned;
+    return this.#pinned;
+  }
+
   async #delete(lease: LeaseRecord, report: ShardSyncReport): Promise<boolean> {
     if (!this.#options.isLeader()) return false;
     const outcome = await this.#options.storage.deleteLease(this.#options.group, lease.leaseKey, lease.version);
@@ -220,11 +243,6 @@ export class ShardSync {
  */
 export function syncShards(options: ShardSyncOptions, signal: AbortSignal = new AbortController().signal): Promise<ShardSyncReport> {
   return new ShardSync(options).run(signal);
-}
-
-/** `LATEST` means "from now on": pinned to a time, so that a shard first read later still starts here. */
-function resolveInitial(initial: Position, clock: Clock): Position {
-  return initial === Checkpoint.LATEST ? Checkpoint.atTimestamp(clock.wallTime()) : initial;
 }
 
 /** Parents before children (the listing's order otherwise); a cycle, which no stream has, keeps listing order. */

@@ -155,6 +155,7 @@ export class ShardPump<R extends SourceRecord> {
     let outcome: PumpOutcome = { kind: 'left' };
     try {
       let next = batches.next();
+      next.catch(() => undefined); // a read may reject once aborted; the loop below reads the outcome
       for (;;) {
         const result = await abortable(next, this.#reading.signal);
         this.#lastReadAt = clock.now();
