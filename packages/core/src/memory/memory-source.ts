@@ -1,16 +1,30 @@
-import { systemClock, type Clock } from '../clock.js';
-import { describeValue, InvalidInputError, SourceError } from '../errors.js';
+import { createHash } from 'node:crypto';
+import { systemClock, systemRandom, type Clock, type Random } from '../clock.js';
+import { describeValue, InvalidConfigError, InvalidInputError, SourceError } from '../errors.js';
 import { compareNumericPositions } from '../position.js';
 import type { ReadOptions, ShardBatch, ShardInfo, ShardSource, SourceRecord } from '../source.js';
 import { Checkpoint, type Position } from '../storage.js';
 
+const PKG = 'core';
+
 /** How often a caught-up reader is answered with an empty batch. */
 const EMPTY_BATCH_EVERY_MS = 1_000;
 
+/** The hash key space of a stream, as Kinesis has it: the MD5 of the partition key, 0 to 2^128 - 1. */
+const HASH_SPACE = 2n ** 128n;
+
 interface MemoryShard {
-  info: { shardId: string; parentShardIds: string[]; closed: boolean };
-  records: Array<SourceRecord & { arrivedAt: number }>;
-  children: string[];
+  readonly shardId: string;
+  readonly parentShardIds: readonly string[];
+  /** The shard's slice of the hash key space, both ends included. */
+  readonly startingHashKey: bigint;
+  readonly endingHashKey: bigint;
+  readonly records: SourceRecord[];
+  readonly children: string[];
+  /** Times on the source's monotonic clock, so that a lagging listing can show the stream as it was. */
+  readonly createdAt: number;
+  closedAt: number | null;
+  trimmedAt: number | null;
 }
 
 /** Options of {@link MemorySource}. */
@@ -19,66 +33,174 @@ export interface MemorySourceOptions {
   batchSize?: number;
   /** How long a reader that caught up waits before looking again, in ms of `clock`. Default 20. */
   idleDelayMs?: number;
-  /** The clock readers wait on. Default: the process's. */
+  /** The clock readers wait on, and whose wall time stamps each record's arrival. Default: the process's. */
   clock?: Clock;
+  /**
+   * How stale a shard listing may be, in ms of `clock`: each `listShards` shows the stream as it was a
+   * random moment of up to this long ago, as an eventually consistent listing does. Default 0 (exact).
+   */
+  listLagMs?: number;
+  /** The random source for the listing's lag. Default: `Math.random`. */
+  random?: Random;
 }
 
 /**
  * An in-memory stream with shards, resharding and numeric positions, for unit tests of processing code
  * and of the runtime itself: `put` records, `split` and `merge` shards, and read them through the same
  * `ShardSource` contract as Kinesis.
+ *
+ * It behaves like Kinesis where the runtime's guarantees depend on it: a key routes by the MD5 of the
+ * partition key to the open shard whose hash key range holds it, so that a key stays with its shard's
+ * children across splits and merges; records carry arrival timestamps from the clock's wall time; and a
+ * test can make listings lag, fail reads for a while, and trim closed shards from the stream.
  */
 export class MemorySource implements ShardSource {
   readonly #shards = new Map<string, MemoryShard>();
   readonly #batchSize: number;
   readonly #idleDelayMs: number;
   readonly #clock: Clock;
+  readonly #listLagMs: number;
+  readonly #random: Random;
+  /** Shards whose next read fails once. */
+  readonly #failOnce = new Set<string>();
+  /** Shards whose reads fail until a time of the source's clock. */
+  readonly #failUntil = new Map<string, number>();
   #sequence = 0;
   #nextShard = 0;
 
   constructor(shardCount = 1, options: MemorySourceOptions = {}) {
+    if (!Number.isInteger(shardCount) || shardCount < 1) {
+      throw new InvalidConfigError(`[${PKG}] a MemorySource needs a positive whole number of shards, got ${describeValue(shardCount)}`);
+    }
     this.#batchSize = options.batchSize ?? 100;
     this.#idleDelayMs = options.idleDelayMs ?? 20;
     this.#clock = options.clock ?? systemClock;
-    for (let i = 0; i < shardCount; i++) this.#addShard([]);
+    this.#listLagMs = options.listLagMs ?? 0;
+    if (!Number.isFinite(this.#listLagMs) || this.#listLagMs < 0) {
+      throw new InvalidConfigError(`[${PKG}] listLagMs must be a non-negative number, got ${describeValue(options.listLagMs)}`);
+    }
+    this.#random = options.random ?? systemRandom;
+    // The hash key space split evenly among the initial shards, as CreateStream does; they have always
+    // existed, for any listing however stale.
+    const width = HASH_SPACE / BigInt(shardCount);
+    for (let i = 0; i < shardCount; i++) {
+      const start = width * BigInt(i);
+      const end = i === shardCount - 1 ? HASH_SPACE - 1n : start + width - 1n;
+      this.#addShard([], start, end, -Infinity);
+    }
   }
 
-  /** Appends a record to a shard (default: the open shard the key hashes to) and returns its position. */
+  /** Appends a record to a shard (default: the open shard whose hash key range holds the key) and returns its position. */
   put(partitionKey: string, data: string | Uint8Array, shardId?: string): Position {
-    const open = [...this.#shards.values()].filter((shard) => !shard.info.closed);
-    const shard = shardId !== undefined ? this.#shards.get(shardId) : open[hash(partitionKey) % open.length];
-    if (!shard || shard.info.closed) throw new InvalidInputError(`[core] shard ${describeValue(shardId)} is missing or closed`);
+    const shard = shardId === undefined ? this.#route(partitionKey) : this.#shards.get(shardId);
+    if (!shard || shard.closedAt !== null) throw new InvalidInputError(`[${PKG}] shard ${describeValue(shardId)} is missing or closed`);
     const position = String(++this.#sequence);
     shard.records.push({
       position,
       partitionKey,
       data: typeof data === 'string' ? new TextEncoder().encode(data) : data,
       approximateArrivalTimestampMs: this.#clock.wallTime(),
-      arrivedAt: this.#clock.now(),
     });
     return position;
   }
 
-  /** Closes a shard and opens two children that continue it. */
-  split(shardId: string): [string, string] {
-    const parent = this.#close(shardId);
-    const children: [string, string] = [this.#addShard([shardId]), this.#addShard([shardId])];
+  /** The open shard a record with this partition key goes to now. */
+  shardFor(partitionKey: string): string {
+    return this.#route(partitionKey).shardId;
+  }
+
+  /**
+   * Closes an open shard and opens two children that continue it, splitting its hash key range at
+   * `newStartingHashKey` (the first key of the second child; default the middle of the range).
+   */
+  split(shardId: string, newStartingHashKey?: bigint): [string, string] {
+    const parent = this.#open(shardId);
+    const at = newStartingHashKey ?? parent.startingHashKey + (parent.endingHashKey - parent.startingHashKey + 1n) / 2n;
+    if (at <= parent.startingHashKey || at > parent.endingHashKey) {
+      throw new InvalidInputError(
+        `[${PKG}] hash key ${String(at)} does not split shard ${describeValue(shardId)} (range ${String(parent.startingHashKey)} to ${String(parent.endingHashKey)})`,
+      );
+    }
+    this.#close(parent);
+    const children: [string, string] = [
+      this.#addShard([shardId], parent.startingHashKey, at - 1n),
+      this.#addShard([shardId], at, parent.endingHashKey),
+    ];
     parent.children.push(...children);
     return children;
   }
 
-  /** Closes two shards and opens one child that continues both. */
+  /** Closes two open shards with adjacent hash key ranges and opens one child that continues both. */
   merge(shardId: string, adjacentShardId: string): string {
-    const first = this.#close(shardId);
-    const second = this.#close(adjacentShardId);
-    const child = this.#addShard([shardId, adjacentShardId]);
+    const first = this.#open(shardId);
+    const second = this.#open(adjacentShardId);
+    const [low, high] = first.startingHashKey < second.startingHashKey ? [first, second] : [second, first];
+    if (low.endingHashKey + 1n !== high.startingHashKey) {
+      throw new InvalidInputError(`[${PKG}] shards ${describeValue(shardId)} and ${describeValue(adjacentShardId)} are not adjacent and cannot be merged`);
+    }
+    this.#close(first);
+    this.#close(second);
+    const child = this.#addShard([shardId, adjacentShardId], low.startingHashKey, high.endingHashKey);
     first.children.push(child);
     second.children.push(child);
     return child;
   }
 
+  /** Pairs of open shards that can be merged (adjacent hash key ranges), lowest range first. */
+  adjacentOpenShards(): Array<[string, string]> {
+    const open = [...this.#shards.values()].filter((shard) => shard.closedAt === null).sort((a, b) => (a.startingHashKey < b.startingHashKey ? -1 : 1));
+    const pairs: Array<[string, string]> = [];
+    for (let i = 1; i < open.length; i++) pairs.push([(open[i - 1] as MemoryShard).shardId, (open[i] as MemoryShard).shardId]);
+    return pairs;
+  }
+
+  /**
+   * Removes a closed shard from the stream, as retention does once its last record expired: listings no
+   * longer show it, reads of it fail with a `SourceError` coded `ERR_SHARD_NOT_FOUND`, and
+   * {@link isShardGone} answers true.
+   */
+  trim(shardId: string): void {
+    const shard = this.#shards.get(shardId);
+    if (!shard || shard.trimmedAt !== null) throw new InvalidInputError(`[${PKG}] shard ${describeValue(shardId)} is missing or already trimmed`);
+    if (shard.closedAt === null) throw new InvalidInputError(`[${PKG}] shard ${describeValue(shardId)} is open; only a closed shard leaves the stream`);
+    shard.trimmedAt = this.#clock.now();
+  }
+
+  /** Makes the next read of the shard fail once with a `SourceError`, as a transient service error does. */
+  failNextRead(shardId: string): void {
+    this.#require(shardId);
+    this.#failOnce.add(shardId);
+  }
+
+  /** Makes every read of the shard fail with a `SourceError` for `durationMs` of the source's clock. */
+  failReadsFor(shardId: string, durationMs: number): void {
+    this.#require(shardId);
+    if (!Number.isFinite(durationMs) || durationMs < 0) {
+      throw new InvalidInputError(`[${PKG}] a read fault lasts a non-negative number of ms, got ${describeValue(durationMs)}`);
+    }
+    this.#failUntil.set(shardId, Math.max(this.#failUntil.get(shardId) ?? -Infinity, this.#clock.now() + durationMs));
+  }
+
+  /** The shard list, as it was up to `listLagMs` ago: a shard created since may be missing, or shown open. */
   async listShards(): Promise<ShardInfo[]> {
-    return [...this.#shards.values()].map((shard) => ({ ...shard.info, parentShardIds: [...shard.info.parentShardIds] }));
+    const asOf = this.#clock.now() - (this.#listLagMs > 0 ? this.#random.next() * this.#listLagMs : 0);
+    const shards: ShardInfo[] = [];
+    for (const shard of this.#shards.values()) {
+      if (shard.createdAt > asOf || (shard.trimmedAt !== null && shard.trimmedAt <= asOf)) continue;
+      shards.push({
+        shardId: shard.shardId,
+        parentShardIds: [...shard.parentShardIds],
+        closed: shard.closedAt !== null && shard.closedAt <= asOf,
+        details: { startingHashKey: String(shard.startingHashKey), endingHashKey: String(shard.endingHashKey) },
+      });
+    }
+    return shards;
+  }
+
+  /** True only for a shard that was trimmed from the stream; the answer never lags. */
+  async isShardGone(shardId: string): Promise<boolean> {
+    const shard = this.#shards.get(shardId);
+    return shard !== undefined && shard.trimmedAt !== null;
   }
 
   comparePositions(a: Position, b: Position): number {
@@ -86,23 +208,26 @@ export class MemorySource implements ShardSource {
   }
 
   async *read(shardId: string, from: Position, options: ReadOptions = {}): AsyncGenerator<ShardBatch> {
-    const shard = this.#shards.get(shardId);
-    if (!shard) throw new SourceError('ERR_SHARD_NOT_FOUND', `[core] shard ${describeValue(shardId)} was not found`);
     const signal = options.signal;
-    let index = this.#startIndex(shard, from);
-    let position = index > 0 ? (shard.records[index - 1] as SourceRecord).position : from;
+    let index: number | undefined;
+    let position = from;
     let answeredAt = this.#clock.now();
     while (!signal?.aborted) {
+      // Each pass is one fetch (a GetRecords call): it may fail, and the shard may have left the stream.
+      const shard = this.#fetchable(shardId);
+      if (index === undefined) {
+        index = this.#startIndex(shard, from);
+        if (index > 0) position = (shard.records[index - 1] as SourceRecord).position;
+      }
       const batch = shard.records.slice(index, index + this.#batchSize);
       if (batch.length > 0) {
         index += batch.length;
         position = (batch[batch.length - 1] as SourceRecord).position;
-        const records = batch.map(({ arrivedAt: _arrivedAt, ...record }) => record);
         answeredAt = this.#clock.now();
-        yield { kind: 'records', records, position, millisBehindLatest: shard.records.length - index === 0 ? 0 : undefined };
+        yield { kind: 'records', records: batch, position, millisBehindLatest: shard.records.length - index === 0 ? 0 : undefined };
         continue;
       }
-      if (shard.info.closed) {
+      if (shard.closedAt !== null) {
         yield { kind: 'end', childShardIds: [...shard.children] };
         return;
       }
@@ -120,6 +245,16 @@ export class MemorySource implements ShardSource {
     }
   }
 
+  #fetchable(shardId: string): MemoryShard {
+    const shard = this.#shards.get(shardId);
+    if (!shard || shard.trimmedAt !== null) throw new SourceError('ERR_SHARD_NOT_FOUND', `[${PKG}] shard ${describeValue(shardId)} was not found`);
+    const failing = (this.#failUntil.get(shardId) ?? -Infinity) > this.#clock.now();
+    if (failing || this.#failOnce.delete(shardId)) {
+      throw new SourceError('ERR_SOURCE_READ', `[${PKG}] reading shard ${describeValue(shardId)} failed (injected fault)`);
+    }
+    return shard;
+  }
+
   #startIndex(shard: MemoryShard, from: Position): number {
     if (from === Checkpoint.TRIM_HORIZON) return 0;
     if (from === Checkpoint.LATEST) return shard.records.length;
@@ -132,22 +267,44 @@ export class MemorySource implements ShardSource {
     return index === -1 ? shard.records.length : index;
   }
 
-  #addShard(parentShardIds: string[]): string {
+  #route(partitionKey: string): MemoryShard {
+    const hashKey = BigInt(`0x${createHash('md5').update(partitionKey, 'utf8').digest('hex')}`);
+    for (const shard of this.#shards.values()) {
+      if (shard.closedAt === null && shard.startingHashKey <= hashKey && hashKey <= shard.endingHashKey) return shard;
+    }
+    // The open shards always cover the whole space: splits and merges keep it partitioned.
+    throw new InvalidInputError(`[${PKG}] no open shard holds the hash key of partition key ${describeValue(partitionKey)}`);
+  }
+
+  #addShard(parentShardIds: string[], startingHashKey: bigint, endingHashKey: bigint, createdAt = this.#clock.now()): string {
     const shardId = `shard-${String(this.#nextShard++).padStart(4, '0')}`;
-    this.#shards.set(shardId, { info: { shardId, parentShardIds, closed: false }, records: [], children: [] });
+    this.#shards.set(shardId, {
+      shardId,
+      parentShardIds,
+      startingHashKey,
+      endingHashKey,
+      records: [],
+      children: [],
+      createdAt,
+      closedAt: null,
+      trimmedAt: null,
+    });
     return shardId;
   }
 
-  #close(shardId: string): MemoryShard {
+  #require(shardId: string): MemoryShard {
     const shard = this.#shards.get(shardId);
-    if (!shard || shard.info.closed) throw new InvalidInputError(`[core] shard ${describeValue(shardId)} is missing or already closed`);
-    shard.info.closed = true;
+    if (!shard) throw new InvalidInputError(`[${PKG}] shard ${describeValue(shardId)} is missing`);
     return shard;
   }
-}
 
-function hash(key: string): number {
-  let h = 2166136261;
-  for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), 16777619);
-  return h >>> 0;
+  #open(shardId: string): MemoryShard {
+    const shard = this.#shards.get(shardId);
+    if (!shard || shard.closedAt !== null) throw new InvalidInputError(`[${PKG}] shard ${describeValue(shardId)} is missing or already closed`);
+    return shard;
+  }
+
+  #close(shard: MemoryShard): void {
+    shard.closedAt = this.#clock.now();
+  }
 }

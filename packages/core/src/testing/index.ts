@@ -9,7 +9,7 @@ export {
   type ConformanceTarget,
   type TestApi,
 } from './conformance.js';
-export { VirtualScheduler, VirtualClock, type VirtualClockOptions } from './virtual-time.js';
+export { VirtualScheduler, VirtualClock, VIRTUAL_EPOCH_MS, type VirtualClockOptions } from './virtual-time.js';
 export { FaultyStorage, noFaults, type FaultPlan } from './faulty-storage.js';
 export {
   simulate,
