@@ -1,12 +1,23 @@
 /**
- * `pnpm sim`: runs the deterministic simulation over many seeds, or replays one.
+ * `pnpm sim`: runs the deterministic simulations over many seeds, or replays one.
  *
- *   pnpm sim --seeds 500                       500 seeds from 1, shapes drawn from each seed
+ *   pnpm sim --seeds 500                       the lease simulation, 500 seeds from 1
  *   pnpm sim --seeds 200 --workers 16 --leases 256
  *   pnpm sim --seed 1234 --trace               replay one seed and print its events
+ *   pnpm sim --consumer --seeds 1000           the consumer simulation (whole runtime, resharding source)
+ *   pnpm sim --consumer --seed 77 --trace      replay one consumer seed
+ *   pnpm sim --consumer --seeds 200 --unsafe-keep-failed-pump
+ *                                              bring back one runtime defect and watch the checks catch it
  */
 import { parseArgs } from 'node:util';
-import { simulate, type SimulationConfig } from '../src/testing/index.js';
+import {
+  consumerUnsafeFlags,
+  simulate,
+  simulateConsumers,
+  type ConsumerSimulationConfig,
+  type InitialPositionKind,
+  type SimulationConfig,
+} from '../src/testing/index.js';
 
 const { values } = parseArgs({
   options: {
@@ -19,35 +30,71 @@ const { values } = parseArgs({
     trace: { type: 'boolean', default: false },
     'unsafe-skip-self-fencing': { type: 'boolean', default: false },
     'unsafe-expiry-factor': { type: 'string' },
+    consumer: { type: 'boolean', default: false },
+    shards: { type: 'string' },
+    'initial-position': { type: 'string' },
+    ...Object.fromEntries(consumerUnsafeFlags.filter(([name]) => name !== 'skipSelfFencing').map(([, flag]) => [flag.slice(2), { type: 'boolean' as const, default: false }])),
   },
 });
 
 const number = (value: string | undefined): number | undefined => (value === undefined ? undefined : Number(value));
 const seeds = values.seed !== undefined ? [Number(values.seed)] : Array.from({ length: Number(values.seeds) }, (_, i) => Number(values.from) + i);
-const unsafe = {
-  ...(values['unsafe-skip-self-fencing'] ? { skipSelfFencing: true } : {}),
-  ...(values['unsafe-expiry-factor'] !== undefined ? { expiryFactor: Number(values['unsafe-expiry-factor']) } : {}),
-};
+const trace = values.trace ? (line: string): void => console.log(line) : undefined;
+const flag = (name: string): boolean => (values as Record<string, unknown>)[name] === true;
 
 let failed = 0;
 const started = performance.now();
-for (const seed of seeds) {
-  const config: SimulationConfig = {
-    seed,
-    workers: number(values.workers),
-    leases: number(values.leases),
-    faultPhaseMs: number(values['fault-ms']),
-    coordinator: Object.keys(unsafe).length > 0 ? { unsafe } : undefined,
-    trace: values.trace ? (line) => console.log(line) : undefined,
+if (values.consumer) {
+  const unsafe = Object.fromEntries(consumerUnsafeFlags.filter(([, option]) => flag(option.slice(2))).map(([name]) => [name, true]));
+  const initialPosition = values['initial-position'];
+  if (initialPosition !== undefined && !['TRIM_HORIZON', 'LATEST', 'AT_TIMESTAMP'].includes(initialPosition)) {
+    throw new Error(`--initial-position must be TRIM_HORIZON, LATEST or AT_TIMESTAMP, got ${initialPosition}`);
+  }
+  for (const seed of seeds) {
+    const config: ConsumerSimulationConfig = {
+      seed,
+      workers: number(values.workers),
+      shards: number(values.shards),
+      initialPosition: initialPosition as InitialPositionKind | undefined,
+      faultPhaseMs: number(values['fault-ms']),
+      unsafe: Object.keys(unsafe).length > 0 ? unsafe : undefined,
+      trace,
+    };
+    const result = await simulateConsumers(config);
+    const { shape, stats } = result;
+    const described = `${shape.workers} workers, ${shape.shards} shards, ${shape.initialPosition}, ${stats.generations} generations`;
+    if (result.violations.length > 0) {
+      failed++;
+      console.log(`seed ${seed} (${described}): ${result.violations.length} violations`);
+      for (const violation of result.violations.slice(0, 5)) console.log(`  ${violation.guarantee} at ${violation.atMs.toFixed(0)} ms: ${violation.detail}`);
+      console.log(`  replay: ${result.replay}`);
+    } else if (seeds.length === 1 || values.trace) {
+      console.log(`seed ${seed} (${described}): ok, ${stats.delivered} of ${stats.owed} owed records delivered, drained ${stats.drainedAfterMs.toFixed(0)} ms after faults stopped`, stats);
+    }
+  }
+} else {
+  const unsafe = {
+    ...(values['unsafe-skip-self-fencing'] ? { skipSelfFencing: true } : {}),
+    ...(values['unsafe-expiry-factor'] !== undefined ? { expiryFactor: Number(values['unsafe-expiry-factor']) } : {}),
   };
-  const result = await simulate(config);
-  if (result.violations.length > 0) {
-    failed++;
-    console.log(`seed ${seed} (${result.workers} workers, ${result.leases} leases): ${result.violations.length} violations`);
-    for (const violation of result.violations.slice(0, 5)) console.log(`  ${violation.guarantee} at ${violation.atMs.toFixed(0)} ms: ${violation.detail}`);
-    console.log(`  replay: ${result.replay}`);
-  } else if (seeds.length === 1 || values.trace) {
-    console.log(`seed ${seed}: ok, owned ${result.ownedAfterMs.toFixed(0)} ms and balanced ${result.balancedAfterMs.toFixed(0)} ms after faults stopped`, result.stats);
+  for (const seed of seeds) {
+    const config: SimulationConfig = {
+      seed,
+      workers: number(values.workers),
+      leases: number(values.leases),
+      faultPhaseMs: number(values['fault-ms']),
+      coordinator: Object.keys(unsafe).length > 0 ? { unsafe } : undefined,
+      trace,
+    };
+    const result = await simulate(config);
+    if (result.violations.length > 0) {
+      failed++;
+      console.log(`seed ${seed} (${result.workers} workers, ${result.leases} leases): ${result.violations.length} violations`);
+      for (const violation of result.violations.slice(0, 5)) console.log(`  ${violation.guarantee} at ${violation.atMs.toFixed(0)} ms: ${violation.detail}`);
+      console.log(`  replay: ${result.replay}`);
+    } else if (seeds.length === 1 || values.trace) {
+      console.log(`seed ${seed}: ok, owned ${result.ownedAfterMs.toFixed(0)} ms and balanced ${result.balancedAfterMs.toFixed(0)} ms after faults stopped`, result.stats);
+    }
   }
 }
 console.log(`${seeds.length - failed} passed, ${failed} failed (${((performance.now() - started) / 1000).toFixed(1)} s)`);

@@ -220,6 +220,16 @@ export class MemoryStorage implements Storage {
     return { version };
   }
 
+  /**
+   * For tests: undoes {@link corrupt}: the lease reads back again exactly as it was stored before, as
+   * after an operator restored it.
+   */
+  repair(group: string, leaseKey: string): void {
+    const slot = this.#groups.get(group)?.get(leaseKey);
+    if (!slot?.corrupt) throw new InvalidConfigError(`[${PKG}] group ${describeValue(group)} has no corrupt lease ${describeValue(leaseKey)} to repair`);
+    slot.corrupt = false;
+  }
+
   /** Forgets every group, lease and leader record (the change feed's listeners stay). */
   clear(): void {
     this.#groups.clear();

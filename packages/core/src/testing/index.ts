@@ -20,3 +20,17 @@ export {
   type Violation,
   type FaultKind,
 } from './simulation.js';
+export {
+  simulateConsumers,
+  consumerShapeOf,
+  consumerReplayCommand,
+  consumerUnsafeFlags,
+  type ConsumerSimulationConfig,
+  type ConsumerSimulationResult,
+  type ConsumerShape,
+  type ConsumerViolation,
+  type ConsumerGuarantee,
+  type ConsumerFaultKind,
+  type InitialPositionKind,
+} from './consumer-simulation.js';
+export { ProcessSource } from './process-source.js';

@@ -1,0 +1,340 @@
+/**
+ * What the consumer simulation knows about its world and checks against it: every record put and every
+ * hand-over of it, the shards and their lineage, and every write to the lease table. The simulation feeds
+ * it; it reports each broken guarantee (DESIGN section 6) the moment it sees it.
+ */
+import type { MemoryWriteEvent } from '../memory/memory-storage.js';
+import { compareNumericPositions } from '../position.js';
+import type { SourceRecord } from '../source.js';
+import { Checkpoint, type LeaseRecord, type Position } from '../storage.js';
+
+/** A guarantee of the consumer runtime that the simulation checks. */
+export type ConsumerGuarantee =
+  | 'delivery' // every record that must be handed over is, at least once
+  | 'order' // per key, first hand-overs in put order across generations
+  | 'resurrection' // no lease created again for a finished or deleted shard; SHARD_END never moves back
+  | 'deletion' // a lease is deleted only when its shard finished or left the stream
+  | 'checkpoint' // no acknowledged checkpoint is lost or moves back
+  | 'fencing' // a checkpoint is written only within the tenure that handed its records over
+  | 'single-owner' // a batch is handed over only by the holder of the lease, and nobody else holds it
+  | 'progress' // once faults stop, a shard with records to deliver is owned and moves
+  | 'stop-deadline' // stop({ timeoutMs }) returns within timeoutMs
+  | 'signal'; // a handler whose tenure ended sees its signal fired before anything else
+
+/** Where a group without checkpoints starts, as the simulation resolved it. */
+export type StartingPoint = { kind: 'TRIM_HORIZON' } | { kind: 'LATEST' } | { kind: 'AT_TIMESTAMP'; timestampMs: number };
+
+/** One record the simulation put, and what became of it. */
+export interface RecordEntry {
+  readonly index: number;
+  readonly partitionKey: string;
+  /** The record's number among the records of its key, from 1: put order per key. */
+  readonly n: number;
+  readonly shardId: string;
+  readonly position: Position;
+  readonly arrivedWallMs: number;
+  /** Virtual time of the first hand-over to `processBatch`, or `null`. */
+  firstHandedAtMs: number | null;
+  handovers: number;
+}
+
+/** One shard of the simulated stream, by the simulation's own account. */
+export interface ShardEntry {
+  readonly shardId: string;
+  readonly parentShardIds: readonly string[];
+  readonly childShardIds: string[];
+  readonly createdAtMs: number;
+  readonly createdWallMs: number;
+  /** Whether the shard was made by resharding (not one of the stream's first shards). */
+  readonly resharded: boolean;
+  closedAtMs: number | null;
+  trimmedAtMs: number | null;
+  readonly records: number[];
+}
+
+/** A check failed: which guarantee, and what happened. */
+export type Violate = (guarantee: ConsumerGuarantee, detail: string) => void;
+
+/** Compares two positions, or `undefined` when they cannot be ordered (`LATEST`, foreign formats). */
+function compare(a: Position, b: Position): number | undefined {
+  try {
+    return compareNumericPositions(a, b);
+  } catch {
+    return undefined;
+  }
+}
+
+const RECORD_POSITION = /^\d+$/;
+
+/** The simulation's ledger: the world's facts, the runtime's observed behaviour, and the checks between them. */
+export class ConsumerLedger {
+  readonly records: RecordEntry[] = [];
+  readonly shards = new Map<string, ShardEntry>();
+  /** The lease table as the store holds it, mirrored from every applied write. */
+  readonly leases = new Map<string, LeaseRecord | null>();
+
+  readonly #start: StartingPoint;
+  readonly #now: () => number;
+  readonly #wallOf: (ms: number) => number;
+  readonly #violate: Violate;
+  readonly #perKey = new Map<string, number>();
+  /** Per key, the greatest record number handed over for the first time so far, and where. */
+  readonly #firstHandedMax = new Map<string, RecordEntry>();
+  readonly #byPosition = new Map<Position, RecordEntry>();
+  readonly #orderReported = new Set<string>();
+  /** Per shard and tenure (epoch), the greatest record position handed over in it. */
+  readonly #handedInTenure = new Map<string, number>();
+  /** Per shard, the greatest checkpoint the runtime reported as stored. */
+  readonly #acknowledged = new Map<string, Position>();
+  /** Shards whose lease reached SHARD_END, and shards whose lease was deleted. */
+  readonly #ended = new Set<string>();
+  readonly #deleted = new Set<string>();
+  #firstCreationWallMs: number | null = null;
+  #earliestCreatedTimestampMs: number | null = null;
+
+  constructor(options: { start: StartingPoint; now: () => number; wallOf: (ms: number) => number; violate: Violate }) {
+    this.#start = options.start;
+    this.#now = options.now;
+    this.#wallOf = options.wallOf;
+    this.#violate = options.violate;
+  }
+
+  // ------------------------------------------------------------------ the world
+
+  addShard(shardId: string, parentShardIds: readonly string[], resharded: boolean): void {
+    const at = this.#now();
+    this.shards.set(shardId, {
+      shardId,
+      parentShardIds,
+      childShardIds: [],
+      createdAtMs: at,
+      createdWallMs: this.#wallOf(at),
+      resharded,
+      closedAtMs: null,
+      trimmedAtMs: null,
+      records: [],
+    });
+    for (const parentShardId of parentShardIds) this.shard(parentShardId).childShardIds.push(shardId);
+  }
+
+  closeShard(shardId: string): void {
+    this.shard(shardId).closedAtMs = this.#now();
+  }
+
+  trimShard(shardId: string): void {
+    this.shard(shardId).trimmedAtMs = this.#now();
+  }
+
+  shard(shardId: string): ShardEntry {
+    const shard = this.shards.get(shardId);
+    if (!shard) throw new Error(`[testing] the simulation has no shard ${shardId}`);
+    return shard;
+  }
+
+  addRecord(partitionKey: string, shardId: string, position: Position, arrivedWallMs: number): RecordEntry {
+    const n = (this.#perKey.get(partitionKey) ?? 0) + 1;
+    this.#perKey.set(partitionKey, n);
+    const entry: RecordEntry = { index: this.records.length, partitionKey, n, shardId, position, arrivedWallMs, firstHandedAtMs: null, handovers: 0 };
+    this.records.push(entry);
+    this.#byPosition.set(position, entry);
+    this.shard(shardId).records.push(entry.index);
+    return entry;
+  }
+
+  // ------------------------------------------------------------------ when the group was born, and what it owes
+
+  /**
+   * The group's birth on the wall clock: for LATEST, the earliest `AT_TIMESTAMP` a created lease carried
+   * (the runtime pins LATEST to the moment the first leases were made), else the first lease creation.
+   */
+  get birthWallMs(): number | null {
+    if (this.#start.kind === 'LATEST' && this.#earliestCreatedTimestampMs !== null) return this.#earliestCreatedTimestampMs;
+    return this.#firstCreationWallMs;
+  }
+
+  /**
+   * Whether a record must reach `processBatch`: all with TRIM_HORIZON; with a timestamp (given, or the
+   * birth for LATEST) those that arrived at or after it; every record of a shard made by resharding after
+   * the birth; and none that the stream trimmed before anyone read it.
+   */
+  required(entry: RecordEntry): boolean {
+    const shard = this.shard(entry.shardId);
+    if (shard.trimmedAtMs !== null && (entry.firstHandedAtMs === null || entry.firstHandedAtMs > shard.trimmedAtMs)) return false;
+    if (this.#start.kind === 'TRIM_HORIZON') return true;
+    const birth = this.birthWallMs;
+    if (birth === null) return false; // the group never started: nothing was owed
+    if (shard.resharded && shard.createdWallMs >= birth) return true;
+    const from = this.#start.kind === 'AT_TIMESTAMP' ? this.#start.timestampMs : birth;
+    return entry.arrivedWallMs >= from;
+  }
+
+  /** The records that must be handed over and were not yet, by shard. */
+  owed(): Map<string, RecordEntry[]> {
+    const owed = new Map<string, RecordEntry[]>();
+    for (const entry of this.records) {
+      if (entry.firstHandedAtMs !== null || !this.required(entry)) continue;
+      owed.set(entry.shardId, [...(owed.get(entry.shardId) ?? []), entry]);
+    }
+    return owed;
+  }
+
+  /** Whether a shard no longer holds back its children: its lease ended, it left the stream, or it closed with nothing owed. */
+  done(shardId: string, owed: ReadonlyMap<string, RecordEntry[]>): boolean {
+    const shard = this.shard(shardId);
+    return this.#ended.has(shardId) || shard.trimmedAtMs !== null || (shard.closedAtMs !== null && !owed.has(shardId));
+  }
+
+  // ------------------------------------------------------------------ what the runtime does
+
+  /**
+   * A batch reaches `processBatch`: order per key across generations (first hand-overs only; replays
+   * are fine), and the tenure's reach, for the fencing check of its checkpoints.
+   */
+  handOver(shardId: string, fencingToken: number, records: readonly SourceRecord[], worker: string): void {
+    const at = this.#now();
+    const tenure = `${shardId}#${fencingToken}`;
+    for (const record of records) {
+      const entry = this.#byPosition.get(record.position);
+      if (!entry) {
+        this.#violate('delivery', `${worker} handed over a record the stream never had: position ${record.position} of ${shardId}`);
+        continue;
+      }
+      if (entry.shardId !== shardId) {
+        this.#violate('delivery', `${worker} handed over record ${entry.partitionKey}#${entry.n} of ${entry.shardId} as a record of ${shardId}`);
+      }
+      entry.handovers++;
+      if (RECORD_POSITION.test(record.position)) {
+        this.#handedInTenure.set(tenure, Math.max(this.#handedInTenure.get(tenure) ?? 0, Number(record.position)));
+      }
+      if (entry.firstHandedAtMs !== null) continue;
+      entry.firstHandedAtMs = at;
+      const latest = this.#firstHandedMax.get(entry.partitionKey);
+      if (latest && latest.n > entry.n) {
+        // One report per key and pair of shards: a whole batch out of order is one fault, not ten.
+        const pair = `${entry.partitionKey} ${entry.shardId} ${latest.shardId}`;
+        if (this.#orderReported.has(pair)) continue;
+        this.#orderReported.add(pair);
+        this.#violate(
+          'order',
+          `record ${entry.partitionKey}#${entry.n} (${entry.shardId} at ${entry.position}) was first handed over by ${worker} after ${entry.partitionKey}#${latest.n} (${latest.shardId} at ${latest.position}, first handed over at ${latest.firstHandedAtMs?.toFixed(0) ?? '?'} ms)`,
+        );
+      } else {
+        this.#firstHandedMax.set(entry.partitionKey, entry);
+      }
+    }
+  }
+
+  /** The runtime reported a checkpoint as stored. */
+  acknowledged(shardId: string, position: Position): void {
+    const previous = this.#acknowledged.get(shardId);
+    const order = previous === undefined ? 1 : compare(position, previous);
+    if (order !== undefined && order > 0) this.#acknowledged.set(shardId, position);
+  }
+
+  /** Every write the store applies, at the instant it applies. */
+  onWrite(event: MemoryWriteEvent): void {
+    if (event.kind !== 'lease') return;
+    const { leaseKey, before, after } = event;
+    this.leases.set(leaseKey, after);
+    if (before === null && after !== null) this.#created(after);
+    else if (before !== null && after === null) this.#removed(before);
+    else if (before !== null && after !== null) this.#updated(before, after);
+    if (after?.checkpoint === Checkpoint.SHARD_END) this.#ended.add(leaseKey);
+  }
+
+  #created(lease: LeaseRecord): void {
+    const at = this.#wallOf(this.#now());
+    this.#firstCreationWallMs ??= at;
+    const timestamp = lease.checkpoint === null ? undefined : Checkpoint.timestampOf(lease.checkpoint);
+    if (timestamp !== undefined) this.#earliestCreatedTimestampMs = Math.min(this.#earliestCreatedTimestampMs ?? Infinity, timestamp);
+    if (this.#ended.has(lease.leaseKey) || this.#deleted.has(lease.leaseKey)) {
+      this.#violate(
+        'resurrection',
+        `lease of ${lease.leaseKey} created again (checkpoint ${String(lease.checkpoint)}, version ${lease.version}) after it ${this.#ended.has(lease.leaseKey) ? 'reached SHARD_END' : 'was deleted'}`,
+      );
+    }
+    this.#checkAcknowledged(lease);
+  }
+
+  #removed(lease: LeaseRecord): void {
+    this.#deleted.add(lease.leaseKey);
+    const shard = this.shards.get(lease.leaseKey);
+    if (lease.checkpoint !== Checkpoint.SHARD_END && shard?.trimmedAtMs === null) {
+      this.#violate(
+        'deletion',
+        `lease of ${lease.leaseKey} deleted at checkpoint ${String(lease.checkpoint)} (owner ${String(lease.owner)}, version ${lease.version}) though the shard neither ended nor left the stream`,
+      );
+    }
+  }
+
+  #updated(before: LeaseRecord, after: LeaseRecord): void {
+    const { leaseKey } = after;
+    if (after.epoch < before.epoch) this.#violate('fencing', `epoch of ${leaseKey} went from ${before.epoch} to ${after.epoch}`);
+    if (before.checkpoint === after.checkpoint) return;
+    if (before.checkpoint === Checkpoint.SHARD_END) {
+      this.#violate('resurrection', `SHARD_END checkpoint of ${leaseKey} moved back to ${String(after.checkpoint)} (owner ${String(after.owner)})`);
+    } else if (before.checkpoint !== null) {
+      const order = after.checkpoint === null ? -1 : compare(after.checkpoint, before.checkpoint);
+      if (order !== undefined && order < 0) {
+        this.#violate('checkpoint', `checkpoint of ${leaseKey} moved back from ${before.checkpoint} to ${String(after.checkpoint)} (owner ${String(after.owner)})`);
+      }
+    }
+    if (after.owner !== before.owner || after.epoch !== before.epoch) {
+      this.#violate('fencing', `checkpoint of ${leaseKey} changed by a write that also changed its owner (${String(before.owner)} -> ${String(after.owner)})`);
+    } else if (after.checkpoint !== null && RECORD_POSITION.test(after.checkpoint)) {
+      // A checkpoint claims that its tenure handed every record up to it to the handler: one written in a
+      // tenure that never handed that far over comes from an earlier tenure (or from nowhere).
+      const reach = this.#handedInTenure.get(`${leaseKey}#${after.epoch}`);
+      if (reach === undefined || Number(after.checkpoint) > reach) {
+        this.#violate(
+          'fencing',
+          `checkpoint ${after.checkpoint} of ${leaseKey} written in tenure ${after.epoch} of ${String(after.owner)}, which had handed over ${reach === undefined ? 'nothing' : `records up to ${reach}`}`,
+        );
+      }
+    }
+    this.#checkAcknowledged(after);
+  }
+
+  #checkAcknowledged(lease: LeaseRecord): void {
+    const acknowledged = this.#acknowledged.get(lease.leaseKey);
+    if (acknowledged === undefined) return;
+    const order = lease.checkpoint === null ? -1 : compare(lease.checkpoint, acknowledged);
+    if (order !== undefined && order < 0) {
+      this.#violate('checkpoint', `acknowledged checkpoint ${acknowledged} of ${lease.leaseKey} lost: stored ${String(lease.checkpoint)} (version ${lease.version})`);
+    }
+  }
+
+  /** At the end: every acknowledged checkpoint of a lease that still exists is stored. */
+  checkAcknowledgedAtEnd(): void {
+    for (const [leaseKey, acknowledged] of this.#acknowledged) {
+      const lease = this.leases.get(leaseKey);
+      if (!lease) continue; // deleted: the deletion check judged it
+      const order = lease.checkpoint === null ? -1 : compare(lease.checkpoint, acknowledged);
+      if (order !== undefined && order < 0) {
+        this.#violate('checkpoint', `acknowledged checkpoint ${acknowledged} of ${leaseKey} lost at the end: stored ${String(lease.checkpoint)}`);
+      }
+    }
+  }
+
+  /** At the end: one violation per shard whose owed records never reached the handler. */
+  checkDelivery(): void {
+    for (const [shardId, entries] of this.owed()) {
+      const shard = this.shard(shardId);
+      const lease = this.leases.get(shardId);
+      const first = entries[0] as RecordEntry;
+      const all = shard.records.length;
+      this.#violate(
+        'delivery',
+        `${entries.length} of ${all} records of ${shardId} never handed over (first: ${first.partitionKey}#${first.n} at ${first.position}, arrived ${first.arrivedWallMs - (this.birthWallMs ?? 0)} ms after birth); ` +
+          `shard ${shard.closedAtMs === null ? 'open' : 'closed'}, parents [${shard.parentShardIds.join(', ')}], lease ${describeLease(lease)}`,
+      );
+    }
+  }
+}
+
+/** A lease for a message: owner, epoch, checkpoint, or why there is none. */
+export function describeLease(lease: LeaseRecord | null | undefined): string {
+  if (lease === undefined) return 'never created';
+  if (lease === null) return 'deleted';
+  return `owner ${String(lease.owner)} epoch ${lease.epoch} checkpoint ${String(lease.checkpoint)} parents [${lease.parentKeys.join(', ')}]`;
+}

@@ -1,0 +1,211 @@
+import { describe, expect, it } from 'vitest';
+import { Checkpoint, CorruptRecordError, MemoryStorage, type SourceRecord } from '../src/index.js';
+import { ConsumerLedger, type ConsumerGuarantee, type StartingPoint } from '../src/testing/consumer-checks.js';
+import { consumerReplayCommand, consumerShapeOf, simulateConsumers, VIRTUAL_EPOCH_MS } from '../src/testing/index.js';
+
+const GROUP = 'ledger';
+
+/** A ledger over a real MemoryStorage, with a hand-moved clock, collecting what it reports. */
+function ledgerWorld(start: StartingPoint = { kind: 'TRIM_HORIZON' }) {
+  let now = 0;
+  const violations: Array<{ guarantee: ConsumerGuarantee; detail: string }> = [];
+  const ledger = new ConsumerLedger({
+    start,
+    now: () => now,
+    wallOf: (ms) => VIRTUAL_EPOCH_MS + ms,
+    violate: (guarantee, detail) => violations.push({ guarantee, detail }),
+  });
+  const storage = new MemoryStorage({ onWrite: (event) => ledger.onWrite(event) });
+  let position = 0;
+  const put = (partitionKey: string, shardId: string) => {
+    const entry = ledger.addRecord(partitionKey, shardId, String(++position), VIRTUAL_EPOCH_MS + now);
+    return { position: entry.position, partitionKey, data: new Uint8Array() } satisfies SourceRecord;
+  };
+  const at = (ms: number): void => {
+    now = ms;
+  };
+  /** Creates a lease and takes it for `owner`, returning its tenure (epoch) and version. */
+  const take = async (leaseKey: string, owner: string, parentKeys: string[] = []) => {
+    const created = await storage.createLease({ group: GROUP, leaseKey, parentKeys });
+    const current = created.status === 'applied' ? created.record : await storage.getLease(GROUP, leaseKey);
+    if (!current) throw new Error(`no lease ${leaseKey}`);
+    const [taken] = await storage.updateLeases(GROUP, [
+      { leaseKey, expectedVersion: current.version, next: { ...current, owner, epoch: current.epoch + 1 } },
+    ]);
+    if (taken?.status !== 'applied') throw new Error(`could not take ${leaseKey}`);
+    return taken.record;
+  };
+  const checkpoint = async (leaseKey: string, position: string) => {
+    const current = await storage.getLease(GROUP, leaseKey);
+    if (!current) throw new Error(`no lease ${leaseKey}`);
+    const [written] = await storage.updateLeases(GROUP, [{ leaseKey, expectedVersion: current.version, next: { ...current, checkpoint: position } }]);
+    return written;
+  };
+  return { ledger, storage, violations, put, at, take, checkpoint };
+}
+
+describe('the consumer simulation ledger', () => {
+  it('reports a record first handed over after a later record of its key, once per key and pair of shards, and lets replays be', () => {
+    const { ledger, violations, put } = ledgerWorld();
+    ledger.addShard('parent', [], false);
+    ledger.addShard('child', ['parent'], true);
+    const early = [put('k', 'parent'), put('k', 'parent')];
+    const late = put('k', 'child');
+    ledger.handOver('parent', 1, [early[0] as SourceRecord], 'w1');
+    ledger.handOver('parent', 1, [early[0] as SourceRecord], 'w1');
+    expect(violations).toEqual([]);
+    ledger.handOver('child', 1, [late], 'w2');
+    ledger.handOver('parent', 2, [early[1] as SourceRecord], 'w1');
+    ledger.handOver('parent', 2, [early[1] as SourceRecord], 'w1');
+    expect(violations).toEqual([
+      { guarantee: 'order', detail: expect.stringMatching(/^record k#2 \(parent at 2\) was first handed over by w1 after k#3 \(child at 3/) as string },
+    ]);
+  });
+
+  it('owes every record with TRIM_HORIZON, except those of a shard trimmed before anyone read them', () => {
+    const { ledger, put, at } = ledgerWorld();
+    ledger.addShard('s0', [], false);
+    ledger.addShard('s1', [], false);
+    const read = put('a', 's0');
+    put('b', 's1');
+    ledger.handOver('s0', 1, [read], 'w1');
+    at(10);
+    ledger.closeShard('s0');
+    ledger.closeShard('s1');
+    ledger.trimShard('s0');
+    ledger.trimShard('s1');
+    expect(ledger.records.map((entry) => ledger.required(entry))).toEqual([true, false]);
+  });
+
+  it('with LATEST owes what arrived from the birth on (the earliest AT_TIMESTAMP a created lease carried), and all of a later child', async () => {
+    const { ledger, storage, put, at } = ledgerWorld({ kind: 'LATEST' });
+    ledger.addShard('s0', [], false);
+    put('a', 's0');
+    at(1_000);
+    put('a', 's0');
+    at(2_000);
+    await storage.createLease({ group: GROUP, leaseKey: 's0', checkpoint: Checkpoint.atTimestamp(VIRTUAL_EPOCH_MS + 1_000) });
+    expect(ledger.birthWallMs).toBe(VIRTUAL_EPOCH_MS + 1_000);
+    at(3_000);
+    ledger.closeShard('s0');
+    ledger.addShard('s1', ['s0'], true);
+    put('a', 's1');
+    expect(ledger.records.map((entry) => ledger.required(entry))).toEqual([false, true, true]);
+    expect([...ledger.owed().keys()]).toEqual(['s0', 's1']);
+  });
+
+  it('with LATEST and no timestamp in any lease, dates the birth at the first lease creation', async () => {
+    const { ledger, storage, at } = ledgerWorld({ kind: 'LATEST' });
+    ledger.addShard('s0', [], false);
+    at(500);
+    await storage.createLease({ group: GROUP, leaseKey: 's0' });
+    at(900);
+    await storage.createLease({ group: GROUP, leaseKey: 's1' });
+    expect(ledger.birthWallMs).toBe(VIRTUAL_EPOCH_MS + 500);
+  });
+
+  it('reports a lease created again after it reached SHARD_END or was deleted, and a SHARD_END that moves back', async () => {
+    const { ledger, storage, violations, take, checkpoint } = ledgerWorld();
+    ledger.addShard('s0', [], false);
+    ledger.addShard('s1', [], false);
+    await take('s0', 'w1');
+    await checkpoint('s0', Checkpoint.SHARD_END);
+    await checkpoint('s0', Checkpoint.TRIM_HORIZON);
+    await take('s1', 'w1');
+    await checkpoint('s1', Checkpoint.SHARD_END);
+    const finished = await storage.getLease(GROUP, 's1');
+    await storage.deleteLease(GROUP, 's1', finished?.version ?? 0);
+    await storage.createLease({ group: GROUP, leaseKey: 's1' }, { recreate: true });
+    expect(violations).toEqual([
+      { guarantee: 'resurrection', detail: 'SHARD_END checkpoint of s0 moved back to TRIM_HORIZON (owner w1)' },
+      { guarantee: 'resurrection', detail: 'lease of s1 created again (checkpoint null, version 4) after it reached SHARD_END' },
+    ]);
+  });
+
+  it('reports the deletion of a lease whose shard neither ended nor left the stream, and allows it once the shard is trimmed', async () => {
+    const { ledger, storage, violations, take, at } = ledgerWorld();
+    ledger.addShard('live', [], false);
+    ledger.addShard('gone', [], false);
+    const live = await take('live', 'w1');
+    const gone = await take('gone', 'w1');
+    at(10);
+    ledger.closeShard('gone');
+    ledger.trimShard('gone');
+    await storage.deleteLease(GROUP, 'gone', gone.version);
+    await storage.deleteLease(GROUP, 'live', live.version);
+    expect(violations).toEqual([
+      { guarantee: 'deletion', detail: 'lease of live deleted at checkpoint null (owner w1, version 2) though the shard neither ended nor left the stream' },
+    ]);
+  });
+
+  it('reports a checkpoint written in a tenure that never handed its records over, and an acknowledged checkpoint that is lost', async () => {
+    const { ledger, storage, violations, put, take, checkpoint } = ledgerWorld();
+    ledger.addShard('s0', [], false);
+    const records = [put('k', 's0'), put('k', 's0')];
+    const first = await take('s0', 'w1');
+    ledger.handOver('s0', first.epoch, [records[0] as SourceRecord], 'w1');
+    await checkpoint('s0', '1');
+    ledger.acknowledged('s0', '1');
+    expect(violations).toEqual([]);
+    // The same worker takes the lease again; a checkpoint of the earlier tenure's batch lands in the new one.
+    const second = await take('s0', 'w1');
+    await checkpoint('s0', '1');
+    await checkpoint('s0', '2');
+    expect(violations).toEqual([
+      { guarantee: 'fencing', detail: `checkpoint 2 of s0 written in tenure ${second.epoch} of w1, which had handed over nothing` },
+    ]);
+    const current = await storage.getLease(GROUP, 's0');
+    await storage.updateLeases(GROUP, [{ leaseKey: 's0', expectedVersion: current?.version ?? 0, next: { ...(current as NonNullable<typeof current>), checkpoint: null } }]);
+    expect(violations.slice(1).map((violation) => violation.detail)).toEqual([
+      'checkpoint of s0 moved back from 2 to null (owner w1)',
+      `acknowledged checkpoint 1 of s0 lost: stored null (version ${(current?.version ?? 0) + 1})`,
+    ]);
+  });
+});
+
+describe('MemoryStorage.repair', () => {
+  it('makes a corrupt lease read back exactly as it was stored, and refuses a lease that is not corrupt', async () => {
+    const storage = new MemoryStorage();
+    const created = await storage.createLease({ group: GROUP, leaseKey: 's0', checkpoint: '7' });
+    storage.corrupt(GROUP, 's0');
+    await expect(storage.getLease(GROUP, 's0')).rejects.toBeInstanceOf(CorruptRecordError);
+    storage.repair(GROUP, 's0');
+    expect(await storage.getLease(GROUP, 's0')).toEqual(created.status === 'applied' ? created.record : undefined);
+    expect(() => storage.repair(GROUP, 's0')).toThrow('[memory-storage] group "ledger" has no corrupt lease "s0" to repair');
+  });
+});
+
+describe('the consumer simulation', () => {
+  it('replays a seed exactly: the same seed gives the same run', async () => {
+    const [a, b] = [await simulateConsumers({ seed: 7 }), await simulateConsumers({ seed: 7 })];
+    expect(b).toEqual(a);
+    expect(a.stats.batches).toBeGreaterThan(0);
+  });
+
+  it('runs real consumers through at least three generations of resharding and a few hundred records', async () => {
+    for (const seed of [1, 2, 3]) {
+      const { stats } = await simulateConsumers({ seed });
+      expect(stats.generations).toBeGreaterThanOrEqual(3);
+      expect(stats.records).toBeGreaterThanOrEqual(100);
+      expect(stats.records).toBeLessThan(300);
+      expect(stats.delivered).toBeGreaterThan(0);
+    }
+  });
+
+  it('draws 2-5 workers, 1-4 shards, every initial position and every checkpointing policy from seeds', () => {
+    const shapes = Array.from({ length: 1000 }, (_, i) => consumerShapeOf(i + 1));
+    expect(new Set(shapes.map((shape) => shape.workers))).toEqual(new Set([2, 3, 4, 5]));
+    expect(new Set(shapes.map((shape) => shape.shards))).toEqual(new Set([1, 2, 3, 4]));
+    expect(new Set(shapes.map((shape) => shape.initialPosition))).toEqual(new Set(['TRIM_HORIZON', 'LATEST', 'AT_TIMESTAMP']));
+    const policies = new Set(shapes.map((shape) => (typeof shape.checkpointing === 'string' ? shape.checkpointing : Object.keys(shape.checkpointing).join())));
+    expect(policies).toEqual(new Set(['batch', 'manual', 'everyRecords', 'everyMs']));
+    expect(shapes.filter((shape) => shape.listLagMs > 0).length).toBeGreaterThan(500);
+  });
+
+  it('names the command that replays a run, with its overrides and unsafe switches', () => {
+    expect(consumerReplayCommand({ seed: 12 })).toBe('pnpm sim --consumer --seed 12 --trace');
+    expect(consumerReplayCommand({ seed: 12, workers: 3, initialPosition: 'LATEST', unsafe: { keepFailedPump: true, birthRace: true } })).toBe(
+      'pnpm sim --consumer --seed 12 --workers 3 --initial-position LATEST --unsafe-birth-race --unsafe-keep-failed-pump --trace',
+    );
+  });
+});
