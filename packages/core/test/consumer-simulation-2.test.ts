@@ -1,0 +1,3 @@
+import { consumerSimulationSeeds } from './support/consumer-simulation-seeds.js';
+
+consumerSimulationSeeds(501, 500);
