@@ -665,7 +665,11 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
           return;
         }
         case 'trim': {
-          const closed = [...ledger.shards.values()].filter((shard) => shard.closedAtMs !== null && shard.trimmedAtMs === null);
+          // Retention trims by age: a parent's records are older than its children's, so a shard leaves the
+          // stream only after every shard it continues has left.
+          const closed = [...ledger.shards.values()].filter(
+            (shard) => shard.closedAtMs !== null && shard.trimmedAtMs === null && shard.parentShardIds.every((parent) => ledger.shard(parent).trimmedAtMs !== null),
+          );
           const shard = closed[Math.floor(draw.pick * closed.length)];
           if (!shard) return;
           log(`fault: ${shard.shardId} is trimmed from the stream (${ledger.owed().get(shard.shardId)?.length ?? 0} records still owed)`);
