@@ -6,23 +6,33 @@ const SEEDS = 200;
 
 /**
  * Each unsafe switch brings back one defect the consumer runtime had; the simulation must catch each
- * within 200 seeds, through the guarantees that defect breaks.
+ * within 200 seeds, through the guarantees that defect breaks, on a seed the runtime passes without it.
  */
 const switches: ReadonlyArray<{ name: keyof ConsumerUnsafe; defect: string; breaks: readonly ConsumerGuarantee[] }> = [
   { name: 'childrenAtInitialPosition', defect: 'children start at the initial position, losing what was written to them before', breaks: ['delivery', 'progress'] },
   { name: 'oneGenerationSync', defect: 'shard sync creates leases of finished ancestors again', breaks: ['resurrection', 'order', 'delivery'] },
   { name: 'birthRace', defect: 'children run before parents that have no lease yet', breaks: ['order', 'delivery', 'progress'] },
-  { name: 'deleteOnStaleView', defect: 'the leader deletes live leases that a stale listing does not name', breaks: ['deletion', 'delivery', 'progress'] },
+  { name: 'deleteOnStaleView', defect: 'the leader deletes live leases that a stale listing does not name', breaks: ['deletion'] },
   { name: 'checkpointPerKey', defect: 'a handler of an earlier tenure checkpoints into the next one', breaks: ['fencing'] },
   { name: 'keepFailedPump', defect: 'a failed pump keeps its lease with nobody reading', breaks: ['progress', 'delivery'] },
 ];
 
 const caught = new Map<string, string>();
 
-async function firstViolation(unsafe: ConsumerUnsafe): Promise<{ seeds: number; result: ConsumerSimulationResult } | undefined> {
+/**
+ * The first seed on which the switch breaks a guarantee that the runtime without it keeps: a seed the
+ * runtime fails anyway proves nothing about the switch (the seed files report it), so it is passed over.
+ */
+async function firstViolation(unsafe: ConsumerUnsafe): Promise<{ seeds: number; passedOver: number[]; result: ConsumerSimulationResult } | undefined> {
+  const passedOver: number[] = [];
   for (let seed = 1; seed <= SEEDS; seed++) {
     const result = await simulateConsumers({ seed, unsafe });
-    if (result.violations.length > 0) return { seeds: seed, result };
+    if (result.violations.length === 0) continue;
+    if ((await simulateConsumers({ seed })).violations.length > 0) {
+      passedOver.push(seed);
+      continue;
+    }
+    return { seeds: seed, passedOver, result };
   }
   return undefined;
 }
@@ -31,7 +41,13 @@ describe('the consumer simulation catches each unsafe switch of the runtime', ()
   for (const { name, defect, breaks } of switches) {
     it(`catches ${name} (${defect}) within ${SEEDS} seeds`, async () => {
       const found = await firstViolation({ [name]: true });
-      caught.set(name, found ? `${found.seeds} seeds (${[...new Set(found.result.violations.map((violation) => violation.guarantee))].join(', ')}; ${found.result.replay})` : `not caught in ${SEEDS} seeds`);
+      caught.set(
+        name,
+        found
+          ? `${found.seeds} seeds (${[...new Set(found.result.violations.map((violation) => violation.guarantee))].join(', ')}; ${found.result.replay})` +
+              (found.passedOver.length > 0 ? `, passing over seeds ${found.passedOver.join(' ')} that fail without the switch` : '')
+          : `not caught in ${SEEDS} seeds`,
+      );
       expect(found, `${name} was not caught in ${SEEDS} seeds`).toBeDefined();
       const seen = found?.result.violations.map((violation) => violation.guarantee) ?? [];
       expect(seen.some((guarantee) => breaks.includes(guarantee)), `seed ${found?.seeds} broke ${seen.join(', ')}, not one of ${breaks.join(', ')}`).toBe(true);
