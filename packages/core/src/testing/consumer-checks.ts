@@ -82,6 +82,8 @@ export class ConsumerLedger {
   readonly #firstHandedMax = new Map<string, RecordEntry>();
   readonly #byPosition = new Map<Position, RecordEntry>();
   readonly #orderReported = new Set<string>();
+  /** Per shard, how many records were handed over in all (replays included): its progress. */
+  readonly #handovers = new Map<string, number>();
   /** Per shard and tenure (epoch), the greatest record position handed over in it. */
   readonly #handedInTenure = new Map<string, number>();
   /** Per shard, the greatest checkpoint the runtime reported as stored. */
@@ -173,7 +175,9 @@ export class ConsumerLedger {
     const owed = new Map<string, RecordEntry[]>();
     for (const entry of this.records) {
       if (entry.firstHandedAtMs !== null || !this.required(entry)) continue;
-      owed.set(entry.shardId, [...(owed.get(entry.shardId) ?? []), entry]);
+      const entries = owed.get(entry.shardId);
+      if (entries) entries.push(entry);
+      else owed.set(entry.shardId, [entry]);
     }
     return owed;
   }
@@ -203,6 +207,7 @@ export class ConsumerLedger {
         this.#violate('delivery', `${worker} handed over record ${entry.partitionKey}#${entry.n} of ${entry.shardId} as a record of ${shardId}`);
       }
       entry.handovers++;
+      this.#handovers.set(shardId, (this.#handovers.get(shardId) ?? 0) + 1);
       if (RECORD_POSITION.test(record.position)) {
         this.#handedInTenure.set(tenure, Math.max(this.#handedInTenure.get(tenure) ?? 0, Number(record.position)));
       }
@@ -222,6 +227,11 @@ export class ConsumerLedger {
         this.#firstHandedMax.set(entry.partitionKey, entry);
       }
     }
+  }
+
+  /** How many records of the shard were handed over so far, replays included. */
+  handovers(shardId: string): number {
+    return this.#handovers.get(shardId) ?? 0;
   }
 
   /** The runtime reported a checkpoint as stored. */

@@ -721,7 +721,7 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
       const shard = ledger.shard(shardId);
       const ready = shard.parentShardIds.every((parent) => ledger.done(parent, owed));
       const owners = holders(shardId).filter((worker) => !worker.stopping);
-      const handed = ledger.shard(shardId).records.reduce((sum, index) => sum + (ledger.records[index]?.handovers ?? 0), 0);
+      const handed = ledger.handovers(shardId);
       const progress = lastProgress.get(shardId);
       if (!progress || progress.handed !== handed) lastProgress.set(shardId, { handed, at: scheduler.now });
       if (!ready || exempt(shardId)) {
