@@ -19,7 +19,8 @@ export type ConsumerGuarantee =
   | 'single-owner' // a batch is handed over only by the holder of the lease, and nobody else holds it
   | 'progress' // once faults stop, a shard with records to deliver is owned and moves
   | 'stop-deadline' // stop({ timeoutMs }) returns within timeoutMs
-  | 'signal'; // a handler whose tenure ended sees its signal fired before anything else
+  | 'signal' // a handler whose tenure ended sees its signal fired before anything else
+  | 'unhandled-rejection'; // no promise rejection is left unhandled (it would end a real process)
 
 /** Where a group without checkpoints starts, as the simulation resolved it. */
 export type StartingPoint = { kind: 'TRIM_HORIZON' } | { kind: 'LATEST' } | { kind: 'AT_TIMESTAMP'; timestampMs: number };

@@ -254,527 +254,536 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
     log(`VIOLATION ${guarantee}: ${detail}`);
   };
   const stats = { batches: 0, faults: 0 };
-
-  // ---------------------------------------------------------------- the world's timeline, drawn up front
-
-  const startAtMs = 1_000 + Math.floor(random.next() * 3_000);
-  const preBirthReshard = random.next() < 0.2;
-  const reshardTimes = Array.from({ length: shape.reshards }, (_, i) => {
-    const from = startAtMs + 4_000;
-    const span = (faultPhaseMs - 6_000 - from) / shape.reshards;
-    return from + span * (i + random.next() * 0.8);
-  });
-  // AT_TIMESTAMP: a moment around the start, never before a reshard that happens before the group starts.
-  const atTimestampMs = wallOf(
-    Math.max(preBirthReshard ? startAtMs - 400 : 0, startAtMs - 2_000 + random.next() * 5_000),
-  );
-  const start: StartingPoint =
-    shape.initialPosition === 'AT_TIMESTAMP' ? { kind: 'AT_TIMESTAMP', timestampMs: atTimestampMs } : { kind: shape.initialPosition };
-  const initialPosition: InitialPosition =
-    shape.initialPosition === 'AT_TIMESTAMP' ? { atTimestamp: atTimestampMs } : shape.initialPosition;
-
-  const ledger = new ConsumerLedger({ start, now: () => scheduler.now, wallOf, violate });
-  const memory = new MemoryStorage({ onWrite: (event) => ledger.onWrite(event) });
-  const source = new MemorySource(shape.shards, {
-    clock: sourceClock,
-    batchSize: 10,
-    idleDelayMs: 1_000,
-    listLagMs: shape.listLagMs,
-    random: seededRandom(Math.floor(random.next() * 2 ** 32)),
-  });
-  for (const shard of await source.listShards()) ledger.addShard(shard.shardId, [], false);
-
-  // ---------------------------------------------------------------- records arrive all along
-
-  const partitionKeys = Array.from({ length: shape.partitionKeys }, (_, i) => `key-${i}`);
-  let recordsLeft = shape.records;
-  for (let at = random.next() * 500; recordsLeft > 0 && at < faultPhaseMs; at += 100 + random.next() * ((faultPhaseMs / shape.records) * 6)) {
-    const burst = Math.min(recordsLeft, 1 + Math.floor(random.next() * 6));
-    recordsLeft -= burst;
-    const keys = Array.from({ length: burst }, () => partitionKeys[Math.floor(random.next() * partitionKeys.length)] as string);
-    scheduler.schedule(at, () => {
-      for (const partitionKey of keys) {
-        const shardId = source.shardFor(partitionKey);
-        const entry = ledger.records.length;
-        const position = source.put(partitionKey, String(entry), shardId);
-        ledger.addRecord(partitionKey, shardId, position, wallOf(scheduler.now));
-      }
-    });
-  }
-
-  // ---------------------------------------------------------------- resharding over generations
-
-  /** The shards the last reshard made: the next one works on them, so that lineages grow deep. */
-  let newest: string[] = [...ledger.shards.keys()];
-  const reshard = (draw: { op: number; pick: number }): void => {
-    const open = [...ledger.shards.values()].filter((shard) => shard.closedAtMs === null).map((shard) => shard.shardId);
-    const pairs = source.adjacentOpenShards();
-    const recentPairs = pairs.filter(([a, b]) => newest.includes(a) || newest.includes(b));
-    const wantMerge = open.length >= 6 || (open.length > 1 && draw.op < 0.45);
-    const candidates = recentPairs.length > 0 ? recentPairs : pairs;
-    if (wantMerge && candidates.length > 0) {
-      const [a, b] = candidates[Math.floor(draw.pick * candidates.length)] as [string, string];
-      const child = source.merge(a, b);
-      ledger.closeShard(a);
-      ledger.closeShard(b);
-      ledger.addShard(child, [a, b], true);
-      newest = [child];
-      log(`reshard: merged ${a} and ${b} into ${child}`);
-      return;
-    }
-    const recent = open.filter((shardId) => newest.includes(shardId));
-    const from = recent.length > 0 ? recent : open;
-    const parent = from[Math.floor(draw.pick * from.length)] as string;
-    const children = source.split(parent);
-    ledger.closeShard(parent);
-    for (const child of children) ledger.addShard(child, [parent], true);
-    newest = children;
-    log(`reshard: split ${parent} into ${children.join(' and ')}`);
+  // A promise rejection nobody handles ends a real process: in the simulation it is a violation of this run.
+  const onUnhandled = (reason: unknown): void => {
+    violate('unhandled-rejection', `a promise rejection nobody handled would end the process: ${reason instanceof Error ? `${reason.name}: ${reason.message}` : String(reason)}`);
   };
-  if (preBirthReshard) {
-    const draw = { op: random.next(), pick: random.next() };
-    scheduler.schedule(startAtMs - 500, () => reshard(draw));
-  }
-  for (const at of reshardTimes) {
-    const draw = { op: random.next(), pick: random.next() };
-    scheduler.schedule(at, () => reshard(draw));
-  }
+  process.on('unhandledRejection', onUnhandled);
+  try {
 
-  // ---------------------------------------------------------------- the processes
+    // ---------------------------------------------------------------- the world's timeline, drawn up front
 
-  const workers: SimWorker[] = [];
-  const faultsOn = (): boolean => scheduler.now < faultPhaseMs;
-  const live = (): SimWorker[] => workers.filter((worker) => worker.alive && !worker.stopping);
-  const holders = (shardId: string): SimWorker[] => workers.filter((worker) => worker.alive && worker.consumer.coordinator.isHeld(shardId));
+    const startAtMs = 1_000 + Math.floor(random.next() * 3_000);
+    const preBirthReshard = random.next() < 0.2;
+    const reshardTimes = Array.from({ length: shape.reshards }, (_, i) => {
+      const from = startAtMs + 4_000;
+      const span = (faultPhaseMs - 6_000 - from) / shape.reshards;
+      return from + span * (i + random.next() * 0.8);
+    });
+    // AT_TIMESTAMP: a moment around the start, never before a reshard that happens before the group starts.
+    const atTimestampMs = wallOf(
+      Math.max(preBirthReshard ? startAtMs - 400 : 0, startAtMs - 2_000 + random.next() * 5_000),
+    );
+    const start: StartingPoint =
+      shape.initialPosition === 'AT_TIMESTAMP' ? { kind: 'AT_TIMESTAMP', timestampMs: atTimestampMs } : { kind: shape.initialPosition };
+    const initialPosition: InitialPosition =
+      shape.initialPosition === 'AT_TIMESTAMP' ? { atTimestamp: atTimestampMs } : shape.initialPosition;
 
-  const basePlan = (): FaultPlan => ({
-    latencyMs: (r) => (enabled('storage') ? (r.next() < 0.02 ? 200 + r.next() * 1_500 : r.next() * 20) : 0),
-    errorBeforeSend: enabled('storage') ? 0.01 : 0,
-    ambiguousAfterApply: enabled('storage') ? 0.01 : 0,
-    cutOff: false,
-  });
+    const ledger = new ConsumerLedger({ start, now: () => scheduler.now, wallOf, violate });
+    const memory = new MemoryStorage({ onWrite: (event) => ledger.onWrite(event) });
+    const source = new MemorySource(shape.shards, {
+      clock: sourceClock,
+      batchSize: 10,
+      idleDelayMs: 1_000,
+      listLagMs: shape.listLagMs,
+      random: seededRandom(Math.floor(random.next() * 2 ** 32)),
+    });
+    for (const shard of await source.listShards()) ledger.addShard(shard.shardId, [], false);
 
-  /** The simulated user code: checks every hand-over, works a while, sometimes fails or overruns. */
-  const handle = async (worker: SimWorker, records: readonly SourceRecord[], context: BatchContext): Promise<void> => {
-    const { shardId, signal, fencingToken } = context;
-    const { clock, handlerRandom: r } = worker;
-    stats.batches++;
-    handOverChecks(worker, shardId, fencingToken);
-    ledger.handOver(shardId, fencingToken, records, worker.workerId);
-    if (trace) {
-      const names = records.map((record) => `${record.partitionKey}#${ledger.records[Number(decoder.decode(record.data))]?.n ?? '?'}`);
-      log(`${worker.workerId} handles ${shardId}@${fencingToken}: ${names.join(' ')}`);
+    // ---------------------------------------------------------------- records arrive all along
+
+    const partitionKeys = Array.from({ length: shape.partitionKeys }, (_, i) => `key-${i}`);
+    let recordsLeft = shape.records;
+    for (let at = random.next() * 500; recordsLeft > 0 && at < faultPhaseMs; at += 100 + random.next() * ((faultPhaseMs / shape.records) * 6)) {
+      const burst = Math.min(recordsLeft, 1 + Math.floor(random.next() * 6));
+      recordsLeft -= burst;
+      const keys = Array.from({ length: burst }, () => partitionKeys[Math.floor(random.next() * partitionKeys.length)] as string);
+      scheduler.schedule(at, () => {
+        for (const partitionKey of keys) {
+          const shardId = source.shardFor(partitionKey);
+          const entry = ledger.records.length;
+          const position = source.put(partitionKey, String(entry), shardId);
+          ledger.addRecord(partitionKey, shardId, position, wallOf(scheduler.now));
+        }
+      });
     }
 
-    // After every await: a handler whose tenure ended must see its signal fired before anything else.
-    const resumed = (where: string): void => {
-      if (signal.aborted) return;
-      const lease = worker.consumer.coordinator.lease(shardId);
-      if (lease === undefined || lease.fencingToken !== fencingToken) {
-        violate(
-          'signal',
-          `${worker.workerId}'s handler of ${shardId} (tenure ${fencingToken}) resumed ${where} with its signal not fired, though ${lease === undefined ? 'the worker no longer holds the lease' : `the lease is in tenure ${lease.fencingToken}`}`,
+    // ---------------------------------------------------------------- resharding over generations
+
+    /** The shards the last reshard made: the next one works on them, so that lineages grow deep. */
+    let newest: string[] = [...ledger.shards.keys()];
+    const reshard = (draw: { op: number; pick: number }): void => {
+      const open = [...ledger.shards.values()].filter((shard) => shard.closedAtMs === null).map((shard) => shard.shardId);
+      const pairs = source.adjacentOpenShards();
+      const recentPairs = pairs.filter(([a, b]) => newest.includes(a) || newest.includes(b));
+      const wantMerge = open.length >= 6 || (open.length > 1 && draw.op < 0.45);
+      const candidates = recentPairs.length > 0 ? recentPairs : pairs;
+      if (wantMerge && candidates.length > 0) {
+        const [a, b] = candidates[Math.floor(draw.pick * candidates.length)] as [string, string];
+        const child = source.merge(a, b);
+        ledger.closeShard(a);
+        ledger.closeShard(b);
+        ledger.addShard(child, [a, b], true);
+        newest = [child];
+        log(`reshard: merged ${a} and ${b} into ${child}`);
+        return;
+      }
+      const recent = open.filter((shardId) => newest.includes(shardId));
+      const from = recent.length > 0 ? recent : open;
+      const parent = from[Math.floor(draw.pick * from.length)] as string;
+      const children = source.split(parent);
+      ledger.closeShard(parent);
+      for (const child of children) ledger.addShard(child, [parent], true);
+      newest = children;
+      log(`reshard: split ${parent} into ${children.join(' and ')}`);
+    };
+    if (preBirthReshard) {
+      const draw = { op: random.next(), pick: random.next() };
+      scheduler.schedule(startAtMs - 500, () => reshard(draw));
+    }
+    for (const at of reshardTimes) {
+      const draw = { op: random.next(), pick: random.next() };
+      scheduler.schedule(at, () => reshard(draw));
+    }
+
+    // ---------------------------------------------------------------- the processes
+
+    const workers: SimWorker[] = [];
+    const faultsOn = (): boolean => scheduler.now < faultPhaseMs;
+    const live = (): SimWorker[] => workers.filter((worker) => worker.alive && !worker.stopping);
+    const holders = (shardId: string): SimWorker[] => workers.filter((worker) => worker.alive && worker.consumer.coordinator.isHeld(shardId));
+
+    const basePlan = (): FaultPlan => ({
+      latencyMs: (r) => (enabled('storage') ? (r.next() < 0.02 ? 200 + r.next() * 1_500 : r.next() * 20) : 0),
+      errorBeforeSend: enabled('storage') ? 0.01 : 0,
+      ambiguousAfterApply: enabled('storage') ? 0.01 : 0,
+      cutOff: false,
+    });
+
+    /** The simulated user code: checks every hand-over, works a while, sometimes fails or overruns. */
+    const handle = async (worker: SimWorker, records: readonly SourceRecord[], context: BatchContext): Promise<void> => {
+      const { shardId, signal, fencingToken } = context;
+      const { clock, handlerRandom: r } = worker;
+      stats.batches++;
+      handOverChecks(worker, shardId, fencingToken);
+      ledger.handOver(shardId, fencingToken, records, worker.workerId);
+      if (trace) {
+        const names = records.map((record) => `${record.partitionKey}#${ledger.records[Number(decoder.decode(record.data))]?.n ?? '?'}`);
+        log(`${worker.workerId} handles ${shardId}@${fencingToken}: ${names.join(' ')}`);
+      }
+
+      // After every await: a handler whose tenure ended must see its signal fired before anything else.
+      const resumed = (where: string): void => {
+        if (signal.aborted) return;
+        const lease = worker.consumer.coordinator.lease(shardId);
+        if (lease === undefined || lease.fencingToken !== fencingToken) {
+          violate(
+            'signal',
+            `${worker.workerId}'s handler of ${shardId} (tenure ${fencingToken}) resumed ${where} with its signal not fired, though ${lease === undefined ? 'the worker no longer holds the lease' : `the lease is in tenure ${lease.fencingToken}`}`,
+          );
+        }
+      };
+
+      const batchKey = `${shardId}@${records[0]?.position ?? context.position}`;
+      if (faultsOn() && enabled('handlerFailure') && !worker.failures.has(batchKey) && r.next() < 0.04) {
+        worker.failures.set(batchKey, 1 + Math.floor(r.next() * 2));
+      }
+      const failuresLeft = worker.failures.get(batchKey) ?? 0;
+      if (failuresLeft > 0) {
+        worker.failures.set(batchKey, failuresLeft - 1);
+        await clock.sleep(5 + r.next() * 20);
+        resumed('before failing');
+        throw new Error(`injected handler failure on ${batchKey}`);
+      }
+
+      const overrunMs = worker.overrunNextMs;
+      if (overrunMs !== null) {
+        // Runs past its lease and never looks at its signal.
+        worker.overrunNextMs = null;
+        log(`${worker.workerId}'s handler of ${shardId}@${fencingToken} overruns for ${overrunMs.toFixed(0)} ms`);
+        await clock.sleep(overrunMs);
+        resumed('after overrunning its lease');
+      } else {
+        await clock.sleep(5 + r.next() * 60);
+        resumed('after its work');
+        if (signal.aborted) return;
+      }
+      if (shape.checkpointing === 'manual' && records.length > 0) {
+        const position = r.next() < 0.8 ? context.position : (records[Math.floor(r.next() * records.length)] as SourceRecord).position;
+        await context.checkpoint(position).then(
+          () => log(`${worker.workerId}'s handler checkpointed ${shardId} at ${position}`),
+          (error: unknown) => log(`${worker.workerId}'s handler could not checkpoint ${shardId} at ${position}: ${String(error)}`),
         );
+        resumed('after its checkpoint');
       }
     };
 
-    const batchKey = `${shardId}@${records[0]?.position ?? context.position}`;
-    if (faultsOn() && enabled('handlerFailure') && !worker.failures.has(batchKey) && r.next() < 0.04) {
-      worker.failures.set(batchKey, 1 + Math.floor(r.next() * 2));
-    }
-    const failuresLeft = worker.failures.get(batchKey) ?? 0;
-    if (failuresLeft > 0) {
-      worker.failures.set(batchKey, failuresLeft - 1);
-      await clock.sleep(5 + r.next() * 20);
-      resumed('before failing');
-      throw new Error(`injected handler failure on ${batchKey}`);
-    }
-
-    const overrunMs = worker.overrunNextMs;
-    if (overrunMs !== null) {
-      // Runs past its lease and never looks at its signal.
-      worker.overrunNextMs = null;
-      log(`${worker.workerId}'s handler of ${shardId}@${fencingToken} overruns for ${overrunMs.toFixed(0)} ms`);
-      await clock.sleep(overrunMs);
-      resumed('after overrunning its lease');
-    } else {
-      await clock.sleep(5 + r.next() * 60);
-      resumed('after its work');
-      if (signal.aborted) return;
-    }
-    if (shape.checkpointing === 'manual' && records.length > 0) {
-      const position = r.next() < 0.8 ? context.position : (records[Math.floor(r.next() * records.length)] as SourceRecord).position;
-      await context.checkpoint(position).then(
-        () => log(`${worker.workerId}'s handler checkpointed ${shardId} at ${position}`),
-        (error: unknown) => log(`${worker.workerId}'s handler could not checkpoint ${shardId} at ${position}: ${String(error)}`),
-      );
-      resumed('after its checkpoint');
-    }
-  };
-
-  /** At each hand-over: the handing worker holds the lease in the batch's tenure, and nobody else holds it. */
-  const handOverChecks = (worker: SimWorker, shardId: string, fencingToken: number): void => {
-    const lease = worker.consumer.coordinator.lease(shardId);
-    if (lease === undefined || lease.fencingToken !== fencingToken) {
-      violate(
-        'single-owner',
-        `${worker.workerId} handed a batch of ${shardId} (tenure ${fencingToken}) to its handler while ${lease === undefined ? 'not holding the lease' : `holding tenure ${lease.fencingToken}`}`,
-      );
-    }
-    for (const other of holders(shardId)) {
-      if (other !== worker) violate('single-owner', `${worker.workerId} handed a batch of ${shardId} to its handler while ${other.workerId} held the lease`);
-    }
-  };
-
-  let nextWorkerIndex = 0;
-  const startWorker = (): SimWorker => {
-    const index = nextWorkerIndex++;
-    const rate = enabled('drift') ? 1 + (random.next() * 2 - 1) * MAX_CLOCK_DRIFT : 1;
-    const clock = new VirtualClock(scheduler, { rate, offsetMs: random.next() * 1e6 });
-    const workerRandom = seededRandom(Math.floor(random.next() * 2 ** 32));
-    const handlerRandom = seededRandom(Math.floor(random.next() * 2 ** 32));
-    const plan = basePlan();
-    const storage = new SyncTappedStorage(memory, clock, workerRandom, plan);
-    const workerId = `w${index}`;
-    const processSource = new ProcessSource(source, clock, workerRandom, {
-      latencyMs: (r) => (enabled('storage') ? r.next() * 10 : 0),
-      onBatch: trace ? (shardId, batch) => batch.kind === 'end' && log(`${workerId} read the end of ${shardId}`) : undefined,
-    });
-    // The handler needs the worker, and the worker its consumer: the handler looks the worker up when called.
-    const self: { worker?: SimWorker } = {};
-    const consumer = new Consumer({
-      group: GROUP,
-      source: processSource,
-      storage,
-      workerId,
-      clock,
-      random: workerRandom,
-      initialPosition,
-      checkpointing: shape.checkpointing,
-      onHandlerError: shape.onHandlerError,
-      shardSyncIntervalMs: shape.shardSyncIntervalMs,
-      lease: { leaseDurationMs: LEASE_DURATION_MS, takeIntervalMs: TAKE_INTERVAL_MS, renewIntervalMs: RENEW_INTERVAL_MS, maxClockDrift: MAX_CLOCK_DRIFT },
-      metrics: false,
-      unsafe: config.unsafe,
-      processBatch: (records, context) => handle(self.worker as SimWorker, records, context),
-    });
-    const worker: SimWorker = { index, workerId, clock, plan, storage, consumer, handlerRandom, alive: true, stopping: false, overrunNextMs: null, failures: new Map() };
-    self.worker = worker;
-    consumer.on('checkpointed', ({ shardId, position }) => {
-      ledger.acknowledged(shardId, position);
-      log(`${workerId} checkpointed ${shardId} at ${position}`);
-    });
-    if (trace) {
-      storage.onOutcome = (line) => log(`${workerId} ${line}`);
-      consumer.on('shard-started', ({ shardId, position, fencingToken }) => log(`${workerId} started ${shardId}@${fencingToken} at ${position}`));
-      consumer.on('shard-ended', ({ shardId, childShardIds }) => log(`${workerId} ended ${shardId} -> [${childShardIds.join(', ')}]`));
-      consumer.on('lease-lost', ({ shardId, reason }) => log(`${workerId} lost ${shardId} (${reason})`));
-      consumer.on('lease-handed-off', ({ shardId, to }) => log(`${workerId} handed ${shardId} to ${to}`));
-      consumer.on('handler-failed', ({ shardId, attempt }) => log(`${workerId}'s handler of ${shardId} failed (attempt ${attempt})`));
-      consumer.on('shard-stopped', ({ shardId, error }) => log(`${workerId} stopped ${shardId}: ${error.message}`));
-      consumer.on('leader-elected', ({ term }) => log(`${workerId} leads term ${term}`));
-      consumer.on('leader-demoted', ({ term }) => log(`${workerId} no longer leads term ${term}`));
-      consumer.on('shard-sync', ({ created, deleted }) => {
-        if (created.length + deleted.length > 0) log(`${workerId} shard sync: created [${created.join(', ')}] deleted [${deleted.join(', ')}]`);
-      });
-      consumer.on('error', ({ error, operation }) => log(`${workerId} error in ${operation}: ${error.message}`));
-      consumer.coordinator.on('acquired', ({ leaseKey, fencingToken, how, checkpoint }) =>
-        log(`${workerId} acquired ${leaseKey}@${fencingToken} (${how}) at ${String(checkpoint)}`),
-      );
-    }
-    workers.push(worker);
-    log(`${workerId} starts (clock rate ${rate.toFixed(4)})`);
-    void consumer.start().catch((error: unknown) => log(`${workerId} failed to start: ${String(error)}`));
-    return worker;
-  };
-
-  // ---------------------------------------------------------------- stopping, with its deadline checked
-
-  const pendingStops = new Set<SimWorker>();
-  const gracefulStop = (worker: SimWorker, timeoutMs: number): void => {
-    worker.stopping = true;
-    pendingStops.add(worker);
-    const began = scheduler.now;
-    // The deadline is timeoutMs of the worker's own clock: at most timeoutMs / (1 - drift) of virtual time.
-    const deadline = began + timeoutMs / (1 - MAX_CLOCK_DRIFT) + 1;
-    log(`${worker.workerId} stops gracefully within ${timeoutMs.toFixed(0)} ms`);
-    const cancel = scheduler.schedule(deadline, () => {
-      if (!pendingStops.has(worker)) return;
-      const busy = worker.consumer.shards.join(', ');
-      violate('stop-deadline', `${worker.workerId}'s stop({ timeoutMs: ${timeoutMs.toFixed(0)} }) had not returned ${(scheduler.now - began).toFixed(0)} ms after it began (shards still pumping: [${busy}])`);
-    });
-    void worker.consumer.stop({ timeoutMs }).finally(() => {
-      cancel();
-      pendingStops.delete(worker);
-      if (scheduler.now > deadline) {
-        violate('stop-deadline', `${worker.workerId}'s stop({ timeoutMs: ${timeoutMs.toFixed(0)} }) returned ${(scheduler.now - began).toFixed(0)} ms after it began`);
-      }
-      log(`${worker.workerId} stopped`);
-      worker.alive = false;
-      worker.clock.kill();
-    });
-  };
-
-  // ---------------------------------------------------------------- the fault schedule
-
-  const pending: Array<() => void> = [];
-  const afterEach = (): void => {
-    while (pending.length > 0) (pending.shift() as () => void)();
-  };
-  for (let i = 0; i < shape.workers; i++) {
-    scheduler.schedule(startAtMs + random.next() * 400, () => pending.push(() => startWorker()));
-  }
-
-  /** Shards whose lease was corrupted, with when it was repaired (Infinity while it is corrupt). */
-  const corrupted = new Map<string, number>();
-  const trimmed = new Set<string>();
-  const kinds = ALL_FAULTS.filter((kind) => enabled(kind) && !['storage', 'drift', 'listLag', 'handlerFailure'].includes(kind));
-  if (enabled('storage')) kinds.push('storage');
-  for (let at = startAtMs + 2_000 + random.next() * 2_000; at < faultPhaseMs - 1_000 && kinds.length > 0; at += 1_500 + random.next() * 4_000) {
-    const kind = kinds[Math.floor(random.next() * kinds.length)] as ConsumerFaultKind;
-    const draw = { pick: random.next(), variant: random.next(), duration: random.next(), extra: random.next() };
-    scheduler.schedule(at, () => {
-      const living = live().filter((worker) => !worker.clock.paused);
-      const victim = living[Math.floor(draw.pick * living.length)];
-      stats.faults++;
-      switch (kind) {
-        case 'crash': {
-          if (!victim || living.length <= 1) return;
-          log(`fault: ${victim.workerId} crashes`);
-          victim.alive = false;
-          victim.clock.kill();
-          const restartAt = scheduler.now + LEASE_DURATION_MS * (0.3 + draw.duration * 1.7);
-          scheduler.schedule(restartAt, () => {
-            if (faultsOn()) pending.push(() => startWorker());
-          });
-          return;
-        }
-        case 'pause': {
-          if (!victim) return;
-          const until = Math.min(scheduler.now + LEASE_DURATION_MS * (0.3 + draw.duration * 1.7), faultPhaseMs);
-          log(`fault: ${victim.workerId} pauses until ${until.toFixed(0)}`);
-          victim.clock.pauseUntil(until);
-          return;
-        }
-        case 'gracefulStop': {
-          if (!victim || living.length <= 1) return;
-          const timeoutMs = 1_000 + draw.duration * 7_000;
-          pending.push(() => gracefulStop(victim, timeoutMs));
-          if (draw.variant < 0.7) scheduler.schedule(scheduler.now + 2_000 + draw.extra * 6_000, () => faultsOn() && pending.push(() => startWorker()));
-          return;
-        }
-        case 'join':
-          if (workers.filter((worker) => worker.alive).length < shape.workers + 3) pending.push(() => startWorker());
-          return;
-        case 'storage': {
-          if (!victim) return;
-          // Cut off from storage for a while; ambient latency, errors and ambiguity are always on.
-          const until = Math.min(scheduler.now + LEASE_DURATION_MS * (0.2 + draw.duration * 1.3), faultPhaseMs);
-          log(`fault: ${victim.workerId} cut off from storage until ${until.toFixed(0)}`);
-          victim.plan.cutOff = true;
-          scheduler.schedule(until, () => (victim.plan.cutOff = false));
-          return;
-        }
-        case 'leaderChange': {
-          const leader = live().find((worker) => worker.consumer.elector?.isLeader());
-          if (!leader) return;
-          const action = draw.variant < 0.3 ? 'crash' : draw.variant < 0.55 ? 'pause' : draw.variant < 0.8 ? 'cut off' : 'faulty writes';
-          const when = draw.extra < 0.5 ? 'before' : 'after';
-          log(`fault: ${leader.workerId}, the leader, will ${action} at its next lease create or delete (${when} it is sent)`);
-          const disarm = scheduler.schedule(scheduler.now + 3 * shape.shardSyncIntervalMs + 2_000, () => (leader.storage.onLeaseWrite = null));
-          leader.storage.onLeaseWrite = (moment) => {
-            if (moment !== when || !leader.alive || !faultsOn()) return;
-            leader.storage.onLeaseWrite = null;
-            disarm();
-            log(`fault: ${leader.workerId}, the leader, ${action} in the middle of a shard sync`);
-            const until = Math.min(scheduler.now + LEASE_DURATION_MS * (0.5 + draw.duration), faultPhaseMs);
-            if (action === 'crash' && live().length > 1) {
-              leader.alive = false;
-              leader.clock.kill();
-              scheduler.schedule(scheduler.now + 3_000, () => faultsOn() && pending.push(() => startWorker()));
-            } else if (action === 'pause') {
-              leader.clock.pauseUntil(until);
-            } else if (action === 'cut off') {
-              leader.plan.cutOff = true;
-              scheduler.schedule(until, () => (leader.plan.cutOff = false));
-            } else {
-              const { errorBeforeSend, ambiguousAfterApply } = leader.plan;
-              leader.plan.errorBeforeSend = 0.2;
-              leader.plan.ambiguousAfterApply = 0.4;
-              scheduler.schedule(Math.min(scheduler.now + 5_000, faultPhaseMs), () => {
-                leader.plan.errorBeforeSend = errorBeforeSend;
-                leader.plan.ambiguousAfterApply = ambiguousAfterApply;
-              });
-            }
-          };
-          return;
-        }
-        case 'readFault': {
-          const held = [...ledger.shards.keys()].filter((shardId) => holders(shardId).length > 0 && !trimmed.has(shardId));
-          const shardId = held[Math.floor(draw.pick * held.length)];
-          if (shardId === undefined) return;
-          if (draw.variant < 0.5) {
-            log(`fault: the next read of ${shardId} fails`);
-            source.failNextRead(shardId);
-          } else {
-            const durationMs = Math.min(1_000 + draw.duration * 12_000, faultPhaseMs - scheduler.now);
-            log(`fault: reads of ${shardId} fail for ${durationMs.toFixed(0)} ms`);
-            source.failReadsFor(shardId, durationMs);
-          }
-          return;
-        }
-        case 'overrun': {
-          const busy = living.filter((worker) => worker.consumer.shards.length > 0);
-          const worker = busy[Math.floor(draw.pick * busy.length)];
-          if (!worker) return;
-          worker.overrunNextMs = LEASE_DURATION_MS * (1.1 + draw.duration);
-          log(`fault: ${worker.workerId}'s next batch overruns its lease`);
-          // Around the overrun, what makes it matter: a pause past the hold (the worker may take the lease
-          // back while the old handler still runs), or a graceful stop that must not wait for it.
-          if (draw.variant < 0.4) {
-            scheduler.schedule(scheduler.now + 300 + draw.extra * 1_500, () => {
-              if (!worker.alive || worker.stopping) return;
-              const until = Math.min(scheduler.now + LEASE_DURATION_MS * (1 + draw.extra * 0.3), faultPhaseMs);
-              log(`fault: ${worker.workerId} pauses until ${until.toFixed(0)} while its handler overruns`);
-              worker.clock.pauseUntil(until);
-            });
-          } else if (draw.variant < 0.7 && living.length > 1) {
-            scheduler.schedule(scheduler.now + 300 + draw.extra * 1_500, () => {
-              if (worker.alive && !worker.stopping && !worker.clock.paused) pending.push(() => gracefulStop(worker, 1_000 + draw.duration * 4_000));
-            });
-          }
-          return;
-        }
-        case 'corrupt': {
-          const candidates = [...ledger.leases.entries()].filter(([shardId, lease]) => lease !== null && !corrupted.has(shardId));
-          const [shardId] = candidates[Math.floor(draw.pick * candidates.length)] ?? [];
-          if (shardId === undefined || [...corrupted.values()].includes(Infinity)) return;
-          log(`fault: the lease of ${shardId} is corrupted (${describeLease(ledger.leases.get(shardId))})`);
-          memory.corrupt(GROUP, shardId);
-          corrupted.set(shardId, Infinity);
-          // Repaired later, sometimes only after faults stop: meanwhile nothing else may stall.
-          scheduler.schedule(scheduler.now + 3_000 + draw.duration * 20_000, () => {
-            try {
-              memory.repair(GROUP, shardId);
-              log(`the lease of ${shardId} is repaired`);
-            } catch {
-              log(`the lease of ${shardId} was deleted while corrupt`);
-            }
-            corrupted.set(shardId, scheduler.now);
-          });
-          return;
-        }
-        case 'trim': {
-          // Retention trims by age: a parent's records are older than its children's, so a shard leaves the
-          // stream only after every shard it continues has left.
-          const closed = [...ledger.shards.values()].filter(
-            (shard) => shard.closedAtMs !== null && shard.trimmedAtMs === null && shard.parentShardIds.every((parent) => ledger.shard(parent).trimmedAtMs !== null),
-          );
-          const shard = closed[Math.floor(draw.pick * closed.length)];
-          if (!shard) return;
-          log(`fault: ${shard.shardId} is trimmed from the stream (${ledger.owed().get(shard.shardId)?.length ?? 0} records still owed)`);
-          source.trim(shard.shardId);
-          ledger.trimShard(shard.shardId);
-          trimmed.add(shard.shardId);
-          return;
-        }
-        default:
-          return;
-      }
-    });
-  }
-
-  await scheduler.advanceTo(faultPhaseMs, afterEach);
-
-  // ---------------------------------------------------------------- quiet phase: faults stop, the stream drains
-
-  for (const worker of workers) {
-    worker.plan.errorBeforeSend = 0;
-    worker.plan.ambiguousAfterApply = 0;
-    worker.plan.cutOff = false;
-    worker.storage.onLeaseWrite = null;
-  }
-  const quietFrom = scheduler.now;
-  // A shard owed records must have a live holder within the lease liveness bound of simulate() (DESIGN
-  // 6.6), plus a shard sync and a leader failover when its lease has yet to be created.
-  const ownedBoundMs = LEASE_DURATION_MS * (1 + MAX_CLOCK_DRIFT) + 2 * TAKE_INTERVAL_MS * 1.05 + RENEW_INTERVAL_MS + 3_500;
-  const progressBoundMs = ownedBoundMs + LEASE_DURATION_MS + shape.shardSyncIntervalMs * 1.05;
-  const quietLimitMs = progressBoundMs * 1.5;
-  const waitingSince = new Map<string, number>();
-  const lastProgress = new Map<string, { handed: number; at: number }>();
-  const reported = new Set<string>();
-  const exempt = (shardId: string): boolean => {
-    // A corrupt lease stalls its shard and the shard's descendants until it is repaired; then they wait anew.
-    const lineage = (id: string): string[] => [id, ...ledger.shard(id).parentShardIds.flatMap(lineage)];
-    return lineage(shardId).some((id) => {
-      return corrupted.get(id) === Infinity;
-    });
-  };
-  let drainedAfterMs = -1;
-  while (scheduler.now - quietFrom <= quietLimitMs) {
-    const owed = ledger.owed();
-    if (owed.size === 0 && pendingStops.size === 0 && ![...corrupted.values()].includes(Infinity)) {
-      drainedAfterMs = scheduler.now - quietFrom;
-      break;
-    }
-    for (const [shardId, entries] of owed) {
-      const shard = ledger.shard(shardId);
-      const ready = shard.parentShardIds.every((parent) => ledger.done(parent, owed));
-      const owners = holders(shardId).filter((worker) => !worker.stopping);
-      const handed = ledger.handovers(shardId);
-      const progress = lastProgress.get(shardId);
-      if (!progress || progress.handed !== handed) lastProgress.set(shardId, { handed, at: scheduler.now });
-      if (!ready || exempt(shardId)) {
-        waitingSince.delete(shardId);
-        lastProgress.set(shardId, { handed, at: scheduler.now });
-        continue;
-      }
-      const since = waitingSince.get(shardId) ?? scheduler.now;
-      waitingSince.set(shardId, since);
-      const stalled = owners.length === 0 ? scheduler.now - since : scheduler.now - Math.max(since, lastProgress.get(shardId)?.at ?? since);
-      if (stalled > progressBoundMs && !reported.has(shardId)) {
-        reported.add(shardId);
+    /** At each hand-over: the handing worker holds the lease in the batch's tenure, and nobody else holds it. */
+    const handOverChecks = (worker: SimWorker, shardId: string, fencingToken: number): void => {
+      const lease = worker.consumer.coordinator.lease(shardId);
+      if (lease === undefined || lease.fencingToken !== fencingToken) {
         violate(
-          'progress',
-          `${shardId} owes ${entries.length} records and ${owners.length === 0 ? 'had no live holder' : `its holder ${owners.map((worker) => worker.workerId).join(', ')} handed nothing over`} for ${stalled.toFixed(0)} ms after faults stopped; ` +
-            `lease ${describeLease(ledger.leases.get(shardId))}${shard.parentShardIds.map((parent) => `; parent ${parent}: ${describeLease(ledger.leases.get(parent))}`).join('')}`,
+          'single-owner',
+          `${worker.workerId} handed a batch of ${shardId} (tenure ${fencingToken}) to its handler while ${lease === undefined ? 'not holding the lease' : `holding tenure ${lease.fencingToken}`}`,
         );
       }
+      for (const other of holders(shardId)) {
+        if (other !== worker) violate('single-owner', `${worker.workerId} handed a batch of ${shardId} to its handler while ${other.workerId} held the lease`);
+      }
+    };
+
+    let nextWorkerIndex = 0;
+    const startWorker = (): SimWorker => {
+      const index = nextWorkerIndex++;
+      const rate = enabled('drift') ? 1 + (random.next() * 2 - 1) * MAX_CLOCK_DRIFT : 1;
+      const clock = new VirtualClock(scheduler, { rate, offsetMs: random.next() * 1e6 });
+      const workerRandom = seededRandom(Math.floor(random.next() * 2 ** 32));
+      const handlerRandom = seededRandom(Math.floor(random.next() * 2 ** 32));
+      const plan = basePlan();
+      const storage = new SyncTappedStorage(memory, clock, workerRandom, plan);
+      const workerId = `w${index}`;
+      const processSource = new ProcessSource(source, clock, workerRandom, {
+        latencyMs: (r) => (enabled('storage') ? r.next() * 10 : 0),
+        onBatch: trace ? (shardId, batch) => batch.kind === 'end' && log(`${workerId} read the end of ${shardId}`) : undefined,
+      });
+      // The handler needs the worker, and the worker its consumer: the handler looks the worker up when called.
+      const self: { worker?: SimWorker } = {};
+      const consumer = new Consumer({
+        group: GROUP,
+        source: processSource,
+        storage,
+        workerId,
+        clock,
+        random: workerRandom,
+        initialPosition,
+        checkpointing: shape.checkpointing,
+        onHandlerError: shape.onHandlerError,
+        shardSyncIntervalMs: shape.shardSyncIntervalMs,
+        lease: { leaseDurationMs: LEASE_DURATION_MS, takeIntervalMs: TAKE_INTERVAL_MS, renewIntervalMs: RENEW_INTERVAL_MS, maxClockDrift: MAX_CLOCK_DRIFT },
+        metrics: false,
+        unsafe: config.unsafe,
+        processBatch: (records, context) => handle(self.worker as SimWorker, records, context),
+      });
+      const worker: SimWorker = { index, workerId, clock, plan, storage, consumer, handlerRandom, alive: true, stopping: false, overrunNextMs: null, failures: new Map() };
+      self.worker = worker;
+      consumer.on('checkpointed', ({ shardId, position }) => {
+        ledger.acknowledged(shardId, position);
+        log(`${workerId} checkpointed ${shardId} at ${position}`);
+      });
+      if (trace) {
+        storage.onOutcome = (line) => log(`${workerId} ${line}`);
+        consumer.on('shard-started', ({ shardId, position, fencingToken }) => log(`${workerId} started ${shardId}@${fencingToken} at ${position}`));
+        consumer.on('shard-ended', ({ shardId, childShardIds }) => log(`${workerId} ended ${shardId} -> [${childShardIds.join(', ')}]`));
+        consumer.on('lease-lost', ({ shardId, reason }) => log(`${workerId} lost ${shardId} (${reason})`));
+        consumer.on('lease-handed-off', ({ shardId, to }) => log(`${workerId} handed ${shardId} to ${to}`));
+        consumer.on('handler-failed', ({ shardId, attempt }) => log(`${workerId}'s handler of ${shardId} failed (attempt ${attempt})`));
+        consumer.on('shard-stopped', ({ shardId, error }) => log(`${workerId} stopped ${shardId}: ${error.message}`));
+        consumer.on('leader-elected', ({ term }) => log(`${workerId} leads term ${term}`));
+        consumer.on('leader-demoted', ({ term }) => log(`${workerId} no longer leads term ${term}`));
+        consumer.on('shard-sync', ({ created, deleted }) => {
+          if (created.length + deleted.length > 0) log(`${workerId} shard sync: created [${created.join(', ')}] deleted [${deleted.join(', ')}]`);
+        });
+        consumer.on('error', ({ error, operation }) => log(`${workerId} error in ${operation}: ${error.message}`));
+        consumer.coordinator.on('acquired', ({ leaseKey, fencingToken, how, checkpoint }) =>
+          log(`${workerId} acquired ${leaseKey}@${fencingToken} (${how}) at ${String(checkpoint)}`),
+        );
+      }
+      workers.push(worker);
+      log(`${workerId} starts (clock rate ${rate.toFixed(4)})`);
+      void consumer.start().catch((error: unknown) => log(`${workerId} failed to start: ${String(error)}`));
+      return worker;
+    };
+
+    // ---------------------------------------------------------------- stopping, with its deadline checked
+
+    const pendingStops = new Set<SimWorker>();
+    const gracefulStop = (worker: SimWorker, timeoutMs: number): void => {
+      worker.stopping = true;
+      pendingStops.add(worker);
+      const began = scheduler.now;
+      // The deadline is timeoutMs of the worker's own clock: at most timeoutMs / (1 - drift) of virtual time.
+      const deadline = began + timeoutMs / (1 - MAX_CLOCK_DRIFT) + 1;
+      log(`${worker.workerId} stops gracefully within ${timeoutMs.toFixed(0)} ms`);
+      const cancel = scheduler.schedule(deadline, () => {
+        if (!pendingStops.has(worker)) return;
+        const busy = worker.consumer.shards.join(', ');
+        violate('stop-deadline', `${worker.workerId}'s stop({ timeoutMs: ${timeoutMs.toFixed(0)} }) had not returned ${(scheduler.now - began).toFixed(0)} ms after it began (shards still pumping: [${busy}])`);
+      });
+      void worker.consumer.stop({ timeoutMs }).finally(() => {
+        cancel();
+        pendingStops.delete(worker);
+        if (scheduler.now > deadline) {
+          violate('stop-deadline', `${worker.workerId}'s stop({ timeoutMs: ${timeoutMs.toFixed(0)} }) returned ${(scheduler.now - began).toFixed(0)} ms after it began`);
+        }
+        log(`${worker.workerId} stopped`);
+        worker.alive = false;
+        worker.clock.kill();
+      });
+    };
+
+    // ---------------------------------------------------------------- the fault schedule
+
+    const pending: Array<() => void> = [];
+    const afterEach = (): void => {
+      while (pending.length > 0) (pending.shift() as () => void)();
+    };
+    for (let i = 0; i < shape.workers; i++) {
+      scheduler.schedule(startAtMs + random.next() * 400, () => pending.push(() => startWorker()));
     }
-    await scheduler.advance(500, afterEach);
+
+    /** Shards whose lease was corrupted, with when it was repaired (Infinity while it is corrupt). */
+    const corrupted = new Map<string, number>();
+    const trimmed = new Set<string>();
+    const kinds = ALL_FAULTS.filter((kind) => enabled(kind) && !['storage', 'drift', 'listLag', 'handlerFailure'].includes(kind));
+    if (enabled('storage')) kinds.push('storage');
+    for (let at = startAtMs + 2_000 + random.next() * 2_000; at < faultPhaseMs - 1_000 && kinds.length > 0; at += 1_500 + random.next() * 4_000) {
+      const kind = kinds[Math.floor(random.next() * kinds.length)] as ConsumerFaultKind;
+      const draw = { pick: random.next(), variant: random.next(), duration: random.next(), extra: random.next() };
+      scheduler.schedule(at, () => {
+        const living = live().filter((worker) => !worker.clock.paused);
+        const victim = living[Math.floor(draw.pick * living.length)];
+        stats.faults++;
+        switch (kind) {
+          case 'crash': {
+            if (!victim || living.length <= 1) return;
+            log(`fault: ${victim.workerId} crashes`);
+            victim.alive = false;
+            victim.clock.kill();
+            const restartAt = scheduler.now + LEASE_DURATION_MS * (0.3 + draw.duration * 1.7);
+            scheduler.schedule(restartAt, () => {
+              if (faultsOn()) pending.push(() => startWorker());
+            });
+            return;
+          }
+          case 'pause': {
+            if (!victim) return;
+            const until = Math.min(scheduler.now + LEASE_DURATION_MS * (0.3 + draw.duration * 1.7), faultPhaseMs);
+            log(`fault: ${victim.workerId} pauses until ${until.toFixed(0)}`);
+            victim.clock.pauseUntil(until);
+            return;
+          }
+          case 'gracefulStop': {
+            if (!victim || living.length <= 1) return;
+            const timeoutMs = 1_000 + draw.duration * 7_000;
+            pending.push(() => gracefulStop(victim, timeoutMs));
+            if (draw.variant < 0.7) scheduler.schedule(scheduler.now + 2_000 + draw.extra * 6_000, () => faultsOn() && pending.push(() => startWorker()));
+            return;
+          }
+          case 'join':
+            if (workers.filter((worker) => worker.alive).length < shape.workers + 3) pending.push(() => startWorker());
+            return;
+          case 'storage': {
+            if (!victim) return;
+            // Cut off from storage for a while; ambient latency, errors and ambiguity are always on.
+            const until = Math.min(scheduler.now + LEASE_DURATION_MS * (0.2 + draw.duration * 1.3), faultPhaseMs);
+            log(`fault: ${victim.workerId} cut off from storage until ${until.toFixed(0)}`);
+            victim.plan.cutOff = true;
+            scheduler.schedule(until, () => (victim.plan.cutOff = false));
+            return;
+          }
+          case 'leaderChange': {
+            const leader = live().find((worker) => worker.consumer.elector?.isLeader());
+            if (!leader) return;
+            const action = draw.variant < 0.3 ? 'crash' : draw.variant < 0.55 ? 'pause' : draw.variant < 0.8 ? 'cut off' : 'faulty writes';
+            const when = draw.extra < 0.5 ? 'before' : 'after';
+            log(`fault: ${leader.workerId}, the leader, will ${action} at its next lease create or delete (${when} it is sent)`);
+            const disarm = scheduler.schedule(scheduler.now + 3 * shape.shardSyncIntervalMs + 2_000, () => (leader.storage.onLeaseWrite = null));
+            leader.storage.onLeaseWrite = (moment) => {
+              if (moment !== when || !leader.alive || !faultsOn()) return;
+              leader.storage.onLeaseWrite = null;
+              disarm();
+              log(`fault: ${leader.workerId}, the leader, ${action} in the middle of a shard sync`);
+              const until = Math.min(scheduler.now + LEASE_DURATION_MS * (0.5 + draw.duration), faultPhaseMs);
+              if (action === 'crash' && live().length > 1) {
+                leader.alive = false;
+                leader.clock.kill();
+                scheduler.schedule(scheduler.now + 3_000, () => faultsOn() && pending.push(() => startWorker()));
+              } else if (action === 'pause') {
+                leader.clock.pauseUntil(until);
+              } else if (action === 'cut off') {
+                leader.plan.cutOff = true;
+                scheduler.schedule(until, () => (leader.plan.cutOff = false));
+              } else {
+                const { errorBeforeSend, ambiguousAfterApply } = leader.plan;
+                leader.plan.errorBeforeSend = 0.2;
+                leader.plan.ambiguousAfterApply = 0.4;
+                scheduler.schedule(Math.min(scheduler.now + 5_000, faultPhaseMs), () => {
+                  leader.plan.errorBeforeSend = errorBeforeSend;
+                  leader.plan.ambiguousAfterApply = ambiguousAfterApply;
+                });
+              }
+            };
+            return;
+          }
+          case 'readFault': {
+            const held = [...ledger.shards.keys()].filter((shardId) => holders(shardId).length > 0 && !trimmed.has(shardId));
+            const shardId = held[Math.floor(draw.pick * held.length)];
+            if (shardId === undefined) return;
+            if (draw.variant < 0.5) {
+              log(`fault: the next read of ${shardId} fails`);
+              source.failNextRead(shardId);
+            } else {
+              const durationMs = Math.min(1_000 + draw.duration * 12_000, faultPhaseMs - scheduler.now);
+              log(`fault: reads of ${shardId} fail for ${durationMs.toFixed(0)} ms`);
+              source.failReadsFor(shardId, durationMs);
+            }
+            return;
+          }
+          case 'overrun': {
+            const busy = living.filter((worker) => worker.consumer.shards.length > 0);
+            const worker = busy[Math.floor(draw.pick * busy.length)];
+            if (!worker) return;
+            worker.overrunNextMs = LEASE_DURATION_MS * (1.1 + draw.duration);
+            log(`fault: ${worker.workerId}'s next batch overruns its lease`);
+            // Around the overrun, what makes it matter: a pause past the hold (the worker may take the lease
+            // back while the old handler still runs), or a graceful stop that must not wait for it.
+            if (draw.variant < 0.4) {
+              scheduler.schedule(scheduler.now + 300 + draw.extra * 1_500, () => {
+                if (!worker.alive || worker.stopping) return;
+                const until = Math.min(scheduler.now + LEASE_DURATION_MS * (1 + draw.extra * 0.3), faultPhaseMs);
+                log(`fault: ${worker.workerId} pauses until ${until.toFixed(0)} while its handler overruns`);
+                worker.clock.pauseUntil(until);
+              });
+            } else if (draw.variant < 0.7 && living.length > 1) {
+              scheduler.schedule(scheduler.now + 300 + draw.extra * 1_500, () => {
+                if (worker.alive && !worker.stopping && !worker.clock.paused) pending.push(() => gracefulStop(worker, 1_000 + draw.duration * 4_000));
+              });
+            }
+            return;
+          }
+          case 'corrupt': {
+            const candidates = [...ledger.leases.entries()].filter(([shardId, lease]) => lease !== null && !corrupted.has(shardId));
+            const [shardId] = candidates[Math.floor(draw.pick * candidates.length)] ?? [];
+            if (shardId === undefined || [...corrupted.values()].includes(Infinity)) return;
+            log(`fault: the lease of ${shardId} is corrupted (${describeLease(ledger.leases.get(shardId))})`);
+            memory.corrupt(GROUP, shardId);
+            corrupted.set(shardId, Infinity);
+            // Repaired later, sometimes only after faults stop: meanwhile nothing else may stall.
+            scheduler.schedule(scheduler.now + 3_000 + draw.duration * 20_000, () => {
+              try {
+                memory.repair(GROUP, shardId);
+                log(`the lease of ${shardId} is repaired`);
+              } catch {
+                log(`the lease of ${shardId} was deleted while corrupt`);
+              }
+              corrupted.set(shardId, scheduler.now);
+            });
+            return;
+          }
+          case 'trim': {
+            // Retention trims by age: a parent's records are older than its children's, so a shard leaves the
+            // stream only after every shard it continues has left.
+            const closed = [...ledger.shards.values()].filter(
+              (shard) => shard.closedAtMs !== null && shard.trimmedAtMs === null && shard.parentShardIds.every((parent) => ledger.shard(parent).trimmedAtMs !== null),
+            );
+            const shard = closed[Math.floor(draw.pick * closed.length)];
+            if (!shard) return;
+            log(`fault: ${shard.shardId} is trimmed from the stream (${ledger.owed().get(shard.shardId)?.length ?? 0} records still owed)`);
+            source.trim(shard.shardId);
+            ledger.trimShard(shard.shardId);
+            trimmed.add(shard.shardId);
+            return;
+          }
+          default:
+            return;
+        }
+      });
+    }
+
+    await scheduler.advanceTo(faultPhaseMs, afterEach);
+
+    // ---------------------------------------------------------------- quiet phase: faults stop, the stream drains
+
+    for (const worker of workers) {
+      worker.plan.errorBeforeSend = 0;
+      worker.plan.ambiguousAfterApply = 0;
+      worker.plan.cutOff = false;
+      worker.storage.onLeaseWrite = null;
+    }
+    const quietFrom = scheduler.now;
+    // A shard owed records must have a live holder within the lease liveness bound of simulate() (DESIGN
+    // 6.6), plus a shard sync and a leader failover when its lease has yet to be created.
+    const ownedBoundMs = LEASE_DURATION_MS * (1 + MAX_CLOCK_DRIFT) + 2 * TAKE_INTERVAL_MS * 1.05 + RENEW_INTERVAL_MS + 3_500;
+    const progressBoundMs = ownedBoundMs + LEASE_DURATION_MS + shape.shardSyncIntervalMs * 1.05;
+    const quietLimitMs = progressBoundMs * 1.5;
+    const waitingSince = new Map<string, number>();
+    const lastProgress = new Map<string, { handed: number; at: number }>();
+    const reported = new Set<string>();
+    const exempt = (shardId: string): boolean => {
+      // A corrupt lease stalls its shard and the shard's descendants until it is repaired; then they wait anew.
+      const lineage = (id: string): string[] => [id, ...ledger.shard(id).parentShardIds.flatMap(lineage)];
+      return lineage(shardId).some((id) => {
+        return corrupted.get(id) === Infinity;
+      });
+    };
+    let drainedAfterMs = -1;
+    while (scheduler.now - quietFrom <= quietLimitMs) {
+      const owed = ledger.owed();
+      if (owed.size === 0 && pendingStops.size === 0 && ![...corrupted.values()].includes(Infinity)) {
+        drainedAfterMs = scheduler.now - quietFrom;
+        break;
+      }
+      for (const [shardId, entries] of owed) {
+        const shard = ledger.shard(shardId);
+        const ready = shard.parentShardIds.every((parent) => ledger.done(parent, owed));
+        const owners = holders(shardId).filter((worker) => !worker.stopping);
+        const handed = ledger.handovers(shardId);
+        const progress = lastProgress.get(shardId);
+        if (!progress || progress.handed !== handed) lastProgress.set(shardId, { handed, at: scheduler.now });
+        if (!ready || exempt(shardId)) {
+          waitingSince.delete(shardId);
+          lastProgress.set(shardId, { handed, at: scheduler.now });
+          continue;
+        }
+        const since = waitingSince.get(shardId) ?? scheduler.now;
+        waitingSince.set(shardId, since);
+        const stalled = owners.length === 0 ? scheduler.now - since : scheduler.now - Math.max(since, lastProgress.get(shardId)?.at ?? since);
+        if (stalled > progressBoundMs && !reported.has(shardId)) {
+          reported.add(shardId);
+          violate(
+            'progress',
+            `${shardId} owes ${entries.length} records and ${owners.length === 0 ? 'had no live holder' : `its holder ${owners.map((worker) => worker.workerId).join(', ')} handed nothing over`} for ${stalled.toFixed(0)} ms after faults stopped; ` +
+              `lease ${describeLease(ledger.leases.get(shardId))}${shard.parentShardIds.map((parent) => `; parent ${parent}: ${describeLease(ledger.leases.get(parent))}`).join('')}`,
+          );
+        }
+      }
+      await scheduler.advance(500, afterEach);
+    }
+
+    ledger.checkDelivery();
+    ledger.checkAcknowledgedAtEnd();
+    for (const worker of pendingStops) {
+      violate('stop-deadline', `${worker.workerId}'s stop never returned (shards still pumping: [${worker.consumer.shards.join(', ')}])`);
+    }
+
+    // Shut every live worker down for real, so nothing is left running; their stops are checked too.
+    for (const worker of live()) gracefulStop(worker, 5_000);
+    await scheduler.advance(12_000, afterEach);
+    for (const worker of workers) worker.clock.kill();
+
+    const owedRecords = ledger.records.filter((entry) => ledger.required(entry));
+    const depth = (shardId: string): number => {
+      const shard = ledger.shard(shardId);
+      return shard.parentShardIds.length === 0 ? 0 : 1 + Math.max(...shard.parentShardIds.map(depth));
+    };
+    return {
+      seed: config.seed,
+      shape,
+      violations,
+      replay: consumerReplayCommand(config),
+      stats: {
+        records: ledger.records.length,
+        owed: owedRecords.length,
+        delivered: owedRecords.filter((entry) => entry.firstHandedAtMs !== null).length,
+        replays: ledger.records.reduce((sum, entry) => sum + Math.max(0, entry.handovers - 1), 0),
+        batches: stats.batches,
+        generations: Math.max(...[...ledger.shards.keys()].map(depth)),
+        shards: ledger.shards.size,
+        faults: stats.faults,
+        drainedAfterMs,
+      },
+    };
+  } finally {
+    process.off('unhandledRejection', onUnhandled);
   }
-
-  ledger.checkDelivery();
-  ledger.checkAcknowledgedAtEnd();
-  for (const worker of pendingStops) {
-    violate('stop-deadline', `${worker.workerId}'s stop never returned (shards still pumping: [${worker.consumer.shards.join(', ')}])`);
-  }
-
-  // Shut every live worker down for real, so nothing is left running; their stops are checked too.
-  for (const worker of live()) gracefulStop(worker, 5_000);
-  await scheduler.advance(12_000, afterEach);
-  for (const worker of workers) worker.clock.kill();
-
-  const owedRecords = ledger.records.filter((entry) => ledger.required(entry));
-  const depth = (shardId: string): number => {
-    const shard = ledger.shard(shardId);
-    return shard.parentShardIds.length === 0 ? 0 : 1 + Math.max(...shard.parentShardIds.map(depth));
-  };
-  return {
-    seed: config.seed,
-    shape,
-    violations,
-    replay: consumerReplayCommand(config),
-    stats: {
-      records: ledger.records.length,
-      owed: owedRecords.length,
-      delivered: owedRecords.filter((entry) => entry.firstHandedAtMs !== null).length,
-      replays: ledger.records.reduce((sum, entry) => sum + Math.max(0, entry.handovers - 1), 0),
-      batches: stats.batches,
-      generations: Math.max(...[...ledger.shards.keys()].map(depth)),
-      shards: ledger.shards.size,
-      faults: stats.faults,
-      drainedAfterMs,
-    },
-  };
 }
