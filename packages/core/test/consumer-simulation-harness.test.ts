@@ -152,7 +152,7 @@ describe('the consumer simulation ledger', () => {
     await checkpoint('s0', '1');
     await checkpoint('s0', '2');
     expect(violations).toEqual([
-      { guarantee: 'fencing', detail: `checkpoint 2 of s0 written in tenure ${second.epoch} of w1, which had handed over nothing` },
+      { guarantee: 'fencing', detail: `checkpoint 2 of s0 written in tenure ${second.epoch} of w1, which started at 1 and had handed over nothing` },
     ]);
     const current = await storage.getLease(GROUP, 's0');
     await storage.updateLeases(GROUP, [{ leaseKey: 's0', expectedVersion: current?.version ?? 0, next: { ...(current as NonNullable<typeof current>), checkpoint: null } }]);
@@ -160,6 +160,21 @@ describe('the consumer simulation ledger', () => {
       'checkpoint of s0 moved back from 2 to null (owner w1)',
       `acknowledged checkpoint 1 of s0 lost: stored null (version ${(current?.version ?? 0) + 1})`,
     ]);
+  });
+
+  it('lets a tenure that starts at a timestamp checkpoint the last record before it, which it never hands over', async () => {
+    const { ledger, storage, violations, put, at, checkpoint } = ledgerWorld({ kind: 'LATEST' });
+    ledger.addShard('s0', [], false);
+    put('k', 's0');
+    put('k', 's0');
+    at(1_000);
+    await storage.createLease({ group: GROUP, leaseKey: 's0', checkpoint: Checkpoint.atTimestamp(VIRTUAL_EPOCH_MS + 1_000) });
+    const created = await storage.getLease(GROUP, 's0');
+    await storage.updateLeases(GROUP, [{ leaseKey: 's0', expectedVersion: created?.version ?? 0, next: { ...(created as NonNullable<typeof created>), owner: 'w1', epoch: 1 } }]);
+    await checkpoint('s0', '2');
+    expect(violations).toEqual([]);
+    await checkpoint('s0', '3');
+    expect(violations.map((violation) => violation.detail)).toEqual(['checkpoint 3 of s0 written in tenure 1 of w1, which started at 2 and had handed over nothing']);
   });
 });
 

@@ -85,6 +85,8 @@ export class ConsumerLedger {
   readonly #orderReported = new Set<string>();
   /** Per shard, how many records were handed over in all (replays included): its progress. */
   readonly #handovers = new Map<string, number>();
+  /** Per shard and tenure (epoch), the greatest record position its starting checkpoint stands for. */
+  readonly #tenureStart = new Map<string, number>();
   /** Per shard and tenure (epoch), the greatest record position handed over in it. */
   readonly #handedInTenure = new Map<string, number>();
   /** Per shard, the greatest checkpoint the runtime reported as stored. */
@@ -281,6 +283,12 @@ export class ConsumerLedger {
   #updated(before: LeaseRecord, after: LeaseRecord): void {
     const { leaseKey } = after;
     if (after.epoch < before.epoch) this.#violate('fencing', `epoch of ${leaseKey} went from ${before.epoch} to ${after.epoch}`);
+    // A tenure begins at the checkpoint it took the lease at (or pinned for LATEST): what lies before that
+    // is the tenure's to checkpoint without handing it over (a reader that starts at a timestamp skips it).
+    const tenure = `${leaseKey}#${after.epoch}`;
+    if (after.epoch !== before.epoch || (after.checkpoint !== null && Checkpoint.timestampOf(after.checkpoint) !== undefined)) {
+      this.#tenureStart.set(tenure, Math.max(this.#tenureStart.get(tenure) ?? 0, this.#covered(leaseKey, after.checkpoint)));
+    }
     if (before.checkpoint === after.checkpoint) return;
     if (before.checkpoint === Checkpoint.SHARD_END) {
       this.#violate('resurrection', `SHARD_END checkpoint of ${leaseKey} moved back to ${String(after.checkpoint)} (owner ${String(after.owner)})`);
@@ -295,15 +303,30 @@ export class ConsumerLedger {
     } else if (after.checkpoint !== null && RECORD_POSITION.test(after.checkpoint)) {
       // A checkpoint claims that its tenure handed every record up to it to the handler: one written in a
       // tenure that never handed that far over comes from an earlier tenure (or from nowhere).
-      const reach = this.#handedInTenure.get(`${leaseKey}#${after.epoch}`);
-      if (reach === undefined || Number(after.checkpoint) > reach) {
+      const handed = this.#handedInTenure.get(tenure);
+      const reach = Math.max(handed ?? 0, this.#tenureStart.get(tenure) ?? 0);
+      if (Number(after.checkpoint) > reach) {
         this.#violate(
           'fencing',
-          `checkpoint ${after.checkpoint} of ${leaseKey} written in tenure ${after.epoch} of ${String(after.owner)}, which had handed over ${reach === undefined ? 'nothing' : `records up to ${reach}`}`,
+          `checkpoint ${after.checkpoint} of ${leaseKey} written in tenure ${after.epoch} of ${String(after.owner)}, which started at ${this.#tenureStart.get(tenure) ?? 0} and had handed over ${handed === undefined ? 'nothing' : `records up to ${handed}`}`,
         );
       }
     }
     this.#checkAcknowledged(after);
+  }
+
+  /** The greatest record position a checkpoint stands for: its own, or the last record before its timestamp. */
+  #covered(shardId: string, checkpoint: Position | null): number {
+    if (checkpoint === null) return 0;
+    if (RECORD_POSITION.test(checkpoint)) return Number(checkpoint);
+    const timestamp = Checkpoint.timestampOf(checkpoint);
+    if (timestamp === undefined) return 0;
+    let covered = 0;
+    for (const index of this.shards.get(shardId)?.records ?? []) {
+      const entry = this.records[index] as RecordEntry;
+      if (entry.arrivedWallMs < timestamp) covered = Math.max(covered, Number(entry.position));
+    }
+    return covered;
   }
 
   #checkAcknowledged(lease: LeaseRecord): void {

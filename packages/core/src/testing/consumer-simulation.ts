@@ -589,7 +589,8 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
             log(`fault: ${leader.workerId}, the leader, will ${action} at its next lease create or delete (${when} it is sent)`);
             const disarm = scheduler.schedule(scheduler.now + 3 * shape.shardSyncIntervalMs + 2_000, () => (leader.storage.onLeaseWrite = null));
             leader.storage.onLeaseWrite = (moment) => {
-              if (moment !== when || !leader.alive || !faultsOn()) return;
+              // A stopping worker is left alone, as by every other fault: its stop's deadline is checked.
+              if (moment !== when || !leader.alive || leader.stopping || !faultsOn()) return;
               leader.storage.onLeaseWrite = null;
               disarm();
               log(`fault: ${leader.workerId}, the leader, ${action} in the middle of a shard sync`);
