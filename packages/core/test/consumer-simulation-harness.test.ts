@@ -162,17 +162,20 @@ describe('the consumer simulation ledger', () => {
     ]);
   });
 
-  it('lets a tenure that starts at a timestamp checkpoint the last record before it, which it never hands over', async () => {
-    const { ledger, storage, violations, put, at, checkpoint } = ledgerWorld({ kind: 'LATEST' });
+  it('lets a tenure that starts at a timestamp checkpoint what arrived before it, even after it began, which it never hands over', async () => {
+    const { ledger, storage, violations, put, at, checkpoint } = ledgerWorld({ kind: 'AT_TIMESTAMP', timestampMs: VIRTUAL_EPOCH_MS + 2_000 });
     ledger.addShard('s0', [], false);
     put('k', 's0');
-    put('k', 's0');
     at(1_000);
-    await storage.createLease({ group: GROUP, leaseKey: 's0', checkpoint: Checkpoint.atTimestamp(VIRTUAL_EPOCH_MS + 1_000) });
+    await storage.createLease({ group: GROUP, leaseKey: 's0', checkpoint: Checkpoint.atTimestamp(VIRTUAL_EPOCH_MS + 2_000) });
     const created = await storage.getLease(GROUP, 's0');
     await storage.updateLeases(GROUP, [{ leaseKey: 's0', expectedVersion: created?.version ?? 0, next: { ...(created as NonNullable<typeof created>), owner: 'w1', epoch: 1 } }]);
+    at(1_500);
+    put('k', 's0');
     await checkpoint('s0', '2');
     expect(violations).toEqual([]);
+    at(2_500);
+    put('k', 's0');
     await checkpoint('s0', '3');
     expect(violations.map((violation) => violation.detail)).toEqual(['checkpoint 3 of s0 written in tenure 1 of w1, which started at 2 and had handed over nothing']);
   });

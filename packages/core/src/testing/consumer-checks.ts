@@ -85,8 +85,8 @@ export class ConsumerLedger {
   readonly #orderReported = new Set<string>();
   /** Per shard, how many records were handed over in all (replays included): its progress. */
   readonly #handovers = new Map<string, number>();
-  /** Per shard and tenure (epoch), the greatest record position its starting checkpoint stands for. */
-  readonly #tenureStart = new Map<string, number>();
+  /** Per shard and tenure (epoch), the checkpoints it started from (taken over, or pinned for LATEST). */
+  readonly #tenureStart = new Map<string, Position[]>();
   /** Per shard and tenure (epoch), the greatest record position handed over in it. */
   readonly #handedInTenure = new Map<string, number>();
   /** Per shard, the greatest checkpoint the runtime reported as stored. */
@@ -285,9 +285,10 @@ export class ConsumerLedger {
     if (after.epoch < before.epoch) this.#violate('fencing', `epoch of ${leaseKey} went from ${before.epoch} to ${after.epoch}`);
     // A tenure begins at the checkpoint it took the lease at (or pinned for LATEST): what lies before that
     // is the tenure's to checkpoint without handing it over (a reader that starts at a timestamp skips it).
+    // A timestamp in the future stands for every record that arrives before it, so it is resolved when used.
     const tenure = `${leaseKey}#${after.epoch}`;
-    if (after.epoch !== before.epoch || (after.checkpoint !== null && Checkpoint.timestampOf(after.checkpoint) !== undefined)) {
-      this.#tenureStart.set(tenure, Math.max(this.#tenureStart.get(tenure) ?? 0, this.#covered(leaseKey, after.checkpoint)));
+    if (after.checkpoint !== null && (after.epoch !== before.epoch || Checkpoint.timestampOf(after.checkpoint) !== undefined)) {
+      this.#tenureStart.set(tenure, [...(this.#tenureStart.get(tenure) ?? []), after.checkpoint]);
     }
     if (before.checkpoint === after.checkpoint) return;
     if (before.checkpoint === Checkpoint.SHARD_END) {
@@ -304,11 +305,11 @@ export class ConsumerLedger {
       // A checkpoint claims that its tenure handed every record up to it to the handler: one written in a
       // tenure that never handed that far over comes from an earlier tenure (or from nowhere).
       const handed = this.#handedInTenure.get(tenure);
-      const reach = Math.max(handed ?? 0, this.#tenureStart.get(tenure) ?? 0);
-      if (Number(after.checkpoint) > reach) {
+      const started = Math.max(0, ...(this.#tenureStart.get(tenure) ?? []).map((position) => this.#covered(leaseKey, position)));
+      if (Number(after.checkpoint) > Math.max(handed ?? 0, started)) {
         this.#violate(
           'fencing',
-          `checkpoint ${after.checkpoint} of ${leaseKey} written in tenure ${after.epoch} of ${String(after.owner)}, which started at ${this.#tenureStart.get(tenure) ?? 0} and had handed over ${handed === undefined ? 'nothing' : `records up to ${handed}`}`,
+          `checkpoint ${after.checkpoint} of ${leaseKey} written in tenure ${after.epoch} of ${String(after.owner)}, which started at ${started} and had handed over ${handed === undefined ? 'nothing' : `records up to ${handed}`}`,
         );
       }
     }
