@@ -45,8 +45,8 @@ function ledgerWorld(start: StartingPoint = { kind: 'TRIM_HORIZON' }) {
 }
 
 describe('the consumer simulation ledger', () => {
-  it('reports a record first handed over after a later record of its key, once per key and pair of shards, and lets replays be', () => {
-    const { ledger, violations, put } = ledgerWorld();
+  it('reports a record first handed over after a later record of its key, once per key and pair of shards, and lets replays be', async () => {
+    const { ledger, violations, put, take, checkpoint } = ledgerWorld();
     ledger.addShard('parent', [], false);
     ledger.addShard('child', ['parent'], true);
     const early = [put('k', 'parent'), put('k', 'parent')];
@@ -54,12 +54,31 @@ describe('the consumer simulation ledger', () => {
     ledger.handOver('parent', 1, [early[0] as SourceRecord], 'w1');
     ledger.handOver('parent', 1, [early[0] as SourceRecord], 'w1');
     expect(violations).toEqual([]);
+    // The parent's lease says it ended, though a record of it was never handed over: per-key order tells.
+    await take('parent', 'w1');
+    await checkpoint('parent', Checkpoint.SHARD_END);
     ledger.handOver('child', 1, [late], 'w2');
     ledger.handOver('parent', 2, [early[1] as SourceRecord], 'w1');
     ledger.handOver('parent', 2, [early[1] as SourceRecord], 'w1');
     expect(violations).toEqual([
       { guarantee: 'order', detail: expect.stringMatching(/^record k#2 \(parent at 2\) was first handed over by w1 after k#3 \(child at 3/) as string },
     ]);
+  });
+
+  it('reports a child handed over before a parent reached SHARD_END, once, and not after the parent ended or left the stream', async () => {
+    const { ledger, violations, put, take, checkpoint } = ledgerWorld();
+    ledger.addShard('a', [], false);
+    ledger.addShard('b', [], false);
+    ledger.addShard('child', ['a', 'b'], true);
+    await take('a', 'w1');
+    await checkpoint('a', Checkpoint.SHARD_END);
+    ledger.closeShard('b');
+    const record = put('k', 'child');
+    ledger.handOver('child', 1, [record], 'w2');
+    ledger.handOver('child', 1, [record], 'w2');
+    ledger.trimShard('b');
+    ledger.handOver('child', 1, [record], 'w2');
+    expect(violations).toEqual([{ guarantee: 'order', detail: 'w2 handed over records of child before its parent b reached SHARD_END (lease never created)' }]);
   });
 
   it('owes every record with TRIM_HORIZON, except those of a shard trimmed before anyone read them', () => {

@@ -6,12 +6,13 @@ const SEEDS = 200;
 
 /**
  * Each unsafe switch brings back one defect the consumer runtime had; the simulation must catch each
- * within 200 seeds, through the guarantees that defect breaks, on a seed the runtime passes without it.
+ * within 200 seeds, through the guarantee that defect breaks first (its own symptom, where one exists
+ * apart from a stall), on a seed the runtime passes without it.
  */
 const switches: ReadonlyArray<{ name: keyof ConsumerUnsafe; defect: string; breaks: readonly ConsumerGuarantee[] }> = [
   { name: 'childrenAtInitialPosition', defect: 'children start at the initial position, losing what was written to them before', breaks: ['delivery', 'progress'] },
-  { name: 'oneGenerationSync', defect: 'shard sync creates leases of finished ancestors again', breaks: ['resurrection', 'order', 'delivery'] },
-  { name: 'birthRace', defect: 'children run before parents that have no lease yet', breaks: ['order', 'delivery', 'progress'] },
+  { name: 'oneGenerationSync', defect: 'shard sync creates leases of finished ancestors again', breaks: ['resurrection'] },
+  { name: 'birthRace', defect: 'children run before parents that have no lease yet', breaks: ['order'] },
   { name: 'deleteOnStaleView', defect: 'the leader deletes live leases that a stale listing does not name', breaks: ['deletion'] },
   { name: 'checkpointPerKey', defect: 'a handler of an earlier tenure checkpoints into the next one', breaks: ['fencing'] },
   { name: 'keepFailedPump', defect: 'a failed pump keeps its lease with nobody reading', breaks: ['progress', 'delivery'] },
@@ -20,14 +21,15 @@ const switches: ReadonlyArray<{ name: keyof ConsumerUnsafe; defect: string; brea
 const caught = new Map<string, string>();
 
 /**
- * The first seed on which the switch breaks a guarantee that the runtime without it keeps: a seed the
- * runtime fails anyway proves nothing about the switch (the seed files report it), so it is passed over.
+ * The first seed on which the switch breaks one of `breaks`, where the runtime without it keeps every
+ * guarantee: a seed the runtime fails anyway proves nothing about the switch (the seed files report it),
+ * so it is passed over.
  */
-async function firstViolation(unsafe: ConsumerUnsafe): Promise<{ seeds: number; passedOver: number[]; result: ConsumerSimulationResult } | undefined> {
+async function firstViolation(unsafe: ConsumerUnsafe, breaks: readonly ConsumerGuarantee[]): Promise<{ seeds: number; passedOver: number[]; result: ConsumerSimulationResult } | undefined> {
   const passedOver: number[] = [];
   for (let seed = 1; seed <= SEEDS; seed++) {
     const result = await simulateConsumers({ seed, unsafe });
-    if (result.violations.length === 0) continue;
+    if (!result.violations.some((violation) => breaks.includes(violation.guarantee))) continue;
     if ((await simulateConsumers({ seed })).violations.length > 0) {
       passedOver.push(seed);
       continue;
@@ -40,7 +42,7 @@ async function firstViolation(unsafe: ConsumerUnsafe): Promise<{ seeds: number; 
 describe('the consumer simulation catches each unsafe switch of the runtime', () => {
   for (const { name, defect, breaks } of switches) {
     it(`catches ${name} (${defect}) within ${SEEDS} seeds`, async () => {
-      const found = await firstViolation({ [name]: true });
+      const found = await firstViolation({ [name]: true }, breaks);
       caught.set(
         name,
         found
@@ -49,8 +51,6 @@ describe('the consumer simulation catches each unsafe switch of the runtime', ()
           : `not caught in ${SEEDS} seeds`,
       );
       expect(found, `${name} was not caught in ${SEEDS} seeds`).toBeDefined();
-      const seen = found?.result.violations.map((violation) => violation.guarantee) ?? [];
-      expect(seen.some((guarantee) => breaks.includes(guarantee)), `seed ${found?.seeds} broke ${seen.join(', ')}, not one of ${breaks.join(', ')}`).toBe(true);
     }, 900_000);
   }
 

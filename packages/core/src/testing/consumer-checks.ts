@@ -200,6 +200,12 @@ export class ConsumerLedger {
   handOver(shardId: string, fencingToken: number, records: readonly SourceRecord[], worker: string): void {
     const at = this.#now();
     const tenure = `${shardId}#${fencingToken}`;
+    // A child starts only after every parent reached SHARD_END (or left the stream), whatever keys it holds.
+    for (const parent of records.length > 0 ? (this.shards.get(shardId)?.parentShardIds ?? []) : []) {
+      if (this.#ended.has(parent) || this.shard(parent).trimmedAtMs !== null || this.#orderReported.has(`${shardId} ${parent}`)) continue;
+      this.#orderReported.add(`${shardId} ${parent}`);
+      this.#violate('order', `${worker} handed over records of ${shardId} before its parent ${parent} reached SHARD_END (lease ${describeLease(this.leases.get(parent))})`);
+    }
     for (const record of records) {
       const entry = this.#byPosition.get(record.position);
       if (!entry) {
