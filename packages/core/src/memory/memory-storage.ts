@@ -221,8 +221,8 @@ export class MemoryStorage implements Storage {
   }
 
   /**
-   * For tests: undoes {@link corrupt}: the lease reads back again exactly as it was stored before, as
-   * after an operator restored it.
+   * For tests: undoes {@link corrupt}, as an operator restoring the record would: the lease reads back
+   * again with every field it had, at the version the damaging write left it at.
    */
   repair(group: string, leaseKey: string): void {
     const slot = this.#groups.get(group)?.get(leaseKey);
