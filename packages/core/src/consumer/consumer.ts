@@ -114,8 +114,13 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
   readonly #random: Random;
   readonly #pumps = new Map<string, ShardPump<R>>();
   readonly #drains = new Map<string, Promise<void>>();
-  /** Failed reads of a shard in a row, and when its last pump ended without reading (for stall reports). */
-  readonly #failures = new Map<string, { count: number; since: number }>();
+  /**
+   * Failed reads of a shard in a row, when its last pump ended without reading (for stall reports), and
+   * whether the `stop` policy stopped it.
+   */
+  readonly #failures = new Map<string, { count: number; since: number; stopped?: boolean }>();
+  /** Shards whose reader starts again after a backoff, or whose lease is being given back: not to reconcile. */
+  readonly #settling = new Set<string>();
   /** Shards reported stalled, with the tenure the report was written in. */
   readonly #stalled = new Map<string, { fencingToken: number }>();
   readonly #lifetime = new AbortController();
@@ -356,7 +361,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
   #pumpEnded(lease: HeldLease, outcome: PumpOutcome): void {
     const shardId = lease.leaseKey;
     if (outcome.kind !== 'failed') {
-      if (outcome.kind === 'stopped') this.#failures.set(shardId, { count: 0, since: this.#clock.now() });
+      if (outcome.kind === 'stopped') this.#failures.set(shardId, { count: 0, since: this.#clock.now(), stopped: true });
       else this.#failures.delete(shardId);
       return;
     }
@@ -372,21 +377,43 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       this.#logger.error({ shardId, err: outcome.error, attempt }, 'reading the shard failed; its lease is given back');
       this.emit('shard-failed', { shardId, error: outcome.error, attempt, retryInMs: undefined, released: true });
       this.#failures.set(shardId, { count: gone ? attempt : 0, since: this.#clock.now() });
+      this.#settling.add(shardId);
       void (gone ? this.#retireGone(lease) : Promise.resolve())
+        .catch((error: unknown) => this.#report(error, 'retire-gone-shard'))
         .then(() => this.coordinator.release(shardId))
-        .catch((error: unknown) => this.#report(error, 'release'));
+        .catch((error: unknown) => this.#report(error, 'release'))
+        .finally(() => this.#settling.delete(shardId));
       return;
     }
     const { initialDelayMs, maxDelayMs } = this.#retry;
     const retryInMs = Math.min(maxDelayMs, initialDelayMs * 2 ** (attempt - 1)) * (0.5 + this.#random.next() / 2);
     this.#logger.warn({ shardId, err: outcome.error, attempt, retryInMs }, 'reading the shard failed; reading it again');
     this.emit('shard-failed', { shardId, error: outcome.error, attempt, retryInMs, released: false });
-    this.#clock.sleep(retryInMs, lease.signal).then(
-      () => {
-        if (this.coordinator.lease(shardId)?.fencingToken === lease.fencingToken) this.#startPump(shardId);
-      },
-      () => undefined,
-    );
+    this.#settling.add(shardId);
+    this.#clock
+      .sleep(retryInMs, lease.signal)
+      .then(
+        () => {
+          if (this.coordinator.lease(shardId)?.fencingToken === lease.fencingToken) this.#startPump(shardId);
+        },
+        () => undefined,
+      )
+      .finally(() => this.#settling.delete(shardId));
+  }
+
+  /**
+   * A held lease must have a reader (DESIGN section 5, rule 8). One can be left without: its reader ended
+   * and giving the lease back failed (storage was down). Such a lease gets a new reader, which reads on,
+   * or, for a finished shard, gives the lease back again. The `stop` policy's shards are left stopped.
+   */
+  #reconcile(): void {
+    if (this.#unsafe.keepFailedPump) return;
+    for (const lease of this.coordinator.heldLeases()) {
+      const shardId = lease.leaseKey;
+      if (this.#pumps.has(shardId) || this.#settling.has(shardId) || this.#failures.get(shardId)?.stopped) continue;
+      this.#logger.warn({ shardId }, 'a held shard had no reader; reading it again');
+      this.#startPump(shardId);
+    }
   }
 
   /**
@@ -422,6 +449,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       } catch {
         return;
       }
+      this.#reconcile();
       const now = this.#clock.now();
       const held = new Map(this.coordinator.heldLeases().map((lease) => [lease.leaseKey, lease]));
       for (const shardId of this.#stalled.keys()) if (!held.has(shardId)) this.#stalled.delete(shardId);
