@@ -142,16 +142,22 @@ describe('Consumer: resharding with default settings', () => {
     await run(scheduler, Promise.all([worker.stop(), renewing]));
   });
 
-  it('at a parent end, creates a merge child only when its other parent has a lease; the leader does the rest', async () => {
+  /** Two shards merged into one; only the first parent has a lease; one worker and no leader. */
+  async function mergeWithOneParentLeased(options: Partial<ConsumerOptions> = {}) {
     const scheduler = new VirtualScheduler();
     const clock = scheduler.clock();
     const memory = new MemoryStorage();
     const source = new MemorySource(2, { clock });
     await memory.createLease({ group: GROUP, leaseKey: 'shard-0000', checkpoint: Checkpoint.TRIM_HORIZON });
     const child = source.merge('shard-0000', 'shard-0001');
-    const worker = new Consumer({ group: GROUP, source, storage: leaderless(memory), workerId: 'w1', clock, random: seededRandom(1), processBatch: () => undefined });
+    const worker = new Consumer({ group: GROUP, source, storage: leaderless(memory), workerId: 'w1', clock, random: seededRandom(1), processBatch: () => undefined, ...options });
     await run(scheduler, worker.start());
     await scheduler.advance(10_000);
+    return { scheduler, memory, child, worker };
+  }
+
+  it('at a parent end, creates a merge child only when its other parent has a lease; the leader does the rest', async () => {
+    const { scheduler, memory, child, worker } = await mergeWithOneParentLeased();
     expect((await memory.getLease(GROUP, 'shard-0000'))?.checkpoint).toBe(Checkpoint.SHARD_END);
     expect(await memory.getLease(GROUP, child)).toBeNull();
     await memory.createLease({ group: GROUP, leaseKey: 'shard-0001', checkpoint: Checkpoint.TRIM_HORIZON });
@@ -161,15 +167,7 @@ describe('Consumer: resharding with default settings', () => {
   });
 
   it('with the unsafe birth race, that merge child is created while its other parent has no lease (the switch brings the defect back)', async () => {
-    const scheduler = new VirtualScheduler();
-    const clock = scheduler.clock();
-    const memory = new MemoryStorage();
-    const source = new MemorySource(2, { clock });
-    await memory.createLease({ group: GROUP, leaseKey: 'shard-0000', checkpoint: Checkpoint.TRIM_HORIZON });
-    const child = source.merge('shard-0000', 'shard-0001');
-    const worker = new Consumer({ group: GROUP, source, storage: leaderless(memory), workerId: 'w1', clock, random: seededRandom(1), unsafe: { birthRace: true }, processBatch: () => undefined });
-    await run(scheduler, worker.start());
-    await scheduler.advance(10_000);
+    const { scheduler, memory, child, worker } = await mergeWithOneParentLeased({ unsafe: { birthRace: true } });
     expect(await memory.getLease(GROUP, child)).not.toBeNull();
     await run(scheduler, worker.stop());
   });
