@@ -172,7 +172,7 @@ describe('shard sync: birth', () => {
     // No leader for a while: two generations of resharding happen before the next round.
     const [a, b] = source.split('shard-0000');
     const [c, d] = source.split(a);
-    const merged = source.merge(b, c);
+    const merged = source.merge(d, b); // d is the upper half of a, next to b
     await sync({ initialPosition: Checkpoint.LATEST }).run(signal);
     for (const key of [a, b, c, d, merged]) expect((await storage.getLease(GROUP, key))?.checkpoint).toBe(Checkpoint.TRIM_HORIZON);
   });
