@@ -115,6 +115,7 @@ export class MemoryStorage implements Storage {
     const record = freezeLease({ group, leaseKey, version: slot.highVersion + 1, ...leaseStateOf(state), epoch });
     this.#store(slot, record);
     this.#onWrite?.({ kind: 'lease', group, leaseKey, before: null, after: record });
+    this.#publish({ group, leaseKey, kind: 'created' });
     return result.applied(record);
   }
 
