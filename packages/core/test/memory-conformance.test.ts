@@ -5,4 +5,16 @@ import { runConformanceSuite } from '../src/testing/index.js';
 // One store shared by every client, as coordinators in one process share one MemoryStorage.
 const shared = new MemoryStorage();
 
-runConformanceSuite({ describe, it }, { name: 'MemoryStorage', createStorage: async () => shared, changeFeed: true });
+runConformanceSuite(
+  { describe, it },
+  {
+    name: 'MemoryStorage',
+    createStorage: async () => shared,
+    changeFeed: true,
+    corruptLease: async (group, leaseKey) => shared.corrupt(group, leaseKey),
+    notApplicable: {
+      faults: 'MemoryStorage has no connection to lose',
+      crossProcess: 'MemoryStorage lives in one process',
+    },
+  },
+);

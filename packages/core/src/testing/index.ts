@@ -2,13 +2,21 @@ export {
   runConformanceSuite,
   leaseContract,
   leaderContract,
+  limitsContract,
   concurrencyContract,
   monotonicityContract,
   badInputContract,
+  corruptionContract,
   changeFeedContract,
+  faultContract,
+  LARGE_BATCH,
   type ConformanceTarget,
+  type ProxyFaults,
+  type BreakableFaults,
   type TestApi,
 } from './conformance.js';
+export { TcpProxy, type TcpAddress } from './tcp-proxy.js';
+export { openProcessClients, type CrossProcessClients, type ProcessClients } from './cross-process.js';
 export { VirtualScheduler, VirtualClock, VIRTUAL_EPOCH_MS, type VirtualClockOptions } from './virtual-time.js';
 export { FaultyStorage, noFaults, type FaultPlan } from './faulty-storage.js';
 export {
