@@ -1,69 +1,357 @@
-import { describe, expect, it } from 'vitest';
+/**
+ * The conformance suite, tested: it passes the reference store and correct wrappers, and each
+ * deliberately broken adapter fails the test of the rule it breaks.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MemoryStorage, type Storage } from '../src/index.js';
-import { runConformanceSuite, type TestApi } from '../src/testing/index.js';
-import { DropsUnknownMetadataStorage, IgnoresVersionStorage } from './support/broken-adapters.js';
+import { LARGE_BATCH, runConformanceSuite, type ConformanceTarget, type TestApi } from '../src/testing/index.js';
+import {
+  AcceptsStaleWriteFromOwnerStorage,
+  BatchFailsWholeOnCorruptStorage,
+  BreakableClient,
+  Bus,
+  CachingReads,
+  ConflictFromSnapshot,
+  CreateOverwritesFreeLeaseStorage,
+  DropsFieldsCoreDoesNotNameStorage,
+  DropsProtoMetadataKeyStorage,
+  DropsUnknownMetadataStorage,
+  FailsLargeBatchesStorage,
+  FeedClient,
+  foldCase,
+  IgnoresVersionStorage,
+  ignoreTrailingSpaces,
+  ListingHidesCorruptStorage,
+  ListingLosesPageBoundaryStorage,
+  ListingStopsAtDeletedPageStorage,
+  ListingThrowsOnCorruptStorage,
+  MangledNames,
+  normalizeUnicode,
+  Passthrough,
+  PinsFormatStorage,
+  RecreatesWithoutFlagStorage,
+  refuseOver255Bytes,
+  RoundsLargeNumbersStorage,
+  StripsNulStorage,
+  truncateTo255Bytes,
+  VersionShifting,
+  type FeedBug,
+  type VersionBug,
+} from './support/broken-adapters.js';
+import { RemoteStorage, serveStorage, type RemoteBug } from './support/remote-storage.js';
+import { UnlockedFileStorage } from './support/unlocked-file-storage.js';
 
 interface Outcome {
-  title: string;
-  error?: unknown;
+  readonly title: string;
+  readonly status: 'passed' | 'failed' | 'skipped';
+  readonly error?: unknown;
+  readonly note?: string;
 }
 
-/** Runs the whole suite against a store, outside vitest's own runner, and reports each test's outcome. */
-async function runSuiteAgainst(createStorage: () => Promise<Storage>): Promise<Outcome[]> {
-  const tests: Array<{ title: string; fn: () => Promise<void> }> = [];
-  const path: string[] = [];
+class Skipped extends Error {}
+
+/**
+ * Runs the suite against a target outside vitest's own runner, and reports each test's outcome by its
+ * title; with `only`, runs just the tests of those titles.
+ */
+async function runSuite(target: Omit<ConformanceTarget, 'name'>, only?: readonly string[]): Promise<Map<string, Outcome>> {
+  const tests: Array<{ title: string; fn: (context?: unknown) => Promise<void> }> = [];
+  const afterAll: Array<() => Promise<void>> = [];
   const api: TestApi = {
-    describe(name, fn) {
-      path.push(name);
-      fn();
-      path.pop();
+    describe: (_name, fn) => fn(),
+    it: (title, fn) => {
+      if (!only || only.includes(title)) tests.push({ title, fn });
     },
-    it(name, fn) {
-      tests.push({ title: [...path, name].join(' > '), fn });
-    },
+    afterAll: (fn) => afterAll.push(fn),
   };
-  runConformanceSuite(api, { name: 'subject', createStorage, changeFeed: true });
-  const outcomes: Outcome[] = [];
+  runConformanceSuite(api, { name: 'subject', ...target });
+  const outcomes = new Map<string, Outcome>();
   for (const test of tests) {
+    expect(outcomes.has(test.title), `two tests are titled ${test.title}`).toBe(false);
+    const context = {
+      skip: (note: string) => {
+        throw new Skipped(note);
+      },
+    };
     try {
-      await test.fn();
-      outcomes.push({ title: test.title });
+      await test.fn(context);
+      outcomes.set(test.title, { title: test.title, status: 'passed' });
     } catch (error) {
-      outcomes.push({ title: test.title, error });
+      if (error instanceof Skipped) outcomes.set(test.title, { title: test.title, status: 'skipped', note: error.message });
+      else outcomes.set(test.title, { title: test.title, status: 'failed', error });
     }
   }
+  for (const fn of afterAll) await fn();
+  if (only) expect([...outcomes.keys()].sort(), 'every named test exists').toEqual([...only].sort());
   return outcomes;
 }
 
-const failed = (outcomes: Outcome[]): string[] => outcomes.filter((outcome) => outcome.error).map((outcome) => outcome.title);
+function titlesWith(outcomes: Map<string, Outcome>, status: Outcome['status']): string[] {
+  return [...outcomes.values()].filter((outcome) => outcome.status === status).map((outcome) => outcome.title);
+}
+
+/** Failures with their first message line, so that an unexpected one says why. */
+function failures(outcomes: Map<string, Outcome>): string[] {
+  return [...outcomes.values()]
+    .filter((outcome) => outcome.status === 'failed')
+    .map((outcome) => `${outcome.title}: ${String((outcome.error as Error)?.message ?? outcome.error).split('\n')[0]}`);
+}
+
+/** Runs the named tests against a broken target and expects every one of them to fail. */
+async function expectFailing(target: Omit<ConformanceTarget, 'name'>, titles: readonly string[]): Promise<void> {
+  const outcomes = await runSuite(target, titles);
+  expect(titlesWith(outcomes, 'failed').sort()).toEqual([...titles].sort());
+}
+
+const shared = (storage: Storage): Omit<ConformanceTarget, 'name'> => ({ createStorage: async () => storage });
+
+const T = {
+  staleUpdate: 'an update at a stale version is a conflict carrying the current lease, and changes nothing',
+  roundTrip: 'every field round-trips through create, update, get and list, including invented metadata keys',
+  laterFields: 'the format and fields core does not name round-trip exactly through create, update, get, list and a conflict\'s current record',
+  renewal: 'an update that writes exactly the stored state (a renewal) still increments the version',
+  checkpointOnly: 'an update that changes only the checkpoint, only the metadata or only the pending owner increments the version',
+  staleOwner: 'an update at a stale version is a conflict even when it names the current owner and epoch: a checkpoint never moves back',
+  createOverFree: 'creating a lease over a free lease is a conflict too: its checkpoint is kept',
+  notRecreated: 'a deleted key is not created again without recreate: a conflict with no current lease, and nothing is created',
+  recreate: 'a lease deleted and created again with recreate gets a greater version and keeps its highest epoch',
+  otherClient: 'a client reads what another client wrote: get and list see its create, update and delete at once',
+  sizes: 'a group lists completely at every size from 0 to 4097 leases, across the page sizes adapters use',
+  tombstones: 'a group lists completely when deleted leases lie among its live ones, however many in a row',
+  largeBatch: `a batch of ${LARGE_BATCH.toLocaleString('en')} updates applies to every lease: a worker holding that many renews them in one call`,
+  longNames: 'names of 256 to 512 bytes are stored whole: keys, groups and worker ids that differ only in their last character stay apart',
+  lookAlikes: 'names that differ only in case, Unicode normalization or trailing spaces are different names',
+  largest: 'a lease with every field at its largest allowed value round-trips exactly through create, update, get, list and a conflict',
+  awkwardKeys: 'awkward metadata keys and field names round-trip exactly: __proto__, constructor, dots, dollars, brackets, quotes, digits',
+  awkwardStrings: 'strings the contract allows round-trip exactly: NUL, lone surrogates, line separators, quotes and backslashes in checkpoints, metadata and fields core does not name',
+  race: '32 clients updating the same version: exactly one applies, and every other gets a conflict carrying its write',
+  increments: '8 clients each making 125 conditional increments with re-read and retry lose no update',
+  overlapping: 'two clients renewing overlapping batches: each lease applies exactly once, and the other gets a conflict carrying the stored record',
+  corruptListing: 'a listing reports each corrupt lease in corrupt, naming it, and still lists every other lease',
+  corruptBatch: 'a batch item on a corrupt lease is unknown, carrying the CorruptRecordError, for that item only: the others apply',
+  feedDelivers: 'a release published by one client reaches a subscriber on another client, and no other group',
+  feedKinds: 'each change reaches subscribers with the kind it was written with: released, handoff-requested, handed-off, and created for a new lease',
+  feedApplied: 'only writes that applied are published: a batch mixing applied and refused items publishes the applied ones, a refused create nothing',
+  feedRenewals: 'updates without notify publish nothing: renewals and checkpoints are not changes',
+  feedOwn: 'a subscriber hears the changes its own client writes, as well as another client\'s',
+  feedClose: 'a closed subscription hears nothing more, while another subscription of the group goes on',
+  cutCreate: 'a create whose connection is cut after the backend received it is unknown, never thrown nor a conflict, and the client works again',
+  cutUpdate: 'an update whose connection is cut after the backend received it is unknown, never thrown nor a conflict, and the client works again',
+  cutDelete: 'a delete whose connection is cut after the backend received it is unknown, never thrown nor a conflict, and the client works again',
+  cutLeader: 'a leader create or update whose connection is cut after the backend received it is unknown, never thrown nor a conflict',
+  cutBatch: 'a batch whose connection is cut after the backend received it is unknown or applied item by item, never thrown nor a conflict, and each lease is written whole or not at all',
+  cutRead: 'a read whose connection is cut before its answer arrives throws a StorageUnavailableError or returns the exact answer',
+  cutListing: 'a listing whose connection is cut in the middle of its answer throws a StorageUnavailableError or returns every lease, never part of them',
+  broken: 'a client whose connection is broken fails each call with a typed error (thrown, or unknown for a write) and writes nothing',
+} as const;
+
+const crossProcess = (title: string): string => `${title}, from separate processes`;
 
 describe('the conformance suite', () => {
-  it('passes every test against the reference MemoryStorage', async () => {
-    const shared = new MemoryStorage();
-    const outcomes = await runSuiteAgainst(async () => shared);
-    expect(outcomes.length).toBeGreaterThan(30);
-    expect(failed(outcomes)).toEqual([]);
+  it('passes every test against the reference MemoryStorage, skipping with a reason only what does not apply to it', async () => {
+    const store = new MemoryStorage();
+    const outcomes = await runSuite({
+      ...shared(store),
+      changeFeed: true,
+      corruptLease: async (group, leaseKey) => store.corrupt(group, leaseKey),
+      notApplicable: { faults: 'MemoryStorage has no connection to lose', crossProcess: 'MemoryStorage lives in one process' },
+    });
+    expect(outcomes.size).toBeGreaterThan(80);
+    expect(failures(outcomes)).toEqual([]);
+    const skipped = [...outcomes.values()].filter((outcome) => outcome.status === 'skipped');
+    const races = [...outcomes.keys()].filter((title) => title.endsWith(', from separate processes'));
+    expect(races).toHaveLength(6);
+    expect(skipped.map((outcome) => outcome.title).sort()).toEqual([T.cutCreate, T.cutUpdate, T.cutDelete, T.cutLeader, T.cutBatch, T.cutRead, T.cutListing, T.broken, ...races].sort());
+    for (const outcome of skipped) expect(outcome.note).toMatch(/^not checked(?: between processes)?: MemoryStorage (has no connection to lose|lives in one process)$/);
   });
 
-  it('fails an adapter that ignores the version condition, in its stale-update and race tests', async () => {
-    const shared = new IgnoresVersionStorage();
-    const failures = failed(await runSuiteAgainst(async () => shared));
-    expect(failures).toEqual(
-      expect.arrayContaining([
-        'subject: lease contract > an update at a stale version is a conflict carrying the current lease, and changes nothing',
-        'subject: concurrency > 32 clients updating the same version: exactly one applies, the others see its write',
-        'subject: concurrency > 8 clients each making 125 conditional increments with re-read and retry lose no update',
-      ]),
-    );
+  it('says what it did not check when the target lacks a hook', async () => {
+    const outcomes = await runSuite(shared(new MemoryStorage()), [T.corruptListing, T.cutCreate, T.broken, crossProcess(T.increments)]);
+    expect(Object.fromEntries([...outcomes.values()].map((outcome) => [outcome.title, outcome.note]))).toEqual({
+      [T.corruptListing]: 'not checked: the target has no corruptLease hook to write a corrupt record',
+      [T.cutCreate]: "not checked: the target has no proxy fault hook (faults.kind 'proxy'), so calls whose connection is cut after the backend received them were not tried",
+      [T.broken]: "not checked: the target has no breakable fault hook (faults.kind 'break')",
+      [crossProcess(T.increments)]: 'not checked between processes: the target does not say how to open a client in another process (crossProcess)',
+    });
   });
 
-  it('fails an adapter that drops metadata fields it does not know, in its round-trip tests', async () => {
-    const shared = new DropsUnknownMetadataStorage();
-    const failures = failed(await runSuiteAgainst(async () => shared));
-    expect(failures).toEqual(
-      expect.arrayContaining([
-        'subject: lease contract > every field round-trips through create, update, get and list, including invented metadata keys',
-      ]),
-    );
+  it('passes every test against wrappers of the broken adapters with their bug switched off', async () => {
+    const store = new MemoryStorage();
+    const bus = new Bus();
+    const shifts = new Map<string, number>();
+    const corruptLease = async (group: string, leaseKey: string): Promise<void> => store.corrupt(group, leaseKey);
+    for (const [name, createStorage] of [
+      ['a passthrough client', async () => new Passthrough(store)],
+      ['a client that shifts no version', async () => new VersionShifting(store, shifts, 'none')],
+      ['a client with a change feed on a bus', async () => new FeedClient(store, bus, 'none')],
+    ] as const) {
+      const outcomes = await runSuite({ createStorage, corruptLease, changeFeed: name.includes('feed') });
+      expect(failures(outcomes), name).toEqual([]);
+    }
+    const mangled = new MangledNames((name) => name);
+    expect(failures(await runSuite({ ...shared(mangled), corruptLease: async (group, leaseKey) => mangled.corrupt(group, leaseKey) })), 'a store that mangles no name').toEqual([]);
+  });
+
+  describe('fails an adapter that breaks a rule of leases, in the test of that rule', () => {
+    const cases: Array<[string, () => Omit<ConformanceTarget, 'name'>, string[]]> = [
+      ['ignores the version condition', () => shared(new IgnoresVersionStorage()), [T.staleUpdate, T.race, T.increments]],
+      ['drops metadata keys it does not know', () => shared(new DropsUnknownMetadataStorage()), [T.roundTrip]],
+      ['drops the fields core does not name', () => shared(new DropsFieldsCoreDoesNotNameStorage()), [T.laterFields]],
+      ['writes its own format over the one it is given', () => shared(new PinsFormatStorage()), [T.laterFields]],
+      ['acknowledges a renewal without moving the version', () => versions('renewal-keeps-version'), [T.renewal]],
+      ['keeps the version on a checkpoint-only write', () => versions('checkpoint-keeps-version'), [T.checkpointOnly]],
+      ['accepts a stale write that names the current owner', () => shared(new AcceptsStaleWriteFromOwnerStorage()), [T.staleOwner]],
+      ['lets a create replace a free lease', () => shared(new CreateOverwritesFreeLeaseStorage()), [T.createOverFree]],
+      ['creates a deleted key again without recreate', () => shared(new RecreatesWithoutFlagStorage()), [T.notRecreated]],
+      ['restarts the version of a re-created key', () => versions('recreate-restarts-version'), [T.recreate]],
+      ['serves reads from a per-client cache', () => perClient((store) => new CachingReads(store)), [T.otherClient]],
+      ['reports a conflict with the row as its statement first read it', () => perClient((store) => new ConflictFromSnapshot(store)), [T.race, T.overlapping]],
+    ];
+    for (const [bug, target, titles] of cases) it(bug, () => expectFailing(target(), titles));
+  });
+
+  describe('fails an adapter that breaks a rule of listings, names or limits, in the test of that rule', () => {
+    const cases: Array<[string, () => Omit<ConformanceTarget, 'name'>, string[]]> = [
+      ['loses a lease at each page boundary of 4,096', () => shared(new ListingLosesPageBoundaryStorage()), [T.sizes]],
+      ['stops listing at a page of deleted keys', () => shared(new ListingStopsAtDeletedPageStorage()), [T.tombstones]],
+      ['fails batches of more than 1,000 updates', () => shared(new FailsLargeBatchesStorage()), [T.largeBatch]],
+      ['truncates names to 255 bytes', () => shared(new MangledNames(truncateTo255Bytes)), [T.longNames]],
+      ['fails in the backend on names over 255 bytes', () => shared(new MangledNames(refuseOver255Bytes)), [T.longNames]],
+      ['compares names case-insensitively', () => shared(new MangledNames(foldCase)), [T.lookAlikes]],
+      ['compares names after Unicode normalization', () => shared(new MangledNames(normalizeUnicode)), [T.lookAlikes]],
+      ['ignores trailing spaces in names', () => shared(new MangledNames(ignoreTrailingSpaces)), [T.lookAlikes]],
+      ['keeps 14 significant digits of large numbers', () => shared(new RoundsLargeNumbersStorage()), [T.largest]],
+      ['loses a __proto__ metadata key', () => shared(new DropsProtoMetadataKeyStorage()), [T.awkwardKeys]],
+      ['strips NUL characters from values', () => shared(new StripsNulStorage()), [T.awkwardStrings]],
+    ];
+    for (const [bug, target, titles] of cases) it(bug, () => expectFailing(target(), titles));
+  });
+
+  describe('fails an adapter that breaks a rule of corrupt records, in the test of that rule', () => {
+    const corruptible = (store: MemoryStorage): Omit<ConformanceTarget, 'name'> => ({
+      ...shared(store),
+      corruptLease: async (group, leaseKey) => store.corrupt(group, leaseKey),
+    });
+    const cases: Array<[string, () => Omit<ConformanceTarget, 'name'>, string[]]> = [
+      ['throws a corrupt lease out of the listing', () => corruptible(new ListingThrowsOnCorruptStorage()), [T.corruptListing]],
+      ['leaves corrupt leases out of the listing silently', () => corruptible(new ListingHidesCorruptStorage()), [T.corruptListing]],
+      ['fails a whole batch on one corrupt lease', () => corruptible(new BatchFailsWholeOnCorruptStorage()), [T.corruptBatch]],
+    ];
+    for (const [bug, target, titles] of cases) it(bug, () => expectFailing(target(), titles));
+  });
+
+  describe('fails an adapter whose change feed breaks a rule, whether or not the target declares the feed', () => {
+    const cases: Array<[FeedBug, string[]]> = [
+      ['publishes-refused-items', [T.feedApplied]],
+      ['one-kind', [T.feedKinds]],
+      ['publishes-renewals', [T.feedRenewals]],
+      ['close-keeps-delivering', [T.feedClose]],
+      ['never-delivers', [T.feedDelivers]],
+      ['no-created', [T.feedKinds]],
+      ['skips-own-writes', [T.feedOwn]],
+    ];
+    for (const [bug, titles] of cases) {
+      it(bug, () => {
+        const store = new MemoryStorage();
+        const bus = new Bus();
+        return expectFailing({ createStorage: async () => new FeedClient(store, bus, bug) }, titles);
+      });
+    }
+
+    it('declares a change feed it does not have', () => expectFailing({ ...perClient((store) => new Passthrough(store)), changeFeed: true }, [T.feedDelivers, T.feedKinds]));
+  });
+
+  describe('over a real connection', () => {
+    let server: Awaited<ReturnType<typeof serveStorage>>;
+    beforeAll(async () => {
+      server = await serveStorage();
+    });
+    afterAll(async () => {
+      await server.close();
+    });
+
+    const remote = (bug?: RemoteBug): Omit<ConformanceTarget, 'name'> => ({
+      createStorage: async () => new RemoteStorage({ host: '127.0.0.1', port: server.port }),
+      closeStorage: async (storage) => (storage as RemoteStorage).close(),
+      corruptLease: async (group, leaseKey) => server.storage.corrupt(group, leaseKey),
+      faults: {
+        kind: 'proxy',
+        upstream: () => ({ host: '127.0.0.1', port: server.port }),
+        createStorage: async (through) => new RemoteStorage(through, bug),
+      },
+      crossProcess: {
+        module: new URL('./support/remote-storage.ts', import.meta.url),
+        options: () => ({ host: '127.0.0.1', port: server.port }),
+        execArgv: ['--import', 'tsx'],
+        processes: 2,
+      },
+    });
+
+    it('passes every test against a correct networked client, its races run from separate processes too', async () => {
+      const outcomes = await runSuite(remote());
+      expect(failures(outcomes)).toEqual([]);
+      expect(titlesWith(outcomes, 'passed')).toEqual(expect.arrayContaining([T.cutCreate, T.cutBatch, T.cutListing, crossProcess(T.increments), crossProcess(T.race)]));
+    }, 180_000);
+
+    const cases: Array<[string, RemoteBug, string[]]> = [
+      ['throws a write whose connection was cut', 'throws-on-cut', [T.cutCreate, T.cutUpdate, T.cutDelete, T.cutLeader, T.cutBatch]],
+      ['sends a write again after its connection was cut', 'retries-writes', [T.cutCreate, T.cutUpdate, T.cutDelete, T.cutLeader, T.cutBatch]],
+      ['returns the pages it has when a listing is cut', 'partial-listing', [T.cutListing]],
+      ['reads "nothing there" when a read is cut', 'empty-reads-on-cut', [T.cutRead]],
+    ];
+    for (const [bug, remoteBug, titles] of cases) it(`fails a client that ${bug}`, () => expectFailing(remote(remoteBug), titles));
+
+    it('checks a breakable in-process client too, and fails one that answers reads once broken', async () => {
+      const store = new MemoryStorage();
+      const breakable = (bug?: 'empty-reads-when-broken'): Omit<ConformanceTarget, 'name'> => ({
+        ...shared(store),
+        faults: {
+          kind: 'break',
+          createStorage: async () => {
+            const storage = new BreakableClient(store, bug);
+            return { storage, breakConnection: () => storage.breakConnection() };
+          },
+        },
+      });
+      expect(titlesWith(await runSuite(breakable(), [T.broken]), 'passed')).toEqual([T.broken]);
+      await expectFailing(breakable('empty-reads-when-broken'), [T.broken]);
+    });
+  });
+
+  describe('between processes', () => {
+    const folder = mkdtempSync(join(tmpdir(), 'leasehold-suite-'));
+    afterAll(() => rmSync(folder, { recursive: true, force: true }));
+
+    it('fails a store that is atomic only inside one process, which passes every race of clients in one process', async () => {
+      const file = join(folder, 'leases.json');
+      const store = UnlockedFileStorage.create(file);
+      const target: Omit<ConformanceTarget, 'name'> = {
+        createStorage: async () => new UnlockedFileStorage(file),
+        crossProcess: {
+          module: new URL('./support/unlocked-file-storage.ts', import.meta.url),
+          options: () => ({ file }),
+          execArgv: ['--import', 'tsx'],
+          processes: 2,
+        },
+      };
+      void store;
+      const inProcess = await runSuite(target, [T.race, T.increments, T.overlapping]);
+      expect(titlesWith(inProcess, 'passed').sort()).toEqual([T.race, T.increments, T.overlapping].sort());
+      await expectFailing(target, [crossProcess(T.increments)]);
+    }, 120_000);
   });
 });
+
+function versions(bug: VersionBug): Omit<ConformanceTarget, 'name'> {
+  const store = new MemoryStorage();
+  const shifts = new Map<string, number>();
+  return { createStorage: async () => new VersionShifting(store, shifts, bug) };
+}
+
+function perClient(client: (store: MemoryStorage) => Storage): Omit<ConformanceTarget, 'name'> {
+  const store = new MemoryStorage();
+  return { createStorage: async () => client(store) };
+}

@@ -1,16 +1,43 @@
 /**
- * Deliberately broken adapters: each breaks one rule of the storage contract, and the conformance suite
- * must catch each one. They prove the suite bites.
+ * Deliberately broken adapters: each breaks one rule of the storage contract the way a careful author
+ * could, and the conformance suite must catch each one. They prove the suite bites.
+ *
+ * Most are a `MemoryStorage` with one method changed. Where a bug needs more than one method (versions
+ * that do not move, names a backend mangles, a per-client cache, a change feed), a small wrapper carries
+ * it; each wrapper with its bug switched off is run through the whole suite too, so that a failure is the
+ * bug's and not the wrapper's.
  */
 import {
+  CorruptRecordError,
+  leaseStateOf,
   MemoryStorage,
+  RECORD_FORMAT,
   result,
-  type LeaseRecord,
-  type LeaseUpdate,
-  type NewLease,
-  type WriteResult,
+  StorageUnavailableError,
+  validateGroup,
+  validateLeaseKey,
   validateLeaseUpdates,
+  validateNewLease,
+  validateNewLeader,
+  type ChangeSubscription,
+  type CreateLeaseOptions,
+  type DeleteResult,
+  type LeaderRecord,
+  type LeaderState,
+  type LeaseChange,
+  type LeaseChangeKind,
+  type LeaseListing,
+  type LeaseRecord,
+  type LeaseState,
+  type LeaseUpdate,
+  type NewLeader,
+  type NewLease,
+  type Storage,
+  type WriteResult,
 } from '../../src/index.js';
+
+// ---------------------------------------------------------------------------------------------------
+// One method changed
 
 /** Applies every update whatever version the caller read: a lost-update machine. */
 export class IgnoresVersionStorage extends MemoryStorage {
@@ -44,8 +71,8 @@ function dropUnknown(metadata: Readonly<Record<string, string>> | undefined): Re
 
 /** Stores only the metadata keys it knows about: a store that interprets what it should round-trip. */
 export class DropsUnknownMetadataStorage extends MemoryStorage {
-  override async createLease(lease: NewLease): Promise<WriteResult<LeaseRecord>> {
-    return super.createLease({ ...lease, metadata: dropUnknown(lease.metadata) });
+  override async createLease(lease: NewLease, options?: CreateLeaseOptions): Promise<WriteResult<LeaseRecord>> {
+    return super.createLease({ ...lease, metadata: dropUnknown(lease.metadata) }, options);
   }
 
   override async updateLeases(group: string, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[]> {
@@ -53,5 +80,637 @@ export class DropsUnknownMetadataStorage extends MemoryStorage {
       group,
       updates.map((update) => ({ ...update, next: { ...update.next, metadata: dropUnknown(update.next.metadata) } })),
     );
+  }
+}
+
+const NAMED_LEASE_FIELDS = ['format', 'owner', 'epoch', 'checkpoint', 'parentKeys', 'pendingOwner', 'metadata'] as const;
+
+function namedOnly(state: Partial<LeaseState>): Partial<LeaseState> {
+  return Object.fromEntries(NAMED_LEASE_FIELDS.filter((name) => name in state).map((name) => [name, state[name]]));
+}
+
+/** Stores the fields core names today and drops the rest, as a column per field would. */
+export class DropsFieldsCoreDoesNotNameStorage extends MemoryStorage {
+  override async createLease(lease: NewLease, options?: CreateLeaseOptions): Promise<WriteResult<LeaseRecord>> {
+    validateNewLease(lease);
+    return super.createLease({ group: lease.group, leaseKey: lease.leaseKey, ...namedOnly(lease) }, options);
+  }
+
+  override async updateLeases(group: string, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[]> {
+    validateLeaseUpdates(group, updates);
+    return super.updateLeases(group, updates.map((update) => ({ ...update, next: namedOnly(update.next) as LeaseState })));
+  }
+}
+
+/** Writes the format it knows instead of the one it is given: a record of a newer core is relabelled. */
+export class PinsFormatStorage extends MemoryStorage {
+  override async createLease(lease: NewLease, options?: CreateLeaseOptions): Promise<WriteResult<LeaseRecord>> {
+    validateNewLease(lease);
+    return super.createLease({ ...lease, format: RECORD_FORMAT }, options);
+  }
+
+  override async updateLeases(group: string, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[]> {
+    validateLeaseUpdates(group, updates);
+    return super.updateLeases(group, updates.map((update) => ({ ...update, next: { ...update.next, format: RECORD_FORMAT } })));
+  }
+}
+
+/** Accepts a write at a stale version when it names the owner the lease has now ("it is the owner anyway"). */
+export class AcceptsStaleWriteFromOwnerStorage extends MemoryStorage {
+  override async updateLeases(group: string, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[]> {
+    validateLeaseUpdates(group, updates);
+    const trusted: LeaseUpdate[] = [];
+    for (const update of updates) {
+      const current = await this.getLease(group, update.leaseKey);
+      const sameOwner = current !== null && current.owner !== null && current.owner === update.next.owner;
+      trusted.push(sameOwner ? { ...update, expectedVersion: current.version } : update);
+    }
+    return super.updateLeases(group, trusted);
+  }
+}
+
+/** Lets a create replace a lease that nobody holds ("a free lease is as good as none"). */
+export class CreateOverwritesFreeLeaseStorage extends MemoryStorage {
+  override async createLease(lease: NewLease, options?: CreateLeaseOptions): Promise<WriteResult<LeaseRecord>> {
+    validateNewLease(lease);
+    const current = await this.getLease(lease.group, lease.leaseKey);
+    if (current?.owner !== null || current === null) return super.createLease(lease, options);
+    const [outcome] = await super.updateLeases(lease.group, [{ leaseKey: lease.leaseKey, expectedVersion: current.version, next: leaseStateOf(lease) }]);
+    return outcome as WriteResult<LeaseRecord>;
+  }
+}
+
+/** Creates a deleted key again whether or not the caller asked for `recreate`, as the first contract did. */
+export class RecreatesWithoutFlagStorage extends MemoryStorage {
+  override async createLease(lease: NewLease): Promise<WriteResult<LeaseRecord>> {
+    return super.createLease(lease, { recreate: true });
+  }
+}
+
+/**
+ * Lists in pages of 4,096, asking for one lease more to learn whether another page follows, and starts
+ * the next page after that extra lease instead of at it: one lease is lost at each page boundary, which a
+ * group of up to 4,096 leases never shows.
+ */
+export class ListingLosesPageBoundaryStorage extends MemoryStorage {
+  override async listLeases(group: string): Promise<LeaseListing> {
+    const listing = await super.listLeases(group);
+    const sorted = [...listing.leases].sort((a, b) => (a.leaseKey < b.leaseKey ? -1 : 1));
+    const pageSize = 4096;
+    const leases: LeaseRecord[] = [];
+    for (let start = 0; ; ) {
+      const page = sorted.slice(start, start + pageSize + 1);
+      leases.push(...page.slice(0, pageSize));
+      if (page.length <= pageSize) break;
+      start += pageSize + 1;
+    }
+    return { leases, corrupt: listing.corrupt };
+  }
+}
+
+/**
+ * Keeps deleted keys as tombstones and lists in pages of 100 stored keys, tombstones included, filtering
+ * them out afterwards; it stops at the first page without a live lease, taking it for the end.
+ */
+export class ListingStopsAtDeletedPageStorage extends MemoryStorage {
+  readonly #tombstones = new Map<string, Set<string>>();
+
+  override async deleteLease(group: string, leaseKey: string, expectedVersion: number): Promise<DeleteResult> {
+    const outcome = await super.deleteLease(group, leaseKey, expectedVersion);
+    if (outcome.status === 'applied') {
+      const tombstones = this.#tombstones.get(group) ?? new Set<string>();
+      tombstones.add(leaseKey);
+      this.#tombstones.set(group, tombstones);
+    }
+    return outcome;
+  }
+
+  override async listLeases(group: string): Promise<LeaseListing> {
+    const listing = await super.listLeases(group);
+    const live = new Map(listing.leases.map((lease) => [lease.leaseKey, lease]));
+    const stored = [...new Set([...live.keys(), ...(this.#tombstones.get(group) ?? [])])].sort();
+    const leases: LeaseRecord[] = [];
+    for (let start = 0; start < stored.length; start += 100) {
+      const page = stored.slice(start, start + 100).flatMap((key) => (live.has(key) ? [live.get(key) as LeaseRecord] : []));
+      if (page.length === 0) break;
+      leases.push(...page);
+    }
+    return { leases, corrupt: listing.corrupt };
+  }
+}
+
+/** Refuses a batch of more than 1,000 updates, as a statement with too many parameters would. */
+export class FailsLargeBatchesStorage extends MemoryStorage {
+  override async updateLeases(group: string, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[]> {
+    if (updates.length > 1000) throw new StorageUnavailableError(`[broken] bind message has ${updates.length * 5} parameters; the limit is 5,000`);
+    return super.updateLeases(group, updates);
+  }
+}
+
+/** Keeps 14 significant digits of epochs, terms and formats, as a Lua script's `tostring` would. */
+export class RoundsLargeNumbersStorage extends MemoryStorage {
+  override async createLease(lease: NewLease, options?: CreateLeaseOptions): Promise<WriteResult<LeaseRecord>> {
+    validateNewLease(lease);
+    return super.createLease({ ...lease, ...rounded(lease) }, options);
+  }
+
+  override async updateLeases(group: string, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[]> {
+    validateLeaseUpdates(group, updates);
+    return super.updateLeases(group, updates.map((update) => ({ ...update, next: { ...update.next, ...rounded(update.next) } })));
+  }
+}
+
+function rounded(state: Partial<LeaseState>): Partial<LeaseState> {
+  const round = (value: number | undefined): number | undefined => (value === undefined ? undefined : Number(value.toPrecision(14)));
+  return { epoch: round(state.epoch), format: round(state.format) };
+}
+
+/** Copies metadata key by key with `copy[key] = value`, which silently drops a `__proto__` key. */
+export class DropsProtoMetadataKeyStorage extends MemoryStorage {
+  override async createLease(lease: NewLease, options?: CreateLeaseOptions): Promise<WriteResult<LeaseRecord>> {
+    validateNewLease(lease);
+    return super.createLease({ ...lease, metadata: copyByAssignment(lease.metadata ?? {}) }, options);
+  }
+
+  override async updateLeases(group: string, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[]> {
+    validateLeaseUpdates(group, updates);
+    return super.updateLeases(group, updates.map((update) => ({ ...update, next: { ...update.next, metadata: copyByAssignment(update.next.metadata) } })));
+  }
+}
+
+function copyByAssignment(metadata: Readonly<Record<string, string>>): Record<string, string> {
+  const copy: Record<string, string> = {};
+  for (const [key, value] of Object.entries(metadata)) copy[key] = value;
+  return copy;
+}
+
+/** Strips NUL characters from checkpoints and metadata values, as a text column that cannot hold them would. */
+export class StripsNulStorage extends MemoryStorage {
+  override async createLease(lease: NewLease, options?: CreateLeaseOptions): Promise<WriteResult<LeaseRecord>> {
+    validateNewLease(lease);
+    return super.createLease({ ...lease, ...stripped(leaseStateOf(lease)) }, options);
+  }
+
+  override async updateLeases(group: string, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[]> {
+    validateLeaseUpdates(group, updates);
+    return super.updateLeases(group, updates.map((update) => ({ ...update, next: { ...update.next, ...stripped(update.next) } })));
+  }
+}
+
+function stripped(state: LeaseState): Partial<LeaseState> {
+  const strip = (text: string): string => text.replaceAll('\u0000', '');
+  return {
+    checkpoint: state.checkpoint === null ? null : strip(state.checkpoint),
+    metadata: Object.fromEntries(Object.entries(state.metadata).map(([key, value]) => [key, strip(value)])),
+  };
+}
+
+/** Throws the first corrupt lease's error out of the listing, as the first contract did: one bad record hides the rest. */
+export class ListingThrowsOnCorruptStorage extends MemoryStorage {
+  override async listLeases(group: string): Promise<LeaseListing> {
+    const listing = await super.listLeases(group);
+    if (listing.corrupt[0]) throw listing.corrupt[0];
+    return listing;
+  }
+}
+
+/** Leaves corrupt leases out of the listing without a word: nobody learns they are there. */
+export class ListingHidesCorruptStorage extends MemoryStorage {
+  override async listLeases(group: string): Promise<LeaseListing> {
+    return { leases: (await super.listLeases(group)).leases, corrupt: [] };
+  }
+}
+
+/** Runs a batch as one transaction that a corrupt lease rolls back: every item is unknown, none applies. */
+export class BatchFailsWholeOnCorruptStorage extends MemoryStorage {
+  override async updateLeases(group: string, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[]> {
+    validateLeaseUpdates(group, updates);
+    for (const update of updates) {
+      try {
+        await this.getLease(group, update.leaseKey);
+      } catch (error) {
+        if (error instanceof CorruptRecordError) return updates.map(() => result.unknown(error));
+        throw error;
+      }
+    }
+    return super.updateLeases(group, updates);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Wrappers: a client of a shared store that changes more than one method
+
+/** A client of a shared store that passes every call through; the base of the wrappers below. */
+export class Passthrough implements Storage {
+  constructor(protected readonly inner: Storage) {}
+
+  listLeases(group: string): Promise<LeaseListing> {
+    return this.inner.listLeases(group);
+  }
+
+  getLease(group: string, leaseKey: string): Promise<LeaseRecord | null> {
+    return this.inner.getLease(group, leaseKey);
+  }
+
+  createLease(lease: NewLease, options?: CreateLeaseOptions): Promise<WriteResult<LeaseRecord>> {
+    return this.inner.createLease(lease, options);
+  }
+
+  updateLeases(group: string, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[]> {
+    return this.inner.updateLeases(group, updates);
+  }
+
+  deleteLease(group: string, leaseKey: string, expectedVersion: number): Promise<DeleteResult> {
+    return this.inner.deleteLease(group, leaseKey, expectedVersion);
+  }
+
+  getLeader(group: string): Promise<LeaderRecord | null> {
+    return this.inner.getLeader(group);
+  }
+
+  createLeader(leader: NewLeader): Promise<WriteResult<LeaderRecord>> {
+    return this.inner.createLeader(leader);
+  }
+
+  updateLeader(group: string, expectedVersion: number, next: LeaderState): Promise<WriteResult<LeaderRecord>> {
+    return this.inner.updateLeader(group, expectedVersion, next);
+  }
+}
+
+/** When a {@link VersionShifting} store reports a version other than the one it stores. */
+export type VersionBug = 'none' | 'renewal-keeps-version' | 'checkpoint-keeps-version' | 'recreate-restarts-version';
+
+/**
+ * A store that reports, per key, a version lower than the one it keeps by the number of writes it chose
+ * to "not count". The count is shared by every client of the store, as a backend's would be.
+ */
+export class VersionShifting extends Passthrough {
+  constructor(
+    inner: Storage,
+    private readonly shifts: Map<string, number>,
+    private readonly bug: VersionBug,
+  ) {
+    super(inner);
+  }
+
+  #shift(group: string, leaseKey: string): number {
+    return this.shifts.get(`${group}\u0000${leaseKey}`) ?? 0;
+  }
+
+  #present(record: LeaseRecord): LeaseRecord;
+  #present(record: LeaseRecord | null): LeaseRecord | null;
+  #present(record: LeaseRecord | null): LeaseRecord | null {
+    return record && { ...record, version: record.version - this.#shift(record.group, record.leaseKey) };
+  }
+
+  #presentResult(outcome: WriteResult<LeaseRecord>): WriteResult<LeaseRecord> {
+    if (outcome.status === 'applied') return result.applied(this.#present(outcome.record));
+    if (outcome.status === 'conflict') return result.conflict(this.#present(outcome.current));
+    return outcome;
+  }
+
+  override async listLeases(group: string): Promise<LeaseListing> {
+    const listing = await super.listLeases(group);
+    return { leases: listing.leases.map((lease) => this.#present(lease)), corrupt: listing.corrupt };
+  }
+
+  override async getLease(group: string, leaseKey: string): Promise<LeaseRecord | null> {
+    return this.#present(await super.getLease(group, leaseKey));
+  }
+
+  override async createLease(lease: NewLease, options?: CreateLeaseOptions): Promise<WriteResult<LeaseRecord>> {
+    const outcome = await super.createLease(lease, options);
+    if (this.bug === 'recreate-restarts-version' && outcome.status === 'applied' && outcome.record.version > 1) {
+      this.shifts.set(`${lease.group}\u0000${lease.leaseKey}`, outcome.record.version - 1);
+    }
+    return this.#presentResult(outcome);
+  }
+
+  override async updateLeases(group: string, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[]> {
+    validateLeaseUpdates(group, updates);
+    const results: WriteResult<LeaseRecord>[] = [];
+    for (const update of updates) {
+      const current = await super.getLease(group, update.leaseKey).catch(() => null);
+      const shift = this.#shift(group, update.leaseKey);
+      const [outcome] = await super.updateLeases(group, [{ ...update, expectedVersion: update.expectedVersion + shift }]);
+      if (outcome?.status === 'applied' && current && this.#uncounted(current, update.next)) {
+        this.shifts.set(`${group}\u0000${update.leaseKey}`, shift + 1);
+      }
+      results.push(this.#presentResult(outcome as WriteResult<LeaseRecord>));
+    }
+    return results;
+  }
+
+  override async deleteLease(group: string, leaseKey: string, expectedVersion: number): Promise<DeleteResult> {
+    const outcome = await super.deleteLease(group, leaseKey, expectedVersion + this.#shift(group, leaseKey));
+    return outcome.status === 'conflict' ? result.conflict(this.#present(outcome.current)) : outcome;
+  }
+
+  /** Whether the bug leaves this write out of the version. */
+  #uncounted(current: LeaseRecord, next: LeaseState): boolean {
+    const before = JSON.stringify(leaseStateOf(current));
+    if (this.bug === 'renewal-keeps-version') return before === JSON.stringify(leaseStateOf(next));
+    if (this.bug === 'checkpoint-keeps-version') return before !== JSON.stringify(leaseStateOf(next)) && JSON.stringify(leaseStateOf({ ...current, checkpoint: next.checkpoint })) === JSON.stringify(leaseStateOf(next));
+    return false;
+  }
+}
+
+/**
+ * A store that mangles group names and lease keys before storing them (the record comes back with the
+ * stored name), as a column type, a collation or a key scheme may: input is checked first, so names the
+ * contract refuses are still refused.
+ */
+export class MangledNames extends MemoryStorage {
+  constructor(private readonly mangle: (name: string) => string) {
+    super();
+  }
+
+  override async listLeases(group: string): Promise<LeaseListing> {
+    validateGroup(group);
+    return super.listLeases(this.mangle(group));
+  }
+
+  override async getLease(group: string, leaseKey: string): Promise<LeaseRecord | null> {
+    validateGroup(group);
+    validateLeaseKey(leaseKey);
+    return super.getLease(this.mangle(group), this.mangle(leaseKey));
+  }
+
+  override async createLease(lease: NewLease, options?: CreateLeaseOptions): Promise<WriteResult<LeaseRecord>> {
+    validateNewLease(lease);
+    return super.createLease({ ...lease, group: this.mangle(lease.group), leaseKey: this.mangle(lease.leaseKey) }, options);
+  }
+
+  override async updateLeases(group: string, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[]> {
+    validateLeaseUpdates(group, updates);
+    return super.updateLeases(this.mangle(group), updates.map((update) => ({ ...update, leaseKey: this.mangle(update.leaseKey) })));
+  }
+
+  override async deleteLease(group: string, leaseKey: string, expectedVersion: number): Promise<DeleteResult> {
+    validateGroup(group);
+    validateLeaseKey(leaseKey);
+    return super.deleteLease(this.mangle(group), this.mangle(leaseKey), expectedVersion);
+  }
+
+  override async getLeader(group: string): Promise<LeaderRecord | null> {
+    validateGroup(group);
+    return super.getLeader(this.mangle(group));
+  }
+
+  override async createLeader(leader: NewLeader): Promise<WriteResult<LeaderRecord>> {
+    validateNewLeader(leader);
+    return super.createLeader({ ...leader, group: this.mangle(leader.group) });
+  }
+
+  override async updateLeader(group: string, expectedVersion: number, next: LeaderState): Promise<WriteResult<LeaderRecord>> {
+    validateGroup(group);
+    return super.updateLeader(this.mangle(group), expectedVersion, next);
+  }
+}
+
+/** Names cut to their first 255 UTF-8 bytes, as a `VARCHAR(255)` column of a lenient database stores them. */
+export function truncateTo255Bytes(name: string): string {
+  const bytes = Buffer.from(name, 'utf8');
+  return bytes.length <= 255 ? name : bytes.subarray(0, 255).toString('utf8');
+}
+
+/** Names over 255 bytes fail in the backend, as a `VARCHAR(255)` column of a strict database refuses them. */
+export function refuseOver255Bytes(name: string): string {
+  if (Buffer.byteLength(name) > 255) throw new StorageUnavailableError(`[broken] value too long for type character varying(255)`);
+  return name;
+}
+
+/** A case-insensitive collation: `Shard-1` and `shard-1` are one key. */
+export const foldCase = (name: string): string => name.toLowerCase();
+
+/** Names normalized to NFC: composed and decomposed `café` are one key. */
+export const normalizeUnicode = (name: string): string => name.normalize('NFC');
+
+/** Trailing spaces ignored, as a PAD SPACE collation compares: `a` and `a ` are one key. */
+export const ignoreTrailingSpaces = (name: string): string => name.replace(/ +$/, '');
+
+/**
+ * A client that serves reads from its own cache once it has read a key (or a group), and updates that
+ * cache only with its own writes: client A never sees client B's update or delete.
+ */
+export class CachingReads extends Passthrough {
+  readonly #leases = new Map<string, LeaseRecord | null>();
+  readonly #listings = new Map<string, LeaseListing>();
+  readonly #leaders = new Map<string, LeaderRecord | null>();
+
+  override async listLeases(group: string): Promise<LeaseListing> {
+    const cached = this.#listings.get(group);
+    if (cached) return cached;
+    const listing = await super.listLeases(group);
+    this.#listings.set(group, listing);
+    return listing;
+  }
+
+  override async getLease(group: string, leaseKey: string): Promise<LeaseRecord | null> {
+    const key = `${group}\u0000${leaseKey}`;
+    if (this.#leases.has(key)) return this.#leases.get(key) ?? null;
+    const lease = await super.getLease(group, leaseKey);
+    this.#leases.set(key, lease);
+    return lease;
+  }
+
+  override async createLease(lease: NewLease, options?: CreateLeaseOptions): Promise<WriteResult<LeaseRecord>> {
+    const outcome = await super.createLease(lease, options);
+    if (outcome.status === 'applied') this.#remember(outcome.record.group, outcome.record.leaseKey, outcome.record);
+    return outcome;
+  }
+
+  override async updateLeases(group: string, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[]> {
+    const results = await super.updateLeases(group, updates);
+    for (const outcome of results) if (outcome.status === 'applied') this.#remember(group, outcome.record.leaseKey, outcome.record);
+    return results;
+  }
+
+  override async deleteLease(group: string, leaseKey: string, expectedVersion: number): Promise<DeleteResult> {
+    const outcome = await super.deleteLease(group, leaseKey, expectedVersion);
+    if (outcome.status === 'applied') this.#remember(group, leaseKey, null);
+    return outcome;
+  }
+
+  override async getLeader(group: string): Promise<LeaderRecord | null> {
+    if (this.#leaders.has(group)) return this.#leaders.get(group) ?? null;
+    const leader = await super.getLeader(group);
+    this.#leaders.set(group, leader);
+    return leader;
+  }
+
+  override async createLeader(leader: NewLeader): Promise<WriteResult<LeaderRecord>> {
+    const outcome = await super.createLeader(leader);
+    if (outcome.status === 'applied') this.#leaders.set(leader.group, outcome.record);
+    return outcome;
+  }
+
+  override async updateLeader(group: string, expectedVersion: number, next: LeaderState): Promise<WriteResult<LeaderRecord>> {
+    const outcome = await super.updateLeader(group, expectedVersion, next);
+    if (outcome.status === 'applied') this.#leaders.set(group, outcome.record);
+    return outcome;
+  }
+
+  #remember(group: string, leaseKey: string, record: LeaseRecord | null): void {
+    this.#leases.set(`${group}\u0000${leaseKey}`, record);
+    const listing = this.#listings.get(group);
+    if (!listing) return;
+    const leases = listing.leases.filter((lease) => lease.leaseKey !== leaseKey);
+    this.#listings.set(group, { leases: record ? [...leases, record] : leases, corrupt: listing.corrupt });
+  }
+}
+
+/**
+ * A batch that reads the rows first and reports a conflict with the row as it read it, not as it is
+ * stored when the write is refused (a statement's snapshot under read committed).
+ */
+export class ConflictFromSnapshot extends Passthrough {
+  override async updateLeases(group: string, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[]> {
+    const snapshot = new Map((await super.listLeases(group)).leases.map((lease) => [lease.leaseKey, lease]));
+    const results = await super.updateLeases(group, updates);
+    return results.map((outcome, i) => (outcome.status === 'conflict' ? result.conflict(snapshot.get(updates[i]?.leaseKey as string) ?? null) : outcome));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Change feeds
+
+/** Where the clients of one store publish and hear changes (a pub/sub channel of the backend). */
+export class Bus {
+  readonly listeners = new Map<string, Set<{ readonly client: object; readonly listener: (change: LeaseChange, from: object) => void }>>();
+
+  publish(change: LeaseChange, from: object): void {
+    for (const entry of this.listeners.get(change.group) ?? []) queueMicrotask(() => entry.listener(change, from));
+  }
+}
+
+/** How a {@link FeedClient}'s feed is broken. */
+export type FeedBug =
+  | 'none'
+  | 'publishes-refused-items'
+  | 'one-kind'
+  | 'publishes-renewals'
+  | 'close-keeps-delivering'
+  | 'never-delivers'
+  | 'no-created'
+  | 'skips-own-writes';
+
+/** A client of a shared store with a change feed on a shared {@link Bus}; `bug` breaks one rule of the feed. */
+export class FeedClient extends Passthrough {
+  constructor(
+    inner: Storage,
+    private readonly bus: Bus,
+    private readonly bug: FeedBug,
+  ) {
+    super(inner);
+  }
+
+  override async createLease(lease: NewLease, options?: CreateLeaseOptions): Promise<WriteResult<LeaseRecord>> {
+    const outcome = await super.createLease(lease, options);
+    if (outcome.status === 'applied' && this.bug !== 'no-created') this.#publish(lease.group, lease.leaseKey, 'created');
+    return outcome;
+  }
+
+  override async updateLeases(group: string, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[]> {
+    const results = await super.updateLeases(group, updates);
+    const anyApplied = results.some((outcome) => outcome.status === 'applied');
+    updates.forEach((update, i) => {
+      const wasApplied = results[i]?.status === 'applied';
+      if (update.notify && (wasApplied || (this.bug === 'publishes-refused-items' && anyApplied))) {
+        this.#publish(group, update.leaseKey, this.bug === 'one-kind' ? 'released' : update.notify);
+      } else if (!update.notify && wasApplied && this.bug === 'publishes-renewals') {
+        this.#publish(group, update.leaseKey, 'handed-off');
+      }
+    });
+    return results;
+  }
+
+  async subscribe(group: string, listener: (change: LeaseChange) => void): Promise<ChangeSubscription> {
+    validateGroup(group);
+    const entry = {
+      client: this,
+      listener: (change: LeaseChange, from: object) => {
+        if (this.bug === 'skips-own-writes' && from === this) return;
+        listener(change);
+      },
+    };
+    const entries = this.bus.listeners.get(group) ?? new Set();
+    this.bus.listeners.set(group, entries);
+    if (this.bug !== 'never-delivers') entries.add(entry);
+    const close = async (): Promise<void> => {
+      if (this.bug !== 'close-keeps-delivering') entries.delete(entry);
+    };
+    return { close, [Symbol.asyncDispose]: close };
+  }
+
+  #publish(group: string, leaseKey: string, kind: LeaseChangeKind): void {
+    this.bus.publish({ group, leaseKey, kind }, this);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// A connection that breaks
+
+/**
+ * A client of a shared store whose "connection" the suite can break (the fault hook of an in-process
+ * store). Once broken, each call fails as on a lost connection; with `bug`, a broken client's reads answer
+ * "nothing there" instead.
+ */
+export class BreakableClient extends Passthrough {
+  #broken = false;
+
+  constructor(inner: Storage, private readonly bug?: 'empty-reads-when-broken') {
+    super(inner);
+  }
+
+  breakConnection(): void {
+    this.#broken = true;
+  }
+
+  override async listLeases(group: string): Promise<LeaseListing> {
+    if (this.#broken && this.bug) return { leases: [], corrupt: [] };
+    this.#check('listLeases');
+    return super.listLeases(group);
+  }
+
+  override async getLease(group: string, leaseKey: string): Promise<LeaseRecord | null> {
+    if (this.#broken && this.bug) return null;
+    this.#check('getLease');
+    return super.getLease(group, leaseKey);
+  }
+
+  override async createLease(lease: NewLease, options?: CreateLeaseOptions): Promise<WriteResult<LeaseRecord>> {
+    this.#check('createLease');
+    return super.createLease(lease, options);
+  }
+
+  override async updateLeases(group: string, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[]> {
+    this.#check('updateLeases');
+    return super.updateLeases(group, updates);
+  }
+
+  override async deleteLease(group: string, leaseKey: string, expectedVersion: number): Promise<DeleteResult> {
+    this.#check('deleteLease');
+    return super.deleteLease(group, leaseKey, expectedVersion);
+  }
+
+  override async getLeader(group: string): Promise<LeaderRecord | null> {
+    if (this.#broken && this.bug) return null;
+    this.#check('getLeader');
+    return super.getLeader(group);
+  }
+
+  override async createLeader(leader: NewLeader): Promise<WriteResult<LeaderRecord>> {
+    this.#check('createLeader');
+    return super.createLeader(leader);
+  }
+
+  override async updateLeader(group: string, expectedVersion: number, next: LeaderState): Promise<WriteResult<LeaderRecord>> {
+    this.#check('updateLeader');
+    return super.updateLeader(group, expectedVersion, next);
+  }
+
+  #check(operation: string): void {
+    if (this.#broken) throw new StorageUnavailableError(`[broken] ${operation}: the connection is closed`);
   }
 }

@@ -1,0 +1,266 @@
+/**
+ * A networked store for the suite's own tests: a `MemoryStorage` served over TCP (one JSON line per
+ * request and per answer) and a client that speaks to it. With it, the suite's proxy fault tests and its
+ * cross-process mode run against a real connection, and deliberately broken clients show that those tests
+ * catch what they claim to.
+ */
+import { once } from 'node:events';
+import { createConnection, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import {
+  LeaseholdError,
+  MemoryStorage,
+  result,
+  StorageOutcomeUnknownError,
+  StorageUnavailableError,
+  validateGroup,
+  validateLeaderState,
+  validateLeaseKey,
+  validateLeaseUpdates,
+  validateNewLeader,
+  validateNewLease,
+  validateVersion,
+  type CreateLeaseOptions,
+  type DeleteResult,
+  type LeaderRecord,
+  type LeaderState,
+  type LeaseListing,
+  type LeaseRecord,
+  type LeaseUpdate,
+  type NewLeader,
+  type NewLease,
+  type Storage,
+  type WriteResult,
+} from '../../src/index.js';
+import { errorFromWire, errorToWire, fromWire, toWire, type WireError } from '../../src/testing/wire.js';
+
+const PKG = 'remote-storage';
+
+/** Leases per page of a listing: a listing of a large group takes several requests. */
+const PAGE = 100;
+
+interface Request {
+  readonly id: number;
+  readonly method: string;
+  readonly args: string;
+}
+
+interface Answer {
+  readonly id: number;
+  readonly value?: string;
+  readonly error?: WireError;
+}
+
+/** Serves `storage` on a free port of 127.0.0.1. */
+export async function serveStorage(storage: MemoryStorage = new MemoryStorage()): Promise<{ storage: MemoryStorage; port: number; close(): Promise<void> }> {
+  const sockets = new Set<Socket>();
+  const server: Server = createServer((socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+    socket.on('error', () => socket.destroy());
+    lines(socket, (line) => {
+      const request = JSON.parse(line) as Request;
+      void answer(storage, request).then((reply) => {
+        if (!socket.destroyed) socket.write(`${JSON.stringify(reply)}\n`);
+      });
+    });
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  return {
+    storage,
+    port: (server.address() as AddressInfo).port,
+    close: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+async function answer(storage: MemoryStorage, request: Request): Promise<Answer> {
+  try {
+    const args = fromWire(request.args) as unknown[];
+    if (request.method === 'listPage') {
+      const [group, after] = args as [string, string | null];
+      const listing = await storage.listLeases(group);
+      const sorted = [...listing.leases].sort((a, b) => (a.leaseKey < b.leaseKey ? -1 : a.leaseKey > b.leaseKey ? 1 : 0));
+      const rest = after === null ? sorted : sorted.filter((lease) => lease.leaseKey > after);
+      return { id: request.id, value: toWire({ leases: rest.slice(0, PAGE), corrupt: after === null ? listing.corrupt : [], more: rest.length > PAGE }) };
+    }
+    const method = (storage as unknown as Record<string, (...input: unknown[]) => Promise<unknown>>)[request.method];
+    if (typeof method !== 'function') throw new Error(`no method ${request.method}`);
+    return { id: request.id, value: toWire(await method.apply(storage, args)) };
+  } catch (error) {
+    return { id: request.id, error: errorToWire(error) };
+  }
+}
+
+function lines(socket: Socket, onLine: (line: string) => void): void {
+  let buffered = '';
+  socket.setEncoding('utf8');
+  socket.on('data', (chunk: string) => {
+    buffered += chunk;
+    for (let end = buffered.indexOf('\n'); end >= 0; end = buffered.indexOf('\n')) {
+      onLine(buffered.slice(0, end));
+      buffered = buffered.slice(end + 1);
+    }
+  });
+}
+
+/** How a {@link RemoteStorage} client is broken. */
+export type RemoteBug =
+  /** A write whose connection drops is thrown as unavailable, although it may have applied. */
+  | 'throws-on-cut'
+  /** A write whose connection drops is sent again on a new connection, and its second answer returned. */
+  | 'retries-writes'
+  /** A listing whose connection drops returns the pages it has. */
+  | 'partial-listing'
+  /** A read whose connection drops returns "nothing there". */
+  | 'empty-reads-on-cut';
+
+/** Thrown inside the client when its connection drops with calls in flight. */
+class ConnectionLost extends Error {}
+
+/** A client of {@link serveStorage}: one connection, opened on the first call and again after it drops. */
+export class RemoteStorage implements Storage {
+  readonly #address: { host: string; port: number };
+  readonly #bug: RemoteBug | undefined;
+  readonly #pending = new Map<number, { resolve: (answer: Answer) => void; reject: (error: Error) => void }>();
+  #socket: Promise<Socket> | undefined;
+  #nextId = 0;
+
+  constructor(address: { host: string; port: number }, bug?: RemoteBug) {
+    this.#address = address;
+    this.#bug = bug;
+  }
+
+  async listLeases(group: string): Promise<LeaseListing> {
+    validateGroup(group, PKG);
+    const listing: LeaseListing = { leases: [], corrupt: [] };
+    for (let after: string | null = null; ; ) {
+      let page: LeaseListing & { more: boolean };
+      try {
+        page = (await this.#call('listPage', [group, after])) as LeaseListing & { more: boolean };
+      } catch (error) {
+        if (this.#bug === 'partial-listing' && error instanceof ConnectionLost) return listing;
+        throw this.#readFailure(error, 'listLeases');
+      }
+      listing.leases.push(...page.leases);
+      listing.corrupt.push(...page.corrupt);
+      if (!page.more) return listing;
+      after = page.leases.at(-1)?.leaseKey ?? null;
+    }
+  }
+
+  async getLease(group: string, leaseKey: string): Promise<LeaseRecord | null> {
+    validateGroup(group, PKG);
+    validateLeaseKey(leaseKey, PKG);
+    return this.#read('getLease', [group, leaseKey], null);
+  }
+
+  async createLease(lease: NewLease, options: CreateLeaseOptions = {}): Promise<WriteResult<LeaseRecord>> {
+    const { group, leaseKey, state } = validateNewLease(lease, PKG);
+    return this.#write('createLease', [{ ...state, group, leaseKey }, options], (error) => result.unknown(error));
+  }
+
+  async updateLeases(group: string, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[]> {
+    validateLeaseUpdates(group, updates, PKG);
+    return this.#write('updateLeases', [group, updates], (error) => updates.map(() => result.unknown(error)));
+  }
+
+  async deleteLease(group: string, leaseKey: string, expectedVersion: number): Promise<DeleteResult> {
+    validateGroup(group, PKG);
+    validateLeaseKey(leaseKey, PKG);
+    validateVersion(expectedVersion, PKG);
+    return this.#write('deleteLease', [group, leaseKey, expectedVersion], (error) => result.unknown(error));
+  }
+
+  async getLeader(group: string): Promise<LeaderRecord | null> {
+    validateGroup(group, PKG);
+    return this.#read('getLeader', [group], null);
+  }
+
+  async createLeader(leader: NewLeader): Promise<WriteResult<LeaderRecord>> {
+    const { group, state } = validateNewLeader(leader, PKG);
+    return this.#write('createLeader', [{ ...state, group }], (error) => result.unknown(error));
+  }
+
+  async updateLeader(group: string, expectedVersion: number, next: LeaderState): Promise<WriteResult<LeaderRecord>> {
+    validateGroup(group, PKG);
+    validateVersion(expectedVersion, PKG);
+    validateLeaderState(next, PKG);
+    return this.#write('updateLeader', [group, expectedVersion, next], (error) => result.unknown(error));
+  }
+
+  async close(): Promise<void> {
+    const socket = this.#socket;
+    this.#socket = undefined;
+    (await socket?.catch(() => undefined))?.destroy();
+  }
+
+  async #read<T>(method: string, args: unknown[], empty: T): Promise<T> {
+    try {
+      return (await this.#call(method, args)) as T;
+    } catch (error) {
+      if (this.#bug === 'empty-reads-on-cut' && error instanceof ConnectionLost) return empty;
+      throw this.#readFailure(error, method);
+    }
+  }
+
+  async #write<T>(method: string, args: unknown[], unknown: (error: LeaseholdError) => T): Promise<T> {
+    try {
+      return (await this.#call(method, args)) as T;
+    } catch (error) {
+      if (!(error instanceof ConnectionLost)) throw this.#readFailure(error, method);
+      if (this.#bug === 'throws-on-cut') throw new StorageUnavailableError(`[${PKG}] ${method} failed: ${error.message}`, { cause: error });
+      if (this.#bug === 'retries-writes') return (await this.#call(method, args)) as T;
+      return unknown(new StorageOutcomeUnknownError(`[${PKG}] the outcome of ${method} is unknown: ${error.message}`, { cause: error }));
+    }
+  }
+
+  #readFailure(error: unknown, method: string): Error {
+    if (error instanceof LeaseholdError) return error;
+    return new StorageUnavailableError(`[${PKG}] ${method} failed: ${(error as Error).message}`, { cause: error });
+  }
+
+  async #call(method: string, args: unknown[]): Promise<unknown> {
+    let socket: Socket;
+    try {
+      socket = await this.#connect();
+    } catch (error) {
+      // Nothing was sent: that is certain, so a write may say so by throwing.
+      throw new StorageUnavailableError(`[${PKG}] cannot connect: ${(error as Error).message}`, { cause: error });
+    }
+    const id = this.#nextId++;
+    const answer = await new Promise<Answer>((resolve, reject) => {
+      this.#pending.set(id, { resolve, reject });
+      socket.write(`${JSON.stringify({ id, method, args: toWire(args) } satisfies Request)}\n`);
+    });
+    if (answer.error) throw errorFromWire(answer.error);
+    return answer.value === undefined ? undefined : fromWire(answer.value);
+  }
+
+  #connect(): Promise<Socket> {
+    this.#socket ??= new Promise<Socket>((resolve, reject) => {
+      const socket = createConnection(this.#address);
+      socket.once('connect', () => resolve(socket));
+      // Before the connection: the call fails with nothing sent. After: 'close' follows and fails the calls in flight.
+      socket.on('error', reject);
+      lines(socket, (line) => {
+        const reply = JSON.parse(line) as Answer;
+        this.#pending.get(reply.id)?.resolve(reply);
+        this.#pending.delete(reply.id);
+      });
+      socket.on('close', () => {
+        this.#socket = undefined;
+        for (const pending of this.#pending.values()) pending.reject(new ConnectionLost('the connection was lost'));
+        this.#pending.clear();
+      });
+    });
+    return this.#socket;
+  }
+}
+
+/** Opens a client in another process (the suite's cross-process mode). */
+export async function openClient(options: { host: string; port: number }): Promise<Storage> {
+  return new RemoteStorage(options);
+}
