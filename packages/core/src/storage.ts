@@ -5,7 +5,8 @@
  *
  * An adapter holds no timing and no policy. It validates its input with the helpers of `./limits.js`,
  * stores each record whole (every field, including ones core adds later), and reports each write's
- * outcome exactly.
+ * outcome exactly. The conformance suite (`@leasehold/core/testing`) checks every rule written here;
+ * its test titles use the same words.
  */
 import type { CorruptRecordError, LeaseholdError } from './errors.js';
 
@@ -54,6 +55,13 @@ export const RECORD_FORMAT = 1;
  * change of {@link RECORD_FORMAT}): their values are JSON values. An adapter stores every field of the
  * state it is given and returns it unchanged, and core carries such fields into its own writes, so a
  * rolling upgrade never wipes them.
+ *
+ * Every value the contract allows round-trips exactly, through create, update, get, list and a
+ * conflict's current record: the format as given, any string (NUL and lone surrogates included) in a
+ * checkpoint, metadata or a field core does not name, metadata keys such as `__proto__` or `a.b`, numbers
+ * of fields core does not name as JavaScript reads them (`0.1`, `1e21`, `5e-324`), and every field at
+ * its largest allowed value (see `limits`), with epochs, terms and formats up to
+ * `Number.MAX_SAFE_INTEGER`.
  */
 export interface LeaseState {
   /** The record format (see {@link RECORD_FORMAT}). */
@@ -75,15 +83,23 @@ export interface LeaseState {
   readonly metadata: Readonly<Record<string, string>>;
 }
 
-/** A lease as stored: one partition's owner, checkpoint and lineage in one group. */
+/**
+ * A lease as stored: one partition's owner, checkpoint and lineage in one group.
+ *
+ * Names (groups, lease keys) are compared byte for byte: names that differ only in case, Unicode
+ * normalization or trailing spaces are different names, and a name of up to 512 bytes is stored whole.
+ * Groups side by side never see each other, even when one name is a prefix of another.
+ */
 export interface LeaseRecord extends LeaseState {
   /** The consuming application the lease belongs to. */
   readonly group: string;
   /** The partition the lease is for (for Kinesis, the shard id). */
   readonly leaseKey: string;
   /**
-   * Incremented by the store on every successful write. It never goes backwards for a key, not even
-   * when the key is deleted and created again.
+   * A new key starts at version 1, and the store increments the version by one on every update that
+   * applies: every one, even an update that writes exactly the stored state (a renewal: others see the
+   * owner alive only by its version moving) or changes only the checkpoint. It never goes backwards for a
+   * key, not even when the key is deleted and created again.
    */
   readonly version: number;
 }
@@ -94,20 +110,32 @@ export interface NewLease extends Partial<LeaseState> {
   readonly leaseKey: string;
 }
 
-/** What a lease change means to workers that wait for free leases; carried by the change feed. */
+/**
+ * What a lease change means to workers that wait for free leases; carried by the change feed. `created`
+ * is published by the adapter itself whenever `createLease` applies; the others by the `notify` of an
+ * update.
+ */
 export type LeaseChangeKind = 'released' | 'handoff-requested' | 'handed-off' | 'created';
 
 /** One conditional write in a {@link CheckpointStorage.updateLeases} batch. */
 export interface LeaseUpdate {
   /** The lease to write. */
   readonly leaseKey: string;
-  /** The version the caller read; the write applies only if the stored version still equals it. */
+  /**
+   * The version the caller read; the write applies only if the stored version still equals it. Nothing
+   * else is compared: a write at a stale version is a conflict even when it names the current owner and
+   * epoch (a delayed checkpoint of the owner must not move the checkpoint back).
+   */
   readonly expectedVersion: number;
-  /** The whole new state; the stored version becomes `expectedVersion + 1`. */
+  /**
+   * The whole new state; the stored version becomes `expectedVersion + 1`. It replaces the stored state
+   * entirely: a field it leaves out is gone.
+   */
   readonly next: LeaseState;
   /**
-   * When set and the write applies, the adapter publishes this change on its change feed (if it has
-   * one), ideally in the same round trip as the write.
+   * When set and the write applies, the adapter publishes this change, with this kind, on its change feed
+   * (if it has one), ideally in the same round trip as the write. An update without `notify` (a renewal,
+   * a checkpoint) and an update that did not apply publish nothing.
    */
   readonly notify?: LeaseChangeKind | undefined;
 }
@@ -118,15 +146,22 @@ export interface Applied<T> {
   readonly record: T;
 }
 
-/** The condition failed and nothing changed; `current` is the stored record, or `null` if there is none. */
+/**
+ * The condition failed and nothing changed; `current` is the record as stored when the write was refused
+ * (not as the adapter or its statement first read it), or `null` if there is none.
+ */
 export interface Conflict<T> {
   readonly status: 'conflict';
   readonly current: T | null;
 }
 
 /**
- * The outcome is not known: an error happened after the request may have reached the backend, or the
- * outcome could not be read back. Core never counts it as success and re-reads before acting.
+ * The outcome is not known: an error happened after the request may have reached the backend (a write
+ * whose connection is cut after the backend received it is unknown, never thrown nor a conflict), or the
+ * outcome could not be read back (a corrupt record). `error` is a `LeaseholdError`. Core never counts it
+ * as success and re-reads before acting. An adapter may return `applied` instead only when it has proved
+ * the write applied; it never sends a conditional write again on its own (a second answer describes the
+ * first attempt's effect, not the write's).
  */
 export interface Unknown {
   readonly status: 'unknown';
@@ -155,7 +190,9 @@ export interface CreateLeaseOptions {
    * Create the lease even if the key had a lease that was deleted since (an operator restoring a lease,
    * a copy between backends). Without it such a key is never created again (a `conflict` with
    * `current: null`): a lease is deleted only when its partition is finished or gone, and creating it
-   * again would read the partition again.
+   * again would read the partition again. With it, the version continues above every version the key
+   * ever had and the epoch is at least its highest; a key never used is created like any new key, at
+   * version 1. It never replaces a live lease.
    */
   readonly recreate?: boolean;
 }
@@ -169,28 +206,52 @@ export interface LeaseChange {
 
 /** An open subscription to a change feed; close it (or `await using` it) to stop listening. */
 export interface ChangeSubscription extends AsyncDisposable {
+  /** Stops delivery to this subscription (and to no other) once it resolves. */
   close(): Promise<void>;
 }
 
 /**
- * Where the leases and checkpoints of every group live. All operations are atomic per record; listing
- * is strongly consistent.
+ * Where the leases and checkpoints of every group live. All operations are atomic per record, between
+ * clients and between processes (a lock held in one process's memory, or the one thread of a synchronous
+ * driver, is not enough); listing is strongly consistent. Every client reads what any client wrote at
+ * once: no read is served from a cache of its own.
+ *
+ * The checks each operation runs before sending anything, with the helpers of `./limits.js`: every
+ * operation checks its group (`validateGroup`); those that name a lease check its key
+ * (`validateLeaseKey`); those with an expected version check it (`validateVersion`); `createLease` checks
+ * the whole new lease (`validateNewLease`), `updateLeases` the whole batch (`validateLeaseUpdates`: one
+ * bad update refuses the batch, a key twice is invalid, `notify` must be a change kind), and the leader
+ * operations their record (`validateNewLeader`, `validateLeaderState`). A state's checks include every
+ * name it holds (owner, pending owner, parent keys), the format, and fields core does not name.
  *
  * How failures surface:
  * - invalid input: an `InvalidInputError` is thrown before anything is sent;
- * - a read that fails: a `StorageUnavailableError` is thrown; a stored record that cannot be read back
- *   throws a `CorruptRecordError` naming it;
+ * - a read that fails: a `StorageUnavailableError` is thrown (never a partial listing, never `null` for
+ *   a record the read did not see); a stored record that cannot be read back throws a
+ *   `CorruptRecordError` naming it;
  * - a write the backend certainly did not receive (no connection could be had): a
  *   `StorageUnavailableError` may be thrown, since nothing was written;
  * - a write that may have reached the backend (a timeout, a reset connection, a server restart): its
  *   result is `unknown`, carrying a `StorageOutcomeUnknownError` or the adapter's typed error; never a
- *   guess at `conflict` or `applied`;
- * - a conflict whose current record is corrupt: `unknown` carrying the `CorruptRecordError`, so that one
- *   bad record cannot fail the other updates of a batch; a write decides on the version alone, so a write
- *   at the stored version replaces even a record that could not be read back (a bad writer that damages a
- *   record without moving its version has its damage overwritten, as on every backend);
+ *   guess at `conflict` or `applied`, and never thrown; in a batch, item by item;
+ * - a conflict whose current record is corrupt (a write or delete at another version than the stored
+ *   one, a create over it): `unknown` carrying the `CorruptRecordError`, for that item only, so that one
+ *   bad record cannot fail the other updates of a batch; the corrupt record stays as it is. A write
+ *   decides on the version alone, so a write at the stored version replaces even a record that could not
+ *   be read back (a bad writer that damages a record without moving its version has its damage
+ *   overwritten, as on every backend);
  * - a listing with corrupt records: the valid ones in `leases`, one `CorruptRecordError` per corrupt one
- *   in `corrupt`; the listing itself throws only when it cannot be read at all.
+ *   in `corrupt`; the listing itself throws only when it cannot be read at all;
+ * - a value that only grows going backwards: when the adapter sees in an answer of the backend a
+ *   version, epoch or term lower than one it already returned for the same record (comparing only with
+ *   what it knew before that request was sent), the backend lost acknowledged writes (a restart without
+ *   durable persistence, a failover to a lagging replica). The adapter raises a `RegressionError` (thrown
+ *   by a read, carried by an `unknown` write result) instead of returning the record, and keeps refusing
+ *   that group until an operator acts. An adapter whose backend cannot lose acknowledged writes (a
+ *   database with synchronous commit) needs no such tracking. The suite cannot make a backend lose
+ *   writes, so this rule is the one it does not check.
+ *
+ * A client whose connection was cut works again for the next call, once the backend is reachable.
  */
 export interface CheckpointStorage {
   /**
@@ -203,28 +264,44 @@ export interface CheckpointStorage {
   getLease(group: string, leaseKey: string): Promise<LeaseRecord | null>;
 
   /**
-   * Creates the lease if the key never had one; otherwise a conflict with the current lease, or with
-   * `current: null` when the key had a lease that was deleted. With `recreate` a deleted key is created
-   * again: the new record's version is greater than any the key ever had and its epoch at least the
-   * greatest it ever had, so that fencing tokens never repeat after delete-then-recreate. A new key
-   * starts at version 1.
+   * Creates the lease if the key never had one; otherwise a conflict with the current lease (even when
+   * that lease is free: its checkpoint is kept), or with `current: null` when the key had a lease that was
+   * deleted. With `recreate` a deleted key is created again: the new record's version is greater than
+   * any the key ever had and its epoch at least the greatest it ever had, so that fencing tokens never
+   * repeat after delete-then-recreate. A new key starts at version 1. Fields the lease leaves out get
+   * their defaults; every field it gives, including fields core does not name, is stored as given.
+   *
+   * The adapter remembers, per key, the greatest version and epoch it ever had (a tombstone kept on
+   * delete, or a counter beside the record), in the backend itself, so that every client and every
+   * restart sees them. When it applies, an adapter with a change feed publishes `created` for the lease:
+   * a worker waiting for new leases (of a resharded stream) hears of them at once.
    */
   createLease(lease: NewLease, options?: CreateLeaseOptions): Promise<WriteResult<LeaseRecord>>;
 
   /**
    * Writes many leases of one group, each conditionally on its version, in as few round trips as the
-   * backend allows. Returns one result per update, in the order given. A key that appears twice in one
-   * batch is invalid input.
+   * backend allows. Returns one exact result per update, in the order given, mixing applied and
+   * conflicts. A batch of any size works (a worker renews all its leases in one call; the suite sends
+   * thousands); an adapter splits it inside if its backend needs. A key that appears twice in one batch is
+   * invalid input.
    */
   updateLeases(group: string, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[]>;
 
-  /** Deletes the lease if its stored version equals `expectedVersion`. */
+  /**
+   * Deletes the lease if its stored version equals `expectedVersion`; at a stale version, or for a key
+   * with no lease, it is a conflict. The key's greatest version and epoch outlive the delete.
+   */
   deleteLease(group: string, leaseKey: string, expectedVersion: number): Promise<DeleteResult>;
 
   /**
-   * Optional change feed: calls `listener` when another worker releases or hands over a lease of the
-   * group, so that waiting workers can act at once instead of at their next tick. Delivery is best
-   * effort; core never depends on it for safety.
+   * Optional change feed, so that waiting workers act at once instead of at their next tick. Once the
+   * returned promise resolves, `listener` hears every change of the group that applied: `created` for
+   * each lease `createLease` created, and the `notify` kind of each update that applied, written by any
+   * client, the subscriber's own client included (coordinators of one process may share one client).
+   * It hears nothing of other groups, nothing for updates without `notify`, and nothing for writes that
+   * did not apply. Changes written by one client arrive in the order they were written. Delivery is best
+   * effort under faults (a dropped connection may lose changes); core never depends on it for safety. A
+   * client that has `subscribe()` has a working feed: the suite checks it whenever it exists.
    */
   subscribe?(group: string, listener: (change: LeaseChange) => void): Promise<ChangeSubscription>;
 }
@@ -253,13 +330,21 @@ export interface NewLeader extends Partial<LeaderState> {
   readonly group: string;
 }
 
-/** Where each group's leader record lives: one record per group, written only conditionally. */
+/**
+ * Where each group's leader record lives: one record per group, written only conditionally, under the
+ * same rules as leases (a new record starts at version 1, every update that applies increments it,
+ * every field round-trips, failures surface the same way). The leader record is not a lease: it never
+ * lists, and a lease may have any key. Leader writes publish nothing on the change feed.
+ */
 export interface LeaderStore {
   /** The group's leader record, or `null` if none was ever created. */
   getLeader(group: string): Promise<LeaderRecord | null>;
   /** Creates the group's leader record if it has none; otherwise a conflict with the current one. */
   createLeader(leader: NewLeader): Promise<WriteResult<LeaderRecord>>;
-  /** Replaces the leader record if its stored version equals `expectedVersion`; the version becomes `expectedVersion + 1`. */
+  /**
+   * Replaces the leader record if its stored version equals `expectedVersion`; the version becomes
+   * `expectedVersion + 1`, even when `next` is exactly the stored record (a renewal).
+   */
   updateLeader(group: string, expectedVersion: number, next: LeaderState): Promise<WriteResult<LeaderRecord>>;
 }
 
