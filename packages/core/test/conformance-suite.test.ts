@@ -128,7 +128,7 @@ const T = {
   awkwardKeys: 'awkward metadata keys and field names round-trip exactly: __proto__, constructor, dots, dollars, brackets, quotes, digits',
   awkwardStrings: 'strings the contract allows round-trip exactly: NUL, lone surrogates, line separators, quotes and backslashes in checkpoints, metadata and fields core does not name',
   race: '32 clients updating the same version: exactly one applies, and every other gets a conflict carrying its write',
-  increments: '8 clients each making 125 conditional increments with re-read and retry lose no update',
+  increments: '8 clients each making 50 conditional increments with re-read and retry lose no update',
   overlapping: 'two clients renewing overlapping batches: each lease applies exactly once, and the other gets a conflict carrying the stored record',
   corruptListing: 'a listing reports each corrupt lease in corrupt, naming it, and still lists every other lease',
   corruptBatch: 'a batch item on a corrupt lease is unknown, carrying the CorruptRecordError, for that item only: the others apply',

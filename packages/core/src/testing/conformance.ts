@@ -963,14 +963,14 @@ const races: Array<[string, Body]> = [
     },
   ],
   [
-    '8 clients each making 125 conditional increments with re-read and retry lose no update',
+    '8 clients each making 50 conditional increments with re-read and retry lose no update',
     async ({ clients, group }) => {
       const workers = await clients(8);
       const g = group();
       const created = applied(await (workers[0] as Storage).createLease({ group: g, leaseKey: 'counter', metadata: { count: '0' } }), 'create');
       await Promise.all(
         workers.map(async (storage) => {
-          for (let done = 0; done < 125; ) {
+          for (let done = 0; done < 50; ) {
             const current = (await storage.getLease(g, 'counter')) as LeaseRecord;
             const count = Number(current.metadata.count) + 1;
             const [outcome] = await storage.updateLeases(g, [
@@ -981,8 +981,8 @@ const races: Array<[string, Body]> = [
         }),
       );
       const final = (await (workers[0] as Storage).getLease(g, 'counter')) as LeaseRecord;
-      assert.equal(final.metadata.count, '1000');
-      assert.equal(final.version, created.version + 1000);
+      assert.equal(final.metadata.count, '400');
+      assert.equal(final.version, created.version + 400);
     },
   ],
   [
@@ -1559,7 +1559,12 @@ async function proxied(target: ConformanceTarget, context: Context): Promise<Pro
   const faults = target.faults;
   if (faults?.kind !== 'proxy') {
     context.notChecked(
-      `not checked: ${target.notApplicable?.faults ?? `the target has no proxy fault hook (faults.kind 'proxy'), so calls whose connection is cut after the backend received them were not tried`}`,
+      `not checked: ${
+        target.notApplicable?.faults ??
+        (faults
+          ? `the target breaks its clients' connections in process (faults.kind 'break'), so no call was cut after the backend received it`
+          : `the target has no proxy fault hook (faults.kind 'proxy'), so calls whose connection is cut after the backend received them were not tried`)
+      }`,
     );
   }
   const proxy = await TcpProxy.start(faults.upstream());
