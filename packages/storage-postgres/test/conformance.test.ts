@@ -1,11 +1,15 @@
+import type { Storage } from '@leasehold/core';
 import { runConformanceSuite } from '@leasehold/core/testing';
-import { beforeAll, describe, it } from 'vitest';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { PostgresStorage } from '../src/index.js';
-import { useServer } from './support.js';
+import { serverConfig, useServer } from './support.js';
 
 // One pool for the file, a new storage per client: the suite races up to 32 clients, which queue on the
-// pool's 10 connections instead of opening 32 of their own.
+// pool's 10 connections instead of opening 32 of their own. A client the suite cuts off through its proxy
+// has a pool of its own, ended with it.
 const server = useServer('lh_conformance', 10);
+const ownPools = new Map<Storage, pg.Pool>();
 
 beforeAll(async () => {
   await new PostgresStorage({ pool: server.pool(), schema: server.schema }).migrate();
@@ -13,12 +17,38 @@ beforeAll(async () => {
 
 for (const preparedStatements of [true, false]) {
   runConformanceSuite(
-    { describe, it },
+    { describe, it, afterAll },
     {
       name: preparedStatements ? 'PostgresStorage' : 'PostgresStorage without prepared statements',
       createStorage: async () => new PostgresStorage({ pool: server.pool(), schema: server.schema, preparedStatements }),
-      closeStorage: async (storage) => (storage as PostgresStorage).close(),
+      closeStorage: async (storage) => {
+        await (storage as PostgresStorage).close();
+        const pool = ownPools.get(storage);
+        ownPools.delete(storage);
+        await pool?.end();
+      },
       changeFeed: true,
+      // A state that is not JSON, written by another program.
+      corruptLease: async (group, leaseKey) => {
+        await server.pool().query(`UPDATE "${server.schema}".leasehold_leases SET state = '{"owner":' WHERE group_name = $1 AND lease_key = $2`, [group, leaseKey]);
+      },
+      faults: {
+        kind: 'proxy',
+        upstream: () => ({ host: serverConfig.host ?? '127.0.0.1', port: serverConfig.port ?? 5432 }),
+        createStorage: async (through) => {
+          const pool = new pg.Pool({ ...serverConfig, host: through.host, port: through.port, max: 2 });
+          pool.on('error', () => undefined);
+          const storage = new PostgresStorage({ pool, schema: server.schema, preparedStatements });
+          ownPools.set(storage, pool);
+          return storage;
+        },
+      },
+      crossProcess: {
+        module: new URL('./conformance-client.ts', import.meta.url),
+        closeExportName: 'closeClient',
+        options: () => ({ connection: serverConfig, schema: server.schema, preparedStatements }),
+        execArgv: ['--import', 'tsx'],
+      },
     },
   );
 }
