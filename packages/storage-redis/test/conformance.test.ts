@@ -1,14 +1,18 @@
 import { randomUUID } from 'node:crypto';
 import type { Storage } from '@leasehold/core';
 import { runConformanceSuite } from '@leasehold/core/testing';
-import type { Redis } from 'ioredis';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { RedisStorage } from '../src/index.js';
-import { connectShared, deletePrefix } from './servers.js';
+import { groupKeys } from '../src/keys.js';
+import { connectShared, deletePrefix, SHARED_PORT } from './servers.js';
 
-// A prefix of this run's own on the shared server, removed afterwards.
+// A prefix of this run's own on the shared server, removed afterwards. Clients share one connection,
+// except those the suite cuts off through its proxy, which have their own.
 const keyPrefix = `leasehold-conformance-${randomUUID().slice(0, 8)}:`;
+const shared = { host: '127.0.0.1', port: SHARED_PORT };
 let client: Redis;
+const ownConnections = new Map<Storage, Redis>();
 
 beforeAll(async () => {
   client = await connectShared();
@@ -20,11 +24,36 @@ afterAll(async () => {
 });
 
 runConformanceSuite(
-  { describe, it },
+  { describe, it, afterAll },
   {
     name: 'RedisStorage',
     createStorage: async () => new RedisStorage({ client, keyPrefix }),
-    closeStorage: async (storage: Storage) => (storage as RedisStorage).close(),
+    closeStorage: async (storage: Storage) => {
+      await (storage as RedisStorage).close();
+      ownConnections.get(storage)?.disconnect();
+      ownConnections.delete(storage);
+    },
     changeFeed: true,
+    // A value that is not a lease, written by another program.
+    corruptLease: async (group, leaseKey) => {
+      await client.hset(groupKeys(keyPrefix, group).leases, leaseKey, 'not a lease');
+    },
+    faults: {
+      kind: 'proxy',
+      upstream: () => shared,
+      createStorage: async (through) => {
+        const connection = new Redis({ host: through.host, port: through.port });
+        connection.on('error', () => undefined);
+        const storage = new RedisStorage({ client: connection, keyPrefix });
+        ownConnections.set(storage, connection);
+        return storage;
+      },
+    },
+    crossProcess: {
+      module: new URL('./conformance-client.ts', import.meta.url),
+      closeExportName: 'closeClient',
+      options: () => ({ ...shared, keyPrefix }),
+      execArgv: ['--import', 'tsx'],
+    },
   },
 );
