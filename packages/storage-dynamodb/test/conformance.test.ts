@@ -1,17 +1,27 @@
-import { afterAll, beforeAll, describe, it } from 'vitest';
-import { runConformanceSuite } from '@leasehold/core/testing';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import { fileURLToPath } from 'node:url';
+import { UpdateItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { Storage } from '@leasehold/core';
-import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import type { RunningDynalite } from '@leasehold/local-stack';
+import { runConformanceSuite } from '@leasehold/core/testing';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import { DynamoDBStorage } from '../src/index.js';
-import { localClient, randomTableName, startLocalDynamo } from './support.js';
+import { localClient, randomTableName } from './support.js';
 
-let dynalite: RunningDynalite;
+// dynalite runs in a process of its own here, so that the emulator and the suite's clients do not take
+// turns on one event loop: the suite sends tens of thousands of requests.
+let dynalite: { endpoint: string; process: ChildProcess };
 const tableName = randomTableName('conformance');
 const clients = new Map<Storage, DynamoDBClient>();
 
 beforeAll(async () => {
-  dynalite = await startLocalDynamo();
+  const child = spawn(
+    process.execPath,
+    ['--input-type=module', '-e', `import { startDynalite } from '@leasehold/local-stack'; console.log((await startDynalite()).endpoint);`],
+    { cwd: fileURLToPath(new URL('..', import.meta.url)), stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  const [line] = (await once(child.stdout, 'data')) as [Buffer];
+  dynalite = { endpoint: line.toString().trim(), process: child };
   const client = localClient(dynalite.endpoint);
   try {
     await new DynamoDBStorage({ client, tableName }).createTable();
@@ -20,24 +30,57 @@ beforeAll(async () => {
   }
 });
 
-afterAll(async () => {
-  await dynalite?.close();
+afterAll(() => {
+  dynalite?.process.kill();
 });
 
+/** A client per storage, as separate worker processes would have; `endpoint` may be the suite's proxy. */
+function open(endpoint: string): DynamoDBStorage {
+  const client = localClient(endpoint);
+  const storage = new DynamoDBStorage({ client, tableName });
+  clients.set(storage, client);
+  return storage;
+}
+
 runConformanceSuite(
-  { describe, it },
+  { describe, it, afterAll },
   {
     name: 'DynamoDBStorage',
-    // A client per storage, as separate worker processes would have.
-    createStorage: async () => {
-      const client = localClient(dynalite.endpoint);
-      const storage = new DynamoDBStorage({ client, tableName });
-      clients.set(storage, client);
-      return storage;
-    },
+    createStorage: async () => open(dynalite.endpoint),
     closeStorage: async (storage) => {
       clients.get(storage)?.destroy();
       clients.delete(storage);
+    },
+    // A state that is not JSON, written by another program.
+    corruptLease: async (group, leaseKey) => {
+      const client = localClient(dynalite.endpoint);
+      try {
+        await client.send(
+          new UpdateItemCommand({
+            TableName: tableName,
+            Key: { pk: { S: group }, sk: { S: `lease:${leaseKey}` } },
+            UpdateExpression: 'SET #state = :state',
+            ExpressionAttributeNames: { '#state': 'state' },
+            ExpressionAttributeValues: { ':state': { S: '{"owner":' } },
+          }),
+        );
+      } finally {
+        client.destroy();
+      }
+    },
+    faults: {
+      kind: 'proxy',
+      upstream: () => {
+        const url = new URL(dynalite.endpoint);
+        return { host: url.hostname, port: Number(url.port) };
+      },
+      createStorage: async (through) => open(`http://${through.host}:${through.port}`),
+    },
+    crossProcess: {
+      module: new URL('./conformance-client.ts', import.meta.url),
+      closeExportName: 'closeClient',
+      options: () => ({ endpoint: dynalite.endpoint, tableName }),
+      execArgv: ['--import', 'tsx'],
     },
     timeoutMs: 120_000,
   },
