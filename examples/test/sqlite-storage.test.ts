@@ -53,20 +53,42 @@ async function waitUntil(condition: () => boolean, timeoutMs: number): Promise<v
 
 const clients = new Map<SqliteStorage, Database.Database>();
 
+function open(): { storage: SqliteStorage; database: Database.Database } {
+  const database = connect();
+  const storage = new SqliteStorage({ database });
+  clients.set(storage, database);
+  return { storage, database };
+}
+
 runConformanceSuite(
-  { describe, it },
+  { describe, it, afterAll },
   {
     name: 'SqliteStorage',
-    createStorage: async () => {
-      const database = connect();
-      const storage = new SqliteStorage({ database });
-      clients.set(storage, database);
-      return storage;
-    },
+    createStorage: async () => open().storage,
     closeStorage: async (storage) => {
       const database = clients.get(storage as SqliteStorage);
       clients.delete(storage as SqliteStorage);
       if (database) disconnect(database);
+    },
+    // A lease row whose state is no longer JSON, as a bad write by another program would leave it.
+    corruptLease: async (group, leaseKey) => {
+      const database = connect();
+      database.prepare(`UPDATE leasehold_leases SET state = '{"owner":' WHERE grp = ? AND lease_key = ?`).run(group, leaseKey);
+      disconnect(database);
+    },
+    // An embedded database has no connection to cut from outside: closing the client's own one is the break.
+    faults: {
+      kind: 'break',
+      createStorage: async () => {
+        const { storage, database } = open();
+        return { storage, breakConnection: () => void database.close() };
+      },
+    },
+    // Separate processes contend for the file's write lock; clients of one process never overlap.
+    crossProcess: {
+      module: new URL('./support/sqlite-client.ts', import.meta.url),
+      options: () => ({ file }),
+      execArgv: ['--import', 'tsx'],
     },
   },
 );
