@@ -599,7 +599,7 @@ export function leaseContract(t: TestApi, target: ConformanceTarget): void {
 const LISTING_SIZES = [0, 1, 2, 3, 9, 10, 11, 16, 17, 25, 32, 33, 50, 51, 64, 65, 99, 100, 101, 128, 129, 255, 256, 257, 499, 500, 501, 511, 512, 513, 999, 1000, 1001, 1023, 1024, 1025, 2047, 2048, 2049, 4095, 4096, 4097];
 
 /** How many updates the large-batch test sends in one call: a worker renews all its leases in one batch. */
-export const LARGE_BATCH = 5000;
+const LARGE_BATCH = 5000;
 
 /** Listings complete at every size, batches of any size, names and values at the contract's limits. */
 export function limitsContract(t: TestApi, target: ConformanceTarget): void {

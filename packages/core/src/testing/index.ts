@@ -9,7 +9,6 @@ export {
   corruptionContract,
   changeFeedContract,
   faultContract,
-  LARGE_BATCH,
   type ConformanceTarget,
   type ProxyFaults,
   type BreakableFaults,
