@@ -168,9 +168,10 @@ function define(t: TestApi, target: ConformanceTarget, title: string, body: Body
         const skip = (runnerContext as { skip?: unknown } | undefined)?.skip;
         if (typeof skip === 'function') (skip as (note: string) => void).call(runnerContext, error.message);
       } finally {
+        // Subscriptions, proxies and processes first, newest first; then the clients.
+        for (const fn of cleanups.reverse()) await Promise.resolve().then(fn).catch(() => undefined);
         const close = target.closeStorage;
-        const closing = close ? opened.map((storage) => close(storage)) : [];
-        await Promise.allSettled([...closing, ...cleanups.reverse().map(async (fn) => fn())]);
+        if (close) await Promise.allSettled(opened.map((storage) => close(storage)));
       }
     },
     target.timeoutMs ?? 60_000,
@@ -182,19 +183,19 @@ function define(t: TestApi, target: ConformanceTarget, title: string, body: Body
 
 function applied<T>(outcome: WriteResult<T> | undefined, what: string): T {
   if (outcome?.status !== 'applied') {
-    assert.fail(`${what}: expected applied, got ${describe(outcome)}`);
+    assert.fail(`${what}: expected applied, got ${show(outcome)}`);
   }
   return outcome.record;
 }
 
 function conflict<T>(outcome: WriteResult<T> | DeleteResult | undefined, what: string): T | null {
   if (outcome?.status !== 'conflict') {
-    assert.fail(`${what}: expected conflict, got ${describe(outcome)}`);
+    assert.fail(`${what}: expected conflict, got ${show(outcome)}`);
   }
   return outcome.current as T | null;
 }
 
-function describe(value: unknown): string {
+function show(value: unknown): string {
   try {
     const text = JSON.stringify(value, (_key, field: unknown) => (field instanceof Error ? `${field.name}: ${field.message}` : field));
     return text === undefined ? String(value) : text.length > 600 ? `${text.slice(0, 600)}…` : text;
@@ -943,7 +944,7 @@ const races: Array<[string, Body]> = [
       const winners = outcomes.filter((outcome) => outcome.status === 'applied');
       assert.equal(winners.length, 1);
       const record = applied(winners[0], 'the winner');
-      assert.ok(record.version > first.version && record.epoch >= first.epoch, describe(record));
+      assert.ok(record.version > first.version && record.epoch >= first.epoch, show(record));
     },
   ],
   [
@@ -1095,7 +1096,7 @@ export function monotonicityContract(t: TestApi, target: ConformanceTarget): voi
       let highestEpoch = 0;
       for (let round = 0; round < 5; round++) {
         let lease = applied(await storage.createLease({ group: g, leaseKey: 'cycled', epoch: round % 2 === 0 ? 0 : highestEpoch + 1 }, { recreate: true }), `create ${round}`);
-        assert.ok(lease.version > highestVersion && lease.epoch >= highestEpoch, describe({ lease, highestVersion, highestEpoch }));
+        assert.ok(lease.version > highestVersion && lease.epoch >= highestEpoch, show({ lease, highestVersion, highestEpoch }));
         lease = await update(storage, g, lease, { owner: `w${round}`, epoch: lease.epoch + 1 }, `take ${round}`);
         highestVersion = lease.version;
         highestEpoch = lease.epoch;
@@ -1288,7 +1289,7 @@ function corruptHook(target: ConformanceTarget, context: Context): (group: strin
 }
 
 function assertCorrupt(error: unknown, group: string, leaseKey: string): void {
-  assert.ok(error instanceof LeaseholdError, `expected a CorruptRecordError, got ${describe(error)}`);
+  assert.ok(error instanceof LeaseholdError, `expected a CorruptRecordError, got ${show(error)}`);
   const typed = error as LeaseholdError & { group?: unknown; leaseKey?: unknown };
   assert.deepEqual([typed.name, typed.code, typed.group, typed.leaseKey], ['CorruptRecordError', 'ERR_CORRUPT_RECORD', group, leaseKey], typed.message);
 }
@@ -1339,7 +1340,7 @@ export function corruptionContract(t: TestApi, target: ConformanceTarget): void 
         { leaseKey: 'c', expectedVersion: (leases.get('c') as LeaseRecord).version, next: next('c') },
       ]);
       assert.equal(applied(results[0], 'the item before').owner, 'w');
-      assert.equal(results[1]?.status, 'unknown', `the corrupt item: ${describe(results[1])}`);
+      assert.equal(results[1]?.status, 'unknown', `the corrupt item: ${show(results[1])}`);
       assertCorrupt((results[1] as { error: unknown }).error, g, 'bad');
       assert.equal(applied(results[2], 'the item after').owner, 'w');
       const listing = await storage.listLeases(g);
@@ -1354,11 +1355,11 @@ export function corruptionContract(t: TestApi, target: ConformanceTarget): void 
       await corrupt(g, 'bad');
       for (const options of [{}, { recreate: true }]) {
         const outcome = await storage.createLease({ group: g, leaseKey: 'bad', owner: 'w' }, options);
-        assert.equal(outcome.status, 'unknown', `create over a corrupt lease ${describe(options)}: ${describe(outcome)}`);
+        assert.equal(outcome.status, 'unknown', `create over a corrupt lease ${show(options)}: ${show(outcome)}`);
         assertCorrupt((outcome as { error: unknown }).error, g, 'bad');
       }
       const deleted = await storage.deleteLease(g, 'bad', lease.version + 1000);
-      assert.equal(deleted.status, 'unknown', `a stale delete of a corrupt lease: ${describe(deleted)}`);
+      assert.equal(deleted.status, 'unknown', `a stale delete of a corrupt lease: ${show(deleted)}`);
       assertCorrupt((deleted as { error: unknown }).error, g, 'bad');
       assert.deepEqual((await storage.listLeases(g)).corrupt.map((error) => error.leaseKey), ['bad']);
     });
@@ -1501,7 +1502,7 @@ export function changeFeedContract(t: TestApi, target: ConformanceTarget): void 
       };
       applied((await own.updateLeases(g, [release('mine')]))[0], 'release through the subscriber\'s own client');
       applied((await other.updateLeases(g, [release('theirs')]))[0], 'release through another client');
-      await waitUntil(() => heard.changes.length >= 2, `both releases should be heard, heard ${describe(heard.changes)}`);
+      await waitUntil(() => heard.changes.length >= 2, `both releases should be heard, heard ${show(heard.changes)}`);
       assert.deepEqual(sortChanges(await settle(own, g, heard)), sortChanges([
         { group: g, leaseKey: 'mine', kind: 'released' },
         { group: g, leaseKey: 'theirs', kind: 'released' },
@@ -1594,20 +1595,20 @@ async function cutWrite<R extends { status: string }, S>(
   const settled = await settles(write(), expect.what);
   await Promise.race([armed, new Promise((resolve) => setTimeout(resolve, 50))]);
   proxy.disarm();
-  assert.ok(cut, `${expect.what}: the call returned without the backend answering it (${describe(settled)})`);
+  assert.ok(cut, `${expect.what}: the call returned without the backend answering it (${show(settled)})`);
   const stored = plain(await read());
-  const wasWritten = describe(stored) !== describe(plain(expect.before));
+  const wasWritten = show(stored) !== show(plain(expect.before));
   if ('thrown' in settled) {
-    assert.ok(!wasWritten, `${expect.what}: threw ${describe(settled.thrown)} although the write reached the backend and applied; a write that may have reached the backend must return unknown`);
-    assert.ok(isUnavailable(settled.thrown), `${expect.what}: a call that sent nothing may throw only a StorageUnavailableError, got ${describe(settled.thrown)}`);
+    assert.ok(!wasWritten, `${expect.what}: threw ${show(settled.thrown)} although the write reached the backend and applied; a write that may have reached the backend must return unknown`);
+    assert.ok(isUnavailable(settled.thrown), `${expect.what}: a call that sent nothing may throw only a StorageUnavailableError, got ${show(settled.thrown)}`);
     return;
   }
   const outcome = settled.value;
   if (outcome.status === 'unknown') {
     const error = (outcome as unknown as { error?: unknown }).error;
-    assert.ok(error instanceof LeaseholdError, `${expect.what}: an unknown outcome carries a LeaseholdError, got ${describe(error)}`);
+    assert.ok(error instanceof LeaseholdError, `${expect.what}: an unknown outcome carries a LeaseholdError, got ${show(error)}`);
   } else {
-    assert.equal(outcome.status, 'applied', `${expect.what}: a write cut after the backend received it is unknown (or applied, if the adapter proved it), got ${describe(outcome)}`);
+    assert.equal(outcome.status, 'applied', `${expect.what}: a write cut after the backend received it is unknown (or applied, if the adapter proved it), got ${show(outcome)}`);
     assert.deepEqual(stored, plain(expect.written(outcome)), `${expect.what}: an applied outcome is what is stored`);
   }
   if (wasWritten) assert.deepEqual(stored, plain(expect.written(outcome.status === 'applied' ? outcome : undefined)), `${expect.what}: the write is stored whole or not at all`);
@@ -1615,7 +1616,7 @@ async function cutWrite<R extends { status: string }, S>(
 
 async function assertRecovers(client: Storage, direct: Storage, group: string, leaseKey: string): Promise<void> {
   const settled = await settles(client.getLease(group, leaseKey), 'a read after the cut');
-  assert.ok('value' in settled, `the client works again after a cut connection: a read threw ${describe(settled)}`);
+  assert.ok('value' in settled, `the client works again after a cut connection: a read threw ${show(settled)}`);
   assert.deepEqual(plain(settled.value), plain(await direct.getLease(group, leaseKey)), 'the client works again after a cut connection');
 }
 
@@ -1699,7 +1700,7 @@ export function faultContract(t: TestApi, target: ConformanceTarget): void {
       const settled = await settles(client.updateLeases(g, updates), 'updateLeases');
       await Promise.race([armed, new Promise((resolve) => setTimeout(resolve, 50))]);
       proxy.disarm();
-      assert.ok(cut, `the batch returned without the backend answering it (${describe(settled)})`);
+      assert.ok(cut, `the batch returned without the backend answering it (${show(settled)})`);
       const stored = byKey(await listed(direct, g));
       const written = before.filter((lease) => stored.get(lease.leaseKey)?.version !== lease.version);
       for (const lease of before) {
@@ -1708,17 +1709,17 @@ export function faultContract(t: TestApi, target: ConformanceTarget): void {
         assert.deepEqual(plain(now), plain(whole), `lease ${lease.leaseKey} is written whole or not at all`);
       }
       if ('thrown' in settled) {
-        assert.deepEqual(written.map((lease) => lease.leaseKey), [], `the batch threw ${describe(settled.thrown)} although it reached the backend and applied; a write that may have reached the backend must return unknown`);
-        assert.ok(isUnavailable(settled.thrown), `a batch that sent nothing may throw only a StorageUnavailableError, got ${describe(settled.thrown)}`);
+        assert.deepEqual(written.map((lease) => lease.leaseKey), [], `the batch threw ${show(settled.thrown)} although it reached the backend and applied; a write that may have reached the backend must return unknown`);
+        assert.ok(isUnavailable(settled.thrown), `a batch that sent nothing may throw only a StorageUnavailableError, got ${show(settled.thrown)}`);
         return;
       }
       assert.equal(settled.value.length, updates.length, 'one result per update');
       settled.value.forEach((outcome, i) => {
         const leaseKey = updates[i]?.leaseKey as string;
         if (outcome.status === 'unknown') {
-          assert.ok(outcome.error instanceof LeaseholdError, `item ${leaseKey}: an unknown outcome carries a LeaseholdError, got ${describe(outcome.error)}`);
+          assert.ok(outcome.error instanceof LeaseholdError, `item ${leaseKey}: an unknown outcome carries a LeaseholdError, got ${show(outcome.error)}`);
         } else {
-          assert.equal(outcome.status, 'applied', `item ${leaseKey}: a write cut after the backend received it is unknown (or applied, if the adapter proved it), got ${describe(outcome)}`);
+          assert.equal(outcome.status, 'applied', `item ${leaseKey}: a write cut after the backend received it is unknown (or applied, if the adapter proved it), got ${show(outcome)}`);
           assert.deepEqual(plain(outcome.record), plain(stored.get(leaseKey)), `item ${leaseKey}: an applied outcome is what is stored`);
         }
       });
@@ -1745,7 +1746,7 @@ export function faultContract(t: TestApi, target: ConformanceTarget): void {
         const settled = await settles(read(), what);
         proxy.disarm();
         void armed;
-        if ('thrown' in settled) assert.ok(isUnavailable(settled.thrown), `${what}: a read that fails throws a StorageUnavailableError, got ${describe(settled.thrown)}`);
+        if ('thrown' in settled) assert.ok(isUnavailable(settled.thrown), `${what}: a read that fails throws a StorageUnavailableError, got ${show(settled.thrown)}`);
         else assert.deepEqual(plain(settled.value), plain(truth[what]), `${what}: a read that returns returns the exact answer`);
       }
     });
@@ -1765,7 +1766,7 @@ export function faultContract(t: TestApi, target: ConformanceTarget): void {
         const settled = await settles(client.listLeases(g), 'listLeases');
         proxy.disarm();
         void armed;
-        if ('thrown' in settled) assert.ok(isUnavailable(settled.thrown), `cut after ${fraction * 100}% of the answer: a listing that fails throws a StorageUnavailableError, got ${describe(settled.thrown)}`);
+        if ('thrown' in settled) assert.ok(isUnavailable(settled.thrown), `cut after ${fraction * 100}% of the answer: a listing that fails throws a StorageUnavailableError, got ${show(settled.thrown)}`);
         else assert.deepEqual(plain(sortListing(settled.value)), plain(truth), `cut after ${fraction * 100}% of the answer: a listing that returns lists every lease`);
       }
     });
@@ -1794,12 +1795,12 @@ export function faultContract(t: TestApi, target: ConformanceTarget): void {
         await breakable.breakConnection();
         const settled = await settles(call(storage), what);
         if ('thrown' in settled) {
-          assert.ok(isUnavailable(settled.thrown), `${what}: a call on a broken connection throws a StorageUnavailableError, got ${describe(settled.thrown)}`);
+          assert.ok(isUnavailable(settled.thrown), `${what}: a call on a broken connection throws a StorageUnavailableError, got ${show(settled.thrown)}`);
         } else {
           const outcomes = (Array.isArray(settled.value) ? settled.value : [settled.value]) as Array<{ status?: unknown; error?: unknown }>;
           for (const outcome of outcomes) {
-            assert.equal(outcome?.status, 'unknown', `${what}: a call on a broken connection cannot succeed, got ${describe(outcome)}`);
-            assert.ok(outcome.error instanceof LeaseholdError, `${what}: an unknown outcome carries a LeaseholdError, got ${describe(outcome.error)}`);
+            assert.equal(outcome?.status, 'unknown', `${what}: a call on a broken connection cannot succeed, got ${show(outcome)}`);
+            assert.ok(outcome.error instanceof LeaseholdError, `${what}: an unknown outcome carries a LeaseholdError, got ${show(outcome.error)}`);
           }
         }
       }
