@@ -131,7 +131,7 @@ const T = {
   increments: '8 clients each making 50 conditional increments with re-read and retry lose no update',
   overlapping: 'two clients renewing overlapping batches: each lease applies exactly once, and the other gets a conflict carrying the stored record',
   corruptListing: 'a listing reports each corrupt lease in corrupt, naming it, and still lists every other lease',
-  corruptBatch: 'a batch item on a corrupt lease is unknown, carrying the CorruptRecordError, for that item only: the others apply',
+  corruptBatch: 'a batch item on a corrupt lease at another version is unknown, carrying the CorruptRecordError, for that item only: the others apply',
   feedDelivers: 'a release published by one client reaches a subscriber on another client, and no other group',
   feedKinds: 'each change reaches subscribers with the kind it was written with: released, handoff-requested, handed-off, and created for a new lease',
   feedApplied: 'only writes that applied are published: a batch mixing applied and refused items publishes the applied ones, a refused create nothing',
@@ -182,7 +182,7 @@ describe('the conformance suite', () => {
     const store = new MemoryStorage();
     const bus = new Bus();
     const shifts = new Map<string, number>();
-    const corruptLease = async (group: string, leaseKey: string): Promise<void> => store.corrupt(group, leaseKey);
+    const corruptLease = async (group: string, leaseKey: string): Promise<unknown> => store.corrupt(group, leaseKey);
     for (const [name, createStorage] of [
       ['a passthrough client', async () => new Passthrough(store)],
       ['a client that shifts no version', async () => new VersionShifting(store, shifts, 'none')],
