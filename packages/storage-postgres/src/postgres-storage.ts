@@ -284,6 +284,7 @@ export class PostgresStorage implements Storage {
       encodeLeaseState(state),
       JSON.stringify(rest).slice(1),
       recreate,
+      this.#names.channel,
     ]);
     if ('unknown' in outcome) return result.unknown(outcome.unknown);
     const [row] = outcome.rows;

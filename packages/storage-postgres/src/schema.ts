@@ -134,7 +134,8 @@ export function statements(names: TableNames): Statements {
     // Inserts, or, when the caller asks to recreate ($6), revives a tombstone with a greater version and an
     // epoch no lower than the key ever had. The revived state is the caller's JSON with the epoch put first:
     // $5 is that JSON without its epoch and without its opening brace. A live row, or a tombstone without
-    // $6, is left alone; a live row is read back as the conflict's current row.
+    // $6, is left alone; a live row is read back as the conflict's current row. A lease created is published
+    // on channel $7 as `created` (delivered at commit, so only a create that applied is ever published).
     createLease: `WITH created AS (
         INSERT INTO ${leases} AS t (group_name, lease_key, version, live, high_epoch, state)
         VALUES ($1, $2, 1, true, $3, $4)
@@ -147,7 +148,10 @@ export function statements(names: TableNames): Statements {
         RETURNING t.version, t.high_epoch
       )
       SELECT created.version AS applied_version, created.high_epoch AS applied_epoch,
-             current.version AS current_version, current.state AS current_state, current.live AS current_live
+             current.version AS current_version, current.state AS current_state, current.live AS current_live,
+             CASE WHEN created.version IS NOT NULL
+               THEN pg_notify($7, json_build_object('group', $1::text, 'leaseKey', $2::text, 'kind', 'created')::text)
+             END AS notified
       FROM (SELECT 1) AS one
       LEFT JOIN created ON true
       LEFT JOIN ${leases} AS current

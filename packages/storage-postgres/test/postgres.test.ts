@@ -518,8 +518,10 @@ describe('PostgresStorage change feed', () => {
 
       const lease = applied(await writer.createLease({ group, leaseKey: 'k', owner: 'a', epoch: 1 }));
       applied((await writer.updateLeases(group, [{ leaseKey: 'k', expectedVersion: lease.version, next: { ...leaseStateOf(lease), pendingOwner: 'b' }, notify: 'handoff-requested' }]))[0]);
-      expect(await waitFor(() => heard.length === 2)).toBe(true);
+      expect(await waitFor(() => heard.length === 4)).toBe(true);
       expect(heard).toEqual([
+        { group, leaseKey: 'k', kind: 'created' },
+        { group, leaseKey: 'k', kind: 'created' },
         { group, leaseKey: 'k', kind: 'handoff-requested' },
         { group, leaseKey: 'k', kind: 'handoff-requested' },
       ]);
@@ -544,8 +546,11 @@ describe('PostgresStorage change feed', () => {
     try {
       const lease = applied(await adapter.createLease({ group, leaseKey, owner: 'a' }));
       applied((await adapter.updateLeases(group, [{ leaseKey, expectedVersion: lease.version, next: { ...leaseStateOf(lease), owner: null }, notify: 'released' }]))[0]);
-      expect(await waitFor(() => heard.length === 1)).toBe(true);
-      expect(heard).toEqual([{ group, leaseKey, kind: 'released' }]);
+      expect(await waitFor(() => heard.length === 2)).toBe(true);
+      expect(heard).toEqual([
+        { group, leaseKey, kind: 'created' },
+        { group, leaseKey, kind: 'released' },
+      ]);
     } finally {
       await subscription.close();
     }
