@@ -299,9 +299,11 @@ export interface CheckpointStorage {
    * each lease `createLease` created, and the `notify` kind of each update that applied, written by any
    * client, the subscriber's own client included (coordinators of one process may share one client).
    * It hears nothing of other groups, nothing for updates without `notify`, and nothing for writes that
-   * did not apply. Changes written by one client arrive in the order they were written. Delivery is best
-   * effort under faults (a dropped connection may lose changes); core never depends on it for safety. A
-   * client that has `subscribe()` has a working feed: the suite checks it whenever it exists.
+   * did not apply. Changes written by one client arrive in the order they were written; a change
+   * written just before the subscription may be heard too (a cluster forwards publishes between nodes).
+   * Delivery is best effort under faults (a dropped connection may lose changes); core never depends on
+   * it for safety. A client that has `subscribe()` has a working feed: the suite checks it whenever it
+   * exists.
    */
   subscribe?(group: string, listener: (change: LeaseChange) => void): Promise<ChangeSubscription>;
 }
