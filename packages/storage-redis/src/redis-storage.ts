@@ -173,7 +173,7 @@ export class RedisStorage implements Storage {
     const recreate = options.recreate === true ? '1' : '0';
     const sentAt = this.#marks.begin();
     const reply = await this.#write(() => `creating lease ${describeValue(leaseKey)} of group ${describeValue(group)}`, () =>
-      this.#scripts.createLease(keys.leases, keys.tombstones, keys.incarnation, token, randomUUID(), leaseKey, String(state.epoch), encodeLeaseBody(state), recreate),
+      this.#scripts.createLease(keys.leases, keys.tombstones, keys.incarnation, token, randomUUID(), leaseKey, String(state.epoch), encodeLeaseBody(state), recreate, keys.channel),
     );
     if (reply instanceof LeaseholdError) return result.unknown(reply);
     const [incarnation, status, value] = tuple(reply, 3, 'createLease');
@@ -250,7 +250,7 @@ export class RedisStorage implements Storage {
   }
 
   /**
-   * Calls `listener` when a lease of the group is released or handed over, through a pub/sub
+   * Calls `listener` when a lease of the group is created, released or handed over, through a pub/sub
    * connection of its own (a duplicate of the client, opened on first use and closed by `close()`).
    */
   async subscribe(group: string, listener: (change: LeaseChange) => void): Promise<ChangeSubscription> {

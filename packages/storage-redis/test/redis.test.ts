@@ -281,7 +281,10 @@ describe('RedisStorage on the shared server', () => {
       const subscription = await storage.subscribe(group, (change) => heard.push(change));
       const lease = applied(await storage.createLease({ group, leaseKey: 'k', owner: 'a', epoch: 1 }));
       applied((await storage.updateLeases(group, [{ leaseKey: 'k', expectedVersion: lease.version, next: { ...lease, owner: null }, notify: 'released' }]))[0]);
-      await expect.poll(() => heard, { timeout: 5000 }).toEqual([{ group, leaseKey: 'k', kind: 'released' }]);
+      await expect.poll(() => heard, { timeout: 5000 }).toEqual([
+        { group, leaseKey: 'k', kind: 'created' },
+        { group, leaseKey: 'k', kind: 'released' },
+      ]);
       await subscription.close();
       expect(await client.exists(`${keyPrefix}client:inner:{${Buffer.from(group).toString('base64url')}}:leases`)).toBe(1);
     } finally {

@@ -3,7 +3,8 @@
 -- highest epoch is kept, so that neither repeats after delete-then-recreate.
 -- KEYS[1] leases hash, KEYS[2] tombstones hash, KEYS[3] incarnation marker
 -- ARGV[1] write token, ARGV[2] incarnation to set if the group has none, ARGV[3] lease key,
--- ARGV[4] epoch, ARGV[5] state JSON (without the epoch), ARGV[6] '1' to recreate a deleted key
+-- ARGV[4] epoch, ARGV[5] state JSON (without the epoch), ARGV[6] '1' to recreate a deleted key,
+-- ARGV[7] change feed channel, on which a lease created is published as `created`
 -- Returns { incarnation, 1, new value } | { incarnation, 0, current value } | { incarnation, 2, bad tombstone }
 --   | { incarnation, 3, tombstone } (deleted, and not asked to recreate)
 local incarnation = redis.call('GET', KEYS[3])
@@ -26,4 +27,5 @@ if not incarnation then
 end
 local value = version .. ':' .. epoch .. ':' .. ARGV[1] .. ':' .. ARGV[5]
 redis.call('HSET', KEYS[1], ARGV[3], value)
+redis.call('PUBLISH', ARGV[7], 'created:' .. ARGV[3])
 return { incarnation, 1, value }
