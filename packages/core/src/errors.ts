@@ -46,17 +46,20 @@ export class StorageSchemaError extends LeaseholdError {
 export class CorruptRecordError extends LeaseholdError {
   /** The group of the corrupt record. */
   readonly group: string;
-  /** The lease key of the corrupt record, or `undefined` for a leader record. */
+  /** The lease key of the corrupt record, or `undefined` for a leader or member record. */
   readonly leaseKey: string | undefined;
+  /** The worker id of a corrupt member of the roster, or `undefined` for a lease or leader record. */
+  readonly workerId: string | undefined;
 
   constructor(
     message: string,
-    where: { group: string; leaseKey?: string | undefined },
+    where: { group: string; leaseKey?: string | undefined; workerId?: string | undefined },
     options?: { cause?: unknown },
   ) {
     super('ERR_CORRUPT_RECORD', message, options);
     this.group = where.group;
     this.leaseKey = where.leaseKey;
+    this.workerId = where.workerId;
   }
 }
 

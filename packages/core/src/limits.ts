@@ -5,6 +5,9 @@
  */
 import { CorruptRecordError, describeValue, InvalidInputError } from './errors.js';
 import type {
+  MemberRecord,
+  MemberState,
+  Roster,
   LeaseChangeKind,
   LeaseListing,
   LeaderRecord,
@@ -15,7 +18,7 @@ import type {
   NewLease,
   NewLeader,
 } from './storage.js';
-import { leaderStateOf, leaseStateOf } from './storage.js';
+import { leaderStateOf, leaseStateOf, memberStateOf } from './storage.js';
 
 /**
  * The limits of the storage contract, in UTF-8 bytes.
@@ -29,6 +32,9 @@ import { leaderStateOf, leaseStateOf } from './storage.js';
  *   batch of 10,000 leases stays a reasonable single statement or script call.
  * - Up to 16 parent keys: a Kinesis merge has 2.
  * - Fields a later core adds (see `LeaseState`) up to 16 KiB as JSON together.
+ * - A roster of up to 128 members, each member's state up to 2 KiB as JSON (requests, metadata and fields
+ *   a later core adds included), with up to 4 handoff requests: a whole roster stays far below DynamoDB's
+ *   400 KB item, and one read of it stays cheap at every take tick.
  */
 export const limits = {
   maxNameBytes: 512,
@@ -37,12 +43,16 @@ export const limits = {
   maxMetadataKeyBytes: 512,
   maxParentKeys: 16,
   maxExtensionBytes: 16 * 1024,
+  maxMembers: 128,
+  maxMemberBytes: 2048,
+  maxRequests: 4,
 } as const;
 
-const LEASE_FIELDS = new Set(['format', 'owner', 'epoch', 'checkpoint', 'parentKeys', 'pendingOwner', 'metadata', 'group', 'leaseKey', 'version']);
+const LEASE_FIELDS = new Set(['format', 'owner', 'epoch', 'checkpoint', 'parentKeys', 'incarnation', 'metadata', 'group', 'leaseKey', 'version']);
+const MEMBER_FIELDS = new Set(['format', 'incarnation', 'leaseDurationMs', 'status', 'held', 'changes', 'requests', 'metadata', 'group', 'workerId', 'version']);
 const LEADER_FIELDS = new Set(['format', 'holder', 'term', 'metadata', 'group', 'version']);
 
-const CHANGE_KINDS: readonly LeaseChangeKind[] = ['released', 'handoff-requested', 'handed-off', 'created'];
+const CHANGE_KINDS: readonly LeaseChangeKind[] = ['released', 'handed-off', 'created'];
 
 function byteLength(value: string): number {
   // A UTF-16 code unit is at most 3 UTF-8 bytes, so a short string is certainly within every limit and is
@@ -187,7 +197,7 @@ export function validateLeaseState(state: LeaseState, pkg = 'core'): void {
     );
   }
   for (const parent of state.parentKeys) checkName(pkg, 'parent key', parent);
-  checkOptionalName(pkg, 'pending owner', state.pendingOwner);
+  checkOptionalName(pkg, 'incarnation', state.incarnation);
   checkMetadata(pkg, state.metadata);
   checkExtensions(pkg, state, LEASE_FIELDS);
 }
@@ -248,6 +258,95 @@ export function validateNewLeader(leader: NewLeader, pkg = 'core'): { group: str
   return { group: leader.group, state };
 }
 
+/** Throws an `InvalidInputError` naming the first bad field of a member state. */
+export function validateMemberState(state: MemberState, pkg = 'core'): void {
+  if (typeof state !== 'object' || state === null) {
+    throw new InvalidInputError(`[${pkg}] member state must be an object, got ${describeValue(state)}`);
+  }
+  checkFormat(pkg, state.format);
+  checkName(pkg, 'incarnation', state.incarnation);
+  if (typeof state.leaseDurationMs !== 'number' || !Number.isSafeInteger(state.leaseDurationMs) || state.leaseDurationMs < 1) {
+    throw new InvalidInputError(`[${pkg}] leaseDurationMs must be a positive integer of milliseconds, got ${describeValue(state.leaseDurationMs)}`);
+  }
+  if (state.status !== 'alive' && state.status !== 'dead') {
+    throw new InvalidInputError(`[${pkg}] status must be 'alive' or 'dead', got ${describeValue(state.status)}`);
+  }
+  checkCounter(pkg, 'held', state.held);
+  checkCounter(pkg, 'changes', state.changes);
+  if (!Array.isArray(state.requests)) {
+    throw new InvalidInputError(`[${pkg}] requests must be an array, got ${describeValue(state.requests)}`);
+  }
+  if (state.requests.length > limits.maxRequests) {
+    throw new InvalidInputError(`[${pkg}] a member has ${state.requests.length} handoff requests; the limit is ${limits.maxRequests}`);
+  }
+  for (const request of state.requests as readonly unknown[]) {
+    if (typeof request !== 'object' || request === null || Array.isArray(request)) {
+      throw new InvalidInputError(`[${pkg}] a handoff request must be an object, got ${describeValue(request)}`);
+    }
+    const { leaseKey, from } = request as { leaseKey?: unknown; from?: unknown };
+    checkName(pkg, 'requested lease key', leaseKey);
+    checkName(pkg, 'requested from', from);
+    const extra = Object.keys(request).filter((name) => name !== 'leaseKey' && name !== 'from');
+    if (extra.length > 0) throw new InvalidInputError(`[${pkg}] a handoff request has unknown fields ${extra.map((name) => describeValue(name)).join(', ')}`);
+  }
+  checkMetadata(pkg, state.metadata);
+  checkExtensions(pkg, state, MEMBER_FIELDS);
+  const bytes = Buffer.byteLength(encodeMemberState(state), 'utf8');
+  if (bytes > limits.maxMemberBytes) {
+    throw new InvalidInputError(`[${pkg}] member state is ${bytes} bytes as JSON; the limit is ${limits.maxMemberBytes}`);
+  }
+}
+
+/** Validates the arguments of `putMember` before anything is sent. */
+export function validateMemberWrite(group: string, workerId: string, expectedVersion: number | null, next: MemberState, pkg = 'core'): void {
+  validateGroup(group, pkg);
+  validateWorkerId(workerId, pkg);
+  if (expectedVersion !== null) validateVersion(expectedVersion, pkg);
+  validateMemberState(next, pkg);
+}
+
+/** Serialises a member state as one JSON document (every field but the identity). */
+export function encodeMemberState(state: MemberState): string {
+  return JSON.stringify(memberStateOf(state));
+}
+
+/**
+ * Rebuilds a stored member from its parts, checking every field; a bad one throws a `CorruptRecordError`
+ * naming the member. `state` is the JSON document of {@link encodeMemberState} or an object.
+ */
+export function decodeMember(group: string, workerId: string, version: unknown, state: unknown, pkg = 'core'): MemberRecord {
+  const where = { group, workerId };
+  const storedVersion = checkStoredVersion(version, where, pkg);
+  const fields = typeof state === 'string' ? parseJson(state, where, pkg) : (state as Record<string, unknown>);
+  if (typeof fields !== 'object' || fields === null) throw corruptRecord(where, `state is ${describeValue(state)}`, { pkg });
+  requireFields(fields, ['format', 'incarnation', 'leaseDurationMs', 'status', 'held', 'changes', 'requests', 'metadata'], where, pkg);
+  const candidate = fields as unknown as MemberState;
+  try {
+    validateMemberState(candidate);
+  } catch (error) {
+    throw corruptRecord(where, (error as Error).message.replace(/^\[core\] /, ''), { pkg, cause: error });
+  }
+  return { group, workerId, version: storedVersion, ...memberStateOf(candidate) };
+}
+
+/**
+ * Builds a {@link Roster} from stored members: each is decoded by `decode` (typically with
+ * {@link decodeMember}); one that throws a `CorruptRecordError` is listed in `corrupt`.
+ */
+export function rosterOf<Row>(group: string, rows: Iterable<Row>, decode: (row: Row) => MemberRecord): Roster {
+  const members: MemberRecord[] = [];
+  const corrupt: CorruptRecordError[] = [];
+  for (const row of rows) {
+    try {
+      members.push(decode(row));
+    } catch (error) {
+      if (!(error instanceof CorruptRecordError)) throw error;
+      corrupt.push(error);
+    }
+  }
+  return { group, members, corrupt };
+}
+
 /** Serialises a lease state as one JSON document (every field but the identity), for adapters that store it that way. */
 export function encodeLeaseState(state: LeaseState): string {
   return JSON.stringify(leaseStateOf(state));
@@ -279,17 +378,19 @@ export function listingOf<Row>(rows: Iterable<Row>, decode: (row: Row) => LeaseR
 
 /** A `CorruptRecordError` naming the record, for adapters that check stored fields of their own too. */
 export function corruptRecord(
-  where: { group: string; leaseKey?: string | undefined },
+  where: { group: string; leaseKey?: string | undefined; workerId?: string | undefined },
   detail: string,
   options: { pkg?: string; cause?: unknown } = {},
 ): CorruptRecordError {
-  const name = where.leaseKey === undefined
-    ? `leader record of group ${describeValue(where.group)}`
-    : `lease ${describeValue(where.leaseKey)} of group ${describeValue(where.group)}`;
+  const name = where.workerId !== undefined
+    ? `member ${describeValue(where.workerId)} of group ${describeValue(where.group)}`
+    : where.leaseKey === undefined
+      ? `leader record of group ${describeValue(where.group)}`
+      : `lease ${describeValue(where.leaseKey)} of group ${describeValue(where.group)}`;
   return new CorruptRecordError(`[${options.pkg ?? 'core'}] stored ${name} is corrupt: ${detail}`, where, { cause: options.cause });
 }
 
-function parseJson(text: unknown, where: { group: string; leaseKey?: string }, pkg: string): Record<string, unknown> {
+function parseJson(text: unknown, where: { group: string; leaseKey?: string; workerId?: string }, pkg: string): Record<string, unknown> {
   if (typeof text !== 'string') throw corruptRecord(where, `expected a JSON document, found ${describeValue(text)}`, { pkg });
   let value: unknown;
   try {
@@ -303,12 +404,12 @@ function parseJson(text: unknown, where: { group: string; leaseKey?: string }, p
   return value as Record<string, unknown>;
 }
 
-function requireFields(fields: object, names: readonly string[], where: { group: string; leaseKey?: string }, pkg: string): void {
+function requireFields(fields: object, names: readonly string[], where: { group: string; leaseKey?: string; workerId?: string }, pkg: string): void {
   const missing = names.filter((name) => !(name in fields));
   if (missing.length > 0) throw corruptRecord(where, `state lacks ${missing.join(', ')}`, { pkg });
 }
 
-function checkStoredVersion(version: unknown, where: { group: string; leaseKey?: string }, pkg: string): number {
+function checkStoredVersion(version: unknown, where: { group: string; leaseKey?: string; workerId?: string }, pkg: string): number {
   if (typeof version !== 'number' || !Number.isSafeInteger(version) || version < 1) {
     throw corruptRecord(where, `version must be a positive integer, found ${describeValue(version)}`, { pkg });
   }
@@ -324,7 +425,7 @@ export function decodeLease(group: string, leaseKey: string, version: unknown, s
   const storedVersion = checkStoredVersion(version, where, pkg);
   const fields = typeof state === 'string' ? parseJson(state, where, pkg) : (state as Record<string, unknown>);
   if (typeof fields !== 'object' || fields === null) throw corruptRecord(where, `state is ${describeValue(state)}`, { pkg });
-  requireFields(fields, ['format', 'owner', 'epoch', 'checkpoint', 'parentKeys', 'pendingOwner', 'metadata'], where, pkg);
+  requireFields(fields, ['format', 'owner', 'epoch', 'checkpoint', 'parentKeys', 'incarnation', 'metadata'], where, pkg);
   const candidate = fields as unknown as LeaseState;
   try {
     validateLeaseState(candidate);

@@ -77,8 +77,11 @@ export interface LeaseState {
   readonly checkpoint: Position | null;
   /** The lease keys of the partitions this one was split or merged from (parents finish first). */
   readonly parentKeys: readonly string[];
-  /** The `workerId` that asked the owner to hand the lease over (a cooperative steal), or `null`. */
-  readonly pendingOwner: string | null;
+  /**
+   * The incarnation of the owner's membership (see {@link MemberState}) the lease was taken in, or `null`
+   * when the lease is free. The owner holds the lease only while that incarnation is alive in the roster.
+   */
+  readonly incarnation: string | null;
   /** Free-form string fields that adapters round-trip without interpreting. */
   readonly metadata: Readonly<Record<string, string>>;
 }
@@ -115,7 +118,7 @@ export interface NewLease extends Partial<LeaseState> {
  * is published by the adapter itself whenever `createLease` applies; the others by the `notify` of an
  * update.
  */
-export type LeaseChangeKind = 'released' | 'handoff-requested' | 'handed-off' | 'created';
+export type LeaseChangeKind = 'released' | 'handed-off' | 'created';
 
 /** One conditional write in a {@link CheckpointStorage.updateLeases} batch. */
 export interface LeaseUpdate {
@@ -172,7 +175,7 @@ export interface Unknown {
 export type WriteResult<T> = Applied<T> | Conflict<T> | Unknown;
 
 /** The outcome of a conditional delete: `applied` carries no record, since none is left. */
-export type DeleteResult = { readonly status: 'applied' } | Conflict<LeaseRecord> | Unknown;
+export type DeleteResult<T = LeaseRecord> = { readonly status: 'applied' } | Conflict<T> | Unknown;
 
 /**
  * What {@link CheckpointStorage.listLeases} returns: every lease of the group that reads back as a valid
@@ -181,6 +184,66 @@ export type DeleteResult = { readonly status: 'applied' } | Conflict<LeaseRecord
  */
 export interface LeaseListing {
   readonly leases: LeaseRecord[];
+  readonly corrupt: CorruptRecordError[];
+}
+
+/** A worker's request that another member hand it one lease (a cooperative steal), kept in its member state. */
+export interface HandoffRequest {
+  /** The lease asked for. */
+  readonly leaseKey: string;
+  /** The worker id of the member that holds it. */
+  readonly from: string;
+}
+
+/**
+ * The fields of a member of a group's roster (DESIGN section 4): one worker's liveness, written only by
+ * that worker (a heartbeat) and by a worker that declares it dead. Like a lease's state, it may carry
+ * fields core does not name, and every value the contract allows round-trips exactly.
+ */
+export interface MemberState {
+  /** The record format (see {@link RECORD_FORMAT}). */
+  readonly format: number;
+  /**
+   * Names one membership of the worker: chosen at random when it joins, new each time it joins again.
+   * Leases name the incarnation they were taken in.
+   */
+  readonly incarnation: string;
+  /** The lease duration the member runs with: others wait at least this long before declaring it dead. */
+  readonly leaseDurationMs: number;
+  /** `alive` while the member heartbeats; `dead` once it left or was declared dead (its leases are free to take). */
+  readonly status: 'alive' | 'dead';
+  /** How many leases the member holds, as of its last write: what others balance against. */
+  readonly held: number;
+  /** Incremented by the member when it changed leases in a way others should look at (a listing is due). */
+  readonly changes: number;
+  /** The leases this member asked others to hand over, at most {@link limits}.maxRequests. */
+  readonly requests: readonly HandoffRequest[];
+  /** Free-form string fields that adapters round-trip without interpreting. */
+  readonly metadata: Readonly<Record<string, string>>;
+}
+
+/** A member as stored in a group's roster. */
+export interface MemberRecord extends MemberState {
+  readonly group: string;
+  /** The worker's id: the `owner` it writes into leases. */
+  readonly workerId: string;
+  /**
+   * Moves on every write of the member that applies, even one that writes the stored state (a heartbeat:
+   * others see the member alive only by its version moving). Each applied write gives the member a version
+   * greater than every version any member of the group ever had, so a version never repeats for a worker
+   * id, not even when the member is removed and joins again.
+   */
+  readonly version: number;
+}
+
+/**
+ * Every member of a group, read in one operation (one record or row on every shipped backend, so that a
+ * worker can read it every take tick whatever the group's size), and one `CorruptRecordError` (naming the
+ * worker id) for each member that cannot be read back.
+ */
+export interface Roster {
+  readonly group: string;
+  readonly members: MemberRecord[];
   readonly corrupt: CorruptRecordError[];
 }
 
@@ -221,8 +284,10 @@ export interface ChangeSubscription extends AsyncDisposable {
  * (`validateLeaseKey`); those with an expected version check it (`validateVersion`); `createLease` checks
  * the whole new lease (`validateNewLease`), `updateLeases` the whole batch (`validateLeaseUpdates`: one
  * bad update refuses the batch, a key twice is invalid, `notify` must be a change kind), and the leader
- * operations their record (`validateNewLeader`, `validateLeaderState`). A state's checks include every
- * name it holds (owner, pending owner, parent keys), the format, and fields core does not name.
+ * operations their record (`validateNewLeader`, `validateLeaderState`), `putMember` its arguments
+ * (`validateMemberWrite`) and `removeMember` its group, worker id and version. A state's checks include
+ * every name it holds (owner, incarnation, parent keys, requests), the format, and fields core does not
+ * name. A member is stored whole as `encodeMemberState` gives it and read back with `decodeMember`.
  *
  * How failures surface:
  * - invalid input: an `InvalidInputError` is thrown before anything is sent;
@@ -306,6 +371,23 @@ export interface CheckpointStorage {
    * exists.
    */
   subscribe?(group: string, listener: (change: LeaseChange) => void): Promise<ChangeSubscription>;
+
+  /**
+   * The group's roster: every member, strongly consistent, in any order (empty for a group nobody
+   * joined). A roster holds up to {@link limits}.maxMembers members, each of any size the contract allows.
+   */
+  getRoster(group: string): Promise<Roster>;
+
+  /**
+   * Writes one member's state, conditionally: with `expectedVersion` `null` only if the worker id has no
+   * member (a join), otherwise only if the member's stored version equals it. Nothing else is compared,
+   * and no other member is touched or compared: members heartbeat side by side without conflicts. A
+   * conflict carries the member as stored (or `null`). Member writes publish nothing on the change feed.
+   */
+  putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>>;
+
+  /** Removes the member if its stored version equals `expectedVersion`; otherwise a conflict. */
+  removeMember(group: string, workerId: string, expectedVersion: number): Promise<DeleteResult<MemberRecord>>;
 }
 
 /** The fields of a leader record that core writes; like a lease's, it may carry fields core does not name. */
@@ -353,8 +435,9 @@ export interface LeaderStore {
 /** A store that keeps both leases and leader records, as every adapter shipped with Leasehold does. */
 export type Storage = CheckpointStorage & LeaderStore;
 
-const LEASE_NAMED = new Set(['group', 'leaseKey', 'version', 'format', 'owner', 'epoch', 'checkpoint', 'parentKeys', 'pendingOwner', 'metadata']);
+const LEASE_NAMED = new Set(['group', 'leaseKey', 'version', 'format', 'owner', 'epoch', 'checkpoint', 'parentKeys', 'incarnation', 'metadata']);
 const LEADER_NAMED = new Set(['group', 'version', 'format', 'holder', 'term', 'metadata']);
+const MEMBER_NAMED = new Set(['group', 'workerId', 'version', 'format', 'incarnation', 'leaseDurationMs', 'status', 'held', 'changes', 'requests', 'metadata']);
 
 /** Copies the fields of `value` that `named` does not hold (fields a later core added), one level deep. */
 function copyUnnamed(value: object, named: ReadonlySet<string>, into: Record<string, unknown>): void {
@@ -378,7 +461,7 @@ export function leaseStateOf(lease: Partial<LeaseState>): LeaseState {
     epoch: lease.epoch ?? 0,
     checkpoint: lease.checkpoint ?? null,
     parentKeys: lease.parentKeys ? [...lease.parentKeys] : [],
-    pendingOwner: lease.pendingOwner ?? null,
+    incarnation: lease.incarnation ?? null,
     metadata: lease.metadata ? { ...lease.metadata } : {},
   };
   copyUnnamed(lease, LEASE_NAMED, state as unknown as Record<string, unknown>);
@@ -394,6 +477,22 @@ export function leaderStateOf(leader: Partial<LeaderState>): LeaderState {
     metadata: leader.metadata ? { ...leader.metadata } : {},
   };
   copyUnnamed(leader, LEADER_NAMED, state as unknown as Record<string, unknown>);
+  return state;
+}
+
+/** The full state of a member, every field but its identity (group, worker id, version). */
+export function memberStateOf(member: MemberState): MemberState {
+  const state: MemberState = {
+    format: member.format ?? RECORD_FORMAT,
+    incarnation: member.incarnation,
+    leaseDurationMs: member.leaseDurationMs,
+    status: member.status,
+    held: member.held ?? 0,
+    changes: member.changes ?? 0,
+    requests: member.requests ? member.requests.map((request) => ({ leaseKey: request.leaseKey, from: request.from })) : [],
+    metadata: member.metadata ? { ...member.metadata } : {},
+  };
+  copyUnnamed(member, MEMBER_NAMED, state as unknown as Record<string, unknown>);
   return state;
 }
 

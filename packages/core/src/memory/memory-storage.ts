@@ -8,11 +8,14 @@ import {
   validateLeaseUpdates,
   validateNewLeader,
   validateNewLease,
+  validateMemberWrite,
   validateVersion,
+  validateWorkerId,
 } from '../limits.js';
 import {
   leaderStateOf,
   leaseStateOf,
+  memberStateOf,
   result,
   type ChangeSubscription,
   type CreateLeaseOptions,
@@ -23,7 +26,10 @@ import {
   type LeaseListing,
   type LeaseRecord,
   type LeaseUpdate,
+  type MemberRecord,
+  type MemberState,
   type NewLeader,
+  type Roster,
   type NewLease,
   type Storage,
   type WriteResult,
@@ -48,7 +54,14 @@ export interface MemoryStorageOptions {
 /** One applied write, as {@link MemoryStorageOptions.onWrite} sees it. */
 export type MemoryWriteEvent =
   | { readonly kind: 'lease'; readonly group: string; readonly leaseKey: string; readonly before: LeaseRecord | null; readonly after: LeaseRecord | null }
-  | { readonly kind: 'leader'; readonly group: string; readonly before: LeaderRecord | null; readonly after: LeaderRecord };
+  | { readonly kind: 'leader'; readonly group: string; readonly before: LeaderRecord | null; readonly after: LeaderRecord }
+  | { readonly kind: 'member'; readonly group: string; readonly workerId: string; readonly before: MemberRecord | null; readonly after: MemberRecord | null };
+
+interface RosterSlot {
+  readonly members: Map<string, { record: MemberRecord; corrupt: boolean }>;
+  /** The greatest version any member of the group ever had: every applied write goes above it. */
+  highVersion: number;
+}
 
 interface Slot {
   record: LeaseRecord | null;
@@ -69,6 +82,7 @@ const PKG = 'memory-storage';
 export class MemoryStorage implements Storage {
   readonly #groups = new Map<string, Map<string, Slot>>();
   readonly #leaders = new Map<string, LeaderRecord>();
+  readonly #rosters = new Map<string, RosterSlot>();
   readonly #listeners = new Map<string, Set<(change: LeaseChange) => void>>();
   readonly #clock: Clock;
   readonly #latency: () => number;
@@ -175,6 +189,47 @@ export class MemoryStorage implements Storage {
     return { close, [Symbol.asyncDispose]: close };
   }
 
+  async getRoster(group: string): Promise<Roster> {
+    validateGroup(group, PKG);
+    await this.#delay();
+    const roster: Roster = { group, members: [], corrupt: [] };
+    for (const [workerId, slot] of this.#rosters.get(group)?.members ?? []) {
+      if (slot.corrupt) roster.corrupt.push(this.#corruptMemberError(group, workerId));
+      else roster.members.push(slot.record);
+    }
+    return roster;
+  }
+
+  async putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
+    validateMemberWrite(group, workerId, expectedVersion, next, PKG);
+    await this.#delay();
+    const roster = this.#roster(group);
+    const slot = roster.members.get(workerId);
+    if (slot === undefined ? expectedVersion !== null : slot.record.version !== expectedVersion) {
+      return slot?.corrupt ? result.unknown(this.#corruptMemberError(group, workerId)) : result.conflict(slot?.record ?? null);
+    }
+    roster.highVersion++;
+    const record = freezeMember({ group, workerId, version: roster.highVersion, ...memberStateOf(next) });
+    roster.members.set(workerId, { record, corrupt: false });
+    this.#onWrite?.({ kind: 'member', group, workerId, before: slot?.record ?? null, after: record });
+    return result.applied(record);
+  }
+
+  async removeMember(group: string, workerId: string, expectedVersion: number): Promise<DeleteResult<MemberRecord>> {
+    validateGroup(group, PKG);
+    validateWorkerId(workerId, PKG);
+    validateVersion(expectedVersion, PKG);
+    await this.#delay();
+    const roster = this.#rosters.get(group);
+    const slot = roster?.members.get(workerId);
+    if (!roster || !slot || slot.record.version !== expectedVersion) {
+      return slot?.corrupt ? result.unknown(this.#corruptMemberError(group, workerId)) : result.conflict(slot?.record ?? null);
+    }
+    roster.members.delete(workerId);
+    this.#onWrite?.({ kind: 'member', group, workerId, before: slot.record, after: null });
+    return { status: 'applied' };
+  }
+
   async getLeader(group: string): Promise<LeaderRecord | null> {
     validateGroup(group, PKG);
     await this.#delay();
@@ -231,10 +286,38 @@ export class MemoryStorage implements Storage {
     slot.corrupt = false;
   }
 
-  /** Forgets every group, lease and leader record (the change feed's listeners stay). */
+  /**
+   * For tests: makes a member of the roster unreadable, moving its version as any writer does (see
+   * {@link corrupt}). The roster reports it in `corrupt`; a write at its new version replaces it.
+   */
+  corruptMember(group: string, workerId: string): { version: number } {
+    const roster = this.#rosters.get(group);
+    const slot = roster?.members.get(workerId);
+    if (!roster || !slot) throw new InvalidConfigError(`[${PKG}] group ${describeValue(group)} has no member ${describeValue(workerId)} to corrupt`);
+    const version = ++roster.highVersion;
+    slot.record = freezeMember({ ...slot.record, version });
+    slot.corrupt = true;
+    return { version };
+  }
+
+  /** Forgets every group, lease, member and leader record (the change feed's listeners stay). */
   clear(): void {
     this.#groups.clear();
     this.#leaders.clear();
+    this.#rosters.clear();
+  }
+
+  #roster(group: string): RosterSlot {
+    let roster = this.#rosters.get(group);
+    if (!roster) {
+      roster = { members: new Map(), highVersion: 0 };
+      this.#rosters.set(group, roster);
+    }
+    return roster;
+  }
+
+  #corruptMemberError(group: string, workerId: string) {
+    return corruptRecord({ group, workerId }, 'the stored record was damaged (MemoryStorage.corruptMember)', { pkg: PKG });
   }
 
   #slot(group: string, leaseKey: string): Slot {
@@ -282,6 +365,13 @@ export class MemoryStorage implements Storage {
 
 function freezeLease(record: LeaseRecord): LeaseRecord {
   Object.freeze(record.parentKeys);
+  Object.freeze(record.metadata);
+  return Object.freeze(record);
+}
+
+function freezeMember(record: MemberRecord): MemberRecord {
+  for (const request of record.requests) Object.freeze(request);
+  Object.freeze(record.requests);
   Object.freeze(record.metadata);
   return Object.freeze(record);
 }
