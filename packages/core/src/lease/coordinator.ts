@@ -12,10 +12,15 @@ import {
 } from '../errors.js';
 import { TypedEmitter } from '../events.js';
 import { compareNumericPositions } from '../position.js';
+import { limits } from '../limits.js';
 import {
   Checkpoint,
   leaseStateOf,
+  memberStateOf,
   RECORD_FORMAT,
+  type MemberRecord,
+  type MemberState,
+  type Roster,
   type ChangeSubscription,
   type CheckpointStorage,
   type LeaseChange,
@@ -54,27 +59,41 @@ export type DrainReason = 'handoff' | 'shutdown';
 
 /** Options of {@link LeaseCoordinator}. Durations are in milliseconds of the injected clock. */
 export interface LeaseCoordinatorOptions {
-  /** Where the leases live. */
+  /** Where the leases and the group's roster live. */
   storage: CheckpointStorage;
   /** The group (consuming application) whose leases this worker shares. */
   group: string;
   /** This worker's id, unique among the group's live processes. Default: host name, pid and a random suffix. */
   workerId?: string;
-  /** How long a lease lasts without renewal, as observed by others. Default 10,000 (KCL's failoverTimeMillis). */
+  /**
+   * How long this worker's membership lasts without a heartbeat, as others observe it; others wait the
+   * longer of theirs and this one before declaring it dead. Default 10,000 (KCL's failoverTimeMillis).
+   */
   leaseDurationMs?: number;
-  /** How often held leases are renewed, all in one batched write. Default a third of the lease duration. */
+  /**
+   * How often this worker heartbeats its member record: one conditional write, whatever it holds.
+   * Default 0.65 × the lease duration.
+   */
   renewIntervalMs?: number;
-  /** How often the group's leases are listed to take free, expired and (by handoff) stolen leases. Default 2,000. */
+  /** How often the roster is read, to see members join, die and ask for leases. Default 2,000. */
   takeIntervalMs?: number;
+  /**
+   * How often the group's leases are listed when nothing signalled a change (a safety net: membership
+   * changes, the members' change counters and the change feed prompt a listing at once). Default 600,000.
+   */
+  listIntervalMs?: number;
   /** The most leases this worker holds. Default: no limit. */
   maxLeasesPerWorker?: number;
   /** The most handoffs this worker requests per take tick. Default 1. */
   maxStealsPerTick?: number;
   /** The bound ρ on clock-rate error (rates in [1 - ρ, 1 + ρ]). Default 0.01. */
   maxClockDrift?: number;
-  /** Subtracted from the time a holder counts on after a renewal. Default min(500, leaseDurationMs / 20). */
+  /** Subtracted from the time a holder counts on after a heartbeat. Default min(500, leaseDurationMs / 20). */
   safetyMarginMs?: number;
-  /** How long an owner keeps renewing a lease someone asked for before letting it lapse. Default half the lease duration. */
+  /**
+   * How long an owner waits for a lease someone asked for to drain before it stops the work anyway; the
+   * lease is then handed over a lease duration later. Default half the lease duration.
+   */
   handoffTimeoutMs?: number;
   /** Which leases may be taken. Default {@link parentsFinished}. */
   isEligible?: EligibilityPredicate;
@@ -82,20 +101,20 @@ export interface LeaseCoordinatorOptions {
   comparePositions?: (a: Position, b: Position) => number;
   /**
    * Called before a held lease is given away, to finish the work in flight and checkpoint. The lease is
-   * still held and renewed meanwhile. A handoff waits at most `handoffTimeoutMs` for it.
+   * still held meanwhile. A handoff waits at most `handoffTimeoutMs` for it.
    */
   onDrain?: (lease: HeldLease, reason: DrainReason) => Promise<void>;
-  /** Listen to the store's change feed (if it has one) to act on releases and handoffs at once. Default true. */
+  /** Listen to the store's change feed (if it has one) to act on releases, handoffs and new leases at once. Default true. */
   useChangeFeed?: boolean;
   /** The monotonic clock every timing decision is made on. Default: the process's. */
   clock?: Clock;
-  /** The random source for shuffling and jitter. Default: `Math.random`. */
+  /** The random source for shuffling, jitter and incarnations. Default: `Math.random`. */
   random?: Random;
   /**
    * Deliberately unsafe behaviours, for proving that the simulation catches them. Never set in production.
    * @internal
    */
-  unsafe?: { skipSelfFencing?: boolean; expiryFactor?: number; checkpointPerKey?: boolean };
+  unsafe?: { skipSelfFencing?: boolean; expiryFactor?: number; checkpointPerKey?: boolean; ownDurationOnly?: boolean };
 }
 
 /** The lease a checkpoint belongs to: its key and the tenure (fencing token) it was read in. */
@@ -122,15 +141,21 @@ export interface HeldLease {
 export type LossReason =
   | 'taken' // another worker owns it now
   | 'deleted' // the lease is gone from storage
-  | 'self-fenced' // no successful renewal within the hold; stopped whether or not storage answered
-  | 'handoff-timeout' // a requested handoff did not finish in time; the lease lapses
+  | 'self-fenced' // no successful heartbeat within the hold; stopped whether or not storage answered
+  | 'expelled' // this worker's membership was declared dead (or replaced): it dropped everything and joins again
+  | 'handoff-timeout' // a requested handoff did not drain in time; the work stopped and the lease is handed over later
   | 'shutdown-timeout'; // stop() could not drain it in time; the lease lapses
 
 /** The events of a {@link LeaseCoordinator}. */
 export interface LeaseCoordinatorEvents {
   acquired: { leaseKey: string; fencingToken: number; how: 'free' | 'expired' | 'handoff'; checkpoint: Position | null };
+  /** A heartbeat applied: every lease in `leaseKeys` is held for another hold. */
   renewed: { leaseKeys: string[]; durationMs: number };
   lost: { leaseKey: string; fencingToken: number; reason: LossReason };
+  /** This worker joined the group's roster as a new incarnation. */
+  joined: { incarnation: string };
+  /** This worker declared a member dead (its heartbeat stopped for its lease duration): its leases are free to take. */
+  'member-dead': { workerId: string; incarnation: string };
   /** Another worker asked for a lease this worker holds. */
   'handoff-requested': { leaseKey: string; to: string };
   /** This worker asked another to hand a lease over (a cooperative steal). */
@@ -157,9 +182,8 @@ export interface LeaseCoordinatorEvents {
 
 interface Held {
   record: LeaseRecord;
-  heldUntil: number;
   readonly controller: AbortController;
-  handoff: { to: string; seenAt: number } | null;
+  handoff: { to: string; incarnation: string; seenAt: number } | null;
   leaving: boolean;
   /** The writes on this lease run one after another (each needs the version the previous one made). */
   chain: Promise<void>;
@@ -168,10 +192,16 @@ interface Held {
 }
 
 interface Observation {
+  incarnation: string;
   version: number;
   firstSeenAt: number;
-  /** Whether this version replaced one this worker saw before: the lease is seen to move. */
-  moved: boolean;
+}
+
+interface Membership {
+  readonly incarnation: string;
+  record: MemberRecord | null;
+  /** When the first join was sent: a new member takes nothing before its first full take tick. */
+  readonly joinedAt: number;
 }
 
 const stateOf = leaseStateOf;
@@ -181,22 +211,27 @@ function asError(error: unknown): Error {
 }
 
 /**
- * Shares the leases of one group among workers (DESIGN section 4): takes free and expired leases, balances
- * by cooperative handoff, renews every held lease in one batched write, fences itself by its own clock,
- * and checkpoints only while it holds the lease. Usable on its own for any set of keys.
+ * Shares the leases of one group among workers (DESIGN section 4). Liveness is per worker: each worker
+ * heartbeats its member record in the group's roster, and holds every lease naming its incarnation for as
+ * long as its last successful heartbeat allows. A member whose heartbeat stops is declared dead by a
+ * conditional write, after which its leases are taken; leases change only when ownership or checkpoints
+ * do. Balances by cooperative handoff requested through the roster, fences itself by its own clock, and
+ * checkpoints only while it holds the lease. Usable on its own for any set of keys.
  */
 export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> implements AsyncDisposable {
   /** This worker's id in the group: the owner written into the leases it holds. */
   readonly workerId: string;
   /** The group whose leases this coordinator shares. */
   readonly group: string;
-  /** How long a lease lasts without renewal, as others observe it. */
+  /** How long this worker's membership lasts without a heartbeat, as others observe it. */
   readonly leaseDurationMs: number;
-  /** How often held leases are renewed. */
+  /** How often this worker heartbeats. */
   readonly renewIntervalMs: number;
-  /** How often the group's leases are listed to take and balance. */
+  /** How often the roster is read. */
   readonly takeIntervalMs: number;
-  /** How long after sending a successful renewal this worker counts a lease as held. */
+  /** How often the leases are listed when nothing signalled a change. */
+  readonly listIntervalMs: number;
+  /** How long after sending a successful heartbeat this worker counts its leases as held. */
   readonly holdMs: number;
 
   readonly #storage: CheckpointStorage;
@@ -211,12 +246,27 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   readonly #useChangeFeed: boolean;
   readonly #skipSelfFencing: boolean;
   readonly #checkpointPerKey: boolean;
-  readonly #expiryMs: number;
+  readonly #ownDurationOnly: boolean;
+  readonly #expiryFactor: number;
 
   readonly #held = new Map<string, Held>();
+  /** Until when this worker's last successful heartbeat lets it count its leases as held. */
+  #heldUntil = -Infinity;
+  #membership: Membership | null = null;
+  /** Member writes run one after another: each needs the version the previous one made. */
+  #memberChain: Promise<unknown> = Promise.resolve();
+  #changes = 0;
   readonly #observations = new Map<string, Observation>();
-  /** Leases this worker asked for, by key: the owner asked, and when. */
+  /** The roster as last read. */
+  #roster = new Map<string, MemberRecord>();
+  #rosterSignature = '';
+  /** Leases this worker asked for, by key: whom it asked, and when. */
   readonly #requests = new Map<string, { from: string; at: number }>();
+  /** The leases as last listed, and when; `null` before the first listing. */
+  #listing: { leases: LeaseRecord[]; at: number } | null = null;
+  #listingDue = true;
+  /** Keys first seen without a live owner, and when: a lease left unowned past a tick is anyone's to take. */
+  readonly #unownedSince = new Map<string, number>();
   /** Keys reported as corrupt, so that each is reported once while it stays corrupt. */
   readonly #corrupt = new Set<string>();
   #stopping: Promise<void> | null = null;
@@ -227,17 +277,24 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   #watchdog: { at: number; controller: AbortController } | null = null;
   #loops: Promise<void>[] = [];
   #takeInFlight: Promise<void> = Promise.resolve();
+  readonly #transfers = new Set<Promise<void>>();
   #subscription: ChangeSubscription | null = null;
+  #incarnations = 0;
 
   constructor(options: LeaseCoordinatorOptions) {
     super();
     if (typeof options !== 'object' || options === null) {
       throw new InvalidConfigError(`[${PKG}] LeaseCoordinator options must be an object, got ${describeValue(options)}`);
     }
-    if (!options.storage || typeof options.storage.updateLeases !== 'function') {
-      throw new InvalidConfigError(`[${PKG}] storage must implement CheckpointStorage, got ${describeValue(options.storage)}`);
+    if (!options.storage || typeof options.storage.updateLeases !== 'function' || typeof options.storage.putMember !== 'function') {
+      throw new InvalidConfigError(`[${PKG}] storage must implement CheckpointStorage (leases and roster), got ${describeValue(options.storage)}`);
     }
-    const timing = resolveHoldTiming(PKG, options, { leaseDurationMs: 'leaseDurationMs', renewIntervalMs: 'renewIntervalMs' });
+    const leaseDurationMs = positive(PKG, 'leaseDurationMs', options.leaseDurationMs ?? 10_000);
+    const timing = resolveHoldTiming(
+      PKG,
+      { ...options, leaseDurationMs, renewIntervalMs: options.renewIntervalMs ?? Math.round(leaseDurationMs * 0.65) },
+      { leaseDurationMs: 'leaseDurationMs', renewIntervalMs: 'renewIntervalMs' },
+    );
     this.#storage = options.storage;
     this.#clock = options.clock ?? systemClock;
     this.#random = options.random ?? systemRandom;
@@ -245,14 +302,18 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     this.leaseDurationMs = timing.leaseDurationMs;
     this.renewIntervalMs = timing.renewIntervalMs;
     this.takeIntervalMs = positive(PKG, 'takeIntervalMs', options.takeIntervalMs ?? 2_000);
+    this.listIntervalMs = positive(PKG, 'listIntervalMs', options.listIntervalMs ?? 600_000);
     this.holdMs = holdMs(timing);
     this.#maxLeases = positiveInteger(PKG, 'maxLeasesPerWorker', options.maxLeasesPerWorker ?? Infinity);
     this.#maxSteals = options.maxStealsPerTick === 0 ? 0 : positiveInteger(PKG, 'maxStealsPerTick', options.maxStealsPerTick ?? 1);
     this.#handoffTimeoutMs = nonNegative(PKG, 'handoffTimeoutMs', options.handoffTimeoutMs ?? timing.leaseDurationMs / 2);
     if (this.#handoffTimeoutMs >= this.holdMs) {
       throw new InvalidConfigError(
-        `[${PKG}] handoffTimeoutMs (${this.#handoffTimeoutMs}) must be below the time a renewal holds a lease (${this.holdMs.toFixed(0)} ms)`,
+        `[${PKG}] handoffTimeoutMs (${this.#handoffTimeoutMs}) must be below the time a heartbeat holds the leases (${this.holdMs.toFixed(0)} ms)`,
       );
+    }
+    if (!Number.isSafeInteger(timing.leaseDurationMs)) {
+      throw new InvalidConfigError(`[${PKG}] leaseDurationMs must be a whole number of milliseconds, got ${timing.leaseDurationMs}`);
     }
     this.#isEligible = options.isEligible ?? parentsFinished;
     this.#compare = options.comparePositions ?? compareNumericPositions;
@@ -260,10 +321,20 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     this.#useChangeFeed = options.useChangeFeed ?? true;
     this.#skipSelfFencing = options.unsafe?.skipSelfFencing ?? false;
     this.#checkpointPerKey = options.unsafe?.checkpointPerKey ?? false;
-    this.#expiryMs = this.leaseDurationMs * (options.unsafe?.expiryFactor ?? 1);
+    this.#ownDurationOnly = options.unsafe?.ownDurationOnly ?? false;
+    this.#expiryFactor = options.unsafe?.expiryFactor ?? 1;
   }
 
-  /** Starts taking and renewing leases; resolves once the first take tick has run. */
+  /** This worker's current incarnation in the roster, or `null` while it is not a member. */
+  get incarnation(): string | null {
+    return this.#membership?.record ? this.#membership.incarnation : null;
+  }
+
+  /**
+   * Joins the group's roster and starts heartbeating, reading the roster and taking; resolves once the
+   * first take tick has run. A new member takes nothing in that first tick: it first lets every worker
+   * started with it join, so that a cold start goes straight to fair shares.
+   */
   async start(): Promise<void> {
     if (this.#state !== 'new') throw new InvalidConfigError(`[${PKG}] a LeaseCoordinator starts once; this one is ${this.#state}`);
     this.#state = 'running';
@@ -282,11 +353,11 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   }
 
   /**
-   * Stops taking, drains every held lease (through `onDrain`), and releases it so that others can take
-   * it at once; withdraws this worker's own handoff requests and gives back any lease handed to it
-   * meanwhile. Returns within `timeoutMs` (default `handoffTimeoutMs`) whatever user code or storage does:
-   * a lease that did not drain in time is not released but left to lapse (its signal has fired). A
-   * second call waits for the first.
+   * Stops taking, drains every held lease (through `onDrain`), releases it so that others can take it at
+   * once, and leaves the roster; a lease handed to this worker meanwhile is released too. Returns within
+   * `timeoutMs` (default `handoffTimeoutMs`) whatever user code or storage does: a lease that did not
+   * drain in time is not released; its work was told to stop, and this worker's membership lapses (it
+   * stops heartbeating), after which others take the lease. A second call waits for the first.
    */
   stop(options: { timeoutMs?: number } = {}): Promise<void> {
     this.#stopping ??= this.#stop(options.timeoutMs ?? this.#handoffTimeoutMs);
@@ -310,9 +381,13 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
         })),
       );
       const releasable = drained.filter((entry) => entry.done).map((entry) => entry.leaseKey);
-      await this.#until(deadline, this.#release(releasable));
+      await this.#until(deadline, this.#release(releasable, false));
       await this.#until(deadline, this.#withdraw());
+      const lapsing = this.#held.size;
       for (const [leaseKey, held] of this.#held) this.#lose(leaseKey, held, 'shutdown-timeout');
+      // With nothing left to lapse, leaving the roster lets others act at once; otherwise the membership
+      // lapses a lease duration after the last heartbeat, and the leases with it.
+      if (lapsing === 0) await this.#until(deadline, this.#leave());
     }
     this.#state = 'stopped';
     this.#lifetime.abort(new AbortedError(`[${PKG}] lease coordinator ${this.workerId} stopped`));
@@ -338,28 +413,38 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   }
 
   /**
-   * A stopping worker asks for nothing more: its handoff requests are withdrawn and a lease handed to it
-   * while it stopped is written free, so that neither waits a lease duration for it.
+   * A stopping worker asks for nothing more: a lease handed to it after it asked is written free, so that
+   * nobody waits a lease duration for it. Its requests go with its membership when it leaves.
    */
   async #withdraw(): Promise<void> {
-    let leases: LeaseRecord[];
-    try {
-      leases = (await this.#storage.listLeases(this.group)).leases;
-    } catch (error) {
-      this.#report(error, 'list');
-      return;
-    }
+    const asked = [...this.#requests.keys()];
+    this.#requests.clear();
+    const incarnation = this.incarnation;
+    if (asked.length === 0 || incarnation === null) return;
     const updates: LeaseUpdate[] = [];
-    for (const lease of leases) {
-      if (lease.format > RECORD_FORMAT || this.#held.has(lease.leaseKey)) continue;
-      if (lease.owner === this.workerId) {
-        updates.push({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...stateOf(lease), owner: null, pendingOwner: null }, notify: 'released' });
-      } else if (lease.pendingOwner === this.workerId) {
-        updates.push({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...stateOf(lease), pendingOwner: null } });
+    for (const leaseKey of asked) {
+      let lease: LeaseRecord | null;
+      try {
+        lease = await this.#storage.getLease(this.group, leaseKey);
+      } catch (error) {
+        this.#report(error, 'get');
+        continue;
+      }
+      if (lease && lease.format <= RECORD_FORMAT && lease.owner === this.workerId && lease.incarnation === incarnation && !this.#held.has(leaseKey)) {
+        updates.push({ leaseKey, expectedVersion: lease.version, next: { ...stateOf(lease), owner: null, incarnation: null }, notify: 'released' });
       }
     }
     if (updates.length > 0) await this.#update(updates, 'withdraw');
-    this.#requests.clear();
+  }
+
+  /** Marks this worker's membership dead itself, so that others take what it leaves at once. */
+  async #leave(): Promise<void> {
+    await this.#onMember(async () => {
+      const membership = this.#membership;
+      if (!membership?.record) return;
+      const outcome = await this.#putMember(membership.record.version, { ...memberStateOf(membership.record), status: 'dead', held: 0, requests: [] }, 'leave');
+      if (outcome.status === 'applied') membership.record = null;
+    });
   }
 
   /** `await using coordinator = ...`: stops it (and releases its leases) at the end of the scope. */
@@ -367,10 +452,10 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     await this.stop();
   }
 
-  /** Whether this worker holds the lease now: it took or renewed it within the hold and has not given it away. */
+  /** Whether this worker holds the lease now: it took it, its last heartbeat still holds, and it has not given it away. */
   isHeld(leaseKey: string): boolean {
     const held = this.#held.get(leaseKey);
-    return held !== undefined && !held.leaving && (this.#skipSelfFencing || this.#clock.now() < held.heldUntil);
+    return held !== undefined && !held.leaving && (this.#skipSelfFencing || this.#clock.now() < this.#heldUntil);
   }
 
   /** The lease if this worker holds it now. */
@@ -385,11 +470,22 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   }
 
   /**
+   * Tells the group that its leases changed in a way other workers should look at (leases created or
+   * deleted by the leader, a partition finished): the next heartbeat, sent now, carries it, and every
+   * worker lists the leases at its next take tick. Without a change feed this is how others learn of it.
+   */
+  noteLeasesChanged(): void {
+    this.#changes++;
+    this.#listingDue = true;
+    this.#wakeRenew?.();
+  }
+
+  /**
    * Moves the lease's checkpoint forward, conditionally on this worker still holding it in the same
    * tenure (`lease.fencingToken`) at the version it last wrote: a handler of an earlier tenure can never
    * write into a later one. Refuses a position behind the stored one (`CheckpointBehindError`, checked
    * again on every retry) and any write after loss (`LeaseLostError`); an unknown outcome is re-read and
-   * retried, never assumed.
+   * retried, never assumed. A partition's end is announced to the group (its children become takeable).
    */
   async checkpoint(lease: LeaseTenure, position: Position): Promise<void> {
     const { leaseKey } = lease;
@@ -416,7 +512,10 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       };
       wrote = await this.#writeHeld(leaseKey, held, next, 'checkpoint');
     });
-    if (wrote) this.emit('checkpointed', { leaseKey, position, durationMs: this.#clock.now() - startedAt });
+    if (wrote) {
+      if (position === Checkpoint.SHARD_END) this.noteLeasesChanged();
+      this.emit('checkpointed', { leaseKey, position, durationMs: this.#clock.now() - startedAt });
+    }
   }
 
   /**
@@ -448,13 +547,13 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
 
   /** Gives up one lease now: stops its work (its signal fires) and writes it free for others. */
   async release(leaseKey: string): Promise<void> {
-    await this.#release([leaseKey]);
+    await this.#release([leaseKey], true);
   }
 
   // ---------------------------------------------------------------- loops
 
   async #loop(kind: 'take' | 'renew', intervalMs: number, tick: () => Promise<void>): Promise<void> {
-    // Taking stops as soon as stop() begins; renewing goes on while held leases drain.
+    // Taking stops as soon as stop() begins; heartbeats go on while held leases drain.
     const active = (): boolean => this.#state === 'running' || (kind === 'renew' && this.#state === 'stopping');
     while (active()) {
       const waker = new AbortController();
@@ -463,10 +562,12 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       if (kind === 'take') this.#wakeTake = () => waker.abort();
       else this.#wakeRenew = () => waker.abort();
       const jitter = 1 + (this.#random.next() - 0.5) * 0.1;
+      // A heartbeat whose outcome is not known is sent again soon: the hold runs out meanwhile.
+      const wait = kind === 'renew' && this.#heartbeatFailed ? Math.min(intervalMs / 4, 1_000) : intervalMs * jitter;
       try {
-        await this.#clock.sleep(intervalMs * jitter, waker.signal);
+        await this.#clock.sleep(wait, waker.signal);
       } catch {
-        // Woken early: by the change feed, by a handoff request, or by stop().
+        // Woken early: by the change feed, by a note of change, or by stop().
       } finally {
         this.#lifetime.signal.removeEventListener('abort', onStop);
       }
@@ -475,87 +576,160 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     }
   }
 
+  #heartbeatFailed = false;
+
   #onChange(change: LeaseChange): void {
     if (this.#state !== 'running') return;
-    if (change.kind === 'released' || change.kind === 'handed-off' || change.kind === 'created') this.#wakeTake?.();
-    if (change.kind === 'handoff-requested' && this.#held.has(change.leaseKey)) this.#wakeRenew?.();
+    if (change.kind === 'created' || change.kind === 'released') this.#listingDue = true;
+    if (change.kind === 'handed-off' && !this.#requests.has(change.leaseKey)) return;
+    this.#wakeTake?.();
   }
 
-  // ---------------------------------------------------------------- renewing
+  // ---------------------------------------------------------------- membership
 
   async #renewTick(): Promise<void> {
     try {
-      await this.#renewHeld();
+      await this.#heartbeat();
     } catch (error) {
-      this.#report(error, 'renew');
+      this.#report(error, 'heartbeat');
     }
   }
 
-  async #renewHeld(): Promise<void> {
-    this.#fenceExpired();
-    const now = this.#clock.now();
-    // A lease with a write in flight is renewed by that write (any write of ours moves the version).
-    const due = [...this.#held.entries()].filter(
-      ([, held]) => !held.leaving && held.busy === 0 && !(held.handoff && now - held.handoff.seenAt >= this.#handoffTimeoutMs),
-    );
-    for (const [leaseKey, held] of this.#held) {
-      if (held.handoff && !held.leaving && now - held.handoff.seenAt >= this.#handoffTimeoutMs) {
-        // The owner could not finish in time: stop renewing so that the lease lapses to the thief by expiry.
-        this.#lose(leaseKey, held, 'handoff-timeout');
+  /** The member state this worker writes now: its incarnation, duration, count, changes and requests. */
+  #memberState(membership: Membership): MemberState {
+    const base = membership.record ? memberStateOf(membership.record) : { format: RECORD_FORMAT, metadata: {} };
+    return {
+      ...base,
+      format: RECORD_FORMAT,
+      incarnation: membership.incarnation,
+      leaseDurationMs: this.leaseDurationMs,
+      status: 'alive',
+      held: [...this.#held.values()].filter((held) => !held.leaving).length,
+      changes: this.#changes,
+      requests: [...this.#requests].slice(0, limits.maxRequests).map(([leaseKey, request]) => ({ leaseKey, from: request.from })),
+    };
+  }
+
+  /** One heartbeat: the member record written at the version this worker last wrote. */
+  async #heartbeat(): Promise<void> {
+    await this.#onMember(async () => {
+      const membership = this.#membership;
+      if (!membership?.record || this.#state === 'stopped') return;
+      this.#fenceExpired();
+      const sentAt = this.#clock.now();
+      const keys = [...this.#held.keys()];
+      let outcome = await this.#putMember(membership.record.version, this.#memberState(membership), 'heartbeat');
+      if (outcome.status === 'conflict' && this.#isOurs(membership, outcome.current)) {
+        // An earlier write of ours whose outcome was unknown applied after all: write again on it.
+        membership.record = outcome.current;
+        outcome = await this.#putMember(membership.record.version, this.#memberState(membership), 'heartbeat');
       }
-    }
-    if (due.length === 0) return;
-    const startedAt = this.#clock.now();
-    await this.#onLeases(due.map(([, held]) => held), async () => {
-      const retry = await this.#renewBatch(due);
-      if (retry.length > 0) await this.#renewBatch(retry);
-    });
-    this.#armWatchdog();
-    this.emit('renewed', {
-      leaseKeys: due.map(([leaseKey]) => leaseKey).filter((leaseKey) => this.isHeld(leaseKey)),
-      durationMs: this.#clock.now() - startedAt,
-    });
-  }
-
-  /** One batched renewal; returns the leases whose version moved under them while still theirs (retry once). */
-  async #renewBatch(batch: Array<[string, Held]>): Promise<Array<[string, Held]>> {
-    const sentAt = this.#clock.now();
-    const results = await this.#update(
-      batch.map(([leaseKey, held]) => ({ leaseKey, expectedVersion: held.record.version, next: stateOf(held.record) })),
-      'renew',
-    );
-    const retry: Array<[string, Held]> = [];
-    batch.forEach(([leaseKey, held], i) => {
-      const outcome = results[i] as WriteResult<LeaseRecord>;
-      if (this.#held.get(leaseKey) !== held) return;
+      if (this.#membership !== membership) return;
       if (outcome.status === 'applied') {
-        this.#adopt(leaseKey, held, outcome.record, sentAt);
+        this.#heartbeatFailed = false;
+        membership.record = outcome.record;
+        this.#extendHold(sentAt);
+        this.emit('renewed', { leaseKeys: keys.filter((leaseKey) => this.isHeld(leaseKey)), durationMs: this.#clock.now() - sentAt });
       } else if (outcome.status === 'conflict') {
-        if (this.#stillMine(held, outcome.current)) {
-          this.#adopt(leaseKey, held, outcome.current, null);
-          retry.push([leaseKey, held]);
-        } else {
-          this.#lose(leaseKey, held, outcome.current === null ? 'deleted' : 'taken');
-        }
+        this.#expel(outcome.current);
+      } else {
+        this.#heartbeatFailed = true;
       }
-      // unknown: the hold is not extended; the next renewal tells (a conflict with our own record is adopted).
     });
-    return retry;
   }
 
-  #stillMine(held: Held, current: LeaseRecord | null): current is LeaseRecord {
-    return current !== null && current.owner === this.workerId && current.epoch === held.record.epoch;
+  #isOurs(membership: Membership, member: MemberRecord | null): member is MemberRecord {
+    return member !== null && member.incarnation === membership.incarnation && member.status === 'alive';
   }
 
-  /** Takes the stored record as ours; `sentAt` extends the hold when the record is the result of our own write. */
-  #adopt(leaseKey: string, held: Held, record: LeaseRecord, sentAt: number | null): void {
-    held.record = record;
-    if (sentAt !== null) held.heldUntil = Math.max(held.heldUntil, sentAt + this.holdMs);
-    if (record.pendingOwner !== null && record.pendingOwner !== this.workerId && !held.handoff && !held.leaving) {
-      held.handoff = { to: record.pendingOwner, seenAt: this.#clock.now() };
-      this.emit('handoff-requested', { leaseKey, to: record.pendingOwner });
-      void this.#handOff(leaseKey, held);
+  #extendHold(sentAt: number): void {
+    this.#heldUntil = Math.max(this.#heldUntil, sentAt + this.holdMs);
+    this.#armWatchdog();
+  }
+
+  /**
+   * This worker's membership was declared dead or replaced: whatever its hold says, others may own its
+   * leases now. It drops everything and joins again as a new incarnation at its next take tick.
+   */
+  #expel(current: MemberRecord | null): void {
+    if (this.#membership === null) return;
+    this.#membership = null;
+    this.#heldUntil = -Infinity;
+    this.#requests.clear();
+    for (const [leaseKey, held] of this.#held) this.#lose(leaseKey, held, 'expelled');
+    this.#report(
+      new LeaseLostError(
+        `[${PKG}] worker ${describeValue(this.workerId)} was ${current === null ? 'removed from' : 'declared dead in'} the roster of group ${describeValue(this.group)}; it dropped its leases and joins again`,
+        '',
+      ),
+      'heartbeat',
+    );
+  }
+
+  /**
+   * Joins as a new incarnation. A member of the same worker id that is alive (an earlier process of this
+   * id, or a duplicate) is replaced only once it was seen not to heartbeat for its lease duration, as any
+   * dead member is declared dead: its leases are then free to take, and never while it could hold them.
+   */
+  async #join(roster: ReadonlyMap<string, MemberRecord>, now: number): Promise<void> {
+    await this.#onMember(async () => {
+      if (this.#membership !== null || this.#state !== 'running') return;
+      const existing = roster.get(this.workerId) ?? null;
+      if (existing && existing.status === 'alive' && !this.#expired(existing, now)) return;
+      const incarnation = this.#newIncarnation();
+      const membership: Membership = { incarnation, record: null, joinedAt: now };
+      const sentAt = this.#clock.now();
+      const outcome = await this.#putMember(existing?.version ?? null, this.#memberState(membership), 'join');
+      if (outcome.status !== 'applied' || this.#state !== 'running') return;
+      membership.record = outcome.record;
+      this.#membership = membership;
+      this.#heartbeatFailed = false;
+      this.#listingDue = true;
+      this.#extendHold(sentAt);
+      this.emit('joined', { incarnation });
+    });
+  }
+
+  #newIncarnation(): string {
+    this.#incarnations++;
+    return `${Math.floor(this.#random.next() * 36 ** 8).toString(36).padStart(8, '0')}-${this.#incarnations}`;
+  }
+
+  /** Whether a member's record has not moved for the longer of both lease durations, on this worker's clock. */
+  #expired(member: MemberRecord, now: number): boolean {
+    const seen = this.#observations.get(member.workerId);
+    if (!seen || seen.version !== member.version || seen.incarnation !== member.incarnation) return false;
+    const duration = this.#ownDurationOnly ? this.leaseDurationMs : Math.max(this.leaseDurationMs, member.leaseDurationMs);
+    return now - seen.firstSeenAt >= duration * this.#expiryFactor;
+  }
+
+  /** Declares an expired member dead, at the version this worker watched: its leases become free to take. */
+  async #declareDead(member: MemberRecord): Promise<boolean> {
+    const outcome = await this.#putMember(member.version, { ...memberStateOf(member), status: 'dead', requests: [] }, 'declare-dead', member.workerId);
+    if (outcome.status !== 'applied') return false;
+    this.#roster.set(member.workerId, outcome.record);
+    this.emit('member-dead', { workerId: member.workerId, incarnation: member.incarnation });
+    return true;
+  }
+
+  async #putMember(expectedVersion: number | null, next: MemberState, operation: string, workerId = this.workerId): Promise<WriteResult<MemberRecord>> {
+    try {
+      const outcome = await this.#storage.putMember(this.group, workerId, expectedVersion, next);
+      this.emit('storage', { operation, applied: outcome.status === 'applied' ? 1 : 0, conflict: outcome.status === 'conflict' ? 1 : 0, unknown: outcome.status === 'unknown' ? 1 : 0 });
+      if (outcome.status === 'unknown') this.#report(outcome.error, operation);
+      return outcome;
+    } catch (error) {
+      this.emit('storage', { operation, applied: 0, conflict: 0, unknown: 1 });
+      this.#report(error, operation);
+      return { status: 'unknown', error: error instanceof LeaseholdError ? error : new StorageUnavailableError(`[${PKG}] ${operation} failed`, { cause: error }) };
     }
+  }
+
+  /** Runs member writes of this worker one after another. */
+  #onMember(fn: () => Promise<void>): Promise<void> {
+    const run = this.#memberChain.then(fn);
+    this.#memberChain = run.catch(() => undefined);
+    return run;
   }
 
   /**
@@ -572,7 +746,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     const reason = (): unknown => Reflect.get(proto, 'reason', signal);
     const check = (): void => {
       if (aborted() || held.leaving || this.#skipSelfFencing || this.#held.get(leaseKey) !== held) return;
-      if (this.#clock.now() >= held.heldUntil) this.#lose(leaseKey, held, 'self-fenced');
+      if (this.#clock.now() >= this.#heldUntil) this.#lose(leaseKey, held, 'self-fenced');
     };
     Object.defineProperties(signal, {
       aborted: { configurable: true, get: () => (check(), aborted()) },
@@ -587,28 +761,24 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     });
   }
 
-  /** Drops every lease whose hold has passed: past it, this worker must not act on it, answered or not. */
+  /** Drops every lease once the hold has passed: past it, this worker must not act on them, answered or not. */
   #fenceExpired(): void {
     if (this.#skipSelfFencing) return;
-    const now = this.#clock.now();
+    if (this.#clock.now() < this.#heldUntil) return;
     for (const [leaseKey, held] of this.#held) {
-      if (!held.leaving && now >= held.heldUntil) this.#lose(leaseKey, held, 'self-fenced');
+      if (!held.leaving) this.#lose(leaseKey, held, 'self-fenced');
     }
   }
 
-  /**
-   * Keeps one timer at the earliest hold's end. Renewals only push holds later, so the timer is moved
-   * only when a hold ends sooner than it is set for; when it fires early it re-arms for the next end.
-   */
+  /** Keeps one timer at the hold's end while anything is held; heartbeats only push it later. */
   #armWatchdog(): void {
-    if (this.#skipSelfFencing || this.#state === 'stopped') return;
-    let earliest = Infinity;
-    for (const held of this.#held.values()) if (!held.leaving) earliest = Math.min(earliest, held.heldUntil);
-    if (earliest === Infinity || (this.#watchdog !== null && this.#watchdog.at <= earliest)) return;
+    if (this.#skipSelfFencing || this.#state === 'stopped' || this.#held.size === 0) return;
+    const at = this.#heldUntil;
+    if (this.#watchdog !== null && this.#watchdog.at <= at) return;
     this.#watchdog?.controller.abort();
-    const watchdog = { at: earliest, controller: new AbortController() };
+    const watchdog = { at, controller: new AbortController() };
     this.#watchdog = watchdog;
-    this.#clock.sleep(Math.max(0, earliest - this.#clock.now()), watchdog.controller.signal).then(
+    this.#clock.sleep(Math.max(0, at - this.#clock.now()), watchdog.controller.signal).then(
       () => {
         if (this.#watchdog !== watchdog) return;
         this.#watchdog = null;
@@ -621,27 +791,42 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
 
   // ---------------------------------------------------------------- handing off and releasing
 
+  /**
+   * Hands a lease to the member that asked for it: drains it, then writes the new owner and its
+   * incarnation in one conditional write. A drain that does not finish in time stops the work anyway; the
+   * lease is then written over a lease duration later, the time a lapse would have taken.
+   */
   async #handOff(leaseKey: string, held: Held): Promise<void> {
+    const request = held.handoff;
+    if (!request) return;
     const drained = await this.#drain(leaseKey, held, 'handoff', this.#handoffTimeoutMs);
-    if (!drained || this.#held.get(leaseKey) !== held) return;
+    if (this.#held.get(leaseKey) !== held) return;
+    if (!drained) {
+      this.#lose(leaseKey, held, 'handoff-timeout');
+      const transfer = this.#clock
+        .sleep(this.leaseDurationMs, this.#lifetime.signal)
+        .then(() => this.#transfer(leaseKey, held, request, false))
+        .catch(() => undefined)
+        .finally(() => this.#transfers.delete(transfer));
+      this.#transfers.add(transfer);
+      return;
+    }
     await this.#onLease(held, async () => {
       if (this.#held.get(leaseKey) !== held || !this.isHeld(leaseKey)) return;
-      const to = held.record.pendingOwner;
-      if (to === null) return;
       this.#stopWork(leaseKey, held);
-      const outcome = await this.#writeOnce(leaseKey, held, (record) => ({
-        ...stateOf(record),
-        owner: record.pendingOwner,
-        epoch: record.epoch + 1,
-        pendingOwner: null,
-      }), 'handed-off');
-      this.#forget(leaseKey, held);
-      if (outcome?.status === 'applied') {
-        const durationMs = this.#clock.now() - (held.handoff?.seenAt ?? this.#clock.now());
-        this.emit('handed-off', { leaseKey, to: outcome.record.owner ?? to, durationMs });
-      }
-      else this.emit('lost', { leaseKey, fencingToken: held.record.epoch, reason: 'handoff-timeout' });
+      await this.#transfer(leaseKey, held, request, true);
     }).catch((error: unknown) => this.#report(error, 'handoff'));
+  }
+
+  async #transfer(leaseKey: string, held: Held, request: { to: string; incarnation: string; seenAt: number }, report: boolean): Promise<void> {
+    const [outcome] = await this.#update(
+      [{ leaseKey, expectedVersion: held.record.version, next: { ...stateOf(held.record), owner: request.to, incarnation: request.incarnation, epoch: held.record.epoch + 1 }, notify: 'handed-off' }],
+      'handoff',
+    );
+    this.#forget(leaseKey, held);
+    if (!report) return;
+    if (outcome?.status === 'applied') this.emit('handed-off', { leaseKey, to: request.to, durationMs: this.#clock.now() - request.seenAt });
+    else this.emit('lost', { leaseKey, fencingToken: held.record.epoch, reason: 'handoff-timeout' });
   }
 
   /** Runs `onDrain`, bounded by `timeoutMs`; true when it finished in time and the lease is still held. */
@@ -665,7 +850,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     }
   }
 
-  async #release(leaseKeys: readonly string[]): Promise<void> {
+  async #release(leaseKeys: readonly string[], announce: boolean): Promise<void> {
     const leaving = leaseKeys
       .map((leaseKey) => [leaseKey, this.#held.get(leaseKey)] as const)
       .filter((entry): entry is readonly [string, Held] => entry[1] !== undefined && this.isHeld(entry[0]));
@@ -677,20 +862,24 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
         leaving.map(([leaseKey, held]) => ({
           leaseKey,
           expectedVersion: held.record.version,
-          next: { ...stateOf(held.record), owner: null, pendingOwner: null },
+          next: { ...stateOf(held.record), owner: null, incarnation: null },
           notify: 'released' as const,
         })),
         'release',
       );
+      let released = 0;
       leaving.forEach(([leaseKey, held], i) => {
         this.#forget(leaseKey, held);
-        if (results[i]?.status === 'applied') this.emit('released', { leaseKey });
-        else this.emit('lost', { leaseKey, fencingToken: held.record.epoch, reason: 'taken' });
+        if (results[i]?.status === 'applied') {
+          released++;
+          this.emit('released', { leaseKey });
+        } else this.emit('lost', { leaseKey, fencingToken: held.record.epoch, reason: 'taken' });
       });
+      if (announce && released > 0) this.noteLeasesChanged();
     });
   }
 
-  // ---------------------------------------------------------------- taking
+  // ---------------------------------------------------------------- reading the roster and taking
 
   #takeTick(): Promise<void> {
     const tick = this.#takeOnce();
@@ -700,71 +889,246 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
 
   async #takeOnce(): Promise<void> {
     if (this.#state !== 'running') return;
+    let roster: Roster;
+    try {
+      roster = await this.#storage.getRoster(this.group);
+    } catch (error) {
+      this.#report(error, 'roster');
+      return;
+    }
+    if (this.#state !== 'running' || !this.#readRoster(roster)) return;
+    let now = this.#clock.now();
+    const membership = this.#membership;
+    if (membership === null) {
+      // A new member takes nothing in the tick it joins: the workers started with it join meanwhile.
+      await this.#join(this.#roster, now);
+      return;
+    }
+    if (!this.#checkOwnMember(membership)) return;
+    for (const member of this.#roster.values()) {
+      if (member.workerId !== this.workerId && member.status === 'alive' && this.#expired(member, now)) {
+        if (await this.#declareDead(member)) this.#listingDue = true;
+        if (this.#state !== 'running') return;
+      }
+    }
+    this.#answerRequests(now);
+    await this.#followRequests(now);
+    if (this.#state !== 'running') return;
+
+    const signature = this.#signature();
+    if (signature !== this.#rosterSignature) this.#listingDue = true;
+    this.#rosterSignature = signature;
+    if (!this.#listingDue && this.#listing !== null && now - this.#listing.at < this.listIntervalMs) {
+      // Nothing changed: balance on the members' own counts, and list only when a steal needs keys.
+      if (this.#needsSteal()) this.#listingDue = this.#listing === null || now - this.#listing.at >= this.leaseDurationMs;
+      if (!this.#listingDue) return;
+    }
     let listing: LeaseListing;
     try {
+      this.#listingDue = false;
       listing = await this.#storage.listLeases(this.group);
+      // Judge owners on a roster read after the listing: a lease listed with an owner was taken after
+      // its owner joined, so a member missing or dead in this roster is not alive now.
+      if (!this.#readRoster(await this.#storage.getRoster(this.group))) return;
     } catch (error) {
+      this.#listingDue = true;
       this.#report(error, 'list');
       return;
     }
-    if (this.#state !== 'running') return;
+    if (this.#state !== 'running' || this.#membership !== membership || !this.#checkOwnMember(membership)) return;
+    now = this.#clock.now();
+    this.#listing = { leases: listing.leases, at: now };
+    this.#rosterSignature = this.#signature();
     const newer = listing.leases.find((lease) => lease.format > RECORD_FORMAT);
     if (newer) {
-      this.#fail(this.#formatError(newer.leaseKey, newer.format));
+      this.#fail(this.#formatError(`lease ${describeValue(newer.leaseKey)}`, newer.format));
       return;
     }
-    const now = this.#clock.now();
-    const corrupt = this.#noticeCorrupt(listing.corrupt);
-    // A corrupt lease is nobody's to take; a held one that turned corrupt stops renewing and self-fences.
-    const leases = listing.leases;
-    const all = new Map(leases.map((lease) => [lease.leaseKey, lease]));
-    this.#observe(leases, now, corrupt);
-    this.#noticeLosses(all, corrupt);
-    await this.#claimHandedOver(leases);
-    if (this.#state !== 'running') return;
+    await this.#balance(listing, now, membership);
+  }
 
-    const expired = (lease: LeaseRecord): boolean =>
-      lease.owner !== null && now - (this.#observations.get(lease.leaseKey)?.firstSeenAt ?? now) >= this.#expiryMs;
-    const workable = leases.filter((lease) => lease.checkpoint !== Checkpoint.SHARD_END && this.#isEligible(lease, all, corrupt));
-    const counts = new Map<string, number>();
-    for (const lease of workable) {
-      if (lease.owner !== null && lease.owner !== this.workerId && !expired(lease)) {
-        counts.set(lease.owner, (counts.get(lease.owner) ?? 0) + 1);
+  /** Takes in a roster read: observes every member's version; false when the coordinator must stop. */
+  #readRoster(roster: Roster): boolean {
+    const newer = roster.members.find((member) => member.format > RECORD_FORMAT);
+    if (newer) {
+      this.#fail(this.#formatError(`member ${describeValue(newer.workerId)}`, newer.format));
+      return false;
+    }
+    const now = this.#clock.now();
+    this.#roster = new Map(roster.members.map((member) => [member.workerId, member]));
+    this.#corruptMembers = new Set(roster.corrupt.map((error) => (error as { workerId?: string }).workerId ?? ''));
+    for (const error of roster.corrupt) {
+      const workerId = (error as { workerId?: string }).workerId ?? '';
+      if (!this.#reportedCorruptMembers.has(workerId)) this.#report(error, 'roster');
+    }
+    this.#reportedCorruptMembers = new Set(this.#corruptMembers);
+    for (const member of roster.members) {
+      if (member.status !== 'alive') {
+        this.#observations.delete(member.workerId);
+        continue;
+      }
+      const seen = this.#observations.get(member.workerId);
+      if (!seen || seen.version !== member.version || seen.incarnation !== member.incarnation) {
+        this.#observations.set(member.workerId, { incarnation: member.incarnation, version: member.version, firstSeenAt: now });
       }
     }
-    // A request counts as a lease on its way only while its owner could still answer it: a request to a
-    // worker that died stays unanswered, and must not hold this worker back from free and expired leases.
-    const answerableMs = this.renewIntervalMs + this.#handoffTimeoutMs + this.takeIntervalMs;
-    const onItsWay = (lease: LeaseRecord): boolean => {
-      const request = this.#requests.get(lease.leaseKey);
-      return request !== undefined && lease.pendingOwner === this.workerId && now - request.at < answerableMs && !expired(lease);
-    };
-    // Leases storage still shows as this worker's (lost to self-fencing, or taken with an unknown outcome)
-    // count as everyone else counts them until they expire, so that all workers balance on the same view.
-    const mine = workable.filter(
-      (lease) => this.#held.has(lease.leaseKey) || onItsWay(lease) || (lease.owner === this.workerId && !expired(lease)),
-    ).length;
-    const live = counts.size + 1;
-    const target = Math.min(Math.ceil(workable.length / live), this.#maxLeases);
-    const unowned = workable.filter((lease) => !this.#held.has(lease.leaseKey) && (lease.owner === null || expired(lease)));
-    // Free and expired leases are never left waiting while this worker sits at its target: it takes its
-    // share of them, ceil(unowned / live workers), even above the target. A worker that died still counts
-    // as live until its leases expire, and without this its leases would wait for the target to catch up;
-    // the surplus is balanced away by handoff afterwards.
-    const share = Math.min(Math.ceil(unowned.length / live), this.#maxLeases - mine);
-    let wanted = Math.max(target - mine, share);
-    if (wanted <= 0) return;
+    for (const workerId of this.#observations.keys()) if (!this.#roster.has(workerId)) this.#observations.delete(workerId);
+    return true;
+  }
 
-    const takeable = shuffled(unowned, this.#random).slice(0, wanted);
-    const taken = await this.#take(takeable);
+  #corruptMembers = new Set<string>();
+  #reportedCorruptMembers = new Set<string>();
+
+  /** Checks this worker's own member in the roster just read; false (and expelled) when it is no longer its own. */
+  #checkOwnMember(membership: Membership): boolean {
+    const own = this.#roster.get(this.workerId) ?? null;
+    if (this.#corruptMembers.has(this.workerId)) return true; // unreadable: the next heartbeat tells
+    if (!this.#isOurs(membership, own)) {
+      this.#expel(own);
+      return false;
+    }
+    if (membership.record && own.version > membership.record.version) membership.record = own;
+    return true;
+  }
+
+  /** What, in the roster, calls for a new listing: who is alive in which incarnation, and their change counters. */
+  #signature(): string {
+    const parts: string[] = [];
+    for (const member of [...this.#roster.values()].sort((a, b) => (a.workerId < b.workerId ? -1 : 1))) {
+      parts.push(`${member.workerId}\u0000${member.incarnation}\u0000${member.status}\u0000${member.changes}`);
+    }
+    for (const workerId of [...this.#corruptMembers].sort()) parts.push(`${workerId}\u0000corrupt`);
+    return parts.join('\u0001');
+  }
+
+  /** The live members (incarnation by worker id) as last read, this worker included while it is a member. */
+  #alive(): Map<string, string> {
+    const alive = new Map<string, string>();
+    for (const member of this.#roster.values()) if (member.status === 'alive') alive.set(member.workerId, member.incarnation);
+    return alive;
+  }
+
+  /** Whether, by the members' own counts, this worker is two or more below the most loaded member. */
+  #needsSteal(): boolean {
+    if (this.#maxSteals === 0 || this.#requests.size > 0) return false;
+    const mine = [...this.#held.values()].filter((held) => !held.leaving).length;
+    if (mine >= this.#maxLeases) return false;
+    let most = 0;
+    for (const member of this.#roster.values()) if (member.status === 'alive' && member.workerId !== this.workerId) most = Math.max(most, member.held);
+    return most >= mine + 2;
+  }
+
+  /** Answers other members' requests for leases this worker holds, while it holds two or more above them. */
+  #answerRequests(now: number): void {
     if (this.#state !== 'running') return;
-    // Workers woken by the same release pick from the same free leases, and some picks collide: look again
-    // shortly instead of at the next tick, so that a graceful stop costs milliseconds, not a take interval.
-    if (taken < takeable.length && this.#state === 'running') {
+    let mine = [...this.#held.values()].filter((held) => !held.leaving && !held.handoff).length;
+    const giving = new Map<string, number>();
+    for (const held of this.#held.values()) if (held.handoff) giving.set(held.handoff.to, (giving.get(held.handoff.to) ?? 0) + 1);
+    for (const member of this.#roster.values()) {
+      if (member.status !== 'alive' || member.workerId === this.workerId) continue;
+      for (const request of member.requests) {
+        if (request.from !== this.workerId) continue;
+        const held = this.#held.get(request.leaseKey);
+        if (!held || held.leaving || held.handoff || !this.isHeld(request.leaseKey)) continue;
+        const theirs = member.held + (giving.get(member.workerId) ?? 0);
+        if (mine < theirs + 2) continue;
+        held.handoff = { to: member.workerId, incarnation: member.incarnation, seenAt: now };
+        giving.set(member.workerId, (giving.get(member.workerId) ?? 0) + 1);
+        mine--;
+        this.emit('handoff-requested', { leaseKey: request.leaseKey, to: member.workerId });
+        void this.#handOff(request.leaseKey, held);
+      }
+    }
+  }
+
+  /** Looks up the leases this worker asked for: one handed to it is held from now, without a write. */
+  async #followRequests(now: number): Promise<void> {
+    if (this.#requests.size === 0) return;
+    const membership = this.#membership;
+    if (!membership?.record) return;
+    // A request counts only while its owner could still answer it: drained, handed over, and seen.
+    const answerableMs = this.#handoffTimeoutMs + this.leaseDurationMs + this.renewIntervalMs + 2 * this.takeIntervalMs;
+    let changed = false;
+    for (const [leaseKey, request] of [...this.#requests]) {
+      let lease: LeaseRecord | null;
+      try {
+        lease = await this.#storage.getLease(this.group, leaseKey);
+      } catch (error) {
+        this.#report(error, 'get');
+        continue;
+      }
+      if (this.#state !== 'running' || this.#membership !== membership) return;
+      if (lease && lease.owner === this.workerId && lease.incarnation === membership.incarnation && lease.format <= RECORD_FORMAT) {
+        this.#requests.delete(leaseKey);
+        changed = true;
+        if (!this.#held.has(leaseKey)) this.#hold(lease, 'handoff', this.#clock.now());
+      } else if (!lease || lease.owner !== request.from || now - request.at > answerableMs) {
+        this.#requests.delete(leaseKey);
+        changed = true;
+      }
+    }
+    if (changed) this.#wakeRenew?.();
+  }
+
+  /**
+   * Balances on a fresh listing: takes this worker's fair share of the leases without a live owner (the
+   * same split on every worker, from the sorted members and keys), and asks the most loaded members for
+   * leases when none is left to take.
+   */
+  async #balance(listing: LeaseListing, now: number, membership: Membership): Promise<void> {
+    const corrupt = this.#noticeCorrupt(listing.corrupt);
+    const leases = listing.leases;
+    const all = new Map(leases.map((lease) => [lease.leaseKey, lease]));
+    this.#noticeLosses(all, corrupt, membership);
+    const alive = this.#alive();
+    const isMine = (lease: LeaseRecord): boolean => lease.owner === this.workerId && lease.incarnation === membership.incarnation;
+    const ownerOf = (lease: LeaseRecord): string | null => {
+      if (lease.owner === null) return null;
+      if (lease.owner === this.workerId) return isMine(lease) && this.#held.has(lease.leaseKey) ? this.workerId : null;
+      // A member whose record cannot be read may be alive: its leases wait for an operator.
+      if (this.#corruptMembers.has(lease.owner)) return lease.owner;
+      return alive.get(lease.owner) === lease.incarnation ? lease.owner : null;
+    };
+    const workable = leases.filter((lease) => lease.checkpoint !== Checkpoint.SHARD_END && this.#isEligible(lease, all, corrupt));
+    const members = [...alive.keys()].sort();
+    const counts = new Map<string, number>(members.map((workerId) => [workerId, 0]));
+    const unowned: LeaseRecord[] = [];
+    for (const lease of workable) {
+      const owner = ownerOf(lease);
+      if (owner === null) unowned.push(lease);
+      else if (counts.has(owner)) counts.set(owner, (counts.get(owner) ?? 0) + 1);
+    }
+    for (const leaseKey of this.#unownedSince.keys()) if (!unowned.some((lease) => lease.leaseKey === leaseKey)) this.#unownedSince.delete(leaseKey);
+    for (const lease of unowned) if (!this.#unownedSince.has(lease.leaseKey)) this.#unownedSince.set(lease.leaseKey, now);
+    const mine = counts.get(this.workerId) ?? 0;
+    const n = Math.max(1, members.length);
+    const target = (rank: number): number => Math.min(this.#maxLeases, Math.floor(workable.length / n) + (rank < workable.length % n ? 1 : 0));
+
+    // The same split on every worker that read the same records: sorted keys, dealt to the sorted
+    // members by how far each is below its target, the rest round-robin.
+    const sorted = [...unowned].sort((a, b) => (a.leaseKey < b.leaseKey ? -1 : a.leaseKey > b.leaseKey ? 1 : 0));
+    const portion: LeaseRecord[] = [];
+    let next = 0;
+    members.forEach((workerId, rank) => {
+      const deficit = Math.max(0, target(rank) - (counts.get(workerId) ?? 0));
+      for (let i = 0; i < deficit && next < sorted.length; i++, next++) if (workerId === this.workerId) portion.push(sorted[next] as LeaseRecord);
+    });
+    for (let i = 0; next < sorted.length; i++, next++) if (members[i % n] === this.workerId) portion.push(sorted[next] as LeaseRecord);
+    // A lease left without a live owner past a take tick is anyone's: a member that did not take its
+    // portion (stopping, stuck, or not yet aware of the lease) never keeps it waiting.
+    const stale = unowned.filter((lease) => now - (this.#unownedSince.get(lease.leaseKey) ?? now) >= this.takeIntervalMs && !portion.includes(lease));
+    const extra = shuffled(stale, this.#random).slice(0, Math.ceil(stale.length / n));
+    const takeable = [...portion, ...extra].slice(0, Math.max(0, this.#maxLeases - mine));
+    const taken = await this.#take(takeable, membership);
+    if (this.#state !== 'running') return;
+    if (taken < takeable.length) {
+      // Workers with different views picked the same leases: look again shortly, not at the next tick.
+      this.#listingDue = true;
       this.#clock.sleep(this.#random.next() * 200, this.#lifetime.signal).then(() => this.#wakeTake?.(), () => undefined);
     }
-    wanted = target - mine - taken;
-    if (wanted > 0 && this.#maxSteals > 0) await this.#requestHandoffs(workable, counts, mine + taken, wanted, now);
+    const rank = members.indexOf(this.workerId);
+    const wanted = (rank < 0 ? 0 : target(rank)) - mine - taken;
+    if (wanted > 0 && this.#maxSteals > 0 && unowned.length <= taken) this.#requestHandoffs(workable, counts, ownerOf, mine + taken, wanted, now);
   }
 
   /** Reports each newly corrupt lease once; returns the keys of every corrupt lease now. */
@@ -784,144 +1148,97 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     return keys;
   }
 
-  #observe(leases: readonly LeaseRecord[], now: number, corrupt: ReadonlySet<string>): void {
-    const present = new Set<string>(corrupt);
-    for (const lease of leases) {
-      present.add(lease.leaseKey);
-      const seen = this.#observations.get(lease.leaseKey);
-      if (!seen || seen.version !== lease.version) {
-        this.#observations.set(lease.leaseKey, { version: lease.version, firstSeenAt: now, moved: seen !== undefined });
-      }
-    }
-    for (const leaseKey of this.#observations.keys()) if (!present.has(leaseKey)) this.#observations.delete(leaseKey);
-    for (const [leaseKey, request] of this.#requests) {
-      const lease = leases.find((candidate) => candidate.leaseKey === leaseKey);
-      if (!lease || (lease.pendingOwner !== this.workerId && lease.owner !== this.workerId) || now - request.at > this.leaseDurationMs * 3) {
-        this.#requests.delete(leaseKey);
-      }
-    }
-  }
-
-  /** A held lease that storage shows with another owner or epoch, or not at all, is lost. */
-  #noticeLosses(all: ReadonlyMap<string, LeaseRecord>, corrupt: ReadonlySet<string>): void {
+  /** A held lease that storage shows with another owner, incarnation or epoch, or not at all, is lost. */
+  #noticeLosses(all: ReadonlyMap<string, LeaseRecord>, corrupt: ReadonlySet<string>, membership: Membership): void {
     for (const [leaseKey, held] of this.#held) {
       if (held.leaving || corrupt.has(leaseKey)) continue;
       const stored = all.get(leaseKey);
       if (stored === undefined) this.#lose(leaseKey, held, 'deleted');
-      else if (stored.version > held.record.version && !this.#stillMine(held, stored)) this.#lose(leaseKey, held, 'taken');
+      else if (stored.version > held.record.version) {
+        if (this.#stillMine(held, stored) && stored.incarnation === membership.incarnation) held.record = stored;
+        else this.#lose(leaseKey, held, 'taken');
+      }
     }
   }
 
-  /** Leases handed to this worker after it asked for them count as held once it has written them itself. */
-  async #claimHandedOver(leases: readonly LeaseRecord[]): Promise<void> {
-    const handed = leases.filter(
-      (lease) => lease.owner === this.workerId && !this.#held.has(lease.leaseKey) && this.#requests.has(lease.leaseKey),
-    );
-    if (handed.length === 0) return;
-    await this.#acquire(handed.map((lease) => ({ lease, next: { ...stateOf(lease), pendingOwner: null }, how: 'handoff' as const })));
-  }
-
-  /** Takes free and expired leases in one batched write; returns how many were taken. */
-  async #take(leases: readonly LeaseRecord[]): Promise<number> {
+  /** Takes leases without a live owner (free, or their owner's membership dead) in one batched write. */
+  async #take(leases: readonly LeaseRecord[], membership: Membership): Promise<number> {
     if (leases.length === 0) return 0;
-    return this.#acquire(
-      leases.map((lease) => ({
-        lease,
-        next: { ...stateOf(lease), owner: this.workerId, epoch: lease.epoch + 1, pendingOwner: null },
-        how: lease.owner === null ? ('free' as const) : ('expired' as const),
-      })),
-    );
-  }
-
-  async #acquire(items: ReadonlyArray<{ lease: LeaseRecord; next: LeaseState; how: 'free' | 'expired' | 'handoff' }>): Promise<number> {
     const sentAt = this.#clock.now();
     const results = await this.#update(
-      items.map(({ lease, next }) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next })),
+      leases.map((lease) => ({
+        leaseKey: lease.leaseKey,
+        expectedVersion: lease.version,
+        next: { ...stateOf(lease), owner: this.workerId, incarnation: membership.incarnation, epoch: lease.epoch + 1 },
+      })),
       'take',
     );
     let taken = 0;
-    items.forEach(({ lease, how }, i) => {
+    leases.forEach((lease, i) => {
       const outcome = results[i] as WriteResult<LeaseRecord>;
-      // A conflict or an unknown outcome grants nothing: the next tick's listing tells the truth (a
-      // handed-over lease stays requested, so that the next tick claims it at its new version).
-      if (outcome.status !== 'applied' || this.#state === 'stopped') return;
-      this.#requests.delete(lease.leaseKey);
-      if (sentAt + this.holdMs <= this.#clock.now() && !this.#skipSelfFencing) return;
-      const held: Held = {
-        record: outcome.record,
-        heldUntil: sentAt + this.holdMs,
-        controller: new AbortController(),
-        handoff: null,
-        leaving: false,
-        chain: Promise.resolve(),
-        busy: 0,
-      };
-      this.#guardSignal(lease.leaseKey, held);
-      this.#held.set(lease.leaseKey, held);
-      taken++;
-      this.emit('acquired', { leaseKey: lease.leaseKey, fencingToken: outcome.record.epoch, how, checkpoint: outcome.record.checkpoint });
-      this.#adopt(lease.leaseKey, held, outcome.record, sentAt);
+      // A conflict or an unknown outcome grants nothing: the next listing tells the truth.
+      if (outcome.status !== 'applied') {
+        this.#listingDue = true;
+        return;
+      }
+      if (this.#hold(outcome.record, lease.owner === null ? 'free' : 'expired', sentAt)) taken++;
     });
-    if (taken > 0) this.#armWatchdog();
     return taken;
   }
 
   /**
-   * Balances by cooperative handoff: asks the most loaded workers (above this one by two or more, so
-   * that nobody ends below the thief) to hand over one lease each, up to `maxStealsPerTick`.
+   * Counts a lease naming this worker's incarnation as held, if the membership it was written under still
+   * holds (its last heartbeat's hold has not run out); otherwise it is taken again at a later listing.
    */
-  async #requestHandoffs(
+  #hold(record: LeaseRecord, how: 'free' | 'expired' | 'handoff', sentAt: number): boolean {
+    const membership = this.#membership;
+    if (this.#state === 'stopped' || !membership || record.incarnation !== membership.incarnation) return false;
+    if (!this.#skipSelfFencing && (this.#clock.now() >= this.#heldUntil || sentAt >= this.#heldUntil)) {
+      this.#listingDue = true;
+      return false;
+    }
+    const held: Held = { record, controller: new AbortController(), handoff: null, leaving: false, chain: Promise.resolve(), busy: 0 };
+    this.#guardSignal(record.leaseKey, held);
+    this.#held.set(record.leaseKey, held);
+    this.emit('acquired', { leaseKey: record.leaseKey, fencingToken: record.epoch, how, checkpoint: record.checkpoint });
+    this.#armWatchdog();
+    return true;
+  }
+
+  /**
+   * Balances by cooperative handoff: asks the most loaded members (above this one by two or more, so that
+   * nobody ends below the thief) to hand over one lease each, up to `maxStealsPerTick`. The requests
+   * travel in this worker's member record, written at once.
+   */
+  #requestHandoffs(
     workable: readonly LeaseRecord[],
     counts: Map<string, number>,
+    ownerOf: (lease: LeaseRecord) => string | null,
     mine: number,
     wanted: number,
     now: number,
-  ): Promise<void> {
-    // Only a lease whose version moved within about one renew interval has an owner that is alive to
-    // answer; asking a silent owner would only reset everyone's expiry clock on a lease nobody works.
-    const fresh = (lease: LeaseRecord): boolean => {
-      const seen = this.#observations.get(lease.leaseKey);
-      return seen !== undefined && seen.moved && now - seen.firstSeenAt < this.renewIntervalMs * 1.5;
-    };
-    const requests: LeaseRecord[] = [];
+  ): void {
     let have = mine;
-    for (let steals = 0; steals < Math.min(wanted, this.#maxSteals); steals++) {
-      const most = Math.max(0, ...counts.values());
-      if (most < have + 2) break;
-      // Among the most loaded workers (only those, so that nobody ends below another), the lease whose
-      // version moved most recently: its owner is alive and will see the request soon.
-      const candidates = workable
-        .filter(
-          (lease) =>
-            lease.owner !== null &&
-            counts.get(lease.owner) === most &&
-            lease.pendingOwner === null &&
-            fresh(lease) &&
-            !requests.includes(lease),
-        )
-        .sort((a, b) => (this.#observations.get(b.leaseKey)?.firstSeenAt ?? 0) - (this.#observations.get(a.leaseKey)?.firstSeenAt ?? 0));
-      const chosen = candidates[0];
+    let asked = 0;
+    const room = limits.maxRequests - this.#requests.size;
+    for (let steals = 0; steals < Math.min(wanted, this.#maxSteals, room); steals++) {
+      let victim: string | null = null;
+      for (const [workerId, count] of counts) {
+        if (workerId !== this.workerId && count >= have + 2 && (victim === null || count > (counts.get(victim) ?? 0))) victim = workerId;
+      }
+      if (victim === null) break;
+      const chosen = shuffled(
+        workable.filter((lease) => ownerOf(lease) === victim && !this.#requests.has(lease.leaseKey)),
+        this.#random,
+      )[0];
       if (!chosen) break;
-      const victim = chosen.owner as string;
-      requests.push(chosen);
+      this.#requests.set(chosen.leaseKey, { from: victim, at: now });
       counts.set(victim, (counts.get(victim) ?? 0) - 1);
       have++;
+      asked++;
+      this.emit('steal-requested', { leaseKey: chosen.leaseKey, from: victim });
     }
-    if (requests.length === 0) return;
-    const results = await this.#update(
-      requests.map((lease) => ({
-        leaseKey: lease.leaseKey,
-        expectedVersion: lease.version,
-        next: { ...stateOf(lease), pendingOwner: this.workerId },
-        notify: 'handoff-requested' as const,
-      })),
-      'steal',
-    );
-    requests.forEach((lease, i) => {
-      if (results[i]?.status !== 'applied') return;
-      this.#requests.set(lease.leaseKey, { from: lease.owner ?? '', at: this.#clock.now() });
-      this.emit('steal-requested', { leaseKey: lease.leaseKey, from: lease.owner ?? '' });
-    });
+    if (asked > 0) this.#wakeRenew?.();
   }
 
   // ---------------------------------------------------------------- writes and bookkeeping
@@ -940,8 +1257,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       const [outcome] = await this.#update([{ leaseKey, expectedVersion: expected, next: state }], operation);
       if (this.#held.get(leaseKey) !== held) throw this.#lostError(leaseKey);
       if (outcome?.status === 'applied') {
-        this.#adopt(leaseKey, held, outcome.record, sentAt);
-        this.#armWatchdog();
+        held.record = outcome.record;
         return true;
       }
       let current: LeaseRecord | null;
@@ -958,7 +1274,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
           );
         }
         if (current && current.version === expected + 1 && this.#stillMine(held, current) && sameState(current, state)) {
-          this.#adopt(leaseKey, held, current, null);
+          held.record = current;
           return true;
         }
       }
@@ -966,23 +1282,17 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
         this.#lose(leaseKey, held, current === null ? 'deleted' : 'taken');
         throw this.#lostError(leaseKey);
       }
-      this.#adopt(leaseKey, held, current, null);
+      held.record = current;
       if (!this.isHeld(leaseKey)) throw this.#lostError(leaseKey);
     }
     throw new StorageOutcomeUnknownError(`[${PKG}] ${operation} of lease ${describeValue(leaseKey)} did not apply after 3 attempts`);
-  }
-
-  /** A single write on a held lease (a transfer): applied, or whatever else happened. */
-  async #writeOnce(leaseKey: string, held: Held, next: (record: LeaseRecord) => LeaseState, notify: 'handed-off'): Promise<WriteResult<LeaseRecord> | undefined> {
-    const [outcome] = await this.#update([{ leaseKey, expectedVersion: held.record.version, next: next(held.record), notify }], 'handoff');
-    return outcome;
   }
 
   async #update(updates: LeaseUpdate[], operation: string): Promise<WriteResult<LeaseRecord>[]> {
     const newer = updates.find((update) => update.next.format > RECORD_FORMAT);
     if (newer) {
       // Written by a newer core whose rules this one does not know: never overwrite it; stop instead.
-      const error = this.#formatError(newer.leaseKey, newer.next.format);
+      const error = this.#formatError(`lease ${describeValue(newer.leaseKey)}`, newer.next.format);
       this.#fail(error);
       return updates.map(() => ({ status: 'unknown', error }));
     }
@@ -1064,6 +1374,10 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     this.emit('lost', { leaseKey, fencingToken: held.record.epoch, reason });
   }
 
+  #stillMine(held: Held, current: LeaseRecord | null): current is LeaseRecord {
+    return current !== null && current.owner === this.workerId && current.epoch === held.record.epoch && current.incarnation === held.record.incarnation;
+  }
+
   #handle(held: Held): HeldLease {
     const record = held.record;
     return {
@@ -1081,9 +1395,9 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     this.emit('error', { error: asError(error), operation });
   }
 
-  #formatError(leaseKey: string, format: number): RecordFormatError {
+  #formatError(what: string, format: number): RecordFormatError {
     return new RecordFormatError(
-      `[${PKG}] lease ${describeValue(leaseKey)} of group ${describeValue(this.group)} is in record format ${format}, newer than the ${RECORD_FORMAT} this worker knows: upgrade it`,
+      `[${PKG}] ${what} of group ${describeValue(this.group)} is in record format ${format}, newer than the ${RECORD_FORMAT} this worker knows: upgrade it`,
       format,
     );
   }
@@ -1102,7 +1416,7 @@ function sameState(record: LeaseRecord, state: LeaseState): boolean {
     record.owner === state.owner &&
     record.epoch === state.epoch &&
     record.checkpoint === state.checkpoint &&
-    record.pendingOwner === state.pendingOwner &&
+    record.incarnation === state.incarnation &&
     sameFields(record.metadata, state.metadata)
   );
 }

@@ -10,8 +10,11 @@ import type {
   LeaseListing,
   LeaseRecord,
   LeaseUpdate,
+  MemberRecord,
+  MemberState,
   NewLeader,
   NewLease,
+  Roster,
   Storage,
   WriteResult,
 } from '../storage.js';
@@ -73,6 +76,18 @@ export class FaultyStorage implements Storage {
 
   deleteLease(group: string, leaseKey: string, expectedVersion: number): Promise<DeleteResult> {
     return this.#write(() => this.#inner.deleteLease(group, leaseKey, expectedVersion), (error) => ({ status: 'unknown', error }));
+  }
+
+  getRoster(group: string): Promise<Roster> {
+    return this.#call(() => this.#inner.getRoster(group), false);
+  }
+
+  putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
+    return this.#write(() => this.#inner.putMember(group, workerId, expectedVersion, next), (error) => ({ status: 'unknown', error }));
+  }
+
+  removeMember(group: string, workerId: string, expectedVersion: number): Promise<DeleteResult<MemberRecord>> {
+    return this.#write(() => this.#inner.removeMember(group, workerId, expectedVersion), (error) => ({ status: 'unknown', error }));
   }
 
   async subscribe(group: string, listener: (change: LeaseChange) => void): Promise<ChangeSubscription> {
