@@ -766,13 +766,16 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     if (this.#skipSelfFencing) return;
     if (this.#clock.now() < this.#heldUntil) return;
     for (const [leaseKey, held] of this.#held) {
-      if (!held.leaving) this.#lose(leaseKey, held, 'self-fenced');
+      if (held.leaving) continue;
+      this.#lose(leaseKey, held, 'self-fenced');
+      // Storage still names this incarnation: once a heartbeat holds again, the next listing takes it back.
+      this.#listingDue = true;
     }
   }
 
   /** Keeps one timer at the hold's end while anything is held; heartbeats only push it later. */
   #armWatchdog(): void {
-    if (this.#skipSelfFencing || this.#state === 'stopped' || this.#held.size === 0) return;
+    if (this.#skipSelfFencing || this.#state === 'stopped' || ![...this.#held.values()].some((held) => !held.leaving)) return;
     const at = this.#heldUntil;
     if (this.#watchdog !== null && this.#watchdog.at <= at) return;
     this.#watchdog?.controller.abort();
@@ -819,11 +822,22 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   }
 
   async #transfer(leaseKey: string, held: Held, request: { to: string; incarnation: string; seenAt: number }, report: boolean): Promise<void> {
-    const [outcome] = await this.#update(
-      [{ leaseKey, expectedVersion: held.record.version, next: { ...stateOf(held.record), owner: request.to, incarnation: request.incarnation, epoch: held.record.epoch + 1 }, notify: 'handed-off' }],
-      'handoff',
-    );
+    let record = held.record;
+    let outcome: WriteResult<LeaseRecord> | undefined;
+    for (let attempt = 0; attempt < 2; attempt++) {
+      [outcome] = await this.#update(
+        [{ leaseKey, expectedVersion: record.version, next: { ...stateOf(record), owner: request.to, incarnation: request.incarnation, epoch: record.epoch + 1 }, notify: 'handed-off' }],
+        'handoff',
+      );
+      // A write of ours that finished after the work stopped (a checkpoint) moved the version: go on from it.
+      if (outcome?.status !== 'conflict' || !this.#stillMine(held, outcome.current)) break;
+      record = outcome.current;
+    }
     this.#forget(leaseKey, held);
+    // A lease still naming this incarnation is nobody else's to take: the next listing takes it back.
+    if (outcome?.status !== 'applied') this.#listingDue = true;
+    // The members balance on each other's counts: publish the new one now, not a heartbeat later.
+    if (outcome?.status === 'applied') this.#wakeRenew?.();
     if (!report) return;
     if (outcome?.status === 'applied') this.emit('handed-off', { leaseKey, to: request.to, durationMs: this.#clock.now() - request.seenAt });
     else this.emit('lost', { leaseKey, fencingToken: held.record.epoch, reason: 'handoff-timeout' });
@@ -920,7 +934,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     this.#rosterSignature = signature;
     if (!this.#listingDue && this.#listing !== null && now - this.#listing.at < this.listIntervalMs) {
       // Nothing changed: balance on the members' own counts, and list only when a steal needs keys.
-      if (this.#needsSteal()) this.#listingDue = this.#listing === null || now - this.#listing.at >= this.leaseDurationMs;
+      if (this.#needsSteal()) this.#listingDue = this.#listing === null || now - this.#listing.at >= this.takeIntervalMs;
       if (!this.#listingDue) return;
     }
     let listing: LeaseListing;
@@ -1010,8 +1024,9 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
 
   /** Whether, by the members' own counts, this worker is two or more below the most loaded member. */
   #needsSteal(): boolean {
-    if (this.#maxSteals === 0 || this.#requests.size > 0) return false;
-    const mine = [...this.#held.values()].filter((held) => !held.leaving).length;
+    if (this.#maxSteals === 0 || this.#requests.size >= limits.maxRequests) return false;
+    // Leases asked for count as on their way: a thief keeps asking, one per tick, without waiting for each.
+    const mine = [...this.#held.values()].filter((held) => !held.leaving).length + this.#requests.size;
     if (mine >= this.#maxLeases) return false;
     let most = 0;
     for (const member of this.#roster.values()) if (member.status === 'alive' && member.workerId !== this.workerId) most = Math.max(most, member.held);
@@ -1062,12 +1077,23 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
         this.#requests.delete(leaseKey);
         changed = true;
         if (!this.#held.has(leaseKey)) this.#hold(lease, 'handoff', this.#clock.now());
-      } else if (!lease || lease.owner !== request.from || now - request.at > answerableMs) {
+      } else if (!lease || lease.owner !== request.from || now - request.at > answerableMs || !this.#stillWorthAsking(request.from)) {
         this.#requests.delete(leaseKey);
         changed = true;
       }
     }
     if (changed) this.#wakeRenew?.();
+  }
+
+  /**
+   * Whether the member asked is, by its own latest count, still two or more above this worker: otherwise
+   * it will not answer (it judges by the same counts), and waiting for it would hold back other requests.
+   */
+  #stillWorthAsking(from: string): boolean {
+    const member = this.#roster.get(from);
+    if (!member || member.status !== 'alive') return false;
+    const mine = [...this.#held.values()].filter((held) => !held.leaving).length;
+    return member.held >= mine + 2;
   }
 
   /**
@@ -1106,8 +1132,10 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
 
     // The same split on every worker that read the same records: sorted keys, dealt to the sorted
     // members by how far each is below its target, the rest round-robin.
-    const sorted = [...unowned].sort((a, b) => (a.leaseKey < b.leaseKey ? -1 : a.leaseKey > b.leaseKey ? 1 : 0));
-    const portion: LeaseRecord[] = [];
+    // Leases storage names this incarnation for, not held (lost to self-fencing while the membership
+    // lived on): every other worker sees them as this worker's, so only this worker takes them back.
+    const portion: LeaseRecord[] = unowned.filter(isMine);
+    const sorted = unowned.filter((lease) => !isMine(lease)).sort((a, b) => (a.leaseKey < b.leaseKey ? -1 : a.leaseKey > b.leaseKey ? 1 : 0));
     let next = 0;
     members.forEach((workerId, rank) => {
       const deficit = Math.max(0, target(rank) - (counts.get(workerId) ?? 0));
@@ -1121,6 +1149,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     const takeable = [...portion, ...extra].slice(0, Math.max(0, this.#maxLeases - mine));
     const taken = await this.#take(takeable, membership);
     if (this.#state !== 'running') return;
+    // Leases still without a live owner are looked at again next tick, until somebody holds them.
+    if (unowned.length > taken && mine + taken < this.#maxLeases) this.#listingDue = true;
     if (taken < takeable.length) {
       // Workers with different views picked the same leases: look again shortly, not at the next tick.
       this.#listingDue = true;
@@ -1128,7 +1158,10 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     }
     const rank = members.indexOf(this.workerId);
     const wanted = (rank < 0 ? 0 : target(rank)) - mine - taken;
-    if (wanted > 0 && this.#maxSteals > 0 && unowned.length <= taken) this.#requestHandoffs(workable, counts, ownerOf, mine + taken, wanted, now);
+    const asked = this.#requests.size;
+    if (wanted - asked > 0 && this.#maxSteals > 0 && unowned.length <= taken) {
+      this.#requestHandoffs(workable, counts, ownerOf, mine + taken + asked, wanted - asked, now);
+    }
   }
 
   /** Reports each newly corrupt lease once; returns the keys of every corrupt lease now. */

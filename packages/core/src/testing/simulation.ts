@@ -108,7 +108,8 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
   const leaseDurationMs = config.coordinator?.leaseDurationMs ?? 10_000;
   const takeIntervalMs = config.coordinator?.takeIntervalMs ?? 2_000;
   const maxClockDrift = config.coordinator?.maxClockDrift ?? 0.01;
-  const renewIntervalMs = config.coordinator?.renewIntervalMs ?? leaseDurationMs / 3;
+  // The coordinator's own default heartbeat interval unless the run sets one.
+  const renewIntervalMs = config.coordinator?.renewIntervalMs ?? Math.round(leaseDurationMs * 0.65);
   const violations: Violation[] = [];
   const stats = { acquisitions: 0, handoffs: 0, checkpoints: 0, faults: 0 };
   const violate = (guarantee: Violation['guarantee'], detail: string): void => {
@@ -355,9 +356,10 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
     return Math.max(...counts) - Math.min(...counts);
   };
 
-  // Liveness: every eligible lease held by a live worker within leaseDuration + 2 take intervals (DESIGN 6.6),
-  // with the clock-rate margin, a renew interval for a handoff in flight when faults stopped, and latency.
-  const ownedBound = leaseDurationMs * (1 + maxClockDrift) + 2 * takeIntervalMs * 1.05 + renewIntervalMs + 3_500;
+  // Liveness: every eligible lease held by a live worker within a lease duration after its owner's last
+  // heartbeat, plus the take ticks that declare it dead, list and take (DESIGN 6.6), with the clock-rate
+  // margin, a heartbeat interval, a rejoin's first tick, and latency.
+  const ownedBound = leaseDurationMs * (1 + maxClockDrift) + 3 * takeIntervalMs * 1.05 + renewIntervalMs + 3_500;
   let ownedAfterMs = -1;
   while (scheduler.now - quietFrom <= ownedBound) {
     const { leases } = await storage.listLeases(GROUP);
