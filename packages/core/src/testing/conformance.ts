@@ -22,7 +22,6 @@ import type {
   DeleteResult,
   MemberRecord,
   MemberState,
-  Roster,
   LeaderRecord,
   LeaderState,
   LeaseChange,
@@ -104,7 +103,7 @@ export interface ConformanceTarget {
    * does); returning nothing says the member kept the version it had. Without it the corrupt-member rules
    * are not checked.
    */
-  corruptMember?: (group: string, workerId: string) => Promise<{ readonly version: number } | void | unknown>;
+  corruptMember?: (group: string, workerId: string) => Promise<unknown>;
   /** How the suite breaks a client's connection. Without it the fault rules are not checked. */
   faults?: ProxyFaults | BreakableFaults;
   /**
@@ -1251,7 +1250,7 @@ export function rosterContract(t: TestApi, target: ConformanceTarget): void {
       const g = group();
       const joined = await join(storage, g, 'w1');
       const good = memberOf(joined);
-      const bad = (fields: Record<string, unknown>): MemberState => ({ ...good, ...fields }) as MemberState;
+      const bad = (fields: Record<string, unknown>): MemberState => ({ ...good, ...fields });
       const states: Array<[string, MemberState, string]> = [
         ['format 0', bad({ format: 0 }), 'format'],
         ['a fractional format', bad({ format: 1.5 }), 'format'],
