@@ -14,6 +14,24 @@ import {
   BreakableClient,
   Bus,
   CachingReads,
+  CachingRoster,
+  CorruptMemberConflictStorage,
+  CorruptMemberNeverReplacedStorage,
+  CountedRosterStorage,
+  DropsMemberFieldsCoreDoesNotNameStorage,
+  DropsMemberProtoMetadataKeyStorage,
+  DropsRequestsStorage,
+  HeartbeatKeepsVersionStorage,
+  JoinOverwritesStorage,
+  MemberConflictFromSnapshot,
+  OversizeMemberFailsInBackendStorage,
+  PutCreatesAbsentMemberStorage,
+  RemoveIgnoresVersionStorage,
+  RosterByPrefixStorage,
+  RosterHidesCorruptStorage,
+  RosterThrowsOnCorruptStorage,
+  RosterWideVersionStorage,
+  RoundsMemberNumbersStorage,
   ConflictFromSnapshot,
   CreateOverwritesFreeLeaseStorage,
   DropsFieldsCoreDoesNotNameStorage,
@@ -113,7 +131,7 @@ const T = {
   roundTrip: 'every field round-trips through create, update, get and list, including invented metadata keys',
   laterFields: 'the format and fields core does not name round-trip exactly through create, update, get, list and a conflict\'s current record',
   renewal: 'an update that writes exactly the stored state (a renewal) still increments the version',
-  checkpointOnly: 'an update that changes only the checkpoint, only the metadata or only the pending owner increments the version',
+  checkpointOnly: 'an update that changes only the checkpoint, only the metadata or only the incarnation increments the version',
   staleOwner: 'an update at a stale version is a conflict even when it names the current owner and epoch: a checkpoint never moves back',
   createOverFree: 'creating a lease over a free lease is a conflict too: its checkpoint is kept',
   notRecreated: 'a deleted key is not created again without recreate: a conflict with no current lease, and nothing is created',
@@ -133,7 +151,7 @@ const T = {
   corruptListing: 'a listing reports each corrupt lease in corrupt, naming it, and still lists every other lease',
   corruptBatch: 'a batch item on a corrupt lease at another version is unknown, carrying the CorruptRecordError, for that item only: the others apply',
   feedDelivers: 'a release published by one client reaches a subscriber on another client, and no other group',
-  feedKinds: 'each change reaches subscribers with the kind it was written with: released, handoff-requested, handed-off, and created for a new lease',
+  feedKinds: 'each change reaches subscribers with the kind it was written with: created for a new lease, handed-off and released',
   feedApplied: 'only writes that applied are published: a batch mixing applied and refused items publishes the applied ones, a refused create nothing',
   feedRenewals: 'updates without notify publish nothing: renewals and checkpoints are not changes',
   feedOwn: 'a subscriber hears the changes its own client writes, as well as another client\'s',
@@ -146,6 +164,29 @@ const T = {
   cutRead: 'a read whose connection is cut before its answer arrives throws a StorageUnavailableError or returns the exact answer',
   cutListing: 'a listing whose connection is cut in the middle of its answer throws a StorageUnavailableError or returns every lease, never part of them',
   broken: 'a client whose connection is broken fails each call with a typed error (thrown, or unknown for a write) and writes nothing',
+  cutMember: 'a member join, put or remove whose connection is cut after the backend received it is unknown, never thrown nor a conflict, and the client works again',
+  cutRoster: 'a roster read whose connection is cut in the middle of its answer throws a StorageUnavailableError or returns the whole roster, never part of it',
+  rosterJoin: 'a join applies only when the worker id has no member: a second join is a conflict carrying the stored member, and changes nothing',
+  rosterPut: 'a member put at the stored version applies; at a stale version it is a conflict carrying the stored member, and changes nothing',
+  rosterHeartbeat: 'every member write that applies moves the version, even a heartbeat that writes exactly the stored state',
+  rosterGreater: 'each applied member write gives a version greater than every version any member of the group ever had',
+  rosterNeverRepeats: 'a version never repeats for a worker id: a member removed and joining again gets a version greater than every version any member ever had',
+  rosterSideBySide: 'writes to different members never conflict with each other: each member is written at its own version alone',
+  rosterRemove: 'a remove at the stored version removes the member; at a stale version it is a conflict carrying the stored member; of an absent member a conflict with null',
+  rosterRoundTrip: 'every member field round-trips exactly through join, put, the roster and a conflict: requests, metadata with awkward keys, the format and fields core does not name',
+  rosterLargest: 'a member state of 2048 bytes, with counters and leaseDurationMs at Number.MAX_SAFE_INTEGER and 4 requests, round-trips exactly',
+  rosterFull: 'a roster of 128 members of near the largest size reads back whole',
+  rosterNames: 'worker ids and groups are compared byte for byte: ids that differ only in case, Unicode normalization or trailing spaces are different members, and ids of 256 to 512 bytes are stored whole',
+  rosterGroups: 'groups side by side never see each other\'s members, even when one name is a prefix of another',
+  rosterOtherClient: 'a client sees a member another client wrote at once: no client serves the roster from a cache of its own',
+  rosterInvalid: 'invalid member input is refused with an InvalidInputError before anything is sent: each bad field, too many requests, an oversize state, a bad group, worker id or expected version',
+  heartbeatRace: '32 members heartbeating at once: every write applies, none conflicts with another member\'s, and no version repeats',
+  joinRace: '32 clients joining as the same worker id at once: exactly one applies, and every other gets a conflict carrying the stored member',
+  putRace: '32 clients putting the same member at the same version: exactly one applies, and every other gets a conflict carrying the stored member, not the one its statement first saw',
+  corruptRoster: 'a roster reports each corrupt member in corrupt, naming its worker id, and still lists every other member',
+  corruptMemberWrite: 'a join, put or remove of a corrupt member at another version than the one it is stored at is unknown, carrying the CorruptRecordError, and leaves it as it is',
+  corruptMemberReplaced: 'a member put or remove at the version a corrupt member is stored at replaces or removes it: writes decide on the version alone',
+  feedMembers: 'member writes publish nothing on the change feed: joins, heartbeats and removes are not lease changes',
 } as const;
 
 const crossProcess = (title: string): string => `${title}, from separate processes`;
@@ -157,14 +198,15 @@ describe('the conformance suite', () => {
       ...shared(store),
       changeFeed: true,
       corruptLease: async (group, leaseKey) => store.corrupt(group, leaseKey),
+      corruptMember: async (group, workerId) => store.corruptMember(group, workerId),
       notApplicable: { faults: 'MemoryStorage has no connection to lose', crossProcess: 'MemoryStorage lives in one process' },
     });
-    expect(outcomes.size).toBeGreaterThan(80);
+    expect(outcomes.size).toBeGreaterThan(100);
     expect(failures(outcomes)).toEqual([]);
     const skipped = [...outcomes.values()].filter((outcome) => outcome.status === 'skipped');
     const races = [...outcomes.keys()].filter((title) => title.endsWith(', from separate processes'));
-    expect(races).toHaveLength(6);
-    expect(skipped.map((outcome) => outcome.title).sort()).toEqual([T.cutCreate, T.cutUpdate, T.cutDelete, T.cutLeader, T.cutBatch, T.cutRead, T.cutListing, T.broken, ...races].sort());
+    expect(races).toHaveLength(9);
+    expect(skipped.map((outcome) => outcome.title).sort()).toEqual([T.cutCreate, T.cutUpdate, T.cutDelete, T.cutLeader, T.cutBatch, T.cutRead, T.cutListing, T.cutMember, T.cutRoster, T.broken, ...races].sort());
     for (const outcome of skipped) expect(outcome.note).toMatch(/^not checked(?: between processes)?: MemoryStorage (has no connection to lose|lives in one process)$/);
   });
 
@@ -183,16 +225,20 @@ describe('the conformance suite', () => {
     const bus = new Bus();
     const shifts = new Map<string, number>();
     const corruptLease = async (group: string, leaseKey: string): Promise<unknown> => store.corrupt(group, leaseKey);
+    const corruptMember = async (group: string, workerId: string): Promise<unknown> => store.corruptMember(group, workerId);
     for (const [name, createStorage] of [
       ['a passthrough client', async () => new Passthrough(store)],
       ['a client that shifts no version', async () => new VersionShifting(store, shifts, 'none')],
       ['a client with a change feed on a bus', async () => new FeedClient(store, bus, 'none')],
     ] as const) {
-      const outcomes = await runSuite({ createStorage, corruptLease, changeFeed: name.includes('feed') });
+      const outcomes = await runSuite({ createStorage, corruptLease, corruptMember, changeFeed: name.includes('feed') });
       expect(failures(outcomes), name).toEqual([]);
     }
     const mangled = new MangledNames((name) => name);
-    expect(failures(await runSuite({ ...shared(mangled), corruptLease: async (group, leaseKey) => mangled.corrupt(group, leaseKey) })), 'a store that mangles no name').toEqual([]);
+    expect(failures(await runSuite({ ...shared(mangled), corruptLease: async (group, leaseKey) => mangled.corrupt(group, leaseKey), corruptMember: async (group, workerId) => mangled.corruptMember(group, workerId) })), 'a store that mangles no name').toEqual([]);
+    const counted = await runSuite(shared(new CountedRosterStorage('none')));
+    expect(failures(counted), 'a roster with its own counter, kept for good').toEqual([]);
+    expect(titlesWith(counted, 'passed')).toEqual(expect.arrayContaining([T.rosterGreater, T.rosterNeverRepeats, T.heartbeatRace]));
   });
 
   describe('fails an adapter that breaks a rule of leases, in the test of that rule', () => {
@@ -230,15 +276,51 @@ describe('the conformance suite', () => {
     for (const [bug, target, titles] of cases) it(bug, () => expectFailing(target(), titles));
   });
 
+  describe('fails an adapter that breaks a rule of the roster, in the test of that rule', () => {
+    const cases: Array<[string, () => Omit<ConformanceTarget, 'name'>, string[]]> = [
+      ['lets a join replace a member that exists', () => shared(new JoinOverwritesStorage()), [T.rosterJoin]],
+      ['creates an absent member on a put at a version', () => shared(new PutCreatesAbsentMemberStorage()), [T.rosterPut, T.rosterNeverRepeats]],
+      ['acknowledges an identical heartbeat without moving the version', () => shared(new HeartbeatKeepsVersionStorage()), [T.rosterHeartbeat]],
+      ['numbers each member\'s versions on its own, from 1 again after a remove', () => shared(new CountedRosterStorage('per-member')), [T.rosterGreater, T.rosterNeverRepeats]],
+      ['forgets the group\'s counter when its last member leaves', () => shared(new CountedRosterStorage('forgotten-when-empty')), [T.rosterNeverRepeats]],
+      ['conditions a member write on the roster\'s version: a put conflicts when another member moved', () => shared(new RosterWideVersionStorage()), [T.rosterSideBySide, T.heartbeatRace]],
+      ['reports a member conflict with the member as its statement first read it', () => perClient((store) => new MemberConflictFromSnapshot(store)), [T.putRace]],
+      ['removes a member whatever version the caller read', () => shared(new RemoveIgnoresVersionStorage()), [T.rosterRemove]],
+      ['drops a member\'s requests', () => shared(new DropsRequestsStorage()), [T.rosterRoundTrip, T.rosterLargest]],
+      ['loses a __proto__ key of a member\'s metadata', () => shared(new DropsMemberProtoMetadataKeyStorage()), [T.rosterRoundTrip, T.rosterLargest]],
+      ['drops the member fields core does not name', () => shared(new DropsMemberFieldsCoreDoesNotNameStorage()), [T.rosterRoundTrip, T.rosterLargest, T.rosterFull]],
+      ['keeps 14 significant digits of a member\'s numbers', () => shared(new RoundsMemberNumbersStorage()), [T.rosterLargest]],
+      ['reads a roster by a prefix of its group\'s name', () => shared(new RosterByPrefixStorage()), [T.rosterGroups]],
+      ['serves the roster from a per-client cache', () => perClient((store) => new CachingRoster(store)), [T.rosterOtherClient]],
+      ['leaves the size of a member to the backend', () => shared(new OversizeMemberFailsInBackendStorage()), [T.rosterInvalid]],
+      ['truncates worker ids to 255 bytes', () => shared(new MangledNames(truncateTo255Bytes)), [T.rosterNames, T.rosterLargest]],
+      ['compares worker ids case-insensitively', () => shared(new MangledNames(foldCase)), [T.rosterNames]],
+      ['compares worker ids after Unicode normalization', () => shared(new MangledNames(normalizeUnicode)), [T.rosterNames]],
+      ['ignores trailing spaces in worker ids', () => shared(new MangledNames(ignoreTrailingSpaces)), [T.rosterNames]],
+    ];
+    for (const [bug, target, titles] of cases) it(bug, () => expectFailing(target(), titles));
+
+    it('publishes member writes on the change feed', () => {
+      const store = new MemoryStorage();
+      const bus = new Bus();
+      return expectFailing({ createStorage: async () => new FeedClient(store, bus, 'publishes-member-writes') }, [T.feedMembers]);
+    });
+  });
+
   describe('fails an adapter that breaks a rule of corrupt records, in the test of that rule', () => {
     const corruptible = (store: MemoryStorage): Omit<ConformanceTarget, 'name'> => ({
       ...shared(store),
       corruptLease: async (group, leaseKey) => store.corrupt(group, leaseKey),
+      corruptMember: async (group, workerId) => store.corruptMember(group, workerId),
     });
     const cases: Array<[string, () => Omit<ConformanceTarget, 'name'>, string[]]> = [
       ['throws a corrupt lease out of the listing', () => corruptible(new ListingThrowsOnCorruptStorage()), [T.corruptListing]],
       ['leaves corrupt leases out of the listing silently', () => corruptible(new ListingHidesCorruptStorage()), [T.corruptListing]],
       ['fails a whole batch on one corrupt lease', () => corruptible(new BatchFailsWholeOnCorruptStorage()), [T.corruptBatch]],
+      ['throws a corrupt member out of the roster', () => corruptible(new RosterThrowsOnCorruptStorage()), [T.corruptRoster, T.corruptMemberWrite]],
+      ['leaves corrupt members out of the roster silently', () => corruptible(new RosterHidesCorruptStorage()), [T.corruptRoster, T.corruptMemberWrite]],
+      ['reports a write over a corrupt member as a conflict with no member', () => corruptible(new CorruptMemberConflictStorage()), [T.corruptMemberWrite]],
+      ['never replaces a corrupt member, even at the version it is stored at', () => corruptible(new CorruptMemberNeverReplacedStorage()), [T.corruptMemberReplaced]],
     ];
     for (const [bug, target, titles] of cases) it(bug, () => expectFailing(target(), titles));
   });
@@ -277,6 +359,7 @@ describe('the conformance suite', () => {
       createStorage: async () => new RemoteStorage({ host: '127.0.0.1', port: server.port }),
       closeStorage: async (storage) => (storage as RemoteStorage).close(),
       corruptLease: async (group, leaseKey) => server.storage.corrupt(group, leaseKey),
+      corruptMember: async (group, workerId) => server.storage.corruptMember(group, workerId),
       faults: {
         kind: 'proxy',
         upstream: () => ({ host: '127.0.0.1', port: server.port }),
@@ -297,10 +380,10 @@ describe('the conformance suite', () => {
     }, 180_000);
 
     const cases: Array<[string, RemoteBug, string[]]> = [
-      ['throws a write whose connection was cut', 'throws-on-cut', [T.cutCreate, T.cutUpdate, T.cutDelete, T.cutLeader, T.cutBatch]],
-      ['sends a write again after its connection was cut', 'retries-writes', [T.cutCreate, T.cutUpdate, T.cutDelete, T.cutLeader, T.cutBatch]],
+      ['throws a write whose connection was cut', 'throws-on-cut', [T.cutCreate, T.cutUpdate, T.cutDelete, T.cutLeader, T.cutBatch, T.cutMember]],
+      ['sends a write again after its connection was cut', 'retries-writes', [T.cutCreate, T.cutUpdate, T.cutDelete, T.cutLeader, T.cutBatch, T.cutMember]],
       ['returns the pages it has when a listing is cut', 'partial-listing', [T.cutListing]],
-      ['reads "nothing there" when a read is cut', 'empty-reads-on-cut', [T.cutRead]],
+      ['reads "nothing there" when a read is cut', 'empty-reads-on-cut', [T.cutRead, T.cutRoster]],
     ];
     for (const [bug, remoteBug, titles] of cases) it(`fails a client that ${bug}`, () => expectFailing(remote(remoteBug), titles));
 
@@ -338,9 +421,9 @@ describe('the conformance suite', () => {
         },
       };
       void store;
-      const inProcess = await runSuite(target, [T.race, T.increments, T.overlapping]);
-      expect(titlesWith(inProcess, 'passed').sort()).toEqual([T.race, T.increments, T.overlapping].sort());
-      await expectFailing(target, [crossProcess(T.increments)]);
+      const inProcess = await runSuite(target, [T.race, T.increments, T.overlapping, T.heartbeatRace]);
+      expect(titlesWith(inProcess, 'passed').sort()).toEqual([T.race, T.increments, T.overlapping, T.heartbeatRace].sort());
+      await expectFailing(target, [crossProcess(T.increments), crossProcess(T.heartbeatRace)]);
     }, 120_000);
   });
 });
