@@ -99,18 +99,6 @@ export class FaultyStorage implements Storage {
     });
   }
 
-  getRoster(group: string): Promise<Roster> {
-    return this.#call(() => this.#inner.getRoster(group), false);
-  }
-
-  putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
-    return this.#write(() => this.#inner.putMember(group, workerId, expectedVersion, next), (error) => ({ status: 'unknown', error }));
-  }
-
-  removeMember(group: string, workerId: string, expectedVersion: number): Promise<DeleteResult<MemberRecord>> {
-    return this.#write(() => this.#inner.removeMember(group, workerId, expectedVersion), (error) => ({ status: 'unknown', error }));
-  }
-
   getLeader(group: string): Promise<LeaderRecord | null> {
     return this.#call(() => this.#inner.getLeader(group), false);
   }
