@@ -65,7 +65,7 @@ async function main(): Promise<void> {
       await pool.query(
         `INSERT INTO ${table} (group_name, lease_key, version, live, high_epoch, state)
          SELECT $1, key, 1, true, 1, $3 FROM unnest($2::text[]) AS key`,
-        [group, keys, JSON.stringify({ format: RECORD_FORMAT, owner: 'bench', epoch: 1, checkpoint: null, parentKeys: [], pendingOwner: null, metadata: {} })],
+        [group, keys, JSON.stringify({ format: RECORD_FORMAT, owner: 'bench', epoch: 1, checkpoint: null, parentKeys: [], incarnation: null, metadata: {} })],
       );
       let { leases } = await storage.listLeases(group);
       const rounds = size >= 10_000 ? 3 : size >= 1000 ? 9 : 30;
