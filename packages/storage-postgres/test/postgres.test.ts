@@ -82,7 +82,7 @@ describe('PostgresStorage options', () => {
 describe('PostgresStorage schema', () => {
   it('names migrate() in a StorageSchemaError when the tables were never created, for reads and writes', async () => {
     const missing = new PostgresStorage({ pool: server.pool(), schema: freshSchemaName('lh_missing') });
-    const expected = /^\[storage-postgres\] the tables of lh_missing_\w+\.leasehold_leases and lh_missing_\w+\.leasehold_leaders do not exist \(.*\); run migrate\(\) before using the storage$/;
+    const expected = /^\[storage-postgres\] the tables of lh_missing_\w+\.leasehold_leases, lh_missing_\w+\.leasehold_leaders and lh_missing_\w+\.leasehold_rosters do not exist \(.*\); run migrate\(\) before using the storage$/;
     await expect(missing.getLease('g', 'k')).rejects.toThrow(StorageSchemaError);
     await expect(missing.getLease('g', 'k')).rejects.toThrow(expected);
     await expect(missing.listLeases('g')).rejects.toThrow(expected);
