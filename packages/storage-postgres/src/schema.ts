@@ -141,6 +141,11 @@ export function statements(names: TableNames): Statements {
         members jsonb NOT NULL CONSTRAINT ${rostersMembers} CHECK (jsonb_typeof(members) = 'object'),
         CONSTRAINT ${rostersPk} PRIMARY KEY (group_name)
       ) WITH (fillfactor = 50)`,
+      // A roster of 100 members is about 25 KB of JSON, 3 KB compressed: kept compressed in the row (MAIN)
+      // rather than moved to the TOAST table (EXTENDED, the default, moves it there as soon as it passes
+      // 2 KB), every heartbeat writes one heap tuple instead of a heap tuple plus TOAST rows and their
+      // index entries, several times faster. A roster too large for a page still goes to TOAST.
+      `ALTER TABLE ${rosters} ALTER COLUMN members SET STORAGE MAIN`,
     ],
   ];
 
