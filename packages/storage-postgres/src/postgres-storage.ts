@@ -2,15 +2,19 @@ import { createHash } from 'node:crypto';
 import {
   CorruptRecordError,
   decodeLease,
+  decodeMember,
   decodeLeader,
   describeValue,
   encodeLeaderState,
   encodeLeaseState,
+  encodeMemberState,
   InvalidConfigError,
   leaderStateOf,
   leaseStateOf,
   listingOf,
+  memberStateOf,
   result,
+  rosterOf,
   StorageSchemaError,
   StorageUnavailableError,
   validateGroup,
@@ -19,7 +23,9 @@ import {
   validateLeaseUpdates,
   validateNewLeader,
   validateNewLease,
+  validateMemberWrite,
   validateVersion,
+  validateWorkerId,
   type ChangeSubscription,
   type CreateLeaseOptions,
   type DeleteResult,
@@ -30,8 +36,11 @@ import {
   type LeaseListing,
   type LeaseRecord,
   type LeaseUpdate,
+  type MemberRecord,
+  type MemberState,
   type NewLeader,
   type NewLease,
+  type Roster,
   type Storage,
   type WriteResult,
 } from '@leasehold/core';
@@ -70,6 +79,8 @@ export interface PostgresStorageOptions {
   leaseTable?: string;
   /** The table of leader records. Default `leasehold_leaders`. */
   leaderTable?: string;
+  /** The table of rosters: one row per group, holding every member. Default `leasehold_rosters`. */
+  rosterTable?: string;
   /** The table in which `migrate()` records the schema version. Default `leasehold_migrations`. */
   migrationsTable?: string;
   /** Leases read per query when listing a group. Default 1,000; from 1 to 10,000. */
@@ -124,6 +135,12 @@ interface VersionRow extends QueryResultRow {
   state: string | null;
 }
 
+interface MemberOutcomeRow extends QueryResultRow {
+  applied_version: string | null;
+  /** The member as stored when the write was refused: `{"v": version, "s": state}`, parsed by pg. */
+  current: unknown;
+}
+
 type WriteOutcome<R> = { rows: R[] } | { unknown: LeaseholdError };
 
 const DEFAULTS = {
@@ -131,6 +148,7 @@ const DEFAULTS = {
   leaseTable: 'leasehold_leases',
   leaderTable: 'leasehold_leaders',
   migrationsTable: 'leasehold_migrations',
+  rosterTable: 'leasehold_rosters',
   pageSize: 1000,
 } as const;
 
@@ -186,9 +204,10 @@ export class PostgresStorage implements Storage {
       options.leaseTable ?? DEFAULTS.leaseTable,
       options.leaderTable ?? DEFAULTS.leaderTable,
       options.migrationsTable ?? DEFAULTS.migrationsTable,
+      options.rosterTable ?? DEFAULTS.rosterTable,
     );
     this.#sql = statements(this.#names);
-    this.#where = `${this.#names.schema}.${this.#names.leaseTable} and ${this.#names.schema}.${this.#names.leaderTable}`;
+    this.#where = `${this.#names.schema}.${this.#names.leaseTable}, ${this.#names.schema}.${this.#names.leaderTable} and ${this.#names.schema}.${this.#names.rosterTable}`;
     this.#feed = new ChangeFeed(options.listenPool ?? options.pool, this.#names.channel, this.#sql.listen, this.#sql.unlisten);
   }
 
@@ -233,6 +252,7 @@ export class PostgresStorage implements Storage {
         );
       }
       for (const ddl of this.#sql.migrate(fromVersion)) await client.query(ddl);
+      if (fromVersion === 1) await this.#upgradeLeases(client);
       if (fromVersion < SCHEMA_VERSION) await client.query(this.#sql.recordVersion, [key, SCHEMA_VERSION]);
       await client.query('COMMIT');
       return { fromVersion, toVersion: SCHEMA_VERSION };
@@ -247,6 +267,38 @@ export class PostgresStorage implements Storage {
     } finally {
       this.#release(client, failure);
     }
+  }
+
+  /**
+   * Schema version 1 stored leases with a `pendingOwner` and no `incarnation`; this release's core reads
+   * such a lease as corrupt. Each is rewritten as a free-standing lease of the new shape: no incarnation
+   * (its owner holds it in no membership, so core treats it as expired) and no pending owner (handoff
+   * requests now live in the roster). Its version moves, as every writer's does, so that a worker of the
+   * previous release still holding the old version conflicts instead of writing the old shape back. A
+   * state that is not JSON is left as it is, to be reported as corrupt.
+   */
+  async #upgradeLeases(client: PoolClient): Promise<void> {
+    const { rows } = await client.query<{ group_name: string; lease_key: string; version: string; state: string }>(this.#sql.leasesToUpgrade);
+    const groups: string[] = [];
+    const keys: string[] = [];
+    const versions: string[] = [];
+    const states: string[] = [];
+    for (const row of rows) {
+      let fields: Record<string, unknown>;
+      try {
+        fields = JSON.parse(row.state) as Record<string, unknown>;
+      } catch {
+        continue;
+      }
+      if (typeof fields !== 'object' || fields === null || Array.isArray(fields) || Object.hasOwn(fields, 'incarnation')) continue;
+      delete fields.pendingOwner;
+      groups.push(row.group_name);
+      keys.push(row.lease_key);
+      versions.push(row.version);
+      states.push(JSON.stringify({ ...fields, incarnation: null }));
+    }
+    if (groups.length === 0) return;
+    await client.query(this.#sql.upgradeLeases, [JSON.stringify(groups), JSON.stringify(keys), versions.join(','), JSON.stringify(states)]);
   }
 
   async listLeases(group: string): Promise<LeaseListing> {
@@ -399,6 +451,61 @@ export class PostgresStorage implements Storage {
     }
     const close = (): Promise<void> => remove();
     return { close, [Symbol.asyncDispose]: close };
+  }
+
+  async getRoster(group: string): Promise<Roster> {
+    validateGroup(group, PKG);
+    const [row] = await this.#read<{ members: unknown }>('getRoster', this.#sql.getRoster, [group]);
+    const members = row?.members;
+    if (members === undefined) return { group, members: [], corrupt: [] };
+    if (typeof members !== 'object' || members === null || Array.isArray(members)) {
+      // The table's CHECK keeps this from happening; a roster that is not a map cannot be read at all.
+      throw readFailed('getRoster', new Error(`the roster of group ${describeValue(group)} is not a JSON object`));
+    }
+    return rosterOf(group, Object.entries(members as Record<string, unknown>), ([workerId, stored]) => decodeStoredMember(group, workerId, stored));
+  }
+
+  async putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
+    validateMemberWrite(group, workerId, expectedVersion, next, PKG);
+    const state = memberStateOf(next);
+    const encoded = encodeMemberState(state);
+    const outcome = expectedVersion === null
+      ? await this.#write<MemberOutcomeRow>('putMember', this.#sql.joinMember, [group, workerId, encoded])
+      : await this.#write<MemberOutcomeRow>('putMember', this.#sql.updateMember, [group, workerId, expectedVersion, encoded]);
+    if ('unknown' in outcome) return result.unknown(outcome.unknown);
+    const [row] = outcome.rows;
+    if (!row) return result.unknown(outcomeUnknown('putMember', new Error('the statement returned no row')));
+    // Identity first, then the state: the record is built as core's reference storage builds it.
+    if (row.applied_version !== null) return result.applied({ group, workerId, version: Number(row.applied_version), ...state });
+    return this.#memberConflict('putMember', group, workerId, row.current);
+  }
+
+  async removeMember(group: string, workerId: string, expectedVersion: number): Promise<DeleteResult<MemberRecord>> {
+    validateGroup(group, PKG);
+    validateWorkerId(workerId, PKG);
+    validateVersion(expectedVersion, PKG);
+    const outcome = await this.#write<MemberOutcomeRow>('removeMember', this.#sql.removeMember, [group, workerId, expectedVersion]);
+    if ('unknown' in outcome) return result.unknown(outcome.unknown);
+    const [row] = outcome.rows;
+    if (!row) return result.unknown(outcomeUnknown('removeMember', new Error('the statement returned no row')));
+    if (row.applied_version !== null) return { status: 'applied' };
+    return this.#memberConflict('removeMember', group, workerId, row.current);
+  }
+
+  /**
+   * The conflict of a refused member write: the member the statement read with a locking read, or, when
+   * that read found none (the group's row may have been inserted after the statement's snapshot, out of
+   * its sight), the member read again. A member that cannot be read back makes the outcome unknown.
+   */
+  async #memberConflict(operation: string, group: string, workerId: string, current: unknown): Promise<WriteResult<MemberRecord>> {
+    try {
+      if (current !== null && current !== undefined) return result.conflict(decodeStoredMember(group, workerId, current));
+      const [row] = await this.#read<{ member: unknown }>(operation, this.#sql.getMember, [group, workerId]);
+      const member = row?.member;
+      return result.conflict(member === null || member === undefined ? null : decodeStoredMember(group, workerId, member));
+    } catch (error) {
+      return result.unknown(asLeaseholdError(operation, error));
+    }
   }
 
   async getLeader(group: string): Promise<LeaderRecord | null> {
@@ -569,6 +676,12 @@ export class PostgresStorage implements Storage {
 
 function isPool(value: unknown): value is Pool {
   return typeof value === 'object' && value !== null && typeof (value as { connect?: unknown }).connect === 'function';
+}
+
+/** A member as the roster row stores it, `{"v": version, "s": state}`; anything else is corrupt. */
+function decodeStoredMember(group: string, workerId: string, stored: unknown): MemberRecord {
+  const entry = typeof stored === 'object' && stored !== null && !Array.isArray(stored) ? (stored as { v?: unknown; s?: unknown }) : {};
+  return decodeMember(group, workerId, entry.v, entry.s, PKG);
 }
 
 function asLeaseholdError(operation: string, error: unknown): LeaseholdError {

@@ -9,7 +9,7 @@ import { describeValue, InvalidConfigError } from '@leasehold/core';
 export const PKG = 'storage-postgres';
 
 /** The version of the tables this release reads and writes; `migrate()` brings a database up to it. */
-export const SCHEMA_VERSION = 1;
+export const SCHEMA_VERSION = 2;
 
 /** PostgreSQL truncates identifiers longer than NAMEDATALEN - 1 bytes; refusing them avoids silent aliasing. */
 const MAX_IDENTIFIER_BYTES = 63;
@@ -36,22 +36,23 @@ export interface TableNames {
   readonly leaseTable: string;
   readonly leaderTable: string;
   readonly migrationsTable: string;
+  readonly rosterTable: string;
   /** The NOTIFY channel of the lease table's change feed (one per schema and table). */
   readonly channel: string;
 }
 
 /** Builds the names of one installation; throws `InvalidConfigError` for a bad one. */
-export function tableNames(schema: unknown, leaseTable: unknown, leaderTable: unknown, migrationsTable: unknown): TableNames {
+export function tableNames(schema: unknown, leaseTable: unknown, leaderTable: unknown, migrationsTable: unknown, rosterTable: unknown): TableNames {
   const names = {
     schema: validateIdentifier('schema name', schema),
     leaseTable: validateIdentifier('lease table name', leaseTable),
     leaderTable: validateIdentifier('leader table name', leaderTable),
     migrationsTable: validateIdentifier('migrations table name', migrationsTable),
+    rosterTable: validateIdentifier('roster table name', rosterTable),
   };
-  if (new Set([names.leaseTable, names.leaderTable, names.migrationsTable]).size !== 3) {
-    throw new InvalidConfigError(
-      `[${PKG}] lease, leader and migrations tables must have different names, got ${describeValue([names.leaseTable, names.leaderTable, names.migrationsTable])}`,
-    );
+  const tables = [names.leaseTable, names.leaderTable, names.rosterTable, names.migrationsTable];
+  if (new Set(tables).size !== tables.length) {
+    throw new InvalidConfigError(`[${PKG}] lease, leader, roster and migrations tables must have different names, got ${describeValue(tables)}`);
   }
   const readable = `leasehold.${names.schema}.${names.leaseTable}`;
   // A channel name is an identifier too (63 bytes at most); a long pair of names is hashed instead.
@@ -78,6 +79,13 @@ export interface Statements {
   readonly getLeader: string;
   readonly createLeader: string;
   readonly updateLeader: string;
+  readonly leasesToUpgrade: string;
+  readonly upgradeLeases: string;
+  readonly getRoster: string;
+  readonly getMember: string;
+  readonly joinMember: string;
+  readonly updateMember: string;
+  readonly removeMember: string;
   readonly listen: string;
   readonly unlisten: string;
 }
@@ -90,6 +98,9 @@ export function statements(names: TableNames): Statements {
   const migrations = `${schema}.${quoteIdentifier(names.migrationsTable)}`;
   const leasesPk = quoteIdentifier(`${names.leaseTable}_pkey`.slice(0, MAX_IDENTIFIER_BYTES));
   const leadersPk = quoteIdentifier(`${names.leaderTable}_pkey`.slice(0, MAX_IDENTIFIER_BYTES));
+  const rosters = `${schema}.${quoteIdentifier(names.rosterTable)}`;
+  const rostersPk = quoteIdentifier(`${names.rosterTable}_pkey`.slice(0, MAX_IDENTIFIER_BYTES));
+  const rostersMembers = quoteIdentifier(`${names.rosterTable}_members_check`.slice(0, MAX_IDENTIFIER_BYTES));
   const channel = quoteIdentifier(names.channel);
 
   // Each step brings the tables from version i to i + 1; a later release appends steps and never edits one.
@@ -114,6 +125,27 @@ export function statements(names: TableNames): Statements {
         state text,
         CONSTRAINT ${leadersPk} PRIMARY KEY (group_name)
       ) WITH (fillfactor = 70)`,
+    ],
+    [
+      // One row per group holds its whole roster, so that reading it is one row whatever the number of
+      // members. `members` maps each worker id to {"v": version, "s": state}, the state being core's JSON
+      // document kept as a JSON string: jsonb cannot hold the NUL characters and lone surrogates a state may
+      // carry, while their escaped text is an ordinary string. `high_version` is the greatest version any
+      // member of the group ever had; every applied write goes above it, and the row is never deleted (an
+      // empty roster keeps its counter), so that a worker id that leaves and joins again never repeats a
+      // version. Every heartbeat rewrites the row: free space on its page lets PostgreSQL update it in place
+      // of the page (HOT), without touching the index.
+      `CREATE TABLE IF NOT EXISTS ${rosters} (
+        group_name text COLLATE "C" NOT NULL,
+        high_version bigint NOT NULL CHECK (high_version >= 1),
+        members jsonb NOT NULL CONSTRAINT ${rostersMembers} CHECK (jsonb_typeof(members) = 'object'),
+        CONSTRAINT ${rostersPk} PRIMARY KEY (group_name)
+      ) WITH (fillfactor = 50)`,
+      // A roster of 100 members is about 25 KB of JSON, 3 KB compressed: kept compressed in the row (MAIN)
+      // rather than moved to the TOAST table (EXTENDED, the default, moves it there as soon as it passes
+      // 2 KB), every heartbeat writes one heap tuple instead of a heap tuple plus TOAST rows and their
+      // index entries, several times faster. A roster too large for a page still goes to TOAST.
+      `ALTER TABLE ${rosters} ALTER COLUMN members SET STORAGE MAIN`,
     ],
   ];
 
@@ -239,6 +271,68 @@ export function statements(names: TableNames): Statements {
       FROM (SELECT 1) AS one
       LEFT JOIN updated ON true
       LEFT JOIN ${leaders} AS current ON updated.version IS NULL AND current.group_name = $1`,
+
+    // Leases written before the roster named a pending owner and no incarnation; migrate() rewrites them
+    // (see upgradeLease in postgres-storage.ts), moving each version as every writer does.
+    leasesToUpgrade: `SELECT group_name, lease_key, version, state FROM ${leases}
+      WHERE live AND state IS NOT NULL AND (state LIKE '%"pendingOwner":%' OR state NOT LIKE '%"incarnation":%')`,
+    upgradeLeases: `UPDATE ${leases} AS t SET version = t.version + 1, state = u.state
+      FROM ROWS FROM (json_array_elements_text($1::json), json_array_elements_text($2::json),
+                      unnest(string_to_array($3::text, ',')::bigint[]), json_array_elements_text($4::json)) AS u(group_name, lease_key, version, state)
+      WHERE t.group_name = u.group_name AND t.lease_key = u.lease_key AND t.live AND t.version = u.version`,
+
+    // The roster: one row per group, read whole.
+    getRoster: `SELECT members FROM ${rosters} WHERE group_name = $1`,
+    getMember: `SELECT members -> $2::text AS member FROM ${rosters} WHERE group_name = $1`,
+
+    // A member write is one statement on the group's row. Concurrent writes of one group queue on the row's
+    // lock, and each is decided against the row as the previous one left it (READ COMMITTED re-checks the
+    // condition on the newest row), comparing only its own member's version: heartbeats of different
+    // members never refuse each other. A refused write reads the member in the same statement with a
+    // locking read, which sees the newest row rather than the statement's snapshot: the conflict carries
+    // the member as stored when the write was refused. (A row inserted after the snapshot is invisible even
+    // to a locking read; the adapter reads that one again.)
+    //
+    // A join inserts the group's row, or adds the member to it if the worker id has none.
+    joinMember: `WITH applied AS (
+        INSERT INTO ${rosters} AS t (group_name, high_version, members)
+        VALUES ($1, 1, jsonb_build_object($2::text, jsonb_build_object('v', 1, 's', $3::text)))
+        ON CONFLICT (group_name) DO UPDATE
+          SET high_version = t.high_version + 1,
+              members = jsonb_set(t.members, ARRAY[$2::text], jsonb_build_object('v', t.high_version + 1, 's', $3::text))
+          WHERE NOT (t.members ? $2::text)
+        RETURNING t.high_version
+      )
+      SELECT applied.high_version AS applied_version,
+             CASE WHEN applied.high_version IS NULL
+               THEN (SELECT c.members -> $2::text FROM ${rosters} AS c WHERE c.group_name = $1 FOR SHARE)
+             END AS current
+      FROM (SELECT 1) AS one LEFT JOIN applied ON true`,
+    // The version is compared as JSON (a member whose stored version is not a number never matches, and
+    // never fails the statement).
+    updateMember: `WITH applied AS (
+        UPDATE ${rosters} AS t
+        SET high_version = t.high_version + 1,
+            members = jsonb_set(t.members, ARRAY[$2::text], jsonb_build_object('v', t.high_version + 1, 's', $4::text))
+        WHERE t.group_name = $1 AND t.members -> $2::text -> 'v' = to_jsonb($3::bigint)
+        RETURNING t.high_version
+      )
+      SELECT applied.high_version AS applied_version,
+             CASE WHEN applied.high_version IS NULL
+               THEN (SELECT c.members -> $2::text FROM ${rosters} AS c WHERE c.group_name = $1 FOR SHARE)
+             END AS current
+      FROM (SELECT 1) AS one LEFT JOIN applied ON true`,
+    // A removal leaves the counter where it is: the next join still goes above every version.
+    removeMember: `WITH applied AS (
+        UPDATE ${rosters} AS t SET members = t.members - $2::text
+        WHERE t.group_name = $1 AND t.members -> $2::text -> 'v' = to_jsonb($3::bigint)
+        RETURNING t.high_version
+      )
+      SELECT applied.high_version AS applied_version,
+             CASE WHEN applied.high_version IS NULL
+               THEN (SELECT c.members -> $2::text FROM ${rosters} AS c WHERE c.group_name = $1 FOR SHARE)
+             END AS current
+      FROM (SELECT 1) AS one LEFT JOIN applied ON true`,
 
     listen: `LISTEN ${channel}`,
     unlisten: `UNLISTEN ${channel}`,

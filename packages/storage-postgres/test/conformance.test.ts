@@ -32,6 +32,18 @@ for (const preparedStatements of [true, false]) {
       corruptLease: async (group, leaseKey) => {
         await server.pool().query(`UPDATE "${server.schema}".leasehold_leases SET state = '{"owner":' WHERE group_name = $1 AND lease_key = $2`, [group, leaseKey]);
       },
+      // A member whose state is not JSON, written by another program, which moves the member's version above
+      // the group's as every writer does.
+      corruptMember: async (group, workerId) => {
+        const { rows } = await server.pool().query<{ version: string }>(
+          `UPDATE "${server.schema}".leasehold_rosters SET high_version = high_version + 1,
+             members = jsonb_set(members, ARRAY[$2::text], jsonb_build_object('v', high_version + 1, 's', '{"incarnation":'))
+           WHERE group_name = $1 AND members ? $2::text RETURNING high_version AS version`,
+          [group, workerId],
+        );
+        if (rows.length !== 1) throw new Error(`group ${group} has no member ${workerId} to corrupt`);
+        return { version: Number(rows[0]?.version) };
+      },
       faults: {
         kind: 'proxy',
         upstream: () => ({ host: serverConfig.host ?? '127.0.0.1', port: serverConfig.port ?? 5432 }),

@@ -82,7 +82,7 @@ describe('PostgresStorage options', () => {
 describe('PostgresStorage schema', () => {
   it('names migrate() in a StorageSchemaError when the tables were never created, for reads and writes', async () => {
     const missing = new PostgresStorage({ pool: server.pool(), schema: freshSchemaName('lh_missing') });
-    const expected = /^\[storage-postgres\] the tables of lh_missing_\w+\.leasehold_leases and lh_missing_\w+\.leasehold_leaders do not exist \(.*\); run migrate\(\) before using the storage$/;
+    const expected = /^\[storage-postgres\] the tables of lh_missing_\w+\.leasehold_leases, lh_missing_\w+\.leasehold_leaders and lh_missing_\w+\.leasehold_rosters do not exist \(.*\); run migrate\(\) before using the storage$/;
     await expect(missing.getLease('g', 'k')).rejects.toThrow(StorageSchemaError);
     await expect(missing.getLease('g', 'k')).rejects.toThrow(expected);
     await expect(missing.listLeases('g')).rejects.toThrow(expected);
@@ -357,7 +357,7 @@ describe('PostgresStorage corrupt rows', () => {
     const group = freshSchemaName('g');
     applied(await adapter.createLease({ group, leaseKey: 'k' }));
     await damage(group, 'k', '{"owner": 5}');
-    await expect(adapter.getLease(group, 'k')).rejects.toThrow(`stored lease "k" of group "${group}" is corrupt: state lacks format, epoch, checkpoint, parentKeys, pendingOwner, metadata`);
+    await expect(adapter.getLease(group, 'k')).rejects.toThrow(`stored lease "k" of group "${group}" is corrupt: state lacks format, epoch, checkpoint, parentKeys, incarnation, metadata`);
     await damage(group, 'k', JSON.stringify({ ...leaseStateOf({}), owner: 5 }));
     await expect(adapter.getLease(group, 'k')).rejects.toThrow(`stored lease "k" of group "${group}" is corrupt: owner must be a string, got 5`);
     await damage(group, 'k', JSON.stringify({ ...leaseStateOf({}), format: 0 }));
@@ -499,7 +499,7 @@ describe('PostgresStorage change feed', () => {
     return rows.map((row: { pid: number }) => row.pid);
   }
 
-  it('hears handoffs on one LISTEN connection, reconnects when it is killed, and gives it back on close', async () => {
+  it('hears handovers on one LISTEN connection, reconnects when it is killed, and gives it back on close', async () => {
     const pool = new pg.Pool({ ...serverConfig, max: 3 });
     pool.on('error', () => undefined);
     const reader = new PostgresStorage({ pool, schema: server.schema });
@@ -517,13 +517,13 @@ describe('PostgresStorage change feed', () => {
       expect(await waitFor(async () => (await listenerPids(reader.channel)).some((other) => other !== pid))).toBe(true);
 
       const lease = applied(await writer.createLease({ group, leaseKey: 'k', owner: 'a', epoch: 1 }));
-      applied((await writer.updateLeases(group, [{ leaseKey: 'k', expectedVersion: lease.version, next: { ...leaseStateOf(lease), pendingOwner: 'b' }, notify: 'handoff-requested' }]))[0]);
+      applied((await writer.updateLeases(group, [{ leaseKey: 'k', expectedVersion: lease.version, next: { ...leaseStateOf(lease), owner: 'b', epoch: 2, incarnation: 'b-1' }, notify: 'handed-off' }]))[0]);
       expect(await waitFor(() => heard.length === 4)).toBe(true);
       expect(heard).toEqual([
         { group, leaseKey: 'k', kind: 'created' },
         { group, leaseKey: 'k', kind: 'created' },
-        { group, leaseKey: 'k', kind: 'handoff-requested' },
-        { group, leaseKey: 'k', kind: 'handoff-requested' },
+        { group, leaseKey: 'k', kind: 'handed-off' },
+        { group, leaseKey: 'k', kind: 'handed-off' },
       ]);
 
       await first.close();
