@@ -22,7 +22,7 @@ function renewals(leases: readonly LeaseRecord[]): LeaseUpdate[] {
   return leases.map((lease) => ({
     leaseKey: lease.leaseKey,
     expectedVersion: lease.version,
-    next: { ...leaseStateOf(lease), owner: 'bench', pendingOwner: null },
+    next: { ...leaseStateOf(lease), owner: 'bench', incarnation: 'bench-1' },
   }));
 }
 
@@ -89,7 +89,7 @@ async function adapterVersusRaw(client: Redis, storage: RedisStorage): Promise<v
   const group = `bench-single-${randomUUID()}`;
   let lease = applied(await storage.createLease({ group, leaseKey: 'shardId-000000000000', owner: 'bench', epoch: 1, checkpoint: '1' }));
   const rawKey = `${keyPrefix}{raw}:leases`;
-  const body = JSON.stringify({ owner: 'bench', checkpoint: '1', parentKeys: [], pendingOwner: null, metadata: {} });
+  const body = JSON.stringify({ owner: 'bench', checkpoint: '1', parentKeys: [], incarnation: 'bench-1', metadata: {} });
   await client.hset(rawKey, 'k', `1:${body}`);
   const sha = (await client.script('LOAD', RAW_CAS)) as string;
   let rawVersion = 1;

@@ -35,7 +35,7 @@ function renewals(leases: readonly LeaseRecord[], owner: string) {
   return leases.map((lease) => ({
     leaseKey: lease.leaseKey,
     expectedVersion: lease.version,
-    next: { ...leaseStateOf(lease), owner, pendingOwner: null },
+    next: { ...leaseStateOf(lease), owner, incarnation: `${owner}-1` },
   }));
 }
 
@@ -156,7 +156,7 @@ describe('RedisStorage on the shared server', () => {
     expect((error as Error).message).toBe(`[storage-redis] stored lease "k" of group ${JSON.stringify(group)} is corrupt: malformed header in "not a lease"`);
     await client.hset(hashOf(group, 'leases'), 'k', '2:0:token:{"owner":5}');
     await expect(storage.getLease(group, 'k')).rejects.toThrow(
-      `[storage-redis] stored lease "k" of group ${JSON.stringify(group)} is corrupt: state lacks format, checkpoint, parentKeys, pendingOwner, metadata`,
+      `[storage-redis] stored lease "k" of group ${JSON.stringify(group)} is corrupt: state lacks format, checkpoint, parentKeys, incarnation, metadata`,
     );
   });
 
