@@ -7,7 +7,10 @@ import {
   LeaseholdError,
   leaseStateOf,
   listingOf,
+  memberStateOf,
+  encodeMemberState,
   result,
+  rosterOf,
   StorageOutcomeUnknownError,
   StorageSchemaError,
   StorageUnavailableError,
@@ -17,7 +20,9 @@ import {
   validateLeaseUpdates,
   validateNewLeader,
   validateNewLease,
+  validateMemberWrite,
   validateVersion,
+  validateWorkerId,
   type ChangeSubscription,
   type CreateLeaseOptions,
   type DeleteResult,
@@ -28,21 +33,27 @@ import {
   type LeaseListing,
   type LeaseRecord,
   type LeaseUpdate,
+  type MemberRecord,
+  type MemberState,
   type NewLeader,
   type NewLease,
+  type Roster,
   type Storage,
+  type Unknown,
   type WriteResult,
 } from '@leasehold/core';
 import type { Cluster, Redis } from 'ioredis';
 import {
+  decodeRosterCounter,
   decodeStoredLeader,
   decodeStoredLease,
+  decodeStoredMember,
   decodeTombstone,
   encodeLeaderBody,
   encodeLeaseBody,
   encodeLeaseValue,
 } from './codec.js';
-import { groupKeys, PKG, validateKeyPrefix, type GroupKeys } from './keys.js';
+import { COUNTER_FIELD, groupKeys, PKG, validateKeyPrefix, type GroupKeys } from './keys.js';
 import { bindScripts, type Scripts } from './scripts.js';
 import { Watermarks } from './watermarks.js';
 
@@ -77,11 +88,11 @@ interface Channel {
 }
 
 /**
- * Leasehold storage on Redis: leases, checkpoints and leader records, each operation one atomic Lua
+ * Leasehold storage on Redis: leases, checkpoints, leader records and rosters, each operation one atomic Lua
  * script on keys that share one hash tag per group, so that it runs unchanged on Redis Cluster.
  * Implements both `CheckpointStorage` and `LeaderStore`, and a change feed over pub/sub.
  *
- * It keeps, in memory, the highest version, epoch and term it has seen per group and refuses, with a
+ * It keeps, in memory, the highest version, epoch, term and member version it has seen per group and refuses, with a
  * `RegressionError`, any reply showing Redis went back on them (see the README for the settings that
  * keep Redis from losing acknowledged writes).
  */
@@ -361,6 +372,87 @@ export class RedisStorage implements Storage {
     }
   }
 
+  /**
+   * The group's roster in one command (`HGETALL` of one hash, inside a script) whatever its size. A member
+   * whose value cannot be read back is listed in `corrupt`, by its worker id.
+   */
+  async getRoster(group: string): Promise<Roster> {
+    const keys = this.#keys(group);
+    const sentAt = this.#marks.begin();
+    const reply = await this.#read(() => `read the roster of group ${describeValue(group)}`, () => this.#scripts.getRoster(keys.roster));
+    const fields = array(reply, 'getRoster');
+    let counter: unknown = null;
+    const rows: Array<[string, unknown]> = [];
+    for (let i = 0; i + 1 < fields.length; i += 2) {
+      const field = String(fields[i]);
+      if (field === COUNTER_FIELD) counter = fields[i + 1];
+      else rows.push([field, fields[i + 1]]);
+    }
+    const roster = rosterOf(group, rows, ([workerId, value]) => decodeStoredMember(group, workerId, value).record);
+    // A counter that cannot be read spoils no member; only the check that it never went back is skipped.
+    let high: number | null | undefined;
+    try {
+      high = decodeRosterCounter(group, counter)?.high ?? null;
+    } catch (error) {
+      if (!(error instanceof CorruptRecordError)) throw error;
+    }
+    if (high !== undefined) this.#marks.roster(group, sentAt, high);
+    return roster;
+  }
+
+  /**
+   * Writes one member in one script call that reads and writes only its field and the group's counter:
+   * the new version is one above the counter, so versions never repeat for a worker id.
+   */
+  async putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
+    validateMemberWrite(group, workerId, expectedVersion, next, PKG);
+    const keys = this.#keysOfValid(group);
+    const token = this.#token();
+    const sentAt = this.#marks.begin();
+    const reply = await this.#write(() => `writing member ${describeValue(workerId)} of group ${describeValue(group)}`, () =>
+      this.#scripts.putMember(keys.roster, workerId, expectedVersion === null ? '' : String(expectedVersion), token, encodeMemberState(next)),
+    );
+    if (reply instanceof LeaseholdError) return result.unknown(reply);
+    try {
+      const [status, counter, value] = tuple(reply, 3, 'putMember');
+      const high = decodeRosterCounter(group, counter);
+      this.#marks.roster(group, sentAt, high?.high ?? null);
+      if (status === 1 && high !== null) return result.applied({ group, workerId, version: high.high, ...memberStateOf(next) });
+      if (status !== 0) throw new StorageSchemaError(`[${PKG}] script putMember answered ${describeValue(reply)}`);
+      if (value === null) return result.conflict(null);
+      const stored = decodeStoredMember(group, workerId, value);
+      // A conflict with this very call's token is the client resending the command after a reconnect.
+      if (stored.token === token) return result.applied(stored.record);
+      return result.conflict(stored.record);
+    } catch (error) {
+      return unknownOutcome(error);
+    }
+  }
+
+  async removeMember(group: string, workerId: string, expectedVersion: number): Promise<DeleteResult<MemberRecord>> {
+    const keys = this.#keys(group);
+    validateWorkerId(workerId, PKG);
+    validateVersion(expectedVersion, PKG);
+    const token = this.#token();
+    const sentAt = this.#marks.begin();
+    const reply = await this.#write(() => `removing member ${describeValue(workerId)} of group ${describeValue(group)}`, () =>
+      this.#scripts.removeMember(keys.roster, workerId, String(expectedVersion), token),
+    );
+    if (reply instanceof LeaseholdError) return result.unknown(reply);
+    try {
+      const [status, counter, value] = tuple(reply, 3, 'removeMember');
+      const high = decodeRosterCounter(group, counter);
+      this.#marks.roster(group, sentAt, high?.high ?? null);
+      if (status === 1) return { status: 'applied' };
+      // No member: gone already, or removed by this very call, which the client resent after a reconnect.
+      if (status === 2) return high?.removal === token ? { status: 'applied' } : result.conflict(null);
+      if (status !== 0) throw new StorageSchemaError(`[${PKG}] script removeMember answered ${describeValue(reply)}`);
+      return result.conflict(decodeStoredMember(group, workerId, value).record);
+    } catch (error) {
+      return unknownOutcome(error);
+    }
+  }
+
   /** Closes the adapter's own pub/sub connection, if it opened one. The caller's client stays open. */
   async close(): Promise<void> {
     this.#closed = true;
@@ -515,6 +607,16 @@ function corruptOutcome(error: unknown): WriteResult<never> {
   throw error;
 }
 
+/**
+ * The outcome of a member write whose reply cannot be taken as an answer: `unknown`, carrying the error
+ * (a corrupt member or counter, a regression found, a reply of the wrong shape), as the contract wants for
+ * a write that reached the backend. Only a bug of the adapter's own is thrown.
+ */
+function unknownOutcome(error: unknown): Unknown {
+  if (error instanceof LeaseholdError) return result.unknown(error);
+  throw error;
+}
+
 function positiveInteger(name: string, value: unknown, fallback: number): number {
   if (value === undefined) return fallback;
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1) {
@@ -534,10 +636,13 @@ function array(value: unknown, script: string): unknown[] {
   return value as unknown[];
 }
 
+/** The scripts whose reply leaves out trailing entries that do not apply to its status. */
+const SHORT_REPLIES: ReadonlySet<string> = new Set(['deleteLease', 'updateLeader', 'putMember', 'removeMember']);
+
 /** The reply of a script as an array of exactly `length` entries (Lua's `false` arrives as null). */
 function tuple(value: unknown, length: number, script: string): unknown[] {
   const items = array(value, script);
-  if (items.length > length || (items.length < length && script !== 'deleteLease' && script !== 'updateLeader')) {
+  if (items.length > length || (items.length < length && !SHORT_REPLIES.has(script))) {
     throw new StorageSchemaError(`[${PKG}] script ${script} answered ${items.length} values, expected ${length}`);
   }
   return Array.from({ length }, (_, i) => items[i] ?? null);

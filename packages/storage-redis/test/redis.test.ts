@@ -18,7 +18,7 @@ import {
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisStorage } from '../src/index.js';
-import { connectShared, deletePrefix, OwnServer } from './servers.js';
+import { connectShared, deletePrefix, OwnServer, sendDuringKill } from './servers.js';
 
 function connect(port: number): Redis {
   const client = new Redis({ host: '127.0.0.1', port, retryStrategy: (attempt: number) => Math.min(attempt * 20, 500) });
@@ -37,25 +37,6 @@ function renewals(leases: readonly LeaseRecord[], owner: string) {
     expectedVersion: lease.version,
     next: { ...leaseStateOf(lease), owner, incarnation: `${owner}-1` },
   }));
-}
-
-/**
- * Sends a write while the server sleeps, and a CLIENT KILL right behind it, so that both are read in one
- * turn of the server's event loop: in one order the script runs and its reply is lost with the
- * connection, in the other the kill comes first; either way the client resends the write after it
- * reconnects. A small write fits in one read, which makes the first order the usual one.
- */
-async function sendDuringKill<T>(admin: Redis, killer: Redis, send: () => Promise<T>, delayMs = 0): Promise<T> {
-  const asleep = admin.call('DEBUG', 'SLEEP', '0.05');
-  await new Promise((resolve) => setTimeout(resolve, 10));
-  const pending = send();
-  await new Promise((resolve) => setTimeout(resolve, delayMs));
-  const killed = killer.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes');
-  try {
-    return await pending;
-  } finally {
-    await Promise.allSettled([asleep, killed]);
-  }
 }
 
 async function createLeases(storage: RedisStorage, group: string, count: number): Promise<void> {

@@ -16,6 +16,25 @@ const run = promisify(execFile);
 
 export const SHARED_PORT = 6379;
 
+/**
+ * Sends a write while the server sleeps, and a CLIENT KILL right behind it, so that both are read in one
+ * turn of the server's event loop: in one order the script runs and its reply is lost with the
+ * connection, in the other the kill comes first; either way the client resends the write after it
+ * reconnects. A small write fits in one read, which makes the first order the usual one.
+ */
+export async function sendDuringKill<T>(admin: Redis, killer: Redis, send: () => Promise<T>, delayMs = 0): Promise<T> {
+  const asleep = admin.call('DEBUG', 'SLEEP', '0.05');
+  await new Promise((resolve) => setTimeout(resolve, 10));
+  const pending = send();
+  await new Promise((resolve) => setTimeout(resolve, delayMs));
+  const killed = killer.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes');
+  try {
+    return await pending;
+  } finally {
+    await Promise.allSettled([asleep, killed]);
+  }
+}
+
 /** A client of the shared server; fails loudly, with the command that starts one, if it is not running. */
 export async function connectShared(): Promise<Redis> {
   const client = new Redis({ host: '127.0.0.1', port: SHARED_PORT, lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => null });
