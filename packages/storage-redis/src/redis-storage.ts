@@ -187,9 +187,9 @@ export class RedisStorage implements Storage {
       this.#scripts.createLease(keys.leases, keys.tombstones, keys.incarnation, token, randomUUID(), leaseKey, String(state.epoch), encodeLeaseBody(state), recreate, keys.channel),
     );
     if (reply instanceof LeaseholdError) return result.unknown(reply);
-    const [incarnation, status, value] = tuple(reply, 3, 'createLease');
-    this.#marks.incarnation(group, sentAt, optionalString(incarnation, 'createLease'));
     try {
+      const [incarnation, status, value] = tuple(reply, 3, 'createLease');
+      this.#marks.incarnation(group, sentAt, optionalString(incarnation, 'createLease'));
       if (status === 2) {
         decodeTombstone(group, leaseKey, value);
         throw new CorruptRecordError(`[${PKG}] stored tombstone of lease ${describeValue(leaseKey)} of group ${describeValue(group)} is corrupt: ${describeValue(value)}`, { group, leaseKey });
@@ -206,7 +206,7 @@ export class RedisStorage implements Storage {
       if (status === 1 || stored.token === token) return result.applied(stored.record);
       return result.conflict(stored.record);
     } catch (error) {
-      return corruptOutcome(error);
+      return unknownOutcome(error);
     }
   }
 
@@ -239,13 +239,13 @@ export class RedisStorage implements Storage {
       this.#scripts.deleteLease(keys.leases, keys.tombstones, keys.incarnation, keys.epochs, token, leaseKey, String(expectedVersion)),
     );
     if (reply instanceof LeaseholdError) return result.unknown(reply);
-    const [incarnation, status, value] = tuple(reply, 3, 'deleteLease');
-    this.#marks.incarnation(group, sentAt, optionalString(incarnation, 'deleteLease'));
-    if (status === 1) {
-      this.#marks.deleted(group, leaseKey, expectedVersion);
-      return { status: 'applied' };
-    }
     try {
+      const [incarnation, status, value] = tuple(reply, 3, 'deleteLease');
+      this.#marks.incarnation(group, sentAt, optionalString(incarnation, 'deleteLease'));
+      if (status === 1) {
+        this.#marks.deleted(group, leaseKey, expectedVersion);
+        return { status: 'applied' };
+      }
       if (status === 2) {
         const tombstone = decodeTombstone(group, leaseKey, value ?? null);
         if (tombstone?.token === token) return { status: 'applied' };
@@ -256,7 +256,7 @@ export class RedisStorage implements Storage {
       this.#marks.lease(group, leaseKey, sentAt, record.version, record.epoch);
       return result.conflict(record);
     } catch (error) {
-      return corruptOutcome(error);
+      return unknownOutcome(error);
     }
   }
 
@@ -328,15 +328,15 @@ export class RedisStorage implements Storage {
       this.#scripts.createLeader(keys.leader, keys.incarnation, token, randomUUID(), encodeLeaderBody(state)),
     );
     if (reply instanceof LeaseholdError) return result.unknown(reply);
-    const [incarnation, status, value] = tuple(reply, 3, 'createLeader');
-    this.#marks.incarnation(group, sentAt, optionalString(incarnation, 'createLeader'));
     try {
+      const [incarnation, status, value] = tuple(reply, 3, 'createLeader');
+      this.#marks.incarnation(group, sentAt, optionalString(incarnation, 'createLeader'));
       const stored = decodeStoredLeader(group, value);
       this.#marks.leader(group, sentAt, stored.record);
       if (status === 1 || stored.token === token) return result.applied(stored.record);
       return result.conflict(stored.record);
     } catch (error) {
-      return corruptOutcome(error);
+      return unknownOutcome(error);
     }
   }
 
@@ -351,24 +351,24 @@ export class RedisStorage implements Storage {
       this.#scripts.updateLeader(keys.leader, keys.incarnation, token, String(expectedVersion), String(version), encodeLeaderBody(next)),
     );
     if (reply instanceof LeaseholdError) return result.unknown(reply);
-    const [incarnation, status, value] = tuple(reply, 3, 'updateLeader');
-    this.#marks.incarnation(group, sentAt, optionalString(incarnation, 'updateLeader'));
-    if (status === 1) {
-      const record: LeaderRecord = { group, version, ...leaderStateOf(next) };
-      this.#marks.leader(group, sentAt, record, true);
-      return result.applied(record);
-    }
-    if (status === 2) {
-      this.#marks.leader(group, sentAt, null);
-      return result.conflict(null);
-    }
     try {
+      const [incarnation, status, value] = tuple(reply, 3, 'updateLeader');
+      this.#marks.incarnation(group, sentAt, optionalString(incarnation, 'updateLeader'));
+      if (status === 1) {
+        const record: LeaderRecord = { group, version, ...leaderStateOf(next) };
+        this.#marks.leader(group, sentAt, record, true);
+        return result.applied(record);
+      }
+      if (status === 2) {
+        this.#marks.leader(group, sentAt, null);
+        return result.conflict(null);
+      }
       const stored = decodeStoredLeader(group, value);
       this.#marks.leader(group, sentAt, stored.record);
       if (stored.token === token && stored.record.version === version) return result.applied(stored.record);
       return result.conflict(stored.record);
     } catch (error) {
-      return corruptOutcome(error);
+      return unknownOutcome(error);
     }
   }
 
@@ -480,21 +480,30 @@ export class RedisStorage implements Storage {
     const sentAt = this.#marks.begin();
     const reply = await this.#write(() => `updating ${updates.length} leases of group ${describeValue(group)}`, () => this.#scripts.updateLeases(...args));
     if (reply instanceof LeaseholdError) return reply;
-    const [incarnation, ...outcomes] = tuple(reply, updates.length + 1, 'updateLeases');
-    this.#marks.incarnation(group, sentAt, optionalString(incarnation, 'updateLeases'));
+    let outcomes: unknown[];
+    try {
+      const [incarnation, ...rest] = tuple(reply, updates.length + 1, 'updateLeases');
+      this.#marks.incarnation(group, sentAt, optionalString(incarnation, 'updateLeases'));
+      outcomes = rest;
+    } catch (error) {
+      // A reply that cannot be taken as an answer (a reset group found, a reply of the wrong shape) makes
+      // every update of the call unknown.
+      if (error instanceof LeaseholdError) return error;
+      throw error;
+    }
     // Each result is read on its own: a corrupt record makes its own update unknown, never the batch's.
     return updates.map((update, i): WriteResult<LeaseRecord> => {
       const outcome = outcomes[i];
       const { leaseKey } = update;
       const version = update.expectedVersion + 1;
-      if (outcome === 1) {
-        // Identity first: leaseStateOf never returns it, and a spread placed last is cloned far faster
-        // than properties added after one (this runs once per lease of every renewal).
-        const record: LeaseRecord = { group, leaseKey, version, ...leaseStateOf(update.next) };
-        this.#marks.lease(group, leaseKey, sentAt, version, record.epoch, true);
-        return result.applied(record);
-      }
       try {
+        if (outcome === 1) {
+          // Identity first: leaseStateOf never returns it, and a spread placed last is cloned far faster
+          // than properties added after one (this runs once per lease of every renewal).
+          const record: LeaseRecord = { group, leaseKey, version, ...leaseStateOf(update.next) };
+          this.#marks.lease(group, leaseKey, sentAt, version, record.epoch, true);
+          return result.applied(record);
+        }
         if (Array.isArray(outcome)) {
           this.#marks.absent(group, leaseKey, sentAt, decodeTombstone(group, leaseKey, outcome[0] ?? null));
           return result.conflict(null);
@@ -504,7 +513,7 @@ export class RedisStorage implements Storage {
         if (stored.token === token && stored.record.version === version) return result.applied(stored.record);
         return result.conflict(stored.record);
       } catch (error) {
-        return corruptOutcome(error);
+        return unknownOutcome(error);
       }
     });
   }
@@ -599,18 +608,9 @@ export class RedisStorage implements Storage {
 }
 
 /**
- * The outcome of a write whose reply holds a record that cannot be read back: `unknown`, carrying the
- * `CorruptRecordError` that names it. Any other error (a regression found) is thrown as before.
- */
-function corruptOutcome(error: unknown): WriteResult<never> {
-  if (error instanceof CorruptRecordError) return result.unknown(error);
-  throw error;
-}
-
-/**
- * The outcome of a member write whose reply cannot be taken as an answer: `unknown`, carrying the error
- * (a corrupt member or counter, a regression found, a reply of the wrong shape), as the contract wants for
- * a write that reached the backend. Only a bug of the adapter's own is thrown.
+ * The outcome of a write whose reply cannot be taken as an answer: `unknown`, carrying the error (a
+ * record that cannot be read back, a regression found, a reply of the wrong shape), as the contract wants
+ * for a write that may have reached the backend. Only a bug of the adapter's own is thrown.
  */
 function unknownOutcome(error: unknown): Unknown {
   if (error instanceof LeaseholdError) return result.unknown(error);

@@ -486,6 +486,36 @@ describe('RedisStorage on a redis-server of its own', () => {
     }
   });
 
+  it('a write whose reply shows lost writes is unknown, carrying the RegressionError, and the group is refused from then on', async () => {
+    const client = connect(server.port);
+    try {
+      const storage = new RedisStorage({ client });
+      const group = `write-regression-${randomUUID()}`;
+      let lease = applied(await storage.createLease({ group, leaseKey: 'k', owner: 'a', epoch: 1 }));
+      const leader = applied(await storage.createLeader({ group, holder: 'a', term: 1 }));
+      await client.save();
+      lease = applied((await storage.updateLeases(group, renewals([lease], 'a')))[0]);
+      await server.restart();
+      const [outcome] = await storage.updateLeases(group, renewals([lease], 'a'));
+      expect(outcome?.status).toBe('unknown');
+      const error = outcome?.status === 'unknown' ? outcome.error : undefined;
+      expect(error).toBeInstanceOf(RegressionError);
+      expect(error?.message).toBe(
+        `[storage-redis] lease "k" of group ${JSON.stringify(group)} went back from version 2 to version 1; Redis lost acknowledged writes (a restart without appendfsync always, or a failover to a replica that lagged)`,
+      );
+      await expect(storage.updateLeader(group, leader.version, leaderStateOf({ holder: 'b', term: 2 }))).rejects.toBe(error);
+
+      const other = `write-reset-${randomUUID()}`;
+      const fresh = new RedisStorage({ client });
+      const created = applied(await fresh.createLease({ group: other, leaseKey: 'k' }));
+      await server.restart({ fromSnapshot: false });
+      const deleted = await fresh.deleteLease(other, 'k', created.version);
+      expect(deleted.status === 'unknown' && deleted.error).toBeInstanceOf(RegressionError);
+    } finally {
+      client.disconnect();
+    }
+  });
+
   it('a lease deleted through another client and listed afterwards is not mistaken for a loss', async () => {
     const client = connect(server.port);
     try {
