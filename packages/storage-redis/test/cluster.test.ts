@@ -8,7 +8,8 @@ import { runConformanceSuite } from '@leasehold/core/testing';
 import type { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisStorage } from '../src/index.js';
-import { OwnCluster } from './servers.js';
+import { groupKeys } from '../src/keys.js';
+import { corruptMember, OwnCluster } from './servers.js';
 
 let cluster: OwnCluster;
 let client: Cluster;
@@ -63,6 +64,7 @@ runConformanceSuite(
     createStorage: async () => new RedisStorage({ client }),
     closeStorage: async (storage: Storage) => (storage as RedisStorage).close(),
     changeFeed: true,
+    corruptMember: (group, workerId) => corruptMember(client, groupKeys('leasehold:', group).roster, workerId),
     timeoutMs: 90_000,
   },
 );
