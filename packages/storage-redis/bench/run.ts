@@ -4,16 +4,20 @@
  * 1. A batched renew of N leases (one script call) against N single conditional updates sent one by one.
  * 2. One conditional update through the adapter against one raw EVALSHA of an equivalent one-key
  *    compare-and-set script: the adapter's own cost (validation, encoding, decoding, checks).
+ * 3. A heartbeat (putMember) against a raw EVALSHA of a minimal script doing the same compare-and-set on
+ *    one member's field and the group's counter.
+ * 4. getRoster of 100 members against a raw HGETALL of the same hash.
  */
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import { leaseStateOf, type LeaseRecord, type LeaseUpdate, type WriteResult } from '@leasehold/core';
+import { leaseStateOf, RECORD_FORMAT, type LeaseRecord, type LeaseUpdate, type MemberRecord, type MemberState, type WriteResult } from '@leasehold/core';
 import { Redis } from 'ioredis';
 import { RedisStorage } from '../src/index.js';
+import { groupKeys } from '../src/keys.js';
 
 const keyPrefix = `leasehold-bench-${randomUUID().slice(0, 8)}:`;
 
-function applied(outcome: WriteResult<LeaseRecord> | undefined): LeaseRecord {
+function applied<T = LeaseRecord>(outcome: WriteResult<T> | undefined): T {
   if (outcome?.status !== 'applied') throw new Error(`a renewal did not apply: ${JSON.stringify(outcome)}`);
   return outcome.record;
 }
@@ -22,7 +26,7 @@ function renewals(leases: readonly LeaseRecord[]): LeaseUpdate[] {
   return leases.map((lease) => ({
     leaseKey: lease.leaseKey,
     expectedVersion: lease.version,
-    next: { ...leaseStateOf(lease), owner: 'bench', pendingOwner: null },
+    next: { ...leaseStateOf(lease), owner: 'bench', incarnation: 'bench-1' },
   }));
 }
 
@@ -89,7 +93,7 @@ async function adapterVersusRaw(client: Redis, storage: RedisStorage): Promise<v
   const group = `bench-single-${randomUUID()}`;
   let lease = applied(await storage.createLease({ group, leaseKey: 'shardId-000000000000', owner: 'bench', epoch: 1, checkpoint: '1' }));
   const rawKey = `${keyPrefix}{raw}:leases`;
-  const body = JSON.stringify({ owner: 'bench', checkpoint: '1', parentKeys: [], pendingOwner: null, metadata: {} });
+  const body = JSON.stringify({ owner: 'bench', checkpoint: '1', parentKeys: [], incarnation: 'bench-1', metadata: {} });
   await client.hset(rawKey, 'k', `1:${body}`);
   const sha = (await client.script('LOAD', RAW_CAS)) as string;
   let rawVersion = 1;
@@ -132,6 +136,92 @@ async function adapterVersusRaw(client: Redis, storage: RedisStorage): Promise<v
   console.log(`  adapter ${adapter.toFixed(1)} µs, raw ${raw.toFixed(1)} µs, ratio ${(adapter / raw).toFixed(2)} (target at most 1.3)`);
 }
 
+/**
+ * Runs the adapter's side and the raw side in alternating blocks (so that neither always runs on a
+ * warmer machine) and returns the median time of one call of each, in microseconds.
+ */
+async function sideBySide(perBlock: number, blocks: number, adapterCall: () => Promise<void>, rawCall: () => Promise<void>): Promise<{ adapter: number; raw: number }> {
+  const adapterBlocks: number[] = [];
+  const rawBlocks: number[] = [];
+  const block = async (call: () => Promise<void>, into: number[]): Promise<void> => {
+    into.push(
+      await timed(async () => {
+        for (let i = 0; i < perBlock; i++) await call();
+      }),
+    );
+  };
+  for (let round = 0; round < blocks; round++) {
+    if (round % 2 === 0) {
+      await block(adapterCall, adapterBlocks);
+      await block(rawCall, rawBlocks);
+    } else {
+      await block(rawCall, rawBlocks);
+      await block(adapterCall, adapterBlocks);
+    }
+  }
+  return { adapter: (median(adapterBlocks) / perBlock) * 1000, raw: (median(rawBlocks) / perBlock) * 1000 };
+}
+
+function memberState(workerId: string, held: number): MemberState {
+  return { format: RECORD_FORMAT, incarnation: `${workerId}-0f8c2a51`, leaseDurationMs: 10_000, status: 'alive', held, changes: 0, requests: [], metadata: {} };
+}
+
+/** The heartbeat's compare-and-set, and nothing else: no token, no conflict reply, no checks of the counter. */
+const RAW_HEARTBEAT = `
+local stored = redis.call('HMGET', KEYS[1], '', ARGV[1])
+if stored[2] and string.match(stored[2], '^(%d+):') == ARGV[2] then
+  local version = string.format('%d', tonumber(stored[1]) + 1)
+  redis.call('HSET', KEYS[1], '', version, ARGV[1], version .. ':' .. ARGV[3])
+  return version
+end
+return false
+`;
+
+async function heartbeatVersusRaw(client: Redis, storage: RedisStorage): Promise<void> {
+  const group = `bench-heartbeat-${randomUUID()}`;
+  for (let i = 0; i < 20; i++) applied<MemberRecord>(await storage.putMember(group, `worker-${i}`, null, memberState(`worker-${i}`, 5)));
+  let member = applied<MemberRecord>(await storage.putMember(group, 'worker-bench', null, memberState('worker-bench', 5)));
+  const rawKey = `${keyPrefix}{raw}:roster`;
+  const body = JSON.stringify(memberState('worker-bench', 5));
+  await client.hset(rawKey, '', '1', 'worker-bench', `1:${body}`);
+  const sha = (await client.script('LOAD', RAW_HEARTBEAT)) as string;
+  let rawVersion = 1;
+  const { adapter, raw } = await sideBySide(
+    500,
+    31,
+    async () => {
+      member = applied<MemberRecord>(await storage.putMember(group, 'worker-bench', member.version, memberState('worker-bench', 5)));
+    },
+    async () => {
+      const reply = await client.evalsha(sha, 1, rawKey, 'worker-bench', String(rawVersion), body);
+      if (reply === null) throw new Error('raw heartbeat did not apply');
+      rawVersion = Number(reply);
+    },
+  );
+  console.log('One heartbeat: putMember vs raw EVALSHA of a minimal member compare-and-set');
+  console.log(`  adapter ${adapter.toFixed(1)} µs, raw ${raw.toFixed(1)} µs, ratio ${(adapter / raw).toFixed(2)}`);
+}
+
+async function rosterVersusRaw(client: Redis, storage: RedisStorage): Promise<void> {
+  const group = `bench-roster-${randomUUID()}`;
+  await Promise.all(Array.from({ length: 100 }, (_, i) => storage.putMember(group, `worker-${String(i).padStart(3, '0')}`, null, memberState(`worker-${i}`, 12)).then(applied<MemberRecord>)));
+  const key = groupKeys(keyPrefix, group).roster;
+  const { adapter, raw } = await sideBySide(
+    200,
+    31,
+    async () => {
+      const roster = await storage.getRoster(group);
+      if (roster.members.length !== 100) throw new Error(`a roster of ${roster.members.length} members`);
+    },
+    async () => {
+      const fields = await client.hgetall(key);
+      if (Object.keys(fields).length !== 101) throw new Error('a raw roster of the wrong size');
+    },
+  );
+  console.log('Reading a roster of 100 members: getRoster vs raw HGETALL');
+  console.log(`  adapter ${adapter.toFixed(1)} µs, raw ${raw.toFixed(1)} µs, ratio ${(adapter / raw).toFixed(2)}`);
+}
+
 async function cleanUp(client: Redis): Promise<void> {
   let cursor = '0';
   do {
@@ -151,6 +241,8 @@ try {
 const storage = new RedisStorage({ client, keyPrefix });
 try {
   await adapterVersusRaw(client, storage);
+  await heartbeatVersusRaw(client, storage);
+  await rosterVersusRaw(client, storage);
   await batchVersusSingles(storage);
 } finally {
   await cleanUp(client);

@@ -2,12 +2,14 @@
  * How records are stored. A lease is one hash field whose value is `version:epoch:write token:state
  * JSON`, the JSON holding every field of the state but the epoch (the record format and any field a later
  * core adds included); the header is what the scripts compare and raise without parsing JSON. A leader
- * record is `version:write token:state JSON`. The write token identifies the call that wrote the value, so
+ * record, and a member of a group's roster, are `version:write token:state JSON`. The write token identifies the call that wrote the value, so
  * that a command the client resent after a reconnect is recognised as the adapter's own write.
  */
 import {
   CorruptRecordError,
+  corruptRecord,
   decodeLeader,
+  decodeMember,
   decodeLease,
   describeValue,
   leaderStateOf,
@@ -15,6 +17,7 @@ import {
   type LeaderState,
   type LeaseRecord,
   type LeaseState,
+  type MemberRecord,
 } from '@leasehold/core';
 import { PKG } from './keys.js';
 
@@ -45,6 +48,20 @@ export interface StoredLease {
 export interface StoredLeader {
   readonly record: LeaderRecord;
   readonly token: string;
+}
+
+export interface StoredMember {
+  readonly record: MemberRecord;
+  readonly token: string;
+}
+
+/**
+ * The roster's counter: the greatest version any member of the group ever had, and the write token of
+ * the last removal (empty if none).
+ */
+export interface RosterCounter {
+  readonly high: number;
+  readonly removal: string;
 }
 
 export interface Tombstone {
@@ -112,4 +129,25 @@ export function decodeTombstone(group: string, leaseKey: string, raw: unknown): 
   const match = typeof raw === 'string' ? /^(\d{1,16}):(\d{1,16}):(.*)$/s.exec(raw) : null;
   if (!match) throw corrupt(group, leaseKey, `malformed tombstone ${describeValue(raw)}`);
   return { version: Number(match[1]), highEpoch: Number(match[2]), token: match[3] as string };
+}
+
+/** Reads a stored member back, checking every field; a bad one throws a `CorruptRecordError` naming the member. */
+export function decodeStoredMember(group: string, workerId: string, raw: unknown): StoredMember {
+  if (typeof raw !== 'string') throw corruptRecord({ group, workerId }, `expected a string, found ${describeValue(raw)}`, { pkg: PKG });
+  const header = splitHeader(raw, 1);
+  if (!header) throw corruptRecord({ group, workerId }, `malformed header in ${describeValue(raw)}`, { pkg: PKG });
+  return { record: decodeMember(group, workerId, header.numbers[0], header.rest, PKG), token: header.token };
+}
+
+/**
+ * Reads the roster's counter (`high version` or `high version:write token of the last removal`), or
+ * `null` when the roster has none (nobody ever joined).
+ */
+export function decodeRosterCounter(group: string, raw: unknown): RosterCounter | null {
+  if (raw === null || raw === undefined) return null;
+  const match = typeof raw === 'string' ? /^(\d{1,16})(?::(.*))?$/s.exec(raw) : null;
+  if (!match) {
+    throw new CorruptRecordError(`[${PKG}] stored version counter of the roster of group ${describeValue(group)} is corrupt: ${describeValue(raw)}`, { group });
+  }
+  return { high: Number(match[1]), removal: match[2] ?? '' };
 }

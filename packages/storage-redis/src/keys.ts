@@ -14,6 +14,12 @@ export function validateKeyPrefix(prefix: unknown): asserts prefix is string {
   }
 }
 
+/**
+ * The field of the roster hash that holds the group's member version counter: a worker id is never empty,
+ * so it never names a member.
+ */
+export const COUNTER_FIELD = '';
+
 /** The keys and channel of one group. They share one hash tag, so every script touches one cluster slot. */
 export interface GroupKeys {
   readonly leases: string;
@@ -22,6 +28,8 @@ export interface GroupKeys {
   readonly epochs: string;
   readonly incarnation: string;
   readonly leader: string;
+  /** The group's roster: one hash, a field per member and one for the group's member version counter. */
+  readonly roster: string;
   readonly channel: string;
 }
 
@@ -37,6 +45,7 @@ export function groupKeys(prefix: string, group: string): GroupKeys {
     epochs: `${base}:epochs`,
     incarnation: `${base}:incarnation`,
     leader: `${base}:leader`,
+    roster: `${base}:roster`,
     channel: `${base}:changes`,
   };
 }

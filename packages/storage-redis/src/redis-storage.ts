@@ -7,7 +7,10 @@ import {
   LeaseholdError,
   leaseStateOf,
   listingOf,
+  memberStateOf,
+  encodeMemberState,
   result,
+  rosterOf,
   StorageOutcomeUnknownError,
   StorageSchemaError,
   StorageUnavailableError,
@@ -17,7 +20,9 @@ import {
   validateLeaseUpdates,
   validateNewLeader,
   validateNewLease,
+  validateMemberWrite,
   validateVersion,
+  validateWorkerId,
   type ChangeSubscription,
   type CreateLeaseOptions,
   type DeleteResult,
@@ -28,21 +33,27 @@ import {
   type LeaseListing,
   type LeaseRecord,
   type LeaseUpdate,
+  type MemberRecord,
+  type MemberState,
   type NewLeader,
   type NewLease,
+  type Roster,
   type Storage,
+  type Unknown,
   type WriteResult,
 } from '@leasehold/core';
 import type { Cluster, Redis } from 'ioredis';
 import {
+  decodeRosterCounter,
   decodeStoredLeader,
   decodeStoredLease,
+  decodeStoredMember,
   decodeTombstone,
   encodeLeaderBody,
   encodeLeaseBody,
   encodeLeaseValue,
 } from './codec.js';
-import { groupKeys, PKG, validateKeyPrefix, type GroupKeys } from './keys.js';
+import { COUNTER_FIELD, groupKeys, PKG, validateKeyPrefix, type GroupKeys } from './keys.js';
 import { bindScripts, type Scripts } from './scripts.js';
 import { Watermarks } from './watermarks.js';
 
@@ -64,7 +75,7 @@ export interface RedisStorageOptions {
   maxBatchSize?: number;
 }
 
-const CHANGE_KINDS: ReadonlySet<string> = new Set<LeaseChangeKind>(['released', 'handoff-requested', 'handed-off', 'created']);
+const CHANGE_KINDS: ReadonlySet<string> = new Set<LeaseChangeKind>(['released', 'handed-off', 'created']);
 const TOMBSTONE_PAGE = 1000;
 const KEY_CACHE_SIZE = 10_000;
 
@@ -77,11 +88,11 @@ interface Channel {
 }
 
 /**
- * Leasehold storage on Redis: leases, checkpoints and leader records, each operation one atomic Lua
+ * Leasehold storage on Redis: leases, checkpoints, leader records and rosters, each operation one atomic Lua
  * script on keys that share one hash tag per group, so that it runs unchanged on Redis Cluster.
  * Implements both `CheckpointStorage` and `LeaderStore`, and a change feed over pub/sub.
  *
- * It keeps, in memory, the highest version, epoch and term it has seen per group and refuses, with a
+ * It keeps, in memory, the highest version, epoch, term and member version it has seen per group and refuses, with a
  * `RegressionError`, any reply showing Redis went back on them (see the README for the settings that
  * keep Redis from losing acknowledged writes).
  */
@@ -176,9 +187,9 @@ export class RedisStorage implements Storage {
       this.#scripts.createLease(keys.leases, keys.tombstones, keys.incarnation, token, randomUUID(), leaseKey, String(state.epoch), encodeLeaseBody(state), recreate, keys.channel),
     );
     if (reply instanceof LeaseholdError) return result.unknown(reply);
-    const [incarnation, status, value] = tuple(reply, 3, 'createLease');
-    this.#marks.incarnation(group, sentAt, optionalString(incarnation, 'createLease'));
     try {
+      const [incarnation, status, value] = tuple(reply, 3, 'createLease');
+      this.#marks.incarnation(group, sentAt, optionalString(incarnation, 'createLease'));
       if (status === 2) {
         decodeTombstone(group, leaseKey, value);
         throw new CorruptRecordError(`[${PKG}] stored tombstone of lease ${describeValue(leaseKey)} of group ${describeValue(group)} is corrupt: ${describeValue(value)}`, { group, leaseKey });
@@ -195,7 +206,7 @@ export class RedisStorage implements Storage {
       if (status === 1 || stored.token === token) return result.applied(stored.record);
       return result.conflict(stored.record);
     } catch (error) {
-      return corruptOutcome(error);
+      return unknownOutcome(error);
     }
   }
 
@@ -228,13 +239,13 @@ export class RedisStorage implements Storage {
       this.#scripts.deleteLease(keys.leases, keys.tombstones, keys.incarnation, keys.epochs, token, leaseKey, String(expectedVersion)),
     );
     if (reply instanceof LeaseholdError) return result.unknown(reply);
-    const [incarnation, status, value] = tuple(reply, 3, 'deleteLease');
-    this.#marks.incarnation(group, sentAt, optionalString(incarnation, 'deleteLease'));
-    if (status === 1) {
-      this.#marks.deleted(group, leaseKey, expectedVersion);
-      return { status: 'applied' };
-    }
     try {
+      const [incarnation, status, value] = tuple(reply, 3, 'deleteLease');
+      this.#marks.incarnation(group, sentAt, optionalString(incarnation, 'deleteLease'));
+      if (status === 1) {
+        this.#marks.deleted(group, leaseKey, expectedVersion);
+        return { status: 'applied' };
+      }
       if (status === 2) {
         const tombstone = decodeTombstone(group, leaseKey, value ?? null);
         if (tombstone?.token === token) return { status: 'applied' };
@@ -245,7 +256,7 @@ export class RedisStorage implements Storage {
       this.#marks.lease(group, leaseKey, sentAt, record.version, record.epoch);
       return result.conflict(record);
     } catch (error) {
-      return corruptOutcome(error);
+      return unknownOutcome(error);
     }
   }
 
@@ -317,15 +328,15 @@ export class RedisStorage implements Storage {
       this.#scripts.createLeader(keys.leader, keys.incarnation, token, randomUUID(), encodeLeaderBody(state)),
     );
     if (reply instanceof LeaseholdError) return result.unknown(reply);
-    const [incarnation, status, value] = tuple(reply, 3, 'createLeader');
-    this.#marks.incarnation(group, sentAt, optionalString(incarnation, 'createLeader'));
     try {
+      const [incarnation, status, value] = tuple(reply, 3, 'createLeader');
+      this.#marks.incarnation(group, sentAt, optionalString(incarnation, 'createLeader'));
       const stored = decodeStoredLeader(group, value);
       this.#marks.leader(group, sentAt, stored.record);
       if (status === 1 || stored.token === token) return result.applied(stored.record);
       return result.conflict(stored.record);
     } catch (error) {
-      return corruptOutcome(error);
+      return unknownOutcome(error);
     }
   }
 
@@ -340,24 +351,105 @@ export class RedisStorage implements Storage {
       this.#scripts.updateLeader(keys.leader, keys.incarnation, token, String(expectedVersion), String(version), encodeLeaderBody(next)),
     );
     if (reply instanceof LeaseholdError) return result.unknown(reply);
-    const [incarnation, status, value] = tuple(reply, 3, 'updateLeader');
-    this.#marks.incarnation(group, sentAt, optionalString(incarnation, 'updateLeader'));
-    if (status === 1) {
-      const record: LeaderRecord = { group, version, ...leaderStateOf(next) };
-      this.#marks.leader(group, sentAt, record, true);
-      return result.applied(record);
-    }
-    if (status === 2) {
-      this.#marks.leader(group, sentAt, null);
-      return result.conflict(null);
-    }
     try {
+      const [incarnation, status, value] = tuple(reply, 3, 'updateLeader');
+      this.#marks.incarnation(group, sentAt, optionalString(incarnation, 'updateLeader'));
+      if (status === 1) {
+        const record: LeaderRecord = { group, version, ...leaderStateOf(next) };
+        this.#marks.leader(group, sentAt, record, true);
+        return result.applied(record);
+      }
+      if (status === 2) {
+        this.#marks.leader(group, sentAt, null);
+        return result.conflict(null);
+      }
       const stored = decodeStoredLeader(group, value);
       this.#marks.leader(group, sentAt, stored.record);
       if (stored.token === token && stored.record.version === version) return result.applied(stored.record);
       return result.conflict(stored.record);
     } catch (error) {
-      return corruptOutcome(error);
+      return unknownOutcome(error);
+    }
+  }
+
+  /**
+   * The group's roster in one command (`HGETALL` of one hash, inside a script) whatever its size. A member
+   * whose value cannot be read back is listed in `corrupt`, by its worker id.
+   */
+  async getRoster(group: string): Promise<Roster> {
+    const keys = this.#keys(group);
+    const sentAt = this.#marks.begin();
+    const reply = await this.#read(() => `read the roster of group ${describeValue(group)}`, () => this.#scripts.getRoster(keys.roster));
+    const fields = array(reply, 'getRoster');
+    let counter: unknown = null;
+    const rows: Array<[string, unknown]> = [];
+    for (let i = 0; i + 1 < fields.length; i += 2) {
+      const field = String(fields[i]);
+      if (field === COUNTER_FIELD) counter = fields[i + 1];
+      else rows.push([field, fields[i + 1]]);
+    }
+    const roster = rosterOf(group, rows, ([workerId, value]) => decodeStoredMember(group, workerId, value).record);
+    // A counter that cannot be read spoils no member; only the check that it never went back is skipped.
+    let high: number | null | undefined;
+    try {
+      high = decodeRosterCounter(group, counter)?.high ?? null;
+    } catch (error) {
+      if (!(error instanceof CorruptRecordError)) throw error;
+    }
+    if (high !== undefined) this.#marks.roster(group, sentAt, high);
+    return roster;
+  }
+
+  /**
+   * Writes one member in one script call that reads and writes only its field and the group's counter:
+   * the new version is one above the counter, so versions never repeat for a worker id.
+   */
+  async putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
+    validateMemberWrite(group, workerId, expectedVersion, next, PKG);
+    const keys = this.#keysOfValid(group);
+    const token = this.#token();
+    const sentAt = this.#marks.begin();
+    const reply = await this.#write(() => `writing member ${describeValue(workerId)} of group ${describeValue(group)}`, () =>
+      this.#scripts.putMember(keys.roster, workerId, expectedVersion === null ? '' : String(expectedVersion), token, encodeMemberState(next)),
+    );
+    if (reply instanceof LeaseholdError) return result.unknown(reply);
+    try {
+      const [status, counter, value] = tuple(reply, 3, 'putMember');
+      const high = decodeRosterCounter(group, counter);
+      this.#marks.roster(group, sentAt, high?.high ?? null);
+      if (status === 1 && high !== null) return result.applied({ group, workerId, version: high.high, ...memberStateOf(next) });
+      if (status !== 0) throw new StorageSchemaError(`[${PKG}] script putMember answered ${describeValue(reply)}`);
+      if (value === null) return result.conflict(null);
+      const stored = decodeStoredMember(group, workerId, value);
+      // A conflict with this very call's token is the client resending the command after a reconnect.
+      if (stored.token === token) return result.applied(stored.record);
+      return result.conflict(stored.record);
+    } catch (error) {
+      return unknownOutcome(error);
+    }
+  }
+
+  async removeMember(group: string, workerId: string, expectedVersion: number): Promise<DeleteResult<MemberRecord>> {
+    const keys = this.#keys(group);
+    validateWorkerId(workerId, PKG);
+    validateVersion(expectedVersion, PKG);
+    const token = this.#token();
+    const sentAt = this.#marks.begin();
+    const reply = await this.#write(() => `removing member ${describeValue(workerId)} of group ${describeValue(group)}`, () =>
+      this.#scripts.removeMember(keys.roster, workerId, String(expectedVersion), token),
+    );
+    if (reply instanceof LeaseholdError) return result.unknown(reply);
+    try {
+      const [status, counter, value] = tuple(reply, 3, 'removeMember');
+      const high = decodeRosterCounter(group, counter);
+      this.#marks.roster(group, sentAt, high?.high ?? null);
+      if (status === 1) return { status: 'applied' };
+      // No member: gone already, or removed by this very call, which the client resent after a reconnect.
+      if (status === 2) return high?.removal === token ? { status: 'applied' } : result.conflict(null);
+      if (status !== 0) throw new StorageSchemaError(`[${PKG}] script removeMember answered ${describeValue(reply)}`);
+      return result.conflict(decodeStoredMember(group, workerId, value).record);
+    } catch (error) {
+      return unknownOutcome(error);
     }
   }
 
@@ -388,21 +480,30 @@ export class RedisStorage implements Storage {
     const sentAt = this.#marks.begin();
     const reply = await this.#write(() => `updating ${updates.length} leases of group ${describeValue(group)}`, () => this.#scripts.updateLeases(...args));
     if (reply instanceof LeaseholdError) return reply;
-    const [incarnation, ...outcomes] = tuple(reply, updates.length + 1, 'updateLeases');
-    this.#marks.incarnation(group, sentAt, optionalString(incarnation, 'updateLeases'));
+    let outcomes: unknown[];
+    try {
+      const [incarnation, ...rest] = tuple(reply, updates.length + 1, 'updateLeases');
+      this.#marks.incarnation(group, sentAt, optionalString(incarnation, 'updateLeases'));
+      outcomes = rest;
+    } catch (error) {
+      // A reply that cannot be taken as an answer (a reset group found, a reply of the wrong shape) makes
+      // every update of the call unknown.
+      if (error instanceof LeaseholdError) return error;
+      throw error;
+    }
     // Each result is read on its own: a corrupt record makes its own update unknown, never the batch's.
     return updates.map((update, i): WriteResult<LeaseRecord> => {
       const outcome = outcomes[i];
       const { leaseKey } = update;
       const version = update.expectedVersion + 1;
-      if (outcome === 1) {
-        // Identity first: leaseStateOf never returns it, and a spread placed last is cloned far faster
-        // than properties added after one (this runs once per lease of every renewal).
-        const record: LeaseRecord = { group, leaseKey, version, ...leaseStateOf(update.next) };
-        this.#marks.lease(group, leaseKey, sentAt, version, record.epoch, true);
-        return result.applied(record);
-      }
       try {
+        if (outcome === 1) {
+          // Identity first: leaseStateOf never returns it, and a spread placed last is cloned far faster
+          // than properties added after one (this runs once per lease of every renewal).
+          const record: LeaseRecord = { group, leaseKey, version, ...leaseStateOf(update.next) };
+          this.#marks.lease(group, leaseKey, sentAt, version, record.epoch, true);
+          return result.applied(record);
+        }
         if (Array.isArray(outcome)) {
           this.#marks.absent(group, leaseKey, sentAt, decodeTombstone(group, leaseKey, outcome[0] ?? null));
           return result.conflict(null);
@@ -412,7 +513,7 @@ export class RedisStorage implements Storage {
         if (stored.token === token && stored.record.version === version) return result.applied(stored.record);
         return result.conflict(stored.record);
       } catch (error) {
-        return corruptOutcome(error);
+        return unknownOutcome(error);
       }
     });
   }
@@ -507,11 +608,12 @@ export class RedisStorage implements Storage {
 }
 
 /**
- * The outcome of a write whose reply holds a record that cannot be read back: `unknown`, carrying the
- * `CorruptRecordError` that names it. Any other error (a regression found) is thrown as before.
+ * The outcome of a write whose reply cannot be taken as an answer: `unknown`, carrying the error (a
+ * record that cannot be read back, a regression found, a reply of the wrong shape), as the contract wants
+ * for a write that may have reached the backend. Only a bug of the adapter's own is thrown.
  */
-function corruptOutcome(error: unknown): WriteResult<never> {
-  if (error instanceof CorruptRecordError) return result.unknown(error);
+function unknownOutcome(error: unknown): Unknown {
+  if (error instanceof LeaseholdError) return result.unknown(error);
   throw error;
 }
 
@@ -534,10 +636,13 @@ function array(value: unknown, script: string): unknown[] {
   return value as unknown[];
 }
 
+/** The scripts whose reply leaves out trailing entries that do not apply to its status. */
+const SHORT_REPLIES: ReadonlySet<string> = new Set(['deleteLease', 'updateLeader', 'putMember', 'removeMember']);
+
 /** The reply of a script as an array of exactly `length` entries (Lua's `false` arrives as null). */
 function tuple(value: unknown, length: number, script: string): unknown[] {
   const items = array(value, script);
-  if (items.length > length || (items.length < length && script !== 'deleteLease' && script !== 'updateLeader')) {
+  if (items.length > length || (items.length < length && !SHORT_REPLIES.has(script))) {
     throw new StorageSchemaError(`[${PKG}] script ${script} answered ${items.length} values, expected ${length}`);
   }
   return Array.from({ length }, (_, i) => items[i] ?? null);

@@ -19,6 +19,9 @@ const SCRIPTS = {
   getLeader: { file: 'get-leader.lua', keys: 2 },
   createLeader: { file: 'create-leader.lua', keys: 2 },
   updateLeader: { file: 'update-leader.lua', keys: 2 },
+  getRoster: { file: 'get-roster.lua', keys: 1 },
+  putMember: { file: 'put-member.lua', keys: 1 },
+  removeMember: { file: 'remove-member.lua', keys: 1 },
 } as const;
 
 export type ScriptName = keyof typeof SCRIPTS;

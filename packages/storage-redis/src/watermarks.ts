@@ -2,7 +2,8 @@
  * Regression detection. Redis acknowledges a write before it is durable unless `appendfsync always` is
  * set, and a replica promoted by a failover may lag its primary; either way, acknowledged writes can
  * vanish and versions, epochs and terms can go backwards. This keeps, in the adapter's memory, the
- * highest state seen per group, lease and leader record, and turns any observation that contradicts it
+ * highest state seen per group, lease and leader record, and roster (its member version counter, which
+ * every applied member write raises), and turns any observation that contradicts it
  * into a `RegressionError`.
  *
  * Only observations that were made before an operation was sent are compared with its result: the
@@ -30,6 +31,8 @@ interface LeaderMark {
 interface GroupMarks {
   incarnation: { readonly value: string; readonly at: number } | undefined;
   leader: LeaderMark | undefined;
+  /** The roster's counter: the greatest member version of the group. */
+  roster: { readonly high: number; readonly at: number } | undefined;
   readonly leases: Map<string, LeaseMark>;
 }
 
@@ -150,10 +153,29 @@ export class Watermarks {
     }
   }
 
+  /**
+   * The roster's counter as a reply showed it, or `null` when the roster had none. It only grows (a
+   * removal keeps it), so a lower one, or none after one was seen, means lost writes.
+   */
+  roster(group: string, sentAt: number, high: number | null): void {
+    const marks = this.#marks(group);
+    const mark = marks.roster;
+    if (mark && mark.at < sentAt) {
+      if (high === null) {
+        this.#fail(group, `roster of group ${describeValue(group)} was seen at member version ${mark.high} and is gone; ${LOSS}`);
+      } else if (high < mark.high) {
+        this.#fail(group, `roster of group ${describeValue(group)} went back from member version ${mark.high} to member version ${high}; ${LOSS}`);
+      }
+    }
+    if (high !== null && (!mark || high > mark.high)) {
+      marks.roster = { high, at: ++this.#tick };
+    }
+  }
+
   #marks(group: string): GroupMarks {
     let marks = this.#groups.get(group);
     if (!marks) {
-      marks = { incarnation: undefined, leader: undefined, leases: new Map() };
+      marks = { incarnation: undefined, leader: undefined, roster: undefined, leases: new Map() };
       this.#groups.set(group, marks);
     }
     return marks;

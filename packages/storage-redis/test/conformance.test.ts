@@ -5,7 +5,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { RedisStorage } from '../src/index.js';
 import { groupKeys } from '../src/keys.js';
-import { connectShared, deletePrefix, SHARED_PORT } from './servers.js';
+import { connectShared, corruptMember, deletePrefix, SHARED_PORT } from './servers.js';
 
 // A prefix of this run's own on the shared server, removed afterwards. Clients share one connection,
 // except those the suite cuts off through its proxy, which have their own.
@@ -38,6 +38,8 @@ runConformanceSuite(
     corruptLease: async (group, leaseKey) => {
       await client.hset(groupKeys(keyPrefix, group).leases, leaseKey, 'not a lease');
     },
+    // A member whose value is not a member, written with the next version of the group's counter.
+    corruptMember: (group, workerId) => corruptMember(client, groupKeys(keyPrefix, group).roster, workerId),
     faults: {
       kind: 'proxy',
       upstream: () => shared,

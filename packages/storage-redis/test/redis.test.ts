@@ -18,7 +18,7 @@ import {
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisStorage } from '../src/index.js';
-import { connectShared, deletePrefix, OwnServer } from './servers.js';
+import { connectShared, deletePrefix, OwnServer, sendDuringKill } from './servers.js';
 
 function connect(port: number): Redis {
   const client = new Redis({ host: '127.0.0.1', port, retryStrategy: (attempt: number) => Math.min(attempt * 20, 500) });
@@ -35,27 +35,8 @@ function renewals(leases: readonly LeaseRecord[], owner: string) {
   return leases.map((lease) => ({
     leaseKey: lease.leaseKey,
     expectedVersion: lease.version,
-    next: { ...leaseStateOf(lease), owner, pendingOwner: null },
+    next: { ...leaseStateOf(lease), owner, incarnation: `${owner}-1` },
   }));
-}
-
-/**
- * Sends a write while the server sleeps, and a CLIENT KILL right behind it, so that both are read in one
- * turn of the server's event loop: in one order the script runs and its reply is lost with the
- * connection, in the other the kill comes first; either way the client resends the write after it
- * reconnects. A small write fits in one read, which makes the first order the usual one.
- */
-async function sendDuringKill<T>(admin: Redis, killer: Redis, send: () => Promise<T>, delayMs = 0): Promise<T> {
-  const asleep = admin.call('DEBUG', 'SLEEP', '0.05');
-  await new Promise((resolve) => setTimeout(resolve, 10));
-  const pending = send();
-  await new Promise((resolve) => setTimeout(resolve, delayMs));
-  const killed = killer.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes');
-  try {
-    return await pending;
-  } finally {
-    await Promise.allSettled([asleep, killed]);
-  }
 }
 
 async function createLeases(storage: RedisStorage, group: string, count: number): Promise<void> {
@@ -156,7 +137,7 @@ describe('RedisStorage on the shared server', () => {
     expect((error as Error).message).toBe(`[storage-redis] stored lease "k" of group ${JSON.stringify(group)} is corrupt: malformed header in "not a lease"`);
     await client.hset(hashOf(group, 'leases'), 'k', '2:0:token:{"owner":5}');
     await expect(storage.getLease(group, 'k')).rejects.toThrow(
-      `[storage-redis] stored lease "k" of group ${JSON.stringify(group)} is corrupt: state lacks format, checkpoint, parentKeys, pendingOwner, metadata`,
+      `[storage-redis] stored lease "k" of group ${JSON.stringify(group)} is corrupt: state lacks format, checkpoint, parentKeys, incarnation, metadata`,
     );
   });
 
@@ -500,6 +481,36 @@ describe('RedisStorage on a redis-server of its own', () => {
       await expect(leaders.getLeader(third)).rejects.toThrow(
         `[storage-redis] leader record of group ${JSON.stringify(third)} went back from version 2 to version 1`,
       );
+    } finally {
+      client.disconnect();
+    }
+  });
+
+  it('a write whose reply shows lost writes is unknown, carrying the RegressionError, and the group is refused from then on', async () => {
+    const client = connect(server.port);
+    try {
+      const storage = new RedisStorage({ client });
+      const group = `write-regression-${randomUUID()}`;
+      let lease = applied(await storage.createLease({ group, leaseKey: 'k', owner: 'a', epoch: 1 }));
+      const leader = applied(await storage.createLeader({ group, holder: 'a', term: 1 }));
+      await client.save();
+      lease = applied((await storage.updateLeases(group, renewals([lease], 'a')))[0]);
+      await server.restart();
+      const [outcome] = await storage.updateLeases(group, renewals([lease], 'a'));
+      expect(outcome?.status).toBe('unknown');
+      const error = outcome?.status === 'unknown' ? outcome.error : undefined;
+      expect(error).toBeInstanceOf(RegressionError);
+      expect(error?.message).toBe(
+        `[storage-redis] lease "k" of group ${JSON.stringify(group)} went back from version 2 to version 1; Redis lost acknowledged writes (a restart without appendfsync always, or a failover to a replica that lagged)`,
+      );
+      await expect(storage.updateLeader(group, leader.version, leaderStateOf({ holder: 'b', term: 2 }))).rejects.toBe(error);
+
+      const other = `write-reset-${randomUUID()}`;
+      const fresh = new RedisStorage({ client });
+      const created = applied(await fresh.createLease({ group: other, leaseKey: 'k' }));
+      await server.restart({ fromSnapshot: false });
+      const deleted = await fresh.deleteLease(other, 'k', created.version);
+      expect(deleted.status === 'unknown' && deleted.error).toBeInstanceOf(RegressionError);
     } finally {
       client.disconnect();
     }

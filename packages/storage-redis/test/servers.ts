@@ -16,6 +16,41 @@ const run = promisify(execFile);
 
 export const SHARED_PORT = 6379;
 
+/**
+ * Sends a write while the server sleeps, and a CLIENT KILL right behind it, so that both are read in one
+ * turn of the server's event loop: in one order the script runs and its reply is lost with the
+ * connection, in the other the kill comes first; either way the client resends the write after it
+ * reconnects. A small write fits in one read, which makes the first order the usual one.
+ */
+export async function sendDuringKill<T>(admin: Redis, killer: Redis, send: () => Promise<T>, delayMs = 0): Promise<T> {
+  const asleep = admin.call('DEBUG', 'SLEEP', '0.05');
+  await new Promise((resolve) => setTimeout(resolve, 10));
+  const pending = send();
+  await new Promise((resolve) => setTimeout(resolve, delayMs));
+  const killed = killer.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes');
+  try {
+    return await pending;
+  } finally {
+    await Promise.allSettled([asleep, killed]);
+  }
+}
+
+/**
+ * Damages one member of a roster as a bad writer would, moving its version as every writer does: the
+ * member's value keeps a header with the next version of the group's counter, and its state is not a
+ * member's. Returns that version.
+ */
+const CORRUPT_MEMBER = `
+local counter = redis.call('HGET', KEYS[1], '') or '0'
+local version = string.format('%d', tonumber(string.match(counter, '^(%d+)')) + 1)
+redis.call('HSET', KEYS[1], '', version, ARGV[1], version .. ':another-program:not a member')
+return version
+`;
+
+export async function corruptMember(client: Redis | Cluster, rosterKey: string, workerId: string): Promise<{ version: number }> {
+  return { version: Number(await client.eval(CORRUPT_MEMBER, 1, rosterKey, workerId)) };
+}
+
 /** A client of the shared server; fails loudly, with the command that starts one, if it is not running. */
 export async function connectShared(): Promise<Redis> {
   const client = new Redis({ host: '127.0.0.1', port: SHARED_PORT, lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => null });
