@@ -47,7 +47,7 @@ const held: LeaseState = {
   epoch: 3,
   checkpoint: '49590338271490256608559692538361571095921575989136588898',
   parentKeys: ['shardId-000000000007'],
-  pendingOwner: null,
+  incarnation: '7c1e2f40-4b1a-4f53-9d6e-2a9c8b1f0e35',
   metadata: {},
 };
 

@@ -318,7 +318,7 @@ describe('DynamoDBStorage on DynamoDB', () => {
           await send();
           // The renewal applied but its response was lost; another worker writes before the retry arrives.
           const mine = (await other.getLease(g, 'k'))!;
-          appliedRecord((await other.updateLeases(g, [{ leaseKey: 'k', expectedVersion: mine.version, next: { ...leaseStateOf(mine), pendingOwner: 'thief' } }]))[0]);
+          appliedRecord((await other.updateLeases(g, [{ leaseKey: 'k', expectedVersion: mine.version, next: { ...leaseStateOf(mine), owner: 'thief', incarnation: 'thief-1', epoch: mine.epoch + 1 } }]))[0]);
           throw lostResponse();
         }
         return send();
