@@ -42,7 +42,7 @@ const state: fc.Arbitrary<LeaseState> = fc.record({
   epoch: fc.nat(),
   checkpoint: fc.option(position, { nil: null }),
   parentKeys: fc.array(name, { maxLength: 3 }),
-  pendingOwner: fc.option(name, { nil: null }),
+  incarnation: fc.option(name, { nil: null }),
   metadata: fc.dictionary(name, fc.string({ maxLength: 50 }), { maxKeys: 5 }),
 });
 

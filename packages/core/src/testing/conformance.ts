@@ -287,7 +287,7 @@ const full: LeaseState = {
   epoch: 7,
   checkpoint: '49590338271490256608559692538361571095921575989136588898:3',
   parentKeys: ['shardId-000000000001', 'shardId-000000000002'],
-  pendingOwner: 'worker-2 "quoted"',
+  incarnation: 'incarnation-ü "quoted"',
   metadata: { 'leasehold.note': 'línea\nnext', empty: '', 'with space': '{"json":true}' },
 };
 
@@ -326,7 +326,7 @@ export function leaseContract(t: TestApi, target: ConformanceTarget): void {
         epoch: 0,
         checkpoint: null,
         parentKeys: [],
-        pendingOwner: null,
+        incarnation: null,
         metadata: {},
       });
       assert.deepEqual(plain(await storage.getLease(g, 'plain')), plain(created));
@@ -346,7 +346,7 @@ export function leaseContract(t: TestApi, target: ConformanceTarget): void {
         epoch: 8,
         checkpoint: 'SHARD_END',
         parentKeys: ['b', 'a'],
-        pendingOwner: null,
+        incarnation: null,
         metadata: { [invented]: 'changed', [`y-${randomUUID()}`]: '✓' },
       };
       const [outcome] = await storage.updateLeases(g, [{ leaseKey: 'shard/ü:{1}', expectedVersion: created.version, next }]);
@@ -420,7 +420,7 @@ export function leaseContract(t: TestApi, target: ConformanceTarget): void {
       }
     });
 
-    define(t, target, 'an update that changes only the checkpoint, only the metadata or only the pending owner increments the version', async ({ clients, group }) => {
+    define(t, target, 'an update that changes only the checkpoint, only the metadata or only the incarnation increments the version', async ({ clients, group }) => {
       const [storage] = (await clients(1)) as [Storage];
       const g = group();
       let lease = applied(await storage.createLease({ group: g, leaseKey: 'k', owner: 'w1', epoch: 1 }), 'create');
@@ -428,7 +428,7 @@ export function leaseContract(t: TestApi, target: ConformanceTarget): void {
         ['checkpoint', { checkpoint: '100' }],
         ['checkpoint again', { checkpoint: '200' }],
         ['metadata', { metadata: { note: 'x' } }],
-        ['pending owner', { pendingOwner: 'w2' }],
+        ['incarnation', { incarnation: 'i-2' }],
         ['format', { format: RECORD_FORMAT + 1 }],
       ];
       for (const [what, step] of steps) {
@@ -664,7 +664,7 @@ export function limitsContract(t: TestApi, target: ConformanceTarget): void {
       }
       const owner = (key: string): string => sized(limits.maxNameBytes, '𝄞', key.endsWith('a') ? '1' : '2');
       for (const key of keys) {
-        const created = applied(await storage.createLease({ group: g, leaseKey: key, owner: owner(key), pendingOwner: sized(limits.maxNameBytes, 'é', 'p'), parentKeys: [key] }), `create a key of ${Buffer.byteLength(key)} bytes`);
+        const created = applied(await storage.createLease({ group: g, leaseKey: key, owner: owner(key), incarnation: sized(limits.maxNameBytes, 'é', 'p'), parentKeys: [key] }), `create a key of ${Buffer.byteLength(key)} bytes`);
         assert.equal(created.leaseKey, key);
       }
       for (const key of keys) {
@@ -725,7 +725,7 @@ export function limitsContract(t: TestApi, target: ConformanceTarget): void {
         epoch: Number.MAX_SAFE_INTEGER - (variant === 'a' ? 1 : 0),
         checkpoint: sized(limits.maxCheckpointBytes, '€', variant),
         parentKeys: Array.from({ length: limits.maxParentKeys }, (_, i) => sized(limits.maxNameBytes, 'é', `${variant}${i.toString(16)}`)),
-        pendingOwner: sized(limits.maxNameBytes, 'k', variant),
+        incarnation: sized(limits.maxNameBytes, 'k', variant),
         metadata: jsonOfSize(limits.maxMetadataBytes, { [sized(limits.maxMetadataKeyBytes, 'é', variant)]: 'long key', 'ü€𝄞': variant }, 'filler'),
       });
       const first = largest('a');
@@ -1063,8 +1063,8 @@ export function monotonicityContract(t: TestApi, target: ConformanceTarget): voi
         { owner: 'a', epoch: 1 },
         { owner: null, epoch: 1, checkpoint: '5' },
         { owner: 'b', epoch: 2 },
-        { owner: 'b', epoch: 2, pendingOwner: 'c' },
-        { owner: 'c', epoch: 3, pendingOwner: null },
+        { owner: 'b', epoch: 2, incarnation: 'i-b' },
+        { owner: 'c', epoch: 3, incarnation: 'i-c' },
       ];
       for (const step of steps) {
         lease = await update(storage, g, lease, step, JSON.stringify(step));
@@ -1172,7 +1172,7 @@ export function badInputContract(t: TestApi, target: ConformanceTarget): void {
           check,
         );
         await assert.rejects(storage.updateLeases(g, [{ leaseKey: 'good', expectedVersion: good.version, next: { ...stateOf(good), owner: bad } }]), check);
-        await assert.rejects(storage.updateLeases(g, [{ leaseKey: 'good', expectedVersion: good.version, next: { ...stateOf(good), pendingOwner: bad } }]), check);
+        await assert.rejects(storage.updateLeases(g, [{ leaseKey: 'good', expectedVersion: good.version, next: { ...stateOf(good), incarnation: bad } }]), check);
         await assert.rejects(storage.createLease({ group: g, leaseKey: 'other', parentKeys: [bad] }), check);
         await assert.rejects(storage.createLease({ group: g, leaseKey: 'other', owner: bad }), check);
         await assert.rejects(storage.createLeader({ group: g, holder: bad }), check);
@@ -1435,7 +1435,7 @@ export function changeFeedContract(t: TestApi, target: ConformanceTarget): void 
       assert.deepEqual(elsewhere.changes, []);
     });
 
-    define(t, target, 'each change reaches subscribers with the kind it was written with: released, handoff-requested, handed-off, and created for a new lease', async (context) => {
+    define(t, target, 'each change reaches subscribers with the kind it was written with: created for a new lease, handed-off and released', async (context) => {
       const [writer, reader] = (await context.clients(2)) as [Storage, Storage];
       const g = context.group();
       const heard = await listen(reader, g, target, context);
@@ -1443,16 +1443,14 @@ export function changeFeedContract(t: TestApi, target: ConformanceTarget): void 
       await waitUntil(() => heard.changes.length > 0, 'the creation of a lease was never published (an adapter with a feed publishes created for every lease it creates)');
       let current = lease;
       for (const [kind, step] of [
-        ['handoff-requested', { pendingOwner: 'b' }],
-        ['handed-off', { owner: 'b', epoch: 2, pendingOwner: null }],
-        ['released', { owner: null }],
+        ['handed-off', { owner: 'b', epoch: 2, incarnation: 'i-b' }],
+        ['released', { owner: null, incarnation: null }],
       ] as const) {
         const [outcome] = await writer.updateLeases(g, [{ leaseKey: 'k', expectedVersion: current.version, next: { ...stateOf(current), ...step }, notify: kind }]);
         current = applied(outcome, kind);
       }
       assert.deepEqual(await settle(writer, g, heard), [
         { group: g, leaseKey: 'k', kind: 'created' },
-        { group: g, leaseKey: 'k', kind: 'handoff-requested' },
         { group: g, leaseKey: 'k', kind: 'handed-off' },
         { group: g, leaseKey: 'k', kind: 'released' },
       ]);
@@ -1467,7 +1465,7 @@ export function changeFeedContract(t: TestApi, target: ConformanceTarget): void 
       const heard = await listen(reader, g, target, context);
       await createMany(writer, g, keys, () => ({ owner: 'w', epoch: 1 }));
       const leases = byKey(await listed(writer, g));
-      const kinds: LeaseChangeKind[] = ['released', 'handoff-requested', 'handed-off', 'released', 'handed-off'];
+      const kinds: LeaseChangeKind[] = ['released', 'handed-off', 'handed-off', 'released', 'handed-off'];
       const results = await writer.updateLeases(g, [
         ...keys.map((leaseKey, i) => {
           const lease = leases.get(leaseKey) as LeaseRecord;
@@ -1647,7 +1645,7 @@ export function faultContract(t: TestApi, target: ConformanceTarget): void {
       await client.getLease(g, 'warm-up');
       await cutWrite(proxy, () => client.createLease({ group: g, leaseKey: 'k', owner: 'w', epoch: 1 }), () => direct.getLease(g, 'k'), {
         before: null,
-        written: (outcome) => outcome?.status === 'applied' ? outcome.record : { format: RECORD_FORMAT, owner: 'w', epoch: 1, checkpoint: null, parentKeys: [], pendingOwner: null, metadata: {}, group: g, leaseKey: 'k', version: 1 },
+        written: (outcome) => outcome?.status === 'applied' ? outcome.record : { format: RECORD_FORMAT, owner: 'w', epoch: 1, checkpoint: null, parentKeys: [], incarnation: null, metadata: {}, group: g, leaseKey: 'k', version: 1 },
         what: 'createLease',
       });
       await assertRecovers(client, direct, g, 'k');

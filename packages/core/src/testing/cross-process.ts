@@ -58,6 +58,9 @@ export const REMOTE_METHODS = [
   'getLeader',
   'createLeader',
   'updateLeader',
+  'getRoster',
+  'putMember',
+  'removeMember',
 ] as const satisfies ReadonlyArray<keyof Storage>;
 
 type Pending = { resolve: (value: unknown) => void; reject: (error: Error) => void };

@@ -10,8 +10,11 @@ import type {
   LeaseListing,
   LeaseRecord,
   LeaseUpdate,
+  MemberRecord,
+  MemberState,
   NewLeader,
   NewLease,
+  Roster,
   Storage,
   WriteResult,
 } from '../storage.js';
@@ -82,6 +85,18 @@ export class FaultyStorage implements Storage {
       if (this.plan.cutOff) return;
       this.#clock.defer(this.plan.latencyMs(this.#random), () => listener(change));
     });
+  }
+
+  getRoster(group: string): Promise<Roster> {
+    return this.#call(() => this.#inner.getRoster(group), false);
+  }
+
+  putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
+    return this.#write(() => this.#inner.putMember(group, workerId, expectedVersion, next), (error) => ({ status: 'unknown', error }));
+  }
+
+  removeMember(group: string, workerId: string, expectedVersion: number): Promise<DeleteResult<MemberRecord>> {
+    return this.#write(() => this.#inner.removeMember(group, workerId, expectedVersion), (error) => ({ status: 'unknown', error }));
   }
 
   getLeader(group: string): Promise<LeaderRecord | null> {

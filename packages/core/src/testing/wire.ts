@@ -22,6 +22,7 @@ export interface WireError {
   readonly code?: string;
   readonly group?: string;
   readonly leaseKey?: string;
+  readonly workerId?: string;
   readonly format?: number;
 }
 
@@ -30,13 +31,14 @@ const ERROR_MARK = '__leaseholdWireError';
 /** The fields of an error that cross, whatever it is. */
 export function errorToWire(error: unknown): WireError {
   if (!(error instanceof Error)) return { name: 'Error', message: `a non-error was thrown: ${String(error)}` };
-  const fields = error as Error & Partial<Record<'code' | 'group' | 'leaseKey' | 'format', unknown>>;
+  const fields = error as Error & Partial<Record<'code' | 'group' | 'leaseKey' | 'workerId' | 'format', unknown>>;
   return {
     name: error.name,
     message: error.message,
     ...(typeof fields.code === 'string' ? { code: fields.code } : {}),
     ...(typeof fields.group === 'string' ? { group: fields.group } : {}),
     ...(typeof fields.leaseKey === 'string' ? { leaseKey: fields.leaseKey } : {}),
+    ...(typeof fields.workerId === 'string' ? { workerId: fields.workerId } : {}),
     ...(typeof fields.format === 'number' ? { format: fields.format } : {}),
   };
 }
@@ -50,7 +52,7 @@ export function errorFromWire(wire: WireError): Error {
     case 'ERR_INVALID_INPUT': error = new InvalidInputError(message); break;
     case 'ERR_STORAGE_UNAVAILABLE': error = new StorageUnavailableError(message); break;
     case 'ERR_STORAGE_SCHEMA': error = new StorageSchemaError(message); break;
-    case 'ERR_CORRUPT_RECORD': error = new CorruptRecordError(message, { group: wire.group ?? '', leaseKey: wire.leaseKey }); break;
+    case 'ERR_CORRUPT_RECORD': error = new CorruptRecordError(message, { group: wire.group ?? '', leaseKey: wire.leaseKey, workerId: wire.workerId }); break;
     case 'ERR_REGRESSION': error = new RegressionError(message); break;
     case 'ERR_RECORD_FORMAT': error = new RecordFormatError(message, wire.format ?? 0); break;
     case 'ERR_STORAGE_OUTCOME_UNKNOWN': error = new StorageOutcomeUnknownError(message); break;

@@ -17,8 +17,11 @@ import {
   validateGroup,
   validateLeaseKey,
   validateLeaseUpdates,
+  validateMemberWrite,
   validateNewLease,
   validateNewLeader,
+  validateVersion,
+  validateWorkerId,
   type ChangeSubscription,
   type CreateLeaseOptions,
   type DeleteResult,
@@ -30,8 +33,11 @@ import {
   type LeaseRecord,
   type LeaseState,
   type LeaseUpdate,
+  type MemberRecord,
+  type MemberState,
   type NewLeader,
   type NewLease,
+  type Roster,
   type Storage,
   type WriteResult,
 } from '../../src/index.js';
@@ -83,7 +89,7 @@ export class DropsUnknownMetadataStorage extends MemoryStorage {
   }
 }
 
-const NAMED_LEASE_FIELDS = ['format', 'owner', 'epoch', 'checkpoint', 'parentKeys', 'pendingOwner', 'metadata'] as const;
+const NAMED_LEASE_FIELDS = ['format', 'owner', 'epoch', 'checkpoint', 'parentKeys', 'incarnation', 'metadata'] as const;
 
 function namedOnly(state: Partial<LeaseState>): Partial<LeaseState> {
   return Object.fromEntries(NAMED_LEASE_FIELDS.filter((name) => name in state).map((name) => [name, state[name]]));
@@ -335,6 +341,18 @@ export class Passthrough implements Storage {
   updateLeader(group: string, expectedVersion: number, next: LeaderState): Promise<WriteResult<LeaderRecord>> {
     return this.inner.updateLeader(group, expectedVersion, next);
   }
+
+  getRoster(group: string): Promise<Roster> {
+    return this.inner.getRoster(group);
+  }
+
+  putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
+    return this.inner.putMember(group, workerId, expectedVersion, next);
+  }
+
+  removeMember(group: string, workerId: string, expectedVersion: number): Promise<DeleteResult<MemberRecord>> {
+    return this.inner.removeMember(group, workerId, expectedVersion);
+  }
 }
 
 /** When a {@link VersionShifting} store reports a version other than the one it stores. */
@@ -465,6 +483,23 @@ export class MangledNames extends MemoryStorage {
   override async updateLeader(group: string, expectedVersion: number, next: LeaderState): Promise<WriteResult<LeaderRecord>> {
     validateGroup(group);
     return super.updateLeader(this.mangle(group), expectedVersion, next);
+  }
+
+  override async getRoster(group: string): Promise<Roster> {
+    validateGroup(group);
+    return super.getRoster(this.mangle(group));
+  }
+
+  override async putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
+    validateMemberWrite(group, workerId, expectedVersion, next);
+    return super.putMember(this.mangle(group), this.mangle(workerId), expectedVersion, next);
+  }
+
+  override async removeMember(group: string, workerId: string, expectedVersion: number): Promise<DeleteResult<MemberRecord>> {
+    validateGroup(group);
+    validateWorkerId(workerId);
+    validateVersion(expectedVersion);
+    return super.removeMember(this.mangle(group), this.mangle(workerId), expectedVersion);
   }
 }
 
@@ -708,6 +743,22 @@ export class BreakableClient extends Passthrough {
   override async updateLeader(group: string, expectedVersion: number, next: LeaderState): Promise<WriteResult<LeaderRecord>> {
     this.#check('updateLeader');
     return super.updateLeader(group, expectedVersion, next);
+  }
+
+  override async getRoster(group: string): Promise<Roster> {
+    if (this.#broken && this.bug) return { group, members: [], corrupt: [] };
+    this.#check('getRoster');
+    return super.getRoster(group);
+  }
+
+  override async putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
+    this.#check('putMember');
+    return super.putMember(group, workerId, expectedVersion, next);
+  }
+
+  override async removeMember(group: string, workerId: string, expectedVersion: number): Promise<DeleteResult<MemberRecord>> {
+    this.#check('removeMember');
+    return super.removeMember(group, workerId, expectedVersion);
   }
 
   #check(operation: string): void {

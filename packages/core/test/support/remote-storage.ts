@@ -16,9 +16,11 @@ import {
   validateLeaderState,
   validateLeaseKey,
   validateLeaseUpdates,
+  validateMemberWrite,
   validateNewLeader,
   validateNewLease,
   validateVersion,
+  validateWorkerId,
   type CreateLeaseOptions,
   type DeleteResult,
   type LeaderRecord,
@@ -26,8 +28,11 @@ import {
   type LeaseListing,
   type LeaseRecord,
   type LeaseUpdate,
+  type MemberRecord,
+  type MemberState,
   type NewLeader,
   type NewLease,
+  type Roster,
   type Storage,
   type WriteResult,
 } from '../../src/index.js';
@@ -189,6 +194,23 @@ export class RemoteStorage implements Storage {
     validateVersion(expectedVersion, PKG);
     validateLeaderState(next, PKG);
     return this.#write('updateLeader', [group, expectedVersion, next], (error) => result.unknown(error));
+  }
+
+  async getRoster(group: string): Promise<Roster> {
+    validateGroup(group, PKG);
+    return this.#read('getRoster', [group], { group, members: [], corrupt: [] });
+  }
+
+  async putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
+    validateMemberWrite(group, workerId, expectedVersion, next, PKG);
+    return this.#write('putMember', [group, workerId, expectedVersion, next], (error) => result.unknown(error));
+  }
+
+  async removeMember(group: string, workerId: string, expectedVersion: number): Promise<DeleteResult<MemberRecord>> {
+    validateGroup(group, PKG);
+    validateWorkerId(workerId, PKG);
+    validateVersion(expectedVersion, PKG);
+    return this.#write('removeMember', [group, workerId, expectedVersion], (error) => result.unknown(error));
   }
 
   async close(): Promise<void> {

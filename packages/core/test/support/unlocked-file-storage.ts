@@ -8,14 +8,17 @@ import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import {
   leaderStateOf,
   leaseStateOf,
+  memberStateOf,
   result,
   validateGroup,
   validateLeaderState,
   validateLeaseKey,
   validateLeaseUpdates,
+  validateMemberWrite,
   validateNewLeader,
   validateNewLease,
   validateVersion,
+  validateWorkerId,
   type CreateLeaseOptions,
   type DeleteResult,
   type LeaderRecord,
@@ -23,8 +26,11 @@ import {
   type LeaseListing,
   type LeaseRecord,
   type LeaseUpdate,
+  type MemberRecord,
+  type MemberState,
   type NewLeader,
   type NewLease,
+  type Roster,
   type Storage,
   type WriteResult,
 } from '../../src/index.js';
@@ -38,6 +44,8 @@ interface Slot {
 interface Contents {
   leases: Record<string, Record<string, Slot>>;
   leaders: Record<string, LeaderRecord>;
+  /** Per group: the greatest member version it ever had, and its members. */
+  rosters: Record<string, { highVersion: number; members: MemberRecord[] }>;
 }
 
 let writes = 0;
@@ -48,7 +56,7 @@ export class UnlockedFileStorage implements Storage {
   /** Creates the file, empty. */
   static create(file: string): UnlockedFileStorage {
     const storage = new UnlockedFileStorage(file);
-    storage.#save({ leases: {}, leaders: {} });
+    storage.#save({ leases: {}, leaders: {}, rosters: {} });
     return storage;
   }
 
@@ -130,6 +138,39 @@ export class UnlockedFileStorage implements Storage {
     contents.leaders[group] = record;
     this.#save(contents);
     return result.applied(record);
+  }
+
+  async getRoster(group: string): Promise<Roster> {
+    validateGroup(group);
+    return { group, members: this.#load().rosters[group]?.members ?? [], corrupt: [] };
+  }
+
+  async putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
+    validateMemberWrite(group, workerId, expectedVersion, next);
+    const contents = this.#load();
+    const roster = (contents.rosters[group] ??= { highVersion: 0, members: [] });
+    const index = roster.members.findIndex((member) => member.workerId === workerId);
+    const current = roster.members[index] ?? null;
+    if (current === null ? expectedVersion !== null : current.version !== expectedVersion) return result.conflict(current);
+    roster.highVersion++;
+    const record = { ...memberStateOf(next), group, workerId, version: roster.highVersion };
+    if (index >= 0) roster.members[index] = record;
+    else roster.members.push(record);
+    this.#save(contents);
+    return result.applied(record);
+  }
+
+  async removeMember(group: string, workerId: string, expectedVersion: number): Promise<DeleteResult<MemberRecord>> {
+    validateGroup(group);
+    validateWorkerId(workerId);
+    validateVersion(expectedVersion);
+    const contents = this.#load();
+    const roster = contents.rosters[group];
+    const current = roster?.members.find((member) => member.workerId === workerId) ?? null;
+    if (!roster || !current || current.version !== expectedVersion) return result.conflict(current);
+    roster.members = roster.members.filter((member) => member !== current);
+    this.#save(contents);
+    return { status: 'applied' };
   }
 
   #load(): Contents {
