@@ -267,11 +267,11 @@ async function capacityPerHeartbeat(): Promise<void> {
     const group = `bench-capacity-${size}`;
     const metered = meteredClient();
     const meteredStorage = new DynamoDBStorage({ client: metered.client, tableName });
-    let members: MemberRecord[] = [];
+    const members: MemberRecord[] = [];
     for (let i = 0; i < size; i++) members.push(applied(await meteredStorage.putMember(group, workerIdOf(i), null, beating)));
     metered.reset();
     // Every member heartbeats once, as each worker does every renewIntervalMs.
-    members = await Promise.all(members.map(async (member) => applied(await meteredStorage.putMember(group, member.workerId, member.version, beating))));
+    await Promise.all(members.map(async (member) => applied(await meteredStorage.putMember(group, member.workerId, member.version, beating))));
     const perHeartbeat = metered.consumed() / size;
     metered.reset();
     await meteredStorage.getRoster(group);
