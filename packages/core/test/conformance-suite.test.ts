@@ -146,6 +146,8 @@ const T = {
   cutRead: 'a read whose connection is cut before its answer arrives throws a StorageUnavailableError or returns the exact answer',
   cutListing: 'a listing whose connection is cut in the middle of its answer throws a StorageUnavailableError or returns every lease, never part of them',
   broken: 'a client whose connection is broken fails each call with a typed error (thrown, or unknown for a write) and writes nothing',
+  cutMember: 'a member join, put or remove whose connection is cut after the backend received it is unknown, never thrown nor a conflict, and the client works again',
+  cutRoster: 'a roster read whose connection is cut in the middle of its answer throws a StorageUnavailableError or returns the whole roster, never part of it',
 } as const;
 
 const crossProcess = (title: string): string => `${title}, from separate processes`;
@@ -157,14 +159,15 @@ describe('the conformance suite', () => {
       ...shared(store),
       changeFeed: true,
       corruptLease: async (group, leaseKey) => store.corrupt(group, leaseKey),
+      corruptMember: async (group, workerId) => store.corruptMember(group, workerId),
       notApplicable: { faults: 'MemoryStorage has no connection to lose', crossProcess: 'MemoryStorage lives in one process' },
     });
-    expect(outcomes.size).toBeGreaterThan(80);
+    expect(outcomes.size).toBeGreaterThan(100);
     expect(failures(outcomes)).toEqual([]);
     const skipped = [...outcomes.values()].filter((outcome) => outcome.status === 'skipped');
     const races = [...outcomes.keys()].filter((title) => title.endsWith(', from separate processes'));
-    expect(races).toHaveLength(6);
-    expect(skipped.map((outcome) => outcome.title).sort()).toEqual([T.cutCreate, T.cutUpdate, T.cutDelete, T.cutLeader, T.cutBatch, T.cutRead, T.cutListing, T.broken, ...races].sort());
+    expect(races).toHaveLength(9);
+    expect(skipped.map((outcome) => outcome.title).sort()).toEqual([T.cutCreate, T.cutUpdate, T.cutDelete, T.cutLeader, T.cutBatch, T.cutRead, T.cutListing, T.cutMember, T.cutRoster, T.broken, ...races].sort());
     for (const outcome of skipped) expect(outcome.note).toMatch(/^not checked(?: between processes)?: MemoryStorage (has no connection to lose|lives in one process)$/);
   });
 
@@ -183,16 +186,17 @@ describe('the conformance suite', () => {
     const bus = new Bus();
     const shifts = new Map<string, number>();
     const corruptLease = async (group: string, leaseKey: string): Promise<unknown> => store.corrupt(group, leaseKey);
+    const corruptMember = async (group: string, workerId: string): Promise<unknown> => store.corruptMember(group, workerId);
     for (const [name, createStorage] of [
       ['a passthrough client', async () => new Passthrough(store)],
       ['a client that shifts no version', async () => new VersionShifting(store, shifts, 'none')],
       ['a client with a change feed on a bus', async () => new FeedClient(store, bus, 'none')],
     ] as const) {
-      const outcomes = await runSuite({ createStorage, corruptLease, changeFeed: name.includes('feed') });
+      const outcomes = await runSuite({ createStorage, corruptLease, corruptMember, changeFeed: name.includes('feed') });
       expect(failures(outcomes), name).toEqual([]);
     }
     const mangled = new MangledNames((name) => name);
-    expect(failures(await runSuite({ ...shared(mangled), corruptLease: async (group, leaseKey) => mangled.corrupt(group, leaseKey) })), 'a store that mangles no name').toEqual([]);
+    expect(failures(await runSuite({ ...shared(mangled), corruptLease: async (group, leaseKey) => mangled.corrupt(group, leaseKey), corruptMember: async (group, workerId) => mangled.corruptMember(group, workerId) })), 'a store that mangles no name').toEqual([]);
   });
 
   describe('fails an adapter that breaks a rule of leases, in the test of that rule', () => {
@@ -277,6 +281,7 @@ describe('the conformance suite', () => {
       createStorage: async () => new RemoteStorage({ host: '127.0.0.1', port: server.port }),
       closeStorage: async (storage) => (storage as RemoteStorage).close(),
       corruptLease: async (group, leaseKey) => server.storage.corrupt(group, leaseKey),
+      corruptMember: async (group, workerId) => server.storage.corruptMember(group, workerId),
       faults: {
         kind: 'proxy',
         upstream: () => ({ host: '127.0.0.1', port: server.port }),

@@ -12,6 +12,7 @@ runConformanceSuite(
     createStorage: async () => shared,
     changeFeed: true,
     corruptLease: async (group, leaseKey) => shared.corrupt(group, leaseKey),
+    corruptMember: async (group, workerId) => shared.corruptMember(group, workerId),
     notApplicable: {
       faults: 'MemoryStorage has no connection to lose',
       crossProcess: 'MemoryStorage lives in one process',

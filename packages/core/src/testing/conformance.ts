@@ -16,10 +16,13 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { LeaseholdError } from '../errors.js';
-import { limits } from '../limits.js';
-import { leaderStateOf, leaseStateOf, RECORD_FORMAT } from '../storage.js';
+import { encodeMemberState, limits } from '../limits.js';
+import { leaderStateOf, leaseStateOf, memberStateOf, RECORD_FORMAT } from '../storage.js';
 import type {
   DeleteResult,
+  MemberRecord,
+  MemberState,
+  Roster,
   LeaderRecord,
   LeaderState,
   LeaseChange,
@@ -94,6 +97,14 @@ export interface ConformanceTarget {
    * corrupt-record rules are not checked.
    */
   corruptLease?: (group: string, leaseKey: string) => Promise<unknown>;
+  /**
+   * Makes a stored member of a group's roster unreadable, as a bad write by another program would, by
+   * writing the backend directly (the member exists when it is called). It returns `{ version }`, the
+   * version the damaged member is stored at, when the damage moved it (as `MemoryStorage.corruptMember`
+   * does); returning nothing says the member kept the version it had. Without it the corrupt-member rules
+   * are not checked.
+   */
+  corruptMember?: (group: string, workerId: string) => Promise<{ readonly version: number } | void | unknown>;
   /** How the suite breaks a client's connection. Without it the fault rules are not checked. */
   faults?: ProxyFaults | BreakableFaults;
   /**
@@ -105,7 +116,7 @@ export interface ConformanceTarget {
    * Why a hook does not apply to this adapter (for example `MemoryStorage` lives in one process and has
    * no connection): shown in the skip notes instead of the generic "not provided".
    */
-  notApplicable?: { readonly faults?: string; readonly crossProcess?: string; readonly corruptLease?: string };
+  notApplicable?: { readonly faults?: string; readonly crossProcess?: string; readonly corruptLease?: string; readonly corruptMember?: string };
   /** Per-test timeout in milliseconds. Default 60,000. */
   timeoutMs?: number;
 }
@@ -894,6 +905,400 @@ export function leaderContract(t: TestApi, target: ConformanceTarget): void {
 }
 
 // ---------------------------------------------------------------------------------------------------
+// The roster contract
+
+/** A member state with every field core names, and `overrides` on top. */
+function memberState(overrides: Partial<MemberState> & object = {}): MemberState {
+  return { format: RECORD_FORMAT, incarnation: 'incarnation-1', leaseDurationMs: 10_000, status: 'alive', held: 0, changes: 0, requests: [], metadata: {}, ...overrides };
+}
+
+/** The whole state of a member (every field but its identity, including fields core does not name). */
+function memberOf(record: MemberRecord): MemberState {
+  return memberStateOf(record);
+}
+
+function byWorker(members: readonly MemberRecord[]): MemberRecord[] {
+  return [...members].sort((a, b) => (a.workerId < b.workerId ? -1 : a.workerId > b.workerId ? 1 : 0));
+}
+
+/** The members of a group, by worker id, checking that none is corrupt and the roster names its group. */
+async function members(storage: Storage, group: string): Promise<MemberRecord[]> {
+  const roster = await storage.getRoster(group);
+  assert.equal(roster.group, group, 'the roster names its group');
+  assert.deepEqual(roster.corrupt, [], 'no member of this group is corrupt');
+  return byWorker(roster.members);
+}
+
+async function memberOfRoster(storage: Storage, group: string, workerId: string): Promise<MemberRecord | null> {
+  return (await members(storage, group)).find((member) => member.workerId === workerId) ?? null;
+}
+
+async function join(storage: Storage, group: string, workerId: string, state: Partial<MemberState> & object = {}): Promise<MemberRecord> {
+  return applied(await storage.putMember(group, workerId, null, memberState(state)), `join ${JSON.stringify(workerId.slice(0, 40))}`);
+}
+
+async function heartbeat(storage: Storage, record: MemberRecord, next: Partial<MemberState> = {}, what = 'heartbeat'): Promise<MemberRecord> {
+  return applied(await storage.putMember(record.group, record.workerId, record.version, { ...memberOf(record), ...next }), what);
+}
+
+/** A member state whose encoding (`encodeMemberState`) is exactly `bytes` long: `state` plus an ASCII filler field. */
+function memberOfSize(bytes: number, state: MemberState): MemberState & Record<string, unknown> {
+  const bare = Buffer.byteLength(encodeMemberState({ ...state, 'x-filler': '' } as MemberState));
+  assert.ok(bare <= bytes, `a member state of ${bare} bytes before its filler`);
+  const value = { ...state, 'x-filler': 'f'.repeat(bytes - bare) };
+  assert.equal(Buffer.byteLength(encodeMemberState(value)), bytes);
+  return value;
+}
+
+/** A member state of exactly `limits.maxMemberBytes`, every named field at its largest, `variant` making it unique. */
+function largestMember(variant: string): MemberState & Record<string, unknown> {
+  return memberOfSize(limits.maxMemberBytes, {
+    format: Number.MAX_SAFE_INTEGER,
+    incarnation: sized(160, '€', variant),
+    leaseDurationMs: Number.MAX_SAFE_INTEGER,
+    status: 'dead',
+    held: Number.MAX_SAFE_INTEGER,
+    changes: Number.MAX_SAFE_INTEGER - 1,
+    requests: Array.from({ length: limits.maxRequests }, (_, i) => ({ leaseKey: sized(90, 'é', `${variant}${i}`), from: sized(60, '𝄞', `${variant}${i}`) })),
+    metadata: { ...awkwardMemberMetadata(), variant },
+    numbers: [Number.MAX_SAFE_INTEGER, 0.1, 1e21, 5e-324],
+    'x-variant': variant,
+  } as MemberState & Record<string, unknown>);
+}
+
+/** Awkward metadata for a member: keys that a copy by assignment, a query language or a path syntax would mangle. */
+function awkwardMemberMetadata(): Record<string, string> {
+  const metadata: Record<string, string> = {};
+  for (const [i, key] of ['__proto__', 'constructor', 'toString', 'a.b', '$', '$set', '[0]', '{x}', '"', '\\', '1', 'ü', '𝄞'].entries()) {
+    Object.defineProperty(metadata, key, { value: `v${i}\u0000\ud800`, enumerable: true, writable: true, configurable: true });
+  }
+  return metadata;
+}
+
+/**
+ * Every operation of the roster (`getRoster`, `putMember`, `removeMember`): joins, conditional writes on
+ * each member's own version, versions from one counter per group, names and values round-tripping, and
+ * input refused before anything is sent.
+ */
+export function rosterContract(t: TestApi, target: ConformanceTarget): void {
+  t.describe(`${target.name}: roster contract`, () => {
+    define(t, target, 'a group nobody joined has an empty roster', async ({ clients, group }) => {
+      const [storage] = (await clients(1)) as [Storage];
+      const g = group();
+      assert.deepEqual(plain(await storage.getRoster(g)), { group: g, members: [], corrupt: [] });
+    });
+
+    define(t, target, 'a join applies only when the worker id has no member: a second join is a conflict carrying the stored member, and changes nothing', async ({ clients, group }) => {
+      const [storage] = (await clients(1)) as [Storage];
+      const g = group();
+      const joined = await join(storage, g, 'w1', { incarnation: 'first', held: 3 });
+      assert.equal(joined.group, g);
+      assert.equal(joined.workerId, 'w1');
+      assert.ok(Number.isSafeInteger(joined.version) && joined.version >= 1, `a member's version is a positive integer, got ${joined.version}`);
+      assert.deepEqual(plain(memberOf(joined)), plain(memberState({ incarnation: 'first', held: 3 })));
+      const moved = await heartbeat(storage, joined, { held: 4 });
+      for (const state of [memberState({ incarnation: 'second' }), memberOf(moved), memberState({ incarnation: 'first', held: 3 })]) {
+        assert.deepEqual(plain(conflict(await storage.putMember(g, 'w1', null, state), 'a second join')), plain(moved), 'a second join is a conflict carrying the stored member');
+      }
+      assert.deepEqual(plain(await members(storage, g)), [plain(moved)], 'the second join changed nothing');
+    });
+
+    define(t, target, 'a member put at the stored version applies; at a stale version it is a conflict carrying the stored member, and changes nothing', async ({ clients, group }) => {
+      const [storage] = (await clients(1)) as [Storage];
+      const g = group();
+      const joined = await join(storage, g, 'w1');
+      const moved = await heartbeat(storage, joined, { held: 2, changes: 1, requests: [{ leaseKey: 'k', from: 'w2' }] });
+      assert.ok(moved.version > joined.version, `version ${moved.version} after ${joined.version}`);
+      assert.deepEqual(plain(memberOf(moved)), plain(memberState({ held: 2, changes: 1, requests: [{ leaseKey: 'k', from: 'w2' }] })));
+      for (const stale of [joined.version, moved.version + 1, moved.version + 1000, 0]) {
+        const outcome = await storage.putMember(g, 'w1', stale, memberState({ status: 'dead', incarnation: 'thief' }));
+        assert.deepEqual(plain(conflict(outcome, `a put at version ${stale}`)), plain(moved), 'a conflict carries the stored member');
+      }
+      assert.deepEqual(plain(await members(storage, g)), [plain(moved)], 'a stale put changed nothing');
+      assert.equal(conflict(await storage.putMember(g, 'nobody', 1, memberState()), 'a put of an absent member at a version'), null, 'a put of an absent member at a version is a conflict with no current member');
+      assert.deepEqual(plain(await members(storage, g)), [plain(moved)], 'and creates nothing');
+    });
+
+    define(t, target, 'every member write that applies moves the version, even a heartbeat that writes exactly the stored state', async ({ clients, group }) => {
+      const [storage] = (await clients(1)) as [Storage];
+      const g = group();
+      let member = await join(storage, g, 'w1', { held: 5 });
+      for (let beat = 1; beat <= 3; beat++) {
+        const next = await heartbeat(storage, member, {}, `heartbeat ${beat}`);
+        assert.ok(next.version > member.version, `heartbeat ${beat} moves the version (${member.version} to ${next.version}): others see the member alive only by it`);
+        assert.deepEqual(plain(memberOf(next)), plain(memberOf(member)));
+        assert.deepEqual(plain(await memberOfRoster(storage, g, 'w1')), plain(next), `the stored member after heartbeat ${beat}`);
+        assert.deepEqual(plain(conflict(await storage.putMember(g, 'w1', member.version, memberOf(member)), `heartbeat ${beat} at the version it replaced`)), plain(next));
+        member = next;
+      }
+      for (const [what, step] of [['held', { held: 6 }], ['changes', { changes: 1 }], ['requests', { requests: [{ leaseKey: 'k', from: 'w2' }] }], ['metadata', { metadata: { note: 'x' } }], ['status', { status: 'dead' }], ['format', { format: RECORD_FORMAT + 1 }]] as const) {
+        const next = await heartbeat(storage, member, step, what);
+        assert.ok(next.version > member.version, `a write of the ${what} moves the version`);
+        member = next;
+      }
+    });
+
+    define(t, target, 'each applied member write gives a version greater than every version any member of the group ever had', async ({ clients, group }) => {
+      const [storage] = (await clients(1)) as [Storage];
+      const g = group();
+      const current = new Map<string, MemberRecord>();
+      let highest = 0;
+      const check = (record: MemberRecord, what: string): void => {
+        assert.ok(record.version > highest, `${what}: version ${record.version}, but a member of the group already had ${highest}`);
+        highest = record.version;
+        current.set(record.workerId, record);
+      };
+      for (const workerId of ['a', 'b', 'c']) check(await join(storage, g, workerId), `join ${workerId}`);
+      for (const workerId of ['c', 'a', 'a', 'b', 'c', 'b']) check(await heartbeat(storage, current.get(workerId) as MemberRecord), `heartbeat of ${workerId}`);
+      const removed = current.get('b') as MemberRecord;
+      assert.equal((await storage.removeMember(g, 'b', removed.version)).status, 'applied');
+      check(await join(storage, g, 'd'), 'a join after a remove');
+      check(await heartbeat(storage, current.get('a') as MemberRecord), 'a heartbeat after a remove');
+    });
+
+    define(t, target, 'a version never repeats for a worker id: a member removed and joining again gets a version greater than every version any member ever had', async ({ clients, group }) => {
+      const [storage] = (await clients(1)) as [Storage];
+      const g = group();
+      const other = await heartbeat(storage, await join(storage, g, 'other'));
+      let highest = other.version;
+      const seen = new Set<number>([other.version]);
+      for (let round = 0; round < 4; round++) {
+        const joined = await join(storage, g, 'cycled', { incarnation: `incarnation-${round}` });
+        assert.ok(joined.version > highest, `join ${round}: version ${joined.version}, but a member of the group already had ${highest}`);
+        assert.ok(!seen.has(joined.version), `join ${round}: version ${joined.version} repeats`);
+        const beat = await heartbeat(storage, joined);
+        assert.ok(beat.version > joined.version);
+        seen.add(joined.version).add(beat.version);
+        highest = beat.version;
+        assert.equal((await storage.removeMember(g, 'cycled', beat.version)).status, 'applied', `remove ${round}`);
+        assert.equal(conflict(await storage.putMember(g, 'cycled', beat.version, memberOf(beat)), 'a writer holding the removed version'), null, 'a writer holding the removed version must not write the member again');
+        for (const old of seen) {
+          assert.equal(conflict(await storage.putMember(g, 'cycled', old, memberState({ incarnation: 'zombie' })), `a put at the old version ${old}`), null);
+        }
+      }
+      const last = await join(storage, g, 'cycled', { incarnation: 'last' });
+      for (const old of seen) {
+        assert.deepEqual(plain(conflict(await storage.putMember(g, 'cycled', old, memberState({ incarnation: 'zombie' })), `a put at the old version ${old}`)), plain(last), 'no old version of the worker id is its version again');
+      }
+      assert.deepEqual(plain(await memberOfRoster(storage, g, 'other')), plain(other), 'the other member is untouched');
+    });
+
+    define(t, target, 'writes to different members never conflict with each other: each member is written at its own version alone', async ({ clients, group }) => {
+      const [storage] = (await clients(1)) as [Storage];
+      const g = group();
+      let a = await join(storage, g, 'a');
+      let b = await join(storage, g, 'b');
+      const c = await join(storage, g, 'c');
+      for (let round = 0; round < 3; round++) {
+        a = await heartbeat(storage, a, { held: round }, `a, round ${round}`);
+        b = await heartbeat(storage, b, { held: round }, `b at the version it read before a moved, round ${round}`);
+      }
+      const joined = await join(storage, g, 'd');
+      a = await heartbeat(storage, a, {}, 'a after another member joined');
+      assert.equal((await storage.removeMember(g, 'd', joined.version)).status, 'applied');
+      b = await heartbeat(storage, b, {}, 'b after another member was removed');
+      assert.equal((await storage.removeMember(g, 'c', c.version)).status, 'applied', 'c is removed at the version it joined at, though every other member moved since');
+      assert.deepEqual(plain(await members(storage, g)), plain([a, b]));
+    });
+
+    define(t, target, 'a remove at the stored version removes the member; at a stale version it is a conflict carrying the stored member; of an absent member a conflict with null', async ({ clients, group }) => {
+      const [storage] = (await clients(1)) as [Storage];
+      const g = group();
+      const joined = await join(storage, g, 'w1');
+      const moved = await heartbeat(storage, joined);
+      const kept = await join(storage, g, 'w2');
+      for (const stale of [joined.version, moved.version + 1000]) {
+        assert.deepEqual(plain(conflict(await storage.removeMember(g, 'w1', stale), `a remove at version ${stale}`)), plain(moved));
+      }
+      assert.deepEqual(plain(await members(storage, g)), plain([moved, kept]), 'a stale remove changed nothing');
+      assert.equal((await storage.removeMember(g, 'w1', moved.version)).status, 'applied');
+      assert.deepEqual(plain(await members(storage, g)), [plain(kept)]);
+      assert.equal(conflict(await storage.removeMember(g, 'w1', moved.version), 'a remove of a removed member'), null);
+      assert.equal(conflict(await storage.removeMember(g, 'never', 1), 'a remove of a member that never joined'), null);
+      assert.equal(conflict(await storage.removeMember(group(), 'never', 1), 'a remove in a group nobody joined'), null);
+      assert.deepEqual(plain(await members(storage, g)), [plain(kept)]);
+    });
+
+    define(t, target, 'every member field round-trips exactly through join, put, the roster and a conflict: requests, metadata with awkward keys, the format and fields core does not name', async ({ clients, group }) => {
+      const [storage] = (await clients(1)) as [Storage];
+      const g = group();
+      const first = memberState({
+        format: RECORD_FORMAT + 1,
+        incarnation: 'incarnation-ü "quoted"',
+        leaseDurationMs: 12_345,
+        held: 7,
+        changes: 3,
+        requests: [{ leaseKey: 'shard/ü:{1}', from: 'worker "b"' }, { leaseKey: 'shardId-2', from: 'w\u2028c' }],
+        metadata: awkwardMemberMetadata(),
+        ...laterFields,
+      });
+      const joined = await join(storage, g, 'w1', first);
+      assert.deepEqual(plain(memberOf(joined)), plain(first), 'the joined member carries every field it was given');
+      assert.deepEqual(Object.keys(joined.metadata).sort(), Object.keys(first.metadata).sort(), 'every metadata key is kept');
+      assert.deepEqual(plain(await members(storage, g)), [plain(joined)]);
+      assert.deepEqual(plain(conflict(await storage.putMember(g, 'w1', null, memberState()), 'join again')), plain(joined));
+      const second = memberState({ format: RECORD_FORMAT + 2, status: 'dead', requests: [{ leaseKey: 'k', from: 'w2' }], metadata: { [`x-${randomUUID()}`]: '✓' }, ...{ lineage: { depth: 3 }, 'x-added': ['later'] } });
+      const put = applied(await storage.putMember(g, 'w1', joined.version, second), 'put');
+      assert.deepEqual(plain(memberOf(put)), plain(second), 'a put replaces the whole state: fields it leaves out are gone');
+      const read = (await memberOfRoster(storage, g, 'w1')) as MemberRecord;
+      assert.deepEqual(plain(read), plain(put));
+      assert.deepEqual(plain(conflict(await storage.putMember(g, 'w1', joined.version, first), 'stale put')), plain(put));
+      const emptied = applied(await storage.putMember(g, 'w1', put.version, memberState()), 'a put of empty requests and metadata');
+      assert.deepEqual(plain(memberOf(emptied)), plain(memberState()));
+      assert.deepEqual(plain(await members(storage, g)), [plain(emptied)]);
+    });
+
+    define(t, target, `a member state of ${limits.maxMemberBytes} bytes, with counters and leaseDurationMs at Number.MAX_SAFE_INTEGER and ${limits.maxRequests} requests, round-trips exactly`, async ({ clients, group }) => {
+      const [storage] = (await clients(1)) as [Storage];
+      const prefix = `${group()}-`;
+      const g = prefix + sized(limits.maxNameBytes - Buffer.byteLength(prefix), '𝄞', 'g');
+      const workerId = sized(limits.maxNameBytes, '€', 'w');
+      const joined = applied(await storage.putMember(g, workerId, null, largestMember('a')), 'join at the limits');
+      assert.deepEqual(plain(memberOf(joined)), plain(largestMember('a')));
+      assert.deepEqual(plain(await members(storage, g)), [plain(joined)]);
+      const put = applied(await storage.putMember(g, workerId, joined.version, largestMember('b')), 'put at the limits');
+      assert.deepEqual(plain(memberOf(put)), plain(largestMember('b')));
+      assert.deepEqual(plain(await members(storage, g)), [plain(put)]);
+      assert.deepEqual(plain(conflict(await storage.putMember(g, workerId, joined.version, largestMember('a')), 'stale put')), plain(put));
+      assert.deepEqual(plain(conflict(await storage.putMember(g, workerId, null, largestMember('a')), 'join again')), plain(put));
+    });
+
+    define(t, target, `a roster of ${limits.maxMembers} members of near the largest size reads back whole`, async ({ clients, group }) => {
+      const [storage] = (await clients(1)) as [Storage];
+      const g = group();
+      const ids = Array.from({ length: limits.maxMembers }, (_, i) => `worker-${String(i).padStart(3, '0')}-${sized(200, 'é', 'x')}`);
+      const joined: MemberRecord[] = [];
+      for (const chunk of chunks(ids, 16)) {
+        joined.push(...(await Promise.all(chunk.map(async (workerId, i) => applied(await storage.putMember(g, workerId, null, memberOfSize(limits.maxMemberBytes - 4 - (i % 3), { ...memberState({ incarnation: workerId.slice(0, 10), held: i }) })), `join ${workerId.slice(0, 10)}`)))));
+      }
+      assert.deepEqual(plain(await members(storage, g)), plain(byWorker(joined)), `every one of the ${limits.maxMembers} members, whole`);
+      const moved = await Promise.all(joined.map((member) => heartbeat(storage, member, { held: member.held + 1 })));
+      assert.deepEqual(plain(await members(storage, g)), plain(byWorker(moved)), 'and again after every member moved');
+    });
+
+    define(t, target, 'worker ids and groups are compared byte for byte: ids that differ only in case, Unicode normalization or trailing spaces are different members, and ids of 256 to 512 bytes are stored whole', async ({ clients, group }) => {
+      const [storage] = (await clients(1)) as [Storage];
+      const g = group();
+      const ids = ['Worker-1', 'worker-1', 'WORKER-1', 'caf\u00e9', 'cafe\u0301', 'a', 'a ', 'a  ', ' a', 'a\t', '\ufb01', 'fi', '\u0130', 'i\u0307', 'Ａ', 'A'];
+      for (const bytes of [256, 257, 511, 512]) for (const unit of ['w', 'é', '€', '𝄞']) ids.push(sized(bytes, unit, 'a'), sized(bytes, unit, 'b'));
+      const joined: MemberRecord[] = [];
+      for (const [i, workerId] of ids.entries()) {
+        const member = await join(storage, g, workerId, { incarnation: `incarnation-${i}`, requests: [{ leaseKey: workerId, from: workerId }] });
+        assert.equal(member.workerId, workerId, `${JSON.stringify(workerId.slice(0, 20))} of ${Buffer.byteLength(workerId)} bytes is stored whole`);
+        joined.push(member);
+      }
+      assert.deepEqual(plain(await members(storage, g)), plain(byWorker(joined)), 'every look-alike worker id is its own member');
+      const beat = await heartbeat(storage, joined[0] as MemberRecord, { held: 9 });
+      assert.deepEqual(plain(await memberOfRoster(storage, g, 'worker-1')), plain(joined[1]), 'a write of one id leaves its look-alikes untouched');
+      const groups = [`${g}-G`, `${g}-g`, `${g}-caf\u00e9`, `${g}-cafe\u0301`, `${g}-x`, `${g}-x `];
+      const prefix = `${g}-`;
+      groups.push(...[sized(limits.maxNameBytes - Buffer.byteLength(prefix), '€', 'a'), sized(limits.maxNameBytes - Buffer.byteLength(prefix), '€', 'b')].map((name) => prefix + name));
+      for (const [i, name] of groups.entries()) await join(storage, name, 'w', { incarnation: `group-${i}` });
+      for (const [i, name] of groups.entries()) {
+        assert.deepEqual((await members(storage, name)).map((member) => [member.group, member.workerId, member.incarnation]), [[name, 'w', `group-${i}`]], `group ${JSON.stringify(name.slice(0, 40))} is its own roster`);
+      }
+      assert.equal((await memberOfRoster(storage, g, (joined[0] as MemberRecord).workerId))?.version, beat.version);
+    });
+
+    define(t, target, 'groups side by side never see each other\'s members, even when one name is a prefix of another', async ({ clients, group }) => {
+      const [storage] = (await clients(1)) as [Storage];
+      const base = group();
+      const groups = [base, `${base}:1`, `${base}{x}`, `${base} 2`, `${base}/ü`, `${base}*`, `${base}%`, `${base}_`, `${base}:`, `${base}.members`];
+      const joined = new Map<string, MemberRecord[]>();
+      for (const [i, g] of groups.entries()) {
+        joined.set(g, [await join(storage, g, 'shared', { incarnation: `of-${i}` }), await join(storage, g, `only-${i}`, { incarnation: `of-${i}` })]);
+      }
+      const [first] = joined.get(base) as MemberRecord[];
+      joined.set(base, [await heartbeat(storage, first as MemberRecord, { held: 42 }), (joined.get(base) as MemberRecord[])[1] as MemberRecord]);
+      for (const [i, g] of groups.entries()) {
+        const roster = await members(storage, g);
+        assert.deepEqual(plain(roster), plain(byWorker(joined.get(g) as MemberRecord[])), `group ${JSON.stringify(g)} sees only its own members`);
+        for (const member of roster) assert.equal(member.incarnation, `of-${i}`);
+      }
+      const other = (joined.get(`${base}:1`) as MemberRecord[])[1] as MemberRecord;
+      assert.equal(conflict(await storage.removeMember(base, 'only-1', other.version), 'a remove of another group\'s member'), null);
+      assert.deepEqual(plain(await memberOfRoster(storage, `${base}:1`, 'only-1')), plain(other));
+    });
+
+    define(t, target, 'a client sees a member another client wrote at once: no client serves the roster from a cache of its own', async ({ clients, group }) => {
+      const [writer, reader] = (await clients(2)) as [Storage, Storage];
+      const g = group();
+      assert.deepEqual(await members(reader, g), []);
+      const joined = await join(writer, g, 'w1');
+      assert.deepEqual(plain(await members(reader, g)), [plain(joined)], 'the reader sees the join');
+      const beat = await heartbeat(writer, joined);
+      assert.deepEqual(plain(await members(reader, g)), [plain(beat)], 'the reader sees the heartbeat');
+      assert.deepEqual(plain(conflict(await reader.putMember(g, 'w1', joined.version, memberOf(joined)), 'the reader writing at the version it read first')), plain(beat));
+      const other = await join(reader, g, 'w2');
+      assert.deepEqual(plain(await members(writer, g)), plain([beat, other]), 'the writer sees the reader\'s join');
+      assert.equal((await writer.removeMember(g, 'w1', beat.version)).status, 'applied');
+      assert.deepEqual(plain(await members(reader, g)), [plain(other)], 'the reader sees the remove');
+    });
+
+    define(t, target, 'invalid member input is refused with an InvalidInputError before anything is sent: each bad field, too many requests, an oversize state, a bad group, worker id or expected version', async ({ clients, group }) => {
+      const [storage] = (await clients(1)) as [Storage];
+      const g = group();
+      const joined = await join(storage, g, 'w1');
+      const good = memberOf(joined);
+      const bad = (fields: Record<string, unknown>): MemberState => ({ ...good, ...fields }) as MemberState;
+      const states: Array<[string, MemberState, string]> = [
+        ['format 0', bad({ format: 0 }), 'format'],
+        ['a fractional format', bad({ format: 1.5 }), 'format'],
+        ['no format', bad({ format: undefined }), 'format'],
+        ['an empty incarnation', bad({ incarnation: '' }), 'incarnation'],
+        ['a null incarnation', bad({ incarnation: null }), 'incarnation'],
+        ['an incarnation with NUL', bad({ incarnation: 'a\u0000b' }), 'incarnation'],
+        ['an incarnation of 513 bytes', bad({ incarnation: 'i'.repeat(limits.maxNameBytes + 1) }), 'incarnation'],
+        ['leaseDurationMs 0', bad({ leaseDurationMs: 0 }), 'leaseDurationMs'],
+        ['a negative leaseDurationMs', bad({ leaseDurationMs: -1 }), 'leaseDurationMs'],
+        ['a fractional leaseDurationMs', bad({ leaseDurationMs: 1.5 }), 'leaseDurationMs'],
+        ['leaseDurationMs over Number.MAX_SAFE_INTEGER', bad({ leaseDurationMs: Number.MAX_SAFE_INTEGER + 1 }), 'leaseDurationMs'],
+        ['a status that is neither alive nor dead', bad({ status: 'gone' }), 'status'],
+        ['a negative held', bad({ held: -1 }), 'held'],
+        ['held as -0', bad({ held: -0 }), 'held'],
+        ['fractional changes', bad({ changes: 0.5 }), 'changes'],
+        ['requests that are no array', bad({ requests: { leaseKey: 'k', from: 'w' } }), 'requests'],
+        [`${limits.maxRequests + 1} requests`, bad({ requests: Array.from({ length: limits.maxRequests + 1 }, (_, i) => ({ leaseKey: `k${i}`, from: 'w2' })) }), `the limit is ${limits.maxRequests}`],
+        ['a request with an empty lease key', bad({ requests: [{ leaseKey: '', from: 'w2' }] }), 'requested lease key'],
+        ['a request with no from', bad({ requests: [{ leaseKey: 'k' }] }), 'requested from'],
+        ['a request with a field of its own', bad({ requests: [{ leaseKey: 'k', from: 'w2', at: 1 }] }), 'unknown fields'],
+        ['metadata with a number', bad({ metadata: { n: 5 } }), 'metadata'],
+        ['a field core does not name that holds no JSON value', bad({ 'x-bad': Number.NaN }), 'x-bad'],
+        [`a state over ${limits.maxMemberBytes} bytes`, bad({ metadata: { blob: 'm'.repeat(limits.maxMemberBytes) } }), `the limit is ${limits.maxMemberBytes}`],
+        [`a state of ${limits.maxMemberBytes + 1} bytes`, memberOfSize(limits.maxMemberBytes + 1, memberState()), `the limit is ${limits.maxMemberBytes}`],
+      ];
+      for (const [what, state, mentions] of states) {
+        const check = (error: unknown): true => assertInvalidInput(error, mentions);
+        await assert.rejects(storage.putMember(g, 'w1', joined.version, state), check, `a put of ${what}`);
+        await assert.rejects(storage.putMember(g, 'new', null, state), check, `a join of ${what}`);
+      }
+      const names: Array<[string, string, string]> = [
+        ['an empty name', '', 'must not be empty'],
+        ['a name over 512 bytes', 'n'.repeat(limits.maxNameBytes + 1), 'the limit is 512'],
+        ['a name of 257 two-byte characters', 'é'.repeat(limits.maxNameBytes / 2 + 1), 'the limit is 512'],
+        ['a name with NUL', 'a\u0000b', 'NUL'],
+        ['a name with a lone surrogate', 'a\ud800b', 'well-formed'],
+      ];
+      for (const [what, name, mentions] of names) {
+        const check = (error: unknown): true => assertInvalidInput(error, mentions);
+        await assert.rejects(storage.getRoster(name), check, `a roster of ${what}`);
+        await assert.rejects(storage.putMember(name, 'w1', null, good), check, `a join in ${what}`);
+        await assert.rejects(storage.putMember(g, name, null, good), check, `a join as ${what}`);
+        await assert.rejects(storage.putMember(g, name, joined.version, good), check, `a put as ${what}`);
+        await assert.rejects(storage.removeMember(name, 'w1', joined.version), check, `a remove in ${what}`);
+        await assert.rejects(storage.removeMember(g, name, joined.version), check, `a remove as ${what}`);
+      }
+      for (const version of [-1, -0, 1.5, Number.NaN, Number.MAX_SAFE_INTEGER + 1, '1' as unknown as number, undefined as unknown as number]) {
+        const check = (error: unknown): true => assertInvalidInput(error, 'version');
+        await assert.rejects(storage.putMember(g, 'w1', version, good), check, `a put at version ${String(version)}`);
+        await assert.rejects(storage.removeMember(g, 'w1', version), check, `a remove at version ${String(version)}`);
+      }
+      assert.deepEqual(plain(await members(storage, g)), [plain(joined)], 'nothing was written');
+    });
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------
 // Concurrency
 
 const races: Array<[string, Body]> = [
@@ -1008,6 +1413,60 @@ const races: Array<[string, Body]> = [
         const loser = winner === 'a' ? fromB[i] : fromA[i];
         assert.deepEqual(plain(conflict(loser, `the loser of lease ${key}`)), plain(stored.get(key)), 'a conflict carries the record as stored, not as the batch first saw it');
       });
+    },
+  ],
+  [
+    '32 members heartbeating at once: every write applies, none conflicts with another member\'s, and no version repeats',
+    async ({ clients, group }) => {
+      const racers = await clients(32);
+      const g = group();
+      const joined = await Promise.all(racers.map((storage, i) => join(storage, g, `member-${i}`, { incarnation: `incarnation-${i}` })));
+      const versions = joined.map((member) => member.version);
+      const last = await Promise.all(
+        racers.map(async (storage, i) => {
+          let member = joined[i] as MemberRecord;
+          for (let beat = 1; beat <= 10; beat++) {
+            const outcome = await storage.putMember(g, member.workerId, member.version, { ...memberOf(member), held: beat });
+            member = applied(outcome, `heartbeat ${beat} of ${member.workerId}, at its own version while the others beat`);
+            versions.push(member.version);
+          }
+          return member;
+        }),
+      );
+      assert.equal(new Set(versions).size, versions.length, `every applied write has a version of its own: ${versions.length} writes, ${new Set(versions).size} versions`);
+      assert.deepEqual(plain(await members(racers[0] as Storage, g)), plain(byWorker(last)), 'every member is stored as its last heartbeat wrote it');
+    },
+  ],
+  [
+    '32 clients joining as the same worker id at once: exactly one applies, and every other gets a conflict carrying the stored member',
+    async ({ clients, group }) => {
+      const racers = await clients(32);
+      const g = group();
+      const outcomes = await Promise.all(racers.map((storage, i) => storage.putMember(g, 'contested', null, memberState({ incarnation: `racer-${i}` }))));
+      const winners = outcomes.filter((outcome) => outcome.status === 'applied');
+      assert.equal(winners.length, 1, `applied: ${winners.length}`);
+      const stored = await members(racers[0] as Storage, g);
+      assert.deepEqual(plain(stored), [plain(applied(winners[0], 'the winner'))]);
+      for (const outcome of outcomes) {
+        if (outcome.status !== 'applied') assert.deepEqual(plain(conflict(outcome, 'a loser')), plain(stored[0]), 'a conflict carries the stored member');
+      }
+    },
+  ],
+  [
+    '32 clients putting the same member at the same version: exactly one applies, and every other gets a conflict carrying the stored member, not the one its statement first saw',
+    async ({ clients, group }) => {
+      const racers = await clients(32);
+      const g = group();
+      const joined = await join(racers[0] as Storage, g, 'contested');
+      const outcomes = await Promise.all(racers.map((storage, i) => storage.putMember(g, 'contested', joined.version, memberState({ incarnation: `racer-${i}`, status: i % 2 === 0 ? 'alive' : 'dead' }))));
+      const winners = outcomes.filter((outcome) => outcome.status === 'applied');
+      assert.equal(winners.length, 1, `applied: ${winners.length}`);
+      const stored = await members(racers[0] as Storage, g);
+      assert.deepEqual(plain(stored), [plain(applied(winners[0], 'the winner'))]);
+      assert.ok((stored[0] as MemberRecord).version > joined.version);
+      for (const outcome of outcomes) {
+        if (outcome.status !== 'applied') assert.deepEqual(plain(conflict(outcome, 'a loser')), plain(stored[0]), 'a conflict carries the member as stored when the write was refused, not as the loser read it');
+      }
     },
   ],
 ];
@@ -1292,6 +1751,25 @@ function corruptHook(target: ConformanceTarget, context: Context): (group: strin
   return target.corruptLease;
 }
 
+function corruptMemberHook(target: ConformanceTarget, context: Context): (group: string, workerId: string) => Promise<unknown> {
+  if (!target.corruptMember) {
+    context.notChecked(`not checked: ${target.notApplicable?.corruptMember ?? 'the target has no corruptMember hook to write a corrupt member'}`);
+  }
+  return target.corruptMember;
+}
+
+/** The version a member damaged by the `corruptMember` hook is stored at: the one the hook says, or the one it had. */
+function storedVersion(hooked: unknown, before: MemberRecord): number {
+  const version = (hooked as { version?: unknown } | null | undefined)?.version;
+  return typeof version === 'number' ? version : before.version;
+}
+
+function assertCorruptMember(error: unknown, group: string, workerId: string): void {
+  assert.ok(error instanceof LeaseholdError, `expected a CorruptRecordError, got ${show(error)}`);
+  const typed = error as LeaseholdError & { group?: unknown; workerId?: unknown; leaseKey?: unknown };
+  assert.deepEqual([typed.name, typed.code, typed.group, typed.workerId, typed.leaseKey], ['CorruptRecordError', 'ERR_CORRUPT_RECORD', group, workerId, undefined], typed.message);
+}
+
 function assertCorrupt(error: unknown, group: string, leaseKey: string): void {
   assert.ok(error instanceof LeaseholdError, `expected a CorruptRecordError, got ${show(error)}`);
   const typed = error as LeaseholdError & { group?: unknown; leaseKey?: unknown };
@@ -1370,6 +1848,60 @@ export function corruptionContract(t: TestApi, target: ConformanceTarget): void 
       assert.equal(deleted.status, 'unknown', `a delete of a corrupt lease at another version: ${show(deleted)}`);
       assertCorrupt((deleted as { error: unknown }).error, g, 'bad');
       assert.deepEqual((await storage.listLeases(g)).corrupt.map((error) => error.leaseKey), ['bad']);
+    });
+
+    define(t, target, 'a roster reports each corrupt member in corrupt, naming its worker id, and still lists every other member', async (context) => {
+      const corrupt = corruptMemberHook(target, context);
+      const [storage] = (await context.clients(1)) as [Storage];
+      const g = context.group();
+      const ids = Array.from({ length: 20 }, (_, i) => `worker-${String(i).padStart(2, '0')}`);
+      const joined = await Promise.all(ids.map((workerId) => join(storage, g, workerId)));
+      const bad = ['worker-00', 'worker-07', 'worker-19'];
+      for (const workerId of bad) await corrupt(g, workerId);
+      const roster = await storage.getRoster(g);
+      assert.deepEqual(plain(byWorker(roster.members)), plain(byWorker(joined.filter((member) => !bad.includes(member.workerId)))), 'every other member reads fine');
+      assert.equal(roster.corrupt.length, bad.length, 'one CorruptRecordError per corrupt member');
+      for (const error of roster.corrupt) assertCorruptMember(error, g, (error as { workerId?: string }).workerId ?? '');
+      assert.deepEqual(roster.corrupt.map((error) => error.workerId).sort(), bad);
+    });
+
+    define(t, target, 'a join, put or remove of a corrupt member at another version than the one it is stored at is unknown, carrying the CorruptRecordError, and leaves it as it is', async (context) => {
+      const corrupt = corruptMemberHook(target, context);
+      const [storage] = (await context.clients(1)) as [Storage];
+      const g = context.group();
+      const member = await join(storage, g, 'bad');
+      const other = await join(storage, g, 'good');
+      const stored = storedVersion(await corrupt(g, 'bad'), member);
+      const elsewhere = Math.max(stored, member.version) + 1000;
+      const writes: Array<[string, () => Promise<WriteResult<MemberRecord> | DeleteResult<MemberRecord>>]> = [
+        ['a join', () => storage.putMember(g, 'bad', null, memberState({ incarnation: 'new' }))],
+        ['a put at another version', () => storage.putMember(g, 'bad', elsewhere, memberState({ incarnation: 'new' }))],
+        ['a remove at another version', () => storage.removeMember(g, 'bad', elsewhere)],
+      ];
+      if (stored !== member.version) writes.push(['a put at the version it had before the damage', () => storage.putMember(g, 'bad', member.version, memberState({ incarnation: 'new' }))]);
+      for (const [what, write] of writes) {
+        const outcome = await write();
+        assert.equal(outcome.status, 'unknown', `${what} of a corrupt member: ${show(outcome)}`);
+        assertCorruptMember((outcome as { error: unknown }).error, g, 'bad');
+      }
+      const roster = await storage.getRoster(g);
+      assert.deepEqual(roster.corrupt.map((error) => error.workerId), ['bad'], 'the corrupt member stays as it is');
+      assert.deepEqual(plain(roster.members), [plain(other)]);
+      await heartbeat(storage, other, {}, 'a write of another member');
+    });
+
+    define(t, target, 'a member put or remove at the version a corrupt member is stored at replaces or removes it: writes decide on the version alone', async (context) => {
+      const corrupt = corruptMemberHook(target, context);
+      const [storage] = (await context.clients(1)) as [Storage];
+      const g = context.group();
+      const member = await join(storage, g, 'bad');
+      const stored = storedVersion(await corrupt(g, 'bad'), member);
+      const replaced = applied(await storage.putMember(g, 'bad', stored, memberState({ incarnation: 'repaired' })), 'a put at the stored version');
+      assert.ok(replaced.version > stored, `version ${replaced.version} after ${stored}`);
+      assert.deepEqual(plain(await members(storage, g)), [plain(replaced)], 'the member reads back again');
+      const again = storedVersion(await corrupt(g, 'bad'), replaced);
+      assert.equal((await storage.removeMember(g, 'bad', again)).status, 'applied', 'a remove at the stored version');
+      assert.deepEqual(plain(await storage.getRoster(g)), { group: g, members: [], corrupt: [] });
     });
   });
 }
@@ -1535,6 +2067,21 @@ export function changeFeedContract(t: TestApi, target: ConformanceTarget): void 
       assert.deepEqual(closed.changes, [], 'nothing reaches a closed subscription');
       assert.ok(open.changes.some((change) => change.leaseKey === 'k' && change.kind === 'released'), 'the open subscription hears the release');
     });
+
+    define(t, target, 'member writes publish nothing on the change feed: joins, heartbeats and removes are not lease changes', async (context) => {
+      const [writer, reader] = (await context.clients(2)) as [Storage, Storage];
+      const g = context.group();
+      const heard = await listen(reader, g, target, context);
+      const own = await listen(writer, g, target, context);
+      let member = await join(writer, g, 'w1');
+      for (let beat = 0; beat < 3; beat++) member = await heartbeat(writer, member, { held: beat, changes: beat });
+      const other = await join(reader, g, 'w2');
+      member = await heartbeat(writer, member, { status: 'dead' });
+      assert.equal((await writer.removeMember(g, 'w1', member.version)).status, 'applied');
+      assert.equal((await reader.removeMember(g, 'w2', other.version)).status, 'applied');
+      assert.deepEqual(await settle(writer, g, heard), [], 'a subscriber on another client heard a member write');
+      assert.deepEqual((await settle(writer, g, own)).filter((change) => !change.leaseKey.startsWith('marker-')), [], 'a subscriber on the writer\'s client heard a member write');
+    });
   });
 }
 
@@ -1624,6 +2171,51 @@ async function cutWrite<R extends { status: string }, S>(
     assert.deepEqual(stored, plain(expect.written(outcome)), `${expect.what}: an applied outcome is what is stored`);
   }
   if (wasWritten) assert.deepEqual(stored, plain(expect.written(outcome.status === 'applied' ? outcome : undefined)), `${expect.what}: the write is stored whole or not at all`);
+}
+
+/**
+ * Runs a member write on `client` while the proxy cuts the connection once the backend answers it, and
+ * checks the outcome against the member `read` (on a direct client) finds: `unknown` (with a typed error)
+ * or `applied` exactly as stored; never a conflict; thrown only as a `StorageUnavailableError` when
+ * nothing was written. `next` is the state a put writes (with a version above the one before), `null` for
+ * a remove.
+ */
+async function cutMemberWrite(
+  proxy: TcpProxy,
+  write: () => Promise<WriteResult<MemberRecord> | DeleteResult<MemberRecord>>,
+  read: () => Promise<MemberRecord | null>,
+  expect: { before: MemberRecord | null; next: MemberState | null; what: string },
+): Promise<void> {
+  let cut = false;
+  const armed = proxy.cutOnResponse().then(() => {
+    cut = true;
+  });
+  const settled = await settles(write(), expect.what);
+  await Promise.race([armed, new Promise((resolve) => setTimeout(resolve, 50))]);
+  proxy.disarm();
+  assert.ok(cut, `${expect.what}: the call returned without the backend answering it (${show(settled)})`);
+  const stored = await read();
+  const wasWritten = show(plain(stored)) !== show(plain(expect.before));
+  if ('thrown' in settled) {
+    assert.ok(!wasWritten, `${expect.what}: threw ${show(settled.thrown)} although the write reached the backend and applied; a write that may have reached the backend must return unknown`);
+    assert.ok(isUnavailable(settled.thrown), `${expect.what}: a call that sent nothing may throw only a StorageUnavailableError, got ${show(settled.thrown)}`);
+    return;
+  }
+  const outcome = settled.value;
+  if (outcome.status === 'unknown') {
+    assert.ok(outcome.error instanceof LeaseholdError, `${expect.what}: an unknown outcome carries a LeaseholdError, got ${show(outcome.error)}`);
+  } else {
+    assert.equal(outcome.status, 'applied', `${expect.what}: a write cut after the backend received it is unknown (or applied, if the adapter proved it), got ${show(outcome)}`);
+    if ('record' in outcome) assert.deepEqual(plain(stored), plain(outcome.record), `${expect.what}: an applied outcome is what is stored`);
+    else assert.equal(stored, null, `${expect.what}: an applied remove removed the member`);
+  }
+  if (!wasWritten) return;
+  if (expect.next === null) {
+    assert.equal(stored, null, `${expect.what}: the member is removed or left as it was`);
+  } else {
+    assert.ok(stored !== null && stored.version > (expect.before?.version ?? 0), `${expect.what}: a written member has a new version, got ${show(stored)}`);
+    assert.deepEqual(plain(memberOf(stored)), plain(expect.next), `${expect.what}: the member is written whole or not at all`);
+  }
 }
 
 async function assertRecovers(client: Storage, direct: Storage, group: string, leaseKey: string): Promise<void> {
@@ -1783,12 +2375,49 @@ export function faultContract(t: TestApi, target: ConformanceTarget): void {
       }
     });
 
+    define(t, target, 'a member join, put or remove whose connection is cut after the backend received it is unknown, never thrown nor a conflict, and the client works again', async (context) => {
+      const { proxy, client, direct } = await proxied(target, context);
+      const g = context.group();
+      await client.getRoster(g);
+      const read = (): Promise<MemberRecord | null> => memberOfRoster(direct, g, 'w');
+      await cutMemberWrite(proxy, () => client.putMember(g, 'w', null, memberState({ held: 1 })), read, { before: null, next: memberState({ held: 1 }), what: 'a join' });
+      const current = (await read()) ?? (await join(direct, g, 'w', { held: 1 }));
+      await client.getRoster(g);
+      await cutMemberWrite(proxy, () => client.putMember(g, 'w', current.version, { ...memberOf(current), held: 2 }), read, { before: current, next: { ...memberOf(current), held: 2 }, what: 'a put' });
+      const now = (await read()) as MemberRecord;
+      await client.getRoster(g);
+      await cutMemberWrite(proxy, () => client.removeMember(g, 'w', now.version), read, { before: now, next: null, what: 'a remove' });
+      const settled = await settles(client.getRoster(g), 'a roster read after the cut');
+      assert.ok('value' in settled, `the client works again after a cut connection: a roster read threw ${show(settled)}`);
+      assert.deepEqual(plain(byWorker(settled.value.members)), plain(await members(direct, g)), 'the client works again after a cut connection');
+    });
+
+    define(t, target, 'a roster read whose connection is cut in the middle of its answer throws a StorageUnavailableError or returns the whole roster, never part of it', async (context) => {
+      const { proxy, client, direct } = await proxied(target, context);
+      const g = context.group();
+      await Promise.all(Array.from({ length: limits.maxMembers }, (_, i) => join(direct, g, `worker-${String(i).padStart(3, '0')}`, { metadata: { padding: 'p'.repeat(1500) } })));
+      const truth = plain(await members(direct, g));
+      const start = proxy.answeredBytes;
+      assert.deepEqual(plain(await members(client, g)), truth);
+      const size = proxy.answeredBytes - start;
+      for (const fraction of [0, 0.25, 0.5, 0.9]) {
+        await client.getRoster(`${g}-warm-up`);
+        const armed = proxy.cutOnResponse(fraction === 0 ? {} : { afterBytes: Math.floor(size * fraction) });
+        const settled = await settles(client.getRoster(g), 'getRoster');
+        proxy.disarm();
+        void armed;
+        if ('thrown' in settled) assert.ok(isUnavailable(settled.thrown), `cut after ${fraction * 100}% of the answer: a roster read that fails throws a StorageUnavailableError, got ${show(settled.thrown)}`);
+        else assert.deepEqual(plain({ ...settled.value, members: byWorker(settled.value.members) }), { group: g, members: truth, corrupt: [] }, `cut after ${fraction * 100}% of the answer: a roster read that returns returns the whole roster`);
+      }
+    });
+
     define(t, target, 'a client whose connection is broken fails each call with a typed error (thrown, or unknown for a write) and writes nothing', async (context) => {
       const faults = breakable(target, context);
       const [direct] = (await context.clients(1)) as [Storage];
       const g = context.group();
       const lease = applied(await direct.createLease({ group: g, leaseKey: 'k', owner: 'w', epoch: 1 }), 'create');
       const leader = applied(await direct.createLeader({ group: g, holder: 'w', term: 1 }), 'leader');
+      const member = await join(direct, g, 'w');
       const calls: Array<[string, (storage: Storage) => Promise<unknown>]> = [
         ['listLeases', (storage) => storage.listLeases(g)],
         ['getLease', (storage) => storage.getLease(g, 'k')],
@@ -1798,6 +2427,10 @@ export function faultContract(t: TestApi, target: ConformanceTarget): void {
         ['deleteLease', (storage) => storage.deleteLease(g, 'k', lease.version)],
         ['createLeader', (storage) => storage.createLeader({ group: `${g}-other` })],
         ['updateLeader', (storage) => storage.updateLeader(g, leader.version, { ...leaderOf(leader), term: 2 })],
+        ['getRoster', (storage) => storage.getRoster(g)],
+        ['putMember (a join)', (storage) => storage.putMember(g, 'new', null, memberState())],
+        ['putMember (a heartbeat)', (storage) => storage.putMember(g, 'w', member.version, memberOf(member))],
+        ['removeMember', (storage) => storage.removeMember(g, 'w', member.version)],
       ];
       for (const [what, call] of calls) {
         const breakable = await faults.createStorage();
@@ -1819,6 +2452,7 @@ export function faultContract(t: TestApi, target: ConformanceTarget): void {
       assert.deepEqual(plain(await listed(direct, g)), [plain(lease)], 'nothing was written');
       assert.deepEqual(plain(await direct.getLeader(g)), plain(leader));
       assert.equal(await direct.getLeader(`${g}-other`), null);
+      assert.deepEqual(plain(await members(direct, g)), [plain(member)], 'no member was written');
     });
   });
 }
@@ -1843,6 +2477,7 @@ function sortListing(listing: { leases: LeaseRecord[]; corrupt: unknown[] }): { 
 export function runConformanceSuite(t: TestApi, target: ConformanceTarget): void {
   leaseContract(t, target);
   leaderContract(t, target);
+  rosterContract(t, target);
   limitsContract(t, target);
   concurrencyContract(t, target);
   monotonicityContract(t, target);

@@ -2,6 +2,7 @@ export {
   runConformanceSuite,
   leaseContract,
   leaderContract,
+  rosterContract,
   limitsContract,
   concurrencyContract,
   monotonicityContract,
