@@ -76,6 +76,20 @@ runConformanceSuite(
       database.prepare(`UPDATE leasehold_leases SET state = '{"owner":' WHERE grp = ? AND lease_key = ?`).run(group, leaseKey);
       disconnect(database);
     },
+    // A member row whose state is no longer JSON, written by another program that moves the versions as
+    // a writer does (from the group's counter), in one transaction.
+    corruptMember: async (group, workerId) => {
+      const database = connect();
+      try {
+        return database.transaction(() => {
+          const { version } = database.prepare(`UPDATE leasehold_rosters SET high_version = high_version + 1 WHERE grp = ? RETURNING high_version AS version`).get(group) as { version: number };
+          database.prepare(`UPDATE leasehold_members SET state = '{"status":', version = ? WHERE grp = ? AND worker_id = ?`).run(version, group, workerId);
+          return { version };
+        }).immediate();
+      } finally {
+        disconnect(database);
+      }
+    },
     // An embedded database has no connection to cut from outside: closing the client's own one is the break.
     faults: {
       kind: 'break',
