@@ -231,7 +231,8 @@ export interface MemberRecord extends MemberState {
    * Moves on every write of the member that applies, even one that writes the stored state (a heartbeat:
    * others see the member alive only by its version moving). Each applied write gives the member a version
    * greater than every version any member of the group ever had, so a version never repeats for a worker
-   * id, not even when the member is removed and joins again.
+   * id, not even when the member is removed and joins again. The adapter keeps that one counter per group
+   * in the backend for good, also when every member has left.
    */
   readonly version: number;
 }
@@ -374,19 +375,35 @@ export interface CheckpointStorage {
 
   /**
    * The group's roster: every member, strongly consistent, in any order (empty for a group nobody
-   * joined). A roster holds up to {@link limits}.maxMembers members, each of any size the contract allows.
+   * joined). A roster holds up to {@link limits}.maxMembers members, each of any size the contract allows,
+   * and reads back whole, in one call. A member that cannot be read back is in `corrupt`, naming its
+   * worker id, and every other member is still in `members`. A read that fails throws a
+   * `StorageUnavailableError`: never part of a roster. A client sees a member another client wrote at
+   * once: no client serves the roster from a cache of its own.
    */
   getRoster(group: string): Promise<Roster>;
 
   /**
    * Writes one member's state, conditionally: with `expectedVersion` `null` only if the worker id has no
    * member (a join), otherwise only if the member's stored version equals it. Nothing else is compared,
-   * and no other member is touched or compared: members heartbeat side by side without conflicts. A
-   * conflict carries the member as stored (or `null`). Member writes publish nothing on the change feed.
+   * and no other member is touched or compared: writes to different members never conflict with each
+   * other, however the others move, join or leave. A second join is a conflict carrying the stored
+   * member; a put at a stale version is a conflict carrying the member as stored when the write was
+   * refused (not as the statement first saw it); a put of an absent member at a version is a conflict
+   * with `null`, and creates nothing. A put replaces the whole state, and every put that applies moves
+   * the version (see {@link MemberRecord.version}), even a heartbeat that writes exactly the stored state.
+   * A join, or a put at another version, over a member that cannot be read back is `unknown` carrying its
+   * `CorruptRecordError`, and leaves it as it is; a put at the version it is stored at replaces it. Member
+   * writes publish nothing on the change feed.
    */
   putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>>;
 
-  /** Removes the member if its stored version equals `expectedVersion`; otherwise a conflict. */
+  /**
+   * Removes the member if its stored version equals `expectedVersion`; at a stale version it is a conflict
+   * carrying the stored member, and of an absent member a conflict with `null`. The group's version
+   * counter outlives the remove. A remove at another version of a member that cannot be read back is
+   * `unknown` carrying its `CorruptRecordError`; at the version it is stored at, it removes it.
+   */
   removeMember(group: string, workerId: string, expectedVersion: number): Promise<DeleteResult<MemberRecord>>;
 }
 

@@ -14,6 +14,24 @@ import {
   BreakableClient,
   Bus,
   CachingReads,
+  CachingRoster,
+  CorruptMemberConflictStorage,
+  CorruptMemberNeverReplacedStorage,
+  CountedRosterStorage,
+  DropsMemberFieldsCoreDoesNotNameStorage,
+  DropsMemberProtoMetadataKeyStorage,
+  DropsRequestsStorage,
+  HeartbeatKeepsVersionStorage,
+  JoinOverwritesStorage,
+  MemberConflictFromSnapshot,
+  OversizeMemberFailsInBackendStorage,
+  PutCreatesAbsentMemberStorage,
+  RemoveIgnoresVersionStorage,
+  RosterByPrefixStorage,
+  RosterHidesCorruptStorage,
+  RosterThrowsOnCorruptStorage,
+  RosterWideVersionStorage,
+  RoundsMemberNumbersStorage,
   ConflictFromSnapshot,
   CreateOverwritesFreeLeaseStorage,
   DropsFieldsCoreDoesNotNameStorage,
@@ -148,6 +166,27 @@ const T = {
   broken: 'a client whose connection is broken fails each call with a typed error (thrown, or unknown for a write) and writes nothing',
   cutMember: 'a member join, put or remove whose connection is cut after the backend received it is unknown, never thrown nor a conflict, and the client works again',
   cutRoster: 'a roster read whose connection is cut in the middle of its answer throws a StorageUnavailableError or returns the whole roster, never part of it',
+  rosterJoin: 'a join applies only when the worker id has no member: a second join is a conflict carrying the stored member, and changes nothing',
+  rosterPut: 'a member put at the stored version applies; at a stale version it is a conflict carrying the stored member, and changes nothing',
+  rosterHeartbeat: 'every member write that applies moves the version, even a heartbeat that writes exactly the stored state',
+  rosterGreater: 'each applied member write gives a version greater than every version any member of the group ever had',
+  rosterNeverRepeats: 'a version never repeats for a worker id: a member removed and joining again gets a version greater than every version any member ever had',
+  rosterSideBySide: 'writes to different members never conflict with each other: each member is written at its own version alone',
+  rosterRemove: 'a remove at the stored version removes the member; at a stale version it is a conflict carrying the stored member; of an absent member a conflict with null',
+  rosterRoundTrip: 'every member field round-trips exactly through join, put, the roster and a conflict: requests, metadata with awkward keys, the format and fields core does not name',
+  rosterLargest: 'a member state of 2048 bytes, with counters and leaseDurationMs at Number.MAX_SAFE_INTEGER and 4 requests, round-trips exactly',
+  rosterFull: 'a roster of 128 members of near the largest size reads back whole',
+  rosterNames: 'worker ids and groups are compared byte for byte: ids that differ only in case, Unicode normalization or trailing spaces are different members, and ids of 256 to 512 bytes are stored whole',
+  rosterGroups: 'groups side by side never see each other\'s members, even when one name is a prefix of another',
+  rosterOtherClient: 'a client sees a member another client wrote at once: no client serves the roster from a cache of its own',
+  rosterInvalid: 'invalid member input is refused with an InvalidInputError before anything is sent: each bad field, too many requests, an oversize state, a bad group, worker id or expected version',
+  heartbeatRace: '32 members heartbeating at once: every write applies, none conflicts with another member\'s, and no version repeats',
+  joinRace: '32 clients joining as the same worker id at once: exactly one applies, and every other gets a conflict carrying the stored member',
+  putRace: '32 clients putting the same member at the same version: exactly one applies, and every other gets a conflict carrying the stored member, not the one its statement first saw',
+  corruptRoster: 'a roster reports each corrupt member in corrupt, naming its worker id, and still lists every other member',
+  corruptMemberWrite: 'a join, put or remove of a corrupt member at another version than the one it is stored at is unknown, carrying the CorruptRecordError, and leaves it as it is',
+  corruptMemberReplaced: 'a member put or remove at the version a corrupt member is stored at replaces or removes it: writes decide on the version alone',
+  feedMembers: 'member writes publish nothing on the change feed: joins, heartbeats and removes are not lease changes',
 } as const;
 
 const crossProcess = (title: string): string => `${title}, from separate processes`;
@@ -197,6 +236,9 @@ describe('the conformance suite', () => {
     }
     const mangled = new MangledNames((name) => name);
     expect(failures(await runSuite({ ...shared(mangled), corruptLease: async (group, leaseKey) => mangled.corrupt(group, leaseKey), corruptMember: async (group, workerId) => mangled.corruptMember(group, workerId) })), 'a store that mangles no name').toEqual([]);
+    const counted = await runSuite(shared(new CountedRosterStorage('none')));
+    expect(failures(counted), 'a roster with its own counter, kept for good').toEqual([]);
+    expect(titlesWith(counted, 'passed')).toEqual(expect.arrayContaining([T.rosterGreater, T.rosterNeverRepeats, T.heartbeatRace]));
   });
 
   describe('fails an adapter that breaks a rule of leases, in the test of that rule', () => {
@@ -234,15 +276,51 @@ describe('the conformance suite', () => {
     for (const [bug, target, titles] of cases) it(bug, () => expectFailing(target(), titles));
   });
 
+  describe('fails an adapter that breaks a rule of the roster, in the test of that rule', () => {
+    const cases: Array<[string, () => Omit<ConformanceTarget, 'name'>, string[]]> = [
+      ['lets a join replace a member that exists', () => shared(new JoinOverwritesStorage()), [T.rosterJoin]],
+      ['creates an absent member on a put at a version', () => shared(new PutCreatesAbsentMemberStorage()), [T.rosterPut, T.rosterNeverRepeats]],
+      ['acknowledges an identical heartbeat without moving the version', () => shared(new HeartbeatKeepsVersionStorage()), [T.rosterHeartbeat]],
+      ['numbers each member\'s versions on its own, from 1 again after a remove', () => shared(new CountedRosterStorage('per-member')), [T.rosterGreater, T.rosterNeverRepeats]],
+      ['forgets the group\'s counter when its last member leaves', () => shared(new CountedRosterStorage('forgotten-when-empty')), [T.rosterNeverRepeats]],
+      ['conditions a member write on the roster\'s version: a put conflicts when another member moved', () => shared(new RosterWideVersionStorage()), [T.rosterSideBySide, T.heartbeatRace]],
+      ['reports a member conflict with the member as its statement first read it', () => perClient((store) => new MemberConflictFromSnapshot(store)), [T.putRace]],
+      ['removes a member whatever version the caller read', () => shared(new RemoveIgnoresVersionStorage()), [T.rosterRemove]],
+      ['drops a member\'s requests', () => shared(new DropsRequestsStorage()), [T.rosterRoundTrip, T.rosterLargest]],
+      ['loses a __proto__ key of a member\'s metadata', () => shared(new DropsMemberProtoMetadataKeyStorage()), [T.rosterRoundTrip, T.rosterLargest]],
+      ['drops the member fields core does not name', () => shared(new DropsMemberFieldsCoreDoesNotNameStorage()), [T.rosterRoundTrip, T.rosterLargest, T.rosterFull]],
+      ['keeps 14 significant digits of a member\'s numbers', () => shared(new RoundsMemberNumbersStorage()), [T.rosterLargest]],
+      ['reads a roster by a prefix of its group\'s name', () => shared(new RosterByPrefixStorage()), [T.rosterGroups]],
+      ['serves the roster from a per-client cache', () => perClient((store) => new CachingRoster(store)), [T.rosterOtherClient]],
+      ['leaves the size of a member to the backend', () => shared(new OversizeMemberFailsInBackendStorage()), [T.rosterInvalid]],
+      ['truncates worker ids to 255 bytes', () => shared(new MangledNames(truncateTo255Bytes)), [T.rosterNames, T.rosterLargest]],
+      ['compares worker ids case-insensitively', () => shared(new MangledNames(foldCase)), [T.rosterNames]],
+      ['compares worker ids after Unicode normalization', () => shared(new MangledNames(normalizeUnicode)), [T.rosterNames]],
+      ['ignores trailing spaces in worker ids', () => shared(new MangledNames(ignoreTrailingSpaces)), [T.rosterNames]],
+    ];
+    for (const [bug, target, titles] of cases) it(bug, () => expectFailing(target(), titles));
+
+    it('publishes member writes on the change feed', () => {
+      const store = new MemoryStorage();
+      const bus = new Bus();
+      return expectFailing({ createStorage: async () => new FeedClient(store, bus, 'publishes-member-writes') }, [T.feedMembers]);
+    });
+  });
+
   describe('fails an adapter that breaks a rule of corrupt records, in the test of that rule', () => {
     const corruptible = (store: MemoryStorage): Omit<ConformanceTarget, 'name'> => ({
       ...shared(store),
       corruptLease: async (group, leaseKey) => store.corrupt(group, leaseKey),
+      corruptMember: async (group, workerId) => store.corruptMember(group, workerId),
     });
     const cases: Array<[string, () => Omit<ConformanceTarget, 'name'>, string[]]> = [
       ['throws a corrupt lease out of the listing', () => corruptible(new ListingThrowsOnCorruptStorage()), [T.corruptListing]],
       ['leaves corrupt leases out of the listing silently', () => corruptible(new ListingHidesCorruptStorage()), [T.corruptListing]],
       ['fails a whole batch on one corrupt lease', () => corruptible(new BatchFailsWholeOnCorruptStorage()), [T.corruptBatch]],
+      ['throws a corrupt member out of the roster', () => corruptible(new RosterThrowsOnCorruptStorage()), [T.corruptRoster, T.corruptMemberWrite]],
+      ['leaves corrupt members out of the roster silently', () => corruptible(new RosterHidesCorruptStorage()), [T.corruptRoster, T.corruptMemberWrite]],
+      ['reports a write over a corrupt member as a conflict with no member', () => corruptible(new CorruptMemberConflictStorage()), [T.corruptMemberWrite]],
+      ['never replaces a corrupt member, even at the version it is stored at', () => corruptible(new CorruptMemberNeverReplacedStorage()), [T.corruptMemberReplaced]],
     ];
     for (const [bug, target, titles] of cases) it(bug, () => expectFailing(target(), titles));
   });
@@ -302,10 +380,10 @@ describe('the conformance suite', () => {
     }, 180_000);
 
     const cases: Array<[string, RemoteBug, string[]]> = [
-      ['throws a write whose connection was cut', 'throws-on-cut', [T.cutCreate, T.cutUpdate, T.cutDelete, T.cutLeader, T.cutBatch]],
-      ['sends a write again after its connection was cut', 'retries-writes', [T.cutCreate, T.cutUpdate, T.cutDelete, T.cutLeader, T.cutBatch]],
+      ['throws a write whose connection was cut', 'throws-on-cut', [T.cutCreate, T.cutUpdate, T.cutDelete, T.cutLeader, T.cutBatch, T.cutMember]],
+      ['sends a write again after its connection was cut', 'retries-writes', [T.cutCreate, T.cutUpdate, T.cutDelete, T.cutLeader, T.cutBatch, T.cutMember]],
       ['returns the pages it has when a listing is cut', 'partial-listing', [T.cutListing]],
-      ['reads "nothing there" when a read is cut', 'empty-reads-on-cut', [T.cutRead]],
+      ['reads "nothing there" when a read is cut', 'empty-reads-on-cut', [T.cutRead, T.cutRoster]],
     ];
     for (const [bug, remoteBug, titles] of cases) it(`fails a client that ${bug}`, () => expectFailing(remote(remoteBug), titles));
 
@@ -343,9 +421,9 @@ describe('the conformance suite', () => {
         },
       };
       void store;
-      const inProcess = await runSuite(target, [T.race, T.increments, T.overlapping]);
-      expect(titlesWith(inProcess, 'passed').sort()).toEqual([T.race, T.increments, T.overlapping].sort());
-      await expectFailing(target, [crossProcess(T.increments)]);
+      const inProcess = await runSuite(target, [T.race, T.increments, T.overlapping, T.heartbeatRace]);
+      expect(titlesWith(inProcess, 'passed').sort()).toEqual([T.race, T.increments, T.overlapping, T.heartbeatRace].sort());
+      await expectFailing(target, [crossProcess(T.increments), crossProcess(T.heartbeatRace)]);
     }, 120_000);
   });
 });

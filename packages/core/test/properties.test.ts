@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { compareNumericPositions, decodeLease, encodeLeaseState, type LeaseState } from '../src/index.js';
+import { compareNumericPositions, decodeLease, decodeMember, encodeLeaseState, encodeMemberState, limits, type LeaseState, type MemberState } from '../src/index.js';
 
 const sequence = fc.bigInt({ min: 0n, max: 2n ** 128n - 1n });
 const position = fc.oneof(
@@ -52,6 +52,30 @@ describe('the lease state codec', () => {
       fc.property(state, fc.integer({ min: 1, max: Number.MAX_SAFE_INTEGER }), (original, version) => {
         const decoded = decodeLease('group', 'key', version, encodeLeaseState(original));
         expect(decoded).toEqual({ group: 'group', leaseKey: 'key', version, ...original });
+      }),
+    );
+  });
+});
+
+const member: fc.Arbitrary<MemberState> = fc
+  .record({
+    format: fc.integer({ min: 1, max: Number.MAX_SAFE_INTEGER }),
+    incarnation: name,
+    leaseDurationMs: fc.integer({ min: 1, max: Number.MAX_SAFE_INTEGER }),
+    status: fc.constantFrom('alive' as const, 'dead' as const),
+    held: fc.maxSafeNat(),
+    changes: fc.maxSafeNat(),
+    requests: fc.array(fc.record({ leaseKey: name, from: name }), { maxLength: limits.maxRequests }),
+    metadata: fc.dictionary(name, fc.string({ maxLength: 50 }), { maxKeys: 5 }),
+  })
+  .filter((state) => Buffer.byteLength(encodeMemberState(state)) <= limits.maxMemberBytes);
+
+describe('the member state codec', () => {
+  it('decodes exactly what it encoded, for any valid member state', () => {
+    fc.assert(
+      fc.property(member, fc.integer({ min: 1, max: Number.MAX_SAFE_INTEGER }), (original, version) => {
+        const decoded = decodeMember('group', 'worker', version, encodeMemberState(original));
+        expect(decoded).toEqual({ group: 'group', workerId: 'worker', version, ...original });
       }),
     );
   });

@@ -9,7 +9,10 @@
  */
 import {
   CorruptRecordError,
+  encodeMemberState,
   leaseStateOf,
+  limits,
+  memberStateOf,
   MemoryStorage,
   RECORD_FORMAT,
   result,
@@ -628,7 +631,8 @@ export type FeedBug =
   | 'close-keeps-delivering'
   | 'never-delivers'
   | 'no-created'
-  | 'skips-own-writes';
+  | 'skips-own-writes'
+  | 'publishes-member-writes';
 
 /** A client of a shared store with a change feed on a shared {@link Bus}; `bug` breaks one rule of the feed. */
 export class FeedClient extends Passthrough {
@@ -658,6 +662,13 @@ export class FeedClient extends Passthrough {
       }
     });
     return results;
+  }
+
+  override async putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
+    const outcome = await super.putMember(group, workerId, expectedVersion, next);
+    // The bug: a heartbeat published as a change, so that waiting workers look at the member's leases.
+    if (outcome.status === 'applied' && this.bug === 'publishes-member-writes') this.#publish(group, workerId, 'released');
+    return outcome;
   }
 
   async subscribe(group: string, listener: (change: LeaseChange) => void): Promise<ChangeSubscription> {
@@ -763,5 +774,284 @@ export class BreakableClient extends Passthrough {
 
   #check(operation: string): void {
     if (this.#broken) throw new StorageUnavailableError(`[broken] ${operation}: the connection is closed`);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The roster: one rule broken each
+
+function sameMember(a: MemberState, b: MemberState): boolean {
+  return encodeMemberState(a) === encodeMemberState(b);
+}
+
+async function storedMember(storage: Storage, group: string, workerId: string): Promise<MemberRecord | null> {
+  return (await storage.getRoster(group)).members.find((member) => member.workerId === workerId) ?? null;
+}
+
+/** Acknowledges a heartbeat that writes exactly the stored state without writing it ("nothing changed"): the version stands still. */
+export class HeartbeatKeepsVersionStorage extends MemoryStorage {
+  override async putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
+    validateMemberWrite(group, workerId, expectedVersion, next);
+    const current = await storedMember(this, group, workerId);
+    if (current && current.version === expectedVersion && sameMember(memberStateOf(current), next)) return result.applied(current);
+    return super.putMember(group, workerId, expectedVersion, next);
+  }
+}
+
+/** Conditions a member write on the roster's highest version instead of the member's own, as one item holding the roster with one version would: a put conflicts whenever another member moved. */
+export class RosterWideVersionStorage extends MemoryStorage {
+  override async putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
+    validateMemberWrite(group, workerId, expectedVersion, next);
+    const roster = await this.getRoster(group);
+    const highest = Math.max(0, ...roster.members.map((member) => member.version));
+    const current = roster.members.find((member) => member.workerId === workerId) ?? null;
+    if (expectedVersion !== null && expectedVersion !== highest) return result.conflict(current);
+    return super.putMember(group, workerId, expectedVersion, next);
+  }
+}
+
+/** Lets a join replace a member that exists ("the worker is back"), as an unconditional put would. */
+export class JoinOverwritesStorage extends MemoryStorage {
+  override async putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
+    validateMemberWrite(group, workerId, expectedVersion, next);
+    const current = expectedVersion === null ? await storedMember(this, group, workerId) : null;
+    return super.putMember(group, workerId, current ? current.version : expectedVersion, next);
+  }
+}
+
+/** Treats a put of an absent member at a version as a join (an upsert): a removed member comes back through a late heartbeat. */
+export class PutCreatesAbsentMemberStorage extends MemoryStorage {
+  override async putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
+    validateMemberWrite(group, workerId, expectedVersion, next);
+    const current = await storedMember(this, group, workerId);
+    return super.putMember(group, workerId, current ? expectedVersion : null, next);
+  }
+}
+
+/** Removes a member whatever version the caller read. */
+export class RemoveIgnoresVersionStorage extends MemoryStorage {
+  override async removeMember(group: string, workerId: string, expectedVersion: number): Promise<DeleteResult<MemberRecord>> {
+    validateVersion(expectedVersion);
+    const current = await storedMember(this, group, workerId);
+    return super.removeMember(group, workerId, current ? current.version : expectedVersion);
+  }
+}
+
+/** Stores the requests as an empty list, as a column the adapter forgot would. */
+export class DropsRequestsStorage extends MemoryStorage {
+  override async putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
+    validateMemberWrite(group, workerId, expectedVersion, next);
+    return super.putMember(group, workerId, expectedVersion, { ...next, requests: [] });
+  }
+}
+
+/** Copies member metadata key by key by assignment, which silently drops a `__proto__` key. */
+export class DropsMemberProtoMetadataKeyStorage extends MemoryStorage {
+  override async putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
+    validateMemberWrite(group, workerId, expectedVersion, next);
+    return super.putMember(group, workerId, expectedVersion, { ...next, metadata: copyByAssignment(next.metadata) });
+  }
+}
+
+/** Stores the member fields core names today and drops the rest, as a column per field would. */
+export class DropsMemberFieldsCoreDoesNotNameStorage extends MemoryStorage {
+  override async putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
+    validateMemberWrite(group, workerId, expectedVersion, next);
+    const { format, incarnation, leaseDurationMs, status, held, changes, requests, metadata } = next;
+    return super.putMember(group, workerId, expectedVersion, { format, incarnation, leaseDurationMs, status, held, changes, requests, metadata });
+  }
+}
+
+/** Keeps a member's numbers as text of 14 significant digits (a Lua script's `tostring`), and reads them back so. */
+export class RoundsMemberNumbersStorage extends MemoryStorage {
+  override async getRoster(group: string): Promise<Roster> {
+    const roster = await super.getRoster(group);
+    return { ...roster, members: roster.members.map(roundMember) };
+  }
+
+  override async putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
+    const outcome = await super.putMember(group, workerId, expectedVersion, next);
+    if (outcome.status === 'applied') return result.applied(roundMember(outcome.record));
+    if (outcome.status === 'conflict') return result.conflict(outcome.current && roundMember(outcome.current));
+    return outcome;
+  }
+}
+
+function roundMember(member: MemberRecord): MemberRecord {
+  const round = (value: number): number => Number(value.toPrecision(14));
+  return { ...member, leaseDurationMs: round(member.leaseDurationMs), held: round(member.held), changes: round(member.changes), format: round(member.format) };
+}
+
+/** Leaves the size of a member to the backend, which refuses an item too large with its own error: not an `InvalidInputError`. */
+export class OversizeMemberFailsInBackendStorage extends MemoryStorage {
+  override async putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
+    if (sizeOf(next) > limits.maxMemberBytes) {
+      throw new StorageUnavailableError('[broken] Item size has exceeded the maximum allowed size');
+    }
+    return super.putMember(group, workerId, expectedVersion, next);
+  }
+}
+
+function sizeOf(state: MemberState): number {
+  try {
+    return Buffer.byteLength(encodeMemberState(state));
+  } catch {
+    return 0;
+  }
+}
+
+/**
+ * Keeps each group's members under keys `<group>/<worker id>` in one table and reads a roster with a
+ * prefix scan on `<group>`: a group whose name extends another's shows up in its roster.
+ */
+export class RosterByPrefixStorage extends MemoryStorage {
+  readonly #groups = new Set<string>();
+
+  override async putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
+    const outcome = await super.putMember(group, workerId, expectedVersion, next);
+    if (outcome.status === 'applied') this.#groups.add(group);
+    return outcome;
+  }
+
+  override async getRoster(group: string): Promise<Roster> {
+    const own = await super.getRoster(group);
+    const others = await Promise.all([...this.#groups].filter((name) => name !== group && name.startsWith(group)).map((name) => super.getRoster(name)));
+    return { group, members: [...own.members, ...others.flatMap((roster) => roster.members)], corrupt: own.corrupt };
+  }
+}
+
+/** Throws the first corrupt member's error out of the roster: one bad member hides every other. */
+export class RosterThrowsOnCorruptStorage extends MemoryStorage {
+  override async getRoster(group: string): Promise<Roster> {
+    const roster = await super.getRoster(group);
+    if (roster.corrupt[0]) throw roster.corrupt[0];
+    return roster;
+  }
+}
+
+/** Leaves corrupt members out of the roster without a word. */
+export class RosterHidesCorruptStorage extends MemoryStorage {
+  override async getRoster(group: string): Promise<Roster> {
+    return { ...(await super.getRoster(group)), corrupt: [] };
+  }
+}
+
+/** Reports a write over a corrupt member as a conflict with no member ("it could not be read, so it is not there"). */
+export class CorruptMemberConflictStorage extends MemoryStorage {
+  override async putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
+    const outcome = await super.putMember(group, workerId, expectedVersion, next);
+    return outcome.status === 'unknown' && outcome.error instanceof CorruptRecordError ? result.conflict(null) : outcome;
+  }
+}
+
+/** Refuses every write of a member it cannot read, even at the version it is stored at: a damaged member stays damaged. */
+export class CorruptMemberNeverReplacedStorage extends MemoryStorage {
+  override async putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
+    validateMemberWrite(group, workerId, expectedVersion, next);
+    const damaged = (await this.getRoster(group)).corrupt.find((error) => error.workerId === workerId);
+    if (damaged) return result.unknown(damaged);
+    return super.putMember(group, workerId, expectedVersion, next);
+  }
+
+  override async removeMember(group: string, workerId: string, expectedVersion: number): Promise<DeleteResult<MemberRecord>> {
+    validateVersion(expectedVersion);
+    const damaged = (await this.getRoster(group)).corrupt.find((error) => error.workerId === workerId);
+    if (damaged) return result.unknown(damaged);
+    return super.removeMember(group, workerId, expectedVersion);
+  }
+}
+
+/**
+ * A member write that reads the roster first and reports a conflict with the member as it read it, not
+ * as it is stored when the write is refused (a statement's snapshot under read committed).
+ */
+export class MemberConflictFromSnapshot extends Passthrough {
+  override async putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
+    const snapshot = await storedMember(this.inner, group, workerId);
+    const outcome = await super.putMember(group, workerId, expectedVersion, next);
+    return outcome.status === 'conflict' ? result.conflict(snapshot) : outcome;
+  }
+}
+
+/** A client that serves the roster from its own cache once it has read it, updated only with its own writes. */
+export class CachingRoster extends Passthrough {
+  readonly #rosters = new Map<string, Roster>();
+
+  override async getRoster(group: string): Promise<Roster> {
+    const cached = this.#rosters.get(group);
+    if (cached) return cached;
+    const roster = await super.getRoster(group);
+    this.#rosters.set(group, roster);
+    return roster;
+  }
+
+  override async putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
+    const outcome = await super.putMember(group, workerId, expectedVersion, next);
+    if (outcome.status === 'applied') this.#remember(group, workerId, outcome.record);
+    return outcome;
+  }
+
+  override async removeMember(group: string, workerId: string, expectedVersion: number): Promise<DeleteResult<MemberRecord>> {
+    const outcome = await super.removeMember(group, workerId, expectedVersion);
+    if (outcome.status === 'applied') this.#remember(group, workerId, null);
+    return outcome;
+  }
+
+  #remember(group: string, workerId: string, record: MemberRecord | null): void {
+    const roster = this.#rosters.get(group);
+    if (!roster) return;
+    const others = roster.members.filter((member) => member.workerId !== workerId);
+    this.#rosters.set(group, { ...roster, members: record ? [...others, record] : others });
+  }
+}
+
+/** How a {@link CountedRosterStorage} numbers member versions. */
+export type RosterCounterBug =
+  /** One counter per group, kept for good: the contract. */
+  | 'none'
+  /** A counter per member, as a version attribute on each member's own item: it starts at 1 again when a member joins again. */
+  | 'per-member'
+  /** One counter per group, kept in the roster's own record, which goes when its last member does. */
+  | 'forgotten-when-empty';
+
+/**
+ * A roster kept apart from the `MemoryStorage` it extends (for leases and leaders), with its own version
+ * counter; `bug` chooses how the counter is kept. With `'none'` it keeps every roster rule (it has no
+ * corrupt members).
+ */
+export class CountedRosterStorage extends MemoryStorage {
+  readonly #rosters = new Map<string, { counter: number; members: Map<string, MemberRecord> }>();
+
+  constructor(private readonly bug: RosterCounterBug) {
+    super();
+  }
+
+  override async getRoster(group: string): Promise<Roster> {
+    validateGroup(group);
+    return { group, members: [...(this.#rosters.get(group)?.members.values() ?? [])], corrupt: [] };
+  }
+
+  override async putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
+    validateMemberWrite(group, workerId, expectedVersion, next);
+    let roster = this.#rosters.get(group);
+    if (!roster) this.#rosters.set(group, (roster = { counter: 0, members: new Map() }));
+    const current = roster.members.get(workerId) ?? null;
+    if (current === null ? expectedVersion !== null : current.version !== expectedVersion) return result.conflict(current);
+    const version = this.bug === 'per-member' ? (current?.version ?? 0) + 1 : ++roster.counter;
+    const record = Object.freeze({ ...memberStateOf(next), group, workerId, version });
+    roster.members.set(workerId, record);
+    return result.applied(record);
+  }
+
+  override async removeMember(group: string, workerId: string, expectedVersion: number): Promise<DeleteResult<MemberRecord>> {
+    validateGroup(group);
+    validateWorkerId(workerId);
+    validateVersion(expectedVersion);
+    const roster = this.#rosters.get(group);
+    const current = roster?.members.get(workerId) ?? null;
+    if (!roster || !current || current.version !== expectedVersion) return result.conflict(current);
+    roster.members.delete(workerId);
+    if (this.bug === 'forgotten-when-empty' && roster.members.size === 0) this.#rosters.delete(group);
+    return { status: 'applied' };
   }
 }
