@@ -16,7 +16,10 @@
  *   same input with exactly the same error;
  * - a stored row that cannot be read back is reported as a `CorruptRecordError` naming it, never
  *   repaired: in a listing beside the others, in a batch as that one update's `unknown` result;
- * - a write reports `unknown` whenever it cannot prove what happened.
+ * - a write reports `unknown` whenever it cannot prove what happened;
+ * - the roster of a group is read by one SELECT, and each member is written conditionally on its own
+ *   version alone, with a new version taken from one counter per group, so a version never repeats for a
+ *   worker id, not even after it is removed and joins again.
  *
  * SQLite is one file with one writer at a time, which suits one machine (several processes on one host,
  * a single-node deployment, tests). The adapter has no change feed: SQLite cannot wake other processes,
@@ -31,23 +34,29 @@ import type Database from 'better-sqlite3';
 import {
   decodeLeader,
   decodeLease,
+  decodeMember,
   describeValue,
   encodeLeaderState,
   encodeLeaseState,
+  encodeMemberState,
   InvalidConfigError,
   LeaseholdError,
   leaseStateOf,
   listingOf,
+  memberStateOf,
   result,
+  rosterOf,
   StorageOutcomeUnknownError,
   StorageUnavailableError,
   validateGroup,
   validateLeaderState,
   validateLeaseKey,
   validateLeaseUpdates,
+  validateMemberWrite,
   validateNewLeader,
   validateNewLease,
   validateVersion,
+  validateWorkerId,
   type CreateLeaseOptions,
   type DeleteResult,
   type LeaderRecord,
@@ -55,8 +64,11 @@ import {
   type LeaseListing,
   type LeaseRecord,
   type LeaseUpdate,
+  type MemberRecord,
+  type MemberState,
   type NewLeader,
   type NewLease,
+  type Roster,
   type Storage,
   type WriteResult,
 } from '@leasehold/core';
@@ -71,7 +83,10 @@ export interface SqliteStorageOptions {
    * process (or per worker); they may all point at the same file.
    */
   database: Database.Database;
-  /** Prefix of the two tables, `<prefix>_leases` and `<prefix>_leaders`. Default `leasehold`. */
+  /**
+   * Prefix of the tables, `<prefix>_leases`, `<prefix>_leaders`, `<prefix>_members` and `<prefix>_rosters`.
+   * Default `leasehold`.
+   */
   tablePrefix?: string;
 }
 
@@ -176,6 +191,45 @@ export class SqliteStorage implements Storage {
     return outcome.deleted ? { status: 'applied' } : this.#leaseConflict(group, leaseKey, outcome.current);
   }
 
+  async getRoster(group: string): Promise<Roster> {
+    validateGroup(group, PKG);
+    // One SELECT reads one consistent snapshot of every member of the group. (A network backend would keep
+    // the whole roster in one record, so that one read costs one round trip however many members.)
+    const rows = this.#read('getRoster', () => this.#sql.listMembers.all({ group }) as Array<StoredRow & { workerId: string }>);
+    return rosterOf(group, rows, (row) => decodeMember(group, row.workerId, row.version, row.state, PKG));
+  }
+
+  async putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
+    validateMemberWrite(group, workerId, expectedVersion, next, PKG);
+    const state = memberStateOf(next);
+    const outcome = this.#write('putMember', () => {
+      const params = { group, workerId, state: encodeMemberState(state) };
+      // The member's new version comes from the group's counter, read in the same statement; the
+      // transaction holds the write lock, so no other process moves the counter in between.
+      const written = (
+        expectedVersion === null ? this.#sql.joinMember.get(params) : this.#sql.updateMember.get({ ...params, expectedVersion })
+      ) as { version: number } | undefined;
+      if (written) this.#sql.raiseHighVersion.run({ group, version: written.version });
+      return { written, current: written ? undefined : (this.#sql.getMember.get({ group, workerId }) as StoredRow | undefined) };
+    });
+    if (outcome instanceof LeaseholdError) return result.unknown(outcome);
+    if (outcome.written) return result.applied({ group, workerId, version: outcome.written.version, ...state });
+    return this.#memberConflict(group, workerId, outcome.current);
+  }
+
+  async removeMember(group: string, workerId: string, expectedVersion: number): Promise<DeleteResult<MemberRecord>> {
+    validateGroup(group, PKG);
+    validateWorkerId(workerId, PKG);
+    validateVersion(expectedVersion, PKG);
+    // The group's counter stays in its own table: a worker that joins again continues above it.
+    const outcome = this.#write('removeMember', () => {
+      const removed = this.#sql.removeMember.run({ group, workerId, expectedVersion }).changes === 1;
+      return { removed, current: removed ? undefined : (this.#sql.getMember.get({ group, workerId }) as StoredRow | undefined) };
+    });
+    if (outcome instanceof LeaseholdError) return result.unknown(outcome);
+    return outcome.removed ? { status: 'applied' } : this.#memberConflict(group, workerId, outcome.current);
+  }
+
   async getLeader(group: string): Promise<LeaderRecord | null> {
     validateGroup(group, PKG);
     const row = this.#read('getLeader', () => this.#sql.getLeader.get({ group }) as StoredRow | undefined);
@@ -210,6 +264,14 @@ export class SqliteStorage implements Storage {
   #leaseConflict(group: string, leaseKey: string, row: StoredRow | undefined): WriteResult<LeaseRecord> {
     try {
       return result.conflict(row ? decodeLease(group, leaseKey, row.version, row.state, PKG) : null);
+    } catch (error) {
+      return result.unknown(error as LeaseholdError);
+    }
+  }
+
+  #memberConflict(group: string, workerId: string, row: StoredRow | undefined): WriteResult<MemberRecord> {
+    try {
+      return result.conflict(row ? decodeMember(group, workerId, row.version, row.state, PKG) : null);
     } catch (error) {
       return result.unknown(error as LeaseholdError);
     }
@@ -255,10 +317,13 @@ export class SqliteStorage implements Storage {
 }
 
 /**
- * The two tables. A lease row whose `state` is NULL is a tombstone: the key was deleted, but its
+ * The tables. A lease row whose `state` is NULL is a tombstone: the key was deleted, but its
  * `version` and `high_epoch` stay, so that a new lease under the same key continues above them.
  * `high_epoch` is the greatest epoch the key ever had (core only raises epochs, but the contract asks the
  * store to keep the bound itself rather than trust every writer).
+ *
+ * A member is one row of `<prefix>_members`; `<prefix>_rosters` keeps, per group, the greatest version any
+ * member ever had, so that a member's every write (and a removed member's next join) goes above it.
  */
 function createTables(database: Database.Database, prefix: string): void {
   // WAL lets readers of other connections go on while one connection writes. A file setting: once is enough.
@@ -277,6 +342,17 @@ function createTables(database: Database.Database, prefix: string): void {
       version INTEGER NOT NULL,
       state   TEXT    NOT NULL
     ) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS ${prefix}_members (
+      grp       TEXT    NOT NULL,
+      worker_id TEXT    NOT NULL,
+      version   INTEGER NOT NULL,
+      state     TEXT    NOT NULL,
+      PRIMARY KEY (grp, worker_id)
+    ) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS ${prefix}_rosters (
+      grp          TEXT    NOT NULL PRIMARY KEY,
+      high_version INTEGER NOT NULL
+    ) WITHOUT ROWID;
   `);
 }
 
@@ -284,6 +360,9 @@ function createTables(database: Database.Database, prefix: string): void {
 function prepare(database: Database.Database, prefix: string) {
   const leases = `${prefix}_leases`;
   const leaders = `${prefix}_leaders`;
+  const members = `${prefix}_members`;
+  const rosters = `${prefix}_rosters`;
+  const nextVersion = `(SELECT coalesce(max(high_version), 0) + 1 FROM ${rosters} WHERE grp = @group)`;
   return {
     listLeases: database.prepare(`SELECT lease_key AS leaseKey, version, state FROM ${leases} WHERE grp = @group AND state IS NOT NULL`),
     getLease: database.prepare(`SELECT version, state FROM ${leases} WHERE grp = @group AND lease_key = @leaseKey AND state IS NOT NULL`),
@@ -308,6 +387,23 @@ function prepare(database: Database.Database, prefix: string) {
     deleteLease: database.prepare(`
       UPDATE ${leases} SET state = NULL
       WHERE grp = @group AND lease_key = @leaseKey AND version = @expectedVersion AND state IS NOT NULL`),
+    listMembers: database.prepare(`SELECT worker_id AS workerId, version, state FROM ${members} WHERE grp = @group`),
+    getMember: database.prepare(`SELECT version, state FROM ${members} WHERE grp = @group AND worker_id = @workerId`),
+    // A join applies only when the worker id has no member; a write only at the member's stored version.
+    // Neither looks at any other member. Both take the version above the group's counter ...
+    joinMember: database.prepare(`
+      INSERT INTO ${members} (grp, worker_id, version, state) VALUES (@group, @workerId, ${nextVersion}, @state)
+      ON CONFLICT (grp, worker_id) DO NOTHING
+      RETURNING version`),
+    updateMember: database.prepare(`
+      UPDATE ${members} SET version = ${nextVersion}, state = @state
+      WHERE grp = @group AND worker_id = @workerId AND version = @expectedVersion
+      RETURNING version`),
+    // ... and, in the same transaction, move the counter up to it.
+    raiseHighVersion: database.prepare(`
+      INSERT INTO ${rosters} (grp, high_version) VALUES (@group, @version)
+      ON CONFLICT (grp) DO UPDATE SET high_version = max(high_version, excluded.high_version)`),
+    removeMember: database.prepare(`DELETE FROM ${members} WHERE grp = @group AND worker_id = @workerId AND version = @expectedVersion`),
     getLeader: database.prepare(`SELECT version, state FROM ${leaders} WHERE grp = @group`),
     // Leader records are never deleted, so the term needs no tombstone: it lives on in the row.
     createLeader: database.prepare(`

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { CorruptRecordError, InvalidConfigError, leaderStateOf, leaseStateOf, type LeaseRecord, type WriteResult } from '@leasehold/core';
+import { CorruptRecordError, InvalidConfigError, leaderStateOf, leaseStateOf, memberStateOf, RECORD_FORMAT, type LeaseRecord, type MemberRecord, type MemberState, type WriteResult } from '@leasehold/core';
 import { runConformanceSuite } from '@leasehold/core/testing';
 import Database from 'better-sqlite3';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
@@ -75,6 +75,20 @@ runConformanceSuite(
       const database = connect();
       database.prepare(`UPDATE leasehold_leases SET state = '{"owner":' WHERE grp = ? AND lease_key = ?`).run(group, leaseKey);
       disconnect(database);
+    },
+    // A member row whose state is no longer JSON, written by another program that moves the versions as
+    // a writer does (from the group's counter), in one transaction.
+    corruptMember: async (group, workerId) => {
+      const database = connect();
+      try {
+        return database.transaction(() => {
+          const { version } = database.prepare(`UPDATE leasehold_rosters SET high_version = high_version + 1 WHERE grp = ? RETURNING high_version AS version`).get(group) as { version: number };
+          database.prepare(`UPDATE leasehold_members SET state = '{"status":', version = ? WHERE grp = ? AND worker_id = ?`).run(version, group, workerId);
+          return { version };
+        }).immediate();
+      } finally {
+        disconnect(database);
+      }
     },
     // An embedded database has no connection to cut from outside: closing the client's own one is the break.
     faults: {
@@ -219,6 +233,125 @@ describe('SqliteStorage beyond the conformance suite', () => {
     expect(create).toThrow(InvalidConfigError);
     expect(create).toThrow('[sqlite-storage] table prefix "x; DROP TABLE t" must be letters, digits and underscores');
     expect(database.prepare(`SELECT count(*) AS n FROM sqlite_master WHERE name LIKE 'x%'`).get()).toEqual({ n: 0 });
+    disconnect(database);
+  });
+});
+
+describe('SqliteStorage roster', () => {
+  const member = (overrides: Partial<MemberState> = {}): MemberState => ({
+    format: RECORD_FORMAT,
+    incarnation: 'inc-1',
+    leaseDurationMs: 10_000,
+    status: 'alive',
+    held: 0,
+    changes: 0,
+    requests: [],
+    metadata: {},
+    ...overrides,
+  });
+
+  it('50 members heartbeating at once: every write applies, each with a version above every earlier one of the group', async () => {
+    const workers = Array.from({ length: 50 }, (_, i) => ({ workerId: `worker-${i}`, storage: open().storage }));
+    let records: MemberRecord[] = await Promise.all(workers.map(async ({ workerId, storage }) => applied(await storage.putMember('beats', workerId, null, member()))));
+    for (let round = 1; round <= 3; round++) {
+      const high = Math.max(...records.map((record) => record.version));
+      const outcomes = await Promise.all(workers.map(({ workerId, storage }, i) => storage.putMember('beats', workerId, (records[i] as MemberRecord).version, member({ held: round }))));
+      expect(outcomes.map((outcome) => outcome.status)).toEqual(Array(50).fill('applied'));
+      records = outcomes.map((outcome) => applied(outcome));
+      expect(Math.min(...records.map((record) => record.version))).toBeGreaterThan(high);
+    }
+    expect(new Set(records.map((record) => record.version)).size).toBe(50);
+    const roster = await workers[0]!.storage.getRoster('beats');
+    expect(roster.corrupt).toEqual([]);
+    expect([...roster.members].sort((a, b) => a.version - b.version)).toEqual([...records].sort((a, b) => a.version - b.version));
+  });
+
+  it('four processes heartbeating 25 members each, 40 times, on one database file: every write applies and no version repeats', async () => {
+    const heartbeater = fileURLToPath(new URL('./support/sqlite-heartbeater.ts', import.meta.url));
+    const processes = Array.from({ length: 4 }, (_, p) => {
+      const workerIds = Array.from({ length: 25 }, (_, i) => `p${p}-worker-${i}`);
+      const child = spawn(process.execPath, ['--import', 'tsx', heartbeater, file, 'process-beats', '40', ...workerIds], { stdio: ['pipe', 'pipe', 'inherit'] });
+      let stdout = '';
+      child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+      const exited = new Promise<number | null>((resolve) => child.on('exit', resolve));
+      return { child, exited, stdout: () => stdout };
+    });
+    await waitUntil(() => processes.every((racer) => racer.stdout().startsWith('ready\n')), 30_000);
+    for (const { child } of processes) child.stdin.end('go\n');
+    expect(await Promise.all(processes.map((racer) => racer.exited))).toEqual([0, 0, 0, 0]);
+    const versions = processes.flatMap((racer) => JSON.parse(racer.stdout().slice('ready\n'.length)) as number[]);
+    expect(versions).toHaveLength(4 * 25 * 41);
+    expect(new Set(versions).size).toBe(versions.length);
+    const { storage, database } = open();
+    const roster = await storage.getRoster('process-beats');
+    expect(roster.members).toHaveLength(100);
+    expect(Math.max(...roster.members.map((record) => record.version))).toBe(versions.length);
+    disconnect(database);
+  }, 60_000);
+
+  it('32 clients joining one worker id at once: exactly one applies and every other conflict carries the member it made', async () => {
+    const outcomes = await Promise.all(Array.from({ length: 32 }, (_, i) => open().storage.putMember('join-race', 'w', null, member({ incarnation: `inc-${i}` }))));
+    const winners = outcomes.filter((outcome) => outcome.status === 'applied');
+    expect(winners).toHaveLength(1);
+    expect(outcomes.filter((outcome) => outcome.status === 'conflict')).toEqual(Array(31).fill({ status: 'conflict', current: applied(winners[0]) }));
+  });
+
+  it('a member removed and joining again, on a new connection, gets a version above every version any member of the group had', async () => {
+    const before = open();
+    const first = applied(await before.storage.putMember('rejoin', 'w1', null, member()));
+    const other = applied(await before.storage.putMember('rejoin', 'w2', null, member()));
+    expect(await before.storage.removeMember('rejoin', 'w1', first.version)).toEqual({ status: 'applied' });
+    expect(await before.storage.removeMember('rejoin', 'w2', other.version)).toEqual({ status: 'applied' });
+    disconnect(before.database);
+
+    const { storage, database } = open();
+    expect(await storage.getRoster('rejoin')).toEqual({ group: 'rejoin', members: [], corrupt: [] });
+    const again = applied(await storage.putMember('rejoin', 'w1', null, member({ incarnation: 'inc-2' })));
+    expect(again.version).toBe(3);
+    expect(await storage.putMember('rejoin', 'w1', first.version, member())).toEqual({ status: 'conflict', current: again });
+    expect(await storage.removeMember('rejoin', 'w1', first.version)).toEqual({ status: 'conflict', current: again });
+    disconnect(database);
+  });
+
+  it('a write or removal at a stale version is a conflict carrying the member as stored; of a missing member, one with none', async () => {
+    const { storage, database } = open();
+    const joined = applied(await storage.putMember('stale', 'w', null, member()));
+    const beaten = applied(await storage.putMember('stale', 'w', joined.version, member({ held: 2, metadata: { host: 'a' } })));
+    expect(beaten).toEqual({ group: 'stale', workerId: 'w', version: 2, ...memberStateOf(member({ held: 2, metadata: { host: 'a' } })) });
+    expect(await storage.putMember('stale', 'w', joined.version, member({ status: 'dead' }))).toEqual({ status: 'conflict', current: beaten });
+    expect(await storage.putMember('stale', 'w', null, member())).toEqual({ status: 'conflict', current: beaten });
+    expect(await storage.removeMember('stale', 'w', joined.version)).toEqual({ status: 'conflict', current: beaten });
+    expect(await storage.putMember('stale', 'nobody', 1, member())).toEqual({ status: 'conflict', current: null });
+    expect(await storage.removeMember('stale', 'nobody', 1)).toEqual({ status: 'conflict', current: null });
+    expect(await storage.getRoster('stale')).toEqual({ group: 'stale', members: [beaten], corrupt: [] });
+    disconnect(database);
+  });
+
+  it('a member row whose state is not JSON is listed in corrupt by its worker id beside the others; a write at another version is unknown and leaves it, one at its stored version replaces it', async () => {
+    const { storage, database } = open();
+    for (const workerId of ['a', 'bad', 'c']) applied(await storage.putMember('corrupt-member', workerId, null, member()));
+    // Damaged as another program writing the table would, moving the version as a writer does.
+    database.prepare(`UPDATE leasehold_rosters SET high_version = high_version + 1 WHERE grp = 'corrupt-member'`).run();
+    database.prepare(`UPDATE leasehold_members SET state = '{"status":', version = 4 WHERE grp = 'corrupt-member' AND worker_id = 'bad'`).run();
+    const stored = (): unknown => database.prepare(`SELECT version, state FROM leasehold_members WHERE grp = 'corrupt-member' AND worker_id = 'bad'`).get();
+    const damaged = stored();
+
+    const roster = await storage.getRoster('corrupt-member');
+    expect(roster.members.map((record) => record.workerId).sort()).toEqual(['a', 'c']);
+    expect(roster.corrupt).toHaveLength(1);
+    expect(roster.corrupt[0]).toBeInstanceOf(CorruptRecordError);
+    expect(roster.corrupt[0]).toMatchObject({ group: 'corrupt-member', workerId: 'bad', leaseKey: undefined });
+    expect(roster.corrupt[0]?.message).toContain('[sqlite-storage] stored member "bad" of group "corrupt-member" is corrupt: state is not valid JSON');
+    for (const outcome of [
+      await storage.putMember('corrupt-member', 'bad', 2, member()),
+      await storage.putMember('corrupt-member', 'bad', null, member()),
+      await storage.removeMember('corrupt-member', 'bad', 2),
+    ]) {
+      expect(outcome).toMatchObject({ status: 'unknown', error: { name: 'CorruptRecordError', workerId: 'bad' } });
+    }
+    expect(stored()).toEqual(damaged);
+    expect(applied(await storage.putMember('corrupt-member', 'bad', 4, member())).version).toBe(5);
+    expect((await storage.getRoster('corrupt-member')).corrupt).toEqual([]);
     disconnect(database);
   });
 });

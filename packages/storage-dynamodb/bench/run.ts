@@ -3,10 +3,21 @@
  * in one run and printed as a ratio. Absolute times depend on the machine; the ratios are the point.
  */
 import { performance } from 'node:perf_hooks';
-import { DynamoDBClient, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
-import { encodeLeaseState, leaseStateOf, RECORD_FORMAT, type LeaseRecord, type LeaseState, type WriteResult } from '@leasehold/core';
+import { DynamoDBClient, GetItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
+import {
+  encodeLeaseState,
+  encodeMemberState,
+  leaseStateOf,
+  RECORD_FORMAT,
+  type LeaseRecord,
+  type LeaseState,
+  type MemberRecord,
+  type MemberState,
+  type WriteResult,
+} from '@leasehold/core';
 import { startDynalite } from '@leasehold/local-stack';
 import { DynamoDBStorage } from '../src/index.js';
+import { itemBytes } from '../src/schema.js';
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 
@@ -28,7 +39,7 @@ const client = new DynamoDBClient({
 const tableName = `bench-${process.pid}`;
 const storage = new DynamoDBStorage({ client, tableName });
 
-function applied(outcome: WriteResult<LeaseRecord> | undefined): LeaseRecord {
+function applied<T = LeaseRecord>(outcome: WriteResult<T> | undefined): T {
   if (outcome?.status !== 'applied') throw new Error(`expected applied, got ${JSON.stringify(outcome)}`);
   return outcome.record;
 }
@@ -47,7 +58,7 @@ const held: LeaseState = {
   epoch: 3,
   checkpoint: '49590338271490256608559692538361571095921575989136588898',
   parentKeys: ['shardId-000000000007'],
-  pendingOwner: null,
+  incarnation: '7c1e2f40-4b1a-4f53-9d6e-2a9c8b1f0e35',
   metadata: {},
 };
 
@@ -164,6 +175,133 @@ async function writeUnitsPerHeldLease(): Promise<void> {
   console.log(`  ratio ours / KCL: ${(ours / kcl).toFixed(2)}`);
 }
 
+// A member as a worker heartbeats it: a random incarnation, a dozen leases held, no requests.
+const beating: MemberState = {
+  format: RECORD_FORMAT,
+  incarnation: '0b7d4c1e-93a2-4d8f-b6e1-5c2f7a9e3d10',
+  leaseDurationMs: 10_000,
+  status: 'alive',
+  held: 12,
+  changes: 41,
+  requests: [],
+  metadata: {},
+};
+const ROSTER_MEMBERS = 100;
+const workerIdOf = (i: number): string => `ip-10-0-${Math.floor(i / 250)}-${i % 250}.eu-west-1.compute.internal-48213-${String(i).padStart(6, '0')}`;
+
+/** A client that asks for, and adds up, the capacity units DynamoDB (here dynalite) reports for each request. */
+function meteredClient(): { client: DynamoDBClient; consumed: () => number; reset: () => void } {
+  let consumed = 0;
+  const metered = new DynamoDBClient({
+    region: 'us-east-1',
+    endpoint: dynalite.endpoint,
+    credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+  });
+  type Add = (middleware: unknown, options: { step: 'initialize'; name: string }) => void;
+  const meter = (next: (args: { input: Record<string, unknown> }) => Promise<{ output: { ConsumedCapacity?: { CapacityUnits?: number } } }>) =>
+    async (args: { input: Record<string, unknown> }) => {
+      args.input.ReturnConsumedCapacity = 'TOTAL';
+      const result = await next(args);
+      consumed += result.output.ConsumedCapacity?.CapacityUnits ?? 0;
+      return result;
+    };
+  (metered.middlewareStack.add as Add).call(metered.middlewareStack, meter, { step: 'initialize', name: 'meterCapacity' });
+  return { client: metered, consumed: () => consumed, reset: () => (consumed = 0) };
+}
+
+async function putMemberAgainstRawUpdate(): Promise<void> {
+  const group = 'bench-member';
+  // A roster of ROSTER_MEMBERS, so that both writes move an item of the size a real group's would have.
+  for (let i = 2; i < ROSTER_MEMBERS; i++) applied(await storage.putMember(group, workerIdOf(i), null, beating));
+  let mine = applied(await storage.putMember(group, workerIdOf(0), null, beating));
+  let rawVersion = applied(await storage.putMember(group, workerIdOf(1), null, beating)).version;
+  const rawMember = { M: { s: { S: encodeMemberState(beating) }, w: { S: 'raw-write-id-000' } } };
+  // The same conditional UpdateItem as the adapter's heartbeat, hand-written with everything precomputed.
+  const raw = async (): Promise<void> => {
+    const output = await client.send(
+      new UpdateItemCommand({
+        TableName: tableName,
+        Key: { pk: { S: group }, sk: { S: 'roster' } },
+        UpdateExpression: 'SET #hv = if_not_exists(#hv, :zero) + :one, #v = if_not_exists(#hv, :zero) + :one, #m = :member',
+        ConditionExpression: '#v = :expected',
+        ExpressionAttributeNames: { '#hv': 'hv', '#v': `v:${workerIdOf(1)}`, '#m': `m:${workerIdOf(1)}` },
+        ExpressionAttributeValues: { ':zero': { N: '0' }, ':one': { N: '1' }, ':member': rawMember, ':expected': { N: String(rawVersion) } },
+        ReturnValues: 'UPDATED_NEW',
+        ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+      }),
+    );
+    rawVersion = Number(output.Attributes?.[`v:${workerIdOf(1)}`]?.N);
+  };
+  const adapter = async (): Promise<void> => {
+    mine = applied(await storage.putMember(group, mine.workerId, mine.version, beating));
+  };
+  const [a, r] = await sideBySide(adapter, raw);
+  console.log(`one heartbeat (putMember) in a roster of ${ROSTER_MEMBERS}: ${ms(a)} (median of ${SINGLE_ROUNDS})`);
+  console.log(`the same UpdateItem sent raw:                 ${ms(r)} (median of ${SINGLE_ROUNDS})`);
+  console.log(`  ratio adapter / raw: ${(a / r).toFixed(2)} (target at most 1.3)`);
+}
+
+async function getRosterAgainstRawGet(): Promise<void> {
+  const group = 'bench-member';
+  const key = { pk: { S: group }, sk: { S: 'roster' } };
+  let members = 0;
+  const adapter = async (): Promise<void> => {
+    members = (await storage.getRoster(group)).members.length;
+  };
+  const raw = async (): Promise<void> => {
+    await client.send(new GetItemCommand({ TableName: tableName, Key: key, ConsistentRead: true }));
+  };
+  const [a, r] = await sideBySide(adapter, raw);
+  if (members !== ROSTER_MEMBERS) throw new Error(`expected ${ROSTER_MEMBERS} members, read ${members}`);
+  console.log(`getRoster of ${ROSTER_MEMBERS} members (GetItem + decoding each): ${ms(a)} (median of ${SINGLE_ROUNDS})`);
+  console.log(`the same strongly consistent GetItem sent raw:     ${ms(r)} (median of ${SINGLE_ROUNDS})`);
+  console.log(`  ratio adapter / raw: ${(a / r).toFixed(2)}`);
+}
+
+async function capacityPerHeartbeat(): Promise<void> {
+  const kcl = 60_000 / KCL_RENEW_INTERVAL_MS;
+  const perMinute = 60_000 / RENEW_INTERVAL_MS;
+  console.log(`capacity units of the roster, a heartbeat every ${RENEW_INTERVAL_MS.toFixed(0)} ms (renewIntervalMs), worker ids of ${workerIdOf(0).length} bytes, states of ${encodeMemberState(beating).length} bytes:`);
+  console.log('  members | item bytes | WCU/heartbeat | WCU/worker/min | WCU/group/s | RCU/getRoster (strong)');
+  for (const size of [10, 50, 100, 128]) {
+    const group = `bench-capacity-${size}`;
+    const metered = meteredClient();
+    const meteredStorage = new DynamoDBStorage({ client: metered.client, tableName });
+    const members: MemberRecord[] = [];
+    for (let i = 0; i < size; i++) members.push(applied(await meteredStorage.putMember(group, workerIdOf(i), null, beating)));
+    metered.reset();
+    // Every member heartbeats once, as each worker does every renewIntervalMs.
+    await Promise.all(members.map(async (member) => applied(await meteredStorage.putMember(group, member.workerId, member.version, beating))));
+    const perHeartbeat = metered.consumed() / size;
+    metered.reset();
+    await meteredStorage.getRoster(group);
+    const perRead = metered.consumed();
+    const { Item } = await client.send(new GetItemCommand({ TableName: tableName, Key: { pk: { S: group }, sk: { S: 'roster' } }, ConsistentRead: true }));
+    metered.client.destroy();
+    const perWorkerMinute = perHeartbeat * perMinute;
+    console.log(
+      `  ${String(size).padStart(7)} | ${String(itemBytes(Item ?? {})).padStart(10)} | ${perHeartbeat.toFixed(1).padStart(13)} | ${perWorkerMinute.toFixed(0).padStart(14)} | ${((perWorkerMinute * size) / 60).toFixed(0).padStart(11)} | ${perRead}`,
+    );
+  }
+  console.log(`KCL, one UpdateItem per lease every ${KCL_RENEW_INTERVAL_MS} ms: ${kcl.toFixed(1)} WCU per lease per minute`);
+  console.log('  (one item takes at most 1,000 WCU/s: WCU/group/s is what the roster item must absorb)');
+}
+
+/** Runs the two alternately, SINGLE_ROUNDS times after a warm-up, and returns their medians. */
+async function sideBySide(first: () => Promise<void>, second: () => Promise<void>): Promise<[number, number]> {
+  const times: [number[], number[]] = [[], []];
+  for (let i = 0; i < SINGLE_WARMUP + SINGLE_ROUNDS; i++) {
+    // Alternate which goes first, so that neither always runs on a warmer process.
+    const order = i % 2 === 0 ? ([0, 1] as const) : ([1, 0] as const);
+    for (const which of order) {
+      const started = performance.now();
+      await (which === 0 ? first : second)();
+      if (i >= SINGLE_WARMUP) times[which].push(performance.now() - started);
+    }
+  }
+  return [median(times[0]), median(times[1])];
+}
+
 try {
   await storage.createTable();
   console.log('@leasehold/storage-dynamodb on dynalite (in process)\n');
@@ -172,6 +310,12 @@ try {
   await adapterAgainstRawUpdate();
   console.log();
   await writeUnitsPerHeldLease();
+  console.log();
+  await putMemberAgainstRawUpdate();
+  console.log();
+  await getRosterAgainstRawGet();
+  console.log();
+  await capacityPerHeartbeat();
 } finally {
   client.destroy();
   await dynalite.close();

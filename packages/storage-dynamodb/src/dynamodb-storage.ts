@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import {
   GetItemCommand,
   PutItemCommand,
@@ -17,20 +17,26 @@ import {
   StorageUnavailableError,
   decodeLeader,
   decodeLease,
+  decodeMember,
   describeValue,
   encodeLeaderState,
   encodeLeaseState,
+  encodeMemberState,
   leaderStateOf,
   leaseStateOf,
   listingOf,
+  memberStateOf,
   result,
+  rosterOf,
   validateGroup,
   validateLeaderState,
   validateLeaseKey,
   validateLeaseUpdates,
+  validateMemberWrite,
   validateNewLeader,
   validateNewLease,
   validateVersion,
+  validateWorkerId,
   type CreateLeaseOptions,
   type DeleteResult,
   type LeaderRecord,
@@ -39,8 +45,11 @@ import {
   type LeaseRecord,
   type LeaseState,
   type LeaseUpdate,
+  type MemberRecord,
+  type MemberState,
   type NewLeader,
   type NewLease,
+  type Roster,
   type Storage,
   type Unknown,
   type WriteResult,
@@ -48,7 +57,10 @@ import {
 import {
   LEADER_SORT_KEY,
   LEASE_PREFIX,
+  MEMBER_PREFIX,
+  MEMBER_VERSION_PREFIX,
   PKG,
+  ROSTER_SORT_KEY,
   attr,
   checkItemSize,
   checkTable,
@@ -78,7 +90,7 @@ type Item = Record<string, AttributeValue>;
 
 /** What one conditional write came back with, before its conflict is interpreted. */
 type Sent =
-  | { readonly kind: 'applied' }
+  | { readonly kind: 'applied'; readonly attributes?: Item | undefined }
   | { readonly kind: 'condition-failed'; readonly item: Item | undefined; readonly attempts: number | undefined }
   | { readonly kind: 'failed'; readonly error: unknown };
 
@@ -304,6 +316,90 @@ export class DynamoDBStorage implements Storage {
     return outcome.status === 'applied' ? { status: 'applied' } : outcome;
   }
 
+  async getRoster(group: string): Promise<Roster> {
+    validateGroup(group, PKG);
+    const item = await this.#read(`read the roster of group ${describeValue(group)}`, () => this.#getItem(rosterItemKey(group)));
+    if (item === undefined) return { group, members: [], corrupt: [] };
+    // A member that cannot be read back is reported by its worker id and never hides the others.
+    return rosterOf(group, memberIdsOf(item), (workerId) => memberOf(group, workerId, item));
+  }
+
+  async putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
+    validateMemberWrite(group, workerId, expectedVersion, next, PKG);
+    const what =
+      expectedVersion === null
+        ? `join of member ${describeValue(workerId)} in group ${describeValue(group)}`
+        : `write of member ${describeValue(workerId)} at version ${expectedVersion} in group ${describeValue(group)}`;
+    const state = memberStateOf(next);
+    const writeId = randomBytes(12).toString('base64url');
+    const versionName = `${MEMBER_VERSION_PREFIX}${workerId}`;
+    // One UpdateItem on the group's roster item, which it creates if the group has none. Both `hv` and the
+    // member's version are computed from the item's old `hv` (every operand of an update expression reads
+    // the item as it was before the update), so the member's new version is greater than every version
+    // any member of the group ever had. The condition names this member alone: other members' writes
+    // to the same item never make it fail.
+    const sent = await this.#send(() =>
+      this.#client.send(
+        new UpdateItemCommand({
+          TableName: this.#tableName,
+          Key: rosterItemKey(group),
+          UpdateExpression: 'SET #hv = if_not_exists(#hv, :zero) + :one, #v = if_not_exists(#hv, :zero) + :one, #m = :member',
+          ConditionExpression: expectedVersion === null ? 'attribute_not_exists(#v)' : '#v = :expected',
+          ExpressionAttributeNames: { '#hv': attr.highVersion, '#v': versionName, '#m': `${MEMBER_PREFIX}${workerId}` },
+          ExpressionAttributeValues: {
+            ':zero': { N: '0' },
+            ':one': { N: '1' },
+            ':member': { M: { [attr.memberState]: { S: encodeMemberState(state) }, [attr.memberWriteId]: { S: writeId } } },
+            ...(expectedVersion === null ? {} : { ':expected': { N: String(expectedVersion) } }),
+          },
+          ReturnValues: 'UPDATED_NEW',
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+        }),
+      ),
+    );
+    const applied = (version: unknown): WriteResult<MemberRecord> =>
+      isVersion(version)
+        ? result.applied({ group, workerId, version, ...state })
+        : result.unknown(new StorageOutcomeUnknownError(`[${PKG}] ${what} applied, but DynamoDB gave back the version ${describeValue(version)}`));
+    if (sent.kind === 'applied') return applied(numberOf(sent.attributes?.[versionName]));
+    if (sent.kind === 'failed') return this.#failedWrite(sent.error, what);
+    const met = await this.#memberMet(sent, group);
+    if (met === undefined) return result.unknown(unreadConflict(what));
+    // The SDK retried, and its first attempt applied: the member holds this write's id.
+    if (met.item?.[`${MEMBER_PREFIX}${workerId}`]?.M?.[attr.memberWriteId]?.S === writeId) return applied(numberOf(met.item[versionName]));
+    if (met.retried) return result.unknown(ambiguous(what));
+    return memberConflict(group, workerId, met.item);
+  }
+
+  async removeMember(group: string, workerId: string, expectedVersion: number): Promise<DeleteResult<MemberRecord>> {
+    validateGroup(group, PKG);
+    validateWorkerId(workerId, PKG);
+    validateVersion(expectedVersion, PKG);
+    const what = `removal of member ${describeValue(workerId)} at version ${expectedVersion} from group ${describeValue(group)}`;
+    // `hv` stays: a worker that joins again gets a version above every version it had.
+    const sent = await this.#send(() =>
+      this.#client.send(
+        new UpdateItemCommand({
+          TableName: this.#tableName,
+          Key: rosterItemKey(group),
+          UpdateExpression: 'REMOVE #v, #m',
+          ConditionExpression: '#v = :expected',
+          ExpressionAttributeNames: { '#v': `${MEMBER_VERSION_PREFIX}${workerId}`, '#m': `${MEMBER_PREFIX}${workerId}` },
+          ExpressionAttributeValues: { ':expected': { N: String(expectedVersion) } },
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+        }),
+      ),
+    );
+    if (sent.kind === 'applied') return { status: 'applied' };
+    if (sent.kind === 'failed') return this.#failedWrite(sent.error, what);
+    const met = await this.#memberMet(sent, group);
+    if (met === undefined) return result.unknown(unreadConflict(what));
+    // A removal leaves nothing to recognise it by: after a retry, a missing or moved member may be this
+    // removal's own first attempt (followed by a join).
+    if (met.retried) return result.unknown(ambiguous(what));
+    return memberConflict(group, workerId, met.item);
+  }
+
   async getLeader(group: string): Promise<LeaderRecord | null> {
     validateGroup(group, PKG);
     const item = await this.#read(`read the leader record of group ${describeValue(group)}`, () => this.#getItem(leaderItemKey(group)));
@@ -370,8 +466,8 @@ export class DynamoDBStorage implements Storage {
   /** Sends one conditional write and sorts its outcome; it never throws. */
   async #send(request: () => Promise<unknown>): Promise<Sent> {
     try {
-      await request();
-      return { kind: 'applied' };
+      const output = (await request()) as { Attributes?: Item } | undefined;
+      return { kind: 'applied', attributes: output?.Attributes };
     } catch (error) {
       if (errorName(error) !== 'ConditionalCheckFailedException') return { kind: 'failed', error };
       const failed = error as { Item?: Item; $metadata?: { attempts?: number } };
@@ -433,6 +529,23 @@ export class DynamoDBStorage implements Storage {
     return { kind: 'other', item };
   }
 
+  /**
+   * The roster item a member write's failed condition met, and whether the SDK sent the write more than
+   * once. `undefined`: the item could not be read. DynamoDB returns the item with ALL_OLD; backends that
+   * ignore it (dynalite) need a consistent read, which may see a later write than the one that refused.
+   */
+  async #memberMet(sent: Sent & { kind: 'condition-failed' }, group: string): Promise<{ item: Item | undefined; retried: boolean } | undefined> {
+    let item = sent.item;
+    if (item === undefined) {
+      try {
+        item = await this.#getItem(rosterItemKey(group));
+      } catch {
+        return undefined;
+      }
+    }
+    return { item, retried: sent.attempts === undefined || sent.attempts > 1 };
+  }
+
   /** The result of a write that failed with something other than its condition. */
   async #failedWrite(error: unknown, what: string): Promise<Unknown> {
     const name = errorName(error);
@@ -483,6 +596,10 @@ function leaderItemKey(group: string): Item {
   return { [attr.pk]: { S: group }, [attr.sk]: { S: LEADER_SORT_KEY } };
 }
 
+function rosterItemKey(group: string): Item {
+  return { [attr.pk]: { S: group }, [attr.sk]: { S: ROSTER_SORT_KEY } };
+}
+
 function leaseAttributes(version: number, state: LeaseState, writeId: string): Item {
   return {
     [attr.version]: { N: String(version) },
@@ -523,6 +640,35 @@ function leaseOf(group: string, leaseKey: string, item: Item): LeaseRecord {
 
 function leaderOf(group: string, item: Item): LeaderRecord {
   return decodeLeader(group, numberOf(item[attr.version]), item[attr.state]?.S, 'storage-dynamodb');
+}
+
+/** The worker id of every member the roster item holds, readable or not. */
+function memberIdsOf(item: Item): string[] {
+  const ids = new Set<string>();
+  for (const name of Object.keys(item)) {
+    if (name.startsWith(MEMBER_VERSION_PREFIX)) ids.add(name.slice(MEMBER_VERSION_PREFIX.length));
+    else if (name.startsWith(MEMBER_PREFIX)) ids.add(name.slice(MEMBER_PREFIX.length));
+  }
+  return [...ids];
+}
+
+function memberOf(group: string, workerId: string, item: Item): MemberRecord {
+  const member = item[`${MEMBER_PREFIX}${workerId}`];
+  return decodeMember(group, workerId, numberOf(item[`${MEMBER_VERSION_PREFIX}${workerId}`]), member?.M?.[attr.memberState]?.S, PKG);
+}
+
+/** A conflict carrying the member as the roster item holds it (or none); a corrupt one makes it `unknown`. */
+function memberConflict(group: string, workerId: string, item: Item | undefined): WriteResult<MemberRecord> {
+  const present = item !== undefined && (item[`${MEMBER_VERSION_PREFIX}${workerId}`] !== undefined || item[`${MEMBER_PREFIX}${workerId}`] !== undefined);
+  try {
+    return result.conflict(present ? memberOf(group, workerId, item) : null);
+  } catch (error) {
+    return corruptOutcome(error);
+  }
+}
+
+function isVersion(value: unknown): value is number {
+  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 1;
 }
 
 function counterOf(item: Item, name: string, group: string, leaseKey: string): number {

@@ -1,8 +1,18 @@
 /**
  * The table: one for many groups. Partition key `pk` holds the group; sort key `sk` holds
- * `lease:<leaseKey>` for a lease and `leader` for the group's leader record. Every lease sort key starts
- * with `lease:` and the leader's does not, so no lease key can ever collide with the leader record, and a
- * `begins_with` key condition lists a group's leases without reading its leader record.
+ * `lease:<leaseKey>` for a lease, `leader` for the group's leader record and `roster` for the group's
+ * roster. Every lease sort key starts with `lease:` and the other two do not, so no lease key can ever
+ * collide with the leader record or the roster, and a `begins_with` key condition lists a group's leases
+ * without reading either.
+ *
+ * The roster is ONE item per group, so that a worker reads every member in one strongly consistent
+ * `GetItem`. Besides its key it holds `hv`, the greatest version any member of the group ever had, and two
+ * top-level attributes per member: `v:<workerId>` (its version) and `m:<workerId>` (a map of its state
+ * JSON `s` and the id `w` of the write that stored it). Top-level attributes rather than one map of
+ * members, so that a write never needs a map to exist first (the group's first join creates the item like
+ * any other join), and so that one `UpdateItem` sets `hv` and the member's version from the same old `hv`
+ * without overlapping document paths. No member attribute name can be `pk`, `sk` or `hv`: each starts with
+ * `v:` or `m:`.
  */
 import {
   CreateTableCommand,
@@ -40,10 +50,21 @@ export const attr = {
   writeId: 'writeId',
   /** Present (true) on a deleted lease: the tombstone that keeps version and epoch from going back. */
   deleted: 'deleted',
+  /** On the roster item: the greatest version any member of the group ever had (one counter per group). */
+  highVersion: 'hv',
+  /** Inside a member's `m:<workerId>` map: the member's state as one JSON document. */
+  memberState: 's',
+  /** Inside a member's `m:<workerId>` map: the id of the write that stored it. */
+  memberWriteId: 'w',
 } as const;
 
 export const LEASE_PREFIX = 'lease:';
 export const LEADER_SORT_KEY = 'leader';
+export const ROSTER_SORT_KEY = 'roster';
+/** Prefix of a member's version attribute on the roster item: `v:<workerId>`. */
+export const MEMBER_VERSION_PREFIX = 'v:';
+/** Prefix of a member's state attribute on the roster item: `m:<workerId>`. */
+export const MEMBER_PREFIX = 'm:';
 
 /** DynamoDB's item size limit, 400 KB. */
 export const MAX_ITEM_BYTES = 400 * 1024;

@@ -5,6 +5,7 @@ import {
   GetItemCommand,
   ProvisionedThroughputExceededException,
   PutItemCommand,
+  UpdateItemCommand,
   type AttributeValue,
   type DynamoDBClient,
 } from '@aws-sdk/client-dynamodb';
@@ -17,7 +18,12 @@ import {
   StorageOutcomeUnknownError,
   StorageSchemaError,
   StorageUnavailableError,
+  RECORD_FORMAT,
+  limits,
+  memberStateOf,
   type LeaseRecord,
+  type MemberRecord,
+  type MemberState,
   type WriteResult,
 } from '@leasehold/core';
 import type { RunningDynalite } from '@leasehold/local-stack';
@@ -318,7 +324,7 @@ describe('DynamoDBStorage on DynamoDB', () => {
           await send();
           // The renewal applied but its response was lost; another worker writes before the retry arrives.
           const mine = (await other.getLease(g, 'k'))!;
-          appliedRecord((await other.updateLeases(g, [{ leaseKey: 'k', expectedVersion: mine.version, next: { ...leaseStateOf(mine), pendingOwner: 'thief' } }]))[0]);
+          appliedRecord((await other.updateLeases(g, [{ leaseKey: 'k', expectedVersion: mine.version, next: { ...leaseStateOf(mine), owner: 'thief', incarnation: 'thief-1', epoch: mine.epoch + 1 } }]))[0]);
           throw lostResponse();
         }
         return send();
@@ -516,5 +522,261 @@ describe('DynamoDBStorage corrupt items', () => {
     for (const outcome of [await storage.updateLeader(g, leader.version, leaderStateOf(leader)), await storage.createLeader({ group: g })]) {
       expect(outcome.status === 'unknown' && outcome.error).toBeInstanceOf(CorruptRecordError);
     }
+  });
+});
+
+/** A member's state as a worker heartbeats it. */
+function memberState(overrides: Partial<MemberState> = {}): MemberState {
+  return { format: RECORD_FORMAT, incarnation: 'inc-1', leaseDurationMs: 10_000, status: 'alive', held: 0, changes: 0, requests: [], metadata: {}, ...overrides };
+}
+
+describe('DynamoDBStorage roster', () => {
+  it('keeps the roster in one item per group beside the leases and the leader, which neither lists nor collides with a lease key', async () => {
+    const storage = new DynamoDBStorage({ client: client(), tableName });
+    const g = group();
+    for (const leaseKey of ['roster', 'leader', 'v:w1', 'm:w1']) appliedRecord(await storage.createLease({ group: g, leaseKey }));
+    appliedRecord(await storage.createLeader({ group: g, holder: 'w1', term: 1 }));
+    const joined = appliedRecord(await storage.putMember(g, 'w1', null, memberState()));
+    expect(joined).toEqual({ group: g, workerId: 'w1', version: 1, ...memberState() });
+
+    expect((await storage.listLeases(g)).leases.map((lease) => lease.leaseKey).sort()).toEqual(['leader', 'm:w1', 'roster', 'v:w1']);
+    expect(await storage.getRoster(g)).toEqual({ group: g, members: [joined], corrupt: [] });
+    const item = await readItem(g, 'roster');
+    expect(Object.keys(item ?? {}).sort()).toEqual(['hv', 'm:w1', 'pk', 'sk', 'v:w1']);
+    expect(item?.hv).toEqual({ N: '1' });
+    expect(item?.['v:w1']).toEqual({ N: '1' });
+    expect(JSON.parse(item?.['m:w1']?.M?.s?.S ?? 'null')).toEqual(memberState());
+    expect(item?.['m:w1']?.M?.w?.S).toMatch(/^[A-Za-z0-9_-]{16}$/);
+    expect(await storage.getRoster(group())).toEqual({ group: expect.any(String), members: [], corrupt: [] });
+  });
+
+  it('50 members heartbeating at once on one roster item: every write applies, each with a version above every earlier one of the group', async () => {
+    const g = group();
+    const workers = Array.from({ length: 50 }, (_, i) => ({ workerId: `worker-${i}`, storage: new DynamoDBStorage({ client: client(), tableName }) }));
+    let records: MemberRecord[] = await Promise.all(workers.map(async ({ workerId, storage }) => appliedRecord(await storage.putMember(g, workerId, null, memberState({ incarnation: `${workerId}-a` })))));
+    expect(new Set(records.map((record) => record.version)).size).toBe(50);
+    for (let round = 1; round <= 3; round++) {
+      const high = Math.max(...records.map((record) => record.version));
+      const outcomes = await Promise.all(
+        workers.map(({ workerId, storage }, i) => storage.putMember(g, workerId, (records[i] as MemberRecord).version, { ...memberStateOf(records[i] as MemberRecord), held: round })),
+      );
+      expect(outcomes.map((outcome) => outcome.status)).toEqual(Array(50).fill('applied'));
+      records = outcomes.map((outcome) => appliedRecord(outcome));
+      expect(Math.min(...records.map((record) => record.version))).toBeGreaterThan(high);
+      expect(new Set(records.map((record) => record.version)).size).toBe(50);
+    }
+    const roster = await workers[0]!.storage.getRoster(g);
+    expect(roster.corrupt).toEqual([]);
+    expect([...roster.members].sort((a, b) => a.version - b.version)).toEqual([...records].sort((a, b) => a.version - b.version));
+    expect((await readItem(g, 'roster'))?.hv).toEqual({ N: String(200) });
+  });
+
+  it('32 clients joining one worker id at once: exactly one applies and every other conflict carries the member it made', async () => {
+    const g = group();
+    const outcomes = await Promise.all(
+      Array.from({ length: 32 }, (_, i) => new DynamoDBStorage({ client: client(), tableName }).putMember(g, 'w', null, memberState({ incarnation: `inc-${i}` }))),
+    );
+    const applied = outcomes.filter((outcome) => outcome.status === 'applied');
+    expect(applied).toHaveLength(1);
+    const winner = (applied[0] as { record: MemberRecord }).record;
+    expect(outcomes.filter((outcome) => outcome.status === 'conflict')).toEqual(Array(31).fill({ status: 'conflict', current: winner }));
+  });
+
+  it('a member removed and joining again gets a version above every version any member of the group had', async () => {
+    const storage = new DynamoDBStorage({ client: client(), tableName });
+    const g = group();
+    const first = appliedRecord(await storage.putMember(g, 'w1', null, memberState()));
+    const other = appliedRecord(await storage.putMember(g, 'w2', null, memberState()));
+    expect(await storage.removeMember(g, 'w1', first.version)).toEqual({ status: 'applied' });
+    expect(await storage.getRoster(g)).toEqual({ group: g, members: [other], corrupt: [] });
+    const again = appliedRecord(await storage.putMember(g, 'w1', null, memberState({ incarnation: 'inc-2' })));
+    expect(again.version).toBe(3);
+    // The old version never applies again, to the new membership either.
+    expect(await storage.putMember(g, 'w1', first.version, memberState())).toEqual({ status: 'conflict', current: again });
+    expect(await storage.removeMember(g, 'w1', first.version)).toEqual({ status: 'conflict', current: again });
+    // Removing the last member keeps the counter: the group's next member continues above it.
+    for (const member of [again, other]) expect(await storage.removeMember(g, member.workerId, member.version)).toEqual({ status: 'applied' });
+    expect(await storage.getRoster(g)).toEqual({ group: g, members: [], corrupt: [] });
+    expect(appliedRecord(await storage.putMember(g, 'w3', null, memberState())).version).toBe(4);
+  });
+
+  it('a write or removal at a stale version is a conflict carrying the member as stored; of a missing member, one with none', async () => {
+    const storage = new DynamoDBStorage({ client: client(), tableName });
+    const g = group();
+    const joined = appliedRecord(await storage.putMember(g, 'w', null, memberState()));
+    const beaten = appliedRecord(await storage.putMember(g, 'w', joined.version, memberState({ held: 2, metadata: { host: 'a' } })));
+    expect(await storage.putMember(g, 'w', joined.version, memberState({ status: 'dead' }))).toEqual({ status: 'conflict', current: beaten });
+    expect(await storage.putMember(g, 'w', null, memberState())).toEqual({ status: 'conflict', current: beaten });
+    expect(await storage.removeMember(g, 'w', joined.version)).toEqual({ status: 'conflict', current: beaten });
+    expect(await storage.putMember(g, 'nobody', 1, memberState())).toEqual({ status: 'conflict', current: null });
+    expect(await storage.removeMember(g, 'nobody', 1)).toEqual({ status: 'conflict', current: null });
+    expect(await storage.removeMember(group(), 'nobody', 1)).toEqual({ status: 'conflict', current: null });
+    expect(await storage.getRoster(g)).toEqual({ group: g, members: [beaten], corrupt: [] });
+  });
+
+  it('a conflict takes the member from ALL_OLD when DynamoDB returns it, with no extra read', async () => {
+    const g = group();
+    const raw = client();
+    let reads = 0;
+    const storage = new DynamoDBStorage({
+      client: injectingClient(async (command, send) => {
+        if (command === 'GetItemCommand') reads++;
+        try {
+          return await send();
+        } catch (error) {
+          if (!(error instanceof ConditionalCheckFailedException)) throw error;
+          const { Item } = await raw.send(new GetItemCommand({ TableName: tableName, Key: { pk: { S: g }, sk: { S: 'roster' } }, ConsistentRead: true }));
+          throw new ConditionalCheckFailedException({ message: error.message, $metadata: error.$metadata, Item });
+        }
+      }),
+      tableName,
+    });
+    const joined = appliedRecord(await storage.putMember(g, 'w', null, memberState()));
+    expect(await storage.putMember(g, 'w', joined.version + 1, memberState())).toEqual({ status: 'conflict', current: joined });
+    expect(await storage.putMember(g, 'w', null, memberState())).toEqual({ status: 'conflict', current: joined });
+    expect(await storage.removeMember(g, 'w', joined.version + 1)).toEqual({ status: 'conflict', current: joined });
+    expect(reads).toBe(0);
+  });
+
+  it('a member write whose response was lost and that the SDK retried is recognised as applied, with the version it made', async () => {
+    const attempted = new WeakSet<object>();
+    let lost = 0;
+    const storage = new DynamoDBStorage({
+      client: injectingClient(async (command, send, input) => {
+        if (command === 'GetItemCommand' || attempted.has(input as object)) return send();
+        attempted.add(input as object);
+        lost++;
+        await send();
+        throw lostResponse();
+      }),
+      tableName,
+    });
+    const other = new DynamoDBStorage({ client: client(), tableName });
+    const g = group();
+    appliedRecord(await other.putMember(g, 'other', null, memberState()));
+    const joined = appliedRecord(await storage.putMember(g, 'w', null, memberState()));
+    expect(joined).toEqual({ group: g, workerId: 'w', version: 2, ...memberState() });
+    const beat = appliedRecord(await storage.putMember(g, 'w', joined.version, memberState({ held: 1 })));
+    expect(beat.version).toBe(3);
+    expect((await other.getRoster(g)).members.find((member) => member.workerId === 'w')).toEqual(beat);
+    expect(lost).toBe(2);
+    // A removal leaves nothing to recognise: after a retry its outcome is unknown, and it did apply.
+    const removed = await storage.removeMember(g, 'w', beat.version);
+    expect(removed.status === 'unknown' && removed.error).toBeInstanceOf(StorageOutcomeUnknownError);
+    expect((await other.getRoster(g)).members.map((member) => member.workerId)).toEqual(['other']);
+  });
+
+  it('a retried member write that finds the member written by another since is unknown, since its first attempt may have applied', async () => {
+    const g = group();
+    const other = new DynamoDBStorage({ client: client(), tableName });
+    const joined = appliedRecord(await other.putMember(g, 'w', null, memberState()));
+    let failed = false;
+    const storage = new DynamoDBStorage({
+      client: injectingClient(async (command, send) => {
+        if (command === 'UpdateItemCommand' && !failed) {
+          failed = true;
+          await send();
+          // The heartbeat applied but its response was lost; another worker declares the member dead before the retry.
+          const mine = (await other.getRoster(g)).members[0] as MemberRecord;
+          appliedRecord(await other.putMember(g, 'w', mine.version, { ...memberStateOf(mine), status: 'dead' }));
+          throw lostResponse();
+        }
+        return send();
+      }),
+      tableName,
+    });
+    const outcome = await storage.putMember(g, 'w', joined.version, memberState({ held: 4 }));
+    expect(outcome.status === 'unknown' && outcome.error.message).toBe(
+      `[storage-dynamodb] write of member "w" at version ${joined.version} in group "${g}" was retried and the record has moved on since; its first attempt may have applied`,
+    );
+    expect((await other.getRoster(g)).members[0]).toMatchObject({ version: joined.version + 2, status: 'dead' });
+  });
+
+  it('a corrupt member is listed in corrupt by its worker id beside every other member; a write at another version is unknown and leaves it, one at its stored version replaces it', async () => {
+    const storage = new DynamoDBStorage({ client: client(), tableName });
+    const g = group();
+    const members = [];
+    for (const workerId of ['a', 'bad', 'c']) members.push(appliedRecord(await storage.putMember(g, workerId, null, memberState())));
+    // Damaged by another program, which moves the version as a writer does.
+    const damage = async (update: string, names: Record<string, string>, values?: Record<string, AttributeValue>): Promise<void> => {
+      await client().send(
+        new UpdateItemCommand({ TableName: tableName, Key: { pk: { S: g }, sk: { S: 'roster' } }, UpdateExpression: update, ExpressionAttributeNames: names, ExpressionAttributeValues: values }),
+      );
+    };
+    await damage('SET #hv = #hv + :one, #v = #hv + :one, #m.s = :bad', { '#v': 'v:bad', '#m': 'm:bad', '#hv': 'hv' }, { ':one': { N: '1' }, ':bad': { S: '{"status":' } });
+    const stored = (await readItem(g, 'roster'))?.['m:bad'];
+
+    const roster = await storage.getRoster(g);
+    expect(roster.members.map((member) => member.workerId).sort()).toEqual(['a', 'c']);
+    expect(roster.corrupt).toHaveLength(1);
+    expect(roster.corrupt[0]).toBeInstanceOf(CorruptRecordError);
+    expect(roster.corrupt[0]).toMatchObject({ group: g, workerId: 'bad', leaseKey: undefined });
+    expect(roster.corrupt[0]?.message).toContain(`[storage-dynamodb] stored member "bad" of group "${g}" is corrupt: state is not valid JSON`);
+    for (const outcome of [
+      await storage.putMember(g, 'bad', members[1]!.version, memberState()),
+      await storage.putMember(g, 'bad', null, memberState()),
+      await storage.removeMember(g, 'bad', members[1]!.version),
+    ]) {
+      expect(outcome.status === 'unknown' && outcome.error).toMatchObject({ name: 'CorruptRecordError', workerId: 'bad' });
+    }
+    expect((await readItem(g, 'roster'))?.['m:bad']).toEqual(stored);
+
+    const replaced = appliedRecord(await storage.putMember(g, 'bad', 4, memberState({ incarnation: 'inc-2' })));
+    expect(replaced.version).toBe(5);
+    expect((await storage.getRoster(g)).corrupt).toEqual([]);
+    // A version of the wrong type, or a member with no state at all, is corrupt too.
+    await damage('SET #v = :s', { '#v': 'v:bad' }, { ':s': { S: 'five' } });
+    await damage('REMOVE #m', { '#m': 'm:c' });
+    const again = await storage.getRoster(g);
+    expect(again.members.map((member) => member.workerId)).toEqual(['a']);
+    expect(again.corrupt.map((error) => error.workerId).sort()).toEqual(['bad', 'c']);
+  });
+
+  it('128 members each at the largest size the contract allows (512-byte worker ids, 2 KiB states) fit in the one item and read in one GetItem', async () => {
+    let gets = 0;
+    const storage = new DynamoDBStorage({
+      client: injectingClient(async (command, send) => {
+        if (command === 'GetItemCommand') gets++;
+        return send();
+      }),
+      tableName,
+    });
+    const g = group();
+    const workerId = (i: number): string => `${i}-`.padEnd(limits.maxNameBytes, 'w');
+    const largest = (i: number): MemberState => {
+      const base = memberState({ incarnation: `inc-${i}`, requests: Array.from({ length: limits.maxRequests }, (_, r) => ({ leaseKey: `shard-${r}`, from: `worker-${r}` })) });
+      const room = limits.maxMemberBytes - Buffer.byteLength(JSON.stringify(memberStateOf({ ...base, metadata: { pad: '' } })));
+      return { ...base, metadata: { pad: 'x'.repeat(room) } };
+    };
+    expect(Buffer.byteLength(JSON.stringify(memberStateOf(largest(0))))).toBe(limits.maxMemberBytes);
+    for (let start = 0; start < limits.maxMembers; start += 32) {
+      const outcomes = await Promise.all(Array.from({ length: 32 }, (_, k) => storage.putMember(g, workerId(start + k), null, largest(start + k))));
+      expect(outcomes.map((outcome) => outcome.status)).toEqual(Array(32).fill('applied'));
+    }
+    gets = 0;
+    const roster = await storage.getRoster(g);
+    expect(gets).toBe(1);
+    expect(roster.members).toHaveLength(limits.maxMembers);
+    expect(roster.corrupt).toEqual([]);
+    expect(itemBytes((await readItem(g, 'roster')) ?? {})).toBeLessThan(400 * 1024);
+  });
+
+  it('refuses bad member input before sending anything', async () => {
+    let sent = 0;
+    const storage = new DynamoDBStorage({
+      client: injectingClient(async (_command, send) => {
+        sent++;
+        return send();
+      }),
+      tableName,
+    });
+    const g = group();
+    await expect(storage.putMember(g, '', null, memberState())).rejects.toThrow(InvalidInputError);
+    await expect(storage.putMember(g, 'w', 0.5, memberState())).rejects.toThrow(InvalidInputError);
+    await expect(storage.putMember(g, 'w', null, memberState({ metadata: { pad: 'x'.repeat(limits.maxMemberBytes) } }))).rejects.toThrow(InvalidInputError);
+    await expect(storage.removeMember(g, 'w\u0000', 1)).rejects.toThrow(InvalidInputError);
+    await expect(storage.removeMember(g, 'w', -1)).rejects.toThrow(InvalidInputError);
+    await expect(storage.getRoster('')).rejects.toThrow(InvalidInputError);
+    expect(sent).toBe(0);
   });
 });
