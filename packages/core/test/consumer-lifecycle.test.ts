@@ -68,6 +68,11 @@ function leaderless(storage: MemoryStorage): CheckpointStorage {
     createLease: (lease, options) => storage.createLease(lease, options),
     updateLeases: (group, updates) => storage.updateLeases(group, updates),
     deleteLease: (group, leaseKey, version) => storage.deleteLease(group, leaseKey, version),
+    getRoster: (group) => storage.getRoster(group),
+    putMember: (group, workerId, version, next) => storage.putMember(group, workerId, version, next),
+    removeMember: (group, workerId, version) => storage.removeMember(group, workerId, version),
+    // The change feed tells the worker of leases created behind its back (here by the test itself).
+    subscribe: (group, listener) => storage.subscribe(group, listener),
   };
 }
 
@@ -238,7 +243,8 @@ describe('Consumer: readers that fail', () => {
     source.failures.set('shard-0000', 1);
     source.error = () => new SourceError('ERR_SHARD_NOT_FOUND', '[test] shard-0000 does not exist');
     await run(scheduler, worker.start());
-    await scheduler.advance(1_000);
+    // A new member takes its first leases a take tick after it joined.
+    await scheduler.advance(2_500);
     expect(failures).toEqual([{ attempt: 1, released: true }]);
     await run(scheduler, worker.stop());
   });

@@ -199,7 +199,7 @@ describe('Consumer', () => {
     });
     produce(['a'], 7);
     await run(scheduler, worker.start());
-    await scheduler.advance(2_000);
+    await scheduler.advance(4_000);
     await run(scheduler, worker.stop());
     expect(calls).toEqual(['started shard-0000 at TRIM_HORIZON', 'shutdown shard-0000']);
     const lease = await storage.getLease(GROUP, 'shard-0000');

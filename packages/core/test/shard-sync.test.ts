@@ -6,8 +6,10 @@ import {
   RECORD_FORMAT,
   ShardSync,
   leaseStateOf,
+  memberStateOf,
   result,
   type LeaseRecord,
+  type MemberRecord,
   type NewLease,
   type ShardInfo,
   type ShardSyncOptions,
@@ -43,7 +45,6 @@ function world(shards = 1, options: Partial<ShardSyncOptions> = {}) {
       storage,
       initialPosition: Checkpoint.TRIM_HORIZON,
       clock,
-      leaseDurationMs: 10_000,
       isLeader: () => true,
       ...options,
       ...more,
@@ -59,6 +60,22 @@ function world(shards = 1, options: Partial<ShardSyncOptions> = {}) {
   };
   const keys = async (): Promise<string[]> => (await storage.listLeases(GROUP)).leases.map((lease) => lease.leaseKey).sort();
   return { scheduler, clock, source, storage, sync, signal, finish, keys };
+}
+
+/** Makes `workerId` an alive member of the group's roster, as its coordinator's join does. */
+async function join(storage: MemoryStorage, workerId: string, incarnation = `i-${workerId}`): Promise<MemberRecord> {
+  const outcome = await storage.putMember(GROUP, workerId, null, {
+    format: RECORD_FORMAT,
+    incarnation,
+    leaseDurationMs: 10_000,
+    status: 'alive',
+    held: 1,
+    changes: 0,
+    requests: [],
+    metadata: {},
+  });
+  if (outcome.status !== 'applied') throw new Error(`[test] ${workerId} could not join`);
+  return outcome.record;
 }
 
 /** A source whose listing is a fixed snapshot (a listing that lags) or lists children before parents. */
@@ -241,7 +258,8 @@ describe('shard sync: deletes', () => {
     const { source, storage, sync, signal, keys } = world(2);
     await sync().run(signal);
     const held = (await storage.getLease(GROUP, 'shard-0001')) as LeaseRecord;
-    await storage.updateLeases(GROUP, [{ leaseKey: 'shard-0001', expectedVersion: held.version, next: { ...leaseStateOf(held), owner: 'w1', epoch: 1 } }]);
+    await join(storage, 'w1');
+    await storage.updateLeases(GROUP, [{ leaseKey: 'shard-0001', expectedVersion: held.version, next: { ...leaseStateOf(held), owner: 'w1', incarnation: 'i-w1', epoch: 1 } }]);
     const without = viewOf(source, async () => [], () => true);
     const unsure = await sync({ source: { ...without, isShardGone: async () => false } }).run(signal);
     expect(unsure.deleted).toEqual([]);
@@ -274,16 +292,32 @@ describe('shard sync: deletes', () => {
     const leader = sync();
     await leader.run(signal);
     const lease = (await storage.getLease(GROUP, 'shard-0000')) as LeaseRecord;
-    // Finished, but its owner has not given it back yet (or died holding it).
+    // Finished, but its owner, alive in the roster, has not given it back yet.
+    const member = await join(storage, 'w1');
     await storage.updateLeases(GROUP, [
-      { leaseKey: 'shard-0000', expectedVersion: lease.version, next: { ...leaseStateOf(lease), owner: 'w1', epoch: 1, checkpoint: Checkpoint.SHARD_END } },
+      { leaseKey: 'shard-0000', expectedVersion: lease.version, next: { ...leaseStateOf(lease), owner: 'w1', incarnation: 'i-w1', epoch: 1, checkpoint: Checkpoint.SHARD_END } },
     ]);
     const [a, b] = source.split('shard-0000');
     expect((await leader.run(signal)).deleted).toEqual([]);
     expect(await keys()).toEqual(['shard-0000', a, b].sort());
-    await scheduler.advance(5_000);
+    // However long its record stands still: only a member declared dead holds nothing.
+    await scheduler.advance(60_000);
     expect((await leader.run(signal)).deleted).toEqual([]);
-    await scheduler.advance(5_000);
+    const declared = await storage.putMember(GROUP, 'w1', member.version, { ...memberStateOf(member), status: 'dead' });
+    expect(declared.status).toBe('applied');
+    expect((await leader.run(signal)).deleted).toEqual(['shard-0000']);
+  });
+
+  it('counts as held a lease whose owner joined again as a new incarnation only if it names the new one', async () => {
+    const { source, storage, sync, signal } = world(1);
+    const leader = sync();
+    await leader.run(signal);
+    const lease = (await storage.getLease(GROUP, 'shard-0000')) as LeaseRecord;
+    await join(storage, 'w1', 'i-w1-second');
+    await storage.updateLeases(GROUP, [
+      { leaseKey: 'shard-0000', expectedVersion: lease.version, next: { ...leaseStateOf(lease), owner: 'w1', incarnation: 'i-w1-first', epoch: 1, checkpoint: Checkpoint.SHARD_END } },
+    ]);
+    source.split('shard-0000');
     expect((await leader.run(signal)).deleted).toEqual(['shard-0000']);
   });
 

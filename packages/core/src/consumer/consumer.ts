@@ -536,7 +536,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       storage: this.#storage,
       initialPosition: this.#initialPosition,
       clock: this.#clock,
-      leaseDurationMs: this.coordinator.leaseDurationMs,
+      onLeasesChanged: () => this.coordinator.noteLeasesChanged(),
       isLeader: () => !signal.aborted && elector.isLeader(),
       pinBirth: async (pinned) => {
         const recorded = elector.record?.metadata[BIRTH_POSITION_FIELD];

@@ -46,10 +46,13 @@ export interface ShardSyncOptions {
    * Default: pinned once per `ShardSync`.
    */
   pinBirth?: ((pinned: Position) => Promise<Position>) | undefined;
-  /** This worker's clock: its wall time pins `LATEST`, its monotonic time judges idle leases. */
+  /** This worker's clock: its wall time pins `LATEST`. */
   clock: Clock;
-  /** How long a lease's version must stand still before its owner counts as gone (the lease duration). */
-  leaseDurationMs: number;
+  /**
+   * Told when a round created or deleted leases, so that the group lists its leases (the coordinator's
+   * `noteLeasesChanged`): without a change feed, this is how other workers hear of new shards at once.
+   */
+  onLeasesChanged?: (() => void) | undefined;
   /** Whether this worker may still act as leader: asked right before every write. */
   isLeader: () => boolean;
   /** Told of failures the round works around (a source that cannot say whether a shard is gone). */
@@ -72,12 +75,13 @@ export interface ShardSyncOptions {
  *    own beginning. A key whose lease was deleted is never created again (the store refuses it);
  * 3. deletes the lease of a finished shard (`SHARD_END`) once every child of it has a lease and nobody
  *    holds it, and the lease of an unfinished shard only when the source confirms the shard gone and
- *    nobody holds it. Nothing else is ever deleted; a corrupt lease is reported, never touched.
+ *    nobody holds it. Nobody holds a lease that is free or names an incarnation that is not alive in the
+ *    roster read after the listing (a lease listed with an owner was taken after its owner joined, so an
+ *    owner missing or dead in that roster is dead now). Nothing else is ever deleted; a corrupt lease is
+ *    reported, never touched.
  */
 export class ShardSync {
   readonly #options: ShardSyncOptions;
-  /** The versions of finished leases still owned, and when this leader first saw each. */
-  readonly #seen = new Map<string, { version: number; since: number }>();
   #pinned: Position | undefined;
 
   constructor(options: ShardSyncOptions) {
@@ -85,7 +89,7 @@ export class ShardSync {
   }
 
   async run(signal: AbortSignal): Promise<ShardSyncReport> {
-    const { group, source, storage, clock, isLeader } = this.#options;
+    const { group, source, storage, isLeader } = this.#options;
     const unsafe = this.#options.unsafe ?? {};
     let shards: ShardInfo[];
     let listing: Awaited<ReturnType<CheckpointStorage['listLeases']>>;
@@ -96,6 +100,12 @@ export class ShardSync {
       listing = await storage.listLeases(group);
       shards = await source.listShards({ signal });
     }
+    // Who holds what is judged on a roster read after the listing (see step 3).
+    const roster = await storage.getRoster(group);
+    const alive = new Map(roster.members.filter((member) => member.status === 'alive').map((member) => [member.workerId, member.incarnation]));
+    const unreadable = new Set(roster.corrupt.map((error) => error.workerId));
+    const heldByAnyone = (lease: LeaseRecord): boolean =>
+      lease.owner !== null && (unreadable.has(lease.owner) || alive.get(lease.owner) === lease.incarnation);
     const report: ShardSyncReport = { created: [], deleted: [], pending: [], missing: [], corrupt: [], complete: false };
     const leases = new Map(listing.leases.map((lease) => [lease.leaseKey, lease]));
     const corrupt = new Set<string>();
@@ -165,21 +175,20 @@ export class ShardSync {
     report.complete = report.pending.length === 0;
 
     // Deleting.
-    const now = clock.now();
     for (const lease of [...leases.values()]) {
       if (signal.aborted) return report;
       const key = lease.leaseKey;
       if (lease.format > RECORD_FORMAT) continue; // a newer core's record: not ours to judge
       if (unsafe.deleteOnStaleView && !inStream.has(key)) {
         await this.#delete(lease, report);
-      } else if (this.#finishedAndSettled(lease, inStream, lineage, hasLease, now)) {
+      } else if (finishedAndSettled(lease, inStream, lineage, hasLease) && !heldByAnyone(lease)) {
         await this.#delete(lease, report);
       } else if (lease.checkpoint !== Checkpoint.SHARD_END && !inStream.has(key)) {
-        const gone = lease.owner === null && (await this.#confirmedGone(key, signal));
+        const gone = !heldByAnyone(lease) && (await this.#confirmedGone(key, signal));
         if (!gone || !(await this.#delete(lease, report))) report.missing.push(key);
       }
     }
-    for (const key of this.#seen.keys()) if (!leases.has(key)) this.#seen.delete(key);
+    if (report.created.length > 0 || report.deleted.length > 0) this.#options.onLeasesChanged?.();
     return report;
   }
 
@@ -210,31 +219,22 @@ export class ShardSync {
     const outcome = await this.#options.storage.deleteLease(this.#options.group, lease.leaseKey, lease.version);
     if (outcome.status !== 'applied') return false;
     report.deleted.push(lease.leaseKey);
-    this.#seen.delete(lease.leaseKey);
     return true;
   }
+}
 
-  /** A finished lease goes once every child has a lease and nobody holds it (its owner released it, or died). */
-  #finishedAndSettled(
-    lease: LeaseRecord,
-    inStream: ReadonlyMap<string, ShardInfo>,
-    lineage: Lineage,
-    known: (key: string) => boolean,
-    now: number,
-  ): boolean {
-    if (lease.checkpoint !== Checkpoint.SHARD_END) return false;
-    const children = lineage.children(lease.leaseKey);
-    // A finished shard still in the stream has its children beside it in any consistent listing.
-    if (inStream.has(lease.leaseKey) && children.length === 0) return false;
-    if (!children.every(known)) return false;
-    if (lease.owner === null) return true;
-    const seen = this.#seen.get(lease.leaseKey);
-    if (!seen || seen.version !== lease.version) {
-      this.#seen.set(lease.leaseKey, { version: lease.version, since: now });
-      return false;
-    }
-    return now - seen.since >= this.#options.leaseDurationMs;
-  }
+/** A finished lease may go once every child of it has a lease (and nobody holds it, judged by the caller). */
+function finishedAndSettled(
+  lease: LeaseRecord,
+  inStream: ReadonlyMap<string, ShardInfo>,
+  lineage: Lineage,
+  known: (key: string) => boolean,
+): boolean {
+  if (lease.checkpoint !== Checkpoint.SHARD_END) return false;
+  const children = lineage.children(lease.leaseKey);
+  // A finished shard still in the stream has its children beside it in any consistent listing.
+  if (inStream.has(lease.leaseKey) && children.length === 0) return false;
+  return children.every(known);
 }
 
 /**

@@ -887,7 +887,10 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
         if (results[i]?.status === 'applied') {
           released++;
           this.emit('released', { leaseKey });
-        } else this.emit('lost', { leaseKey, fencingToken: held.record.epoch, reason: 'taken' });
+        } else {
+          this.#listingDue = true;
+          this.emit('lost', { leaseKey, fencingToken: held.record.epoch, reason: 'taken' });
+        }
       });
       if (announce && released > 0) this.noteLeasesChanged();
     });
@@ -932,6 +935,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     const signature = this.#signature();
     if (signature !== this.#rosterSignature) this.#listingDue = true;
     this.#rosterSignature = signature;
+    // A corrupt lease is looked at every tick until it reads back: its repair is announced by nobody.
+    if (this.#corrupt.size > 0) this.#listingDue = true;
     if (!this.#listingDue && this.#listing !== null && now - this.#listing.at < this.listIntervalMs) {
       // Nothing changed: balance on the members' own counts, and list only when a steal needs keys.
       if (this.#needsSteal()) this.#listingDue = this.#listing === null || now - this.#listing.at >= this.takeIntervalMs;
@@ -1115,6 +1120,15 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       if (this.#corruptMembers.has(lease.owner)) return lease.owner;
       return alive.get(lease.owner) === lease.incarnation ? lease.owner : null;
     };
+    // A finished lease still naming this incarnation that it no longer holds (a release whose outcome was
+    // lost) is given back, so that the leader may clean it up: nobody else may judge it free.
+    const leftovers = leases.filter((lease) => isMine(lease) && !this.#held.has(lease.leaseKey) && lease.checkpoint === Checkpoint.SHARD_END);
+    if (leftovers.length > 0) {
+      await this.#update(
+        leftovers.map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...stateOf(lease), owner: null, incarnation: null }, notify: 'released' as const })),
+        'release',
+      );
+    }
     const workable = leases.filter((lease) => lease.checkpoint !== Checkpoint.SHARD_END && this.#isEligible(lease, all, corrupt));
     const members = [...alive.keys()].sort();
     const counts = new Map<string, number>(members.map((workerId) => [workerId, 0]));
@@ -1404,6 +1418,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     this.#held.delete(leaseKey);
     held.leaving = true;
     held.controller.abort(this.#lostError(leaseKey));
+    // Whoever has it now (or nobody, if a write's outcome was lost), the next listing tells.
+    this.#listingDue = true;
     this.emit('lost', { leaseKey, fencingToken: held.record.epoch, reason });
   }
 
