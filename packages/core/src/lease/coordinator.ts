@@ -262,6 +262,13 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   #rosterSignature = '';
   /** Leases this worker asked for, by key: whom it asked, and when. */
   readonly #requests = new Map<string, { from: string; at: number }>();
+  /**
+   * Leases this worker handed over, watched until their new owner has surely seen them: if it dies first,
+   * the lease names a dead incarnation that nobody announced, and a listing finds it free.
+   */
+  readonly #handed = new Map<string, { to: string; incarnation: string; until: number }>();
+  /** Requests withdrawn whose leases are still watched, in case the owner's answer was already under way. */
+  readonly #watching = new Map<string, { from: string; at: number }>();
   /** The leases as last listed, and when; `null` before the first listing. */
   #listing: { leases: LeaseRecord[]; at: number } | null = null;
   #listingDue = true;
@@ -417,8 +424,9 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    * nobody waits a lease duration for it. Its requests go with its membership when it leaves.
    */
   async #withdraw(): Promise<void> {
-    const asked = [...this.#requests.keys()];
+    const asked = [...this.#requests.keys(), ...this.#watching.keys()];
     this.#requests.clear();
+    this.#watching.clear();
     const incarnation = this.incarnation;
     if (asked.length === 0 || incarnation === null) return;
     const updates: LeaseUpdate[] = [];
@@ -581,7 +589,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   #onChange(change: LeaseChange): void {
     if (this.#state !== 'running') return;
     if (change.kind === 'created' || change.kind === 'released') this.#listingDue = true;
-    if (change.kind === 'handed-off' && !this.#requests.has(change.leaseKey)) return;
+    if (change.kind === 'handed-off' && !this.#requests.has(change.leaseKey) && !this.#watching.has(change.leaseKey)) return;
     this.#wakeTake?.();
   }
 
@@ -598,7 +606,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   /** The member state this worker writes now: its incarnation, duration, count, changes and requests. */
   #memberState(membership: Membership): MemberState {
     const base = membership.record ? memberStateOf(membership.record) : { format: RECORD_FORMAT, metadata: {} };
-    return {
+    let state: MemberState = {
       ...base,
       format: RECORD_FORMAT,
       incarnation: membership.incarnation,
@@ -606,8 +614,16 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       status: 'alive',
       held: [...this.#held.values()].filter((held) => !held.leaving).length,
       changes: this.#changes,
-      requests: [...this.#requests].slice(0, limits.maxRequests).map(([leaseKey, request]) => ({ leaseKey, from: request.from })),
+      requests: [],
     };
+    // As many open requests as fit the member's size limit (long names may leave room for fewer).
+    for (const [leaseKey, request] of this.#requests) {
+      if (state.requests.length >= limits.maxRequests) break;
+      const next = { ...state, requests: [...state.requests, { leaseKey, from: request.from }] };
+      if (Buffer.byteLength(JSON.stringify(next), 'utf8') > limits.maxMemberBytes) break;
+      state = next;
+    }
+    return state;
   }
 
   /** One heartbeat: the member record written at the version this worker last wrote. */
@@ -656,6 +672,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     this.#membership = null;
     this.#heldUntil = -Infinity;
     this.#requests.clear();
+    this.#watching.clear();
     for (const [leaseKey, held] of this.#held) this.#lose(leaseKey, held, 'expelled');
     this.#report(
       new LeaseLostError(
@@ -822,6 +839,14 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   }
 
   async #transfer(leaseKey: string, held: Held, request: { to: string; incarnation: string; seenAt: number }, report: boolean): Promise<void> {
+    const recipient = this.#roster.get(request.to);
+    if (recipient?.status !== 'alive' || recipient.incarnation !== request.incarnation) {
+      // It left or died meanwhile: the lease stays this worker's in storage, and the next listing takes it back.
+      this.#forget(leaseKey, held);
+      this.#listingDue = true;
+      if (report) this.emit('lost', { leaseKey, fencingToken: held.record.epoch, reason: 'handoff-timeout' });
+      return;
+    }
     let record = held.record;
     let outcome: WriteResult<LeaseRecord> | undefined;
     for (let attempt = 0; attempt < 2; attempt++) {
@@ -836,8 +861,11 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     this.#forget(leaseKey, held);
     // A lease still naming this incarnation is nobody else's to take: the next listing takes it back.
     if (outcome?.status !== 'applied') this.#listingDue = true;
-    // The members balance on each other's counts: publish the new one now, not a heartbeat later.
-    if (outcome?.status === 'applied') this.#wakeRenew?.();
+    if (outcome?.status === 'applied') {
+      // The members balance on each other's counts: publish the new one now, not a heartbeat later.
+      this.#wakeRenew?.();
+      this.#handed.set(leaseKey, { to: request.to, incarnation: request.incarnation, until: this.#clock.now() + this.leaseDurationMs * 3 });
+    }
     if (!report) return;
     if (outcome?.status === 'applied') this.emit('handed-off', { leaseKey, to: request.to, durationMs: this.#clock.now() - request.seenAt });
     else this.emit('lost', { leaseKey, fencingToken: held.record.epoch, reason: 'handoff-timeout' });
@@ -928,6 +956,12 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
         if (this.#state !== 'running') return;
       }
     }
+    for (const [leaseKey, handed] of this.#handed) {
+      const member = this.#roster.get(handed.to);
+      if (member?.status === 'alive' && member.incarnation === handed.incarnation && now < handed.until) continue;
+      if (now < handed.until) this.#listingDue = true;
+      this.#handed.delete(leaseKey);
+    }
     this.#answerRequests(now);
     await this.#followRequests(now);
     if (this.#state !== 'running') return;
@@ -939,7 +973,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     if (this.#corrupt.size > 0) this.#listingDue = true;
     if (!this.#listingDue && this.#listing !== null && now - this.#listing.at < this.listIntervalMs) {
       // Nothing changed: balance on the members' own counts, and list only when a steal needs keys.
-      if (this.#needsSteal()) this.#listingDue = this.#listing === null || now - this.#listing.at >= this.takeIntervalMs;
+      if (this.#needsSteal()) this.#listingDue = this.#listing === null || now - this.#listing.at >= this.takeIntervalMs * 0.9;
       if (!this.#listingDue) return;
     }
     let listing: LeaseListing;
@@ -996,6 +1030,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   }
 
   #corruptMembers = new Set<string>();
+  /** The smallest fair share of the last listing: an owner never hands over below it. */
+  #fairFloor = 0;
   #reportedCorruptMembers = new Set<string>();
 
   /** Checks this worker's own member in the roster just read; false (and expelled) when it is no longer its own. */
@@ -1051,7 +1087,9 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
         const held = this.#held.get(request.leaseKey);
         if (!held || held.leaving || held.handoff || !this.isHeld(request.leaseKey)) continue;
         const theirs = member.held + (giving.get(member.workerId) ?? 0);
-        if (mine < theirs + 2) continue;
+        // Never below the smallest fair share of the last listing: several thieves answered at once
+        // would otherwise leave this worker the one short of leases.
+        if (mine < theirs + 2 || mine - 1 < this.#fairFloor) continue;
         held.handoff = { to: member.workerId, incarnation: member.incarnation, seenAt: now };
         giving.set(member.workerId, (giving.get(member.workerId) ?? 0) + 1);
         mine--;
@@ -1061,15 +1099,23 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     }
   }
 
-  /** Looks up the leases this worker asked for: one handed to it is held from now, without a write. */
+  /**
+   * Looks up the leases this worker asked for: one handed to it is held from now, without a write. A
+   * request the owner will not answer is withdrawn from the member record, but its lease is still watched
+   * until an answer already under way could have landed: an owner may have begun the handover before it
+   * saw the request withdrawn.
+   */
   async #followRequests(now: number): Promise<void> {
-    if (this.#requests.size === 0) return;
+    if (this.#requests.size === 0 && this.#watching.size === 0) return;
     const membership = this.#membership;
     if (!membership?.record) return;
-    // A request counts only while its owner could still answer it: drained, handed over, and seen.
+    // How long an answer can take: seen at the owner's next tick, drained, handed over (a lease duration
+    // later if the drain timed out).
     const answerableMs = this.#handoffTimeoutMs + this.leaseDurationMs + this.renewIntervalMs + 2 * this.takeIntervalMs;
     let changed = false;
-    for (const [leaseKey, request] of [...this.#requests]) {
+    const entries = [...this.#requests].map(([leaseKey, request]) => ({ leaseKey, request, open: true }))
+      .concat([...this.#watching].map(([leaseKey, request]) => ({ leaseKey, request, open: false })));
+    for (const { leaseKey, request, open } of entries) {
       let lease: LeaseRecord | null;
       try {
         lease = await this.#storage.getLease(this.group, leaseKey);
@@ -1078,12 +1124,21 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
         continue;
       }
       if (this.#state !== 'running' || this.#membership !== membership) return;
+      const expired = now - request.at > answerableMs;
       if (lease && lease.owner === this.workerId && lease.incarnation === membership.incarnation && lease.format <= RECORD_FORMAT) {
         this.#requests.delete(leaseKey);
+        this.#watching.delete(leaseKey);
         changed = true;
         if (!this.#held.has(leaseKey)) this.#hold(lease, 'handoff', this.#clock.now());
-      } else if (!lease || lease.owner !== request.from || now - request.at > answerableMs || !this.#stillWorthAsking(request.from)) {
+      } else if (!lease || lease.owner !== request.from || expired) {
         this.#requests.delete(leaseKey);
+        this.#watching.delete(leaseKey);
+        changed ||= open;
+        // Whatever became of it, the next listing shows it (and takes back one that names this worker).
+        this.#listingDue = true;
+      } else if (open && !this.#stillWorthAsking(request.from)) {
+        this.#requests.delete(leaseKey);
+        this.#watching.set(leaseKey, request);
         changed = true;
       }
     }
@@ -1098,7 +1153,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     const member = this.#roster.get(from);
     if (!member || member.status !== 'alive') return false;
     const mine = [...this.#held.values()].filter((held) => !held.leaving).length;
-    return member.held >= mine + 2;
+    return member.held >= mine + 2 && member.held - 1 >= this.#fairFloor;
   }
 
   /**
@@ -1142,6 +1197,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     for (const lease of unowned) if (!this.#unownedSince.has(lease.leaseKey)) this.#unownedSince.set(lease.leaseKey, now);
     const mine = counts.get(this.workerId) ?? 0;
     const n = Math.max(1, members.length);
+    this.#fairFloor = Math.min(this.#maxLeases, Math.floor(workable.length / n));
     const target = (rank: number): number => Math.min(this.#maxLeases, Math.floor(workable.length / n) + (rank < workable.length % n ? 1 : 0));
 
     // The same split on every worker that read the same records: sorted keys, dealt to the sorted
@@ -1271,11 +1327,12 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     for (let steals = 0; steals < Math.min(wanted, this.#maxSteals, room); steals++) {
       let victim: string | null = null;
       for (const [workerId, count] of counts) {
-        if (workerId !== this.workerId && count >= have + 2 && (victim === null || count > (counts.get(victim) ?? 0))) victim = workerId;
+        if (workerId === this.workerId || count < have + 2 || count - 1 < this.#fairFloor) continue;
+        if (victim === null || count > (counts.get(victim) ?? 0)) victim = workerId;
       }
       if (victim === null) break;
       const chosen = shuffled(
-        workable.filter((lease) => ownerOf(lease) === victim && !this.#requests.has(lease.leaseKey)),
+        workable.filter((lease) => ownerOf(lease) === victim && !this.#requests.has(lease.leaseKey) && !this.#watching.has(lease.leaseKey)),
         this.#random,
       )[0];
       if (!chosen) break;
