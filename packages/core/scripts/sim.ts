@@ -30,6 +30,7 @@ const { values } = parseArgs({
     trace: { type: 'boolean', default: false },
     'unsafe-skip-self-fencing': { type: 'boolean', default: false },
     'unsafe-expiry-factor': { type: 'string' },
+    'unsafe-own-duration-only': { type: 'boolean', default: false },
     consumer: { type: 'boolean', default: false },
     shards: { type: 'string' },
     'initial-position': { type: 'string' },
@@ -76,6 +77,7 @@ if (values.consumer) {
   const unsafe = {
     ...(values['unsafe-skip-self-fencing'] ? { skipSelfFencing: true } : {}),
     ...(values['unsafe-expiry-factor'] !== undefined ? { expiryFactor: Number(values['unsafe-expiry-factor']) } : {}),
+    ...(values['unsafe-own-duration-only'] ? { ownDurationOnly: true } : {}),
   };
   for (const seed of seeds) {
     const config: SimulationConfig = {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { shapeOf, simulate } from '../src/testing/index.js';
 
-async function firstViolation(unsafe: { skipSelfFencing?: boolean; expiryFactor?: number }) {
+async function firstViolation(unsafe: { skipSelfFencing?: boolean; expiryFactor?: number; ownDurationOnly?: boolean }) {
   for (let seed = 1; seed <= 200; seed++) {
     const result = await simulate({ seed, coordinator: { unsafe } });
     if (result.violations.length > 0) return result;
@@ -22,6 +22,11 @@ describe('the simulation harness', () => {
     expect(result).toBeDefined();
     expect(result?.violations.map((violation) => violation.guarantee)).toContain('single-owner');
   }, 600_000);
+
+  it('catches a coordinator that declares a member dead after its own, shorter lease duration instead of the member\'s within 200 seeds', async () => {
+    const result = await firstViolation({ ownDurationOnly: true });
+    expect(result?.violations.some((violation) => violation.guarantee === 'single-owner')).toBe(true);
+  });
 
   it('replays a seed exactly: the same seed gives the same run', async () => {
     const [a, b] = [await simulate({ seed: 77 }), await simulate({ seed: 77 })];

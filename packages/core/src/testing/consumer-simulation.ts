@@ -106,7 +106,8 @@ export type { ConsumerGuarantee } from './consumer-checks.js';
 const GROUP = 'simulated-consumers';
 const LEASE_DURATION_MS = 10_000;
 const TAKE_INTERVAL_MS = 2_000;
-const RENEW_INTERVAL_MS = LEASE_DURATION_MS / 3;
+/** The coordinator's default heartbeat interval: the runs use every default timing. */
+const RENEW_INTERVAL_MS = LEASE_DURATION_MS * 0.65;
 const MAX_CLOCK_DRIFT = 0.01;
 const ALL_FAULTS: readonly ConsumerFaultKind[] = [
   'crash',
@@ -459,7 +460,7 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
         checkpointing: shape.checkpointing,
         onHandlerError: shape.onHandlerError,
         shardSyncIntervalMs: shape.shardSyncIntervalMs,
-        lease: { leaseDurationMs: LEASE_DURATION_MS, takeIntervalMs: TAKE_INTERVAL_MS, renewIntervalMs: RENEW_INTERVAL_MS, maxClockDrift: MAX_CLOCK_DRIFT },
+        lease: { leaseDurationMs: LEASE_DURATION_MS, takeIntervalMs: TAKE_INTERVAL_MS, maxClockDrift: MAX_CLOCK_DRIFT },
         metrics: false,
         unsafe: config.unsafe,
         processBatch: (records, context) => handle(self.worker as SimWorker, records, context),
@@ -704,7 +705,7 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
     const quietFrom = scheduler.now;
     // A shard owed records must have a live holder within the lease liveness bound of simulate() (DESIGN
     // 6.6), plus a shard sync and a leader failover when its lease has yet to be created.
-    const ownedBoundMs = LEASE_DURATION_MS * (1 + MAX_CLOCK_DRIFT) + 2 * TAKE_INTERVAL_MS * 1.05 + RENEW_INTERVAL_MS + 3_500;
+    const ownedBoundMs = LEASE_DURATION_MS * (1 + MAX_CLOCK_DRIFT) + 3 * TAKE_INTERVAL_MS * 1.05 + RENEW_INTERVAL_MS + 3_500;
     const progressBoundMs = ownedBoundMs + LEASE_DURATION_MS + shape.shardSyncIntervalMs * 1.05;
     const quietLimitMs = progressBoundMs * 1.5;
     const waitingSince = new Map<string, number>();

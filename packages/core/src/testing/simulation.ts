@@ -31,7 +31,7 @@ export interface SimulationConfig {
 }
 
 /** The kinds of fault the schedule draws from. */
-export type FaultKind = 'crash' | 'pause' | 'cutOff' | 'latency' | 'errors' | 'ambiguous' | 'drift' | 'gracefulStop' | 'join';
+export type FaultKind = 'crash' | 'pause' | 'cutOff' | 'latency' | 'errors' | 'ambiguous' | 'drift' | 'gracefulStop' | 'join' | 'mixedDurations';
 
 /** A broken guarantee, with the moment and the detail. */
 export interface Violation {
@@ -56,7 +56,7 @@ export interface SimulationResult {
 }
 
 const GROUP = 'simulated';
-const ALL_FAULTS: FaultKind[] = ['crash', 'pause', 'cutOff', 'latency', 'errors', 'ambiguous', 'drift', 'gracefulStop', 'join'];
+const ALL_FAULTS: FaultKind[] = ['crash', 'pause', 'cutOff', 'latency', 'errors', 'ambiguous', 'drift', 'gracefulStop', 'join', 'mixedDurations'];
 
 interface SimWorker {
   index: number;
@@ -91,6 +91,7 @@ export function replayCommand(config: SimulationConfig & { workers: number; leas
     config.faultPhaseMs !== undefined ? `--fault-ms ${config.faultPhaseMs}` : '',
     unsafe?.skipSelfFencing ? '--unsafe-skip-self-fencing' : '',
     unsafe?.expiryFactor !== undefined ? `--unsafe-expiry-factor ${unsafe.expiryFactor}` : '',
+    unsafe?.ownDurationOnly ? '--unsafe-own-duration-only' : '',
   ].filter(Boolean);
   return `pnpm sim ${flags.join(' ')} --trace`;
 }
@@ -168,6 +169,9 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
     const rate = enabled('drift') ? 1 + (random.next() * 2 - 1) * maxClockDrift : 1;
     const clock = new VirtualClock(scheduler, { rate, offsetMs: random.next() * 1e6 });
     const workerRandom = seededRandom(Math.floor(random.next() * 2 ** 32));
+    // Some workers run with half the group's lease duration (a deployment with mixed settings): they must
+    // still wait the longer duration of a member before declaring it dead.
+    const ownDurationMs = enabled('mixedDurations') && random.next() < 0.25 ? leaseDurationMs / 2 : leaseDurationMs;
     const plan = basePlan();
     const faulty = new FaultyStorage(storage, clock, workerRandom, plan);
     const workerId = `w${index}`;
@@ -185,9 +189,9 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
         workerId,
         clock,
         random: workerRandom,
-        leaseDurationMs,
+        leaseDurationMs: ownDurationMs,
         takeIntervalMs,
-        renewIntervalMs,
+        renewIntervalMs: ownDurationMs === leaseDurationMs ? renewIntervalMs : undefined,
         maxClockDrift,
         unsafe: config.coordinator?.unsafe,
         onDrain: async (lease) => {
@@ -268,7 +272,7 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
   for (let i = 0; i < workerCount; i++) startWorker(i);
 
   // The fault schedule: a fault every few seconds of the fault phase, each drawn from the seed.
-  const faultKinds = ALL_FAULTS.filter((kind) => enabled(kind) && kind !== 'latency' && kind !== 'errors' && kind !== 'ambiguous' && kind !== 'drift');
+  const faultKinds = ALL_FAULTS.filter((kind) => enabled(kind) && kind !== 'latency' && kind !== 'errors' && kind !== 'ambiguous' && kind !== 'drift' && kind !== 'mixedDurations');
   let nextWorkerIndex = workerCount;
   const pending: Array<() => void> = [];
   for (let at = 2_000 + random.next() * 3_000; at < faultPhaseMs && faultKinds.length > 0; at += 2_000 + random.next() * 6_000) {
