@@ -41,8 +41,9 @@ export function attachMetrics(meter: Meter, identity: { group: string; workerId:
     const lost = meter.createCounter('leasehold.lease.lost', { unit: '{lease}', description: 'Leases lost, by reason' });
     const handedOff = meter.createCounter('leasehold.lease.handed_off', { unit: '{lease}', description: 'Leases handed to a worker that asked' });
     const handoffDuration = meter.createHistogram('leasehold.lease.handoff.duration', { unit: 's', description: 'From seeing a handoff request to handing the lease over' });
-    const renewDuration = meter.createHistogram('leasehold.lease.renew.duration', { unit: 's', description: 'Duration of a batched renewal' });
-    const renewBatch = meter.createHistogram('leasehold.lease.renew.batch_size', { unit: '{lease}', description: 'Leases renewed per batched write' });
+    const heartbeatDuration = meter.createHistogram('leasehold.member.heartbeat.duration', { unit: 's', description: 'Duration of a heartbeat of the member record' });
+    const heartbeatHeld = meter.createHistogram('leasehold.member.heartbeat.leases', { unit: '{lease}', description: 'Leases held under each heartbeat' });
+    const declaredDead = meter.createCounter('leasehold.member.declared_dead', { unit: '{member}', description: 'Members this worker declared dead' });
     const checkpointDuration = meter.createHistogram('leasehold.checkpoint.duration', { unit: 's', description: 'Duration of a fenced checkpoint write' });
     const results = meter.createCounter('leasehold.storage.results', { unit: '{result}', description: 'Outcomes of conditional writes' });
     offs.push(
@@ -53,9 +54,10 @@ export function attachMetrics(meter: Meter, identity: { group: string; workerId:
         handoffDuration.record(durationMs / 1000, base);
       }),
       coordinator.on('renewed', ({ leaseKeys, durationMs }) => {
-        renewDuration.record(durationMs / 1000, base);
-        renewBatch.record(leaseKeys.length, base);
+        heartbeatDuration.record(durationMs / 1000, base);
+        heartbeatHeld.record(leaseKeys.length, base);
       }),
+      coordinator.on('member-dead', () => declaredDead.add(1, base)),
       coordinator.on('checkpointed', ({ durationMs }) => checkpointDuration.record(durationMs / 1000, base)),
       coordinator.on('storage', ({ operation, applied, conflict, unknown }) => {
         const attributes = { ...base, 'leasehold.storage.operation': operation };

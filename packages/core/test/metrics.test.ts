@@ -6,7 +6,7 @@ import { run } from './support/virtual.js';
 
 
 describe('metrics', () => {
-  it('records leases, renewals, checkpoints, records, bytes, lag, leadership and storage results on the given meter', async () => {
+  it('records leases, heartbeats, checkpoints, records, bytes, lag, leadership and storage results on the given meter', async () => {
     const exporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE);
     const reader = new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: 3_600_000 });
     const provider = new MeterProvider({ readers: [reader] });
@@ -40,8 +40,8 @@ describe('metrics', () => {
         'leasehold.checkpoint.duration',
         'leasehold.lease.acquired',
         'leasehold.lease.held',
-        'leasehold.lease.renew.batch_size',
-        'leasehold.lease.renew.duration',
+        'leasehold.member.heartbeat.duration',
+        'leasehold.member.heartbeat.leases',
         'leasehold.leader.changes',
         'leasehold.leader.term',
         'leasehold.records.processed',

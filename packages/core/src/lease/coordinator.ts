@@ -1348,13 +1348,12 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   // ---------------------------------------------------------------- writes and bookkeeping
 
   /**
-   * One conditional write on a held lease, retried (at most twice) when only a handoff request or an
+   * One conditional write on a held lease, retried (at most twice) when only an
    * unknown outcome of our own moved its version. `next` sees the stored record each time and may refuse
    * (throw) or find nothing to write (`null`). Returns whether a write applied.
    */
   async #writeHeld(leaseKey: string, held: Held, next: (record: LeaseRecord) => LeaseState | null, operation: string): Promise<boolean> {
     for (let attempt = 0; attempt < 3; attempt++) {
-      const sentAt = this.#clock.now();
       const expected = held.record.version;
       const state = next(held.record);
       if (state === null) return false;
