@@ -693,6 +693,14 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       if (this.#membership !== null || this.#state !== 'running') return;
       const existing = roster.get(this.workerId) ?? null;
       if (existing && existing.status === 'alive' && !this.#expired(existing, now)) return;
+      if (existing === null && roster.size + this.#corruptMembers.size >= limits.maxMembers) {
+        // Dead members are removed after a while; until then a full roster takes nobody new.
+        this.#report(
+          new InvalidConfigError(`[${PKG}] the roster of group ${describeValue(this.group)} has ${roster.size} members, the limit of ${limits.maxMembers}: worker ${describeValue(this.workerId)} cannot join`),
+          'join',
+        );
+        return;
+      }
       const incarnation = this.#newIncarnation();
       const membership: Membership = { incarnation, record: null, joinedAt: now };
       const sentAt = this.#clock.now();
@@ -998,6 +1006,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       return;
     }
     await this.#balance(listing, now, membership);
+    await this.#removeLongDead(listing, now);
   }
 
   /** Takes in a roster read: observes every member's version; false when the coordinator must stop. */
@@ -1030,6 +1039,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   }
 
   #corruptMembers = new Set<string>();
+  /** Dead members, and when this worker first saw them dead at that version. */
+  readonly #deadSince = new Map<string, { version: number; at: number }>();
   /** The smallest fair share of the last listing: an owner never hands over below it. */
   #fairFloor = 0;
   #reportedCorruptMembers = new Set<string>();
@@ -1232,6 +1243,35 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     if (wanted - asked > 0 && this.#maxSteals > 0 && unowned.length <= taken) {
       this.#requestHandoffs(workable, counts, ownerOf, mine + taken + asked, wanted - asked, now);
     }
+  }
+
+  /**
+   * Removes members dead for ten lease durations (as this worker saw them) that no lease names any more,
+   * so that workers that come and go (new ids each deploy) do not fill the roster. A removed worker id
+   * that joins again gets a version above any it had, so nobody confuses it with the one removed.
+   */
+  async #removeLongDead(listing: LeaseListing, now: number): Promise<void> {
+    const named = new Set(listing.leases.map((lease) => lease.owner));
+    for (const member of this.#roster.values()) {
+      if (member.status !== 'dead') {
+        this.#deadSince.delete(member.workerId);
+        continue;
+      }
+      const since = this.#deadSince.get(member.workerId);
+      if (since === undefined || since.version !== member.version) {
+        this.#deadSince.set(member.workerId, { version: member.version, at: now });
+        continue;
+      }
+      if (now - since.at < this.leaseDurationMs * 10 || named.has(member.workerId) || member.workerId === this.workerId) continue;
+      try {
+        const outcome = await this.#storage.removeMember(this.group, member.workerId, member.version);
+        this.emit('storage', { operation: 'remove-member', applied: outcome.status === 'applied' ? 1 : 0, conflict: outcome.status === 'conflict' ? 1 : 0, unknown: outcome.status === 'unknown' ? 1 : 0 });
+      } catch (error) {
+        this.#report(error, 'remove-member');
+      }
+      this.#deadSince.delete(member.workerId);
+    }
+    for (const workerId of this.#deadSince.keys()) if (!this.#roster.has(workerId)) this.#deadSince.delete(workerId);
   }
 
   /** Reports each newly corrupt lease once; returns the keys of every corrupt lease now. */
