@@ -99,6 +99,20 @@ export class LeaseLostError extends LeaseholdError {
   }
 }
 
+/**
+ * This worker's membership of its group was declared dead (it did not heartbeat for a lease duration, as
+ * others saw it) or replaced: it dropped every lease and joins again as a new incarnation.
+ */
+export class MemberExpelledError extends LeaseholdError {
+  /** The worker that was expelled. */
+  readonly workerId: string;
+
+  constructor(message: string, workerId: string, options?: { cause?: unknown }) {
+    super('ERR_MEMBER_EXPELLED', message, options);
+    this.workerId = workerId;
+  }
+}
+
 /** A checkpoint behind the current one was refused: checkpoints of a partition only move forward. */
 export class CheckpointBehindError extends LeaseholdError {
   constructor(message: string, options?: { cause?: unknown }) {

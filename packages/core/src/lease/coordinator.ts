@@ -6,6 +6,7 @@ import {
   InvalidConfigError,
   LeaseholdError,
   LeaseLostError,
+  MemberExpelledError,
   RecordFormatError,
   StorageOutcomeUnknownError,
   StorageUnavailableError,
@@ -675,9 +676,9 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     this.#watching.clear();
     for (const [leaseKey, held] of this.#held) this.#lose(leaseKey, held, 'expelled');
     this.#report(
-      new LeaseLostError(
-        `[${PKG}] worker ${describeValue(this.workerId)} was ${current === null ? 'removed from' : 'declared dead in'} the roster of group ${describeValue(this.group)}; it dropped its leases and joins again`,
-        '',
+      new MemberExpelledError(
+        `[${PKG}] worker ${describeValue(this.workerId)} was ${current === null ? 'removed from' : current.status === 'dead' ? 'declared dead in' : 'replaced in'} the roster of group ${describeValue(this.group)}; it dropped its leases and joins again`,
+        this.workerId,
       ),
       'heartbeat',
     );
