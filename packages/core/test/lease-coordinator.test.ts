@@ -17,6 +17,7 @@ import {
   type LeaseListing,
   type LeaseRecord,
   type LeaseUpdate,
+  type MemberState,
   type WriteResult,
 } from '../src/index.js';
 import { FaultyStorage, noFaults, VirtualScheduler, type VirtualClock } from '../src/testing/index.js';
@@ -64,6 +65,17 @@ async function started(scheduler: VirtualScheduler, coordinator: LeaseCoordinato
   await run(scheduler, coordinator.start());
 }
 
+/** Starts a worker and runs past its join tick (a new member takes nothing in it) to its first take tick. */
+async function joined(scheduler: VirtualScheduler, coordinator: LeaseCoordinator): Promise<void> {
+  await started(scheduler, coordinator);
+  await scheduler.advance(coordinator.takeIntervalMs * 1.06);
+}
+
+/** A member record written by hand: a worker that is not running in the test. */
+function member(incarnation: string, fields: Partial<MemberState> = {}): MemberState {
+  return { format: RECORD_FORMAT, incarnation, leaseDurationMs: 10_000, status: 'alive', held: 0, changes: 0, requests: [], metadata: {}, ...fields };
+}
+
 describe('LeaseCoordinator options', () => {
   const storage = new MemoryStorage();
   const cases: Array<[string, Partial<LeaseCoordinatorOptions>, string]> = [
@@ -72,7 +84,7 @@ describe('LeaseCoordinator options', () => {
     ['a renew interval not below the lease duration', { leaseDurationMs: 1000, renewIntervalMs: 1000 }, 'renewIntervalMs (1000) must be below leaseDurationMs (1000)'],
     ['an empty worker id', { workerId: '' }, 'worker id must not be empty'],
     ['a clock drift of 50%', { maxClockDrift: 0.5 }, 'maxClockDrift must be below 0.5'],
-    ['a handoff timeout beyond the hold', { handoffTimeoutMs: 9_999 }, 'handoffTimeoutMs (9999) must be below the time a renewal holds a lease'],
+    ['a handoff timeout beyond the hold', { handoffTimeoutMs: 9_999 }, 'handoffTimeoutMs (9999) must be below the time a heartbeat holds the leases'],
     ['a renew interval the hold cannot cover', { leaseDurationMs: 1000, renewIntervalMs: 990 }, 'renew more often or lengthen the lease'],
     ['a fractional lease limit', { maxLeasesPerWorker: 1.5 }, 'maxLeasesPerWorker must be a positive integer, got 1.5'],
   ];
@@ -83,116 +95,124 @@ describe('LeaseCoordinator options', () => {
     });
   }
 
-  it('derives the renew interval, hold and a unique worker id from the defaults', () => {
+  it('derives the heartbeat interval, hold, listing interval and a unique worker id from the defaults', () => {
     const coordinator = new LeaseCoordinator({ storage, group: GROUP, random: seededRandom(3) });
     expect(coordinator.leaseDurationMs).toBe(10_000);
-    expect(coordinator.renewIntervalMs).toBeCloseTo(3_333.33, 1);
+    expect(coordinator.renewIntervalMs).toBe(6_500);
     expect(coordinator.takeIntervalMs).toBe(2_000);
+    expect(coordinator.listIntervalMs).toBe(600_000);
     // H = 10,000 × 0.99 / 1.01 − 500
     expect(coordinator.holdMs).toBeCloseTo(9_301.98, 1);
     expect(coordinator.workerId).toMatch(/-\d+-[0-9a-z]+$/);
   });
 });
 
-describe('LeaseCoordinator taking and renewing', () => {
-  it('takes a free lease at start and hands out its epoch as the fencing token', async () => {
+describe('LeaseCoordinator taking and holding', () => {
+  it('takes free leases at its first take tick after the join tick, and hands out their epoch as the fencing token', async () => {
     const { scheduler, ready, worker, storage } = world(['shard-0', 'shard-1']);
     await ready;
     const { coordinator } = worker('a');
     await started(scheduler, coordinator);
+    expect(coordinator.incarnation).not.toBeNull();
+    expect(coordinator.heldLeases()).toEqual([]);
+    await scheduler.advance(coordinator.takeIntervalMs * 1.06);
     expect(coordinator.heldLeases().map((lease) => lease.leaseKey).sort()).toEqual(['shard-0', 'shard-1']);
     expect(coordinator.lease('shard-0')?.fencingToken).toBe(1);
-    expect((await storage.getLease(GROUP, 'shard-0'))?.owner).toBe('a');
+    expect(await storage.getLease(GROUP, 'shard-0')).toMatchObject({ owner: 'a', incarnation: coordinator.incarnation, epoch: 1 });
     await run(scheduler, coordinator.stop());
   });
 
-  it('renews every held lease in one batched write per renew tick', async () => {
-    const keys = Array.from({ length: 20 }, (_, i) => `shard-${i}`);
-    const { scheduler, ready, worker, storage } = world(keys);
-    await ready;
-    const { coordinator } = worker('a');
-    await started(scheduler, coordinator);
-    storage.updateCalls = [];
-    await scheduler.advance(coordinator.renewIntervalMs * 1.06);
-    const renewals = storage.updateCalls.filter((batch) => batch.length === 20);
-    expect(renewals).toHaveLength(1);
-    expect(storage.updateCalls).toHaveLength(1);
-    await run(scheduler, coordinator.stop());
-  });
-
-  it('never takes a lease whose owner keeps renewing it', async () => {
+  it('never declares dead a member that keeps heartbeating, nor takes its leases', async () => {
     const { scheduler, ready, worker } = world(['shard-0']);
     await ready;
     const owner = worker('owner');
-    await started(scheduler, owner.coordinator);
+    await joined(scheduler, owner.coordinator);
     const other = worker('other');
     const acquired: string[] = [];
+    const dead: string[] = [];
     other.coordinator.on('acquired', ({ leaseKey }) => acquired.push(leaseKey));
+    other.coordinator.on('member-dead', ({ workerId }) => dead.push(workerId));
     await started(scheduler, other.coordinator);
     await scheduler.advance(60_000);
     expect(acquired).toEqual([]);
+    expect(dead).toEqual([]);
     expect(owner.coordinator.isHeld('shard-0')).toBe(true);
     await run(scheduler, Promise.all([owner.coordinator.stop(), other.coordinator.stop()]));
   });
 
-  it('takes a lease whose version has not changed for leaseDurationMs of its own clock, and not before', async () => {
+  it('takes the leases of a member whose record has not moved for leaseDurationMs of its own clock, and not before', async () => {
     const { scheduler, ready, worker, storage } = world(['shard-0']);
     await ready;
+    // A crashed worker: alive in the roster, named by a lease, never heartbeating again.
+    await storage.putMember(GROUP, 'crashed', null, member('inc-crashed', { held: 1 }));
     const lease = (await storage.getLease(GROUP, 'shard-0')) as LeaseRecord;
-    // A dead owner: a lease with an owner that nobody renews.
-    await storage.updateLeases(GROUP, [{ leaseKey: 'shard-0', expectedVersion: lease.version, next: { ...lease, owner: 'dead', epoch: 4 } }]);
+    await storage.updateLeases(GROUP, [{ leaseKey: 'shard-0', expectedVersion: lease.version, next: { ...leaseStateOf(lease), owner: 'crashed', incarnation: 'inc-crashed', epoch: 4 } }]);
     const taker = worker('taker');
     const acquiredAt: number[] = [];
+    const deadAt: number[] = [];
     taker.coordinator.on('acquired', () => acquiredAt.push(scheduler.now));
-    await started(scheduler, taker.coordinator);
-    await scheduler.advance(9_000);
+    taker.coordinator.on('member-dead', ({ workerId }) => workerId === 'crashed' && deadAt.push(scheduler.now));
+    await started(scheduler, taker.coordinator); // first sight of the member's version at 0
+    await scheduler.advance(9_900);
+    expect(deadAt).toEqual([]);
     expect(acquiredAt).toEqual([]);
-    await scheduler.advance(4_000);
+    await scheduler.advance(3_000);
+    expect(deadAt).toHaveLength(1);
+    expect(deadAt[0]).toBeGreaterThanOrEqual(10_000);
     expect(acquiredAt).toHaveLength(1);
-    expect(acquiredAt[0]).toBeGreaterThanOrEqual(10_000);
     expect(taker.coordinator.lease('shard-0')?.fencingToken).toBe(5);
+    expect((await storage.getRoster(GROUP)).members.find((m) => m.workerId === 'crashed')?.status).toBe('dead');
     await run(scheduler, taker.coordinator.stop());
   });
 
-  it('stops counting a lease as held holdMs after its last successful renewal was sent, before anyone can take it', async () => {
+  it('stops counting its leases as held holdMs after its last successful heartbeat was sent, before anyone can take them', async () => {
     const { scheduler, ready, worker } = world(['shard-0']);
     await ready;
     const owner = worker('owner');
-    await started(scheduler, owner.coordinator);
+    let lastSentAt = -Infinity;
+    owner.coordinator.on('joined', () => (lastSentAt = Math.max(lastSentAt, scheduler.now)));
+    owner.coordinator.on('renewed', ({ durationMs }) => (lastSentAt = Math.max(lastSentAt, scheduler.now - durationMs)));
+    await joined(scheduler, owner.coordinator);
     const signal = owner.coordinator.lease('shard-0')?.signal as AbortSignal;
     const lostAt: number[] = [];
+    const reasons: string[] = [];
     owner.coordinator.on('lost', ({ reason }) => {
-      expect(reason).toBe('self-fenced');
+      reasons.push(reason);
       lostAt.push(scheduler.now);
     });
     const thief = worker('thief');
     const takenAt: number[] = [];
     thief.coordinator.on('acquired', () => takenAt.push(scheduler.now));
     await started(scheduler, thief.coordinator);
-    const cutAt = scheduler.now;
     owner.faults.cutOff = true; // the owner keeps running but cannot reach storage
     await scheduler.advance(30_000);
     expect(signal.aborted).toBe(true);
     expect(signal.reason).toBeInstanceOf(LeaseLostError);
-    expect(lostAt).toHaveLength(1);
+    expect(reasons).toEqual(['self-fenced']);
     expect(takenAt).toHaveLength(1);
-    expect(lostAt[0]).toBeLessThanOrEqual(cutAt + owner.coordinator.holdMs);
+    expect(lostAt[0]).toBeLessThanOrEqual(lastSentAt + owner.coordinator.holdMs);
     expect(lostAt[0] as number).toBeLessThan(takenAt[0] as number);
     await run(scheduler, Promise.all([owner.coordinator.stop(), thief.coordinator.stop()]));
   });
 
-  it('does not extend the hold on a renewal whose outcome is unknown', async () => {
+  it('does not extend the hold on a heartbeat whose outcome is unknown', async () => {
     const { scheduler, ready, worker } = world(['shard-0']);
     await ready;
     const owner = worker('owner');
-    await started(scheduler, owner.coordinator);
+    await joined(scheduler, owner.coordinator);
     const lostAt: number[] = [];
     owner.coordinator.on('lost', () => lostAt.push(scheduler.now));
+    let lastSentAt = -Infinity;
+    owner.coordinator.on('renewed', ({ durationMs }) => (lastSentAt = scheduler.now - durationMs));
+    await scheduler.advance(owner.coordinator.renewIntervalMs * 1.06); // one heartbeat that is heard
+    expect(lastSentAt).toBeGreaterThan(0);
     owner.faults.ambiguousAfterApply = 1; // every write applies, but the owner never hears so
-    const since = scheduler.now;
+    const since = lastSentAt;
     await scheduler.advance(20_000);
-    expect(lostAt).toHaveLength(1);
-    expect((lostAt[0] as number) - since).toBeLessThanOrEqual(owner.coordinator.holdMs + 100);
+    expect(lastSentAt).toBe(since);
+    expect(lostAt.length).toBeGreaterThanOrEqual(1);
+    expect((lostAt[0] as number) - since).toBeLessThanOrEqual(owner.coordinator.holdMs + 1);
+    expect(owner.coordinator.isHeld('shard-0')).toBe(false);
     await run(scheduler, owner.coordinator.stop());
   });
 
@@ -211,8 +231,8 @@ describe('LeaseCoordinator taking and renewing', () => {
     await ready;
     await storage.createLease({ group: GROUP, leaseKey: 'child', parentKeys: ['parent-a', 'parent-b'] });
     const { coordinator } = worker('a');
-    await started(scheduler, coordinator);
-    expect(coordinator.isHeld('child')).toBe(false);
+    await joined(scheduler, coordinator);
+    expect(coordinator.heldLeases().map((lease) => lease.leaseKey).sort()).toEqual(['parent-a', 'parent-b']);
     await run(scheduler, coordinator.checkpoint(tenure(coordinator, 'parent-a'), 'SHARD_END'));
     await scheduler.advance(5_000);
     expect(coordinator.isHeld('child')).toBe(false);
@@ -231,7 +251,8 @@ describe('LeaseCoordinator taking and renewing', () => {
     faults.errorBeforeSend = 1;
     await started(scheduler, coordinator);
     await scheduler.advance(5_000);
-    expect(errors).toContain('list');
+    expect(errors).toContain('roster');
+    expect(coordinator.incarnation).toBeNull();
     expect(coordinator.heldLeases()).toEqual([]);
     faults.errorBeforeSend = 0;
     await scheduler.advance(5_000);
@@ -243,11 +264,11 @@ describe('LeaseCoordinator taking and renewing', () => {
 describe('LeaseCoordinator balancing and handoff', () => {
   it('balances a joining worker by cooperative handoff, draining each lease before it moves', async () => {
     const keys = Array.from({ length: 10 }, (_, i) => `shard-${i}`);
-    const { scheduler, ready, worker } = world(keys);
+    const { scheduler, ready, worker, storage } = world(keys);
     await ready;
     const drained: string[] = [];
     const first = worker('first', { onDrain: async (lease, reason) => void drained.push(`${lease.leaseKey}:${reason}`) });
-    await started(scheduler, first.coordinator);
+    await joined(scheduler, first.coordinator);
     expect(first.coordinator.heldLeases()).toHaveLength(10);
     const second = worker('second');
     const how: string[] = [];
@@ -259,6 +280,10 @@ describe('LeaseCoordinator balancing and handoff', () => {
     expect(how).toEqual(['handoff', 'handoff', 'handoff', 'handoff', 'handoff']);
     expect(drained).toHaveLength(5);
     expect(drained.every((entry) => entry.endsWith(':handoff'))).toBe(true);
+    // Each handed-over lease names the thief's incarnation, in a new tenure.
+    for (const lease of second.coordinator.heldLeases()) {
+      expect(await storage.getLease(GROUP, lease.leaseKey)).toMatchObject({ owner: 'second', incarnation: second.coordinator.incarnation, epoch: 2 });
+    }
     await run(scheduler, Promise.all([first.coordinator.stop(), second.coordinator.stop()]));
   });
 
@@ -283,10 +308,10 @@ describe('LeaseCoordinator balancing and handoff', () => {
     const { scheduler, ready, worker, storage } = world(['shard-0', 'shard-1', 'shard-2', 'shard-3']);
     await ready;
     const leaving = worker('leaving');
-    await started(scheduler, leaving.coordinator);
+    await joined(scheduler, leaving.coordinator);
     const waiting = worker('waiting', { takeIntervalMs: 5_000 });
     await started(scheduler, waiting.coordinator);
-    await scheduler.advance(12_000);
+    await scheduler.advance(30_000);
     expect(waiting.coordinator.heldLeases()).toHaveLength(2);
     const takenAt: number[] = [];
     waiting.coordinator.on('acquired', () => takenAt.push(scheduler.now));
@@ -307,7 +332,7 @@ describe('LeaseCoordinator checkpoints', () => {
     const { scheduler, ready, worker, storage } = world(['shard-0']);
     await ready;
     const { coordinator } = worker('a');
-    await started(scheduler, coordinator);
+    await joined(scheduler, coordinator);
     await run(scheduler, coordinator.checkpoint(tenure(coordinator, 'shard-0'), '100'));
     await run(scheduler, coordinator.checkpoint(tenure(coordinator, 'shard-0'), '200:3'));
     await expect(run(scheduler, coordinator.checkpoint(tenure(coordinator, 'shard-0'), '150'))).rejects.toThrow(CheckpointBehindError);
@@ -320,7 +345,7 @@ describe('LeaseCoordinator checkpoints', () => {
     const { scheduler, ready, worker, storage } = world(['shard-0']);
     await ready;
     const zombie = worker('zombie');
-    await started(scheduler, zombie.coordinator);
+    await joined(scheduler, zombie.coordinator);
     const zombieTenure = tenure(zombie.coordinator, 'shard-0');
     await run(scheduler, zombie.coordinator.checkpoint(zombieTenure, '10'));
     zombie.clock.pauseUntil(scheduler.now + 30_000); // a stop-the-world pause longer than the lease
@@ -339,7 +364,7 @@ describe('LeaseCoordinator checkpoints', () => {
     const { scheduler, ready, worker, storage } = world(['shard-0']);
     await ready;
     const { coordinator, faults } = worker('a');
-    await started(scheduler, coordinator);
+    await joined(scheduler, coordinator);
     faults.ambiguousAfterApply = 1;
     const write = coordinator.checkpoint(tenure(coordinator, 'shard-0'), '42');
     await scheduler.advance(100);
@@ -417,7 +442,7 @@ describe('LeaseCoordinator tenures and fencing', () => {
     const { scheduler, ready, worker, storage } = world(['shard-0']);
     await ready;
     const { coordinator, clock } = worker('a');
-    await started(scheduler, coordinator);
+    await joined(scheduler, coordinator);
     const first = tenure(coordinator, 'shard-0');
     clock.pauseUntil(scheduler.now + 15_000); // past the hold: the lease is lost to self-fencing
     await scheduler.advance(30_000);
@@ -435,7 +460,7 @@ describe('LeaseCoordinator tenures and fencing', () => {
     const { scheduler, ready, worker, storage } = world(['shard-0']);
     await ready;
     const { coordinator, clock } = worker('a', { unsafe: { checkpointPerKey: true } });
-    await started(scheduler, coordinator);
+    await joined(scheduler, coordinator);
     const first = tenure(coordinator, 'shard-0');
     clock.pauseUntil(scheduler.now + 15_000);
     await scheduler.advance(30_000);
@@ -448,7 +473,7 @@ describe('LeaseCoordinator tenures and fencing', () => {
     const { scheduler, ready, worker, storage } = scripted(['shard-0']);
     await ready;
     const { coordinator } = worker('a');
-    await started(scheduler, coordinator);
+    await joined(scheduler, coordinator);
     const lease = tenure(coordinator, 'shard-0');
     await run(scheduler, coordinator.checkpoint(lease, '30'));
     storage.loseNextAnswer = true;
@@ -463,7 +488,7 @@ describe('LeaseCoordinator tenures and fencing', () => {
     const { scheduler, ready, worker } = world(['shard-0']);
     await ready;
     const { coordinator, clock } = worker('a');
-    await started(scheduler, coordinator);
+    await joined(scheduler, coordinator);
     const lease = coordinator.lease('shard-0');
     expect(lease).toBeDefined();
     // A timer due before the loss timer: after the pause it runs first, as an I/O completion could.
@@ -471,7 +496,9 @@ describe('LeaseCoordinator tenures and fencing', () => {
     clock.pauseUntil(scheduler.now + 30_000);
     await scheduler.advance(31_000);
     expect(await seen).toBe(true);
-    expect(coordinator.isHeld('shard-0')).toBe(false);
+    expect(lease?.signal.reason).toBeInstanceOf(LeaseLostError);
+    // Its membership lived on (nobody else declared it dead): it took the lease back in a new tenure.
+    expect(coordinator.lease('shard-0')?.fencingToken).toBe(2);
     await run(scheduler, coordinator.stop());
   });
 });
@@ -481,53 +508,78 @@ describe('LeaseCoordinator when stopping', () => {
     const { scheduler, ready, worker, storage } = scripted(['s-0', 's-1', 's-2', 's-3']);
     await ready;
     const owner = worker('owner', { maxLeasesPerWorker: 4 });
-    await started(scheduler, owner.coordinator);
-    await scheduler.advance(5_000);
+    await joined(scheduler, owner.coordinator);
     expect(owner.coordinator.heldLeases()).toHaveLength(4);
+    const asked: string[] = [];
+    owner.coordinator.on('handoff-requested', ({ leaseKey }) => asked.push(leaseKey));
     const thief = worker('thief');
     let stopCalled = false;
     const requestedWhileStopping: string[] = [];
     thief.coordinator.on('steal-requested', ({ leaseKey }) => {
       if (stopCalled) requestedWhileStopping.push(leaseKey);
     });
-    await started(scheduler, thief.coordinator); // its first look: nothing free, nothing seen moving yet
-    // A lease appears; the thief's next tick takes it, and that write waits while stop() begins. By then
-    // the thief has seen the owner renew, so without the check it would go on to ask for a handoff.
+    await started(scheduler, thief.coordinator); // its join tick: it lists and takes nothing yet
+    // A lease appears; the feed wakes the thief's first listing, which takes it, and that write waits
+    // while stop() begins. Still below its share with nothing free, it would go on to ask the owner.
     await storage.createLease({ group: GROUP, leaseKey: 'free' });
     const write = storage.holdNext('update', 'free');
-    while (thief.coordinator.heldLeases().length === 0 && scheduler.now < 60_000) {
-      const called = await Promise.race([write.called.then(() => true), scheduler.advance(50).then(() => false)]);
-      if (called) break;
+    let called = false;
+    while (!called && scheduler.now < 60_000) {
+      called = await Promise.race([write.called.then(() => true), scheduler.advance(10).then(() => false)]);
     }
+    expect(called).toBe(true);
     stopCalled = true;
     const stopping = thief.coordinator.stop();
     write.release();
     await run(scheduler, stopping);
     await scheduler.advance(5_000);
     expect(requestedWhileStopping).toEqual([]);
-    expect((await storage.listLeases(GROUP)).leases.filter((lease) => lease.pendingOwner === 'thief')).toEqual([]);
+    expect(asked).toEqual([]);
+    const thiefMember = (await storage.getRoster(GROUP)).members.find((m) => m.workerId === 'thief');
+    expect(thiefMember).toMatchObject({ status: 'dead', requests: [] });
+    expect(owner.coordinator.heldLeases()).toHaveLength(4);
     await run(scheduler, owner.coordinator.stop());
   });
 
   it('withdraws its own handoff requests and gives back a lease handed to it while it stopped', async () => {
     const { scheduler, ready, worker, storage } = scripted([]);
     await ready;
-    await storage.createLease({ group: GROUP, leaseKey: 'asked', owner: 'someone', epoch: 3, pendingOwner: 'leaver' });
-    const leaver = worker('leaver');
-    await started(scheduler, leaver.coordinator);
-    // Handed over to it just as it stops: it would otherwise hold the lease for nobody until it expired.
-    await storage.createLease({ group: GROUP, leaseKey: 'handed', owner: 'leaver', epoch: 5 });
+    // Another member holds four leases; the leaver, with none, asks it for two.
+    await storage.putMember(GROUP, 'someone', null, member('inc-someone', { held: 4 }));
+    for (let i = 0; i < 4; i++) {
+      await storage.createLease({ group: GROUP, leaseKey: `k${i}`, owner: 'someone', incarnation: 'inc-someone', epoch: 3 });
+    }
+    const leaver = worker('leaver', { maxStealsPerTick: 2, useChangeFeed: false });
+    const requested: string[] = [];
+    leaver.coordinator.on('steal-requested', ({ leaseKey, from }) => {
+      expect(from).toBe('someone');
+      requested.push(leaseKey);
+    });
+    await joined(scheduler, leaver.coordinator);
+    await scheduler.advance(100);
+    expect(requested).toHaveLength(2);
+    const before = (await storage.getRoster(GROUP)).members.find((m) => m.workerId === 'leaver');
+    expect(before?.requests.map((request) => request.leaseKey).sort()).toEqual([...requested].sort());
+    // The owner answers one request just as the leaver stops: it would otherwise hold that lease for nobody.
+    const [handed, pending] = requested as [string, string];
+    const lease = (await storage.getLease(GROUP, handed)) as LeaseRecord;
+    await storage.updateLeases(GROUP, [
+      { leaseKey: handed, expectedVersion: lease.version, next: { ...leaseStateOf(lease), owner: 'leaver', incarnation: leaver.coordinator.incarnation, epoch: 4 }, notify: 'handed-off' },
+    ]);
     await run(scheduler, leaver.coordinator.stop());
-    const leases = new Map((await storage.listLeases(GROUP)).leases.map((lease) => [lease.leaseKey, lease]));
-    expect(leases.get('asked')).toMatchObject({ owner: 'someone', pendingOwner: null, epoch: 3 });
-    expect(leases.get('handed')).toMatchObject({ owner: null, epoch: 5 });
+    const leases = new Map((await storage.listLeases(GROUP)).leases.map((record) => [record.leaseKey, record]));
+    expect(leases.get(handed)).toMatchObject({ owner: null, incarnation: null, epoch: 4 });
+    expect(leases.get(pending)).toMatchObject({ owner: 'someone', incarnation: 'inc-someone', epoch: 3 });
+    const after = (await storage.getRoster(GROUP)).members.find((m) => m.workerId === 'leaver');
+    expect(after).toMatchObject({ status: 'dead', requests: [] });
   });
 
   it('returns from stop() by its deadline when a drain never finishes', async () => {
     const { scheduler, ready, worker } = world(['shard-0']);
     await ready;
     const { coordinator } = worker('a', { onDrain: () => new Promise<void>(() => undefined) });
-    await started(scheduler, coordinator);
+    await joined(scheduler, coordinator);
+    expect(coordinator.isHeld('shard-0')).toBe(true);
     const stoppedAt = scheduler.now;
     let returnedAt = -1;
     const stopping = coordinator.stop({ timeoutMs: 1_000 }).then(() => (returnedAt = scheduler.now));
@@ -571,12 +623,12 @@ describe('LeaseCoordinator with records it must not write', () => {
     expect(coordinator.heldLeases()).toEqual([]);
   });
 
-  it('carries fields it does not name through taking, renewing and checkpointing', async () => {
+  it('carries fields it does not name through taking, heartbeats and checkpointing', async () => {
     const { scheduler, worker, storage } = world([]);
     const extra = { addedLater: { nested: [1, 'two', null] }, note: 'kept' };
     await storage.createLease({ group: GROUP, leaseKey: 'shard-0', ...extra });
     const { coordinator } = worker('a');
-    await started(scheduler, coordinator);
+    await joined(scheduler, coordinator);
     await scheduler.advance(10_000);
     await run(scheduler, coordinator.checkpoint(tenure(coordinator, 'shard-0'), '5'));
     const stored = await storage.getLease(GROUP, 'shard-0');
