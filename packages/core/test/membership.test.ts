@@ -1,0 +1,480 @@
+import { describe, expect, it } from 'vitest';
+import {
+  LeaseCoordinator,
+  LeaseLostError,
+  MemberExpelledError,
+  MemoryStorage,
+  RECORD_FORMAT,
+  seededRandom,
+  type LeaseCoordinatorOptions,
+  type LeaseListing,
+  type LeaseRecord,
+  type LeaseUpdate,
+  type MemberRecord,
+  type MemberState,
+  type Roster,
+  type WriteResult,
+} from '../src/index.js';
+import { FaultyStorage, noFaults, VirtualScheduler, type VirtualClock } from '../src/testing/index.js';
+import { run } from './support/virtual.js';
+
+const GROUP = 'orders';
+
+/** One worker's view of the shared store, counting the calls it makes. */
+class CountingStorage extends FaultyStorage {
+  readonly calls = { putMember: 0, updateLeases: 0, listLeases: 0, getRoster: 0 };
+
+  reset(): void {
+    for (const name of Object.keys(this.calls) as Array<keyof CountingStorage['calls']>) this.calls[name] = 0;
+  }
+
+  override putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
+    this.calls.putMember++;
+    return super.putMember(group, workerId, expectedVersion, next);
+  }
+
+  override updateLeases(group: string, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[]> {
+    this.calls.updateLeases++;
+    return super.updateLeases(group, updates);
+  }
+
+  override listLeases(group: string): Promise<LeaseListing> {
+    this.calls.listLeases++;
+    return super.listLeases(group);
+  }
+
+  override getRoster(group: string): Promise<Roster> {
+    this.calls.getRoster++;
+    return super.getRoster(group);
+  }
+}
+
+function world(leaseKeys: string[] = []) {
+  const scheduler = new VirtualScheduler();
+  const storage = new MemoryStorage();
+  const ready = Promise.all(leaseKeys.map((leaseKey) => storage.createLease({ group: GROUP, leaseKey })));
+  let seed = 1;
+  const worker = (workerId: string, options: Partial<LeaseCoordinatorOptions> = {}) => {
+    const clock: VirtualClock = scheduler.clock();
+    const faults = noFaults();
+    const view = new CountingStorage(storage, clock, seededRandom(seed), faults);
+    const coordinator = new LeaseCoordinator({ storage: view, group: GROUP, workerId, clock, random: seededRandom(seed++), ...options });
+    /** When it last sent a heartbeat (or its join) that applied: its hold runs from there. */
+    const sent = { last: -Infinity };
+    coordinator.on('joined', () => (sent.last = scheduler.now));
+    coordinator.on('renewed', ({ durationMs }) => (sent.last = scheduler.now - durationMs));
+    return { coordinator, faults, clock, view, sent };
+  };
+  return { scheduler, storage, ready, worker };
+}
+
+/** Starts a worker and runs past its join tick to its first take tick. */
+async function joined(scheduler: VirtualScheduler, coordinator: LeaseCoordinator): Promise<void> {
+  await run(scheduler, coordinator.start());
+  await scheduler.advance(coordinator.takeIntervalMs * 1.06);
+}
+
+/** A member record written by hand: a worker that is not running in the test. */
+function member(incarnation: string, fields: Partial<MemberState> = {}): MemberState {
+  return { format: RECORD_FORMAT, incarnation, leaseDurationMs: 10_000, status: 'alive', held: 0, changes: 0, requests: [], metadata: {}, ...fields };
+}
+
+async function memberOf(storage: MemoryStorage, workerId: string): Promise<MemberRecord | undefined> {
+  return (await storage.getRoster(GROUP)).members.find((record) => record.workerId === workerId);
+}
+
+const keys = (n: number, prefix = 'shard-') => Array.from({ length: n }, (_, i) => `${prefix}${String(i).padStart(4, '0')}`);
+
+describe('membership: what a worker costs', () => {
+  it('heartbeats with one member write per heartbeat interval however many leases it holds, and writes no lease', async () => {
+    const perSize: number[] = [];
+    for (const size of [1, 500]) {
+      const { scheduler, ready, worker } = world(keys(size));
+      await ready;
+      const a = worker('a');
+      await joined(scheduler, a.coordinator);
+      expect(a.coordinator.heldLeases()).toHaveLength(size);
+      a.view.reset();
+      const span = a.coordinator.renewIntervalMs * 10;
+      await scheduler.advance(span);
+      // Each interval is jittered by at most 5%.
+      expect(a.view.calls.putMember).toBeGreaterThanOrEqual(Math.floor(span / (a.coordinator.renewIntervalMs * 1.05)));
+      expect(a.view.calls.putMember).toBeLessThanOrEqual(Math.ceil(span / (a.coordinator.renewIntervalMs * 0.95)));
+      expect(a.view.calls.updateLeases).toBe(0);
+      expect(a.coordinator.heldLeases()).toHaveLength(size);
+      perSize.push(a.view.calls.putMember);
+      await run(scheduler, a.coordinator.stop());
+    }
+    expect(Math.abs((perSize[0] as number) - (perSize[1] as number))).toBeLessThanOrEqual(1);
+  });
+
+  it('writes no lease at all in steady state, and reads the roster every take tick but lists the leases only for the periodic refresh', async () => {
+    const { scheduler, ready, worker, storage } = world(keys(30));
+    await ready;
+    const workers = ['a', 'b', 'c'].map((id) => worker(id));
+    for (const w of workers) await run(scheduler, w.coordinator.start());
+    await scheduler.advance(60_000);
+    expect(workers.map((w) => w.coordinator.heldLeases().length)).toEqual([10, 10, 10]);
+    const versions = new Map((await storage.listLeases(GROUP)).leases.map((lease) => [lease.leaseKey, lease.version]));
+    for (const w of workers) w.view.reset();
+    await scheduler.advance(600_000); // ten quiet minutes
+    for (const w of workers) {
+      expect(w.view.calls.updateLeases).toBe(0);
+      expect(w.view.calls.getRoster).toBeGreaterThanOrEqual(Math.floor(600_000 / (2_000 * 1.05)));
+      expect(w.view.calls.listLeases).toBeLessThanOrEqual(1);
+      expect(w.coordinator.heldLeases()).toHaveLength(10);
+    }
+    const after = (await storage.listLeases(GROUP)).leases;
+    expect(after.every((lease) => lease.version === versions.get(lease.leaseKey))).toBe(true);
+    await run(scheduler, Promise.all(workers.map((w) => w.coordinator.stop())));
+  });
+
+  it('on a cold start of 10 workers and 1,000 free leases without a change feed, holds every lease fairly within 3 take ticks of the join tick, acquiring each about once', async () => {
+    const { scheduler, ready, worker, storage } = world(keys(1_000));
+    await ready;
+    const workers = Array.from({ length: 10 }, (_, i) => worker(`w${i}`, { useChangeFeed: false }).coordinator);
+    let acquisitions = 0;
+    for (const coordinator of workers) coordinator.on('acquired', () => acquisitions++);
+    await run(scheduler, Promise.all(workers.map((coordinator) => coordinator.start())));
+    const joinTick = scheduler.now;
+    expect(acquisitions).toBe(0);
+    await scheduler.advanceTo(joinTick + 3 * 2_000 * 1.05);
+    const counts = workers.map((coordinator) => coordinator.heldLeases().length);
+    expect(counts.reduce((sum, count) => sum + count, 0)).toBe(1_000);
+    expect(Math.max(...counts) - Math.min(...counts)).toBeLessThanOrEqual(1);
+    expect((await storage.listLeases(GROUP)).leases.every((lease) => lease.owner !== null)).toBe(true);
+    expect(acquisitions).toBeLessThanOrEqual(1_050);
+    await run(scheduler, Promise.all(workers.map((coordinator) => coordinator.stop())));
+  });
+});
+
+describe('membership: declaring a member dead', () => {
+  /**
+   * A long-lived member that heartbeats for a while and then crashes, watched by a worker configured with
+   * a much shorter lease duration; `overlaps` lists each lease the watcher took while the member still
+   * counted it as held.
+   */
+  async function longerLivedMember(unsafe: LeaseCoordinatorOptions['unsafe'] = {}) {
+    const { scheduler, ready, worker } = world(keys(4));
+    await ready;
+    const long = worker('long', { leaseDurationMs: 20_000 });
+    await joined(scheduler, long.coordinator);
+    const short = worker('short', { leaseDurationMs: 5_000, unsafe });
+    const expiredAt: number[] = [];
+    const deadAt: number[] = [];
+    const overlaps: string[] = [];
+    const expelled: string[] = [];
+    short.coordinator.on('acquired', ({ leaseKey, how }) => {
+      if (how === 'expired') expiredAt.push(scheduler.now);
+      if (long.coordinator.isHeld(leaseKey)) overlaps.push(leaseKey);
+    });
+    short.coordinator.on('member-dead', ({ workerId }) => workerId === 'long' && deadAt.push(scheduler.now));
+    long.coordinator.on('lost', ({ leaseKey, reason }) => reason === 'expelled' && expelled.push(leaseKey));
+    await joined(scheduler, short.coordinator);
+    await scheduler.advance(30_000);
+    const deadWhileAlive = deadAt.length;
+    const heldAtCrash = long.coordinator.heldLeases().length;
+    long.clock.kill(); // a crash: it never heartbeats again
+    const lastSent = long.sent.last;
+    await scheduler.advance(60_000);
+    return { long, short, expiredAt, deadAt, overlaps, expelled, deadWhileAlive, heldAtCrash, lastSent, scheduler };
+  }
+
+  it('declares a member dead only after the longer of both lease durations without a change, on its own clock', async () => {
+    const { long, short, expiredAt, deadAt, overlaps, deadWhileAlive, heldAtCrash, lastSent, scheduler } = await longerLivedMember();
+    // Heartbeating every 13 s, the member never looks dead to a worker that waits only 5 s for its own.
+    expect(deadWhileAlive).toBe(0);
+    expect(heldAtCrash).toBeGreaterThan(0);
+    expect(deadAt).toHaveLength(1);
+    expect(deadAt[0]).toBeGreaterThanOrEqual(lastSent + 20_000);
+    expect(deadAt[0]).toBeLessThanOrEqual(lastSent + 20_000 + 2 * 2_100);
+    expect(expiredAt.length).toBeGreaterThan(0);
+    // Never while the crashed member could still count its leases as held.
+    expect(Math.min(...expiredAt)).toBeGreaterThanOrEqual(lastSent + long.coordinator.holdMs);
+    expect(overlaps).toEqual([]);
+    expect(short.coordinator.heldLeases()).toHaveLength(4);
+    await run(scheduler, short.coordinator.stop());
+  });
+
+  it('with the unsafe own-duration expiry, a worker with a shorter lease duration declares a live longer-lived member dead and takes leases it still holds (the switch brings the defect back)', async () => {
+    const { deadWhileAlive, overlaps, expelled } = await longerLivedMember({ ownDurationOnly: true });
+    expect(deadWhileAlive).toBeGreaterThan(0);
+    expect(overlaps.length).toBeGreaterThan(0);
+    expect(expelled.length).toBeGreaterThan(0);
+  });
+
+  it('takes the leases of a crashed worker once it declared it dead, keeping their checkpoints, in a new tenure', async () => {
+    const { scheduler, ready, worker, storage } = world(keys(4));
+    await ready;
+    const crashed = worker('crashed');
+    await joined(scheduler, crashed.coordinator);
+    const heir = worker('heir');
+    await joined(scheduler, heir.coordinator);
+    await scheduler.advance(30_000);
+    const theirs = crashed.coordinator.heldLeases();
+    expect(theirs).toHaveLength(2);
+    for (const lease of theirs) await run(scheduler, crashed.coordinator.checkpoint(lease, '7'));
+    const incarnation = crashed.coordinator.incarnation;
+    const deadAt: number[] = [];
+    const acquired: Array<{ leaseKey: string; how: string; fencingToken: number; checkpoint: string | null; at: number }> = [];
+    heir.coordinator.on('member-dead', (event) => {
+      expect(event).toEqual({ workerId: 'crashed', incarnation });
+      deadAt.push(scheduler.now);
+    });
+    heir.coordinator.on('acquired', (event) => acquired.push({ ...event, at: scheduler.now }));
+    crashed.clock.kill();
+    const lastSent = crashed.sent.last;
+    await scheduler.advance(30_000);
+    expect(deadAt).toHaveLength(1);
+    expect(deadAt[0]).toBeGreaterThanOrEqual(lastSent + 10_000);
+    expect(await memberOf(storage, 'crashed')).toMatchObject({ status: 'dead', incarnation });
+    expect(acquired.map((event) => event.leaseKey).sort()).toEqual(theirs.map((lease) => lease.leaseKey).sort());
+    for (const event of acquired) {
+      const before = theirs.find((lease) => lease.leaseKey === event.leaseKey) as (typeof theirs)[number];
+      expect(event).toMatchObject({ how: 'expired', checkpoint: '7', fencingToken: before.fencingToken + 1 });
+      expect(event.at).toBeGreaterThanOrEqual(deadAt[0] as number);
+      expect(await storage.getLease(GROUP, event.leaseKey)).toMatchObject({ owner: 'heir', incarnation: heir.coordinator.incarnation, checkpoint: '7' });
+    }
+    expect(heir.coordinator.heldLeases()).toHaveLength(4);
+    await run(scheduler, heir.coordinator.stop());
+  });
+
+  it('a worker paused past its hold is declared dead and its leases taken; on waking its signals are aborted, its heartbeat conflicts, and it joins again as a new incarnation and takes a fair share', async () => {
+    const { scheduler, ready, worker, storage } = world(keys(4));
+    await ready;
+    const zombie = worker('zombie');
+    await joined(scheduler, zombie.coordinator);
+    const heir = worker('heir');
+    await joined(scheduler, heir.coordinator);
+    await scheduler.advance(30_000);
+    const handles = zombie.coordinator.heldLeases();
+    expect(handles).toHaveLength(2);
+    const first = zombie.coordinator.incarnation;
+    const lost: string[] = [];
+    const errors: Error[] = [];
+    const incarnations: string[] = [];
+    zombie.coordinator.on('lost', ({ leaseKey, reason }) => lost.push(`${leaseKey}:${reason}`));
+    zombie.coordinator.on('error', ({ error }) => errors.push(error));
+    zombie.coordinator.on('joined', ({ incarnation }) => incarnations.push(incarnation));
+    const wakeAt = scheduler.now + 30_000;
+    // The first thing that runs on waking, as an I/O completion could: it sees every signal aborted.
+    const seenOnWaking = zombie.clock.sleep(1_000).then(() => handles.map((lease) => lease.signal.aborted));
+    zombie.clock.pauseUntil(wakeAt);
+    await scheduler.advanceTo(wakeAt - 1);
+    // Meanwhile the heir declared it dead and took its leases, in a new tenure.
+    expect(await memberOf(storage, 'zombie')).toMatchObject({ status: 'dead', incarnation: first });
+    expect(heir.coordinator.heldLeases()).toHaveLength(4);
+    for (const lease of handles) expect((await storage.getLease(GROUP, lease.leaseKey))?.epoch).toBe(lease.fencingToken + 1);
+    await scheduler.advance(2_000);
+    expect(await seenOnWaking).toEqual([true, true]);
+    for (const lease of handles) expect(lease.signal.reason).toBeInstanceOf(LeaseLostError);
+    expect(lost.sort()).toEqual(handles.map((lease) => `${lease.leaseKey}:self-fenced`).sort());
+    expect(errors.filter((error) => error instanceof MemberExpelledError)).toHaveLength(1);
+    await scheduler.advance(60_000);
+    expect(incarnations).toHaveLength(1);
+    expect(incarnations[0]).not.toBe(first);
+    expect(zombie.coordinator.incarnation).toBe(incarnations[0]);
+    expect(zombie.coordinator.heldLeases()).toHaveLength(2);
+    expect(heir.coordinator.heldLeases()).toHaveLength(2);
+    await run(scheduler, Promise.all([zombie.coordinator.stop(), heir.coordinator.stop()]));
+  });
+
+  it('a worker written dead while it still holds its leases drops every one of them as expelled and joins again', async () => {
+    const { scheduler, ready, worker, storage } = world(keys(2));
+    await ready;
+    const a = worker('a');
+    await joined(scheduler, a.coordinator);
+    const handles = a.coordinator.heldLeases();
+    expect(handles).toHaveLength(2);
+    const first = a.coordinator.incarnation;
+    const lost: string[] = [];
+    a.coordinator.on('lost', ({ leaseKey, reason }) => lost.push(`${leaseKey}:${reason}`));
+    const stored = (await memberOf(storage, 'a')) as MemberRecord;
+    // An operator evicts it (or another worker declared it dead): its hold has not run out yet.
+    await storage.putMember(GROUP, 'a', stored.version, { ...member(stored.incarnation), status: 'dead' });
+    await scheduler.advance(a.coordinator.takeIntervalMs * 1.06);
+    expect(lost.sort()).toEqual(handles.map((lease) => `${lease.leaseKey}:expelled`).sort());
+    expect(handles.every((lease) => lease.signal.aborted)).toBe(true);
+    await scheduler.advance(10_000);
+    expect(a.coordinator.incarnation).not.toBeNull();
+    expect(a.coordinator.incarnation).not.toBe(first);
+    expect(a.coordinator.heldLeases()).toHaveLength(2);
+    await run(scheduler, a.coordinator.stop());
+  });
+
+  it('a worker whose id is already alive in the roster (a duplicate process) does not join until that member expired', async () => {
+    const { scheduler, ready, worker, storage } = world(keys(3));
+    await ready;
+    const original = worker('a');
+    await joined(scheduler, original.coordinator);
+    const duplicate = worker('a');
+    const joinedAt: number[] = [];
+    duplicate.coordinator.on('joined', () => joinedAt.push(scheduler.now));
+    await run(scheduler, duplicate.coordinator.start());
+    await scheduler.advance(60_000);
+    expect(joinedAt).toEqual([]);
+    expect(duplicate.coordinator.incarnation).toBeNull();
+    expect(duplicate.view.calls.putMember).toBe(0);
+    expect(duplicate.view.calls.updateLeases).toBe(0);
+    expect(original.coordinator.heldLeases()).toHaveLength(3);
+    expect((await memberOf(storage, 'a'))?.incarnation).toBe(original.coordinator.incarnation);
+    const first = original.coordinator.incarnation;
+    original.clock.kill();
+    const lastSent = original.sent.last;
+    await scheduler.advance(30_000);
+    expect(joinedAt).toHaveLength(1);
+    expect(joinedAt[0]).toBeGreaterThanOrEqual(lastSent + 10_000);
+    expect(duplicate.coordinator.incarnation).not.toBe(first);
+    expect(duplicate.coordinator.heldLeases()).toHaveLength(3);
+    expect((await storage.listLeases(GROUP)).leases.every((lease) => lease.incarnation === duplicate.coordinator.incarnation && lease.epoch === 2)).toBe(true);
+    await run(scheduler, duplicate.coordinator.stop());
+  });
+
+  it('never takes the leases of another member whose record cannot be read back, nor declares it dead', async () => {
+    const { scheduler, ready, worker, storage } = world(keys(2, 'free-'));
+    await ready;
+    await storage.putMember(GROUP, 'ghost', null, member('inc-ghost', { held: 2 }));
+    for (const leaseKey of ['ghost-0', 'ghost-1']) {
+      await storage.createLease({ group: GROUP, leaseKey, owner: 'ghost', incarnation: 'inc-ghost', epoch: 1 });
+    }
+    storage.corruptMember(GROUP, 'ghost');
+    const a = worker('a');
+    const dead: string[] = [];
+    const rosterErrors: Error[] = [];
+    a.coordinator.on('member-dead', ({ workerId }) => dead.push(workerId));
+    a.coordinator.on('error', ({ error, operation }) => operation === 'roster' && rosterErrors.push(error));
+    await joined(scheduler, a.coordinator);
+    await scheduler.advance(120_000);
+    expect(a.coordinator.heldLeases().map((lease) => lease.leaseKey).sort()).toEqual(['free-0000', 'free-0001']);
+    for (const leaseKey of ['ghost-0', 'ghost-1']) {
+      expect(await storage.getLease(GROUP, leaseKey)).toMatchObject({ owner: 'ghost', incarnation: 'inc-ghost', epoch: 1, version: 1 });
+    }
+    expect(dead).toEqual([]);
+    expect(rosterErrors).toHaveLength(1);
+    await run(scheduler, a.coordinator.stop());
+  });
+});
+
+describe('membership: hearing of changes', () => {
+  it('lists and takes a lease created later at once with a change feed', async () => {
+    const { scheduler, ready, worker, storage } = world(keys(2));
+    await ready;
+    const a = worker('a');
+    const b = worker('b');
+    for (const w of [a, b]) await run(scheduler, w.coordinator.start());
+    await scheduler.advance(30_000);
+    const takenAt: number[] = [];
+    for (const w of [a, b]) w.coordinator.on('acquired', ({ leaseKey }) => leaseKey === 'late' && takenAt.push(scheduler.now));
+    const createdAt = scheduler.now;
+    await storage.createLease({ group: GROUP, leaseKey: 'late' });
+    await scheduler.advance(100);
+    expect(takenAt).toHaveLength(1);
+    expect((takenAt[0] as number) - createdAt).toBeLessThan(100);
+    await run(scheduler, Promise.all([a.coordinator.stop(), b.coordinator.stop()]));
+  });
+
+  it('without a change feed, lists and takes a lease created later at the next take tick after noteLeasesChanged(), and not before', async () => {
+    const { scheduler, ready, worker, storage } = world(keys(2));
+    await ready;
+    const a = worker('a', { useChangeFeed: false });
+    const b = worker('b', { useChangeFeed: false });
+    for (const w of [a, b]) await run(scheduler, w.coordinator.start());
+    await scheduler.advance(30_000);
+    const takenAt: number[] = [];
+    for (const w of [a, b]) w.coordinator.on('acquired', ({ leaseKey }) => leaseKey === 'late' && takenAt.push(scheduler.now));
+    await storage.createLease({ group: GROUP, leaseKey: 'late' });
+    await scheduler.advance(60_000);
+    expect(takenAt).toEqual([]); // nobody listed: nothing said the leases changed
+    const notedAt = scheduler.now;
+    a.coordinator.noteLeasesChanged(); // as the leader does after creating leases
+    await scheduler.advance(2 * 2_000 * 1.05);
+    expect(takenAt).toHaveLength(1);
+    // Whoever's tick comes first after the heartbeat that carries the note.
+    expect((takenAt[0] as number) - notedAt).toBeLessThanOrEqual(2_000 * 1.05 + 10);
+    await run(scheduler, Promise.all([a.coordinator.stop(), b.coordinator.stop()]));
+  });
+});
+
+describe('membership: handoffs and leaving', () => {
+  it('drops a handoff request to a member that by its own count is not two above it within a take tick, instead of waiting for an answer', async () => {
+    const { scheduler, ready, worker, storage } = world();
+    await ready;
+    // The owner's leases, as listed, are four; its own latest count says one (it is giving leases away).
+    await storage.putMember(GROUP, 'owner', null, member('inc-owner', { held: 1 }));
+    for (const leaseKey of keys(4, 'owned-')) {
+      await storage.createLease({ group: GROUP, leaseKey, owner: 'owner', incarnation: 'inc-owner', epoch: 1 });
+    }
+    const thief = worker('thief', { useChangeFeed: false });
+    const requestedAt: number[] = [];
+    thief.coordinator.on('steal-requested', () => requestedAt.push(scheduler.now));
+    await run(scheduler, thief.coordinator.start());
+    let carried = -1;
+    let dropped = -1;
+    for (let t = 0; t < 8_000 && dropped < 0; t += 10) {
+      await scheduler.advance(10);
+      const requests = (await memberOf(storage, 'thief'))?.requests ?? [];
+      if (requests.length > 0 && carried < 0) carried = scheduler.now;
+      if (requests.length === 0 && carried >= 0) dropped = scheduler.now;
+    }
+    expect(requestedAt.length).toBeGreaterThanOrEqual(1);
+    expect(carried).toBeGreaterThanOrEqual(0);
+    expect(dropped).toBeGreaterThan(carried);
+    // One take tick, where an answer could take a drain, a lease duration and more.
+    expect(dropped - (requestedAt[0] as number)).toBeLessThanOrEqual(2_000 * 1.05 + 10);
+    await run(scheduler, thief.coordinator.stop());
+  });
+
+  it('on stop, with everything released, writes its member dead, and the others take its leases at once', async () => {
+    const { scheduler, ready, worker, storage } = world(keys(4));
+    await ready;
+    const leaving = worker('leaving');
+    const staying = worker('staying', { takeIntervalMs: 5_000 });
+    for (const w of [leaving, staying]) await run(scheduler, w.coordinator.start());
+    await scheduler.advance(60_000);
+    expect(leaving.coordinator.heldLeases()).toHaveLength(2);
+    const stoppedAt = scheduler.now;
+    await run(scheduler, leaving.coordinator.stop());
+    expect(await memberOf(storage, 'leaving')).toMatchObject({ status: 'dead', held: 0, requests: [] });
+    await scheduler.advance(100);
+    expect(staying.coordinator.heldLeases()).toHaveLength(4);
+    expect(scheduler.now - stoppedAt).toBeLessThan(staying.coordinator.takeIntervalMs);
+    await run(scheduler, staying.coordinator.stop());
+  });
+
+  it('on stop, with a lease that did not drain, leaves its member to lapse, and others take that lease only once it expired', async () => {
+    const { scheduler, ready, worker, storage } = world(keys(4));
+    await ready;
+    let stuck: string | null = null;
+    const leaving = worker('leaving', {
+      onDrain: (lease) => {
+        stuck ??= lease.leaseKey;
+        return lease.leaseKey === stuck ? new Promise<void>(() => undefined) : Promise.resolve();
+      },
+    });
+    const staying = worker('staying');
+    for (const w of [leaving, staying]) await run(scheduler, w.coordinator.start());
+    await scheduler.advance(60_000);
+    expect(leaving.coordinator.heldLeases()).toHaveLength(2);
+    const takenAt = new Map<string, { at: number; how: string }>();
+    staying.coordinator.on('acquired', ({ leaseKey, how }) => takenAt.set(leaseKey, { at: scheduler.now, how }));
+    const stoppedAt = scheduler.now;
+    await run(scheduler, leaving.coordinator.stop({ timeoutMs: 1_000 }));
+    expect(scheduler.now - stoppedAt).toBeLessThanOrEqual(1_000);
+    expect(await memberOf(storage, 'leaving')).toMatchObject({ status: 'alive' });
+    const lastSent = leaving.sent.last;
+    await scheduler.advance(30_000);
+    expect(staying.coordinator.heldLeases()).toHaveLength(4);
+    expect(await memberOf(storage, 'leaving')).toMatchObject({ status: 'dead' });
+    const lapsed = takenAt.get(stuck as unknown as string);
+    expect(lapsed?.how).toBe('expired');
+    expect(lapsed?.at).toBeGreaterThanOrEqual(lastSent + 10_000);
+    const released = [...takenAt].filter(([leaseKey]) => leaseKey !== stuck);
+    expect(released).toHaveLength(1);
+    // The lease it released is free at once; others deal it to the member still alive, then take it a
+    // take tick later as a lease left free too long: well before the lapse.
+    expect(released[0]?.[1]).toMatchObject({ how: 'free' });
+    expect(released[0]?.[1].at as number).toBeLessThan(stoppedAt + 1_000 + 2 * 2_000 * 1.05);
+    expect(released[0]?.[1].at as number).toBeLessThan(lapsed?.at as number);
+    await run(scheduler, staying.coordinator.stop());
+  });
+});
