@@ -376,22 +376,26 @@ describe('membership: hearing of changes', () => {
   it('without a change feed, lists and takes a lease created later at the next take tick after noteLeasesChanged(), and not before', async () => {
     const { scheduler, ready, worker, storage } = world(keys(2));
     await ready;
-    const a = worker('a', { useChangeFeed: false });
-    const b = worker('b', { useChangeFeed: false });
-    for (const w of [a, b]) await run(scheduler, w.coordinator.start());
+    // The worker that notes the change (as the leader does after creating leases) is 'b'; the split of the
+    // free lease gives it to 'a' (first in order, below its share), which hears of it only through the roster.
+    const leader = worker('b', { useChangeFeed: false });
+    const other = worker('a', { useChangeFeed: false });
+    for (const w of [leader, other]) await run(scheduler, w.coordinator.start());
     await scheduler.advance(30_000);
+    expect(other.coordinator.heldLeases()).toHaveLength(1);
     const takenAt: number[] = [];
-    for (const w of [a, b]) w.coordinator.on('acquired', ({ leaseKey }) => leaseKey === 'late' && takenAt.push(scheduler.now));
+    other.coordinator.on('acquired', ({ leaseKey }) => leaseKey === 'late' && takenAt.push(scheduler.now));
     await storage.createLease({ group: GROUP, leaseKey: 'late' });
     await scheduler.advance(60_000);
     expect(takenAt).toEqual([]); // nobody listed: nothing said the leases changed
     const notedAt = scheduler.now;
-    a.coordinator.noteLeasesChanged(); // as the leader does after creating leases
+    leader.coordinator.noteLeasesChanged();
     await scheduler.advance(2 * 2_000 * 1.05);
     expect(takenAt).toHaveLength(1);
-    // Whoever's tick comes first after the heartbeat that carries the note.
+    // At the other worker's next take tick after the heartbeat that carries the note.
     expect((takenAt[0] as number) - notedAt).toBeLessThanOrEqual(2_000 * 1.05 + 10);
-    await run(scheduler, Promise.all([a.coordinator.stop(), b.coordinator.stop()]));
+    expect(other.coordinator.isHeld('late')).toBe(true);
+    await run(scheduler, Promise.all([leader.coordinator.stop(), other.coordinator.stop()]));
   });
 });
 
