@@ -207,6 +207,9 @@ interface Membership {
 
 const stateOf = leaseStateOf;
 
+/** Member metadata of a worker that is stopping: others deal it nothing more. */
+export const LEAVING_FIELD = 'leasehold.leaving';
+
 function asError(error: unknown): Error {
   return error instanceof Error ? error : new Error(String(error));
 }
@@ -381,6 +384,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     if (wasRunning) {
       this.#wakeTake?.();
       await this.#until(deadline, this.#takeInFlight);
+      if (this.#held.size > 0) await this.#until(drainDeadline, this.#heartbeat());
       const entries = [...this.#held.entries()];
       const drained = await Promise.all(
         entries.map(async ([leaseKey, held]) => ({
@@ -607,8 +611,13 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   /** The member state this worker writes now: its incarnation, duration, count, changes and requests. */
   #memberState(membership: Membership): MemberState {
     const base = membership.record ? memberStateOf(membership.record) : { format: RECORD_FORMAT, metadata: {} };
+    // A stopping member says so, so that nobody deals it the leases others release meanwhile.
+    const metadata: Record<string, string> = { ...base.metadata };
+    if (this.#state === 'stopping') metadata[LEAVING_FIELD] = '1';
+    else delete metadata[LEAVING_FIELD];
     let state: MemberState = {
       ...base,
+      metadata,
       format: RECORD_FORMAT,
       incarnation: membership.incarnation,
       leaseDurationMs: this.leaseDurationMs,
@@ -1197,7 +1206,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       );
     }
     const workable = leases.filter((lease) => lease.checkpoint !== Checkpoint.SHARD_END && this.#isEligible(lease, all, corrupt));
-    const members = [...alive.keys()].sort();
+    // Leases are dealt to the live members that are not leaving, this one included while it runs.
+    const members = [...alive.keys()].filter((workerId) => workerId === this.workerId || this.#roster.get(workerId)?.metadata[LEAVING_FIELD] === undefined).sort();
     const counts = new Map<string, number>(members.map((workerId) => [workerId, 0]));
     const unowned: LeaseRecord[] = [];
     for (const lease of workable) {
