@@ -1,7 +1,8 @@
 /**
  * The storage contract: what a backend must provide so that core can build leases, checkpoints and
- * leader election on it. Every write is a compare-and-set on the record's `version`; core builds renew,
- * take, steal, hand off, release, checkpoint and delete from that one primitive (DESIGN section 3).
+ * leader election on it. Every write is a compare-and-set on the record's `version`; core builds join,
+ * heartbeat, declare dead, take, hand off, release, checkpoint and delete from that one primitive (DESIGN
+ * sections 3 and 4).
  *
  * An adapter holds no timing and no policy. It validates its input with the helpers of `./limits.js`,
  * stores each record whole (every field, including ones core adds later), and reports each write's
@@ -100,9 +101,9 @@ export interface LeaseRecord extends LeaseState {
   readonly leaseKey: string;
   /**
    * A new key starts at version 1, and the store increments the version by one on every update that
-   * applies: every one, even an update that writes exactly the stored state (a renewal: others see the
-   * owner alive only by its version moving) or changes only the checkpoint. It never goes backwards for a
-   * key, not even when the key is deleted and created again.
+   * applies: every one, even an update that writes exactly the stored state or changes only the
+   * checkpoint (a checkpoint's fencing relies on it). It never goes backwards for a key, not even when the
+   * key is deleted and created again.
    */
   readonly version: number;
 }
@@ -137,8 +138,8 @@ export interface LeaseUpdate {
   readonly next: LeaseState;
   /**
    * When set and the write applies, the adapter publishes this change, with this kind, on its change feed
-   * (if it has one), ideally in the same round trip as the write. An update without `notify` (a renewal,
-   * a checkpoint) and an update that did not apply publish nothing.
+   * (if it has one), ideally in the same round trip as the write. An update without `notify` (a take, a
+   * checkpoint) and an update that did not apply publish nothing.
    */
   readonly notify?: LeaseChangeKind | undefined;
 }
@@ -347,8 +348,8 @@ export interface CheckpointStorage {
   /**
    * Writes many leases of one group, each conditionally on its version, in as few round trips as the
    * backend allows. Returns one exact result per update, in the order given, mixing applied and
-   * conflicts. A batch of any size works (a worker renews all its leases in one call; the suite sends
-   * thousands); an adapter splits it inside if its backend needs. A key that appears twice in one batch is
+   * conflicts. A batch of any size works (a worker takes its whole share at a cold start, or releases all
+   * it holds, in one call; the suite sends thousands); an adapter splits it inside if its backend needs. A key that appears twice in one batch is
    * invalid input.
    */
   updateLeases(group: string, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[]>;

@@ -355,6 +355,30 @@ describe('membership: declaring a member dead', () => {
   });
 });
 
+describe('membership: a worker that cannot heartbeat', () => {
+  it('takes nothing while its own record cannot be written, so that it never moves the epochs of the leases it lost', async () => {
+    const { scheduler, ready, worker, storage } = world(keys(4));
+    await ready;
+    const a = worker('a');
+    const b = worker('b');
+    for (const w of [a, b]) await run(scheduler, w.coordinator.start());
+    await scheduler.advance(30_000);
+    const mine = a.coordinator.heldLeases().map((lease) => lease.leaseKey);
+    expect(mine.length).toBeGreaterThan(0);
+    const epochs = new Map<string, number>();
+    for (const leaseKey of mine) epochs.set(leaseKey, (await storage.getLease(GROUP, leaseKey))?.epoch ?? -1);
+    // Its record is damaged: every heartbeat is refused, the hold runs out, and its leases are lost.
+    storage.corruptMember(GROUP, 'a');
+    await scheduler.advance(60_000);
+    expect(a.coordinator.heldLeases()).toEqual([]);
+    for (const leaseKey of mine) {
+      // Still naming a's incarnation (b may not judge a member it cannot read), at the epoch it had.
+      expect((await storage.getLease(GROUP, leaseKey))?.epoch).toBe(epochs.get(leaseKey));
+    }
+    for (const w of [a, b]) await run(scheduler, w.coordinator.stop());
+  });
+});
+
 describe('membership: hearing of changes', () => {
   it('lists and takes a lease created later at once with a change feed', async () => {
     const { scheduler, ready, worker, storage } = world(keys(2));

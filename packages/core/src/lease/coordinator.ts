@@ -1184,6 +1184,9 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    */
   async #balance(listing: LeaseListing, now: number, membership: Membership): Promise<void> {
     const corrupt = this.#noticeCorrupt(listing.corrupt);
+    // Without a hold (no heartbeat has applied lately) a take could not be counted as held: it would only
+    // move the lease's epoch and strand it, naming an incarnation others still see alive.
+    const holding = this.#skipSelfFencing || this.#clock.now() < this.#heldUntil;
     const leases = listing.leases;
     const all = new Map(leases.map((lease) => [lease.leaseKey, lease]));
     this.#noticeLosses(all, corrupt, membership);
@@ -1238,7 +1241,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     // portion (stopping, stuck, or not yet aware of the lease) never keeps it waiting.
     const stale = unowned.filter((lease) => now - (this.#unownedSince.get(lease.leaseKey) ?? now) >= this.takeIntervalMs && !portion.includes(lease));
     const extra = shuffled(stale, this.#random).slice(0, Math.ceil(stale.length / n));
-    const takeable = [...portion, ...extra].slice(0, Math.max(0, this.#maxLeases - mine));
+    const takeable = holding ? [...portion, ...extra].slice(0, Math.max(0, this.#maxLeases - mine)) : [];
     const taken = await this.#take(takeable, membership);
     if (this.#state !== 'running') return;
     // Leases still without a live owner are looked at again next tick, until somebody holds them.
@@ -1251,7 +1254,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     const rank = members.indexOf(this.workerId);
     const wanted = (rank < 0 ? 0 : target(rank)) - mine - taken;
     const asked = this.#requests.size;
-    if (wanted - asked > 0 && this.#maxSteals > 0 && unowned.length <= taken) {
+    if (holding && wanted - asked > 0 && this.#maxSteals > 0 && unowned.length <= taken) {
       this.#requestHandoffs(workable, counts, ownerOf, mine + taken + asked, wanted - asked, now);
     }
   }
