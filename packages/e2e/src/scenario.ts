@@ -216,7 +216,7 @@ async function kill(cluster: Cluster, workerId: string): Promise<ScenarioResult[
   const at = Date.now();
   // Read after the kill: every report it wrote has been read once its pipes closed.
   // A shard it still believed held but that another worker started meanwhile was lost without a report
-  // (a starved worker can miss its renewals): that shard was not the killed worker's when it died.
+  // (a starved worker can miss its heartbeats): that shard was not the killed worker's when it died.
   const held = [...cluster.heldBy(workerId)].filter((shardId) => {
     const ownStart = cluster.reports.findLastIndex((report) => report.type === 'started' && report.worker === workerId && report.shardId === shardId);
     return !cluster.reports.some((report, i) => i > ownStart && report.type === 'started' && report.shardId === shardId && report.worker !== workerId);
