@@ -56,7 +56,7 @@ export async function refuseIfLive(storage: Storage, group: string, options: Gua
     const [moved] = verdict.moved;
     const who =
       moved !== undefined
-        ? `worker ${describeValue(moved.workerId)} (incarnation ${describeValue(moved.incarnation)}) heartbeat while watched`
+        ? `worker ${describeValue(moved.workerId)} (incarnation ${describeValue(moved.incarnation)}) sent a heartbeat while watched`
         : `the member of worker ${describeValue(verdict.repaired[0])} could not be read back and then could: its worker heartbeat`;
     throw new LeaseholdError('ERR_GROUP_LIVE', `[${PKG}] group ${describeValue(group)} is live: ${who}; stop the group's workers first, or pass --force`);
   }

@@ -36,7 +36,7 @@ describe('leasehold checkpoint', () => {
     expect(code).toBe(1);
     expect(stderr).toContain(`watching the roster of group "${group}" (1 alive members) for up to 5.0s for heartbeats: each member for its lease duration\n`);
     expect(stderr).toContain(
-      `leasehold: [cli] group "${group}" is live: worker "worker-a" (incarnation "worker-a-inc") heartbeat while watched; stop the group's workers first, or pass --force\n`,
+      `leasehold: [cli] group "${group}" is live: worker "worker-a" (incarnation "worker-a-inc") sent a heartbeat while watched; stop the group's workers first, or pass --force\n`,
     );
     expect((await backend.storage.getLease(group, 'shardId-000'))?.checkpoint).toBe('900');
     await backend.close();

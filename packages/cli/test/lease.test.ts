@@ -68,7 +68,7 @@ describe('leasehold lease delete', () => {
     await worker.stop();
 
     expect(code).toBe(1);
-    expect(stderr).toContain(`leasehold: [cli] group "${group}" is live: worker "worker-a" (incarnation "worker-a-inc") heartbeat while watched`);
+    expect(stderr).toContain(`leasehold: [cli] group "${group}" is live: worker "worker-a" (incarnation "worker-a-inc") sent a heartbeat while watched`);
     expect(await backend.storage.getLease(group, 'shardId-000')).not.toBeNull();
     await backend.close();
   });

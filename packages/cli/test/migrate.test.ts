@@ -65,7 +65,7 @@ describe('leasehold migrate', () => {
     await worker.stop();
 
     expect(code).toBe(1);
-    expect(stderr).toContain(`leasehold: [cli] group "${group}" is live: worker "worker-a" (incarnation "worker-a-inc") heartbeat while watched`);
+    expect(stderr).toContain(`leasehold: [cli] group "${group}" is live: worker "worker-a" (incarnation "worker-a-inc") sent a heartbeat while watched`);
     expect(await target.storage.listLeases(group)).toEqual({ leases: [], corrupt: [] });
     await source.close();
     await target.close();
