@@ -48,7 +48,7 @@ export async function refuseIfLive(storage: Storage, group: string, options: Gua
     const longest = Math.max(options.observeMs, ...alive.map((member) => member.leaseDurationMs));
     const unreadable = first.corrupt.length > 0 ? `, ${first.corrupt.length} that cannot be read back` : '';
     io.err(
-      `watching the roster of group ${describeValue(group)} (${alive.length} alive members${unreadable}) for up to ${formatDuration(Math.max(longest, first.corrupt.length > 0 ? options.observeMs || UNREADABLE_WATCH_MS : 0))} for heartbeats: each member for its lease duration${options.observeMs > 0 ? `, at least ${formatDuration(options.observeMs)} (--observe-ms)` : ''}\n`,
+      `watching the roster of group ${describeValue(group)} (${alive.length} alive member${alive.length === 1 ? '' : 's'}${unreadable}) for up to ${formatDuration(Math.max(longest, first.corrupt.length > 0 ? options.observeMs || UNREADABLE_WATCH_MS : 0))} for heartbeats: each member for its lease duration${options.observeMs > 0 ? `, at least ${formatDuration(options.observeMs)} (--observe-ms)` : ''}\n`,
     );
   }
   const verdict = await watchRoster(storage, group, { minimumMs: options.observeMs, unreadableMs: UNREADABLE_WATCH_MS, pollMs: pollOf(options.observeMs) });

@@ -34,7 +34,7 @@ describe('leasehold checkpoint', () => {
     await worker.stop();
 
     expect(code).toBe(1);
-    expect(stderr).toContain(`watching the roster of group "${group}" (1 alive members) for up to 5.0s for heartbeats: each member for its lease duration\n`);
+    expect(stderr).toContain(`watching the roster of group "${group}" (1 alive member) for up to 5.0s for heartbeats: each member for its lease duration\n`);
     expect(stderr).toContain(
       `leasehold: [cli] group "${group}" is live: worker "worker-a" (incarnation "worker-a-inc") sent a heartbeat while watched; stop the group's workers first, or pass --force\n`,
     );
@@ -69,7 +69,7 @@ describe('leasehold checkpoint', () => {
     expect(code).toBe(0);
     // Watched for the crashed member's own lease duration; the dead member is not watched.
     expect(Date.now() - started).toBeGreaterThanOrEqual(400);
-    expect(stderr).toContain(`watching the roster of group "${group}" (1 alive members) for up to 400ms for heartbeats`);
+    expect(stderr).toContain(`watching the roster of group "${group}" (1 alive member) for up to 400ms for heartbeats`);
     expect(stdout).toBe('shardId-000: checkpoint "900" -> "TRIM_HORIZON" (version 1 -> 2)\n');
     const lease = await backend.storage.getLease(group, 'shardId-000');
     expect(lease).toMatchObject({ checkpoint: 'TRIM_HORIZON', owner: 'crashed-worker', epoch: 3 });
