@@ -58,6 +58,7 @@ async function openPostgres(target: PostgresTarget): Promise<Backend> {
     leaseTable: target.leaseTable,
     leaderTable: target.leaderTable,
     migrationsTable: target.migrationsTable,
+    rosterTable: target.rosterTable,
   });
   return {
     kind: 'postgres',

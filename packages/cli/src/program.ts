@@ -7,17 +7,18 @@ import { Command, CommanderError, Option } from 'commander';
 import { checkpointReset, checkpointSet } from './commands/checkpoint.js';
 import { doctor } from './commands/doctor.js';
 import { leaseCreate, leaseDelete } from './commands/lease.js';
+import { memberList, memberRemove } from './commands/member.js';
 import { migrate } from './commands/migrate.js';
 import { status } from './commands/status.js';
-import { DEFAULT_OBSERVE_MS } from './guard.js';
 import { errorLine, EXIT, exitCodeOf, parseCount, type Io } from './shared.js';
 
 const STORAGE_HELP = 'postgres://..., redis://... or dynamodb://TABLE?region=...&endpoint=...';
 
 function observeOption(): Option {
-  return new Option('--observe-ms <ms>', 'how long to watch for renewals before deciding the group is not live (above its leaseDurationMs)').default(
-    String(DEFAULT_OBSERVE_MS),
-  );
+  return new Option(
+    '--observe-ms <ms>',
+    "watch each alive member of the group's roster at least this long for heartbeats (0: each for its own lease duration, as workers do; a member that cannot be read back: 12 s)",
+  ).default('0');
 }
 
 function forceOption(): Option {
@@ -36,14 +37,15 @@ function build(io: Io): Command {
 
   program
     .command('status')
-    .description("show a group's leases, workers and leader")
+    .description("show a group's members and their liveness, its leases with their owners' liveness, and its leader")
     .requiredOption('--storage <url>', STORAGE_HELP)
     .requiredOption('--group <name>', 'the consumer group')
     .option('--json', 'print JSON (one document per screen, one line each with --watch)', false)
     .option('--watch', 'refresh in place until interrupted', false)
     .option('--interval-ms <ms>', 'pause between screens with --watch', '2000')
     .option('--iterations <n>', 'with --watch, stop after this many screens')
-    .action(async (options: { storage: string; group: string; json: boolean; watch: boolean; intervalMs: string; iterations?: string }) => {
+    .option('--observe-ms <ms>', 'watch the roster this long before the first screen, so that members that stopped heartbeating show as expired', '0')
+    .action(async (options: { storage: string; group: string; json: boolean; watch: boolean; intervalMs: string; iterations?: string; observeMs: string }) => {
       await status(
         {
           storage: options.storage,
@@ -52,6 +54,7 @@ function build(io: Io): Command {
           watch: options.watch,
           intervalMs: parseCount('--interval-ms', options.intervalMs, 1),
           iterations: options.iterations === undefined ? undefined : parseCount('--iterations', options.iterations, 1),
+          observeMs: parseCount('--observe-ms', options.observeMs, 0),
         },
         io,
       );
@@ -113,9 +116,40 @@ function build(io: Io): Command {
       await leaseCreate({ ...options, parents: options.parent, observeMs: parseCount('--observe-ms', options.observeMs, 0) }, io);
     });
 
+  const member = program.command('member').description("list a group's roster, or remove a dead or corrupt member");
+  member
+    .command('list')
+    .description('list the members as stored: worker id, version, incarnation, status, lease duration, held count, leases naming it')
+    .requiredOption('--storage <url>', STORAGE_HELP)
+    .requiredOption('--group <name>', 'the consumer group')
+    .option('--json', 'print JSON', false)
+    .action(async (options: { storage: string; group: string; json: boolean }) => {
+      await memberList(options, io);
+    });
+  member
+    .command('remove')
+    .description('remove one member at its stored version: a dead one at once, an alive one only once watched not heartbeating for its lease duration')
+    .requiredOption('--storage <url>', STORAGE_HELP)
+    .requiredOption('--group <name>', 'the consumer group')
+    .requiredOption('--worker <id>', 'the worker id of the member')
+    .requiredOption('--at-version <n>', 'the stored version to remove at (leasehold member list; for a member that cannot be read back, as stored in the backend)')
+    .addOption(observeOption())
+    .action(async (options: { storage: string; group: string; worker: string; atVersion: string; observeMs: string }) => {
+      await memberRemove(
+        {
+          storage: options.storage,
+          group: options.group,
+          worker: options.worker,
+          version: parseCount('--at-version', options.atVersion, 1),
+          observeMs: parseCount('--observe-ms', options.observeMs, 0),
+        },
+        io,
+      );
+    });
+
   program
     .command('migrate')
-    .description("copy a group's leases, checkpoints and leader record to another backend, then verify the copy")
+    .description("copy a group's leases, checkpoints and leader record to another backend, then verify the copy (members are live state and are not copied)")
     .requiredOption('--from <url>', `the source: ${STORAGE_HELP}`)
     .requiredOption('--to <url>', 'the target, in the same forms')
     .requiredOption('--group <name>', 'the consumer group')
@@ -131,7 +165,7 @@ function build(io: Io): Command {
     .command('doctor')
     .description("check connectivity, tables, permissions and the settings safety needs; with --group, that group's leases too")
     .requiredOption('--storage <url>', STORAGE_HELP)
-    .option('--group <name>', 'also check this group: corrupt leases, stalled shards, records of a newer Leasehold')
+    .option('--group <name>', 'also check this group: corrupt leases and members, dead members leases still name, stalled shards, records of a newer Leasehold')
     .option('--json', 'print the checklist as JSON', false)
     .action(async (options: { storage: string; group?: string; json: boolean }) => {
       await doctor(options, io);

@@ -11,6 +11,7 @@ import {
   validateGroup,
   type LeaderRecord,
   type LeaseRecord,
+  type MemberRecord,
   type Storage,
 } from '@leasehold/core';
 import { PKG } from './url.js';
@@ -51,6 +52,10 @@ export interface GroupState {
   readonly leader: LeaderRecord | null;
   /** The error of a leader record that cannot be read back (then `leader` is `null`). */
   readonly corruptLeader: CorruptRecordError | null;
+  /** The members of the group's roster that read back, sorted by worker id. */
+  readonly members: MemberRecord[];
+  /** One error per member that cannot be read back, sorted by worker id. */
+  readonly corruptMembers: CorruptRecordError[];
 }
 
 /** Throws an `InvalidConfigError` unless `group` is a valid group name. */
@@ -62,14 +67,26 @@ export function checkGroup(group: string): void {
   }
 }
 
-/** Reads a group's leases (sorted by key) and leader record; corrupt records are reported in the state, not thrown. */
+/**
+ * Reads a group's leases (sorted by key), leader record and roster (sorted by worker id); corrupt records
+ * are reported in the state, not thrown. The roster is read after the leases, as core's workers read it:
+ * a lease listed with an owner was taken after its owner joined.
+ */
 export async function readGroup(storage: Storage, group: string): Promise<GroupState> {
   const [listing, leader] = await Promise.all([storage.listLeases(group), readLeader(storage, group)]);
+  const roster = await storage.getRoster(group);
   return {
     leases: [...listing.leases].sort(byLeaseKey),
     corrupt: [...listing.corrupt].sort((a, b) => byLeaseKey({ leaseKey: a.leaseKey ?? '' }, { leaseKey: b.leaseKey ?? '' })),
     ...leader,
+    members: [...roster.members].sort((a, b) => byWorkerId(a.workerId, b.workerId)),
+    corruptMembers: [...roster.corrupt].sort((a, b) => byWorkerId(a.workerId ?? '', b.workerId ?? '')),
   };
+}
+
+/** Orders worker ids bytewise. */
+export function byWorkerId(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
 }
 
 async function readLeader(storage: Storage, group: string): Promise<Pick<GroupState, 'leader' | 'corruptLeader'>> {
@@ -84,16 +101,22 @@ async function readLeader(storage: Storage, group: string): Promise<Pick<GroupSt
 /** Reads a group and throws an error naming it when the storage holds nothing of it. */
 export async function readKnownGroup(storage: Storage, group: string, display: string): Promise<GroupState> {
   const state = await readGroup(storage, group);
-  const empty = state.leases.length === 0 && state.corrupt.length === 0 && state.leader === null && state.corruptLeader === null;
+  const empty =
+    state.leases.length === 0 &&
+    state.corrupt.length === 0 &&
+    state.leader === null &&
+    state.corruptLeader === null &&
+    state.members.length === 0 &&
+    state.corruptMembers.length === 0;
   if (empty) throw unknownGroup(group, display);
   return state;
 }
 
-/** The error for a group of which the storage holds no lease and no leader record. */
+/** The error for a group of which the storage holds no lease, no leader record and no member. */
 export function unknownGroup(group: string, display: string): LeaseholdError {
   return new LeaseholdError(
     'ERR_UNKNOWN_GROUP',
-    `[${PKG}] group ${describeValue(group)} has no leases and no leader record in ${describeValue(display)}`,
+    `[${PKG}] group ${describeValue(group)} has no leases, no leader record and no members in ${describeValue(display)}`,
   );
 }
 

@@ -16,6 +16,7 @@ export interface PostgresTarget {
   readonly leaseTable: string | undefined;
   readonly leaderTable: string | undefined;
   readonly migrationsTable: string | undefined;
+  readonly rosterTable: string | undefined;
   /** The URL with its password hidden, for messages. */
   readonly display: string;
 }
@@ -40,7 +41,7 @@ export interface DynamoDBTarget {
 /** Where a group's records live, as parsed from a storage URL. */
 export type StorageTarget = PostgresTarget | RedisTarget | DynamoDBTarget;
 
-const POSTGRES_OPTIONS = ['schema', 'leaseTable', 'leaderTable', 'migrationsTable'] as const;
+const POSTGRES_OPTIONS = ['schema', 'leaseTable', 'leaderTable', 'migrationsTable', 'rosterTable'] as const;
 const DYNAMODB_OPTIONS = new Set(['region', 'endpoint']);
 
 function bad(url: string, why: string): InvalidConfigError {

@@ -1,6 +1,6 @@
 import type { NewLease } from '@leasehold/core';
 import { describe, expect, it } from 'vitest';
-import { dynamoBackend, freshName, leasehold, postgresBackend, redisBackend, renewer, seed, sharedBackends } from './support.js';
+import { dynamoBackend, freshName, heartbeater, join, leasehold, postgresBackend, redisBackend, seed, sharedBackends } from './support.js';
 
 const shared = sharedBackends();
 
@@ -18,41 +18,89 @@ describe('leasehold checkpoint', () => {
     expect(code).toBe(0);
     expect(stdout).toBe('shardId-000: checkpoint "900" -> "42" (version 1 -> 2)\n');
     expect(await backend.storage.getLease(group, 'shardId-000')).toEqual({
-      group, leaseKey: 'shardId-000', version: 2, format: 1, owner: null, epoch: 5, checkpoint: '42', parentKeys: ['shardId-p'], pendingOwner: null, metadata: { k: 'v' },
+      group, leaseKey: 'shardId-000', version: 2, format: 1, owner: null, epoch: 5, checkpoint: '42', parentKeys: ['shardId-p'], incarnation: null, metadata: { k: 'v' },
     });
     expect((await backend.storage.getLease(group, 'shardId-001'))?.checkpoint).toBe('100');
     await backend.close();
   });
 
-  it('set refuses while a worker renews a lease of the group, and writes nothing', async () => {
+  it('set refuses while a member of the group heartbeats, and writes nothing', async () => {
     const backend = await postgresBackend(shared.pool);
     const group = freshName('orders');
-    await seed(backend.storage, [{ group, leaseKey: 'shardId-000', owner: 'worker-a', epoch: 1, checkpoint: '900' }]);
-    const worker = renewer(backend.storage, group, 'shardId-000');
+    await seed(backend.storage, [{ group, leaseKey: 'shardId-000', owner: 'worker-a', incarnation: 'worker-a-inc', epoch: 1, checkpoint: '900' }]);
+    const worker = heartbeater(backend.storage, group, 'worker-a', { leaseDurationMs: 5000 });
 
-    const { code, stderr } = await leasehold('checkpoint', 'set', '--storage', backend.url, '--group', group, '--lease', 'shardId-000', '--position', '1', '--observe-ms', '5000');
+    const { code, stderr } = await leasehold('checkpoint', 'set', '--storage', backend.url, '--group', group, '--lease', 'shardId-000', '--position', '1');
     await worker.stop();
 
     expect(code).toBe(1);
+    expect(stderr).toContain(`watching the roster of group "${group}" (1 alive member) for up to 5.0s for heartbeats: each member for its lease duration\n`);
     expect(stderr).toContain(
-      `leasehold: [cli] group "${group}" is live: lease "shardId-000" of worker "worker-a" was renewed while watched; stop the group's workers first, or pass --force\n`,
+      `leasehold: [cli] group "${group}" is live: worker "worker-a" (incarnation "worker-a-inc") sent a heartbeat while watched; stop the group's workers first, or pass --force\n`,
     );
     expect((await backend.storage.getLease(group, 'shardId-000'))?.checkpoint).toBe('900');
     await backend.close();
   });
 
-  it('reset proceeds once the owner of a lease is seen not renewing it for --observe-ms', async () => {
+  it('set refuses while a member that holds no lease heartbeats: it may take one at any moment', async () => {
+    const backend = await dynamoBackend(shared.dynamodb);
+    const group = freshName('orders');
+    await seed(backend.storage, [{ group, leaseKey: 'shardId-000', checkpoint: '900' }]);
+    const worker = heartbeater(backend.storage, group, 'idle-worker');
+
+    const { code, stderr } = await leasehold('checkpoint', 'set', '--storage', backend.url, '--group', group, '--lease', 'shardId-000', '--position', '1');
+    await worker.stop();
+
+    expect(code).toBe(1);
+    expect(stderr).toContain('is live: worker "idle-worker"');
+    expect((await backend.storage.getLease(group, 'shardId-000'))?.checkpoint).toBe('900');
+  });
+
+  it('reset proceeds once the owner\'s member is watched not moving for its lease duration, although the lease names it', async () => {
     const backend = redisBackend(shared.redis);
     const group = freshName('orders');
-    await seed(backend.storage, [{ group, leaseKey: 'shardId-000', owner: 'crashed-worker', epoch: 3, checkpoint: '900' }]);
+    await join(backend.storage, group, 'crashed-worker', { leaseDurationMs: 400 });
+    await join(backend.storage, group, 'left-worker', { leaseDurationMs: 60_000, status: 'dead' });
+    await seed(backend.storage, [{ group, leaseKey: 'shardId-000', owner: 'crashed-worker', incarnation: 'crashed-worker-inc', epoch: 3, checkpoint: '900' }]);
 
-    const { code, stdout, stderr } = await leasehold('checkpoint', 'reset', '--storage', backend.url, '--group', group, '--lease', 'shardId-000', '--observe-ms', '300');
+    const started = Date.now();
+    const { code, stdout, stderr } = await leasehold('checkpoint', 'reset', '--storage', backend.url, '--group', group, '--lease', 'shardId-000');
 
     expect(code).toBe(0);
-    expect(stderr).toContain('for renewals by a live worker');
+    // Watched for the crashed member's own lease duration; the dead member is not watched.
+    expect(Date.now() - started).toBeGreaterThanOrEqual(400);
+    expect(stderr).toContain(`watching the roster of group "${group}" (1 alive member) for up to 400ms for heartbeats`);
     expect(stdout).toBe('shardId-000: checkpoint "900" -> "TRIM_HORIZON" (version 1 -> 2)\n');
     const lease = await backend.storage.getLease(group, 'shardId-000');
     expect(lease).toMatchObject({ checkpoint: 'TRIM_HORIZON', owner: 'crashed-worker', epoch: 3 });
+    await backend.close();
+  });
+
+  it('--observe-ms watches each member at least that long, above its own lease duration', async () => {
+    const backend = redisBackend(shared.redis);
+    const group = freshName('orders');
+    await join(backend.storage, group, 'crashed-worker', { leaseDurationMs: 100 });
+    await seed(backend.storage, [{ group, leaseKey: 'shardId-000', checkpoint: '900' }]);
+
+    const started = Date.now();
+    const { code, stderr } = await leasehold('checkpoint', 'reset', '--storage', backend.url, '--group', group, '--observe-ms', '700');
+
+    expect(code).toBe(0);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(700);
+    expect(stderr).toContain('for up to 700ms for heartbeats: each member for its lease duration, at least 700ms (--observe-ms)');
+    await backend.close();
+  });
+
+  it('decides at once for a group whose members are all dead, and says nothing of watching', async () => {
+    const backend = redisBackend(shared.redis);
+    const group = freshName('orders');
+    await join(backend.storage, group, 'gone', { leaseDurationMs: 600_000, status: 'dead' });
+    await seed(backend.storage, [{ group, leaseKey: 'shardId-000', owner: 'gone', incarnation: 'gone-inc', epoch: 1, checkpoint: '900' }]);
+
+    const { code, stderr } = await leasehold('checkpoint', 'set', '--storage', backend.url, '--group', group, '--lease', 'shardId-000', '--position', '5');
+
+    expect(code).toBe(0);
+    expect(stderr).toBe('');
     await backend.close();
   });
 
@@ -82,9 +130,10 @@ describe('leasehold checkpoint', () => {
   it('--force skips the watch, so a live-looking group is written at once', async () => {
     const backend = redisBackend(shared.redis);
     const group = freshName('orders');
-    await seed(backend.storage, [{ group, leaseKey: 'shardId-000', owner: 'worker-a', epoch: 1, checkpoint: '5' }]);
+    await join(backend.storage, group, 'worker-a', { leaseDurationMs: 600_000 });
+    await seed(backend.storage, [{ group, leaseKey: 'shardId-000', owner: 'worker-a', incarnation: 'worker-a-inc', epoch: 1, checkpoint: '5' }]);
 
-    // Without --force this would watch for ten minutes and outlast the test's timeout.
+    // Without --force this would watch the member for ten minutes and outlast the test's timeout.
     const { code, stdout, stderr } = await leasehold('checkpoint', 'set', '--storage', backend.url, '--group', group, '--lease', 'shardId-000', '--position', '6', '--force', '--observe-ms', '600000');
 
     expect(code).toBe(0);

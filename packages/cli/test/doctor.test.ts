@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { freePort } from '@leasehold/local-stack';
 import type { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
-import { createWrongTable, dynamoBackend, freshName, leasehold, postgresBackend, redisBackend, redisClient, seed, sharedBackends } from './support.js';
+import { createWrongTable, dynamoBackend, freshName, join as joinMember, leasehold, postgresBackend, redisBackend, redisClient, seed, sharedBackends } from './support.js';
 
 const shared = sharedBackends();
 
@@ -49,6 +49,7 @@ describe('leasehold doctor', () => {
       '✓ primary',
       `✓ table ${schema}.leasehold_leases`,
       `✓ table ${schema}.leasehold_leaders`,
+      `✓ table ${schema}.leasehold_rosters`,
       '✓ schema version',
       '✓ write permission',
       '✓ fsync',
@@ -66,8 +67,11 @@ describe('leasehold doctor', () => {
 
     expect(code).toBe(1);
     expect(stdout).toContain(`✗ table ${schema}.leasehold_leases: missing: run migrate() of @leasehold/storage-postgres (or leasehold migrate --create)\n`);
-    expect(stdout).toContain('✗ schema version: none recorded, 1 expected');
-    expect(stderr).toMatch(/^leasehold: \[cli\] 4 of \d+ checks failed for .*: table .*leasehold_leases, table .*leasehold_leaders, schema version, write permission\n$/);
+    expect(stdout).toContain(`✗ table ${schema}.leasehold_rosters: missing: run migrate() of @leasehold/storage-postgres (or leasehold migrate --create)\n`);
+    expect(stdout).toContain('✗ schema version: none recorded, 2 expected');
+    expect(stderr).toMatch(
+      /^leasehold: \[cli\] 5 of \d+ checks failed for .*: table .*leasehold_leases, table .*leasehold_leaders, table .*leasehold_rosters, schema version, write permission\n$/,
+    );
     await backend.close();
   });
 
@@ -172,7 +176,46 @@ describe('leasehold doctor', () => {
     const { stdout } = await leasehold('doctor', '--storage', backend.url, '--group', group);
 
     // The shared Redis may lack durable persistence (a failed item of its own); the group's item is what is checked here.
-    expect(stdout).toContain(`✓ group ${group}: 2 leases and the leader record read back; none stalled, none of a newer record format than 1\n`);
+    expect(stdout).toContain(`✓ group ${group}: 0 members, 2 leases and the leader record read back; no dead member named by a lease, none stalled, none of a newer record format than 1\n`);
+    await backend.close();
+  });
+
+  it('--group fails a corrupt member and a member of a newer Leasehold, and warns of dead members that leases still name', async () => {
+    const backend = await postgresBackend(shared.pool);
+    const group = freshName('orders');
+    await joinMember(backend.storage, group, 'alive-worker', { incarnation: 'a1' });
+    await joinMember(backend.storage, group, 'crashed', { incarnation: 'c1', status: 'dead' });
+    await joinMember(backend.storage, group, 'left', { incarnation: 'l1', status: 'dead' });
+    await joinMember(backend.storage, group, 'bad', { incarnation: 'b1' });
+    await joinMember(backend.storage, group, 'future', { incarnation: 'f1', format: 2 });
+    await seed(backend.storage, [
+      { group, leaseKey: 'shardId-000', owner: 'crashed', incarnation: 'c1', epoch: 1, checkpoint: '5' },
+      { group, leaseKey: 'shardId-001', owner: 'bad', incarnation: 'b1', epoch: 1 },
+      { group, leaseKey: 'shardId-002', owner: 'left', incarnation: 'l1', epoch: 1, checkpoint: 'SHARD_END' },
+      { group, leaseKey: 'shardId-003', owner: 'alive-worker', incarnation: 'a1', epoch: 1 },
+    ]);
+    await backend.corruptMember?.(group, 'bad');
+
+    const { code, stdout } = await leasehold('doctor', '--storage', backend.url, '--group', group, '--json');
+
+    expect(code).toBe(1);
+    const report = JSON.parse(stdout) as { checks: { status: string; name: string; detail: string }[] };
+    const problems = report.checks.filter((check) => check.status !== 'pass');
+    expect(problems.map((check) => [check.status, check.name])).toEqual([
+      ['fail', 'corrupt member bad'],
+      ['warn', 'dead member crashed'],
+      ['fail', 'record format of member future'],
+    ]);
+    expect(problems[0]?.detail).toMatch(
+      new RegExp(
+        `^\\[storage-postgres\\] .+\\. Whether its worker is alive cannot be told, so nobody takes the leases that name it \\(shardId-001\\)\\. ` +
+          `Stop its worker if it runs, then remove it with leasehold member remove --group ${group} --worker "bad" --at-version <its version in the backend>`,
+      ),
+    );
+    expect(problems[1]?.detail).toBe(
+      'declared dead (incarnation "c1"), and 1 unfinished leases still name it: shardId-000. They are free to take: a running worker of the group takes them at its next take tick; if they stay, no worker of the group runs (or every one holds its maxLeasesPerWorker)',
+    );
+    expect(problems[2]?.detail).toBe('2, written by a newer Leasehold: upgrade the CLI (it knows record format 1)');
     await backend.close();
   });
 });

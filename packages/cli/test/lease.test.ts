@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { dynamoBackend, freshName, leasehold, postgresBackend, redisBackend, renewer, seed, sharedBackends } from './support.js';
+import { dynamoBackend, freshName, leasehold, postgresBackend, redisBackend, heartbeater, seed, sharedBackends } from './support.js';
 
 const shared = sharedBackends();
 
@@ -55,20 +55,20 @@ describe('leasehold lease delete', () => {
     await backend.close();
   });
 
-  it('refuses while a worker renews a lease of the group, and deletes nothing', async () => {
+  it('refuses while a member of the group heartbeats, and deletes nothing', async () => {
     const backend = await postgresBackend(shared.pool);
     const group = freshName('orders');
     await seed(backend.storage, [
       { group, leaseKey: 'shardId-000', checkpoint: 'SHARD_END' },
-      { group, leaseKey: 'shardId-001', owner: 'worker-a', epoch: 1 },
+      { group, leaseKey: 'shardId-001', owner: 'worker-a', incarnation: 'worker-a-inc', epoch: 1 },
     ]);
-    const worker = renewer(backend.storage, group, 'shardId-001');
+    const worker = heartbeater(backend.storage, group, 'worker-a', { leaseDurationMs: 5000 });
 
-    const { code, stderr } = await leasehold('lease', 'delete', '--storage', backend.url, '--group', group, '--key', 'shardId-000', '--observe-ms', '5000');
+    const { code, stderr } = await leasehold('lease', 'delete', '--storage', backend.url, '--group', group, '--key', 'shardId-000');
     await worker.stop();
 
     expect(code).toBe(1);
-    expect(stderr).toContain(`leasehold: [cli] group "${group}" is live: lease "shardId-001" of worker "worker-a" was renewed while watched`);
+    expect(stderr).toContain(`leasehold: [cli] group "${group}" is live: worker "worker-a" (incarnation "worker-a-inc") sent a heartbeat while watched`);
     expect(await backend.storage.getLease(group, 'shardId-000')).not.toBeNull();
     await backend.close();
   });

@@ -1,13 +1,13 @@
 import type { LeaseRecord, NewLease } from '@leasehold/core';
 import { describe, expect, it } from 'vitest';
-import { dynamoBackend, freshName, leasehold, postgresBackend, redisBackend, renewer, seed, sharedBackends, stateOf } from './support.js';
+import { dynamoBackend, freshName, leasehold, postgresBackend, redisBackend, heartbeater, join, seed, sharedBackends, stateOf } from './support.js';
 
 const shared = sharedBackends();
 
 function leasesOf(group: string): NewLease[] {
   return [
     { group, leaseKey: 'shardId-000', checkpoint: 'SHARD_END', epoch: 9 },
-    { group, leaseKey: 'shardId-001', owner: 'worker-a', epoch: 4, checkpoint: '4955', parentKeys: ['shardId-000'], pendingOwner: 'worker-b', metadata: { note: 'x"y' } },
+    { group, leaseKey: 'shardId-001', owner: 'worker-a', incarnation: 'worker-a-inc', epoch: 4, checkpoint: '4955', parentKeys: ['shardId-000'], metadata: { note: 'x"y' } },
     { group, leaseKey: 'shardId-002', parentKeys: ['shardId-000'] },
   ];
 }
@@ -20,10 +20,14 @@ describe('leasehold migrate', () => {
     const target = redisBackend(shared.redis);
     const group = freshName('orders');
     const seeded = await seed(source.storage, leasesOf(group), { group, holder: 'worker-a', term: 6, metadata: { since: '1' } });
+    await join(source.storage, group, 'worker-a', { leaseDurationMs: 200 });
 
-    const { code, stdout } = await leasehold('migrate', '--from', source.url, '--to', target.url, '--group', group, '--observe-ms', '200');
+    const { code, stdout } = await leasehold('migrate', '--from', source.url, '--to', target.url, '--group', group);
 
     expect(code).toBe(0);
+    // The member was watched until it expired, and is not copied: the target's roster stays empty.
+    expect(stdout).toContain("members are live state and were not copied (1 in the source's roster): workers join the target's roster when they start on it, and the copied leases are free to take there\n");
+    expect(await target.storage.getRoster(group)).toEqual({ group, members: [], corrupt: [] });
     expect(stdout).toContain('copied    shardId-001 checkpoint "4955" epoch 4 owner "worker-a"\n');
     expect(stdout).toContain('copied    leader worker-a, term 6\n');
     expect(stdout).toContain(`migrated group "${group}" from ${source.url} to ${target.url}: 3 leases copied, 0 replaced, 0 already there, 0 deleted; verified 3 leases and the leader record\n`);
@@ -50,18 +54,18 @@ describe('leasehold migrate', () => {
     await postgres.close();
   });
 
-  it('refuses while a worker of the group renews its lease, and copies nothing', async () => {
+  it('refuses while a worker of the group heartbeats, and copies nothing', async () => {
     const source = redisBackend(shared.redis);
     const target = await postgresBackend(shared.pool);
     const group = freshName('orders');
     await seed(source.storage, leasesOf(group));
-    const worker = renewer(source.storage, group, 'shardId-001');
+    const worker = heartbeater(source.storage, group, 'worker-a', { leaseDurationMs: 5000 });
 
-    const { code, stderr } = await leasehold('migrate', '--from', source.url, '--to', target.url, '--group', group, '--observe-ms', '5000');
+    const { code, stderr } = await leasehold('migrate', '--from', source.url, '--to', target.url, '--group', group);
     await worker.stop();
 
     expect(code).toBe(1);
-    expect(stderr).toContain(`leasehold: [cli] group "${group}" is live: lease "shardId-001" of worker "worker-a" was renewed while watched`);
+    expect(stderr).toContain(`leasehold: [cli] group "${group}" is live: worker "worker-a" (incarnation "worker-a-inc") sent a heartbeat while watched`);
     expect(await target.storage.listLeases(group)).toEqual({ leases: [], corrupt: [] });
     await source.close();
     await target.close();
@@ -83,7 +87,7 @@ describe('leasehold migrate', () => {
 
     expect(refused.code).toBe(1);
     expect(refused.stderr).toBe(
-      `leasehold: [cli] ${target.url} already holds group "${group}" with 2 records that differ from the source (lease "shardId-001" has epoch 2 instead of 4, checkpoint "10" instead of "4955", parentKeys [] instead of ["shardId-000"], pendingOwner null instead of "worker-b", metadata); pass --replace to overwrite them\n`,
+      `leasehold: [cli] ${target.url} already holds group "${group}" with 2 records that differ from the source (lease "shardId-001" has incarnation null instead of "worker-a-inc", epoch 2 instead of 4, checkpoint "10" instead of "4955", parentKeys [] instead of ["shardId-000"], metadata); pass --replace to overwrite them\n`,
     );
     expect(replaced.code).toBe(0);
     expect(replaced.stdout).toContain('deleted   shardId-077 (not in the source)\n');

@@ -1,85 +1,154 @@
-import { MemoryStorage } from '@leasehold/core';
+import { MemoryStorage, RECORD_FORMAT, type MemberState } from '@leasehold/core';
 import { describe, expect, it } from 'vitest';
-import { Observer, observeLiveness } from '../src/observe.js';
+import { memberLiveness, Observer, ownerLiveness, watchRoster } from '../src/observe.js';
+
+function member(overrides: Partial<MemberState> = {}): MemberState {
+  return { format: RECORD_FORMAT, incarnation: 'i1', leaseDurationMs: 1000, status: 'alive', held: 0, changes: 0, requests: [], metadata: {}, ...overrides };
+}
+
+/** A clock the test moves, and a sleep that moves it (running `onSleep` at each new time). */
+function fakeTime(onSleep: (now: number) => Promise<void> = async () => undefined): { now: () => number; sleep: (ms: number) => Promise<void>; sleeps: number[] } {
+  let now = 0;
+  const sleeps: number[] = [];
+  return {
+    now: () => now,
+    sleeps,
+    sleep: async (ms) => {
+      sleeps.push(ms);
+      now += ms;
+      await onSleep(now);
+    },
+  };
+}
 
 describe('Observer', () => {
   it('gives no age on the first sighting, a lower bound while the version stays, and the time since a change after one', () => {
     let now = 1000;
     const observer = new Observer(() => now);
 
-    expect(observer.observe([{ leaseKey: 'a', version: 1 }]).get('a')).toEqual({ ageMs: null, atLeastMs: 0 });
+    expect(observer.observe([{ key: 'a', version: 1 }]).get('a')).toEqual({ ageMs: null, atLeastMs: 0 });
     now = 1500;
-    expect(observer.observe([{ leaseKey: 'a', version: 1 }]).get('a')).toEqual({ ageMs: null, atLeastMs: 500 });
+    expect(observer.observe([{ key: 'a', version: 1 }]).get('a')).toEqual({ ageMs: null, atLeastMs: 500 });
     now = 1700;
-    expect(observer.observe([{ leaseKey: 'a', version: 2 }]).get('a')).toEqual({ ageMs: 0, atLeastMs: 0 });
+    expect(observer.observe([{ key: 'a', version: 2 }]).get('a')).toEqual({ ageMs: 0, atLeastMs: 0 });
     now = 2000;
-    expect(observer.observe([{ leaseKey: 'a', version: 2 }]).get('a')).toEqual({ ageMs: 300, atLeastMs: 300 });
+    expect(observer.observe([{ key: 'a', version: 2 }]).get('a')).toEqual({ ageMs: 300, atLeastMs: 300 });
     expect(observer.changed('a')).toBe(true);
   });
 
-  it('starts over for a lease that disappeared from a listing', () => {
+  it('starts over for a record that disappeared from a read', () => {
     let now = 0;
     const observer = new Observer(() => now);
-    observer.observe([{ leaseKey: 'a', version: 1 }]);
-    observer.observe([{ leaseKey: 'a', version: 2 }]);
+    observer.observe([{ key: 'a', version: 1 }]);
+    observer.observe([{ key: 'a', version: 2 }]);
     observer.observe([]);
     now = 10;
 
-    expect(observer.observe([{ leaseKey: 'a', version: 3 }]).get('a')).toEqual({ ageMs: null, atLeastMs: 0 });
+    expect(observer.observe([{ key: 'a', version: 3 }]).get('a')).toEqual({ ageMs: null, atLeastMs: 0 });
     expect(observer.changed('a')).toBe(false);
   });
 });
 
-describe('observeLiveness', () => {
-  it('decides at once that a group none of whose leases has an owner is not live', async () => {
-    const storage = new MemoryStorage();
-    await storage.createLease({ group: 'g', leaseKey: 'a' });
-    const sleeps: number[] = [];
-
-    const verdict = await observeLiveness(storage, 'g', { observeMs: 10_000, pollMs: 1000, now: () => 0, sleep: async (ms) => void sleeps.push(ms) });
-
-    expect(verdict).toMatchObject({ live: false, owned: 0 });
-    expect(sleeps).toEqual([]);
+describe('memberLiveness and ownerLiveness', () => {
+  it('judges a member dead when declared dead, expired once watched still for its lease duration, alive otherwise', () => {
+    expect(memberLiveness({ status: 'dead', leaseDurationMs: 1000 }, { ageMs: null, atLeastMs: 0 })).toBe('dead');
+    expect(memberLiveness({ status: 'alive', leaseDurationMs: 1000 }, { ageMs: null, atLeastMs: 999 })).toBe('alive');
+    expect(memberLiveness({ status: 'alive', leaseDurationMs: 1000 }, { ageMs: null, atLeastMs: 1000 })).toBe('expired');
+    expect(memberLiveness({ status: 'alive', leaseDurationMs: 1000 }, { ageMs: 1500, atLeastMs: 1500 }, 2000)).toBe('alive');
+    expect(memberLiveness({ status: 'alive', leaseDurationMs: 1000 }, undefined)).toBe('alive');
   });
 
-  it('watches an owned lease for observeMs and finds it not live when its version never moves', async () => {
+  it('judges a lease held only by an alive member in the incarnation the lease names', () => {
+    const members = new Map([
+      ['a', { group: 'g', workerId: 'a', version: 3, ...member({ incarnation: 'a2' }) }],
+      ['d', { group: 'g', workerId: 'd', version: 4, ...member({ incarnation: 'd1', status: 'dead' }) }],
+      ['e', { group: 'g', workerId: 'e', version: 5, ...member({ incarnation: 'e1' }) }],
+    ]);
+    const liveness = new Map([['a', 'alive'], ['d', 'dead'], ['e', 'expired']] as const);
+    const unreadable = new Set(['x']);
+    const of = (owner: string | null, incarnation: string | null): unknown => ownerLiveness({ owner, incarnation }, members, liveness, unreadable);
+
+    expect(of(null, null)).toBeNull();
+    expect(of('a', 'a2')).toBe('alive');
+    expect(of('a', 'a1')).toBe('other-incarnation');
+    expect(of('d', 'd1')).toBe('dead');
+    expect(of('e', 'e1')).toBe('expired');
+    expect(of('nobody', 'n1')).toBe('not-a-member');
+    expect(of('x', 'x1')).toBe('unreadable');
+  });
+});
+
+describe('watchRoster', () => {
+  it('decides at once that a group without alive members is not live, whatever its leases say', async () => {
     const storage = new MemoryStorage();
-    await storage.createLease({ group: 'g', leaseKey: 'a', owner: 'w' });
-    let now = 0;
+    await storage.createLease({ group: 'g', leaseKey: 'a', owner: 'w', incarnation: 'i1' });
+    await storage.putMember('g', 'w', null, member({ status: 'dead' }));
+    const time = fakeTime();
 
-    const verdict = await observeLiveness(storage, 'g', { observeMs: 2500, pollMs: 1000, now: () => now, sleep: async (ms) => void (now += ms) });
+    const verdict = await watchRoster(storage, 'g', { minimumMs: 0, unreadableMs: 12_000, pollMs: 250, ...time });
 
-    expect(verdict).toMatchObject({ live: false, owned: 1 });
-    expect(now).toBe(2500);
+    expect(verdict.live).toBe(false);
+    expect(time.sleeps).toEqual([]);
   });
 
-  it('finds the group live as soon as an owned lease is renewed, naming the lease', async () => {
+  it('watches an alive member for its own lease duration and finds it expired when its record never moves', async () => {
     const storage = new MemoryStorage();
-    const created = await storage.createLease({ group: 'g', leaseKey: 'a', owner: 'w' });
+    await storage.putMember('g', 'w', null, member({ leaseDurationMs: 1100 }));
+    const time = fakeTime();
+
+    const verdict = await watchRoster(storage, 'g', { minimumMs: 0, unreadableMs: 12_000, pollMs: 500, ...time });
+
+    expect(verdict).toMatchObject({ live: false, watchedMs: 1100 });
+    expect(verdict.expired.map((expired) => expired.workerId)).toEqual(['w']);
+    expect(time.sleeps).toEqual([500, 500, 100]);
+  });
+
+  it('never judges from a lease version: a lease written meanwhile does not make the group live', async () => {
+    const storage = new MemoryStorage();
+    const created = await storage.createLease({ group: 'g', leaseKey: 'a', owner: 'w', incarnation: 'i1' });
     if (created.status !== 'applied') throw new Error('seed failed');
-    let now = 0;
-    const renew = async (ms: number): Promise<void> => {
-      now += ms;
-      if (now === 2000) await storage.updateLeases('g', [{ leaseKey: 'a', expectedVersion: 1, next: created.record }]);
-    };
+    let version = created.record.version;
+    const time = fakeTime(async () => {
+      const [outcome] = await storage.updateLeases('g', [{ leaseKey: 'a', expectedVersion: version, next: created.record }]);
+      if (outcome?.status === 'applied') version = outcome.record.version;
+    });
 
-    const verdict = await observeLiveness(storage, 'g', { observeMs: 12_000, pollMs: 1000, now: () => now, sleep: renew });
+    const verdict = await watchRoster(storage, 'g', { minimumMs: 0, unreadableMs: 12_000, pollMs: 100, ...time });
+
+    expect(verdict.live).toBe(false);
+  });
+
+  it('finds the group live as soon as an alive member heartbeats, naming it', async () => {
+    const storage = new MemoryStorage();
+    const joined = await storage.putMember('g', 'w', null, member({ leaseDurationMs: 10_000 }));
+    if (joined.status !== 'applied') throw new Error('seed failed');
+    const time = fakeTime(async (now) => {
+      if (now === 1000) await storage.putMember('g', 'w', joined.record.version, member({ leaseDurationMs: 10_000 }));
+    });
+
+    const verdict = await watchRoster(storage, 'g', { minimumMs: 0, unreadableMs: 12_000, pollMs: 500, ...time });
 
     expect(verdict.live).toBe(true);
-    expect(verdict.renewed.map((lease) => lease.leaseKey)).toEqual(['a']);
-    expect(now).toBe(2000);
+    expect(verdict.moved.map((moved) => moved.workerId)).toEqual(['w']);
+    expect(time.now()).toBe(1000);
   });
-  it('gives the corrupt leases of its last listing, which count as neither owned nor renewed', async () => {
-    const storage = new MemoryStorage();
-    await storage.createLease({ group: 'g', leaseKey: 'a', owner: 'w' });
-    await storage.createLease({ group: 'g', leaseKey: 'b', owner: 'w' });
-    storage.corrupt('g', 'b');
-    let now = 0;
 
-    const verdict = await observeLiveness(storage, 'g', { observeMs: 1000, pollMs: 500, now: () => now, sleep: async (ms) => void (now += ms) });
+  it('watches a member that cannot be read back for unreadableMs, and finds the group live if it becomes readable', async () => {
+    const still = new MemoryStorage();
+    await still.putMember('g', 'bad', null, member());
+    still.corruptMember('g', 'bad');
+    const stillTime = fakeTime();
+    const repaired = new MemoryStorage();
+    await repaired.putMember('g', 'bad', null, member());
+    const { version } = repaired.corruptMember('g', 'bad');
+    const repairedTime = fakeTime(async (now) => {
+      if (now === 500) await repaired.putMember('g', 'bad', version, member());
+    });
 
-    expect(verdict).toMatchObject({ live: false, owned: 1 });
-    expect(verdict.leases.map((lease) => lease.leaseKey)).toEqual(['a']);
-    expect(verdict.corrupt.map((error) => error.leaseKey)).toEqual(['b']);
+    const stayed = await watchRoster(still, 'g', { minimumMs: 0, unreadableMs: 2000, pollMs: 500, ...stillTime });
+    const healed = await watchRoster(repaired, 'g', { minimumMs: 0, unreadableMs: 2000, pollMs: 500, ...repairedTime });
+
+    expect(stayed).toMatchObject({ live: false, watchedMs: 2000 });
+    expect(healed).toMatchObject({ live: true, repaired: ['bad'] });
   });
 });

@@ -1,19 +1,23 @@
 import { describe, expect, it } from 'vitest';
-import { dynamoBackend, freshName, leasehold, postgresBackend, redisBackend, seed, sharedBackends } from './support.js';
+import { dynamoBackend, freshName, heartbeater, join, leasehold, postgresBackend, redisBackend, seed, sharedBackends } from './support.js';
 
 const shared = sharedBackends();
 
 describe('leasehold status', () => {
-  it('prints the lease table, the workers with their lease counts and the leader', async () => {
+  it('prints the members, the leases with their owners\' liveness judged from the roster, and the leader', async () => {
     const backend = await postgresBackend(shared.pool);
     const group = freshName('orders');
+    await join(backend.storage, group, 'worker-a', { incarnation: 'a2', leaseDurationMs: 10_000, held: 2, requests: [] });
+    await join(backend.storage, group, 'worker-b', { incarnation: 'b1', leaseDurationMs: 3000, held: 0, status: 'dead' });
+    await join(backend.storage, group, 'worker-c', { incarnation: 'c1', leaseDurationMs: 3000, held: 0, requests: [{ leaseKey: 'shardId-000', from: 'worker-a' }] });
     await seed(
       backend.storage,
       [
-        { group, leaseKey: 'shardId-000', owner: 'worker-a', epoch: 3, checkpoint: '4955001' },
-        { group, leaseKey: 'shardId-001', owner: 'worker-a', epoch: 1, checkpoint: 'TRIM_HORIZON', pendingOwner: 'worker-b' },
-        { group, leaseKey: 'shardId-002', owner: 'worker-b', epoch: 7 },
+        { group, leaseKey: 'shardId-000', owner: 'worker-a', incarnation: 'a2', epoch: 3, checkpoint: '4955001' },
+        { group, leaseKey: 'shardId-001', owner: 'worker-a', incarnation: 'a1', epoch: 1, checkpoint: 'TRIM_HORIZON' },
+        { group, leaseKey: 'shardId-002', owner: 'worker-b', incarnation: 'b1', epoch: 7 },
         { group, leaseKey: 'shardId-003' },
+        { group, leaseKey: 'shardId-004', owner: 'worker-z', incarnation: 'z1', epoch: 2 },
       ],
       { group, holder: 'worker-a', term: 4 },
     );
@@ -25,22 +29,27 @@ describe('leasehold status', () => {
     const lines = stdout.split('\n');
     expect(lines[0]).toBe(`group ${group} in ${backend.url}`);
     expect(lines[1]).toBe('leader: worker-a (term 4, version 1, age —)');
-    expect(lines).toContainEqual(expect.stringMatching(/^LEASE\s+OWNER\s+CHECKPOINT\s+EPOCH\s+VERSION\s+AGE\s+PENDING\s+STALLED$/));
-    expect(lines).toContainEqual(expect.stringMatching(/^shardId-000\s+worker-a\s+4955001\s+3\s+1\s+—\s+-\s+-$/));
-    expect(lines).toContainEqual(expect.stringMatching(/^shardId-001\s+worker-a\s+TRIM_HORIZON\s+1\s+1\s+—\s+→ worker-b\s+-$/));
-    expect(lines).toContainEqual(expect.stringMatching(/^shardId-002\s+worker-b\s+-\s+7\s+1\s+—\s+-\s+-$/));
-    expect(lines).toContainEqual(expect.stringMatching(/^shardId-003\s+-\s+-\s+0\s+1\s+—\s+-\s+-$/));
-    expect(lines).toContainEqual(expect.stringMatching(/^worker-a\s+2 \(leader\)$/));
-    expect(lines).toContainEqual(expect.stringMatching(/^worker-b\s+1$/));
-    expect(lines).toContain('4 leases, 1 without owner, 2 workers');
+    expect(lines).toContainEqual(expect.stringMatching(/^members \(liveness as observed for \d+ms; a member expires once its record has not moved for its lease duration\):$/));
+    expect(lines).toContainEqual(expect.stringMatching(/^WORKER\s+INCARNATION\s+STATUS\s+MOVED\s+LEASE\s+HELD\s+LEASES\s+REQUESTS$/));
+    expect(lines).toContainEqual(expect.stringMatching(/^worker-a \(leader\)\s+a2\s+alive\s+—\s+10\.0s\s+2\s+1\s+-$/));
+    expect(lines).toContainEqual(expect.stringMatching(/^worker-b\s+b1\s+dead\s+—\s+3\.0s\s+0\s+1\s+-$/));
+    expect(lines).toContainEqual(expect.stringMatching(/^worker-c\s+c1\s+alive\s+—\s+3\.0s\s+0\s+0\s+shardId-000←worker-a$/));
+    expect(lines).toContainEqual(expect.stringMatching(/^LEASE\s+OWNER\s+INCARNATION\s+OWNER IS\s+CHECKPOINT\s+EPOCH\s+STALLED$/));
+    expect(lines).toContainEqual(expect.stringMatching(/^shardId-000\s+worker-a\s+a2\s+alive\s+4955001\s+3\s+-$/));
+    expect(lines).toContainEqual(expect.stringMatching(/^shardId-001\s+worker-a\s+a1\s+gone \(rejoined\)\s+TRIM_HORIZON\s+1\s+-$/));
+    expect(lines).toContainEqual(expect.stringMatching(/^shardId-002\s+worker-b\s+b1\s+dead\s+-\s+7\s+-$/));
+    expect(lines).toContainEqual(expect.stringMatching(/^shardId-003\s+-\s+-\s+-\s+-\s+0\s+-$/));
+    expect(lines).toContainEqual(expect.stringMatching(/^shardId-004\s+worker-z\s+z1\s+gone \(no member\)\s+-\s+2\s+-$/));
+    expect(lines).toContain('3 members (2 alive), 5 leases, 1 held, 4 free to take');
     await backend.close();
   });
 
-  it('--json gives every field of every lease, its record format included, the workers and the leader', async () => {
+  it('--json gives every field of every member and lease, with the liveness observed, and the leader', async () => {
     const backend = redisBackend(shared.redis);
     const group = freshName('orders');
+    const joined = await join(backend.storage, group, 'w1', { incarnation: 'i1', leaseDurationMs: 2000, held: 1, metadata: { host: 'h' } });
     await seed(backend.storage, [
-      { group, leaseKey: 'shardId-010', owner: 'w1', epoch: 2, checkpoint: '77', parentKeys: ['shardId-001', 'shardId-002'], metadata: { region: 'eu' } },
+      { group, leaseKey: 'shardId-010', owner: 'w1', incarnation: 'i1', epoch: 2, checkpoint: '77', parentKeys: ['shardId-001', 'shardId-002'], metadata: { region: 'eu' } },
       { group, leaseKey: 'shardId-011', owner: null },
     ]);
 
@@ -50,6 +59,27 @@ describe('leasehold status', () => {
     expect(JSON.parse(stdout)).toEqual({
       group,
       storage: backend.url,
+      observedMs: expect.any(Number) as number,
+      members: [
+        {
+          group,
+          workerId: 'w1',
+          version: joined.version,
+          format: 1,
+          incarnation: 'i1',
+          leaseDurationMs: 2000,
+          status: 'alive',
+          held: 1,
+          changes: 0,
+          requests: [],
+          metadata: { host: 'h' },
+          liveness: 'alive',
+          sinceMovedMs: null,
+          sinceMovedAtLeastMs: 0,
+          leases: 1,
+          leader: false,
+        },
+      ],
       leases: [
         {
           group,
@@ -57,41 +87,86 @@ describe('leasehold status', () => {
           version: 1,
           format: 1,
           owner: 'w1',
+          incarnation: 'i1',
           epoch: 2,
           checkpoint: '77',
           parentKeys: ['shardId-001', 'shardId-002'],
-          pendingOwner: null,
           metadata: { region: 'eu' },
-          ageMs: null,
-          ageAtLeastMs: 0,
+          ownerLiveness: 'alive',
+          held: true,
           stalled: null,
         },
         {
-          group, leaseKey: 'shardId-011', version: 1, format: 1, owner: null, epoch: 0, checkpoint: null, parentKeys: [], pendingOwner: null, metadata: {},
-          ageMs: null, ageAtLeastMs: 0, stalled: null,
+          group, leaseKey: 'shardId-011', version: 1, format: 1, owner: null, incarnation: null, epoch: 0, checkpoint: null, parentKeys: [], metadata: {},
+          ownerLiveness: null, held: false, stalled: null,
         },
       ],
-      workers: [{ workerId: 'w1', leases: 1, leader: false }],
       leader: null,
       corrupt: [],
     });
     await backend.close();
   });
 
-  it('--watch --json prints one line per screen; an unchanged version has no age yet, only a lower bound', async () => {
+  it('--observe-ms watches the roster first: a member whose record stands still shows as expired, its leases not held', async () => {
     const backend = await dynamoBackend(shared.dynamodb);
     const group = freshName('orders');
-    await seed(backend.storage, [{ group, leaseKey: 'shardId-000', owner: 'w1', epoch: 1 }], { group, holder: 'w1', term: 1 });
+    await join(backend.storage, group, 'stuck', { incarnation: 's1', leaseDurationMs: 300 });
+    const live = heartbeater(backend.storage, group, 'live', { incarnation: 'l1', leaseDurationMs: 300 });
+    await seed(backend.storage, [
+      { group, leaseKey: 'shardId-000', owner: 'stuck', incarnation: 's1', epoch: 1 },
+      { group, leaseKey: 'shardId-001', owner: 'live', incarnation: 'l1', epoch: 1 },
+    ]);
+
+    const { code, stdout } = await leasehold('status', '--storage', backend.url, '--group', group, '--json', '--observe-ms', '600');
+    await live.stop();
+
+    expect(code).toBe(0);
+    const view = JSON.parse(stdout) as { observedMs: number; members: { workerId: string; liveness: string; sinceMovedMs: number | null; sinceMovedAtLeastMs: number }[]; leases: { leaseKey: string; ownerLiveness: string; held: boolean }[] };
+    expect(view.observedMs).toBeGreaterThanOrEqual(600);
+    expect(view.members.find((member) => member.workerId === 'stuck')).toMatchObject({ liveness: 'expired', sinceMovedMs: null });
+    expect(view.members.find((member) => member.workerId === 'stuck')?.sinceMovedAtLeastMs).toBeGreaterThanOrEqual(300);
+    expect(view.members.find((member) => member.workerId === 'live')).toMatchObject({ liveness: 'alive', sinceMovedMs: expect.any(Number) as number });
+    expect(view.leases.map((lease) => [lease.leaseKey, lease.ownerLiveness, lease.held])).toEqual([
+      ['shardId-000', 'expired', false],
+      ['shardId-001', 'alive', true],
+    ]);
+  });
+
+  it('--watch --json prints one line per screen; a member\'s record that has not moved has no age yet, only a lower bound', async () => {
+    const backend = await dynamoBackend(shared.dynamodb);
+    const group = freshName('orders');
+    await join(backend.storage, group, 'w1', { leaseDurationMs: 60_000 });
+    await seed(backend.storage, [{ group, leaseKey: 'shardId-000', owner: 'w1', incarnation: 'w1-inc', epoch: 1 }], { group, holder: 'w1', term: 1 });
 
     const { code, stdout } = await leasehold('status', '--storage', backend.url, '--group', group, '--watch', '--json', '--iterations', '3', '--interval-ms', '30');
 
     expect(code).toBe(0);
-    const screens = stdout.trim().split('\n').map((line) => JSON.parse(line) as { leases: { ageMs: number | null; ageAtLeastMs: number }[]; leader: { ageMs: number | null } });
+    const screens = stdout.trim().split('\n').map((line) => JSON.parse(line) as { members: { sinceMovedMs: number | null; sinceMovedAtLeastMs: number; leader: boolean }[]; leader: { ageMs: number | null } });
     expect(screens).toHaveLength(3);
-    expect(screens.map((screen) => screen.leases[0]?.ageMs)).toEqual([null, null, null]);
-    expect(screens[0]?.leases[0]?.ageAtLeastMs).toBe(0);
-    expect(screens[2]?.leases[0]?.ageAtLeastMs).toBeGreaterThan(0);
+    expect(screens.map((screen) => screen.members[0]?.sinceMovedMs)).toEqual([null, null, null]);
+    expect(screens[0]?.members[0]?.sinceMovedAtLeastMs).toBe(0);
+    expect(screens[2]?.members[0]?.sinceMovedAtLeastMs).toBeGreaterThan(0);
+    expect(screens[0]?.members[0]?.leader).toBe(true);
     expect(screens.map((screen) => screen.leader.ageMs)).toEqual([null, null, null]);
+  });
+
+  it('lists the members that cannot be read back, and judges the owner of their leases unknown', async () => {
+    const backend = await postgresBackend(shared.pool);
+    const group = freshName('orders');
+    await join(backend.storage, group, 'bad', { incarnation: 'b1' });
+    await seed(backend.storage, [{ group, leaseKey: 'shardId-000', owner: 'bad', incarnation: 'b1', epoch: 1 }]);
+    await backend.corruptMember?.(group, 'bad');
+
+    const text = await leasehold('status', '--storage', backend.url, '--group', group);
+    const json = await leasehold('status', '--storage', backend.url, '--group', group, '--json');
+
+    expect([text.code, json.code]).toEqual([0, 0]);
+    expect(text.stdout).toContain(`corrupt members (they cannot be read back; their leases wait for an operator; see leasehold doctor --group ${group}):\n  bad: [storage-postgres] `);
+    expect(text.stdout).toMatch(/\nshardId-000\s+bad\s+b1\s+unknown \(member unreadable\)\s+-\s+1\s+-\n/);
+    expect(text.stdout).toContain('0 members (0 alive), 1 leases, 0 held, 0 free to take, 1 corrupt members');
+    const view = JSON.parse(json.stdout) as { corrupt: { kind: string; key: string | null }[] };
+    expect(view.corrupt).toEqual([{ kind: 'member', key: 'bad', error: expect.stringContaining('[storage-postgres]') as string }]);
+    await backend.close();
   });
 
   it('lists the leases that cannot be read back, with their errors, instead of failing', async () => {
@@ -109,14 +184,14 @@ describe('leasehold status', () => {
 
     expect([text.code, json.code]).toEqual([0, 0]);
     const lines = text.stdout.split('\n');
-    expect(lines).toContainEqual(expect.stringMatching(/^shardId-000\s+worker-a\s+10\s/));
+    expect(lines).toContainEqual(expect.stringMatching(/^shardId-000\s+worker-a\s+-\s+gone \(no member\)\s+10\s/));
     expect(lines).not.toContainEqual(expect.stringMatching(/^shardId-001\s/));
     expect(lines).toContain(`corrupt leases (they cannot be read back and nobody takes them; see leasehold doctor --group ${group}):`);
     expect(lines).toContainEqual(expect.stringMatching(new RegExp(`^  shardId-001: \\[storage-postgres\\] stored lease "shardId-001" of group "${group}" is corrupt: state is not valid JSON`)));
-    expect(lines).toContain('2 leases, 1 without owner, 1 workers, 1 corrupt');
-    const view = JSON.parse(json.stdout) as { leases: { leaseKey: string }[]; corrupt: { leaseKey: string | null; error: string }[] };
+    expect(lines).toContain('0 members (0 alive), 2 leases, 0 held, 2 free to take, 1 corrupt leases');
+    const view = JSON.parse(json.stdout) as { leases: { leaseKey: string }[]; corrupt: { kind: string; key: string | null; error: string }[] };
     expect(view.leases.map((lease) => lease.leaseKey)).toEqual(['shardId-000', 'shardId-002']);
-    expect(view.corrupt).toEqual([{ leaseKey: 'shardId-001', error: expect.stringContaining('[storage-postgres] stored lease "shardId-001"') as string }]);
+    expect(view.corrupt).toEqual([{ kind: 'lease', key: 'shardId-001', error: expect.stringContaining('[storage-postgres] stored lease "shardId-001"') as string }]);
     await backend.close();
   });
 
@@ -130,7 +205,7 @@ describe('leasehold status', () => {
 
     expect(code).toBe(0);
     expect(stdout).toContain('  shardId-000: [storage-redis] ');
-    expect(stdout).toContain('0 leases, 0 without owner, 0 workers, 1 corrupt');
+    expect(stdout).toContain('0 members (0 alive), 0 leases, 0 held, 0 free to take, 1 corrupt leases');
     await backend.close();
   });
 
@@ -149,9 +224,9 @@ describe('leasehold status', () => {
     expect([text.code, json.code]).toEqual([0, 0]);
     const lines = text.stdout.split('\n');
     // Two minutes and some seconds by this machine's clock: the seconds depend on how long the command took.
-    expect(lines).toContainEqual(expect.stringMatching(/^shardId-000\s+worker-a\s+-\s+1\s+1\s+—\s+-\s+handler 2m\d\ds$/));
-    expect(lines).toContainEqual(expect.stringMatching(/^shardId-001\s+worker-a\s+-\s+1\s+1\s+—\s+-\s+-$/));
-    expect(lines).toContain('2 leases, 0 without owner, 1 workers, 1 stalled');
+    expect(lines).toContainEqual(expect.stringMatching(/^shardId-000\s+worker-a\s+-\s+gone \(no member\)\s+-\s+1\s+handler 2m\d\ds$/));
+    expect(lines).toContainEqual(expect.stringMatching(/^shardId-001\s+worker-a\s+-\s+gone \(no member\)\s+-\s+1\s+-$/));
+    expect(lines).toContain('0 members (0 alive), 2 leases, 0 held, 2 free to take, 1 stalled');
     const view = JSON.parse(json.stdout) as { leases: { leaseKey: string; stalled: { reason: string; since: string; forMs: number | null } | null }[] };
     expect(view.leases[0]?.stalled).toEqual({ reason: 'handler', since, forMs: expect.any(Number) as number });
     expect(view.leases[0]?.stalled?.forMs).toBeGreaterThanOrEqual(125_000);
@@ -166,7 +241,7 @@ describe('leasehold status', () => {
     const text = await leasehold('status', '--storage', backend.url, '--group', group);
     const json = await leasehold('status', '--storage', backend.url, '--group', group, '--json');
 
-    expect(text.stdout).toContain('2 leases, 2 without owner, 0 workers, 1 of a record format newer than 1 (upgrade the CLI)\n');
+    expect(text.stdout).toContain('0 members (0 alive), 2 leases, 0 held, 2 free to take, 1 records of a record format newer than 1 (upgrade the CLI)\n');
     expect((JSON.parse(json.stdout) as { leases: { format: number }[] }).leases.map((lease) => lease.format)).toEqual([1, 3]);
     await backend.close();
   });
@@ -178,7 +253,7 @@ describe('leasehold status', () => {
 
     expect(code).toBe(1);
     expect(stdout).toBe('');
-    expect(stderr).toBe(`leasehold: [cli] group "no-such-group" has no leases and no leader record in "${backend.url}"\n`);
+    expect(stderr).toBe(`leasehold: [cli] group "no-such-group" has no leases, no leader record and no members in "${backend.url}"\n`);
   });
 
   it.each([

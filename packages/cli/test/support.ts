@@ -6,7 +6,7 @@ import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { CreateTableCommand, DynamoDBClient, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
-import { leaseStateOf, type LeaseRecord, type NewLeader, type NewLease, type Storage } from '@leasehold/core';
+import { RECORD_FORMAT, type LeaseRecord, type MemberRecord, type MemberState, type NewLeader, type NewLease, type Storage } from '@leasehold/core';
 import { startDynalite, type RunningDynalite } from '@leasehold/local-stack';
 import { DynamoDBStorage } from '@leasehold/storage-dynamodb';
 import { PostgresStorage } from '@leasehold/storage-postgres';
@@ -54,6 +54,8 @@ export interface TestBackend {
    * readable: the adapter then lists it as corrupt. Written against the adapter's documented layout.
    */
   corrupt(group: string, leaseKey: string): Promise<void>;
+  /** Damages a member of the roster as a bad writer would, moving its version; returns the version it is stored at (Postgres only). */
+  corruptMember?(group: string, workerId: string): Promise<number>;
   close(): Promise<void>;
 }
 
@@ -89,6 +91,17 @@ export async function postgresBackend(pool: pg.Pool, { migrated = true } = {}): 
     async corrupt(group, leaseKey) {
       const { rowCount } = await pool.query(`UPDATE "${schema}".leasehold_leases SET state = $3 WHERE group_name = $1 AND lease_key = $2`, [group, leaseKey, BROKEN_STATE]);
       if (rowCount !== 1) throw new Error(`no lease ${leaseKey} to corrupt`);
+    },
+    async corruptMember(group, workerId) {
+      // The roster row maps each worker id to {"v": version, "s": state JSON}; the group's counter moves with every write.
+      const { rows } = await pool.query<{ version: string }>(
+        `UPDATE "${schema}".leasehold_rosters SET high_version = high_version + 1,
+           members = jsonb_set(members, ARRAY[$2::text], jsonb_build_object('v', high_version + 1, 's', '{"incarnation":'))
+         WHERE group_name = $1 AND members ? $2::text RETURNING high_version AS version`,
+        [group, workerId],
+      );
+      if (rows.length !== 1) throw new Error(`no member ${workerId} to corrupt`);
+      return Number(rows[0]?.version);
     },
     async close() {
       await storage.close();
@@ -193,18 +206,37 @@ export async function seed(storage: Storage, leases: readonly NewLease[], leader
   return created;
 }
 
+/** Joins a member to the group's roster, as a worker's first write does; throws unless it applied. */
+export async function join(storage: Storage, group: string, workerId: string, state: Partial<MemberState> = {}): Promise<MemberRecord> {
+  const outcome = await storage.putMember(group, workerId, null, {
+    format: RECORD_FORMAT,
+    incarnation: `${workerId}-inc`,
+    leaseDurationMs: 500,
+    status: 'alive',
+    held: 0,
+    changes: 0,
+    requests: [],
+    metadata: {},
+    ...state,
+  });
+  if (outcome.status !== 'applied') throw new Error(`joining ${workerId}: ${outcome.status}`);
+  return outcome.record;
+}
+
 /**
- * A worker stand-in that renews one lease over and over until stopped, as a live worker would: the
- * guard must see its version move.
+ * A worker stand-in that heartbeats its member record over and over until stopped, as a live worker
+ * does: the guard must see its version move. It joins first (with `state`), unless it is a member already.
  */
-export function renewer(storage: Storage, group: string, leaseKey: string): { stop(): Promise<void> } {
+export function heartbeater(storage: Storage, group: string, workerId: string, state: Partial<MemberState> = {}): { stop(): Promise<void> } {
   let running = true;
   const loop = (async () => {
+    let member = (await storage.getRoster(group)).members.find((candidate) => candidate.workerId === workerId) ?? (await join(storage, group, workerId, state));
     while (running) {
-      const lease = await storage.getLease(group, leaseKey);
-      if (lease === null) return;
-      await storage.updateLeases(group, [{ leaseKey, expectedVersion: lease.version, next: leaseStateOf(lease) }]);
       await new Promise((resolve) => setTimeout(resolve, 20));
+      const { group: _group, workerId: _workerId, version, ...current } = member;
+      const outcome = await storage.putMember(group, workerId, version, current);
+      if (outcome.status !== 'applied') return;
+      member = outcome.record;
     }
   })();
   return {

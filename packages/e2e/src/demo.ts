@@ -9,7 +9,7 @@ import { startDynalite, startKinesisLocal, type RunningDynalite } from '@leaseho
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import type { Cluster } from './cluster.js';
-import { formatLeaseTable, readLeaseTable } from './lease-table.js';
+import { formatLeaseTable, formatRoster, readLeaseTable, readRoster } from './lease-table.js';
 import { formatLedger, ledgerHolds } from './ledger.js';
 import type { Producer } from './producer.js';
 import { runScenario } from './scenario.js';
@@ -106,10 +106,11 @@ const timer = setInterval(() => {
   if (reading || producer === undefined || group === '') return;
   reading = true;
   const records = producer.produced;
-  readLeaseTable(viewer.storage, group, records)
-    .then((rows) => {
+  Promise.all([readLeaseTable(viewer.storage, group, records), readRoster(viewer.storage, group)])
+    .then(([rows, members]) => {
       const processed = cluster === undefined ? 0 : new Set(cluster.reports.flatMap((report) => (report.type === 'record' ? [`${report.key}#${report.seq}`] : []))).size;
-      table = ['', `  lease table of ${group}: ${processed}/${records.length} records processed`, ...formatLeaseTable(rows), ''];
+      const roster = members.length === 0 ? [] : ['', ...formatRoster(members)];
+      table = ['', `  lease table of ${group}: ${processed}/${records.length} records processed`, ...formatLeaseTable(rows), ...roster, ''];
       refresh();
     })
     .catch(() => undefined)
@@ -131,9 +132,20 @@ try {
       if (!process.stdout.isTTY && table.length > 0) screen.log(table.join('\n'));
       screen.log(`${elapsed()}  ${step}`);
     },
+    onBalanced: async () => {
+      // The roster once every worker holds a shard: one member per worker, each with its incarnation.
+      screen.log(
+        [`${elapsed()}  balanced; the roster of ${group} (each worker heartbeats its own member record; nothing renews the leases):`, ...formatRoster(await readRoster(viewer.storage, group))].join('\n'),
+      );
+    },
     onSettled: async () => {
       clearInterval(timer);
-      final = formatLeaseTable(await readLeaseTable(viewer.storage, group, producer?.produced ?? []));
+      final = [
+        ...formatLeaseTable(await readLeaseTable(viewer.storage, group, producer?.produced ?? [])),
+        '',
+        `  roster of ${group}:`,
+        ...formatRoster(await readRoster(viewer.storage, group)),
+      ];
       table = [];
     },
     onProgress: (done, count) => {

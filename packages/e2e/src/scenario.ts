@@ -8,6 +8,8 @@ import { adjacentOpenShards, createStream, isOpen, kinesisClient, listShards, me
 import { checkLedger, type LedgerResult } from './ledger.js';
 import { Producer, type ProducedRecord } from './producer.js';
 import type { WorkerReport } from './reports.js';
+import { openStorage } from './storage-url.js';
+import type { LeaseRecord, MemberRecord } from '@leasehold/core';
 
 /** Options of {@link runScenario}. */
 export interface ScenarioOptions {
@@ -26,6 +28,8 @@ export interface ScenarioOptions {
   onStep?: (step: string) => void;
   /** Hears the producer's progress. */
   onProgress?: (done: number, count: number) => void;
+  /** Called once the first workers each hold a shard (the group is balanced), before the kill. */
+  onBalanced?: () => Promise<void>;
   /** Called once every record was processed (or the wait gave up), before the last workers stop. */
   onSettled?: () => Promise<void>;
   /** Called once the cluster exists, so that a caller can watch it (and end it if the run is abandoned). */
@@ -55,6 +59,8 @@ export interface ScenarioResult {
   readonly joined: { readonly workerId: string; readonly at: number };
   /** Exit codes of the workers stopped at the end (gracefully). */
   readonly finalExitCodes: Readonly<Record<string, number | null>>;
+  /** The group's roster and leases as stored once every record was processed, before the last workers stopped. */
+  readonly settled: { readonly members: readonly MemberRecord[]; readonly leases: readonly LeaseRecord[] };
 }
 
 const WORKERS = ['worker-1', 'worker-2', 'worker-3'];
@@ -93,6 +99,7 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
     step(`starting ${WORKERS.join(', ')}`);
     await Promise.all(WORKERS.map((workerId) => cluster.start(workerId)));
     await cluster.waitFor(() => WORKERS.every((workerId) => cluster.heldBy(workerId).size > 0), 'every worker to hold a shard', 30_000);
+    await options.onBalanced?.();
 
     // The worker with the most shards dies while it is busy with fresh records.
     const victim = [...WORKERS].sort((a, b) => cluster.heldBy(b).size - cluster.heldBy(a).size)[0]!;
@@ -106,7 +113,9 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
     );
     const killed = await kill(cluster, victim);
     await producing;
-    step(`${victim} killed holding ${killed.shards.map((shard) => shard.shardId).join(', ') || 'nothing'}; its leases expire after ${cluster.options.leaseDurationMs} ms`);
+    step(
+      `${victim} killed holding ${killed.shards.map((shard) => shard.shardId).join(', ') || 'nothing'}; once its member record has not moved for ${cluster.options.leaseDurationMs} ms the others declare it dead and take its shards`,
+    );
     await cluster.waitFor(
       () => killed.shards.every((shard) => cluster.reports.some((report) => report.type === 'started' && report.shardId === shard.shardId && after(killed.at, report))),
       `the shards of ${victim} to be resumed elsewhere`,
@@ -160,6 +169,7 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
         60_000,
       )
       .catch(() => undefined); // the ledger reports what is missing
+    const settled = await readSettled(options.storageUrl, group);
     await options.onSettled?.();
 
     const running = [...cluster.workers.values()].filter((worker) => worker.running);
@@ -179,10 +189,23 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
       stopped: { workerId: leaving, exitCode },
       joined: { workerId: joiner, at: joinedAt },
       finalExitCodes,
+      settled,
     };
   } finally {
     await cluster.close();
     client.destroy();
+  }
+}
+
+/** The roster and the leases as stored now (the roster read after the leases, as workers read them). */
+async function readSettled(storageUrl: string, group: string): Promise<ScenarioResult['settled']> {
+  const opened = await openStorage(storageUrl);
+  try {
+    const { leases } = await opened.storage.listLeases(group);
+    const { members } = await opened.storage.getRoster(group);
+    return { members, leases };
+  } finally {
+    await opened.close();
   }
 }
 
@@ -216,7 +239,7 @@ async function kill(cluster: Cluster, workerId: string): Promise<ScenarioResult[
   const at = Date.now();
   // Read after the kill: every report it wrote has been read once its pipes closed.
   // A shard it still believed held but that another worker started meanwhile was lost without a report
-  // (a starved worker can miss its renewals): that shard was not the killed worker's when it died.
+  // (a starved worker can miss its heartbeats): that shard was not the killed worker's when it died.
   const held = [...cluster.heldBy(workerId)].filter((shardId) => {
     const ownStart = cluster.reports.findLastIndex((report) => report.type === 'started' && report.worker === workerId && report.shardId === shardId);
     return !cluster.reports.some((report, i) => i > ownStart && report.type === 'started' && report.shardId === shardId && report.worker !== workerId);

@@ -54,8 +54,8 @@ const batchDelayMs = number('batch-delay-ms');
 /** A report as the worker writes it: its id and the time are added on the way out. */
 type Report = WorkerReport extends infer R ? (R extends WorkerReport ? Omit<R, 'worker' | 'at'> : never) : never;
 
-function lines(reports: readonly Report[]): string {
-  return reports.map((report) => `${JSON.stringify({ ...report, worker: workerId, at: now() })}\n`).join('');
+function lines(reports: readonly Report[], at?: number): string {
+  return reports.map((report) => `${JSON.stringify({ ...report, worker: workerId, at: at ?? now() })}\n`).join('');
 }
 
 function report(...reports: Report[]): void {
@@ -80,11 +80,18 @@ const consumer = new Consumer({
   shardSyncIntervalMs: number('shard-sync-interval-ms'),
   lease: { leaseDurationMs: number('lease-duration-ms'), takeIntervalMs: number('take-interval-ms') },
   processBatch: async (records, context) => {
-    report(
-      ...records.map((record): Report => {
-        const { key, seq } = parsePayload(record.data);
-        return { type: 'record', shardId: context.shardId, fencingToken: context.fencingToken, key, seq, position: record.position };
-      }),
+    // Every record of the batch is handed over now: stamp them all with this moment. A time taken per
+    // line would be late for the last lines when the process is paused (SIGSTOP) while it writes them, and
+    // the checker would take a batch handed over under a valid lease for one handed over after its loss.
+    const handedAt = now();
+    process.stdout.write(
+      lines(
+        records.map((record): Report => {
+          const { key, seq } = parsePayload(record.data);
+          return { type: 'record', shardId: context.shardId, fencingToken: context.fencingToken, key, seq, position: record.position };
+        }),
+        handedAt,
+      ),
     );
     // Simulated work, so that a worker is busy when it is killed; cut short when the lease goes.
     if (batchDelayMs > 0 && records.length > 0) await sleep(batchDelayMs, undefined, { signal: context.signal }).catch(() => undefined);

@@ -56,6 +56,8 @@ function rank(position: string | null): bigint {
   return position === null || !/^\d/.test(position) ? -1n : BigInt(position.split(':')[0]!);
 }
 
+const WORKER_IDS = ['worker-1', 'worker-2', 'worker-3', 'worker-4'];
+
 const recordsOf = (result: ScenarioResult): RecordReport[] => result.reports.filter((report): report is RecordReport => report.type === 'record');
 
 function reportsOf<T extends WorkerReport['type']>(result: ScenarioResult, type: T): Extract<WorkerReport, { type: T }>[] {
@@ -146,6 +148,22 @@ for (const backend of BACKENDS) {
           .filter((record) => record.shardId === shard.shardId && record.at > killed.at)
           .reduce<RecordReport | undefined>((earliest, record) => (earliest === undefined || record.at < earliest.at ? record : earliest), undefined);
         expect(first && { key: first.key, seq: first.seq }).toEqual(next && { key: next.key, seq: next.seq });
+      }
+    });
+
+    it('keeps liveness in the roster: the killed worker was declared dead, the stopped one left, and every open lease names an alive incarnation', () => {
+      const { members, leases } = result.settled;
+      const byId = new Map(members.map((member) => [member.workerId, member]));
+      // Declared dead by a worker that saw its record stand still for the lease duration (a SIGKILLed
+      // worker writes nothing), or removed once dead and named by no lease.
+      expect(byId.get(result.killed.workerId)?.status ?? 'dead').toBe('dead');
+      expect(byId.get(result.stopped.workerId)?.status ?? 'dead').toBe('dead');
+      const running = [...byId.values()].filter((member) => member.status === 'alive').map((member) => member.workerId).sort();
+      expect(running).toEqual(WORKER_IDS.filter((id) => id !== result.killed.workerId && id !== result.stopped.workerId).sort());
+      for (const lease of leases.filter((candidate) => candidate.checkpoint !== 'SHARD_END')) {
+        const owner = lease.owner === null ? undefined : byId.get(lease.owner);
+        expect(owner?.status, `${lease.leaseKey} is held by an alive member`).toBe('alive');
+        expect(lease.incarnation, `${lease.leaseKey} names its owner's current incarnation`).toBe(owner?.incarnation);
       }
     });
 

@@ -1,12 +1,13 @@
 /**
  * `leasehold doctor`: can this backend hold leases safely? Connectivity, tables of the right shape,
  * permissions, and the settings the adapters' READMEs name as needed for safety; with `--group`, that
- * group's leases too: corrupt records, stalled shards, records of a newer Leasehold. Prints a checklist
+ * group's records too: corrupt leases and members, dead members that leases still name, stalled shards,
+ * records of a newer Leasehold. Prints a checklist
  * and fails when any item fails.
  */
 import { randomBytes } from 'node:crypto';
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { describeValue, LeaseholdError, RECORD_FORMAT, type Storage } from '@leasehold/core';
+import { Checkpoint, describeValue, LeaseholdError, RECORD_FORMAT, type Storage } from '@leasehold/core';
 import type { Redis } from 'ioredis';
 import type pg from 'pg';
 import { messageOf, openBackend } from '../connect.js';
@@ -97,6 +98,37 @@ async function groupChecks(storage: Storage, group: string, display: string, rep
         ' (the leader does not create a deleted lease again)',
     );
   }
+  for (const error of state.corruptMembers) {
+    const worker = describeValue(error.workerId);
+    const named = state.leases.filter((lease) => lease.owner === error.workerId).map((lease) => lease.leaseKey);
+    add(
+      'fail',
+      `corrupt member ${error.workerId ?? '?'}`,
+      `${error.message}. Whether its worker is alive cannot be told, so nobody takes the leases that name it${named.length > 0 ? ` (${named.join(', ')})` : ''}. ` +
+        `Stop its worker if it runs, then remove it with leasehold member remove --group ${group} --worker ${worker} --at-version <its version in the backend>: ` +
+        'it watches the member first, and its worker joins again as a new member when it starts',
+    );
+  }
+  const members = new Map(state.members.map((member) => [member.workerId, member]));
+  for (const member of state.members) {
+    if (member.status !== 'dead') continue;
+    const named = state.leases.filter((lease) => lease.owner === member.workerId && lease.incarnation === member.incarnation && lease.checkpoint !== Checkpoint.SHARD_END);
+    if (named.length === 0) continue;
+    add(
+      'warn',
+      `dead member ${member.workerId}`,
+      `declared dead (incarnation ${describeValue(member.incarnation)}), and ${named.length} unfinished leases still name it: ${named.map((lease) => lease.leaseKey).join(', ')}. ` +
+        'They are free to take: a running worker of the group takes them at its next take tick; if they stay, no worker of the group runs (or every one holds its maxLeasesPerWorker)',
+    );
+  }
+  const orphans = state.leases.filter((lease) => lease.owner !== null && lease.checkpoint !== Checkpoint.SHARD_END && !members.has(lease.owner) && !state.corruptMembers.some((error) => error.workerId === lease.owner));
+  if (orphans.length > 0 && state.members.some((member) => member.status === 'alive')) {
+    add(
+      'warn',
+      'leases of former members',
+      `${orphans.length} unfinished leases name a worker the roster has no member of (${orphans.map((lease) => `${lease.leaseKey} of ${describeValue(lease.owner)}`).join(', ')}): they are free to take, and a running worker takes them at its next listing`,
+    );
+  }
   if (state.corruptLeader !== null) {
     add('fail', 'corrupt leader record', `${state.corruptLeader.message}. No worker can lead the group: stop its workers and delete the record in the backend; the next leader creates it again`);
   }
@@ -107,23 +139,33 @@ async function groupChecks(storage: Storage, group: string, display: string, rep
     const since = stall.forMs === null ? `since ${describeValue(stall.since)}` : `since ${stall.since} (${formatDuration(stall.forMs)} ago by this machine's clock)`;
     add('fail', `stalled shard ${lease.leaseKey}`, `${stall.reason} ${since}, owner ${describeValue(lease.owner)}: ${stallAdvice(stall.reason)}`);
   }
-  const records = [...state.leases.map((lease) => ({ name: `lease ${lease.leaseKey}`, format: lease.format })), ...(state.leader === null ? [] : [{ name: 'leader record', format: state.leader.format }])];
+  const records = [
+    ...state.members.map((member) => ({ name: `member ${member.workerId}`, format: member.format })),
+    ...state.leases.map((lease) => ({ name: `lease ${lease.leaseKey}`, format: lease.format })),
+    ...(state.leader === null ? [] : [{ name: 'leader record', format: state.leader.format }]),
+  ];
   for (const record of records.filter(isNewerFormat)) {
     add('fail', `record format of ${record.name}`, `${record.format}, written by a newer Leasehold: upgrade the CLI (it knows record format ${RECORD_FORMAT})`);
   }
   if (problems === 0) {
-    add('pass', `group ${group}`, `${state.leases.length} leases and ${state.leader === null ? 'no leader record' : 'the leader record'} read back; none stalled, none of a newer record format than ${RECORD_FORMAT}`);
+    add(
+      'pass',
+      `group ${group}`,
+      `${state.members.length} members, ${state.leases.length} leases and ${state.leader === null ? 'no leader record' : 'the leader record'} read back; no dead member named by a lease, none stalled, none of a newer record format than ${RECORD_FORMAT}`,
+    );
   }
 }
 
 const LEASE_COLUMNS = ['group_name text', 'lease_key text', 'version bigint', 'live boolean', 'high_epoch bigint', 'state text'];
 const LEADER_COLUMNS = ['group_name text', 'version bigint', 'state text'];
+const ROSTER_COLUMNS = ['group_name text', 'high_version bigint', 'members jsonb'];
 
 async function postgresChecks(pool: pg.Pool, target: PostgresTarget, add: Add): Promise<void> {
   const schema = target.schema ?? 'public';
   const leaseTable = target.leaseTable ?? 'leasehold_leases';
   const leaderTable = target.leaderTable ?? 'leasehold_leaders';
   const migrationsTable = target.migrationsTable ?? 'leasehold_migrations';
+  const rosterTable = target.rosterTable ?? 'leasehold_rosters';
   const { PostgresStorage } = await import('@leasehold/storage-postgres');
   const client = await pool.connect().catch((error: unknown) => {
     throw new LeaseholdError('ERR_STORAGE_UNAVAILABLE', `cannot reach PostgreSQL at ${target.display}: ${messageOf(error)}`, { cause: error });
@@ -143,11 +185,12 @@ async function postgresChecks(pool: pg.Pool, target: PostgresTarget, add: Add): 
     const columns = await client.query<{ table_name: string; column: string }>(
       `SELECT table_name, column_name || ' ' || data_type AS column FROM information_schema.columns
        WHERE table_schema = $1 AND table_name = ANY($2::text[]) ORDER BY table_name, ordinal_position`,
-      [schema, [leaseTable, leaderTable]],
+      [schema, [leaseTable, leaderTable, rosterTable]],
     );
     const shapeOk = [
       shapeCheck(add, `${schema}.${leaseTable}`, LEASE_COLUMNS, columns.rows.filter((row) => row.table_name === leaseTable).map((row) => row.column)),
       shapeCheck(add, `${schema}.${leaderTable}`, LEADER_COLUMNS, columns.rows.filter((row) => row.table_name === leaderTable).map((row) => row.column)),
+      shapeCheck(add, `${schema}.${rosterTable}`, ROSTER_COLUMNS, columns.rows.filter((row) => row.table_name === rosterTable).map((row) => row.column)),
     ].every(Boolean);
 
     const recorded = await client
@@ -158,7 +201,7 @@ async function postgresChecks(pool: pg.Pool, target: PostgresTarget, add: Add): 
     else if (recorded > expected) add('fail', 'schema version', `${recorded} recorded, newer than this release's ${expected}: upgrade @leasehold/cli`);
     else add('fail', 'schema version', `${recorded === 0 ? 'none' : recorded} recorded, ${expected} expected: run migrate() of @leasehold/storage-postgres (or leasehold migrate --create)`);
 
-    if (shapeOk) await postgresWriteCheck(client, `${quote(schema)}.${quote(leaseTable)}`, `${quote(schema)}.${quote(leaderTable)}`, add);
+    if (shapeOk) await postgresWriteCheck(client, `${quote(schema)}.${quote(leaseTable)}`, `${quote(schema)}.${quote(leaderTable)}`, `${quote(schema)}.${quote(rosterTable)}`, add);
     else add('fail', 'write permission', 'not checked: the tables are missing or of another shape');
 
     const settings = await client.query<{ name: string; setting: string }>(
@@ -170,7 +213,7 @@ async function postgresChecks(pool: pg.Pool, target: PostgresTarget, add: Add): 
     add(
       commit === 'off' ? 'fail' : 'pass',
       'synchronous_commit',
-      `${commit}${commit === 'off' ? ': a crash can lose acknowledged renewals and checkpoints; set it to on' : ''}`,
+      `${commit}${commit === 'off' ? ': a crash can lose acknowledged heartbeats and checkpoints; set it to on' : ''}`,
     );
   } finally {
     client.release();
@@ -196,7 +239,7 @@ function shapeCheck(add: Add, table: string, expected: readonly string[], found:
 }
 
 /** Writes a lease and a leader row in a transaction that is rolled back: proves the grants, leaves nothing. */
-async function postgresWriteCheck(client: pg.PoolClient, leases: string, leaders: string, add: Add): Promise<void> {
+async function postgresWriteCheck(client: pg.PoolClient, leases: string, leaders: string, rosters: string, add: Add): Promise<void> {
   const group = `leasehold-doctor-${randomBytes(6).toString('hex')}`;
   try {
     await client.query('BEGIN');
@@ -204,7 +247,9 @@ async function postgresWriteCheck(client: pg.PoolClient, leases: string, leaders
     await client.query(`UPDATE ${leases} SET version = version + 1 WHERE group_name = $1`, [group]);
     await client.query(`DELETE FROM ${leases} WHERE group_name = $1`, [group]);
     await client.query(`INSERT INTO ${leaders} (group_name, version, state) VALUES ($1, 1, '{}')`, [group]);
-    add('pass', 'write permission', 'SELECT, INSERT, UPDATE and DELETE on both tables (tried in a transaction, rolled back)');
+    await client.query(`INSERT INTO ${rosters} (group_name, high_version, members) VALUES ($1, 1, '{}')`, [group]);
+    await client.query(`UPDATE ${rosters} SET high_version = high_version + 1 WHERE group_name = $1`, [group]);
+    add('pass', 'write permission', 'SELECT, INSERT, UPDATE and DELETE on the lease, leader and roster tables (tried in a transaction, rolled back)');
   } catch (error) {
     add('fail', 'write permission', messageOf(error));
   } finally {

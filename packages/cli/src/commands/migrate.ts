@@ -3,10 +3,14 @@
  * while the group is live, then reads the target back and checks every field.
  *
  * Versions are not copied: each store numbers its own writes, and a copied record starts at the target's
- * next version. Everything core wrote is copied as it is: record format, owner, epoch, checkpoint,
- * parents, pending owner, metadata, fields this command line's core does not name, and the leader's
- * holder and term, so fencing tokens continue where they were. A record that cannot be read back cannot
- * be copied: a group with one is refused, naming it.
+ * next version. Everything core wrote is copied as it is: record format, owner, incarnation, epoch,
+ * checkpoint, parents, metadata, fields this command line's core does not name, and the leader's holder
+ * and term, so fencing tokens continue where they were. A record that cannot be read back cannot be
+ * copied: a group with one is refused, naming it.
+ *
+ * The roster is not copied: members are live state (a worker's heartbeats), and a worker joins the
+ * target's roster as a new incarnation when it starts on it. A copied lease names an owner that is no
+ * member of the target's roster, so it is free to take there.
  */
 import {
   describeValue,
@@ -79,6 +83,10 @@ export async function migrate(options: MigrateOptions, io: Io): Promise<void> {
         `${plan.create.length} leases copied, ${plan.replace.length} replaced, ${plan.same.length} already there, ${plan.extra.length} deleted; ` +
         `verified ${verified} leases and ${leader}\n`,
     );
+    const members = snapshot.members.length + snapshot.corruptMembers.length;
+    io.out(
+      `members are live state and were not copied (${members} in the source's roster): workers join the target's roster when they start on it, and the copied leases are free to take there\n`,
+    );
   } finally {
     await target?.close();
     await source.close();
@@ -139,7 +147,7 @@ function canonical(value: unknown): string {
 function leaseDifference(source: LeaseState, target: LeaseState): string {
   const a = leaseStateOf(source) as unknown as Record<string, unknown>;
   const b = leaseStateOf(target) as unknown as Record<string, unknown>;
-  const known = ['format', 'owner', 'epoch', 'checkpoint', 'parentKeys', 'pendingOwner', 'metadata'];
+  const known = ['format', 'owner', 'incarnation', 'epoch', 'checkpoint', 'parentKeys', 'metadata'];
   const others = [...new Set([...Object.keys(a), ...Object.keys(b)])].filter((name) => !known.includes(name)).sort();
   const names = [...known, ...others];
   return names

@@ -1,12 +1,15 @@
 /**
- * `leasehold status`: the lease table of a group, its workers and its leader, once or refreshed in place.
- * Leases that cannot be read back are listed with their error instead of failing the command; stalls the
- * workers reported are shown per lease.
+ * `leasehold status`: a group's members, its leases with the liveness of each lease's owner, and its
+ * leader, once or refreshed in place. Liveness is judged from the roster as core's workers judge it: a
+ * member is alive while its record keeps moving, expired once this command watched it not moving for its
+ * lease duration, dead once declared dead; a lease is held while its owner is an alive member in the
+ * incarnation the lease names. Records that cannot be read back are listed with their error instead of
+ * failing the command; stalls the workers reported are shown per lease.
  */
-import { RECORD_FORMAT, type LeaderRecord, type LeaseRecord } from '@leasehold/core';
+import { RECORD_FORMAT, type HandoffRequest, type LeaderRecord, type LeaseRecord, type MemberRecord } from '@leasehold/core';
 import { openBackend } from '../connect.js';
 import { isNewerFormat, stallOf, type Stall } from '../health.js';
-import { Observer, type Age } from '../observe.js';
+import { memberLiveness, Observer, ownerLiveness, unreadableMembers, type Age, type MemberLiveness, type OwnerLiveness } from '../observe.js';
 import { checkGroup, formatDuration, readGroup, readKnownGroup, table, type GroupState, type Io } from '../shared.js';
 import { parseStorageUrl } from '../url.js';
 
@@ -19,41 +22,54 @@ export interface StatusOptions {
   readonly intervalMs: number;
   /** With `watch`: stop after this many screens; `undefined` runs until interrupted. */
   readonly iterations: number | undefined;
+  /** Watch the roster this long before the first screen, so that members that stopped heartbeating show as expired. */
+  readonly observeMs: number;
 }
 
-/** One lease as `--json` shows it: the stored record (its `format` included) plus its age as observed by this process. */
+/** One lease as `--json` shows it: the stored record (its `format` and `incarnation` included) plus its owner's liveness. */
 export interface LeaseView extends LeaseRecord {
-  /** Milliseconds since this process saw the version change; `null` until it has seen a change. */
-  readonly ageMs: number | null;
-  /** The version is at least this old: the time since this process first saw it. */
-  readonly ageAtLeastMs: number;
+  /** The liveness of the owner in the incarnation the lease names (see `OwnerLiveness`), or `null` for a free lease. */
+  readonly ownerLiveness: OwnerLiveness | null;
+  /** Whether the lease is held: its owner is an alive member in the lease's incarnation. */
+  readonly held: boolean;
   /** The stall its worker reports on it (from `leasehold.stalledSince` and `leasehold.stalledReason`), or `null`. */
   readonly stalled: Stall | null;
 }
 
-/** A stored record that cannot be read back, as `--json` shows it. */
-export interface CorruptView {
-  /** The lease key, or `null` for the leader record. */
-  readonly leaseKey: string | null;
-  /** The error's message: what is wrong with it. */
-  readonly error: string;
+/** A member of the roster as `--json` shows it: the stored record plus what this command observed. */
+export interface MemberView extends MemberRecord {
+  /** `alive`, `expired` (watched not moving for its lease duration) or `dead` (declared dead, or left). */
+  readonly liveness: MemberLiveness;
+  /** Milliseconds since this command saw its record move; `null` until it has seen a move. */
+  readonly sinceMovedMs: number | null;
+  /** Its record has not moved for at least this long: the time since this command first saw its version. */
+  readonly sinceMovedAtLeastMs: number;
+  /** How many leases of the group name it in its current incarnation, as stored. */
+  readonly leases: number;
+  /** Whether it is the group's leader (the leader record names its worker id). */
+  readonly leader: boolean;
 }
 
-/** A worker as seen from storage: an owner of leases, or the leader. */
-export interface WorkerView {
-  readonly workerId: string;
-  readonly leases: number;
-  readonly leader: boolean;
+/** A stored record that cannot be read back, as `--json` shows it. */
+export interface CorruptView {
+  /** What it is: a lease, a member, or the leader record. */
+  readonly kind: 'lease' | 'member' | 'leader';
+  /** The lease key, the worker id, or `null` for the leader record. */
+  readonly key: string | null;
+  /** The error's message: what is wrong with it. */
+  readonly error: string;
 }
 
 /** The whole `--json` document of one screen. */
 export interface StatusView {
   readonly group: string;
   readonly storage: string;
+  /** How long this command had watched the roster when the screen was drawn, in milliseconds. */
+  readonly observedMs: number;
+  readonly members: MemberView[];
   readonly leases: LeaseView[];
-  readonly workers: WorkerView[];
   readonly leader: (LeaderRecord & { readonly ageMs: number | null; readonly ageAtLeastMs: number }) | null;
-  /** The group's records that cannot be read back (leases, and the leader record): nobody writes them. */
+  /** The group's records that cannot be read back (leases, members, the leader record): nobody writes them. */
   readonly corrupt: CorruptView[];
 }
 
@@ -65,11 +81,23 @@ export async function status(options: StatusOptions, io: Io): Promise<void> {
   const target = parseStorageUrl(options.storage);
   const backend = await openBackend(target);
   try {
-    const leaseObserver = new Observer();
+    const memberObserver = new Observer();
     const leaderObserver = new Observer();
+    const started = performance.now();
     let state = await readKnownGroup(backend.storage, options.group, target.display);
+    if (options.observeMs > 0) {
+      // Watch the roster first: a member is judged expired only once watched for its lease duration.
+      const deadline = started + options.observeMs;
+      const poll = Math.max(20, Math.min(500, Math.floor(options.observeMs / 10)));
+      for (;;) {
+        observeMembers(memberObserver, state);
+        const left = deadline - performance.now();
+        if (left <= 0 || !(await pause(Math.min(poll, left), io.signal))) break;
+        state = await readGroup(backend.storage, options.group);
+      }
+    }
     for (let screen = 1; ; screen++) {
-      const view = viewOf(options.group, target.display, state, leaseObserver, leaderObserver);
+      const view = viewOf(options.group, target.display, state, memberObserver, leaderObserver, performance.now() - started);
       io.out(render(view, options, io, screen));
       if (!options.watch || screen === options.iterations || io.signal.aborted) return;
       if (!(await pause(options.intervalMs, io.signal))) return;
@@ -80,6 +108,10 @@ export async function status(options: StatusOptions, io: Io): Promise<void> {
   }
 }
 
+function observeMembers(observer: Observer, state: GroupState): Map<string, Age> {
+  return observer.observe(state.members.map((member) => ({ key: member.workerId, version: member.version })));
+}
+
 function render(view: StatusView, options: StatusOptions, io: Io, screen: number): string {
   if (options.json) return `${JSON.stringify(view, null, options.watch ? undefined : 2)}\n`;
   const text = `${renderText(view)}\n`;
@@ -88,26 +120,39 @@ function render(view: StatusView, options: StatusOptions, io: Io, screen: number
   return screen === 1 ? text : `\n${text}`;
 }
 
-function viewOf(group: string, storage: string, state: GroupState, leases: Observer, leaders: Observer): StatusView {
+function viewOf(group: string, storage: string, state: GroupState, members: Observer, leaders: Observer, observedMs: number): StatusView {
   const wallNow = Date.now();
-  const ages = leases.observe(state.leases);
-  const leaderAge = state.leader === null ? undefined : leaders.observe([{ leaseKey: 'leader', version: state.leader.version }]).get('leader');
-  const counts = new Map<string, number>();
-  for (const lease of state.leases) if (lease.owner !== null) counts.set(lease.owner, (counts.get(lease.owner) ?? 0) + 1);
+  const ages = observeMembers(members, state);
+  const leaderAge = state.leader === null ? undefined : leaders.observe([{ key: 'leader', version: state.leader.version }]).get('leader');
+  const byId = new Map(state.members.map((member) => [member.workerId, member]));
+  const liveness = new Map(state.members.map((member) => [member.workerId, memberLiveness(member, ages.get(member.workerId))]));
+  const unreadable = unreadableMembers(state.corruptMembers);
+  const leases = state.leases.map((lease): LeaseView => {
+    const owner = ownerLiveness(lease, byId, liveness, unreadable);
+    return { ...lease, ownerLiveness: owner, held: owner === 'alive', stalled: stallOf(lease, wallNow) };
+  });
   const holder = state.leader?.holder ?? null;
-  if (holder !== null && !counts.has(holder)) counts.set(holder, 0);
-  const workers = [...counts]
-    .map(([workerId, count]) => ({ workerId, leases: count, leader: workerId === holder }))
-    .sort((a, b) => b.leases - a.leases || (a.workerId < b.workerId ? -1 : 1));
   return {
     group,
     storage,
-    leases: state.leases.map((lease) => ({ ...lease, ...ageFields(ages.get(lease.leaseKey)), stalled: stallOf(lease, wallNow) })),
-    workers,
+    observedMs: Math.round(observedMs),
+    members: state.members.map((member): MemberView => {
+      const age = ages.get(member.workerId);
+      return {
+        ...member,
+        liveness: liveness.get(member.workerId) ?? 'alive',
+        sinceMovedMs: round(age?.ageMs ?? null),
+        sinceMovedAtLeastMs: round(age?.atLeastMs ?? 0),
+        leases: state.leases.filter((lease) => lease.owner === member.workerId && lease.incarnation === member.incarnation).length,
+        leader: member.workerId === holder,
+      };
+    }),
+    leases,
     leader: state.leader === null ? null : { ...state.leader, ...ageFields(leaderAge) },
     corrupt: [
-      ...state.corrupt.map((error) => ({ leaseKey: error.leaseKey ?? null, error: error.message })),
-      ...(state.corruptLeader === null ? [] : [{ leaseKey: null, error: state.corruptLeader.message }]),
+      ...state.corruptMembers.map((error): CorruptView => ({ kind: 'member', key: error.workerId ?? null, error: error.message })),
+      ...state.corrupt.map((error): CorruptView => ({ kind: 'lease', key: error.leaseKey ?? null, error: error.message })),
+      ...(state.corruptLeader === null ? [] : [{ kind: 'leader' as const, key: null, error: state.corruptLeader.message }]),
     ],
   };
 }
@@ -132,10 +177,23 @@ function showStall(stall: Stall | null): string {
   return stall.forMs === null ? `${stall.reason} since ${stall.since}` : `${stall.reason} ${formatDuration(stall.forMs)}`;
 }
 
+function showRequests(requests: readonly HandoffRequest[]): string {
+  return requests.length === 0 ? '-' : requests.map((request) => `${request.leaseKey}←${request.from}`).join(', ');
+}
+
+const OWNER_WORDS: Record<OwnerLiveness, string> = {
+  alive: 'alive',
+  expired: 'expired',
+  dead: 'dead',
+  'other-incarnation': 'gone (rejoined)',
+  'not-a-member': 'gone (no member)',
+  unreadable: 'unknown (member unreadable)',
+};
+
 function renderText(view: StatusView): string {
   const lines = [`group ${view.group} in ${view.storage}`];
   const leader = view.leader;
-  const corruptLeader = view.corrupt.find((record) => record.leaseKey === null);
+  const corruptLeader = view.corrupt.find((record) => record.kind === 'leader');
   lines.push(
     corruptLeader !== undefined
       ? `leader: unknown, the leader record cannot be read back: ${corruptLeader.error}`
@@ -144,44 +202,62 @@ function renderText(view: StatusView): string {
         : `leader: ${leader.holder ?? 'none'} (term ${leader.term}, version ${leader.version}, age ${showAge(leader.ageMs, leader.ageAtLeastMs)})`,
   );
   lines.push('');
+  const corruptMembers = view.corrupt.filter((record) => record.kind === 'member');
+  if (view.members.length === 0 && corruptMembers.length === 0) lines.push('members: none (no worker has joined the group)');
+  else {
+    lines.push(`members (liveness as observed for ${formatDuration(view.observedMs)}; a member expires once its record has not moved for its lease duration):`);
+    lines.push(
+      table(
+        ['WORKER', 'INCARNATION', 'STATUS', 'MOVED', 'LEASE', 'HELD', 'LEASES', 'REQUESTS'],
+        view.members.map((member) => [
+          `${member.workerId}${member.leader ? ' (leader)' : ''}`,
+          member.incarnation,
+          member.liveness,
+          member.sinceMovedMs === null ? (member.sinceMovedAtLeastMs === 0 ? '—' : `≥${formatDuration(member.sinceMovedAtLeastMs)} ago`) : `${formatDuration(member.sinceMovedMs)} ago`,
+          formatDuration(member.leaseDurationMs),
+          String(member.held),
+          String(member.leases),
+          showRequests(member.requests),
+        ]),
+      ),
+    );
+  }
+  if (corruptMembers.length > 0) {
+    lines.push('');
+    lines.push(`corrupt members (they cannot be read back; their leases wait for an operator; see leasehold doctor --group ${view.group}):`);
+    for (const record of corruptMembers) lines.push(`  ${record.key ?? '?'}: ${record.error}`);
+  }
+  lines.push('');
   lines.push(
     table(
-      ['LEASE', 'OWNER', 'CHECKPOINT', 'EPOCH', 'VERSION', 'AGE', 'PENDING', 'STALLED'],
+      ['LEASE', 'OWNER', 'INCARNATION', 'OWNER IS', 'CHECKPOINT', 'EPOCH', 'STALLED'],
       view.leases.map((lease) => [
         lease.leaseKey,
         lease.owner ?? '-',
+        lease.incarnation ?? '-',
+        lease.ownerLiveness === null ? '-' : OWNER_WORDS[lease.ownerLiveness],
         lease.checkpoint ?? '-',
         String(lease.epoch),
-        String(lease.version),
-        showAge(lease.ageMs, lease.ageAtLeastMs),
-        lease.pendingOwner === null ? '-' : `→ ${lease.pendingOwner}`,
         showStall(lease.stalled),
       ]),
     ),
   );
-  const corruptLeases = view.corrupt.filter((record) => record.leaseKey !== null);
+  const corruptLeases = view.corrupt.filter((record) => record.kind === 'lease');
   if (corruptLeases.length > 0) {
     lines.push('');
     lines.push(`corrupt leases (they cannot be read back and nobody takes them; see leasehold doctor --group ${view.group}):`);
-    for (const record of corruptLeases) lines.push(`  ${record.leaseKey ?? '?'}: ${record.error}`);
+    for (const record of corruptLeases) lines.push(`  ${record.key ?? '?'}: ${record.error}`);
   }
-  lines.push('');
-  if (view.workers.length === 0) lines.push('workers: none (no lease has an owner)');
-  else {
-    lines.push(
-      table(
-        ['WORKER', 'LEASES'],
-        view.workers.map((worker) => [worker.workerId, `${worker.leases}${worker.leader ? ' (leader)' : ''}`]),
-      ),
-    );
-  }
-  const free = view.leases.filter((lease) => lease.owner === null).length;
+  const held = view.leases.filter((lease) => lease.held).length;
+  const free = view.leases.filter((lease) => !lease.held && lease.ownerLiveness !== 'unreadable').length;
   const stalled = view.leases.filter((lease) => lease.stalled !== null).length;
-  const newer = view.leases.filter(isNewerFormat).length;
-  const counts = [`${view.leases.length} leases`, `${free} without owner`, `${view.workers.length} workers`];
-  if (corruptLeases.length > 0) counts.push(`${corruptLeases.length} corrupt`);
+  const newer = [...view.leases, ...view.members].filter(isNewerFormat).length;
+  const alive = view.members.filter((member) => member.liveness === 'alive').length;
+  const counts = [`${view.members.length} members (${alive} alive)`, `${view.leases.length} leases`, `${held} held`, `${free} free to take`];
+  if (corruptMembers.length > 0) counts.push(`${corruptMembers.length} corrupt members`);
+  if (corruptLeases.length > 0) counts.push(`${corruptLeases.length} corrupt leases`);
   if (stalled > 0) counts.push(`${stalled} stalled`);
-  if (newer > 0) counts.push(`${newer} of a record format newer than ${RECORD_FORMAT} (upgrade the CLI)`);
+  if (newer > 0) counts.push(`${newer} records of a record format newer than ${RECORD_FORMAT} (upgrade the CLI)`);
   lines.push('');
   lines.push(counts.join(', '));
   return lines.join('\n');

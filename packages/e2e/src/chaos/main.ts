@@ -14,7 +14,10 @@ import { formatSchedule, faultSchedule } from './schedule.js';
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
 
+// `pnpm chaos -- --seed 1` passes the `--` on, as `npm run demo -- ...` does for the demo.
+const argv = process.argv.slice(2);
 const { values: args } = parseArgs({
+  args: argv[0] === '--' ? argv.slice(1) : argv,
   options: {
     backend: { type: 'string', default: 'all' },
     seconds: { type: 'string' },

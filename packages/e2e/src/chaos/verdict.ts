@@ -5,8 +5,10 @@
  * - Lost, order: the shared ledger (ledger.ts).
  * - Processed twice, with a reason. The first delivery's owner lost the shard before the replay by:
  *   SIGKILL (crash replay), SIGSTOP past its lease (a paused owner is a crashed owner to the group), or a
- *   lease it lost because no renewal reached storage (`self-fenced`, or `taken` by another worker). These are the replays at-least-once
- *   allows: the owner could not checkpoint what it had processed. Any other duplicate is a failure: a
+ *   lease it lost because its heartbeats did not reach storage: it fenced itself (`self-fenced`), its
+ *   membership was declared dead by another worker (`expelled`), or another worker took the lease after
+ *   that (`taken`). These are the replays at-least-once allows: the owner could not checkpoint what it had
+ *   processed. Any other duplicate is a failure: a
  *   replay behind a checkpoint that storage had acknowledged before the replaying owner started, a replay
  *   after a graceful handoff, stop or shard end, or a record handed over twice by one owner.
  * - Checkpoint regressions: a lease's checkpoint read lower than an earlier read of it, or lower than a
@@ -61,12 +63,11 @@ export interface ChaosVerdict {
   readonly longestUnownedShard: string | undefined;
 }
 
-const EXPECTED = new Set([
-  'crash replay (SIGKILL)',
-  'replay after a pause past the lease (SIGSTOP)',
-  'replay after the owner self-fenced (no renewal reached storage)',
-  'replay after the lease was taken (its owner had not renewed)',
-]);
+const SELF_FENCED = 'replay after the owner self-fenced (no heartbeat reached storage)';
+const EXPELLED = 'replay after the owner was declared dead (its heartbeats had stopped)';
+const TAKEN = "replay after the lease was taken (its owner's membership had lapsed)";
+
+const EXPECTED = new Set(['crash replay (SIGKILL)', 'replay after a pause past the lease (SIGSTOP)', SELF_FENCED, EXPELLED, TAKEN]);
 
 export function isExpectedReason(reason: string): boolean {
   return EXPECTED.has(reason);
@@ -153,10 +154,12 @@ function duplicateReason(duplicate: RecordReport, first: RecordReport, byTime: r
     if (report.type === 'lost') {
       const reason =
         report.reason === 'self-fenced'
-          ? 'replay after the owner self-fenced (no renewal reached storage)'
-          : report.reason === 'taken'
-            ? 'replay after the lease was taken (its owner had not renewed)'
-            : `replay after the lease was lost (${report.reason})`;
+          ? SELF_FENCED
+          : report.reason === 'expelled'
+            ? EXPELLED
+            : report.reason === 'taken'
+              ? TAKEN
+              : `replay after the lease was lost (${report.reason})`;
       fates.push({ at: report.at, reason });
     }
   }

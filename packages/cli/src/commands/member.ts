@@ -1,0 +1,165 @@
+/**
+ * `leasehold member list|remove`: the group's roster, and an operator's tool to remove a member that is
+ * dead or cannot be read back. Workers remove members dead for ten lease durations that no lease names on
+ * their own; this is for the others: a member whose record was damaged (its leases wait for an operator),
+ * or a dead one an operator wants gone now.
+ *
+ * Removing a member frees every lease that names it, so an alive member is removed only once this command
+ * watched its record not moving for its lease duration (its worker holds nothing then), and a member that
+ * cannot be read back only once it stayed unreadable for the watch (a heartbeat at its stored version would
+ * have replaced the damage; one at another version fails, and its worker holds nothing past its hold).
+ * Every remove is conditional on the stored version the operator names.
+ */
+import { describeValue, LeaseholdError, validateWorkerId, InvalidConfigError, type MemberRecord } from '@leasehold/core';
+import { openBackend } from '../connect.js';
+import { UNREADABLE_WATCH_MS, pollOf } from '../guard.js';
+import { isNewerFormat } from '../health.js';
+import { watchRoster } from '../observe.js';
+import { checkGroup, formatDuration, readKnownGroup, table, type Io } from '../shared.js';
+import { parseStorageUrl, PKG } from '../url.js';
+
+/** Options of {@link memberList}. */
+export interface MemberListOptions {
+  readonly storage: string;
+  readonly group: string;
+  readonly json: boolean;
+}
+
+/** Options of {@link memberRemove}. */
+export interface MemberRemoveOptions {
+  readonly storage: string;
+  readonly group: string;
+  readonly worker: string;
+  /** The stored version to remove at: the member's version as `member list` shows it, or as stored in the backend for one that cannot be read back. */
+  readonly version: number;
+  /** Watch an alive member at least this long (0: its own lease duration), and an unreadable one this long (0: 12 s). */
+  readonly observeMs: number;
+}
+
+/** Lists the roster as stored: every member, and every member that cannot be read back. No liveness is judged (see `status`). */
+export async function memberList(options: MemberListOptions, io: Io): Promise<void> {
+  checkGroup(options.group);
+  const target = parseStorageUrl(options.storage);
+  const backend = await openBackend(target);
+  try {
+    const state = await readKnownGroup(backend.storage, options.group, target.display);
+    const named = (member: MemberRecord): number => state.leases.filter((lease) => lease.owner === member.workerId && lease.incarnation === member.incarnation).length;
+    if (options.json) {
+      const members = state.members.map((member) => ({ ...member, leases: named(member) }));
+      const corrupt = state.corruptMembers.map((error) => ({ workerId: error.workerId ?? null, error: error.message }));
+      io.out(`${JSON.stringify({ group: options.group, storage: target.display, members, corrupt }, null, 2)}\n`);
+      return;
+    }
+    if (state.members.length === 0 && state.corruptMembers.length === 0) {
+      io.out(`group ${options.group} has no members\n`);
+      return;
+    }
+    io.out(
+      `${table(
+        ['WORKER', 'VERSION', 'INCARNATION', 'STATUS', 'LEASE', 'HELD', 'LEASES', 'FORMAT'],
+        [
+          ...state.members.map((member) => [
+            member.workerId,
+            String(member.version),
+            member.incarnation,
+            member.status,
+            formatDuration(member.leaseDurationMs),
+            String(member.held),
+            String(named(member)),
+            String(member.format),
+          ]),
+          ...state.corruptMembers.map((error) => [error.workerId ?? '?', '?', '?', 'corrupt', '?', '?', '?', '?']),
+        ],
+      )}\n`,
+    );
+    for (const error of state.corruptMembers) io.out(`${error.workerId ?? '?'}: ${error.message}\n`);
+    io.out('status alive is what the member last wrote; leasehold status watches the records to tell which are still heartbeating\n');
+  } finally {
+    await backend.close();
+  }
+}
+
+/**
+ * Removes one member at the stored version given: at once when it is dead; an alive one only once watched
+ * not moving for its lease duration; one that cannot be read back only once it stayed unreadable for the
+ * watch. Refuses a member of a newer record format, and any member whose record moved.
+ */
+export async function memberRemove(options: MemberRemoveOptions, io: Io): Promise<void> {
+  checkGroup(options.group);
+  try {
+    validateWorkerId(options.worker, PKG);
+  } catch (error) {
+    throw new InvalidConfigError(`${(error as Error).message} (--worker)`, { cause: error });
+  }
+  const target = parseStorageUrl(options.storage);
+  const backend = await openBackend(target);
+  try {
+    const storage = backend.storage;
+    const state = await readKnownGroup(storage, options.group, target.display);
+    const member = state.members.find((candidate) => candidate.workerId === options.worker);
+    const unreadable = state.corruptMembers.some((error) => error.workerId === options.worker);
+    if (member === undefined && !unreadable) {
+      throw new LeaseholdError('ERR_UNKNOWN_MEMBER', `[${PKG}] group ${describeValue(options.group)} has no member ${describeValue(options.worker)} in ${describeValue(target.display)}`);
+    }
+    // An alive member is watched before its version is compared: a heartbeating one has moved on anyway.
+    if (member !== undefined) refuseMember(member, member.status === 'dead' ? options : undefined);
+    const naming = member === undefined ? [] : state.leases.filter((lease) => lease.owner === member.workerId && lease.incarnation === member.incarnation);
+
+    if (member === undefined || member.status === 'alive') {
+      const what = member === undefined ? 'cannot be read back' : 'is alive in its record';
+      const watchMs = member === undefined ? options.observeMs || UNREADABLE_WATCH_MS : Math.max(options.observeMs, member.leaseDurationMs);
+      io.err(`member ${describeValue(options.worker)} ${what}: watching it for ${formatDuration(watchMs)} to see whether its worker heartbeats\n`);
+      const verdict = await watchRoster(storage, options.group, {
+        minimumMs: options.observeMs,
+        unreadableMs: UNREADABLE_WATCH_MS,
+        pollMs: pollOf(options.observeMs),
+        only: new Set([options.worker]),
+      });
+      if (verdict.live) {
+        throw new LeaseholdError(
+          'ERR_MEMBER_ALIVE',
+          `[${PKG}] member ${describeValue(options.worker)} of group ${describeValue(options.group)} is alive: its record ${verdict.repaired.length > 0 ? 'became readable' : 'moved'} while watched (its worker heartbeats); stop its worker first, nothing was removed`,
+        );
+      }
+      const now = verdict.roster.members.find((candidate) => candidate.workerId === options.worker);
+      const stillUnreadable = verdict.roster.corrupt.some((error) => error.workerId === options.worker);
+      if (now === undefined && !stillUnreadable) throw new LeaseholdError('ERR_UNKNOWN_MEMBER', `[${PKG}] member ${describeValue(options.worker)} was removed while watched`);
+      if (now !== undefined) refuseMember(now, options);
+    }
+
+    const outcome = await storage.removeMember(options.group, options.worker, options.version);
+    if (outcome.status === 'conflict') {
+      const now = outcome.current === null ? 'it was removed meanwhile' : `it is at version ${outcome.current.version}`;
+      throw new LeaseholdError('ERR_MEMBER_NOT_REMOVED', `[${PKG}] member ${describeValue(options.worker)} was not removed at version ${options.version}: ${now}`);
+    }
+    if (outcome.status === 'unknown') {
+      throw new LeaseholdError(
+        'ERR_MEMBER_NOT_REMOVED',
+        `[${PKG}] removing member ${describeValue(options.worker)} at version ${options.version}: the outcome is unknown (${outcome.error.message}); check with leasehold member list`,
+        { cause: outcome.error },
+      );
+    }
+    const how = member === undefined ? 'unreadable member' : `${member.status === 'dead' ? 'dead' : 'expired'} member (incarnation ${describeValue(member.incarnation)})`;
+    io.out(`removed ${how} ${describeValue(options.worker)} at version ${options.version}\n`);
+    if (naming.length > 0) io.out(`${naming.length} leases named it and are free to take now: ${naming.map((lease) => lease.leaseKey).join(', ')}\n`);
+    else if (member === undefined) io.out('the leases that named it are free to take now\n');
+  } finally {
+    await backend.close();
+  }
+}
+
+/** A member this command line must not remove: of a newer record format, or (with `options`) at another version than given. */
+function refuseMember(member: MemberRecord, options: MemberRemoveOptions | undefined): void {
+  if (isNewerFormat(member)) {
+    throw new LeaseholdError(
+      'ERR_RECORD_FORMAT',
+      `[${PKG}] member ${describeValue(member.workerId)} was written by a newer Leasehold (record format ${member.format}): upgrade @leasehold/cli; nothing was removed`,
+    );
+  }
+  if (options !== undefined && member.version !== options.version) {
+    throw new LeaseholdError(
+      'ERR_MEMBER_NOT_REMOVED',
+      `[${PKG}] member ${describeValue(member.workerId)} is at version ${member.version}, not ${options.version}; nothing was removed (see leasehold member list)`,
+    );
+  }
+}
