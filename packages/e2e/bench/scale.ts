@@ -249,6 +249,9 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
   const group = `scale-${runId}`;
   const coordinators: LeaseCoordinator[] = [];
   const errors = new Map<string, number>();
+  let acquisitions = 0;
+  /** Leases lost, by reason: in a steady state there should be none. */
+  const lost = new Map<string, number>();
   try {
     const createdAt = performance.now();
     const keys = Array.from({ length: LEASES }, (_, i) => `shardId-${String(i).padStart(12, '0')}`);
@@ -263,6 +266,8 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
         const key = `${operation}: ${error.name}`;
         errors.set(key, (errors.get(key) ?? 0) + 1);
       });
+      coordinator.on('acquired', () => acquisitions++);
+      coordinator.on('lost', ({ reason }) => lost.set(reason, (lost.get(reason) ?? 0) + 1));
       coordinators.push(coordinator);
     }
     // Cold start: every coordinator starts at once.
@@ -286,16 +291,18 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
     const coldCpuUs = process.cpuUsage(coldCpu);
     const coldTally = tally;
     const coldS = balancedAt === null ? null : (balancedAt - startedAt) / 1_000;
-    const acquisitions = coldTally.itemsWritten;
+    const coldAcquisitions = acquisitions;
     log(
       `${backend}: cold start ${coldS === null ? `not balanced after 600 s (held ${last.held}, ${last.fewest}-${last.most} per worker)` : `balanced in ${coldS.toFixed(2)} s`}; ` +
-        `${coldTally.itemsRead} items read, ${coldTally.itemsWritten} written (${JSON.stringify(coldTally.calls)}); event loop p99 ${loopDelay(coldDelay).p99Ms.toFixed(1)} ms, max ${loopDelay(coldDelay).maxMs.toFixed(1)} ms`,
+        `${coldAcquisitions} acquisitions, ${coldTally.itemsRead} items read, ${coldTally.itemsWritten} written (${JSON.stringify(coldTally.calls)}); event loop p99 ${loopDelay(coldDelay).p99Ms.toFixed(1)} ms, max ${loopDelay(coldDelay).maxMs.toFixed(1)} ms`,
     );
 
     // Steady state: a settling minute is not needed at this timing; the first listing after balance is counted.
     await sleep(10_000);
     const delay = monitorEventLoopDelay({ resolution: LOOP_RESOLUTION_MS });
     tally = emptyTally();
+    lost.clear();
+    const acquiredBefore = acquisitions;
     const cpu = process.cpuUsage();
     const steadyFrom = performance.now();
     delay.enable();
@@ -334,9 +341,11 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
         eventLoopDelay: loopDelay(delay),
         heapUsedMBPerWorker: process.memoryUsage().heapUsed / 1e6 / WORKERS,
         stillBalanced: stillBalanced.ok,
+        acquisitions: acquisitions - acquiredBefore,
+        lostByReason: Object.fromEntries(lost),
       },
       errors: Object.fromEntries(errors),
-      acquisitionsDuringColdStart: acquisitions,
+      acquisitionsDuringColdStart: coldAcquisitions,
       ...extra,
     };
     const s = result.steady;
@@ -344,7 +353,7 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
       `${backend}: steady ${seconds.toFixed(0)} s: ${s.operationsPerSecond.toFixed(1)} ops/s (${Object.entries(s.callsPerSecond).map(([n, v]) => `${n} ${v.toFixed(1)}`).join(', ')}), ` +
         `${s.itemsReadPerSecond.toFixed(1)} items read/s, ${s.itemsWrittenPerSecond.toFixed(1)} items written/s; ` +
         `CPU ${s.cpuPercentOfACorePerWorker.toFixed(3)}% of a core per worker (${s.cpuPercentOfACoreAllWorkers.toFixed(1)}% for all ${WORKERS}); ` +
-        `event loop delay p50 ${s.eventLoopDelay.p50Ms.toFixed(1)} ms, p99 ${s.eventLoopDelay.p99Ms.toFixed(1)} ms, max ${s.eventLoopDelay.maxMs.toFixed(1)} ms; still balanced: ${s.stillBalanced}` +
+        `event loop delay p50 ${s.eventLoopDelay.p50Ms.toFixed(1)} ms, p99 ${s.eventLoopDelay.p99Ms.toFixed(1)} ms, max ${s.eventLoopDelay.maxMs.toFixed(1)} ms; still balanced: ${s.stillBalanced}; ${s.acquisitions} acquisitions, lost ${JSON.stringify(s.lostByReason)}` +
         (Object.keys(extra).length > 0 ? `; ${JSON.stringify(extra)}` : '') +
         (errors.size > 0 ? `; errors ${JSON.stringify(Object.fromEntries(errors))}` : ''),
     );
