@@ -1,0 +1,232 @@
+/**
+ * The simulated cluster the core benchmarks run: coordinators on one MemoryStorage, each with its own
+ * virtual clock (rate within ±MAX_DRIFT), its own 1-20 ms latency, and a storage wrapper that counts the
+ * operations and items it reads and writes.
+ */
+import { LeaseCoordinator, MemoryStorage, seededRandom, type LeaseCoordinatorOptions, type Random } from '../src/index.js';
+import type { LeaseListing, LeaseRecord, LeaseUpdate, MemberRecord, MemberState, NewLease, CreateLeaseOptions, Roster, WriteResult, DeleteResult } from '../src/index.js';
+import { FaultyStorage, noFaults, VirtualClock, VirtualScheduler } from '../src/testing/index.js';
+
+export const GROUP = 'bench';
+export const LEASE_MS = 10_000;
+export const TAKE_MS = 2_000;
+export const MAX_DRIFT = 0.01;
+/** Give up waiting for a condition after this much simulated time (counted as a failure). */
+export const CAP_MS = 20 * LEASE_MS;
+
+/** Operations and items, by operation name. */
+export interface Counts {
+  /** Calls, by storage method. */
+  calls: Record<string, number>;
+  /**
+   * Items read: getRoster 1 (one record on every shipped backend), listLeases one per lease in the listing,
+   * getLease 1.
+   */
+  itemsRead: number;
+  /** Items written: putMember 1, removeMember 1, each lease of an updateLeases batch 1, createLease 1, deleteLease 1. */
+  itemsWritten: number;
+  /** Of those, the member writes (putMember, removeMember). */
+  memberWrites: number;
+  /** Of those, the lease writes (updateLeases items, createLease, deleteLease). */
+  leaseWrites: number;
+}
+
+export function emptyCounts(): Counts {
+  return { calls: {}, itemsRead: 0, itemsWritten: 0, memberWrites: 0, leaseWrites: 0 };
+}
+
+export function addCounts(into: Counts, from: Counts): Counts {
+  for (const [name, count] of Object.entries(from.calls)) into.calls[name] = (into.calls[name] ?? 0) + count;
+  into.itemsRead += from.itemsRead;
+  into.itemsWritten += from.itemsWritten;
+  into.memberWrites += from.memberWrites;
+  into.leaseWrites += from.leaseWrites;
+  return into;
+}
+
+/**
+ * A FaultyStorage (latency only) that counts what one worker asks of storage. The coordinators of this
+ * benchmark never checkpoint, so no counted write is a checkpoint.
+ */
+export class CountingStorage extends FaultyStorage {
+  counts = emptyCounts();
+  /** Take ticks that listed the leases. */
+  lists = 0;
+
+  #call(name: string): void {
+    this.counts.calls[name] = (this.counts.calls[name] ?? 0) + 1;
+  }
+
+  override async listLeases(group: string): Promise<LeaseListing> {
+    this.#call('listLeases');
+    this.lists++;
+    const listing = await super.listLeases(group);
+    this.counts.itemsRead += listing.leases.length + listing.corrupt.length;
+    return listing;
+  }
+
+  override getLease(group: string, leaseKey: string): Promise<LeaseRecord | null> {
+    this.#call('getLease');
+    this.counts.itemsRead += 1;
+    return super.getLease(group, leaseKey);
+  }
+
+  override getRoster(group: string): Promise<Roster> {
+    this.#call('getRoster');
+    this.counts.itemsRead += 1;
+    return super.getRoster(group);
+  }
+
+  override putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
+    this.#call('putMember');
+    this.counts.itemsWritten += 1;
+    this.counts.memberWrites += 1;
+    return super.putMember(group, workerId, expectedVersion, next);
+  }
+
+  override removeMember(group: string, workerId: string, expectedVersion: number): Promise<DeleteResult<MemberRecord>> {
+    this.#call('removeMember');
+    this.counts.itemsWritten += 1;
+    this.counts.memberWrites += 1;
+    return super.removeMember(group, workerId, expectedVersion);
+  }
+
+  override updateLeases(group: string, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[]> {
+    this.#call('updateLeases');
+    this.counts.itemsWritten += updates.length;
+    this.counts.leaseWrites += updates.length;
+    return super.updateLeases(group, updates);
+  }
+
+  override createLease(lease: NewLease, options?: CreateLeaseOptions): Promise<WriteResult<LeaseRecord>> {
+    this.#call('createLease');
+    this.counts.itemsWritten += 1;
+    this.counts.leaseWrites += 1;
+    return super.createLease(lease, options);
+  }
+
+  override deleteLease(group: string, leaseKey: string, expectedVersion: number): Promise<DeleteResult> {
+    this.#call('deleteLease');
+    this.counts.itemsWritten += 1;
+    this.counts.leaseWrites += 1;
+    return super.deleteLease(group, leaseKey, expectedVersion);
+  }
+}
+
+export interface Worker {
+  coordinator: LeaseCoordinator;
+  clock: VirtualClock;
+  storage: CountingStorage;
+  alive: boolean;
+  /** Virtual time at which it started (its join tick). */
+  startedAt: number;
+  acquisitions: number;
+}
+
+export interface Cluster {
+  scheduler: VirtualScheduler;
+  store: MemoryStorage;
+  keys: string[];
+  workers: Worker[];
+  random: Random;
+  /** Adds a worker with its own clock, rate and latency; it starts at once (on virtual time). */
+  add: () => Worker;
+  live: () => Worker[];
+}
+
+export interface ClusterOptions {
+  /** Workers start at random moments within this much virtual time. Default two take intervals. */
+  startSpreadMs?: number;
+  /** Extra coordinator options (e.g. `useChangeFeed: false`). */
+  coordinator?: Partial<LeaseCoordinatorOptions>;
+}
+
+/** N workers sharing one MemoryStorage, each with its own clock (rate within ±MAX_DRIFT) and 1-20 ms latency. */
+export async function cluster(seed: number, workerCount: number, leaseCount: number, options: ClusterOptions = {}): Promise<Cluster> {
+  const random = seededRandom(seed);
+  const scheduler = new VirtualScheduler();
+  const store = new MemoryStorage();
+  const keys = Array.from({ length: leaseCount }, (_, i) => `shard-${String(i).padStart(6, '0')}`);
+  for (const leaseKey of keys) await store.createLease({ group: GROUP, leaseKey });
+  const workers: Worker[] = [];
+  const add = (): Worker => {
+    const clock = new VirtualClock(scheduler, { rate: 1 + (random.next() * 2 - 1) * MAX_DRIFT, offsetMs: random.next() * 1e6 });
+    const workerRandom = seededRandom(Math.floor(random.next() * 2 ** 32));
+    const storage = new CountingStorage(store, clock, workerRandom, { ...noFaults(), latencyMs: (r) => 1 + r.next() * 19 });
+    const coordinator = new LeaseCoordinator({ ...options.coordinator, storage, group: GROUP, workerId: `w${workers.length}`, clock, random: workerRandom });
+    const worker: Worker = { coordinator, clock, storage, alive: true, startedAt: scheduler.now, acquisitions: 0 };
+    coordinator.on('acquired', () => worker.acquisitions++);
+    workers.push(worker);
+    void coordinator.start().catch((error: unknown) => {
+      throw new Error(`seed ${seed}: ${coordinator.workerId} failed to start`, { cause: error });
+    });
+    return worker;
+  };
+  const spread = options.startSpreadMs ?? 2 * TAKE_MS;
+  for (let i = 0; i < workerCount; i++) scheduler.schedule(random.next() * spread, () => add());
+  return { scheduler, store, keys, workers, random, add, live: () => workers.filter((worker) => worker.alive) };
+}
+
+/**
+ * Advances virtual time until `predicate` holds; returns the simulated milliseconds it took, or null past
+ * `capMs`. Precise: checked after every instant at which anything happened; otherwise every `stepMs`.
+ */
+export async function advanceUntil(
+  scheduler: VirtualScheduler,
+  predicate: () => boolean,
+  { capMs = CAP_MS, precise = true, stepMs = 500 } = {},
+): Promise<number | null> {
+  const from = scheduler.now;
+  let hitAt = predicate() ? from : -1;
+  const check = (): void => {
+    if (hitAt < 0 && predicate()) hitAt = scheduler.now;
+  };
+  while (hitAt < 0 && scheduler.now - from < capMs) {
+    await scheduler.advance(stepMs, precise ? check : undefined);
+    if (!precise) check();
+  }
+  return hitAt < 0 ? null : hitAt - from;
+}
+
+/** Every lease held by exactly one live worker, and max - min <= 1 leases per live worker. */
+export function balanced(c: Cluster, workerCount = c.live().length): boolean {
+  const live = c.live();
+  if (live.length === 0 || live.length < workerCount) return false;
+  let total = 0;
+  let most = 0;
+  let fewest = Infinity;
+  const seen = new Set<string>();
+  for (const worker of live) {
+    const held = worker.coordinator.heldLeases();
+    total += held.length;
+    most = Math.max(most, held.length);
+    fewest = Math.min(fewest, held.length);
+    if (most - fewest > 1) return false;
+    for (const lease of held) seen.add(lease.leaseKey);
+  }
+  // As many holdings as leases, and as many distinct leases: each lease held once.
+  return total === c.keys.length && seen.size === total;
+}
+
+/** Starts the cluster and waits for balance, then a random while more (so the next event lands at a random phase). */
+export async function settled(c: Cluster, workerCount: number): Promise<void> {
+  const ready = await advanceUntil(c.scheduler, () => c.workers.length === workerCount && balanced(c), { precise: false });
+  if (ready === null) throw new Error('the cluster never balanced before the measured event');
+  await c.scheduler.advance(c.random.next() * LEASE_MS);
+}
+
+/** Ends a run: no timer of any worker fires again, so the run's scheduler and promises can be collected. */
+export function dispose(c: Cluster): void {
+  for (const worker of c.workers) worker.clock.kill();
+}
+
+/** The leases storage shows as owned by `worker` now. */
+export async function ownedBy(c: Cluster, worker: Worker): Promise<string[]> {
+  const { leases } = await c.store.listLeases(GROUP);
+  return leases.filter((lease) => lease.owner === worker.coordinator.workerId).map((lease) => lease.leaseKey);
+}
+
+/** Whether every lease in `keys` is held by a live worker other than `gone`. */
+export function heldElsewhere(c: Cluster, keys: readonly string[], gone: Worker): boolean {
+  return keys.every((leaseKey) => c.live().some((worker) => worker !== gone && worker.coordinator.isHeld(leaseKey)));
+}

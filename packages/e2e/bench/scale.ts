@@ -1,0 +1,391 @@
+/**
+ * The scale benchmark: 100 lease coordinators sharing 10,000 leases in this one process, against each
+ * real backend (PostgreSQL on 127.0.0.1:5432 database `test`, Redis on 127.0.0.1:6379, and dynalite
+ * started in a child process), in real time with the default timing (leaseDurationMs 10,000, a heartbeat
+ * every 6,500 ms, a take tick every 2,000 ms, a listing every 600,000 ms unless the roster signals a change).
+ *
+ * Per backend: the leases are created, the coordinators all start at once, and the time until every lease
+ * is held with max - min <= 1 per worker is the cold start; then the steady state is measured for
+ * `--steady` seconds (default 180): storage operations and items per second (items counted as the core
+ * bench counts them: getRoster 1, each listed lease 1, getLease 1; putMember 1, each lease of
+ * updateLeases 1, createLease 1), the process's CPU time per worker, and the event loop's delay
+ * (perf_hooks monitorEventLoopDelay). The coordinators share one client per backend (a pool of 16
+ * connections for PostgreSQL): in production each worker has its own.
+ *
+ *   pnpm --filter @leasehold/e2e bench:scale                              all three backends
+ *   pnpm --filter @leasehold/e2e bench:scale -- --backend redis --steady 60
+ *
+ * Writes bench/results/scale.json.
+ */
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { GetItemCommand, PutItemCommand, type AttributeValue } from '@aws-sdk/client-dynamodb';
+import { LeaseCoordinator, type Storage } from '@leasehold/core';
+import { DynamoDBStorage } from '@leasehold/storage-dynamodb';
+import { PostgresStorage } from '@leasehold/storage-postgres';
+import { RedisStorage } from '@leasehold/storage-redis';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
+import { createInterface } from 'node:readline';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { Redis } from 'ioredis';
+import pg from 'pg';
+import { LOCAL_CREDENTIALS } from '../src/kinesis.js';
+
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
+
+type Backend = 'postgres' | 'redis' | 'dynamodb';
+const BACKENDS: Backend[] = ['postgres', 'redis', 'dynamodb'];
+
+const { values } = parseArgs({
+  options: {
+    backend: { type: 'string', multiple: true },
+    workers: { type: 'string', default: '100' },
+    leases: { type: 'string', default: '10000' },
+    steady: { type: 'string', default: '180' },
+  },
+});
+const WORKERS = Number(values.workers);
+const LEASES = Number(values.leases);
+const STEADY_S = Number(values.steady);
+const backends = (values.backend ?? BACKENDS) as Backend[];
+const log = (line: string): void => void process.stdout.write(`${line}\n`);
+
+// ------------------------------------------------------------------------------------------ counting
+
+interface Tally {
+  calls: Record<string, number>;
+  itemsRead: number;
+  itemsWritten: number;
+}
+
+const emptyTally = (): Tally => ({ calls: {}, itemsRead: 0, itemsWritten: 0 });
+
+/** Wraps a storage so that every call and item is counted in `tally()`'s current tally. */
+function counting(inner: Storage, tally: () => Tally): Storage {
+  const count = (name: string, read: number, written: number): void => {
+    const t = tally();
+    t.calls[name] = (t.calls[name] ?? 0) + 1;
+    t.itemsRead += read;
+    t.itemsWritten += written;
+  };
+  return {
+    listLeases: async (group) => {
+      const listing = await inner.listLeases(group);
+      count('listLeases', listing.leases.length + listing.corrupt.length, 0);
+      return listing;
+    },
+    getLease: (group, leaseKey) => (count('getLease', 1, 0), inner.getLease(group, leaseKey)),
+    createLease: (lease, options) => (count('createLease', 0, 1), inner.createLease(lease, options)),
+    updateLeases: (group, updates) => (count('updateLeases', 0, updates.length), inner.updateLeases(group, updates)),
+    deleteLease: (group, leaseKey, version) => (count('deleteLease', 0, 1), inner.deleteLease(group, leaseKey, version)),
+    getRoster: (group) => (count('getRoster', 1, 0), inner.getRoster(group)),
+    putMember: (group, workerId, version, next) => (count('putMember', 0, 1), inner.putMember(group, workerId, version, next)),
+    removeMember: (group, workerId, version) => (count('removeMember', 0, 1), inner.removeMember(group, workerId, version)),
+    ...(inner.subscribe ? { subscribe: inner.subscribe.bind(inner) } : {}),
+    getLeader: (group) => inner.getLeader(group),
+    createLeader: (leader) => inner.createLeader(leader),
+    updateLeader: (group, version, next) => inner.updateLeader(group, version, next),
+  };
+}
+
+// ------------------------------------------------------------------------------------------ backends
+
+interface Opened {
+  storage: Storage;
+  /** Extra figures only this backend can give (DynamoDB: the roster item's size and billed units). */
+  inspect?: (group: string) => Promise<Record<string, unknown>>;
+  close(): Promise<void>;
+}
+
+const runId = `s${Date.now().toString(36)}${randomBytes(2).toString('hex')}`;
+
+async function openPostgres(): Promise<Opened> {
+  const pool = new pg.Pool({ host: '127.0.0.1', port: 5432, database: 'test', user: process.env.PGUSER ?? 'root', max: 16, connectionTimeoutMillis: 5_000 });
+  pool.on('error', () => undefined);
+  try {
+    await pool.query('SELECT 1');
+  } catch (error) {
+    await pool.end();
+    throw new Error(
+      `PostgreSQL is not reachable at 127.0.0.1:5432 (database test): ${(error as Error).message}. Start it with: pg_ctlcluster $(ls /etc/postgresql) main start && createdb -h 127.0.0.1 test`,
+      { cause: error },
+    );
+  }
+  const schema = `leasehold_scale_${runId}`;
+  const storage = new PostgresStorage({ pool, schema });
+  await storage.migrate();
+  return {
+    storage,
+    close: async () => {
+      await storage.close();
+      await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => undefined);
+      await pool.end();
+    },
+  };
+}
+
+async function openRedis(): Promise<Opened> {
+  const client = new Redis({ host: '127.0.0.1', port: 6379, lazyConnect: true, connectTimeout: 5_000, maxRetriesPerRequest: 1 });
+  client.on('error', () => undefined);
+  try {
+    await client.connect();
+  } catch (error) {
+    client.disconnect();
+    throw new Error(`Redis is not reachable at 127.0.0.1:6379: ${(error as Error).message}. Start it with: redis-server --daemonize yes --port 6379 --save "" --appendonly no`, {
+      cause: error,
+    });
+  }
+  const keyPrefix = `leasehold-scale:${runId}:`;
+  const storage = new RedisStorage({ client, keyPrefix });
+  return {
+    storage,
+    close: async () => {
+      await storage.close();
+      // Drop the run's keys.
+      let cursor = '0';
+      do {
+        const [next, keys] = await client.scan(cursor, 'MATCH', `${keyPrefix}*`, 'COUNT', 1_000);
+        cursor = next;
+        if (keys.length > 0) await client.del(...keys);
+      } while (cursor !== '0');
+      client.disconnect();
+    },
+  };
+}
+
+/** DynamoDB's size of an item: names and values, by its documented rules. */
+function itemBytes(item: Record<string, AttributeValue>): number {
+  const value = (v: AttributeValue): number => {
+    if (v.S !== undefined) return Buffer.byteLength(v.S, 'utf8');
+    if (v.N !== undefined) return Math.ceil((v.N.replace(/[-.]/g, '').replace(/^0+/, '').length + 1) / 2) + 1;
+    if (v.M !== undefined) return 3 + Object.entries(v.M).reduce((sum, [name, inner]) => sum + 1 + Buffer.byteLength(name, 'utf8') + value(inner), 0);
+    if (v.BOOL !== undefined || v.NULL !== undefined) return 1;
+    return Buffer.byteLength(JSON.stringify(v), 'utf8');
+  };
+  return Object.entries(item).reduce((sum, [name, v]) => sum + Buffer.byteLength(name, 'utf8') + value(v), 0);
+}
+
+async function openDynamoDB(): Promise<Opened> {
+  const script = fileURLToPath(new URL('./dynalite-child.ts', import.meta.url));
+  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', script], { cwd: fileURLToPath(new URL('..', import.meta.url)), stdio: ['pipe', 'pipe', 'inherit'] });
+  const line = await new Promise<string>((resolve, reject) => {
+    createInterface({ input: child.stdout! }).once('line', resolve);
+    child.once('exit', (code) => reject(new Error(`dynalite exited with ${code} before it listened`)));
+  });
+  const { endpoint } = JSON.parse(line) as { endpoint: string };
+  const client = new DynamoDBClient({ region: 'us-east-1', endpoint, credentials: LOCAL_CREDENTIALS });
+  const tableName = 'leasehold-scale';
+  const storage = new DynamoDBStorage({ client, tableName });
+  await storage.createTable();
+  return {
+    storage,
+    // The roster item as stored, its size by DynamoDB's rules, and the write units dynalite bills for a
+    // write of an item that size (the same attributes put under another key).
+    inspect: async (group) => {
+      const { Item } = await client.send(new GetItemCommand({ TableName: tableName, Key: { pk: { S: group }, sk: { S: 'roster' } }, ConsistentRead: true, ReturnConsumedCapacity: 'TOTAL' }));
+      if (!Item) return { rosterItem: null };
+      const probe = await client.send(
+        new PutItemCommand({ TableName: tableName, Item: { ...Item, pk: { S: `${group}-size-probe` } }, ReturnConsumedCapacity: 'TOTAL' }),
+      );
+      const bytes = itemBytes(Item);
+      return {
+        rosterItemBytes: bytes,
+        rosterMembers: Object.keys(Item).filter((name) => name.startsWith('m:')).length,
+        wcuPerHeartbeatComputed: Math.ceil(bytes / 1024),
+        wcuPerHeartbeatDynalite: probe.ConsumedCapacity?.CapacityUnits ?? null,
+      };
+    },
+    close: async () => {
+      client.destroy();
+      child.stdin!.end();
+      await new Promise((resolve) => child.once('exit', resolve));
+    },
+  };
+}
+
+const OPEN: Record<Backend, () => Promise<Opened>> = { postgres: openPostgres, redis: openRedis, dynamodb: openDynamoDB };
+
+// ------------------------------------------------------------------------------------------ one run
+
+function isBalanced(coordinators: readonly LeaseCoordinator[]): { ok: boolean; held: number; most: number; fewest: number } {
+  let held = 0;
+  let most = 0;
+  let fewest = Infinity;
+  const seen = new Set<string>();
+  for (const coordinator of coordinators) {
+    const leases = coordinator.heldLeases();
+    held += leases.length;
+    most = Math.max(most, leases.length);
+    fewest = Math.min(fewest, leases.length);
+    for (const lease of leases) seen.add(lease.leaseKey);
+  }
+  return { ok: held === LEASES && seen.size === held && most - fewest <= 1, held, most, fewest };
+}
+
+interface LoopDelay {
+  p50Ms: number;
+  p99Ms: number;
+  maxMs: number;
+  meanMs: number;
+}
+
+/** The sampling interval of the event-loop delay histogram; each sample includes it, so it is subtracted. */
+const LOOP_RESOLUTION_MS = 10;
+
+/** The event loop's delay beyond the sampling interval, in ms. */
+function loopDelay(histogram: ReturnType<typeof monitorEventLoopDelay>): LoopDelay {
+  const beyond = (ns: number): number => Math.max(0, ns / 1e6 - LOOP_RESOLUTION_MS);
+  return { p50Ms: beyond(histogram.percentile(50)), p99Ms: beyond(histogram.percentile(99)), maxMs: beyond(histogram.max), meanMs: beyond(histogram.mean) };
+}
+
+async function run(backend: Backend): Promise<Record<string, unknown>> {
+  const opened = await OPEN[backend]();
+  let tally = emptyTally();
+  const storage = counting(opened.storage, () => tally);
+  const group = `scale-${runId}`;
+  const coordinators: LeaseCoordinator[] = [];
+  const errors = new Map<string, number>();
+  let acquisitions = 0;
+  /** Leases lost, by reason: in a steady state there should be none. */
+  const lost = new Map<string, number>();
+  try {
+    const createdAt = performance.now();
+    const keys = Array.from({ length: LEASES }, (_, i) => `shardId-${String(i).padStart(12, '0')}`);
+    for (let i = 0; i < keys.length; i += 200) {
+      await Promise.all(keys.slice(i, i + 200).map((leaseKey) => opened.storage.createLease({ group, leaseKey, checkpoint: 'TRIM_HORIZON' })));
+    }
+    log(`${backend}: ${LEASES} leases created in ${((performance.now() - createdAt) / 1_000).toFixed(1)} s`);
+
+    for (let i = 0; i < WORKERS; i++) {
+      const coordinator = new LeaseCoordinator({ storage, group, workerId: `worker-${String(i).padStart(3, '0')}` });
+      coordinator.on('error', ({ operation, error }) => {
+        const key = `${operation}: ${error.name}`;
+        errors.set(key, (errors.get(key) ?? 0) + 1);
+      });
+      coordinator.on('acquired', () => acquisitions++);
+      coordinator.on('lost', ({ reason }) => lost.set(reason, (lost.get(reason) ?? 0) + 1));
+      coordinators.push(coordinator);
+    }
+    // Cold start: every coordinator starts at once.
+    const coldDelay = monitorEventLoopDelay({ resolution: LOOP_RESOLUTION_MS });
+    coldDelay.enable();
+    tally = emptyTally();
+    const coldCpu = process.cpuUsage();
+    const startedAt = performance.now();
+    await Promise.all(coordinators.map((coordinator) => coordinator.start()));
+    let balancedAt: number | null = null;
+    let last = isBalanced(coordinators);
+    while (performance.now() - startedAt < 600_000) {
+      last = isBalanced(coordinators);
+      if (last.ok) {
+        balancedAt = performance.now();
+        break;
+      }
+      await sleep(100);
+    }
+    coldDelay.disable();
+    const coldCpuUs = process.cpuUsage(coldCpu);
+    const coldTally = tally;
+    const coldS = balancedAt === null ? null : (balancedAt - startedAt) / 1_000;
+    const coldAcquisitions = acquisitions;
+    log(
+      `${backend}: cold start ${coldS === null ? `not balanced after 600 s (held ${last.held}, ${last.fewest}-${last.most} per worker)` : `balanced in ${coldS.toFixed(2)} s`}; ` +
+        `${coldAcquisitions} acquisitions, ${coldTally.itemsRead} items read, ${coldTally.itemsWritten} written (${JSON.stringify(coldTally.calls)}); event loop p99 ${loopDelay(coldDelay).p99Ms.toFixed(1)} ms, max ${loopDelay(coldDelay).maxMs.toFixed(1)} ms`,
+    );
+
+    // Steady state: a settling minute is not needed at this timing; the first listing after balance is counted.
+    await sleep(10_000);
+    const delay = monitorEventLoopDelay({ resolution: LOOP_RESOLUTION_MS });
+    tally = emptyTally();
+    lost.clear();
+    const acquiredBefore = acquisitions;
+    const cpu = process.cpuUsage();
+    const steadyFrom = performance.now();
+    delay.enable();
+    await sleep(STEADY_S * 1_000);
+    delay.disable();
+    const seconds = (performance.now() - steadyFrom) / 1_000;
+    const cpuUs = process.cpuUsage(cpu);
+    const steady = tally;
+    const stillBalanced = isBalanced(coordinators);
+    const perSecond = (n: number): number => n / seconds;
+    const calls = Object.values(steady.calls).reduce((sum, n) => sum + n, 0);
+    const extra = opened.inspect ? await opened.inspect(group) : {};
+    const result = {
+      backend,
+      workers: WORKERS,
+      leases: LEASES,
+      timing: 'default (lease 10,000 ms, heartbeat 6,500 ms, take tick 2,000 ms, listing 600,000 ms)',
+      coldStart: {
+        secondsToBalanced: coldS,
+        itemsRead: coldTally.itemsRead,
+        itemsWritten: coldTally.itemsWritten,
+        calls: coldTally.calls,
+        cpuSeconds: (coldCpuUs.user + coldCpuUs.system) / 1e6,
+        eventLoopDelay: loopDelay(coldDelay),
+      },
+      steady: {
+        seconds,
+        operationsPerSecond: perSecond(calls),
+        callsPerSecond: Object.fromEntries(Object.entries(steady.calls).map(([name, n]) => [name, perSecond(n)])),
+        itemsReadPerSecond: perSecond(steady.itemsRead),
+        itemsWrittenPerSecond: perSecond(steady.itemsWritten),
+        itemsReadPerLeaseMinute: (steady.itemsRead / LEASES / seconds) * 60,
+        itemsWrittenPerLeaseMinute: (steady.itemsWritten / LEASES / seconds) * 60,
+        cpuPercentOfACorePerWorker: ((cpuUs.user + cpuUs.system) / 1e6 / seconds / WORKERS) * 100,
+        cpuPercentOfACoreAllWorkers: ((cpuUs.user + cpuUs.system) / 1e6 / seconds) * 100,
+        eventLoopDelay: loopDelay(delay),
+        heapUsedMBPerWorker: process.memoryUsage().heapUsed / 1e6 / WORKERS,
+        stillBalanced: stillBalanced.ok,
+        acquisitions: acquisitions - acquiredBefore,
+        lostByReason: Object.fromEntries(lost),
+      },
+      errors: Object.fromEntries(errors),
+      acquisitionsDuringColdStart: coldAcquisitions,
+      ...extra,
+    };
+    const s = result.steady;
+    log(
+      `${backend}: steady ${seconds.toFixed(0)} s: ${s.operationsPerSecond.toFixed(1)} ops/s (${Object.entries(s.callsPerSecond).map(([n, v]) => `${n} ${v.toFixed(1)}`).join(', ')}), ` +
+        `${s.itemsReadPerSecond.toFixed(1)} items read/s, ${s.itemsWrittenPerSecond.toFixed(1)} items written/s; ` +
+        `CPU ${s.cpuPercentOfACorePerWorker.toFixed(3)}% of a core per worker (${s.cpuPercentOfACoreAllWorkers.toFixed(1)}% for all ${WORKERS}); ` +
+        `event loop delay p50 ${s.eventLoopDelay.p50Ms.toFixed(1)} ms, p99 ${s.eventLoopDelay.p99Ms.toFixed(1)} ms, max ${s.eventLoopDelay.maxMs.toFixed(1)} ms; still balanced: ${s.stillBalanced}; ${s.acquisitions} acquisitions, lost ${JSON.stringify(s.lostByReason)}` +
+        (Object.keys(extra).length > 0 ? `; ${JSON.stringify(extra)}` : '') +
+        (errors.size > 0 ? `; errors ${JSON.stringify(Object.fromEntries(errors))}` : ''),
+    );
+    return result;
+  } finally {
+    await Promise.all(coordinators.map((coordinator) => coordinator.stop({ timeoutMs: 5_000 }).catch(() => undefined)));
+    await opened.close();
+  }
+}
+
+const results: Record<string, unknown>[] = [];
+log(`scale: ${WORKERS} coordinators x ${LEASES} leases in one process, default timing, ${STEADY_S} s of steady state per backend`);
+for (const backend of backends) results.push(await run(backend));
+const dir = new URL('./results/', import.meta.url);
+mkdirSync(dir, { recursive: true });
+writeFileSync(new URL('scale.json', dir), JSON.stringify({ workers: WORKERS, leases: LEASES, steadySeconds: STEADY_S, results }, null, 2) + '\n');
+log('\nbackend    cold start (s)  ops/s  items read/s  items written/s  read/lease/min  written/lease/min  CPU %core/worker  loop p99 (ms)  loop max (ms)');
+for (const r of results as Array<{ backend: string; coldStart: { secondsToBalanced: number | null }; steady: Record<string, number & { p99Ms: number; maxMs: number }> }>) {
+  const s = r.steady;
+  log(
+    [
+      r.backend.padEnd(9),
+      (r.coldStart.secondsToBalanced?.toFixed(2) ?? 'never').padStart(14),
+      s.operationsPerSecond!.toFixed(1).padStart(6),
+      s.itemsReadPerSecond!.toFixed(1).padStart(12),
+      s.itemsWrittenPerSecond!.toFixed(1).padStart(16),
+      s.itemsReadPerLeaseMinute!.toFixed(3).padStart(15),
+      s.itemsWrittenPerLeaseMinute!.toFixed(3).padStart(18),
+      s.cpuPercentOfACorePerWorker!.toFixed(3).padStart(17),
+      s.eventLoopDelay!.p99Ms.toFixed(1).padStart(14),
+      s.eventLoopDelay!.maxMs.toFixed(1).padStart(14),
+    ].join(' '),
+  );
+}
+if (results.some((r) => (r as { coldStart: { secondsToBalanced: number | null } }).coldStart.secondsToBalanced === null)) process.exitCode = 1;
