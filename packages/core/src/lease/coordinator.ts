@@ -1045,8 +1045,45 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       }
     }
     for (const workerId of this.#observations.keys()) if (!this.#roster.has(workerId)) this.#observations.delete(workerId);
+    this.#armExpiry();
     return true;
   }
+
+  /**
+   * Wakes the take loop at the moment the first watched member would expire, if that comes before the
+   * next tick: a crashed worker is declared dead a lease duration after it was first seen still, not up
+   * to a take tick later.
+   */
+  #armExpiry(): void {
+    if (this.#state !== 'running') return;
+    let earliest = Infinity;
+    for (const member of this.#roster.values()) {
+      if (member.workerId === this.workerId || member.status !== 'alive') continue;
+      const seen = this.#observations.get(member.workerId);
+      if (!seen) continue;
+      const duration = this.#ownDurationOnly ? this.leaseDurationMs : Math.max(this.leaseDurationMs, member.leaseDurationMs);
+      earliest = Math.min(earliest, seen.firstSeenAt + duration * this.#expiryFactor);
+    }
+    if (earliest === Infinity || (this.#expiryTimer !== null && this.#expiryTimer.at === earliest)) return;
+    this.#expiryTimer?.controller.abort();
+    this.#expiryTimer = null;
+    const delay = earliest - this.#clock.now();
+    // Already due (a declaration that failed): the regular tick tries again, never a tight loop.
+    if (delay <= 0 || delay >= this.takeIntervalMs) return;
+    const timer = { at: earliest, controller: new AbortController() };
+    this.#expiryTimer = timer;
+    const onStop = (): void => timer.controller.abort();
+    this.#lifetime.signal.addEventListener('abort', onStop, { once: true });
+    this.#clock.sleep(Math.max(0, delay) + 1, timer.controller.signal).then(
+      () => {
+        if (this.#expiryTimer === timer) this.#expiryTimer = null;
+        this.#wakeTake?.();
+      },
+      () => undefined,
+    ).finally(() => this.#lifetime.signal.removeEventListener('abort', onStop));
+  }
+
+  #expiryTimer: { at: number; controller: AbortController } | null = null;
 
   #corruptMembers = new Set<string>();
   /** Dead members, and when this worker first saw them dead at that version. */
