@@ -85,7 +85,7 @@ export interface LeaseCoordinatorOptions {
   listIntervalMs?: number;
   /** The most leases this worker holds. Default: no limit. */
   maxLeasesPerWorker?: number;
-  /** The most handoffs this worker requests per take tick. Default 1. */
+  /** The most handoffs this worker requests per take tick (four may be open at once). Default 2. */
   maxStealsPerTick?: number;
   /** The bound ρ on clock-rate error (rates in [1 - ρ, 1 + ρ]). Default 0.01. */
   maxClockDrift?: number;
@@ -273,8 +273,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   readonly #handed = new Map<string, { to: string; incarnation: string; until: number }>();
   /** Requests withdrawn whose leases are still watched, in case the owner's answer was already under way. */
   readonly #watching = new Map<string, { from: string; at: number }>();
-  /** The leases as last listed, and when; `null` before the first listing. */
-  #listing: { leases: LeaseRecord[]; at: number } | null = null;
+  /** When the leases were last listed; `null` before the first listing. */
+  #listedAt: number | null = null;
   #listingDue = true;
   /** Keys first seen without a live owner, and when: a lease left unowned past a tick is anyone's to take. */
   readonly #unownedSince = new Map<string, number>();
@@ -316,7 +316,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     this.listIntervalMs = positive(PKG, 'listIntervalMs', options.listIntervalMs ?? 600_000);
     this.holdMs = holdMs(timing);
     this.#maxLeases = positiveInteger(PKG, 'maxLeasesPerWorker', options.maxLeasesPerWorker ?? Infinity);
-    this.#maxSteals = options.maxStealsPerTick === 0 ? 0 : positiveInteger(PKG, 'maxStealsPerTick', options.maxStealsPerTick ?? 1);
+    this.#maxSteals = options.maxStealsPerTick === 0 ? 0 : positiveInteger(PKG, 'maxStealsPerTick', options.maxStealsPerTick ?? 2);
     this.#handoffTimeoutMs = nonNegative(PKG, 'handoffTimeoutMs', options.handoffTimeoutMs ?? timing.leaseDurationMs / 2);
     if (this.#handoffTimeoutMs >= this.holdMs) {
       throw new InvalidConfigError(
@@ -989,9 +989,9 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     this.#rosterSignature = signature;
     // A corrupt lease is looked at every tick until it reads back: its repair is announced by nobody.
     if (this.#corrupt.size > 0) this.#listingDue = true;
-    if (!this.#listingDue && this.#listing !== null && now - this.#listing.at < this.listIntervalMs) {
+    if (!this.#listingDue && this.#listedAt !== null && now - this.#listedAt < this.listIntervalMs) {
       // Nothing changed: balance on the members' own counts, and list only when a steal needs keys.
-      if (this.#needsSteal()) this.#listingDue = this.#listing === null || now - this.#listing.at >= this.takeIntervalMs * 0.9;
+      if (this.#needsSteal()) this.#listingDue = now - this.#listedAt >= this.takeIntervalMs * 0.9;
       if (!this.#listingDue) return;
     }
     let listing: LeaseListing;
@@ -1008,7 +1008,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     }
     if (this.#state !== 'running' || this.#membership !== membership || !this.#checkOwnMember(membership)) return;
     now = this.#clock.now();
-    this.#listing = { leases: listing.leases, at: now };
+    this.#listedAt = now;
     this.#rosterSignature = this.#signature();
     const newer = listing.leases.find((lease) => lease.format > RECORD_FORMAT);
     if (newer) {
@@ -1255,7 +1255,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       if (owner === null) unowned.push(lease);
       else if (counts.has(owner)) counts.set(owner, (counts.get(owner) ?? 0) + 1);
     }
-    for (const leaseKey of this.#unownedSince.keys()) if (!unowned.some((lease) => lease.leaseKey === leaseKey)) this.#unownedSince.delete(leaseKey);
+    const unownedKeys = new Set(unowned.map((lease) => lease.leaseKey));
+    for (const leaseKey of this.#unownedSince.keys()) if (!unownedKeys.has(leaseKey)) this.#unownedSince.delete(leaseKey);
     for (const lease of unowned) if (!this.#unownedSince.has(lease.leaseKey)) this.#unownedSince.set(lease.leaseKey, now);
     const mine = counts.get(this.workerId) ?? 0;
     const n = Math.max(1, members.length);
@@ -1276,7 +1277,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     for (let i = 0; next < sorted.length; i++, next++) if (members[i % n] === this.workerId) portion.push(sorted[next] as LeaseRecord);
     // A lease left without a live owner past a take tick is anyone's: a member that did not take its
     // portion (stopping, stuck, or not yet aware of the lease) never keeps it waiting.
-    const stale = unowned.filter((lease) => now - (this.#unownedSince.get(lease.leaseKey) ?? now) >= this.takeIntervalMs && !portion.includes(lease));
+    const dealt = new Set(portion);
+    const stale = unowned.filter((lease) => now - (this.#unownedSince.get(lease.leaseKey) ?? now) >= this.takeIntervalMs && !dealt.has(lease));
     const extra = shuffled(stale, this.#random).slice(0, Math.ceil(stale.length / n));
     const takeable = holding ? [...portion, ...extra].slice(0, Math.max(0, this.#maxLeases - mine)) : [];
     const taken = await this.#take(takeable, membership);
