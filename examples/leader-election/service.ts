@@ -134,6 +134,11 @@ async function openStore(kind: string): Promise<{ store: LeaderStore; close: () 
 
 /** Runs one instance until SIGTERM or SIGINT, then steps down and exits. */
 export async function main(): Promise<void> {
+  // Listen for the signal before anything runs: a job may run, and a SIGTERM arrive, while starting.
+  const stopped = new Promise<NodeJS.Signals>((resolve) => {
+    process.once('SIGTERM', resolve);
+    process.once('SIGINT', resolve);
+  });
   const { store, close } = await openStore(process.env.LEASEHOLD_STORE ?? 'memory');
   const service = await startService({
     store,
@@ -145,10 +150,7 @@ export async function main(): Promise<void> {
   });
   console.log(`${service.workerId} started; SIGTERM or Ctrl-C steps down`);
 
-  await new Promise<NodeJS.Signals>((resolve) => {
-    process.once('SIGTERM', resolve);
-    process.once('SIGINT', resolve);
-  });
+  await stopped;
   await service.stop();
   await close();
   console.log(`${service.workerId} stepped down and stopped`);
