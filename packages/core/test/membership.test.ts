@@ -507,6 +507,29 @@ describe('membership: handoffs and leaving', () => {
   });
 });
 
+describe('membership: heartbeats under a slow store', () => {
+  it('heartbeats every interval counted from the previous send, so that a 2 s round trip never lets the hold run out', async () => {
+    const { scheduler, ready, worker } = world(keys(4));
+    await ready;
+    const w = worker('a', { useChangeFeed: false });
+    await joined(scheduler, w.coordinator);
+    expect(w.coordinator.heldLeases()).toHaveLength(4);
+    const lost: string[] = [];
+    w.coordinator.on('lost', ({ reason }) => lost.push(reason));
+    const sends: number[] = [];
+    w.coordinator.on('renewed', ({ durationMs }) => sends.push(scheduler.now - durationMs));
+    // 1 s each way: a heartbeat sent a whole interval after the previous one's answer would be answered
+    // 2 + 6.5 + 2 s after the previous send, past its 9.3 s hold.
+    w.faults.latencyMs = () => 1_000;
+    await scheduler.advance(120_000);
+    expect(lost).toEqual([]);
+    expect(w.coordinator.heldLeases()).toHaveLength(4);
+    const gaps = sends.slice(2).map((at, i) => at - (sends[i + 1] as number));
+    expect(Math.max(...gaps)).toBeLessThanOrEqual(w.coordinator.renewIntervalMs * 1.05 + 1);
+    await run(scheduler, w.coordinator.stop());
+  });
+});
+
 describe('membership: owners hand their excess to members below their share', () => {
   it('a worker that holds every lease hands a late joiner its share unasked, each lease moving once, within a few take ticks, and the joiner holds them as written', async () => {
     const { scheduler, ready, worker, storage } = world(keys(40));
@@ -550,12 +573,14 @@ describe('membership: owners hand their excess to members below their share', ()
     const { scheduler, ready, worker } = world(keys(100));
     await ready;
     const workers: LeaseCoordinator[] = [];
+    const views: CountingStorage[] = [];
     let acquisitions = 0;
     const starts: Promise<void>[] = [];
     for (let i = 0; i < 5; i++) {
-      const coordinator = worker(`w${i}`, { useChangeFeed: false }).coordinator;
+      const { coordinator, view } = worker(`w${i}`, { useChangeFeed: false });
       coordinator.on('acquired', () => acquisitions++);
       workers.push(coordinator);
+      views.push(view);
       starts.push(coordinator.start());
       await scheduler.advance(1_000);
     }
@@ -569,6 +594,8 @@ describe('membership: owners hand their excess to members below their share', ()
     expect(balancedAt - lastJoin).toBeGreaterThan(0);
     expect(balancedAt - lastJoin).toBeLessThanOrEqual(3 * 2_000 * 1.05);
     expect(acquisitions).toBe(100);
+    // While the members kept joining, each worker read the roster, not the whole group, every tick.
+    for (const view of views) expect(view.calls.listLeases).toBeLessThanOrEqual(2);
     await run(scheduler, Promise.all(workers.map((coordinator) => coordinator.stop())));
   });
 

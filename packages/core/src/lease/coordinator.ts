@@ -585,6 +585,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     // A wake-up that comes while a tick runs is kept for the next sleep: a note of change made during a
     // heartbeat is sent at once after it, not an interval later.
     let woken = false;
+    let tickStartedAt = this.#clock.now();
     while (active()) {
       const waker = new AbortController();
       const onStop = (): void => waker.abort();
@@ -596,8 +597,11 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       if (kind === 'take') this.#wakeTake = wake;
       else this.#wakeRenew = wake;
       const jitter = 1 + (this.#random.next() - 0.5) * 0.1;
-      // A heartbeat whose outcome is not known is sent again soon: the hold runs out meanwhile.
-      const wait = kind === 'renew' && this.#heartbeatFailed ? Math.min(intervalMs / 4, 1_000) : intervalMs * jitter;
+      // A heartbeat whose outcome is not known is sent again soon: the hold runs out meanwhile. The period
+      // runs from the start of the previous tick: a slow round trip must not push the next heartbeat past
+      // the hold the previous one bought.
+      const period = kind === 'renew' && this.#heartbeatFailed ? Math.min(intervalMs / 4, 1_000) : intervalMs * jitter;
+      const wait = Math.max(0, period - (this.#clock.now() - tickStartedAt));
       if (woken) waker.abort();
       try {
         await this.#clock.sleep(wait, waker.signal);
@@ -608,6 +612,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       }
       woken = false;
       if (this.#lifetime.signal.aborted || !active()) return;
+      tickStartedAt = this.#clock.now();
       await tick().catch((error: unknown) => this.#report(error, kind));
     }
   }
@@ -1021,6 +1026,12 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       if (this.#belowOthers() || this.#aboveOthers()) this.#listingDue = now - this.#listedAt >= this.takeIntervalMs * 0.9;
       if (!this.#listingDue) return;
     }
+    // A cold start waiting for the members to stop joining reads only the roster meanwhile: listing the
+    // whole group every tick of the wait would cost every worker the group's size each tick.
+    if (this.#coldWait && this.#settling(now, membership)) {
+      this.#listingDue = true;
+      return;
+    }
     let listing: LeaseListing;
     try {
       this.#listingDue = false;
@@ -1122,6 +1133,14 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   }
 
   #expiryTimer: { at: number; controller: AbortController } | null = null;
+  /** Whether the last listing found the group cold (nobody holds anything) and this worker waits to deal. */
+  #coldWait = false;
+
+  /** In a cold start: whether other members joined or left within the last take tick, up to three ticks after this worker joined. */
+  #settling(now: number, membership: Membership): boolean {
+    return now - this.#membersChangedAt < this.takeIntervalMs * 0.9 && now - membership.joinedAt < 3 * this.takeIntervalMs;
+  }
+
   /** The other live members (ids and incarnations) as last read, and when that set last changed. */
   #others: string | null = null;
   #membersChangedAt = -Infinity;
@@ -1315,11 +1334,12 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     // A group's cold start (nobody holds anything) waits until the members stop joining for a take tick,
     // at most three ticks after this worker joined: workers started over a few seconds then each take their
     // share once, instead of the first taking everything and handing most of it on.
-    const cold = unowned.length > 0 && [...counts.values()].every((count) => count === 0) && !unowned.some(isMine);
-    if (cold && now - this.#membersChangedAt < this.takeIntervalMs * 0.9 && now - membership.joinedAt < 3 * this.takeIntervalMs) {
+    this.#coldWait = unowned.length > 0 && [...counts.values()].every((count) => count === 0) && !unowned.some(isMine);
+    if (this.#coldWait && this.#settling(now, membership)) {
       this.#listingDue = true;
       return;
     }
+    this.#coldWait = false;
     const unownedKeys = new Set(unowned.map((lease) => lease.leaseKey));
     for (const leaseKey of this.#unownedSince.keys()) if (!unownedKeys.has(leaseKey)) this.#unownedSince.delete(leaseKey);
     for (const lease of unowned) if (!this.#unownedSince.has(lease.leaseKey)) this.#unownedSince.set(lease.leaseKey, now);

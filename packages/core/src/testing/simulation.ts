@@ -378,10 +378,12 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
     violate('liveness', `${missing.length} eligible leases without a live holder ${ownedBound.toFixed(0)} ms after faults stopped: ${missing.slice(0, 5).join(', ')}`);
   }
 
-  // Balance: max - min <= 1 within a bounded number of take ticks. A thief asks for one lease per tick
-  // through the roster; the owner answers at its own next tick after draining the batch in flight, so a
-  // steal completes within one and a half ticks on average.
-  const balanceBound = (Math.ceil(leaseCount / Math.max(1, live().length)) + 6) * takeIntervalMs * 1.05 * 1.5 + leaseDurationMs;
+  // Balance: max - min <= 1 soon after every lease is owned, whatever the number of leases to move:
+  // owners above their share hand the excess over unasked in one round (a tick to see it, a drain of at
+  // most the handoff timeout, the recipient's next tick), and a round after that for what views that
+  // differed left over.
+  const handoffTimeoutMs = leaseDurationMs / 2;
+  const balanceBound = ownedBound + handoffTimeoutMs + 4 * takeIntervalMs * 1.05;
   let balancedAfterMs = -1;
   while (scheduler.now - quietFrom <= balanceBound) {
     if (spread() <= 1 && unowned((await storage.listLeases(GROUP)).leases).length === 0) {
