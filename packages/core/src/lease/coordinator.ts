@@ -284,7 +284,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    * Leases this worker handed over, watched until their new owner has surely seen them: if it dies first,
    * the lease names a dead incarnation that nobody announced, and a listing finds it free.
    */
-  readonly #handed = new Map<string, { to: string; incarnation: string; until: number }>();
+  readonly #handed = new Map<string, { to: string; incarnation: string; epoch: number; until: number }>();
   /** Requests withdrawn whose leases are still watched, in case the owner's answer was already under way. */
   readonly #watching = new Map<string, { from: string; at: number }>();
   /** When the leases were last listed; `null` before the first listing. */
@@ -652,7 +652,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       incarnation: membership.incarnation,
       leaseDurationMs: this.leaseDurationMs,
       status: 'alive',
-      held: [...this.#held.values()].filter((held) => !held.leaving).length,
+      held: this.#countHeld(),
       changes: this.#changes,
       requests: [],
     };
@@ -914,7 +914,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     if (outcome?.status === 'applied') {
       // The members balance on each other's counts: publish the new one now, not a heartbeat later.
       this.#wakeRenew?.();
-      this.#handed.set(leaseKey, { to: request.to, incarnation: request.incarnation, until: this.#clock.now() + this.leaseDurationMs * 3 });
+      this.#handed.set(leaseKey, { to: request.to, incarnation: request.incarnation, epoch: outcome.record.epoch, until: this.#clock.now() + this.leaseDurationMs * 3 });
     }
     if (!report) return;
     if (outcome?.status === 'applied') this.emit('handed-off', { leaseKey, to: request.to, durationMs: this.#clock.now() - request.seenAt });
@@ -1187,11 +1187,18 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    */
   #belowOthers(): boolean {
     // Leases asked for count as on their way: a thief keeps asking, one per tick, without waiting for each.
-    const mine = [...this.#held.values()].filter((held) => !held.leaving).length + this.#requests.size;
+    const mine = this.#countHeld() + this.#requests.size;
     if (mine >= this.#maxLeases) return false;
     let most = 0;
     for (const member of this.#roster.values()) if (member.status === 'alive' && member.workerId !== this.workerId) most = Math.max(most, member.held);
     return most >= mine + 2;
+  }
+
+  /** How many leases this worker holds and is not giving away. */
+  #countHeld(): number {
+    let count = 0;
+    for (const held of this.#held.values()) if (!held.leaving) count++;
+    return count;
   }
 
   /**
@@ -1263,7 +1270,10 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
         this.#requests.delete(leaseKey);
         this.#watching.delete(leaseKey);
         changed = true;
-        if (!this.#held.has(leaseKey)) this.#hold(lease, 'handoff', this.#clock.now());
+        if (this.#held.has(leaseKey)) continue;
+        // Handed more than this worker may hold (an offer and an answer crossed): the rest goes back.
+        if (this.#countHeld() >= this.#maxLeases) await this.#giveBack([lease]);
+        else this.#hold(lease, 'handoff', this.#clock.now());
       } else if (!lease || lease.owner !== request.from || expired) {
         this.#requests.delete(leaseKey);
         this.#watching.delete(leaseKey);
@@ -1286,7 +1296,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   #stillWorthAsking(from: string): boolean {
     const member = this.#roster.get(from);
     if (!member || member.status !== 'alive') return false;
-    const mine = [...this.#held.values()].filter((held) => !held.leaving).length;
+    const mine = this.#countHeld();
     return member.held >= mine + 2 && member.held - 1 >= this.#fairFloor;
   }
 
@@ -1345,13 +1355,20 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     for (const lease of unowned) if (!this.#unownedSince.has(lease.leaseKey)) this.#unownedSince.set(lease.leaseKey, now);
     const mine = counts.get(this.workerId) ?? 0;
     const n = Math.max(1, members.length);
-    this.#fairFloor = Math.min(this.#maxLeases, Math.floor(workable.length / n));
-    const target = (rank: number): number => Math.min(this.#maxLeases, Math.floor(workable.length / n) + (rank < workable.length % n ? 1 : 0));
+    // Each member's share, by rank, with the caps members publish: the same on every worker.
+    const capOfMember = (workerId: string): number => (workerId === this.workerId ? this.#maxLeases : capOf(this.#roster.get(workerId)));
+    const targets = shares(members, workable.length, capOfMember);
+    // An owner never hands over below the smallest share of a member its cap does not hold back.
+    const even = members.filter((workerId) => (targets.get(workerId) ?? 0) < capOfMember(workerId)).map((workerId) => targets.get(workerId) ?? 0);
+    this.#fairFloor = Math.min(this.#maxLeases, even.length > 0 ? Math.min(...even) : Math.floor(workable.length / n));
+    const target = (rank: number): number => targets.get(members[rank] as string) ?? 0;
 
     // Leases storage names this incarnation for, not held: every other worker sees them as this worker's,
     // so only this worker may take them. Handed to it (a tenure it never held), it holds them as they are;
     // lost by it (self-fencing, a handover that did not land), it takes them back in a new tenure.
-    const named = unowned.filter(isMine);
+    // (Not the ones it just handed over, which a listing read before the handover still shows as its own.)
+    const before = (lease: LeaseRecord): boolean => lease.epoch < (this.#handed.get(lease.leaseKey)?.epoch ?? -Infinity);
+    const named = unowned.filter((lease) => isMine(lease) && !before(lease));
     const handed = named.filter((lease) => this.#letGo.get(lease.leaseKey) !== lease.epoch);
     const takeBack = named.filter((lease) => this.#letGo.get(lease.leaseKey) === lease.epoch);
 
@@ -1370,7 +1387,9 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       const deficit = Math.max(0, target(rank) - (counts.get(workerId) ?? 0));
       for (let i = 0; i < deficit && next < sorted.length; i++) deal(workerId);
     });
-    for (let i = 0; next < sorted.length; i++) deal(members[i % n] as string);
+    // What is left (members above their share hold the rest) goes round robin to those with room.
+    const roomy = members.filter((workerId) => (counts.get(workerId) ?? 0) + (dealtTo.get(workerId) ?? 0) < capOfMember(workerId));
+    for (let i = 0; next < sorted.length && roomy.length > 0; i++) deal(roomy[i % roomy.length] as string);
     // A lease left without a live owner for a take tick and a half is anyone's: a member that did not take its
     // portion (stopping, stuck, or not yet aware of the lease) never keeps it waiting.
     const dealt = new Set(portion);
@@ -1400,7 +1419,13 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     // read the same records, so that members above their share and members below it agree on the moves.
     const load = new Map(members.map((workerId) => [workerId, (counts.get(workerId) ?? 0) + (dealtTo.get(workerId) ?? 0)]));
     load.set(this.workerId, (load.get(this.workerId) ?? 0) + named.length);
-    const moves = planMoves(members, load, (workerId) => (workerId === this.workerId ? this.#maxLeases : capOf(this.#roster.get(workerId))));
+    // A handover of this worker's that landed after the listing was read is its recipient's already.
+    for (const [leaseKey, handed] of this.#handed) {
+      const listed = all.get(leaseKey);
+      if (!listed || !isMine(listed) || !before(listed) || this.#held.has(leaseKey) || !load.has(handed.to)) continue;
+      load.set(handed.to, (load.get(handed.to) ?? 0) + 1);
+    }
+    const moves = planMoves(members, load, capOfMember);
     if (holding) this.#offer(moves.filter((move) => move.from === this.workerId).map((move) => move.to), now);
     // A member due to hand this worker leases is the one asked for them: an owner answers a request and
     // its own offer with the same lease count, so that a lease never moves twice for one place.
@@ -1789,21 +1814,14 @@ function capOf(member: MemberRecord | undefined): number {
 }
 
 /**
- * The moves that balance the members' loads, the same on every worker that computes them from the same
- * loads: a member whose cap is below an even share ends at its cap, and the others share the rest, each
- * ending with the floor of its share or one more (the most loaded keep the one more, so that nothing
- * moves that need not); the members above their end hand the difference, the most loaded first, to the
- * members below theirs, the least loaded first. A move always goes from a member two or more above its
- * recipient (or above its cap), so a balanced group (max - min <= 1) moves nothing.
+ * How many of `total` leases each member should hold: a member whose cap is below an even share holds its
+ * cap, and the others share the rest, the first of them in `members`' order holding one more when it does
+ * not divide evenly.
  */
-export function planMoves(members: readonly string[], load: ReadonlyMap<string, number>, capOf: (workerId: string) => number): { from: string; to: string }[] {
-  if (members.length < 2) return [];
-  const of = (workerId: string): number => load.get(workerId) ?? 0;
-  const byId = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
-  const mostFirst = [...members].sort((a, b) => of(b) - of(a) || byId(a, b));
+export function shares(members: readonly string[], total: number, capOf: (workerId: string) => number): Map<string, number> {
   const end = new Map<string, number>();
-  let rest = mostFirst;
-  let remaining = mostFirst.reduce((sum, workerId) => sum + of(workerId), 0);
+  let rest = [...members];
+  let remaining = total;
   for (;;) {
     const share = Math.ceil(remaining / Math.max(1, rest.length));
     const capped = rest.filter((workerId) => capOf(workerId) < share);
@@ -1816,6 +1834,23 @@ export function planMoves(members: readonly string[], load: ReadonlyMap<string, 
   }
   const base = rest.length > 0 ? Math.floor(remaining / rest.length) : 0;
   rest.forEach((workerId, i) => end.set(workerId, base + (i < remaining - base * rest.length ? 1 : 0)));
+  return end;
+}
+
+/**
+ * The moves that balance the members' loads, the same on every worker that computes them from the same
+ * loads: a member whose cap is below an even share ends at its cap, and the others share the rest, each
+ * ending with the floor of its share or one more (the most loaded keep the one more, so that nothing
+ * moves that need not); the members above their end hand the difference, the most loaded first, to the
+ * members below theirs, the least loaded first. A move always goes from a member two or more above its
+ * recipient (or above its cap), so a balanced group (max - min <= 1) moves nothing.
+ */
+export function planMoves(members: readonly string[], load: ReadonlyMap<string, number>, capOf: (workerId: string) => number): { from: string; to: string }[] {
+  if (members.length < 2) return [];
+  const of = (workerId: string): number => load.get(workerId) ?? 0;
+  const byId = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+  const mostFirst = [...members].sort((a, b) => of(b) - of(a) || byId(a, b));
+  const end = shares(mostFirst, mostFirst.reduce((sum, workerId) => sum + of(workerId), 0), capOf);
   const givers = mostFirst.filter((workerId) => of(workerId) > (end.get(workerId) ?? 0));
   const receivers = [...members].sort((a, b) => of(a) - of(b) || byId(a, b)).filter((workerId) => of(workerId) < (end.get(workerId) ?? 0));
   const moves: { from: string; to: string }[] = [];
