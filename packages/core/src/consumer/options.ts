@@ -159,6 +159,10 @@ export interface ConsumerUnsafe {
   keepFailedPump?: boolean;
   /** Passed to the coordinator and the elector: no self-fencing. */
   skipSelfFencing?: boolean;
+  /** A handler's report of its first failed record (`{ failedAt }`) is ignored: the whole batch counts as done. */
+  ignoreBatchResponse?: boolean;
+  /** Records given up under a poison policy are skipped without calling its dead-letter handler. */
+  skipWithoutDeadLetter?: boolean;
 }
 
 /** Options of {@link Consumer}. */

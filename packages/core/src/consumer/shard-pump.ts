@@ -4,7 +4,7 @@ import type { HeldLease, LeaseCoordinator } from '../lease/coordinator.js';
 import type { RecordsBatch, ShardBatch, ShardSource, SourceRecord } from '../source.js';
 import { Checkpoint, type CheckpointStorage, type Position } from '../storage.js';
 import type { ResolvedFailurePolicy, ResolvedPoisonPolicy } from './failure-policy.js';
-import type { BatchContext, BatchResponse, CheckpointPolicy, ConsumerOptions, GiveUpReason, Logger, ShardHooks } from './options.js';
+import type { BatchContext, BatchResponse, CheckpointPolicy, ConsumerOptions, ConsumerUnsafe, GiveUpReason, Logger, ShardHooks } from './options.js';
 
 /** The runtime's events about one shard's processing, reported to the consumer. */
 export interface PumpReporter {
@@ -42,7 +42,7 @@ interface PumpSettings<R extends SourceRecord> {
   retry: { initialDelayMs: number; maxDelayMs: number; maxAttempts: number };
   hooks: ShardHooks;
   initialPosition: Position;
-  unsafe: { childrenAtInitialPosition?: boolean | undefined; birthRace?: boolean | undefined };
+  unsafe: Pick<ConsumerUnsafe, 'childrenAtInitialPosition' | 'birthRace' | 'ignoreBatchResponse' | 'skipWithoutDeadLetter'>;
   clock: Clock;
   random: Random;
   logger: Logger;
@@ -355,7 +355,7 @@ export class ShardPump<R extends SourceRecord> {
   async #giveUp(records: readonly R[], attempts: number, reason: GiveUpReason, error: Error, policy: ResolvedPoisonPolicy<R>): Promise<boolean> {
     const { reporter, clock } = this.#settings;
     const positions = records.map((record) => record.position);
-    const { deadLetter } = policy;
+    const deadLetter = this.#settings.unsafe.skipWithoutDeadLetter ? undefined : policy.deadLetter;
     if (deadLetter) {
       const failure = { shardId: this.shardId, records, positions, error, attempts, reason, fencingToken: this.#lease.fencingToken, signal: this.#lease.signal };
       for (let attempt = 1; ; attempt++) {
@@ -375,7 +375,7 @@ export class ShardPump<R extends SourceRecord> {
       }
       reporter.deadLettered(this.shardId, positions, attempts, reason, error);
     }
-    for (const position of positions) reporter.recordSkipped(this.shardId, position, error, { reason, attempts, deadLettered: deadLetter !== undefined });
+    for (const position of positions) reporter.recordSkipped(this.shardId, position, error, { reason, attempts, deadLettered: policy.deadLetter !== undefined });
     this.#batchTally.givenUp += records.length;
     return true;
   }
@@ -404,7 +404,9 @@ export class ShardPump<R extends SourceRecord> {
       return { done: 0, error: asError(error), reported: false };
     }
     // Only an object with `failedAt` is a report: handlers written before reports existed may return anything.
-    if (typeof response !== 'object' || response === null || !('failedAt' in response)) return { done: records.length, error: null, reported: false };
+    if (typeof response !== 'object' || response === null || !('failedAt' in response) || this.#settings.unsafe.ignoreBatchResponse) {
+      return { done: records.length, error: null, reported: false };
+    }
     const { failedAt, error } = response;
     const index = records.findIndex((record) => record.position === failedAt);
     if (index < 0) {
