@@ -170,6 +170,54 @@ describe('poison records (onHandlerError as a PoisonPolicy)', () => {
     await run(world.scheduler, worker.stop());
   });
 
+  it('with stop, a reported failure stops the shard with the checkpoint just before the failed record', async () => {
+    const world = poisonWorld({ batchSize: 10 });
+    const worker = world.consumer({
+      onHandlerError: 'stop',
+      processBatch: (records) => {
+        const failed = records.find((record) => valueOf(record) === 7);
+        return failed ? { failedAt: failed.position } : undefined;
+      },
+    });
+    const stopped: string[] = [];
+    worker.on('shard-stopped', ({ shardId }) => stopped.push(shardId));
+    world.produce(10);
+    await run(world.scheduler, worker.start());
+    await world.until(() => stopped.length > 0);
+    expect(stopped).toEqual(['shard-0000']);
+    expect(await world.checkpointOf()).toBe('6');
+    await run(world.scheduler, worker.stop());
+  });
+
+  it('with bisection, a half that fails for a while is retried with backoff and nothing is given up', async () => {
+    let failuresLeft = 5;
+    const world = poisonWorld({ batchSize: 8, isPoison: (value) => value === 6 && failuresLeft-- > 0 });
+    const worker = world.consumer({ onHandlerError: { bisect: true, maxAttempts: 5, deadLetter: world.deadLetter } });
+    const retried: number[] = [];
+    worker.on('batch-retried', ({ records, attempt }) => retried.push(records * 100 + attempt));
+    world.produce(8);
+    await run(world.scheduler, worker.start());
+    await world.scheduler.advance(5_000);
+    // [1..8] fails, [1..4] succeeds, [5..8] fails, [5, 6] fails, [5] succeeds, [6] fails twice on its own
+    // (retried with backoff), then succeeds on its third attempt, under maxAttempts.
+    expect(world.calls.map((call) => `${call.values.join(',')}:${call.ok ? 'ok' : 'failed'}`)).toEqual([
+      '1,2,3,4,5,6,7,8:failed',
+      '1,2,3,4:ok',
+      '5,6,7,8:failed',
+      '5,6:failed',
+      '5:ok',
+      '6:failed',
+      '6:failed',
+      '6:ok',
+      '7,8:ok',
+    ]);
+    // One record, handed over again for its second and third attempts.
+    expect(retried).toEqual([102, 103]);
+    expect(world.deadLettered).toEqual([]);
+    expect(world.succeeded).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+    await run(world.scheduler, worker.stop());
+  });
+
   it('a report naming no record of the call fails the whole call with an error naming the position', async () => {
     const world = poisonWorld({ batchSize: 10 });
     let reports = 1;
