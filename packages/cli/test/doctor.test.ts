@@ -1,38 +1,8 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { freePort } from '@leasehold/local-stack';
-import type { Redis } from 'ioredis';
+import { startRedisServer } from '@leasehold/local-stack';
 import { describe, expect, it } from 'vitest';
-import { createWrongTable, dynamoBackend, freshName, join as joinMember, leasehold, postgresBackend, redisBackend, redisClient, seed, sharedBackends } from './support.js';
+import { createWrongTable, dynamoBackend, freshName, join as joinMember, leasehold, postgresBackend, redisBackend, seed, sharedBackends } from './support.js';
 
 const shared = sharedBackends();
-
-/** A redis-server of this test's own, with the given persistence settings. */
-async function ownRedis(persistence: readonly string[]): Promise<{ port: number; stop(): Promise<void> }> {
-  const port = await freePort();
-  const dir = mkdtempSync(join(tmpdir(), 'leasehold-cli-redis-'));
-  const child: ChildProcess = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, ...persistence], { stdio: 'ignore' });
-  const failed = new Promise<never>((_, reject) => child.once('error', (error) => reject(new Error('redis-server is not on the PATH: install Redis 7 (apt-get install redis-server)', { cause: error }))));
-  let client: Redis | undefined;
-  for (let attempt = 0; client === undefined; attempt++) {
-    client = await Promise.race([redisClient(port), failed]).catch((error: unknown) => {
-      if (attempt >= 50) throw error;
-      return new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 100));
-    });
-  }
-  client.disconnect();
-  return {
-    port,
-    async stop() {
-      const exited = new Promise((resolve) => child.once('exit', resolve));
-      child.kill('SIGTERM');
-      await exited;
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
-}
 
 describe('leasehold doctor', () => {
   it('passes a migrated Postgres schema: connection, primary, tables, schema version, write grants, fsync', async () => {
@@ -76,7 +46,7 @@ describe('leasehold doctor', () => {
   });
 
   it('fails a Redis without durable persistence and names the settings, with --json for scripts', async () => {
-    const server = await ownRedis(['--appendonly', 'no', '--save', '3600 1']);
+    const server = await startRedisServer({ args: ['--appendonly', 'no', '--save', '3600 1'] });
     const { code, stdout } = await leasehold('doctor', '--storage', `redis://127.0.0.1:${server.port}?prefix=doctor-test:`, '--json');
     await server.stop();
 
@@ -93,7 +63,7 @@ describe('leasehold doctor', () => {
   });
 
   it('passes a Redis with appendonly yes and appendfsync always', async () => {
-    const server = await ownRedis(['--appendonly', 'yes', '--appendfsync', 'always', '--save', '']);
+    const server = await startRedisServer({ args: ['--appendonly', 'yes', '--appendfsync', 'always', '--save', ''] });
     try {
       const { code, stdout } = await leasehold('doctor', '--storage', `redis://127.0.0.1:${server.port}`);
 
