@@ -13,7 +13,8 @@ import type pg from 'pg';
 import { messageOf, openBackend } from '../connect.js';
 import { isNewerFormat, stallAdvice, stallOf } from '../health.js';
 import { checkGroup, formatDuration, readKnownGroup, type Io } from '../shared.js';
-import { parseStorageUrl, PKG, type DynamoDBTarget, type PostgresTarget, type RedisTarget } from '../url.js';
+import { parseStorageUrl, type DynamoDBTarget, type PostgresTarget, type RedisTarget } from '@leasehold/connect';
+import { PKG } from '../pkg.js';
 
 /** The verdict of one item: `fail` makes the command fail, `warn` does not. */
 export type CheckStatus = 'pass' | 'fail' | 'warn';

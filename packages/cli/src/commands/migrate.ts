@@ -27,7 +27,8 @@ import {
 import { openBackend, type Backend } from '../connect.js';
 import { refuseIfLive, type GuardOptions } from '../guard.js';
 import { byLeaseKey, checkGroup, readGroup, readKnownGroup, type GroupState, type Io } from '../shared.js';
-import { parseStorageUrl, PKG } from '../url.js';
+import { parseStorageUrl } from '@leasehold/connect';
+import { PKG } from '../pkg.js';
 
 /** Options of {@link migrate}. */
 export interface MigrateOptions extends GuardOptions {
