@@ -9,7 +9,8 @@ import { checkpointReset, checkpointSet } from './commands/checkpoint.js';
 import { doctor } from './commands/doctor.js';
 import { leaseCreate, leaseDelete } from './commands/lease.js';
 import { memberList, memberRemove } from './commands/member.js';
-import { migrate } from './commands/migrate.js';
+import { setup } from './commands/setup.js';
+import { copy } from './commands/copy.js';
 import { status } from './commands/status.js';
 import { errorLine, EXIT, exitCodeOf, parseCount, type Io } from './shared.js';
 
@@ -154,17 +155,26 @@ function build(io: Io): Command {
     });
 
   program
-    .command('migrate')
+    .command('setup')
+    .description('set a backend up for Leasehold: the Postgres tables and their schema version, the DynamoDB table (Redis needs nothing); harmless when done')
+    .addOption(storageOption())
+    .option('--json', 'print what was done as JSON', false)
+    .action(async (options: { storage: string; json: boolean }) => {
+      await setup(options, io);
+    });
+
+  program
+    .command('copy')
     .description("copy a group's leases, checkpoints and leader record to another backend, then verify the copy (members are live state and are not copied)")
     .requiredOption('--from <url>', `the source: ${STORAGE_HELP}`)
     .requiredOption('--to <url>', 'the target, in the same forms')
     .requiredOption('--group <name>', 'the consumer group')
     .option('--replace', "overwrite the group's records in the target where they differ from the source", false)
-    .option('--create', "create the target's tables first (Postgres migrate(), DynamoDB createTable())", false)
+    .option('--setup', 'set the target up first, as leasehold setup does', false)
     .addOption(forceOption())
     .addOption(observeOption())
-    .action(async (options: { from: string; to: string; group: string; replace: boolean; create: boolean; force: boolean; observeMs: string }) => {
-      await migrate({ ...options, observeMs: parseCount('--observe-ms', options.observeMs, 0) }, io);
+    .action(async (options: { from: string; to: string; group: string; replace: boolean; setup: boolean; force: boolean; observeMs: string }) => {
+      await copy({ ...options, observeMs: parseCount('--observe-ms', options.observeMs, 0) }, io);
     });
 
   program

@@ -29,16 +29,17 @@ describe('leasehold doctor', () => {
     await backend.close();
   });
 
-  it('fails a Postgres schema without tables and says how to create them', async () => {
+  it('fails a Postgres schema without tables and names the command that creates them', async () => {
     const backend = await postgresBackend(shared.pool, { migrated: false });
     const schema = new URL(backend.url).searchParams.get('schema') ?? '';
 
     const { code, stdout, stderr } = await leasehold('doctor', '--storage', backend.url);
 
     expect(code).toBe(1);
-    expect(stdout).toContain(`✗ table ${schema}.leasehold_leases: missing: run migrate() of @leasehold/storage-postgres (or leasehold migrate --create)\n`);
-    expect(stdout).toContain(`✗ table ${schema}.leasehold_rosters: missing: run migrate() of @leasehold/storage-postgres (or leasehold migrate --create)\n`);
-    expect(stdout).toContain('✗ schema version: none recorded, 2 expected');
+    const hint = 'run leasehold setup with the same --storage URL: it creates the tables and records the schema version (what migrate() of @leasehold/storage-postgres does)';
+    expect(stdout).toContain(`✗ table ${schema}.leasehold_leases: missing: ${hint}\n`);
+    expect(stdout).toContain(`✗ table ${schema}.leasehold_rosters: missing: ${hint}\n`);
+    expect(stdout).toContain(`✗ schema version: none recorded, 2 expected: ${hint}\n`);
     expect(stderr).toMatch(
       /^leasehold: \[cli\] 5 of \d+ checks failed for .*: table .*leasehold_leases, table .*leasehold_leaders, table .*leasehold_rosters, schema version, write permission\n$/,
     );
@@ -89,7 +90,7 @@ describe('leasehold doctor', () => {
     expect(stdout).not.toContain('✗');
   });
 
-  it('fails a DynamoDB table that is missing or has another key schema', async () => {
+  it('fails a DynamoDB table that is missing, naming the command that creates it, or has another key schema', async () => {
     const missing = await dynamoBackend(shared.dynamodb, { created: false });
     const wrongName = freshName('wrong');
     await createWrongTable(shared.dynamodb.client, wrongName);
@@ -99,10 +100,11 @@ describe('leasehold doctor', () => {
     const misshapen = await leasehold('doctor', '--storage', wrong);
 
     expect(absent.code).toBe(1);
-    expect(absent.stdout).toMatch(/^✗ table \w+: \[storage-dynamodb\] table "\w+" does not exist: create it with createTable\(\)\n$/);
+    expect(absent.stdout).toMatch(/^✗ table \w+: missing: run leasehold setup with the same --storage URL: it creates the table \(what createTable\(\) of @leasehold\/storage-dynamodb does\)\n$/);
     expect(misshapen.code).toBe(1);
     expect(misshapen.stdout).toContain(`has key schema id (HASH, S); expected pk (HASH, S), sk (RANGE, S)`);
   });
+
   it('--group fails each corrupt lease, stalled shard and record of a newer Leasehold, each with what to do', async () => {
     const backend = await postgresBackend(shared.pool);
     const group = freshName('orders');
