@@ -770,9 +770,15 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     return now - seen.firstSeenAt >= duration * this.#expiryFactor;
   }
 
-  /** Declares an expired member dead, at the version this worker watched: its leases become free to take. */
+  /** Declares an expired member dead, at the version this worker watched; true once it is dead (by this worker or another): its leases are free to take. */
   async #declareDead(member: MemberRecord): Promise<boolean> {
     const outcome = await this.#putMember(member.version, { ...memberStateOf(member), status: 'dead', requests: [] }, 'declare-dead', member.workerId);
+    if (outcome.status === 'conflict' && outcome.current?.status === 'dead' && outcome.current.incarnation === member.incarnation) {
+      // Another worker declared it first: it is dead all the same, and this worker lists now, not a tick
+      // later, to take its portion of the leases.
+      this.#roster.set(member.workerId, outcome.current);
+      return true;
+    }
     if (outcome.status !== 'applied') return false;
     this.#roster.set(member.workerId, outcome.record);
     this.emit('member-dead', { workerId: member.workerId, incarnation: member.incarnation });
@@ -1023,7 +1029,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     if (this.#corrupt.size > 0) this.#listingDue = true;
     if (!this.#listingDue && this.#listedAt !== null && now - this.#listedAt < this.listIntervalMs) {
       // Nothing changed: balance on the members' own counts, and list only when a steal needs keys.
-      if (this.#belowOthers() || this.#aboveOthers()) this.#listingDue = now - this.#listedAt >= this.takeIntervalMs * 0.9;
+      if (this.#belowOthers() || this.#aboveOthers() || this.#leasesUnheld(now)) this.#listingDue = now - this.#listedAt >= this.takeIntervalMs * 0.9;
       if (!this.#listingDue) return;
     }
     // A cold start waiting for the members to stop joining reads only the roster meanwhile: listing the
@@ -1194,6 +1200,29 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     return most >= mine + 2;
   }
 
+  /**
+   * Whether the members' counts fall short of the leases the last listing found, so that some lease is
+   * held by nobody: handed to a member that has not seen it yet, released, or its owner gone. A member
+   * below its share lists at once (it is the one a lease was most likely handed to); every member lists
+   * once the shortfall has lasted two take ticks, so that a lease handed to a member above its share (an
+   * owner with another view) is never left unread. Members at their share otherwise list nothing.
+   */
+  #leasesUnheld(now: number): boolean {
+    let held = this.#countHeld();
+    for (const member of this.#roster.values()) if (member.status === 'alive' && member.workerId !== this.workerId) held += member.held;
+    if (held >= this.#lastWorkable) {
+      this.#unheldSince = null;
+      return false;
+    }
+    this.#unheldSince ??= now;
+    return this.#countHeld() < this.#lastTarget || now - this.#unheldSince >= 2 * this.takeIntervalMs;
+  }
+
+  /** The eligible leases and this worker's share at the last listing, and since when the counts fall short of them. */
+  #lastWorkable = 0;
+  #lastTarget = 0;
+  #unheldSince: number | null = null;
+
   /** How many leases this worker holds and is not giving away. */
   #countHeld(): number {
     let count = 0;
@@ -1362,6 +1391,9 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     const even = members.filter((workerId) => (targets.get(workerId) ?? 0) < capOfMember(workerId)).map((workerId) => targets.get(workerId) ?? 0);
     this.#fairFloor = Math.min(this.#maxLeases, even.length > 0 ? Math.min(...even) : Math.floor(workable.length / n));
     const target = (rank: number): number => targets.get(members[rank] as string) ?? 0;
+    this.#lastWorkable = workable.length;
+    this.#lastTarget = targets.get(this.workerId) ?? 0;
+    this.#unheldSince = null;
 
     // Leases storage names this incarnation for, not held: every other worker sees them as this worker's,
     // so only this worker may take them. Handed to it (a tenure it never held), it holds them as they are;
@@ -1451,7 +1483,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    * Hands leases to members below their share without being asked, one per entry of `recipients`: the
    * moves this worker's part of the plan calls for, less the handovers already under way (answered
    * requests and earlier offers), to those members first. Each is drained and written to its recipient as
-   * an answered request is; once they landed the group is told, so that the recipients list and hold them.
+   * an answered request is. The recipients did not ask: they see the members' counts fall short of the
+   * leases (see `#leasesUnheld`), list, and hold them; nobody else lists for it.
    */
   #offer(recipients: readonly string[], now: number): void {
     if (this.#state !== 'running' || recipients.length === 0) return;
@@ -1469,7 +1502,6 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       [...this.#held.entries()].filter(([leaseKey, held]) => !held.leaving && !held.handoff && this.isHeld(leaseKey)),
       this.#random,
     );
-    const offers: Promise<void>[] = [];
     for (const to of due.slice(others)) {
       const member = this.#roster.get(to);
       const entry = free.pop();
@@ -1477,13 +1509,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       const [leaseKey, held] = entry;
       held.handoff = { to, incarnation: member.incarnation, seenAt: now };
       this.emit('handoff-offered', { leaseKey, to });
-      offers.push(this.#handOff(leaseKey, held));
+      void this.#handOff(leaseKey, held);
     }
-    if (offers.length === 0) return;
-    // The recipients did not ask: they learn of the leases at the listing this note prompts.
-    void Promise.all(offers).then(() => {
-      if (this.#state === 'running') this.noteLeasesChanged();
-    });
   }
 
   /**
@@ -1611,6 +1638,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       let victim: string | null = null;
       for (const [workerId, count] of counts) {
         if (workerId === this.workerId || count < have + 2 || count - 1 < this.#fairFloor) continue;
+        // A member that by its own latest count is not two above would not answer (it judges by that count).
+        if ((this.#roster.get(workerId)?.held ?? 0) < have + 2) continue;
         // The members due to hand leases to this worker are asked first, the most loaded of them.
         const due = (givers.get(workerId) ?? 0) > 0;
         const victimDue = victim !== null && (givers.get(victim) ?? 0) > 0;
