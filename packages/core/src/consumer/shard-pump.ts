@@ -1,6 +1,6 @@
 import { abortReason, type Clock, type Random } from '../clock.js';
 import { AbortedError, describeValue, InvalidInputError, LeaseholdError, SourceError } from '../errors.js';
-import type { HeldLease, LeaseCoordinator } from '../lease/coordinator.js';
+import type { CheckpointWrite, HeldLease, LeaseCoordinator } from '../lease/coordinator.js';
 import type { RecordsBatch, ShardBatch, ShardSource, SourceRecord } from '../source.js';
 import { Checkpoint, type CheckpointStorage, type Position } from '../storage.js';
 import type { BatchContext, CheckpointPolicy, ConsumerOptions, FailurePolicy, Logger, ShardHooks } from './options.js';
@@ -211,7 +211,8 @@ export class ShardPump<R extends SourceRecord> {
     }
     this.#processed = batch.position;
     this.#sinceCheckpoint.records += batch.records.length;
-    if (this.#dueForCheckpoint(batch.records.length)) await this.#checkpoint(batch.position).catch((error: unknown) => {
+    // A handler that checkpointed the batch with its own writes (`checkpointWith`) leaves nothing to write.
+    if (this.#checkpointed !== batch.position && this.#dueForCheckpoint(batch.records.length)) await this.#checkpoint(batch.position).catch((error: unknown) => {
       reporter.error(asError(error), 'checkpoint');
     });
     return !this.#lease.signal.aborted;
@@ -244,6 +245,8 @@ export class ShardPump<R extends SourceRecord> {
       } catch (error) {
         if (this.#lease.signal.aborted) return false;
         reporter.handlerFailed(this.shardId, attempt, asError(error));
+        // Its writes and checkpoint committed together before it failed: handing it over again would apply them twice.
+        if (this.#checkpointed === batch.position) return true;
         if (onHandlerError === 'stop') {
           reporter.stopped(this.shardId, asError(error));
           return { kind: 'stopped', error: asError(error) };
@@ -292,6 +295,15 @@ export class ShardPump<R extends SourceRecord> {
         }
         await this.#checkpoint(target);
       },
+      checkpointWith: async (write: CheckpointWrite, position?: Position) => {
+        const target = position ?? batch.position;
+        if (this.#settings.source.comparePositions(target, batch.position) > 0) {
+          throw new InvalidInputError(
+            `[core] checkpoint ${describeValue(target)} of shard ${describeValue(this.shardId)} is past the batch being processed (${describeValue(batch.position)})`,
+          );
+        }
+        await this.#checkpoint(target, write);
+      },
     };
     this.#handlingSince = this.#settings.clock.now();
     try {
@@ -312,8 +324,9 @@ export class ShardPump<R extends SourceRecord> {
     }
   }
 
-  async #checkpoint(position: Position): Promise<void> {
-    await this.#settings.coordinator.checkpoint(this.#lease, position);
+  async #checkpoint(position: Position, write?: CheckpointWrite): Promise<void> {
+    if (write) await this.#settings.coordinator.checkpointThrough(this.#lease, position, write);
+    else await this.#settings.coordinator.checkpoint(this.#lease, position);
     this.#checkpointed = position;
     this.#sinceCheckpoint = { records: 0, since: this.#settings.clock.now() };
     this.#settings.reporter.checkpointed(this.shardId, position);
