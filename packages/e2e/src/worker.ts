@@ -12,7 +12,9 @@ import { parseArgs } from 'node:util';
 import { kinesisClient } from './kinesis.js';
 import { parsePayload } from './producer.js';
 import { now, type WorkerReport } from './reports.js';
+import { writeBatch } from './sink.js';
 import { openStorage } from './storage-url.js';
+import type { PostgresStorage } from '@leasehold/storage-postgres';
 
 const { values: args } = parseArgs({
   options: {
@@ -27,6 +29,8 @@ const { values: args } = parseArgs({
     'shard-sync-interval-ms': { type: 'string', default: '1000' },
     'max-records-per-call': { type: 'string', default: '100' },
     'batch-delay-ms': { type: 'string', default: '0' },
+    // Write every record into the sink table, in one transaction with its batch's checkpoint (postgres only).
+    sink: { type: 'boolean', default: false },
   },
 });
 
@@ -70,6 +74,10 @@ process.stdin.resume();
 const client = kinesisClient({ endpoint: required('kinesis-endpoint'), region: required('region') });
 const source = new KinesisSource({ client, streamName: required('stream'), maxRecordsPerCall: number('max-records-per-call'), idleDelayMs: 200 });
 const opened = await openStorage(required('storage'));
+if (args.sink && opened.kind !== 'postgres') {
+  process.stderr.write(`worker: --sink needs a postgres storage, got ${opened.kind}\n`);
+  process.exit(2);
+}
 
 const consumer = new Consumer({
   group: required('group'),
@@ -94,7 +102,12 @@ const consumer = new Consumer({
       ),
     );
     // Simulated work, so that a worker is busy when it is killed; cut short when the lease goes.
-    if (batchDelayMs > 0 && records.length > 0) await sleep(batchDelayMs, undefined, { signal: context.signal }).catch(() => undefined);
+    const work = async (): Promise<void> => {
+      if (batchDelayMs > 0 && records.length > 0) await sleep(batchDelayMs, undefined, { signal: context.signal }).catch(() => undefined);
+    };
+    if (!args.sink) return work();
+    const rows = records.map((record) => ({ ...parsePayload(record.data), position: record.position }));
+    await writeBatch(opened.storage as PostgresStorage, required('storage'), context, workerId, rows, work);
   },
 });
 
