@@ -20,6 +20,7 @@ export type ConsumerGuarantee =
   | 'progress' // once faults stop, a shard with records to deliver is owned and moves
   | 'stop-deadline' // stop({ timeoutMs }) returns within timeoutMs
   | 'signal' // a handler whose tenure ended sees its signal fired before anything else
+  | 'exactly-once' // with effects committed with their checkpoint, each record's effect is applied exactly once
   | 'unhandled-rejection'; // no promise rejection is left unhandled (it would end a real process)
 
 /** Where a group without checkpoints starts, as the simulation resolved it. */

@@ -10,10 +10,10 @@ import { seededRandom, type Random } from '../clock.js';
 import { Consumer } from '../consumer/consumer.js';
 import type { BatchContext, CheckpointPolicy, ConsumerUnsafe, FailurePolicy, InitialPosition } from '../consumer/options.js';
 import { MemorySource } from '../memory/memory-source.js';
-import { MemoryStorage } from '../memory/memory-storage.js';
+import { MemoryStorage, type MemoryWriteEvent } from '../memory/memory-storage.js';
 import type { SourceRecord } from '../source.js';
 import type { CreateLeaseOptions, DeleteResult, LeaseRecord, NewLease, WriteResult } from '../storage.js';
-import { ConsumerLedger, describeLease, type ConsumerGuarantee, type StartingPoint } from './consumer-checks.js';
+import { ConsumerLedger, describeLease, type ConsumerGuarantee, type RecordEntry, type StartingPoint } from './consumer-checks.js';
 import { FaultyStorage, type FaultPlan } from './faulty-storage.js';
 import { ProcessSource } from './process-source.js';
 import { VIRTUAL_EPOCH_MS, VirtualClock, VirtualScheduler } from './virtual-time.js';
@@ -33,6 +33,12 @@ export interface ConsumerSimulationConfig {
   faults?: Partial<Record<ConsumerFaultKind, boolean>>;
   /** Deliberately unsafe runtime behaviours, passed to every `Consumer`, to prove the checks catch them. */
   unsafe?: ConsumerUnsafe;
+  /**
+   * Handlers write their effects and the checkpoint together (`ctx.checkpointWith`) into a sink kept
+   * atomically with the lease, as a transaction on the lease's database does; the run checks that the
+   * effect of every record is applied exactly once.
+   */
+  exactlyOnce?: boolean;
   /** Records a line per notable event, for replaying a failure by eye. */
   trace?: (line: string) => void;
 }
@@ -173,6 +179,7 @@ export function consumerReplayCommand(config: ConsumerSimulationConfig): string 
     config.shards !== undefined ? `--shards ${config.shards}` : '',
     config.initialPosition !== undefined ? `--initial-position ${config.initialPosition}` : '',
     config.faultPhaseMs !== undefined ? `--fault-ms ${config.faultPhaseMs}` : '',
+    config.exactlyOnce ? '--exactly-once' : '',
     ...UNSAFE_FLAGS.map(([name, flag]) => (config.unsafe?.[name] ? flag : '')),
   ].filter(Boolean);
   return `pnpm sim ${flags.join(' ')} --trace`;
@@ -281,7 +288,30 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
       shape.initialPosition === 'AT_TIMESTAMP' ? { atTimestamp: atTimestampMs } : shape.initialPosition;
 
     const ledger = new ConsumerLedger({ start, now: () => scheduler.now, wallOf, violate });
-    const memory = new MemoryStorage({ onWrite: (event) => ledger.onWrite(event) });
+    // The sink of exactly-once runs: each record's effect, counted when the lease write that carries it
+    // applies (in the store, atomically with it, whatever the writer later hears of the outcome).
+    const sink = new Map<number, number>();
+    const pendingEffects = new Map<string, { owner: string | null; epoch: number; checkpoint: string | null; indices: readonly number[] }>();
+    const applyEffects = (event: MemoryWriteEvent): void => {
+      if (event.kind !== 'lease' || event.after === null) return;
+      const key = `${event.leaseKey}#${event.after.version}`;
+      const effects = pendingEffects.get(key);
+      pendingEffects.delete(key);
+      const { after } = event;
+      if (!effects || after.owner !== effects.owner || after.epoch !== effects.epoch || after.checkpoint !== effects.checkpoint) return;
+      for (const index of effects.indices) sink.set(index, (sink.get(index) ?? 0) + 1);
+    };
+    /** Records the 'skip' policy gave up on: their effects are dropped by the user's choice. */
+    const skipped = new Set<string>();
+    // A shard trimmed from the stream may take with it records whose effects never committed: retention, not the runtime.
+    const effectOwed = (entry: RecordEntry): boolean =>
+      ledger.required(entry) && ledger.shard(entry.shardId).trimmedAtMs === null && !skipped.has(`${entry.shardId}@${entry.position}`);
+    const memory = new MemoryStorage({
+      onWrite: (event) => {
+        ledger.onWrite(event);
+        applyEffects(event);
+      },
+    });
     const source = new MemorySource(shape.shards, {
       clock: sourceClock,
       batchSize: 10,
@@ -409,7 +439,17 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
         resumed('after its work');
         if (signal.aborted) return;
       }
-      if (shape.checkpointing === 'manual' && records.length > 0) {
+      if (config.exactlyOnce && records.length > 0) {
+        // The effects and the checkpoint in one atomic write of the lease, through this process's faulty view of the store.
+        const indices = records.map((record) => Number(decoder.decode(record.data)));
+        await context.checkpointWith(async (current, next) => {
+          pendingEffects.set(`${shardId}#${current.version + 1}`, { owner: next.owner, epoch: next.epoch, checkpoint: next.checkpoint, indices });
+          const [outcome] = await worker.storage.updateLeases(GROUP, [{ leaseKey: shardId, expectedVersion: current.version, next }]);
+          return outcome ?? { status: 'conflict', current: null };
+        });
+        log(`${worker.workerId}'s handler committed ${shardId}@${fencingToken} through ${context.position}`);
+        resumed('after its transactional checkpoint');
+      } else if (shape.checkpointing === 'manual' && records.length > 0) {
         const position = r.next() < 0.8 ? context.position : (records[Math.floor(r.next() * records.length)] as SourceRecord).position;
         await context.checkpoint(position).then(
           () => log(`${worker.workerId}'s handler checkpointed ${shardId} at ${position}`),
@@ -467,6 +507,7 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
       });
       const worker: SimWorker = { index, workerId, clock, plan, storage, consumer, handlerRandom, alive: true, stopping: false, overrunNextMs: null, failures: new Map() };
       self.worker = worker;
+      consumer.on('record-skipped', ({ shardId, position }) => skipped.add(`${shardId}@${position}`));
       consumer.on('checkpointed', ({ shardId, position }) => {
         ledger.acknowledged(shardId, position);
         log(`${workerId} checkpointed ${shardId} at ${position}`);
@@ -752,6 +793,13 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
       await scheduler.advance(500, afterEach);
     }
 
+    // Exactly-once: a batch handed over whose commit was refused (its handler overran, its worker stopped or
+    // died) is handed over again by the shard's next owner; give that its lease duration, then count.
+    const uncommitted = (): boolean => ledger.records.some((entry, index) => (sink.get(index) ?? 0) === 0 && effectOwed(entry));
+    for (const settleFrom = scheduler.now; config.exactlyOnce && uncommitted() && scheduler.now - settleFrom <= progressBoundMs; ) {
+      await scheduler.advance(500, afterEach);
+    }
+
     ledger.checkDelivery();
     ledger.checkAcknowledgedAtEnd();
     for (const worker of pendingStops) {
@@ -762,6 +810,15 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
     for (const worker of live()) gracefulStop(worker, 5_000);
     await scheduler.advance(12_000, afterEach);
     for (const worker of workers) worker.clock.kill();
+    if (config.exactlyOnce) {
+      // Counted once every worker stopped: a refused commit shows as 0, a repeated one as 2 or more.
+      ledger.records.forEach((entry, index) => {
+        const applied = sink.get(index) ?? 0;
+        if (applied > 1 || (applied === 0 && effectOwed(entry))) {
+          violate('exactly-once', `the effect of record ${entry.partitionKey}#${entry.n} of ${entry.shardId} (${entry.position}) was applied ${applied} times`);
+        }
+      });
+    }
 
     const owedRecords = ledger.records.filter((entry) => ledger.required(entry));
     const depth = (shardId: string): number => {
