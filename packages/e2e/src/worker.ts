@@ -4,6 +4,9 @@
  * reports.ts). SIGTERM stops it gracefully (exit 0); the end of stdin (its parent died) ends it at once.
  *
  *   node --import tsx src/worker.ts --stream S --kinesis-endpoint URL --storage URL --group G --worker-id W
+ *
+ * With `--sink` (postgres only) it also writes every record into the sink table, in one transaction with
+ * its batch's checkpoint (see sink.ts).
  */
 import { Consumer } from '@leasehold/core';
 import { KinesisSource } from '@leasehold/source-kinesis';
@@ -118,6 +121,7 @@ consumer.on('lease-handed-off', ({ shardId, to }) => report({ type: 'handed-off'
 consumer.on('shard-ended', ({ shardId, childShardIds }) => report({ type: 'ended', shardId, childShardIds }));
 consumer.on('leader-elected', ({ term }) => report({ type: 'leader', term }));
 consumer.on('error', ({ error, operation }) => report({ type: 'error', operation, message: error.message }));
+consumer.on('handler-failed', ({ shardId, error }) => report({ type: 'handler-failed', shardId, message: error.message }));
 
 let stopping = false;
 process.on('SIGTERM', () => {
