@@ -442,8 +442,10 @@ export class PostgresStorage implements Storage {
    * `CheckpointBehindError` when the batch was committed already, `fn`'s own error (rolled back), or a
    * `StorageOutcomeUnknownError` when the answer to COMMIT was lost and the lease row did not show it
    * applied. `fn` must not COMMIT or ROLLBACK itself; the runtime does not checkpoint the batch again.
+   * Resolves with what `fn` returned, or with `undefined` without running `fn` when it finds that an
+   * earlier attempt of this checkpoint committed although its answer was lost.
    */
-  async transaction<T>(context: TransactionContext, fn: (client: PoolClient) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
+  async transaction<T>(context: TransactionContext, fn: (client: PoolClient) => Promise<T>, options: TransactionOptions = {}): Promise<T | undefined> {
     validateTransaction(context, fn, options);
     let value: T | undefined;
     const settings = { pool: this.#pool, lockLease: this.#sql.lockLease, updateLease: this.#sql.updateOneLease, where: this.#where };
@@ -454,7 +456,7 @@ export class PostgresStorage implements Storage {
         }),
       options.position,
     );
-    return value as T;
+    return value;
   }
 
   /**

@@ -152,6 +152,29 @@ describe('PostgresStorage.transaction', () => {
     expect((await stored()).checkpoint).toBe('20');
   });
 
+  it('finds an earlier attempt committed (its answer lost and not read back): resolves without running the function again, and the writes are there once', async () => {
+    const { storage, batch, stored, group } = await held();
+    const record = await stored();
+    // The first attempt commits, but the worker never learns of it (the answer and the read-back were lost).
+    const lost: TransactionContext = {
+      checkpointWith: async (write) => {
+        await write(record, { ...leaseStateOf(record), checkpoint: '10' });
+        throw new StorageOutcomeUnknownError('[test] the answer to COMMIT and the read-back were lost');
+      },
+    };
+    await expect(storage.transaction(lost, (client) => insert(client, '10', `${group}/once`))).rejects.toThrow(StorageOutcomeUnknownError);
+    let ranAgain = false;
+    const value = await storage.transaction(batch('10'), async (client) => {
+      ranAgain = true;
+      await insert(client, '10', `${group}/once`);
+      return 'second';
+    });
+    expect(value).toBeUndefined();
+    expect(ranAgain).toBe(false);
+    expect((await sinkRows()).filter((id) => id === `${group}/once`)).toHaveLength(1);
+    expect(await stored()).toMatchObject({ checkpoint: '10', version: record.version + 1, owner: 'a' });
+  });
+
   it('refuses arguments that are not a batch context, a function or a position, naming them', async () => {
     const storage = new PostgresStorage({ pool: server.pool(), schema: server.schema });
     await expect(storage.transaction({} as TransactionContext, async () => undefined)).rejects.toThrow(InvalidConfigError);
