@@ -59,6 +59,8 @@ export class ShardPump<R extends SourceRecord> {
   /** The end of the last batch the handler finished, and whether it is checkpointed. */
   #processed: Position | null = null;
   #checkpointed: Position | null;
+  /** The last position checkpointed together with the handler's own writes (`checkpointWith`). */
+  #committed: Position | null = null;
   #sinceCheckpoint = { records: 0, since: 0 };
   #done: Promise<PumpOutcome> = Promise.resolve({ kind: 'left' });
   /** When the source last answered (a batch, empty or not, or the end), by the worker's clock. */
@@ -212,7 +214,7 @@ export class ShardPump<R extends SourceRecord> {
     this.#processed = batch.position;
     this.#sinceCheckpoint.records += batch.records.length;
     // A handler that checkpointed the batch with its own writes (`checkpointWith`) leaves nothing to write.
-    if (this.#checkpointed !== batch.position && this.#dueForCheckpoint(batch.records.length)) await this.#checkpoint(batch.position).catch((error: unknown) => {
+    if (this.#committed !== batch.position && this.#dueForCheckpoint(batch.records.length)) await this.#checkpoint(batch.position).catch((error: unknown) => {
       reporter.error(asError(error), 'checkpoint');
     });
     return !this.#lease.signal.aborted;
@@ -246,7 +248,7 @@ export class ShardPump<R extends SourceRecord> {
         if (this.#lease.signal.aborted) return false;
         reporter.handlerFailed(this.shardId, attempt, asError(error));
         // Its writes and checkpoint committed together before it failed: handing it over again would apply them twice.
-        if (this.#checkpointed === batch.position) return true;
+        if (this.#committed === batch.position) return true;
         if (onHandlerError === 'stop') {
           reporter.stopped(this.shardId, asError(error));
           return { kind: 'stopped', error: asError(error) };
@@ -303,6 +305,7 @@ export class ShardPump<R extends SourceRecord> {
           );
         }
         await this.#checkpoint(target, write);
+        this.#committed = target;
       },
     };
     this.#handlingSince = this.#settings.clock.now();
