@@ -3,7 +3,7 @@
  * many as you like; they share the stream's shards. Stop one with SIGTERM or Ctrl-C: it finishes its
  * batches, checkpoints and hands its shards over at once.
  *
- *   KINESIS_STREAM=orders LEASEHOLD_STORAGE=postgres DATABASE_URL=postgres://localhost/app \
+ *   KINESIS_STREAM=orders LEASEHOLD_STORAGE='postgres://localhost/app?schema=leasehold' \
  *     node --import tsx examples/consumer/main.ts
  *
  * KINESIS_ENDPOINT points the client at an emulator (plain HTTP/1.1, as kinesis-local speaks).

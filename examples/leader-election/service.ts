@@ -15,12 +15,15 @@
  *
  * Run it (several terminals make several instances; stop the leader and watch another take over):
  *
- *   LEASEHOLD_STORE=postgres DATABASE_URL=postgres://localhost/test node --import tsx examples/leader-election/service.ts
+ *   LEASEHOLD_STORAGE=postgres://localhost/test node --import tsx examples/leader-election/service.ts
  *   node --import tsx examples/leader-election/service.ts            # memory: one process, one instance
+ *
+ * LEASEHOLD_STORAGE takes any storage URL of `@leasehold/connect` (redis://..., dynamodb://TABLE?region=...).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
-import { LeaderElector, MemoryStorage, type LeaderStore } from '@leasehold/core';
+import { openStorageFromEnv } from '@leasehold/connect';
+import { LeaderElector, type LeaderStore } from '@leasehold/core';
 
 /** What one run of the job is given. */
 export interface JobContext {
@@ -110,28 +113,6 @@ async function runJob(options: ServiceOptions, context: JobContext, log: (line: 
   log(`${context.workerId} stopped the job of term ${context.term}`);
 }
 
-/** The store named by `LEASEHOLD_STORE`: `memory` (the default) or `postgres` (with `DATABASE_URL`). */
-async function openStore(kind: string): Promise<{ store: LeaderStore; close: () => Promise<void> }> {
-  if (kind === 'memory') return { store: new MemoryStorage(), close: async () => undefined };
-  if (kind === 'postgres') {
-    // Imported only when chosen, so that the memory mode needs no database driver.
-    const { default: pg } = await import('pg');
-    const { PostgresStorage } = await import('@leasehold/storage-postgres');
-    const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: 2, query_timeout: 10_000 });
-    pool.on('error', () => undefined);
-    const storage = new PostgresStorage({ pool });
-    await storage.migrate();
-    return {
-      store: storage,
-      close: async () => {
-        await storage.close();
-        await pool.end();
-      },
-    };
-  }
-  throw new Error(`LEASEHOLD_STORE must be "memory" or "postgres", got ${JSON.stringify(kind)}`);
-}
-
 /** Runs one instance until SIGTERM or SIGINT, then steps down and exits. */
 export async function main(): Promise<void> {
   // Listen for the signal before anything runs: a job may run, and a SIGTERM arrive, while starting.
@@ -139,9 +120,11 @@ export async function main(): Promise<void> {
     process.once('SIGTERM', resolve);
     process.once('SIGINT', resolve);
   });
-  const { store, close } = await openStore(process.env.LEASEHOLD_STORE ?? 'memory');
+  // Each backend's driver is loaded only when the URL names it, so the memory mode needs no database driver.
+  const opened = await openStorageFromEnv({ fallback: 'memory:' });
+  await opened.setup(); // idempotent: creates the tables (Postgres) or the table (DynamoDB) on first use
   const service = await startService({
-    store,
+    store: opened.storage,
     group: process.env.LEASEHOLD_GROUP ?? 'nightly-report',
     everyMs: 1_000,
     // The job: here it only prints. A real one would send `term` with each write it makes.
@@ -152,7 +135,7 @@ export async function main(): Promise<void> {
 
   await stopped;
   await service.stop();
-  await close();
+  await opened.close();
   console.log(`${service.workerId} stepped down and stopped`);
 }
 

@@ -70,9 +70,9 @@ describe('the consumer example', () => {
       dynamodb: 'nothing to start: dynalite runs in-process',
     };
     const backends: Array<[string, () => NodeJS.ProcessEnv]> = [
-      ['postgres', () => ({ LEASEHOLD_STORAGE: 'postgres', DATABASE_URL: 'postgres://root@127.0.0.1:5432/test', POSTGRES_SCHEMA: `example_${randomUUID().slice(0, 8)}` })],
-      ['redis', () => ({ LEASEHOLD_STORAGE: 'redis', REDIS_URL: 'redis://127.0.0.1:6379', REDIS_KEY_PREFIX: `example-${randomUUID().slice(0, 8)}:` })],
-      ['dynamodb', () => ({ LEASEHOLD_STORAGE: 'dynamodb', DYNAMODB_TABLE: `example-${randomUUID().slice(0, 8)}`, DYNAMODB_ENDPOINT: dynalite.endpoint, AWS_REGION: kinesis.region })],
+      ['postgres', () => ({ LEASEHOLD_STORAGE: `postgres://root@127.0.0.1:5432/test?schema=example_${randomUUID().slice(0, 8)}` })],
+      ['redis', () => ({ LEASEHOLD_STORAGE: `redis://127.0.0.1:6379?prefix=example-${randomUUID().slice(0, 8)}:` })],
+      ['dynamodb', () => ({ LEASEHOLD_STORAGE: `dynamodb://example-${randomUUID().slice(0, 8)}?endpoint=${encodeURIComponent(dynalite.endpoint)}&region=${kinesis.region}` })],
     ];
     for (const [backend, env] of backends) {
       it(`totals every order once with ${backend} holding the leases`, async () => {

@@ -160,7 +160,7 @@ describe('leader election for a service that is not a stream consumer', () => {
   it('run as a program, it leads, runs the job, and on SIGTERM steps down and exits cleanly', async () => {
     const program = fileURLToPath(new URL('../leader-election/service.ts', import.meta.url));
     const child = spawn(process.execPath, ['--import', 'tsx', program], {
-      env: { ...process.env, LEASEHOLD_STORE: 'memory' },
+      env: { ...process.env, LEASEHOLD_STORAGE: 'memory:' },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let output = '';

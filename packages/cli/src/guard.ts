@@ -8,7 +8,7 @@
 import { describeValue, LeaseholdError, type LeaseListing, type Storage } from '@leasehold/core';
 import { unreadableMembers, watchRoster } from './observe.js';
 import { formatDuration, type Io } from './shared.js';
-import { PKG } from './url.js';
+import { PKG } from './pkg.js';
 
 /** Options of {@link refuseIfLive}. */
 export interface GuardOptions {

@@ -3,7 +3,7 @@
  * format newer than this command line's core knows, a finished shard.
  */
 import { Checkpoint, describeValue, RECORD_FORMAT, RecordFormatError, STALL_FIELDS, type LeaseRecord } from '@leasehold/core';
-import { PKG } from './url.js';
+import { PKG } from './pkg.js';
 
 /** A stall a worker reported on a lease it holds (core writes `leasehold.stalledSince` and `leasehold.stalledReason`). */
 export interface Stall {

@@ -1,6 +1,5 @@
 export { run } from './program.js';
 export { EXIT, type Io } from './shared.js';
-export { parseStorageUrl, hidePassword, type StorageTarget, type PostgresTarget, type RedisTarget, type DynamoDBTarget } from './url.js';
 export {
   Observer,
   watchRoster,

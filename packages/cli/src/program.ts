@@ -3,16 +3,23 @@
  * standard error and an exit code.
  */
 import { readFileSync } from 'node:fs';
+import { STORAGE_ENV } from '@leasehold/connect';
 import { Command, CommanderError, Option } from 'commander';
 import { checkpointReset, checkpointSet } from './commands/checkpoint.js';
 import { doctor } from './commands/doctor.js';
 import { leaseCreate, leaseDelete } from './commands/lease.js';
 import { memberList, memberRemove } from './commands/member.js';
-import { migrate } from './commands/migrate.js';
+import { setup } from './commands/setup.js';
+import { copy } from './commands/copy.js';
 import { status } from './commands/status.js';
 import { errorLine, EXIT, exitCodeOf, parseCount, type Io } from './shared.js';
 
 const STORAGE_HELP = 'postgres://..., redis://... or dynamodb://TABLE?region=...&endpoint=...';
+
+/** `--storage`, or the storage URL in LEASEHOLD_STORAGE, the variable workers open theirs from. */
+function storageOption(): Option {
+  return new Option('--storage <url>', STORAGE_HELP).env(STORAGE_ENV).makeOptionMandatory();
+}
 
 function observeOption(): Option {
   return new Option(
@@ -38,7 +45,7 @@ function build(io: Io): Command {
   program
     .command('status')
     .description("show a group's members and their liveness, its leases with their owners' liveness, and its leader")
-    .requiredOption('--storage <url>', STORAGE_HELP)
+    .addOption(storageOption())
     .requiredOption('--group <name>', 'the consumer group')
     .option('--json', 'print JSON (one document per screen, one line each with --watch)', false)
     .option('--watch', 'refresh in place until interrupted', false)
@@ -64,7 +71,7 @@ function build(io: Io): Command {
   checkpoint
     .command('set')
     .description('set the checkpoint of one lease to a position')
-    .requiredOption('--storage <url>', STORAGE_HELP)
+    .addOption(storageOption())
     .requiredOption('--group <name>', 'the consumer group')
     .requiredOption('--lease <key>', 'the lease (shard id)')
     .requiredOption('--position <position>', 'the new checkpoint: a sequence number or TRIM_HORIZON, LATEST, AT_TIMESTAMP:<ms>, SHARD_END')
@@ -77,7 +84,7 @@ function build(io: Io): Command {
   checkpoint
     .command('reset')
     .description('set the checkpoint of one lease, or of every lease of the group, to TRIM_HORIZON or LATEST (finished leases are left alone)')
-    .requiredOption('--storage <url>', STORAGE_HELP)
+    .addOption(storageOption())
     .requiredOption('--group <name>', 'the consumer group')
     .option('--lease <key>', 'only this lease (default: every lease of the group)')
     .option('--to <position>', 'TRIM_HORIZON, LATEST or AT_TIMESTAMP:<ms>', 'TRIM_HORIZON')
@@ -91,7 +98,7 @@ function build(io: Io): Command {
   lease
     .command('delete')
     .description('delete one lease: one that cannot be read back, or of a shard gone from the stream')
-    .requiredOption('--storage <url>', STORAGE_HELP)
+    .addOption(storageOption())
     .requiredOption('--group <name>', 'the consumer group')
     .requiredOption('--key <key>', 'the lease (shard id)')
     .option('--at-version <n>', 'the stored version to delete at: needed for a lease that cannot be read back')
@@ -105,7 +112,7 @@ function build(io: Io): Command {
   lease
     .command('create')
     .description('create one lease (again, after a delete) at a checkpoint, with its parents')
-    .requiredOption('--storage <url>', STORAGE_HELP)
+    .addOption(storageOption())
     .requiredOption('--group <name>', 'the consumer group')
     .requiredOption('--key <key>', 'the lease (shard id)')
     .requiredOption('--checkpoint <position>', 'where its shard is read from: a sequence number or TRIM_HORIZON, LATEST, AT_TIMESTAMP:<ms>, SHARD_END')
@@ -120,7 +127,7 @@ function build(io: Io): Command {
   member
     .command('list')
     .description('list the members as stored: worker id, version, incarnation, status, lease duration, held count, leases naming it')
-    .requiredOption('--storage <url>', STORAGE_HELP)
+    .addOption(storageOption())
     .requiredOption('--group <name>', 'the consumer group')
     .option('--json', 'print JSON', false)
     .action(async (options: { storage: string; group: string; json: boolean }) => {
@@ -129,7 +136,7 @@ function build(io: Io): Command {
   member
     .command('remove')
     .description('remove one member at its stored version: a dead one at once, an alive one only once watched not heartbeating for its lease duration')
-    .requiredOption('--storage <url>', STORAGE_HELP)
+    .addOption(storageOption())
     .requiredOption('--group <name>', 'the consumer group')
     .requiredOption('--worker <id>', 'the worker id of the member')
     .requiredOption('--at-version <n>', 'the stored version to remove at (leasehold member list; for a member that cannot be read back, as stored in the backend)')
@@ -148,23 +155,32 @@ function build(io: Io): Command {
     });
 
   program
-    .command('migrate')
+    .command('setup')
+    .description('set a backend up for Leasehold: the Postgres tables and their schema version, the DynamoDB table (Redis needs nothing); harmless when done')
+    .addOption(storageOption())
+    .option('--json', 'print what was done as JSON', false)
+    .action(async (options: { storage: string; json: boolean }) => {
+      await setup(options, io);
+    });
+
+  program
+    .command('copy')
     .description("copy a group's leases, checkpoints and leader record to another backend, then verify the copy (members are live state and are not copied)")
     .requiredOption('--from <url>', `the source: ${STORAGE_HELP}`)
     .requiredOption('--to <url>', 'the target, in the same forms')
     .requiredOption('--group <name>', 'the consumer group')
     .option('--replace', "overwrite the group's records in the target where they differ from the source", false)
-    .option('--create', "create the target's tables first (Postgres migrate(), DynamoDB createTable())", false)
+    .option('--setup', 'set the target up first, as leasehold setup does', false)
     .addOption(forceOption())
     .addOption(observeOption())
-    .action(async (options: { from: string; to: string; group: string; replace: boolean; create: boolean; force: boolean; observeMs: string }) => {
-      await migrate({ ...options, observeMs: parseCount('--observe-ms', options.observeMs, 0) }, io);
+    .action(async (options: { from: string; to: string; group: string; replace: boolean; setup: boolean; force: boolean; observeMs: string }) => {
+      await copy({ ...options, observeMs: parseCount('--observe-ms', options.observeMs, 0) }, io);
     });
 
   program
     .command('doctor')
     .description("check connectivity, tables, permissions and the settings safety needs; with --group, that group's leases too")
-    .requiredOption('--storage <url>', STORAGE_HELP)
+    .addOption(storageOption())
     .option('--group <name>', 'also check this group: corrupt leases and members, dead members leases still name, stalled shards, records of a newer Leasehold')
     .option('--json', 'print the checklist as JSON', false)
     .action(async (options: { storage: string; group?: string; json: boolean }) => {

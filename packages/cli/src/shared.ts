@@ -14,7 +14,7 @@ import {
   type MemberRecord,
   type Storage,
 } from '@leasehold/core';
-import { PKG } from './url.js';
+import { PKG } from './pkg.js';
 
 /** Where a command writes; the binary passes the process's streams, tests may pass their own. */
 export interface Io {

@@ -1,38 +1,8 @@
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { freePort } from '@leasehold/local-stack';
-import type { Redis } from 'ioredis';
+import { startRedisServer } from '@leasehold/local-stack';
 import { describe, expect, it } from 'vitest';
-import { createWrongTable, dynamoBackend, freshName, join as joinMember, leasehold, postgresBackend, redisBackend, redisClient, seed, sharedBackends } from './support.js';
+import { createWrongTable, dynamoBackend, freshName, join as joinMember, leasehold, postgresBackend, redisBackend, seed, sharedBackends } from './support.js';
 
 const shared = sharedBackends();
-
-/** A redis-server of this test's own, with the given persistence settings. */
-async function ownRedis(persistence: readonly string[]): Promise<{ port: number; stop(): Promise<void> }> {
-  const port = await freePort();
-  const dir = mkdtempSync(join(tmpdir(), 'leasehold-cli-redis-'));
-  const child: ChildProcess = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, ...persistence], { stdio: 'ignore' });
-  const failed = new Promise<never>((_, reject) => child.once('error', (error) => reject(new Error('redis-server is not on the PATH: install Redis 7 (apt-get install redis-server)', { cause: error }))));
-  let client: Redis | undefined;
-  for (let attempt = 0; client === undefined; attempt++) {
-    client = await Promise.race([redisClient(port), failed]).catch((error: unknown) => {
-      if (attempt >= 50) throw error;
-      return new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 100));
-    });
-  }
-  client.disconnect();
-  return {
-    port,
-    async stop() {
-      const exited = new Promise((resolve) => child.once('exit', resolve));
-      child.kill('SIGTERM');
-      await exited;
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
-}
 
 describe('leasehold doctor', () => {
   it('passes a migrated Postgres schema: connection, primary, tables, schema version, write grants, fsync', async () => {
@@ -59,16 +29,17 @@ describe('leasehold doctor', () => {
     await backend.close();
   });
 
-  it('fails a Postgres schema without tables and says how to create them', async () => {
+  it('fails a Postgres schema without tables and names the command that creates them', async () => {
     const backend = await postgresBackend(shared.pool, { migrated: false });
     const schema = new URL(backend.url).searchParams.get('schema') ?? '';
 
     const { code, stdout, stderr } = await leasehold('doctor', '--storage', backend.url);
 
     expect(code).toBe(1);
-    expect(stdout).toContain(`✗ table ${schema}.leasehold_leases: missing: run migrate() of @leasehold/storage-postgres (or leasehold migrate --create)\n`);
-    expect(stdout).toContain(`✗ table ${schema}.leasehold_rosters: missing: run migrate() of @leasehold/storage-postgres (or leasehold migrate --create)\n`);
-    expect(stdout).toContain('✗ schema version: none recorded, 2 expected');
+    const hint = 'run leasehold setup with the same --storage URL: it creates the tables and records the schema version (what migrate() of @leasehold/storage-postgres does)';
+    expect(stdout).toContain(`✗ table ${schema}.leasehold_leases: missing: ${hint}\n`);
+    expect(stdout).toContain(`✗ table ${schema}.leasehold_rosters: missing: ${hint}\n`);
+    expect(stdout).toContain(`✗ schema version: none recorded, 2 expected: ${hint}\n`);
     expect(stderr).toMatch(
       /^leasehold: \[cli\] 5 of \d+ checks failed for .*: table .*leasehold_leases, table .*leasehold_leaders, table .*leasehold_rosters, schema version, write permission\n$/,
     );
@@ -76,7 +47,7 @@ describe('leasehold doctor', () => {
   });
 
   it('fails a Redis without durable persistence and names the settings, with --json for scripts', async () => {
-    const server = await ownRedis(['--appendonly', 'no', '--save', '3600 1']);
+    const server = await startRedisServer({ args: ['--appendonly', 'no', '--save', '3600 1'] });
     const { code, stdout } = await leasehold('doctor', '--storage', `redis://127.0.0.1:${server.port}?prefix=doctor-test:`, '--json');
     await server.stop();
 
@@ -93,7 +64,7 @@ describe('leasehold doctor', () => {
   });
 
   it('passes a Redis with appendonly yes and appendfsync always', async () => {
-    const server = await ownRedis(['--appendonly', 'yes', '--appendfsync', 'always', '--save', '']);
+    const server = await startRedisServer({ args: ['--appendonly', 'yes', '--appendfsync', 'always', '--save', ''] });
     try {
       const { code, stdout } = await leasehold('doctor', '--storage', `redis://127.0.0.1:${server.port}`);
 
@@ -119,7 +90,7 @@ describe('leasehold doctor', () => {
     expect(stdout).not.toContain('✗');
   });
 
-  it('fails a DynamoDB table that is missing or has another key schema', async () => {
+  it('fails a DynamoDB table that is missing, naming the command that creates it, or has another key schema', async () => {
     const missing = await dynamoBackend(shared.dynamodb, { created: false });
     const wrongName = freshName('wrong');
     await createWrongTable(shared.dynamodb.client, wrongName);
@@ -129,10 +100,11 @@ describe('leasehold doctor', () => {
     const misshapen = await leasehold('doctor', '--storage', wrong);
 
     expect(absent.code).toBe(1);
-    expect(absent.stdout).toMatch(/^✗ table \w+: \[storage-dynamodb\] table "\w+" does not exist: create it with createTable\(\)\n$/);
+    expect(absent.stdout).toMatch(/^✗ table \w+: missing: run leasehold setup with the same --storage URL: it creates the table \(what createTable\(\) of @leasehold\/storage-dynamodb does\)\n$/);
     expect(misshapen.code).toBe(1);
     expect(misshapen.stdout).toContain(`has key schema id (HASH, S); expected pk (HASH, S), sk (RANGE, S)`);
   });
+
   it('--group fails each corrupt lease, stalled shard and record of a newer Leasehold, each with what to do', async () => {
     const backend = await postgresBackend(shared.pool);
     const group = freshName('orders');

@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('../../..', import.meta.url));
 const cli = fileURLToPath(new URL('..', import.meta.url));
-const dependencies = ['core', 'local-stack', 'storage-postgres', 'storage-redis', 'storage-dynamodb'];
+const dependencies = ['core', 'connect', 'local-stack', 'storage-postgres', 'storage-redis', 'storage-dynamodb'];
 
 export default function setup(): void {
   if (dependencies.some((name) => !existsSync(`${root}/packages/${name}/dist/index.js`))) {

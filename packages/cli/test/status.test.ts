@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { dynamoBackend, freshName, heartbeater, join, leasehold, postgresBackend, redisBackend, seed, sharedBackends } from './support.js';
+import { dynamoBackend, freshName, heartbeater, join, leasehold, leaseholdWithEnv, postgresBackend, redisBackend, seed, sharedBackends } from './support.js';
 
 const shared = sharedBackends();
 
@@ -257,14 +257,22 @@ describe('leasehold status', () => {
   });
 
   it.each([
-    ['ftp://example/x', 'leasehold: [cli] storage URL "ftp://example/x" has unknown scheme "ftp:"; expected postgres://, redis:// or dynamodb://\n'],
-    ['not a url', 'leasehold: [cli] storage URL "not a url" is not a URL; expected postgres://..., redis://... or dynamodb://TABLE?region=...\n'],
-    ['dynamodb://t1?region=eu-west-1&endpoint=localhost:8000', 'leasehold: [cli] storage URL "dynamodb://t1?region=eu-west-1&endpoint=localhost:8000" has endpoint "localhost:8000", which is not an http:// or https:// URL\n'],
+    ['ftp://example/x', 'leasehold: [connect] storage URL "ftp://example/x" has unknown scheme "ftp:"; expected postgres://, redis://, dynamodb:// or memory:\n'],
+    ['not a url', 'leasehold: [connect] storage URL "not a url" is not a URL; expected postgres://..., redis://..., dynamodb://TABLE?region=... or memory:\n'],
+    ['memory:', 'leasehold: [cli] storage URL "memory:" names a store inside one process; the command line needs postgres://, redis:// or dynamodb://\n'],
+    ['dynamodb://t1?region=eu-west-1&endpoint=localhost:8000', 'leasehold: [connect] storage URL "dynamodb://t1?region=eu-west-1&endpoint=localhost:8000" has endpoint "localhost:8000", which is not an http:// or https:// URL\n'],
   ])('refuses the malformed storage URL %s with one line and exit code 2', async (url, message) => {
     const { code, stderr } = await leasehold('status', '--storage', url, '--group', 'g');
 
     expect(code).toBe(2);
     expect(stderr).toBe(message);
+  });
+
+  it('takes the storage URL from LEASEHOLD_STORAGE, the variable workers open theirs from, when --storage is not given', async () => {
+    const { code, stderr } = await leaseholdWithEnv({ LEASEHOLD_STORAGE: 'ftp://example/x' }, 'status', '--group', 'g');
+
+    expect(code).toBe(2);
+    expect(stderr).toBe('leasehold: [connect] storage URL "ftp://example/x" has unknown scheme "ftp:"; expected postgres://, redis://, dynamodb:// or memory:\n');
   });
 
   it('reports an unreachable backend in one line with exit code 1', async () => {
@@ -274,6 +282,6 @@ describe('leasehold status', () => {
     expect(postgres.code).toBe(1);
     expect(postgres.stderr).toMatch(/^leasehold: \[storage-postgres\] .*ECONNREFUSED 127\.0\.0\.1:1\n$/);
     expect(redisDown.code).toBe(1);
-    expect(redisDown.stderr).toBe('leasehold: [cli] cannot reach Redis at "redis://:***@127.0.0.1:1": connect ECONNREFUSED 127.0.0.1:1\n');
+    expect(redisDown.stderr).toBe('leasehold: [connect] cannot reach Redis at "redis://:***@127.0.0.1:1": connect ECONNREFUSED 127.0.0.1:1\n');
   });
 });

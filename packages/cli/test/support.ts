@@ -32,8 +32,13 @@ export interface CliResult {
 
 /** Runs `leasehold ...args` as a child process and waits for it to exit. */
 export function leasehold(...args: string[]): Promise<CliResult> {
+  return leaseholdWithEnv({}, ...args);
+}
+
+/** Runs `leasehold ...args` with extra environment variables. */
+export function leaseholdWithEnv(env: Readonly<Record<string, string>>, ...args: string[]): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    execFile(process.execPath, [BIN, ...args], { env: { ...process.env, ...AWS_ENV }, timeout: 50_000 }, (error, stdout, stderr) => {
+    execFile(process.execPath, [BIN, ...args], { env: { ...process.env, ...AWS_ENV, ...env }, timeout: 50_000 }, (error, stdout, stderr) => {
       if (error && typeof error.code !== 'number') reject(new Error(`leasehold did not run: ${error.message}`, { cause: error }));
       else resolve({ code: typeof error?.code === 'number' ? error.code : 0, stdout, stderr });
     });

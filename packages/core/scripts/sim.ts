@@ -48,6 +48,8 @@ const flag = (name: string): boolean => (values as Record<string, unknown>)[name
 
 let failed = 0;
 const started = performance.now();
+/** How long each passing lease seed took to balance after its faults stopped, for the closing summary. */
+const balanced: { seed: number; ms: number }[] = [];
 if (values.consumer) {
   const unsafe = Object.fromEntries(consumerUnsafeFlags.filter(([, option]) => flag(option.slice(2))).map(([name]) => [name, true]));
   const initialPosition = values['initial-position'];
@@ -93,6 +95,7 @@ if (values.consumer) {
       trace,
     };
     const result = await simulate(config);
+    if (result.balancedAfterMs >= 0) balanced.push({ seed, ms: result.balancedAfterMs });
     if (result.violations.length > 0) {
       failed++;
       console.log(`seed ${seed} (${result.workers} workers, ${result.leases} leases): ${result.violations.length} violations`);
@@ -102,6 +105,12 @@ if (values.consumer) {
       console.log(`seed ${seed}: ok, owned ${result.ownedAfterMs.toFixed(0)} ms and balanced ${result.balancedAfterMs.toFixed(0)} ms after faults stopped`, result.stats);
     }
   }
+}
+if (balanced.length > 1) {
+  const sorted = [...balanced].sort((a, b) => a.ms - b.ms);
+  const at = (q: number): number => (sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] as { ms: number }).ms;
+  const slowest = sorted[sorted.length - 1] as { seed: number; ms: number };
+  console.log(`balanced after faults stopped: p50 ${at(0.5).toFixed(0)} ms, p99 ${at(0.99).toFixed(0)} ms, max ${slowest.ms.toFixed(0)} ms (seed ${slowest.seed})`);
 }
 console.log(`${seeds.length - failed} passed, ${failed} failed (${((performance.now() - started) / 1000).toFixed(1)} s)`);
 process.exitCode = failed === 0 ? 0 : 1;

@@ -108,12 +108,30 @@ export function attachMetrics(meter: Meter, identity: { group: string; workerId:
     stalled.addCallback(observeStalled);
     const failed = meter.createCounter('leasehold.shard.read_failures', { unit: '{failure}', description: 'Failed reads of a shard, and whether its lease was given back' });
     const corrupt = meter.createCounter('leasehold.lease.corrupt', { unit: '{lease}', description: 'Leases found that cannot be read back (each reported once)' });
+    const bisected = meter.createCounter('leasehold.handler.bisections', { unit: '{bisection}', description: 'Failing handler calls split in two to isolate the failing records' });
+    const retried = meter.createCounter('leasehold.handler.retries', { unit: '{retry}', description: 'Handler calls made again after a failure (with backoff)' });
+    const retriedRecords = meter.createCounter('leasehold.records.retried', { unit: '{record}', description: 'Records handed to the handler again after a failure' });
+    const deadLettered = meter.createCounter('leasehold.records.dead_lettered', { unit: '{record}', description: 'Records given up that the dead-letter handler accepted' });
+    const deadLetterFailures = meter.createCounter('leasehold.dead_letter.failures', { unit: '{failure}', description: 'Calls of the dead-letter handler that failed (the shard waits)' });
+    const skipped = meter.createCounter('leasehold.records.skipped', { unit: '{record}', description: 'Records given up and skipped, by reason and whether they were dead-lettered' });
     offs.push(
       () => stalled.removeCallback(observeStalled),
       consumer.on('shard-stalled', ({ shardId, reason }) => void stalledNow.set(shardId, reason)),
       consumer.on('shard-resumed', ({ shardId }) => void stalledNow.delete(shardId)),
       consumer.on('shard-failed', ({ shardId, released }) => failed.add(1, { ...base, 'leasehold.shard.id': shardId, 'leasehold.shard.released': released })),
       consumer.on('lease-corrupt', ({ shardId }) => corrupt.add(1, { ...base, 'leasehold.shard.id': shardId })),
+      consumer.on('batch-bisected', ({ shardId }) => bisected.add(1, { ...base, 'leasehold.shard.id': shardId })),
+      consumer.on('batch-retried', ({ shardId, records: count }) => {
+        retried.add(1, { ...base, 'leasehold.shard.id': shardId });
+        retriedRecords.add(count, { ...base, 'leasehold.shard.id': shardId });
+      }),
+      consumer.on('records-dead-lettered', ({ shardId, positions, reason }) =>
+        deadLettered.add(positions.length, { ...base, 'leasehold.shard.id': shardId, 'leasehold.give_up.reason': reason }),
+      ),
+      consumer.on('dead-letter-failed', ({ shardId }) => deadLetterFailures.add(1, { ...base, 'leasehold.shard.id': shardId })),
+      consumer.on('record-skipped', ({ shardId, reason, deadLettered: sent }) =>
+        skipped.add(1, { ...base, 'leasehold.shard.id': shardId, 'leasehold.give_up.reason': reason, 'leasehold.record.dead_lettered': sent }),
+      ),
     );
     offs.push(
       () => behind.removeCallback(observeLag),

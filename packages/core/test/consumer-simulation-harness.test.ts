@@ -53,14 +53,17 @@ describe('the consumer simulation ledger', () => {
     const late = put('k', 'child');
     ledger.handOver('parent', 1, [early[0] as SourceRecord], 'w1');
     ledger.handOver('parent', 1, [early[0] as SourceRecord], 'w1');
+    ledger.succeeded('parent', [early[0] as SourceRecord], 'w1');
     expect(violations).toEqual([]);
-    // The parent's lease says it ended, though a record of it was never handed over: per-key order tells.
+    // The parent's lease says it ended, though a record of it was never handed over: the checkpoint skips
+    // it, and per-key order tells.
     await take('parent', 'w1');
     await checkpoint('parent', Checkpoint.SHARD_END);
     ledger.handOver('child', 1, [late], 'w2');
     ledger.handOver('parent', 2, [early[1] as SourceRecord], 'w1');
     ledger.handOver('parent', 2, [early[1] as SourceRecord], 'w1');
     expect(violations).toEqual([
+      { guarantee: 'skip', detail: 'checkpoint SHARD_END of parent (owner w1, epoch 1) passes record k#2 at 2, which was never handed over and neither succeeded nor given up' },
       { guarantee: 'order', detail: expect.stringMatching(/^record k#2 \(parent at 2\) was first handed over by w1 after k#3 \(child at 3/) as string },
     ]);
   });
@@ -163,6 +166,7 @@ describe('the consumer simulation ledger', () => {
     const records = [put('k', 's0'), put('k', 's0')];
     const first = await take('s0', 'w1');
     ledger.handOver('s0', first.epoch, [records[0] as SourceRecord], 'w1');
+    ledger.succeeded('s0', [records[0] as SourceRecord], 'w1');
     await checkpoint('s0', '1');
     ledger.acknowledged('s0', '1');
     expect(violations).toEqual([]);
@@ -172,10 +176,11 @@ describe('the consumer simulation ledger', () => {
     await checkpoint('s0', '2');
     expect(violations).toEqual([
       { guarantee: 'fencing', detail: `checkpoint 2 of s0 written in tenure ${second.epoch} of w1, which started at 1 and had handed over nothing` },
+      { guarantee: 'skip', detail: `checkpoint 2 of s0 (owner w1, epoch ${second.epoch}) passes record k#2 at 2, which was never handed over and neither succeeded nor given up` },
     ]);
     const current = await storage.getLease(GROUP, 's0');
     await storage.updateLeases(GROUP, [{ leaseKey: 's0', expectedVersion: current?.version ?? 0, next: { ...(current as NonNullable<typeof current>), checkpoint: null } }]);
-    expect(violations.slice(1).map((violation) => violation.detail)).toEqual([
+    expect(violations.slice(2).map((violation) => violation.detail)).toEqual([
       'checkpoint of s0 moved back from 2 to null (owner w1)',
       `acknowledged checkpoint 1 of s0 lost: stored null (version ${(current?.version ?? 0) + 1})`,
     ]);
@@ -196,7 +201,56 @@ describe('the consumer simulation ledger', () => {
     at(2_500);
     put('k', 's0');
     await checkpoint('s0', '3');
-    expect(violations.map((violation) => violation.detail)).toEqual(['checkpoint 3 of s0 written in tenure 1 of w1, which started at 2 and had handed over nothing']);
+    expect(violations.map((violation) => violation.detail)).toEqual([
+      'checkpoint 3 of s0 written in tenure 1 of w1, which started at 2 and had handed over nothing',
+      'checkpoint 3 of s0 (owner w1, epoch 1) passes record k#3 at 3, which was never handed over and neither succeeded nor given up',
+    ]);
+  });
+});
+
+describe('the consumer simulation ledger, on records given up', () => {
+  it('reports a checkpoint past a record handed over that neither succeeded nor was given up, and lets dead-lettered and skipped records be passed', async () => {
+    const { ledger, violations, put, take, checkpoint } = ledgerWorld();
+    ledger.addShard('s0', [], false);
+    const records = [put('k', 's0'), put('k', 's0'), put('k', 's0'), put('k', 's0')];
+    const lease = await take('s0', 'w1');
+    ledger.handOver('s0', lease.epoch, records, 'w1');
+    ledger.succeeded('s0', records.slice(0, 1), 'w1');
+    ledger.deadLettered('s0', ['2'], 'w1');
+    ledger.skipped('s0', '3', false, 'w1');
+    await checkpoint('s0', '3');
+    expect(violations).toEqual([]);
+    await checkpoint('s0', '4');
+    ledger.checkHandled();
+    expect(violations).toEqual([
+      { guarantee: 'skip', detail: 'checkpoint 4 of s0 (owner w1, epoch 1) passes record k#4 at 4, which was handed over 1 times and neither succeeded nor given up' },
+      { guarantee: 'handled', detail: '1 records of s0 were handed over but neither succeeded nor were given up (first: k#4 at 4, handed over 1 times); lease owner w1 epoch 1 checkpoint 4 parents []' },
+    ]);
+  });
+
+  it('with a dead-letter handler configured, reports a record skipped that it never accepted, and a poison record claimed done', () => {
+    let now = 0;
+    const violations: Array<{ guarantee: ConsumerGuarantee; detail: string }> = [];
+    const ledger = new ConsumerLedger({
+      start: { kind: 'TRIM_HORIZON' },
+      now: () => now++,
+      wallOf: (ms) => VIRTUAL_EPOCH_MS + ms,
+      violate: (guarantee, detail) => violations.push({ guarantee, detail }),
+      deadLetterConfigured: true,
+    });
+    ledger.addShard('s0', [], false);
+    const poison = ledger.addRecord('k', 's0', '1', VIRTUAL_EPOCH_MS, true);
+    const other = ledger.addRecord('k', 's0', '2', VIRTUAL_EPOCH_MS);
+    const asRecord = (entry: typeof poison): SourceRecord => ({ position: entry.position, partitionKey: entry.partitionKey, data: new Uint8Array() });
+    ledger.handOver('s0', 1, [asRecord(poison), asRecord(other)], 'w1');
+    ledger.deadLettered('s0', ['1'], 'w1');
+    ledger.skipped('s0', '1', true, 'w1');
+    ledger.skipped('s0', '2', true, 'w1');
+    ledger.succeeded('s0', [asRecord(poison)], 'w1');
+    expect(violations).toEqual([
+      { guarantee: 'skip', detail: 'w1 skipped record k#2 of s0 at 2 without the dead-letter handler accepting it' },
+      { guarantee: 'handled', detail: "w1's handler of s0 claimed poison record k#1 at 1 done" },
+    ]);
   });
 });
 
@@ -237,6 +291,32 @@ describe('the consumer simulation', () => {
     const policies = new Set(shapes.map((shape) => (typeof shape.checkpointing === 'string' ? shape.checkpointing : Object.keys(shape.checkpointing).join())));
     expect(policies).toEqual(new Set(['batch', 'manual', 'everyRecords', 'everyMs']));
     expect(shapes.filter((shape) => shape.listLagMs > 0).length).toBeGreaterThan(500);
+  });
+
+  it('draws the retry, skip and poison failure policies, poison ones with and without bisection, record age and a dead-letter handler', () => {
+    const policies = Array.from({ length: 1000 }, (_, i) => consumerShapeOf(i + 1).onHandlerError);
+    expect(new Set(policies.map((policy) => (typeof policy === 'string' ? policy : 'poison')))).toEqual(new Set(['retry', 'skip', 'poison']));
+    const poison = policies.filter((policy) => typeof policy === 'object');
+    expect(poison.length).toBeGreaterThan(150);
+    expect(new Set(poison.map((policy) => policy.bisect))).toEqual(new Set([true, false]));
+    expect(new Set(poison.map((policy) => policy.deadLetter))).toEqual(new Set([true, false]));
+    expect(new Set(poison.map((policy) => policy.maxRecordAgeMs === undefined))).toEqual(new Set([true, false]));
+    expect(new Set(poison.map((policy) => policy.maxAttempts))).toEqual(new Set([2, 3, 4]));
+  });
+
+  it('a poison run gives every poison record up: dead-lettered with a dead-letter handler, skipped by policy without one', async () => {
+    const withHandler = await simulateConsumers({ seed: 15 });
+    expect(withHandler.shape.onHandlerError).toMatchObject({ deadLetter: true });
+    expect(withHandler.violations).toEqual([]);
+    expect(withHandler.stats.poison).toBeGreaterThan(0);
+    expect(withHandler.stats.deadLettered).toBeGreaterThanOrEqual(withHandler.stats.poison);
+    expect(withHandler.stats.skipped).toBe(withHandler.stats.deadLettered);
+    const withoutHandler = await simulateConsumers({ seed: 9 });
+    expect(withoutHandler.shape.onHandlerError).toMatchObject({ deadLetter: false });
+    expect(withoutHandler.violations).toEqual([]);
+    expect(withoutHandler.stats.poison).toBeGreaterThan(0);
+    expect(withoutHandler.stats.deadLettered).toBe(0);
+    expect(withoutHandler.stats.skipped).toBeGreaterThanOrEqual(withoutHandler.stats.poison);
   });
 
   it('names the command that replays a run, with its overrides and unsafe switches', () => {

@@ -16,6 +16,8 @@ const switches: ReadonlyArray<{ name: keyof ConsumerUnsafe; defect: string; brea
   { name: 'deleteOnStaleView', defect: 'the leader deletes live leases that a stale listing does not name', breaks: ['deletion'] },
   { name: 'checkpointPerKey', defect: 'a handler of an earlier tenure checkpoints into the next one', breaks: ['fencing'] },
   { name: 'keepFailedPump', defect: 'a failed pump keeps its lease with nobody reading', breaks: ['progress', 'delivery'] },
+  { name: 'ignoreBatchResponse', defect: 'a reported failed record is taken for done and checkpointed past', breaks: ['skip', 'handled'] },
+  { name: 'skipWithoutDeadLetter', defect: 'records given up are skipped without the dead-letter handler', breaks: ['skip'] },
 ];
 
 const caught = new Map<string, string>();

@@ -12,7 +12,7 @@ describe('Consumer', () => {
     expect(() => new Consumer({ ...base, processBatch: 5 as never })).toThrow('processBatch must be a function, got 5');
     expect(() => new Consumer({ ...base, checkpointing: { everyRecords: 0 } })).toThrow(InvalidConfigError);
     expect(() => new Consumer({ ...base, checkpointing: { everyRecords: 0 } })).toThrow('checkpointing.everyRecords must be a positive integer, got 0');
-    expect(() => new Consumer({ ...base, onHandlerError: 'ignore' as never })).toThrow(`onHandlerError must be 'retry', 'skip' or 'stop', got "ignore"`);
+    expect(() => new Consumer({ ...base, onHandlerError: 'ignore' as never })).toThrow(`onHandlerError must be 'retry', 'skip', 'stop' or { bisect?, maxAttempts?, maxRecordAgeMs?, deadLetter? }, got "ignore"`);
     expect(() => new Consumer({ ...base, initialPosition: { atTimestamp: -1 } })).toThrow('initialPosition must be');
   });
 

@@ -506,3 +506,145 @@ describe('membership: handoffs and leaving', () => {
     await run(scheduler, staying.coordinator.stop());
   });
 });
+
+describe('membership: heartbeats under a slow store', () => {
+  it('heartbeats every interval counted from the previous send, so that a 2 s round trip never lets the hold run out', async () => {
+    const { scheduler, ready, worker } = world(keys(4));
+    await ready;
+    const w = worker('a', { useChangeFeed: false });
+    await joined(scheduler, w.coordinator);
+    expect(w.coordinator.heldLeases()).toHaveLength(4);
+    const lost: string[] = [];
+    w.coordinator.on('lost', ({ reason }) => lost.push(reason));
+    const sends: number[] = [];
+    w.coordinator.on('renewed', ({ durationMs }) => sends.push(scheduler.now - durationMs));
+    // 1 s each way: a heartbeat sent a whole interval after the previous one's answer would be answered
+    // 2 + 6.5 + 2 s after the previous send, past its 9.3 s hold.
+    w.faults.latencyMs = () => 1_000;
+    await scheduler.advance(120_000);
+    expect(lost).toEqual([]);
+    expect(w.coordinator.heldLeases()).toHaveLength(4);
+    const gaps = sends.slice(2).map((at, i) => at - (sends[i + 1] as number));
+    expect(Math.max(...gaps)).toBeLessThanOrEqual(w.coordinator.renewIntervalMs * 1.05 + 1);
+    await run(scheduler, w.coordinator.stop());
+  });
+});
+
+describe('membership: owners hand their excess to members below their share', () => {
+  it('a worker that holds every lease hands a late joiner its share unasked, each lease moving once, within a few take ticks, and the joiner holds them as written', async () => {
+    const { scheduler, ready, worker, storage } = world(keys(40));
+    await ready;
+    const first = worker('a', { useChangeFeed: false });
+    await joined(scheduler, first.coordinator);
+    await scheduler.advance(10_000);
+    expect(first.coordinator.heldLeases()).toHaveLength(40);
+    // The joiner never asks (no steals): only the owner's offers can balance the group.
+    const late = worker('b', { useChangeFeed: false, maxStealsPerTick: 0 });
+    const offered: string[] = [];
+    first.coordinator.on('handoff-offered', ({ leaseKey, to }) => to === 'b' && offered.push(leaseKey));
+    const acquired: { leaseKey: string; how: string; fencingToken: number }[] = [];
+    late.coordinator.on('acquired', ({ leaseKey, how, fencingToken }) => acquired.push({ leaseKey, how, fencingToken }));
+    const joinedAt = scheduler.now;
+    await run(scheduler, late.coordinator.start());
+    let balancedAt = -1;
+    for (let t = 0; t < 30_000 && balancedAt < 0; t += 100) {
+      await scheduler.advance(100);
+      if (first.coordinator.heldLeases().length === 20 && late.coordinator.heldLeases().length === 20) balancedAt = scheduler.now;
+    }
+    expect(balancedAt).toBeGreaterThan(0);
+    // Seen at the owner's next tick, drained, written, announced, and held at the joiner's next listing.
+    expect(balancedAt - joinedAt).toBeLessThanOrEqual(4 * 2_000 * 1.05);
+    expect(offered.sort()).toEqual(acquired.map((a) => a.leaseKey).sort());
+    expect(acquired).toHaveLength(20);
+    expect(new Set(acquired.map((a) => a.how))).toEqual(new Set(['handoff']));
+    // Held in the tenure the owner wrote: no second write.
+    for (const { leaseKey, fencingToken } of acquired) {
+      expect(await storage.getLease(GROUP, leaseKey)).toMatchObject({ owner: 'b', incarnation: late.coordinator.incarnation, epoch: fencingToken });
+    }
+    // Balanced, nothing moves any more.
+    await scheduler.advance(60_000);
+    expect(first.coordinator.heldLeases()).toHaveLength(20);
+    expect(late.coordinator.heldLeases()).toHaveLength(20);
+    expect(offered).toHaveLength(20);
+    await run(scheduler, Promise.all([first.coordinator.stop(), late.coordinator.stop()]));
+  });
+
+  it('on a cold start spread over four seconds without a change feed, waits for the members to stop joining and takes each lease once', async () => {
+    const { scheduler, ready, worker } = world(keys(100));
+    await ready;
+    const workers: LeaseCoordinator[] = [];
+    const views: CountingStorage[] = [];
+    let acquisitions = 0;
+    const starts: Promise<void>[] = [];
+    for (let i = 0; i < 5; i++) {
+      const { coordinator, view } = worker(`w${i}`, { useChangeFeed: false });
+      coordinator.on('acquired', () => acquisitions++);
+      workers.push(coordinator);
+      views.push(view);
+      starts.push(coordinator.start());
+      await scheduler.advance(1_000);
+    }
+    await run(scheduler, Promise.all(starts));
+    const lastJoin = scheduler.now - 1_000;
+    let balancedAt = -1;
+    for (let t = 0; t < 20_000 && balancedAt < 0; t += 100) {
+      await scheduler.advance(100);
+      if (workers.every((coordinator) => coordinator.heldLeases().length === 20)) balancedAt = scheduler.now;
+    }
+    expect(balancedAt - lastJoin).toBeGreaterThan(0);
+    expect(balancedAt - lastJoin).toBeLessThanOrEqual(3 * 2_000 * 1.05);
+    expect(acquisitions).toBe(100);
+    // While the members kept joining, each worker read the roster, not the whole group, every tick.
+    for (const view of views) expect(view.calls.listLeases).toBeLessThanOrEqual(2);
+    await run(scheduler, Promise.all(workers.map((coordinator) => coordinator.stop())));
+  });
+
+  it('hands a member no more than the maxLeasesPerWorker it publishes, and balances the rest among the others', async () => {
+    const { scheduler, ready, worker, storage } = world(keys(30));
+    await ready;
+    const a = worker('a', { useChangeFeed: false });
+    await joined(scheduler, a.coordinator);
+    await scheduler.advance(10_000);
+    const capped = worker('b', { useChangeFeed: false, maxLeasesPerWorker: 3 });
+    const c = worker('c', { useChangeFeed: false });
+    await run(scheduler, Promise.all([capped.coordinator.start(), c.coordinator.start()]));
+    await scheduler.advance(60_000);
+    expect((await memberOf(storage, 'b'))?.metadata['leasehold.maxLeases']).toBe('3');
+    expect(capped.coordinator.heldLeases()).toHaveLength(3);
+    const counts = [a, c].map((w) => w.coordinator.heldLeases().length).sort();
+    expect(counts[1]! - counts[0]!).toBeLessThanOrEqual(1);
+    expect(counts[0]! + counts[1]!).toBe(27);
+    // Settled: no lease keeps moving between them.
+    const versions = new Map((await storage.listLeases(GROUP)).leases.map((lease) => [lease.leaseKey, lease.version]));
+    await scheduler.advance(60_000);
+    expect((await storage.listLeases(GROUP)).leases.every((lease) => versions.get(lease.leaseKey) === lease.version)).toBe(true);
+    await run(scheduler, Promise.all([a, capped, c].map((w) => w.coordinator.stop())));
+  });
+
+  it('a lease handed to a worker in a tenure it never held is held as written; one it lost to self-fencing is taken back in a new tenure', async () => {
+    const { scheduler, ready, worker, storage } = world(keys(2));
+    await ready;
+    const w = worker('a', { useChangeFeed: false });
+    await joined(scheduler, w.coordinator);
+    const [lost, handed] = keys(2) as [string, string];
+    expect(w.coordinator.isHeld(lost)).toBe(true);
+    const lostEpoch = (await storage.getLease(GROUP, lost))!.epoch;
+    // Cut off past its hold: it fences itself, while storage still names its incarnation.
+    w.faults.cutOff = true;
+    await scheduler.advance(12_000);
+    expect(w.coordinator.isHeld(lost)).toBe(false);
+    w.faults.cutOff = false;
+    // Meanwhile a lease is written to it by another owner in a tenure it never held (a handover).
+    const incarnation = w.coordinator.incarnation;
+    const record = (await storage.getLease(GROUP, handed))!;
+    await storage.updateLeases(GROUP, [{ leaseKey: handed, expectedVersion: record.version, next: { ...record, owner: 'a', incarnation, epoch: record.epoch + 5 }, notify: 'handed-off' }]);
+    const handedEpoch = record.epoch + 5;
+    const acquired = new Map<string, { how: string; fencingToken: number }>();
+    w.coordinator.on('acquired', ({ leaseKey, how, fencingToken }) => acquired.set(leaseKey, { how, fencingToken }));
+    await scheduler.advance(10_000);
+    expect(w.coordinator.incarnation).toBe(incarnation);
+    expect(acquired.get(lost)).toEqual({ how: 'expired', fencingToken: lostEpoch + 1 });
+    expect(acquired.get(handed)).toEqual({ how: 'handoff', fencingToken: handedEpoch });
+    await run(scheduler, w.coordinator.stop());
+  });
+});

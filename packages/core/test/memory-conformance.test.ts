@@ -1,4 +1,4 @@
-import { describe, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { MemoryStorage } from '../src/index.js';
 import { runConformanceSuite } from '../src/testing/index.js';
 
@@ -19,3 +19,18 @@ runConformanceSuite(
     },
   },
 );
+
+describe('MemoryStorage close()', () => {
+  it('ends every change-feed subscription and keeps the records', async () => {
+    const changes: string[] = [];
+    {
+      await using storage = new MemoryStorage();
+      await storage.subscribe('orders', (change) => changes.push(change.leaseKey));
+      await storage.createLease({ group: 'orders', leaseKey: 'shard-1' });
+      await storage.close();
+      await storage.createLease({ group: 'orders', leaseKey: 'shard-2' });
+      expect((await storage.listLeases('orders')).leases.map((lease) => lease.leaseKey)).toEqual(['shard-1', 'shard-2']);
+    }
+    expect(changes).toEqual(['shard-1']);
+  });
+});

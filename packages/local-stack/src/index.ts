@@ -2,3 +2,4 @@ export { startDynalite, type DynaliteOptions, type RunningDynalite } from './dyn
 export { startKinesisLocal, type KinesisLocalOptions, type RunningKinesisLocal } from './kinesis-local.js';
 export { startPostgresCluster, type PostgresCluster, type PostgresClusterOptions } from './postgres-cluster.js';
 export { freePort } from './ports.js';
+export { startRedisServer, type RedisServer, type RedisServerOptions } from './redis-server.js';

@@ -146,6 +146,17 @@ export class DynamoDBStorage implements Storage {
     await checkTable(this.#client, this.#tableName);
   }
 
+  /**
+   * Ends the adapter's use of the client. It opens no connection of its own (no change feed), so there is
+   * nothing more to release; the client stays open: it is the caller's to `destroy()`, as the pool is for
+   * `PostgresStorage` and the client for `RedisStorage`.
+   */
+  async close(): Promise<void> {}
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+
   async listLeases(group: string): Promise<LeaseListing> {
     validateGroup(group, PKG);
     const listing: LeaseListing = { leases: [], corrupt: [] };

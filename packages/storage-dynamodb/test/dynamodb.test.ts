@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import {
   ConditionalCheckFailedException,
   CreateTableCommand,
@@ -119,6 +119,21 @@ describe('DynamoDBStorage options and table', () => {
     expect(() => new DynamoDBStorage({ client: client(), tableName, writeConcurrency: 0 })).toThrow(
       '[storage-dynamodb] writeConcurrency must be an integer from 1 to 1000, got 0',
     );
+  });
+
+  it("close() and await using never destroy the caller's client, which another adapter goes on using", async () => {
+    const shared = client();
+    const destroy = vi.spyOn(shared, 'destroy');
+    const g = group();
+    {
+      await using first = new DynamoDBStorage({ client: shared, tableName });
+      appliedRecord(await first.createLease({ group: g, leaseKey: 'before-close' }));
+      await first.close();
+    }
+    expect(destroy).not.toHaveBeenCalled();
+    const second = new DynamoDBStorage({ client: shared, tableName });
+    appliedRecord(await second.createLease({ group: g, leaseKey: 'after-close' }));
+    expect((await second.listLeases(g)).leases.map((lease) => lease.leaseKey).sort()).toEqual(['after-close', 'before-close']);
   });
 
   it('createTable is harmless when the table exists, and the table passes the key-schema check', async () => {

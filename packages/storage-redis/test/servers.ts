@@ -3,13 +3,9 @@
  * three-primary cluster) started on free ports in temporary directories for tests that restart, kill or
  * flush, so that they never disturb anyone else.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { startRedisServer, type RedisServer } from '@leasehold/local-stack';
 import { Cluster, Redis } from 'ioredis';
 
 const run = promisify(execFile);
@@ -80,100 +76,14 @@ export async function deletePrefix(client: Redis, prefix: string): Promise<void>
   } while (cursor !== '0');
 }
 
-async function portIsFree(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const server = createServer();
-    server.once('error', () => resolve(false));
-    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
-  });
-}
+/** A redis-server of the tests' own, without persistence unless asked, with DEBUG allowed (the tests stall it with DEBUG SLEEP). */
+export type OwnServer = RedisServer;
 
-/** A free port whose cluster bus port (port + 10000) is free too. */
-async function freePort(): Promise<number> {
-  for (let attempt = 0; attempt < 200; attempt++) {
-    const port = 20000 + Math.floor(Math.random() * 20000);
-    if ((await portIsFree(port)) && (await portIsFree(port + 10000))) return port;
-  }
-  throw new Error('no free port pair found for a test redis-server');
-}
-
-async function waitForPing(port: number, process: ChildProcess, output: () => string): Promise<void> {
-  const deadline = Date.now() + 15_000;
-  while (Date.now() < deadline) {
-    if (process.exitCode !== null) throw new Error(`redis-server on port ${port} exited: ${output()}`);
-    const probe = new Redis({ host: '127.0.0.1', port, lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
-    probe.on('error', () => undefined);
-    try {
-      await probe.connect();
-      if ((await probe.ping()) === 'PONG') return;
-    } catch {
-      // not up yet
-    } finally {
-      probe.disconnect();
-    }
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error(`redis-server on port ${port} did not answer within 15 s: ${output()}`);
-}
-
-/** A redis-server of the tests' own, without persistence unless asked; `stop()` kills it and removes its directory. */
-export class OwnServer {
-  readonly port: number;
-  readonly #dir: string;
-  readonly #extra: string[];
-  #process: ChildProcess | undefined;
-  #output = '';
-
-  private constructor(port: number, dir: string, extra: string[]) {
-    this.port = port;
-    this.#dir = dir;
-    this.#extra = extra;
-  }
-
-  static async start(extra: string[] = []): Promise<OwnServer> {
-    const server = new OwnServer(await freePort(), mkdtempSync(join(tmpdir(), 'leasehold-redis-')), extra);
-    await server.#launch();
-    return server;
-  }
-
-  get dir(): string {
-    return this.#dir;
-  }
-
-  async #launch(): Promise<void> {
-    const args = ['--port', String(this.port), '--bind', '127.0.0.1', '--dir', this.#dir, '--save', '', '--appendonly', 'no', '--enable-debug-command', 'local', ...this.#extra];
-    const child = spawn('redis-server', args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    child.stdout?.on('data', (chunk: Buffer) => (this.#output = (this.#output + chunk.toString()).slice(-4000)));
-    child.stderr?.on('data', (chunk: Buffer) => (this.#output = (this.#output + chunk.toString()).slice(-4000)));
-    this.#process = child;
-    await waitForPing(this.port, child, () => this.#output);
-  }
-
-  /**
-   * Kills the server (SIGKILL: nothing is saved) and starts it again on the same port and directory. It
-   * comes back with the last snapshot taken with SAVE, or empty with `{ fromSnapshot: false }`.
-   */
-  async restart({ fromSnapshot = true }: { fromSnapshot?: boolean } = {}): Promise<void> {
-    await this.#kill();
-    if (!fromSnapshot) rmSync(join(this.#dir, 'dump.rdb'), { force: true });
-    await this.#launch();
-  }
-
-  async #kill(): Promise<void> {
-    const child = this.#process;
-    this.#process = undefined;
-    if (!child || child.exitCode !== null) return;
-    await new Promise<void>((resolve) => {
-      child.once('exit', () => resolve());
-      child.kill('SIGKILL');
-    });
-  }
-
-  async stop(): Promise<void> {
-    await this.#kill();
-    rmSync(this.#dir, { recursive: true, force: true });
-  }
-}
+export const OwnServer = {
+  async start(extra: readonly string[] = []): Promise<OwnServer> {
+    return startRedisServer({ args: ['--enable-debug-command', 'local', ...extra], clusterBus: extra.includes('--cluster-enabled') });
+  },
+};
 
 /** A three-primary Redis Cluster of the tests' own. */
 export class OwnCluster {

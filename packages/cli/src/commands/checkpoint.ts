@@ -20,7 +20,8 @@ import { openBackend } from '../connect.js';
 import { refuseIfLive, type GuardOptions } from '../guard.js';
 import { isFinished, isNewerFormat, newerFormatError } from '../health.js';
 import { byLeaseKey, checkGroup, readKnownGroup, type Io } from '../shared.js';
-import { parseStorageUrl, PKG } from '../url.js';
+import { parseStorageUrl } from '@leasehold/connect';
+import { PKG } from '../pkg.js';
 
 /** Options of {@link checkpointSet}. */
 export interface CheckpointSetOptions extends GuardOptions {

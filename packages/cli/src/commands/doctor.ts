@@ -7,13 +7,14 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { Checkpoint, describeValue, LeaseholdError, RECORD_FORMAT, type Storage } from '@leasehold/core';
+import { Checkpoint, describeValue, LeaseholdError, RECORD_FORMAT, StorageSchemaError, type Storage } from '@leasehold/core';
 import type { Redis } from 'ioredis';
 import type pg from 'pg';
 import { messageOf, openBackend } from '../connect.js';
 import { isNewerFormat, stallAdvice, stallOf } from '../health.js';
 import { checkGroup, formatDuration, readKnownGroup, type Io } from '../shared.js';
-import { parseStorageUrl, PKG, type DynamoDBTarget, type PostgresTarget, type RedisTarget } from '../url.js';
+import { parseStorageUrl, type DynamoDBTarget, type PostgresTarget, type RedisTarget } from '@leasehold/connect';
+import { PKG } from '../pkg.js';
 
 /** The verdict of one item: `fail` makes the command fail, `warn` does not. */
 export type CheckStatus = 'pass' | 'fail' | 'warn';
@@ -156,6 +157,9 @@ async function groupChecks(storage: Storage, group: string, display: string, rep
   }
 }
 
+/** What doctor advises for Postgres tables that are missing or behind: the command that sets a backend up. */
+const SETUP_HINT = 'run leasehold setup with the same --storage URL: it creates the tables and records the schema version (what migrate() of @leasehold/storage-postgres does)';
+
 const LEASE_COLUMNS = ['group_name text', 'lease_key text', 'version bigint', 'live boolean', 'high_epoch bigint', 'state text'];
 const LEADER_COLUMNS = ['group_name text', 'version bigint', 'state text'];
 const ROSTER_COLUMNS = ['group_name text', 'high_version bigint', 'members jsonb'];
@@ -199,7 +203,7 @@ async function postgresChecks(pool: pg.Pool, target: PostgresTarget, add: Add): 
     const expected = PostgresStorage.schemaVersion;
     if (recorded === expected) add('pass', 'schema version', `${recorded} recorded in ${schema}.${migrationsTable}, as this release expects`);
     else if (recorded > expected) add('fail', 'schema version', `${recorded} recorded, newer than this release's ${expected}: upgrade @leasehold/cli`);
-    else add('fail', 'schema version', `${recorded === 0 ? 'none' : recorded} recorded, ${expected} expected: run migrate() of @leasehold/storage-postgres (or leasehold migrate --create)`);
+    else add('fail', 'schema version', `${recorded === 0 ? 'none' : recorded} recorded, ${expected} expected: ${SETUP_HINT}`);
 
     if (shapeOk) await postgresWriteCheck(client, `${quote(schema)}.${quote(leaseTable)}`, `${quote(schema)}.${quote(leaderTable)}`, `${quote(schema)}.${quote(rosterTable)}`, add);
     else add('fail', 'write permission', 'not checked: the tables are missing or of another shape');
@@ -226,7 +230,7 @@ function quote(name: string): string {
 
 function shapeCheck(add: Add, table: string, expected: readonly string[], found: readonly string[]): boolean {
   if (found.length === 0) {
-    add('fail', `table ${table}`, 'missing: run migrate() of @leasehold/storage-postgres (or leasehold migrate --create)');
+    add('fail', `table ${table}`, `missing: ${SETUP_HINT}`);
     return false;
   }
   const missing = expected.filter((column) => !found.includes(column));
@@ -331,7 +335,8 @@ async function dynamoChecks(client: DynamoDBClient, target: DynamoDBTarget, add:
   try {
     await checkTable(client, table);
   } catch (error) {
-    add('fail', `table ${table}`, messageOf(error));
+    const missing = error instanceof StorageSchemaError && / does not exist/.test(error.message);
+    add('fail', `table ${table}`, missing ? 'missing: run leasehold setup with the same --storage URL: it creates the table (what createTable() of @leasehold/storage-dynamodb does)' : messageOf(error));
     return;
   }
   add('pass', `table ${table}`, 'present, key schema pk (HASH, S) and sk (RANGE, S)');

@@ -19,7 +19,8 @@ import { openBackend } from '../connect.js';
 import { refuseIfLive, type GuardOptions } from '../guard.js';
 import { isFinished, isNewerFormat, newerFormatError } from '../health.js';
 import { checkGroup, readKnownGroup, type Io } from '../shared.js';
-import { parseStorageUrl, PKG } from '../url.js';
+import { parseStorageUrl } from '@leasehold/connect';
+import { PKG } from '../pkg.js';
 
 /** Options of {@link leaseDelete}. */
 export interface LeaseDeleteOptions extends GuardOptions {

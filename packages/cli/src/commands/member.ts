@@ -16,7 +16,8 @@ import { UNREADABLE_WATCH_MS, pollOf } from '../guard.js';
 import { isNewerFormat } from '../health.js';
 import { watchRoster } from '../observe.js';
 import { checkGroup, formatDuration, readKnownGroup, table, type Io } from '../shared.js';
-import { parseStorageUrl, PKG } from '../url.js';
+import { parseStorageUrl } from '@leasehold/connect';
+import { PKG } from '../pkg.js';
 
 /** Options of {@link memberList}. */
 export interface MemberListOptions {

@@ -11,7 +11,7 @@ import { openBackend } from '../connect.js';
 import { isNewerFormat, stallOf, type Stall } from '../health.js';
 import { memberLiveness, Observer, ownerLiveness, unreadableMembers, type Age, type MemberLiveness, type OwnerLiveness } from '../observe.js';
 import { checkGroup, formatDuration, readGroup, readKnownGroup, table, type GroupState, type Io } from '../shared.js';
-import { parseStorageUrl } from '../url.js';
+import { parseStorageUrl } from '@leasehold/connect';
 
 /** Options of {@link status}. */
 export interface StatusOptions {

@@ -7,7 +7,8 @@ import { positive, positiveInteger } from '../lease/timing.js';
 import type { ShardSource, SourceRecord } from '../source.js';
 import { Checkpoint, type CheckpointStorage, type LeaderStore, type Position } from '../storage.js';
 import { leaderLoop, ShardSync, type ShardSyncReport } from './leader-duties.js';
-import type { ConsumerOptions, ConsumerUnsafe, InitialPosition, Logger } from './options.js';
+import { resolveFailurePolicy, type ResolvedFailurePolicy } from './failure-policy.js';
+import type { ConsumerOptions, ConsumerUnsafe, GiveUpReason, InitialPosition, Logger } from './options.js';
 import { ShardPump, type PumpOutcome, type PumpReporter } from './shard-pump.js';
 import { attachMetrics, defaultMeter } from '../metrics.js';
 
@@ -22,7 +23,19 @@ export interface ConsumerEvents {
   'batch-processed': { shardId: string; records: number; bytes: number; millisBehindLatest: number | undefined; durationMs: number };
   checkpointed: { shardId: string; position: Position };
   'handler-failed': { shardId: string; attempt: number; error: Error };
-  'record-skipped': { shardId: string; position: Position; error: Error };
+  /** A failing call was split in two halves, handled in order (`onHandlerError: { bisect: true }`). */
+  'batch-bisected': { shardId: string; records: number; left: number; right: number; error: Error };
+  /** Records that failed are handed to the handler again after `delayMs`, for their `attempt`th time. */
+  'batch-retried': { shardId: string; records: number; attempt: number; delayMs: number };
+  /** The dead-letter handler accepted records given up; they are skipped next. */
+  'records-dead-lettered': { shardId: string; positions: readonly Position[]; attempts: number; reason: GiveUpReason; error: Error };
+  /** The dead-letter handler failed: the shard waits, and it is called again after `retryInMs`. */
+  'dead-letter-failed': { shardId: string; positions: readonly Position[]; attempt: number; error: Error; retryInMs: number };
+  /**
+   * A record was given up and skipped: after `attempts` failures or past its age (`reason`), and, with a
+   * dead-letter handler, only after it accepted the record (`deadLettered`).
+   */
+  'record-skipped': { shardId: string; position: Position; error: Error; reason: GiveUpReason; attempts: number; deadLettered: boolean };
   'shard-stopped': { shardId: string; error: Error };
   /**
    * Reading a shard failed (the source, or the shard's end could not be recorded). The runtime reads it
@@ -109,6 +122,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
   readonly #initialPosition: Position;
   readonly #shardSyncIntervalMs: number;
   readonly #retry: { initialDelayMs: number; maxDelayMs: number; maxAttempts: number };
+  readonly #failurePolicy: ResolvedFailurePolicy<R>;
   readonly #stallAfterMs: number;
   readonly #unsafe: ConsumerUnsafe;
   readonly #random: Random;
@@ -148,10 +162,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       if (policy.everyRecords !== undefined) positiveInteger(PKG, 'checkpointing.everyRecords', policy.everyRecords);
       if (policy.everyMs !== undefined) positive(PKG, 'checkpointing.everyMs', policy.everyMs);
     }
-    const failure = options.onHandlerError ?? 'retry';
-    if (!['retry', 'skip', 'stop'].includes(failure)) {
-      throw new InvalidConfigError(`[${PKG}] onHandlerError must be 'retry', 'skip' or 'stop', got ${describeValue(failure)}`);
-    }
+    this.#failurePolicy = resolveFailurePolicy(options.onHandlerError);
     this.#options = options;
     this.#source = options.source;
     this.#storage = options.storage;
@@ -333,7 +344,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
         coordinator: this.coordinator,
         processBatch: this.#options.processBatch,
         checkpointing: this.#options.checkpointing ?? 'batch',
-        onHandlerError: this.#options.onHandlerError ?? 'retry',
+        onHandlerError: this.#failurePolicy,
         retry: this.#retry,
         hooks: this.#options.hooks ?? {},
         initialPosition: this.#initialPosition,
@@ -498,9 +509,22 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
         this.#logger.warn({ shardId, attempt, err: error }, 'handler failed');
         this.emit('handler-failed', { shardId, attempt, error });
       },
-      recordSkipped: (shardId, position, error) => {
-        this.#logger.error({ shardId, position, err: error }, 'record skipped after repeated handler failures');
-        this.emit('record-skipped', { shardId, position, error });
+      bisected: (shardId, records, left, right, error) => {
+        this.#logger.warn({ shardId, records, left, right, err: error }, 'handler failed; the records are split in two to find the failing one');
+        this.emit('batch-bisected', { shardId, records, left, right, error });
+      },
+      retried: (shardId, records, attempt, delayMs) => this.emit('batch-retried', { shardId, records, attempt, delayMs }),
+      deadLettered: (shardId, positions, attempts, reason, error) => {
+        this.#logger.warn({ shardId, positions, attempts, reason, err: error }, 'records given up and dead-lettered; they are skipped');
+        this.emit('records-dead-lettered', { shardId, positions, attempts, reason, error });
+      },
+      deadLetterFailed: (shardId, positions, attempt, error, retryInMs) => {
+        this.#logger.error({ shardId, positions, attempt, retryInMs, err: error }, 'the dead-letter handler failed; the shard waits and it is called again');
+        this.emit('dead-letter-failed', { shardId, positions, attempt, error, retryInMs });
+      },
+      recordSkipped: (shardId, position, error, { reason, attempts, deadLettered }) => {
+        if (!deadLettered) this.#logger.error({ shardId, position, reason, attempts, err: error }, 'record skipped after repeated handler failures');
+        this.emit('record-skipped', { shardId, position, error, reason, attempts, deadLettered });
       },
       ended: (shardId, childShardIds) => {
         this.#logger.info({ shardId, childShardIds }, 'shard ended');

@@ -50,11 +50,84 @@ export type CheckpointPolicy =
   | 'manual' // only when the handler calls `ctx.checkpoint()`
   | { everyRecords?: number; everyMs?: number }; // after N records or N milliseconds, whichever comes first
 
-/** What happens when the handler throws. */
-export type FailurePolicy =
+/** What happens when the handler throws (or reports a failed record, see {@link BatchResponse}). */
+export type FailurePolicy<R extends SourceRecord = SourceRecord> =
   | 'retry' // retry the batch with backoff until it succeeds or the lease is lost (default)
   | 'skip' // retry record by record; a record that fails `maxAttempts` times is reported and skipped
-  | 'stop'; // stop this shard (its lease is kept, nothing is checkpointed past the failure) and report
+  | 'stop' // stop this shard (its lease is kept, nothing is checkpointed past the failure) and report
+  | PoisonPolicy<R>; // bisect, give up after attempts or age, dead-letter: see PoisonPolicy
+
+/**
+ * Failure handling that keeps a shard flowing past records that always fail (poison records), in the
+ * manner of AWS Lambda's Kinesis event source mapping (`BisectBatchOnFunctionError`,
+ * `MaximumRetryAttempts`, `MaximumRecordAgeInSeconds`, an on-failure destination). Failed records are
+ * retried with the backoff of `retry` until they are given up by `maxAttempts` or `maxRecordAgeMs`; a
+ * record given up goes to `deadLetter` first, and is skipped only once that accepted it. Without either
+ * limit nothing is ever given up (as `'retry'`, but with bisection the records before a poison record
+ * are processed and checkpointed, and the shard waits at the poison record).
+ */
+export interface PoisonPolicy<R extends SourceRecord = SourceRecord> {
+  /**
+   * Split a failing call in two halves and handle each in order, down to a single record, so that the
+   * records beside a poison record are processed (once each when they succeed) and only the poison
+   * record is given up. A split is not a retry: it happens at once, without backoff. Default `false`.
+   */
+  bisect?: boolean;
+  /**
+   * Failed calls of the same records on their own (a single record with `bisect`, else what is left of
+   * the batch) before they are given up. Default: no limit.
+   */
+  maxAttempts?: number;
+  /**
+   * A record that arrived in the stream (`approximateArrivalTimestampMs`, against the wall time of the
+   * consumer's clock) longer ago than this is not retried after it failed: it is given up. It is always
+   * handed to the handler at least once. Records without an arrival time never expire. Default: no limit.
+   */
+  maxRecordAgeMs?: number;
+  /**
+   * Called with records about to be given up, before they are skipped. It must store them somewhere
+   * durable (a queue, a table). If it throws, it is called again with the retry backoff and the shard
+   * waits (a `dead-letter-failed` event each time): a record is skipped only once this resolved. Without
+   * it, records are skipped with a `record-skipped` event, an error log and a metric.
+   */
+  deadLetter?: (failure: FailedRecords<R>) => void | Promise<void>;
+}
+
+/** Why records were given up. */
+export type GiveUpReason = 'max-attempts' | 'max-record-age';
+
+/** Records given up under a {@link PoisonPolicy}, as its `deadLetter` handler receives them. */
+export interface FailedRecords<R extends SourceRecord = SourceRecord> {
+  /** The shard they come from. */
+  readonly shardId: string;
+  /** The records, in shard order (one with `bisect`, unless the handler kept failing on a whole run of them). */
+  readonly records: readonly R[];
+  /** Their positions, in the same order. */
+  readonly positions: readonly Position[];
+  /** The last error of the handler. */
+  readonly error: Error;
+  /** Failed calls of these records on their own. */
+  readonly attempts: number;
+  /** Which limit gave them up. */
+  readonly reason: GiveUpReason;
+  /** The lease's ownership epoch, as in {@link BatchContext}. */
+  readonly fencingToken: number;
+  /** Fires when the lease is lost: the records will be handed to the next owner, and may be given up again there. */
+  readonly signal: AbortSignal;
+}
+
+/**
+ * What `processBatch` may return to report a partial failure (Lambda's `ReportBatchItemFailures`): the
+ * records before `failedAt` are done and may be checkpointed; the record at `failedAt` and every one
+ * after it are handled again under the failure policy. Returning nothing means the whole batch succeeded.
+ * A `failedAt` that is not the position of a record of the batch fails the whole batch.
+ */
+export interface BatchResponse {
+  /** The position of the first record that failed. */
+  readonly failedAt: Position;
+  /** Why it failed, for events, logs and the dead-letter handler. */
+  readonly error?: Error;
+}
 
 /** Where a shard with no checkpoint starts. */
 export type InitialPosition = 'TRIM_HORIZON' | 'LATEST' | { atTimestamp: Date | number };
@@ -94,6 +167,10 @@ export interface ConsumerUnsafe {
   keepFailedPump?: boolean;
   /** Passed to the coordinator and the elector: no self-fencing. */
   skipSelfFencing?: boolean;
+  /** A handler's report of its first failed record (`{ failedAt }`) is ignored: the whole batch counts as done. */
+  ignoreBatchResponse?: boolean;
+  /** Records given up under a poison policy are skipped without calling its dead-letter handler. */
+  skipWithoutDeadLetter?: boolean;
 }
 
 /** Options of {@link Consumer}. */
@@ -107,14 +184,20 @@ export interface ConsumerOptions<R extends SourceRecord = SourceRecord> {
   /** Where the leader record lives. Default: `storage`, when it implements `LeaderStore`. */
   leaderStore?: LeaderStore;
   /** Your code: called with each batch of a shard, one batch at a time per shard, in order. */
-  processBatch: (records: readonly R[], context: BatchContext) => void | Promise<void>;
+  processBatch: (records: readonly R[], context: BatchContext) => void | BatchResponse | Promise<void | BatchResponse>;
   /** When to checkpoint. Default `'batch'`. */
   checkpointing?: CheckpointPolicy;
   /** Where a shard with no checkpoint starts. Default `'LATEST'`, as in KCL. */
   initialPosition?: InitialPosition;
-  /** What a handler failure does. Default `'retry'`. */
-  onHandlerError?: FailurePolicy;
-  /** Backoff of handler retries. Default 100 ms doubling to 10 s; `skip` gives up on a record after 3 attempts. */
+  /**
+   * What a handler failure does: `'retry'` (default), `'skip'`, `'stop'`, or a {@link PoisonPolicy}
+   * (`{ bisect, maxAttempts, maxRecordAgeMs, deadLetter }`).
+   */
+  onHandlerError?: FailurePolicy<R>;
+  /**
+   * Backoff of handler retries (and of a failing dead-letter handler). Default 100 ms doubling to 10 s;
+   * `skip` gives up on a record after `maxAttempts` (3) attempts; a {@link PoisonPolicy} has its own.
+   */
   retry?: { initialDelayMs?: number; maxDelayMs?: number; maxAttempts?: number };
   /** Per-shard hooks. */
   hooks?: ShardHooks;

@@ -3,7 +3,8 @@ import { AbortedError, describeValue, InvalidInputError, LeaseholdError, SourceE
 import type { CheckpointWrite, HeldLease, LeaseCoordinator } from '../lease/coordinator.js';
 import type { RecordsBatch, ShardBatch, ShardSource, SourceRecord } from '../source.js';
 import { Checkpoint, type CheckpointStorage, type Position } from '../storage.js';
-import type { BatchContext, CheckpointPolicy, ConsumerOptions, FailurePolicy, Logger, ShardHooks } from './options.js';
+import type { ResolvedFailurePolicy, ResolvedPoisonPolicy } from './failure-policy.js';
+import type { BatchContext, BatchResponse, CheckpointPolicy, ConsumerOptions, ConsumerUnsafe, GiveUpReason, Logger, ShardHooks } from './options.js';
 
 /** The runtime's events about one shard's processing, reported to the consumer. */
 export interface PumpReporter {
@@ -11,7 +12,13 @@ export interface PumpReporter {
   batch(shardId: string, records: number, bytes: number, millisBehindLatest: number | undefined, durationMs: number): void;
   checkpointed(shardId: string, position: Position): void;
   handlerFailed(shardId: string, attempt: number, error: Error): void;
-  recordSkipped(shardId: string, position: Position, error: Error): void;
+  /** A failing call of `records` records was split in two, of `left` and `right` records. */
+  bisected(shardId: string, records: number, left: number, right: number, error: Error): void;
+  /** `records` records are handed to the handler again after `delayMs`, for their `attempt`th time. */
+  retried(shardId: string, records: number, attempt: number, delayMs: number): void;
+  deadLettered(shardId: string, positions: readonly Position[], attempts: number, reason: GiveUpReason, error: Error): void;
+  deadLetterFailed(shardId: string, positions: readonly Position[], attempt: number, error: Error, retryInMs: number): void;
+  recordSkipped(shardId: string, position: Position, error: Error, how: { reason: GiveUpReason; attempts: number; deadLettered: boolean }): void;
   ended(shardId: string, childShardIds: readonly string[]): void;
   stopped(shardId: string, error: Error): void;
   error(error: Error, operation: string): void;
@@ -31,11 +38,11 @@ interface PumpSettings<R extends SourceRecord> {
   coordinator: LeaseCoordinator;
   processBatch: ConsumerOptions<R>['processBatch'];
   checkpointing: CheckpointPolicy;
-  onHandlerError: FailurePolicy;
+  onHandlerError: ResolvedFailurePolicy<R>;
   retry: { initialDelayMs: number; maxDelayMs: number; maxAttempts: number };
   hooks: ShardHooks;
   initialPosition: Position;
-  unsafe: { childrenAtInitialPosition?: boolean | undefined; birthRace?: boolean | undefined };
+  unsafe: Pick<ConsumerUnsafe, 'childrenAtInitialPosition' | 'birthRace' | 'ignoreBatchResponse' | 'skipWithoutDeadLetter'>;
   clock: Clock;
   random: Random;
   logger: Logger;
@@ -62,6 +69,8 @@ export class ShardPump<R extends SourceRecord> {
   /** The last position checkpointed together with the handler's own writes (`checkpointWith`). */
   #committed: Position | null = null;
   #sinceCheckpoint = { records: 0, since: 0 };
+  /** Records of the batch in flight already counted as processed (a part done before a failure), and given up. */
+  #batchTally = { advanced: 0, givenUp: 0 };
   #done: Promise<PumpOutcome> = Promise.resolve({ kind: 'left' });
   /** When the source last answered (a batch, empty or not, or the end), by the worker's clock. */
   #lastReadAt: number;
@@ -203,16 +212,17 @@ export class ShardPump<R extends SourceRecord> {
   /** Hands one batch to the handler under the failure policy; not `true` when the shard must stop. */
   async #process(batch: RecordsBatch<R>): Promise<boolean | PumpOutcome> {
     const { reporter, clock } = this.#settings;
+    this.#batchTally = { advanced: 0, givenUp: 0 };
     if (batch.records.length > 0) {
       const startedAt = clock.now();
       const ok = await this.#handleWithPolicy(batch);
       if (ok !== true) return ok;
       let bytes = 0;
       for (const record of batch.records) bytes += record.data.byteLength;
-      reporter.batch(this.shardId, batch.records.length, bytes, batch.millisBehindLatest, clock.now() - startedAt);
+      reporter.batch(this.shardId, batch.records.length - this.#batchTally.givenUp, bytes, batch.millisBehindLatest, clock.now() - startedAt);
     }
     this.#processed = batch.position;
-    this.#sinceCheckpoint.records += batch.records.length;
+    this.#sinceCheckpoint.records += batch.records.length - this.#batchTally.advanced;
     // A handler that checkpointed the batch with its own writes (`checkpointWith`) leaves nothing to write.
     if (this.#committed !== batch.position && this.#dueForCheckpoint(batch.records.length)) await this.#checkpoint(batch.position).catch((error: unknown) => {
       reporter.error(asError(error), 'checkpoint');
@@ -239,23 +249,26 @@ export class ShardPump<R extends SourceRecord> {
 
   async #handleWithPolicy(batch: RecordsBatch<R>): Promise<boolean | PumpOutcome> {
     const { onHandlerError, retry, reporter } = this.#settings;
+    if (typeof onHandlerError === 'object') return this.#isolate(batch, onHandlerError);
+    let records = batch.records;
     for (let attempt = 1; ; attempt++) {
       if (!this.#mayHandOver()) return false;
-      try {
-        await this.#handle(batch.records, batch);
-        return true;
-      } catch (error) {
-        if (this.#lease.signal.aborted) return false;
-        reporter.handlerFailed(this.shardId, attempt, asError(error));
-        // Its writes and checkpoint committed together before it failed: handing it over again would apply them twice.
-        if (this.#committed === batch.position) return true;
-        if (onHandlerError === 'stop') {
-          reporter.stopped(this.shardId, asError(error));
-          return { kind: 'stopped', error: asError(error) };
-        }
-        if (onHandlerError === 'skip' && attempt >= retry.maxAttempts) return this.#oneByOne(batch);
-        if (!(await this.#backoff(attempt))) return false;
+      const result = await this.#call(records, batch, batch.position);
+      if (result.error === null) return true;
+      if (this.#lease.signal.aborted) return false;
+      if (result.done > 0) {
+        // The handler reported its first failed record: what came before it is done.
+        await this.#advance(records.slice(0, result.done));
+        records = records.slice(result.done);
+        attempt = 1;
       }
+      reporter.handlerFailed(this.shardId, attempt, result.error);
+      if (onHandlerError === 'stop') {
+        reporter.stopped(this.shardId, result.error);
+        return { kind: 'stopped', error: result.error };
+      }
+      if (onHandlerError === 'skip' && attempt >= retry.maxAttempts) return this.#oneByOne({ ...batch, records });
+      if (!(await this.#backoff(attempt, records.length))) return false;
     }
   }
 
@@ -265,23 +278,155 @@ export class ShardPump<R extends SourceRecord> {
     for (const record of batch.records) {
       for (let attempt = 1; ; attempt++) {
         if (!this.#mayHandOver()) return false;
-        try {
-          await this.#handle([record], { ...batch, records: [record], position: record.position });
+        const result = await this.#call([record], batch, record.position);
+        if (result.error === null) break;
+        if (this.#lease.signal.aborted) return false;
+        if (attempt >= retry.maxAttempts) {
+          reporter.recordSkipped(this.shardId, record.position, result.error, { reason: 'max-attempts', attempts: attempt, deadLettered: false });
+          this.#batchTally.givenUp++;
           break;
-        } catch (error) {
-          if (this.#lease.signal.aborted) return false;
-          if (attempt >= retry.maxAttempts) {
-            reporter.recordSkipped(this.shardId, record.position, asError(error));
-            break;
-          }
-          if (!(await this.#backoff(attempt))) return false;
         }
+        if (!(await this.#backoff(attempt, 1))) return false;
       }
     }
     return true;
   }
 
-  async #handle(records: readonly R[], batch: RecordsBatch<R>): Promise<void> {
+  /**
+   * The poison policy. The batch is a queue of runs of records, handled in order: a run that fails is
+   * split in two (with `bisect`; at the record the handler reported, when it did) or retried with
+   * backoff; a run that failed `maxAttempts` times on its own, or holds a record past `maxRecordAgeMs`, is
+   * given up: dead-lettered, then skipped. Every run done (succeeded or given up) moves the processed
+   * position, so the checkpoint stops just before a record being retried and never passes one that was
+   * neither processed nor given up. A run that succeeded is never handed over again.
+   */
+  async #isolate(batch: RecordsBatch<R>, policy: ResolvedPoisonPolicy<R>): Promise<boolean> {
+    const { reporter } = this.#settings;
+    const runs: Array<{ records: readonly R[]; attempts: number }> = [{ records: batch.records, attempts: 0 }];
+    for (let run = runs[0]; run !== undefined; run = runs[0]) {
+      if (!this.#mayHandOver()) return false;
+      const last = runs.length === 1;
+      const result = await this.#call(run.records, batch, last ? batch.position : lastOf(run.records).position);
+      if (this.#lease.signal.aborted) return false;
+      if (result.error === null) {
+        runs.shift();
+        if (!last) await this.#advance(run.records);
+        continue;
+      }
+      if (result.done > 0) {
+        await this.#advance(run.records.slice(0, result.done));
+        run.records = run.records.slice(result.done);
+        run.attempts = 0;
+      }
+      run.attempts++;
+      reporter.handlerFailed(this.shardId, run.attempts, result.error);
+      if (policy.bisect && run.records.length > 1) {
+        // A split is not a retry: it happens at once. The handler's report names the record that failed.
+        const at = result.reported ? 1 : Math.ceil(run.records.length / 2);
+        const left = { records: run.records.slice(0, at), attempts: result.reported ? 1 : 0 };
+        const right = { records: run.records.slice(at), attempts: 0 };
+        reporter.bisected(this.shardId, run.records.length, left.records.length, right.records.length, result.error);
+        runs.splice(0, 1, left, right);
+        if (!result.reported) continue;
+        run = left;
+      }
+      const reason: GiveUpReason | null =
+        run.attempts >= policy.maxAttempts ? 'max-attempts' : this.#expired(run.records, policy.maxRecordAgeMs) ? 'max-record-age' : null;
+      if (reason === null) {
+        if (this.#draining || !(await this.#backoff(run.attempts, run.records.length))) return false;
+        continue;
+      }
+      if (!(await this.#giveUp(run.records, run.attempts, reason, result.error, policy))) return false;
+      runs.shift();
+      if (runs.length > 0) await this.#advance(run.records);
+    }
+    return true;
+  }
+
+  /** Whether a record of `records` arrived in the stream longer than `maxRecordAgeMs` ago, by the worker's wall clock. */
+  #expired(records: readonly R[], maxRecordAgeMs: number): boolean {
+    if (maxRecordAgeMs === Infinity) return false;
+    const now = this.#settings.clock.wallTime();
+    return records.some((record) => record.approximateArrivalTimestampMs !== undefined && now - record.approximateArrivalTimestampMs > maxRecordAgeMs);
+  }
+
+  /**
+   * Gives records up: the dead-letter handler first, called again with backoff until it accepts them
+   * (the shard waits meanwhile; on a lost lease or a drain they are left to the next reader, unskipped),
+   * then each is reported skipped. `false` when the records were not given up.
+   */
+  async #giveUp(records: readonly R[], attempts: number, reason: GiveUpReason, error: Error, policy: ResolvedPoisonPolicy<R>): Promise<boolean> {
+    const { reporter, clock } = this.#settings;
+    const positions = records.map((record) => record.position);
+    const deadLetter = this.#settings.unsafe.skipWithoutDeadLetter ? undefined : policy.deadLetter;
+    if (deadLetter) {
+      const failure = { shardId: this.shardId, records, positions, error, attempts, reason, fencingToken: this.#lease.fencingToken, signal: this.#lease.signal };
+      for (let attempt = 1; ; attempt++) {
+        if (!this.#mayHandOver()) return false;
+        this.#handlingSince = clock.now();
+        try {
+          await deadLetter(failure);
+          break;
+        } catch (deadLetterError) {
+          if (this.#lease.signal.aborted) return false;
+          const retryInMs = this.#delay(attempt);
+          reporter.deadLetterFailed(this.shardId, positions, attempt, asError(deadLetterError), retryInMs);
+          if (this.#draining || !(await this.#sleep(retryInMs))) return false;
+        } finally {
+          this.#handlingSince = null;
+        }
+      }
+      reporter.deadLettered(this.shardId, positions, attempts, reason, error);
+    }
+    for (const position of positions) reporter.recordSkipped(this.shardId, position, error, { reason, attempts, deadLettered: policy.deadLetter !== undefined });
+    this.#batchTally.givenUp += records.length;
+    return true;
+  }
+
+  /** Part of the batch in flight is done while the rest is not: it counts as processed, and is checkpointed per policy. */
+  async #advance(done: readonly R[]): Promise<void> {
+    const last = done[done.length - 1];
+    if (last === undefined) return;
+    this.#processed = last.position;
+    this.#sinceCheckpoint.records += done.length;
+    this.#batchTally.advanced += done.length;
+    if (this.#committed !== last.position && this.#dueForCheckpoint(done.length)) {
+      await this.#checkpoint(last.position).catch((error: unknown) => this.#settings.reporter.error(asError(error), 'checkpoint'));
+    }
+  }
+
+  /**
+   * One call of the handler: how many of `records` are done (all, or those before the record it reported
+   * failed) and the error when not all are. A report naming no record of the call fails the whole call.
+   */
+  async #call(records: readonly R[], batch: RecordsBatch<R>, position: Position): Promise<{ done: number; error: Error | null; reported: boolean }> {
+    let response: void | BatchResponse;
+    try {
+      response = await this.#handle(records, { ...batch, records, position });
+    } catch (error) {
+      // Its writes and checkpoint committed together (`checkpointWith`) before it failed: handing the
+      // records over again would apply them twice. The failure is reported, and the records are done.
+      if (this.#committed === position) {
+        this.#settings.reporter.error(asError(error), 'processBatch');
+        return { done: records.length, error: null, reported: false };
+      }
+      return { done: 0, error: asError(error), reported: false };
+    }
+    // Only an object with `failedAt` is a report: handlers written before reports existed may return anything.
+    if (typeof response !== 'object' || response === null || !('failedAt' in response) || this.#settings.unsafe.ignoreBatchResponse) {
+      return { done: records.length, error: null, reported: false };
+    }
+    const { failedAt, error } = response;
+    const index = records.findIndex((record) => record.position === failedAt);
+    if (index < 0) {
+      const message = `[core] processBatch reported failedAt ${describeValue(failedAt)} for shard ${describeValue(this.shardId)}, which is not the position of a record it was handed`;
+      return { done: 0, error: new InvalidInputError(message), reported: false };
+    }
+    const reported = error instanceof Error ? error : new LeaseholdError('ERR_RECORD_FAILED', `[core] processBatch reported record ${describeValue(failedAt)} of shard ${describeValue(this.shardId)} as failed`);
+    return { done: index, error: reported, reported: true };
+  }
+
+  async #handle(records: readonly R[], batch: RecordsBatch<R>): Promise<void | BatchResponse> {
     const context: BatchContext = {
       shardId: this.shardId,
       signal: this.#lease.signal,
@@ -310,17 +455,27 @@ export class ShardPump<R extends SourceRecord> {
     };
     this.#handlingSince = this.#settings.clock.now();
     try {
-      await this.#settings.processBatch(records, context);
+      return await this.#settings.processBatch(records, context);
     } finally {
       this.#handlingSince = null;
     }
   }
 
-  async #backoff(attempt: number): Promise<boolean> {
-    const { retry, clock, random } = this.#settings;
-    const delay = Math.min(retry.maxDelayMs, retry.initialDelayMs * 2 ** (attempt - 1)) * (0.5 + random.next() / 2);
+  /** Waits before the handler gets `records` records again after their `attempt`th failure; `false` when the pump stops meanwhile. */
+  async #backoff(attempt: number, records: number): Promise<boolean> {
+    const delay = this.#delay(attempt);
+    this.#settings.reporter.retried(this.shardId, records, attempt + 1, delay);
+    return this.#sleep(delay);
+  }
+
+  #delay(attempt: number): number {
+    const { retry, random } = this.#settings;
+    return Math.min(retry.maxDelayMs, retry.initialDelayMs * 2 ** (attempt - 1)) * (0.5 + random.next() / 2);
+  }
+
+  async #sleep(delayMs: number): Promise<boolean> {
     try {
-      await clock.sleep(delay, this.#reading.signal);
+      await this.#settings.clock.sleep(delayMs, this.#reading.signal);
       return true;
     } catch {
       return false;
@@ -413,6 +568,10 @@ function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T | und
       },
     );
   });
+}
+
+function lastOf<T>(items: readonly T[]): T {
+  return items[items.length - 1] as T;
 }
 
 function asError(error: unknown): Error {

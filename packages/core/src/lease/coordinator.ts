@@ -44,7 +44,7 @@ export type EligibilityPredicate = (lease: LeaseRecord, all: ReadonlyMap<string,
 
 /**
  * A lease whose parents have all reached `SHARD_END`, or whose leases are gone, is eligible (DESIGN
- * section 4, rule 3). A parent's lease is deleted only once the parent finished or left the stream, and a
+ * section 4, taking, rule 1). A parent's lease is deleted only once the parent finished or left the stream, and a
  * child's lease is created only while each parent has a lease or is retired (DESIGN section 5), so a
  * missing parent is a finished one. A parent whose lease cannot be read is not known to be finished.
  */
@@ -167,6 +167,11 @@ export interface LeaseCoordinatorEvents {
   'member-dead': { workerId: string; incarnation: string };
   /** Another worker asked for a lease this worker holds. */
   'handoff-requested': { leaseKey: string; to: string };
+  /**
+   * This worker, two or more above the least loaded member, hands a lease to a member below its share
+   * without being asked (a join or a crash left the group unbalanced).
+   */
+  'handoff-offered': { leaseKey: string; to: string };
   /** This worker asked another to hand a lease over (a cooperative steal). */
   'steal-requested': { leaseKey: string; from: string };
   /** A lease moved to the worker that asked for it; `durationMs` since the request was seen. */
@@ -217,6 +222,8 @@ const stateOf = leaseStateOf;
 
 /** Member metadata of a worker that is stopping: others deal it nothing more. */
 export const LEAVING_FIELD = 'leasehold.leaving';
+/** Member metadata of a worker with `maxLeasesPerWorker` set: others hand it no more than that. */
+export const MAX_LEASES_FIELD = 'leasehold.maxLeases';
 
 function asError(error: unknown): Error {
   return error instanceof Error ? error : new Error(String(error));
@@ -262,6 +269,13 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   readonly #expiryFactor: number;
 
   readonly #held = new Map<string, Held>();
+  /**
+   * The tenure (epoch) in which this incarnation last held each lease it let go. A lease storage still
+   * names this incarnation for in that tenure (lost to self-fencing, a handover that did not land) is
+   * taken back in a new tenure, so that work of the old one cannot write into it; one in a tenure this
+   * worker never held was handed to it, and is held as it is.
+   */
+  readonly #letGo = new Map<string, number>();
   /** Until when this worker's last successful heartbeat lets it count its leases as held. */
   #heldUntil = -Infinity;
   #membership: Membership | null = null;
@@ -278,7 +292,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    * Leases this worker handed over, watched until their new owner has surely seen them: if it dies first,
    * the lease names a dead incarnation that nobody announced, and a listing finds it free.
    */
-  readonly #handed = new Map<string, { to: string; incarnation: string; until: number }>();
+  readonly #handed = new Map<string, { to: string; incarnation: string; epoch: number; until: number }>();
   /** Requests withdrawn whose leases are still watched, in case the owner's answer was already under way. */
   readonly #watching = new Map<string, { from: string; at: number }>();
   /** When the leases were last listed; `null` before the first listing. */
@@ -635,15 +649,27 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   async #loop(kind: 'take' | 'renew', intervalMs: number, tick: () => Promise<void>): Promise<void> {
     // Taking stops as soon as stop() begins; heartbeats go on while held leases drain.
     const active = (): boolean => this.#state === 'running' || (kind === 'renew' && this.#state === 'stopping');
+    // A wake-up that comes while a tick runs is kept for the next sleep: a note of change made during a
+    // heartbeat is sent at once after it, not an interval later.
+    let woken = false;
+    let tickStartedAt = this.#clock.now();
     while (active()) {
       const waker = new AbortController();
       const onStop = (): void => waker.abort();
       this.#lifetime.signal.addEventListener('abort', onStop, { once: true });
-      if (kind === 'take') this.#wakeTake = () => waker.abort();
-      else this.#wakeRenew = () => waker.abort();
+      const wake = (): void => {
+        woken = true;
+        waker.abort();
+      };
+      if (kind === 'take') this.#wakeTake = wake;
+      else this.#wakeRenew = wake;
       const jitter = 1 + (this.#random.next() - 0.5) * 0.1;
-      // A heartbeat whose outcome is not known is sent again soon: the hold runs out meanwhile.
-      const wait = kind === 'renew' && this.#heartbeatFailed ? Math.min(intervalMs / 4, 1_000) : intervalMs * jitter;
+      // A heartbeat whose outcome is not known is sent again soon: the hold runs out meanwhile. The period
+      // runs from the start of the previous tick: a slow round trip must not push the next heartbeat past
+      // the hold the previous one bought.
+      const period = kind === 'renew' && this.#heartbeatFailed ? Math.min(intervalMs / 4, 1_000) : intervalMs * jitter;
+      const wait = Math.max(0, period - (this.#clock.now() - tickStartedAt));
+      if (woken) waker.abort();
       try {
         await this.#clock.sleep(wait, waker.signal);
       } catch {
@@ -651,7 +677,9 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       } finally {
         this.#lifetime.signal.removeEventListener('abort', onStop);
       }
+      woken = false;
       if (this.#lifetime.signal.aborted || !active()) return;
+      tickStartedAt = this.#clock.now();
       await tick().catch((error: unknown) => this.#report(error, kind));
     }
   }
@@ -682,6 +710,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     const metadata: Record<string, string> = { ...base.metadata };
     if (this.#state === 'stopping') metadata[LEAVING_FIELD] = '1';
     else delete metadata[LEAVING_FIELD];
+    if (Number.isFinite(this.#maxLeases)) metadata[MAX_LEASES_FIELD] = String(this.#maxLeases);
+    else delete metadata[MAX_LEASES_FIELD];
     let state: MemberState = {
       ...base,
       metadata,
@@ -689,7 +719,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       incarnation: membership.incarnation,
       leaseDurationMs: this.leaseDurationMs,
       status: 'alive',
-      held: [...this.#held.values()].filter((held) => !held.leaving).length,
+      held: this.#countHeld(),
       changes: this.#changes,
       requests: [],
     };
@@ -751,6 +781,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     this.#requests.clear();
     this.#watching.clear();
     for (const [leaseKey, held] of this.#held) this.#lose(leaseKey, held, 'expelled');
+    // Leases naming the old incarnation are not this worker's any more, whatever their tenure.
+    this.#letGo.clear();
     this.#report(
       new MemberExpelledError(
         `[${PKG}] worker ${describeValue(this.workerId)} was ${current === null ? 'removed from' : current.status === 'dead' ? 'declared dead in' : 'replaced in'} the roster of group ${describeValue(this.group)}; it dropped its leases and joins again`,
@@ -949,7 +981,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     if (outcome?.status === 'applied') {
       // The members balance on each other's counts: publish the new one now, not a heartbeat later.
       this.#wakeRenew?.();
-      this.#handed.set(leaseKey, { to: request.to, incarnation: request.incarnation, until: this.#clock.now() + this.leaseDurationMs * 3 });
+      this.#handed.set(leaseKey, { to: request.to, incarnation: request.incarnation, epoch: outcome.record.epoch, until: this.#clock.now() + this.leaseDurationMs * 3 });
     }
     if (!report) return;
     if (outcome?.status === 'applied') this.emit('handed-off', { leaseKey, to: request.to, durationMs: this.#clock.now() - request.seenAt });
@@ -1058,8 +1090,14 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     if (this.#corrupt.size > 0) this.#listingDue = true;
     if (!this.#listingDue && this.#listedAt !== null && now - this.#listedAt < this.listIntervalMs) {
       // Nothing changed: balance on the members' own counts, and list only when a steal needs keys.
-      if (this.#needsSteal()) this.#listingDue = now - this.#listedAt >= this.takeIntervalMs * 0.9;
+      if (this.#belowOthers() || this.#aboveOthers()) this.#listingDue = now - this.#listedAt >= this.takeIntervalMs * 0.9;
       if (!this.#listingDue) return;
+    }
+    // A cold start waiting for the members to stop joining reads only the roster meanwhile: listing the
+    // whole group every tick of the wait would cost every worker the group's size each tick.
+    if (this.#coldWait && this.#settling(now, membership)) {
+      this.#listingDue = true;
+      return;
     }
     let listing: LeaseListing;
     try {
@@ -1076,7 +1114,9 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     if (this.#state !== 'running' || this.#membership !== membership || !this.#checkOwnMember(membership)) return;
     now = this.#clock.now();
     this.#listedAt = now;
-    this.#rosterSignature = this.#signature();
+    // The signature stays the one read before the listing: a change the roster shows after it (a note of
+    // a lease handed over while the listing was on its way) may be missing from the listing, so the next
+    // tick lists again rather than taking the later roster as seen.
     const newer = listing.leases.find((lease) => lease.format > RECORD_FORMAT);
     if (newer) {
       this.#fail(this.#formatError(`lease ${describeValue(newer.leaseKey)}`, newer.format));
@@ -1112,6 +1152,15 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       }
     }
     for (const workerId of this.#observations.keys()) if (!this.#roster.has(workerId)) this.#observations.delete(workerId);
+    const others = roster.members
+      .filter((member) => member.status === 'alive' && member.workerId !== this.workerId)
+      .map((member) => `${member.workerId}\u0000${member.incarnation}`)
+      .sort()
+      .join('\u0001');
+    if (others !== this.#others) {
+      this.#others = others;
+      this.#membersChangedAt = now;
+    }
     this.#armExpiry();
     return true;
   }
@@ -1151,6 +1200,17 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   }
 
   #expiryTimer: { at: number; controller: AbortController } | null = null;
+  /** Whether the last listing found the group cold (nobody holds anything) and this worker waits to deal. */
+  #coldWait = false;
+
+  /** In a cold start: whether other members joined or left within the last take tick, up to three ticks after this worker joined. */
+  #settling(now: number, membership: Membership): boolean {
+    return now - this.#membersChangedAt < this.takeIntervalMs * 0.9 && now - membership.joinedAt < 3 * this.takeIntervalMs;
+  }
+
+  /** The other live members (ids and incarnations) as last read, and when that set last changed. */
+  #others: string | null = null;
+  #membersChangedAt = -Infinity;
 
   #corruptMembers = new Set<string>();
   /** Dead members, and when this worker first saw them dead at that version. */
@@ -1188,15 +1248,38 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     return alive;
   }
 
-  /** Whether, by the members' own counts, this worker is two or more below the most loaded member. */
-  #needsSteal(): boolean {
-    if (this.#maxSteals === 0 || this.#requests.size >= limits.maxRequests) return false;
+  /**
+   * Whether, by the members' own counts, this worker is two or more below the most loaded member: it then
+   * lists every tick, to ask for leases and to find the ones handed to it unasked.
+   */
+  #belowOthers(): boolean {
     // Leases asked for count as on their way: a thief keeps asking, one per tick, without waiting for each.
-    const mine = [...this.#held.values()].filter((held) => !held.leaving).length + this.#requests.size;
+    const mine = this.#countHeld() + this.#requests.size;
     if (mine >= this.#maxLeases) return false;
     let most = 0;
     for (const member of this.#roster.values()) if (member.status === 'alive' && member.workerId !== this.workerId) most = Math.max(most, member.held);
     return most >= mine + 2;
+  }
+
+  /** How many leases this worker holds and is not giving away. */
+  #countHeld(): number {
+    let count = 0;
+    for (const held of this.#held.values()) if (!held.leaving) count++;
+    return count;
+  }
+
+  /**
+   * Whether, by the members' own counts, this worker is two or more above a member with room: it then
+   * lists, to hand that member leases unasked.
+   */
+  #aboveOthers(): boolean {
+    const mine = [...this.#held.values()].filter((held) => !held.leaving && !held.handoff).length;
+    if (mine < 2) return false;
+    for (const member of this.#roster.values()) {
+      if (member.workerId === this.workerId || member.status !== 'alive' || member.metadata[LEAVING_FIELD] !== undefined) continue;
+      if (member.held + 2 <= mine && member.held < capOf(member)) return true;
+    }
+    return false;
   }
 
   /** Answers other members' requests for leases this worker holds, while it holds two or more above them. */
@@ -1254,7 +1337,10 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
         this.#requests.delete(leaseKey);
         this.#watching.delete(leaseKey);
         changed = true;
-        if (!this.#held.has(leaseKey)) this.#hold(lease, 'handoff', this.#clock.now());
+        if (this.#held.has(leaseKey)) continue;
+        // Handed more than this worker may hold (an offer and an answer crossed): the rest goes back.
+        if (this.#countHeld() >= this.#maxLeases) await this.#giveBack([lease]);
+        else this.#hold(lease, 'handoff', this.#clock.now());
       } else if (!lease || lease.owner !== request.from || expired) {
         this.#requests.delete(leaseKey);
         this.#watching.delete(leaseKey);
@@ -1277,14 +1363,15 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   #stillWorthAsking(from: string): boolean {
     const member = this.#roster.get(from);
     if (!member || member.status !== 'alive') return false;
-    const mine = [...this.#held.values()].filter((held) => !held.leaving).length;
+    const mine = this.#countHeld();
     return member.held >= mine + 2 && member.held - 1 >= this.#fairFloor;
   }
 
   /**
    * Balances on a fresh listing: takes this worker's fair share of the leases without a live owner (the
-   * same split on every worker, from the sorted members and keys), and asks the most loaded members for
-   * leases when none is left to take.
+   * same split on every worker, from the sorted members and keys), holds the leases handed to it, hands
+   * its own excess to members below their share, and asks the most loaded members for leases when none
+   * is left to take and none is on its way.
    */
   async #balance(listing: LeaseListing, now: number, membership: Membership): Promise<void> {
     const corrupt = this.#noticeCorrupt(listing.corrupt);
@@ -1296,6 +1383,10 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     this.#noticeLosses(all, corrupt, membership);
     const alive = this.#alive();
     const isMine = (lease: LeaseRecord): boolean => lease.owner === this.workerId && lease.incarnation === membership.incarnation;
+    for (const [leaseKey, epoch] of this.#letGo) {
+      const lease = all.get(leaseKey);
+      if (!lease || !isMine(lease) || lease.epoch !== epoch) this.#letGo.delete(leaseKey);
+    }
     const ownerOf = (lease: LeaseRecord): string | null => {
       if (lease.owner === null) return null;
       if (lease.owner === this.workerId) return isMine(lease) && this.#held.has(lease.leaseKey) ? this.workerId : null;
@@ -1306,12 +1397,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     // A finished lease still naming this incarnation that it no longer holds (a release whose outcome was
     // lost) is given back, so that the leader may clean it up: nobody else may judge it free.
     const leftovers = leases.filter((lease) => isMine(lease) && !this.#held.has(lease.leaseKey) && lease.checkpoint === Checkpoint.SHARD_END);
-    if (leftovers.length > 0) {
-      await this.#update(
-        leftovers.map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...stateOf(lease), owner: null, incarnation: null }, notify: 'released' as const })),
-        'release',
-      );
-    }
+    if (leftovers.length > 0) await this.#giveBack(leftovers);
     const workable = leases.filter((lease) => lease.checkpoint !== Checkpoint.SHARD_END && this.#isEligible(lease, all, corrupt));
     // Leases are dealt to the live members that are not leaving, this one included while it runs.
     const members = [...alive.keys()].filter((workerId) => workerId === this.workerId || this.#roster.get(workerId)?.metadata[LEAVING_FIELD] === undefined).sort();
@@ -1322,47 +1408,149 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       if (owner === null) unowned.push(lease);
       else if (counts.has(owner)) counts.set(owner, (counts.get(owner) ?? 0) + 1);
     }
+    // A group's cold start (nobody holds anything) waits until the members stop joining for a take tick,
+    // at most three ticks after this worker joined: workers started over a few seconds then each take their
+    // share once, instead of the first taking everything and handing most of it on.
+    this.#coldWait = unowned.length > 0 && [...counts.values()].every((count) => count === 0) && !unowned.some(isMine);
+    if (this.#coldWait && this.#settling(now, membership)) {
+      this.#listingDue = true;
+      return;
+    }
+    this.#coldWait = false;
     const unownedKeys = new Set(unowned.map((lease) => lease.leaseKey));
     for (const leaseKey of this.#unownedSince.keys()) if (!unownedKeys.has(leaseKey)) this.#unownedSince.delete(leaseKey);
     for (const lease of unowned) if (!this.#unownedSince.has(lease.leaseKey)) this.#unownedSince.set(lease.leaseKey, now);
     const mine = counts.get(this.workerId) ?? 0;
     const n = Math.max(1, members.length);
-    this.#fairFloor = Math.min(this.#maxLeases, Math.floor(workable.length / n));
-    const target = (rank: number): number => Math.min(this.#maxLeases, Math.floor(workable.length / n) + (rank < workable.length % n ? 1 : 0));
+    // Each member's share, by rank, with the caps members publish: the same on every worker.
+    const capOfMember = (workerId: string): number => (workerId === this.workerId ? this.#maxLeases : capOf(this.#roster.get(workerId)));
+    const targets = shares(members, workable.length, capOfMember);
+    // An owner never hands over below the smallest share of a member its cap does not hold back.
+    const even = members.filter((workerId) => (targets.get(workerId) ?? 0) < capOfMember(workerId)).map((workerId) => targets.get(workerId) ?? 0);
+    this.#fairFloor = Math.min(this.#maxLeases, even.length > 0 ? Math.min(...even) : Math.floor(workable.length / n));
+    const target = (rank: number): number => targets.get(members[rank] as string) ?? 0;
+
+    // Leases storage names this incarnation for, not held: every other worker sees them as this worker's,
+    // so only this worker may take them. Handed to it (a tenure it never held), it holds them as they are;
+    // lost by it (self-fencing, a handover that did not land), it takes them back in a new tenure.
+    // (Not the ones it just handed over, which a listing read before the handover still shows as its own.)
+    const before = (lease: LeaseRecord): boolean => lease.epoch < (this.#handed.get(lease.leaseKey)?.epoch ?? -Infinity);
+    const named = unowned.filter((lease) => isMine(lease) && !before(lease));
+    const handed = named.filter((lease) => this.#letGo.get(lease.leaseKey) !== lease.epoch);
+    const takeBack = named.filter((lease) => this.#letGo.get(lease.leaseKey) === lease.epoch);
 
     // The same split on every worker that read the same records: sorted keys, dealt to the sorted
     // members by how far each is below its target, the rest round-robin.
-    // Leases storage names this incarnation for, not held (lost to self-fencing while the membership
-    // lived on): every other worker sees them as this worker's, so only this worker takes them back.
-    const portion: LeaseRecord[] = unowned.filter(isMine);
     const sorted = unowned.filter((lease) => !isMine(lease)).sort((a, b) => (a.leaseKey < b.leaseKey ? -1 : a.leaseKey > b.leaseKey ? 1 : 0));
+    const dealtTo = new Map<string, number>();
+    const portion: LeaseRecord[] = [];
     let next = 0;
+    const deal = (workerId: string): void => {
+      dealtTo.set(workerId, (dealtTo.get(workerId) ?? 0) + 1);
+      if (workerId === this.workerId) portion.push(sorted[next] as LeaseRecord);
+      next++;
+    };
     members.forEach((workerId, rank) => {
       const deficit = Math.max(0, target(rank) - (counts.get(workerId) ?? 0));
-      for (let i = 0; i < deficit && next < sorted.length; i++, next++) if (workerId === this.workerId) portion.push(sorted[next] as LeaseRecord);
+      for (let i = 0; i < deficit && next < sorted.length; i++) deal(workerId);
     });
-    for (let i = 0; next < sorted.length; i++, next++) if (members[i % n] === this.workerId) portion.push(sorted[next] as LeaseRecord);
-    // A lease left without a live owner past a take tick is anyone's: a member that did not take its
+    // What is left (members above their share hold the rest) goes round robin to those with room.
+    const roomy = members.filter((workerId) => (counts.get(workerId) ?? 0) + (dealtTo.get(workerId) ?? 0) < capOfMember(workerId));
+    for (let i = 0; next < sorted.length && roomy.length > 0; i++) deal(roomy[i % roomy.length] as string);
+    // A lease left without a live owner for a take tick and a half is anyone's: a member that did not take its
     // portion (stopping, stuck, or not yet aware of the lease) never keeps it waiting.
     const dealt = new Set(portion);
-    const stale = unowned.filter((lease) => now - (this.#unownedSince.get(lease.leaseKey) ?? now) >= this.takeIntervalMs && !dealt.has(lease));
+    const stale = sorted.filter((lease) => now - (this.#unownedSince.get(lease.leaseKey) ?? now) >= this.takeIntervalMs * 1.5 && !dealt.has(lease));
     const extra = shuffled(stale, this.#random).slice(0, Math.ceil(stale.length / n));
-    const takeable = holding ? [...portion, ...extra].slice(0, Math.max(0, this.#maxLeases - mine)) : [];
-    const taken = await this.#take(takeable, membership);
+    const room = Math.max(0, this.#maxLeases - mine);
+    const keep = holding ? handed.slice(0, room) : [];
+    let kept = 0;
+    for (const lease of keep) if (this.#hold(lease, 'handoff', this.#clock.now())) kept++;
+    // Handed more than this worker may hold: the rest goes back to the group.
+    if (holding && handed.length > keep.length) await this.#giveBack(handed.slice(keep.length));
     if (this.#state !== 'running') return;
+    const takeable = holding ? [...takeBack, ...portion, ...extra].slice(0, Math.max(0, room - keep.length)) : [];
+    const taken = (await this.#take(takeable, membership)) + kept;
+    if (this.#state !== 'running') return;
+    // Members balance on each other's counts: publish the new one now, not a heartbeat later.
+    if (taken > 0) this.#wakeRenew?.();
     // Leases still without a live owner are looked at again next tick, until somebody holds them.
     if (unowned.length > taken && mine + taken < this.#maxLeases) this.#listingDue = true;
-    if (taken < takeable.length) {
+    if (taken < takeable.length + keep.length) {
       // Workers with different views picked the same leases: look again shortly, not at the next tick.
       this.#listingDue = true;
       this.#clock.sleep(this.#random.next() * 200, this.#lifetime.signal).then(() => this.#wakeTake?.(), () => undefined);
     }
+
+    // What every member will hold once the leases just dealt are taken: the same on every worker that
+    // read the same records, so that members above their share and members below it agree on the moves.
+    const load = new Map(members.map((workerId) => [workerId, (counts.get(workerId) ?? 0) + (dealtTo.get(workerId) ?? 0)]));
+    load.set(this.workerId, (load.get(this.workerId) ?? 0) + named.length);
+    // A handover of this worker's that landed after the listing was read is its recipient's already.
+    for (const [leaseKey, handed] of this.#handed) {
+      const listed = all.get(leaseKey);
+      if (!listed || !isMine(listed) || !before(listed) || this.#held.has(leaseKey) || !load.has(handed.to)) continue;
+      load.set(handed.to, (load.get(handed.to) ?? 0) + 1);
+    }
+    const moves = planMoves(members, load, capOfMember);
+    if (holding) this.#offer(moves.filter((move) => move.from === this.workerId).map((move) => move.to), now);
+    // A member due to hand this worker leases is the one asked for them: an owner answers a request and
+    // its own offer with the same lease count, so that a lease never moves twice for one place.
+    const givers = new Map<string, number>();
+    for (const move of moves) if (move.to === this.workerId) givers.set(move.from, (givers.get(move.from) ?? 0) + 1);
     const rank = members.indexOf(this.workerId);
     const wanted = (rank < 0 ? 0 : target(rank)) - mine - taken;
     const asked = this.#requests.size;
     if (holding && wanted - asked > 0 && this.#maxSteals > 0 && unowned.length <= taken) {
-      this.#requestHandoffs(workable, counts, ownerOf, mine + taken + asked, wanted - asked, now);
+      this.#requestHandoffs(workable, counts, ownerOf, mine + taken + asked, wanted - asked, now, givers);
     }
+  }
+
+  /** Writes free the leases that name this incarnation but that it will not hold, so that others may take them. */
+  async #giveBack(leases: readonly LeaseRecord[]): Promise<void> {
+    await this.#update(
+      leases.map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...stateOf(lease), owner: null, incarnation: null }, notify: 'released' as const })),
+      'release',
+    );
+  }
+
+  /**
+   * Hands leases to members below their share without being asked, one per entry of `recipients`: the
+   * moves this worker's part of the plan calls for, less the handovers already under way (answered
+   * requests and earlier offers), to those members first. Each is drained and written to its recipient as
+   * an answered request is; once they landed the group is told, so that the recipients list and hold them.
+   */
+  #offer(recipients: readonly string[], now: number): void {
+    if (this.#state !== 'running' || recipients.length === 0) return;
+    const underWay = new Map<string, number>();
+    let others = 0;
+    for (const held of this.#held.values()) if (held.handoff) underWay.set(held.handoff.to, (underWay.get(held.handoff.to) ?? 0) + 1);
+    const due: string[] = [];
+    for (const to of recipients) {
+      const pending = underWay.get(to) ?? 0;
+      if (pending > 0) underWay.set(to, pending - 1);
+      else due.push(to);
+    }
+    for (const pending of underWay.values()) others += pending;
+    const free = shuffled(
+      [...this.#held.entries()].filter(([leaseKey, held]) => !held.leaving && !held.handoff && this.isHeld(leaseKey)),
+      this.#random,
+    );
+    const offers: Promise<void>[] = [];
+    for (const to of due.slice(others)) {
+      const member = this.#roster.get(to);
+      const entry = free.pop();
+      if (!entry || member?.status !== 'alive') break;
+      const [leaseKey, held] = entry;
+      held.handoff = { to, incarnation: member.incarnation, seenAt: now };
+      this.emit('handoff-offered', { leaseKey, to });
+      offers.push(this.#handOff(leaseKey, held));
+    }
+    if (offers.length === 0) return;
+    // The recipients did not ask: they learn of the leases at the listing this note prompts.
+    void Promise.all(offers).then(() => {
+      if (this.#state === 'running') this.noteLeasesChanged();
+    });
   }
 
   /**
@@ -1469,8 +1657,9 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   }
 
   /**
-   * Balances by cooperative handoff: asks the most loaded members (above this one by two or more, so that
-   * nobody ends below the thief) to hand over one lease each, up to `maxStealsPerTick`. The requests
+   * Balances by cooperative handoff: asks the members due to hand this worker leases (`givers`, by the
+   * plan every worker computes), then the most loaded members (above this one by two or more, so that
+   * nobody ends below the thief), to hand over one lease each, up to `maxStealsPerTick`. The requests
    * travel in this worker's member record, written at once.
    */
   #requestHandoffs(
@@ -1480,6 +1669,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     mine: number,
     wanted: number,
     now: number,
+    givers: Map<string, number>,
   ): void {
     let have = mine;
     let asked = 0;
@@ -1488,8 +1678,12 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       let victim: string | null = null;
       for (const [workerId, count] of counts) {
         if (workerId === this.workerId || count < have + 2 || count - 1 < this.#fairFloor) continue;
-        if (victim === null || count > (counts.get(victim) ?? 0)) victim = workerId;
+        // The members due to hand leases to this worker are asked first, the most loaded of them.
+        const due = (givers.get(workerId) ?? 0) > 0;
+        const victimDue = victim !== null && (givers.get(victim) ?? 0) > 0;
+        if (victim === null || (due && !victimDue) || (due === victimDue && count > (counts.get(victim) ?? 0))) victim = workerId;
       }
+      if (victim !== null && (givers.get(victim) ?? 0) > 0) givers.set(victim, (givers.get(victim) ?? 0) - 1);
       if (victim === null) break;
       const chosen = shuffled(
         workable.filter((lease) => ownerOf(lease) === victim && !this.#requests.has(lease.leaseKey) && !this.#watching.has(lease.leaseKey)),
@@ -1626,12 +1820,15 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   }
 
   #forget(leaseKey: string, held: Held): void {
-    if (this.#held.get(leaseKey) === held) this.#held.delete(leaseKey);
+    if (this.#held.get(leaseKey) !== held) return;
+    this.#held.delete(leaseKey);
+    this.#letGo.set(leaseKey, held.record.epoch);
   }
 
   #lose(leaseKey: string, held: Held, reason: LossReason): void {
     if (this.#held.get(leaseKey) !== held) return;
     this.#held.delete(leaseKey);
+    this.#letGo.set(leaseKey, held.record.epoch);
     held.leaving = true;
     held.controller.abort(this.#lostError(leaseKey));
     // Whoever has it now (or nobody, if a write's outcome was lost), the next listing tells.
@@ -1674,6 +1871,69 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     this.emit('fatal', { error });
     void this.stop();
   }
+}
+
+/** The most leases a member says it holds (`maxLeasesPerWorker`, published in its metadata); no limit when it says nothing. */
+function capOf(member: MemberRecord | undefined): number {
+  const value = member?.metadata[MAX_LEASES_FIELD];
+  const cap = value === undefined ? NaN : Number(value);
+  return Number.isSafeInteger(cap) && cap > 0 ? cap : Infinity;
+}
+
+/**
+ * How many of `total` leases each member should hold: a member whose cap is below an even share holds its
+ * cap, and the others share the rest, the first of them in `members`' order holding one more when it does
+ * not divide evenly.
+ */
+export function shares(members: readonly string[], total: number, capOf: (workerId: string) => number): Map<string, number> {
+  const end = new Map<string, number>();
+  let rest = [...members];
+  let remaining = total;
+  for (;;) {
+    const share = Math.ceil(remaining / Math.max(1, rest.length));
+    const capped = rest.filter((workerId) => capOf(workerId) < share);
+    if (capped.length === 0) break;
+    for (const workerId of capped) {
+      end.set(workerId, capOf(workerId));
+      remaining -= capOf(workerId);
+    }
+    rest = rest.filter((workerId) => !end.has(workerId));
+  }
+  const base = rest.length > 0 ? Math.floor(remaining / rest.length) : 0;
+  rest.forEach((workerId, i) => end.set(workerId, base + (i < remaining - base * rest.length ? 1 : 0)));
+  return end;
+}
+
+/**
+ * The moves that balance the members' loads, the same on every worker that computes them from the same
+ * loads: a member whose cap is below an even share ends at its cap, and the others share the rest, each
+ * ending with the floor of its share or one more (the most loaded keep the one more, so that nothing
+ * moves that need not); the members above their end hand the difference, the most loaded first, to the
+ * members below theirs, the least loaded first. A move always goes from a member two or more above its
+ * recipient (or above its cap), so a balanced group (max - min <= 1) moves nothing.
+ */
+export function planMoves(members: readonly string[], load: ReadonlyMap<string, number>, capOf: (workerId: string) => number): { from: string; to: string }[] {
+  if (members.length < 2) return [];
+  const of = (workerId: string): number => load.get(workerId) ?? 0;
+  const byId = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+  const mostFirst = [...members].sort((a, b) => of(b) - of(a) || byId(a, b));
+  const end = shares(mostFirst, mostFirst.reduce((sum, workerId) => sum + of(workerId), 0), capOf);
+  const givers = mostFirst.filter((workerId) => of(workerId) > (end.get(workerId) ?? 0));
+  const receivers = [...members].sort((a, b) => of(a) - of(b) || byId(a, b)).filter((workerId) => of(workerId) < (end.get(workerId) ?? 0));
+  const moves: { from: string; to: string }[] = [];
+  let g = 0;
+  let r = 0;
+  let excess = givers.length > 0 ? of(givers[0] as string) - (end.get(givers[0] as string) ?? 0) : 0;
+  let deficit = receivers.length > 0 ? (end.get(receivers[0] as string) ?? 0) - of(receivers[0] as string) : 0;
+  while (g < givers.length && r < receivers.length) {
+    const count = Math.min(excess, deficit);
+    for (let i = 0; i < count; i++) moves.push({ from: givers[g] as string, to: receivers[r] as string });
+    excess -= count;
+    deficit -= count;
+    if (excess === 0 && ++g < givers.length) excess = of(givers[g] as string) - (end.get(givers[g] as string) ?? 0);
+    if (deficit === 0 && ++r < receivers.length) deficit = (end.get(receivers[r] as string) ?? 0) - of(receivers[r] as string);
+  }
+  return moves;
 }
 
 function sameState(record: LeaseRecord, state: LeaseState): boolean {

@@ -189,6 +189,18 @@ export class MemoryStorage implements Storage {
     return { close, [Symbol.asyncDispose]: close };
   }
 
+  /**
+   * Ends every change-feed subscription, as the network adapters' `close()` ends their feed connection.
+   * The records stay: the store is this object, and other holders of it may still read and write.
+   */
+  async close(): Promise<void> {
+    this.#listeners.clear();
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+
   async getRoster(group: string): Promise<Roster> {
     validateGroup(group, PKG);
     await this.#delay();

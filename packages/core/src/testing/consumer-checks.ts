@@ -20,6 +20,8 @@ export type ConsumerGuarantee =
   | 'progress' // once faults stop, a shard with records to deliver is owned and moves
   | 'stop-deadline' // stop({ timeoutMs }) returns within timeoutMs
   | 'signal' // a handler whose tenure ended sees its signal fired before anything else
+  | 'handled' // every record handed over ends succeeded, dead-lettered, or skipped by the policy the user chose
+  | 'skip' // nothing is skipped silently: no checkpoint passes, and no skip names, a record neither succeeded nor given up as configured
   | 'exactly-once' // with effects committed with their checkpoint, each record's effect is applied exactly once
   | 'unhandled-rejection'; // no promise rejection is left unhandled (it would end a real process)
 
@@ -38,6 +40,14 @@ export interface RecordEntry {
   /** Virtual time of the first hand-over to `processBatch`, or `null`. */
   firstHandedAtMs: number | null;
   handovers: number;
+  /** Whether the simulated handler always fails on this record. */
+  readonly poison: boolean;
+  /** Virtual time the handler first returned with this record done, or `null`. */
+  succeededAtMs: number | null;
+  /** Virtual time the dead-letter handler first accepted this record, or `null`. */
+  deadLetteredAtMs: number | null;
+  /** Virtual time the runtime first reported this record skipped, or `null`. */
+  skippedAtMs: number | null;
 }
 
 /** One shard of the simulated stream, by the simulation's own account. */
@@ -97,8 +107,12 @@ export class ConsumerLedger {
   readonly #deleted = new Set<string>();
   #firstCreationWallMs: number | null = null;
   #earliestCreatedTimestampMs: number | null = null;
+  /** Whether the run's failure policy has a dead-letter handler: then nothing may be skipped without it. */
+  readonly #deadLetterConfigured: boolean;
+  readonly #skipReported = new Set<string>();
 
-  constructor(options: { start: StartingPoint; now: () => number; wallOf: (ms: number) => number; violate: Violate }) {
+  constructor(options: { start: StartingPoint; now: () => number; wallOf: (ms: number) => number; violate: Violate; deadLetterConfigured?: boolean }) {
+    this.#deadLetterConfigured = options.deadLetterConfigured ?? false;
     this.#start = options.start;
     this.#now = options.now;
     this.#wallOf = options.wallOf;
@@ -137,10 +151,23 @@ export class ConsumerLedger {
     return shard;
   }
 
-  addRecord(partitionKey: string, shardId: string, position: Position, arrivedWallMs: number): RecordEntry {
+  addRecord(partitionKey: string, shardId: string, position: Position, arrivedWallMs: number, poison = false): RecordEntry {
     const n = (this.#perKey.get(partitionKey) ?? 0) + 1;
     this.#perKey.set(partitionKey, n);
-    const entry: RecordEntry = { index: this.records.length, partitionKey, n, shardId, position, arrivedWallMs, firstHandedAtMs: null, handovers: 0 };
+    const entry: RecordEntry = {
+      index: this.records.length,
+      partitionKey,
+      n,
+      shardId,
+      position,
+      arrivedWallMs,
+      firstHandedAtMs: null,
+      handovers: 0,
+      poison,
+      succeededAtMs: null,
+      deadLetteredAtMs: null,
+      skippedAtMs: null,
+    };
     this.records.push(entry);
     this.#byPosition.set(position, entry);
     this.shard(shardId).records.push(entry.index);
@@ -172,6 +199,32 @@ export class ConsumerLedger {
     if (shard.resharded && shard.createdWallMs >= birth) return true;
     const from = this.#start.kind === 'AT_TIMESTAMP' ? this.#start.timestampMs : birth;
     return entry.arrivedWallMs >= from;
+  }
+
+  /** The record at a position, if the stream has it. */
+  recordAt(position: Position): RecordEntry | undefined {
+    return this.#byPosition.get(position);
+  }
+
+  /** Whether a record was handled: succeeded, dead-lettered, or skipped by policy. */
+  handled(entry: RecordEntry): boolean {
+    return entry.succeededAtMs !== null || entry.deadLetteredAtMs !== null || entry.skippedAtMs !== null;
+  }
+
+  /**
+   * The records still to finish, by shard: owed (never handed over), or handed over and neither succeeded
+   * nor given up. A shard whose stream trimmed it is excused the second kind: nothing is left to retry.
+   */
+  unfinished(): Map<string, RecordEntry[]> {
+    const unfinished = new Map<string, RecordEntry[]>();
+    for (const entry of this.records) {
+      if (!this.required(entry)) continue;
+      if (entry.firstHandedAtMs !== null && (this.handled(entry) || this.shard(entry.shardId).trimmedAtMs !== null)) continue;
+      const entries = unfinished.get(entry.shardId);
+      if (entries) entries.push(entry);
+      else unfinished.set(entry.shardId, [entry]);
+    }
+    return unfinished;
   }
 
   /** The records that must be handed over and were not yet, by shard. */
@@ -237,6 +290,41 @@ export class ConsumerLedger {
         this.#firstHandedMax.set(entry.partitionKey, entry);
       }
     }
+  }
+
+  /** The handler returned with these records of the shard done. */
+  succeeded(shardId: string, records: readonly SourceRecord[], worker: string): void {
+    for (const record of records) {
+      const entry = this.#byPosition.get(record.position);
+      if (!entry) continue; // reported by handOver
+      if (entry.poison) this.#violate('handled', `${worker}'s handler of ${shardId} claimed poison record ${entry.partitionKey}#${entry.n} at ${entry.position} done`);
+      entry.succeededAtMs ??= this.#now();
+    }
+  }
+
+  /** The dead-letter handler accepted these records. */
+  deadLettered(shardId: string, positions: readonly Position[], worker: string): void {
+    for (const position of positions) {
+      const entry = this.#byPosition.get(position);
+      if (!entry || entry.shardId !== shardId || entry.handovers === 0) {
+        this.#violate('handled', `${worker} dead-lettered position ${position} of ${shardId}, which ${!entry ? 'the stream never had' : entry.shardId !== shardId ? `belongs to ${entry.shardId}` : 'was never handed to the handler'}`);
+        continue;
+      }
+      entry.deadLetteredAtMs ??= this.#now();
+    }
+  }
+
+  /** The runtime reported a record skipped; with a dead-letter handler, it must have accepted the record first. */
+  skipped(shardId: string, position: Position, deadLettered: boolean, worker: string): void {
+    const entry = this.#byPosition.get(position);
+    if (!entry || entry.shardId !== shardId) {
+      this.#violate('skip', `${worker} skipped position ${position} of ${shardId}, which is not a record of that shard`);
+      return;
+    }
+    if (this.#deadLetterConfigured && (!deadLettered || entry.deadLetteredAtMs === null)) {
+      this.#violate('skip', `${worker} skipped record ${entry.partitionKey}#${entry.n} of ${shardId} at ${position} without the dead-letter handler accepting it`);
+    }
+    entry.skippedAtMs ??= this.#now();
   }
 
   /** How many records of the shard were handed over so far, replays included. */
@@ -320,7 +408,40 @@ export class ConsumerLedger {
         );
       }
     }
+    this.#checkHandledBefore(after);
     this.#checkAcknowledged(after);
+  }
+
+  /**
+   * A checkpoint says every record up to it is done: each record it covers that had to be handed over
+   * must have succeeded or been given up as configured (dead-lettered, or skipped by policy). `SHARD_END`
+   * covers the whole shard, unless the stream trimmed it (then nothing was left to read).
+   */
+  #checkHandledBefore(lease: LeaseRecord): void {
+    const { leaseKey, checkpoint } = lease;
+    const shard = this.shards.get(leaseKey);
+    if (!shard || checkpoint === null) return;
+    let upTo: number;
+    if (checkpoint === Checkpoint.SHARD_END) {
+      if (shard.trimmedAtMs !== null) return;
+      upTo = Infinity;
+    } else if (RECORD_POSITION.test(checkpoint)) {
+      upTo = Number(checkpoint);
+    } else {
+      return;
+    }
+    for (const index of shard.records) {
+      const entry = this.records[index] as RecordEntry;
+      if (Number(entry.position) > upTo || !this.required(entry) || this.handled(entry)) continue;
+      const key = `${leaseKey} ${entry.position}`;
+      if (this.#skipReported.has(key)) continue;
+      this.#skipReported.add(key);
+      this.#violate(
+        'skip',
+        `checkpoint ${checkpoint} of ${leaseKey} (owner ${String(lease.owner)}, epoch ${lease.epoch}) passes record ${entry.partitionKey}#${entry.n} at ${entry.position}${entry.poison ? ' (poison)' : ''}, ` +
+          `which was ${entry.firstHandedAtMs === null ? 'never handed over' : `handed over ${entry.handovers} times`} and neither succeeded nor given up`,
+      );
+    }
   }
 
   /** The greatest record position a checkpoint stands for: its own, or the last record before its timestamp. */
@@ -355,6 +476,22 @@ export class ConsumerLedger {
       if (order !== undefined && order < 0) {
         this.#violate('checkpoint', `acknowledged checkpoint ${acknowledged} of ${leaseKey} lost at the end: stored ${String(lease.checkpoint)}`);
       }
+    }
+  }
+
+  /** At the end: one violation per shard with records handed over that neither succeeded nor were given up. */
+  checkHandled(): void {
+    const byShard = new Map<string, RecordEntry[]>();
+    for (const entry of this.records) {
+      if (entry.firstHandedAtMs === null || this.handled(entry) || !this.required(entry) || this.shard(entry.shardId).trimmedAtMs !== null) continue;
+      byShard.set(entry.shardId, [...(byShard.get(entry.shardId) ?? []), entry]);
+    }
+    for (const [shardId, entries] of byShard) {
+      const first = entries[0] as RecordEntry;
+      this.#violate(
+        'handled',
+        `${entries.length} records of ${shardId} were handed over but neither succeeded nor were given up (first: ${first.partitionKey}#${first.n} at ${first.position}${first.poison ? ', poison' : ''}, handed over ${first.handovers} times); lease ${describeLease(this.leases.get(shardId))}`,
+      );
     }
   }
 

@@ -8,7 +8,7 @@
  */
 import { seededRandom, type Random } from '../clock.js';
 import { Consumer } from '../consumer/consumer.js';
-import type { BatchContext, CheckpointPolicy, ConsumerUnsafe, FailurePolicy, InitialPosition } from '../consumer/options.js';
+import type { BatchContext, BatchResponse, CheckpointPolicy, ConsumerUnsafe, FailedRecords, InitialPosition } from '../consumer/options.js';
 import { MemorySource } from '../memory/memory-source.js';
 import { MemoryStorage, type MemoryWriteEvent } from '../memory/memory-storage.js';
 import type { SourceRecord } from '../source.js';
@@ -57,7 +57,7 @@ export type ConsumerFaultKind =
   | 'leaderChange' // the leader dies, pauses or has its writes fail in the middle of a shard sync
   | 'listLag' // shard listings that show the stream as it was seconds ago
   | 'readFault' // a read fails once, or a shard's reads fail for a while
-  | 'handlerFailure' // a handler throws, a couple of times per batch
+  | 'handlerFailure' // a handler throws, or reports a failed record, a couple of times per batch
   | 'overrun' // a handler runs past its lease ignoring its signal, often with a pause or a stop around it
   | 'corrupt' // a lease record becomes unreadable until the schedule repairs it
   | 'trim'; // a closed shard leaves the stream
@@ -75,12 +75,29 @@ export interface ConsumerShape {
   shards: number;
   initialPosition: InitialPositionKind;
   checkpointing: CheckpointPolicy;
-  onHandlerError: FailurePolicy;
+  onHandlerError: 'retry' | 'skip' | PoisonShape;
   records: number;
   partitionKeys: number;
   reshards: number;
   listLagMs: number;
   shardSyncIntervalMs: number;
+}
+
+/**
+ * A run whose failure policy is a `PoisonPolicy`: some records always fail (poison), the handler
+ * sometimes reports its first failed record instead of throwing, and the dead-letter handler itself
+ * fails now and then while faults are on.
+ */
+export interface PoisonShape {
+  bisect: boolean;
+  maxAttempts: number;
+  maxRecordAgeMs: number | undefined;
+  /** Whether a dead-letter handler is configured; without one records given up are skipped by policy. */
+  deadLetter: boolean;
+  /** The share of records that always fail. */
+  poisonRate: number;
+  /** The share of failures reported as `{ failedAt }` rather than thrown. */
+  reportRate: number;
 }
 
 /** The outcome of one run. */
@@ -97,6 +114,10 @@ export interface ConsumerSimulationResult {
     delivered: number;
     /** Hand-overs beyond the first, summed over records. */
     replays: number;
+    /** Records that always fail, those dead-lettered, and those skipped (dead-lettered or by policy). */
+    poison: number;
+    deadLettered: number;
+    skipped: number;
     batches: number;
     /** Depth of the deepest shard's lineage: 0 for the stream's first shards. */
     generations: number;
@@ -138,6 +159,8 @@ const UNSAFE_FLAGS: ReadonlyArray<[keyof ConsumerUnsafe, string]> = [
   ['checkpointPerKey', '--unsafe-checkpoint-per-key'],
   ['keepFailedPump', '--unsafe-keep-failed-pump'],
   ['skipSelfFencing', '--unsafe-skip-self-fencing'],
+  ['ignoreBatchResponse', '--unsafe-ignore-batch-response'],
+  ['skipWithoutDeadLetter', '--unsafe-skip-without-dead-letter'],
 ];
 
 /** The command-line flag of each unsafe switch, for `pnpm sim --consumer`. */
@@ -161,12 +184,31 @@ export function consumerShapeOf(seed: number): ConsumerShape {
     shards: 1 + Math.floor(random.next() * 4),
     initialPosition: pick(['TRIM_HORIZON', 'LATEST', 'AT_TIMESTAMP'] as const),
     checkpointing,
-    onHandlerError: random.next() < 0.8 ? 'retry' : 'skip',
+    onHandlerError: policyOf(seed, random.next()),
     records: 120 + Math.floor(random.next() * 180),
     partitionKeys: 6 + Math.floor(random.next() * 11),
     reshards: 3 + Math.floor(random.next() * 3),
     listLagMs: random.next() < 0.3 ? 0 : 500 + Math.floor(random.next() * 6_000),
     shardSyncIntervalMs: 1_500 + Math.floor(random.next() * 3_500),
+  };
+}
+
+/**
+ * The failure policy of a run from its draw: most runs retry (the default), a fifth skip, and a fifth
+ * run a poison policy whose details come from a random of their own, so that the rest of the shape is
+ * drawn as it always was.
+ */
+function policyOf(seed: number, roll: number): ConsumerShape['onHandlerError'] {
+  if (roll >= 0.8) return 'skip';
+  if (roll < 0.6) return 'retry';
+  const random = seededRandom(seed ^ 0x9015_0e);
+  return {
+    bisect: random.next() < 0.75,
+    maxAttempts: 2 + Math.floor(random.next() * 3),
+    maxRecordAgeMs: random.next() < 0.3 ? 8_000 + Math.floor(random.next() * 20_000) : undefined,
+    deadLetter: random.next() < 0.85,
+    poisonRate: 0.01 + random.next() * 0.03,
+    reportRate: random.next() * 0.6,
   };
 }
 
@@ -200,6 +242,8 @@ interface SimWorker {
   overrunNextMs: number | null;
   /** Handler failures still to throw, per batch (shard and first position). */
   readonly failures: Map<string, number>;
+  /** Draws of the simulated dead-letter handler. */
+  readonly deadLetterRandom: Random;
 }
 
 /**
@@ -287,7 +331,10 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
     const initialPosition: InitialPosition =
       shape.initialPosition === 'AT_TIMESTAMP' ? { atTimestamp: atTimestampMs } : shape.initialPosition;
 
-    const ledger = new ConsumerLedger({ start, now: () => scheduler.now, wallOf, violate });
+    const poisonPolicy = typeof shape.onHandlerError === 'object' ? shape.onHandlerError : null;
+    const ledger = new ConsumerLedger({ start, now: () => scheduler.now, wallOf, violate, deadLetterConfigured: poisonPolicy?.deadLetter ?? false });
+    // Poison records drawn apart from the world's timeline, so that the rest of the run is as without them.
+    const poisonRandom = seededRandom(config.seed ^ 0x5ee_d1e);
     // The sink of exactly-once runs: each record's effect, counted when the lease write that carries it
     // applies (in the store, atomically with it, whatever the writer later hears of the outcome).
     const sink = new Map<number, number>();
@@ -334,7 +381,8 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
           const shardId = source.shardFor(partitionKey);
           const entry = ledger.records.length;
           const position = source.put(partitionKey, String(entry), shardId);
-          ledger.addRecord(partitionKey, shardId, position, wallOf(scheduler.now));
+          const poison = poisonPolicy !== null && poisonRandom.next() < poisonPolicy.poisonRate;
+          ledger.addRecord(partitionKey, shardId, position, wallOf(scheduler.now), poison);
         }
       });
     }
@@ -392,7 +440,7 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
     });
 
     /** The simulated user code: checks every hand-over, works a while, sometimes fails or overruns. */
-    const handle = async (worker: SimWorker, records: readonly SourceRecord[], context: BatchContext): Promise<void> => {
+    const handle = async (worker: SimWorker, records: readonly SourceRecord[], context: BatchContext): Promise<void | BatchResponse> => {
       const { shardId, signal, fencingToken } = context;
       const { clock, handlerRandom: r } = worker;
       stats.batches++;
@@ -415,6 +463,36 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
         }
       };
 
+      // Exactly-once: the effects of `done` and the checkpoint at `position` in one atomic write of the
+      // lease, through this process's faulty view of the store.
+      const commit = async (done: readonly SourceRecord[], position: string): Promise<void> => {
+        const indices = done.map((record) => Number(decoder.decode(record.data)));
+        await context.checkpointWith(async (current, next) => {
+          pendingEffects.set(`${shardId}#${current.version + 1}`, { owner: next.owner, epoch: next.epoch, checkpoint: next.checkpoint, indices });
+          const [outcome] = await worker.storage.updateLeases(GROUP, [{ leaseKey: shardId, expectedVersion: current.version, next }]);
+          return outcome ?? { status: 'conflict', current: null };
+        }, position);
+        log(`${worker.workerId}'s handler committed ${shardId}@${fencingToken} through ${position}`);
+        resumed('after its transactional checkpoint');
+      };
+
+      // The handler returned with these records done: from then on they count as processed.
+      const succeed = (done: readonly SourceRecord[]): void => ledger.succeeded(shardId, done, worker.workerId);
+
+      // A poison record fails every time, on every worker: thrown, or reported after the records before it were done.
+      const poisonAt = records.findIndex((record) => ledger.recordAt(record.position)?.poison === true);
+      if (poisonPolicy && poisonAt >= 0) {
+        const poisoned = records[poisonAt] as SourceRecord;
+        await clock.sleep(5 + r.next() * 20);
+        resumed('before failing on a poison record');
+        if (r.next() < poisonPolicy.reportRate) {
+          succeed(records.slice(0, poisonAt));
+          if (config.exactlyOnce && poisonAt > 0) await commit(records.slice(0, poisonAt), (records[poisonAt - 1] as SourceRecord).position);
+          return { failedAt: poisoned.position, error: new Error(`poison record at ${poisoned.position} of ${shardId}`) };
+        }
+        throw new Error(`poison record at ${poisoned.position} of ${shardId}`);
+      }
+
       const batchKey = `${shardId}@${records[0]?.position ?? context.position}`;
       if (faultsOn() && enabled('handlerFailure') && !worker.failures.has(batchKey) && r.next() < 0.04) {
         worker.failures.set(batchKey, 1 + Math.floor(r.next() * 2));
@@ -424,6 +502,13 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
         worker.failures.set(batchKey, failuresLeft - 1);
         await clock.sleep(5 + r.next() * 20);
         resumed('before failing');
+        if (records.length > 0 && r.next() < 0.3) {
+          // A partial failure: the records before the reported one are done.
+          const at = Math.floor(r.next() * records.length);
+          succeed(records.slice(0, at));
+          if (config.exactlyOnce && at > 0) await commit(records.slice(0, at), (records[at - 1] as SourceRecord).position);
+          return { failedAt: (records[at] as SourceRecord).position, error: new Error(`injected failure of one record of ${batchKey}`) };
+        }
         throw new Error(`injected handler failure on ${batchKey}`);
       }
 
@@ -437,18 +522,14 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
       } else {
         await clock.sleep(5 + r.next() * 60);
         resumed('after its work');
-        if (signal.aborted) return;
+        if (signal.aborted) {
+          succeed(records);
+          return;
+        }
       }
+      succeed(records);
       if (config.exactlyOnce && records.length > 0) {
-        // The effects and the checkpoint in one atomic write of the lease, through this process's faulty view of the store.
-        const indices = records.map((record) => Number(decoder.decode(record.data)));
-        await context.checkpointWith(async (current, next) => {
-          pendingEffects.set(`${shardId}#${current.version + 1}`, { owner: next.owner, epoch: next.epoch, checkpoint: next.checkpoint, indices });
-          const [outcome] = await worker.storage.updateLeases(GROUP, [{ leaseKey: shardId, expectedVersion: current.version, next }]);
-          return outcome ?? { status: 'conflict', current: null };
-        });
-        log(`${worker.workerId}'s handler committed ${shardId}@${fencingToken} through ${context.position}`);
-        resumed('after its transactional checkpoint');
+        await commit(records, context.position);
       } else if (shape.checkpointing === 'manual' && records.length > 0) {
         const position = r.next() < 0.8 ? context.position : (records[Math.floor(r.next() * records.length)] as SourceRecord).position;
         await context.checkpoint(position).then(
@@ -457,6 +538,18 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
         );
         resumed('after its checkpoint');
       }
+    };
+
+    /** The simulated dead-letter destination: takes a while, and fails now and then while faults are on. */
+    const deadLetter = async (worker: SimWorker, failure: FailedRecords): Promise<void> => {
+      const r = worker.deadLetterRandom;
+      await worker.clock.sleep(2 + r.next() * 30);
+      if (faultsOn() && r.next() < 0.15) {
+        log(`${worker.workerId}'s dead-letter handler fails on ${failure.shardId} [${failure.positions.join(', ')}]`);
+        throw new Error(`injected dead-letter failure on ${failure.shardId}`);
+      }
+      ledger.deadLettered(failure.shardId, failure.positions, worker.workerId);
+      log(`${worker.workerId} dead-lettered ${failure.shardId} [${failure.positions.join(', ')}] after ${failure.attempts} attempts (${failure.reason})`);
     };
 
     /** At each hand-over: the handing worker holds the lease in the batch's tenure, and nobody else holds it. */
@@ -489,6 +582,14 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
       });
       // The handler needs the worker, and the worker its consumer: the handler looks the worker up when called.
       const self: { worker?: SimWorker } = {};
+      const onHandlerError = poisonPolicy
+        ? {
+            bisect: poisonPolicy.bisect,
+            maxAttempts: poisonPolicy.maxAttempts,
+            ...(poisonPolicy.maxRecordAgeMs !== undefined ? { maxRecordAgeMs: poisonPolicy.maxRecordAgeMs } : {}),
+            ...(poisonPolicy.deadLetter ? { deadLetter: (failure: FailedRecords) => deadLetter(self.worker as SimWorker, failure) } : {}),
+          }
+        : (shape.onHandlerError as 'retry' | 'skip');
       const consumer = new Consumer({
         group: GROUP,
         source: processSource,
@@ -498,16 +599,22 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
         random: workerRandom,
         initialPosition,
         checkpointing: shape.checkpointing,
-        onHandlerError: shape.onHandlerError,
+        onHandlerError,
         shardSyncIntervalMs: shape.shardSyncIntervalMs,
         lease: { leaseDurationMs: LEASE_DURATION_MS, takeIntervalMs: TAKE_INTERVAL_MS, maxClockDrift: MAX_CLOCK_DRIFT },
         metrics: false,
         unsafe: config.unsafe,
         processBatch: (records, context) => handle(self.worker as SimWorker, records, context),
       });
-      const worker: SimWorker = { index, workerId, clock, plan, storage, consumer, handlerRandom, alive: true, stopping: false, overrunNextMs: null, failures: new Map() };
+      // Its own seed, so that the handler's and the runtime's draws are those of a run without it.
+      const deadLetterRandom = seededRandom(((config.seed * 31 + index) ^ 0xdead_1e77) >>> 0);
+      const worker: SimWorker = { index, workerId, clock, plan, storage, consumer, handlerRandom, deadLetterRandom, alive: true, stopping: false, overrunNextMs: null, failures: new Map() };
       self.worker = worker;
-      consumer.on('record-skipped', ({ shardId, position }) => skipped.add(`${shardId}@${position}`));
+      consumer.on('record-skipped', ({ shardId, position, deadLettered, reason }) => {
+        ledger.skipped(shardId, position, deadLettered, workerId);
+        skipped.add(`${shardId}@${position}`);
+        log(`${workerId} skipped ${shardId} at ${position} (${reason}${deadLettered ? ', dead-lettered' : ''})`);
+      });
       consumer.on('checkpointed', ({ shardId, position }) => {
         ledger.acknowledged(shardId, position);
         log(`${workerId} checkpointed ${shardId} at ${position}`);
@@ -761,7 +868,8 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
     };
     let drainedAfterMs = -1;
     while (scheduler.now - quietFrom <= quietLimitMs) {
-      const owed = ledger.owed();
+      // Owed records, and records handed over that neither succeeded nor were given up yet.
+      const owed = ledger.unfinished();
       if (owed.size === 0 && pendingStops.size === 0 && ![...corrupted.values()].includes(Infinity)) {
         drainedAfterMs = scheduler.now - quietFrom;
         break;
@@ -801,6 +909,7 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
     }
 
     ledger.checkDelivery();
+    ledger.checkHandled();
     ledger.checkAcknowledgedAtEnd();
     for (const worker of pendingStops) {
       violate('stop-deadline', `${worker.workerId}'s stop never returned (shards still pumping: [${worker.consumer.shards.join(', ')}])`);
@@ -835,6 +944,9 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
         owed: owedRecords.length,
         delivered: owedRecords.filter((entry) => entry.firstHandedAtMs !== null).length,
         replays: ledger.records.reduce((sum, entry) => sum + Math.max(0, entry.handovers - 1), 0),
+        poison: ledger.records.filter((entry) => entry.poison).length,
+        deadLettered: ledger.records.filter((entry) => entry.deadLetteredAtMs !== null).length,
+        skipped: ledger.records.filter((entry) => entry.skippedAtMs !== null).length,
         batches: stats.batches,
         generations: Math.max(...[...ledger.shards.keys()].map(depth)),
         shards: ledger.shards.size,

@@ -36,6 +36,7 @@ export {
   type ConsumerSimulationConfig,
   type ConsumerSimulationResult,
   type ConsumerShape,
+  type PoisonShape,
   type ConsumerViolation,
   type ConsumerGuarantee,
   type ConsumerFaultKind,

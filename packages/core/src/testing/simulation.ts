@@ -31,7 +31,7 @@ export interface SimulationConfig {
 }
 
 /** The kinds of fault the schedule draws from. */
-export type FaultKind = 'crash' | 'pause' | 'cutOff' | 'latency' | 'errors' | 'ambiguous' | 'drift' | 'gracefulStop' | 'join' | 'mixedDurations';
+export type FaultKind = 'crash' | 'pause' | 'cutOff' | 'latency' | 'errors' | 'ambiguous' | 'drift' | 'gracefulStop' | 'join' | 'mixedDurations' | 'capped';
 
 /** A broken guarantee, with the moment and the detail. */
 export interface Violation {
@@ -56,7 +56,7 @@ export interface SimulationResult {
 }
 
 const GROUP = 'simulated';
-const ALL_FAULTS: FaultKind[] = ['crash', 'pause', 'cutOff', 'latency', 'errors', 'ambiguous', 'drift', 'gracefulStop', 'join', 'mixedDurations'];
+const ALL_FAULTS: FaultKind[] = ['crash', 'pause', 'cutOff', 'latency', 'errors', 'ambiguous', 'drift', 'gracefulStop', 'join', 'mixedDurations', 'capped'];
 
 interface SimWorker {
   index: number;
@@ -67,6 +67,8 @@ interface SimWorker {
   elector: LeaderElector;
   alive: boolean;
   stopping: boolean;
+  /** Its `maxLeasesPerWorker`: Infinity unless the run caps it. */
+  cap: number;
   /** Per held lease, the step of simulated work in flight (awaited by a drain). */
   work: Map<string, Promise<void>>;
 }
@@ -172,6 +174,11 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
     // Some workers run with half the group's lease duration (a deployment with mixed settings): they must
     // still wait the longer duration of a member before declaring it dead.
     const ownDurationMs = enabled('mixedDurations') && random.next() < 0.25 ? leaseDurationMs / 2 : leaseDurationMs;
+    // Some of the first workers hold at most a little over an even share (maxLeasesPerWorker): owners must
+    // never hand them more, and the rest must balance around them. Drawn apart from the run's randomness,
+    // so that the rest of the run is the same with or without caps.
+    const capDraw = seededRandom((config.seed * 7_919 + index * 104_729) >>> 0).next();
+    const cap = enabled('capped') && index > 0 && index < workerCount && capDraw < 0.25 ? Math.ceil(leaseCount / workerCount) + 1 : Infinity;
     const plan = basePlan();
     const faulty = new FaultyStorage(storage, clock, workerRandom, plan);
     const workerId = `w${index}`;
@@ -182,6 +189,7 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
       plan,
       alive: true,
       stopping: false,
+      cap,
       work: new Map(),
       coordinator: new LeaseCoordinator({
         storage: faulty,
@@ -192,6 +200,7 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
         leaseDurationMs: ownDurationMs,
         takeIntervalMs,
         renewIntervalMs: ownDurationMs === leaseDurationMs ? renewIntervalMs : undefined,
+        maxLeasesPerWorker: Number.isFinite(cap) ? cap : undefined,
         maxClockDrift,
         unsafe: config.coordinator?.unsafe,
         onDrain: async (lease) => {
@@ -355,9 +364,16 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
     eligible(leases)
       .map((lease) => lease.leaseKey)
       .filter((leaseKey) => !live().some((worker) => worker.coordinator.isHeld(leaseKey)));
-  const spread = (): number => {
-    const counts = live().map((worker) => worker.coordinator.heldLeases().length);
-    return Math.max(...counts) - Math.min(...counts);
+  /** Whether the live workers can hold every eligible lease (capped workers hold at most their cap). */
+  const capacity = (): number => live().reduce((sum, worker) => sum + worker.cap, 0);
+  /** Every eligible lease held, or, when the live workers cannot hold them all, every live worker at its cap. */
+  const owned = (leases: readonly LeaseRecord[]): boolean =>
+    capacity() >= eligible(leases).length ? unowned(leases).length === 0 : live().every((worker) => worker.coordinator.heldLeases().length === worker.cap);
+  /** No worker above its cap, and none two or more below another unless it is at its cap. */
+  const balancedNow = (): boolean => {
+    const counts = live().map((worker) => ({ held: worker.coordinator.heldLeases().length, cap: worker.cap }));
+    const most = Math.max(...counts.map((count) => count.held));
+    return counts.every((count) => count.held <= count.cap && (count.held >= most - 1 || count.held === count.cap));
   };
 
   // Liveness: every eligible lease held by a live worker within a lease duration after its owner's last
@@ -367,7 +383,7 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
   let ownedAfterMs = -1;
   while (scheduler.now - quietFrom <= ownedBound) {
     const { leases } = await storage.listLeases(GROUP);
-    if (unowned(leases).length === 0) {
+    if (owned(leases)) {
       ownedAfterMs = scheduler.now - quietFrom;
       break;
     }
@@ -378,20 +394,22 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
     violate('liveness', `${missing.length} eligible leases without a live holder ${ownedBound.toFixed(0)} ms after faults stopped: ${missing.slice(0, 5).join(', ')}`);
   }
 
-  // Balance: max - min <= 1 within a bounded number of take ticks. A thief asks for one lease per tick
-  // through the roster; the owner answers at its own next tick after draining the batch in flight, so a
-  // steal completes within one and a half ticks on average.
-  const balanceBound = (Math.ceil(leaseCount / Math.max(1, live().length)) + 6) * takeIntervalMs * 1.05 * 1.5 + leaseDurationMs;
+  // Balance: max - min <= 1 soon after every lease is owned, whatever the number of leases to move:
+  // owners above their share hand the excess over unasked in one round (a tick to see it, a drain of at
+  // most the handoff timeout, the recipient's next tick), and a round after that for what views that
+  // differed left over.
+  const handoffTimeoutMs = leaseDurationMs / 2;
+  const balanceBound = ownedBound + handoffTimeoutMs + 4 * takeIntervalMs * 1.05;
   let balancedAfterMs = -1;
   while (scheduler.now - quietFrom <= balanceBound) {
-    if (spread() <= 1 && unowned((await storage.listLeases(GROUP)).leases).length === 0) {
+    if (balancedNow() && owned((await storage.listLeases(GROUP)).leases)) {
       balancedAfterMs = scheduler.now - quietFrom;
       break;
     }
     await scheduler.advance(100, afterEach);
   }
   if (balancedAfterMs < 0) {
-    const counts = live().map((worker) => `${worker.workerId}:${worker.coordinator.heldLeases().length}`);
+    const counts = live().map((worker) => `${worker.workerId}:${worker.coordinator.heldLeases().length}${Number.isFinite(worker.cap) ? `/${worker.cap}` : ''}`);
     violate('balance', `not balanced ${balanceBound.toFixed(0)} ms after faults stopped: ${counts.join(' ')}`);
   }
 

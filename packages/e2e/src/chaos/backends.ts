@@ -4,13 +4,7 @@
  * shared server. Each hands out storage URLs for a given port, so that workers reach it through their
  * own proxy while the monitor reaches it directly.
  */
-import { freePort, startDynalite, startPostgresCluster } from '@leasehold/local-stack';
-import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { createConnection } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
+import { freePort, startDynalite, startPostgresCluster, startRedisServer } from '@leasehold/local-stack';
 import type { StorageKind } from '../storage-url.js';
 
 /** A backend of a chaos run. */
@@ -28,23 +22,6 @@ export interface ChaosBackend {
 }
 
 export { freePort };
-
-async function waitForPort(port: number, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const open = await new Promise<boolean>((resolve) => {
-      const socket = createConnection({ host: '127.0.0.1', port });
-      socket.once('connect', () => {
-        socket.destroy();
-        resolve(true);
-      });
-      socket.once('error', () => resolve(false));
-    });
-    if (open) return;
-    if (Date.now() > deadline) throw new Error(`nothing listens on 127.0.0.1:${port} after ${timeoutMs} ms`);
-    await sleep(50);
-  }
-}
 
 export async function startBackend(kind: StorageKind): Promise<ChaosBackend> {
   if (kind === 'postgres') return startPostgres();
@@ -68,38 +45,14 @@ async function startPostgres(): Promise<ChaosBackend> {
 
 /** A redis-server of its own with `appendonly yes` and `appendfsync always`, restarted by SIGKILL. */
 async function startRedis(): Promise<ChaosBackend> {
-  const folder = mkdtempSync(join(tmpdir(), 'leasehold-chaos-redis-'));
-  const port = await freePort();
-  let server: ChildProcess | undefined;
-  const start = async (): Promise<void> => {
-    const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--dir', folder, '--appendonly', 'yes', '--appendfsync', 'always', '--save', ''], {
-      stdio: 'ignore',
-    });
-    child.on('error', () => undefined);
-    server = child;
-    await waitForPort(port, 15_000);
-  };
-  const kill = async (): Promise<void> => {
-    const child = server;
-    if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
-    const exited = new Promise((resolve) => child.once('exit', resolve));
-    child.kill('SIGKILL');
-    await exited;
-  };
-  await start();
+  const server = await startRedisServer({ args: ['--appendonly', 'yes', '--appendfsync', 'always', '--save', ''] });
   return {
     kind: 'redis',
-    port,
+    port: server.port,
     urlFor: (at) => `redis://127.0.0.1:${at}`,
     restartKind: 'SIGKILL and start again (appendonly yes, appendfsync always)',
-    restart: async () => {
-      await kill();
-      await start();
-    },
-    close: async () => {
-      await kill();
-      rmSync(folder, { recursive: true, force: true });
-    },
+    restart: () => server.restart(),
+    close: () => server.stop(),
   };
 }
 

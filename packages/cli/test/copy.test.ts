@@ -14,7 +14,7 @@ function leasesOf(group: string): NewLease[] {
 
 const byKey = (a: LeaseRecord, b: LeaseRecord): number => (a.leaseKey < b.leaseKey ? -1 : 1);
 
-describe('leasehold migrate', () => {
+describe('leasehold copy', () => {
   it('copies every lease and the leader record from Postgres to Redis, keeping every field but the version', async () => {
     const source = await postgresBackend(shared.pool);
     const target = redisBackend(shared.redis);
@@ -22,7 +22,7 @@ describe('leasehold migrate', () => {
     const seeded = await seed(source.storage, leasesOf(group), { group, holder: 'worker-a', term: 6, metadata: { since: '1' } });
     await join(source.storage, group, 'worker-a', { leaseDurationMs: 200 });
 
-    const { code, stdout } = await leasehold('migrate', '--from', source.url, '--to', target.url, '--group', group);
+    const { code, stdout } = await leasehold('copy', '--from', source.url, '--to', target.url, '--group', group);
 
     expect(code).toBe(0);
     // The member was watched until it expired, and is not copied: the target's roster stays empty.
@@ -30,22 +30,22 @@ describe('leasehold migrate', () => {
     expect(await target.storage.getRoster(group)).toEqual({ group, members: [], corrupt: [] });
     expect(stdout).toContain('copied    shardId-001 checkpoint "4955" epoch 4 owner "worker-a"\n');
     expect(stdout).toContain('copied    leader worker-a, term 6\n');
-    expect(stdout).toContain(`migrated group "${group}" from ${source.url} to ${target.url}: 3 leases copied, 0 replaced, 0 already there, 0 deleted; verified 3 leases and the leader record\n`);
+    expect(stdout).toContain(`copied group "${group}" from ${source.url} to ${target.url}: 3 leases copied, 0 replaced, 0 already there, 0 deleted; verified 3 leases and the leader record\n`);
     expect((await target.storage.listLeases(group)).leases.sort(byKey).map(stateOf)).toEqual(seeded.map(stateOf));
     expect(await target.storage.getLeader(group)).toMatchObject({ holder: 'worker-a', term: 6, metadata: { since: '1' } });
     await source.close();
     await target.close();
   });
 
-  it('copies from Redis to DynamoDB and on to a Postgres schema it creates with --create', async () => {
+  it('copies from Redis to DynamoDB and on to a Postgres schema it sets up with --setup', async () => {
     const redisSource = redisBackend(shared.redis);
     const table = await dynamoBackend(shared.dynamodb);
     const postgres = await postgresBackend(shared.pool, { migrated: false });
     const group = freshName('orders');
     const seeded = await seed(redisSource.storage, leasesOf(group));
 
-    const first = await leasehold('migrate', '--from', redisSource.url, '--to', table.url, '--group', group, '--observe-ms', '200');
-    const second = await leasehold('migrate', '--from', table.url, '--to', postgres.url, '--group', group, '--create', '--observe-ms', '200');
+    const first = await leasehold('copy', '--from', redisSource.url, '--to', table.url, '--group', group, '--observe-ms', '200');
+    const second = await leasehold('copy', '--from', table.url, '--to', postgres.url, '--group', group, '--setup', '--observe-ms', '200');
 
     expect([first.code, second.code]).toEqual([0, 0]);
     expect(second.stdout).toContain('3 leases copied, 0 replaced, 0 already there, 0 deleted; verified 3 leases and no leader record\n');
@@ -61,7 +61,7 @@ describe('leasehold migrate', () => {
     await seed(source.storage, leasesOf(group));
     const worker = heartbeater(source.storage, group, 'worker-a', { leaseDurationMs: 5000 });
 
-    const { code, stderr } = await leasehold('migrate', '--from', source.url, '--to', target.url, '--group', group);
+    const { code, stderr } = await leasehold('copy', '--from', source.url, '--to', target.url, '--group', group);
     await worker.stop();
 
     expect(code).toBe(1);
@@ -81,9 +81,9 @@ describe('leasehold migrate', () => {
       { group, leaseKey: 'shardId-077' },
     ]);
 
-    const refused = await leasehold('migrate', '--from', source.url, '--to', target.url, '--group', group, '--observe-ms', '0');
-    const replaced = await leasehold('migrate', '--from', source.url, '--to', target.url, '--group', group, '--observe-ms', '0', '--replace');
-    const again = await leasehold('migrate', '--from', source.url, '--to', target.url, '--group', group, '--observe-ms', '0');
+    const refused = await leasehold('copy', '--from', source.url, '--to', target.url, '--group', group, '--observe-ms', '0');
+    const replaced = await leasehold('copy', '--from', source.url, '--to', target.url, '--group', group, '--observe-ms', '0', '--replace');
+    const again = await leasehold('copy', '--from', source.url, '--to', target.url, '--group', group, '--observe-ms', '0');
 
     expect(refused.code).toBe(1);
     expect(refused.stderr).toBe(
@@ -106,7 +106,7 @@ describe('leasehold migrate', () => {
     await seed(source.storage, [{ group, leaseKey: 'shardId-000', epoch: 3 }]);
     await seed(target.storage, [{ group, leaseKey: 'shardId-000', epoch: 8 }]);
 
-    const { code, stderr } = await leasehold('migrate', '--from', source.url, '--to', target.url, '--group', group, '--observe-ms', '0', '--replace');
+    const { code, stderr } = await leasehold('copy', '--from', source.url, '--to', target.url, '--group', group, '--observe-ms', '0', '--replace');
 
     expect(code).toBe(1);
     expect(stderr).toBe(`leasehold: [cli] lease "shardId-000" has epoch 8 in ${target.url}, above the source's 3; copying would lower a fencing token, so nothing was written\n`);
@@ -122,7 +122,7 @@ describe('leasehold migrate', () => {
     await source.corrupt(group, 'shardId-001');
     await source.corrupt(group, 'shardId-002');
 
-    const { code, stderr } = await leasehold('migrate', '--from', source.url, '--to', target.url, '--group', group, '--observe-ms', '0');
+    const { code, stderr } = await leasehold('copy', '--from', source.url, '--to', target.url, '--group', group, '--observe-ms', '0');
 
     expect(code).toBe(1);
     expect(stderr).toMatch(
@@ -144,8 +144,8 @@ describe('leasehold migrate', () => {
     const later = { group, leaseKey: 'shardId-000', checkpoint: '7', format: 2, tenure: { since: 3, by: 'worker-a' }, zone: 'b' } as NewLease;
     const seeded = await seed(source.storage, [later, { group, leaseKey: 'shardId-001' }]);
 
-    const first = await leasehold('migrate', '--from', source.url, '--to', target.url, '--group', group, '--observe-ms', '0');
-    const again = await leasehold('migrate', '--from', source.url, '--to', target.url, '--group', group, '--observe-ms', '0');
+    const first = await leasehold('copy', '--from', source.url, '--to', target.url, '--group', group, '--observe-ms', '0');
+    const again = await leasehold('copy', '--from', source.url, '--to', target.url, '--group', group, '--observe-ms', '0');
 
     expect([first.code, again.code]).toEqual([0, 0]);
     expect((await target.storage.listLeases(group)).leases.sort(byKey).map(stateOf)).toEqual(seeded.map(stateOf));
@@ -161,7 +161,7 @@ describe('leasehold migrate', () => {
     const [old] = await seed(target.storage, [{ group, leaseKey: 'shardId-000', epoch: 1 }]);
     await target.storage.deleteLease(group, 'shardId-000', old!.version);
 
-    const { code, stdout } = await leasehold('migrate', '--from', source.url, '--to', target.url, '--group', group, '--observe-ms', '0');
+    const { code, stdout } = await leasehold('copy', '--from', source.url, '--to', target.url, '--group', group, '--observe-ms', '0');
 
     expect(code).toBe(0);
     expect(stdout).toContain('1 leases copied, 0 replaced, 0 already there, 0 deleted; verified 1 leases and the leader record\n');

@@ -1,5 +1,5 @@
 /**
- * `leasehold migrate`: copies a group's leases and leader record from one backend to another, refusing
+ * `leasehold copy`: copies a group's leases and leader record from one backend to another, refusing
  * while the group is live, then reads the target back and checks every field.
  *
  * Versions are not copied: each store numbers its own writes, and a copied record starts at the target's
@@ -27,17 +27,18 @@ import {
 import { openBackend, type Backend } from '../connect.js';
 import { refuseIfLive, type GuardOptions } from '../guard.js';
 import { byLeaseKey, checkGroup, readGroup, readKnownGroup, type GroupState, type Io } from '../shared.js';
-import { parseStorageUrl, PKG } from '../url.js';
+import { parseStorageUrl } from '@leasehold/connect';
+import { PKG } from '../pkg.js';
 
-/** Options of {@link migrate}. */
-export interface MigrateOptions extends GuardOptions {
+/** Options of {@link copy}. */
+export interface CopyOptions extends GuardOptions {
   readonly from: string;
   readonly to: string;
   readonly group: string;
   /** Overwrite the group's records in the target when they differ from the source's. */
   readonly replace: boolean;
-  /** Create the target's tables first (Postgres `migrate()`, DynamoDB `createTable()`). */
-  readonly create: boolean;
+  /** Set the target up first, as `leasehold setup` does (Postgres tables, the DynamoDB table). */
+  readonly setup: boolean;
 }
 
 /** What to do with each record of the target. */
@@ -52,7 +53,7 @@ interface Plan {
 }
 
 /** Copies the group, verifies the copy and prints what moved. */
-export async function migrate(options: MigrateOptions, io: Io): Promise<void> {
+export async function copy(options: CopyOptions, io: Io): Promise<void> {
   checkGroup(options.group);
   const from = parseStorageUrl(options.from);
   const to = parseStorageUrl(options.to);
@@ -62,7 +63,7 @@ export async function migrate(options: MigrateOptions, io: Io): Promise<void> {
   try {
     target = await openBackend(to);
     refuseCorrupt(await readKnownGroup(source.storage, options.group, from.display), options.group, from.display);
-    if (options.create) await createTables(target);
+    if (options.setup) await target.setup();
     // A first look at the target, so that a refusal comes before the wait for liveness.
     const firstTarget = await readGroup(target.storage, options.group);
     refuseCorruptTarget(firstTarget, options.group, to.display);
@@ -79,7 +80,7 @@ export async function migrate(options: MigrateOptions, io: Io): Promise<void> {
     await refuseIfSourceMoved(source.storage, options.group, snapshot);
     const leader = snapshot.leader === null ? 'no leader record' : 'the leader record';
     io.out(
-      `migrated group ${describeValue(options.group)} from ${from.display} to ${to.display}: ` +
+      `copied group ${describeValue(options.group)} from ${from.display} to ${to.display}: ` +
         `${plan.create.length} leases copied, ${plan.replace.length} replaced, ${plan.same.length} already there, ${plan.extra.length} deleted; ` +
         `verified ${verified} leases and ${leader}\n`,
     );
@@ -91,11 +92,6 @@ export async function migrate(options: MigrateOptions, io: Io): Promise<void> {
     await target?.close();
     await source.close();
   }
-}
-
-async function createTables(backend: Backend): Promise<void> {
-  if (backend.kind === 'postgres') await backend.storage.migrate();
-  else if (backend.kind === 'dynamodb') await backend.storage.createTable();
 }
 
 /**
@@ -175,7 +171,7 @@ function planOf(source: GroupState, target: GroupState): Plan {
   return { ...plan, leader };
 }
 
-function refuseConflicts(plan: Plan, options: MigrateOptions, display: string): void {
+function refuseConflicts(plan: Plan, options: CopyOptions, display: string): void {
   const [first] = plan.replace;
   const [extra] = plan.extra;
   const differs = plan.replace.length + plan.extra.length + (plan.leader === 'replace' ? 1 : 0);
@@ -289,7 +285,7 @@ async function refuseIfSourceMoved(storage: Storage, group: string, snapshot: Gr
     const what = first ? `lease ${describeValue(first.leaseKey)} is at version ${first.version}` : leaderMoved ? 'the leader record changed' : 'a lease was deleted';
     throw new LeaseholdError(
       'ERR_SOURCE_CHANGED',
-      `[${PKG}] the source changed during the copy (${what}); stop the group's workers and run migrate again with --replace`,
+      `[${PKG}] the source changed during the copy (${what}); stop the group's workers and run copy again with --replace`,
     );
   }
 }

@@ -5,7 +5,7 @@
  */
 import { describeValue, InvalidConfigError } from '@leasehold/core';
 
-export const PKG = 'cli';
+export const PKG = 'connect';
 
 /** A PostgreSQL location: the connection string for `pg.Pool` and the adapter's table names. */
 export interface PostgresTarget {
@@ -38,8 +38,17 @@ export interface DynamoDBTarget {
   readonly display: string;
 }
 
+/** A `MemoryStorage` of this process: for tests and for trying a program out on one machine. */
+export interface MemoryTarget {
+  readonly kind: 'memory';
+  readonly display: string;
+}
+
 /** Where a group's records live, as parsed from a storage URL. */
-export type StorageTarget = PostgresTarget | RedisTarget | DynamoDBTarget;
+export type StorageTarget = PostgresTarget | RedisTarget | DynamoDBTarget | MemoryTarget;
+
+/** The backends a storage URL can name. */
+export type StorageKind = StorageTarget['kind'];
 
 const POSTGRES_OPTIONS = ['schema', 'leaseTable', 'leaderTable', 'migrationsTable', 'rosterTable'] as const;
 const DYNAMODB_OPTIONS = new Set(['region', 'endpoint']);
@@ -70,15 +79,15 @@ function takeParam(url: URL, name: string, raw: string): string | undefined {
 }
 
 /**
- * Parses `postgres://`, `postgresql://`, `redis://`, `rediss://` and `dynamodb://TABLE` URLs. Throws an
- * `InvalidConfigError` naming the URL for anything else.
+ * Parses `postgres://`, `postgresql://`, `redis://`, `rediss://`, `dynamodb://TABLE` and `memory:` URLs.
+ * Throws an `InvalidConfigError` naming the URL (its password hidden) for anything else.
  */
 export function parseStorageUrl(raw: string): StorageTarget {
   let url: URL;
   try {
     url = new URL(raw);
   } catch {
-    throw bad(raw, 'is not a URL; expected postgres://..., redis://... or dynamodb://TABLE?region=...');
+    throw bad(raw, 'is not a URL; expected postgres://..., redis://..., dynamodb://TABLE?region=... or memory:');
   }
   switch (url.protocol) {
     case 'postgres:':
@@ -89,8 +98,11 @@ export function parseStorageUrl(raw: string): StorageTarget {
       return redisTarget(url, raw);
     case 'dynamodb:':
       return dynamoTarget(url, raw);
+    case 'memory:':
+      if (url.host !== '' || (url.pathname !== '' && url.pathname !== '/') || url.search !== '') throw bad(raw, 'has a host, path or query; write memory:');
+      return { kind: 'memory', display: 'memory:' };
     default:
-      throw bad(raw, `has unknown scheme ${describeValue(url.protocol)}; expected postgres://, redis:// or dynamodb://`);
+      throw bad(raw, `has unknown scheme ${describeValue(url.protocol)}; expected postgres://, redis://, dynamodb:// or memory:`);
   }
 }
 

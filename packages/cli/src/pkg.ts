@@ -1,0 +1,2 @@
+/** The package name error messages of the command line start with: `[cli] ...`. */
+export const PKG = 'cli';
