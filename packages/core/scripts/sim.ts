@@ -6,6 +6,8 @@
  *   pnpm sim --seed 1234 --trace               replay one seed and print its events
  *   pnpm sim --consumer --seeds 1000           the consumer simulation (whole runtime, resharding source)
  *   pnpm sim --consumer --seed 77 --trace      replay one consumer seed
+ *   pnpm sim --consumer --seeds 200 --exactly-once
+ *                                              handlers commit their effects with their checkpoints; each applies once
  *   pnpm sim --consumer --seeds 200 --unsafe-keep-failed-pump
  *                                              bring back one runtime defect and watch the checks catch it
  */
@@ -32,6 +34,7 @@ const { values } = parseArgs({
     'unsafe-expiry-factor': { type: 'string' },
     'unsafe-own-duration-only': { type: 'boolean', default: false },
     consumer: { type: 'boolean', default: false },
+    'exactly-once': { type: 'boolean', default: false },
     shards: { type: 'string' },
     'initial-position': { type: 'string' },
     ...Object.fromEntries(consumerUnsafeFlags.filter(([name]) => name !== 'skipSelfFencing').map(([, flag]) => [flag.slice(2), { type: 'boolean' as const, default: false }])),
@@ -61,6 +64,7 @@ if (values.consumer) {
       initialPosition: initialPosition as InitialPositionKind | undefined,
       faultPhaseMs: number(values['fault-ms']),
       unsafe: Object.keys(unsafe).length > 0 ? unsafe : undefined,
+      exactlyOnce: values['exactly-once'],
       trace,
     };
     const result = await simulateConsumers(config);

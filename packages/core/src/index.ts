@@ -13,6 +13,7 @@ export {
   type LeaseCoordinatorEvents,
   type HeldLease,
   type LeaseTenure,
+  type CheckpointWrite,
   type LossReason,
   type DrainReason,
   type EligibilityPredicate,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Consumer, InvalidConfigError, MemorySource, MemoryStorage } from '../src/index.js';
+import { Consumer, InvalidConfigError, MemorySource, MemoryStorage, type CheckpointWrite, type LeaseRecord, type WriteResult } from '../src/index.js';
 import { run } from './support/virtual.js';
 
 import { decoder, GROUP, perKey, range, world } from './support/consumer-world.js';
@@ -181,6 +181,36 @@ describe('Consumer', () => {
     expect(refusals[0]).toBe('[core] checkpoint "999" of shard "shard-0000" is past the batch being processed ("10")');
     // Batches of 10: the handler checkpointed the first record of each.
     expect((await storage.getLease(GROUP, 'shard-0000'))?.checkpoint).toBe('21');
+    await run(scheduler, worker.stop());
+  });
+
+  it('a batch checkpointed together with the handler\'s own writes is not checkpointed again, nor handed over again when the handler fails after they committed', async () => {
+    const { scheduler, consumer, produce, storage } = world(1);
+    const applied: string[] = [];
+    const written: string[] = [];
+    let failAfterCommit = true;
+    const worker = consumer('w1', {
+      processBatch: async (records, context) => {
+        // The sink and the lease live in one store here: the write applies both or neither.
+        const write: CheckpointWrite = async (current, next) => {
+          const [outcome] = await storage.updateLeases(GROUP, [{ leaseKey: context.shardId, expectedVersion: current.version, next }]);
+          if (outcome?.status === 'applied') applied.push(...records.map((record) => decoder.decode(record.data)));
+          return outcome as WriteResult<LeaseRecord>;
+        };
+        await context.checkpointWith(write);
+        if (failAfterCommit) {
+          failAfterCommit = false;
+          throw new Error('a step after the commit failed');
+        }
+      },
+    });
+    worker.on('checkpointed', ({ position }) => written.push(position));
+    produce(['a'], 25);
+    await run(scheduler, worker.start());
+    await scheduler.advance(5_000);
+    expect(applied).toEqual(Array.from({ length: 25 }, (_, i) => `a=${i + 1}`));
+    expect(written).toEqual(['10', '20', '25']);
+    expect((await storage.getLease(GROUP, 'shard-0000'))?.checkpoint).toBe('25');
     await run(scheduler, worker.stop());
   });
 

@@ -13,8 +13,10 @@ import {
   result,
   seededRandom,
   type LeaseCoordinatorOptions,
+  type CheckpointWrite,
   type LeaseTenure,
   type LeaseListing,
+  type LeaseState,
   type LeaseRecord,
   type LeaseUpdate,
   type MemberState,
@@ -634,6 +636,108 @@ describe('LeaseCoordinator with records it must not write', () => {
     const stored = await storage.getLease(GROUP, 'shard-0');
     expect(stored).toMatchObject({ owner: 'a', checkpoint: '5', ...extra });
     expect(leaseStateOf(stored as LeaseRecord)).toMatchObject(extra);
+    await run(scheduler, coordinator.stop());
+  });
+});
+
+describe('LeaseCoordinator checkpoints through the caller\'s write', () => {
+  /** The caller's atomic write, as a transaction on the lease's database would make it, counting its calls. */
+  function writer(storage: MemoryStorage, leaseKey = 'shard-0') {
+    const calls: Array<{ current: LeaseRecord; next: LeaseState }> = [];
+    const write: CheckpointWrite = async (current, next) => {
+      calls.push({ current, next });
+      const [outcome] = await storage.updateLeases(GROUP, [{ leaseKey, expectedVersion: current.version, next }]);
+      return outcome as WriteResult<LeaseRecord>;
+    };
+    return { calls, write };
+  }
+
+  it('stores the checkpoint through the caller\'s write and adopts the record, so that its next own write follows it', async () => {
+    const { scheduler, ready, worker, storage } = world(['shard-0']);
+    await ready;
+    const { coordinator } = worker('a');
+    await joined(scheduler, coordinator);
+    const { calls, write } = writer(storage);
+    const before = await storage.getLease(GROUP, 'shard-0');
+    await run(scheduler, coordinator.checkpointThrough(tenure(coordinator, 'shard-0'), '100', write));
+    expect(calls).toHaveLength(1);
+    expect(calls[0]?.current.version).toBe(before?.version);
+    expect(calls[0]?.next).toMatchObject({ owner: 'a', epoch: before?.epoch, incarnation: before?.incarnation, checkpoint: '100' });
+    expect(await storage.getLease(GROUP, 'shard-0')).toMatchObject({ checkpoint: '100', version: (before?.version ?? 0) + 1 });
+    await run(scheduler, coordinator.checkpoint(tenure(coordinator, 'shard-0'), '200'));
+    expect((await storage.getLease(GROUP, 'shard-0'))?.checkpoint).toBe('200');
+    expect(coordinator.isHeld('shard-0')).toBe(true);
+    await run(scheduler, coordinator.stop());
+  });
+
+  it('refuses a position at or behind the stored checkpoint without calling the write', async () => {
+    const { scheduler, ready, worker, storage } = world(['shard-0']);
+    await ready;
+    const { coordinator } = worker('a');
+    await joined(scheduler, coordinator);
+    await run(scheduler, coordinator.checkpoint(tenure(coordinator, 'shard-0'), '100'));
+    const { calls, write } = writer(storage);
+    await expect(run(scheduler, coordinator.checkpointThrough(tenure(coordinator, 'shard-0'), '100', write))).rejects.toThrow(
+      new CheckpointBehindError('[core] checkpoint "100" of lease "shard-0" is not ahead of the stored "100"'),
+    );
+    await expect(run(scheduler, coordinator.checkpointThrough(tenure(coordinator, 'shard-0'), '99', write))).rejects.toThrow(CheckpointBehindError);
+    expect(calls).toHaveLength(0);
+    await run(scheduler, coordinator.stop());
+  });
+
+  it('refuses before calling the write when the hold has passed by the worker\'s own clock', async () => {
+    const { scheduler, ready, worker, storage } = world(['shard-0']);
+    await ready;
+    const { coordinator, clock } = worker('a');
+    await joined(scheduler, coordinator);
+    const lease = tenure(coordinator, 'shard-0');
+    clock.pauseUntil(scheduler.now + 15_000); // past the hold; storage still names this worker
+    await scheduler.advance(15_000);
+    const { calls, write } = writer(storage);
+    await expect(coordinator.checkpointThrough(lease, '100', write)).rejects.toThrow(LeaseLostError);
+    expect(calls).toHaveLength(0);
+    await run(scheduler, coordinator.stop());
+  });
+
+  it('drops the lease when the write finds it moved on (a conflict), and refuses the checkpoint with a LeaseLostError', async () => {
+    const { scheduler, ready, worker, storage } = world(['shard-0']);
+    await ready;
+    const { coordinator } = worker('a');
+    await joined(scheduler, coordinator);
+    const lease = coordinator.lease('shard-0');
+    const stored = await storage.getLease(GROUP, 'shard-0');
+    if (!lease || !stored) throw new Error('the lease is not held');
+    // Another worker took it in storage (this one has not seen it yet).
+    await storage.updateLeases(GROUP, [{ leaseKey: 'shard-0', expectedVersion: stored.version, next: { ...leaseStateOf(stored), owner: 'b', incarnation: 'b-1', epoch: stored.epoch + 1 } }]);
+    const { write } = writer(storage);
+    const refused = run(scheduler, coordinator.checkpointThrough(lease, '100', write));
+    await expect(refused).rejects.toThrow(LeaseLostError);
+    await expect(refused).rejects.toThrow('worker "a" does not hold lease "shard-0"');
+    expect(lease.signal.aborted).toBe(true);
+    expect(coordinator.isHeld('shard-0')).toBe(false);
+    expect(await storage.getLease(GROUP, 'shard-0')).toMatchObject({ owner: 'b', checkpoint: null });
+    await run(scheduler, coordinator.stop());
+  });
+
+  it('reads back an unknown outcome: adopted when the write applied, refused as unknown when it did not, and the next attempt goes on from the stored lease', async () => {
+    const { scheduler, ready, worker, storage } = world(['shard-0']);
+    await ready;
+    const { coordinator } = worker('a');
+    await joined(scheduler, coordinator);
+    const { write } = writer(storage);
+    const lost: CheckpointWrite = async (current, next) => {
+      await write(current, next);
+      return result.unknown(new StorageOutcomeUnknownError('[test] the connection was cut at COMMIT'));
+    };
+    await run(scheduler, coordinator.checkpointThrough(tenure(coordinator, 'shard-0'), '100', lost));
+    expect((await storage.getLease(GROUP, 'shard-0'))?.checkpoint).toBe('100');
+    const rolledBack: CheckpointWrite = async () => result.unknown(new StorageOutcomeUnknownError('[test] the connection was cut at COMMIT'));
+    await expect(run(scheduler, coordinator.checkpointThrough(tenure(coordinator, 'shard-0'), '200', rolledBack))).rejects.toThrow(
+      '[core] checkpoint of lease "shard-0" through the caller\'s write did not apply',
+    );
+    expect(coordinator.isHeld('shard-0')).toBe(true);
+    await run(scheduler, coordinator.checkpointThrough(tenure(coordinator, 'shard-0'), '200', write));
+    expect((await storage.getLease(GROUP, 'shard-0'))?.checkpoint).toBe('200');
     await run(scheduler, coordinator.stop());
   });
 });

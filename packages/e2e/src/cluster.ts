@@ -26,6 +26,8 @@ export interface ClusterOptions {
   readonly maxRecordsPerCall: number;
   /** Simulated work per batch. */
   readonly batchDelayMs: number;
+  /** Every worker writes its records into the sink table with its checkpoints (see sink.ts; postgres only). */
+  readonly sink?: boolean;
 }
 
 /** One worker process. */
@@ -93,7 +95,8 @@ export class Cluster implements AsyncDisposable {
       'max-records-per-call': options.maxRecordsPerCall,
       'batch-delay-ms': options.batchDelayMs,
     };
-    const child = spawn(process.execPath, ['--import', 'tsx', WORKER, ...Object.entries(flags).flatMap(([name, value]) => [`--${name}`, String(value)])], {
+    const argv = [...Object.entries(flags).flatMap(([name, value]) => [`--${name}`, String(value)]), ...(options.sink ? ['--sink'] : [])];
+    const child = spawn(process.execPath, ['--import', 'tsx', WORKER, ...argv], {
       cwd: PACKAGE_DIR,
       env: { ...process.env, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', TSX_TSCONFIG_PATH: `${PACKAGE_DIR}tsconfig.json` },
       stdio: ['pipe', 'pipe', 'pipe'],

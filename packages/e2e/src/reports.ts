@@ -32,6 +32,8 @@ export type WorkerReport =
   | (Base & { readonly type: 'ended'; readonly shardId: string; readonly childShardIds: readonly string[] })
   | (Base & { readonly type: 'leader'; readonly term: number })
   | (Base & { readonly type: 'error'; readonly operation: string; readonly message: string })
+  /** The handler threw (with `--sink`: its transaction did not commit, so the batch is handed over again). */
+  | (Base & { readonly type: 'handler-failed'; readonly shardId: string; readonly message: string })
   | (Base & { readonly type: 'stopped' });
 
 /** Parses one line of a worker's stdout, or returns `undefined` for a line that is not a report. */

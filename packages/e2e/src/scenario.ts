@@ -24,6 +24,8 @@ export interface ScenarioOptions {
   readonly keys?: number;
   /** Lease timing and pacing of the workers. */
   readonly timing?: Partial<Pick<ClusterOptions, 'leaseDurationMs' | 'takeIntervalMs' | 'shardSyncIntervalMs' | 'maxRecordsPerCall' | 'batchDelayMs'>>;
+  /** Every worker writes its records into the sink table, exactly once, with its checkpoints (see sink.ts; postgres only). */
+  readonly sink?: boolean;
   /** Hears each step as it begins. */
   onStep?: (step: string) => void;
   /** Hears the producer's progress. */
@@ -86,6 +88,7 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
     maxRecordsPerCall: 50,
     batchDelayMs: 100,
     ...options.timing,
+    sink: options.sink ?? false,
   });
   options.onCluster?.(cluster, producer);
   const after = (at: number, report: WorkerReport): boolean => report.at > at;

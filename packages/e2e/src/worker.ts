@@ -4,6 +4,9 @@
  * reports.ts). SIGTERM stops it gracefully (exit 0); the end of stdin (its parent died) ends it at once.
  *
  *   node --import tsx src/worker.ts --stream S --kinesis-endpoint URL --storage URL --group G --worker-id W
+ *
+ * With `--sink` (postgres only) it also writes every record into the sink table, in one transaction with
+ * its batch's checkpoint (see sink.ts).
  */
 import { Consumer } from '@leasehold/core';
 import { KinesisSource } from '@leasehold/source-kinesis';
@@ -12,7 +15,9 @@ import { parseArgs } from 'node:util';
 import { kinesisClient } from './kinesis.js';
 import { parsePayload } from './producer.js';
 import { now, type WorkerReport } from './reports.js';
+import { writeBatch } from './sink.js';
 import { openStorage } from './storage-url.js';
+import type { PostgresStorage } from '@leasehold/storage-postgres';
 
 const { values: args } = parseArgs({
   options: {
@@ -27,6 +32,8 @@ const { values: args } = parseArgs({
     'shard-sync-interval-ms': { type: 'string', default: '1000' },
     'max-records-per-call': { type: 'string', default: '100' },
     'batch-delay-ms': { type: 'string', default: '0' },
+    // Write every record into the sink table, in one transaction with its batch's checkpoint (postgres only).
+    sink: { type: 'boolean', default: false },
   },
 });
 
@@ -70,6 +77,10 @@ process.stdin.resume();
 const client = kinesisClient({ endpoint: required('kinesis-endpoint'), region: required('region') });
 const source = new KinesisSource({ client, streamName: required('stream'), maxRecordsPerCall: number('max-records-per-call'), idleDelayMs: 200 });
 const opened = await openStorage(required('storage'));
+if (args.sink && opened.kind !== 'postgres') {
+  process.stderr.write(`worker: --sink needs a postgres storage, got ${opened.kind}\n`);
+  process.exit(2);
+}
 
 const consumer = new Consumer({
   group: required('group'),
@@ -94,7 +105,12 @@ const consumer = new Consumer({
       ),
     );
     // Simulated work, so that a worker is busy when it is killed; cut short when the lease goes.
-    if (batchDelayMs > 0 && records.length > 0) await sleep(batchDelayMs, undefined, { signal: context.signal }).catch(() => undefined);
+    const work = async (): Promise<void> => {
+      if (batchDelayMs > 0 && records.length > 0) await sleep(batchDelayMs, undefined, { signal: context.signal }).catch(() => undefined);
+    };
+    if (!args.sink) return work();
+    const rows = records.map((record) => ({ ...parsePayload(record.data), position: record.position }));
+    await writeBatch(opened.storage as PostgresStorage, required('storage'), context, workerId, rows, work);
   },
 });
 
@@ -105,6 +121,7 @@ consumer.on('lease-handed-off', ({ shardId, to }) => report({ type: 'handed-off'
 consumer.on('shard-ended', ({ shardId, childShardIds }) => report({ type: 'ended', shardId, childShardIds }));
 consumer.on('leader-elected', ({ term }) => report({ type: 'leader', term }));
 consumer.on('error', ({ error, operation }) => report({ type: 'error', operation, message: error.message }));
+consumer.on('handler-failed', ({ shardId, error }) => report({ type: 'handler-failed', shardId, message: error.message }));
 
 let stopping = false;
 process.on('SIGTERM', () => {

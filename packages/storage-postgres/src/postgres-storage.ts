@@ -56,6 +56,7 @@ import {
   schemaError,
   unavailable,
 } from './errors.js';
+import { checkpointInTransaction, validateTransaction, type TransactionContext, type TransactionOptions } from './transaction.js';
 import {
   migrationsTableDdl,
   PKG,
@@ -429,6 +430,33 @@ export class PostgresStorage implements Storage {
     } catch (error) {
       return result.unknown(asLeaseholdError('deleteLease', error));
     }
+  }
+
+  /**
+   * Runs `fn` and the checkpoint of the batch in one transaction on this database, for exactly-once
+   * effects: `await storage.transaction(ctx, async (client) => { await client.query(...) })` in
+   * `processBatch`, on the storage the consumer's leases live in. The lease row is locked and checked
+   * against this worker's tenure first (refused before `fn` runs if it moved on), and the checkpoint is
+   * written before COMMIT: your writes and the checkpoint apply together or not at all. Throws a
+   * `LeaseLostError` (everything rolled back) when the lease is no longer this worker's, a
+   * `CheckpointBehindError` when the batch was committed already, `fn`'s own error (rolled back), or a
+   * `StorageOutcomeUnknownError` when the answer to COMMIT was lost and the lease row did not show it
+   * applied. `fn` must not COMMIT or ROLLBACK itself; the runtime does not checkpoint the batch again.
+   * Resolves with what `fn` returned, or with `undefined` without running `fn` when it finds that an
+   * earlier attempt of this checkpoint committed although its answer was lost.
+   */
+  async transaction<T>(context: TransactionContext, fn: (client: PoolClient) => Promise<T>, options: TransactionOptions = {}): Promise<T | undefined> {
+    validateTransaction(context, fn, options);
+    let value: T | undefined;
+    const settings = { pool: this.#pool, lockLease: this.#sql.lockLease, updateLease: this.#sql.updateOneLease, where: this.#where };
+    await context.checkpointWith(
+      (current, next) =>
+        checkpointInTransaction(settings, current, next, async (client) => {
+          value = await fn(client);
+        }),
+      options.position,
+    );
+    return value;
   }
 
   /**

@@ -70,6 +70,7 @@ export interface Statements {
   readonly recordVersion: string;
   readonly listPage: string;
   readonly getLease: string;
+  readonly lockLease: string;
   readonly readLeases: string;
   readonly createLease: string;
   readonly updateLeases: string;
@@ -161,6 +162,9 @@ export function statements(names: TableNames): Statements {
     listPage: `SELECT lease_key, version, state FROM ${leases}
       WHERE group_name = $1 AND live AND lease_key > $2 ORDER BY lease_key LIMIT $3`,
     getLease: `SELECT version, state FROM ${leases} WHERE group_name = $1 AND lease_key = $2 AND live`,
+    // The fencing condition of a transactional checkpoint: the lease row, locked until the transaction ends,
+    // so that no take, handoff or release can move it between the check and the checkpoint.
+    lockLease: `SELECT version, state FROM ${leases} WHERE group_name = $1 AND lease_key = $2 AND live FOR UPDATE`,
     readLeases: `SELECT lease_key, version, state FROM ${leases} WHERE group_name = $1 AND lease_key = ANY($2::text[]) AND live`,
 
     // Inserts, or, when the caller asks to recreate ($6), revives a tombstone with a greater version and an

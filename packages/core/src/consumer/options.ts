@@ -1,7 +1,7 @@
 import type { Meter } from '@opentelemetry/api';
 import type { Clock, Random } from '../clock.js';
 import type { LeaderElectorOptions } from '../leader/elector.js';
-import type { LeaseCoordinatorOptions } from '../lease/coordinator.js';
+import type { CheckpointWrite, LeaseCoordinatorOptions } from '../lease/coordinator.js';
 import type { ShardSource, SourceRecord } from '../source.js';
 import type { CheckpointStorage, LeaderStore, Position } from '../storage.js';
 
@@ -34,6 +34,14 @@ export interface BatchContext {
    * lost, or behind the current checkpoint. With the default checkpointing the runtime does it for you.
    */
   checkpoint(position?: Position): Promise<void>;
+  /**
+   * Checkpoints `position` (default: the end of this batch) through `write`, a conditional write of the
+   * lease made in one atomic step with your own writes, so that they and the checkpoint apply together or
+   * not at all (exactly-once effects: `PostgresStorage.transaction` calls it for you). Refused past this
+   * batch, when the lease is not held, at or behind the stored checkpoint (`CheckpointBehindError`), and
+   * when the stored lease moved on (`LeaseLostError`). The runtime does not checkpoint the batch again.
+   */
+  checkpointWith(write: CheckpointWrite, position?: Position): Promise<void>;
 }
 
 /** When the runtime checkpoints on its own. */

@@ -1,6 +1,6 @@
 import { abortReason, type Clock, type Random } from '../clock.js';
 import { AbortedError, describeValue, InvalidInputError, LeaseholdError, SourceError } from '../errors.js';
-import type { HeldLease, LeaseCoordinator } from '../lease/coordinator.js';
+import type { CheckpointWrite, HeldLease, LeaseCoordinator } from '../lease/coordinator.js';
 import type { RecordsBatch, ShardBatch, ShardSource, SourceRecord } from '../source.js';
 import { Checkpoint, type CheckpointStorage, type Position } from '../storage.js';
 import type { ResolvedFailurePolicy, ResolvedPoisonPolicy } from './failure-policy.js';
@@ -66,6 +66,8 @@ export class ShardPump<R extends SourceRecord> {
   /** The end of the last batch the handler finished, and whether it is checkpointed. */
   #processed: Position | null = null;
   #checkpointed: Position | null;
+  /** The last position checkpointed together with the handler's own writes (`checkpointWith`). */
+  #committed: Position | null = null;
   #sinceCheckpoint = { records: 0, since: 0 };
   /** Records of the batch in flight already counted as processed (a part done before a failure), and given up. */
   #batchTally = { advanced: 0, givenUp: 0 };
@@ -221,7 +223,8 @@ export class ShardPump<R extends SourceRecord> {
     }
     this.#processed = batch.position;
     this.#sinceCheckpoint.records += batch.records.length - this.#batchTally.advanced;
-    if (this.#dueForCheckpoint(batch.records.length)) await this.#checkpoint(batch.position).catch((error: unknown) => {
+    // A handler that checkpointed the batch with its own writes (`checkpointWith`) leaves nothing to write.
+    if (this.#committed !== batch.position && this.#dueForCheckpoint(batch.records.length)) await this.#checkpoint(batch.position).catch((error: unknown) => {
       reporter.error(asError(error), 'checkpoint');
     });
     return !this.#lease.signal.aborted;
@@ -387,7 +390,7 @@ export class ShardPump<R extends SourceRecord> {
     this.#processed = last.position;
     this.#sinceCheckpoint.records += done.length;
     this.#batchTally.advanced += done.length;
-    if (this.#dueForCheckpoint(done.length)) {
+    if (this.#committed !== last.position && this.#dueForCheckpoint(done.length)) {
       await this.#checkpoint(last.position).catch((error: unknown) => this.#settings.reporter.error(asError(error), 'checkpoint'));
     }
   }
@@ -401,6 +404,12 @@ export class ShardPump<R extends SourceRecord> {
     try {
       response = await this.#handle(records, { ...batch, records, position });
     } catch (error) {
+      // Its writes and checkpoint committed together (`checkpointWith`) before it failed: handing the
+      // records over again would apply them twice. The failure is reported, and the records are done.
+      if (this.#committed === position) {
+        this.#settings.reporter.error(asError(error), 'processBatch');
+        return { done: records.length, error: null, reported: false };
+      }
       return { done: 0, error: asError(error), reported: false };
     }
     // Only an object with `failedAt` is a report: handlers written before reports existed may return anything.
@@ -433,6 +442,16 @@ export class ShardPump<R extends SourceRecord> {
         }
         await this.#checkpoint(target);
       },
+      checkpointWith: async (write: CheckpointWrite, position?: Position) => {
+        const target = position ?? batch.position;
+        if (this.#settings.source.comparePositions(target, batch.position) > 0) {
+          throw new InvalidInputError(
+            `[core] checkpoint ${describeValue(target)} of shard ${describeValue(this.shardId)} is past the batch being processed (${describeValue(batch.position)})`,
+          );
+        }
+        await this.#checkpoint(target, write);
+        this.#committed = target;
+      },
     };
     this.#handlingSince = this.#settings.clock.now();
     try {
@@ -463,8 +482,9 @@ export class ShardPump<R extends SourceRecord> {
     }
   }
 
-  async #checkpoint(position: Position): Promise<void> {
-    await this.#settings.coordinator.checkpoint(this.#lease, position);
+  async #checkpoint(position: Position, write?: CheckpointWrite): Promise<void> {
+    if (write) await this.#settings.coordinator.checkpointThrough(this.#lease, position, write);
+    else await this.#settings.coordinator.checkpoint(this.#lease, position);
     this.#checkpointed = position;
     this.#sinceCheckpoint = { records: 0, since: this.#settings.clock.now() };
     this.#settings.reporter.checkpointed(this.shardId, position);

@@ -121,6 +121,14 @@ export interface LeaseCoordinatorOptions {
 /** The lease a checkpoint belongs to: its key and the tenure (fencing token) it was read in. */
 export type LeaseTenure = Pick<HeldLease, 'leaseKey' | 'fencingToken'>;
 
+/**
+ * A conditional write of a lease made by the caller in one atomic step with its own writes (see
+ * {@link LeaseCoordinator.checkpointThrough}): applies `next` only if the stored lease still has
+ * `current`'s version, owner, incarnation and epoch, and reports the outcome exactly, as a storage write
+ * does (`conflict` with the stored lease, `unknown` when the answer was lost).
+ */
+export type CheckpointWrite = (current: LeaseRecord, next: LeaseState) => Promise<WriteResult<LeaseRecord>>;
+
 /** A lease this worker holds, as user code sees it. */
 export interface HeldLease {
   readonly leaseKey: string;
@@ -543,6 +551,65 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       if (position === Checkpoint.SHARD_END) this.noteLeasesChanged();
       this.emit('checkpointed', { leaseKey, position, durationMs: this.#clock.now() - startedAt });
     }
+  }
+
+  /**
+   * Moves the lease's checkpoint forward through `write`, a conditional write of the lease made elsewhere
+   * in one atomic step with the caller's own writes (a transaction on the lease's database; see
+   * `PostgresStorage.transaction`). `write` is given the lease as this worker holds it and the state to
+   * store, must apply it only if the stored lease still has that version, owner, incarnation and epoch,
+   * and must report the exact outcome. It runs at most once per call, after every write already queued on
+   * the lease, and only while the lease is held in `lease`'s tenure; `position` must be ahead of the
+   * stored checkpoint (`CheckpointBehindError` otherwise: what led up to it was applied already). A
+   * conflict drops the lease (`LeaseLostError`); an unknown outcome is read back and adopted when it
+   * applied, or thrown as a `StorageOutcomeUnknownError` when it did not or cannot be told. The lease
+   * record written is adopted, so this worker's next write on the lease follows it.
+   */
+  async checkpointThrough(lease: LeaseTenure, position: Position, write: CheckpointWrite): Promise<void> {
+    const { leaseKey } = lease;
+    const held = this.#requireHeld(lease);
+    const startedAt = this.#clock.now();
+    await this.#onLease(held, async () => {
+      this.#requireHeld(lease);
+      const before = held.record;
+      const current = before.checkpoint;
+      if (current !== null && (!Checkpoint.isSentinel(current) || current === Checkpoint.SHARD_END) && this.#compare(position, current) <= 0) {
+        throw new CheckpointBehindError(
+          `[${PKG}] checkpoint ${describeValue(position)} of lease ${describeValue(leaseKey)} is not ahead of the stored ${describeValue(current)}`,
+        );
+      }
+      const next: LeaseState = { ...stateOf(before), checkpoint: position };
+      const outcome = await write(before, next);
+      if (this.#held.get(leaseKey) !== held) throw this.#lostError(leaseKey);
+      let stored: LeaseRecord | null;
+      if (outcome.status === 'applied') {
+        stored = outcome.record;
+      } else if (outcome.status === 'conflict') {
+        stored = outcome.current;
+      } else {
+        try {
+          stored = await this.#storage.getLease(this.group, leaseKey);
+        } catch (error) {
+          throw new StorageOutcomeUnknownError(
+            `[${PKG}] checkpoint of lease ${describeValue(leaseKey)} may or may not have applied, and it could not be read back`,
+            { cause: error },
+          );
+        }
+      }
+      const applied = stored !== null && stored.version === before.version + 1 && this.#stillMine(held, stored) && sameState(stored, next);
+      if (!this.#stillMine(held, stored)) {
+        this.#lose(leaseKey, held, stored === null ? 'deleted' : 'taken');
+        throw this.#lostError(leaseKey);
+      }
+      held.record = stored;
+      if (!applied) {
+        throw new StorageOutcomeUnknownError(`[${PKG}] checkpoint of lease ${describeValue(leaseKey)} through the caller's write did not apply`, {
+          cause: outcome.status === 'unknown' ? outcome.error : undefined,
+        });
+      }
+    });
+    if (position === Checkpoint.SHARD_END) this.noteLeasesChanged();
+    this.emit('checkpointed', { leaseKey, position, durationMs: this.#clock.now() - startedAt });
   }
 
   /**

@@ -22,6 +22,7 @@ export type ConsumerGuarantee =
   | 'signal' // a handler whose tenure ended sees its signal fired before anything else
   | 'handled' // every record handed over ends succeeded, dead-lettered, or skipped by the policy the user chose
   | 'skip' // nothing is skipped silently: no checkpoint passes, and no skip names, a record neither succeeded nor given up as configured
+  | 'exactly-once' // with effects committed with their checkpoint, each record's effect is applied exactly once
   | 'unhandled-rejection'; // no promise rejection is left unhandled (it would end a real process)
 
 /** Where a group without checkpoints starts, as the simulation resolved it. */

@@ -10,10 +10,10 @@ import { seededRandom, type Random } from '../clock.js';
 import { Consumer } from '../consumer/consumer.js';
 import type { BatchContext, BatchResponse, CheckpointPolicy, ConsumerUnsafe, FailedRecords, InitialPosition } from '../consumer/options.js';
 import { MemorySource } from '../memory/memory-source.js';
-import { MemoryStorage } from '../memory/memory-storage.js';
+import { MemoryStorage, type MemoryWriteEvent } from '../memory/memory-storage.js';
 import type { SourceRecord } from '../source.js';
 import type { CreateLeaseOptions, DeleteResult, LeaseRecord, NewLease, WriteResult } from '../storage.js';
-import { ConsumerLedger, describeLease, type ConsumerGuarantee, type StartingPoint } from './consumer-checks.js';
+import { ConsumerLedger, describeLease, type ConsumerGuarantee, type RecordEntry, type StartingPoint } from './consumer-checks.js';
 import { FaultyStorage, type FaultPlan } from './faulty-storage.js';
 import { ProcessSource } from './process-source.js';
 import { VIRTUAL_EPOCH_MS, VirtualClock, VirtualScheduler } from './virtual-time.js';
@@ -33,6 +33,12 @@ export interface ConsumerSimulationConfig {
   faults?: Partial<Record<ConsumerFaultKind, boolean>>;
   /** Deliberately unsafe runtime behaviours, passed to every `Consumer`, to prove the checks catch them. */
   unsafe?: ConsumerUnsafe;
+  /**
+   * Handlers write their effects and the checkpoint together (`ctx.checkpointWith`) into a sink kept
+   * atomically with the lease, as a transaction on the lease's database does; the run checks that the
+   * effect of every record is applied exactly once.
+   */
+  exactlyOnce?: boolean;
   /** Records a line per notable event, for replaying a failure by eye. */
   trace?: (line: string) => void;
 }
@@ -215,6 +221,7 @@ export function consumerReplayCommand(config: ConsumerSimulationConfig): string 
     config.shards !== undefined ? `--shards ${config.shards}` : '',
     config.initialPosition !== undefined ? `--initial-position ${config.initialPosition}` : '',
     config.faultPhaseMs !== undefined ? `--fault-ms ${config.faultPhaseMs}` : '',
+    config.exactlyOnce ? '--exactly-once' : '',
     ...UNSAFE_FLAGS.map(([name, flag]) => (config.unsafe?.[name] ? flag : '')),
   ].filter(Boolean);
   return `pnpm sim ${flags.join(' ')} --trace`;
@@ -328,7 +335,30 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
     const ledger = new ConsumerLedger({ start, now: () => scheduler.now, wallOf, violate, deadLetterConfigured: poisonPolicy?.deadLetter ?? false });
     // Poison records drawn apart from the world's timeline, so that the rest of the run is as without them.
     const poisonRandom = seededRandom(config.seed ^ 0x5ee_d1e);
-    const memory = new MemoryStorage({ onWrite: (event) => ledger.onWrite(event) });
+    // The sink of exactly-once runs: each record's effect, counted when the lease write that carries it
+    // applies (in the store, atomically with it, whatever the writer later hears of the outcome).
+    const sink = new Map<number, number>();
+    const pendingEffects = new Map<string, { owner: string | null; epoch: number; checkpoint: string | null; indices: readonly number[] }>();
+    const applyEffects = (event: MemoryWriteEvent): void => {
+      if (event.kind !== 'lease' || event.after === null) return;
+      const key = `${event.leaseKey}#${event.after.version}`;
+      const effects = pendingEffects.get(key);
+      pendingEffects.delete(key);
+      const { after } = event;
+      if (!effects || after.owner !== effects.owner || after.epoch !== effects.epoch || after.checkpoint !== effects.checkpoint) return;
+      for (const index of effects.indices) sink.set(index, (sink.get(index) ?? 0) + 1);
+    };
+    /** Records the 'skip' policy gave up on: their effects are dropped by the user's choice. */
+    const skipped = new Set<string>();
+    // A shard trimmed from the stream may take with it records whose effects never committed: retention, not the runtime.
+    const effectOwed = (entry: RecordEntry): boolean =>
+      ledger.required(entry) && ledger.shard(entry.shardId).trimmedAtMs === null && !skipped.has(`${entry.shardId}@${entry.position}`);
+    const memory = new MemoryStorage({
+      onWrite: (event) => {
+        ledger.onWrite(event);
+        applyEffects(event);
+      },
+    });
     const source = new MemorySource(shape.shards, {
       clock: sourceClock,
       batchSize: 10,
@@ -433,6 +463,19 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
         }
       };
 
+      // Exactly-once: the effects of `done` and the checkpoint at `position` in one atomic write of the
+      // lease, through this process's faulty view of the store.
+      const commit = async (done: readonly SourceRecord[], position: string): Promise<void> => {
+        const indices = done.map((record) => Number(decoder.decode(record.data)));
+        await context.checkpointWith(async (current, next) => {
+          pendingEffects.set(`${shardId}#${current.version + 1}`, { owner: next.owner, epoch: next.epoch, checkpoint: next.checkpoint, indices });
+          const [outcome] = await worker.storage.updateLeases(GROUP, [{ leaseKey: shardId, expectedVersion: current.version, next }]);
+          return outcome ?? { status: 'conflict', current: null };
+        }, position);
+        log(`${worker.workerId}'s handler committed ${shardId}@${fencingToken} through ${position}`);
+        resumed('after its transactional checkpoint');
+      };
+
       // The handler returned with these records done: from then on they count as processed.
       const succeed = (done: readonly SourceRecord[]): void => ledger.succeeded(shardId, done, worker.workerId);
 
@@ -444,6 +487,7 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
         resumed('before failing on a poison record');
         if (r.next() < poisonPolicy.reportRate) {
           succeed(records.slice(0, poisonAt));
+          if (config.exactlyOnce && poisonAt > 0) await commit(records.slice(0, poisonAt), (records[poisonAt - 1] as SourceRecord).position);
           return { failedAt: poisoned.position, error: new Error(`poison record at ${poisoned.position} of ${shardId}`) };
         }
         throw new Error(`poison record at ${poisoned.position} of ${shardId}`);
@@ -462,6 +506,7 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
           // A partial failure: the records before the reported one are done.
           const at = Math.floor(r.next() * records.length);
           succeed(records.slice(0, at));
+          if (config.exactlyOnce && at > 0) await commit(records.slice(0, at), (records[at - 1] as SourceRecord).position);
           return { failedAt: (records[at] as SourceRecord).position, error: new Error(`injected failure of one record of ${batchKey}`) };
         }
         throw new Error(`injected handler failure on ${batchKey}`);
@@ -483,7 +528,9 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
         }
       }
       succeed(records);
-      if (shape.checkpointing === 'manual' && records.length > 0) {
+      if (config.exactlyOnce && records.length > 0) {
+        await commit(records, context.position);
+      } else if (shape.checkpointing === 'manual' && records.length > 0) {
         const position = r.next() < 0.8 ? context.position : (records[Math.floor(r.next() * records.length)] as SourceRecord).position;
         await context.checkpoint(position).then(
           () => log(`${worker.workerId}'s handler checkpointed ${shardId} at ${position}`),
@@ -565,6 +612,7 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
       self.worker = worker;
       consumer.on('record-skipped', ({ shardId, position, deadLettered, reason }) => {
         ledger.skipped(shardId, position, deadLettered, workerId);
+        skipped.add(`${shardId}@${position}`);
         log(`${workerId} skipped ${shardId} at ${position} (${reason}${deadLettered ? ', dead-lettered' : ''})`);
       });
       consumer.on('checkpointed', ({ shardId, position }) => {
@@ -853,6 +901,13 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
       await scheduler.advance(500, afterEach);
     }
 
+    // Exactly-once: a batch handed over whose commit was refused (its handler overran, its worker stopped or
+    // died) is handed over again by the shard's next owner; give that its lease duration, then count.
+    const uncommitted = (): boolean => ledger.records.some((entry, index) => (sink.get(index) ?? 0) === 0 && effectOwed(entry));
+    for (const settleFrom = scheduler.now; config.exactlyOnce && uncommitted() && scheduler.now - settleFrom <= progressBoundMs; ) {
+      await scheduler.advance(500, afterEach);
+    }
+
     ledger.checkDelivery();
     ledger.checkHandled();
     ledger.checkAcknowledgedAtEnd();
@@ -864,6 +919,15 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
     for (const worker of live()) gracefulStop(worker, 5_000);
     await scheduler.advance(12_000, afterEach);
     for (const worker of workers) worker.clock.kill();
+    if (config.exactlyOnce) {
+      // Counted once every worker stopped: a refused commit shows as 0, a repeated one as 2 or more.
+      ledger.records.forEach((entry, index) => {
+        const applied = sink.get(index) ?? 0;
+        if (applied > 1 || (applied === 0 && effectOwed(entry))) {
+          violate('exactly-once', `the effect of record ${entry.partitionKey}#${entry.n} of ${entry.shardId} (${entry.position}) was applied ${applied} times`);
+        }
+      });
+    }
 
     const owedRecords = ledger.records.filter((entry) => ledger.required(entry));
     const depth = (shardId: string): number => {

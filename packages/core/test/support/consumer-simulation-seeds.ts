@@ -20,14 +20,14 @@ export const FOUND_SEEDS: ReadonlyArray<{ seed: number; found: string }> = [
 ];
 
 /** Runs the given seeds in chunks of 50, one test per chunk (see {@link consumerSimulationSeeds}). */
-export function consumerSimulationSeedList(title: string, seeds: readonly number[]): void {
+export function consumerSimulationSeedList(title: string, seeds: readonly number[], options: { exactlyOnce?: boolean } = {}): void {
   describe(`the consumer simulation, ${title}`, () => {
     for (let start = 0; start < seeds.length; start += CHUNK) {
       const chunk = seeds.slice(start, start + CHUNK);
       it(`keeps every guarantee of the consumer runtime on seeds ${chunk[0]} to ${chunk[chunk.length - 1]}`, async () => {
         const failures: ConsumerSimulationResult[] = [];
         for (const seed of chunk) {
-          const result = await simulateConsumers({ seed });
+          const result = await simulateConsumers({ seed, ...options });
           if (result.violations.length > 0) failures.push(result);
         }
         const report = failures.map(

@@ -17,6 +17,7 @@ import { startBackend, type ChaosBackend } from './backends.js';
 import { Monitor } from './monitor.js';
 import { TcpProxy } from './proxy.js';
 import { faultSchedule, type Fault } from './schedule.js';
+import { checkSink, prepareSink, type SinkCheck } from '../sink.js';
 import { judge, type ChaosVerdict, type WorkerFault } from './verdict.js';
 
 export interface ChaosOptions {
@@ -31,6 +32,11 @@ export interface ChaosOptions {
   /** Records produced per second. Default 60. */
   readonly recordsPerSecond?: number;
   readonly log?: (line: string) => void;
+  /**
+   * Every worker writes its records into a sink table in one transaction with its checkpoints (postgres
+   * only, see sink.ts), and the run checks that the sink holds each produced record exactly once.
+   */
+  readonly sink?: boolean;
 }
 
 export interface ChaosResult {
@@ -51,6 +57,8 @@ export interface ChaosResult {
   readonly monitorFailedReads: number;
   /** Leases the monitor read back corrupt, with the first error of each. */
   readonly corruptLeases: readonly string[];
+  /** With `sink`: the sink table as read back at the end. */
+  readonly sink?: SinkCheck;
 }
 
 interface Slot {
@@ -82,7 +90,9 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   const client = kinesisClient(options.kinesis);
   let monitorStorage: Awaited<ReturnType<typeof openStorage>> | undefined;
   try {
+    if (options.sink && options.backend !== 'postgres') throw new Error(`the sink lives in the lease database, which must be postgres, not ${options.backend}`);
     const prepared = await prepareStorage(backend.urlFor(backend.port), runId);
+    if (options.sink) await prepareSink(prepared);
     for (let i = 0; i < workerCount; i++) proxies.push(await TcpProxy.start({ host: '127.0.0.1', port: backend.port }));
     monitorStorage = await openStorage(prepared);
     const monitor = new Monitor(monitorStorage.storage, group);
@@ -104,6 +114,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
         shardSyncIntervalMs: 1_000,
         maxRecordsPerCall: 100,
         batchDelayMs: 20,
+        sink: options.sink ?? false,
       });
       cluster.onReport((report) => reports.push(report));
       const worker = await cluster.start(workerId);
@@ -246,6 +257,14 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
       }
       await sleep(250);
     }
+    // With a sink, a record handed over by a worker that died before its commit is written by the next
+    // owner, a lease duration or so later: wait for the sink too.
+    let sink: SinkCheck | undefined;
+    while (options.sink && Date.now() < drainDeadline) {
+      sink = await checkSink(prepared, producer.produced).catch(() => undefined);
+      if (sink !== undefined && sink.missing.length === 0) break;
+      await sleep(500);
+    }
     // A moment for late deliveries (a replay or a zombie) to show up before the workers stop.
     await sleep(1_000);
     const endAt = now();
@@ -258,6 +277,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
       }),
     );
     await monitor.stop();
+    if (options.sink) sink = await checkSink(prepared, producer.produced);
     const verdict = judge(producer.produced, reports, monitor, faults, endAt);
     return {
       backend: options.backend,
@@ -273,6 +293,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
       monitorReads: monitor.reads,
       monitorFailedReads: monitor.failedReads,
       corruptLeases: [...monitor.corrupt.values()],
+      ...(sink ? { sink } : {}),
     };
   } finally {
     for (const slot of slots) {

@@ -4,6 +4,7 @@
  *
  *   pnpm chaos                                   # every backend, 60 s of faults each, a random seed
  *   pnpm chaos --backend redis --minutes 5 --seed 42
+ *   pnpm chaos --sink --seconds 30              # postgres, every record into a sink exactly once
  */
 import { startKinesisLocal } from '@leasehold/local-stack';
 import { parseArgs } from 'node:util';
@@ -23,15 +24,17 @@ const { values: args } = parseArgs({
     seconds: { type: 'string' },
     minutes: { type: 'string' },
     seed: { type: 'string' },
+    sink: { type: 'boolean', default: false },
     help: { type: 'boolean', short: 'h' },
   },
 });
 if (args.help) {
-  process.stdout.write('usage: pnpm chaos [--backend postgres|redis|dynamodb|all] [--seconds N | --minutes N] [--seed S]\n');
+  process.stdout.write('usage: pnpm chaos [--backend postgres|redis|dynamodb|all] [--seconds N | --minutes N] [--seed S] [--sink]\n');
   process.exit(0);
 }
 const KINDS: StorageKind[] = ['postgres', 'redis', 'dynamodb'];
-const backends = args.backend === 'all' ? KINDS : [args.backend as StorageKind];
+// --sink writes every record into a Postgres sink with its checkpoint and checks it holds each record exactly once.
+const backends = args.backend === 'all' ? (args.sink ? ['postgres' as const] : KINDS) : [args.backend as StorageKind];
 if (!backends.every((kind) => KINDS.includes(kind))) throw new Error(`--backend must be postgres, redis, dynamodb or all, got ${args.backend}`);
 const seconds = args.seconds !== undefined ? Number(args.seconds) : args.minutes !== undefined ? Number(args.minutes) * 60 : 60;
 if (!Number.isFinite(seconds) || seconds < 10) throw new Error('the run must last at least 10 seconds');
@@ -48,7 +51,7 @@ try {
   for (const backend of backends) {
     process.stdout.write(`\n== ${backend} ==\n`);
     try {
-      const result = await runChaos({ backend, seed, durationMs, kinesis, log: (line) => process.stdout.write(`${line}\n`) });
+      const result = await runChaos({ backend, seed, durationMs, kinesis, sink: args.sink, log: (line) => process.stdout.write(`${line}\n`) });
       const table = formatResult(result);
       tables.push(table);
       process.stdout.write(`\n${table}\n`);
@@ -67,7 +70,7 @@ try {
 }
 if (tables.length > 1) process.stdout.write(`\n== summary ==\n${tables.join('\n\n')}\n`);
 if (failed.length > 0) {
-  process.stdout.write(`\nreplay with:\n${failed.map((backend) => `  pnpm chaos --backend ${backend} --seconds ${seconds} --seed ${seed}`).join('\n')}\n`);
+  process.stdout.write(`\nreplay with:\n${failed.map((backend) => `  pnpm chaos --backend ${backend} --seconds ${seconds} --seed ${seed}${args.sink ? ' --sink' : ''}`).join('\n')}\n`);
   process.exit(1);
 }
 process.stdout.write('\nevery guarantee held.\n');

@@ -13,6 +13,12 @@ export function failuresOf(result: ChaosResult): string[] {
   if (verdict.zombies.length > 0) failures.push(`${verdict.zombies.length} records processed after the lease was taken`);
   if (result.unexpectedExits.length > 0) failures.push(`${result.unexpectedExits.length} workers exited by themselves`);
   if (result.corruptLeases.length > 0) failures.push(`${result.corruptLeases.length} leases read back corrupt`);
+  if (result.sink) {
+    if (result.sink.missing.length > 0) failures.push(`${result.sink.missing.length} records missing from the sink`);
+    if (result.sink.duplicated.length > 0) failures.push(`${result.sink.duplicated.length} records in the sink more than once`);
+    if (result.sink.unexpected > 0) failures.push(`${result.sink.unexpected} sink rows no record produced`);
+    if (result.sink.tokenRegressions > 0) failures.push(`${result.sink.tokenRegressions} sink rows written by an older tenure after a newer one`);
+  }
   return failures;
 }
 
@@ -40,6 +46,15 @@ export function formatResult(result: ChaosResult): string {
     ['leases read back corrupt', String(result.corruptLeases.length), zero(result.corruptLeases.length)],
     ['monitor reads (failed)', `${result.monitorReads} (${result.monitorFailedReads})`, ''],
   );
+  if (result.sink) {
+    const { sink } = result;
+    rows.push(
+      ['sink rows (exactly once)', String(sink.rows), sink.rows === ledger.produced ? 'ok' : 'FAIL'],
+      ['  missing from the sink', String(sink.missing.length), zero(sink.missing.length)],
+      ['  in the sink twice or more', String(sink.duplicated.length), zero(sink.duplicated.length)],
+      ['  written by an older tenure after a newer', String(sink.tokenRegressions), zero(sink.tokenRegressions)],
+    );
+  }
   const width = Math.max(...rows.map(([name]) => name.length));
   const numbers = Math.max(...rows.map(([, value]) => value.length));
   const lines = [`${result.backend}: seed ${result.seed}, ${Math.round(result.durationMs / 1000)} s of faults, lease ${result.leaseDurationMs} ms`];
