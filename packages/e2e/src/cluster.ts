@@ -8,6 +8,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseReport, type WorkerReport } from './reports.js';
+import type { SinkTarget } from './sink.js';
 
 const PACKAGE_DIR = fileURLToPath(new URL('..', import.meta.url));
 const WORKER = fileURLToPath(new URL('./worker.ts', import.meta.url));
@@ -26,8 +27,8 @@ export interface ClusterOptions {
   readonly maxRecordsPerCall: number;
   /** Simulated work per batch. */
   readonly batchDelayMs: number;
-  /** Every worker writes its records into the sink table with its checkpoints (see sink.ts; postgres only). */
-  readonly sink?: boolean;
+  /** Every worker writes its records into the sink table, in the way the target names (see sink.ts). */
+  readonly sink?: SinkTarget;
 }
 
 /** One worker process. */
@@ -95,7 +96,9 @@ export class Cluster implements AsyncDisposable {
       'max-records-per-call': options.maxRecordsPerCall,
       'batch-delay-ms': options.batchDelayMs,
     };
-    const argv = [...Object.entries(flags).flatMap(([name, value]) => [`--${name}`, String(value)]), ...(options.sink ? ['--sink'] : [])];
+    if (options.sink) flags.sink = options.sink.mode;
+    if (options.sink?.mode === 'fenced') flags['sink-url'] = options.sink.url;
+    const argv = Object.entries(flags).flatMap(([name, value]) => [`--${name}`, String(value)]);
     const child = spawn(process.execPath, ['--import', 'tsx', WORKER, ...argv], {
       cwd: PACKAGE_DIR,
       env: { ...process.env, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', TSX_TSCONFIG_PATH: `${PACKAGE_DIR}tsconfig.json` },

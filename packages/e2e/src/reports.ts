@@ -21,6 +21,23 @@ export interface RecordReport extends Base {
   readonly position: string;
 }
 
+/**
+ * With `--sink fenced`: what the sink's fence did with a batch, reported once the write ended. `applied`
+ * committed `written` of its `records` records (fewer when the batch overlapped what the sink had);
+ * `replay` found the batch in the sink already and wrote nothing; `refused` was a zombie's write (a fencing
+ * token older than the fence's) and wrote nothing.
+ */
+export interface FencedReport extends Base {
+  readonly type: 'fenced';
+  readonly shardId: string;
+  readonly fencingToken: number;
+  /** The position after the batch. */
+  readonly position: string;
+  readonly outcome: 'applied' | 'replay' | 'refused';
+  readonly records: number;
+  readonly written: number;
+}
+
 /** Every message a worker sends. */
 export type WorkerReport =
   | RecordReport
@@ -32,8 +49,9 @@ export type WorkerReport =
   | (Base & { readonly type: 'ended'; readonly shardId: string; readonly childShardIds: readonly string[] })
   | (Base & { readonly type: 'leader'; readonly term: number })
   | (Base & { readonly type: 'error'; readonly operation: string; readonly message: string })
-  /** The handler threw (with `--sink`: its transaction did not commit, so the batch is handed over again). */
+  /** The handler threw (with `--sink`: its sink write failed, so the batch is handed over again). */
   | (Base & { readonly type: 'handler-failed'; readonly shardId: string; readonly message: string })
+  | FencedReport
   | (Base & { readonly type: 'stopped' });
 
 /** Parses one line of a worker's stdout, or returns `undefined` for a line that is not a report. */

@@ -8,6 +8,7 @@ import { adjacentOpenShards, createStream, isOpen, kinesisClient, listShards, me
 import { checkLedger, type LedgerResult } from './ledger.js';
 import { Producer, type ProducedRecord } from './producer.js';
 import type { WorkerReport } from './reports.js';
+import type { SinkTarget } from './sink.js';
 import { openStorage } from './storage-url.js';
 import type { LeaseRecord, MemberRecord } from '@leasehold/core';
 
@@ -24,8 +25,14 @@ export interface ScenarioOptions {
   readonly keys?: number;
   /** Lease timing and pacing of the workers. */
   readonly timing?: Partial<Pick<ClusterOptions, 'leaseDurationMs' | 'takeIntervalMs' | 'shardSyncIntervalMs' | 'maxRecordsPerCall' | 'batchDelayMs'>>;
-  /** Every worker writes its records into the sink table, exactly once, with its checkpoints (see sink.ts; postgres only). */
-  readonly sink?: boolean;
+  /** Every worker writes its records into the sink table, exactly once, in the way the target names (see sink.ts). */
+  readonly sink?: SinkTarget;
+  /**
+   * When the busy worker is SIGKILLed: `'record'` (default) once it hands a fresh record to its handler;
+   * `'sink-commit'` the moment its fenced sink reports a commit after that, so that the kill lands between
+   * the sink's commit and the batch's checkpoint and the next owner reads the batch again.
+   */
+  readonly killAt?: 'record' | 'sink-commit';
   /** Hears each step as it begins. */
   onStep?: (step: string) => void;
   /** Hears the producer's progress. */
@@ -88,7 +95,7 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
     maxRecordsPerCall: 50,
     batchDelayMs: 100,
     ...options.timing,
-    sink: options.sink ?? false,
+    ...(options.sink ? { sink: options.sink } : {}),
   });
   options.onCluster?.(cluster, producer);
   const after = (at: number, report: WorkerReport): boolean => report.at > at;
@@ -114,6 +121,9 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
       `${victim} to process a fresh record`,
       30_000,
     );
+    if (options.killAt === 'sink-commit') {
+      await killOnReport(cluster, victim, (report) => report.type === 'fenced' && report.outcome === 'applied' && report.written > 0, `${victim}'s sink to commit a batch`);
+    }
     const killed = await kill(cluster, victim);
     await producing;
     step(
@@ -234,6 +244,25 @@ function everyShardCheckpointed(produced: readonly ProducedRecord[], reports: re
 
 function highestSeqs(produced: readonly ProducedRecord[]): Map<string, number> {
   return new Map(produced.map((record) => [record.key, record.seq]));
+}
+
+/**
+ * SIGKILLs a worker as soon as its parent reads a report of it that `matches`, from the report's own
+ * listener: the worker is killed a moment after it wrote that report, not up to a polling interval later.
+ */
+async function killOnReport(cluster: Cluster, workerId: string, matches: (report: WorkerReport) => boolean, what: string): Promise<void> {
+  const worker = cluster.workers.get(workerId)!;
+  let matched = false;
+  const stop = cluster.onReport((report) => {
+    if (matched || report.worker !== workerId || !matches(report)) return;
+    matched = true;
+    worker.child.kill('SIGKILL');
+  });
+  try {
+    await cluster.waitFor(() => matched, what, 30_000);
+  } finally {
+    stop();
+  }
 }
 
 /** SIGKILLs a worker and notes, per shard it held, its last reported checkpoint and delivery. */

@@ -5,17 +5,19 @@
  *
  *   node --import tsx src/worker.ts --stream S --kinesis-endpoint URL --storage URL --group G --worker-id W
  *
- * With `--sink` (postgres only) it also writes every record into the sink table, in one transaction with
- * its batch's checkpoint (see sink.ts).
+ * With `--sink transactional` (postgres leases only) it also writes every record into the sink table, in
+ * one transaction with its batch's checkpoint; with `--sink fenced --sink-url postgres://...?schema=S`
+ * (leases in any backend) into the sink table of that Postgres schema through `fencedWrite`, before the
+ * ordinary checkpoint (see sink.ts).
  */
-import { Consumer } from '@leasehold/core';
+import { Consumer, LeaseLostError, type BatchContext } from '@leasehold/core';
 import { KinesisSource } from '@leasehold/source-kinesis';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { kinesisClient } from './kinesis.js';
 import { parsePayload } from './producer.js';
 import { now, type WorkerReport } from './reports.js';
-import { writeBatch } from './sink.js';
+import { SINK_MODES, sinkPool, writeFenced, writeInTransaction, type SinkMode, type SinkRow } from './sink.js';
 import { openStorage } from './storage-url.js';
 import type { PostgresStorage } from '@leasehold/storage-postgres';
 
@@ -32,8 +34,10 @@ const { values: args } = parseArgs({
     'shard-sync-interval-ms': { type: 'string', default: '1000' },
     'max-records-per-call': { type: 'string', default: '100' },
     'batch-delay-ms': { type: 'string', default: '0' },
-    // Write every record into the sink table, in one transaction with its batch's checkpoint (postgres only).
-    sink: { type: 'boolean', default: false },
+    // Write every record into the sink table: `transactional` (in one transaction with its batch's
+    // checkpoint, postgres leases only) or `fenced` (through the fence of the sink at --sink-url).
+    sink: { type: 'string' },
+    'sink-url': { type: 'string' },
   },
 });
 
@@ -76,10 +80,29 @@ process.stdin.resume();
 
 const client = kinesisClient({ endpoint: required('kinesis-endpoint'), region: required('region') });
 const source = new KinesisSource({ client, streamName: required('stream'), maxRecordsPerCall: number('max-records-per-call'), idleDelayMs: 200 });
-const opened = await openStorage(required('storage'));
-if (args.sink && opened.kind !== 'postgres') {
-  process.stderr.write(`worker: --sink needs a postgres storage, got ${opened.kind}\n`);
+const sinkMode = args.sink as SinkMode | undefined;
+if (sinkMode !== undefined && !SINK_MODES.includes(sinkMode)) {
+  process.stderr.write(`worker: --sink must be ${SINK_MODES.join(' or ')}, got ${sinkMode}\n`);
   process.exit(2);
+}
+const opened = await openStorage(required('storage'));
+if (sinkMode === 'transactional' && opened.kind !== 'postgres') {
+  process.stderr.write(`worker: --sink transactional needs a postgres storage, got ${opened.kind}\n`);
+  process.exit(2);
+}
+const sinkUrl = sinkMode === 'fenced' ? required('sink-url') : undefined;
+const sink = sinkUrl === undefined ? undefined : sinkPool(sinkUrl, 4);
+
+/** The fenced write of a batch, reported with what the fence did; a zombie's refusal is reported and thrown. */
+async function writeThroughFence(context: BatchContext, rows: readonly SinkRow[]): Promise<void> {
+  const base = { type: 'fenced', shardId: context.shardId, fencingToken: context.fencingToken, position: context.position, records: rows.length } as const;
+  try {
+    const { outcome, written } = await writeFenced(sink!, sinkUrl!, context, workerId, rows);
+    report({ ...base, outcome, written });
+  } catch (error) {
+    if (error instanceof LeaseLostError) report({ ...base, outcome: 'refused', written: 0 });
+    throw error;
+  }
 }
 
 const consumer = new Consumer({
@@ -108,9 +131,13 @@ const consumer = new Consumer({
     const work = async (): Promise<void> => {
       if (batchDelayMs > 0 && records.length > 0) await sleep(batchDelayMs, undefined, { signal: context.signal }).catch(() => undefined);
     };
-    if (!args.sink) return work();
+    if (sinkMode === undefined) return work();
     const rows = records.map((record) => ({ ...parsePayload(record.data), position: record.position }));
-    await writeBatch(opened.storage as PostgresStorage, required('storage'), context, workerId, rows, work);
+    if (sinkMode === 'transactional') return writeInTransaction(opened.storage as PostgresStorage, required('storage'), context, workerId, rows, work);
+    await writeThroughFence(context, rows);
+    // The work runs after the sink committed and before the runtime's checkpoint: a kill here replays
+    // the batch to the next owner, and the fence keeps it out.
+    await work();
   },
 });
 
@@ -131,6 +158,7 @@ process.on('SIGTERM', () => {
     await consumer.stop({ timeoutMs: 10_000 });
     report({ type: 'stopped' });
     await opened.close();
+    await sink?.end();
     client.destroy();
     process.exit(0);
   })().catch((error: unknown) => {

@@ -1,55 +1,13 @@
-import { startDynalite, startKinesisLocal, type RunningDynalite, type RunningKinesisLocal } from '@leasehold/local-stack';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Cluster } from '../src/cluster.js';
 import type { RecordReport, WorkerReport } from '../src/reports.js';
 import { runScenario, type ScenarioResult } from '../src/scenario.js';
-import { prepareStorage } from '../src/storage-url.js';
+import { BACKENDS, prepareBackend, useKinesisLocal } from './backends.js';
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
 
-interface Backend {
-  readonly name: string;
-  /** The storage URL, and a way to release what was started for it. */
-  open(): Promise<{ url: string; close(): Promise<void> }>;
-  /** How to start the server when it cannot be reached. */
-  readonly startWith: string | undefined;
-}
-
-const BACKENDS: Backend[] = [
-  {
-    name: 'postgres',
-    open: async () => ({ url: 'postgres://root@127.0.0.1:5432/test', close: async () => undefined }),
-    startWith: 'pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start',
-  },
-  {
-    name: 'redis',
-    open: async () => ({ url: 'redis://127.0.0.1:6379', close: async () => undefined }),
-    startWith: 'redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no',
-  },
-  {
-    name: 'dynamodb (dynalite)',
-    open: async () => {
-      const dynalite: RunningDynalite = await startDynalite();
-      return { url: `dynamodb://leasehold-e2e?endpoint=${encodeURIComponent(dynalite.endpoint)}&region=us-east-1`, close: () => dynalite.close() };
-    },
-    startWith: undefined,
-  },
-];
-
-let kinesis: RunningKinesisLocal;
-beforeAll(async () => {
-  try {
-    kinesis = await startKinesisLocal();
-  } catch (error) {
-    throw new Error(`kinesis-local could not be started; try it by hand with "npx kinesis-local" in packages/local-stack: ${(error as Error).message}`, {
-      cause: error,
-    });
-  }
-});
-afterAll(async () => {
-  await kinesis?.close();
-});
+const kinesis = useKinesisLocal();
 
 /** A position as a number to compare; a sentinel (`TRIM_HORIZON`) or no position at all is before every record. */
 function rank(position: string | null): bigint {
@@ -81,12 +39,7 @@ for (const backend of BACKENDS) {
     beforeAll(async () => {
       opened = await backend.open();
       const runId = `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
-      const storageUrl = await prepareStorage(opened.url, runId).catch((error: unknown) => {
-        throw new Error(
-          `${backend.name} at ${opened!.url} cannot be used (${(error as Error).message})${backend.startWith ? `; start it with: ${backend.startWith}` : ''}`,
-          { cause: error },
-        );
-      });
+      const storageUrl = await prepareBackend(backend, opened.url, runId);
       result = await runScenario({
         storageUrl,
         kinesis: { endpoint: kinesis.endpoint, region: kinesis.region },

@@ -56,6 +56,16 @@ async function startRedis(): Promise<ChaosBackend> {
   };
 }
 
+/**
+ * A PostgreSQL cluster of the run's own for a fenced sink when the leases live elsewhere. Workers reach it
+ * directly, not through their proxies: a worker cut off from its leases can still write the sink, and only
+ * the fence keeps its writes out once another worker took the shard. It is never restarted.
+ */
+export async function startSinkDatabase(): Promise<{ readonly url: string; close(): Promise<void> }> {
+  const cluster = await startPostgresCluster({ maxConnections: 30 });
+  return { url: cluster.url, close: () => cluster.destroy() };
+}
+
 /** dynalite in this process. It keeps its tables in memory, so it cannot be restarted with its data. */
 async function startDynamo(): Promise<ChaosBackend> {
   const dynalite = await startDynalite();

@@ -13,11 +13,11 @@ import { checkLedger } from '../ledger.js';
 import { Producer } from '../producer.js';
 import { now, type WorkerReport } from '../reports.js';
 import { openStorage, prepareStorage, type StorageKind } from '../storage-url.js';
-import { startBackend, type ChaosBackend } from './backends.js';
+import { startBackend, startSinkDatabase, type ChaosBackend } from './backends.js';
 import { Monitor } from './monitor.js';
 import { TcpProxy } from './proxy.js';
 import { faultSchedule, type Fault } from './schedule.js';
-import { checkSink, prepareSink, type SinkCheck } from '../sink.js';
+import { checkSink, fencedSinkUrl, prepareSink, tallyFences, type FenceTally, type SinkCheck, type SinkMode, type SinkTarget } from '../sink.js';
 import { judge, type ChaosVerdict, type WorkerFault } from './verdict.js';
 
 export interface ChaosOptions {
@@ -33,10 +33,13 @@ export interface ChaosOptions {
   readonly recordsPerSecond?: number;
   readonly log?: (line: string) => void;
   /**
-   * Every worker writes its records into a sink table in one transaction with its checkpoints (postgres
-   * only, see sink.ts), and the run checks that the sink holds each produced record exactly once.
+   * Every worker writes its records into a sink table, and the run checks that the sink holds each
+   * produced record exactly once (see sink.ts). `transactional`: in the lease database, in one
+   * transaction with each checkpoint (postgres only). `fenced`: through `fencedWrite`, before the ordinary
+   * checkpoint, into a schema of the run's PostgreSQL cluster reached through each worker's proxy (postgres
+   * leases) or into a PostgreSQL cluster of its own reached directly (redis and dynamodb leases).
    */
-  readonly sink?: boolean;
+  readonly sink?: SinkMode;
 }
 
 export interface ChaosResult {
@@ -57,8 +60,11 @@ export interface ChaosResult {
   readonly monitorFailedReads: number;
   /** Leases the monitor read back corrupt, with the first error of each. */
   readonly corruptLeases: readonly string[];
-  /** With `sink`: the sink table as read back at the end. */
+  /** With `sink`: the mode, and the sink table as read back at the end. */
+  readonly sinkMode?: SinkMode;
   readonly sink?: SinkCheck;
+  /** With `sink: 'fenced'`: what the fences did. */
+  readonly fences?: FenceTally;
 }
 
 interface Slot {
@@ -89,10 +95,33 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   const ending = new Set<WorkerProcess>();
   const client = kinesisClient(options.kinesis);
   let monitorStorage: Awaited<ReturnType<typeof openStorage>> | undefined;
+  let sinkDatabase: Awaited<ReturnType<typeof startSinkDatabase>> | undefined;
   try {
-    if (options.sink && options.backend !== 'postgres') throw new Error(`the sink lives in the lease database, which must be postgres, not ${options.backend}`);
+    if (options.sink === 'transactional' && options.backend !== 'postgres') {
+      throw new Error(`the transactional sink lives in the lease database, which must be postgres, not ${options.backend}`);
+    }
     const prepared = await prepareStorage(backend.urlFor(backend.port), runId);
-    if (options.sink) await prepareSink(prepared);
+    // The sink as the checker reads it (directly), and as each worker writes it.
+    let sinkUrl: string | undefined;
+    let sinkTarget: (proxyPort: number) => SinkTarget | undefined = () => undefined;
+    if (options.sink === 'transactional') {
+      sinkUrl = prepared;
+      await prepareSink(sinkUrl);
+      sinkTarget = () => ({ mode: 'transactional' });
+    }
+    if (options.sink === 'fenced') {
+      if (options.backend === 'postgres') {
+        sinkUrl = fencedSinkUrl(prepared, runId);
+        const direct = sinkUrl;
+        sinkTarget = (proxyPort) => ({ mode: 'fenced', url: throughPort(direct, proxyPort) });
+      } else {
+        sinkDatabase = await startSinkDatabase();
+        sinkUrl = fencedSinkUrl(sinkDatabase.url, runId);
+        const direct = sinkUrl;
+        sinkTarget = () => ({ mode: 'fenced', url: direct });
+      }
+      await prepareSink(sinkUrl, 'fenced');
+    }
     for (let i = 0; i < workerCount; i++) proxies.push(await TcpProxy.start({ host: '127.0.0.1', port: backend.port }));
     monitorStorage = await openStorage(prepared);
     const monitor = new Monitor(monitorStorage.storage, group);
@@ -103,6 +132,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     const startWorker = async (slot: Slot): Promise<void> => {
       slot.incarnation++;
       const workerId = `w${slot.index + 1}${slot.incarnation > 1 ? `-r${slot.incarnation}` : ''}`;
+      const sink = sinkTarget(slot.proxy.port);
       const cluster = new Cluster({
         streamName,
         kinesisEndpoint: options.kinesis.endpoint,
@@ -114,7 +144,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
         shardSyncIntervalMs: 1_000,
         maxRecordsPerCall: 100,
         batchDelayMs: 20,
-        sink: options.sink ?? false,
+        ...(sink ? { sink } : {}),
       });
       cluster.onReport((report) => reports.push(report));
       const worker = await cluster.start(workerId);
@@ -260,8 +290,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     // With a sink, a record handed over by a worker that died before its commit is written by the next
     // owner, a lease duration or so later: wait for the sink too.
     let sink: SinkCheck | undefined;
-    while (options.sink && Date.now() < drainDeadline) {
-      sink = await checkSink(prepared, producer.produced).catch(() => undefined);
+    while (sinkUrl !== undefined && Date.now() < drainDeadline) {
+      sink = await checkSink(sinkUrl, producer.produced).catch(() => undefined);
       if (sink !== undefined && sink.missing.length === 0) break;
       await sleep(500);
     }
@@ -277,7 +307,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
       }),
     );
     await monitor.stop();
-    if (options.sink) sink = await checkSink(prepared, producer.produced);
+    if (sinkUrl !== undefined) sink = await checkSink(sinkUrl, producer.produced);
     const verdict = judge(producer.produced, reports, monitor, faults, endAt);
     return {
       backend: options.backend,
@@ -293,7 +323,8 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
       monitorReads: monitor.reads,
       monitorFailedReads: monitor.failedReads,
       corruptLeases: [...monitor.corrupt.values()],
-      ...(sink ? { sink } : {}),
+      ...(sink && options.sink ? { sinkMode: options.sink, sink } : {}),
+      ...(options.sink === 'fenced' ? { fences: tallyFences(reports) } : {}),
     };
   } finally {
     for (const slot of slots) {
@@ -306,6 +337,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     for (const proxy of proxies) await proxy.close();
     client.destroy();
     await backend.close();
+    await sinkDatabase?.close();
   }
 }
 

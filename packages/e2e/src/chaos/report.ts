@@ -49,10 +49,20 @@ export function formatResult(result: ChaosResult): string {
   if (result.sink) {
     const { sink } = result;
     rows.push(
-      ['sink rows (exactly once)', String(sink.rows), sink.rows === ledger.produced ? 'ok' : 'FAIL'],
+      [`sink rows (${result.sinkMode ?? 'transactional'}, exactly once)`, String(sink.rows), sink.rows === ledger.produced ? 'ok' : 'FAIL'],
       ['  missing from the sink', String(sink.missing.length), zero(sink.missing.length)],
       ['  in the sink twice or more', String(sink.duplicated.length), zero(sink.duplicated.length)],
+      ['  rows no record produced', String(sink.unexpected), zero(sink.unexpected)],
       ['  written by an older tenure after a newer', String(sink.tokenRegressions), zero(sink.tokenRegressions)],
+    );
+  }
+  if (result.fences) {
+    const { fences } = result;
+    rows.push(
+      ['fence: batches committed', String(fences.applied), ''],
+      ['  of them trimmed to what the sink lacked', String(fences.trimmed), `${fences.trimmedRecords} records kept out`],
+      ['fence: replays refused (batch in the sink)', String(fences.replays), ''],
+      ["fence: zombies' writes refused (older token)", String(fences.refused), ''],
     );
   }
   const width = Math.max(...rows.map(([name]) => name.length));

@@ -11,7 +11,9 @@
  *   processed. Any other duplicate is a failure: a
  *   replay behind a checkpoint that storage had acknowledged before the replaying owner started, a replay
  *   after a graceful handoff, stop or shard end, or a record handed over twice by one owner, unless its
- *   handler failed in between (with a sink, its transaction rolled back: a retry that writes nothing twice).
+ *   handler failed in between (with a sink, its write failed: the transaction rolled back, or the fence
+ *   refused a zombie's write, or it may have committed and the fence keeps the retry out: a retry that
+ *   writes nothing twice).
  * - Checkpoint regressions: a lease's checkpoint read lower than an earlier read of it, or lower than a
  *   checkpoint a worker reported as acknowledged before the read began.
  * - Processing after the lease was taken: a record handed over under epoch e at a moment (the report's
@@ -67,9 +69,9 @@ export interface ChaosVerdict {
 const SELF_FENCED = 'replay after the owner self-fenced (no heartbeat reached storage)';
 const EXPELLED = 'replay after the owner was declared dead (its heartbeats had stopped)';
 const TAKEN = "replay after the lease was taken (its owner's membership had lapsed)";
-const RETRIED_AFTER_ROLLBACK = 'retry after its transaction rolled back (sink)';
+const RETRIED_AFTER_SINK_FAILURE = 'retry after its sink write failed (sink)';
 
-const EXPECTED = new Set(['crash replay (SIGKILL)', 'replay after a pause past the lease (SIGSTOP)', SELF_FENCED, EXPELLED, TAKEN, RETRIED_AFTER_ROLLBACK]);
+const EXPECTED = new Set(['crash replay (SIGKILL)', 'replay after a pause past the lease (SIGSTOP)', SELF_FENCED, EXPELLED, TAKEN, RETRIED_AFTER_SINK_FAILURE]);
 
 export function isExpectedReason(reason: string): boolean {
   return EXPECTED.has(reason);
@@ -149,9 +151,10 @@ function duplicateReason(duplicate: RecordReport, first: RecordReport, byTime: r
   for (const report of byTime) {
     if (report.worker !== first.worker || report.at < first.at || report.at > duplicate.at) continue;
     if (report.type === 'stopped') fates.push({ at: report.at, reason: 'replay after a graceful stop' });
-    // Only a sink's transaction makes a handler fail (the workers' handlers never throw otherwise): it
-    // rolled back, so the runtime hands the batch over again and the sink is written once.
-    if (report.type === 'handler-failed' && report.shardId === first.shardId) fates.push({ at: report.at, reason: RETRIED_AFTER_ROLLBACK });
+    // Only a sink's write makes a handler fail (the workers' handlers never throw otherwise): it rolled
+    // back or the fence decides the retry, so the runtime hands the batch over again and the sink is
+    // written once.
+    if (report.type === 'handler-failed' && report.shardId === first.shardId) fates.push({ at: report.at, reason: RETRIED_AFTER_SINK_FAILURE });
     if (report.type !== 'lost' && report.type !== 'handed-off' && report.type !== 'ended') continue;
     if (report.shardId !== first.shardId) continue;
     if (report.type === 'handed-off') fates.push({ at: report.at, reason: 'replay after a graceful handoff' });
