@@ -95,33 +95,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
   const ending = new Set<WorkerProcess>();
   const client = kinesisClient(options.kinesis);
   let monitorStorage: Awaited<ReturnType<typeof openStorage>> | undefined;
-  let sinkDatabase: Awaited<ReturnType<typeof startSinkDatabase>> | undefined;
+  let sink: RunSink | undefined;
   try {
-    if (options.sink === 'transactional' && options.backend !== 'postgres') {
-      throw new Error(`the transactional sink lives in the lease database, which must be postgres, not ${options.backend}`);
-    }
     const prepared = await prepareStorage(backend.urlFor(backend.port), runId);
-    // The sink as the checker reads it (directly), and as each worker writes it.
-    let sinkUrl: string | undefined;
-    let sinkTarget: (proxyPort: number) => SinkTarget | undefined = () => undefined;
-    if (options.sink === 'transactional') {
-      sinkUrl = prepared;
-      await prepareSink(sinkUrl);
-      sinkTarget = () => ({ mode: 'transactional' });
-    }
-    if (options.sink === 'fenced') {
-      if (options.backend === 'postgres') {
-        sinkUrl = fencedSinkUrl(prepared, runId);
-        const direct = sinkUrl;
-        sinkTarget = (proxyPort) => ({ mode: 'fenced', url: throughPort(direct, proxyPort) });
-      } else {
-        sinkDatabase = await startSinkDatabase();
-        sinkUrl = fencedSinkUrl(sinkDatabase.url, runId);
-        const direct = sinkUrl;
-        sinkTarget = () => ({ mode: 'fenced', url: direct });
-      }
-      await prepareSink(sinkUrl, 'fenced');
-    }
+    if (options.sink) sink = await prepareRunSink(options.sink, options.backend, prepared, runId);
     for (let i = 0; i < workerCount; i++) proxies.push(await TcpProxy.start({ host: '127.0.0.1', port: backend.port }));
     monitorStorage = await openStorage(prepared);
     const monitor = new Monitor(monitorStorage.storage, group);
@@ -132,7 +109,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     const startWorker = async (slot: Slot): Promise<void> => {
       slot.incarnation++;
       const workerId = `w${slot.index + 1}${slot.incarnation > 1 ? `-r${slot.incarnation}` : ''}`;
-      const sink = sinkTarget(slot.proxy.port);
+      const target = sink?.target(slot.proxy.port);
       const cluster = new Cluster({
         streamName,
         kinesisEndpoint: options.kinesis.endpoint,
@@ -144,7 +121,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
         shardSyncIntervalMs: 1_000,
         maxRecordsPerCall: 100,
         batchDelayMs: 20,
-        ...(sink ? { sink } : {}),
+        ...(target ? { sink: target } : {}),
       });
       cluster.onReport((report) => reports.push(report));
       const worker = await cluster.start(workerId);
@@ -289,10 +266,10 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     }
     // With a sink, a record handed over by a worker that died before its commit is written by the next
     // owner, a lease duration or so later: wait for the sink too.
-    let sink: SinkCheck | undefined;
-    while (sinkUrl !== undefined && Date.now() < drainDeadline) {
-      sink = await checkSink(sinkUrl, producer.produced).catch(() => undefined);
-      if (sink !== undefined && sink.missing.length === 0) break;
+    let sinkCheck: SinkCheck | undefined;
+    while (sink !== undefined && Date.now() < drainDeadline) {
+      sinkCheck = await checkSink(sink.url, producer.produced).catch(() => undefined);
+      if (sinkCheck !== undefined && sinkCheck.missing.length === 0) break;
       await sleep(500);
     }
     // A moment for late deliveries (a replay or a zombie) to show up before the workers stop.
@@ -307,7 +284,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
       }),
     );
     await monitor.stop();
-    if (sinkUrl !== undefined) sink = await checkSink(sinkUrl, producer.produced);
+    if (sink !== undefined) sinkCheck = await checkSink(sink.url, producer.produced);
     const verdict = judge(producer.produced, reports, monitor, faults, endAt);
     return {
       backend: options.backend,
@@ -323,7 +300,7 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
       monitorReads: monitor.reads,
       monitorFailedReads: monitor.failedReads,
       corruptLeases: [...monitor.corrupt.values()],
-      ...(sink && options.sink ? { sinkMode: options.sink, sink } : {}),
+      ...(sinkCheck && options.sink ? { sinkMode: options.sink, sink: sinkCheck } : {}),
       ...(options.sink === 'fenced' ? { fences: tallyFences(reports) } : {}),
     };
   } finally {
@@ -337,7 +314,41 @@ export async function runChaos(options: ChaosOptions): Promise<ChaosResult> {
     for (const proxy of proxies) await proxy.close();
     client.destroy();
     await backend.close();
-    await sinkDatabase?.close();
+    await sink?.close();
+  }
+}
+
+/** A run's sink: where the checker reads it (directly), and how each worker, behind its proxy, writes it. */
+interface RunSink {
+  readonly url: string;
+  target(proxyPort: number): SinkTarget;
+  close(): Promise<void>;
+}
+
+/**
+ * Sets up the sink of a run. Transactional: the lease database. Fenced, postgres leases: a schema of the
+ * run's cluster, through each worker's proxy (its faults and the restart hit the sink too). Fenced,
+ * other leases: a cluster of its own, reached directly (a worker cut off from its leases still writes it).
+ */
+async function prepareRunSink(mode: SinkMode, kind: StorageKind, prepared: string, runId: string): Promise<RunSink> {
+  if (mode === 'transactional') {
+    if (kind !== 'postgres') throw new Error(`the transactional sink lives in the lease database, which must be postgres, not ${kind}`);
+    await prepareSink(prepared);
+    return { url: prepared, target: () => ({ mode }), close: async () => undefined };
+  }
+  if (kind === 'postgres') {
+    const url = fencedSinkUrl(prepared, runId);
+    await prepareSink(url, mode);
+    return { url, target: (proxyPort) => ({ mode, url: throughPort(url, proxyPort) }), close: async () => undefined };
+  }
+  const database = await startSinkDatabase();
+  try {
+    const url = fencedSinkUrl(database.url, runId);
+    await prepareSink(url, mode);
+    return { url, target: () => ({ mode, url }), close: () => database.close() };
+  } catch (error) {
+    await database.close();
+    throw error;
   }
 }
 
