@@ -9,8 +9,10 @@
  * `--steady` seconds (default 180): storage operations and items per second (items counted as the core
  * bench counts them: getRoster 1, each listed lease 1, getLease 1; putMember 1, each lease of
  * updateLeases 1, createLease 1), the process's CPU time per worker, and the event loop's delay
- * (perf_hooks monitorEventLoopDelay). The coordinators share one client per backend (a pool of 16
- * connections for PostgreSQL): in production each worker has its own.
+ * (perf_hooks monitorEventLoopDelay). The coordinators share one client on PostgreSQL (a pool of 16
+ * connections) and Redis (one pipelined connection); on DynamoDB each has its own client, as in
+ * production, because the SDK's socket pool is first come first served: shared, it queues every
+ * heartbeat behind a hundred listings.
  *
  *   pnpm --filter @leasehold/e2e bench:scale                              all three backends
  *   pnpm --filter @leasehold/e2e bench:scale -- --backend redis --steady 60
@@ -96,6 +98,11 @@ function counting(inner: Storage, tally: () => Tally): Storage {
 
 interface Opened {
   storage: Storage;
+  /**
+   * The storage worker `i` uses, when it differs from `storage`. DynamoDB: a client per worker, as in
+   * production; one shared client's socket pool queues every worker's heartbeat behind the others' listings.
+   */
+  storageFor?: (i: number) => Storage;
   /** Extra figures only this backend can give (DynamoDB: the roster item's size and billed units). */
   inspect?: (group: string) => Promise<Record<string, unknown>>;
   close(): Promise<void>;
@@ -181,8 +188,14 @@ async function openDynamoDB(): Promise<Opened> {
   const tableName = 'leasehold-scale';
   const storage = new DynamoDBStorage({ client, tableName });
   await storage.createTable();
+  const workerClients: DynamoDBClient[] = [];
   return {
     storage,
+    storageFor: () => {
+      const own = new DynamoDBClient({ region: 'us-east-1', endpoint, credentials: LOCAL_CREDENTIALS });
+      workerClients.push(own);
+      return new DynamoDBStorage({ client: own, tableName });
+    },
     // The roster item as stored, its size by DynamoDB's rules, and the write units dynalite bills for a
     // write of an item that size (the same attributes put under another key).
     inspect: async (group) => {
@@ -200,6 +213,7 @@ async function openDynamoDB(): Promise<Opened> {
       };
     },
     close: async () => {
+      for (const own of workerClients) own.destroy();
       client.destroy();
       child.stdin!.end();
       await new Promise((resolve) => child.once('exit', resolve));
@@ -246,6 +260,7 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
   const opened = await OPEN[backend]();
   let tally = emptyTally();
   const storage = counting(opened.storage, () => tally);
+  const storageOf = (i: number): Storage => (opened.storageFor ? counting(opened.storageFor(i), () => tally) : storage);
   const group = `scale-${runId}`;
   const coordinators: LeaseCoordinator[] = [];
   const errors = new Map<string, number>();
@@ -261,7 +276,7 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
     log(`${backend}: ${LEASES} leases created in ${((performance.now() - createdAt) / 1_000).toFixed(1)} s`);
 
     for (let i = 0; i < WORKERS; i++) {
-      const coordinator = new LeaseCoordinator({ storage, group, workerId: `worker-${String(i).padStart(3, '0')}` });
+      const coordinator = new LeaseCoordinator({ storage: storageOf(i), group, workerId: `worker-${String(i).padStart(3, '0')}` });
       coordinator.on('error', ({ operation, error }) => {
         const key = `${operation}: ${error.name}`;
         errors.set(key, (errors.get(key) ?? 0) + 1);
@@ -279,11 +294,19 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
     await Promise.all(coordinators.map((coordinator) => coordinator.start()));
     let balancedAt: number | null = null;
     let last = isBalanced(coordinators);
+    let lastProgressAt = startedAt;
     while (performance.now() - startedAt < 600_000) {
       last = isBalanced(coordinators);
       if (last.ok) {
         balancedAt = performance.now();
         break;
+      }
+      if (performance.now() - lastProgressAt >= 15_000) {
+        lastProgressAt = performance.now();
+        log(
+          `${backend}:   ${((lastProgressAt - startedAt) / 1_000).toFixed(0)} s: held ${last.held}, ${last.fewest}-${last.most} per worker; ${acquisitions} acquisitions; ` +
+            `calls ${JSON.stringify(tally.calls)}; lost ${JSON.stringify(Object.fromEntries(lost))}; errors ${JSON.stringify(Object.fromEntries(errors))}`,
+        );
       }
       await sleep(100);
     }
