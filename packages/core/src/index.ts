@@ -28,6 +28,8 @@ export { type MemoryWriteEvent } from './memory/memory-storage.js';
 export { MemorySource, type MemorySourceOptions } from './memory/memory-source.js';
 export { Consumer, STALL_FIELDS, BORN_FIELD, type ConsumerEvents, type StallReason } from './consumer/consumer.js';
 export { syncShards, ShardSync, type ShardSyncReport, type ShardSyncOptions } from './consumer/leader-duties.js';
+export { streamLeaseKey, parseStreamLeaseKey, type StreamSpec, type StreamList } from './consumer/streams.js';
+export type { MultiStreamSyncReport } from './consumer/stream-sync.js';
 export type {
   ConsumerOptions,
   ConsumerUnsafe,

@@ -19,6 +19,11 @@ export interface Instrumented {
   coordinator?: LeaseCoordinator;
   elector?: LeaderElector | undefined;
   consumer?: Pick<Consumer, 'on'>;
+  /**
+   * The stream of a lease key, for a multi-stream consumer: its shard measurements then also carry
+   * `leasehold.stream.id`.
+   */
+  streamOf?: (leaseKey: string) => string | undefined;
 }
 
 /**
@@ -28,7 +33,11 @@ export interface Instrumented {
 export function attachMetrics(meter: Meter, identity: { group: string; workerId: string }, parts: Instrumented): () => void {
   const base: Attributes = { 'leasehold.group': identity.group, 'leasehold.worker.id': identity.workerId };
   const offs: Array<() => void> = [];
-  const { coordinator, elector, consumer } = parts;
+  const { coordinator, elector, consumer, streamOf } = parts;
+  const ofShard = (shardId: string): Attributes => {
+    const streamId = streamOf?.(shardId);
+    return streamId === undefined ? { ...base, 'leasehold.shard.id': shardId } : { ...base, 'leasehold.stream.id': streamId, 'leasehold.shard.id': shardId };
+  };
 
   if (coordinator) {
     const held = meter.createObservableGauge('leasehold.lease.held', { unit: '{lease}', description: 'Leases this worker holds' });
@@ -95,7 +104,7 @@ export function attachMetrics(meter: Meter, identity: { group: string; workerId:
     const bytes = meter.createCounter('leasehold.records.processed.size', { unit: 'By', description: 'Bytes of the records processed' });
     const behind = meter.createObservableGauge('leasehold.shard.behind_latest', { unit: 'ms', description: 'How far each held shard is behind the tip of the stream' });
     const observeLag = (result: { observe(value: number, attributes?: Attributes): void }): void => {
-      for (const [shardId, ms] of lag) result.observe(ms, { ...base, 'leasehold.shard.id': shardId });
+      for (const [shardId, ms] of lag) result.observe(ms, ofShard(shardId));
     };
     behind.addCallback(observeLag);
     const stalledNow = new Map<string, string>();
@@ -118,25 +127,25 @@ export function attachMetrics(meter: Meter, identity: { group: string; workerId:
       () => stalled.removeCallback(observeStalled),
       consumer.on('shard-stalled', ({ shardId, reason }) => void stalledNow.set(shardId, reason)),
       consumer.on('shard-resumed', ({ shardId }) => void stalledNow.delete(shardId)),
-      consumer.on('shard-failed', ({ shardId, released }) => failed.add(1, { ...base, 'leasehold.shard.id': shardId, 'leasehold.shard.released': released })),
-      consumer.on('lease-corrupt', ({ shardId }) => corrupt.add(1, { ...base, 'leasehold.shard.id': shardId })),
-      consumer.on('batch-bisected', ({ shardId }) => bisected.add(1, { ...base, 'leasehold.shard.id': shardId })),
+      consumer.on('shard-failed', ({ shardId, released }) => failed.add(1, { ...ofShard(shardId), 'leasehold.shard.released': released })),
+      consumer.on('lease-corrupt', ({ shardId }) => corrupt.add(1, ofShard(shardId))),
+      consumer.on('batch-bisected', ({ shardId }) => bisected.add(1, ofShard(shardId))),
       consumer.on('batch-retried', ({ shardId, records: count }) => {
-        retried.add(1, { ...base, 'leasehold.shard.id': shardId });
-        retriedRecords.add(count, { ...base, 'leasehold.shard.id': shardId });
+        retried.add(1, ofShard(shardId));
+        retriedRecords.add(count, ofShard(shardId));
       }),
       consumer.on('records-dead-lettered', ({ shardId, positions, reason }) =>
-        deadLettered.add(positions.length, { ...base, 'leasehold.shard.id': shardId, 'leasehold.give_up.reason': reason }),
+        deadLettered.add(positions.length, { ...ofShard(shardId), 'leasehold.give_up.reason': reason }),
       ),
-      consumer.on('dead-letter-failed', ({ shardId }) => deadLetterFailures.add(1, { ...base, 'leasehold.shard.id': shardId })),
+      consumer.on('dead-letter-failed', ({ shardId }) => deadLetterFailures.add(1, ofShard(shardId))),
       consumer.on('record-skipped', ({ shardId, reason, deadLettered: sent }) =>
-        skipped.add(1, { ...base, 'leasehold.shard.id': shardId, 'leasehold.give_up.reason': reason, 'leasehold.record.dead_lettered': sent }),
+        skipped.add(1, { ...ofShard(shardId), 'leasehold.give_up.reason': reason, 'leasehold.record.dead_lettered': sent }),
       ),
     );
     offs.push(
       () => behind.removeCallback(observeLag),
       consumer.on('batch-processed', (event) => {
-        const attributes = { ...base, 'leasehold.shard.id': event.shardId };
+        const attributes = ofShard(event.shardId);
         records.add(event.records, attributes);
         bytes.add(event.bytes, attributes);
         if (event.millisBehindLatest !== undefined) lag.set(event.shardId, event.millisBehindLatest);

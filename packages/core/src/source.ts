@@ -80,4 +80,11 @@ export interface ShardSource<R extends SourceRecord = SourceRecord> {
    * the method such a lease is reported and kept.
    */
   isShardGone?(shardId: string, options?: ReadOptions): Promise<boolean>;
+
+  /**
+   * Optional: the stream's name in the lease keys of a multi-stream group, unique across accounts and
+   * regions, and new when the stream is deleted and created again (its shard ids start over, and the old
+   * stream's finished leases must not stand for the new one's). A stream listed without an `id` needs it.
+   */
+  streamIdentity?(options?: ReadOptions): Promise<string>;
 }

@@ -249,6 +249,37 @@ export class KinesisSource implements ShardSource<KinesisRecord> {
     return true;
   }
 
+  /**
+   * The stream's name in the lease keys of a multi-stream group, in KCL's form:
+   * `<account id>:<stream name>:<creation time in epoch seconds>`. The creation time makes a stream deleted
+   * and created again under the same name a new stream (its shard ids start over). Read once with
+   * `DescribeStreamSummary` (retried while Kinesis throttles) and kept.
+   */
+  streamIdentity(options: ReadOptions = {}): Promise<string> {
+    this.#identity ??= this.#describeIdentity(options.signal ?? new AbortController().signal).catch((error: unknown) => {
+      this.#identity = undefined;
+      throw error;
+    });
+    return this.#identity;
+  }
+
+  #identity: Promise<string> | undefined;
+
+  async #describeIdentity(signal: AbortSignal): Promise<string> {
+    const { client, stream } = this.ctx;
+    const { StreamDescriptionSummary: summary } = await this.withRetries({ action: 'DescribeStreamSummary' }, signal, () =>
+      client.send(new DescribeStreamSummaryCommand({ ...stream }), { abortSignal: signal }),
+    );
+    const arn = summary?.StreamARN ?? stream.StreamARN;
+    const account = arn?.split(':')[4];
+    const name = summary?.StreamName ?? arn?.split('/').at(-1);
+    const created = summary?.StreamCreationTimestamp;
+    if (!account || !name || !(created instanceof Date) || Number.isNaN(created.getTime())) {
+      throw new SourceError('ERR_SOURCE', `[source-kinesis] DescribeStreamSummary of stream ${describeValue(this.ctx.streamLabel)} gave no ARN, name or creation time to name it by`);
+    }
+    return `${account}:${name}:${Math.floor(created.getTime() / 1000)}`;
+  }
+
   private async childShardIdsOf(shardId: string, signal: AbortSignal): Promise<string[]> {
     const shards = await this.listShards({ signal });
     return shards.filter((shard) => shard.parentShardIds.includes(shardId)).map((shard) => shard.shardId);

@@ -2,8 +2,8 @@ import { systemClock, systemRandom, type Clock, type Random } from '../clock.js'
 import { AbortedError, describeValue, InvalidConfigError, LeaseholdError, StorageOutcomeUnknownError } from '../errors.js';
 import { TypedEmitter } from '../events.js';
 import { LeaderElector } from '../leader/elector.js';
-import { LeaseCoordinator, type HeldLease, type LossReason } from '../lease/coordinator.js';
-import { positive, positiveInteger } from '../lease/timing.js';
+import { LeaseCoordinator, parentsFinished, type HeldLease, type LossReason } from '../lease/coordinator.js';
+import { nonNegative, positive, positiveInteger } from '../lease/timing.js';
 import type { ShardSource, SourceRecord } from '../source.js';
 import { Checkpoint, type CheckpointStorage, type LeaderStore, type Position } from '../storage.js';
 import { leaderLoop, ShardSync, type ShardSyncReport } from './leader-duties.js';
@@ -11,6 +11,8 @@ import { resolveFailurePolicy, type ResolvedFailurePolicy } from './failure-poli
 import type { ConsumerOptions, ConsumerUnsafe, GiveUpReason, InitialPosition, Logger } from './options.js';
 import { ShardPump, type PumpOutcome, type PumpReporter } from './shard-pump.js';
 import { attachMetrics, defaultMeter } from '../metrics.js';
+import { parseStreamBirths, MultiStreamSync, STREAMS_FIELD, type MultiStreamSyncReport } from './stream-sync.js';
+import { parseStreamLeaseKey, resolveStreams, type StreamList, type StreamSource } from './streams.js';
 
 const PKG = 'core';
 
@@ -58,7 +60,14 @@ export interface ConsumerEvents {
   fatal: { error: Error };
   'leader-elected': { term: number };
   'leader-demoted': { term: number };
+  /** One round of the leader's shard sync (in a multi-stream group, one per stream, with its `streamId`). */
   'shard-sync': ShardSyncReport;
+  /** A multi-stream group's whole round: each stream's sync, failures, streams removed and their leases deleted. */
+  'streams-sync': MultiStreamSyncReport;
+  /** This worker learnt of a stream of a multi-stream group (at start, or when `streams` returned it). */
+  'stream-added': { streamId: string };
+  /** A stream left this worker's list: it stops reading it and gives its leases back (kept for `removedStreamGraceMs`). */
+  'stream-removed': { streamId: string };
   error: { error: Error; operation: string };
 }
 
@@ -115,7 +124,15 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
   readonly group: string;
 
   readonly #options: ConsumerOptions<R>;
-  readonly #source: ShardSource<R>;
+  /** The one stream's source, or `undefined` in a multi-stream group. */
+  readonly #source: ShardSource<R> | undefined;
+  /** A multi-stream group's list, and the streams it resolved to last (by stream id). */
+  readonly #streamList: StreamList<R> | undefined;
+  #streams: ReadonlyMap<string, StreamSource<R>> = new Map();
+  /** Every stream this worker read, for the positions of a removed stream's shards still winding down. */
+  readonly #everSeen = new Map<string, StreamSource<R>>();
+  readonly #streamRefreshMs: number;
+  readonly #removedStreamGraceMs: number;
   readonly #storage: CheckpointStorage;
   readonly #clock: Clock;
   readonly #logger: Logger;
@@ -151,7 +168,12 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
     if (typeof options.processBatch !== 'function') {
       throw new InvalidConfigError(`[${PKG}] processBatch must be a function, got ${describeValue(options.processBatch)}`);
     }
-    if (!options.source || typeof options.source.read !== 'function' || typeof options.source.listShards !== 'function') {
+    if (options.streams !== undefined) {
+      if (options.source !== undefined) throw new InvalidConfigError(`[${PKG}] give either source (one stream) or streams (a multi-stream group), not both`);
+      if (typeof options.streams !== 'function' && !Array.isArray(options.streams)) {
+        throw new InvalidConfigError(`[${PKG}] streams must be an array of { id?, source } or a function returning one, got ${describeValue(options.streams)}`);
+      }
+    } else if (!options.source || typeof options.source.read !== 'function' || typeof options.source.listShards !== 'function') {
       throw new InvalidConfigError(`[${PKG}] source must implement ShardSource, got ${describeValue(options.source)}`);
     }
     const policy = options.checkpointing ?? 'batch';
@@ -164,7 +186,8 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
     }
     this.#failurePolicy = resolveFailurePolicy(options.onHandlerError);
     this.#options = options;
-    this.#source = options.source;
+    this.#source = options.streams === undefined ? options.source : undefined;
+    this.#streamList = options.streams;
     this.#storage = options.storage;
     this.group = options.group;
     this.#clock = options.clock ?? systemClock;
@@ -177,6 +200,8 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       maxAttempts: positiveInteger(PKG, 'retry.maxAttempts', options.retry?.maxAttempts ?? 3),
     };
     this.#stallAfterMs = positive(PKG, 'stallAfterMs', options.stallAfterMs ?? 60_000);
+    this.#streamRefreshMs = positive(PKG, 'streamRefreshIntervalMs', options.streamRefreshIntervalMs ?? this.#shardSyncIntervalMs);
+    this.#removedStreamGraceMs = nonNegative(PKG, 'removedStreamGraceMs', options.removedStreamGraceMs ?? 3_600_000);
     this.#unsafe = options.unsafe ?? {};
     const random = (this.#random = options.random ?? systemRandom);
     const lease = options.lease ?? {};
@@ -187,7 +212,9 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       workerId: options.workerId,
       clock: this.#clock,
       random,
-      comparePositions: (a, b) => options.source.comparePositions(a, b),
+      comparePositions: (a, b, leaseKey) => this.#comparePositions(a, b, leaseKey),
+      // In a multi-stream group a worker takes only leases of the streams it reads.
+      isEligible: this.#streamList ? (lease, all, corrupt) => this.#sourceOf(lease.leaseKey) !== undefined && parentsFinished(lease, all, corrupt) : undefined,
       onDrain: (held) => this.#drain(held),
       unsafe: { skipSelfFencing: this.#unsafe.skipSelfFencing, checkpointPerKey: this.#unsafe.checkpointPerKey },
     });
@@ -233,11 +260,93 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
     if (this.#state !== 'new') throw new InvalidConfigError(`[${PKG}] a Consumer starts once; this one is ${this.#state}`);
     this.#state = 'running';
     this.#logger.info({ group: this.group, workerId: this.workerId }, 'consumer starting');
+    if (this.#streamList) {
+      try {
+        await this.#refreshStreams();
+      } catch (error) {
+        this.#state = 'stopped';
+        throw error;
+      }
+    }
     if (this.elector) await this.elector.start();
     if (this.elector && !this.#unsafe.birthRace) await this.#awaitBirth(this.elector);
     if (this.#state !== 'running') return;
     await this.coordinator.start();
     this.#background.push(this.#watchStalls());
+    if (typeof this.#streamList === 'function') this.#background.push(this.#watchStreams());
+  }
+
+  /** The streams of a multi-stream group as this worker reads them now, by stream id (empty for one stream). */
+  get streams(): string[] {
+    return [...this.#streams.keys()];
+  }
+
+  /** The source that reads a lease: the stream's, or `undefined` for a lease of a stream this worker does not read. */
+  #sourceOf(leaseKey: string): ShardSource<R> | undefined {
+    if (this.#source) return this.#source;
+    const parsed = parseStreamLeaseKey(leaseKey);
+    return parsed ? this.#streams.get(parsed.streamId) : undefined;
+  }
+
+  #comparePositions(a: Position, b: Position, leaseKey: string): number {
+    const parsed = this.#source ? undefined : parseStreamLeaseKey(leaseKey);
+    const source = this.#source ?? (parsed && this.#everSeen.get(parsed.streamId));
+    if (!source) throw new LeaseholdError('ERR_SHARD_NOT_FOUND', `[${PKG}] lease ${describeValue(leaseKey)} belongs to no stream this worker reads`);
+    return source.comparePositions(a, b);
+  }
+
+  /**
+   * Resolves the stream list again and applies the difference: a new stream's leases become eligible (the
+   * coordinator lists at its next tick); a stream that left is no longer read: each of its shards this
+   * worker holds finishes its batch, checkpoints and is given back, and nobody here takes it again.
+   */
+  async #refreshStreams(): Promise<ReadonlyMap<string, StreamSource<R>>> {
+    const next = await resolveStreams(this.#streamList as StreamList<R>, this.#lifetime.signal);
+    for (const stream of next.values()) if (stream.initialPosition !== undefined) initialPositionOf(stream.initialPosition);
+    const before = this.#streams;
+    this.#streams = next;
+    for (const [streamId, stream] of next) this.#everSeen.set(streamId, stream);
+    const added = [...next.keys()].filter((streamId) => !before.has(streamId));
+    const removed = [...before.keys()].filter((streamId) => !next.has(streamId));
+    for (const streamId of added) {
+      this.#logger.info({ streamId }, 'stream added');
+      this.emit('stream-added', { streamId });
+    }
+    for (const streamId of removed) {
+      this.#logger.info({ streamId }, 'stream removed: its shards are given back');
+      this.emit('stream-removed', { streamId });
+    }
+    if (removed.length > 0) {
+      for (const lease of this.coordinator.heldLeases()) {
+        if (this.#sourceOf(lease.leaseKey) !== undefined) continue;
+        this.#settling.add(lease.leaseKey);
+        void this.#drain(lease)
+          .then(() => this.coordinator.release(lease.leaseKey))
+          .catch((error: unknown) => this.#report(error, 'release'))
+          .finally(() => this.#settling.delete(lease.leaseKey));
+      }
+    }
+    if (added.length > 0 && this.#state === 'running') this.coordinator.refresh();
+    return next;
+  }
+
+  /** Where a shard with no checkpoint starts: its stream's own initial position, else the consumer's. */
+  #initialPositionOf(source: ShardSource<R>): Position {
+    const own = this.#source ? undefined : (source as StreamSource<R>).initialPosition;
+    return own === undefined ? this.#initialPosition : initialPositionOf(own);
+  }
+
+  /** Calls the `streams` function again every `streamRefreshIntervalMs`; a failure keeps the last list. */
+  async #watchStreams(): Promise<void> {
+    const signal = this.#lifetime.signal;
+    while (!signal.aborted) {
+      try {
+        await this.#clock.sleep(this.#streamRefreshMs, signal);
+      } catch {
+        return;
+      }
+      await this.#refreshStreams().catch((error: unknown) => this.#report(error, 'streams'));
+    }
   }
 
   /**
@@ -321,6 +430,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
         coordinator,
         elector: this.elector,
         consumer: this,
+        streamOf: this.#streamList ? (leaseKey) => parseStreamLeaseKey(leaseKey)?.streamId : undefined,
       });
     }
     coordinator.on('error', ({ error, operation }) => this.#report(error, operation));
@@ -336,10 +446,20 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
     }
     const lease = this.coordinator.lease(leaseKey);
     if (!lease || this.#state !== 'running') return;
+    const source = this.#sourceOf(leaseKey);
+    if (!source) {
+      // A lease of a stream this worker stopped reading, taken before it knew: given back unread.
+      this.#settling.add(leaseKey);
+      void this.coordinator
+        .release(leaseKey)
+        .catch((error: unknown) => this.#report(error, 'release'))
+        .finally(() => this.#settling.delete(leaseKey));
+      return;
+    }
     const pump = new ShardPump<R>(
       {
         group: this.group,
-        source: this.#source,
+        source,
         storage: this.#storage,
         coordinator: this.coordinator,
         processBatch: this.#options.processBatch,
@@ -347,7 +467,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
         onHandlerError: this.#failurePolicy,
         retry: this.#retry,
         hooks: this.#options.hooks ?? {},
-        initialPosition: this.#initialPosition,
+        initialPosition: this.#initialPositionOf(source),
         unsafe: this.#unsafe,
         clock: this.#clock,
         random: this.#random,
@@ -437,7 +557,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
     const shardId = lease.leaseKey;
     let confirmed = false;
     try {
-      confirmed = (await this.#source.isShardGone?.(shardId, { signal: lease.signal })) ?? false;
+      confirmed = (await this.#sourceOf(shardId)?.isShardGone?.(shardId, { signal: lease.signal })) ?? false;
     } catch (error) {
       this.#report(error, 'is-shard-gone');
     }
@@ -553,10 +673,14 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
   #lead(term: number, signal: AbortSignal): void {
     this.#logger.info({ term }, 'elected leader');
     this.emit('leader-elected', { term });
+    if (this.#streamList) {
+      this.#leadStreams(term, signal);
+      return;
+    }
     const elector = this.elector as LeaderElector;
     const sync = new ShardSync({
       group: this.group,
-      source: this.#source,
+      source: this.#source as ShardSource<R>,
       storage: this.#storage,
       initialPosition: this.#initialPosition,
       clock: this.#clock,
@@ -581,6 +705,47 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
             this.#logger.info({ term, ...report }, 'shard sync');
           }
           this.emit('shard-sync', report);
+          if (report.complete && elector.record?.metadata[BORN_FIELD] === undefined) {
+            await elector.annotate({ [BORN_FIELD]: new Date(this.#clock.wallTime()).toISOString() });
+          }
+        } catch (error) {
+          if (!signal.aborted) this.#report(error, 'shard-sync');
+        }
+      },
+      this.#shardSyncIntervalMs,
+      this.#clock,
+      signal,
+    );
+  }
+
+  /** The leader's chores in a multi-stream group: each stream's shard sync, and streams that left (see {@link MultiStreamSync}). */
+  #leadStreams(term: number, signal: AbortSignal): void {
+    const elector = this.elector as LeaderElector;
+    const sync = new MultiStreamSync({
+      group: this.group,
+      storage: this.#storage,
+      clock: this.#clock,
+      // The leader resolves the list before each round; if that fails it syncs the streams it knew.
+      streams: () => this.#refreshStreams().catch((error: unknown) => (this.#report(error, 'streams'), this.#streams)),
+      initialPositionOf: (stream) => this.#initialPositionOf(stream as unknown as ShardSource<R>),
+      removedStreamGraceMs: this.#removedStreamGraceMs,
+      births: () => parseStreamBirths(elector.record?.metadata[STREAMS_FIELD]),
+      writeBirths: (next) => elector.annotate({ [STREAMS_FIELD]: JSON.stringify(next) }),
+      onLeasesChanged: () => this.coordinator.noteLeasesChanged(),
+      isLeader: () => !signal.aborted && elector.isLeader(),
+      onError: (error, operation) => this.#report(error, operation),
+      unsafe: this.#unsafe,
+    });
+    this.#leaderWork = leaderLoop(
+      async () => {
+        try {
+          const report = await sync.run(signal);
+          for (const [streamId, round] of Object.entries(report.streams)) {
+            if (round.created.length > 0 || round.deleted.length > 0 || round.missing.length > 0) this.#logger.info({ term, streamId, ...round }, 'shard sync');
+            this.emit('shard-sync', { ...round, streamId });
+          }
+          if (report.deleted.length > 0) this.#logger.info({ term, deleted: report.deleted }, 'leases of removed streams deleted');
+          this.emit('streams-sync', report);
           if (report.complete && elector.record?.metadata[BORN_FIELD] === undefined) {
             await elector.annotate({ [BORN_FIELD]: new Date(this.#clock.wallTime()).toISOString() });
           }

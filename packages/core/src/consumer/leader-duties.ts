@@ -16,6 +16,8 @@ export interface ShardSyncReport {
   corrupt: string[];
   /** Whether every shard of the listing has a lease or is retired: the group is born once a round is complete. */
   complete: boolean;
+  /** In a multi-stream group, the stream this round synced. */
+  streamId?: string;
 }
 
 /** Deliberately unsafe variants of the rules, for the simulation's own tests. @internal */
@@ -37,7 +39,8 @@ export interface ShardSyncUnsafe {
 export interface ShardSyncOptions {
   group: string;
   source: ShardSource;
-  storage: CheckpointStorage;
+  /** The lease table (a multi-stream group gives each stream's sync a view of its own leases). */
+  storage: Pick<CheckpointStorage, 'listLeases' | 'getRoster' | 'createLease' | 'deleteLease'>;
   /** Where a shard seen at the group's birth starts: `TRIM_HORIZON`, `LATEST` or `AT_TIMESTAMP:<ms>`. */
   initialPosition: Position;
   /**
@@ -55,6 +58,12 @@ export interface ShardSyncOptions {
   onLeasesChanged?: (() => void) | undefined;
   /** Whether this worker may still act as leader: asked right before every write. */
   isLeader: () => boolean;
+  /**
+   * Creates leases over keys whose leases were deleted (`createLease`'s `recreate`): for a stream that
+   * joins a multi-stream group again after its leases were deleted. Retired shards are still never created
+   * again (they are skipped before any create). Default false.
+   */
+  recreateDeleted?: boolean | undefined;
   /** Told of failures the round works around (a source that cannot say whether a shard is gone). */
   onError?: ((error: Error, operation: string) => void) | undefined;
   unsafe?: ShardSyncUnsafe | undefined;
@@ -157,7 +166,7 @@ export class ShardSync {
       const checkpoint = unsafe.childrenAtInitialPosition ? null : child ? Checkpoint.TRIM_HORIZON : (birthPosition as Position);
       const outcome = await storage.createLease(
         { group, leaseKey: key, parentKeys: [...parents], checkpoint },
-        unsafe.oneGenerationSync ? { recreate: true } : undefined,
+        unsafe.oneGenerationSync || this.#options.recreateDeleted ? { recreate: true } : undefined,
       );
       if (outcome.status === 'applied') {
         arrived.add(key);

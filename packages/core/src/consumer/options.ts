@@ -4,6 +4,7 @@ import type { LeaderElectorOptions } from '../leader/elector.js';
 import type { CheckpointWrite, LeaseCoordinatorOptions } from '../lease/coordinator.js';
 import type { ShardSource, SourceRecord } from '../source.js';
 import type { CheckpointStorage, LeaderStore, Position } from '../storage.js';
+import type { StreamList } from './streams.js';
 
 /** A pino-compatible logger: `logger.info({ shardId }, 'message')`. Silent by default. */
 export interface Logger {
@@ -177,8 +178,23 @@ export interface ConsumerUnsafe {
 export interface ConsumerOptions<R extends SourceRecord = SourceRecord> {
   /** The consuming application: every worker of it shares its shards. */
   group: string;
-  /** The stream. */
-  source: ShardSource<R>;
+  /** The stream. Give either `source` (one stream) or `streams` (a multi-stream group). */
+  source?: ShardSource<R>;
+  /**
+   * A multi-stream group: the streams, each with its own source (its own client, so another account's
+   * credentials), as a list or a function the runtime calls again every `streamRefreshIntervalMs` so that
+   * streams can be added and removed while the group runs. Lease keys then name their stream
+   * (`<streamId>:<shardId>`), each stream's leases are synced on their own, and balancing spans them all.
+   */
+  streams?: StreamList<R>;
+  /** How often every worker calls `streams` again, when it is a function. Default `shardSyncIntervalMs`. */
+  streamRefreshIntervalMs?: number;
+  /**
+   * How long the leases of a stream that left `streams` are kept (workers stop reading it at once): added
+   * back within this time, it resumes at its checkpoints; after it, the leader deletes its leases. Default
+   * 3,600,000 (an hour).
+   */
+  removedStreamGraceMs?: number;
   /** Where leases and checkpoints live (and the leader record, if it is also a `LeaderStore`). */
   storage: CheckpointStorage | (CheckpointStorage & LeaderStore);
   /** Where the leader record lives. Default: `storage`, when it implements `LeaderStore`. */

@@ -98,8 +98,11 @@ export interface LeaseCoordinatorOptions {
   handoffTimeoutMs?: number;
   /** Which leases may be taken. Default {@link parentsFinished}. */
   isEligible?: EligibilityPredicate;
-  /** Orders two checkpoints of one lease; checkpoints only move forward. Default {@link compareNumericPositions}. */
-  comparePositions?: (a: Position, b: Position) => number;
+  /**
+   * Orders two checkpoints of the lease `leaseKey`; checkpoints only move forward. Default
+   * {@link compareNumericPositions}.
+   */
+  comparePositions?: (a: Position, b: Position, leaseKey: string) => number;
   /**
    * Called before a held lease is given away, to finish the work in flight and checkpoint. The lease is
    * still held meanwhile. A handoff waits at most `handoffTimeoutMs` for it.
@@ -260,7 +263,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   readonly #maxSteals: number;
   readonly #handoffTimeoutMs: number;
   readonly #isEligible: EligibilityPredicate;
-  readonly #compare: (a: Position, b: Position) => number;
+  readonly #compare: (a: Position, b: Position, leaseKey: string) => number;
   readonly #onDrain: ((lease: HeldLease, reason: DrainReason) => Promise<void>) | undefined;
   readonly #useChangeFeed: boolean;
   readonly #skipSelfFencing: boolean;
@@ -516,6 +519,16 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   }
 
   /**
+   * Lists the group's leases at the next take tick, on this worker only: for a change that only this
+   * worker's view of the leases depends on (its eligibility rule now accepts leases it refused, as when a
+   * multi-stream consumer learns of a stream).
+   */
+  refresh(): void {
+    this.#listingDue = true;
+    this.#wakeTake?.();
+  }
+
+  /**
    * Moves the lease's checkpoint forward, conditionally on this worker still holding it in the same
    * tenure (`lease.fencingToken`) at the version it last wrote: a handler of an earlier tenure can never
    * write into a later one. Refuses a position behind the stored one (`CheckpointBehindError`, checked
@@ -535,7 +548,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       const next = (record: LeaseRecord): LeaseState | null => {
         const current = record.checkpoint;
         if (current !== null && (!Checkpoint.isSentinel(current) || current === Checkpoint.SHARD_END)) {
-          const order = this.#compare(position, current);
+          const order = this.#compare(position, current, leaseKey);
           if (order < 0) {
             throw new CheckpointBehindError(
               `[${PKG}] checkpoint ${describeValue(position)} of lease ${describeValue(leaseKey)} is behind the stored ${describeValue(current)}`,
@@ -573,7 +586,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       this.#requireHeld(lease);
       const before = held.record;
       const current = before.checkpoint;
-      if (current !== null && (!Checkpoint.isSentinel(current) || current === Checkpoint.SHARD_END) && this.#compare(position, current) <= 0) {
+      if (current !== null && (!Checkpoint.isSentinel(current) || current === Checkpoint.SHARD_END) && this.#compare(position, current, leaseKey) <= 0) {
         throw new CheckpointBehindError(
           `[${PKG}] checkpoint ${describeValue(position)} of lease ${describeValue(leaseKey)} is not ahead of the stored ${describeValue(current)}`,
         );

@@ -1,0 +1,188 @@
+/**
+ * The leader's chores in a multi-stream group (DESIGN section 5, "Many streams in one group"): one round
+ * lists the group's leases once, then runs each stream's shard sync on its own leases only (a stream whose
+ * listing fails is skipped this round and touches nothing), and deletes the leases of a stream that left
+ * the group's list once it has been gone for the grace period and nobody holds them.
+ */
+import type { Clock } from '../clock.js';
+import { describeValue, StorageOutcomeUnknownError } from '../errors.js';
+import { RECORD_FORMAT, type CheckpointStorage, type LeaseRecord, type Position } from '../storage.js';
+import { ShardSync, type ShardSyncReport, type ShardSyncUnsafe } from './leader-duties.js';
+import { parseStreamLeaseKey, streamView, type StreamSource } from './streams.js';
+
+const PKG = 'core';
+
+/** The leader record metadata field that keeps each stream's birth: `{ [streamId]: { p?: position, b?: 1 } }`. */
+export const STREAMS_FIELD = 'leasehold.streams';
+
+/** What the group knows of one stream's birth: where its first shards start (`p`) and that it is born (`b`). */
+export interface StreamBirth {
+  readonly p?: Position;
+  readonly b?: 1;
+}
+
+/** Each stream's birth, by stream id, as the leader record keeps it. */
+export type StreamBirths = Readonly<Record<string, StreamBirth>>;
+
+/** Reads the births from the leader record's metadata; a value that does not parse counts as none. */
+export function parseStreamBirths(value: string | undefined): StreamBirths {
+  if (value === undefined) return {};
+  try {
+    const parsed = JSON.parse(value) as unknown;
+    return typeof parsed === 'object' && parsed !== null && !Array.isArray(parsed) ? (parsed as StreamBirths) : {};
+  } catch {
+    return {};
+  }
+}
+
+/** What one multi-stream round did. */
+export interface MultiStreamSyncReport {
+  /** Each listed stream's shard sync, by stream id (missing: its sync failed, see `failed`). */
+  streams: Record<string, ShardSyncReport>;
+  /** Streams whose sync failed this round (their source did not answer), with the error. */
+  failed: Record<string, Error>;
+  /** Streams no longer listed whose leases remain: how many, and in how many ms they are deleted (0: now, if unheld). */
+  removed: Record<string, { leases: number; deleteInMs: number }>;
+  /** Leases deleted because their stream left the group. */
+  deleted: string[];
+  /** Leases whose key names no stream (`<streamId>:<shardId>`): not this group's to judge, never touched. */
+  foreign: string[];
+  /** Whether every listed stream's round was complete. */
+  complete: boolean;
+}
+
+/** Options of {@link MultiStreamSync}. */
+export interface MultiStreamSyncOptions {
+  group: string;
+  storage: CheckpointStorage;
+  clock: Clock;
+  /** The group's streams now (the list is resolved again before each round). */
+  streams: () => Promise<ReadonlyMap<string, StreamSource>>;
+  /** Where a stream's birth shards start. */
+  initialPositionOf: (stream: StreamSource) => Position;
+  /** How long a stream must have left the list before its leases are deleted. */
+  removedStreamGraceMs: number;
+  /** The births as the leader record holds them now, and a write of new ones (false: it did not apply). */
+  births: () => StreamBirths;
+  writeBirths: (next: StreamBirths) => Promise<boolean>;
+  onLeasesChanged?: (() => void) | undefined;
+  isLeader: () => boolean;
+  onError?: ((error: Error, operation: string) => void) | undefined;
+  unsafe?: ShardSyncUnsafe | undefined;
+}
+
+export class MultiStreamSync {
+  readonly #options: MultiStreamSyncOptions;
+  /** Streams seen with leases but missing from the list, and since when (this leader's clock). */
+  readonly #missingSince = new Map<string, number>();
+
+  constructor(options: MultiStreamSyncOptions) {
+    this.#options = options;
+  }
+
+  async run(signal: AbortSignal): Promise<MultiStreamSyncReport> {
+    const { group, storage, clock, isLeader } = this.#options;
+    const report: MultiStreamSyncReport = { streams: {}, failed: {}, removed: {}, deleted: [], foreign: [], complete: true };
+    // The list first, then the leases: a stream added meanwhile is synced next round; one removed
+    // meanwhile still has its leases counted as listed, and waits its grace from the next round on.
+    const streams = await this.#options.streams();
+    const listing = await storage.listLeases(group);
+    for (const stream of streams.values()) {
+      if (signal.aborted || !isLeader()) return { ...report, complete: false };
+      const birth = this.#options.births()[stream.streamId];
+      const sync = new ShardSync({
+        group,
+        source: stream,
+        storage: streamView(storage, listing, stream),
+        initialPosition: this.#options.initialPositionOf(stream),
+        clock,
+        // A stream not born yet may be one added back after its leases were deleted: create over them.
+        recreateDeleted: birth?.b !== 1,
+        pinBirth: (pinned) => this.#pin(stream.streamId, pinned),
+        onLeasesChanged: this.#options.onLeasesChanged,
+        isLeader,
+        onError: this.#options.onError,
+        unsafe: this.#options.unsafe,
+      });
+      try {
+        const round = await sync.run(signal);
+        report.streams[stream.streamId] = round;
+        if (!round.complete) report.complete = false;
+        else if (birth?.b !== 1) await this.#markBorn(stream.streamId);
+      } catch (error) {
+        report.complete = false;
+        report.failed[stream.streamId] = error instanceof Error ? error : new Error(String(error));
+        this.#options.onError?.(report.failed[stream.streamId] as Error, `shard-sync ${stream.streamId}`);
+      }
+    }
+    await this.#removeFormer(streams, listing.leases, report, signal);
+    return report;
+  }
+
+  /** Leases of streams no longer listed: kept for the grace period, then deleted where nobody holds them. */
+  async #removeFormer(streams: ReadonlyMap<string, StreamSource>, leases: readonly LeaseRecord[], report: MultiStreamSyncReport, signal: AbortSignal): Promise<void> {
+    const { group, storage, clock, isLeader, removedStreamGraceMs } = this.#options;
+    const former = new Map<string, LeaseRecord[]>();
+    for (const lease of leases) {
+      const parsed = parseStreamLeaseKey(lease.leaseKey);
+      if (!parsed) {
+        report.foreign.push(lease.leaseKey);
+        continue;
+      }
+      // A newer core's record is not ours to judge (as in ShardSync).
+      if (streams.has(parsed.streamId) || lease.format > RECORD_FORMAT) continue;
+      const list = former.get(parsed.streamId) ?? [];
+      list.push(lease);
+      former.set(parsed.streamId, list);
+    }
+    const now = clock.now();
+    for (const streamId of this.#missingSince.keys()) if (!former.has(streamId)) this.#missingSince.delete(streamId);
+    // A stream whose leases are all gone is forgotten, so that it is born again if it comes back.
+    const births = this.#options.births();
+    const forgotten = Object.keys(births).filter((streamId) => !streams.has(streamId) && !former.has(streamId));
+    if (forgotten.length > 0 && isLeader()) {
+      const next: Record<string, StreamBirth> = { ...births };
+      for (const streamId of forgotten) delete next[streamId];
+      await this.#options.writeBirths(next);
+    }
+    if (former.size === 0) return;
+    let alive: Map<string, string> | undefined;
+    let unreadable: Set<string | undefined> | undefined;
+    for (const [streamId, list] of former) {
+      const since = this.#missingSince.get(streamId) ?? now;
+      this.#missingSince.set(streamId, since);
+      const deleteInMs = Math.max(0, since + removedStreamGraceMs - now);
+      report.removed[streamId] = { leases: list.length, deleteInMs };
+      if (deleteInMs > 0) continue;
+      if (!alive || !unreadable) {
+        // Who holds what is judged on a roster read after the listing, by ShardSync's rule.
+        const roster = await storage.getRoster(group);
+        alive = new Map(roster.members.filter((member) => member.status === 'alive').map((member) => [member.workerId, member.incarnation]));
+        unreadable = new Set(roster.corrupt.map((error) => error.workerId));
+      }
+      for (const lease of list) {
+        if (signal.aborted || !isLeader()) return;
+        const held = lease.owner !== null && (unreadable.has(lease.owner) || alive.get(lease.owner) === lease.incarnation);
+        if (held) continue;
+        const outcome = await storage.deleteLease(group, lease.leaseKey, lease.version);
+        if (outcome.status === 'applied') report.deleted.push(lease.leaseKey);
+      }
+    }
+    if (report.deleted.length > 0) this.#options.onLeasesChanged?.();
+  }
+
+  async #pin(streamId: string, pinned: Position): Promise<Position> {
+    const births = this.#options.births();
+    const recorded = births[streamId]?.p;
+    if (recorded !== undefined) return recorded;
+    if (!(await this.#options.writeBirths({ ...births, [streamId]: { ...births[streamId], p: pinned } }))) {
+      throw new StorageOutcomeUnknownError(`[${PKG}] the birth position of stream ${describeValue(streamId)} could not be recorded in the leader record; the next round tries again`);
+    }
+    return pinned;
+  }
+
+  async #markBorn(streamId: string): Promise<void> {
+    const births = this.#options.births();
+    await this.#options.writeBirths({ ...births, [streamId]: { ...births[streamId], b: 1 } });
+  }
+}
