@@ -103,7 +103,40 @@ describe('leasehold status', () => {
       ],
       leader: null,
       corrupt: [],
+      streams: [],
     });
+    await backend.close();
+  });
+
+  it("a multi-stream group's streams: leases, held and finished per stream, and whether each is born", async () => {
+    const backend = await postgresBackend(shared.pool);
+    const group = freshName('tenants');
+    await join(backend.storage, group, 'w1', { incarnation: 'i1', leaseDurationMs: 10_000, held: 1 });
+    const streams = JSON.stringify({ '111:orders:17': { b: 1 }, '222:payments:18': { p: 'AT_TIMESTAMP:1700000000000' } });
+    await seed(
+      backend.storage,
+      [
+        { group, leaseKey: '111:orders:17:shardId-000', owner: 'w1', incarnation: 'i1', epoch: 1, checkpoint: '5' },
+        { group, leaseKey: '111:orders:17:shardId-001', checkpoint: 'SHARD_END' },
+        { group, leaseKey: '222:payments:18:shardId-000' },
+        { group, leaseKey: '333:gone:19:shardId-000' },
+      ],
+      { group, holder: 'w1', term: 1, metadata: { 'leasehold.streams': streams } },
+    );
+
+    const text = await leasehold('status', '--storage', backend.url, '--group', group);
+    expect(text.code).toBe(0);
+    const lines = text.stdout.split('\n');
+    expect(lines).toContainEqual(expect.stringMatching(/^STREAM\s+LEASES\s+HELD\s+FINISHED\s+BORN$/));
+    expect(lines).toContainEqual(expect.stringMatching(/^111:orders:17\s+2\s+1\s+1\s+yes$/));
+    expect(lines).toContainEqual(expect.stringMatching(/^222:payments:18\s+1\s+0\s+0\s+not yet$/));
+    expect(lines).toContainEqual(expect.stringMatching(/^333:gone:19\s+1\s+0\s+0\s+\?$/));
+    const json = JSON.parse((await leasehold('status', '--storage', backend.url, '--group', group, '--json')).stdout) as { streams: unknown };
+    expect(json.streams).toEqual([
+      { streamId: '111:orders:17', leases: 2, held: 1, finished: 1, born: true },
+      { streamId: '222:payments:18', leases: 1, held: 0, finished: 0, born: false },
+      { streamId: '333:gone:19', leases: 1, held: 0, finished: 0, born: null },
+    ]);
     await backend.close();
   });
 

@@ -29,7 +29,7 @@ export { MemorySource, type MemorySourceOptions } from './memory/memory-source.j
 export { Consumer, STALL_FIELDS, BORN_FIELD, type ConsumerEvents, type StallReason } from './consumer/consumer.js';
 export { syncShards, ShardSync, type ShardSyncReport, type ShardSyncOptions } from './consumer/leader-duties.js';
 export { streamLeaseKey, parseStreamLeaseKey, type StreamSpec, type StreamList } from './consumer/streams.js';
-export type { MultiStreamSyncReport } from './consumer/stream-sync.js';
+export { STREAMS_FIELD, parseStreamBirths, type MultiStreamSyncReport, type StreamBirths } from './consumer/stream-sync.js';
 export type {
   ConsumerOptions,
   ConsumerUnsafe,

@@ -6,7 +6,7 @@
  * incarnation the lease names. Records that cannot be read back are listed with their error instead of
  * failing the command; stalls the workers reported are shown per lease.
  */
-import { RECORD_FORMAT, type HandoffRequest, type LeaderRecord, type LeaseRecord, type MemberRecord } from '@leasehold/core';
+import { Checkpoint, parseStreamBirths, parseStreamLeaseKey, RECORD_FORMAT, STREAMS_FIELD, type HandoffRequest, type LeaderRecord, type LeaseRecord, type MemberRecord } from '@leasehold/core';
 import { openBackend } from '../connect.js';
 import { isNewerFormat, stallOf, type Stall } from '../health.js';
 import { memberLiveness, Observer, ownerLiveness, unreadableMembers, type Age, type MemberLiveness, type OwnerLiveness } from '../observe.js';
@@ -71,6 +71,19 @@ export interface StatusView {
   readonly leader: (LeaderRecord & { readonly ageMs: number | null; readonly ageAtLeastMs: number }) | null;
   /** The group's records that cannot be read back (leases, members, the leader record): nobody writes them. */
   readonly corrupt: CorruptView[];
+  /** A multi-stream group's streams (from its lease keys and the leader's record of births); empty otherwise. */
+  readonly streams: StreamView[];
+}
+
+/** One stream of a multi-stream group as `--json` shows it. */
+export interface StreamView {
+  readonly streamId: string;
+  readonly leases: number;
+  readonly held: number;
+  /** Leases at `SHARD_END`, waiting for the leader to clean them up. */
+  readonly finished: number;
+  /** Whether the leader recorded the stream's first complete shard sync; `null` when it recorded nothing of it (a stream removed, or not seen yet). */
+  readonly born: boolean | null;
 }
 
 const CLEAR_SCREEN = '\u001b[H\u001b[2J';
@@ -149,12 +162,34 @@ function viewOf(group: string, storage: string, state: GroupState, members: Obse
     }),
     leases,
     leader: state.leader === null ? null : { ...state.leader, ...ageFields(leaderAge) },
+    streams: streamsOf(leases, state.leader),
     corrupt: [
       ...state.corruptMembers.map((error): CorruptView => ({ kind: 'member', key: error.workerId ?? null, error: error.message })),
       ...state.corrupt.map((error): CorruptView => ({ kind: 'lease', key: error.leaseKey ?? null, error: error.message })),
       ...(state.corruptLeader === null ? [] : [{ kind: 'leader' as const, key: null, error: state.corruptLeader.message }]),
     ],
   };
+}
+
+/** The streams a multi-stream group's lease keys and leader record name, with their lease counts. */
+function streamsOf(leases: readonly LeaseView[], leader: LeaderRecord | null): StreamView[] {
+  // A multi-stream group's leader records its streams' births; a one-stream group has no such field.
+  if (leader?.metadata[STREAMS_FIELD] === undefined) return [];
+  const births = parseStreamBirths(leader.metadata[STREAMS_FIELD]);
+  const byStream = new Map<string, { leases: number; held: number; finished: number }>();
+  for (const streamId of Object.keys(births)) byStream.set(streamId, { leases: 0, held: 0, finished: 0 });
+  for (const lease of leases) {
+    const parsed = parseStreamLeaseKey(lease.leaseKey);
+    if (!parsed) continue;
+    const counts = byStream.get(parsed.streamId) ?? { leases: 0, held: 0, finished: 0 };
+    counts.leases++;
+    if (lease.held) counts.held++;
+    if (lease.checkpoint === Checkpoint.SHARD_END) counts.finished++;
+    byStream.set(parsed.streamId, counts);
+  }
+  return [...byStream.entries()]
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([streamId, counts]) => ({ streamId, ...counts, born: births[streamId] === undefined ? null : births[streamId]?.b === 1 }));
 }
 
 function ageFields(age: Age | undefined): { ageMs: number | null; ageAtLeastMs: number } {
@@ -226,6 +261,16 @@ function renderText(view: StatusView): string {
     lines.push('');
     lines.push(`corrupt members (they cannot be read back; their leases wait for an operator; see leasehold doctor --group ${view.group}):`);
     for (const record of corruptMembers) lines.push(`  ${record.key ?? '?'}: ${record.error}`);
+  }
+  if (view.streams.length > 0) {
+    lines.push('');
+    lines.push('streams:');
+    lines.push(
+      table(
+        ['STREAM', 'LEASES', 'HELD', 'FINISHED', 'BORN'],
+        view.streams.map((stream) => [stream.streamId, String(stream.leases), String(stream.held), String(stream.finished), stream.born === null ? '?' : stream.born ? 'yes' : 'not yet']),
+      ),
+    );
   }
   lines.push('');
   lines.push(
