@@ -65,13 +65,13 @@ describe('the consumer example', () => {
     });
 
     const startCommand: Record<string, string> = {
-      postgres: 'pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start',
-      redis: 'redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no',
+      postgres: '`npm test` starts a throwaway one when the PostgreSQL server binaries are installed; or start your own and set PGHOST, PGPORT, PGUSER and PGDATABASE',
+      redis: '`npm test` starts a throwaway one when redis-server is on the PATH; or start your own and set REDIS_HOST and REDIS_PORT',
       dynamodb: 'nothing to start: dynalite runs in-process',
     };
     const backends: Array<[string, () => NodeJS.ProcessEnv]> = [
-      ['postgres', () => ({ LEASEHOLD_STORAGE: `postgres://root@127.0.0.1:5432/test?schema=example_${randomUUID().slice(0, 8)}` })],
-      ['redis', () => ({ LEASEHOLD_STORAGE: `redis://127.0.0.1:6379?prefix=example-${randomUUID().slice(0, 8)}:` })],
+      ['postgres', () => ({ LEASEHOLD_STORAGE: `postgres://${process.env.PGUSER ?? 'root'}@${process.env.PGHOST ?? '127.0.0.1'}:${process.env.PGPORT ?? 5432}/${process.env.PGDATABASE ?? 'test'}?schema=example_${randomUUID().slice(0, 8)}` })],
+      ['redis', () => ({ LEASEHOLD_STORAGE: `redis://${process.env.REDIS_HOST ?? '127.0.0.1'}:${process.env.REDIS_PORT ?? 6379}?prefix=example-${randomUUID().slice(0, 8)}:` })],
       ['dynamodb', () => ({ LEASEHOLD_STORAGE: `dynamodb://example-${randomUUID().slice(0, 8)}?endpoint=${encodeURIComponent(dynalite.endpoint)}&region=${kinesis.region}` })],
     ];
     for (const [backend, env] of backends) {

@@ -8,10 +8,10 @@ const schema = `example_eo_${randomUUID().replaceAll('-', '').slice(0, 8)}`;
 let pool: pg.Pool;
 
 beforeAll(async () => {
-  pool = new pg.Pool({ connectionString: 'postgres://root@127.0.0.1:5432/test', max: 12 });
+  pool = new pg.Pool({ connectionString: `postgres://${process.env.PGUSER ?? 'root'}@${process.env.PGHOST ?? '127.0.0.1'}:${process.env.PGPORT ?? 5432}/${process.env.PGDATABASE ?? 'test'}`, max: 12 });
   pool.on('error', () => undefined);
   await pool.query('SELECT 1').catch((error: unknown) => {
-    throw new Error(`PostgreSQL is not reachable (${(error as Error).message}); start it with: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start`, { cause: error });
+    throw new Error(`PostgreSQL is not reachable (${(error as Error).message}); \`npm test\` starts a throwaway one when the PostgreSQL server binaries are installed; or start your own and set PGHOST, PGPORT, PGUSER and PGDATABASE`, { cause: error });
   });
 });
 

@@ -77,7 +77,7 @@ export async function postgresPool(): Promise<pg.Pool> {
   } catch (error) {
     await pool.end();
     throw new Error(
-      `PostgreSQL is not reachable at ${PG.host}:${PG.port} (database ${PG.database}, user ${PG.user}): start it with \`pg_ctlcluster $(ls /etc/postgresql) main start && createdb -h 127.0.0.1 test\``,
+      `PostgreSQL is not reachable at ${PG.host}:${PG.port} (database ${PG.database}, user ${PG.user}): \`npm test\` starts a throwaway one when the PostgreSQL server binaries are installed; or start your own and set PGHOST, PGPORT, PGUSER and PGDATABASE`,
       { cause: error },
     );
   }
@@ -116,14 +116,17 @@ export async function postgresBackend(pool: pg.Pool, { migrated = true } = {}): 
 }
 
 /** The shared Redis, or a loud failure that says how to start it. */
-export async function redisClient(port = 6379): Promise<Redis> {
-  const client = new Redis({ host: '127.0.0.1', port, lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => null });
+const REDIS_HOST = process.env.REDIS_HOST ?? '127.0.0.1';
+const REDIS_PORT = Number(process.env.REDIS_PORT ?? 6379);
+
+export async function redisClient(port = REDIS_PORT): Promise<Redis> {
+  const client = new Redis({ host: REDIS_HOST, port, lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => null });
   client.on('error', () => undefined);
   try {
     await client.connect();
   } catch (error) {
     throw new Error(
-      `Redis is not reachable at 127.0.0.1:${port}: start it with \`redis-server --daemonize yes --port ${port} --save "" --appendonly no\``,
+      `Redis is not reachable at ${REDIS_HOST}:${port}: \`npm test\` starts a throwaway one when redis-server is on the PATH; or start your own and set REDIS_HOST and REDIS_PORT`,
       { cause: error },
     );
   }
@@ -131,11 +134,11 @@ export async function redisClient(port = 6379): Promise<Redis> {
 }
 
 /** A fresh key prefix on a Redis; its keys are deleted on close. */
-export function redisBackend(client: Redis, port = 6379): TestBackend {
+export function redisBackend(client: Redis, port = REDIS_PORT): TestBackend {
   const prefix = `${freshName('clitest')}:`;
   const storage = new RedisStorage({ client, keyPrefix: prefix });
   return {
-    url: `redis://127.0.0.1:${port}?prefix=${prefix}`,
+    url: `redis://${REDIS_HOST}:${port}?prefix=${prefix}`,
     storage,
     async corrupt(group, leaseKey) {
       // The leases hash holds `version:epoch:write token:state JSON` per lease key.

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { openStorage, openStorageFromEnv, type OpenedStorage } from '../src/index.js';
 
 const POSTGRES = `postgres://${process.env.PGUSER ?? 'root'}@${process.env.PGHOST ?? '127.0.0.1'}:${process.env.PGPORT ?? 5432}/${process.env.PGDATABASE ?? 'test'}`;
-const REDIS = 'redis://127.0.0.1:6379';
+const REDIS = `redis://${process.env.REDIS_HOST ?? '127.0.0.1'}:${process.env.REDIS_PORT ?? 6379}`;
 const fresh = (kind: string): string => `${kind}${randomBytes(5).toString('hex')}`;
 
 let dynalite: RunningDynalite;
@@ -23,7 +23,7 @@ beforeAll(async () => {
     await admin.query('SELECT 1');
   } catch (error) {
     throw new Error(
-      `These tests need PostgreSQL on ${POSTGRES}; start it with: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start (${(error as Error).message})`,
+      `These tests need PostgreSQL on ${POSTGRES}; \`npm test\` starts a throwaway one when the PostgreSQL server binaries are installed; or start your own and set PGHOST, PGPORT, PGUSER and PGDATABASE (${(error as Error).message})`,
       { cause: error },
     );
   }
@@ -74,7 +74,7 @@ describe('openStorage', () => {
   it("opens Redis with the URL's key prefix, and quits the client it made on close", async () => {
     const prefix = `${fresh('connect')}:`;
     const opened = await openStorage(`${REDIS}?prefix=${prefix}`).catch((error: unknown) => {
-      throw new Error(`These tests need Redis on 127.0.0.1:6379; start it with: redis-server --daemonize yes --port 6379 --save "" --appendonly no (${(error as Error).message})`, { cause: error });
+      throw new Error(`These tests need Redis at ${REDIS}; \`npm test\` starts a throwaway one when redis-server is on the PATH; or start your own and set REDIS_HOST and REDIS_PORT (${(error as Error).message})`, { cause: error });
     });
     if (opened.kind !== 'redis') throw new Error(`opened ${opened.kind}`);
     expect(opened.storage).toBeInstanceOf(RedisStorage);

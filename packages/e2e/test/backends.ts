@@ -7,8 +7,9 @@ import { afterAll, beforeAll } from 'vitest';
 import type { KinesisEndpoint } from '../src/kinesis.js';
 import { prepareStorage } from '../src/storage-url.js';
 
-export const POSTGRES_URL = 'postgres://root@127.0.0.1:5432/test';
-export const START_POSTGRES = 'pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start';
+export const POSTGRES_URL = `postgres://${process.env.PGUSER ?? 'root'}@${process.env.PGHOST ?? '127.0.0.1'}:${process.env.PGPORT ?? 5432}/${process.env.PGDATABASE ?? 'test'}`;
+export const START_POSTGRES = '`npm test` starts a throwaway one when the PostgreSQL server binaries are installed; or start your own and set PGHOST, PGPORT, PGUSER and PGDATABASE';
+const REDIS_URL = `redis://${process.env.REDIS_HOST ?? '127.0.0.1'}:${process.env.REDIS_PORT ?? 6379}`;
 
 export interface Backend {
   readonly name: string;
@@ -24,8 +25,8 @@ export const BACKENDS: readonly Backend[] = [
   POSTGRES,
   {
     name: 'redis',
-    open: async () => ({ url: 'redis://127.0.0.1:6379', close: async () => undefined }),
-    startWith: 'redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no',
+    open: async () => ({ url: REDIS_URL, close: async () => undefined }),
+    startWith: '`npm test` starts a throwaway one when redis-server is on the PATH; or start your own and set REDIS_HOST and REDIS_PORT',
   },
   {
     name: 'dynamodb (dynalite)',

@@ -1,13 +1,13 @@
 /**
  * A throwaway PostgreSQL cluster for destructive tests and chaos runs: `initdb` into a temporary folder,
  * started on a free port of 127.0.0.1 with its socket in that folder, never the shared server. Needs the
- * server binaries (Debian's `postgresql` package puts them in /usr/lib/postgresql/<version>/bin); as root
- * it runs them as `postgres`, since initdb refuses to run as root.
+ * server binaries (found by {@link postgresBinDir}); as root it runs them as `postgres`, since initdb
+ * refuses to run as root.
  */
 import { execFile } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { delimiter, join } from 'node:path';
 import { promisify } from 'node:util';
 import { freePort } from './ports.js';
 
@@ -38,18 +38,41 @@ export interface PostgresCluster extends AsyncDisposable {
   destroy(): Promise<void>;
 }
 
-function binDir(): string {
-  const root = '/usr/lib/postgresql';
-  const versions = existsSync(root)
-    ? readdirSync(root).filter((name) => existsSync(join(root, name, 'bin', 'initdb'))).sort((a, b) => Number(b) - Number(a))
-    : [];
-  if (versions.length === 0) throw new Error(`no initdb under ${root}/*/bin; install the server with \`apt-get install -y postgresql\``);
-  return join(root, versions[0] as string, 'bin');
+/** Where PostgreSQL's server binaries are commonly installed, newest version first within each place. */
+function candidateBinDirs(): string[] {
+  const dirs: string[] = [];
+  if (process.env.PG_BIN) dirs.push(process.env.PG_BIN);
+  for (const entry of (process.env.PATH ?? '').split(delimiter)) if (entry) dirs.push(entry);
+  const versioned = (root: string, inner: (name: string) => string): void => {
+    if (!existsSync(root)) return;
+    const names = readdirSync(root).filter((name) => /\d/.test(name));
+    names.sort((a, b) => Number(b.replace(/\D+/g, '')) - Number(a.replace(/\D+/g, '')));
+    for (const name of names) dirs.push(inner(name));
+  };
+  versioned('/usr/lib/postgresql', (name) => join('/usr/lib/postgresql', name, 'bin')); // Debian, Ubuntu
+  versioned('/usr', (name) => (name.startsWith('pgsql-') ? join('/usr', name, 'bin') : '')); // Fedora, RHEL (PGDG)
+  for (const prefix of ['/opt/homebrew/opt', '/usr/local/opt']) versioned(prefix, (name) => (name.startsWith('postgresql') ? join(prefix, name, 'bin') : '')); // Homebrew
+  dirs.push('/usr/local/pgsql/bin', '/Applications/Postgres.app/Contents/Versions/latest/bin');
+  return dirs.filter((dir) => dir !== '');
+}
+
+/**
+ * The folder of `initdb` and `pg_ctl`: `PG_BIN` if set, else the PATH, else the places Debian, Fedora,
+ * Homebrew and Postgres.app install them. Throws one message saying how to get them.
+ */
+export function postgresBinDir(): string {
+  for (const dir of candidateBinDirs()) {
+    if (existsSync(join(dir, 'initdb')) && existsSync(join(dir, 'pg_ctl'))) return dir;
+  }
+  throw new Error(
+    'no PostgreSQL server binaries (initdb and pg_ctl) on the PATH or where Debian, Fedora, Homebrew or Postgres.app put them; ' +
+      'install the server (apt-get install postgresql, dnf install postgresql-server, brew install postgresql@16) or set PG_BIN to the folder of initdb',
+  );
 }
 
 /** Creates and starts a cluster of its own. */
 export async function startPostgresCluster(options: PostgresClusterOptions = {}): Promise<PostgresCluster> {
-  const bin = binDir();
+  const bin = postgresBinDir();
   const folder = mkdtempSync(join(tmpdir(), 'leasehold-pg-'));
   // The server runs as `postgres` when we are root, and must be able to write the folder.
   chmodSync(folder, 0o777);

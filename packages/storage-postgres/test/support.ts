@@ -15,8 +15,7 @@ export const serverConfig: pg.PoolConfig = {
 };
 
 const START_HINT =
-  'start it with `pg_ctlcluster <version> main start` (see `ls /etc/postgresql`), then create the role and database: ' +
-  '`su postgres -c "createuser -s root; createdb -O root test"`';
+  '`npm test` starts a throwaway one when the PostgreSQL server binaries are installed; or start your own and set PGHOST, PGPORT, PGUSER and PGDATABASE';
 
 /** A pool on the shared server; fails loudly, with the command that starts the server, if it cannot connect. */
 export async function openPool(max: number): Promise<pg.Pool> {

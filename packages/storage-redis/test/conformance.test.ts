@@ -5,12 +5,12 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { RedisStorage } from '../src/index.js';
 import { groupKeys } from '../src/keys.js';
-import { connectShared, corruptMember, deletePrefix, SHARED_PORT } from './servers.js';
+import { connectShared, corruptMember, deletePrefix, SHARED_HOST, SHARED_PORT } from './servers.js';
 
 // A prefix of this run's own on the shared server, removed afterwards. Clients share one connection,
 // except those the suite cuts off through its proxy, which have their own.
 const keyPrefix = `leasehold-conformance-${randomUUID().slice(0, 8)}:`;
-const shared = { host: '127.0.0.1', port: SHARED_PORT };
+const shared = { host: SHARED_HOST, port: SHARED_PORT };
 let client: Redis;
 const ownConnections = new Map<Storage, Redis>();
 

@@ -18,10 +18,10 @@ import {
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisStorage } from '../src/index.js';
-import { connectShared, deletePrefix, OwnServer, sendDuringKill } from './servers.js';
+import { connectShared, deletePrefix, OwnServer, sendDuringKill, SHARED_HOST, SHARED_PORT } from './servers.js';
 
 function connect(port: number): Redis {
-  const client = new Redis({ host: '127.0.0.1', port, retryStrategy: (attempt: number) => Math.min(attempt * 20, 500) });
+  const client = new Redis({ host: port === SHARED_PORT ? SHARED_HOST : '127.0.0.1', port, retryStrategy: (attempt: number) => Math.min(attempt * 20, 500) });
   client.on('error', () => undefined);
   return client;
 }
@@ -254,7 +254,7 @@ describe('RedisStorage on the shared server', () => {
   });
 
   it('works through a client with a keyPrefix of its own, change feed included', async () => {
-    const prefixed = new Redis({ host: '127.0.0.1', port: 6379, keyPrefix: `${keyPrefix}client:` });
+    const prefixed = new Redis({ host: SHARED_HOST, port: SHARED_PORT, keyPrefix: `${keyPrefix}client:` });
     const storage = new RedisStorage({ client: prefixed, keyPrefix: 'inner:' });
     try {
       const group = `prefixed-${randomUUID()}`;

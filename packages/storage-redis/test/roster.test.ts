@@ -15,7 +15,7 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisStorage } from '../src/index.js';
 import { groupKeys } from '../src/keys.js';
-import { connectShared, deletePrefix, OwnServer, sendDuringKill, SHARED_PORT } from './servers.js';
+import { connectShared, deletePrefix, OwnServer, sendDuringKill, SHARED_HOST, SHARED_PORT } from './servers.js';
 
 function state(incarnation: string, changes: Partial<MemberState> = {}): MemberState {
   return { format: RECORD_FORMAT, incarnation, leaseDurationMs: 10_000, status: 'alive', held: 0, changes: 0, requests: [], metadata: {}, ...changes };
@@ -27,7 +27,7 @@ function applied(outcome: WriteResult<MemberRecord> | undefined): MemberRecord {
 }
 
 function connect(port: number): Redis {
-  const client = new Redis({ host: '127.0.0.1', port, retryStrategy: (attempt: number) => Math.min(attempt * 20, 500) });
+  const client = new Redis({ host: port === SHARED_PORT ? SHARED_HOST : '127.0.0.1', port, retryStrategy: (attempt: number) => Math.min(attempt * 20, 500) });
   client.on('error', () => undefined);
   return client;
 }

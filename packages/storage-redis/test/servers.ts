@@ -1,5 +1,5 @@
 /**
- * Redis servers for the tests: the shared one on 127.0.0.1:6379, and private ones (standalone or a
+ * Redis servers for the tests: the shared one (127.0.0.1:6379 unless REDIS_HOST/REDIS_PORT say otherwise), and private ones (standalone or a
  * three-primary cluster) started on free ports in temporary directories for tests that restart, kill or
  * flush, so that they never disturb anyone else.
  */
@@ -10,7 +10,9 @@ import { Cluster, Redis } from 'ioredis';
 
 const run = promisify(execFile);
 
-export const SHARED_PORT = 6379;
+/** The shared server's host and port (`npm test` sets them to one it started when none ran). */
+export const SHARED_HOST = process.env.REDIS_HOST ?? '127.0.0.1';
+export const SHARED_PORT = Number(process.env.REDIS_PORT ?? 6379);
 
 /**
  * Sends a write while the server sleeps, and a CLIENT KILL right behind it, so that both are read in one
@@ -49,14 +51,14 @@ export async function corruptMember(client: Redis | Cluster, rosterKey: string, 
 
 /** A client of the shared server; fails loudly, with the command that starts one, if it is not running. */
 export async function connectShared(): Promise<Redis> {
-  const client = new Redis({ host: '127.0.0.1', port: SHARED_PORT, lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => null });
+  const client = new Redis({ host: SHARED_HOST, port: SHARED_PORT, lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => null });
   try {
     await client.connect();
     await client.ping();
   } catch (error) {
     client.disconnect();
     throw new Error(
-      `These tests need Redis on 127.0.0.1:${SHARED_PORT}; start it with: redis-server --port ${SHARED_PORT} --save "" --appendonly no (${(error as Error).message})`,
+      `These tests need Redis on ${SHARED_HOST}:${SHARED_PORT}; \`npm test\` starts a throwaway one when redis-server is on the PATH; or start your own and set REDIS_HOST and REDIS_PORT (${(error as Error).message})`,
       { cause: error },
     );
   }
