@@ -10,6 +10,14 @@ export const sourceAliases = [
   { find: /^@leasehold\/core$/, replacement: core('index.ts') },
 ];
 
+/**
+ * The files a project runs: in `npm test` its tests but the `long` ones, in `npm run test:long`
+ * (`LEASEHOLD_TESTS=long`) only those.
+ */
+export function longRun(include: string[], long: string[]): { include: string[]; exclude: string[] } {
+  return process.env.LEASEHOLD_TESTS === 'long' ? { include: long, exclude: [] } : { include, exclude: [...long, '**/node_modules/**'] };
+}
+
 export default defineConfig({
   resolve: { alias: sourceAliases },
   test: {

@@ -6,10 +6,13 @@
  * ends. Needs the local stack built (`turbo run build` does it).
  *
  *   node scripts/with-services.mjs vitest run
+ *   node scripts/with-services.mjs --long vitest run    the long suite (LEASEHOLD_TESTS=long)
  */
 import { spawn } from 'node:child_process';
 
-const [command, ...args] = process.argv.slice(2);
+const argv = process.argv.slice(2);
+const long = argv[0] === '--long';
+const [command, ...args] = long ? argv.slice(1) : argv;
 if (!command) {
   process.stderr.write('usage: node scripts/with-services.mjs <command> [args...]\n');
   process.exit(2);
@@ -23,7 +26,7 @@ try {
   process.exit(1);
 }
 for (const line of services.summary) process.stdout.write(`test services: ${line}\n`);
-const child = spawn(command, args, { stdio: 'inherit', env: { ...process.env, ...services.env } });
+const child = spawn(command, args, { stdio: 'inherit', env: { ...process.env, ...services.env, ...(long ? { LEASEHOLD_TESTS: 'long' } : {}) } });
 for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => child.kill(signal));
 const code = await new Promise((resolve) => {
   child.once('error', (error) => {

@@ -1,11 +1,19 @@
 import { defineProject } from 'vitest/config';
-import { sourceAliases } from '../../vitest.config.js';
+import { longRun, sourceAliases } from '../../vitest.config.js';
+
+/** The fixed-seed simulation runs: `npm run test:long` runs them (CI runs both commands). */
+const LONG = [
+  'test/simulation-[0-9]*.test.ts',
+  'test/consumer-simulation-[0-9]*.test.ts',
+  'test/consumer-simulation-exactly-once.test.ts',
+  'test/consumer-simulation-multi-stream.test.ts',
+];
 
 export default defineProject({
   resolve: { alias: sourceAliases },
   test: {
     name: 'core',
-    include: ['test/**/*.test.ts'],
+    ...longRun(['test/**/*.test.ts'], LONG),
     testTimeout: 60_000,
   },
 });

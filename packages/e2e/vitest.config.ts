@@ -1,6 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { defineProject } from 'vitest/config';
-import { sourceAliases } from '../../vitest.config.js';
+import { longRun, sourceAliases } from '../../vitest.config.js';
 
 const source = (name: string): string => fileURLToPath(new URL(`../${name}/src/index.ts`, import.meta.url));
 
@@ -14,7 +14,8 @@ export default defineProject({
   resolve: { alias: [...sourceAliases, ...packageAliases] },
   test: {
     name: 'e2e',
-    include: ['test/**/*.test.ts'],
+    // The chaos runs (every backend, its faults, a split then a merge) go with the long suite.
+    ...longRun(['test/**/*.test.ts'], ['test/chaos.test.ts']),
     testTimeout: 120_000,
     hookTimeout: 60_000,
   },
