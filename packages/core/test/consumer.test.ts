@@ -33,6 +33,18 @@ describe('Consumer', () => {
     await run(scheduler, worker.stop());
   });
 
+  it("a new group's workers started together deal the shards between them at birth: each shard taken once", async () => {
+    const { scheduler, consumer } = world(40);
+    const workers = Array.from({ length: 8 }, (_, i) => consumer(`w${i}`));
+    let acquisitions = 0;
+    for (const worker of workers) worker.coordinator.on('acquired', () => acquisitions++);
+    await run(scheduler, Promise.all(workers.map((worker) => worker.start())));
+    await scheduler.advance(20_000);
+    expect(workers.map((worker) => worker.shards.length)).toEqual(Array.from({ length: 8 }, () => 5));
+    expect(acquisitions).toBe(40);
+    await run(scheduler, Promise.all(workers.map((worker) => worker.stop())));
+  });
+
   it('a graceful stop hands every shard to the other worker, which replays nothing', async () => {
     const { scheduler, seen, consumer, produce } = world(4);
     const first = consumer('first');

@@ -131,6 +131,43 @@ describe('shard sync: finished ancestors', () => {
 });
 
 describe('shard sync: birth', () => {
+  it('creates many leases at once, at most createConcurrency in flight, and a child only after its parents settled', async () => {
+    const scheduler = new VirtualScheduler();
+    const clock = scheduler.clock();
+    const source = new MemorySource(40, { clock });
+    // Two generations: ten of the shards split, so twenty children wait for their parents.
+    const children = new Map<string, string>();
+    for (let i = 0; i < 10; i++) for (const child of source.split(`shard-${String(i).padStart(4, '0')}`)) children.set(child, `shard-${String(i).padStart(4, '0')}`);
+    let inFlight = 0;
+    let most = 0;
+    const settledAt = new Map<string, number>();
+    const startedAt = new Map<string, number>();
+    let tick = 0;
+    class SlowStorage extends MemoryStorage {
+      override async createLease(lease: NewLease, options?: { recreate?: boolean }): Promise<WriteResult<LeaseRecord>> {
+        inFlight++;
+        most = Math.max(most, inFlight);
+        startedAt.set(lease.leaseKey, tick++);
+        await clock.sleep(10);
+        try {
+          return await super.createLease(lease, options);
+        } finally {
+          inFlight--;
+          settledAt.set(lease.leaseKey, tick++);
+        }
+      }
+    }
+    const storage = new SlowStorage();
+    const sync = new ShardSync({ group: GROUP, source, storage, initialPosition: Checkpoint.TRIM_HORIZON, clock, isLeader: () => true, createConcurrency: 8 });
+    const round = sync.run(new AbortController().signal);
+    await scheduler.advance(1_000);
+    const report = await round;
+    expect(report.complete).toBe(true);
+    expect(report.created).toHaveLength(60);
+    expect(most).toBe(8);
+    for (const [child, parent] of children) expect(startedAt.get(child)).toBeGreaterThan(settledAt.get(parent) as number);
+  });
+
   it('creates parents before children even when the listing names the children first', async () => {
     const { source, storage, sync, signal } = world(1);
     const [a, b] = source.split('shard-0000');

@@ -133,6 +133,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
   readonly #everSeen = new Map<string, StreamSource<R>>();
   readonly #streamRefreshMs: number;
   readonly #removedStreamGraceMs: number;
+  readonly #leaderStore: LeaderStore | undefined;
   readonly #storage: CheckpointStorage;
   readonly #clock: Clock;
   readonly #logger: Logger;
@@ -218,7 +219,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       onDrain: (held) => this.#drain(held),
       unsafe: { skipSelfFencing: this.#unsafe.skipSelfFencing, checkpointPerKey: this.#unsafe.checkpointPerKey },
     });
-    const leaderStore = options.leaderStore ?? (isLeaderStore(options.storage) ? options.storage : undefined);
+    const leaderStore = (this.#leaderStore = options.leaderStore ?? (isLeaderStore(options.storage) ? options.storage : undefined));
     // The leader keeps the lease timing unless told otherwise: one set of numbers for a worker's liveness.
     const leader = options.leader ?? {};
     this.elector = leaderStore
@@ -397,12 +398,21 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
   /** Waits until the leader record says the group's first complete shard sync is done (DESIGN section 5). */
   async #awaitBirth(elector: LeaderElector): Promise<void> {
     const takeIntervalMs = this.coordinator.takeIntervalMs;
-    while (this.#state === 'running' && elector.record?.metadata[BORN_FIELD] === undefined) {
+    const store = this.#leaderStore as LeaderStore;
+    // The leader record is read here every quarter of a take tick, not only when the elector next looks
+    // (a renew interval): the workers of a new group then start taking within a fraction of a tick of each
+    // other and deal the shards between them at once, instead of the leader taking them all first.
+    let record = elector.record;
+    while (this.#state === 'running' && elector.record?.metadata[BORN_FIELD] === undefined && record?.metadata[BORN_FIELD] === undefined) {
       try {
-        await this.#clock.sleep(Math.min(takeIntervalMs, elector.renewIntervalMs) / 2, this.#lifetime.signal);
+        await this.#clock.sleep(takeIntervalMs / 4, this.#lifetime.signal);
       } catch {
         return;
       }
+      record = await store.getLeader(this.group).catch((error: unknown) => {
+        this.#report(error, 'leader read');
+        return record;
+      });
     }
   }
 

@@ -64,6 +64,8 @@ export interface ShardSyncOptions {
    * again (they are skipped before any create). Default false.
    */
   recreateDeleted?: boolean | undefined;
+  /** Lease creates in flight at once in a round (parents still before children). Default 16. */
+  createConcurrency?: number | undefined;
   /** Told of failures the round works around (a source that cannot say whether a shard is gone). */
   onError?: ((error: Error, operation: string) => void) | undefined;
   unsafe?: ShardSyncUnsafe | undefined;
@@ -149,25 +151,40 @@ export class ShardSync {
     const ofResharding = new Set<string>();
     const continuesGroup = (parent: string): boolean =>
       hadLease(parent) || retiredByGroup.has(parent) || deletedBefore.has(parent) || ofResharding.has(parent);
-    let birthPosition: Position | undefined;
-    for (const shard of unsafe.birthRace ? shards : topological(shards)) {
-      if (signal.aborted) return report;
+    // Creates run concurrently (at most `createConcurrency` in flight), each after its parents' creates
+    // of this round settled, so that a birth of thousands of shards costs a few round trips per
+    // generation instead of one per shard, and a child still waits for its parents' outcome.
+    let birthPosition: Promise<Position> | undefined;
+    const creates = new Map<string, Promise<void>>();
+    const limit = concurrencyLimit(unsafe.birthRace ? 1 : (this.#options.createConcurrency ?? DEFAULT_CREATE_CONCURRENCY));
+    let stopped = false;
+    const create = async (shard: ShardInfo, after: readonly Promise<void>[]): Promise<void> => {
+      await Promise.all(after);
+      if (stopped || signal.aborted) return;
       const key = shard.shardId;
-      if (hasLease(key) || isRetired(key)) continue;
       const parents = shard.parentShardIds;
       if (!unsafe.birthRace && parents.some((parent) => !hasLease(parent) && !isRetired(parent))) {
         report.pending.push(key);
-        continue;
+        return;
       }
       const child = parents.some(continuesGroup);
       if (child) ofResharding.add(key);
-      else birthPosition ??= await this.#birthPosition();
-      if (!isLeader()) return report;
-      const checkpoint = unsafe.childrenAtInitialPosition ? null : child ? Checkpoint.TRIM_HORIZON : (birthPosition as Position);
-      const outcome = await storage.createLease(
-        { group, leaseKey: key, parentKeys: [...parents], checkpoint },
-        unsafe.oneGenerationSync || this.#options.recreateDeleted ? { recreate: true } : undefined,
-      );
+      const checkpoint = unsafe.childrenAtInitialPosition
+        ? null
+        : child
+          ? Checkpoint.TRIM_HORIZON
+          : await (birthPosition ??= this.#birthPosition().catch((error: unknown) => {
+              birthPosition = undefined;
+              throw error;
+            }));
+      const outcome = await limit(async () => {
+        if (stopped || !isLeader()) {
+          stopped = true;
+          return undefined;
+        }
+        return storage.createLease({ group, leaseKey: key, parentKeys: [...parents], checkpoint }, unsafe.oneGenerationSync || this.#options.recreateDeleted ? { recreate: true } : undefined);
+      });
+      if (outcome === undefined) return;
       if (outcome.status === 'applied') {
         arrived.add(key);
         leases.set(key, outcome.record);
@@ -180,7 +197,18 @@ export class ShardSync {
       } else {
         report.pending.push(key); // unknown: settled by the next round, which sees the lease or its absence
       }
+    };
+    for (const shard of unsafe.birthRace ? shards : topological(shards)) {
+      const key = shard.shardId;
+      if (hasLease(key) || isRetired(key)) continue;
+      // A birth race creates in listing order, one at a time, whatever the parents do.
+      const after = unsafe.birthRace ? [...creates.values()] : shard.parentShardIds.flatMap((parent) => creates.get(parent) ?? []);
+      creates.set(key, create(shard, after));
     }
+    const settled = await Promise.allSettled(creates.values());
+    const failed = settled.find((outcome): outcome is PromiseRejectedResult => outcome.status === 'rejected');
+    if (failed) throw failed.reason;
+    if (stopped || signal.aborted) return report;
     report.complete = report.pending.length === 0;
 
     // Deleting.
@@ -230,6 +258,24 @@ export class ShardSync {
     report.deleted.push(lease.leaseKey);
     return true;
   }
+}
+
+const DEFAULT_CREATE_CONCURRENCY = 16;
+
+/** Runs at most `n` of the calls given at once, the others in the order they came. */
+function concurrencyLimit(n: number): <T>(call: () => Promise<T>) => Promise<T> {
+  let active = 0;
+  const waiting: Array<() => void> = [];
+  return async <T>(call: () => Promise<T>): Promise<T> => {
+    if (active >= n) await new Promise<void>((resolve) => waiting.push(resolve));
+    active++;
+    try {
+      return await call();
+    } finally {
+      active--;
+      waiting.shift()?.();
+    }
+  };
 }
 
 /** A finished lease may go once every child of it has a lease (and nobody holds it, judged by the caller). */
