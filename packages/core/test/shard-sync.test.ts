@@ -130,6 +130,30 @@ describe('shard sync: finished ancestors', () => {
   });
 });
 
+describe('shard sync: lineage', () => {
+  it('tells the same retired shards on a long lineage as walking every descendant would, in one pass', async () => {
+    // A stream split and merged over many generations, most of whose ancestors were cleaned up: every
+    // shard without a lease whose lineage reaches a leased one is retired, and nothing is created.
+    const scheduler = new VirtualScheduler();
+    const clock = scheduler.clock();
+    const source = new MemorySource(4, { clock });
+    let open = ['shard-0000', 'shard-0001', 'shard-0002', 'shard-0003'];
+    for (let generation = 0; generation < 30; generation++) {
+      const [a, b] = source.split(open[0] as string);
+      open = [...open.slice(1), a, b];
+      const merged = source.merge(open[0] as string, open[1] as string);
+      open = [...open.slice(2), merged];
+    }
+    const storage = new MemoryStorage();
+    for (const leaseKey of open) await storage.createLease({ group: GROUP, leaseKey, checkpoint: Checkpoint.TRIM_HORIZON });
+    const report = await new ShardSync({ group: GROUP, source, storage, initialPosition: Checkpoint.TRIM_HORIZON, clock, isLeader: () => true }).run(new AbortController().signal);
+    expect(report.created).toEqual([]);
+    expect(report.pending).toEqual([]);
+    expect(report.complete).toBe(true);
+    expect((await storage.listLeases(GROUP)).leases.map((lease) => lease.leaseKey).sort()).toEqual([...open].sort());
+  });
+});
+
 describe('shard sync: birth', () => {
   it('creates many leases at once, at most createConcurrency in flight, and a child only after its parents settled', async () => {
     const scheduler = new VirtualScheduler();

@@ -135,10 +135,11 @@ export class ShardSync {
     const hasLease = (key: string): boolean => hadLease(key) || arrived.has(key);
     // Retired: no lease, but a descendant has one, so the group processed it to its end and cleaned it up.
     const retiredByGroup = new Set<string>();
+    const leasedBelow = lineage.descendantTest(hadLease);
     for (const shard of shards) {
       const key = shard.shardId;
       if (hadLease(key)) continue;
-      const descendantLeased = unsafe.oneGenerationSync ? lineage.children(key).some(hadLease) : lineage.hasDescendant(key, hadLease);
+      const descendantLeased = unsafe.oneGenerationSync ? lineage.children(key).some(hadLease) : leasedBelow(key);
       if (descendantLeased) retiredByGroup.add(key);
     }
     const deletedBefore = new Set<string>();
@@ -332,6 +333,43 @@ class Lineage {
 
   children(key: string): string[] {
     return [...(this.#children.get(key) ?? [])];
+  }
+
+  /**
+   * Whether any descendant of a key, in any generation, satisfies `test`, remembered per key: asked of
+   * every shard of a long lineage, the whole round stays linear in the shards and leases.
+   */
+  descendantTest(test: (key: string) => boolean): (key: string) => boolean {
+    const memo = new Map<string, boolean>();
+    const below = (key: string): boolean => {
+      const known = memo.get(key);
+      if (known !== undefined) return known;
+      // Deep lineages are walked without recursion: children first, then their parent.
+      const stack: Array<{ key: string; children: string[]; next: number }> = [{ key, children: this.children(key), next: 0 }];
+      memo.set(key, false);
+      while (stack.length > 0) {
+        const frame = stack[stack.length - 1] as { key: string; children: string[]; next: number };
+        if (memo.get(frame.key) === true || frame.next >= frame.children.length) {
+          stack.pop();
+          const parent = stack[stack.length - 1];
+          if (parent && memo.get(frame.key) === true) memo.set(parent.key, true);
+          continue;
+        }
+        const child = frame.children[frame.next++] as string;
+        if (test(child)) {
+          memo.set(frame.key, true);
+          continue;
+        }
+        const seen = memo.get(child);
+        if (seen === true) memo.set(frame.key, true);
+        else if (seen === undefined) {
+          memo.set(child, false);
+          stack.push({ key: child, children: this.children(child), next: 0 });
+        }
+      }
+      return memo.get(key) as boolean;
+    };
+    return below;
   }
 
   /** Whether any descendant of `key`, in any generation, satisfies `test`. */
