@@ -6,21 +6,13 @@
  * Wall clocks of workers are never compared, and a lease's version says nothing about its owner: leases
  * are written only when their owner or checkpoint changes.
  */
-import type { CorruptRecordError, LeaseRecord, MemberRecord, Roster, Storage } from '@leasehold/core';
+import { VersionWatch, type CorruptRecordError, type LeaseRecord, type MemberRecord, type Roster, type Storage } from '@leasehold/core';
 
 /** A monotonic clock in milliseconds. */
 export type Now = () => number;
 
 /** `performance.now()`: monotonic, unaffected by changes of the wall clock. */
 export const monotonicNow: Now = () => performance.now();
-
-interface Sighting {
-  readonly version: number;
-  /** When this version was first seen; `null` on the first read, since it may be older than that. */
-  readonly since: number | null;
-  /** When this key was first seen at all. */
-  readonly firstSeen: number;
-}
 
 /** What an observer knows about how long a record has not moved. */
 export interface Age {
@@ -36,13 +28,14 @@ export interface Versioned {
   readonly version: number;
 }
 
-/** Remembers versions across reads of one group. */
+/** Remembers versions across reads of one group, by core's observed-expiry rule (`VersionWatch`). */
 export class Observer {
   readonly #now: Now;
-  readonly #seen = new Map<string, Sighting>();
+  readonly #watch: VersionWatch;
 
   constructor(now: Now = monotonicNow) {
     this.#now = now;
+    this.#watch = new VersionWatch(now);
   }
 
   /** Records a read (of members, or of anything keyed and versioned) and returns each one's age, by key. */
@@ -52,25 +45,18 @@ export class Observer {
     const present = new Set<string>();
     for (const record of records) {
       present.add(record.key);
-      const before = this.#seen.get(record.key);
-      let sighting: Sighting;
-      if (before === undefined) sighting = { version: record.version, since: null, firstSeen: now };
-      else if (before.version !== record.version) sighting = { version: record.version, since: now, firstSeen: before.firstSeen };
-      else sighting = before;
-      this.#seen.set(record.key, sighting);
-      ages.set(record.key, {
-        ageMs: sighting.since === null ? null : now - sighting.since,
-        atLeastMs: now - (sighting.since ?? sighting.firstSeen),
-      });
+      const sighting = this.#watch.see(record.key, record.version, now);
+      // A first sighting says nothing of how long the version stood before: only a lower bound.
+      ages.set(record.key, { ageMs: sighting.moved ? now - sighting.seenAt : null, atLeastMs: now - sighting.seenAt });
     }
     // A record removed and written again starts over: its new version is not comparable with a gap in between.
-    for (const key of this.#seen.keys()) if (!present.has(key)) this.#seen.delete(key);
+    this.#watch.retain((key) => present.has(key));
     return ages;
   }
 
   /** Whether the record's version has been seen to change since this observer first saw it. */
   changed(key: string): boolean {
-    return (this.#seen.get(key)?.since ?? null) !== null;
+    return this.#watch.get(key)?.moved ?? false;
   }
 }
 

@@ -4,6 +4,7 @@ export * from './source.js';
 export * from './limits.js';
 export * from './clock.js';
 export { compareNumericPositions } from './position.js';
+export { VersionWatch, type Sighting } from './observed-expiry.js';
 export { MemoryStorage, type MemoryStorageOptions } from './memory/memory-storage.js';
 export { TypedEmitter, type Listener } from './events.js';
 export {

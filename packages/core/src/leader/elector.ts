@@ -2,9 +2,12 @@ import { systemClock, systemRandom, type Clock, type Random } from '../clock.js'
 import { AbortedError, describeValue, InvalidConfigError, LeaseholdError, RecordFormatError, StorageUnavailableError } from '../errors.js';
 import { TypedEmitter } from '../events.js';
 import { holdMs, resolveHoldTiming, resolveIdentity } from '../lease/timing.js';
+import { VersionWatch } from '../observed-expiry.js';
 import { leaderStateOf, RECORD_FORMAT, type LeaderRecord, type LeaderStore, type WriteResult } from '../storage.js';
 
 const PKG = 'core';
+/** The one record an elector watches. */
+const LEADER = 'leader';
 
 /** Options of {@link LeaderElector}. Durations are in milliseconds of the injected clock. */
 export interface LeaderElectorOptions {
@@ -79,7 +82,8 @@ export class LeaderElector extends TypedEmitter<LeaderElectorEvents> implements 
   readonly #skipSelfFencing: boolean;
   #leadership: Leadership | null = null;
   #lastSeen: LeaderRecord | null = null;
-  #observation: { version: number; firstSeenAt: number } | null = null;
+  /** The leader record's version as last read while campaigning, and since when: observed expiry. */
+  readonly #observation = new VersionWatch(() => this.#clock.now());
   #state: 'new' | 'running' | 'stopped' = 'new';
   readonly #lifetime = new AbortController();
   #loop: Promise<void> = Promise.resolve();
@@ -258,8 +262,8 @@ export class LeaderElector extends TypedEmitter<LeaderElectorEvents> implements 
       await this.#claim(() => this.#store.createLeader({ group: this.group, holder: this.workerId, term: 1 }));
       return;
     }
-    if (!this.#observation || this.#observation.version !== current.version) this.#observation = { version: current.version, firstSeenAt: now };
-    const expired = now - this.#observation.firstSeenAt >= this.leaseDurationMs;
+    this.#observation.see(LEADER, current.version, now);
+    const expired = this.#observation.expired(LEADER, current.version, this.leaseDurationMs, now);
     if (current.holder === null || expired) {
       const record = current;
       await this.#claim(() =>
@@ -278,7 +282,7 @@ export class LeaderElector extends TypedEmitter<LeaderElectorEvents> implements 
     const leadership: Leadership = { record: outcome.record, heldUntil, controller: new AbortController() };
     this.#lastSeen = outcome.record;
     this.#leadership = leadership;
-    this.#observation = null;
+    this.#observation.clear();
     this.#armWatchdog();
     const term = outcome.record.term;
     this.emit('elected', { term });

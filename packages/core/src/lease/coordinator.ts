@@ -12,6 +12,7 @@ import {
   StorageUnavailableError,
 } from '../errors.js';
 import { TypedEmitter } from '../events.js';
+import { VersionWatch } from '../observed-expiry.js';
 import { compareNumericPositions } from '../position.js';
 import { limits } from '../limits.js';
 import {
@@ -54,6 +55,9 @@ export const parentsFinished: EligibilityPredicate = (lease, all, corrupt) =>
     const parent = all.get(parentKey);
     return parent === undefined || parent.checkpoint === Checkpoint.SHARD_END;
   });
+
+/** One write of a member record, as observed expiry watches it: a new incarnation or version is a move. */
+const writeOf = (member: MemberRecord): string => `${member.incarnation}\u0000${member.version}`;
 
 /** Why the coordinator is about to give a lease away; passed to {@link LeaseCoordinatorOptions.onDrain}. */
 export type DrainReason = 'handoff' | 'shutdown';
@@ -208,12 +212,6 @@ interface Held {
   busy: number;
 }
 
-interface Observation {
-  incarnation: string;
-  version: number;
-  firstSeenAt: number;
-}
-
 interface Membership {
   readonly incarnation: string;
   record: MemberRecord | null;
@@ -285,7 +283,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   /** Member writes run one after another: each needs the version the previous one made. */
   #memberChain: Promise<unknown> = Promise.resolve();
   #changes = 0;
-  readonly #observations = new Map<string, Observation>();
+  /** Each other member's record as last read (incarnation and version), and since when: observed expiry. */
+  readonly #observations = new VersionWatch(() => this.#clock.now());
   /** The roster as last read. */
   #roster = new Map<string, MemberRecord>();
   #rosterSignature = '';
@@ -844,10 +843,13 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
 
   /** Whether a member's record has not moved for the longer of both lease durations, on this worker's clock. */
   #expired(member: MemberRecord, now: number): boolean {
-    const seen = this.#observations.get(member.workerId);
-    if (!seen || seen.version !== member.version || seen.incarnation !== member.incarnation) return false;
+    return this.#observations.expired(member.workerId, writeOf(member), this.#expiryMs(member), now);
+  }
+
+  /** How long a member's record must stand still before it is expired: the longer of both lease durations. */
+  #expiryMs(member: MemberRecord): number {
     const duration = this.#ownDurationOnly ? this.leaseDurationMs : Math.max(this.leaseDurationMs, member.leaseDurationMs);
-    return now - seen.firstSeenAt >= duration * this.#expiryFactor;
+    return duration * this.#expiryFactor;
   }
 
   /** Declares an expired member dead, at the version this worker watched; true once it is dead (by this worker or another): its leases are free to take. */
@@ -1161,16 +1163,10 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     }
     this.#reportedCorruptMembers = new Set(this.#corruptMembers);
     for (const member of roster.members) {
-      if (member.status !== 'alive') {
-        this.#observations.delete(member.workerId);
-        continue;
-      }
-      const seen = this.#observations.get(member.workerId);
-      if (!seen || seen.version !== member.version || seen.incarnation !== member.incarnation) {
-        this.#observations.set(member.workerId, { incarnation: member.incarnation, version: member.version, firstSeenAt: now });
-      }
+      if (member.status !== 'alive') this.#observations.forget(member.workerId);
+      else this.#observations.see(member.workerId, writeOf(member), now);
     }
-    for (const workerId of this.#observations.keys()) if (!this.#roster.has(workerId)) this.#observations.delete(workerId);
+    this.#observations.retain((workerId) => this.#roster.has(workerId));
     const others = roster.members
       .filter((member) => member.status === 'alive' && member.workerId !== this.workerId)
       .map((member) => `${member.workerId}\u0000${member.incarnation}`)
@@ -1194,10 +1190,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     let earliest = Infinity;
     for (const member of this.#roster.values()) {
       if (member.workerId === this.workerId || member.status !== 'alive') continue;
-      const seen = this.#observations.get(member.workerId);
-      if (!seen) continue;
-      const duration = this.#ownDurationOnly ? this.leaseDurationMs : Math.max(this.leaseDurationMs, member.leaseDurationMs);
-      earliest = Math.min(earliest, seen.firstSeenAt + duration * this.#expiryFactor);
+      const at = this.#observations.expiresAt(member.workerId, writeOf(member), this.#expiryMs(member));
+      if (at !== undefined) earliest = Math.min(earliest, at);
     }
     if (earliest === Infinity || (this.#expiryTimer !== null && this.#expiryTimer.at === earliest)) return;
     this.#expiryTimer?.controller.abort();
