@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { planMoves } from '../src/lease/coordinator.js';
+import { planMoves, shares } from '../src/lease/balance.js';
 
 /** Applies the moves to the loads and returns the final loads, in member order. */
 function apply(members: string[], loads: number[], moves: { from: string; to: string }[]): number[] {
@@ -64,5 +64,20 @@ describe('planMoves: the moves every worker computes alike from the same loads',
       // Computed again from the end state, the plan moves nothing.
       expect(planMoves(members, now, capOf)).toEqual([]);
     }
+  });
+});
+
+describe('shares: how many leases each member should hold', () => {
+  const uncapped = (): number => Infinity;
+  it.each([
+    { members: ['a', 'b', 'c'], total: 10, caps: {}, expected: { a: 4, b: 3, c: 3 } },
+    { members: ['a', 'b', 'c'], total: 9, caps: {}, expected: { a: 3, b: 3, c: 3 } },
+    { members: ['a', 'b', 'c'], total: 10, caps: { b: 1 }, expected: { a: 5, b: 1, c: 4 } },
+    { members: ['a', 'b'], total: 10, caps: { a: 2, b: 3 }, expected: { a: 2, b: 3 } },
+    { members: ['a'], total: 0, caps: {}, expected: { a: 0 } },
+    { members: [], total: 5, caps: {}, expected: {} },
+  ])('$total leases over $members with caps $caps: $expected', ({ members, total, caps, expected }) => {
+    const capOf = (workerId: string): number => (caps as Record<string, number>)[workerId] ?? uncapped();
+    expect(Object.fromEntries(shares(members, total, capOf))).toEqual(expected);
   });
 });

@@ -13,6 +13,7 @@ import {
 } from '../errors.js';
 import { TypedEmitter } from '../events.js';
 import { VersionWatch } from '../observed-expiry.js';
+import { capOf, MAX_LEASES_FIELD, planMoves, shares } from './balance.js';
 import { compareNumericPositions } from '../position.js';
 import { limits } from '../limits.js';
 import {
@@ -223,8 +224,6 @@ const stateOf = leaseStateOf;
 
 /** Member metadata of a worker that is stopping: others deal it nothing more. */
 export const LEAVING_FIELD = 'leasehold.leaving';
-/** Member metadata of a worker with `maxLeasesPerWorker` set: others hand it no more than that. */
-export const MAX_LEASES_FIELD = 'leasehold.maxLeases';
 
 function asError(error: unknown): Error {
   return error instanceof Error ? error : new Error(String(error));
@@ -1907,69 +1906,6 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     this.emit('fatal', { error });
     void this.stop();
   }
-}
-
-/** The most leases a member says it holds (`maxLeasesPerWorker`, published in its metadata); no limit when it says nothing. */
-function capOf(member: MemberRecord | undefined): number {
-  const value = member?.metadata[MAX_LEASES_FIELD];
-  const cap = value === undefined ? NaN : Number(value);
-  return Number.isSafeInteger(cap) && cap > 0 ? cap : Infinity;
-}
-
-/**
- * How many of `total` leases each member should hold: a member whose cap is below an even share holds its
- * cap, and the others share the rest, the first of them in `members`' order holding one more when it does
- * not divide evenly.
- */
-export function shares(members: readonly string[], total: number, capOf: (workerId: string) => number): Map<string, number> {
-  const end = new Map<string, number>();
-  let rest = [...members];
-  let remaining = total;
-  for (;;) {
-    const share = Math.ceil(remaining / Math.max(1, rest.length));
-    const capped = rest.filter((workerId) => capOf(workerId) < share);
-    if (capped.length === 0) break;
-    for (const workerId of capped) {
-      end.set(workerId, capOf(workerId));
-      remaining -= capOf(workerId);
-    }
-    rest = rest.filter((workerId) => !end.has(workerId));
-  }
-  const base = rest.length > 0 ? Math.floor(remaining / rest.length) : 0;
-  rest.forEach((workerId, i) => end.set(workerId, base + (i < remaining - base * rest.length ? 1 : 0)));
-  return end;
-}
-
-/**
- * The moves that balance the members' loads, the same on every worker that computes them from the same
- * loads: a member whose cap is below an even share ends at its cap, and the others share the rest, each
- * ending with the floor of its share or one more (the most loaded keep the one more, so that nothing
- * moves that need not); the members above their end hand the difference, the most loaded first, to the
- * members below theirs, the least loaded first. A move always goes from a member two or more above its
- * recipient (or above its cap), so a balanced group (max - min <= 1) moves nothing.
- */
-export function planMoves(members: readonly string[], load: ReadonlyMap<string, number>, capOf: (workerId: string) => number): { from: string; to: string }[] {
-  if (members.length < 2) return [];
-  const of = (workerId: string): number => load.get(workerId) ?? 0;
-  const byId = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
-  const mostFirst = [...members].sort((a, b) => of(b) - of(a) || byId(a, b));
-  const end = shares(mostFirst, mostFirst.reduce((sum, workerId) => sum + of(workerId), 0), capOf);
-  const givers = mostFirst.filter((workerId) => of(workerId) > (end.get(workerId) ?? 0));
-  const receivers = [...members].sort((a, b) => of(a) - of(b) || byId(a, b)).filter((workerId) => of(workerId) < (end.get(workerId) ?? 0));
-  const moves: { from: string; to: string }[] = [];
-  let g = 0;
-  let r = 0;
-  let excess = givers.length > 0 ? of(givers[0] as string) - (end.get(givers[0] as string) ?? 0) : 0;
-  let deficit = receivers.length > 0 ? (end.get(receivers[0] as string) ?? 0) - of(receivers[0] as string) : 0;
-  while (g < givers.length && r < receivers.length) {
-    const count = Math.min(excess, deficit);
-    for (let i = 0; i < count; i++) moves.push({ from: givers[g] as string, to: receivers[r] as string });
-    excess -= count;
-    deficit -= count;
-    if (excess === 0 && ++g < givers.length) excess = of(givers[g] as string) - (end.get(givers[g] as string) ?? 0);
-    if (deficit === 0 && ++r < receivers.length) deficit = (end.get(receivers[r] as string) ?? 0) - of(receivers[r] as string);
-  }
-  return moves;
 }
 
 function sameState(record: LeaseRecord, state: LeaseState): boolean {
