@@ -62,6 +62,45 @@ describe('metrics', () => {
     await provider.shutdown();
   });
 
+  it("a multi-stream consumer's shard measurements carry the stream's id", async () => {
+    const exporter = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE);
+    const reader = new PeriodicExportingMetricReader({ exporter, exportIntervalMillis: 3_600_000 });
+    const provider = new MeterProvider({ readers: [reader] });
+    const scheduler = new VirtualScheduler();
+    const orders = new MemorySource(1, { clock: scheduler.clock() });
+    const payments = new MemorySource(1, { clock: scheduler.clock() });
+    orders.put('k', 'x');
+    payments.put('k', 'y');
+    const consumer = new Consumer({
+      group: 'metered-streams',
+      streams: [
+        { id: '111:orders:1', source: orders },
+        { id: '111:payments:1', source: payments },
+      ],
+      storage: new MemoryStorage(),
+      workerId: 'w1',
+      clock: scheduler.clock(),
+      random: seededRandom(1),
+      initialPosition: 'TRIM_HORIZON',
+      processBatch: () => undefined,
+      metrics: { meter: provider.getMeter('test') },
+    });
+    await run(scheduler, consumer.start());
+    await scheduler.advance(10_000);
+    await reader.forceFlush();
+    const processed = exporter
+      .getMetrics()
+      .flatMap((resource) => resource.scopeMetrics.flatMap((scope) => scope.metrics))
+      .filter((metric) => metric.descriptor.name === 'leasehold.records.processed')
+      .flatMap((metric) => metric.dataPoints.map((point) => [point.attributes['leasehold.stream.id'], point.attributes['leasehold.shard.id'], point.value]));
+    expect(processed.sort()).toEqual([
+      ['111:orders:1', '111:orders:1:shard-0000', 1],
+      ['111:payments:1', '111:payments:1:shard-0000', 1],
+    ]);
+    await run(scheduler, consumer.stop());
+    await provider.shutdown();
+  });
+
   it('records nothing and needs no SDK when metrics are off or no provider is registered', async () => {
     const scheduler = new VirtualScheduler();
     const consumer = new Consumer({
