@@ -59,6 +59,7 @@ function streamsWorld() {
       streamRefreshIntervalMs: 5_000,
       processBatch: (records: readonly SourceRecord[], context) => {
         const { streamId, shardId } = parseStreamLeaseKey(context.shardId) as { streamId: string; shardId: string };
+        if (context.streamId !== streamId) throw new Error(`context.streamId ${String(context.streamId)} for lease ${context.shardId}`);
         for (const record of records) {
           const [key, value] = decoder.decode(record.data).split('=') as [string, string];
           seen.push({ worker: workerId, streamId, shardId, key, value: Number(value) });

@@ -470,6 +470,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       {
         group: this.group,
         source,
+        streamId: this.#source ? undefined : (source as StreamSource<R>).streamId,
         storage: this.#storage,
         coordinator: this.coordinator,
         processBatch: this.#options.processBatch,

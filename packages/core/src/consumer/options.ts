@@ -20,8 +20,10 @@ export interface Logger {
 
 /** What the handler gets with each batch. */
 export interface BatchContext {
-  /** The shard (partition) the batch comes from. */
+  /** The shard (partition) the batch comes from: its lease key (`<streamId>:<shardId>` in a multi-stream group). */
   readonly shardId: string;
+  /** In a multi-stream group, the stream the batch comes from (`undefined` for one stream). */
+  readonly streamId?: string | undefined;
   /** Fires when the lease is lost or handed off: stop, and do not write anything more for this batch. */
   readonly signal: AbortSignal;
   /** The lease's ownership epoch: pass it to your own downstream writes to fence them too. */

@@ -34,6 +34,8 @@ export type PumpOutcome =
 interface PumpSettings<R extends SourceRecord> {
   group: string;
   source: ShardSource<R>;
+  /** The shard's stream, in a multi-stream group. */
+  streamId?: string | undefined;
   storage: CheckpointStorage;
   coordinator: LeaseCoordinator;
   processBatch: ConsumerOptions<R>['processBatch'];
@@ -429,6 +431,7 @@ export class ShardPump<R extends SourceRecord> {
   async #handle(records: readonly R[], batch: RecordsBatch<R>): Promise<void | BatchResponse> {
     const context: BatchContext = {
       shardId: this.shardId,
+      streamId: this.#settings.streamId,
       signal: this.#lease.signal,
       fencingToken: this.#lease.fencingToken,
       millisBehindLatest: batch.millisBehindLatest,
