@@ -28,6 +28,31 @@ export { type MemoryWriteEvent } from './memory/memory-storage.js';
 export { MemorySource, type MemorySourceOptions } from './memory/memory-source.js';
 export { Consumer, STALL_FIELDS, BORN_FIELD, type ConsumerEvents, type StallReason } from './consumer/consumer.js';
 export { syncShards, ShardSync, type ShardSyncReport, type ShardSyncOptions } from './consumer/leader-duties.js';
+export {
+  planRewind,
+  applyRewind,
+  awaitRewind,
+  settleRewinds,
+  parseRewindTarget,
+  rewindRequestOf,
+  hasRewindRequest,
+  REWIND_FIELDS,
+  REWIND_MARKER_FIELD,
+  type RewindTarget,
+  type RewindSelection,
+  type RewindPlan,
+  type RewindMove,
+  type RewindHow,
+  type RewindNote,
+  type RewindRequest,
+  type AppliedRewind,
+  type RewindProgress,
+  type RewindLeaseProgress,
+  type PlanRewindOptions,
+  type ApplyRewindOptions,
+  type AwaitRewindOptions,
+  type SettleRewindsOptions,
+} from './rewind.js';
 export type {
   ConsumerOptions,
   ConsumerUnsafe,
