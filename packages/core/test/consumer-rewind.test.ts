@@ -4,6 +4,7 @@ import {
   applyRewind,
   awaitRewind,
   Checkpoint,
+  leaseStateOf,
   MemoryStorage,
   planRewind,
   REWIND_FIELDS,
@@ -237,6 +238,24 @@ describe('rewinding a live group', () => {
     expect(childStart).toBeGreaterThan(parentDone);
     expect(events.slice(0, 2).sort()).toEqual([`w1 rewound ${left} to ${to}, waits for its parent`, `w1 rewound ${right} to ${to}, waits for its parent`]);
     expect(events.slice(2, 3)).toEqual([`w1 started shard-0000 at ${to}`]);
+    await run(scheduler, worker.stop());
+  });
+
+  it('a request that cannot be read is reported and not applied, and the shard is read on', async () => {
+    const { scheduler, storage, seen, consumer, produce } = rewindWorld(1);
+    const worker = consumer('w1');
+    const errors: string[] = [];
+    worker.on('error', ({ error }) => errors.push(`${(error as { code?: string }).code}: ${error.message}`));
+    await run(scheduler, worker.start());
+    produce(['a'], 5);
+    await scheduler.advance(3_000);
+    const lease = (await storage.getLease(GROUP, 'shard-0000'))!;
+    await storage.updateLeases(GROUP, [{ leaseKey: 'shard-0000', expectedVersion: lease.version, next: { ...leaseStateOf(lease), metadata: { ...lease.metadata, [REWIND_FIELDS.request]: 'not json' } }, notify: 'rewind' }]);
+    await scheduler.advance(1_000);
+    produce(['a'], 5, 6);
+    await scheduler.advance(3_000);
+    expect(errors).toEqual(['ERR_REWIND_UNREADABLE: [core] lease "shard-0000" carries a rewind request that cannot be read ("not json"): it is not applied, and its children wait for it; rewind it again']);
+    expect(perKey(seen).get('a')).toEqual(range(1, 10));
     await run(scheduler, worker.stop());
   });
 

@@ -612,8 +612,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
     const lease = this.coordinator.lease(leaseKey);
     if (!lease || lease.draining || this.#state !== 'running') return;
     this.#settling.add(leaseKey);
-    let outcome: OwnRewind = { kind: 'none' };
-    let failed = false;
+    let outcome: OwnRewind;
     try {
       const stopReading = async (): Promise<void> => {
         const pump = this.#pumps.get(leaseKey);
@@ -621,13 +620,24 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       };
       outcome = await applyOwnRewind({ coordinator: this.coordinator, storage: this.#storage, group: this.group, lease, stopReading });
     } catch (error) {
-      if (error instanceof LeaseLostError) return;
-      this.#report(error, 'rewind');
-      failed = true;
-      // Tried again when the reader starts again after a backoff: it finds the request still there.
-      await this.#clock.sleep(this.#retry.maxDelayMs, lease.signal).catch(() => undefined);
-    } finally {
+      if (!(error instanceof LeaseLostError)) {
+        this.#report(error, 'rewind');
+        // Tried again after a backoff (the request is still there), with nobody reading meanwhile.
+        void this.#clock
+          .sleep(this.#retry.maxDelayMs, lease.signal)
+          .then(() => this.#rewindRequested(leaseKey), () => undefined)
+          .finally(() => this.#settling.delete(leaseKey));
+        return;
+      }
       this.#settling.delete(leaseKey);
+      return;
+    }
+    this.#settling.delete(leaseKey);
+    if (outcome.kind === 'unreadable') {
+      this.#report(
+        new LeaseholdError('ERR_REWIND_UNREADABLE', `[${PKG}] lease ${describeValue(leaseKey)} carries a rewind request that cannot be read (${describeValue(outcome.value)}): it is not applied, and its children wait for it; rewind it again`),
+        'rewind',
+      );
     }
     const now = this.coordinator.lease(leaseKey);
     if (!now || now.draining || this.#state !== 'running') return;
@@ -640,7 +650,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
         return;
       }
     }
-    if (!this.#pumps.has(leaseKey)) this.#startPump(leaseKey, failed);
+    if (!this.#pumps.has(leaseKey)) this.#startPump(leaseKey, false);
   }
 
   #lead(term: number, signal: AbortSignal): void {

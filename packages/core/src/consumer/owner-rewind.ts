@@ -6,6 +6,8 @@ import { Checkpoint, type CheckpointStorage, type Position } from '../storage.js
 export type OwnRewind =
   /** Nothing to apply: no readable request, a finished lease (the tool or the leader moves it), or another tenure. */
   | { readonly kind: 'none' }
+  /** The lease carries a request that cannot be read (not written by Leasehold): it is not applied. */
+  | { readonly kind: 'unreadable'; readonly value: string }
   /**
    * The checkpoint is at the request's target now. With `parentFirst`, a parent of the lease must be read
    * (again) first: its lease is not finished, or carries a request itself; the lease is to be given back.
@@ -33,7 +35,11 @@ export async function applyOwnRewind(options: OwnRewindOptions): Promise<OwnRewi
   const { coordinator, storage, group, lease } = options;
   const stored = await storage.getLease(group, lease.leaseKey);
   const request = stored === null ? undefined : rewindRequestOf(stored);
-  if (stored === null || request === undefined || stored.checkpoint === Checkpoint.SHARD_END || stored.epoch !== lease.fencingToken) return { kind: 'none' };
+  if (stored === null || stored.checkpoint === Checkpoint.SHARD_END || stored.epoch !== lease.fencingToken) return { kind: 'none' };
+  if (request === undefined) {
+    const value = stored.metadata[REWIND_FIELDS.request];
+    return value === undefined ? { kind: 'none' } : { kind: 'unreadable', value };
+  }
   await options.stopReading();
   let applied: RewindRequest | undefined;
   let from: Position | null = null;
