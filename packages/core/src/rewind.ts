@@ -151,9 +151,15 @@ export interface PlanRewindOptions {
 export interface ApplyRewindOptions {
   /** The group's leases and its leader record (for the marker). */
   readonly storage: CheckpointStorage & Partial<LeaderStore>;
-  /** How many times the writes are tried again on a fresh read when a lease changed meanwhile. Default 5. */
+  /**
+   * How many times the writes are tried again on a fresh read of the group, after a short random pause,
+   * when leases kept changing (each write is also sent again at once, a few times, on the record its
+   * conflict carries). Default 5.
+   */
   readonly maxAttempts?: number | undefined;
   readonly clock?: Clock | undefined;
+  /** The pauses' jitter. Default: `Math.random`. */
+  readonly random?: Random | undefined;
 }
 
 /** Where one lease of a rewind stands. */
@@ -332,6 +338,12 @@ interface GroupView {
   readonly children: Map<string, string[]>;
   /** The live owner of a lease, judged on a roster read after the listing; `null` when nobody holds it. */
   ownerOf(lease: LeaseRecord): string | null;
+  /**
+   * Whether the roster read says who holds a lease read after it (a conflict's current record): free,
+   * alive in the roster, or of an incarnation the roster shows dead. An owner it does not know may have
+   * joined since: only a fresh read of the roster can judge it.
+   */
+  judges(lease: LeaseRecord): boolean;
 }
 
 /**
@@ -352,6 +364,7 @@ function viewOf(
   unreadableMembers: readonly string[],
 ): GroupView {
   const alive = new Map(members.filter((member) => member.status === 'alive').map((member) => [member.workerId, member.incarnation]));
+  const dead = new Set(members.filter((member) => member.status !== 'alive').map((member) => `${member.workerId}\u0000${member.incarnation}`));
   const unreadable = new Set(unreadableMembers);
   const children = new Map<string, string[]>();
   for (const lease of leases) for (const parentKey of lease.parentKeys) children.set(parentKey, [...(children.get(parentKey) ?? []), lease.leaseKey]);
@@ -360,6 +373,8 @@ function viewOf(
     corrupt: new Set(corrupt),
     children,
     ownerOf: (lease) => (lease.owner !== null && (unreadable.has(lease.owner) || alive.get(lease.owner) === lease.incarnation) ? lease.owner : null),
+    judges: (lease) =>
+      lease.owner === null || unreadable.has(lease.owner) || alive.get(lease.owner) === lease.incarnation || dead.has(`${lease.owner}\u0000${lease.incarnation}`),
   };
 }
 
@@ -570,13 +585,19 @@ function updateOf(lease: LeaseRecord, move: Pick<RewindMove, 'how' | 'to'>, rewi
   };
 }
 
+/** How many times one generation's refused writes are sent again at once, on the record each conflict carries. */
+const QUICK_RETRIES = 10;
+
 /**
  * Writes the leases of `moves` that do not carry the rewind yet, a generation at a time, ancestors first:
  * a finished lease carries its request before any lease that descends from it is reset, so that none of
- * those is taken and read before it. Stops at the first generation with a write that did not apply.
- * Returns the keys whose write did not apply.
+ * those is taken and read before it. A write refused because the lease moved meanwhile (its owner
+ * checkpointed) is sent again at once on the record the conflict carries, up to {@link QUICK_RETRIES}
+ * times, as long as the roster read says who holds it: a busy owner checkpoints every batch, and a fresh
+ * listing each time would lose the race to it for ever. Stops at the first generation left with a write
+ * that did not apply, and returns its keys (the caller reads the group again).
  */
-async function writeMoves(storage: CheckpointStorage, group: string, view: GroupView, moves: readonly RewindMove[], rewindId: string, requestedAt: string, mayWrite: () => boolean): Promise<string[]> {
+async function writeMoves(storage: CheckpointStorage, group: string, view: GroupView, moves: readonly RewindMove[], rewindId: string, requestedAt: string): Promise<string[]> {
   const due = moves.filter((move) => {
     const lease = view.leases.get(move.leaseKey);
     return lease !== undefined && !carries(lease, rewindId);
@@ -596,11 +617,27 @@ async function writeMoves(storage: CheckpointStorage, group: string, view: Group
   const byGeneration = new Map<number, RewindMove[]>();
   for (const move of due) byGeneration.set(generationOf(move.leaseKey), [...(byGeneration.get(generationOf(move.leaseKey)) ?? []), move]);
   for (const g of [...byGeneration.keys()].sort((a, b) => a - b)) {
-    if (!mayWrite()) return due.map((move) => move.leaseKey);
-    const batch = byGeneration.get(g) as RewindMove[];
-    const results = await storage.updateLeases(group, batch.map((move) => updateOf(view.leases.get(move.leaseKey) as LeaseRecord, move, rewindId, requestedAt)));
-    const failed = batch.filter((_, i) => results[i]?.status !== 'applied').map((move) => move.leaseKey);
-    if (failed.length > 0) return failed;
+    let batch = (byGeneration.get(g) as RewindMove[]).map((move) => ({ move, lease: view.leases.get(move.leaseKey) as LeaseRecord }));
+    for (let attempt = 0; batch.length > 0; attempt++) {
+      const results = await storage.updateLeases(group, batch.map(({ move, lease }) => updateOf(lease, move, rewindId, requestedAt)));
+      const again: typeof batch = [];
+      const failed: string[] = [];
+      batch.forEach(({ move }, i) => {
+        const outcome = results[i];
+        if (outcome?.status === 'applied') return;
+        const current = outcome?.status === 'conflict' ? outcome.current : null;
+        if (outcome?.status === 'conflict' && current === null) return; // deleted meanwhile: its shard finished
+        if (current !== null && carries(current, rewindId)) return;
+        if (current === null || !view.judges(current) || attempt + 1 >= QUICK_RETRIES) {
+          failed.push(move.leaseKey);
+          return;
+        }
+        const how: RewindHow = move.how === 'after-descendants' ? move.how : view.ownerOf(current) === null ? 'direct' : 'request';
+        again.push({ move: { ...move, how }, lease: current });
+      });
+      if (failed.length > 0) return [...failed, ...again.map(({ move }) => move.leaseKey)];
+      batch = again;
+    }
   }
   return [];
 }
@@ -620,16 +657,19 @@ export async function applyRewind(plan: RewindPlan, options: ApplyRewindOptions)
   const maxAttempts = options.maxAttempts ?? 5;
   if (!Number.isSafeInteger(maxAttempts) || maxAttempts < 1) throw new InvalidConfigError(`[${PKG}] maxAttempts must be a positive integer, got ${describeValue(maxAttempts)}`);
   const clock = options.clock ?? systemClock;
+  const random = options.random ?? systemRandom;
   const startedAt = clock.now();
   const latest = plan.target === 'latest';
   const moves = new Map<string, RewindMove>();
   let failed: string[] = [];
   for (let attempt = 0; attempt < maxAttempts; attempt++) {
+    // Out of step with owners that checkpoint at a steady pace, as their batches come.
+    if (attempt > 0) await clock.sleep((50 + random.next() * 200) * attempt);
     const view = await readView(storage, plan.group);
     const decided = decide(view, plan.selected, plan.to, latest);
     // The first sight of each lease is the one reported: a later read shows it moved already.
     for (const move of decided.moves) if (!moves.has(move.leaseKey)) moves.set(move.leaseKey, move);
-    failed = await writeMoves(storage, plan.group, view, decided.moves, plan.rewindId, plan.requestedAt, () => true);
+    failed = await writeMoves(storage, plan.group, view, decided.moves, plan.rewindId, plan.requestedAt);
     if (failed.length === 0) break;
   }
   if (failed.length > 0) {

@@ -191,6 +191,27 @@ describe('applyRewind', () => {
     expect((await lease('a')).checkpoint).toBe('10');
   });
 
+  it('a request kept out by an owner that checkpoints before each write of the tool is sent again at once on the record the conflict carries', async () => {
+    const { storage, plan, lease } = await group([{ leaseKey: 'busy', checkpoint: '10', ...owned('w1') }], [{ workerId: 'w1' }]);
+    const rewind = await plan('trim-horizon');
+    let checkpoints = 0;
+    const updateLeases = async (g: string, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[]> => {
+      // The owner checkpoints just before each of the tool's first three writes.
+      if (checkpoints < 3) {
+        const current = (await storage.getLease(g, 'busy')) as LeaseRecord;
+        await storage.updateLeases(g, [{ leaseKey: 'busy', expectedVersion: current.version, next: { ...leaseStateOf(current), checkpoint: String(11 + checkpoints++) } }]);
+      }
+      return storage.updateLeases(g, updates);
+    };
+    const busy = new Proxy(storage, {
+      get: (target, name) => (name === 'updateLeases' ? updateLeases : (Reflect.get(target, name) as (...args: unknown[]) => unknown).bind(target)),
+    });
+    // One read of the group: the write gets through without reading it again.
+    await applyRewind(rewind, { storage: busy, maxAttempts: 1 });
+    expect(rewindRequestOf(await lease('busy'))?.id).toBe(rewind.rewindId);
+    expect((await lease('busy')).checkpoint).toBe('13');
+  });
+
   it('gives up after a bounded number of attempts when a lease keeps changing, naming it', async () => {
     const { storage, plan } = await group([{ leaseKey: 'busy', checkpoint: '10' }]);
     const rewind = await plan('trim-horizon');
