@@ -11,6 +11,7 @@ import { leaseCreate, leaseDelete } from './commands/lease.js';
 import { memberList, memberRemove } from './commands/member.js';
 import { setup } from './commands/setup.js';
 import { copy } from './commands/copy.js';
+import { rewind } from './commands/rewind.js';
 import { status } from './commands/status.js';
 import { errorLine, EXIT, exitCodeOf, parseCount, type Io } from './shared.js';
 
@@ -92,6 +93,33 @@ function build(io: Io): Command {
     .addOption(observeOption())
     .action(async (options: { storage: string; group: string; lease?: string; to: string; force: boolean; observeMs: string }) => {
       await checkpointReset({ ...options, lease: options.lease, observeMs: parseCount('--observe-ms', options.observeMs, 0) }, io);
+    });
+
+  program
+    .command('rewind')
+    .description("move a live group's checkpoints back to a time, to the stream's start or to a position of one shard, while its workers run (a dry run unless --apply)")
+    .addOption(storageOption())
+    .requiredOption('--group <name>', 'the consumer group')
+    .option('--stream <name>', 'only the leases of this stream, in a group that reads several (keys <stream>:<shard>)')
+    .option('--shard <id>', 'only this shard (repeat for more; default: every lease)', (value: string, previous: string[]) => [...previous, value], [] as string[])
+    .requiredOption('--to <target>', 'an ISO time (2024-05-01T10:00:00Z), trim-horizon, latest, or a sequence number of the one --shard (the records after it)')
+    .option('--apply', 'write the rewind, then wait until every shard moved', false)
+    .option('--timeout-ms <ms>', 'with --apply, how long to wait for every shard to move before exiting with 1', '120000')
+    .option('--json', 'print one JSON document: the plan, and with --apply the progress', false)
+    .action(async (options: { storage: string; group: string; stream?: string; shard: string[]; to: string; apply: boolean; timeoutMs: string; json: boolean }) => {
+      await rewind(
+        {
+          storage: options.storage,
+          group: options.group,
+          stream: options.stream,
+          shards: options.shard,
+          to: options.to,
+          apply: options.apply,
+          timeoutMs: parseCount('--timeout-ms', options.timeoutMs, 0),
+          json: options.json,
+        },
+        io,
+      );
     });
 
   const lease = program.command('lease').description('delete a lease, or create one again (refused while the group is live)');

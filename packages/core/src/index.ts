@@ -31,6 +31,31 @@ export { Consumer, STALL_FIELDS, BORN_FIELD, type ConsumerEvents, type StallReas
 export { syncShards, ShardSync, type ShardSyncReport, type ShardSyncOptions } from './consumer/leader-duties.js';
 export { streamLeaseKey, parseStreamLeaseKey, type StreamSpec, type StreamList } from './consumer/streams.js';
 export { STREAMS_FIELD, parseStreamBirths, type MultiStreamSyncReport, type StreamBirths } from './consumer/stream-sync.js';
+export {
+  planRewind,
+  applyRewind,
+  awaitRewind,
+  settleRewinds,
+  parseRewindTarget,
+  rewindRequestOf,
+  hasRewindRequest,
+  REWIND_FIELDS,
+  REWIND_MARKER_FIELD,
+  type RewindTarget,
+  type RewindSelection,
+  type RewindPlan,
+  type RewindMove,
+  type RewindHow,
+  type RewindNote,
+  type RewindRequest,
+  type AppliedRewind,
+  type RewindProgress,
+  type RewindLeaseProgress,
+  type PlanRewindOptions,
+  type ApplyRewindOptions,
+  type AwaitRewindOptions,
+  type SettleRewindsOptions,
+} from './rewind.js';
 export type {
   ConsumerOptions,
   ConsumerUnsafe,

@@ -52,7 +52,7 @@ const LEASE_FIELDS = new Set(['format', 'owner', 'epoch', 'checkpoint', 'parentK
 const MEMBER_FIELDS = new Set(['format', 'incarnation', 'leaseDurationMs', 'status', 'held', 'changes', 'requests', 'metadata', 'group', 'workerId', 'version']);
 const LEADER_FIELDS = new Set(['format', 'holder', 'term', 'metadata', 'group', 'version']);
 
-const CHANGE_KINDS: readonly LeaseChangeKind[] = ['released', 'handed-off', 'created'];
+const CHANGE_KINDS: readonly LeaseChangeKind[] = ['released', 'handed-off', 'created', 'rewind'];
 
 function byteLength(value: string): number {
   // A UTF-16 code unit is at most 3 UTF-8 bytes, so a short string is certainly within every limit and is

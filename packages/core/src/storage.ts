@@ -115,11 +115,12 @@ export interface NewLease extends Partial<LeaseState> {
 }
 
 /**
- * What a lease change means to workers that wait for free leases; carried by the change feed. `created`
- * is published by the adapter itself whenever `createLease` applies; the others by the `notify` of an
- * update.
+ * What a lease change means to workers; carried by the change feed. `created` is published by the adapter
+ * itself whenever `createLease` applies; the others by the `notify` of an update: `released` and
+ * `handed-off` to workers that wait for free leases, `rewind` to the owner of a lease an operator asked to
+ * rewind (see `applyRewind`).
  */
-export type LeaseChangeKind = 'released' | 'handed-off' | 'created';
+export type LeaseChangeKind = 'released' | 'handed-off' | 'created' | 'rewind';
 
 /** One conditional write in a {@link CheckpointStorage.updateLeases} batch. */
 export interface LeaseUpdate {

@@ -151,7 +151,7 @@ const T = {
   corruptListing: 'a listing reports each corrupt lease in corrupt, naming it, and still lists every other lease',
   corruptBatch: 'a batch item on a corrupt lease at another version is unknown, carrying the CorruptRecordError, for that item only: the others apply',
   feedDelivers: 'a release published by one client reaches a subscriber on another client, and no other group',
-  feedKinds: 'each change reaches subscribers with the kind it was written with: created for a new lease, handed-off and released',
+  feedKinds: 'each change reaches subscribers with the kind it was written with: created for a new lease, handed-off, rewind and released',
   feedApplied: 'only writes that applied are published: a batch mixing applied and refused items publishes the applied ones, a refused create nothing',
   feedRenewals: 'updates without notify publish nothing: renewals and checkpoints are not changes',
   feedOwn: 'a subscriber hears the changes its own client writes, as well as another client\'s',
@@ -333,6 +333,7 @@ describe('the conformance suite', () => {
       ['close-keeps-delivering', [T.feedClose]],
       ['never-delivers', [T.feedDelivers]],
       ['no-created', [T.feedKinds]],
+      ['drops-rewind', [T.feedKinds]],
       ['skips-own-writes', [T.feedOwn]],
     ];
     for (const [bug, titles] of cases) {

@@ -103,6 +103,41 @@ describe('LeaderElector', () => {
     await run(scheduler, follower.elector.stop());
   });
 
+  it('keeps a field another client wrote on the leader record at its version, holder and term unchanged, and every candidate sees it within a renew interval', async () => {
+    const { scheduler, store, candidate } = world();
+    const leader = candidate('leader');
+    await run(scheduler, leader.elector.start());
+    const follower = candidate('follower');
+    await run(scheduler, follower.elector.start());
+    await scheduler.advance(5_000);
+    // An operator's tool: one conditional write on the version it read, keeping holder and term.
+    const read = (await store.getLeader(GROUP))!;
+    const written = await store.updateLeader(GROUP, read.version, { format: read.format, holder: read.holder, term: read.term, metadata: { ...read.metadata, marker: 'm1' } });
+    expect(written.status).toBe('applied');
+    await scheduler.advance(leader.elector.renewIntervalMs * 1.1);
+    // The leader's next renewal conflicts, finds its own holder and term, adopts the record and renews on it.
+    expect(leader.elector.isLeader()).toBe(true);
+    expect(leader.terms).toEqual([1]);
+    expect(leader.demotions).toEqual([]);
+    expect(leader.elector.record?.metadata).toEqual({ marker: 'm1' });
+    expect(follower.elector.record?.metadata).toEqual({ marker: 'm1' });
+    await scheduler.advance(30_000);
+    expect((await store.getLeader(GROUP))?.metadata).toEqual({ marker: 'm1' });
+    await run(scheduler, Promise.all([leader.elector.stop(), follower.elector.stop()]));
+  });
+
+  it('an annotation written over another client\'s field keeps that field', async () => {
+    const { scheduler, store, candidate } = world();
+    const leader = candidate('leader');
+    await run(scheduler, leader.elector.start());
+    const read = (await store.getLeader(GROUP))!;
+    expect((await store.updateLeader(GROUP, read.version, { format: read.format, holder: read.holder, term: read.term, metadata: { marker: 'm1' } })).status).toBe('applied');
+    // The leader still holds the record it last wrote: its annotation conflicts, and is written again on the stored one.
+    expect(await run(scheduler, leader.elector.annotate({ born: 'yes' }))).toBe(true);
+    expect((await store.getLeader(GROUP))?.metadata).toEqual({ marker: 'm1', born: 'yes' });
+    await run(scheduler, leader.elector.stop());
+  });
+
   it('stops with a RecordFormatError on a leader record of a newer format, and never writes it', async () => {
     const { scheduler, store, candidate } = world();
     await store.createLeader({ group: GROUP, holder: 'future', term: 4, format: 2 });

@@ -46,7 +46,11 @@ export type WorkerReport =
   | (Base & { readonly type: 'checkpointed'; readonly shardId: string; readonly position: string })
   | (Base & { readonly type: 'lost'; readonly shardId: string; readonly reason: string })
   | (Base & { readonly type: 'handed-off'; readonly shardId: string; readonly to: string })
+  /** The worker began handing a lease over unasked (a rebalance): it drains it, then writes it to `to`. */
+  | (Base & { readonly type: 'handoff-offered'; readonly shardId: string; readonly to: string })
   | (Base & { readonly type: 'ended'; readonly shardId: string; readonly childShardIds: readonly string[] })
+  /** An operator's rewind moved the shard's checkpoint (`waitsForParent`: its lease was given back until a parent is read again). */
+  | (Base & { readonly type: 'rewound'; readonly shardId: string; readonly rewindId: string; readonly to: string; readonly waitsForParent: boolean })
   | (Base & { readonly type: 'leader'; readonly term: number })
   | (Base & { readonly type: 'error'; readonly operation: string; readonly message: string })
   /** The handler threw (with `--sink`: its sink write failed, so the batch is handed over again). */

@@ -7,7 +7,7 @@
 import type { LeaseChange, LeaseChangeKind } from '@leasehold/core';
 import type { Notification, Pool, PoolClient } from 'pg';
 
-const KINDS: ReadonlySet<string> = new Set<LeaseChangeKind>(['released', 'handed-off', 'created']);
+const KINDS: ReadonlySet<string> = new Set<LeaseChangeKind>(['released', 'handed-off', 'created', 'rewind']);
 const FIRST_RETRY_MS = 100;
 const MAX_RETRY_MS = 5000;
 

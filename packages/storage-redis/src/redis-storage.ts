@@ -75,7 +75,7 @@ export interface RedisStorageOptions {
   maxBatchSize?: number;
 }
 
-const CHANGE_KINDS: ReadonlySet<string> = new Set<LeaseChangeKind>(['released', 'handed-off', 'created']);
+const CHANGE_KINDS: ReadonlySet<string> = new Set<LeaseChangeKind>(['released', 'handed-off', 'created', 'rewind']);
 const TOMBSTONE_PAGE = 1000;
 const KEY_CACHE_SIZE = 10_000;
 

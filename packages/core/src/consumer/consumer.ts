@@ -1,5 +1,5 @@
 import { systemClock, systemRandom, type Clock, type Random } from '../clock.js';
-import { AbortedError, describeValue, InvalidConfigError, LeaseholdError, StorageOutcomeUnknownError } from '../errors.js';
+import { AbortedError, describeValue, InvalidConfigError, LeaseholdError, LeaseLostError, StorageOutcomeUnknownError } from '../errors.js';
 import { TypedEmitter } from '../events.js';
 import { LeaderElector } from '../leader/elector.js';
 import { LeaseCoordinator, parentsFinished, type HeldLease, type LossReason } from '../lease/coordinator.js';
@@ -13,6 +13,8 @@ import { ShardPump, type PumpOutcome, type PumpReporter } from './shard-pump.js'
 import { attachMetrics, defaultMeter } from '../metrics.js';
 import { parseStreamBirths, MultiStreamSync, STREAMS_FIELD, type MultiStreamSyncReport } from './stream-sync.js';
 import { parseStreamLeaseKey, resolveStreams, type StreamList, type StreamSource } from './streams.js';
+import { REWIND_MARKER_FIELD, rewindRequestOf } from '../rewind.js';
+import { applyOwnRewind, type OwnRewind } from './owner-rewind.js';
 
 const PKG = 'core';
 
@@ -39,6 +41,12 @@ export interface ConsumerEvents {
    */
   'record-skipped': { shardId: string; position: Position; error: Error; reason: GiveUpReason; attempts: number; deadLettered: boolean };
   'shard-stopped': { shardId: string; error: Error };
+  /**
+   * An operator's rewind moved this shard's checkpoint (see `applyRewind`): its batch in flight was
+   * finished, and it is read again from `to`; or, with `waitsForParent`, its lease was given back, since a
+   * parent must be read again first.
+   */
+  'shard-rewound': { shardId: string; rewindId: string; from: Position | null; to: Position; waitsForParent: boolean };
   /**
    * Reading a shard failed (the source, or the shard's end could not be recorded). The runtime reads it
    * again after `retryInMs`, or, when the shard is gone or after repeated failures (`released`), gives the
@@ -155,6 +163,8 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
   readonly #settling = new Set<string>();
   /** Shards reported stalled, with the tenure the report was written in. */
   readonly #stalled = new Map<string, { fencingToken: number }>();
+  /** Rewind requests being applied, one after another per shard. */
+  readonly #rewinds = new Map<string, Promise<void>>();
   readonly #lifetime = new AbortController();
   #state: 'new' | 'running' | 'stopping' | 'stopped' = 'new';
   #stopping: Promise<void> | null = null;
@@ -275,6 +285,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
     await this.coordinator.start();
     this.#background.push(this.#watchStalls());
     if (typeof this.#streamList === 'function') this.#background.push(this.#watchStreams());
+    if (this.elector) this.#background.push(this.#watchRewinds(this.elector));
   }
 
   /** The streams of a multi-stream group as this worker reads them now, by stream id (empty for one stream). */
@@ -327,7 +338,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
           .finally(() => this.#settling.delete(lease.leaseKey));
       }
     }
-    if (added.length > 0 && this.#state === 'running') this.coordinator.refresh();
+    if (added.length > 0 && this.#state === 'running') this.coordinator.listSoon();
     return next;
   }
 
@@ -424,6 +435,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       this.emit('lease-lost', { shardId: leaseKey, reason });
     });
     coordinator.on('handed-off', ({ leaseKey, to }) => this.emit('lease-handed-off', { shardId: leaseKey, to }));
+    coordinator.on('rewind-requested', ({ leaseKey }) => this.#rewindRequested(leaseKey));
     coordinator.on('corrupt-lease', ({ leaseKey, error }) => {
       this.#logger.error({ shardId: leaseKey, err: error }, 'corrupt lease: nobody takes it until it is repaired or deleted');
       this.emit('lease-corrupt', { shardId: leaseKey, error });
@@ -447,11 +459,11 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
     this.elector?.on('error', ({ error, operation }) => this.#report(error, `leader ${operation}`));
   }
 
-  #startPump(leaseKey: string): void {
+  #startPump(leaseKey: string, applyRewind = true): void {
     const previous = this.#pumps.get(leaseKey);
     if (previous) {
       // Re-acquired while the last pump of the shard is still winding down: start after it stopped.
-      void previous.done.then(() => this.#startPump(leaseKey));
+      void previous.done.then(() => this.#startPump(leaseKey, applyRewind));
       return;
     }
     const lease = this.coordinator.lease(leaseKey);
@@ -464,6 +476,11 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
         .release(leaseKey)
         .catch((error: unknown) => this.#report(error, 'release'))
         .finally(() => this.#settling.delete(leaseKey));
+      return;
+    }
+    // A request its last owner did not apply (it died, or handed the lease over first) is applied before reading.
+    if (applyRewind && lease.checkpoint !== Checkpoint.SHARD_END && rewindRequestOf(lease) !== undefined) {
+      this.#rewindRequested(leaseKey);
       return;
     }
     const pump = new ShardPump<R>(
@@ -671,6 +688,9 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
 
   /** The coordinator is about to give a lease away: finish the batch in flight and checkpoint first. */
   #drain(lease: HeldLease): Promise<void> {
+    // A rewind being applied finishes first; it does not read on once the lease is being given away.
+    const rewinding = this.#rewinds.get(lease.leaseKey);
+    if (rewinding) return rewinding.then(() => this.#drain(lease));
     const pump = this.#pumps.get(lease.leaseKey);
     if (!pump) return Promise.resolve();
     let drain = this.#drains.get(lease.leaseKey);
@@ -679,6 +699,89 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       this.#drains.set(lease.leaseKey, drain);
     }
     return drain;
+  }
+
+  /**
+   * Watches the group's rewind marker on the leader record (every worker reads the record each renew
+   * interval): when it changes, looks at every lease this worker holds for a request. This is how a rewind
+   * reaches owners whose storage has no change feed; with one, the feed brings it at once.
+   */
+  async #watchRewinds(elector: LeaderElector): Promise<void> {
+    const signal = this.#lifetime.signal;
+    let seen = elector.record?.metadata[REWIND_MARKER_FIELD];
+    while (!signal.aborted) {
+      try {
+        await this.#clock.sleep(elector.renewIntervalMs / 4, signal);
+      } catch {
+        return;
+      }
+      const marker = elector.record?.metadata[REWIND_MARKER_FIELD];
+      if (marker === seen) continue;
+      seen = marker;
+      for (const lease of this.coordinator.heldLeases()) this.#rewindRequested(lease.leaseKey);
+      // A finished lease moved back (the marker changes again then) can be taken: list.
+      this.coordinator.listSoon();
+    }
+  }
+
+  /** Applies the rewind request a held lease may carry, after any being applied to it already. */
+  #rewindRequested(leaseKey: string): void {
+    const next = (this.#rewinds.get(leaseKey) ?? Promise.resolve()).then(() => this.#rewind(leaseKey));
+    this.#rewinds.set(leaseKey, next);
+    void next.finally(() => {
+      if (this.#rewinds.get(leaseKey) === next) this.#rewinds.delete(leaseKey);
+    });
+  }
+
+  /**
+   * The owner's part of a rewind (DESIGN section 4, "Rewinding"): the shard's batch in flight is finished
+   * and checkpointed, its checkpoint moved to the target in one write of this tenure, and it is read again
+   * from there; or its lease is given back when a parent must be read again first. Not while the lease is
+   * being handed over or this worker stops: the request goes with the lease, and its next owner applies it.
+   */
+  async #rewind(leaseKey: string): Promise<void> {
+    const lease = this.coordinator.lease(leaseKey);
+    if (!lease || lease.draining || this.#state !== 'running') return;
+    this.#settling.add(leaseKey);
+    let outcome: OwnRewind;
+    try {
+      const stopReading = async (): Promise<void> => {
+        const pump = this.#pumps.get(leaseKey);
+        if (pump) await pump.pause().then(() => pump.done);
+      };
+      outcome = await applyOwnRewind({ coordinator: this.coordinator, storage: this.#storage, group: this.group, lease, stopReading });
+    } catch (error) {
+      if (!(error instanceof LeaseLostError)) {
+        this.#report(error, 'rewind');
+        // Tried again after a backoff (the request is still there), with nobody reading meanwhile.
+        void this.#clock
+          .sleep(this.#retry.maxDelayMs, lease.signal)
+          .then(() => this.#rewindRequested(leaseKey), () => undefined)
+          .finally(() => this.#settling.delete(leaseKey));
+        return;
+      }
+      this.#settling.delete(leaseKey);
+      return;
+    }
+    this.#settling.delete(leaseKey);
+    if (outcome.kind === 'unreadable') {
+      this.#report(
+        new LeaseholdError('ERR_REWIND_UNREADABLE', `[${PKG}] lease ${describeValue(leaseKey)} carries a rewind request that cannot be read (${describeValue(outcome.value)}): it is not applied, and its children wait for it; rewind it again`),
+        'rewind',
+      );
+    }
+    const now = this.coordinator.lease(leaseKey);
+    if (!now || now.draining || this.#state !== 'running') return;
+    if (outcome.kind === 'rewound') {
+      const { request, from, parentFirst } = outcome;
+      this.#logger.info({ shardId: leaseKey, rewindId: request.id, from, to: request.to, waitsForParent: parentFirst }, 'shard rewound');
+      this.emit('shard-rewound', { shardId: leaseKey, rewindId: request.id, from, to: request.to, waitsForParent: parentFirst });
+      if (parentFirst) {
+        await this.coordinator.release(leaseKey).catch((error: unknown) => this.#report(error, 'release'));
+        return;
+      }
+    }
+    if (!this.#pumps.has(leaseKey)) this.#startPump(leaseKey, false);
   }
 
   #lead(term: number, signal: AbortSignal): void {
@@ -712,7 +815,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       async () => {
         try {
           const report = await sync.run(signal);
-          if (report.created.length > 0 || report.deleted.length > 0 || report.missing.length > 0) {
+          if (report.created.length > 0 || report.deleted.length > 0 || report.missing.length > 0 || report.rewound.length > 0) {
             this.#logger.info({ term, ...report }, 'shard sync');
           }
           this.emit('shard-sync', report);

@@ -1,5 +1,6 @@
 import type { Clock } from '../clock.js';
 import type { ShardInfo, ShardSource } from '../source.js';
+import { hasRewindRequest, settleRewinds } from '../rewind.js';
 import { Checkpoint, RECORD_FORMAT, type CheckpointStorage, type LeaseRecord, type Position } from '../storage.js';
 
 /** What one round of the leader's chores did and saw. */
@@ -16,6 +17,8 @@ export interface ShardSyncReport {
   corrupt: string[];
   /** Whether every shard of the listing has a lease or is retired: the group is born once a round is complete. */
   complete: boolean;
+  /** Leases a rewind moved that no owner could (see `settleRewinds`). */
+  rewound: string[];
   /** In a multi-stream group, the stream this round synced. */
   streamId?: string;
 }
@@ -35,12 +38,15 @@ export interface ShardSyncUnsafe {
   childrenAtInitialPosition?: boolean;
 }
 
+/** What a shard sync round uses of the lease table. */
+export type ShardSyncStorage = Pick<CheckpointStorage, 'listLeases' | 'getRoster' | 'createLease' | 'deleteLease' | 'getLease' | 'updateLeases'>;
+
 /** Options of {@link ShardSync}. */
 export interface ShardSyncOptions {
   group: string;
   source: ShardSource;
   /** The lease table (a multi-stream group gives each stream's sync a view of its own leases). */
-  storage: Pick<CheckpointStorage, 'listLeases' | 'getRoster' | 'createLease' | 'deleteLease'>;
+  storage: ShardSyncStorage;
   /** Where a shard seen at the group's birth starts: `TRIM_HORIZON`, `LATEST` or `AT_TIMESTAMP:<ms>`. */
   initialPosition: Position;
   /**
@@ -117,7 +123,7 @@ export class ShardSync {
     const unreadable = new Set(roster.corrupt.map((error) => error.workerId));
     const heldByAnyone = (lease: LeaseRecord): boolean =>
       lease.owner !== null && (unreadable.has(lease.owner) || alive.get(lease.owner) === lease.incarnation);
-    const report: ShardSyncReport = { created: [], deleted: [], pending: [], missing: [], corrupt: [], complete: false };
+    const report: ShardSyncReport = { created: [], deleted: [], pending: [], missing: [], corrupt: [], complete: false, rewound: [] };
     const leases = new Map(listing.leases.map((lease) => [lease.leaseKey, lease]));
     const corrupt = new Set<string>();
     for (const error of listing.corrupt) {
@@ -219,14 +225,21 @@ export class ShardSync {
       if (lease.format > RECORD_FORMAT) continue; // a newer core's record: not ours to judge
       if (unsafe.deleteOnStaleView && !inStream.has(key)) {
         await this.#delete(lease, report);
-      } else if (finishedAndSettled(lease, inStream, lineage, hasLease) && !heldByAnyone(lease)) {
+      } else if (finishedAndSettled(lease, inStream, lineage, hasLease) && !heldByAnyone(lease) && !hasRewindRequest(lease)) {
+        // (A finished lease carrying a rewind request is read again soon: it stays.)
         await this.#delete(lease, report);
       } else if (lease.checkpoint !== Checkpoint.SHARD_END && !inStream.has(key)) {
         const gone = !heldByAnyone(lease) && (await this.#confirmedGone(key, signal));
         if (!gone || !(await this.#delete(lease, report))) report.missing.push(key);
       }
     }
-    if (report.created.length > 0 || report.deleted.length > 0) this.#options.onLeasesChanged?.();
+    // Rewinds: what no owner applies (a request on a lease nobody holds, a finished lease whose descendants stopped).
+    if (!signal.aborted) {
+      const standing = [...leases.values()].filter((lease) => !report.deleted.includes(lease.leaseKey));
+      const rewound = await settleRewinds({ storage, group, leases: standing, heldByAnyone, mayWrite: () => !signal.aborted && isLeader() });
+      report.rewound.push(...rewound.map((lease) => lease.leaseKey));
+    }
+    if (report.created.length > 0 || report.deleted.length > 0 || report.rewound.length > 0) this.#options.onLeasesChanged?.();
     return report;
   }
 

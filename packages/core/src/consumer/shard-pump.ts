@@ -64,6 +64,8 @@ export class ShardPump<R extends SourceRecord> {
   /** Aborts the read: the lease was lost, or the shard is being given away. */
   readonly #reading = new AbortController();
   #draining = false;
+  /** Paused for a rewind: no batch's context may checkpoint any more. */
+  #paused = false;
   #inFlight: Promise<void> = Promise.resolve();
   /** The end of the last batch the handler finished, and whether it is checkpointed. */
   #processed: Position | null = null;
@@ -124,6 +126,22 @@ export class ShardPump<R extends SourceRecord> {
       }
     }
     this.#reading.abort(new AbortedError(`[core] shard ${describeValue(this.shardId)} is being handed over`));
+  }
+
+  /**
+   * Stops for a rewind of the shard (DESIGN section 4, "Rewinding"): stops reading new batches, waits for
+   * the batch in flight and checkpoints what was processed, as a drain does, but keeps the lease (no
+   * `shutdownRequested`: nothing is handed over). From then on a checkpoint through a batch's context is
+   * refused: a handler that kept its context must not move the rewound checkpoint forward again.
+   */
+  async pause(): Promise<void> {
+    this.#draining = true;
+    await this.#inFlight;
+    if (this.#settings.checkpointing !== 'manual' && this.#processed !== null && this.#processed !== this.#checkpointed) {
+      await this.#checkpoint(this.#processed).catch((error: unknown) => this.#settings.reporter.error(asError(error), 'pause-checkpoint'));
+    }
+    this.#paused = true;
+    this.#reading.abort(new AbortedError(`[core] shard ${describeValue(this.shardId)} is being rewound`));
   }
 
   /** Stops at once (the lease is gone). */
@@ -486,6 +504,7 @@ export class ShardPump<R extends SourceRecord> {
   }
 
   async #checkpoint(position: Position, write?: CheckpointWrite): Promise<void> {
+    if (this.#paused) throw new AbortedError(`[core] shard ${describeValue(this.shardId)} was rewound: a checkpoint of an earlier batch is refused`);
     if (write) await this.#settings.coordinator.checkpointThrough(this.#lease, position, write);
     else await this.#settings.coordinator.checkpoint(this.#lease, position);
     this.#checkpointed = position;

@@ -8,6 +8,7 @@
 import { describeValue, InvalidConfigError, SourceError } from '../errors.js';
 import type { ReadOptions, ShardBatch, ShardInfo, ShardSource, SourceRecord } from '../source.js';
 import type { CheckpointStorage, LeaseListing, Position } from '../storage.js';
+import type { ShardSyncStorage } from './leader-duties.js';
 import type { InitialPosition } from './options.js';
 
 const PKG = 'core';
@@ -150,7 +151,7 @@ export function streamView(
   storage: CheckpointStorage,
   listing: LeaseListing,
   stream: StreamSource<SourceRecord>,
-): Pick<CheckpointStorage, 'listLeases' | 'getRoster' | 'createLease' | 'deleteLease'> {
+): ShardSyncStorage {
   const narrowed: LeaseListing = {
     leases: listing.leases.filter((lease) => stream.owns(lease.leaseKey)),
     corrupt: listing.corrupt.filter((error) => {
@@ -163,5 +164,7 @@ export function streamView(
     getRoster: (group) => storage.getRoster(group),
     createLease: (lease, options) => storage.createLease(lease, options),
     deleteLease: (group, leaseKey, version) => storage.deleteLease(group, leaseKey, version),
+    getLease: (group, leaseKey) => storage.getLease(group, leaseKey),
+    updateLeases: (group, updates) => storage.updateLeases(group, updates),
   };
 }

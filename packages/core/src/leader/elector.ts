@@ -157,15 +157,8 @@ export class LeaderElector extends TypedEmitter<LeaderElectorEvents> implements 
     return this.#serialized(async () => {
       const leadership = this.#leadership;
       if (!leadership || !this.isLeader()) return false;
-      const metadata: Record<string, string> = { ...leadership.record.metadata };
-      let changed = false;
-      for (const [name, value] of Object.entries(fields)) {
-        if (value === null ? name in metadata : metadata[name] !== value) changed = true;
-        if (value === null) delete metadata[name];
-        else metadata[name] = value;
-      }
-      if (!changed) return true;
-      return this.#renew(leadership, metadata);
+      if (withFields(leadership.record.metadata, fields) === null) return true;
+      return this.#renew(leadership, fields);
     });
   }
 
@@ -212,11 +205,12 @@ export class LeaderElector extends TypedEmitter<LeaderElectorEvents> implements 
   }
 
   /**
-   * Renews (optionally with new metadata); returns whether a write applied. A conflict that still shows
-   * this leader's own term (a renewal whose outcome was unknown but applied) is adopted and retried once,
-   * not taken for a replacement.
+   * Renews (optionally setting metadata fields); returns whether a write applied. A conflict that still
+   * shows this leader's own holder and term (a renewal whose outcome was unknown but applied, or another
+   * client's write that kept them, such as an operator's note) is adopted and retried once, not taken for
+   * a replacement; the fields are set on the record adopted, so that the other client's fields are kept.
    */
-  async #renew(leadership: Leadership, metadata?: Readonly<Record<string, string>>): Promise<boolean> {
+  async #renew(leadership: Leadership, fields?: Readonly<Record<string, string | null>>): Promise<boolean> {
     for (let attempt = 0; attempt < 2; attempt++) {
       const { record } = leadership;
       if (record.format > RECORD_FORMAT) {
@@ -224,6 +218,7 @@ export class LeaderElector extends TypedEmitter<LeaderElectorEvents> implements 
         return false;
       }
       const sentAt = this.#clock.now();
+      const metadata = fields ? withFields(record.metadata, fields) : null;
       const next = { ...leaderStateOf(record), ...(metadata ? { metadata } : {}) };
       const outcome = await this.#write(() => this.#store.updateLeader(this.group, record.version, next), 'renew');
       if (this.#leadership !== leadership) return false;
@@ -356,4 +351,16 @@ export class LeaderElector extends TypedEmitter<LeaderElectorEvents> implements 
   #report(error: unknown, operation: string): void {
     this.emit('error', { error: error instanceof Error ? error : new Error(String(error)), operation });
   }
+}
+
+/** `metadata` with `fields` set (a `null` field removed), or `null` when that changes nothing. */
+function withFields(metadata: Readonly<Record<string, string>>, fields: Readonly<Record<string, string | null>>): Record<string, string> | null {
+  const next: Record<string, string> = { ...metadata };
+  let changed = false;
+  for (const [name, value] of Object.entries(fields)) {
+    if (value === null ? name in next : next[name] !== value) changed = true;
+    if (value === null) delete next[name];
+    else next[name] = value;
+  }
+  return changed ? next : null;
 }

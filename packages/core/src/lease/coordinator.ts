@@ -34,6 +34,7 @@ import {
   type Position,
   type WriteResult,
 } from '../storage.js';
+import { hasRewindRequest } from '../rewind.js';
 import { holdMs, nonNegative, positive, positiveInteger, resolveHoldTiming, resolveIdentity } from './timing.js';
 
 const PKG = 'core';
@@ -48,13 +49,14 @@ export type EligibilityPredicate = (lease: LeaseRecord, all: ReadonlyMap<string,
  * A lease whose parents have all reached `SHARD_END`, or whose leases are gone, is eligible (DESIGN
  * section 4, taking, rule 1). A parent's lease is deleted only once the parent finished or left the stream, and a
  * child's lease is created only while each parent has a lease or is retired (DESIGN section 5), so a
- * missing parent is a finished one. A parent whose lease cannot be read is not known to be finished.
+ * missing parent is a finished one. A parent whose lease cannot be read is not known to be finished, nor
+ * is one that carries a rewind request: it is about to be read again, before its children.
  */
 export const parentsFinished: EligibilityPredicate = (lease, all, corrupt) =>
   lease.parentKeys.every((parentKey) => {
     if (corrupt.has(parentKey)) return false;
     const parent = all.get(parentKey);
-    return parent === undefined || parent.checkpoint === Checkpoint.SHARD_END;
+    return parent === undefined || (parent.checkpoint === Checkpoint.SHARD_END && !hasRewindRequest(parent));
   });
 
 /** One write of a member record, as observed expiry watches it: a new incarnation or version is a move. */
@@ -175,6 +177,11 @@ export interface LeaseCoordinatorEvents {
   'member-dead': { workerId: string; incarnation: string };
   /** Another worker asked for a lease this worker holds. */
   'handoff-requested': { leaseKey: string; to: string };
+  /**
+   * The change feed says a lease this worker holds carries a rewind request now (see `applyRewind`): the
+   * runtime applies it with {@link LeaseCoordinator.moveCheckpoint} once its batch in flight is done.
+   */
+  'rewind-requested': { leaseKey: string };
   /**
    * This worker, two or more above the least loaded member, hands a lease to a member below its share
    * without being asked (a join or a crash left the group unbalanced).
@@ -517,11 +524,12 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   }
 
   /**
-   * Lists the group's leases at the next take tick, on this worker only: for a change that only this
-   * worker's view of the leases depends on (its eligibility rule now accepts leases it refused, as when a
-   * multi-stream consumer learns of a stream).
+   * Lists the group's leases now and at the next take tick, on this worker, whatever the roster says:
+   * for a change this worker learned of by other means (the group's rewind marker on the leader record:
+   * a finished lease moved back can be taken again), or that only its own view depends on (its
+   * eligibility rule now accepts leases it refused, as when a multi-stream consumer learns of a stream).
    */
-  refresh(): void {
+  listSoon(): void {
     this.#listingDue = true;
     this.#wakeTake?.();
   }
@@ -650,6 +658,60 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     });
   }
 
+  /**
+   * Sets the checkpoint of a lease this worker holds in `lease`'s tenure to any position, behind the stored
+   * one included, with metadata fields in the same conditional write (a field set to `null` is removed):
+   * an operator's rewind, applied by the owner once its work in flight is done (DESIGN section 4,
+   * "Rewinding"). The lease is read first, and a newer record of the same tenure adopted, so that `decide`
+   * sees what another writer added (the request itself); `decide` is given the stored record on each
+   * attempt and returns the checkpoint and fields, or `null` when there is nothing to write. Returns the
+   * record written, or `null`. Refused once the lease is lost (`LeaseLostError`), as every write.
+   */
+  async moveCheckpoint(
+    lease: LeaseTenure,
+    decide: (stored: LeaseRecord) => { checkpoint: Position; metadata: Readonly<Record<string, string | null>> } | null,
+  ): Promise<LeaseRecord | null> {
+    const { leaseKey } = lease;
+    const held = this.#requireHeld(lease);
+    let written: LeaseRecord | null = null;
+    let reopened = false;
+    await this.#onLease(held, async () => {
+      this.#requireHeld(lease);
+      let stored: LeaseRecord | null;
+      try {
+        stored = await this.#storage.getLease(this.group, leaseKey);
+      } catch (error) {
+        throw new StorageUnavailableError(`[${PKG}] lease ${describeValue(leaseKey)} could not be read before moving its checkpoint`, { cause: error });
+      }
+      if (this.#held.get(leaseKey) !== held) throw this.#lostError(leaseKey);
+      if (!this.#stillMine(held, stored)) {
+        this.#lose(leaseKey, held, stored === null ? 'deleted' : 'taken');
+        throw this.#lostError(leaseKey);
+      }
+      if (stored.version > held.record.version) held.record = stored;
+      const wrote = await this.#writeHeld(
+        leaseKey,
+        held,
+        (record) => {
+          const change = decide(record);
+          if (change === null) return null;
+          const metadata: Record<string, string> = { ...record.metadata };
+          for (const [name, value] of Object.entries(change.metadata)) {
+            if (value === null) delete metadata[name];
+            else metadata[name] = value;
+          }
+          reopened = record.checkpoint === Checkpoint.SHARD_END && change.checkpoint !== Checkpoint.SHARD_END;
+          return { ...stateOf(record), checkpoint: change.checkpoint, metadata };
+        },
+        'move-checkpoint',
+      );
+      if (wrote) written = held.record;
+    });
+    // A finished lease moved back holds its children back again: the group looks at its leases.
+    if (written && reopened) this.noteLeasesChanged();
+    return written;
+  }
+
   /** Gives up one lease now: stops its work (its signal fires) and writes it free for others. */
   async release(leaseKey: string): Promise<void> {
     await this.#release([leaseKey], true);
@@ -699,6 +761,11 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
 
   #onChange(change: LeaseChange): void {
     if (this.#state !== 'running') return;
+    if (change.kind === 'rewind') {
+      // For the owner alone, and nothing to list: the lease's ownership did not change.
+      if (this.#held.has(change.leaseKey)) this.emit('rewind-requested', { leaseKey: change.leaseKey });
+      return;
+    }
     if (change.kind === 'created' || change.kind === 'released') this.#listingDue = true;
     if (change.kind === 'handed-off' && !this.#requests.has(change.leaseKey) && !this.#watching.has(change.leaseKey)) return;
     this.#wakeTake?.();

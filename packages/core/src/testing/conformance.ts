@@ -1977,7 +1977,7 @@ export function changeFeedContract(t: TestApi, target: ConformanceTarget): void 
       assert.deepEqual(elsewhere.changes, []);
     });
 
-    define(t, target, 'each change reaches subscribers with the kind it was written with: created for a new lease, handed-off and released', async (context) => {
+    define(t, target, 'each change reaches subscribers with the kind it was written with: created for a new lease, handed-off, rewind and released', async (context) => {
       const [writer, reader] = (await context.clients(2)) as [Storage, Storage];
       const g = context.group();
       const heard = await listen(reader, g, target, context);
@@ -1986,6 +1986,8 @@ export function changeFeedContract(t: TestApi, target: ConformanceTarget): void 
       let current = lease;
       for (const [kind, step] of [
         ['handed-off', { owner: 'b', epoch: 2, incarnation: 'i-b' }],
+        // A rewind request changes only the metadata: the owner hears it and applies it.
+        ['rewind', { metadata: { 'leasehold.rewind': '{"id":"r1","to":"TRIM_HORIZON","requestedAt":"2024-01-01T00:00:00.000Z"}' } }],
         ['released', { owner: null, incarnation: null }],
       ] as const) {
         const [outcome] = await writer.updateLeases(g, [{ leaseKey: 'k', expectedVersion: current.version, next: { ...stateOf(current), ...step }, notify: kind }]);
@@ -1994,6 +1996,7 @@ export function changeFeedContract(t: TestApi, target: ConformanceTarget): void 
       assert.deepEqual(await settle(writer, g, heard), [
         { group: g, leaseKey: 'k', kind: 'created' },
         { group: g, leaseKey: 'k', kind: 'handed-off' },
+        { group: g, leaseKey: 'k', kind: 'rewind' },
         { group: g, leaseKey: 'k', kind: 'released' },
       ]);
     });

@@ -631,6 +631,7 @@ export type FeedBug =
   | 'close-keeps-delivering'
   | 'never-delivers'
   | 'no-created'
+  | 'drops-rewind'
   | 'skips-own-writes'
   | 'publishes-member-writes';
 
@@ -655,6 +656,8 @@ export class FeedClient extends Passthrough {
     const anyApplied = results.some((outcome) => outcome.status === 'applied');
     updates.forEach((update, i) => {
       const wasApplied = results[i]?.status === 'applied';
+      // The bug 'drops-rewind': a feed that knows only the kinds it was written for, and drops a newer one.
+      if (update.notify === 'rewind' && this.bug === 'drops-rewind') return;
       if (update.notify && (wasApplied || (this.bug === 'publishes-refused-items' && anyApplied))) {
         this.#publish(group, update.leaseKey, this.bug === 'one-kind' ? 'released' : update.notify);
       } else if (!update.notify && wasApplied && this.bug === 'publishes-renewals') {

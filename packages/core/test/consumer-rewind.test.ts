@@ -1,0 +1,280 @@
+import { describe, expect, it } from 'vitest';
+import {
+  AbortedError,
+  applyRewind,
+  awaitRewind,
+  Checkpoint,
+  leaseStateOf,
+  MemoryStorage,
+  planRewind,
+  REWIND_FIELDS,
+  rewindRequestOf,
+  type BatchContext,
+  type Consumer,
+  type RewindTarget,
+} from '../src/index.js';
+import { run } from './support/virtual.js';
+import { GROUP, perKey, range, world, type Seen } from './support/consumer-world.js';
+
+/** A world whose rewind tool runs on the same virtual time as its workers. */
+function rewindWorld(shards = 1) {
+  const base = world(shards);
+  const toolClock = base.scheduler.clock();
+  /** Plans, applies and waits for a rewind of the whole group (or `leaseKeys`); returns the plan, the rewind as applied and its progress. */
+  const rewind = async (to: RewindTarget, leaseKeys?: string[], timeoutMs = 60_000) => {
+    const plan = await run(base.scheduler, planRewind({ storage: base.storage, group: GROUP, to, select: leaseKeys ? { leaseKeys } : undefined, clock: toolClock }));
+    const applied = await run(base.scheduler, applyRewind(plan, { storage: base.storage, clock: toolClock }));
+    const progress = await run(base.scheduler, awaitRewind(applied, { storage: base.storage, clock: toolClock, timeoutMs, pollIntervalMs: 100 }));
+    return { plan, applied, progress };
+  };
+  return { ...base, toolClock, rewind };
+}
+
+/** The same store seen through a client without a change feed, as DynamoDB is. */
+function withoutFeed(storage: MemoryStorage): MemoryStorage {
+  return new Proxy(storage, {
+    get: (target, name) => (name === 'subscribe' ? undefined : (Reflect.get(target, name) as (...args: unknown[]) => unknown).bind(target)),
+  });
+}
+
+/** Records each worker's `shard-rewound` and `shard-started` events. */
+function watch(consumer: Consumer, into: string[]): void {
+  consumer.on('shard-rewound', ({ shardId, to, waitsForParent }) => into.push(`${consumer.workerId} rewound ${shardId} to ${to}${waitsForParent ? ', waits for its parent' : ''}`));
+  consumer.on('shard-started', ({ shardId, position }) => into.push(`${consumer.workerId} started ${shardId} at ${position}`));
+}
+
+/** Each key's deliveries from `from` on. */
+function deliveredSince(seen: readonly Seen[], from: number): Map<string, number[]> {
+  return perKey(seen.slice(from));
+}
+
+describe('rewinding a live group', () => {
+  it('a held shard rewound to a time: its owner finishes the batch in flight and hands every record from that time on to the handler again, in order, in the same tenure', async () => {
+    const { scheduler, storage, seen, consumer, produce, toolClock, rewind } = rewindWorld(1);
+    const worker = consumer('w1');
+    const events: string[] = [];
+    watch(worker, events);
+    await run(scheduler, worker.start());
+    produce(['a', 'b'], 20);
+    await scheduler.advance(5_000);
+    const at = toolClock.wallTime();
+    await scheduler.advance(1_000);
+    produce(['a', 'b'], 20, 21);
+    await scheduler.advance(5_000);
+    expect(perKey(seen)).toEqual(new Map([['a', range(1, 40)], ['b', range(1, 40)]]));
+    const tenure = worker.coordinator.lease('shard-0000')?.fencingToken;
+    const before = seen.length;
+    events.length = 0;
+
+    const { plan, progress } = await rewind({ time: at });
+    expect(plan.moves).toEqual([{ leaseKey: 'shard-0000', owner: 'w1', from: '80', to: Checkpoint.atTimestamp(at), how: 'request', descendantOf: undefined }]);
+    expect(progress.complete).toBe(true);
+    await scheduler.advance(5_000);
+
+    expect(deliveredSince(seen, before)).toEqual(new Map([['a', range(21, 40)], ['b', range(21, 40)]]));
+    expect(events).toEqual([`w1 rewound shard-0000 to ${Checkpoint.atTimestamp(at)}`, `w1 started shard-0000 at ${Checkpoint.atTimestamp(at)}`]);
+    expect(worker.coordinator.lease('shard-0000')?.fencingToken).toBe(tenure);
+    const lease = await storage.getLease(GROUP, 'shard-0000');
+    expect(lease?.checkpoint).toBe('80');
+    expect(lease?.metadata[REWIND_FIELDS.rewound]).toBe(plan.rewindId);
+    expect(lease?.metadata[REWIND_FIELDS.request]).toBeUndefined();
+    await run(scheduler, worker.stop());
+  });
+
+  it('applies within a few milliseconds with a change feed, and within a renew interval and a quarter without one', async () => {
+    for (const useChangeFeed of [true, false]) {
+      const { scheduler, produce, consumer, rewind, storage } = rewindWorld(2);
+      const worker = consumer('w1', useChangeFeed ? {} : { storage: withoutFeed(storage) });
+      await run(scheduler, worker.start());
+      produce(['a', 'b', 'c'], 10);
+      await scheduler.advance(5_000);
+      const { progress } = await rewind('trim-horizon');
+      expect(progress.complete).toBe(true);
+      const slowest = Math.max(...progress.leases.map((lease) => lease.appliedAfterMs ?? Infinity));
+      if (useChangeFeed) expect(slowest).toBeLessThanOrEqual(200); // a poll of awaitRewind
+      else expect(slowest).toBeLessThanOrEqual(worker.elector!.renewIntervalMs * 1.25 + 200);
+      await run(scheduler, worker.stop());
+    }
+  });
+
+  it('a lease nobody holds is moved directly, and the worker that takes it reads from there', async () => {
+    const { scheduler, storage, seen, consumer, produce, rewind } = rewindWorld(1);
+    const first = consumer('first');
+    await run(scheduler, first.start());
+    produce(['a'], 10);
+    await scheduler.advance(5_000);
+    await run(scheduler, first.stop());
+    const before = seen.length;
+    const { plan, progress } = await rewind({ position: '4' }, ['shard-0000']);
+    expect(plan.moves.map((move) => [move.owner, move.how])).toEqual([[null, 'direct']]);
+    expect(progress.leases).toEqual([{ leaseKey: 'shard-0000', how: 'direct', state: 'applied', appliedAfterMs: expect.any(Number) }]);
+    expect((await storage.getLease(GROUP, 'shard-0000'))?.checkpoint).toBe('4');
+    const second = consumer('second');
+    await run(scheduler, second.start());
+    await scheduler.advance(5_000);
+    expect(deliveredSince(seen, before)).toEqual(new Map([['a', range(5, 10)]]));
+    await run(scheduler, second.stop());
+  });
+
+  it('a request left by an owner that died before applying it is applied by the worker that takes the lease next, before it reads', async () => {
+    const { scheduler, seen, consumer, produce, storage } = rewindWorld(2);
+    // The survivor leads, and runs its shard sync (which settles what nobody holds) only once, at its election.
+    const survivor = consumer('survivor', { shardSyncIntervalMs: 600_000 });
+    const events: string[] = [];
+    watch(survivor, events);
+    await run(scheduler, survivor.start());
+    const doomedClock = scheduler.clock();
+    const doomed = consumer('doomed', { storage: withoutFeed(storage) }, doomedClock);
+    await run(scheduler, doomed.start());
+    produce(['a', 'b', 'c', 'd'], 10);
+    await scheduler.advance(20_000);
+    const lost = doomed.shards;
+    expect(lost).toHaveLength(1);
+    doomedClock.kill();
+    const before = seen.length;
+    events.length = 0;
+    // Written while the owner is dead but not yet declared so: a request, which nobody applies for now.
+    const plan = await run(scheduler, planRewind({ storage, group: GROUP, to: 'trim-horizon', select: { leaseKeys: lost }, clock: scheduler.clock() }));
+    expect(plan.moves.map((move) => move.how)).toEqual(['request']);
+    await run(scheduler, applyRewind(plan, { storage, clock: scheduler.clock() }));
+    await scheduler.advance(40_000);
+    expect(events).toEqual([`survivor rewound ${lost[0]} to TRIM_HORIZON`, `survivor started ${lost[0]} at TRIM_HORIZON`]);
+    const replayed = seen.slice(before).filter((entry) => entry.shardId === lost[0]);
+    expect(replayed.length).toBeGreaterThan(0);
+    for (const values of perKey(replayed).values()) expect(values).toEqual(range(1, 10));
+    expect(rewindRequestOf((await storage.getLease(GROUP, lost[0]!))!)).toBeUndefined();
+    await run(scheduler, survivor.stop());
+  });
+
+  it('a rewind during a rebalance: a lease being handed over carries its request to the recipient, which applies it before it reads, and nothing after the target is missed', async () => {
+    const { scheduler, seen, consumer, produce, toolClock, rewind, storage } = rewindWorld(4);
+    const busy = (workerId: string) =>
+      consumer(workerId, {
+        processBatch: async (records, context) => {
+          for (const record of records) {
+            const [key, value] = new TextDecoder().decode(record.data).split('=') as [string, string];
+            seen.push({ worker: workerId, shardId: context.shardId, key, value: Number(value) });
+          }
+          await scheduler.clock().sleep(300, context.signal).catch(() => undefined);
+        },
+      });
+    const first = busy('first');
+    const events: string[] = [];
+    watch(first, events);
+    first.on('lease-handed-off', ({ shardId, to }) => events.push(`first handed ${shardId} to ${to}`));
+    await run(scheduler, first.start());
+    produce(['a', 'b', 'c', 'd', 'e', 'f'], 20);
+    await scheduler.advance(2_000);
+    const at = toolClock.wallTime();
+    await scheduler.advance(500);
+    produce(['a', 'b', 'c', 'd', 'e', 'f'], 20, 21);
+    await scheduler.advance(20_000);
+    // A second worker joins: the first hands it half its leases; the rewind is asked for the moment the first handover begins.
+    const second = busy('second');
+    let rewinding: Promise<unknown> | undefined;
+    const before = { count: 0 };
+    first.coordinator.once('handoff-offered', () => {
+      before.count = seen.length;
+      rewinding = rewind({ time: at });
+    });
+    watch(second, events);
+    await run(scheduler, second.start());
+    await scheduler.advance(30_000);
+    expect(rewinding).toBeDefined();
+    // The leases on their way applied the request at their recipient, the others at their owner.
+    const handed = events.filter((event) => event.startsWith('first handed')).map((event) => event.split(' ')[2]);
+    expect(handed).toHaveLength(2);
+    const to = Checkpoint.atTimestamp(at);
+    for (const shardId of handed) {
+      // Applied before it read anything: its first start is at the target.
+      expect(events.filter((event) => event.startsWith('second') && event.includes(` ${shardId} `))).toEqual([`second rewound ${shardId} to ${to}`, `second started ${shardId} at ${to}`]);
+      expect(events.filter((event) => event.startsWith('first rewound') && event.includes(` ${shardId} `))).toEqual([]);
+    }
+    const { progress } = (await rewinding) as Awaited<ReturnType<typeof rewind>>;
+    expect(progress.complete).toBe(true);
+    await scheduler.advance(20_000);
+    expect(first.shards.length).toBe(2);
+    expect(second.shards.length).toBe(2);
+    // Every record from the target on was handed over again, and the last pass over each key is in order.
+    for (const [key, values] of deliveredSince(seen, before.count)) expect(values.slice(-20), key).toEqual(range(21, 40));
+    for (const lease of (await storage.listLeases(GROUP)).leases) expect(lease.metadata[REWIND_FIELDS.request]).toBeUndefined();
+    await run(scheduler, Promise.all([first.stop(), second.stop()]));
+  });
+
+  it('a finished parent rewound with its children: the parent is read again from the target before the children, which start again from their beginning', async () => {
+    const { scheduler, source, seen, consumer, produce, toolClock, rewind, storage } = rewindWorld(1);
+    // One shard sync only (at the election), so that the finished parent's lease is not cleaned up meanwhile.
+    const worker = consumer('w1', { shardSyncIntervalMs: 600_000 });
+    const events: string[] = [];
+    watch(worker, events);
+    produce(['a', 'b', 'c', 'd'], 10);
+    await scheduler.advance(1_000);
+    const at = toolClock.wallTime();
+    await scheduler.advance(1_000);
+    produce(['a', 'b', 'c', 'd'], 10, 11);
+    const [left, right] = source.split('shard-0000');
+    produce(['a', 'b', 'c', 'd'], 10, 21);
+    await run(scheduler, worker.start());
+    await scheduler.advance(20_000);
+    expect((await storage.getLease(GROUP, 'shard-0000'))?.checkpoint).toBe(Checkpoint.SHARD_END);
+    for (const values of perKey(seen).values()) expect(values).toEqual(range(1, 30));
+    const before = seen.length;
+    events.length = 0;
+
+    const { plan, progress } = await rewind({ time: at });
+    const to = Checkpoint.atTimestamp(at);
+    expect(plan.moves.map((move) => [move.leaseKey, move.how, move.descendantOf])).toEqual([
+      ['shard-0000', 'after-descendants', undefined],
+      [left, 'request', 'shard-0000'],
+      [right, 'request', 'shard-0000'],
+    ]);
+    expect(progress.complete).toBe(true);
+    await scheduler.advance(20_000);
+
+    // Per key: the parent's records from the target on, then the child's, each once, in order.
+    for (const [key, values] of deliveredSince(seen, before)) expect(values, key).toEqual(range(11, 30));
+    const parentDone = seen.slice(before).findLastIndex((entry) => entry.shardId === 'shard-0000');
+    const childStart = seen.slice(before).findIndex((entry) => entry.shardId !== 'shard-0000');
+    expect(childStart).toBeGreaterThan(parentDone);
+    expect(events.slice(0, 2).sort()).toEqual([`w1 rewound ${left} to ${to}, waits for its parent`, `w1 rewound ${right} to ${to}, waits for its parent`]);
+    expect(events.slice(2, 3)).toEqual([`w1 started shard-0000 at ${to}`]);
+    await run(scheduler, worker.stop());
+  });
+
+  it('a request that cannot be read is reported and not applied, and the shard is read on', async () => {
+    const { scheduler, storage, seen, consumer, produce } = rewindWorld(1);
+    const worker = consumer('w1');
+    const errors: string[] = [];
+    worker.on('error', ({ error }) => errors.push(`${(error as { code?: string }).code}: ${error.message}`));
+    await run(scheduler, worker.start());
+    produce(['a'], 5);
+    await scheduler.advance(3_000);
+    const lease = (await storage.getLease(GROUP, 'shard-0000'))!;
+    await storage.updateLeases(GROUP, [{ leaseKey: 'shard-0000', expectedVersion: lease.version, next: { ...leaseStateOf(lease), metadata: { ...lease.metadata, [REWIND_FIELDS.request]: 'not json' } }, notify: 'rewind' }]);
+    await scheduler.advance(1_000);
+    produce(['a'], 5, 6);
+    await scheduler.advance(3_000);
+    expect(errors).toEqual(['ERR_REWIND_UNREADABLE: [core] lease "shard-0000" carries a rewind request that cannot be read ("not json"): it is not applied, and its children wait for it; rewind it again']);
+    expect(perKey(seen).get('a')).toEqual(range(1, 10));
+    await run(scheduler, worker.stop());
+  });
+
+  it('a handler that kept the context of a batch from before the rewind cannot move the rewound checkpoint forward', async () => {
+    const { scheduler, consumer, produce, rewind, storage } = rewindWorld(1);
+    let kept: BatchContext | undefined;
+    const worker = consumer('w1', {
+      processBatch: (_records, context) => {
+        kept ??= context;
+      },
+    });
+    await run(scheduler, worker.start());
+    produce(['a'], 5);
+    await scheduler.advance(3_000);
+    const { progress } = await rewind('trim-horizon');
+    expect(progress.complete).toBe(true);
+    await expect(kept!.checkpoint()).rejects.toBeInstanceOf(AbortedError);
+    await scheduler.advance(3_000);
+    expect((await storage.getLease(GROUP, 'shard-0000'))?.checkpoint).toBe('5');
+    await run(scheduler, worker.stop());
+  });
+});
