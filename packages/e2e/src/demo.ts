@@ -126,6 +126,21 @@ try {
     kinesis: { endpoint: kinesis.endpoint, region: kinesis.region },
     runId,
     recordsPerPhase,
+    rewind: true,
+    onRewind: (event) => {
+      if ('plan' in event) {
+        const short = (position: string | null): string => (position === null ? '-' : position.length > 24 ? `...${position.slice(-12)}` : position);
+        screen.log(
+          [
+            `${elapsed()}  the rewind's plan (what leasehold rewind shows without --apply): ${event.plan.moves.length} leases move to ${event.plan.to}`,
+            ...event.plan.moves.map((move) => `      ${move.leaseKey.padEnd(24)} ${(move.owner ?? 'free').padEnd(10)} ${short(move.from).padEnd(16)} -> ${move.how}`),
+            ...event.plan.notReplayable.map((note) => `      not replayed: ${note.leaseKey}: ${note.reason}`),
+          ].join('\n'),
+        );
+      } else if (event.progress.done > 0) {
+        screen.log(`${elapsed()}  rewind: ${event.progress.done}/${event.progress.total} shards moved (${Math.round(event.progress.elapsedMs)} ms)`);
+      }
+    },
     onStep: (step) => {
       progress = '';
       // Without a terminal to repaint, the table is printed as it stands before each step.
@@ -169,9 +184,18 @@ try {
   table = ['', `  lease table of ${result.group} once every record was processed`, ...final, ''];
   refresh();
   screen.freeze();
-  const ok = ledgerHolds(result.ledger);
-  process.stdout.write(`verification (${elapsed().trim()}):\n${formatLedger(result.ledger)}\n\n`);
-  process.stdout.write(ok ? 'every record was processed at least once, in order per key.\n' : 'FAILED: records were lost or processed out of order.\n');
+  const rewind = result.rewind;
+  const rewindOk = rewind !== undefined && rewind.notReplayed === 0 && rewind.replayedOutOfOrder === 0;
+  const ok = ledgerHolds(result.ledger) && rewindOk;
+  process.stdout.write(`verification (${elapsed().trim()}):\n${formatLedger(result.ledger)}\n`);
+  if (rewind) {
+    process.stdout.write(
+      `rewind to ${new Date(rewind.targetMs).toISOString()}: every shard moved ${Math.round(rewind.movedAt - rewind.askedAt)} ms after the command; ` +
+        `records after the target not handed over again: ${rewind.notReplayed}, replayed out of order per key: ${rewind.replayedOutOfOrder}\n`,
+    );
+  }
+  process.stdout.write('\n');
+  process.stdout.write(ok ? 'every record was processed at least once, in order per key, and the rewind replayed every record after its target.\n' : 'FAILED: records were lost, processed out of order, or not replayed by the rewind.\n');
   exitCode = ok ? 0 : 1;
 } catch (error) {
   clearInterval(timer);

@@ -104,7 +104,7 @@ export function formatLedger(result: LedgerResult): string {
     ['processed at least once', String(result.processed), result.processed === result.produced ? 'ok' : 'FAIL'],
     ['lost', String(result.lost.length), result.lost.length === 0 ? 'ok' : 'FAIL'],
     ['per-key order violations', String(result.orderViolations.length), result.orderViolations.length === 0 ? 'ok' : 'FAIL'],
-    ['processed twice', String(result.processedTwice), 'replays after the crash (at-least-once)'],
+    ['processed twice', String(result.processedTwice), 'replays after the crash (at-least-once), and the rewind\'s, if any'],
     ['deliveries in all', String(result.deliveries), ''],
   ];
   if (result.unexpected.length > 0) rows.push(['records never produced', String(result.unexpected.length), 'FAIL']);

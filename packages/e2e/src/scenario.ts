@@ -10,7 +10,9 @@ import { Producer, type ProducedRecord } from './producer.js';
 import type { WorkerReport } from './reports.js';
 import type { SinkTarget } from './sink.js';
 import { openStorage } from './storage-url.js';
-import type { LeaseRecord, MemberRecord } from '@leasehold/core';
+import { applyRewind, awaitRewind, planRewind, type CheckpointStorage, type LeaderStore, type LeaseRecord, type MemberRecord, type RewindPlan, type RewindProgress } from '@leasehold/core';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { now } from './reports.js';
 
 /** Options of {@link runScenario}. */
 export interface ScenarioOptions {
@@ -33,6 +35,14 @@ export interface ScenarioOptions {
    * the sink's commit and the batch's checkpoint and the next owner reads the batch again.
    */
   readonly killAt?: 'record' | 'sink-commit';
+  /**
+   * Rewinds the running group to the moment before the last production phase once every record was
+   * processed (`leasehold rewind --to <time> --apply`), and waits until each of those records was handed
+   * over again, in order per key. Default false (the demo does it).
+   */
+  readonly rewind?: boolean;
+  /** Hears the rewind's plan, and its progress as shards move. */
+  onRewind?: (event: { plan: RewindPlan } | { progress: RewindProgress }) => void;
   /** Hears each step as it begins. */
   onStep?: (step: string) => void;
   /** Hears the producer's progress. */
@@ -68,6 +78,11 @@ export interface ScenarioResult {
   readonly joined: { readonly workerId: string; readonly at: number };
   /** Exit codes of the workers stopped at the end (gracefully). */
   readonly finalExitCodes: Readonly<Record<string, number | null>>;
+  /**
+   * The rewind, when asked for: its target, when it was asked for and when every shard had moved (on the
+   * reports' clock), and the records after the target that were not handed over again, or out of order.
+   */
+  readonly rewind?: { readonly targetMs: number; readonly askedAt: number; readonly movedAt: number; readonly notReplayed: number; readonly replayedOutOfOrder: number };
   /** The group's roster and leases as stored once every record was processed, before the last workers stopped. */
   readonly settled: { readonly members: readonly MemberRecord[]; readonly leases: readonly LeaseRecord[] };
 }
@@ -172,6 +187,14 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
       30_000,
     );
 
+    // A quiet moment on each side of the rewind's target, so that no record arrives near it.
+    let targetMs = 0;
+    const lastPhaseFrom = producer.produced.length;
+    if (options.rewind) {
+      await sleep(1_500);
+      targetMs = Date.now();
+      await sleep(1_500);
+    }
     step(`producing the last ${perPhase} records`);
     await producer.put(perPhase, options.onProgress);
     step('waiting until every record is processed');
@@ -182,6 +205,8 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
         60_000,
       )
       .catch(() => undefined); // the ledger reports what is missing
+    let rewound: ScenarioResult['rewind'];
+    if (options.rewind) rewound = await rewindTo(options, group, cluster, producer.produced.slice(lastPhaseFrom), targetMs, step);
     const settled = await readSettled(options.storageUrl, group);
     await options.onSettled?.();
 
@@ -198,6 +223,7 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
       ledger: checkLedger(producer.produced, cluster.reports),
       killed,
       split: { parent: toSplit, children },
+      ...(rewound ? { rewind: rewound } : {}),
       merge: { parents: pair, child: mergedChild },
       stopped: { workerId: leaving, exitCode },
       joined: { workerId: joiner, at: joinedAt },
@@ -211,6 +237,49 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
 }
 
 /** The roster and the leases as stored now (the roster read after the leases, as workers read them). */
+/**
+ * Rewinds the live group to `targetMs` as `leasehold rewind --to <time> --apply` does, waits until every
+ * shard moved, then until every record after the target was handed over again, and counts the replayed
+ * records that came out of order per key.
+ */
+async function rewindTo(
+  options: ScenarioOptions,
+  group: string,
+  cluster: Cluster,
+  after: readonly ProducedRecord[],
+  targetMs: number,
+  step: (line: string) => void,
+): Promise<NonNullable<ScenarioResult['rewind']>> {
+  const opened = await openStorage(options.storageUrl);
+  try {
+    const storage = opened.storage as CheckpointStorage & Partial<LeaderStore>;
+    step(`rewinding ${group} to ${new Date(targetMs).toISOString()} while it runs (leasehold rewind --group ${group} --to ${new Date(targetMs).toISOString()} --apply)`);
+    const plan = await planRewind({ storage, group, to: { time: targetMs } });
+    options.onRewind?.({ plan });
+    const askedAt = now();
+    const applied = await applyRewind(plan, { storage });
+    const progress = await awaitRewind(applied, { storage, timeoutMs: 60_000, onProgress: (update) => options.onRewind?.({ progress: update }) });
+    const movedAt = now();
+    if (!progress.complete) throw new Error(`the rewind of ${group} did not move every shard within 60 s (${progress.done}/${progress.total})`);
+    const replayed = (): Map<string, number[]> => {
+      const byKey = new Map<string, number[]>();
+      for (const report of cluster.reports) if (report.type === 'record' && report.at > askedAt) byKey.set(report.key, [...(byKey.get(report.key) ?? []), report.seq]);
+      return byKey;
+    };
+    const missing = (): number => {
+      const seen = replayed();
+      return after.filter((record) => !(seen.get(record.key) ?? []).includes(record.seq)).length;
+    };
+    step(`every shard moved in ${Math.round(movedAt - askedAt)} ms; waiting until the ${after.length} records after the target are handed over again`);
+    await cluster.waitFor(() => missing() === 0, 'every record after the rewind target to be handed over again', 60_000).catch(() => undefined);
+    let outOfOrder = 0;
+    for (const seqs of replayed().values()) for (let i = 1; i < seqs.length; i++) if ((seqs[i] as number) < (seqs[i - 1] as number)) outOfOrder++;
+    return { targetMs, askedAt, movedAt, notReplayed: missing(), replayedOutOfOrder: outOfOrder };
+  } finally {
+    await opened.close();
+  }
+}
+
 async function readSettled(storageUrl: string, group: string): Promise<ScenarioResult['settled']> {
   const opened = await openStorage(storageUrl);
   try {
