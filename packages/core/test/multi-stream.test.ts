@@ -6,7 +6,11 @@ import {
   MemoryStorage,
   parseStreamLeaseKey,
   seededRandom,
+  StorageUnavailableError,
   streamLeaseKey,
+  type LeaseRecord,
+  type LeaseUpdate,
+  type WriteResult,
   type ConsumerOptions,
   type MultiStreamSyncReport,
   type ShardSource,
@@ -27,11 +31,30 @@ interface Seen {
   value: number;
 }
 
+/** A MemoryStorage whose next releases of a chosen lease fail before they are sent, as a cut connection does. */
+class ReleaseRefusingStorage extends MemoryStorage {
+  readonly #refuse = new Map<string, number>();
+  refused = 0;
+
+  refuseRelease(leaseKey: string, times = 1): void {
+    this.#refuse.set(leaseKey, times);
+  }
+
+  override async updateLeases(group: string, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[]> {
+    const release = updates.find((update) => (this.#refuse.get(update.leaseKey) ?? 0) > 0 && update.next.owner === null);
+    if (release) {
+      this.#refuse.set(release.leaseKey, (this.#refuse.get(release.leaseKey) ?? 0) - 1);
+      this.refused++;
+      throw new StorageUnavailableError(`[test] the release of ${release.leaseKey} was refused before it was sent`);
+    }
+    return super.updateLeases(group, updates);
+  }
+}
+
 /** Streams of MemorySources on one virtual clock, and workers of one group reading them. */
-function streamsWorld() {
+function streamsWorld(storage: MemoryStorage = new MemoryStorage()) {
   const scheduler = new VirtualScheduler();
   const sourceClock = scheduler.clock();
-  const storage = new MemoryStorage();
   const sources = new Map<string, MemorySource>();
   const seen: Seen[] = [];
   let listed: string[] = [];
@@ -200,6 +223,47 @@ describe('Multi-stream groups', () => {
     expect(w.perStreamKey().get('leave/k')).toEqual(range(1, 10));
     expect(await w.leaseKeys()).toEqual(['leave:shard-0000', 'leave:shard-0001', 'stay:shard-0000']);
     await w.scheduler.advance(40_000);
+    expect(await w.leaseKeys()).toEqual(['stay:shard-0000']);
+    await run(w.scheduler, worker.stop());
+  });
+
+  it("a removed stream's lease whose release failed is given back all the same, and deleted once the grace passed", async () => {
+    const storage = new ReleaseRefusingStorage();
+    const w = streamsWorld(storage);
+    w.stream('stay', 1);
+    w.stream('leave', 1);
+    w.setListed(['stay', 'leave']);
+    const worker = w.consumer('w1', { removedStreamGraceMs: 20_000 });
+    await run(w.scheduler, worker.start());
+    await w.scheduler.advance(10_000);
+    expect(worker.shards.sort()).toEqual(['leave:shard-0000', 'stay:shard-0000']);
+    storage.refuseRelease('leave:shard-0000');
+    w.setListed(['stay']);
+    await w.scheduler.advance(10_000);
+    expect(storage.refused).toBe(1);
+    // Still named for this worker's live incarnation, which no longer reads it: nobody else may take it
+    // and the leader may not delete it, so the worker writes it free itself.
+    expect(await storage.getLease(GROUP, 'leave:shard-0000')).toMatchObject({ owner: null });
+    await w.scheduler.advance(30_000);
+    expect(await w.leaseKeys()).toEqual(['stay:shard-0000']);
+    await run(w.scheduler, worker.stop());
+  });
+
+  it("a removed stream's lease whose release failed, and then its giving back, is given back at a later listing", async () => {
+    const storage = new ReleaseRefusingStorage();
+    const w = streamsWorld(storage);
+    w.stream('stay', 1);
+    w.stream('leave', 1);
+    w.setListed(['stay', 'leave']);
+    const worker = w.consumer('w1', { removedStreamGraceMs: 20_000 });
+    await run(w.scheduler, worker.start());
+    await w.scheduler.advance(10_000);
+    storage.refuseRelease('leave:shard-0000', 2);
+    w.setListed(['stay']);
+    await w.scheduler.advance(10_000);
+    expect(storage.refused).toBe(2);
+    expect(await storage.getLease(GROUP, 'leave:shard-0000')).toMatchObject({ owner: null });
+    await w.scheduler.advance(30_000);
     expect(await w.leaseKeys()).toEqual(['stay:shard-0000']);
     await run(w.scheduler, worker.stop());
   });
