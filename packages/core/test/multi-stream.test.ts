@@ -182,6 +182,31 @@ describe('Multi-stream groups', () => {
     await run(w.scheduler, worker.stop());
   });
 
+  it('a stream whose listing fails at the birth of the group does not hold the others back; it is read once it answers', async () => {
+    const w = streamsWorld();
+    const good = w.stream('good', 1);
+    const bad = w.stream('bad', 1);
+    w.setListed(['good', 'bad']);
+    w.produce('good', ['k'], 10);
+    w.produce('bad', ['k'], 10);
+    const listShards = bad.listShards.bind(bad);
+    bad.listShards = () => Promise.reject(new Error('not authorised'));
+    const worker = w.consumer('w1');
+    const started = worker.start();
+    await w.scheduler.advance(20_000);
+    expect(w.perStreamKey().get('good/k')).toEqual(range(1, 10));
+    good.split('shard-0000');
+    w.produce('good', ['k'], 5, 11);
+    await w.scheduler.advance(20_000);
+    expect(w.perStreamKey().get('good/k')).toEqual(range(1, 15));
+    expect(w.perStreamKey().get('bad/k')).toBeUndefined();
+    bad.listShards = listShards;
+    await w.scheduler.advance(20_000);
+    expect(w.perStreamKey().get('bad/k')).toEqual(range(1, 10));
+    await run(w.scheduler, started);
+    await run(w.scheduler, worker.stop());
+  });
+
   it('a stream added while the group runs is read from its initial position and spread over the workers', async () => {
     const w = streamsWorld();
     w.stream('first', 2);

@@ -746,7 +746,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
           }
           if (report.deleted.length > 0) this.#logger.info({ term, deleted: report.deleted }, 'leases of removed streams deleted');
           this.emit('streams-sync', report);
-          if (report.complete && elector.record?.metadata[BORN_FIELD] === undefined) {
+          if (report.born && elector.record?.metadata[BORN_FIELD] === undefined) {
             await elector.annotate({ [BORN_FIELD]: new Date(this.#clock.wallTime()).toISOString() });
           }
         } catch (error) {

@@ -49,6 +49,12 @@ export interface MultiStreamSyncReport {
   foreign: string[];
   /** Whether every listed stream's round was complete. */
   complete: boolean;
+  /**
+   * Whether the round may mark the group born: every stream whose sync ran had a complete round, and one
+   * did (or none is listed). A stream whose sync failed does not hold the others back: it is synced, and
+   * read, once it answers, as a stream added later is.
+   */
+  born: boolean;
 }
 
 /** Options of {@link MultiStreamSync}. */
@@ -82,13 +88,13 @@ export class MultiStreamSync {
 
   async run(signal: AbortSignal): Promise<MultiStreamSyncReport> {
     const { group, storage, clock, isLeader } = this.#options;
-    const report: MultiStreamSyncReport = { streams: {}, failed: {}, removed: {}, deleted: [], foreign: [], complete: true };
+    const report: MultiStreamSyncReport = { streams: {}, failed: {}, removed: {}, deleted: [], foreign: [], complete: true, born: false };
     // The list first, then the leases: a stream added meanwhile is synced next round; one removed
     // meanwhile still has its leases counted as listed, and waits its grace from the next round on.
     const streams = await this.#options.streams();
     const listing = await storage.listLeases(group);
     for (const stream of streams.values()) {
-      if (signal.aborted || !isLeader()) return { ...report, complete: false };
+      if (signal.aborted || !isLeader()) return { ...report, complete: false, born: false };
       const birth = this.#options.births()[stream.streamId];
       const sync = new ShardSync({
         group,
@@ -115,6 +121,8 @@ export class MultiStreamSync {
         this.#options.onError?.(report.failed[stream.streamId] as Error, `shard-sync ${stream.streamId}`);
       }
     }
+    const rounds = Object.values(report.streams);
+    report.born = rounds.every((round) => round.complete) && (rounds.length > 0 || streams.size === 0);
     await this.#removeFormer(streams, listing.leases, report, signal);
     return report;
   }
