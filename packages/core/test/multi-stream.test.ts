@@ -100,7 +100,7 @@ function streamsWorld(storage: MemoryStorage = new MemoryStorage()) {
     return byKey;
   };
   const leaseKeys = async (): Promise<string[]> => (await storage.listLeases(GROUP)).leases.map((lease) => lease.leaseKey).sort();
-  return { scheduler, storage, sources, seen, stream, setListed, consumer, produce, perStreamKey, leaseKeys };
+  return { scheduler, storage, sources, seen, stream, list, setListed, consumer, produce, perStreamKey, leaseKeys };
 }
 
 describe('Multi-stream groups', () => {
@@ -205,6 +205,30 @@ describe('Multi-stream groups', () => {
     expect(w.perStreamKey().get('bad/k')).toEqual(range(1, 10));
     await run(w.scheduler, started);
     await run(w.scheduler, worker.stop());
+  });
+
+  it("a worker asks for the stream list every refresh interval from its start, also while it waits for the group's birth", async () => {
+    const w = streamsWorld();
+    const only = w.stream('only', 1);
+    only.listShards = () => Promise.reject(new Error('throttled'));
+    w.setListed(['only']);
+    const calls = new Map<string, number>();
+    const counted = (workerId: string) =>
+      w.consumer(workerId, {
+        streams: () => {
+          calls.set(workerId, (calls.get(workerId) ?? 0) + 1);
+          return w.list();
+        },
+      });
+    const workers = [counted('x'), counted('y')];
+    const started = workers.map((worker) => worker.start());
+    await w.scheduler.advance(21_000);
+    // Nothing could be listed: the group is not born, and nobody takes anything.
+    expect(await w.leaseKeys()).toEqual([]);
+    const follower = workers.find((worker) => !worker.elector?.isLeader()) as Consumer;
+    expect(calls.get(follower.workerId)).toBeGreaterThanOrEqual(4);
+    await run(w.scheduler, Promise.all(workers.map((worker) => worker.stop())));
+    await run(w.scheduler, Promise.all(started));
   });
 
   it('a stream added while the group runs is read from its initial position and spread over the workers', async () => {

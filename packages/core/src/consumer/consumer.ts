@@ -267,13 +267,15 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
         this.#state = 'stopped';
         throw error;
       }
+      // Asked again from now on, also while the group is being born: a worker that starts taking goes by
+      // a list at most a refresh interval old, not by the one it started with.
+      if (typeof this.#streamList === 'function') this.#background.push(this.#watchStreams());
     }
     if (this.elector) await this.elector.start();
     if (this.elector && !this.#unsafe.birthRace) await this.#awaitBirth(this.elector);
     if (this.#state !== 'running') return;
     await this.coordinator.start();
     this.#background.push(this.#watchStalls());
-    if (typeof this.#streamList === 'function') this.#background.push(this.#watchStreams());
   }
 
   /** The streams of a multi-stream group as this worker reads them now, by stream id (empty for one stream). */
