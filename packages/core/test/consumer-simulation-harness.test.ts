@@ -454,7 +454,9 @@ describe('the consumer simulation', () => {
   it('names the command that replays a run, with its overrides and unsafe switches', () => {
     expect(consumerReplayCommand({ seed: 12 })).toBe('pnpm sim --consumer --seed 12 --trace');
     expect(consumerReplayCommand({ seed: 12, multiStream: true })).toBe('pnpm sim --consumer --seed 12 --multi-stream --trace');
-    expect(consumerReplayCommand({ seed: 12, multiStream: false })).toBe('pnpm sim --consumer --seed 12 --single-stream --trace');
+    expect(consumerReplayCommand({ seed: 12, multiStream: false, unsafe: { crossStreamSync: true } })).toBe(
+      'pnpm sim --consumer --seed 12 --single-stream --unsafe-cross-stream-sync --trace',
+    );
     expect(consumerReplayCommand({ seed: 12, exactlyOnce: true })).toBe('pnpm sim --consumer --seed 12 --exactly-once --trace');
     expect(consumerReplayCommand({ seed: 12, workers: 3, initialPosition: 'LATEST', unsafe: { keepFailedPump: true, birthRace: true } })).toBe(
       'pnpm sim --consumer --seed 12 --workers 3 --initial-position LATEST --unsafe-birth-race --unsafe-keep-failed-pump --trace',

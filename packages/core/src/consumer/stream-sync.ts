@@ -7,6 +7,7 @@
 import type { Clock } from '../clock.js';
 import { describeValue, StorageOutcomeUnknownError } from '../errors.js';
 import { RECORD_FORMAT, type CheckpointStorage, type LeaseRecord, type Position } from '../storage.js';
+import type { ShardSource } from '../source.js';
 import { ShardSync, type ShardSyncReport, type ShardSyncUnsafe } from './leader-duties.js';
 import { parseStreamLeaseKey, streamView, type StreamSource } from './streams.js';
 
@@ -74,7 +75,13 @@ export interface MultiStreamSyncOptions {
   onLeasesChanged?: (() => void) | undefined;
   isLeader: () => boolean;
   onError?: ((error: Error, operation: string) => void) | undefined;
-  unsafe?: ShardSyncUnsafe | undefined;
+  unsafe?: MultiStreamSyncUnsafe | undefined;
+}
+
+/** Deliberately unsafe variants, for the simulation's own tests. @internal */
+export interface MultiStreamSyncUnsafe extends ShardSyncUnsafe {
+  /** Each stream's sync sees every stream's leases and takes another stream's for a shard gone from its own. */
+  crossStreamSync?: boolean;
 }
 
 export class MultiStreamSync {
@@ -96,10 +103,11 @@ export class MultiStreamSync {
     for (const stream of streams.values()) {
       if (signal.aborted || !isLeader()) return { ...report, complete: false, born: false };
       const birth = this.#options.births()[stream.streamId];
+      const crossStream = this.#options.unsafe?.crossStreamSync === true;
       const sync = new ShardSync({
         group,
-        source: stream,
-        storage: streamView(storage, listing, stream),
+        source: crossStream ? judgingOthersGone(stream) : stream,
+        storage: crossStream ? { ...streamView(storage, listing, stream), listLeases: () => Promise.resolve(listing) } : streamView(storage, listing, stream),
         initialPosition: this.#options.initialPositionOf(stream),
         clock,
         // A stream not born yet may be one added back after its leases were deleted: create over them.
@@ -193,4 +201,14 @@ export class MultiStreamSync {
     const births = this.#options.births();
     await this.#options.writeBirths({ ...births, [streamId]: { ...births[streamId], b: 1 } });
   }
+}
+
+/** The unsafe `crossStreamSync`: a stream's source that answers "gone" for a shard of another stream. */
+function judgingOthersGone(stream: StreamSource): ShardSource {
+  return {
+    listShards: (options) => stream.listShards(options),
+    read: (leaseKey, from, options) => stream.read(leaseKey, from, options),
+    comparePositions: (a, b) => stream.comparePositions(a, b),
+    isShardGone: async (leaseKey, options) => !stream.owns(leaseKey) || ((await stream.isShardGone?.(leaseKey, options)) ?? false),
+  };
 }

@@ -202,6 +202,7 @@ const UNSAFE_FLAGS: ReadonlyArray<[keyof ConsumerUnsafe, string]> = [
   ['skipSelfFencing', '--unsafe-skip-self-fencing'],
   ['ignoreBatchResponse', '--unsafe-ignore-batch-response'],
   ['skipWithoutDeadLetter', '--unsafe-skip-without-dead-letter'],
+  ['crossStreamSync', '--unsafe-cross-stream-sync'],
 ];
 
 /** The command-line flag of each unsafe switch, for `pnpm sim --consumer`. */
