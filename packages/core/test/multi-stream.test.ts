@@ -5,8 +5,10 @@ import {
   MemorySource,
   MemoryStorage,
   parseStreamLeaseKey,
+  Checkpoint,
   seededRandom,
   StorageUnavailableError,
+  type LeaseListing,
   streamLeaseKey,
   type LeaseRecord,
   type LeaseUpdate,
@@ -17,6 +19,8 @@ import {
   type SourceRecord,
   type StreamSpec,
 } from '../src/index.js';
+import { MultiStreamSync, type StreamBirths } from '../src/consumer/stream-sync.js';
+import { StreamSource } from '../src/consumer/streams.js';
 import { VirtualScheduler } from '../src/testing/index.js';
 import { decoder, range } from './support/consumer-world.js';
 import { run } from './support/virtual.js';
@@ -48,6 +52,19 @@ class ReleaseRefusingStorage extends MemoryStorage {
       throw new StorageUnavailableError(`[test] the release of ${release.leaseKey} was refused before it was sent`);
     }
     return super.updateLeases(group, updates);
+  }
+}
+
+/** A MemoryStorage whose listings show the lease table as it was when `freeze` was called. */
+class StaleListingStorage extends MemoryStorage {
+  #frozen: LeaseListing | undefined;
+
+  async freeze(group: string): Promise<void> {
+    this.#frozen = await super.listLeases(group);
+  }
+
+  override async listLeases(group: string): Promise<LeaseListing> {
+    return this.#frozen ?? super.listLeases(group);
   }
 }
 
@@ -205,6 +222,41 @@ describe('Multi-stream groups', () => {
     expect(w.perStreamKey().get('bad/k')).toEqual(range(1, 10));
     await run(w.scheduler, started);
     await run(w.scheduler, worker.stop());
+  });
+
+  it("a stream's first birth never creates over a deleted lease: a round on a stale listing does not bring a finished shard back", async () => {
+    const scheduler = new VirtualScheduler();
+    const clock = scheduler.clock();
+    const storage = new StaleListingStorage();
+    const source = new MemorySource(1, { clock });
+    const stream = new StreamSource('s', source);
+    // The round's listing was read before the parent's lease was created, processed to its end and deleted.
+    await storage.freeze(GROUP);
+    const [left, right] = source.split('shard-0000');
+    const created = await storage.createLease({ group: GROUP, leaseKey: 's:shard-0000', checkpoint: Checkpoint.TRIM_HORIZON });
+    const parent = created.status === 'applied' ? created.record : undefined;
+    await storage.updateLeases(GROUP, [{ leaseKey: 's:shard-0000', expectedVersion: parent?.version ?? 0, next: { ...(parent as LeaseRecord), checkpoint: Checkpoint.SHARD_END } }]);
+    await storage.deleteLease(GROUP, 's:shard-0000', (parent?.version ?? 0) + 1);
+    let births: StreamBirths = {};
+    const sync = new MultiStreamSync({
+      group: GROUP,
+      storage,
+      clock,
+      streams: () => Promise.resolve(new Map([['s', stream]])),
+      initialPositionOf: () => Checkpoint.TRIM_HORIZON,
+      removedStreamGraceMs: 60_000,
+      births: () => births,
+      writeBirths: (next) => {
+        births = next;
+        return Promise.resolve(true);
+      },
+      isLeader: () => true,
+    });
+    const report = await sync.run(new AbortController().signal);
+    expect(await storage.getLease(GROUP, 's:shard-0000')).toBeNull();
+    // The children continue a shard the group had: they start at their beginning.
+    expect(report.streams.s?.created).toEqual([`s:${left}`, `s:${right}`]);
+    expect(await storage.getLease(GROUP, `s:${left}`)).toMatchObject({ checkpoint: Checkpoint.TRIM_HORIZON });
   });
 
   it("a worker asks for the stream list every refresh interval from its start, also while it waits for the group's birth", async () => {

@@ -13,13 +13,18 @@ import { parseStreamLeaseKey, streamView, type StreamSource } from './streams.js
 
 const PKG = 'core';
 
-/** The leader record metadata field that keeps each stream's birth: `{ [streamId]: { p?: position, b?: 1 } }`. */
+/** The leader record metadata field that keeps each stream's birth: `{ [streamId]: { p?: position, b?: 1, r?: 1 } }`. */
 export const STREAMS_FIELD = 'leasehold.streams';
 
-/** What the group knows of one stream's birth: where its first shards start (`p`) and that it is born (`b`). */
+/**
+ * What the group knows of one stream's birth: where its first shards start (`p`), that it is born (`b`),
+ * and that it left the group and its leases were deleted (`r`): if it comes back, it is born again over
+ * them.
+ */
 export interface StreamBirth {
   readonly p?: Position;
   readonly b?: 1;
+  readonly r?: 1;
 }
 
 /** Each stream's birth, by stream id, as the leader record keeps it. */
@@ -110,8 +115,10 @@ export class MultiStreamSync {
         storage: crossStream ? { ...streamView(storage, listing, stream), listLeases: () => Promise.resolve(listing) } : streamView(storage, listing, stream),
         initialPosition: this.#options.initialPositionOf(stream),
         clock,
-        // A stream not born yet may be one added back after its leases were deleted: create over them.
-        recreateDeleted: birth?.b !== 1,
+        // Only a stream added back after its leases were deleted is created over them. A first birth never
+        // is: a round on a stale listing (a leader paused in the middle of it) would create again a lease
+        // that was finished and deleted meanwhile, which the store refuses otherwise.
+        recreateDeleted: birth?.r === 1 && birth.b !== 1,
         pinBirth: (pinned) => this.#pin(stream.streamId, pinned),
         onLeasesChanged: this.#options.onLeasesChanged,
         isLeader,
@@ -153,12 +160,15 @@ export class MultiStreamSync {
     }
     const now = clock.now();
     for (const streamId of this.#missingSince.keys()) if (!former.has(streamId)) this.#missingSince.delete(streamId);
-    // A stream whose leases are all gone is forgotten, so that it is born again if it comes back.
+    // A stream whose leases are all gone is forgotten but for that, so that it is born again (over its
+    // deleted leases) if it comes back.
     const births = this.#options.births();
-    const forgotten = Object.keys(births).filter((streamId) => !streams.has(streamId) && !former.has(streamId));
+    const forgotten = Object.entries(births)
+      .filter(([streamId, birth]) => !streams.has(streamId) && !former.has(streamId) && (birth.r !== 1 || birth.p !== undefined || birth.b !== undefined))
+      .map(([streamId]) => streamId);
     if (forgotten.length > 0 && isLeader()) {
       const next: Record<string, StreamBirth> = { ...births };
-      for (const streamId of forgotten) delete next[streamId];
+      for (const streamId of forgotten) next[streamId] = { r: 1 };
       await this.#options.writeBirths(next);
     }
     if (former.size === 0) return;
