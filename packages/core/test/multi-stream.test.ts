@@ -8,6 +8,8 @@ import {
   Checkpoint,
   seededRandom,
   StorageUnavailableError,
+  type LeaderRecord,
+  type LeaderState,
   type LeaseListing,
   streamLeaseKey,
   type LeaseRecord,
@@ -52,6 +54,19 @@ class ReleaseRefusingStorage extends MemoryStorage {
       throw new StorageUnavailableError(`[test] the release of ${release.leaseKey} was refused before it was sent`);
     }
     return super.updateLeases(group, updates);
+  }
+}
+
+/** A MemoryStorage whose first write of the group's birth mark to the leader record fails before it is sent. */
+class BirthRefusingStorage extends MemoryStorage {
+  refused = 0;
+
+  override async updateLeader(group: string, expectedVersion: number, next: LeaderState): Promise<WriteResult<LeaderRecord>> {
+    if (this.refused === 0 && next.metadata['leasehold.shardsSynced'] !== undefined) {
+      this.refused++;
+      throw new StorageUnavailableError('[test] the birth mark was refused before it was sent');
+    }
+    return super.updateLeader(group, expectedVersion, next);
   }
 }
 
@@ -220,6 +235,26 @@ describe('Multi-stream groups', () => {
     bad.listShards = listShards;
     await w.scheduler.advance(20_000);
     expect(w.perStreamKey().get('bad/k')).toEqual(range(1, 10));
+    await run(w.scheduler, started);
+    await run(w.scheduler, worker.stop());
+  });
+
+  it("a group whose birth mark could not be written is born later by its streams' own marks, though no stream answers then", async () => {
+    const storage = new BirthRefusingStorage();
+    const w = streamsWorld(storage);
+    const a = w.stream('a', 1);
+    w.stream('b', 1);
+    w.setListed(['a', 'b']);
+    w.produce('a', ['k'], 10);
+    const worker = w.consumer('w1');
+    const started = worker.start();
+    await w.scheduler.advance(2_000);
+    expect(storage.refused).toBe(1);
+    // Every stream had its first complete round; now the one left in the list fails to answer.
+    a.listShards = () => Promise.reject(new Error('throttled'));
+    w.setListed(['a']);
+    await w.scheduler.advance(30_000);
+    expect(w.perStreamKey().get('a/k')).toEqual(range(1, 10));
     await run(w.scheduler, started);
     await run(w.scheduler, worker.stop());
   });

@@ -56,9 +56,9 @@ export interface MultiStreamSyncReport {
   /** Whether every listed stream's round was complete. */
   complete: boolean;
   /**
-   * Whether the round may mark the group born: every stream whose sync ran had a complete round, and one
-   * did (or none is listed). A stream whose sync failed does not hold the others back: it is synced, and
-   * read, once it answers, as a stream added later is.
+   * Whether the round may mark the group born: every stream whose sync ran had a complete round, and some
+   * listed stream is born, by this round or an earlier one (or none is listed). A stream whose sync failed
+   * does not hold the others back: it is synced, and read, once it answers, as a stream added later is.
    */
   born: boolean;
 }
@@ -137,7 +137,9 @@ export class MultiStreamSync {
       }
     }
     const rounds = Object.values(report.streams);
-    report.born = rounds.every((round) => round.complete) && (rounds.length > 0 || streams.size === 0);
+    const births = this.#options.births();
+    const someBorn = [...streams.keys()].some((streamId) => report.streams[streamId]?.complete === true || births[streamId]?.b === 1);
+    report.born = rounds.every((round) => round.complete) && (someBorn || streams.size === 0);
     await this.#removeFormer(streams, listing.leases, report, signal);
     return report;
   }

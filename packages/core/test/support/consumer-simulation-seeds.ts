@@ -38,6 +38,7 @@ export const FOUND_SEEDS: ReadonlyArray<{ seed: number; found: string; multiStre
     multiStream: true,
     found: "a worker that waited for the group's birth went by the stream list it started with, and read a stream removed meanwhile",
   })),
+  { seed: 20740, multiStream: true, found: "a group whose birth mark could not be written stayed unborn while its only listed stream's listing failed, though that stream was born" },
   { seed: 22401, multiStream: true, found: "a leader paused in the middle of a stream's first birth created again, over its tombstone, a lease finished and deleted meanwhile" },
 ];
 
