@@ -8,6 +8,9 @@
  *   pnpm sim --consumer --seed 77 --trace      replay one consumer seed
  *   pnpm sim --consumer --seeds 200 --exactly-once
  *                                              handlers commit their effects with their checkpoints; each applies once
+ *   pnpm sim --consumer --multi-stream --seeds 500
+ *                                              only multi-stream groups (a third of the seeds are, by default);
+ *                                              --single-stream runs only groups of one stream
  *   pnpm sim --consumer --seeds 200 --unsafe-keep-failed-pump
  *                                              bring back one runtime defect and watch the checks catch it
  */
@@ -35,6 +38,8 @@ const { values } = parseArgs({
     'unsafe-own-duration-only': { type: 'boolean', default: false },
     consumer: { type: 'boolean', default: false },
     'exactly-once': { type: 'boolean', default: false },
+    'multi-stream': { type: 'boolean', default: false },
+    'single-stream': { type: 'boolean', default: false },
     shards: { type: 'string' },
     'initial-position': { type: 'string' },
     ...Object.fromEntries(consumerUnsafeFlags.filter(([name]) => name !== 'skipSelfFencing').map(([, flag]) => [flag.slice(2), { type: 'boolean' as const, default: false }])),
@@ -56,9 +61,12 @@ if (values.consumer) {
   if (initialPosition !== undefined && !['TRIM_HORIZON', 'LATEST', 'AT_TIMESTAMP'].includes(initialPosition)) {
     throw new Error(`--initial-position must be TRIM_HORIZON, LATEST or AT_TIMESTAMP, got ${initialPosition}`);
   }
+  if (values['multi-stream'] && values['single-stream']) throw new Error('--multi-stream and --single-stream exclude each other');
+  const multiStream = values['multi-stream'] ? true : values['single-stream'] ? false : undefined;
   for (const seed of seeds) {
     const config: ConsumerSimulationConfig = {
       seed,
+      multiStream,
       workers: number(values.workers),
       shards: number(values.shards),
       initialPosition: initialPosition as InitialPositionKind | undefined,
@@ -69,7 +77,8 @@ if (values.consumer) {
     };
     const result = await simulateConsumers(config);
     const { shape, stats } = result;
-    const described = `${shape.workers} workers, ${shape.shards} shards, ${shape.initialPosition}, ${stats.generations} generations`;
+    const streams = shape.multiStream ? `${shape.multiStream.streams.length} streams (${shape.multiStream.streams.map((stream) => stream.life).join(', ')}), ` : '';
+    const described = `${shape.workers} workers, ${streams}${shape.shards} shards, ${shape.initialPosition}, ${stats.generations} generations`;
     if (result.violations.length > 0) {
       failed++;
       console.log(`seed ${seed} (${described}): ${result.violations.length} violations`);

@@ -24,9 +24,9 @@ function ledgerWorld(start: StartingPoint = { kind: 'TRIM_HORIZON' }) {
   const at = (ms: number): void => {
     now = ms;
   };
-  /** Creates a lease and takes it for `owner`, returning its tenure (epoch) and version. */
+  /** Creates a lease (at TRIM_HORIZON, as shard sync would) and takes it for `owner`, returning its tenure (epoch) and version. */
   const take = async (leaseKey: string, owner: string, parentKeys: string[] = []) => {
-    const created = await storage.createLease({ group: GROUP, leaseKey, parentKeys });
+    const created = await storage.createLease({ group: GROUP, leaseKey, parentKeys, checkpoint: Checkpoint.TRIM_HORIZON });
     const current = created.status === 'applied' ? created.record : await storage.getLease(GROUP, leaseKey);
     if (!current) throw new Error(`no lease ${leaseKey}`);
     const [taken] = await storage.updateLeases(GROUP, [
@@ -137,10 +137,10 @@ describe('the consumer simulation ledger', () => {
     await checkpoint('s1', Checkpoint.SHARD_END);
     const finished = await storage.getLease(GROUP, 's1');
     await storage.deleteLease(GROUP, 's1', finished?.version ?? 0);
-    await storage.createLease({ group: GROUP, leaseKey: 's1' }, { recreate: true });
+    await storage.createLease({ group: GROUP, leaseKey: 's1', checkpoint: Checkpoint.TRIM_HORIZON }, { recreate: true });
     expect(violations).toEqual([
       { guarantee: 'resurrection', detail: 'SHARD_END checkpoint of s0 moved back to TRIM_HORIZON (owner w1)' },
-      { guarantee: 'resurrection', detail: 'lease of s1 created again (checkpoint null, version 4) after it reached SHARD_END' },
+      { guarantee: 'resurrection', detail: 'lease of s1 created again (checkpoint TRIM_HORIZON, version 4) after it reached SHARD_END' },
     ]);
   });
 
@@ -156,7 +156,7 @@ describe('the consumer simulation ledger', () => {
     await storage.deleteLease(GROUP, 'gone', gone.version);
     await storage.deleteLease(GROUP, 'live', live.version);
     expect(violations).toEqual([
-      { guarantee: 'deletion', detail: 'lease of live deleted at checkpoint null (owner w1, version 2) though the shard neither ended nor left the stream' },
+      { guarantee: 'deletion', detail: 'lease of live deleted at checkpoint TRIM_HORIZON (owner w1, version 2) though the shard neither ended nor left the stream' },
     ]);
   });
 
@@ -254,6 +254,110 @@ describe('the consumer simulation ledger, on records given up', () => {
   });
 });
 
+describe('the consumer simulation ledger, in a multi-stream group', () => {
+  /** Two streams, `a` and `b`, each with a shard `shard-0000` and its own positions from 1. */
+  function streamsLedger(startOfB: StartingPoint = { kind: 'TRIM_HORIZON' }, graceMs = 10_000) {
+    let now = 0;
+    const violations: Array<{ guarantee: ConsumerGuarantee; detail: string }> = [];
+    const ledger = new ConsumerLedger({
+      start: { kind: 'TRIM_HORIZON' },
+      now: () => now,
+      wallOf: (ms) => VIRTUAL_EPOCH_MS + ms,
+      violate: (guarantee, detail) => violations.push({ guarantee, detail }),
+      removedStreamGraceMs: graceMs,
+    });
+    ledger.addStream('a', { kind: 'TRIM_HORIZON' });
+    ledger.addStream('b', startOfB);
+    ledger.addShard('a:shard-0000', [], false, 'a');
+    ledger.addShard('b:shard-0000', [], false, 'b');
+    const storage = new MemoryStorage({ onWrite: (event) => ledger.onWrite(event) });
+    const positions = new Map<string, number>();
+    const encoder = new TextEncoder();
+    const put = (shardId: string, partitionKey = 'k') => {
+      const stream = shardId.slice(0, shardId.indexOf(':'));
+      const position = String((positions.get(stream) ?? 0) + 1);
+      positions.set(stream, Number(position));
+      const entry = ledger.addRecord(`${stream}/${partitionKey}`, shardId, position, VIRTUAL_EPOCH_MS + now);
+      return { position, partitionKey, data: encoder.encode(String(entry.index)) } satisfies SourceRecord;
+    };
+    const at = (ms: number): void => {
+      now = ms;
+    };
+    return { ledger, storage, violations, put, at };
+  }
+
+  it('finds records by their stream and position, and keeps order per stream and key', () => {
+    const { ledger, violations, put } = streamsLedger();
+    const [a1, a2] = [put('a:shard-0000'), put('a:shard-0000')];
+    const b1 = put('b:shard-0000');
+    expect(ledger.recordAt('b:shard-0000', '1')?.shardId).toBe('b:shard-0000');
+    // Key k of stream b is not key k of stream a: b's first record after a's second breaks no order.
+    ledger.handOver('a:shard-0000', 1, [a1, a2], 'w1');
+    ledger.handOver('b:shard-0000', 1, [b1], 'w1');
+    expect(violations).toEqual([]);
+    // A record of stream b handed over as the record at the same position of stream a tells.
+    ledger.handOver('a:shard-0000', 1, [{ ...b1 }], 'w1');
+    expect(violations).toEqual([{ guarantee: 'streams', detail: 'w1 handed over record b/k#1 of b:shard-0000 as the record at 1 of a:shard-0000' }]);
+  });
+
+  it("reports a lease of no stream, parents that are not the shard's, and a lease created at another position than its stream's start", async () => {
+    const { ledger, storage, violations } = streamsLedger({ kind: 'LATEST' });
+    ledger.addShard('b:shard-0001', ['b:shard-0000'], true, 'b');
+    await storage.createLease({ group: GROUP, leaseKey: 'shard-0000', checkpoint: Checkpoint.TRIM_HORIZON });
+    await storage.createLease({ group: GROUP, leaseKey: 'a:shard-0000', checkpoint: Checkpoint.TRIM_HORIZON, parentKeys: ['b:shard-0000'] });
+    await storage.createLease({ group: GROUP, leaseKey: 'b:shard-0000', checkpoint: Checkpoint.TRIM_HORIZON });
+    // A child of resharding may start at its own beginning.
+    await storage.createLease({ group: GROUP, leaseKey: 'b:shard-0001', checkpoint: Checkpoint.TRIM_HORIZON, parentKeys: ['b:shard-0000'] });
+    expect(violations).toEqual([
+      { guarantee: 'streams', detail: 'lease shard-0000 created (parents []), which names no shard of any stream of the group' },
+      { guarantee: 'streams', detail: "lease of a:shard-0000 created with parents [b:shard-0000], but the shard's parents are []" },
+      { guarantee: 'start', detail: 'lease of b:shard-0000 created at TRIM_HORIZON, though stream b starts at LATEST' },
+    ]);
+  });
+
+  it('with LATEST, reports a second pin of one stream, and owes each stream from its own birth', async () => {
+    const { ledger, storage, violations, put, at } = streamsLedger({ kind: 'LATEST' });
+    ledger.addShard('b:shard-0001', [], false, 'b');
+    put('b:shard-0000');
+    at(1_000);
+    await storage.createLease({ group: GROUP, leaseKey: 'b:shard-0000', checkpoint: Checkpoint.atTimestamp(VIRTUAL_EPOCH_MS + 1_000) });
+    const later = put('b:shard-0000');
+    await storage.createLease({ group: GROUP, leaseKey: 'b:shard-0001', checkpoint: Checkpoint.atTimestamp(VIRTUAL_EPOCH_MS + 2_000) });
+    expect(ledger.birthWallMsOf('b')).toBe(VIRTUAL_EPOCH_MS + 1_000);
+    expect(ledger.birthWallMsOf('a')).toBeNull();
+    expect(ledger.records.map((entry) => ledger.required(entry))).toEqual([false, true]);
+    expect(later.position).toBe('2');
+    expect(violations).toEqual([
+      { guarantee: 'start', detail: `lease of b:shard-0001 created at AT_TIMESTAMP:${VIRTUAL_EPOCH_MS + 2_000}, though stream b starts at LATEST, pinned at AT_TIMESTAMP:${VIRTUAL_EPOCH_MS + 1_000}` },
+    ]);
+  });
+
+  it("deletes a removed stream's live leases only after the grace, never a listed stream's, and owes nothing of a stream removed for good", async () => {
+    const { ledger, storage, violations, put, at } = streamsLedger();
+    const created = async (leaseKey: string) => {
+      const outcome = await storage.createLease({ group: GROUP, leaseKey, checkpoint: Checkpoint.TRIM_HORIZON });
+      return outcome.status === 'applied' ? outcome.record.version : 0;
+    };
+    const a = await created('a:shard-0000');
+    const b = await created('b:shard-0000');
+    put('b:shard-0000');
+    ledger.listStream('b', false);
+    at(9_999);
+    expect([...ledger.owed().keys()]).toEqual(['b:shard-0000']);
+    await storage.deleteLease(GROUP, 'b:shard-0000', b);
+    ledger.listStream('b', true);
+    at(20_000);
+    ledger.listStream('b', false, true);
+    expect([...ledger.owed().keys()]).toEqual([]);
+    expect(ledger.leasesOf('a').map((lease) => lease.leaseKey)).toEqual(['a:shard-0000']);
+    await storage.deleteLease(GROUP, 'a:shard-0000', a);
+    expect(violations).toEqual([
+      { guarantee: 'removed-stream', detail: 'lease of b:shard-0000 deleted at checkpoint TRIM_HORIZON (owner null, version 1) 9999 ms after its stream left the list, within the grace of 10000 ms' },
+      { guarantee: 'deletion', detail: 'lease of a:shard-0000 deleted at checkpoint TRIM_HORIZON (owner null, version 1) though the shard neither ended nor left the stream, and its stream is listed' },
+    ]);
+  });
+});
+
 describe('MemoryStorage.repair', () => {
   it('makes a corrupt lease read back with every field it had, at the version the damage left, and refuses a lease that is not corrupt', async () => {
     const storage = new MemoryStorage();
@@ -275,7 +379,7 @@ describe('the consumer simulation', () => {
 
   it('runs real consumers through at least three generations of resharding and a few hundred records', async () => {
     for (const seed of [1, 2, 3]) {
-      const { stats } = await simulateConsumers({ seed });
+      const { stats } = await simulateConsumers({ seed, multiStream: false });
       expect(stats.generations).toBeGreaterThanOrEqual(3);
       expect(stats.records).toBeGreaterThanOrEqual(100);
       expect(stats.records).toBeLessThan(300);
@@ -319,8 +423,40 @@ describe('the consumer simulation', () => {
     expect(withoutHandler.stats.skipped).toBeGreaterThanOrEqual(withoutHandler.stats.poison);
   });
 
+  it('draws a multi-stream group for a third of the seeds: 2-3 streams, each kind of life, own initial positions, listing faults', () => {
+    const shapes = Array.from({ length: 1000 }, (_, i) => consumerShapeOf(i + 1).multiStream);
+    const multi = shapes.filter((shape) => shape !== null);
+    expect(multi.length).toBeGreaterThan(280);
+    expect(multi.length).toBeLessThan(390);
+    expect(new Set(multi.map((shape) => shape.streams.length))).toEqual(new Set([2, 3]));
+    const streams = multi.flatMap((shape) => shape.streams);
+    expect(new Set(streams.map((stream) => stream.life))).toEqual(new Set(['always', 'added', 'bounced', 'removed']));
+    // The first stream is listed all along, and every run changes its list.
+    expect(multi.every((shape) => shape.streams[0]?.life === 'always' && shape.streams.some((stream) => stream.life !== 'always'))).toBe(true);
+    expect(new Set(streams.map((stream) => stream.initialPosition))).toEqual(new Set([null, 'TRIM_HORIZON', 'LATEST', 'AT_TIMESTAMP']));
+    expect(multi.filter((shape) => shape.streams.some((stream) => stream.listingFault)).length).toBeGreaterThan(100);
+    expect(multi.every((shape) => shape.removedStreamGraceMs < 20_000)).toBe(true);
+    // Only the multi-stream third changed: the other seeds draw what they drew before.
+    expect(consumerShapeOf(1)).toMatchObject({ workers: 5, shards: 4, initialPosition: 'AT_TIMESTAMP', reshards: 4, multiStream: null });
+  });
+
+  it('runs a multi-stream group on every seed when asked: every stream read, keys that name their stream, nothing broken', async () => {
+    for (const seed of [1, 2, 3]) {
+      const { shape, stats, violations } = await simulateConsumers({ seed, multiStream: true });
+      expect(violations).toEqual([]);
+      expect(stats.streams).toBe(shape.multiStream?.streams.length);
+      expect(stats.streams).toBeGreaterThanOrEqual(2);
+      expect(stats.delivered).toBeGreaterThan(0);
+      expect(stats.delivered).toBe(stats.owed);
+    }
+  });
+
   it('names the command that replays a run, with its overrides and unsafe switches', () => {
     expect(consumerReplayCommand({ seed: 12 })).toBe('pnpm sim --consumer --seed 12 --trace');
+    expect(consumerReplayCommand({ seed: 12, multiStream: true })).toBe('pnpm sim --consumer --seed 12 --multi-stream --trace');
+    expect(consumerReplayCommand({ seed: 12, multiStream: false, unsafe: { crossStreamSync: true } })).toBe(
+      'pnpm sim --consumer --seed 12 --single-stream --unsafe-cross-stream-sync --trace',
+    );
     expect(consumerReplayCommand({ seed: 12, exactlyOnce: true })).toBe('pnpm sim --consumer --seed 12 --exactly-once --trace');
     expect(consumerReplayCommand({ seed: 12, workers: 3, initialPosition: 'LATEST', unsafe: { keepFailedPump: true, birthRace: true } })).toBe(
       'pnpm sim --consumer --seed 12 --workers 3 --initial-position LATEST --unsafe-birth-race --unsafe-keep-failed-pump --trace',

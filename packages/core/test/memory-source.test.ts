@@ -157,6 +157,19 @@ describe('MemorySource', () => {
     expect((await drain(source, 'shard-0000')).positions).toEqual([position]);
   });
 
+  it('fails every listing for a while with failListingsFor, by its clock, while reads go on', async () => {
+    const { source, scheduler } = world(1);
+    const position = source.put('a', '1');
+    source.failListingsFor(2_000);
+    await expect(source.listShards()).rejects.toMatchObject({ code: 'ERR_SOURCE_LIST', message: '[core] listing the shards failed (injected fault)' });
+    expect((await drain(source, 'shard-0000')).positions).toEqual([position]);
+    await scheduler.advance(1_999);
+    await expect(source.listShards()).rejects.toBeInstanceOf(SourceError);
+    await scheduler.advance(1);
+    expect((await source.listShards()).map((shard) => shard.shardId)).toEqual(['shard-0000']);
+    expect(() => source.failListingsFor(-1)).toThrow('[core] a listing fault lasts a non-negative number of ms, got -1');
+  });
+
   it('trims a closed shard: listings drop it, reading it fails with ERR_SHARD_NOT_FOUND, and only it is gone', async () => {
     const { source } = world(1);
     source.put('a', '1');

@@ -5,14 +5,24 @@ import {
   MemorySource,
   MemoryStorage,
   parseStreamLeaseKey,
+  Checkpoint,
   seededRandom,
+  StorageUnavailableError,
+  type LeaderRecord,
+  type LeaderState,
+  type LeaseListing,
   streamLeaseKey,
+  type LeaseRecord,
+  type LeaseUpdate,
+  type WriteResult,
   type ConsumerOptions,
   type MultiStreamSyncReport,
   type ShardSource,
   type SourceRecord,
   type StreamSpec,
 } from '../src/index.js';
+import { MultiStreamSync, type StreamBirths } from '../src/consumer/stream-sync.js';
+import { StreamSource } from '../src/consumer/streams.js';
 import { VirtualScheduler } from '../src/testing/index.js';
 import { decoder, range } from './support/consumer-world.js';
 import { run } from './support/virtual.js';
@@ -27,11 +37,56 @@ interface Seen {
   value: number;
 }
 
+/** A MemoryStorage whose next releases of a chosen lease fail before they are sent, as a cut connection does. */
+class ReleaseRefusingStorage extends MemoryStorage {
+  readonly #refuse = new Map<string, number>();
+  refused = 0;
+
+  refuseRelease(leaseKey: string, times = 1): void {
+    this.#refuse.set(leaseKey, times);
+  }
+
+  override async updateLeases(group: string, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[]> {
+    const release = updates.find((update) => (this.#refuse.get(update.leaseKey) ?? 0) > 0 && update.next.owner === null);
+    if (release) {
+      this.#refuse.set(release.leaseKey, (this.#refuse.get(release.leaseKey) ?? 0) - 1);
+      this.refused++;
+      throw new StorageUnavailableError(`[test] the release of ${release.leaseKey} was refused before it was sent`);
+    }
+    return super.updateLeases(group, updates);
+  }
+}
+
+/** A MemoryStorage whose first write of the group's birth mark to the leader record fails before it is sent. */
+class BirthRefusingStorage extends MemoryStorage {
+  refused = 0;
+
+  override async updateLeader(group: string, expectedVersion: number, next: LeaderState): Promise<WriteResult<LeaderRecord>> {
+    if (this.refused === 0 && next.metadata['leasehold.shardsSynced'] !== undefined) {
+      this.refused++;
+      throw new StorageUnavailableError('[test] the birth mark was refused before it was sent');
+    }
+    return super.updateLeader(group, expectedVersion, next);
+  }
+}
+
+/** A MemoryStorage whose listings show the lease table as it was when `freeze` was called. */
+class StaleListingStorage extends MemoryStorage {
+  #frozen: LeaseListing | undefined;
+
+  async freeze(group: string): Promise<void> {
+    this.#frozen = await super.listLeases(group);
+  }
+
+  override async listLeases(group: string): Promise<LeaseListing> {
+    return this.#frozen ?? super.listLeases(group);
+  }
+}
+
 /** Streams of MemorySources on one virtual clock, and workers of one group reading them. */
-function streamsWorld() {
+function streamsWorld(storage: MemoryStorage = new MemoryStorage()) {
   const scheduler = new VirtualScheduler();
   const sourceClock = scheduler.clock();
-  const storage = new MemoryStorage();
   const sources = new Map<string, MemorySource>();
   const seen: Seen[] = [];
   let listed: string[] = [];
@@ -78,7 +133,7 @@ function streamsWorld() {
     return byKey;
   };
   const leaseKeys = async (): Promise<string[]> => (await storage.listLeases(GROUP)).leases.map((lease) => lease.leaseKey).sort();
-  return { scheduler, storage, sources, seen, stream, setListed, consumer, produce, perStreamKey, leaseKeys };
+  return { scheduler, storage, sources, seen, stream, list, setListed, consumer, produce, perStreamKey, leaseKeys };
 }
 
 describe('Multi-stream groups', () => {
@@ -160,6 +215,110 @@ describe('Multi-stream groups', () => {
     await run(w.scheduler, worker.stop());
   });
 
+  it('a stream whose listing fails at the birth of the group does not hold the others back; it is read once it answers', async () => {
+    const w = streamsWorld();
+    const good = w.stream('good', 1);
+    const bad = w.stream('bad', 1);
+    w.setListed(['good', 'bad']);
+    w.produce('good', ['k'], 10);
+    w.produce('bad', ['k'], 10);
+    const listShards = bad.listShards.bind(bad);
+    bad.listShards = () => Promise.reject(new Error('not authorised'));
+    const worker = w.consumer('w1');
+    const started = worker.start();
+    await w.scheduler.advance(20_000);
+    expect(w.perStreamKey().get('good/k')).toEqual(range(1, 10));
+    good.split('shard-0000');
+    w.produce('good', ['k'], 5, 11);
+    await w.scheduler.advance(20_000);
+    expect(w.perStreamKey().get('good/k')).toEqual(range(1, 15));
+    expect(w.perStreamKey().get('bad/k')).toBeUndefined();
+    bad.listShards = listShards;
+    await w.scheduler.advance(20_000);
+    expect(w.perStreamKey().get('bad/k')).toEqual(range(1, 10));
+    await run(w.scheduler, started);
+    await run(w.scheduler, worker.stop());
+  });
+
+  it("a group whose birth mark could not be written is born later by its streams' own marks, though no stream answers then", async () => {
+    const storage = new BirthRefusingStorage();
+    const w = streamsWorld(storage);
+    const a = w.stream('a', 1);
+    w.stream('b', 1);
+    w.setListed(['a', 'b']);
+    w.produce('a', ['k'], 10);
+    const worker = w.consumer('w1');
+    const started = worker.start();
+    await w.scheduler.advance(2_000);
+    expect(storage.refused).toBe(1);
+    // Every stream had its first complete round; now the one left in the list fails to answer.
+    a.listShards = () => Promise.reject(new Error('throttled'));
+    w.setListed(['a']);
+    await w.scheduler.advance(30_000);
+    expect(w.perStreamKey().get('a/k')).toEqual(range(1, 10));
+    await run(w.scheduler, started);
+    await run(w.scheduler, worker.stop());
+  });
+
+  it("a stream's first birth never creates over a deleted lease: a round on a stale listing does not bring a finished shard back", async () => {
+    const scheduler = new VirtualScheduler();
+    const clock = scheduler.clock();
+    const storage = new StaleListingStorage();
+    const source = new MemorySource(1, { clock });
+    const stream = new StreamSource('s', source);
+    // The round's listing was read before the parent's lease was created, processed to its end and deleted.
+    await storage.freeze(GROUP);
+    const [left, right] = source.split('shard-0000');
+    const created = await storage.createLease({ group: GROUP, leaseKey: 's:shard-0000', checkpoint: Checkpoint.TRIM_HORIZON });
+    const parent = created.status === 'applied' ? created.record : undefined;
+    await storage.updateLeases(GROUP, [{ leaseKey: 's:shard-0000', expectedVersion: parent?.version ?? 0, next: { ...(parent as LeaseRecord), checkpoint: Checkpoint.SHARD_END } }]);
+    await storage.deleteLease(GROUP, 's:shard-0000', (parent?.version ?? 0) + 1);
+    let births: StreamBirths = {};
+    const sync = new MultiStreamSync({
+      group: GROUP,
+      storage,
+      clock,
+      streams: () => Promise.resolve(new Map([['s', stream]])),
+      initialPositionOf: () => Checkpoint.TRIM_HORIZON,
+      removedStreamGraceMs: 60_000,
+      births: () => births,
+      writeBirths: (next) => {
+        births = next;
+        return Promise.resolve(true);
+      },
+      isLeader: () => true,
+    });
+    const report = await sync.run(new AbortController().signal);
+    expect(await storage.getLease(GROUP, 's:shard-0000')).toBeNull();
+    // The children continue a shard the group had: they start at their beginning.
+    expect(report.streams.s?.created).toEqual([`s:${left}`, `s:${right}`]);
+    expect(await storage.getLease(GROUP, `s:${left}`)).toMatchObject({ checkpoint: Checkpoint.TRIM_HORIZON });
+  });
+
+  it("a worker asks for the stream list every refresh interval from its start, also while it waits for the group's birth", async () => {
+    const w = streamsWorld();
+    const only = w.stream('only', 1);
+    only.listShards = () => Promise.reject(new Error('throttled'));
+    w.setListed(['only']);
+    const calls = new Map<string, number>();
+    const counted = (workerId: string) =>
+      w.consumer(workerId, {
+        streams: () => {
+          calls.set(workerId, (calls.get(workerId) ?? 0) + 1);
+          return w.list();
+        },
+      });
+    const workers = [counted('x'), counted('y')];
+    const started = workers.map((worker) => worker.start());
+    await w.scheduler.advance(21_000);
+    // Nothing could be listed: the group is not born, and nobody takes anything.
+    expect(await w.leaseKeys()).toEqual([]);
+    const follower = workers.find((worker) => !worker.elector?.isLeader()) as Consumer;
+    expect(calls.get(follower.workerId)).toBeGreaterThanOrEqual(4);
+    await run(w.scheduler, Promise.all(workers.map((worker) => worker.stop())));
+    await run(w.scheduler, Promise.all(started));
+  });
+
   it('a stream added while the group runs is read from its initial position and spread over the workers', async () => {
     const w = streamsWorld();
     w.stream('first', 2);
@@ -201,6 +360,47 @@ describe('Multi-stream groups', () => {
     expect(w.perStreamKey().get('leave/k')).toEqual(range(1, 10));
     expect(await w.leaseKeys()).toEqual(['leave:shard-0000', 'leave:shard-0001', 'stay:shard-0000']);
     await w.scheduler.advance(40_000);
+    expect(await w.leaseKeys()).toEqual(['stay:shard-0000']);
+    await run(w.scheduler, worker.stop());
+  });
+
+  it("a removed stream's lease whose release failed is given back all the same, and deleted once the grace passed", async () => {
+    const storage = new ReleaseRefusingStorage();
+    const w = streamsWorld(storage);
+    w.stream('stay', 1);
+    w.stream('leave', 1);
+    w.setListed(['stay', 'leave']);
+    const worker = w.consumer('w1', { removedStreamGraceMs: 20_000 });
+    await run(w.scheduler, worker.start());
+    await w.scheduler.advance(10_000);
+    expect(worker.shards.sort()).toEqual(['leave:shard-0000', 'stay:shard-0000']);
+    storage.refuseRelease('leave:shard-0000');
+    w.setListed(['stay']);
+    await w.scheduler.advance(10_000);
+    expect(storage.refused).toBe(1);
+    // Still named for this worker's live incarnation, which no longer reads it: nobody else may take it
+    // and the leader may not delete it, so the worker writes it free itself.
+    expect(await storage.getLease(GROUP, 'leave:shard-0000')).toMatchObject({ owner: null });
+    await w.scheduler.advance(30_000);
+    expect(await w.leaseKeys()).toEqual(['stay:shard-0000']);
+    await run(w.scheduler, worker.stop());
+  });
+
+  it("a removed stream's lease whose release failed, and then its giving back, is given back at a later listing", async () => {
+    const storage = new ReleaseRefusingStorage();
+    const w = streamsWorld(storage);
+    w.stream('stay', 1);
+    w.stream('leave', 1);
+    w.setListed(['stay', 'leave']);
+    const worker = w.consumer('w1', { removedStreamGraceMs: 20_000 });
+    await run(w.scheduler, worker.start());
+    await w.scheduler.advance(10_000);
+    storage.refuseRelease('leave:shard-0000', 2);
+    w.setListed(['stay']);
+    await w.scheduler.advance(10_000);
+    expect(storage.refused).toBe(2);
+    expect(await storage.getLease(GROUP, 'leave:shard-0000')).toMatchObject({ owner: null });
+    await w.scheduler.advance(30_000);
     expect(await w.leaseKeys()).toEqual(['stay:shard-0000']);
     await run(w.scheduler, worker.stop());
   });

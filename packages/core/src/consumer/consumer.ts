@@ -278,13 +278,15 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
         this.#state = 'stopped';
         throw error;
       }
+      // Asked again from now on, also while the group is being born: a worker that starts taking goes by
+      // a list at most a refresh interval old, not by the one it started with.
+      if (typeof this.#streamList === 'function') this.#background.push(this.#watchStreams());
     }
     if (this.elector) await this.elector.start();
     if (this.elector && !this.#unsafe.birthRace) await this.#awaitBirth(this.elector);
     if (this.#state !== 'running') return;
     await this.coordinator.start();
     this.#background.push(this.#watchStalls());
-    if (typeof this.#streamList === 'function') this.#background.push(this.#watchStreams());
     if (this.elector) this.#background.push(this.#watchRewinds(this.elector));
   }
 
@@ -860,7 +862,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
           }
           if (report.deleted.length > 0) this.#logger.info({ term, deleted: report.deleted }, 'leases of removed streams deleted');
           this.emit('streams-sync', report);
-          if (report.complete && elector.record?.metadata[BORN_FIELD] === undefined) {
+          if (report.born && elector.record?.metadata[BORN_FIELD] === undefined) {
             await elector.annotate({ [BORN_FIELD]: new Date(this.#clock.wallTime()).toISOString() });
           }
         } catch (error) {

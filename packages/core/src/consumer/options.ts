@@ -174,6 +174,12 @@ export interface ConsumerUnsafe {
   ignoreBatchResponse?: boolean;
   /** Records given up under a poison policy are skipped without calling its dead-letter handler. */
   skipWithoutDeadLetter?: boolean;
+  /**
+   * A multi-stream group's shard sync of each stream sees every stream's leases, and takes another
+   * stream's lease for a shard gone from its own stream (as when lease keys did not name their stream):
+   * it deletes other streams' leases that nobody holds.
+   */
+  crossStreamSync?: boolean;
 }
 
 /** Options of {@link Consumer}. */

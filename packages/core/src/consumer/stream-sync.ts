@@ -7,18 +7,24 @@
 import type { Clock } from '../clock.js';
 import { describeValue, StorageOutcomeUnknownError } from '../errors.js';
 import { RECORD_FORMAT, type CheckpointStorage, type LeaseRecord, type Position } from '../storage.js';
+import type { ShardSource } from '../source.js';
 import { ShardSync, type ShardSyncReport, type ShardSyncUnsafe } from './leader-duties.js';
 import { parseStreamLeaseKey, streamView, type StreamSource } from './streams.js';
 
 const PKG = 'core';
 
-/** The leader record metadata field that keeps each stream's birth: `{ [streamId]: { p?: position, b?: 1 } }`. */
+/** The leader record metadata field that keeps each stream's birth: `{ [streamId]: { p?: position, b?: 1, r?: 1 } }`. */
 export const STREAMS_FIELD = 'leasehold.streams';
 
-/** What the group knows of one stream's birth: where its first shards start (`p`) and that it is born (`b`). */
+/**
+ * What the group knows of one stream's birth: where its first shards start (`p`), that it is born (`b`),
+ * and that it left the group and its leases were deleted (`r`): if it comes back, it is born again over
+ * them.
+ */
 export interface StreamBirth {
   readonly p?: Position;
   readonly b?: 1;
+  readonly r?: 1;
 }
 
 /** Each stream's birth, by stream id, as the leader record keeps it. */
@@ -49,6 +55,12 @@ export interface MultiStreamSyncReport {
   foreign: string[];
   /** Whether every listed stream's round was complete. */
   complete: boolean;
+  /**
+   * Whether the round may mark the group born: every stream whose sync ran had a complete round, and some
+   * listed stream is born, by this round or an earlier one (or none is listed). A stream whose sync failed
+   * does not hold the others back: it is synced, and read, once it answers, as a stream added later is.
+   */
+  born: boolean;
 }
 
 /** Options of {@link MultiStreamSync}. */
@@ -68,7 +80,13 @@ export interface MultiStreamSyncOptions {
   onLeasesChanged?: (() => void) | undefined;
   isLeader: () => boolean;
   onError?: ((error: Error, operation: string) => void) | undefined;
-  unsafe?: ShardSyncUnsafe | undefined;
+  unsafe?: MultiStreamSyncUnsafe | undefined;
+}
+
+/** Deliberately unsafe variants, for the simulation's own tests. @internal */
+export interface MultiStreamSyncUnsafe extends ShardSyncUnsafe {
+  /** Each stream's sync sees every stream's leases and takes another stream's for a shard gone from its own. */
+  crossStreamSync?: boolean;
 }
 
 export class MultiStreamSync {
@@ -82,22 +100,25 @@ export class MultiStreamSync {
 
   async run(signal: AbortSignal): Promise<MultiStreamSyncReport> {
     const { group, storage, clock, isLeader } = this.#options;
-    const report: MultiStreamSyncReport = { streams: {}, failed: {}, removed: {}, deleted: [], foreign: [], complete: true };
+    const report: MultiStreamSyncReport = { streams: {}, failed: {}, removed: {}, deleted: [], foreign: [], complete: true, born: false };
     // The list first, then the leases: a stream added meanwhile is synced next round; one removed
     // meanwhile still has its leases counted as listed, and waits its grace from the next round on.
     const streams = await this.#options.streams();
     const listing = await storage.listLeases(group);
     for (const stream of streams.values()) {
-      if (signal.aborted || !isLeader()) return { ...report, complete: false };
+      if (signal.aborted || !isLeader()) return { ...report, complete: false, born: false };
       const birth = this.#options.births()[stream.streamId];
+      const crossStream = this.#options.unsafe?.crossStreamSync === true;
       const sync = new ShardSync({
         group,
-        source: stream,
-        storage: streamView(storage, listing, stream),
+        source: crossStream ? judgingOthersGone(stream) : stream,
+        storage: crossStream ? { ...streamView(storage, listing, stream), listLeases: () => Promise.resolve(listing) } : streamView(storage, listing, stream),
         initialPosition: this.#options.initialPositionOf(stream),
         clock,
-        // A stream not born yet may be one added back after its leases were deleted: create over them.
-        recreateDeleted: birth?.b !== 1,
+        // Only a stream added back after its leases were deleted is created over them. A first birth never
+        // is: a round on a stale listing (a leader paused in the middle of it) would create again a lease
+        // that was finished and deleted meanwhile, which the store refuses otherwise.
+        recreateDeleted: birth?.r === 1 && birth.b !== 1,
         pinBirth: (pinned) => this.#pin(stream.streamId, pinned),
         onLeasesChanged: this.#options.onLeasesChanged,
         isLeader,
@@ -115,6 +136,10 @@ export class MultiStreamSync {
         this.#options.onError?.(report.failed[stream.streamId] as Error, `shard-sync ${stream.streamId}`);
       }
     }
+    const rounds = Object.values(report.streams);
+    const births = this.#options.births();
+    const someBorn = [...streams.keys()].some((streamId) => report.streams[streamId]?.complete === true || births[streamId]?.b === 1);
+    report.born = rounds.every((round) => round.complete) && (someBorn || streams.size === 0);
     await this.#removeFormer(streams, listing.leases, report, signal);
     return report;
   }
@@ -137,12 +162,15 @@ export class MultiStreamSync {
     }
     const now = clock.now();
     for (const streamId of this.#missingSince.keys()) if (!former.has(streamId)) this.#missingSince.delete(streamId);
-    // A stream whose leases are all gone is forgotten, so that it is born again if it comes back.
+    // A stream whose leases are all gone is forgotten but for that, so that it is born again (over its
+    // deleted leases) if it comes back.
     const births = this.#options.births();
-    const forgotten = Object.keys(births).filter((streamId) => !streams.has(streamId) && !former.has(streamId));
+    const forgotten = Object.entries(births)
+      .filter(([streamId, birth]) => !streams.has(streamId) && !former.has(streamId) && (birth.r !== 1 || birth.p !== undefined || birth.b !== undefined))
+      .map(([streamId]) => streamId);
     if (forgotten.length > 0 && isLeader()) {
       const next: Record<string, StreamBirth> = { ...births };
-      for (const streamId of forgotten) delete next[streamId];
+      for (const streamId of forgotten) next[streamId] = { r: 1 };
       await this.#options.writeBirths(next);
     }
     if (former.size === 0) return;
@@ -185,4 +213,14 @@ export class MultiStreamSync {
     const births = this.#options.births();
     await this.#options.writeBirths({ ...births, [streamId]: { ...births[streamId], b: 1 } });
   }
+}
+
+/** The unsafe `crossStreamSync`: a stream's source that answers "gone" for a shard of another stream. */
+function judgingOthersGone(stream: StreamSource): ShardSource {
+  return {
+    listShards: (options) => stream.listShards(options),
+    read: (leaseKey, from, options) => stream.read(leaseKey, from, options),
+    comparePositions: (a, b) => stream.comparePositions(a, b),
+    isShardGone: async (leaseKey, options) => !stream.owns(leaseKey) || ((await stream.isShardGone?.(leaseKey, options)) ?? false),
+  };
 }

@@ -1497,8 +1497,12 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       return alive.get(lease.owner) === lease.incarnation ? lease.owner : null;
     };
     // A finished lease still naming this incarnation that it no longer holds (a release whose outcome was
-    // lost) is given back, so that the leader may clean it up: nobody else may judge it free.
-    const leftovers = leases.filter((lease) => isMine(lease) && !this.#held.has(lease.leaseKey) && lease.checkpoint === Checkpoint.SHARD_END);
+    // lost) is given back, so that the leader may clean it up: nobody else may judge it free. So is one
+    // this worker may not take (not eligible here: a stream of a multi-stream group it no longer reads),
+    // which it would never take back: named by a live incarnation, nobody could take or delete it.
+    const leftovers = leases.filter(
+      (lease) => isMine(lease) && !this.#held.has(lease.leaseKey) && (lease.checkpoint === Checkpoint.SHARD_END || !this.#isEligible(lease, all, corrupt)),
+    );
     if (leftovers.length > 0) await this.#giveBack(leftovers);
     const workable = leases.filter((lease) => lease.checkpoint !== Checkpoint.SHARD_END && this.#isEligible(lease, all, corrupt));
     // Leases are dealt to the live members that are not leaving, this one included while it runs.
@@ -1611,12 +1615,17 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     }
   }
 
-  /** Writes free the leases that name this incarnation but that it will not hold, so that others may take them. */
+  /**
+   * Writes free the leases that name this incarnation but that it will not hold, so that others may take
+   * them. One that was not written free is looked at again at the next listing, at its next tick: nothing
+   * else would list again for it.
+   */
   async #giveBack(leases: readonly LeaseRecord[]): Promise<void> {
-    await this.#update(
+    const results = await this.#update(
       leases.map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...stateOf(lease), owner: null, incarnation: null }, notify: 'released' as const })),
       'release',
     );
+    if (results.some((result) => result.status !== 'applied')) this.#listingDue = true;
   }
 
   /**

@@ -52,7 +52,8 @@ export interface MemorySourceOptions {
  * It behaves like Kinesis where the runtime's guarantees depend on it: a key routes by the MD5 of the
  * partition key to the open shard whose hash key range holds it, so that a key stays with its shard's
  * children across splits and merges; records carry arrival timestamps from the clock's wall time; and a
- * test can make listings lag, fail reads for a while, and trim closed shards from the stream.
+ * test can make listings lag or fail for a while, fail reads for a while, and trim closed shards from the
+ * stream.
  */
 export class MemorySource implements ShardSource {
   readonly #shards = new Map<string, MemoryShard>();
@@ -65,6 +66,8 @@ export class MemorySource implements ShardSource {
   readonly #failOnce = new Set<string>();
   /** Shards whose reads fail until a time of the source's clock. */
   readonly #failUntil = new Map<string, number>();
+  /** Listings fail until this time of the source's clock. */
+  #listingsFailUntil = -Infinity;
   #sequence = 0;
   #nextShard = 0;
 
@@ -181,8 +184,20 @@ export class MemorySource implements ShardSource {
     this.#failUntil.set(shardId, Math.max(this.#failUntil.get(shardId) ?? -Infinity, this.#clock.now() + durationMs));
   }
 
+  /**
+   * Makes every `listShards` fail with a `SourceError` for `durationMs` of the source's clock, as a
+   * throttled or no longer authorised listing does; reads go on.
+   */
+  failListingsFor(durationMs: number): void {
+    if (!Number.isFinite(durationMs) || durationMs < 0) {
+      throw new InvalidInputError(`[${PKG}] a listing fault lasts a non-negative number of ms, got ${describeValue(durationMs)}`);
+    }
+    this.#listingsFailUntil = Math.max(this.#listingsFailUntil, this.#clock.now() + durationMs);
+  }
+
   /** The shard list, as it was up to `listLagMs` ago: a shard created since may be missing, or shown open. */
   async listShards(): Promise<ShardInfo[]> {
+    if (this.#listingsFailUntil > this.#clock.now()) throw new SourceError('ERR_SOURCE_LIST', `[${PKG}] listing the shards failed (injected fault)`);
     const asOf = this.#clock.now() - (this.#listLagMs > 0 ? this.#random.next() * this.#listLagMs : 0);
     const shards: ShardInfo[] = [];
     for (const shard of this.#shards.values()) {

@@ -23,6 +23,10 @@ export type ConsumerGuarantee =
   | 'handled' // every record handed over ends succeeded, dead-lettered, or skipped by the policy the user chose
   | 'skip' // nothing is skipped silently: no checkpoint passes, and no skip names, a record neither succeeded nor given up as configured
   | 'exactly-once' // with effects committed with their checkpoint, each record's effect is applied exactly once
+  | 'start' // a lease is created at its stream's initial position (LATEST pinned once per stream), a child's also at its beginning
+  | 'streams' // every lease names a shard of one stream, and its parent keys that shard's parents in the same stream
+  | 'removed-stream' // a removed stream is not read past a refresh interval, and its leases go only after the grace, and then do
+  | 'balance' // once faults stop, every eligible lease of every stream is held and the counts differ by at most one
   | 'unhandled-rejection'; // no promise rejection is left unhandled (it would end a real process)
 
 /** Where a group without checkpoints starts, as the simulation resolved it. */
@@ -50,9 +54,12 @@ export interface RecordEntry {
   skippedAtMs: number | null;
 }
 
-/** One shard of the simulated stream, by the simulation's own account. */
+/** One shard of a simulated stream, by the simulation's own account. */
 export interface ShardEntry {
+  /** The shard's lease key: its shard id, or in a multi-stream group `<streamId>:<shardId>`. */
   readonly shardId: string;
+  /** The stream it belongs to (`''` when the group reads one stream). */
+  readonly streamId: string;
   readonly parentShardIds: readonly string[];
   readonly childShardIds: string[];
   readonly createdAtMs: number;
@@ -62,6 +69,22 @@ export interface ShardEntry {
   closedAtMs: number | null;
   trimmedAtMs: number | null;
   readonly records: number[];
+}
+
+/** One stream of the group, by the simulation's own account: where it starts, when it was born, whether it is listed. */
+interface StreamEntry {
+  readonly streamId: string;
+  readonly start: StartingPoint;
+  /** Wall time of the first lease created for it, and the earliest `AT_TIMESTAMP` such a lease carried. */
+  firstCreationWallMs: number | null;
+  earliestCreatedTimestampMs: number | null;
+  /** The `AT_TIMESTAMP` its first shards were created at, for `LATEST`: one pin per stream. */
+  pinned: Position | null;
+  /** Whether the group's list names it now, and since when it does not. */
+  listed: boolean;
+  unlistedAtMs: number | null;
+  /** Removed and never to come back: nothing of it is owed any more. */
+  removedForGood: boolean;
 }
 
 /** A check failed: which guarantee, and what happened. */
@@ -77,22 +100,24 @@ function compare(a: Position, b: Position): number | undefined {
 }
 
 const RECORD_POSITION = /^\d+$/;
+const decoder = new TextDecoder();
 
 /** The simulation's ledger: the world's facts, the runtime's observed behaviour, and the checks between them. */
 export class ConsumerLedger {
   readonly records: RecordEntry[] = [];
   readonly shards = new Map<string, ShardEntry>();
+  readonly #streams = new Map<string, StreamEntry>();
   /** The lease table as the store holds it, mirrored from every applied write. */
   readonly leases = new Map<string, LeaseRecord | null>();
 
-  readonly #start: StartingPoint;
   readonly #now: () => number;
   readonly #wallOf: (ms: number) => number;
   readonly #violate: Violate;
   readonly #perKey = new Map<string, number>();
   /** Per key, the greatest record number handed over for the first time so far, and where. */
   readonly #firstHandedMax = new Map<string, RecordEntry>();
-  readonly #byPosition = new Map<Position, RecordEntry>();
+  /** Records by stream and position (positions repeat across streams: each has its own sequence). */
+  readonly #byPosition = new Map<string, RecordEntry>();
   readonly #orderReported = new Set<string>();
   /** Per shard, how many records were handed over in all (replays included): its progress. */
   readonly #handovers = new Map<string, number>();
@@ -105,26 +130,78 @@ export class ConsumerLedger {
   /** Shards whose lease reached SHARD_END, and shards whose lease was deleted. */
   readonly #ended = new Set<string>();
   readonly #deleted = new Set<string>();
-  #firstCreationWallMs: number | null = null;
-  #earliestCreatedTimestampMs: number | null = null;
   /** Whether the run's failure policy has a dead-letter handler: then nothing may be skipped without it. */
   readonly #deadLetterConfigured: boolean;
   readonly #skipReported = new Set<string>();
+  /** How long a removed stream's leases must be kept, in virtual ms (its grace at the fastest clock rate). */
+  readonly #removedStreamGraceMs: number;
 
-  constructor(options: { start: StartingPoint; now: () => number; wallOf: (ms: number) => number; violate: Violate; deadLetterConfigured?: boolean }) {
+  /**
+   * `start` is where the group starts: the one stream's (`''`) start, and that of each stream added
+   * without its own. `removedStreamGraceMs` is the shortest virtual time a removed stream's leases are kept.
+   */
+  constructor(options: {
+    start: StartingPoint;
+    now: () => number;
+    wallOf: (ms: number) => number;
+    violate: Violate;
+    deadLetterConfigured?: boolean;
+    removedStreamGraceMs?: number;
+  }) {
     this.#deadLetterConfigured = options.deadLetterConfigured ?? false;
-    this.#start = options.start;
     this.#now = options.now;
     this.#wallOf = options.wallOf;
     this.#violate = options.violate;
+    this.#removedStreamGraceMs = options.removedStreamGraceMs ?? Infinity;
+    this.addStream('', options.start);
   }
 
   // ------------------------------------------------------------------ the world
 
-  addShard(shardId: string, parentShardIds: readonly string[], resharded: boolean): void {
+  /** A stream of a multi-stream group, with where its shards start; it is listed from now on. */
+  addStream(streamId: string, start: StartingPoint): void {
+    this.#streams.set(streamId, {
+      streamId,
+      start,
+      firstCreationWallMs: null,
+      earliestCreatedTimestampMs: null,
+      pinned: null,
+      listed: true,
+      unlistedAtMs: null,
+      removedForGood: false,
+    });
+  }
+
+  /** The group's list now names the stream, or no longer does (`forGood`: it will not come back). */
+  listStream(streamId: string, listed: boolean, forGood = false): void {
+    const stream = this.#stream(streamId);
+    stream.listed = listed;
+    stream.unlistedAtMs = listed ? null : this.#now();
+    stream.removedForGood = !listed && forGood;
+  }
+
+  /** Whether the group's list names the stream now. */
+  isListed(streamId: string): boolean {
+    return this.#stream(streamId).listed;
+  }
+
+  /** When the stream left the group's list, or `null` while it is listed. */
+  unlistedAt(streamId: string): number | null {
+    return this.#stream(streamId).unlistedAtMs;
+  }
+
+  #stream(streamId: string): StreamEntry {
+    const stream = this.#streams.get(streamId);
+    if (!stream) throw new Error(`[testing] the simulation has no stream ${JSON.stringify(streamId)}`);
+    return stream;
+  }
+
+  addShard(shardId: string, parentShardIds: readonly string[], resharded: boolean, streamId = ''): void {
     const at = this.#now();
+    this.#stream(streamId);
     this.shards.set(shardId, {
       shardId,
+      streamId,
       parentShardIds,
       childShardIds: [],
       createdAtMs: at,
@@ -143,6 +220,11 @@ export class ConsumerLedger {
 
   trimShard(shardId: string): void {
     this.shard(shardId).trimmedAtMs = this.#now();
+  }
+
+  /** The lease keys of a stream's shards, oldest first. */
+  shardsOf(streamId: string): string[] {
+    return [...this.shards.values()].filter((shard) => shard.streamId === streamId).map((shard) => shard.shardId);
   }
 
   shard(shardId: string): ShardEntry {
@@ -169,7 +251,7 @@ export class ConsumerLedger {
       skippedAtMs: null,
     };
     this.records.push(entry);
-    this.#byPosition.set(position, entry);
+    this.#byPosition.set(this.#positionKey(shardId, position), entry);
     this.shard(shardId).records.push(entry.index);
     return entry;
   }
@@ -177,33 +259,55 @@ export class ConsumerLedger {
   // ------------------------------------------------------------------ when the group was born, and what it owes
 
   /**
-   * The group's birth on the wall clock: for LATEST, the earliest `AT_TIMESTAMP` a created lease carried
-   * (the runtime pins LATEST to the moment the first leases were made), else the first lease creation.
+   * The group's birth on the wall clock (of its one stream): for LATEST, the earliest `AT_TIMESTAMP` a
+   * created lease carried (the runtime pins LATEST to the moment the first leases were made), else the
+   * first lease creation.
    */
   get birthWallMs(): number | null {
-    if (this.#start.kind === 'LATEST' && this.#earliestCreatedTimestampMs !== null) return this.#earliestCreatedTimestampMs;
-    return this.#firstCreationWallMs;
+    return this.birthWallMsOf('');
+  }
+
+  /** A stream's birth on the wall clock, as {@link birthWallMs} for the group: each stream is born on its own. */
+  birthWallMsOf(streamId: string): number | null {
+    const stream = this.#stream(streamId);
+    if (stream.start.kind === 'LATEST' && stream.earliestCreatedTimestampMs !== null) return stream.earliestCreatedTimestampMs;
+    return stream.firstCreationWallMs;
   }
 
   /**
    * Whether a record must reach `processBatch`: all with TRIM_HORIZON; with a timestamp (given, or the
    * birth for LATEST) those that arrived at or after it; every record of a shard made by resharding after
-   * the birth; and none that the stream trimmed before anyone read it.
+   * the birth; and none that the stream trimmed before anyone read it. Each stream by its own start and
+   * birth.
    */
   required(entry: RecordEntry): boolean {
     const shard = this.shard(entry.shardId);
     if (shard.trimmedAtMs !== null && (entry.firstHandedAtMs === null || entry.firstHandedAtMs > shard.trimmedAtMs)) return false;
-    if (this.#start.kind === 'TRIM_HORIZON') return true;
-    const birth = this.birthWallMs;
-    if (birth === null) return false; // the group never started: nothing was owed
+    const { start } = this.#stream(shard.streamId);
+    if (start.kind === 'TRIM_HORIZON') return true;
+    const birth = this.birthWallMsOf(shard.streamId);
+    if (birth === null) return false; // the stream was never read: nothing was owed
     if (shard.resharded && shard.createdWallMs >= birth) return true;
-    const from = this.#start.kind === 'AT_TIMESTAMP' ? this.#start.timestampMs : birth;
+    const from = start.kind === 'AT_TIMESTAMP' ? start.timestampMs : birth;
     return entry.arrivedWallMs >= from;
   }
 
-  /** The record at a position, if the stream has it. */
-  recordAt(position: Position): RecordEntry | undefined {
-    return this.#byPosition.get(position);
+  /**
+   * Whether a record is owed now: required, and of a stream still in the group (a stream removed for good
+   * is no longer read, so neither its later records nor those it had not delivered yet can be owed).
+   */
+  owes(entry: RecordEntry): boolean {
+    return this.required(entry) && !this.#stream(this.shard(entry.shardId).streamId).removedForGood;
+  }
+
+  /** The record at a position of a shard, if the shard's stream has it. */
+  recordAt(shardId: string, position: Position): RecordEntry | undefined {
+    return this.#byPosition.get(this.#positionKey(shardId, position));
+  }
+
+  /** Positions repeat across streams: a record is found by its shard's stream and its position. */
+  #positionKey(shardId: string, position: Position): string {
+    return `${this.shards.get(shardId)?.streamId ?? ''}\u0000${position}`;
   }
 
   /** Whether a record was handled: succeeded, dead-lettered, or skipped by policy. */
@@ -218,7 +322,7 @@ export class ConsumerLedger {
   unfinished(): Map<string, RecordEntry[]> {
     const unfinished = new Map<string, RecordEntry[]>();
     for (const entry of this.records) {
-      if (!this.required(entry)) continue;
+      if (!this.owes(entry)) continue;
       if (entry.firstHandedAtMs !== null && (this.handled(entry) || this.shard(entry.shardId).trimmedAtMs !== null)) continue;
       const entries = unfinished.get(entry.shardId);
       if (entries) entries.push(entry);
@@ -231,7 +335,7 @@ export class ConsumerLedger {
   owed(): Map<string, RecordEntry[]> {
     const owed = new Map<string, RecordEntry[]>();
     for (const entry of this.records) {
-      if (entry.firstHandedAtMs !== null || !this.required(entry)) continue;
+      if (entry.firstHandedAtMs !== null || !this.owes(entry)) continue;
       const entries = owed.get(entry.shardId);
       if (entries) entries.push(entry);
       else owed.set(entry.shardId, [entry]);
@@ -261,13 +365,19 @@ export class ConsumerLedger {
       this.#violate('order', `${worker} handed over records of ${shardId} before its parent ${parent} reached SHARD_END (lease ${describeLease(this.leases.get(parent))})`);
     }
     for (const record of records) {
-      const entry = this.#byPosition.get(record.position);
+      const entry = this.recordAt(shardId, record.position);
       if (!entry) {
         this.#violate('delivery', `${worker} handed over a record the stream never had: position ${record.position} of ${shardId}`);
         continue;
       }
       if (entry.shardId !== shardId) {
         this.#violate('delivery', `${worker} handed over record ${entry.partitionKey}#${entry.n} of ${entry.shardId} as a record of ${shardId}`);
+      }
+      // The simulation's records carry their index: a record of another stream at the same position tells.
+      const index = decoder.decode(record.data);
+      const put = RECORD_POSITION.test(index) ? this.records[Number(index)] : entry;
+      if (put !== entry && put) {
+        this.#violate('streams', `${worker} handed over record ${put.partitionKey}#${put.n} of ${put.shardId} as the record at ${record.position} of ${shardId}`);
       }
       entry.handovers++;
       this.#handovers.set(shardId, (this.#handovers.get(shardId) ?? 0) + 1);
@@ -295,7 +405,7 @@ export class ConsumerLedger {
   /** The handler returned with these records of the shard done. */
   succeeded(shardId: string, records: readonly SourceRecord[], worker: string): void {
     for (const record of records) {
-      const entry = this.#byPosition.get(record.position);
+      const entry = this.recordAt(shardId, record.position);
       if (!entry) continue; // reported by handOver
       if (entry.poison) this.#violate('handled', `${worker}'s handler of ${shardId} claimed poison record ${entry.partitionKey}#${entry.n} at ${entry.position} done`);
       entry.succeededAtMs ??= this.#now();
@@ -305,7 +415,7 @@ export class ConsumerLedger {
   /** The dead-letter handler accepted these records. */
   deadLettered(shardId: string, positions: readonly Position[], worker: string): void {
     for (const position of positions) {
-      const entry = this.#byPosition.get(position);
+      const entry = this.recordAt(shardId, position);
       if (!entry || entry.shardId !== shardId || entry.handovers === 0) {
         this.#violate('handled', `${worker} dead-lettered position ${position} of ${shardId}, which ${!entry ? 'the stream never had' : entry.shardId !== shardId ? `belongs to ${entry.shardId}` : 'was never handed to the handler'}`);
         continue;
@@ -316,7 +426,7 @@ export class ConsumerLedger {
 
   /** The runtime reported a record skipped; with a dead-letter handler, it must have accepted the record first. */
   skipped(shardId: string, position: Position, deadLettered: boolean, worker: string): void {
-    const entry = this.#byPosition.get(position);
+    const entry = this.recordAt(shardId, position);
     if (!entry || entry.shardId !== shardId) {
       this.#violate('skip', `${worker} skipped position ${position} of ${shardId}, which is not a record of that shard`);
       return;
@@ -352,9 +462,16 @@ export class ConsumerLedger {
 
   #created(lease: LeaseRecord): void {
     const at = this.#wallOf(this.#now());
-    this.#firstCreationWallMs ??= at;
-    const timestamp = lease.checkpoint === null ? undefined : Checkpoint.timestampOf(lease.checkpoint);
-    if (timestamp !== undefined) this.#earliestCreatedTimestampMs = Math.min(this.#earliestCreatedTimestampMs ?? Infinity, timestamp);
+    const shard = this.shards.get(lease.leaseKey);
+    if (!shard) {
+      this.#violate('streams', `lease ${lease.leaseKey} created (parents [${lease.parentKeys.join(', ')}]), which names no shard of any stream of the group`);
+    } else {
+      const stream = this.#stream(shard.streamId);
+      stream.firstCreationWallMs ??= at;
+      const timestamp = lease.checkpoint === null ? undefined : Checkpoint.timestampOf(lease.checkpoint);
+      if (timestamp !== undefined) stream.earliestCreatedTimestampMs = Math.min(stream.earliestCreatedTimestampMs ?? Infinity, timestamp);
+      this.#checkCreated(lease, shard, stream);
+    }
     if (this.#ended.has(lease.leaseKey) || this.#deleted.has(lease.leaseKey)) {
       this.#violate(
         'resurrection',
@@ -364,15 +481,62 @@ export class ConsumerLedger {
     this.#checkAcknowledged(lease);
   }
 
+  /**
+   * A lease names a shard of one stream with that shard's parents, and starts where its stream starts: an
+   * initial shard of the stream at the stream's initial position (for LATEST one pinned moment per
+   * stream), a shard of resharding there too or at its own beginning.
+   */
+  #checkCreated(lease: LeaseRecord, shard: ShardEntry, stream: StreamEntry): void {
+    const { leaseKey, checkpoint } = lease;
+    const parents = [...lease.parentKeys].sort();
+    const expected = [...shard.parentShardIds].sort();
+    if (parents.length !== expected.length || parents.some((parent, i) => parent !== expected[i])) {
+      this.#violate('streams', `lease of ${leaseKey} created with parents [${lease.parentKeys.join(', ')}], but the shard's parents are [${shard.parentShardIds.join(', ')}]`);
+    }
+    const { start } = stream;
+    let startsThere: boolean;
+    if (start.kind === 'TRIM_HORIZON') startsThere = checkpoint === Checkpoint.TRIM_HORIZON;
+    else if (start.kind === 'AT_TIMESTAMP') startsThere = checkpoint === Checkpoint.atTimestamp(start.timestampMs);
+    else {
+      startsThere = checkpoint !== null && Checkpoint.timestampOf(checkpoint) !== undefined && (stream.pinned === null || stream.pinned === checkpoint);
+      if (startsThere) stream.pinned ??= checkpoint;
+    }
+    if (!startsThere && (!shard.resharded || checkpoint !== Checkpoint.TRIM_HORIZON)) {
+      const where = start.kind === 'LATEST' ? `LATEST${stream.pinned === null ? '' : `, pinned at ${stream.pinned}`}` : start.kind === 'AT_TIMESTAMP' ? Checkpoint.atTimestamp(start.timestampMs) : start.kind;
+      this.#violate(
+        'start',
+        `lease of ${leaseKey} created at ${String(checkpoint)}, though ${stream.streamId === '' ? 'the group' : `stream ${stream.streamId}`} starts at ${where}${shard.resharded ? ' and a child at its beginning' : ''}`,
+      );
+    }
+  }
+
   #removed(lease: LeaseRecord): void {
     this.#deleted.add(lease.leaseKey);
     const shard = this.shards.get(lease.leaseKey);
-    if (lease.checkpoint !== Checkpoint.SHARD_END && shard?.trimmedAtMs === null) {
+    if (lease.checkpoint === Checkpoint.SHARD_END || !shard || shard.trimmedAtMs !== null) return;
+    const stream = this.#stream(shard.streamId);
+    if (stream.unlistedAtMs === null) {
       this.#violate(
         'deletion',
-        `lease of ${lease.leaseKey} deleted at checkpoint ${String(lease.checkpoint)} (owner ${String(lease.owner)}, version ${lease.version}) though the shard neither ended nor left the stream`,
+        `lease of ${lease.leaseKey} deleted at checkpoint ${String(lease.checkpoint)} (owner ${String(lease.owner)}, version ${lease.version}) though the shard neither ended nor left the stream${stream.streamId === '' ? '' : ', and its stream is listed'}`,
+      );
+      return;
+    }
+    // A stream that left the group's list: its leases are kept for the grace period, on the leader's clock.
+    const unlistedForMs = this.#now() - stream.unlistedAtMs;
+    if (unlistedForMs < this.#removedStreamGraceMs) {
+      this.#violate(
+        'removed-stream',
+        `lease of ${lease.leaseKey} deleted at checkpoint ${String(lease.checkpoint)} (owner ${String(lease.owner)}, version ${lease.version}) ${unlistedForMs.toFixed(0)} ms after its stream left the list, within the grace of ${this.#removedStreamGraceMs.toFixed(0)} ms`,
       );
     }
+  }
+
+  /** The leases of a stream that remain in the lease table now. */
+  leasesOf(streamId: string): LeaseRecord[] {
+    const leases: LeaseRecord[] = [];
+    for (const [leaseKey, lease] of this.leases) if (lease && this.shards.get(leaseKey)?.streamId === streamId) leases.push(lease);
+    return leases;
   }
 
   #updated(before: LeaseRecord, after: LeaseRecord): void {
@@ -483,7 +647,7 @@ export class ConsumerLedger {
   checkHandled(): void {
     const byShard = new Map<string, RecordEntry[]>();
     for (const entry of this.records) {
-      if (entry.firstHandedAtMs === null || this.handled(entry) || !this.required(entry) || this.shard(entry.shardId).trimmedAtMs !== null) continue;
+      if (entry.firstHandedAtMs === null || this.handled(entry) || !this.owes(entry) || this.shard(entry.shardId).trimmedAtMs !== null) continue;
       byShard.set(entry.shardId, [...(byShard.get(entry.shardId) ?? []), entry]);
     }
     for (const [shardId, entries] of byShard) {
@@ -504,7 +668,7 @@ export class ConsumerLedger {
       const all = shard.records.length;
       this.#violate(
         'delivery',
-        `${entries.length} of ${all} records of ${shardId} never handed over (first: ${first.partitionKey}#${first.n} at ${first.position}, arrived ${first.arrivedWallMs - (this.birthWallMs ?? 0)} ms after birth); ` +
+        `${entries.length} of ${all} records of ${shardId} never handed over (first: ${first.partitionKey}#${first.n} at ${first.position}, arrived ${first.arrivedWallMs - (this.birthWallMsOf(shard.streamId) ?? 0)} ms after birth); ` +
           `shard ${shard.closedAtMs === null ? 'open' : 'closed'}, parents [${shard.parentShardIds.join(', ')}], lease ${describeLease(lease)}`,
       );
     }

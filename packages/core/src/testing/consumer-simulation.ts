@@ -2,9 +2,13 @@
  * The consumer simulation: real `Consumer` instances (one per simulated process, each with its own
  * drifting clock, seeded randomness and faulty view of one shared `MemoryStorage`), one `MemorySource`
  * that splits, merges, lags, fails reads and trims shards, virtual time, and a seeded schedule of faults.
- * The guarantees of DESIGN section 6 that the runtime adds to the lease algorithm (at-least-once, order
- * across resharding, fencing of handlers, progress, a bounded stop) are checked as the run goes and at
- * its end; a violation names the seed, the moment and the command that replays it exactly.
+ * A third of the seeds run a multi-stream group instead: two or three streams, each its own
+ * `MemorySource` with its own resharding and records, read through a `streams` function whose list
+ * changes as the run goes (a stream added, one removed and added back, one removed for good) and whose
+ * listings fail for a while. The guarantees of DESIGN section 6 that the runtime adds to the lease
+ * algorithm (at-least-once, order across resharding, fencing of handlers, progress, balance, a bounded
+ * stop), per stream where they are per stream, are checked as the run goes and at its end; a violation
+ * names the seed, the moment and the command that replays it exactly.
  */
 import { seededRandom, type Random } from '../clock.js';
 import { Consumer } from '../consumer/consumer.js';
@@ -12,7 +16,8 @@ import type { BatchContext, BatchResponse, CheckpointPolicy, ConsumerUnsafe, Fai
 import { MemorySource } from '../memory/memory-source.js';
 import { MemoryStorage, type MemoryWriteEvent } from '../memory/memory-storage.js';
 import type { SourceRecord } from '../source.js';
-import type { CreateLeaseOptions, DeleteResult, LeaseRecord, NewLease, WriteResult } from '../storage.js';
+import { streamLeaseKey, type StreamSpec } from '../consumer/streams.js';
+import { Checkpoint, type CreateLeaseOptions, type DeleteResult, type LeaseRecord, type NewLease, type WriteResult } from '../storage.js';
 import { ConsumerLedger, describeLease, type ConsumerGuarantee, type RecordEntry, type StartingPoint } from './consumer-checks.js';
 import { FaultyStorage, type FaultPlan } from './faulty-storage.js';
 import { ProcessSource } from './process-source.js';
@@ -27,6 +32,11 @@ export interface ConsumerSimulationConfig {
   shards?: number;
   /** Where the group starts; `AT_TIMESTAMP` draws the timestamp from the seed. */
   initialPosition?: InitialPositionKind;
+  /**
+   * Whether the group reads several streams (`streams`) instead of one (`source`). Default: drawn from
+   * the seed, a third of the seeds; `true` draws a multi-stream shape for every seed, `false` none.
+   */
+  multiStream?: boolean;
   /** Virtual milliseconds of records, resharding and faults before the quiet phase. Default 40,000. */
   faultPhaseMs?: number;
   /** Which faults may happen. Default: all. */
@@ -60,7 +70,8 @@ export type ConsumerFaultKind =
   | 'handlerFailure' // a handler throws, or reports a failed record, a couple of times per batch
   | 'overrun' // a handler runs past its lease ignoring its signal, often with a pause or a stop around it
   | 'corrupt' // a lease record becomes unreadable until the schedule repairs it
-  | 'trim'; // a closed shard leaves the stream
+  | 'trim' // a closed shard leaves the stream
+  | 'streams'; // in a multi-stream group: the list changes, a stream's listing fails, a process cannot read the list
 
 /** A broken guarantee, with the moment and the detail. */
 export interface ConsumerViolation {
@@ -81,6 +92,34 @@ export interface ConsumerShape {
   reshards: number;
   listLagMs: number;
   shardSyncIntervalMs: number;
+  /** A multi-stream group's streams and timing, or `null` when the group reads one stream. */
+  multiStream: MultiStreamShape | null;
+}
+
+/** A multi-stream run: its streams, and the timing of the list and of removed streams. */
+export interface MultiStreamShape {
+  streams: StreamShape[];
+  /** `streamRefreshIntervalMs`, or `undefined` for its default (the shard sync interval). */
+  streamRefreshIntervalMs: number | undefined;
+  /** `removedStreamGraceMs`: short, so that removed streams' leases are deleted within the run. */
+  removedStreamGraceMs: number;
+}
+
+/** One stream of a multi-stream run. */
+export interface StreamShape {
+  streamId: string;
+  shards: number;
+  reshards: number;
+  listLagMs: number;
+  /** Its own `initialPosition`, or `null` for the group's. */
+  initialPosition: InitialPositionKind | null;
+  /**
+   * When the group's list names it: all along; from a moment on (`added`); all along but for a few
+   * seconds (`bounced`: removed, then added back well within the grace); until a moment (`removed`, for good).
+   */
+  life: 'always' | 'added' | 'bounced' | 'removed';
+  /** Whether its listing fails for a while (at most one stream per run). */
+  listingFault: boolean;
 }
 
 /**
@@ -122,6 +161,8 @@ export interface ConsumerSimulationResult {
     /** Depth of the deepest shard's lineage: 0 for the stream's first shards. */
     generations: number;
     shards: number;
+    /** Streams the group read (1 unless multi-stream). */
+    streams: number;
     faults: number;
     /** Virtual time from the end of faults until every owed record was delivered, or -1. */
     drainedAfterMs: number;
@@ -161,12 +202,17 @@ const UNSAFE_FLAGS: ReadonlyArray<[keyof ConsumerUnsafe, string]> = [
   ['skipSelfFencing', '--unsafe-skip-self-fencing'],
   ['ignoreBatchResponse', '--unsafe-ignore-batch-response'],
   ['skipWithoutDeadLetter', '--unsafe-skip-without-dead-letter'],
+  ['crossStreamSync', '--unsafe-cross-stream-sync'],
 ];
 
 /** The command-line flag of each unsafe switch, for `pnpm sim --consumer`. */
 export const consumerUnsafeFlags: ReadonlyArray<readonly [keyof ConsumerUnsafe, string]> = UNSAFE_FLAGS;
 
-/** Draws a run's shape from its seed: 2-5 workers, 1-4 shards, a few hundred records, 3-5 reshards. */
+/**
+ * Draws a run's shape from its seed: 2-5 workers, 1-4 shards, a few hundred records, 3-5 reshards; for a
+ * third of the seeds, a multi-stream group (see {@link multiStreamShapeOf}). Only that third changed when
+ * multi-stream runs came: the other seeds draw what they always drew.
+ */
 export function consumerShapeOf(seed: number): ConsumerShape {
   const random = seededRandom(seed ^ 0xc0_45e7);
   const pick = <T>(items: readonly T[]): T => items[Math.floor(random.next() * items.length)] as T;
@@ -190,6 +236,43 @@ export function consumerShapeOf(seed: number): ConsumerShape {
     reshards: 3 + Math.floor(random.next() * 3),
     listLagMs: random.next() < 0.3 ? 0 : 500 + Math.floor(random.next() * 6_000),
     shardSyncIntervalMs: 1_500 + Math.floor(random.next() * 3_500),
+    multiStream: seededRandom(seed ^ 0x3a1_7e57).next() < 1 / 3 ? multiStreamShapeOf(seed) : null,
+  };
+}
+
+/** Stream ids as users name them: KCL's `account:name:epoch`, an ARN, plain names, and one name a prefix of another up to a `:`. */
+const STREAM_IDS = ['111122223333:orders:1700000000', 'orders', 'orders:eu', 'arn:aws:kinesis:eu-west-1:111122223333:stream/clicks', 'payments'];
+
+/**
+ * A multi-stream group drawn from the seed (a random of its own): 2-3 streams of 1-3 shards, each with
+ * its own resharding, listing lag and sometimes its own initial position. The first is listed all
+ * along; each other one is added mid-run, removed and added back, removed for good, or (but the last)
+ * listed all along. A refresh interval of 0.8-3.5 s or the default, and a grace of 9-18 s.
+ */
+export function multiStreamShapeOf(seed: number): MultiStreamShape {
+  const random = seededRandom(seed ^ 0x57_12ea);
+  const pick = <T>(items: readonly T[]): T => items[Math.floor(random.next() * items.length)] as T;
+  const count = random.next() < 0.4 ? 3 : 2;
+  const ids = [...STREAM_IDS];
+  const streamIds = Array.from({ length: count }, () => ids.splice(Math.floor(random.next() * ids.length), 1)[0] as string);
+  const faulty = random.next() < 0.5 ? Math.floor(random.next() * count) : -1;
+  const streams = streamIds.map((streamId, i): StreamShape => {
+    let life: StreamShape['life'] = i === 0 ? 'always' : pick(['always', 'added', 'bounced', 'removed'] as const);
+    if (i === count - 1 && life === 'always') life = pick(['added', 'bounced', 'removed'] as const);
+    return {
+      streamId,
+      shards: 1 + Math.floor(random.next() * (count === 3 ? 2 : 3)),
+      reshards: 1 + Math.floor(random.next() * (i === 0 ? 3 : 2)),
+      listLagMs: random.next() < 0.3 ? 0 : 500 + Math.floor(random.next() * 6_000),
+      initialPosition: random.next() < 0.4 ? pick(['TRIM_HORIZON', 'LATEST', 'AT_TIMESTAMP'] as const) : null,
+      life,
+      listingFault: i === faulty,
+    };
+  });
+  return {
+    streams,
+    streamRefreshIntervalMs: random.next() < 0.4 ? undefined : 800 + Math.floor(random.next() * 2_700),
+    removedStreamGraceMs: 9_000 + Math.floor(random.next() * 9_000),
   };
 }
 
@@ -220,6 +303,7 @@ export function consumerReplayCommand(config: ConsumerSimulationConfig): string 
     config.workers !== undefined ? `--workers ${config.workers}` : '',
     config.shards !== undefined ? `--shards ${config.shards}` : '',
     config.initialPosition !== undefined ? `--initial-position ${config.initialPosition}` : '',
+    config.multiStream === true ? '--multi-stream' : config.multiStream === false ? '--single-stream' : '',
     config.faultPhaseMs !== undefined ? `--fault-ms ${config.faultPhaseMs}` : '',
     config.exactlyOnce ? '--exactly-once' : '',
     ...UNSAFE_FLAGS.map(([name, flag]) => (config.unsafe?.[name] ? flag : '')),
@@ -244,6 +328,35 @@ interface SimWorker {
   readonly failures: Map<string, number>;
   /** Draws of the simulated dead-letter handler. */
   readonly deadLetterRandom: Random;
+  readonly startedAtMs: number;
+  /** Multi-stream: this process's `streams` function fails until then (it keeps its last list). */
+  listFailsUntil: number;
+  /** Multi-stream: whether its `streams` function answered once (a worker whose first answer fails does not start). */
+  listedOnce: boolean;
+  /** Multi-stream: per stream, since when its function's answers have not named it. */
+  readonly unlistedSince: Map<string, number>;
+  /**
+   * Multi-stream: per stream it stopped listing, the greatest position of each tenure (`<leaseKey>#<epoch>`)
+   * handed over before: what the batch in flight may still hand over while it drains.
+   */
+  readonly frozen: Map<string, Map<string, number>>;
+  /** Multi-stream: the greatest position handed over per tenure (`<leaseKey>#<epoch>`). */
+  readonly handedMax: Map<string, number>;
+}
+
+/** One stream of the run: its source, its lease keys and what the group's list says of it. */
+interface SimStream {
+  /** `''` when the group reads one stream (then lease keys are shard ids). */
+  readonly streamId: string;
+  readonly source: MemorySource;
+  /** Its own initial position, if its spec gives one. */
+  readonly initialPosition: InitialPosition | undefined;
+  /** The lease keys the last reshard of this stream made: the next one works on them, so that lineages grow deep. */
+  newest: string[];
+  /** When its listing fails until (virtual time), or -Infinity. */
+  listingFailsUntil: number;
+  /** When it left the group's list for good, or `null`. */
+  removedAtMs: number | null;
 }
 
 /**
@@ -285,14 +398,25 @@ const decoder = new TextDecoder();
 /** Runs one seeded consumer simulation and returns what it found. */
 export async function simulateConsumers(config: ConsumerSimulationConfig): Promise<ConsumerSimulationResult> {
   const drawn = consumerShapeOf(config.seed);
+  const multiStream = config.multiStream === undefined ? drawn.multiStream : config.multiStream ? (drawn.multiStream ?? multiStreamShapeOf(config.seed)) : null;
   const shape: ConsumerShape = {
     ...drawn,
     workers: config.workers ?? drawn.workers,
     shards: config.shards ?? drawn.shards,
     initialPosition: config.initialPosition ?? drawn.initialPosition,
+    multiStream: multiStream && {
+      ...multiStream,
+      // --shards gives each stream that many; in the shape, shards counts every stream's first shards.
+      streams: multiStream.streams.map((stream) => ({ ...stream, shards: config.shards ?? stream.shards })),
+    },
   };
   const enabled = (kind: ConsumerFaultKind): boolean => config.faults?.[kind] ?? true;
   if (!enabled('listLag')) shape.listLagMs = 0;
+  const multi = shape.multiStream;
+  if (multi) {
+    shape.shards = multi.streams.reduce((sum, stream) => sum + stream.shards, 0);
+    if (!enabled('listLag')) for (const stream of multi.streams) stream.listLagMs = 0;
+  }
   const faultPhaseMs = config.faultPhaseMs ?? 40_000;
   const random = seededRandom(config.seed);
   const scheduler = new VirtualScheduler();
@@ -315,13 +439,26 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
 
     // ---------------------------------------------------------------- the world's timeline, drawn up front
 
+    // A shard owed records must have a live holder within the lease liveness bound of simulate() (DESIGN
+    // 6.6), plus a shard sync and a leader failover when its lease has yet to be created.
+    const ownedBoundMs = LEASE_DURATION_MS * (1 + MAX_CLOCK_DRIFT) + 3 * TAKE_INTERVAL_MS * 1.05 + RENEW_INTERVAL_MS + 3_500;
+    const progressBoundMs = ownedBoundMs + LEASE_DURATION_MS + shape.shardSyncIntervalMs * 1.05;
+
     const startAtMs = 1_000 + Math.floor(random.next() * 3_000);
     const preBirthReshard = random.next() < 0.2;
-    const reshardTimes = Array.from({ length: shape.reshards }, (_, i) => {
-      const from = startAtMs + 4_000;
-      const span = (faultPhaseMs - 6_000 - from) / shape.reshards;
-      return from + span * (i + random.next() * 0.8);
-    });
+    // A multi-stream run draws what only it has from a random of its own; what both kinds of run have
+    // (records, faults, processes) is drawn from the run's random as in a one-stream run.
+    const streamRandom = seededRandom(config.seed ^ 0x1157_ea3);
+    /** How often each process asks for the stream list (its own clock). */
+    const refreshMs = multi?.streamRefreshIntervalMs ?? shape.shardSyncIntervalMs;
+    const graceMs = multi?.removedStreamGraceMs ?? Infinity;
+    const reshardTimesOver = (count: number, draw: () => number): number[] =>
+      Array.from({ length: count }, (_, i) => {
+        const from = startAtMs + 4_000;
+        const span = (faultPhaseMs - 6_000 - from) / count;
+        return from + span * (i + draw() * 0.8);
+      });
+    const reshardTimes = multi ? [] : reshardTimesOver(shape.reshards, () => random.next());
     // AT_TIMESTAMP: a moment around the start, never before a reshard that happens before the group starts.
     const atTimestampMs = wallOf(
       Math.max(preBirthReshard ? startAtMs - 400 : 0, startAtMs - 2_000 + random.next() * 5_000),
@@ -331,8 +468,48 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
     const initialPosition: InitialPosition =
       shape.initialPosition === 'AT_TIMESTAMP' ? { atTimestamp: atTimestampMs } : shape.initialPosition;
 
+    // Each stream's timeline: when the group's list names it, its resharding, its own start, its listing fault.
+    interface StreamPlan {
+      readonly addAtMs: number | null;
+      readonly removeAtMs: number | null;
+      readonly reAddAtMs: number | null;
+      readonly reshardTimes: readonly number[];
+      readonly reshardDraws: ReadonlyArray<{ op: number; pick: number }>;
+      readonly atTimestampMs: number;
+      readonly listingFault: { fromMs: number; durationMs: number } | null;
+    }
+    const plans = (multi?.streams ?? []).map((stream, i): StreamPlan => {
+      const r = (): number => streamRandom.next();
+      const addAtMs = stream.life === 'added' ? startAtMs + 3_000 + r() * (faultPhaseMs - 15_000 - startAtMs) : null;
+      const removeAtMs = stream.life === 'bounced' || stream.life === 'removed' ? startAtMs + 5_000 + r() * (faultPhaseMs - 12_000 - startAtMs) : null;
+      // Added back well within the grace, also when this process's list answers late (see the list faults).
+      const away = Math.min(graceMs / 3, refreshMs * (1.2 + r()));
+      const reAddAtMs = stream.life === 'bounced' && removeAtMs !== null ? removeAtMs + away : null;
+      const reshardTimes = reshardTimesOver(stream.reshards, r);
+      if (i === 0 && preBirthReshard) reshardTimes.unshift(startAtMs - 500);
+      const reshardDraws = reshardTimes.map(() => ({ op: r(), pick: r() }));
+      const listedFrom = addAtMs ?? startAtMs;
+      const atTimestampMs = wallOf(Math.max(0, ...reshardTimes.filter((at) => at < listedFrom + 3_000).map((at) => at + 100), listedFrom - 2_000 + r() * 5_000));
+      // A listing fault now and then covers the group's birth; now and then it lasts well into the quiet
+      // phase (past the progress bound), where every other stream must progress while it fails.
+      const early = r() < 0.3;
+      const fromMs = early ? startAtMs - 500 + r() * 1_500 : startAtMs + r() * (faultPhaseMs - startAtMs);
+      const long = r() < 0.3;
+      const durationMs = long ? faultPhaseMs + progressBoundMs + 5_000 + r() * 10_000 - fromMs : 2_000 + r() * 18_000;
+      const listingFault = stream.listingFault ? { fromMs, durationMs } : null;
+      return { addAtMs, removeAtMs, reAddAtMs, reshardTimes, reshardDraws, atTimestampMs, listingFault };
+    });
+
     const poisonPolicy = typeof shape.onHandlerError === 'object' ? shape.onHandlerError : null;
-    const ledger = new ConsumerLedger({ start, now: () => scheduler.now, wallOf, violate, deadLetterConfigured: poisonPolicy?.deadLetter ?? false });
+    const ledger = new ConsumerLedger({
+      start,
+      now: () => scheduler.now,
+      wallOf,
+      violate,
+      deadLetterConfigured: poisonPolicy?.deadLetter ?? false,
+      // The leader keeps a removed stream's leases for the grace on its own clock: at least this long.
+      removedStreamGraceMs: graceMs / (1 + MAX_CLOCK_DRIFT) - 1,
+    });
     // Poison records drawn apart from the world's timeline, so that the rest of the run is as without them.
     const poisonRandom = seededRandom(config.seed ^ 0x5ee_d1e);
     // The sink of exactly-once runs: each record's effect, counted when the lease write that carries it
@@ -350,23 +527,57 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
     };
     /** Records the 'skip' policy gave up on: their effects are dropped by the user's choice. */
     const skipped = new Set<string>();
-    // A shard trimmed from the stream may take with it records whose effects never committed: retention, not the runtime.
+    // A shard trimmed from the stream may take with it records whose effects never committed: retention,
+    // not the runtime; so may a stream removed from the group for good.
     const effectOwed = (entry: RecordEntry): boolean =>
-      ledger.required(entry) && ledger.shard(entry.shardId).trimmedAtMs === null && !skipped.has(`${entry.shardId}@${entry.position}`);
+      ledger.owes(entry) && ledger.shard(entry.shardId).trimmedAtMs === null && !skipped.has(`${entry.shardId}@${entry.position}`);
     const memory = new MemoryStorage({
       onWrite: (event) => {
         ledger.onWrite(event);
         applyEffects(event);
       },
     });
-    const source = new MemorySource(shape.shards, {
-      clock: sourceClock,
-      batchSize: 10,
-      idleDelayMs: 1_000,
-      listLagMs: shape.listLagMs,
-      random: seededRandom(Math.floor(random.next() * 2 ** 32)),
-    });
-    for (const shard of await source.listShards()) ledger.addShard(shard.shardId, [], false);
+
+    // The streams: one (its lease keys are its shard ids), or a multi-stream group's (keys name the stream).
+    const streams: SimStream[] = [];
+    if (!multi) {
+      const source = new MemorySource(shape.shards, {
+        clock: sourceClock,
+        batchSize: 10,
+        idleDelayMs: 1_000,
+        listLagMs: shape.listLagMs,
+        random: seededRandom(Math.floor(random.next() * 2 ** 32)),
+      });
+      streams.push({ streamId: '', source, initialPosition: undefined, newest: [], listingFailsUntil: -Infinity, removedAtMs: null });
+    } else {
+      multi.streams.forEach((stream, i) => {
+        const plan = plans[i] as StreamPlan;
+        const source = new MemorySource(stream.shards, {
+          clock: sourceClock,
+          batchSize: 10,
+          idleDelayMs: 1_000,
+          listLagMs: stream.listLagMs,
+          random: seededRandom(Math.floor(streamRandom.next() * 2 ** 32)),
+        });
+        const own = stream.initialPosition;
+        const streamStart: StartingPoint = own === null ? start : own === 'AT_TIMESTAMP' ? { kind: 'AT_TIMESTAMP', timestampMs: plan.atTimestampMs } : { kind: own };
+        const ownPosition: InitialPosition | undefined = own === null ? undefined : own === 'AT_TIMESTAMP' ? { atTimestamp: plan.atTimestampMs } : own;
+        streams.push({ streamId: stream.streamId, source, initialPosition: ownPosition, newest: [], listingFailsUntil: -Infinity, removedAtMs: null });
+        ledger.addStream(stream.streamId, streamStart);
+        if (stream.life === 'added' && enabled('streams')) ledger.listStream(stream.streamId, false);
+      });
+    }
+    const keyOf = (stream: SimStream, shardId: string): string => (stream.streamId === '' ? shardId : streamLeaseKey(stream.streamId, shardId));
+    const streamById = new Map(streams.map((stream) => [stream.streamId, stream]));
+    /** The stream of a lease key, and the shard id its source knows. */
+    const locate = (leaseKey: string): { stream: SimStream; shardId: string } => {
+      const stream = streamById.get(ledger.shard(leaseKey).streamId) as SimStream;
+      return { stream, shardId: stream.streamId === '' ? leaseKey : leaseKey.slice(stream.streamId.length + 1) };
+    };
+    for (const stream of streams) {
+      for (const shard of await stream.source.listShards()) ledger.addShard(keyOf(stream, shard.shardId), [], false, stream.streamId);
+      stream.newest = ledger.shardsOf(stream.streamId);
+    }
 
     // ---------------------------------------------------------------- records arrive all along
 
@@ -376,54 +587,59 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
       const burst = Math.min(recordsLeft, 1 + Math.floor(random.next() * 6));
       recordsLeft -= burst;
       const keys = Array.from({ length: burst }, () => partitionKeys[Math.floor(random.next() * partitionKeys.length)] as string);
+      const stream = streams.length === 1 ? (streams[0] as SimStream) : (streams[Math.floor(streamRandom.next() * streams.length)] as SimStream);
       scheduler.schedule(at, () => {
         for (const partitionKey of keys) {
-          const shardId = source.shardFor(partitionKey);
+          const shardId = stream.source.shardFor(partitionKey);
           const entry = ledger.records.length;
-          const position = source.put(partitionKey, String(entry), shardId);
+          const position = stream.source.put(partitionKey, String(entry), shardId);
           const poison = poisonPolicy !== null && poisonRandom.next() < poisonPolicy.poisonRate;
-          ledger.addRecord(partitionKey, shardId, position, wallOf(scheduler.now), poison);
+          // Keys of different streams are different keys: order is per stream and key.
+          ledger.addRecord(stream.streamId === '' ? partitionKey : `${stream.streamId}/${partitionKey}`, keyOf(stream, shardId), position, wallOf(scheduler.now), poison);
         }
       });
     }
 
     // ---------------------------------------------------------------- resharding over generations
 
-    /** The shards the last reshard made: the next one works on them, so that lineages grow deep. */
-    let newest: string[] = [...ledger.shards.keys()];
-    const reshard = (draw: { op: number; pick: number }): void => {
-      const open = [...ledger.shards.values()].filter((shard) => shard.closedAtMs === null).map((shard) => shard.shardId);
-      const pairs = source.adjacentOpenShards();
+    const reshard = (stream: SimStream, draw: { op: number; pick: number }): void => {
+      const { source, newest } = stream;
+      const open = ledger.shardsOf(stream.streamId).filter((shardId) => ledger.shard(shardId).closedAtMs === null);
+      const pairs = source.adjacentOpenShards().map(([a, b]) => [keyOf(stream, a), keyOf(stream, b)] as [string, string]);
       const recentPairs = pairs.filter(([a, b]) => newest.includes(a) || newest.includes(b));
       const wantMerge = open.length >= 6 || (open.length > 1 && draw.op < 0.45);
       const candidates = recentPairs.length > 0 ? recentPairs : pairs;
       if (wantMerge && candidates.length > 0) {
         const [a, b] = candidates[Math.floor(draw.pick * candidates.length)] as [string, string];
-        const child = source.merge(a, b);
+        const child = keyOf(stream, source.merge(locate(a).shardId, locate(b).shardId));
         ledger.closeShard(a);
         ledger.closeShard(b);
-        ledger.addShard(child, [a, b], true);
-        newest = [child];
+        ledger.addShard(child, [a, b], true, stream.streamId);
+        stream.newest = [child];
         log(`reshard: merged ${a} and ${b} into ${child}`);
         return;
       }
       const recent = open.filter((shardId) => newest.includes(shardId));
       const from = recent.length > 0 ? recent : open;
       const parent = from[Math.floor(draw.pick * from.length)] as string;
-      const children = source.split(parent);
+      const children = source.split(locate(parent).shardId).map((shardId) => keyOf(stream, shardId));
       ledger.closeShard(parent);
-      for (const child of children) ledger.addShard(child, [parent], true);
-      newest = children;
+      for (const child of children) ledger.addShard(child, [parent], true, stream.streamId);
+      stream.newest = children;
       log(`reshard: split ${parent} into ${children.join(' and ')}`);
     };
-    if (preBirthReshard) {
+    const only = streams[0] as SimStream;
+    if (!multi && preBirthReshard) {
       const draw = { op: random.next(), pick: random.next() };
-      scheduler.schedule(startAtMs - 500, () => reshard(draw));
+      scheduler.schedule(startAtMs - 500, () => reshard(only, draw));
     }
     for (const at of reshardTimes) {
       const draw = { op: random.next(), pick: random.next() };
-      scheduler.schedule(at, () => reshard(draw));
+      scheduler.schedule(at, () => reshard(only, draw));
     }
+    plans.forEach((plan, i) => {
+      plan.reshardTimes.forEach((at, n) => scheduler.schedule(at, () => reshard(streams[i] as SimStream, plan.reshardDraws[n] as { op: number; pick: number })));
+    });
 
     // ---------------------------------------------------------------- the processes
 
@@ -445,6 +661,7 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
       const { clock, handlerRandom: r } = worker;
       stats.batches++;
       handOverChecks(worker, shardId, fencingToken);
+      if (multi) streamChecks(worker, shardId, fencingToken, records);
       ledger.handOver(shardId, fencingToken, records, worker.workerId);
       if (trace) {
         const names = records.map((record) => `${record.partitionKey}#${ledger.records[Number(decoder.decode(record.data))]?.n ?? '?'}`);
@@ -480,7 +697,7 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
       const succeed = (done: readonly SourceRecord[]): void => ledger.succeeded(shardId, done, worker.workerId);
 
       // A poison record fails every time, on every worker: thrown, or reported after the records before it were done.
-      const poisonAt = records.findIndex((record) => ledger.recordAt(record.position)?.poison === true);
+      const poisonAt = records.findIndex((record) => ledger.recordAt(shardId, record.position)?.poison === true);
       if (poisonPolicy && poisonAt >= 0) {
         const poisoned = records[poisonAt] as SourceRecord;
         await clock.sleep(5 + r.next() * 20);
@@ -564,6 +781,87 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
       for (const other of holders(shardId)) {
         if (other !== worker) violate('single-owner', `${worker.workerId} handed a batch of ${shardId} to its handler while ${other.workerId} held the lease`);
       }
+      // The leader deletes a lease only when nobody holds it: a holder never finds its lease gone.
+      if (ledger.leases.get(shardId) === null && !reportedGone.has(shardId)) {
+        reportedGone.add(shardId);
+        violate('deletion', `${worker.workerId} handed a batch of ${shardId} (tenure ${fencingToken}) to its handler though its lease was deleted`);
+      }
+    };
+    const reportedGone = new Set<string>();
+
+    /**
+     * Multi-stream: a process reads only the streams its list names. Once its `streams` function answered
+     * without a stream, it hands over nothing of it but what its batch in flight still holds (a drain
+     * finishes that batch: retries and halves of it); and a stream that left the group's list, it must
+     * learn of within a refresh interval of its clock (pauses and a failing list aside).
+     */
+    const streamChecks = (worker: SimWorker, shardId: string, fencingToken: number, records: readonly SourceRecord[]): void => {
+      const streamId = ledger.shards.get(shardId)?.streamId;
+      if (streamId === undefined) return; // the ledger reports it
+      const tenure = `${shardId}#${fencingToken}`;
+      const positions = records.map((record) => Number(record.position));
+      const since = worker.unlistedSince.get(streamId);
+      const report = (detail: string): void => {
+        if (reportedReads.has(`${worker.workerId} ${streamId}`)) return;
+        reportedReads.add(`${worker.workerId} ${streamId}`);
+        violate('removed-stream', detail);
+      };
+      if (since !== undefined && scheduler.now > since) {
+        const frozen = worker.frozen.get(streamId)?.get(tenure) ?? -Infinity;
+        const beyond = positions.filter((position) => position > frozen);
+        if (beyond.length > 0) {
+          report(
+            `${worker.workerId} handed over records of ${shardId} (tenure ${fencingToken}) from position ${beyond[0]} on, ${(scheduler.now - since).toFixed(0)} ms after its streams() answered without stream ${streamId}` +
+              (frozen === -Infinity ? ' (nothing of that tenure was in flight)' : ` (its batch in flight reached ${frozen})`),
+          );
+        }
+      } else if (since === undefined && !ledger.isListed(streamId)) {
+        const unlistedAt = ledger.unlistedAt(streamId) ?? scheduler.now;
+        const from = Math.max(unlistedAt, worker.startedAtMs, worker.clock.pausedUntil, worker.listFailsUntil);
+        if (scheduler.now - from > refreshMs / (1 - MAX_CLOCK_DRIFT) + 250) {
+          report(
+            `${worker.workerId} handed over records of ${shardId} ${(scheduler.now - unlistedAt).toFixed(0)} ms after stream ${streamId} left the group's list, and its streams() has not answered since (refresh interval ${refreshMs.toFixed(0)} ms)`,
+          );
+        }
+      }
+      for (const position of positions) worker.handedMax.set(tenure, Math.max(worker.handedMax.get(tenure) ?? -Infinity, position));
+    };
+    const reportedReads = new Set<string>();
+
+    /** A process's `streams` answered: which streams it names from now on, and what each unnamed one had in flight. */
+    const observeList = (worker: SimWorker, listed: ReadonlySet<string>): void => {
+      worker.listedOnce = true;
+      for (const { streamId } of streams) {
+        if (listed.has(streamId)) {
+          worker.unlistedSince.delete(streamId);
+          worker.frozen.delete(streamId);
+          continue;
+        }
+        if (worker.unlistedSince.has(streamId)) continue;
+        worker.unlistedSince.set(streamId, scheduler.now);
+        const frozen = new Map<string, number>();
+        for (const [tenure, position] of worker.handedMax) {
+          if (ledger.shards.get(tenure.slice(0, tenure.lastIndexOf('#')))?.streamId === streamId) frozen.set(tenure, position);
+        }
+        worker.frozen.set(streamId, frozen);
+      }
+    };
+
+    /**
+     * A process's `streams` function: a call to wherever the list lives (on the process's clock), which
+     * answers the group's list as it is then, each stream read through this process's own view of its
+     * source; while a fault lasts it fails, and the runtime keeps its last list.
+     */
+    const listStreams = async (worker: SimWorker, sources: ReadonlyMap<string, ProcessSource>, r: Random): Promise<StreamSpec[]> => {
+      await worker.clock.sleep(r.next() * 20);
+      if (scheduler.now < worker.listFailsUntil) throw new Error(`[simulation] ${worker.workerId} could not read the stream list (injected fault)`);
+      const listed = streams.filter((stream) => ledger.isListed(stream.streamId));
+      observeList(worker, new Set(listed.map((stream) => stream.streamId)));
+      return listed.map((stream) => ({
+        id: stream.streamId,
+        source: sources.get(stream.streamId) as ProcessSource,
+        ...(stream.initialPosition === undefined ? {} : { initialPosition: stream.initialPosition }),
+      }));
     };
 
     let nextWorkerIndex = 0;
@@ -576,10 +874,16 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
       const plan = basePlan();
       const storage = new SyncTappedStorage(memory, clock, workerRandom, plan);
       const workerId = `w${index}`;
-      const processSource = new ProcessSource(source, clock, workerRandom, {
-        latencyMs: (r) => (enabled('storage') ? r.next() * 10 : 0),
-        onBatch: trace ? (shardId, batch) => batch.kind === 'end' && log(`${workerId} read the end of ${shardId}`) : undefined,
-      });
+      const processSources = new Map(
+        streams.map((stream) => [
+          stream.streamId,
+          new ProcessSource(stream.source, clock, workerRandom, {
+            latencyMs: (r) => (enabled('storage') ? r.next() * 10 : 0),
+            onBatch: trace ? (shardId, batch) => batch.kind === 'end' && log(`${workerId} read the end of ${keyOf(stream, shardId)}`) : undefined,
+          }),
+        ]),
+      );
+      const listRandom = seededRandom(((config.seed * 37 + index) ^ 0x1157_0a7) >>> 0);
       // The handler needs the worker, and the worker its consumer: the handler looks the worker up when called.
       const self: { worker?: SimWorker } = {};
       const onHandlerError = poisonPolicy
@@ -592,7 +896,13 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
         : (shape.onHandlerError as 'retry' | 'skip');
       const consumer = new Consumer({
         group: GROUP,
-        source: processSource,
+        ...(multi
+          ? {
+              streams: () => listStreams(self.worker as SimWorker, processSources, listRandom),
+              ...(multi.streamRefreshIntervalMs === undefined ? {} : { streamRefreshIntervalMs: multi.streamRefreshIntervalMs }),
+              removedStreamGraceMs: multi.removedStreamGraceMs,
+            }
+          : { source: processSources.get('') }),
         storage,
         workerId,
         clock,
@@ -608,7 +918,26 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
       });
       // Its own seed, so that the handler's and the runtime's draws are those of a run without it.
       const deadLetterRandom = seededRandom(((config.seed * 31 + index) ^ 0xdead_1e77) >>> 0);
-      const worker: SimWorker = { index, workerId, clock, plan, storage, consumer, handlerRandom, deadLetterRandom, alive: true, stopping: false, overrunNextMs: null, failures: new Map() };
+      const worker: SimWorker = {
+        index,
+        workerId,
+        clock,
+        plan,
+        storage,
+        consumer,
+        handlerRandom,
+        deadLetterRandom,
+        alive: true,
+        stopping: false,
+        overrunNextMs: null,
+        failures: new Map(),
+        startedAtMs: scheduler.now,
+        listFailsUntil: -Infinity,
+        listedOnce: false,
+        unlistedSince: new Map(),
+        frozen: new Map(),
+        handedMax: new Map(),
+      };
       self.worker = worker;
       consumer.on('record-skipped', ({ shardId, position, deadLettered, reason }) => {
         ledger.skipped(shardId, position, deadLettered, workerId);
@@ -633,6 +962,13 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
           if (created.length + deleted.length > 0) log(`${workerId} shard sync: created [${created.join(', ')}] deleted [${deleted.join(', ')}]`);
         });
         consumer.on('error', ({ error, operation }) => log(`${workerId} error in ${operation}: ${error.message}`));
+        consumer.on('stream-added', ({ streamId }) => log(`${workerId} reads stream ${streamId}`));
+        consumer.on('stream-removed', ({ streamId }) => log(`${workerId} stops reading stream ${streamId}`));
+        consumer.on('streams-sync', ({ failed, removed, deleted }) => {
+          for (const [streamId, error] of Object.entries(failed)) log(`${workerId} could not sync stream ${streamId}: ${error.message}`);
+          for (const [streamId, { leases, deleteInMs }] of Object.entries(removed)) log(`${workerId} keeps ${leases} leases of removed stream ${streamId} for ${deleteInMs.toFixed(0)} ms more`);
+          if (deleted.length > 0) log(`${workerId} deleted the leases of removed streams: [${deleted.join(', ')}]`);
+        });
         consumer.coordinator.on('acquired', ({ leaseKey, fencingToken, how, checkpoint }) =>
           log(`${workerId} acquired ${leaseKey}@${fencingToken} (${how}) at ${String(checkpoint)}`),
         );
@@ -769,13 +1105,14 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
             const held = [...ledger.shards.keys()].filter((shardId) => holders(shardId).length > 0 && !trimmed.has(shardId));
             const shardId = held[Math.floor(draw.pick * held.length)];
             if (shardId === undefined) return;
+            const { stream, shardId: inStream } = locate(shardId);
             if (draw.variant < 0.5) {
               log(`fault: the next read of ${shardId} fails`);
-              source.failNextRead(shardId);
+              stream.source.failNextRead(inStream);
             } else {
               const durationMs = Math.min(1_000 + draw.duration * 12_000, faultPhaseMs - scheduler.now);
               log(`fault: reads of ${shardId} fail for ${durationMs.toFixed(0)} ms`);
-              source.failReadsFor(shardId, durationMs);
+              stream.source.failReadsFor(inStream, durationMs);
             }
             return;
           }
@@ -829,7 +1166,8 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
             const shard = closed[Math.floor(draw.pick * closed.length)];
             if (!shard) return;
             log(`fault: ${shard.shardId} is trimmed from the stream (${ledger.owed().get(shard.shardId)?.length ?? 0} records still owed)`);
-            source.trim(shard.shardId);
+            const { stream, shardId: inStream } = locate(shard.shardId);
+            stream.source.trim(inStream);
             ledger.trimShard(shard.shardId);
             trimmed.add(shard.shardId);
             return;
@@ -838,6 +1176,47 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
             return;
         }
       });
+    }
+
+    // ---------------------------------------------------------------- the group's list of streams (multi-stream runs)
+
+    plans.forEach((plan, i) => {
+      const stream = streams[i] as SimStream;
+      const { streamId } = stream;
+      const list = (listed: boolean, forGood = false): void => {
+        ledger.listStream(streamId, listed, forGood);
+        if (forGood) stream.removedAtMs = scheduler.now;
+        log(`streams: ${streamId} ${listed ? 'joins' : forGood ? 'leaves for good' : 'leaves'} the group's list`);
+      };
+      if (!enabled('streams')) return;
+      if (plan.addAtMs !== null) scheduler.schedule(plan.addAtMs, () => list(true));
+      if (plan.removeAtMs !== null) scheduler.schedule(plan.removeAtMs, () => list(false, plan.reAddAtMs === null));
+      if (plan.reAddAtMs !== null) scheduler.schedule(plan.reAddAtMs, () => list(true));
+      const fault = plan.listingFault;
+      if (fault) {
+        scheduler.schedule(fault.fromMs, () => {
+          log(`fault: listings of stream ${streamId} fail for ${fault.durationMs.toFixed(0)} ms`);
+          stream.source.failListingsFor(fault.durationMs);
+          stream.listingFailsUntil = scheduler.now + fault.durationMs;
+        });
+      }
+    });
+    if (multi && enabled('streams')) {
+      // A process cannot read the list for a while (shorter than the grace: the runtime keeps its last list).
+      const listFaults = Math.floor(streamRandom.next() * 3);
+      for (let n = 0; n < listFaults; n++) {
+        const at = startAtMs + 3_000 + streamRandom.next() * (faultPhaseMs - 5_000 - startAtMs);
+        const durationMs = 500 + streamRandom.next() * (graceMs / 3 - 500);
+        const pick = streamRandom.next();
+        scheduler.schedule(at, () => {
+          const able = live().filter((worker) => worker.listedOnce);
+          const victim = able[Math.floor(pick * able.length)];
+          if (!victim) return;
+          stats.faults++;
+          victim.listFailsUntil = scheduler.now + durationMs;
+          log(`fault: ${victim.workerId}'s streams() fails for ${durationMs.toFixed(0)} ms`);
+        });
+      }
     }
 
     await scheduler.advanceTo(faultPhaseMs, afterEach);
@@ -851,20 +1230,18 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
       worker.storage.onLeaseWrite = null;
     }
     const quietFrom = scheduler.now;
-    // A shard owed records must have a live holder within the lease liveness bound of simulate() (DESIGN
-    // 6.6), plus a shard sync and a leader failover when its lease has yet to be created.
-    const ownedBoundMs = LEASE_DURATION_MS * (1 + MAX_CLOCK_DRIFT) + 3 * TAKE_INTERVAL_MS * 1.05 + RENEW_INTERVAL_MS + 3_500;
-    const progressBoundMs = ownedBoundMs + LEASE_DURATION_MS + shape.shardSyncIntervalMs * 1.05;
-    const quietLimitMs = progressBoundMs * 1.5;
+    // A stream whose listing still fails holds back only its own shards; once it answers, they catch up.
+    const listingFailsFor = Math.max(0, ...streams.map((stream) => stream.listingFailsUntil - quietFrom));
+    const quietLimitMs = progressBoundMs * 1.5 + listingFailsFor;
     const waitingSince = new Map<string, number>();
     const lastProgress = new Map<string, { handed: number; at: number }>();
     const reported = new Set<string>();
     const exempt = (shardId: string): boolean => {
       // A corrupt lease stalls its shard and the shard's descendants until it is repaired; then they wait anew.
       const lineage = (id: string): string[] => [id, ...ledger.shard(id).parentShardIds.flatMap(lineage)];
-      return lineage(shardId).some((id) => {
-        return corrupted.get(id) === Infinity;
-      });
+      if (lineage(shardId).some((id) => corrupted.get(id) === Infinity)) return true;
+      // A shard whose lease only the leader can create waits while its stream's listing fails; then anew.
+      return ledger.leases.get(shardId) === undefined && locate(shardId).stream.listingFailsUntil > scheduler.now;
     };
     let drainedAfterMs = -1;
     while (scheduler.now - quietFrom <= quietLimitMs) {
@@ -915,6 +1292,53 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
       violate('stop-deadline', `${worker.workerId}'s stop never returned (shards still pumping: [${worker.consumer.shards.join(', ')}])`);
     }
 
+    // Balance across every stream (DESIGN 6.6): once the run drained, every eligible lease of a listed
+    // stream is held by a live worker and the counts differ by at most one, soon after: the liveness bound,
+    // a handover's drain, a few take ticks, and a shard sync for a child whose parent just ended.
+    const eligible = (): string[] =>
+      [...ledger.leases].flatMap(([leaseKey, lease]) => {
+        const shard = ledger.shards.get(leaseKey);
+        if (!lease || !shard || lease.checkpoint === Checkpoint.SHARD_END || corrupted.get(leaseKey) === Infinity || !ledger.isListed(shard.streamId)) return [];
+        const waiting = lease.parentKeys.some((parent) => {
+          const parentLease = ledger.leases.get(parent);
+          return corrupted.get(parent) === Infinity || (parentLease != null && parentLease.checkpoint !== Checkpoint.SHARD_END);
+        });
+        return waiting ? [] : [leaseKey];
+      });
+    const balanceNow = (): { balanced: boolean; detail: string } => {
+      const keys = eligible();
+      const counts = live().map((worker) => ({ workerId: worker.workerId, held: keys.filter((leaseKey) => worker.consumer.coordinator.isHeld(leaseKey)).length }));
+      const unheld = keys.filter((leaseKey) => holders(leaseKey).length === 0);
+      const spread = counts.length === 0 ? 0 : Math.max(...counts.map((count) => count.held)) - Math.min(...counts.map((count) => count.held));
+      return {
+        balanced: unheld.length === 0 && spread <= 1,
+        detail: `${keys.length} eligible leases, held ${counts.map((count) => `${count.workerId}:${count.held}`).join(' ')}${unheld.length > 0 ? `, unheld [${unheld.join(', ')}]` : ''}`,
+      };
+    };
+    if (drainedAfterMs >= 0) {
+      const balanceBy = Math.max(quietFrom + ownedBoundMs, scheduler.now) + LEASE_DURATION_MS / 2 + 4 * TAKE_INTERVAL_MS * 1.05 + shape.shardSyncIntervalMs * 1.05;
+      while (!balanceNow().balanced && scheduler.now < balanceBy) await scheduler.advance(100, afterEach);
+      const { balanced, detail } = balanceNow();
+      if (!balanced) violate('balance', `not balanced ${(scheduler.now - quietFrom).toFixed(0)} ms after faults stopped: ${detail}`);
+    }
+
+    // A stream removed for good keeps no lease once its grace passed, counted from when faults stopped (a
+    // leader elected since starts the grace again) and when its last corrupt lease was repaired.
+    for (const stream of streams.filter((candidate) => candidate.removedAtMs !== null)) {
+      const repaired = Math.max(-Infinity, ...ledger.shardsOf(stream.streamId).map((leaseKey) => corrupted.get(leaseKey) ?? -Infinity));
+      const from = Math.max(stream.removedAtMs as number, quietFrom, repaired);
+      const goneBy = from + progressBoundMs + graceMs * (1 + MAX_CLOCK_DRIFT) + refreshMs * 1.05;
+      while (ledger.leasesOf(stream.streamId).length > 0 && scheduler.now < goneBy) await scheduler.advance(500, afterEach);
+      const left = ledger.leasesOf(stream.streamId);
+      if (left.length > 0) {
+        violate(
+          'removed-stream',
+          `${left.length} leases of stream ${stream.streamId}, which left the group's list for good at ${(stream.removedAtMs as number).toFixed(0)} ms, remain ${(scheduler.now - (stream.removedAtMs as number)).toFixed(0)} ms later (grace ${graceMs.toFixed(0)} ms): ` +
+            left.slice(0, 4).map((lease) => `${lease.leaseKey} (${describeLease(lease)})`).join('; '),
+        );
+      }
+    }
+
     // Shut every live worker down for real, so nothing is left running; their stops are checked too.
     for (const worker of live()) gracefulStop(worker, 5_000);
     await scheduler.advance(12_000, afterEach);
@@ -929,7 +1353,7 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
       });
     }
 
-    const owedRecords = ledger.records.filter((entry) => ledger.required(entry));
+    const owedRecords = ledger.records.filter((entry) => ledger.owes(entry));
     const depth = (shardId: string): number => {
       const shard = ledger.shard(shardId);
       return shard.parentShardIds.length === 0 ? 0 : 1 + Math.max(...shard.parentShardIds.map(depth));
@@ -950,6 +1374,7 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
         batches: stats.batches,
         generations: Math.max(...[...ledger.shards.keys()].map(depth)),
         shards: ledger.shards.size,
+        streams: streams.length,
         faults: stats.faults,
         drainedAfterMs,
       },

@@ -200,6 +200,11 @@ export class VirtualClock implements Clock {
     return this.#scheduler.now < this.#pausedUntil;
   }
 
+  /** The virtual time the last pause ends (or ended); `-Infinity` if the clock never paused. */
+  get pausedUntil(): number {
+    return this.#pausedUntil;
+  }
+
   get dead(): boolean {
     return this.#dead;
   }
