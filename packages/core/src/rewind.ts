@@ -4,12 +4,12 @@
  * now, while the group's workers run. Nothing here writes a checkpoint that a worker may be moving at the
  * same time:
  *
- * - a lease nobody holds is moved directly, by one conditional write;
+ * - an unfinished lease nobody holds is moved directly, by one conditional write;
  * - a lease a live worker holds gets a request in its metadata (`leasehold.rewind`), which its owner
  *   applies between two batches, in its own tenure (the Consumer does it);
- * - a finished lease (`SHARD_END`) gets a request too, and every lease that descends from it is reset (to
- *   the rewind's time, or to its start): its children must not be read before it again. It is moved once
- *   nobody reads any of them, by the tool or by the leader's shard sync.
+ * - a finished lease (`SHARD_END`) gets a request too, whoever holds it, and every lease that descends
+ *   from it is reset (to the rewind's time, or to its start): its children must not be read before it
+ *   again. It is moved once nobody reads any of them, by the tool or by the leader's shard sync.
  *
  * `planRewind` reads and decides, `applyRewind` writes, and `awaitRewind` follows the leases until each
  * moved, doing meanwhile what no owner can (see {@link settleRewinds}).
