@@ -4,12 +4,12 @@
  * now, while the group's workers run. Nothing here writes a checkpoint that a worker may be moving at the
  * same time:
  *
- * - a lease nobody holds is moved directly, by one conditional write;
+ * - an unfinished lease nobody holds is moved directly, by one conditional write;
  * - a lease a live worker holds gets a request in its metadata (`leasehold.rewind`), which its owner
  *   applies between two batches, in its own tenure (the Consumer does it);
- * - a finished lease (`SHARD_END`) gets a request too, and every lease that descends from it is reset (to
- *   the rewind's time, or to its start): its children must not be read before it again. It is moved once
- *   nobody reads any of them, by the tool or by the leader's shard sync.
+ * - a finished lease (`SHARD_END`) gets a request too, whoever holds it, and every lease that descends
+ *   from it is reset (to the rewind's time, or to its start): its children must not be read before it
+ *   again. It is moved once nobody reads any of them, by the tool or by the leader's shard sync.
  *
  * `planRewind` reads and decides, `applyRewind` writes, and `awaitRewind` follows the leases until each
  * moved, doing meanwhile what no owner can (see {@link settleRewinds}).
@@ -74,8 +74,8 @@ export interface RewindSelection {
 
 /**
  * How a lease moves: `direct` (nobody holds it: written now), `request` (its owner applies the request
- * between two batches), `after-descendants` (a finished lease: marked now and moved once nobody reads any
- * lease that descends from it, so that those are never read before it again).
+ * between two batches), `after-descendants` (a finished lease, whoever holds it: marked now and moved once
+ * nobody reads any lease that descends from it, so that those are never read before it again).
  */
 export type RewindHow = 'direct' | 'request' | 'after-descendants';
 
@@ -536,12 +536,14 @@ function decide(view: GroupView, selected: readonly string[], to: Position, late
     const lease = view.leases.get(key) as LeaseRecord;
     const target = targets.get(key) as { to: Position; descendantOf: string | undefined };
     const owner = view.ownerOf(lease);
-    const finishedWithDescendants = isFinished(lease) && descendantsOf(view, key).length > 0;
-    if (owner === null && !hasRewindRequest(lease) && lease.checkpoint === target.to && !finishedWithDescendants) {
+    if (owner === null && !hasRewindRequest(lease) && lease.checkpoint === target.to && !isFinished(lease)) {
       unchanged.push({ leaseKey: key, reason: `already at ${target.to}, and nobody holds it` });
       continue;
     }
-    const how: RewindHow = finishedWithDescendants ? 'after-descendants' : owner === null ? 'direct' : 'request';
+    // Never directly: a child may be created and taken between this listing and the write (a finished
+    // lease's write is conditional on its own version only). Its request keeps every child from being
+    // taken, and the lease moves once what continues it has stopped.
+    const how: RewindHow = isFinished(lease) ? 'after-descendants' : owner === null ? 'direct' : 'request';
     moves.push({ leaseKey: key, owner, from: lease.checkpoint, to: target.to, how, descendantOf: target.descendantOf });
   }
   // A rewind to a time or to the stream's start asks for records a cleaned-up parent held too.
@@ -632,7 +634,8 @@ async function writeMoves(storage: CheckpointStorage, group: string, view: Group
           failed.push(move.leaseKey);
           return;
         }
-        const how: RewindHow = move.how === 'after-descendants' ? move.how : view.ownerOf(current) === null ? 'direct' : 'request';
+        // A lease that finished meanwhile may have children reading already: a request, never directly.
+        const how: RewindHow = isFinished(current) ? 'after-descendants' : view.ownerOf(current) === null ? 'direct' : 'request';
         again.push({ move: { ...move, how }, lease: current });
       });
       if (failed.length > 0) return [...failed, ...again.map(({ move }) => move.leaseKey)];
@@ -764,7 +767,7 @@ export async function settleRewinds(options: SettleRewindsOptions): Promise<Leas
     for (const descendant of ancestorsFirst(view, descendantsOf(view, key))) {
       const found = view.leases.get(descendant) as LeaseRecord;
       if (found.format > RECORD_FORMAT || carries(found, request.id) || (!held(found) && !hasRewindRequest(found) && neverStarted(found))) continue;
-      const how: RewindHow = held(found) || (isFinished(found) && descendantsOf(view, descendant).length > 0) ? 'request' : 'direct';
+      const how: RewindHow = held(found) || isFinished(found) ? 'request' : 'direct';
       if (!(await write(updateOf(found, { how, to: descendantTarget(request.to) }, request.id, request.requestedAt)))) return written;
     }
   }

@@ -212,6 +212,30 @@ describe('applyRewind', () => {
     expect((await lease('busy')).checkpoint).toBe('13');
   });
 
+  it('a lease that finished between the read and the write, and whose new child is being read, gets a request, never a direct move, and its child is covered', async () => {
+    const { storage, plan, lease } = await group([{ leaseKey: 'parent', checkpoint: '10', ...owned('w1') }], [{ workerId: 'w1' }, { workerId: 'w2' }]);
+    const rewind = await plan('trim-horizon');
+    let finished = false;
+    const updateLeases = async (g: string, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[]> => {
+      if (!finished) {
+        // Right before the tool's first write: the owner reaches the end and gives the lease back, and another worker reads its child.
+        finished = true;
+        const parent = await lease('parent');
+        await storage.updateLeases(g, [{ leaseKey: 'parent', expectedVersion: parent.version, next: { ...leaseStateOf(parent), checkpoint: Checkpoint.SHARD_END, owner: null, incarnation: null } }]);
+        await storage.createLease({ group: g, leaseKey: 'child', parentKeys: ['parent'], checkpoint: '3', ...owned('w2') });
+      }
+      return storage.updateLeases(g, updates);
+    };
+    const racing = new Proxy(storage, {
+      get: (target, name) => (name === 'updateLeases' ? updateLeases : (Reflect.get(target, name) as (...args: unknown[]) => unknown).bind(target)),
+    });
+    await applyRewind(rewind, { storage: racing, maxAttempts: 1 });
+    expect(await lease('parent')).toMatchObject({ checkpoint: Checkpoint.SHARD_END });
+    expect(rewindRequestOf(await lease('parent'))?.to).toBe('TRIM_HORIZON');
+    // The child's reader must stop first: the rewind covers it, and the parent waits for it.
+    expect(rewindRequestOf(await lease('child'))).toEqual({ id: rewind.rewindId, to: 'TRIM_HORIZON', requestedAt: rewind.requestedAt });
+  });
+
   it('gives up after a bounded number of attempts when a lease keeps changing, naming it', async () => {
     const { storage, plan } = await group([{ leaseKey: 'busy', checkpoint: '10' }]);
     const rewind = await plan('trim-horizon');

@@ -11,7 +11,7 @@ import { Cluster } from './cluster.js';
 import { createStream, isOpen, kinesisClient, listShards, splitShard, type KinesisEndpoint } from './kinesis.js';
 import { deliveriesOf } from './ledger.js';
 import { Producer, type ProducedRecord } from './producer.js';
-import { now, type WorkerReport } from './reports.js';
+import { now, type RecordReport, type WorkerReport } from './reports.js';
 import { openStorage } from './storage-url.js';
 
 /** Options of {@link runRewindScenario}. */
@@ -51,6 +51,28 @@ export interface RewindScenarioResult {
   readonly split: RewindRound & { readonly parent: string; readonly children: readonly string[] };
 }
 
+/**
+ * Per key, the last full pass over the records produced after a rewind's target, among the deliveries
+ * since it was asked for: from the last delivery of the key's first such record, as many deliveries as it
+ * has records. A reader that had not reached the rewind yet may hand some of them over before the pass.
+ */
+export function lastPass(deliveries: readonly RecordReport[], after: readonly ProducedRecord[], since: number, key: string): number[] {
+  const expected = after.filter((record) => record.key === key).map((record) => record.seq);
+  const seqs = deliveries.filter((report) => report.key === key && report.at >= since).map((report) => report.seq);
+  const start = seqs.lastIndexOf(expected[0]!);
+  return start < 0 ? [] : seqs.slice(start, start + expected.length);
+}
+
+/** Whether every key's last pass over `after` since `since` is whole and in order. */
+function replayed(reports: readonly WorkerReport[], after: readonly ProducedRecord[], since: number): boolean {
+  const deliveries = deliveriesOf(reports);
+  return [...new Set(after.map((record) => record.key))].every((key) => {
+    const expected = after.filter((record) => record.key === key).map((record) => record.seq);
+    const pass = lastPass(deliveries, after, since, key);
+    return pass.length === expected.length && pass.every((seq, i) => seq === expected[i]);
+  });
+}
+
 const KEYS = Array.from({ length: 20 }, (_, i) => `key-${String(i).padStart(2, '0')}`);
 /** The pause on each side of a target time, so that no record arrives near it (two clocks of one host). */
 const GAP_MS = 1_500;
@@ -88,7 +110,7 @@ export async function runRewindScenario(options: RewindScenarioOptions): Promise
     const applied = await applyRewind(plan, { storage: opened.storage });
     const progress = await awaitRewind(applied, { storage: opened.storage, timeoutMs: 60_000, pollIntervalMs: 100 });
     if (!progress.complete) throw new Error(`the rewind to ${new Date(targetMs).toISOString()} did not complete: ${JSON.stringify(progress.leases)}`);
-    await cluster.waitFor(() => delivered(after, askedAt), `every record after ${new Date(targetMs).toISOString()} to be handed over again`, 60_000);
+    await cluster.waitFor(() => replayed(cluster.reports, after, askedAt), `every record after ${new Date(targetMs).toISOString()} to be handed over again, in order`, 60_000);
     const readingAfterMs = new Map<string, number>();
     for (const report of cluster.reports) {
       if (report.type !== 'started' || report.at < askedAt || report.position !== plan.to || readingAfterMs.has(report.shardId)) continue;
@@ -120,9 +142,20 @@ export async function runRewindScenario(options: RewindScenarioOptions): Promise
         resolve(report);
       });
     });
+    // Records keep coming meanwhile, so that worker-1 has a batch in flight to finish when it hands a shard over.
+    let trickling = true;
+    const trickle = (async () => {
+      while (trickling) {
+        await producer.put(10);
+        await sleep(100);
+      }
+    })();
     await cluster.start('worker-2');
     const handing = await offered;
     const rebalance = { ...(await round(firstTarget, afterFirst)), handing: handing.type === 'handoff-offered' ? handing.shardId : '' };
+    trickling = false;
+    await trickle;
+    await cluster.waitFor(() => delivered(producer.produced, 0), 'every record to be processed', 60_000);
     await cluster.waitFor(() => cluster.heldBy('worker-1').size === 1 && cluster.heldBy('worker-2').size === 1, 'the two workers to hold a shard each', 30_000);
 
     step('producing into a shard, splitting it, producing into its children, and rewinding to a time before both');

@@ -1,24 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { checkLedger, deliveriesOf } from '../src/ledger.js';
-import type { RecordReport } from '../src/reports.js';
-import { runRewindScenario, type RewindRound, type RewindScenarioResult } from '../src/rewind-scenario.js';
+import { lastPass, runRewindScenario, type RewindRound, type RewindScenarioResult } from '../src/rewind-scenario.js';
 import { BACKENDS, prepareBackend, useKinesisLocal } from './backends.js';
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
 
 const kinesis = useKinesisLocal();
-
-/**
- * Per key, the last full pass over the records after a rewind's target, delivered after it was asked
- * for: from the last delivery of the key's first such record, as many deliveries as it has records.
- */
-function lastPass(deliveries: readonly RecordReport[], round: RewindRound, key: string): number[] {
-  const expected = round.after.filter((record) => record.key === key).map((record) => record.seq);
-  const seqs = deliveries.filter((report) => report.key === key && report.at >= round.askedAt).map((report) => report.seq);
-  const start = seqs.lastIndexOf(expected[0]!);
-  return start < 0 ? [] : seqs.slice(start, start + expected.length);
-}
 
 function expectReplayedInOrder(result: RewindScenarioResult, round: RewindRound): void {
   const deliveries = deliveriesOf(result.reports);
@@ -26,7 +14,7 @@ function expectReplayedInOrder(result: RewindScenarioResult, round: RewindRound)
   expect(keys.length).toBeGreaterThan(10);
   for (const key of keys) {
     const expected = round.after.filter((record) => record.key === key).map((record) => record.seq);
-    expect(lastPass(deliveries, round, key), key).toEqual(expected);
+    expect(lastPass(deliveries, round.after, round.askedAt, key), key).toEqual(expected);
   }
 }
 
@@ -66,15 +54,20 @@ for (const backend of BACKENDS) {
       const before = new Set(result.produced.slice(0, 200).map((record) => `${record.key}/${record.seq}`));
       const replayed = deliveriesOf(result.reports).filter((report) => report.at >= rebalance.askedAt && before.has(`${report.key}/${report.seq}`));
       expect(replayed).toEqual([]);
-      // Both shards read again from the target, whoever held them when the rewind was applied; the one on
-      // its way to worker-2 moved once, and worker-2 read it from the target.
+      // Both shards read again from the target, whoever held them when the rewind was applied.
       expect([...rebalance.readingAfterMs.keys()].sort()).toEqual(rebalance.plan.moves.map((move) => move.leaseKey).sort());
+      // The shard worker-1 was handing over moved once: by worker-1 before the handover, or by worker-2
+      // after it; and when the handover landed after the rewind was asked for, worker-2 applied the
+      // request it came with before reading anything.
       const during = result.reports.filter((report) => report.at >= rebalance.askedAt && report.at < result.split.askedAt);
-      const handed = during.find((report) => report.type === 'handed-off' && report.shardId === rebalance.handing);
-      expect(handed?.type === 'handed-off' ? handed.to : undefined).toBe('worker-2');
-      expect(during.filter((report) => report.type === 'rewound' && report.shardId === rebalance.handing)).toHaveLength(1);
-      const startedThere = during.filter((report) => report.type === 'started' && report.worker === 'worker-2' && report.shardId === rebalance.handing);
-      expect(startedThere.map((report) => (report.type === 'started' ? report.position : undefined))).toEqual([rebalance.plan.to]);
+      const rewound = during.filter((report) => report.type === 'rewound' && report.shardId === rebalance.handing);
+      expect(rewound).toHaveLength(1);
+      const handedAfter = during.some((report) => report.type === 'handed-off' && report.shardId === rebalance.handing);
+      if (handedAfter && rewound[0]?.worker === 'worker-2') {
+        const startedThere = during.filter((report) => report.type === 'started' && report.worker === 'worker-2' && report.shardId === rebalance.handing);
+        expect(startedThere.map((report) => (report.type === 'started' ? report.position : undefined))).toEqual([rebalance.plan.to]);
+      }
+      console.log(`the rewind reached the shard on its way to worker-2 ${handedAfter ? `during its handover, applied by ${rewound[0]?.worker}` : 'after its handover'}`);
     });
 
     it("during a split: the parent's records after the target are handed over again before its children's, each key in order", () => {
