@@ -43,6 +43,8 @@ export interface BatchContext {
    * not at all (exactly-once effects: `PostgresStorage.transaction` calls it for you). Refused past this
    * batch, when the lease is not held, at or behind the stored checkpoint (`CheckpointBehindError`), and
    * when the stored lease moved on (`LeaseLostError`). The runtime does not checkpoint the batch again.
+   * A call whose target the stored checkpoint already covers in this tenure (an earlier call whose
+   * outcome was unknown applied after all, with its writes) returns without calling `write` again.
    */
   checkpointWith(write: CheckpointWrite, position?: Position): Promise<void>;
 }

@@ -1,5 +1,5 @@
 import { abortReason, type Clock, type Random } from '../clock.js';
-import { AbortedError, describeValue, InvalidInputError, LeaseholdError, SourceError } from '../errors.js';
+import { AbortedError, CheckpointBehindError, describeValue, InvalidInputError, LeaseholdError, SourceError } from '../errors.js';
 import type { CheckpointWrite, HeldLease, LeaseCoordinator } from '../lease/coordinator.js';
 import type { RecordsBatch, ShardBatch, ShardSource, SourceRecord } from '../source.js';
 import { Checkpoint, type CheckpointStorage, type Position } from '../storage.js';
@@ -470,7 +470,13 @@ export class ShardPump<R extends SourceRecord> {
             `[core] checkpoint ${describeValue(target)} of shard ${describeValue(this.shardId)} is past the batch being processed (${describeValue(batch.position)})`,
           );
         }
-        await this.#checkpoint(target, write);
+        try {
+          await this.#checkpoint(target, write);
+        } catch (error) {
+          // An earlier call of this tenure whose outcome was unknown applied after all (its writes with it):
+          // the stored checkpoint already covers the target, so these records are done, not to be written again.
+          if (!(error instanceof CheckpointBehindError) || !this.#storedCovers(target)) throw error;
+        }
         this.#committed = target;
       },
     };
@@ -480,6 +486,13 @@ export class ShardPump<R extends SourceRecord> {
     } finally {
       this.#handlingSince = null;
     }
+  }
+
+  /** Whether the lease, held in this pump's tenure, stores a checkpoint at or past `position` (a record's, not a sentinel). */
+  #storedCovers(position: Position): boolean {
+    const held = this.#settings.coordinator.lease(this.shardId);
+    const stored = held?.fencingToken === this.#lease.fencingToken ? held.checkpoint : null;
+    return stored !== null && !Checkpoint.isSentinel(stored) && this.#settings.source.comparePositions(stored, position) >= 0;
   }
 
   /** Waits before the handler gets `records` records again after their `attempt`th failure; `false` when the pump stops meanwhile. */

@@ -954,7 +954,7 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
         consumer.on('shard-ended', ({ shardId, childShardIds }) => log(`${workerId} ended ${shardId} -> [${childShardIds.join(', ')}]`));
         consumer.on('lease-lost', ({ shardId, reason }) => log(`${workerId} lost ${shardId} (${reason})`));
         consumer.on('lease-handed-off', ({ shardId, to }) => log(`${workerId} handed ${shardId} to ${to}`));
-        consumer.on('handler-failed', ({ shardId, attempt }) => log(`${workerId}'s handler of ${shardId} failed (attempt ${attempt})`));
+        consumer.on('handler-failed', ({ shardId, attempt, error }) => log(`${workerId}'s handler of ${shardId} failed (attempt ${attempt}): ${error.message}`));
         consumer.on('shard-stopped', ({ shardId, error }) => log(`${workerId} stopped ${shardId}: ${error.message}`));
         consumer.on('leader-elected', ({ term }) => log(`${workerId} leads term ${term}`));
         consumer.on('leader-demoted', ({ term }) => log(`${workerId} no longer leads term ${term}`));
