@@ -4,6 +4,10 @@
  * each backend and for lifion-kinesis (polling mode, DynamoDB leases) as the peer baseline.
  *
  *   pnpm --filter @leasehold/e2e bench        (or `pnpm bench` from the root, with the other benches)
+ *
+ * BENCH_ONLY=drain,handoff (any of drain, failover, handoff, scale-out, memory) runs only those parts;
+ * BENCH_SYSTEMS=leasehold/redis,... only those systems; BENCH_HANDOFFS=5 sets the graceful stops measured
+ * per backend.
  */
 import { GetRecordsCommand, GetShardIteratorCommand } from '@aws-sdk/client-kinesis';
 import { startDynalite, startKinesisLocal } from '@leasehold/local-stack';
@@ -28,7 +32,10 @@ const LIFION_WORKER = fileURLToPath(new URL('./lifion-worker.ts', import.meta.ur
 const log = (line: string): void => void process.stdout.write(`${line}\n`);
 
 type System = 'leasehold/postgres' | 'leasehold/redis' | 'leasehold/dynamodb' | 'lifion-kinesis';
-const SYSTEMS: System[] = ['leasehold/postgres', 'leasehold/redis', 'leasehold/dynamodb', 'lifion-kinesis'];
+const ALL_SYSTEMS: System[] = ['leasehold/postgres', 'leasehold/redis', 'leasehold/dynamodb', 'lifion-kinesis'];
+const listed = (name: string): string[] | undefined => process.env[name]?.split(',').map((item) => item.trim()).filter((item) => item !== '');
+const SYSTEMS = ALL_SYSTEMS.filter((system) => listed('BENCH_SYSTEMS')?.includes(system) ?? true);
+const selected = (part: string): boolean => listed('BENCH_ONLY')?.includes(part) ?? true;
 
 /** The workers of one measured group, whichever library runs in them. */
 interface Group {
@@ -154,22 +161,47 @@ async function plainDrain(streamName: string): Promise<number> {
   return DRAIN_RECORDS / ((now() - started) / 1000);
 }
 
-async function drain(system: System): Promise<string> {
+/** Distinct records delivered so far, counted as reports arrive (a full ledger check every poll would cost the workers CPU). */
+function deliveredCounter(group: Group): () => number {
+  const seen = new Set<string>();
+  let read = 0;
+  return () => {
+    for (; read < group.reports.length; read++) {
+      const report = group.reports[read]!;
+      if (report.type === 'record') seen.add(`${report.key}\u0000${report.seq}`);
+    }
+    return seen.size;
+  };
+}
+
+/**
+ * Records per second through three workers, and through the plain loop over the same stream read just
+ * before and just after them (the emulator's speed drifts as the machine's load does; the mean of the two
+ * brackets the consumer's run).
+ */
+async function drain(system: System): Promise<{ rate: number; plain: number } | string> {
   const streamName = await freshStream(4);
   const producer = new Producer(client, streamName, keys(48));
   await producer.put(DRAIN_RECORDS);
+  const plainBefore = await plainDrain(streamName);
   const group = await openGroup(system, streamName, 1_000);
+  let rate: number;
   try {
+    const delivered = deliveredCounter(group);
     await Promise.all(['d1', 'd2', 'd3'].map((id) => group.start(id)));
-    const done = await waitFor(() => checkLedger(producer.produced, group.reports).lost.length === 0, 180_000);
+    const done = await waitFor(() => delivered() >= DRAIN_RECORDS, 180_000);
     if (!done) return 'did not drain in 180 s';
-    const delivered = records(group.reports);
-    const first = Math.min(...delivered.map((report) => report.at));
-    const last = Math.max(...delivered.map((report) => report.at));
-    return String(Math.round(DRAIN_RECORDS / ((last - first) / 1000)));
+    const lost = checkLedger(producer.produced, group.reports).lost.length;
+    if (lost > 0) return `lost ${lost} records`;
+    const times = records(group.reports).map((report) => report.at);
+    const first = Math.min(...times);
+    const last = Math.max(...times);
+    rate = DRAIN_RECORDS / ((last - first) / 1000);
   } finally {
     await group.close();
   }
+  const plainAfter = await plainDrain(streamName);
+  return { rate, plain: (plainBefore + plainAfter) / 2 };
 }
 
 // ---- failover ----
@@ -214,6 +246,77 @@ async function failover(system: System): Promise<{ kill: string; graceful: strin
     const graceful = format(await resumedElsewhere(group, leavingShards, leaving.workerId, stoppedAt, cap));
     await stopping;
     return { kill, graceful };
+  } finally {
+    await production.stop();
+    await group.close();
+  }
+}
+
+// ---- handoff ----
+
+const median = (values: readonly number[]): number => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted.length === 0 ? NaN : (sorted[Math.floor((sorted.length - 1) / 2)]! + sorted[Math.ceil((sorted.length - 1) / 2)]!) / 2;
+};
+
+/** One graceful stop: per shard of the stopped worker, the moments of each step, from the workers' reports. */
+interface HandoffSample {
+  /** SIGTERM sent to the first record handed over elsewhere, the longest over the worker's shards. */
+  readonly totalMs: number;
+  /** Per shard, the steps in ms: the stopping worker's release after SIGTERM, the take after the release, the reader's start after the take, the first record after the start. */
+  readonly steps: ReadonlyArray<{ release: number; take: number; start: number; firstRecord: number }>;
+}
+
+async function gracefulStop(group: Group, workers: readonly WorkerProcess[]): Promise<HandoffSample | string> {
+  const leaving = [...workers].filter((worker) => worker.running).sort((a, b) => shardsOf(group, b.workerId).length - shardsOf(group, a.workerId).length)[0]!;
+  const shards = shardsOf(group, leaving.workerId);
+  if (shards.length === 0) return 'no shard to hand over';
+  const stoppedAt = now();
+  const stopping = leaving.stop();
+  const total = await resumedElsewhere(group, shards, leaving.workerId, stoppedAt, 30_000);
+  await stopping;
+  if (total === undefined) return 'not processing elsewhere within 30 s';
+  const after = group.reports.filter((report) => report.at >= stoppedAt);
+  const steps = shards.map((shardId) => {
+    const released = after.find((report) => report.type === 'released' && report.worker === leaving.workerId && report.shardId === shardId)?.at ?? NaN;
+    const taken = after.find((report) => report.type === 'acquired' && report.worker !== leaving.workerId && report.shardId === shardId);
+    const started = after.find((report) => report.type === 'started' && report.worker === taken?.worker && report.shardId === shardId)?.at ?? NaN;
+    const first = after.find((report) => report.type === 'record' && report.worker === taken?.worker && report.shardId === shardId)?.at ?? NaN;
+    return { release: released - stoppedAt, take: (taken?.at ?? NaN) - released, start: started - (taken?.at ?? NaN), firstRecord: first - started };
+  });
+  return { totalMs: total, steps };
+}
+
+/**
+ * Graceful stop to processing elsewhere, `BENCH_HANDOFFS` times per backend: three workers share four
+ * shards under load; the busiest is stopped (SIGTERM), and once its shards are processed elsewhere a new
+ * worker joins and the group rebalances before the next stop.
+ */
+async function handoff(system: System): Promise<{ samples: HandoffSample[]; failures: string[] } | string> {
+  const count = Number(process.env.BENCH_HANDOFFS ?? 5);
+  const streamName = await freshStream(4);
+  const producer = new Producer(client, streamName, keys(48));
+  const production = keepProducing(producer);
+  const group = await openGroup(system, streamName, 100);
+  const samples: HandoffSample[] = [];
+  const failures: string[] = [];
+  try {
+    const workers = await Promise.all(['h1', 'h2', 'h3'].map((id) => group.start(id)));
+    const balanced = (): boolean => {
+      const live = workers.filter((worker) => worker.running);
+      const held = live.map((worker) => shardsOf(group, worker.workerId).length);
+      const recent = new Set(records(group.reports).filter((report) => report.at > now() - 1_000).map((report) => report.shardId));
+      return recent.size === 4 && held.every((n) => n >= 1) && held.reduce((a, b) => a + b, 0) === 4;
+    };
+    for (let i = 0; i < count; i++) {
+      if (!(await waitFor(balanced, 60_000))) return `not balanced within 60 s before stop ${i + 1}`;
+      await sleep(1_500);
+      const sample = await gracefulStop(group, workers);
+      if (typeof sample === 'string') failures.push(sample);
+      else samples.push(sample);
+      workers.push(await group.start(`h${workers.length + 1}`));
+    }
+    return { samples, failures };
   } finally {
     await production.stop();
     await group.close();
@@ -287,42 +390,79 @@ const attempt = async <T>(what: string, work: () => Promise<T>): Promise<T | str
 
 try {
   log(`e2e bench: kinesis-local, dynalite; lease ${LEASE_MS} ms for Leasehold; lifion-kinesis 1.3.3 in polling mode`);
-  const baselineStream = await freshStream(4);
-  await new Producer(client, baselineStream, keys(48)).put(DRAIN_RECORDS);
-  const baseline = await plainDrain(baselineStream);
-  const drains: string[][] = [];
-  for (const system of SYSTEMS) {
-    const rate = await attempt('drain', () => drain(system));
-    const ratio = /^\d+$/.test(rate) ? `${(Number(rate) / baseline).toFixed(2)}x` : '-';
-    drains.push([system, rate, ratio]);
-    log(`drain ${system}: ${rate}`);
+  if (selected('drain')) {
+    const drains: string[][] = [];
+    for (const system of SYSTEMS) {
+      const result = await attempt('drain', () => drain(system));
+      drains.push(typeof result === 'string' ? [system, result, '-', '-'] : [system, String(Math.round(result.rate)), String(Math.round(result.plain)), `${(result.rate / result.plain).toFixed(2)}x`]);
+      log(`drain ${system}: ${JSON.stringify(result)}`);
+    }
+    table(
+      `drain: ${DRAIN_RECORDS} records, 4 shards, 3 workers, no-op handler (records/s from first record handed over to last), against a plain GetRecords loop in one process over the same stream, read just before and after`,
+      ['system', 'records/s', 'plain loop records/s', 'vs plain loop'],
+      drains,
+    );
   }
-  drains.push(['plain GetRecords loop (1 process)', String(Math.round(baseline)), '1.00x']);
-  table(`drain: ${DRAIN_RECORDS} records, 4 shards, 3 workers, no-op handler (records/s from first record handed over to last)`, ['system', 'records/s', 'vs plain loop'], drains);
 
-  const failovers: string[][] = [];
-  for (const system of SYSTEMS) {
-    const result = await attempt('failover', () => failover(system));
-    failovers.push(typeof result === 'string' ? [system, result, result] : [system, result.kill, result.graceful]);
-    log(`failover ${system}: ${JSON.stringify(result)}`);
+  if (selected('failover')) {
+    const failovers: string[][] = [];
+    for (const system of SYSTEMS) {
+      const result = await attempt('failover', () => failover(system));
+      failovers.push(typeof result === 'string' ? [system, result, result] : [system, result.kill, result.graceful]);
+      log(`failover ${system}: ${JSON.stringify(result)}`);
+    }
+    table('failover: time until every shard of the worker is processing elsewhere', ['system', 'after SIGKILL', 'after graceful stop (SIGTERM)'], failovers);
   }
-  table('failover: time until every shard of the worker is processing elsewhere', ['system', 'after SIGKILL', 'after graceful stop (SIGTERM)'], failovers);
 
-  const scaling: string[][] = [];
-  for (const system of SYSTEMS) {
-    const result = await attempt('scale-out', () => scaleOut(system));
-    scaling.push(typeof result === 'string' ? [system, result, '-'] : [system, result.time, result.twice]);
-    log(`scale-out ${system}: ${JSON.stringify(result)}`);
+  if (selected('handoff')) {
+    const handoffs: string[][] = [];
+    const ms = (value: number): string => (Number.isFinite(value) ? String(Math.round(value)) : '-');
+    for (const system of SYSTEMS.filter((each) => each !== 'lifion-kinesis')) {
+      const result = await attempt('handoff', () => handoff(system));
+      log(`handoff ${system}: ${JSON.stringify(result)}`);
+      if (typeof result === 'string') {
+        handoffs.push([system, result, '-', '-', '-', '-', '-', '-']);
+        continue;
+      }
+      const steps = result.samples.flatMap((sample) => sample.steps);
+      const totals = result.samples.map((sample) => sample.totalMs);
+      handoffs.push([
+        system,
+        ms(median(totals)),
+        ms(Math.max(...totals)),
+        ms(median(steps.map((step) => step.release))),
+        ms(median(steps.map((step) => step.take))),
+        ms(median(steps.map((step) => step.start))),
+        ms(median(steps.map((step) => step.firstRecord))),
+        `${result.samples.length}${result.failures.length > 0 ? ` (${result.failures.join('; ')})` : ''}`,
+      ]);
+    }
+    table(
+      `handoff: SIGTERM to the first record handed over elsewhere, the slowest of the stopped worker's shards (ms; lease ${LEASE_MS} ms, take tick 500 ms); steps are medians per shard`,
+      ['system', 'median', 'max', 'SIGTERM to release', 'release to take', 'take to reader start', 'start to first record', 'stops'],
+      handoffs,
+    );
   }
-  table('scale-out: a second worker joins one holding 4 shards under load', ['system', 'time to fair share (2 of 4)', 'records processed twice'], scaling);
 
-  const memories: string[][] = [];
-  for (const system of ['leasehold/redis', 'lifion-kinesis'] as const) {
-    const result = await attempt('memory', () => memory(system));
-    memories.push([system, result]);
-    log(`memory ${system}: ${result}`);
+  if (selected('scale-out')) {
+    const scaling: string[][] = [];
+    for (const system of SYSTEMS) {
+      const result = await attempt('scale-out', () => scaleOut(system));
+      scaling.push(typeof result === 'string' ? [system, result, '-'] : [system, result.time, result.twice]);
+      log(`scale-out ${system}: ${JSON.stringify(result)}`);
+    }
+    table('scale-out: a second worker joins one holding 4 shards under load', ['system', 'time to fair share (2 of 4)', 'records processed twice'], scaling);
   }
-  table('memory: peak RSS of one worker process holding 100 leases (both run from TypeScript via tsx)', ['system', 'peak RSS'], memories);
+
+  if (selected('memory')) {
+    const memories: string[][] = [];
+    for (const system of SYSTEMS.filter((each) => each === 'leasehold/redis' || each === 'lifion-kinesis')) {
+      const result = await attempt('memory', () => memory(system));
+      memories.push([system, result]);
+      log(`memory ${system}: ${result}`);
+    }
+    table('memory: peak RSS of one worker process holding 100 leases (both run from TypeScript via tsx)', ['system', 'peak RSS'], memories);
+  }
 } finally {
   client.destroy();
   await dynalite.close();

@@ -48,6 +48,12 @@ export type WorkerReport =
   | (Base & { readonly type: 'handed-off'; readonly shardId: string; readonly to: string })
   | (Base & { readonly type: 'ended'; readonly shardId: string; readonly childShardIds: readonly string[] })
   | (Base & { readonly type: 'leader'; readonly term: number })
+  /** The worker got SIGTERM and begins its graceful stop. */
+  | (Base & { readonly type: 'stopping' })
+  /** The worker's coordinator wrote a lease free (a graceful stop, or a finished shard given back). */
+  | (Base & { readonly type: 'released'; readonly shardId: string })
+  /** The worker's coordinator took a lease (`how`: free, expired, handed to it); its reader starts next. */
+  | (Base & { readonly type: 'acquired'; readonly shardId: string; readonly how: string })
   | (Base & { readonly type: 'error'; readonly operation: string; readonly message: string })
   /** The handler threw (with `--sink`: its sink write failed, so the batch is handed over again). */
   | (Base & { readonly type: 'handler-failed'; readonly shardId: string; readonly message: string })

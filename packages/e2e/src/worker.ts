@@ -146,6 +146,8 @@ consumer.on('checkpointed', ({ shardId, position }) => report({ type: 'checkpoin
 consumer.on('lease-lost', ({ shardId, reason }) => report({ type: 'lost', shardId, reason: String(reason) }));
 consumer.on('lease-handed-off', ({ shardId, to }) => report({ type: 'handed-off', shardId, to }));
 consumer.on('shard-ended', ({ shardId, childShardIds }) => report({ type: 'ended', shardId, childShardIds }));
+consumer.coordinator.on('acquired', ({ leaseKey, how }) => report({ type: 'acquired', shardId: leaseKey, how }));
+consumer.coordinator.on('released', ({ leaseKey }) => report({ type: 'released', shardId: leaseKey }));
 consumer.on('leader-elected', ({ term }) => report({ type: 'leader', term }));
 consumer.on('error', ({ error, operation }) => report({ type: 'error', operation, message: error.message }));
 consumer.on('handler-failed', ({ shardId, error }) => report({ type: 'handler-failed', shardId, message: error.message }));
@@ -154,6 +156,7 @@ let stopping = false;
 process.on('SIGTERM', () => {
   if (stopping) return;
   stopping = true;
+  report({ type: 'stopping' });
   void (async () => {
     await consumer.stop({ timeoutMs: 10_000 });
     report({ type: 'stopped' });
