@@ -5,7 +5,8 @@
  *
  *   pnpm --filter @leasehold/e2e bench        (or `pnpm bench` from the root, with the other benches)
  *
- * BENCH_ONLY=drain,handoff (any of drain, failover, handoff, scale-out, memory) runs only those parts;
+ * BENCH_ONLY=drain,handoff (any of drain, failover, handoff, scale-out, memory) runs only those parts
+ * (drain,cold or drain,burst only that kind of drain);
  * BENCH_SYSTEMS=leasehold/redis,... only those systems; BENCH_HANDOFFS=5 sets the graceful stops measured
  * per backend.
  */
@@ -49,7 +50,7 @@ const dynalite = await startDynalite();
 const client = kinesisClient(kinesis);
 let runs = 0;
 
-async function openGroup(system: System, streamName: string, maxRecordsPerCall: number): Promise<Group> {
+async function openGroup(system: System, streamName: string, maxRecordsPerCall: number, leaseDurationMs = LEASE_MS): Promise<Group> {
   const runId = `b${Date.now().toString(36)}${randomBytes(2).toString('hex')}${runs++}`;
   const group = `bench-${runId}`;
   if (system !== 'lifion-kinesis') {
@@ -66,7 +67,7 @@ async function openGroup(system: System, streamName: string, maxRecordsPerCall: 
       region: kinesis.region,
       storageUrl,
       group,
-      leaseDurationMs: LEASE_MS,
+      leaseDurationMs,
       takeIntervalMs: 500,
       shardSyncIntervalMs: 1_000,
       maxRecordsPerCall,
@@ -197,6 +198,57 @@ async function drain(system: System): Promise<{ rate: number; plain: number } | 
     const first = Math.min(...times);
     const last = Math.max(...times);
     rate = DRAIN_RECORDS / ((last - first) / 1000);
+  } finally {
+    await group.close();
+  }
+  const plainAfter = await plainDrain(streamName);
+  return { rate, plain: (plainBefore + plainAfter) / 2 };
+}
+
+/** The shards each worker holds by its reports. */
+function holdings(reports: readonly WorkerReport[]): Map<string, Set<string>> {
+  const held = new Map<string, Set<string>>();
+  for (const report of reports) {
+    if (report.type === 'started') held.set(report.worker, (held.get(report.worker) ?? new Set()).add(report.shardId));
+    if (report.type === 'lost' || report.type === 'handed-off' || report.type === 'ended') held.get(report.worker)?.delete(report.shardId);
+  }
+  return held;
+}
+
+/**
+ * The data path without the cold start: three workers share the four shards of an empty stream, caught
+ * up; they are paused (SIGSTOP, with leases long enough to outlast it), the records are put, the plain
+ * loop reads them, and the workers resume together (SIGCONT). Records per second from the resume to the
+ * last record handed over, against the plain loop over the same stream just before and after.
+ */
+async function burstDrain(system: System): Promise<{ rate: number; plain: number } | string> {
+  const streamName = await freshStream(4);
+  const producer = new Producer(client, streamName, keys(48));
+  const group = await openGroup(system, streamName, 1_000, 120_000);
+  let rate: number;
+  let plainBefore: number;
+  try {
+    const delivered = deliveredCounter(group);
+    const workers = await Promise.all(['d1', 'd2', 'd3'].map((id) => group.start(id)));
+    const settled = (): boolean => {
+      const held = [...holdings(group.reports).values()].map((shards) => shards.size);
+      return held.length === 3 && held.every((n) => n >= 1) && held.reduce((a, b) => a + b, 0) === 4;
+    };
+    if (!(await waitFor(settled, 60_000))) return 'the workers did not share the shards within 60 s';
+    await sleep(2_000);
+    for (const worker of workers) worker.child.kill('SIGSTOP');
+    try {
+      await producer.put(DRAIN_RECORDS);
+      plainBefore = await plainDrain(streamName);
+    } finally {
+      for (const worker of workers) worker.child.kill('SIGCONT');
+    }
+    const resumedAt = now();
+    const done = await waitFor(() => delivered() >= DRAIN_RECORDS, 180_000);
+    if (!done) return 'did not drain in 180 s';
+    const lost = checkLedger(producer.produced, group.reports).lost.length;
+    if (lost > 0) return `lost ${lost} records`;
+    rate = DRAIN_RECORDS / ((Math.max(...records(group.reports).map((report) => report.at)) - resumedAt) / 1000);
   } finally {
     await group.close();
   }
@@ -392,14 +444,20 @@ try {
   log(`e2e bench: kinesis-local, dynalite; lease ${LEASE_MS} ms for Leasehold; lifion-kinesis 1.3.3 in polling mode`);
   if (selected('drain')) {
     const drains: string[][] = [];
+    const cells = (result: { rate: number; plain: number } | string): string[] =>
+      typeof result === 'string' ? [result, '-', '-'] : [String(Math.round(result.rate)), String(Math.round(result.plain)), `${(result.rate / result.plain).toFixed(2)}x`];
     for (const system of SYSTEMS) {
-      const result = await attempt('drain', () => drain(system));
-      drains.push(typeof result === 'string' ? [system, result, '-', '-'] : [system, String(Math.round(result.rate)), String(Math.round(result.plain)), `${(result.rate / result.plain).toFixed(2)}x`]);
-      log(`drain ${system}: ${JSON.stringify(result)}`);
+      const cold = selected('cold') || !selected('burst') ? await attempt('drain', () => drain(system)) : '-';
+      log(`drain ${system}: ${JSON.stringify(cold)}`);
+      const burst = system !== 'lifion-kinesis' && (selected('burst') || !selected('cold')) ? await attempt('burst drain', () => burstDrain(system)) : '-';
+      log(`burst drain ${system}: ${JSON.stringify(burst)}`);
+      drains.push([system, ...cells(cold), ...cells(burst)]);
     }
     table(
-      `drain: ${DRAIN_RECORDS} records, 4 shards, 3 workers, no-op handler (records/s from first record handed over to last), against a plain GetRecords loop in one process over the same stream, read just before and after`,
-      ['system', 'records/s', 'plain loop records/s', 'vs plain loop'],
+      `drain: ${DRAIN_RECORDS} records, 4 shards, 3 workers, no-op handler, checkpoint per batch, against a plain GetRecords loop in one process over the same stream, read just before and after.\n` +
+        '  cold start: workers start on the backlog (records/s from the first record handed over to the last); ' +
+        'burst: workers sharing the shards, caught up, are paused while the backlog is put and resumed together (records/s from the resume to the last record)',
+      ['system', 'cold start records/s', 'plain loop', 'vs plain', 'burst records/s', 'plain loop', 'vs plain'],
       drains,
     );
   }
