@@ -27,6 +27,11 @@ export interface ClusterOptions {
   readonly maxRecordsPerCall: number;
   /** Simulated work per batch. */
   readonly batchDelayMs: number;
+  /**
+   * `batches`: each worker reports one line per batch (its size and its first and last positions) instead
+   * of one per record, for benchmarks that must not pay for the accounting. Default `records`.
+   */
+  readonly report?: 'records' | 'batches';
   /** Every worker writes its records into the sink table, in the way the target names (see sink.ts). */
   readonly sink?: SinkTarget;
 }
@@ -96,6 +101,7 @@ export class Cluster implements AsyncDisposable {
       'max-records-per-call': options.maxRecordsPerCall,
       'batch-delay-ms': options.batchDelayMs,
     };
+    if (options.report) flags.report = options.report;
     if (options.sink) flags.sink = options.sink.mode;
     if (options.sink?.mode === 'fenced') flags['sink-url'] = options.sink.url;
     const argv = Object.entries(flags).flatMap(([name, value]) => [`--${name}`, String(value)]);

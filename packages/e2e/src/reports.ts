@@ -21,6 +21,17 @@ export interface RecordReport extends Base {
   readonly position: string;
 }
 
+/** With `--report batches`: one batch handed to the handler, instead of a report per record. */
+export interface BatchReport extends Base {
+  readonly type: 'batch';
+  readonly shardId: string;
+  readonly fencingToken: number;
+  readonly records: number;
+  /** The positions of its first and last records. */
+  readonly first: string;
+  readonly last: string;
+}
+
 /**
  * With `--sink fenced`: what the sink's fence did with a batch, reported once the write ended. `applied`
  * committed `written` of its `records` records (fewer when the batch overlapped what the sink had);
@@ -41,6 +52,7 @@ export interface FencedReport extends Base {
 /** Every message a worker sends. */
 export type WorkerReport =
   | RecordReport
+  | BatchReport
   | (Base & { readonly type: 'ready'; readonly pid: number })
   | (Base & { readonly type: 'started'; readonly shardId: string; readonly position: string; readonly fencingToken: number })
   | (Base & { readonly type: 'checkpointed'; readonly shardId: string; readonly position: string })

@@ -34,6 +34,8 @@ const { values: args } = parseArgs({
     'shard-sync-interval-ms': { type: 'string', default: '1000' },
     'max-records-per-call': { type: 'string', default: '100' },
     'batch-delay-ms': { type: 'string', default: '0' },
+    // `batches`: one report per batch instead of one per record (benchmarks), with no sink.
+    report: { type: 'string', default: 'records' },
     // Write every record into the sink table: `transactional` (in one transaction with its batch's
     // checkpoint, postgres leases only) or `fenced` (through the fence of the sink at --sink-url).
     sink: { type: 'string' },
@@ -61,6 +63,11 @@ function number(name: keyof typeof args): number {
 
 const workerId = required('worker-id');
 const batchDelayMs = number('batch-delay-ms');
+if (args.report !== 'records' && args.report !== 'batches') {
+  process.stderr.write(`worker: --report must be records or batches, got ${String(args.report)}\n`);
+  process.exit(2);
+}
+const reportBatches = args.report === 'batches';
 
 /** A report as the worker writes it: its id and the time are added on the way out. */
 type Report = WorkerReport extends infer R ? (R extends WorkerReport ? Omit<R, 'worker' | 'at'> : never) : never;
@@ -83,6 +90,10 @@ const source = new KinesisSource({ client, streamName: required('stream'), maxRe
 const sinkMode = args.sink as SinkMode | undefined;
 if (sinkMode !== undefined && !SINK_MODES.includes(sinkMode)) {
   process.stderr.write(`worker: --sink must be ${SINK_MODES.join(' or ')}, got ${sinkMode}\n`);
+  process.exit(2);
+}
+if (reportBatches && sinkMode !== undefined) {
+  process.stderr.write('worker: --sink needs --report records\n');
   process.exit(2);
 }
 const opened = await openStorage(required('storage'));
@@ -118,6 +129,12 @@ const consumer = new Consumer({
     // line would be late for the last lines when the process is paused (SIGSTOP) while it writes them, and
     // the checker would take a batch handed over under a valid lease for one handed over after its loss.
     const handedAt = now();
+    if (reportBatches) {
+      const first = records[0];
+      const last = records[records.length - 1];
+      if (first && last) report({ type: 'batch', shardId: context.shardId, fencingToken: context.fencingToken, records: records.length, first: first.position, last: last.position });
+      return;
+    }
     process.stdout.write(
       lines(
         records.map((record): Report => {
