@@ -80,7 +80,7 @@ export async function subscribeShard(
         const event = eventOf(message);
         const records: KinesisRecord[] = [];
         for (const raw of event.Records ?? []) {
-          for (const record of userRecordsOf(raw, shardId, ctx.malformedAggregates, skip)) records.push(record);
+          userRecordsOf(raw, shardId, ctx.malformedAggregates, skip, records);
           skip = undefined;
         }
         const last = records[records.length - 1];

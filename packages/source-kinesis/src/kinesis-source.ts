@@ -64,9 +64,13 @@ export interface KinesisSourceOptions {
   readonly streamArn?: string | undefined;
   /** Records asked for per GetRecords, 1 to 10,000. Default 10,000. */
   readonly maxRecordsPerCall?: number | undefined;
-  /** GetRecords calls per second per shard, above 0 and at most 5 (Kinesis's limit). Default 5. */
+  /** GetRecords calls per second per shard while it is behind, above 0 and at most 5 (Kinesis's limit). Default 5. */
   readonly maxGetRecordsPerSecond?: number | undefined;
-  /** The wait before polling again when a GetRecords returned nothing. Default 1,000 ms. */
+  /**
+   * The time from one GetRecords to the next once the shard is caught up (fewer records than asked for,
+   * and `MillisBehindLatest` 0), so that an idle shard leaves the read budget to other readers. Never
+   * shorter than `maxGetRecordsPerSecond` allows. Default 1,000 ms.
+   */
   readonly idleDelayMs?: number | undefined;
   /** Prefetch stops while this many records wait for the consumer. Default 10,000. */
   readonly prefetchMaxRecords?: number | undefined;
