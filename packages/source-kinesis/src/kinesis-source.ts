@@ -142,7 +142,7 @@ export class KinesisSource implements ShardSource<KinesisRecord> {
       backoffBaseMs,
       backoffMaxMs,
       malformedAggregates,
-      childShardIdsOf: (shardId, signal) => this.childShardIdsOf(shardId, signal),
+      childShardsOf: (shardId, signal) => this.childShardsOf(shardId, signal),
     };
     this.fanOut = options.enhancedFanOut === undefined ? undefined : this.fanOutContext(options.enhancedFanOut, client);
   }
@@ -284,9 +284,9 @@ export class KinesisSource implements ShardSource<KinesisRecord> {
     return `${account}:${name}:${Math.floor(created.getTime() / 1000)}`;
   }
 
-  private async childShardIdsOf(shardId: string, signal: AbortSignal): Promise<string[]> {
+  private async childShardsOf(shardId: string, signal: AbortSignal): Promise<ShardInfo[]> {
     const shards = await this.listShards({ signal });
-    return shards.filter((shard) => shard.parentShardIds.includes(shardId)).map((shard) => shard.shardId);
+    return shards.filter((shard) => shard.parentShardIds.includes(shardId));
   }
 
   private async withRetries<T>(scope: Omit<ErrorScope, 'stream'>, signal: AbortSignal, call: () => Promise<T>): Promise<T> {

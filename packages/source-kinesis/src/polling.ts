@@ -12,6 +12,7 @@ import { backoffDelayMs } from './backoff.js';
 import type { ReaderContext } from './context.js';
 import { isExpiredIterator, isTransient, toSourceError } from './errors.js';
 import { skipOf, startingPointOf, type StartingPoint } from './positions.js';
+import { endOfShard } from './shard-end.js';
 import { bytesOf, type BatchQueue } from './queue.js';
 import type { KinesisRecord } from './record.js';
 
@@ -83,9 +84,7 @@ export async function pollShard(
   };
 
   const end = async (output: GetRecordsOutput | undefined): Promise<void> => {
-    const children = output?.ChildShards?.map((child) => child.ShardId ?? '').filter((id) => id !== '');
-    const childShardIds = children && children.length > 0 ? children : await ctx.childShardIdsOf(shardId, signal);
-    queue.push({ kind: 'end', end: { kind: 'end', childShardIds } });
+    queue.push({ kind: 'end', end: await endOfShard(ctx, shardId, output?.ChildShards, signal) });
   };
 
   if (start.type === 'SHARD_END') return end(undefined);

@@ -1,4 +1,4 @@
-import { GetRecordsCommand, GetShardIteratorCommand, type GetRecordsOutput, type KinesisClient } from '@aws-sdk/client-kinesis';
+import { GetRecordsCommand, GetShardIteratorCommand, ListShardsCommand, type GetRecordsOutput, type KinesisClient } from '@aws-sdk/client-kinesis';
 import { Checkpoint, seededRandom } from '@leasehold/core';
 import { describe, expect, it } from 'vitest';
 import { KinesisSource, type KinesisSourceOptions } from '../src/index.js';
@@ -144,5 +144,64 @@ describe('the read budget of a polled shard', () => {
     const gaps = calls.slice(11, 15).map((at, i) => at - (calls[10 + i] as number));
     gaps.forEach((gap, i) => expect(gap).toBeGreaterThanOrEqual(1_000 * 2 ** i * 0.5));
     expect(mostInWindow(calls.slice(15))).toBe(1);
+  });
+});
+
+describe('the end of a polled shard', () => {
+  /** A shard that answers one record, then ends with `last`; ListShards answers `shards`, and is counted. */
+  function endingShard(last: Pick<GetRecordsOutput, 'ChildShards'>, shards: unknown[] = []) {
+    const listed: unknown[] = [];
+    const client = {
+      send: async (command: unknown) => {
+        if (command instanceof GetShardIteratorCommand) return { ShardIterator: 'first' };
+        if (command instanceof ListShardsCommand) {
+          listed.push(command.input);
+          return { Shards: shards };
+        }
+        if (!(command instanceof GetRecordsCommand)) throw new Error(`unexpected ${String(command)}`);
+        if (command.input.ShardIterator === 'first') return { Records: records(1).map((record) => ({ ...record, SequenceNumber: SEQ(1) })), NextShardIterator: 'last', MillisBehindLatest: 0 };
+        return { Records: [], MillisBehindLatest: 0, ...last };
+      },
+    } as unknown as KinesisClient;
+    return { source: new KinesisSource({ client, streamName: 's', clock: fakeClock() }), listed };
+  }
+
+  const endOf = async (source: KinesisSource) => {
+    for await (const batch of source.read(SHARD, Checkpoint.TRIM_HORIZON)) if (batch.kind === 'end') return batch;
+    return undefined;
+  };
+
+  it('names the children with their parents from the last answer, without listing the stream', async () => {
+    const { source, listed } = endingShard({
+      ChildShards: [{ ShardId: 'shardId-000000000003', ParentShards: [SHARD, 'shardId-000000000001'], HashKeyRange: { StartingHashKey: '0', EndingHashKey: '9' } }],
+    });
+
+    expect(await endOf(source)).toEqual({
+      kind: 'end',
+      childShardIds: ['shardId-000000000003'],
+      childShards: [{ shardId: 'shardId-000000000003', parentShardIds: [SHARD, 'shardId-000000000001'], closed: false, details: { startingHashKey: '0', endingHashKey: '9' } }],
+    });
+    expect(listed).toEqual([]);
+  });
+
+  it('lists the stream once for the children when the last answer names none, or names one without this shard as a parent', async () => {
+    const shards = [
+      { ShardId: SHARD, SequenceNumberRange: { StartingSequenceNumber: '1', EndingSequenceNumber: '9' } },
+      { ShardId: 'shardId-000000000001', ParentShardId: SHARD, SequenceNumberRange: { StartingSequenceNumber: '10' } },
+      { ShardId: 'shardId-000000000002', ParentShardId: 'shardId-000000000009', AdjacentParentShardId: SHARD, SequenceNumberRange: { StartingSequenceNumber: '11' } },
+    ];
+    for (const last of [{}, { ChildShards: [{ ShardId: 'shardId-000000000001', ParentShards: [] }] }]) {
+      const { source, listed } = endingShard(last, shards);
+
+      expect(await endOf(source)).toEqual({
+        kind: 'end',
+        childShardIds: ['shardId-000000000001', 'shardId-000000000002'],
+        childShards: [
+          expect.objectContaining({ shardId: 'shardId-000000000001', parentShardIds: [SHARD] }),
+          expect.objectContaining({ shardId: 'shardId-000000000002', parentShardIds: ['shardId-000000000009', SHARD] }),
+        ],
+      });
+      expect(listed).toHaveLength(1);
+    }
   });
 });
