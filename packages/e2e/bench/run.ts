@@ -5,7 +5,7 @@
  *
  *   pnpm --filter @leasehold/e2e bench        (or `pnpm bench` from the root, with the other benches)
  *
- * BENCH_ONLY=drain,handoff (any of drain, failover, handoff, scale-out, memory) runs only those parts
+ * BENCH_ONLY=drain,handoff (any of drain, failover, handoff, reshard, scale-out, memory) runs only those parts
  * (drain,cold or drain,burst only that kind of drain);
  * BENCH_SYSTEMS=leasehold/redis,... only those systems; BENCH_HANDOFFS=5 sets the graceful stops measured
  * per backend.
@@ -19,7 +19,7 @@ import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { Cluster, WorkerProcess } from '../src/cluster.js';
-import { createStream, kinesisClient, listShards } from '../src/kinesis.js';
+import { createStream, kinesisClient, listShards, splitShard } from '../src/kinesis.js';
 import { checkLedger } from '../src/ledger.js';
 import { Producer } from '../src/producer.js';
 import { parseReport, now, type RecordReport, type WorkerReport } from '../src/reports.js';
@@ -54,7 +54,11 @@ async function openGroup(
   system: System,
   streamName: string,
   maxRecordsPerCall: number,
-  { leaseDurationMs = LEASE_MS, report = 'records' }: { leaseDurationMs?: number; report?: 'records' | 'batches' } = {},
+  {
+    leaseDurationMs = LEASE_MS,
+    report = 'records',
+    shardSyncIntervalMs = 1_000,
+  }: { leaseDurationMs?: number; report?: 'records' | 'batches'; shardSyncIntervalMs?: number } = {},
 ): Promise<Group> {
   const runId = `b${Date.now().toString(36)}${randomBytes(2).toString('hex')}${runs++}`;
   const group = `bench-${runId}`;
@@ -74,7 +78,7 @@ async function openGroup(
       group,
       leaseDurationMs,
       takeIntervalMs: 500,
-      shardSyncIntervalMs: 1_000,
+      shardSyncIntervalMs,
       maxRecordsPerCall,
       batchDelayMs: 0,
       report,
@@ -410,6 +414,32 @@ async function handoff(system: System): Promise<{ samples: HandoffSample[]; fail
   }
 }
 
+// ---- resharding ----
+
+/**
+ * What a shard's end costs in listings of the whole stream: three workers share four shards, the leader
+ * syncs the shards only at the group's birth (shardSyncIntervalMs 10 minutes), each shard is split, and
+ * the ListShards calls the workers make from the first split until every child has been read are counted.
+ */
+async function reshard(system: System): Promise<{ ended: number; listings: number } | string> {
+  const streamName = await freshStream(4);
+  const producer = new Producer(client, streamName, keys(48));
+  const group = await openGroup(system, streamName, 100, { shardSyncIntervalMs: 600_000 });
+  try {
+    await Promise.all(['r1', 'r2', 'r3'].map((id) => group.start(id)));
+    await producer.put(400);
+    if (!(await waitFor(drainedAll(group, producer), 60_000))) return 'the stream was not read within 60 s';
+    const splitAt = now();
+    for (const shard of await listShards(client, streamName)) await splitShard(client, streamName, shard.ShardId!);
+    await producer.put(400);
+    if (!(await waitFor(drainedAll(group, producer), 60_000))) return 'the children were not read within 60 s';
+    const after = group.reports.filter((report) => report.at >= splitAt);
+    return { ended: after.filter((report) => report.type === 'ended').length, listings: after.filter((report) => report.type === 'list-shards').length };
+  } finally {
+    await group.close();
+  }
+}
+
 // ---- scale-out ----
 
 async function scaleOut(system: System): Promise<{ time: string; twice: string }> {
@@ -534,6 +564,20 @@ try {
       `handoff: SIGTERM to the first record handed over elsewhere, the slowest of the stopped worker's shards (ms; lease ${LEASE_MS} ms, take tick 500 ms); steps are medians per shard`,
       ['system', 'median', 'max', 'SIGTERM to release', 'release to take', 'take to reader start', 'start to first record', 'stops'],
       handoffs,
+    );
+  }
+
+  if (selected('reshard')) {
+    const rows: string[][] = [];
+    for (const system of SYSTEMS.filter((each) => each !== 'lifion-kinesis').slice(0, 1)) {
+      const result = await attempt('reshard', () => reshard(system));
+      log(`reshard ${system}: ${JSON.stringify(result)}`);
+      rows.push(typeof result === 'string' ? [system, result, '-', '-'] : [system, String(result.ended), String(result.listings), (result.listings / result.ended).toFixed(2)]);
+    }
+    table(
+      'resharding: each of 4 shards split under 3 workers; ListShards calls the workers make at the shards\' ends (the leader syncs only at birth)',
+      ['system', 'shards ended', 'ListShards calls', 'per ended shard'],
+      rows,
     );
   }
 

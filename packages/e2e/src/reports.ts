@@ -60,6 +60,8 @@ export type WorkerReport =
   | (Base & { readonly type: 'handed-off'; readonly shardId: string; readonly to: string })
   | (Base & { readonly type: 'ended'; readonly shardId: string; readonly childShardIds: readonly string[] })
   | (Base & { readonly type: 'leader'; readonly term: number })
+  /** The worker's source listed the stream's shards (ListShards, one report per call). */
+  | (Base & { readonly type: 'list-shards' })
   /** The worker got SIGTERM and begins its graceful stop. */
   | (Base & { readonly type: 'stopping' })
   /** The worker's coordinator wrote a lease free (a graceful stop, or a finished shard given back). */

@@ -86,6 +86,14 @@ process.stdin.on('error', () => process.exit(1));
 process.stdin.resume();
 
 const client = kinesisClient({ endpoint: required('kinesis-endpoint'), region: required('region') });
+// Listings of the whole stream are what resharding costs a worker: the bench counts them.
+client.middlewareStack.add(
+  (next, context) => (input) => {
+    if (context.commandName === 'ListShardsCommand') report({ type: 'list-shards' });
+    return next(input);
+  },
+  { step: 'initialize', name: 'reportListShards' },
+);
 const source = new KinesisSource({ client, streamName: required('stream'), maxRecordsPerCall: number('max-records-per-call'), idleDelayMs: 200 });
 const sinkMode = args.sink as SinkMode | undefined;
 if (sinkMode !== undefined && !SINK_MODES.includes(sinkMode)) {
