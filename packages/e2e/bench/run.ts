@@ -82,6 +82,8 @@ async function openGroup(
       maxRecordsPerCall,
       batchDelayMs: 0,
       report,
+      // The source's own default: a caught-up shard is read once a second.
+      idleDelayMs: 1_000,
     });
     return { reports: cluster.reports, start: (workerId) => cluster.start(workerId), close: () => cluster.close() };
   }
@@ -506,7 +508,7 @@ const attempt = async <T>(what: string, work: () => Promise<T>): Promise<T | str
 };
 
 try {
-  log(`e2e bench: kinesis-local, dynalite; lease ${LEASE_MS} ms for Leasehold; lifion-kinesis 1.3.3 in polling mode`);
+  log(`e2e bench: kinesis-local, dynalite; lease ${LEASE_MS} ms, take tick 500 ms, idleDelayMs 1,000 (the source's default) for Leasehold; lifion-kinesis 1.3.3 in polling mode`);
   if (selected('drain')) {
     const drains: string[][] = [];
     const cells = (result: { rate: number; plain: number } | string): string[] =>

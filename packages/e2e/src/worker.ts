@@ -34,6 +34,8 @@ const { values: args } = parseArgs({
     'shard-sync-interval-ms': { type: 'string', default: '1000' },
     'max-records-per-call': { type: 'string', default: '100' },
     'batch-delay-ms': { type: 'string', default: '0' },
+    // Short, so that tests see a record soon after it is written; the source's own default is 1,000.
+    'idle-delay-ms': { type: 'string', default: '200' },
     // `batches`: one report per batch instead of one per record (benchmarks), with no sink.
     report: { type: 'string', default: 'records' },
     // Write every record into the sink table: `transactional` (in one transaction with its batch's
@@ -94,7 +96,7 @@ client.middlewareStack.add(
   },
   { step: 'initialize', name: 'reportListShards' },
 );
-const source = new KinesisSource({ client, streamName: required('stream'), maxRecordsPerCall: number('max-records-per-call'), idleDelayMs: 200 });
+const source = new KinesisSource({ client, streamName: required('stream'), maxRecordsPerCall: number('max-records-per-call'), idleDelayMs: number('idle-delay-ms') });
 const sinkMode = args.sink as SinkMode | undefined;
 if (sinkMode !== undefined && !SINK_MODES.includes(sinkMode)) {
   process.stderr.write(`worker: --sink must be ${SINK_MODES.join(' or ')}, got ${sinkMode}\n`);
