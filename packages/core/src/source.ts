@@ -44,6 +44,13 @@ export interface EndOfShard {
   readonly kind: 'end';
   /** The partitions that continue this one. */
   readonly childShardIds: readonly string[];
+  /**
+   * Optional: those children with all their parents, when the read itself named them (Kinesis does, with
+   * `ChildShards` in a shard's last `GetRecords` or `SubscribeToShard` event). With one for every id of
+   * `childShardIds`, the runtime creates the children's leases without listing the stream. A child's
+   * `closed` may be out of date; only its id and parents are used.
+   */
+  readonly childShards?: readonly ShardInfo[] | undefined;
 }
 
 /** What reading a partition yields. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Consumer, InvalidConfigError, MemorySource, MemoryStorage, type CheckpointWrite, type LeaseRecord, type WriteResult } from '../src/index.js';
+import { Consumer, InvalidConfigError, MemorySource, MemoryStorage, type CheckpointWrite, type LeaseRecord, type ShardSource, type WriteResult } from '../src/index.js';
 import { run } from './support/virtual.js';
 
 import { decoder, GROUP, perKey, range, world } from './support/consumer-world.js';
@@ -99,6 +99,42 @@ describe('Consumer', () => {
     // The finished parent is cleaned up by the leader once its children started.
     expect((await storage.listLeases(GROUP)).leases.map((lease) => lease.leaseKey).sort()).toEqual([left, right]);
     await run(scheduler, worker.stop());
+  });
+
+  it('at a shard\'s end the reader creates the children\'s leases from the children the end names, listing the stream only when it names none', async () => {
+    for (const named of [true, false]) {
+      const { scheduler, source, storage, seen, consumer, produce } = world(1);
+      let listings = 0;
+      // The source, counting its listings; with `named` false its ends name the children without their parents.
+      const counted: ShardSource = {
+        listShards: () => {
+          listings++;
+          return source.listShards();
+        },
+        comparePositions: (a, b) => source.comparePositions(a, b),
+        read: async function* (shardId, from, options) {
+          for await (const batch of source.read(shardId, from, options)) yield batch.kind === 'end' && !named ? { kind: 'end', childShardIds: batch.childShardIds } : batch;
+        },
+      };
+      // The leader syncs the shards once, at the group's birth: the children's leases come from the parent's reader.
+      const worker = consumer('w1', { source: counted, shardSyncIntervalMs: 3_600_000 });
+      produce(['a', 'b', 'c'], 10);
+      await run(scheduler, worker.start());
+      await scheduler.advance(5_000);
+      const listedBefore = listings;
+      const [left, right] = source.split('shard-0000');
+      produce(['a', 'b', 'c'], 10, 11);
+      await scheduler.advance(10_000);
+
+      expect(listings - listedBefore).toBe(named ? 0 : 1);
+      expect((await storage.listLeases(GROUP)).leases.map((lease) => [lease.leaseKey, lease.parentKeys])).toEqual([
+        ['shard-0000', []],
+        [left, ['shard-0000']],
+        [right, ['shard-0000']],
+      ]);
+      for (const values of perKey(seen).values()) expect(values).toEqual(range(1, 20));
+      await run(scheduler, worker.stop());
+    }
   });
 
   it('a merged child waits for both parents, across two workers', async () => {

@@ -106,6 +106,29 @@ describe('MemorySource', () => {
     expect(() => source.put('a', '2', 'shard-0000')).toThrow('[core] shard "shard-0000" is missing or closed');
   });
 
+  it('names the children with their parents at a shard\'s end, as Kinesis does, however stale its listings are', async () => {
+    const { source, scheduler } = world(2, { listLagMs: 5_000, randomValue: 0.999 });
+    await scheduler.advance(10_000);
+    const [left, right] = source.split('shard-0000');
+    const merged = source.merge(left, right);
+    const ends = async (shardId: string): Promise<ShardBatch | undefined> => {
+      for await (const batch of source.read(shardId, Checkpoint.TRIM_HORIZON)) if (batch.kind === 'end') return batch;
+      return undefined;
+    };
+
+    expect(await ends('shard-0000')).toEqual({
+      kind: 'end',
+      childShardIds: [left, right],
+      childShards: [
+        expect.objectContaining({ shardId: left, parentShardIds: ['shard-0000'] }),
+        expect.objectContaining({ shardId: right, parentShardIds: ['shard-0000'] }),
+      ],
+    });
+    expect(await ends(right)).toEqual({ kind: 'end', childShardIds: [merged], childShards: [expect.objectContaining({ shardId: merged, parentShardIds: [left, right] })] });
+    // The listing has not caught up with either reshard yet.
+    expect((await source.listShards()).map((shard) => shard.shardId)).toEqual(['shard-0000', 'shard-0001']);
+  });
+
   it('stamps arrivals with the wall time of its clock, and starts an AT_TIMESTAMP read at the first record at or after it', async () => {
     const { source, scheduler } = world(1);
     const early = source.put('a', '1');

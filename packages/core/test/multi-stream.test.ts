@@ -463,6 +463,43 @@ describe('Multi-stream groups', () => {
     await expect(start(() => Promise.reject(new InvalidConfigError('no such tenant')))).rejects.toThrow('no such tenant');
   });
 
+  it('names a stream\'s children and their parents by lease key at a shard\'s end, as its listings do', async () => {
+    const memory = new MemorySource(2);
+    const [left, right] = memory.split('shard-0000');
+    const merged = memory.merge(left, right);
+    const stream = new StreamSource('123:orders:17', memory);
+    const key = (shardId: string): string => streamLeaseKey('123:orders:17', shardId);
+    const endOf = async (shardId: string) => {
+      for await (const batch of stream.read(key(shardId), 'TRIM_HORIZON')) if (batch.kind === 'end') return batch;
+      return undefined;
+    };
+
+    expect(await endOf('shard-0000')).toEqual({
+      kind: 'end',
+      childShardIds: [key(left), key(right)],
+      childShards: [
+        expect.objectContaining({ shardId: key(left), parentShardIds: [key('shard-0000')] }),
+        expect.objectContaining({ shardId: key(right), parentShardIds: [key('shard-0000')] }),
+      ],
+    });
+    expect(await endOf(left)).toEqual({
+      kind: 'end',
+      childShardIds: [key(merged)],
+      childShards: [expect.objectContaining({ shardId: key(merged), parentShardIds: [key(left), key(right)] })],
+    });
+    // An end that names no children with their parents stays so: the runtime lists the stream for them.
+    const bare: ShardSource = {
+      listShards: () => memory.listShards(),
+      comparePositions: (a, b) => memory.comparePositions(a, b),
+      read: async function* () {
+        yield { kind: 'end', childShardIds: [left, right] };
+      },
+    };
+    const ends = [];
+    for await (const batch of new StreamSource('s', bare).read('s:shard-0000', 'TRIM_HORIZON')) ends.push(batch);
+    expect(ends).toEqual([{ kind: 'end', childShardIds: [`s:${left}`, `s:${right}`] }]);
+  });
+
   it('splits and joins lease keys at the last separator', () => {
     expect(streamLeaseKey('123:orders:17', 'shardId-000000000001')).toBe('123:orders:17:shardId-000000000001');
     expect(parseStreamLeaseKey('123:orders:17:shardId-000000000001')).toEqual({ streamId: '123:orders:17', shardId: 'shardId-000000000001' });

@@ -4,6 +4,11 @@
  * each backend and for lifion-kinesis (polling mode, DynamoDB leases) as the peer baseline.
  *
  *   pnpm --filter @leasehold/e2e bench        (or `pnpm bench` from the root, with the other benches)
+ *
+ * BENCH_ONLY=drain,handoff (any of drain, failover, handoff, reshard, scale-out, memory) runs only those parts
+ * (drain,cold or drain,burst only that kind of drain);
+ * BENCH_SYSTEMS=leasehold/redis,... only those systems; BENCH_HANDOFFS=5 sets the graceful stops measured
+ * per backend.
  */
 import { GetRecordsCommand, GetShardIteratorCommand } from '@aws-sdk/client-kinesis';
 import { startDynalite, startKinesisLocal } from '@leasehold/local-stack';
@@ -14,7 +19,7 @@ import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { Cluster, WorkerProcess } from '../src/cluster.js';
-import { createStream, kinesisClient, listShards } from '../src/kinesis.js';
+import { createStream, kinesisClient, listShards, splitShard } from '../src/kinesis.js';
 import { checkLedger } from '../src/ledger.js';
 import { Producer } from '../src/producer.js';
 import { parseReport, now, type RecordReport, type WorkerReport } from '../src/reports.js';
@@ -28,7 +33,10 @@ const LIFION_WORKER = fileURLToPath(new URL('./lifion-worker.ts', import.meta.ur
 const log = (line: string): void => void process.stdout.write(`${line}\n`);
 
 type System = 'leasehold/postgres' | 'leasehold/redis' | 'leasehold/dynamodb' | 'lifion-kinesis';
-const SYSTEMS: System[] = ['leasehold/postgres', 'leasehold/redis', 'leasehold/dynamodb', 'lifion-kinesis'];
+const ALL_SYSTEMS: System[] = ['leasehold/postgres', 'leasehold/redis', 'leasehold/dynamodb', 'lifion-kinesis'];
+const listed = (name: string): string[] | undefined => process.env[name]?.split(',').map((item) => item.trim()).filter((item) => item !== '');
+const SYSTEMS = ALL_SYSTEMS.filter((system) => listed('BENCH_SYSTEMS')?.includes(system) ?? true);
+const selected = (part: string): boolean => listed('BENCH_ONLY')?.includes(part) ?? true;
 
 /** The workers of one measured group, whichever library runs in them. */
 interface Group {
@@ -42,7 +50,16 @@ const dynalite = await startDynalite();
 const client = kinesisClient(kinesis);
 let runs = 0;
 
-async function openGroup(system: System, streamName: string, maxRecordsPerCall: number): Promise<Group> {
+async function openGroup(
+  system: System,
+  streamName: string,
+  maxRecordsPerCall: number,
+  {
+    leaseDurationMs = LEASE_MS,
+    report = 'records',
+    shardSyncIntervalMs = 1_000,
+  }: { leaseDurationMs?: number; report?: 'records' | 'batches'; shardSyncIntervalMs?: number } = {},
+): Promise<Group> {
   const runId = `b${Date.now().toString(36)}${randomBytes(2).toString('hex')}${runs++}`;
   const group = `bench-${runId}`;
   if (system !== 'lifion-kinesis') {
@@ -59,11 +76,14 @@ async function openGroup(system: System, streamName: string, maxRecordsPerCall: 
       region: kinesis.region,
       storageUrl,
       group,
-      leaseDurationMs: LEASE_MS,
+      leaseDurationMs,
       takeIntervalMs: 500,
-      shardSyncIntervalMs: 1_000,
+      shardSyncIntervalMs,
       maxRecordsPerCall,
       batchDelayMs: 0,
+      report,
+      // The source's own default: a caught-up shard is read once a second.
+      idleDelayMs: 1_000,
     });
     return { reports: cluster.reports, start: (workerId) => cluster.start(workerId), close: () => cluster.close() };
   }
@@ -135,13 +155,16 @@ function keepProducing(producer: Producer): { stop(): Promise<void> } {
 
 const DRAIN_RECORDS = 20_000;
 
-async function plainDrain(streamName: string): Promise<number> {
+/** Records per second through the plain loop: every shard from its start, or after the position `after` gives it. */
+async function plainDrain(streamName: string, { after, expected = DRAIN_RECORDS }: { after?: ReadonlyMap<string, string>; expected?: number } = {}): Promise<number> {
   const shards = await listShards(client, streamName);
   const started = now();
   let count = 0;
   await Promise.all(
     shards.map(async (shard) => {
-      let iterator = (await client.send(new GetShardIteratorCommand({ StreamName: streamName, ShardId: shard.ShardId, ShardIteratorType: 'TRIM_HORIZON' }))).ShardIterator;
+      const from = after?.get(shard.ShardId!);
+      const start = from === undefined ? { ShardIteratorType: 'TRIM_HORIZON' as const } : { ShardIteratorType: 'AFTER_SEQUENCE_NUMBER' as const, StartingSequenceNumber: from };
+      let iterator = (await client.send(new GetShardIteratorCommand({ StreamName: streamName, ShardId: shard.ShardId, ...start }))).ShardIterator;
       for (let calls = 0; iterator !== undefined && calls < 10_000; calls++) {
         const page = await client.send(new GetRecordsCommand({ ShardIterator: iterator, Limit: 1_000 }));
         count += page.Records?.length ?? 0;
@@ -150,26 +173,128 @@ async function plainDrain(streamName: string): Promise<number> {
       }
     }),
   );
-  if (count !== DRAIN_RECORDS) throw new Error(`the plain loop read ${count} of ${DRAIN_RECORDS} records`);
-  return DRAIN_RECORDS / ((now() - started) / 1000);
+  if (count !== expected) throw new Error(`the plain loop read ${count} of ${expected} records`);
+  return expected / ((now() - started) / 1000);
 }
 
-async function drain(system: System): Promise<string> {
+/**
+ * Whether every record `producer` put was handed over, read from the reports as they arrive (a full ledger
+ * check every poll would cost the workers CPU): each shard's reader reached the shard's last record, and,
+ * read in order, handed over everything before it.
+ */
+function drainedAll(group: Group, producer: Producer): () => boolean {
+  const lastOf = new Map<string, bigint>();
+  for (const record of producer.produced) lastOf.set(record.shardId, BigInt(record.position) > (lastOf.get(record.shardId) ?? -1n) ? BigInt(record.position) : lastOf.get(record.shardId)!);
+  const reached = new Map<string, bigint>();
+  let read = 0;
+  return () => {
+    for (; read < group.reports.length; read++) {
+      const report = group.reports[read]!;
+      if (report.type !== 'record' && report.type !== 'batch') continue;
+      const at = BigInt((report.type === 'record' ? report.position : report.last).split(':')[0]!);
+      if (at > (reached.get(report.shardId) ?? -1n)) reached.set(report.shardId, at);
+    }
+    return [...lastOf].every(([shardId, last]) => (reached.get(shardId) ?? -1n) >= last);
+  };
+}
+
+/** When records were handed over: each record report, or each batch report (`--report batches`). */
+const handedAt = (reports: readonly WorkerReport[]): number[] => reports.filter((report) => report.type === 'record' || report.type === 'batch').map((report) => report.at);
+
+/**
+ * Records per second through three workers, and through the plain loop over the same stream read just
+ * before and just after them (the emulator's speed drifts as the machine's load does; the mean of the two
+ * brackets the consumer's run).
+ */
+async function drain(system: System): Promise<{ rate: number; plain: number } | string> {
   const streamName = await freshStream(4);
   const producer = new Producer(client, streamName, keys(48));
   await producer.put(DRAIN_RECORDS);
-  const group = await openGroup(system, streamName, 1_000);
+  const plainBefore = await plainDrain(streamName);
+  const group = await openGroup(system, streamName, 1_000, { report: 'batches' });
+  let rate: number;
   try {
+    const drained = drainedAll(group, producer);
     await Promise.all(['d1', 'd2', 'd3'].map((id) => group.start(id)));
-    const done = await waitFor(() => checkLedger(producer.produced, group.reports).lost.length === 0, 180_000);
+    const done = await waitFor(drained, 180_000);
     if (!done) return 'did not drain in 180 s';
-    const delivered = records(group.reports);
-    const first = Math.min(...delivered.map((report) => report.at));
-    const last = Math.max(...delivered.map((report) => report.at));
-    return String(Math.round(DRAIN_RECORDS / ((last - first) / 1000)));
+    const times = handedAt(group.reports);
+    const first = Math.min(...times);
+    const last = Math.max(...times);
+    rate = DRAIN_RECORDS / ((last - first) / 1000);
   } finally {
     await group.close();
   }
+  const plainAfter = await plainDrain(streamName);
+  return { rate, plain: (plainBefore + plainAfter) / 2 };
+}
+
+/** The shards each worker holds by its reports. */
+function holdings(reports: readonly WorkerReport[]): Map<string, Set<string>> {
+  const held = new Map<string, Set<string>>();
+  for (const report of reports) {
+    if (report.type === 'started') held.set(report.worker, (held.get(report.worker) ?? new Set()).add(report.shardId));
+    if (report.type === 'lost' || report.type === 'handed-off' || report.type === 'ended') held.get(report.worker)?.delete(report.shardId);
+  }
+  return held;
+}
+
+/** Each shard's last record that `producer` put. */
+function lastPositions(producer: Producer): Map<string, string> {
+  const last = new Map<string, string>();
+  for (const record of producer.produced) {
+    const before = last.get(record.shardId);
+    if (before === undefined || BigInt(record.position) > BigInt(before)) last.set(record.shardId, record.position);
+  }
+  return last;
+}
+
+const WARM_UP_RECORDS = 4_000;
+
+/**
+ * The data path without the cold start: three workers share the four shards of a stream and drain a
+ * warm-up of 4,000 records (as a running consumer has, its code compiled by the JIT; the plain
+ * loop reads them too), then, caught up, they are paused (SIGSTOP, with leases long enough to outlast it),
+ * the records are put, the plain loop reads them, and the workers resume together (SIGCONT). Records per
+ * second from the resume to the last record handed over, against the plain loop over the same records
+ * just before and after.
+ */
+async function burstDrain(system: System): Promise<{ rate: number; plain: number } | string> {
+  const streamName = await freshStream(4);
+  const producer = new Producer(client, streamName, keys(48));
+  const group = await openGroup(system, streamName, 1_000, { leaseDurationMs: 120_000, report: 'batches' });
+  let rate: number;
+  let plainBefore: number;
+  let warmedUp: Map<string, string>;
+  try {
+    const workers = await Promise.all(['d1', 'd2', 'd3'].map((id) => group.start(id)));
+    const settled = (): boolean => {
+      const held = [...holdings(group.reports).values()].map((shards) => shards.size);
+      return held.length === 3 && held.every((n) => n >= 1) && held.reduce((a, b) => a + b, 0) === 4;
+    };
+    if (!(await waitFor(settled, 60_000))) return 'the workers did not share the shards within 60 s';
+    await producer.put(WARM_UP_RECORDS);
+    if (!(await waitFor(drainedAll(group, producer), 60_000))) return 'the warm-up did not drain within 60 s';
+    warmedUp = lastPositions(producer);
+    await plainDrain(streamName, { expected: WARM_UP_RECORDS });
+    await sleep(2_000);
+    for (const worker of workers) worker.child.kill('SIGSTOP');
+    try {
+      await producer.put(DRAIN_RECORDS);
+      plainBefore = await plainDrain(streamName, { after: warmedUp });
+    } finally {
+      for (const worker of workers) worker.child.kill('SIGCONT');
+    }
+    const resumedAt = now();
+    const drained = drainedAll(group, producer);
+    const done = await waitFor(drained, 180_000);
+    if (!done) return 'did not drain in 180 s';
+    rate = DRAIN_RECORDS / ((Math.max(...handedAt(group.reports)) - resumedAt) / 1000);
+  } finally {
+    await group.close();
+  }
+  const plainAfter = await plainDrain(streamName, { after: warmedUp });
+  return { rate, plain: (plainBefore + plainAfter) / 2 };
 }
 
 // ---- failover ----
@@ -216,6 +341,103 @@ async function failover(system: System): Promise<{ kill: string; graceful: strin
     return { kill, graceful };
   } finally {
     await production.stop();
+    await group.close();
+  }
+}
+
+// ---- handoff ----
+
+const median = (values: readonly number[]): number => {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted.length === 0 ? NaN : (sorted[Math.floor((sorted.length - 1) / 2)]! + sorted[Math.ceil((sorted.length - 1) / 2)]!) / 2;
+};
+
+/** One graceful stop: per shard of the stopped worker, the moments of each step, from the workers' reports. */
+interface HandoffSample {
+  /** SIGTERM sent to the first record handed over elsewhere, the longest over the worker's shards. */
+  readonly totalMs: number;
+  /** Per shard, the steps in ms: the stopping worker's release after SIGTERM, the take after the release, the reader's start after the take, the first record after the start. */
+  readonly steps: ReadonlyArray<{ release: number; take: number; start: number; firstRecord: number }>;
+}
+
+async function gracefulStop(group: Group, workers: readonly WorkerProcess[]): Promise<HandoffSample | string> {
+  const leaving = [...workers].filter((worker) => worker.running).sort((a, b) => shardsOf(group, b.workerId).length - shardsOf(group, a.workerId).length)[0]!;
+  const shards = shardsOf(group, leaving.workerId);
+  if (shards.length === 0) return 'no shard to hand over';
+  const stoppedAt = now();
+  const stopping = leaving.stop();
+  const total = await resumedElsewhere(group, shards, leaving.workerId, stoppedAt, 30_000);
+  await stopping;
+  if (total === undefined) return 'not processing elsewhere within 30 s';
+  const after = group.reports.filter((report) => report.at >= stoppedAt);
+  const steps = shards.map((shardId) => {
+    const released = after.find((report) => report.type === 'released' && report.worker === leaving.workerId && report.shardId === shardId)?.at ?? NaN;
+    const taken = after.find((report) => report.type === 'acquired' && report.worker !== leaving.workerId && report.shardId === shardId);
+    const started = after.find((report) => report.type === 'started' && report.worker === taken?.worker && report.shardId === shardId)?.at ?? NaN;
+    const first = after.find((report) => report.type === 'record' && report.worker === taken?.worker && report.shardId === shardId)?.at ?? NaN;
+    return { release: released - stoppedAt, take: (taken?.at ?? NaN) - released, start: started - (taken?.at ?? NaN), firstRecord: first - started };
+  });
+  return { totalMs: total, steps };
+}
+
+/**
+ * Graceful stop to processing elsewhere, `BENCH_HANDOFFS` times per backend: three workers share four
+ * shards under load; the busiest is stopped (SIGTERM), and once its shards are processed elsewhere a new
+ * worker joins and the group rebalances before the next stop.
+ */
+async function handoff(system: System): Promise<{ samples: HandoffSample[]; failures: string[] } | string> {
+  const count = Number(process.env.BENCH_HANDOFFS ?? 5);
+  const streamName = await freshStream(4);
+  const producer = new Producer(client, streamName, keys(48));
+  const production = keepProducing(producer);
+  const group = await openGroup(system, streamName, 100);
+  const samples: HandoffSample[] = [];
+  const failures: string[] = [];
+  try {
+    const workers = await Promise.all(['h1', 'h2', 'h3'].map((id) => group.start(id)));
+    const balanced = (): boolean => {
+      const live = workers.filter((worker) => worker.running);
+      const held = live.map((worker) => shardsOf(group, worker.workerId).length);
+      const recent = new Set(records(group.reports).filter((report) => report.at > now() - 1_000).map((report) => report.shardId));
+      return recent.size === 4 && held.every((n) => n >= 1) && held.reduce((a, b) => a + b, 0) === 4;
+    };
+    for (let i = 0; i < count; i++) {
+      if (!(await waitFor(balanced, 60_000))) return `not balanced within 60 s before stop ${i + 1}`;
+      await sleep(1_500);
+      const sample = await gracefulStop(group, workers);
+      if (typeof sample === 'string') failures.push(sample);
+      else samples.push(sample);
+      workers.push(await group.start(`h${workers.length + 1}`));
+    }
+    return { samples, failures };
+  } finally {
+    await production.stop();
+    await group.close();
+  }
+}
+
+// ---- resharding ----
+
+/**
+ * What a shard's end costs in listings of the whole stream: three workers share four shards, the leader
+ * syncs the shards only at the group's birth (shardSyncIntervalMs 10 minutes), each shard is split, and
+ * the ListShards calls the workers make from the first split until every child has been read are counted.
+ */
+async function reshard(system: System): Promise<{ ended: number; listings: number } | string> {
+  const streamName = await freshStream(4);
+  const producer = new Producer(client, streamName, keys(48));
+  const group = await openGroup(system, streamName, 100, { shardSyncIntervalMs: 600_000 });
+  try {
+    await Promise.all(['r1', 'r2', 'r3'].map((id) => group.start(id)));
+    await producer.put(400);
+    if (!(await waitFor(drainedAll(group, producer), 60_000))) return 'the stream was not read within 60 s';
+    const splitAt = now();
+    for (const shard of await listShards(client, streamName)) await splitShard(client, streamName, shard.ShardId!);
+    await producer.put(400);
+    if (!(await waitFor(drainedAll(group, producer), 60_000))) return 'the children were not read within 60 s';
+    const after = group.reports.filter((report) => report.at >= splitAt);
+    return { ended: after.filter((report) => report.type === 'ended').length, listings: after.filter((report) => report.type === 'list-shards').length };
+  } finally {
     await group.close();
   }
 }
@@ -286,43 +508,100 @@ const attempt = async <T>(what: string, work: () => Promise<T>): Promise<T | str
 };
 
 try {
-  log(`e2e bench: kinesis-local, dynalite; lease ${LEASE_MS} ms for Leasehold; lifion-kinesis 1.3.3 in polling mode`);
-  const baselineStream = await freshStream(4);
-  await new Producer(client, baselineStream, keys(48)).put(DRAIN_RECORDS);
-  const baseline = await plainDrain(baselineStream);
-  const drains: string[][] = [];
-  for (const system of SYSTEMS) {
-    const rate = await attempt('drain', () => drain(system));
-    const ratio = /^\d+$/.test(rate) ? `${(Number(rate) / baseline).toFixed(2)}x` : '-';
-    drains.push([system, rate, ratio]);
-    log(`drain ${system}: ${rate}`);
+  log(`e2e bench: kinesis-local, dynalite; lease ${LEASE_MS} ms, take tick 500 ms, idleDelayMs 1,000 (the source's default) for Leasehold; lifion-kinesis 1.3.3 in polling mode`);
+  if (selected('drain')) {
+    const drains: string[][] = [];
+    const cells = (result: { rate: number; plain: number } | string): string[] =>
+      typeof result === 'string' ? [result, '-', '-'] : [String(Math.round(result.rate)), String(Math.round(result.plain)), `${(result.rate / result.plain).toFixed(2)}x`];
+    for (const system of SYSTEMS) {
+      const cold = selected('cold') || !selected('burst') ? await attempt('drain', () => drain(system)) : '-';
+      log(`drain ${system}: ${JSON.stringify(cold)}`);
+      const burst = system !== 'lifion-kinesis' && (selected('burst') || !selected('cold')) ? await attempt('burst drain', () => burstDrain(system)) : '-';
+      log(`burst drain ${system}: ${JSON.stringify(burst)}`);
+      drains.push([system, ...cells(cold), ...cells(burst)]);
+    }
+    table(
+      `drain: ${DRAIN_RECORDS} records, 4 shards, 3 workers, no-op handler, checkpoint per batch, against a plain GetRecords loop in one process over the same stream, read just before and after.\n` +
+        '  cold start: workers start on the backlog (records/s from the first record handed over to the last); ' +
+        'burst: workers sharing the shards, warmed up and caught up, are paused while the backlog is put and resumed together (records/s from the resume to the last record)',
+      ['system', 'cold start records/s', 'plain loop', 'vs plain', 'burst records/s', 'plain loop', 'vs plain'],
+      drains,
+    );
   }
-  drains.push(['plain GetRecords loop (1 process)', String(Math.round(baseline)), '1.00x']);
-  table(`drain: ${DRAIN_RECORDS} records, 4 shards, 3 workers, no-op handler (records/s from first record handed over to last)`, ['system', 'records/s', 'vs plain loop'], drains);
 
-  const failovers: string[][] = [];
-  for (const system of SYSTEMS) {
-    const result = await attempt('failover', () => failover(system));
-    failovers.push(typeof result === 'string' ? [system, result, result] : [system, result.kill, result.graceful]);
-    log(`failover ${system}: ${JSON.stringify(result)}`);
+  if (selected('failover')) {
+    const failovers: string[][] = [];
+    for (const system of SYSTEMS) {
+      const result = await attempt('failover', () => failover(system));
+      failovers.push(typeof result === 'string' ? [system, result, result] : [system, result.kill, result.graceful]);
+      log(`failover ${system}: ${JSON.stringify(result)}`);
+    }
+    table('failover: time until every shard of the worker is processing elsewhere', ['system', 'after SIGKILL', 'after graceful stop (SIGTERM)'], failovers);
   }
-  table('failover: time until every shard of the worker is processing elsewhere', ['system', 'after SIGKILL', 'after graceful stop (SIGTERM)'], failovers);
 
-  const scaling: string[][] = [];
-  for (const system of SYSTEMS) {
-    const result = await attempt('scale-out', () => scaleOut(system));
-    scaling.push(typeof result === 'string' ? [system, result, '-'] : [system, result.time, result.twice]);
-    log(`scale-out ${system}: ${JSON.stringify(result)}`);
+  if (selected('handoff')) {
+    const handoffs: string[][] = [];
+    const ms = (value: number): string => (Number.isFinite(value) ? String(Math.round(value)) : '-');
+    for (const system of SYSTEMS.filter((each) => each !== 'lifion-kinesis')) {
+      const result = await attempt('handoff', () => handoff(system));
+      log(`handoff ${system}: ${JSON.stringify(result)}`);
+      if (typeof result === 'string') {
+        handoffs.push([system, result, '-', '-', '-', '-', '-', '-']);
+        continue;
+      }
+      const steps = result.samples.flatMap((sample) => sample.steps);
+      const totals = result.samples.map((sample) => sample.totalMs);
+      handoffs.push([
+        system,
+        ms(median(totals)),
+        ms(Math.max(...totals)),
+        ms(median(steps.map((step) => step.release))),
+        ms(median(steps.map((step) => step.take))),
+        ms(median(steps.map((step) => step.start))),
+        ms(median(steps.map((step) => step.firstRecord))),
+        `${result.samples.length}${result.failures.length > 0 ? ` (${result.failures.join('; ')})` : ''}`,
+      ]);
+    }
+    table(
+      `handoff: SIGTERM to the first record handed over elsewhere, the slowest of the stopped worker's shards (ms; lease ${LEASE_MS} ms, take tick 500 ms); steps are medians per shard`,
+      ['system', 'median', 'max', 'SIGTERM to release', 'release to take', 'take to reader start', 'start to first record', 'stops'],
+      handoffs,
+    );
   }
-  table('scale-out: a second worker joins one holding 4 shards under load', ['system', 'time to fair share (2 of 4)', 'records processed twice'], scaling);
 
-  const memories: string[][] = [];
-  for (const system of ['leasehold/redis', 'lifion-kinesis'] as const) {
-    const result = await attempt('memory', () => memory(system));
-    memories.push([system, result]);
-    log(`memory ${system}: ${result}`);
+  if (selected('reshard')) {
+    const rows: string[][] = [];
+    for (const system of SYSTEMS.filter((each) => each !== 'lifion-kinesis').slice(0, 1)) {
+      const result = await attempt('reshard', () => reshard(system));
+      log(`reshard ${system}: ${JSON.stringify(result)}`);
+      rows.push(typeof result === 'string' ? [system, result, '-', '-'] : [system, String(result.ended), String(result.listings), (result.listings / result.ended).toFixed(2)]);
+    }
+    table(
+      'resharding: each of 4 shards split under 3 workers; ListShards calls the workers make at the shards\' ends (the leader syncs only at birth)',
+      ['system', 'shards ended', 'ListShards calls', 'per ended shard'],
+      rows,
+    );
   }
-  table('memory: peak RSS of one worker process holding 100 leases (both run from TypeScript via tsx)', ['system', 'peak RSS'], memories);
+
+  if (selected('scale-out')) {
+    const scaling: string[][] = [];
+    for (const system of SYSTEMS) {
+      const result = await attempt('scale-out', () => scaleOut(system));
+      scaling.push(typeof result === 'string' ? [system, result, '-'] : [system, result.time, result.twice]);
+      log(`scale-out ${system}: ${JSON.stringify(result)}`);
+    }
+    table('scale-out: a second worker joins one holding 4 shards under load', ['system', 'time to fair share (2 of 4)', 'records processed twice'], scaling);
+  }
+
+  if (selected('memory')) {
+    const memories: string[][] = [];
+    for (const system of SYSTEMS.filter((each) => each === 'leasehold/redis' || each === 'lifion-kinesis')) {
+      const result = await attempt('memory', () => memory(system));
+      memories.push([system, result]);
+      log(`memory ${system}: ${result}`);
+    }
+    table('memory: peak RSS of one worker process holding 100 leases (both run from TypeScript via tsx)', ['system', 'peak RSS'], memories);
+  }
 } finally {
   client.destroy();
   await dynalite.close();

@@ -27,6 +27,13 @@ export interface ClusterOptions {
   readonly maxRecordsPerCall: number;
   /** Simulated work per batch. */
   readonly batchDelayMs: number;
+  /** The source's `idleDelayMs` (how often a caught-up shard is read). Default 200, so that tests see a record soon. */
+  readonly idleDelayMs?: number;
+  /**
+   * `batches`: each worker reports one line per batch (its size and its first and last positions) instead
+   * of one per record, for benchmarks that must not pay for the accounting. Default `records`.
+   */
+  readonly report?: 'records' | 'batches';
   /** Every worker writes its records into the sink table, in the way the target names (see sink.ts). */
   readonly sink?: SinkTarget;
 }
@@ -96,6 +103,8 @@ export class Cluster implements AsyncDisposable {
       'max-records-per-call': options.maxRecordsPerCall,
       'batch-delay-ms': options.batchDelayMs,
     };
+    if (options.report) flags.report = options.report;
+    if (options.idleDelayMs !== undefined) flags['idle-delay-ms'] = options.idleDelayMs;
     if (options.sink) flags.sink = options.sink.mode;
     if (options.sink?.mode === 'fenced') flags['sink-url'] = options.sink.url;
     const argv = Object.entries(flags).flatMap(([name, value]) => [`--${name}`, String(value)]);

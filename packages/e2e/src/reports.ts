@@ -21,6 +21,17 @@ export interface RecordReport extends Base {
   readonly position: string;
 }
 
+/** With `--report batches`: one batch handed to the handler, instead of a report per record. */
+export interface BatchReport extends Base {
+  readonly type: 'batch';
+  readonly shardId: string;
+  readonly fencingToken: number;
+  readonly records: number;
+  /** The positions of its first and last records. */
+  readonly first: string;
+  readonly last: string;
+}
+
 /**
  * With `--sink fenced`: what the sink's fence did with a batch, reported once the write ended. `applied`
  * committed `written` of its `records` records (fewer when the batch overlapped what the sink had);
@@ -41,6 +52,7 @@ export interface FencedReport extends Base {
 /** Every message a worker sends. */
 export type WorkerReport =
   | RecordReport
+  | BatchReport
   | (Base & { readonly type: 'ready'; readonly pid: number })
   | (Base & { readonly type: 'started'; readonly shardId: string; readonly position: string; readonly fencingToken: number })
   | (Base & { readonly type: 'checkpointed'; readonly shardId: string; readonly position: string })
@@ -52,6 +64,14 @@ export type WorkerReport =
   /** An operator's rewind moved the shard's checkpoint (`waitsForParent`: its lease was given back until a parent is read again). */
   | (Base & { readonly type: 'rewound'; readonly shardId: string; readonly rewindId: string; readonly to: string; readonly waitsForParent: boolean })
   | (Base & { readonly type: 'leader'; readonly term: number })
+  /** The worker's source listed the stream's shards (ListShards, one report per call). */
+  | (Base & { readonly type: 'list-shards' })
+  /** The worker got SIGTERM and begins its graceful stop. */
+  | (Base & { readonly type: 'stopping' })
+  /** The worker's coordinator wrote a lease free (a graceful stop, or a finished shard given back). */
+  | (Base & { readonly type: 'released'; readonly shardId: string })
+  /** The worker's coordinator took a lease (`how`: free, expired, handed to it); its reader starts next. */
+  | (Base & { readonly type: 'acquired'; readonly shardId: string; readonly how: string })
   | (Base & { readonly type: 'error'; readonly operation: string; readonly message: string })
   /** The handler threw (with `--sink`: its sink write failed, so the batch is handed over again). */
   | (Base & { readonly type: 'handler-failed'; readonly shardId: string; readonly message: string })

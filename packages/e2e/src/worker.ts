@@ -34,6 +34,10 @@ const { values: args } = parseArgs({
     'shard-sync-interval-ms': { type: 'string', default: '1000' },
     'max-records-per-call': { type: 'string', default: '100' },
     'batch-delay-ms': { type: 'string', default: '0' },
+    // Short, so that tests see a record soon after it is written; the source's own default is 1,000.
+    'idle-delay-ms': { type: 'string', default: '200' },
+    // `batches`: one report per batch instead of one per record (benchmarks), with no sink.
+    report: { type: 'string', default: 'records' },
     // Write every record into the sink table: `transactional` (in one transaction with its batch's
     // checkpoint, postgres leases only) or `fenced` (through the fence of the sink at --sink-url).
     sink: { type: 'string' },
@@ -61,6 +65,11 @@ function number(name: keyof typeof args): number {
 
 const workerId = required('worker-id');
 const batchDelayMs = number('batch-delay-ms');
+if (args.report !== 'records' && args.report !== 'batches') {
+  process.stderr.write(`worker: --report must be records or batches, got ${String(args.report)}\n`);
+  process.exit(2);
+}
+const reportBatches = args.report === 'batches';
 
 /** A report as the worker writes it: its id and the time are added on the way out. */
 type Report = WorkerReport extends infer R ? (R extends WorkerReport ? Omit<R, 'worker' | 'at'> : never) : never;
@@ -79,10 +88,22 @@ process.stdin.on('error', () => process.exit(1));
 process.stdin.resume();
 
 const client = kinesisClient({ endpoint: required('kinesis-endpoint'), region: required('region') });
-const source = new KinesisSource({ client, streamName: required('stream'), maxRecordsPerCall: number('max-records-per-call'), idleDelayMs: 200 });
+// Listings of the whole stream are what resharding costs a worker: the bench counts them.
+client.middlewareStack.add(
+  (next, context) => (input) => {
+    if (context.commandName === 'ListShardsCommand') report({ type: 'list-shards' });
+    return next(input);
+  },
+  { step: 'initialize', name: 'reportListShards' },
+);
+const source = new KinesisSource({ client, streamName: required('stream'), maxRecordsPerCall: number('max-records-per-call'), idleDelayMs: number('idle-delay-ms') });
 const sinkMode = args.sink as SinkMode | undefined;
 if (sinkMode !== undefined && !SINK_MODES.includes(sinkMode)) {
   process.stderr.write(`worker: --sink must be ${SINK_MODES.join(' or ')}, got ${sinkMode}\n`);
+  process.exit(2);
+}
+if (reportBatches && sinkMode !== undefined) {
+  process.stderr.write('worker: --sink needs --report records\n');
   process.exit(2);
 }
 const opened = await openStorage(required('storage'));
@@ -118,6 +139,12 @@ const consumer = new Consumer({
     // line would be late for the last lines when the process is paused (SIGSTOP) while it writes them, and
     // the checker would take a batch handed over under a valid lease for one handed over after its loss.
     const handedAt = now();
+    if (reportBatches) {
+      const first = records[0];
+      const last = records[records.length - 1];
+      if (first && last) report({ type: 'batch', shardId: context.shardId, fencingToken: context.fencingToken, records: records.length, first: first.position, last: last.position });
+      return;
+    }
     process.stdout.write(
       lines(
         records.map((record): Report => {
@@ -148,6 +175,8 @@ consumer.on('lease-handed-off', ({ shardId, to }) => report({ type: 'handed-off'
 consumer.coordinator.on('handoff-offered', ({ leaseKey, to }) => report({ type: 'handoff-offered', shardId: leaseKey, to }));
 consumer.on('shard-ended', ({ shardId, childShardIds }) => report({ type: 'ended', shardId, childShardIds }));
 consumer.on('shard-rewound', ({ shardId, rewindId, to, waitsForParent }) => report({ type: 'rewound', shardId, rewindId, to, waitsForParent }));
+consumer.coordinator.on('acquired', ({ leaseKey, how }) => report({ type: 'acquired', shardId: leaseKey, how }));
+consumer.coordinator.on('released', ({ leaseKey }) => report({ type: 'released', shardId: leaseKey }));
 consumer.on('leader-elected', ({ term }) => report({ type: 'leader', term }));
 consumer.on('error', ({ error, operation }) => report({ type: 'error', operation, message: error.message }));
 consumer.on('handler-failed', ({ shardId, error }) => report({ type: 'handler-failed', shardId, message: error.message }));
@@ -156,6 +185,7 @@ let stopping = false;
 process.on('SIGTERM', () => {
   if (stopping) return;
   stopping = true;
+  report({ type: 'stopping' });
   void (async () => {
     await consumer.stop({ timeoutMs: 10_000 });
     report({ type: 'stopped' });

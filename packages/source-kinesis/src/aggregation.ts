@@ -51,37 +51,22 @@ export interface SkipThrough {
 }
 
 /**
- * The user records of one Kinesis record, in order. A plain record is one user record at `<seq>`; an
- * aggregated one gives `<seq>:<i>` for each sub-record but the last, which gives `<seq>` (the whole record
- * is done). Sub-records covered by `skip` are dropped.
+ * The user records of one Kinesis record, in order, appended to `into` (and returned). A plain record is
+ * one user record at `<seq>`; an aggregated one gives `<seq>:<i>` for each sub-record but the last, which
+ * gives `<seq>` (the whole record is done). Sub-records covered by `skip` are dropped.
  */
 export function userRecordsOf(
   record: _Record,
   shardId: string,
   policy: MalformedAggregatePolicy,
   skip: SkipThrough | undefined,
+  into: KinesisRecord[] = [],
 ): KinesisRecord[] {
   const sequenceNumber = record.SequenceNumber ?? '';
   const data = record.Data ?? new Uint8Array(0);
   const arrival = record.ApproximateArrivalTimestamp?.getTime();
   const skipping = skip !== undefined && skip.sequenceNumber === sequenceNumber;
-  // The record as it is: a plain record, or an aggregate handed over whole by the 'deliver-whole' policy.
-  const whole = (): KinesisRecord[] =>
-    skipping
-      ? []
-      : [
-          {
-            position: sequenceNumber,
-            data,
-            partitionKey: record.PartitionKey ?? '',
-            approximateArrivalTimestampMs: arrival,
-            sequenceNumber,
-            subSequenceNumber: undefined,
-            explicitHashKey: undefined,
-            aggregated: false,
-          },
-        ];
-  if (!looksAggregated(data)) return whole();
+  if (!looksAggregated(data)) return whole(record, sequenceNumber, data, arrival, skipping, into);
 
   const decoded: DeaggregatedUserRecord[] = [];
   let failure: Error | undefined;
@@ -103,14 +88,13 @@ export function userRecordsOf(
         { cause: failure },
       );
     }
-    return whole();
+    return whole(record, sequenceNumber, data, arrival, skipping, into);
   }
 
   const last = decoded.length - 1;
-  const users: KinesisRecord[] = [];
   decoded.forEach((user, index) => {
     if (skipping && index <= skip.subSequenceNumber) return;
-    users.push({
+    into.push({
       position: index === last ? sequenceNumber : `${sequenceNumber}:${index}`,
       data: Buffer.from(user.data, 'base64'),
       partitionKey: user.partitionKey,
@@ -121,5 +105,21 @@ export function userRecordsOf(
       aggregated: true,
     });
   });
-  return users;
+  return into;
+}
+
+/** The record as it is: a plain record, or an aggregate handed over whole by the 'deliver-whole' policy. */
+function whole(record: _Record, sequenceNumber: string, data: Uint8Array, arrival: number | undefined, skipping: boolean, into: KinesisRecord[]): KinesisRecord[] {
+  if (skipping) return into;
+  into.push({
+    position: sequenceNumber,
+    data,
+    partitionKey: record.PartitionKey ?? '',
+    approximateArrivalTimestampMs: arrival,
+    sequenceNumber,
+    subSequenceNumber: undefined,
+    explicitHashKey: undefined,
+    aggregated: false,
+  });
+  return into;
 }

@@ -1,5 +1,5 @@
 import type { KinesisClient } from '@aws-sdk/client-kinesis';
-import type { Clock, Random } from '@leasehold/core';
+import type { Clock, Random, ShardInfo } from '@leasehold/core';
 import type { MalformedAggregatePolicy } from './aggregation.js';
 
 /** The stream, as Kinesis API calls address it. */
@@ -22,6 +22,6 @@ export interface ReaderContext {
   readonly backoffBaseMs: number;
   readonly backoffMaxMs: number;
   readonly malformedAggregates: MalformedAggregatePolicy;
-  /** The ids of the shards whose parent or adjacent parent is `shardId`. */
-  childShardIdsOf(shardId: string, signal: AbortSignal): Promise<string[]>;
+  /** The shards whose parent or adjacent parent is `shardId`, from a listing of the stream. */
+  childShardsOf(shardId: string, signal: AbortSignal): Promise<ShardInfo[]>;
 }

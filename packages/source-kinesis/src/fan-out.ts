@@ -17,6 +17,7 @@ import { backoffDelayMs } from './backoff.js';
 import type { ReaderContext } from './context.js';
 import { ConsumerNotFoundError, isTransient, toSourceError } from './errors.js';
 import { skipOf, startingPointOf, type StartingPoint } from './positions.js';
+import { endOfShard } from './shard-end.js';
 import { bytesOf, type BatchQueue } from './queue.js';
 import type { KinesisRecord } from './record.js';
 
@@ -49,7 +50,7 @@ export async function subscribeShard(
   let lastSubscribeAt = Number.NEGATIVE_INFINITY;
 
   if (start.type === 'SHARD_END') {
-    queue.push({ kind: 'end', end: { kind: 'end', childShardIds: await ctx.childShardIdsOf(shardId, signal) } });
+    queue.push({ kind: 'end', end: await endOfShard(ctx, shardId, undefined, signal) });
     return;
   }
   const consumerArn = await fanOut.consumerArn(signal);
@@ -80,7 +81,7 @@ export async function subscribeShard(
         const event = eventOf(message);
         const records: KinesisRecord[] = [];
         for (const raw of event.Records ?? []) {
-          for (const record of userRecordsOf(raw, shardId, ctx.malformedAggregates, skip)) records.push(record);
+          userRecordsOf(raw, shardId, ctx.malformedAggregates, skip, records);
           skip = undefined;
         }
         const last = records[records.length - 1];
@@ -95,9 +96,7 @@ export async function subscribeShard(
           bytes: bytesOf(records),
         });
         if (event.ContinuationSequenceNumber === undefined || event.ContinuationSequenceNumber === null) {
-          const children = (event.ChildShards ?? []).map((child) => child.ShardId ?? '').filter((id) => id !== '');
-          const childShardIds = children.length > 0 ? children : await ctx.childShardIdsOf(shardId, signal);
-          queue.push({ kind: 'end', end: { kind: 'end', childShardIds } });
+          queue.push({ kind: 'end', end: await endOfShard(ctx, shardId, event.ChildShards, signal) });
           return;
         }
         continuation = event.ContinuationSequenceNumber;

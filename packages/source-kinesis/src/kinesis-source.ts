@@ -64,9 +64,13 @@ export interface KinesisSourceOptions {
   readonly streamArn?: string | undefined;
   /** Records asked for per GetRecords, 1 to 10,000. Default 10,000. */
   readonly maxRecordsPerCall?: number | undefined;
-  /** GetRecords calls per second per shard, above 0 and at most 5 (Kinesis's limit). Default 5. */
+  /** GetRecords calls per second per shard while it is behind, above 0 and at most 5 (Kinesis's limit). Default 5. */
   readonly maxGetRecordsPerSecond?: number | undefined;
-  /** The wait before polling again when a GetRecords returned nothing. Default 1,000 ms. */
+  /**
+   * The time from one GetRecords to the next once the shard is caught up (fewer records than asked for,
+   * and `MillisBehindLatest` 0), so that an idle shard leaves the read budget to other readers. Never
+   * shorter than `maxGetRecordsPerSecond` allows. Default 1,000 ms.
+   */
   readonly idleDelayMs?: number | undefined;
   /** Prefetch stops while this many records wait for the consumer. Default 10,000. */
   readonly prefetchMaxRecords?: number | undefined;
@@ -138,7 +142,7 @@ export class KinesisSource implements ShardSource<KinesisRecord> {
       backoffBaseMs,
       backoffMaxMs,
       malformedAggregates,
-      childShardIdsOf: (shardId, signal) => this.childShardIdsOf(shardId, signal),
+      childShardsOf: (shardId, signal) => this.childShardsOf(shardId, signal),
     };
     this.fanOut = options.enhancedFanOut === undefined ? undefined : this.fanOutContext(options.enhancedFanOut, client);
   }
@@ -280,9 +284,9 @@ export class KinesisSource implements ShardSource<KinesisRecord> {
     return `${account}:${name}:${Math.floor(created.getTime() / 1000)}`;
   }
 
-  private async childShardIdsOf(shardId: string, signal: AbortSignal): Promise<string[]> {
+  private async childShardsOf(shardId: string, signal: AbortSignal): Promise<ShardInfo[]> {
     const shards = await this.listShards({ signal });
-    return shards.filter((shard) => shard.parentShardIds.includes(shardId)).map((shard) => shard.shardId);
+    return shards.filter((shard) => shard.parentShardIds.includes(shardId));
   }
 
   private async withRetries<T>(scope: Omit<ErrorScope, 'stream'>, signal: AbortSignal, call: () => Promise<T>): Promise<T> {

@@ -1,7 +1,9 @@
 /**
- * Reading a shard with GetRecords: one call in flight, at most `maxGetRecordsPerSecond` calls a second,
- * the next batch fetched while the consumer works on the current one, throttling retried with backoff,
- * and an expired iterator replaced by a fresh one from the last position handed over.
+ * Reading a shard with GetRecords: one call in flight, sent before the previous answer is decoded and
+ * handed over (the consumer works on a batch while the next one is read), at most
+ * `maxGetRecordsPerSecond` calls a second while the shard is behind and one every `idleDelayMs` once it is
+ * caught up, throttling retried with backoff, and an expired iterator replaced by a fresh one from the
+ * last position handed over.
  */
 import { GetRecordsCommand, GetShardIteratorCommand, type GetRecordsOutput } from '@aws-sdk/client-kinesis';
 import type { Position } from '@leasehold/core';
@@ -10,8 +12,18 @@ import { backoffDelayMs } from './backoff.js';
 import type { ReaderContext } from './context.js';
 import { isExpiredIterator, isTransient, toSourceError } from './errors.js';
 import { skipOf, startingPointOf, type StartingPoint } from './positions.js';
+import { endOfShard } from './shard-end.js';
 import { bytesOf, type BatchQueue } from './queue.js';
 import type { KinesisRecord } from './record.js';
+
+/**
+ * Whether a GetRecords answer shows the reader caught up: fewer records than it asked for, and nothing
+ * behind the tip (`MillisBehindLatest` 0, or not given). A full answer, or one that says it is behind
+ * (even empty: a shard can answer nothing while records lie further on), is read on at once.
+ */
+export function caughtUp(output: GetRecordsOutput, limit: number): boolean {
+  return (output.Records?.length ?? 0) < limit && (output.MillisBehindLatest ?? 0) === 0;
+}
 
 /** Reads `shardId` after `from` into `queue` until the shard ends, an error is reported or `signal` fires. */
 export async function pollShard(
@@ -27,6 +39,8 @@ export async function pollShard(
   let failures = 0;
   // GetRecords and GetShardIterator have separate limits of five calls a second per shard, so separate paces.
   const lastCallAt = { records: Number.NEGATIVE_INFINITY, iterator: Number.NEGATIVE_INFINITY };
+  // The least time from one GetRecords to the next: the pace while behind, `idleDelayMs` once caught up.
+  let gapMs = ctx.minCallIntervalMs;
 
   const retryLater = async (error: unknown, action: string): Promise<void> => {
     if (!isTransient(error)) throw toSourceError(error, { stream: ctx.streamLabel, shardId, action });
@@ -34,8 +48,8 @@ export async function pollShard(
   };
 
   // Every call to the shard, retries included, goes through here: at most one of a kind every minCallIntervalMs.
-  const paced = async <T>(kind: keyof typeof lastCallAt, call: () => Promise<T>): Promise<T> => {
-    const waitMs = lastCallAt[kind] + ctx.minCallIntervalMs - ctx.clock.now();
+  const paced = async <T>(kind: keyof typeof lastCallAt, call: () => Promise<T>, intervalMs = ctx.minCallIntervalMs): Promise<T> => {
+    const waitMs = lastCallAt[kind] + Math.max(intervalMs, ctx.minCallIntervalMs) - ctx.clock.now();
     if (waitMs > 0) await ctx.clock.sleep(waitMs, signal);
     lastCallAt[kind] = ctx.clock.now();
     return call();
@@ -58,34 +72,43 @@ export async function pollShard(
     }
   };
 
+  const getRecords = (iterator: string): Promise<GetRecordsOutput> => {
+    const fetched = paced(
+      'records',
+      () => ctx.client.send(new GetRecordsCommand({ ShardIterator: iterator, Limit: ctx.maxRecordsPerCall, ...arnOf(ctx) }), { abortSignal: signal }),
+      gapMs,
+    );
+    // Awaited below, after the previous batch is handed over; until then a failure must not go unhandled.
+    fetched.catch(() => undefined);
+    return fetched;
+  };
+
   const end = async (output: GetRecordsOutput | undefined): Promise<void> => {
-    const children = output?.ChildShards?.map((child) => child.ShardId ?? '').filter((id) => id !== '');
-    const childShardIds = children && children.length > 0 ? children : await ctx.childShardIdsOf(shardId, signal);
-    queue.push({ kind: 'end', end: { kind: 'end', childShardIds } });
+    queue.push({ kind: 'end', end: await endOfShard(ctx, shardId, output?.ChildShards, signal) });
   };
 
   if (start.type === 'SHARD_END') return end(undefined);
   let iterator = await iteratorFor(start);
+  if (iterator === undefined) return end(undefined);
+  await queue.waitForRoom(signal);
+  let next: Promise<GetRecordsOutput> | undefined = getRecords(iterator);
 
   for (;;) {
-    if (iterator === undefined) return end(undefined);
-    await queue.waitForRoom(signal);
     let output: GetRecordsOutput;
     try {
-      const current = iterator;
-      output = await paced('records', () =>
-        ctx.client.send(new GetRecordsCommand({ ShardIterator: current, Limit: ctx.maxRecordsPerCall, ...arnOf(ctx) }), {
-          abortSignal: signal,
-        }),
-      );
+      next ??= getRecords(iterator);
+      output = await next;
       failures = 0;
     } catch (error) {
+      next = undefined;
       if (signal.aborted) throw error;
       if (isExpiredIterator(error)) {
         // Resume exactly where the consumer's records stop: nothing lost, nothing repeated.
         start = restartPointOf(position, start);
         skip = skipOf(start);
-        iterator = await iteratorFor(start);
+        const fresh = await iteratorFor(start);
+        if (fresh === undefined) return end(undefined);
+        iterator = fresh;
         continue;
       }
       await retryLater(error, 'GetRecords');
@@ -93,9 +116,14 @@ export async function pollShard(
     }
 
     const rawRecords = output.Records ?? [];
+    const following = output.NextShardIterator ?? undefined;
+    gapMs = caughtUp(output, ctx.maxRecordsPerCall) ? ctx.idleDelayMs : ctx.minCallIntervalMs;
+    // The next call goes out before this answer is decoded and handed over, when the batch leaves room.
+    next = following !== undefined && queue.hasRoomFor(rawRecords.length, rawBytesOf(rawRecords)) ? getRecords(following) : undefined;
+
     const records: KinesisRecord[] = [];
     for (const raw of rawRecords) {
-      for (const record of userRecordsOf(raw, shardId, ctx.malformedAggregates, skip)) records.push(record);
+      userRecordsOf(raw, shardId, ctx.malformedAggregates, skip, records);
       // An AT_SEQUENCE_NUMBER read returns the partly done record first: only it has sub-records to skip.
       skip = undefined;
     }
@@ -107,10 +135,16 @@ export async function pollShard(
       bytes: bytesOf(records),
     });
 
-    if (output.NextShardIterator === undefined || output.NextShardIterator === null) return end(output);
-    iterator = output.NextShardIterator;
-    if (rawRecords.length === 0) await ctx.clock.sleep(ctx.idleDelayMs, signal);
+    if (following === undefined) return end(output);
+    iterator = following;
+    if (next === undefined) await queue.waitForRoom(signal);
   }
+}
+
+function rawBytesOf(records: NonNullable<GetRecordsOutput['Records']>): number {
+  let total = 0;
+  for (const record of records) total += record.Data?.byteLength ?? 0;
+  return total;
 }
 
 /** Where to start again after the records handed over so far, or the original start if none were. */

@@ -54,6 +54,11 @@ export class BatchQueue {
     }
   }
 
+  /** Whether the queue will still be below its bounds with `records` more records of `bytes` payload bytes. */
+  hasRoomFor(records: number, bytes: number): boolean {
+    return this.records + records < this.maxRecords && this.bytes + bytes < this.maxBytes;
+  }
+
   /** Resolves once the queue holds less than its bounds (an empty queue always has room). */
   async waitForRoom(signal: AbortSignal): Promise<void> {
     while (this.items.length > 0 && (this.records >= this.maxRecords || this.bytes >= this.maxBytes)) {

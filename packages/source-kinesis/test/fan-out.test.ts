@@ -75,6 +75,15 @@ describe('enhanced fan-out on recorded events', () => {
       ['shardId-000000000001', 'shardId-000000000002'],
     ]);
     expect(batches[0]).toMatchObject({ position: SEQ(2), millisBehindLatest: 10 });
+    // With their parents, so that core's runtime creates their leases without listing the stream.
+    expect(batches.at(-1)).toEqual({
+      kind: 'end',
+      childShardIds: ['shardId-000000000001', 'shardId-000000000002'],
+      childShards: [
+        { shardId: 'shardId-000000000001', parentShardIds: ['shardId-000000000000'], closed: false, details: { startingHashKey: '0', endingHashKey: '1' } },
+        { shardId: 'shardId-000000000002', parentShardIds: ['shardId-000000000000'], closed: false, details: { startingHashKey: '2', endingHashKey: '3' } },
+      ],
+    });
   });
 
   it('hands over a "nothing new" batch for an event without records, as polling does, with the position so far', async () => {
@@ -99,7 +108,7 @@ describe('enhanced fan-out on recorded events', () => {
       { records: ['r-1'], position: SEQ(1), millisBehindLatest: 20 },
       { records: [], position: SEQ(1), millisBehindLatest: 0 },
       { records: ['r-2'], position: SEQ(2), millisBehindLatest: 0 },
-      { kind: 'end', childShardIds: [] },
+      { kind: 'end', childShardIds: [], childShards: [] },
     ]);
   });
 
@@ -109,7 +118,7 @@ describe('enhanced fan-out on recorded events', () => {
     const { client, inputs, times } = replayingClient([
       [{ Records: [recordOf(1)], ContinuationSequenceNumber: SEQ(1), MillisBehindLatest: 0 }],
       [{ Records: [recordOf(2)], ContinuationSequenceNumber: SEQ(5), MillisBehindLatest: 0 }, broken],
-      [{ Records: [], ContinuationSequenceNumber: undefined, MillisBehindLatest: 0, ChildShards: [{ ShardId: 'shardId-000000000003', ParentShards: [], HashKeyRange: { StartingHashKey: '0', EndingHashKey: '1' } }] }],
+      [{ Records: [], ContinuationSequenceNumber: undefined, MillisBehindLatest: 0, ChildShards: [{ ShardId: 'shardId-000000000003', ParentShards: ['shardId-000000000000'], HashKeyRange: { StartingHashKey: '0', EndingHashKey: '1' } }] }],
     ], clock);
     const source = new KinesisSource({ client, streamName: 's', enhancedFanOut: { consumerArn: CONSUMER_ARN }, clock, random: seededRandom(1) });
 

@@ -119,7 +119,14 @@ describe('KinesisSource against kinesis-local', () => {
     const high = await readRecords(source, 'shardId-000000000002', Checkpoint.TRIM_HORIZON, 3);
 
     expect(parent.records.map(text)).toEqual(Array.from({ length: 20 }, (_, i) => `parent-${i}`));
-    expect(parent.batches.at(-1)).toEqual({ kind: 'end', childShardIds: ['shardId-000000000001', 'shardId-000000000002'] });
+    expect(parent.batches.at(-1)).toEqual({
+      kind: 'end',
+      childShardIds: ['shardId-000000000001', 'shardId-000000000002'],
+      childShards: [
+        expect.objectContaining({ shardId: 'shardId-000000000001', parentShardIds: [SHARD_0] }),
+        expect.objectContaining({ shardId: 'shardId-000000000002', parentShardIds: [SHARD_0] }),
+      ],
+    });
     expect(shards.find((shard) => shard.shardId === SHARD_0)?.closed).toBe(true);
     expect(shards.find((shard) => shard.shardId === 'shardId-000000000002')?.parentShardIds).toEqual([SHARD_0]);
     expect(low.records.map(text)).toEqual(['low-0', 'low-1', 'low-2']);
@@ -141,8 +148,9 @@ describe('KinesisSource against kinesis-local', () => {
 
     expect(first.records.map(text)).toEqual(['a-0', 'a-1', 'a-2', 'a-3']);
     expect(second.records.map(text)).toEqual(['b-0', 'b-1', 'b-2', 'b-3']);
-    expect(first.batches.at(-1)).toEqual({ kind: 'end', childShardIds: ['shardId-000000000002'] });
-    expect(second.batches.at(-1)).toEqual({ kind: 'end', childShardIds: ['shardId-000000000002'] });
+    const end = { kind: 'end', childShardIds: ['shardId-000000000002'], childShards: [expect.objectContaining({ shardId: 'shardId-000000000002', parentShardIds: [SHARD_0, 'shardId-000000000001'] })] };
+    expect(first.batches.at(-1)).toEqual(end);
+    expect(second.batches.at(-1)).toEqual(end);
     expect(merged?.parentShardIds).toEqual([SHARD_0, 'shardId-000000000001']);
   });
 

@@ -1,7 +1,7 @@
 import { abortReason, type Clock, type Random } from '../clock.js';
 import { AbortedError, CheckpointBehindError, describeValue, InvalidInputError, LeaseholdError, SourceError } from '../errors.js';
 import type { CheckpointWrite, HeldLease, LeaseCoordinator } from '../lease/coordinator.js';
-import type { RecordsBatch, ShardBatch, ShardSource, SourceRecord } from '../source.js';
+import type { EndOfShard, RecordsBatch, ShardBatch, ShardInfo, ShardSource, SourceRecord } from '../source.js';
 import { Checkpoint, type CheckpointStorage, type Position } from '../storage.js';
 import type { ResolvedFailurePolicy, ResolvedPoisonPolicy } from './failure-policy.js';
 import type { BatchContext, BatchResponse, CheckpointPolicy, ConsumerOptions, ConsumerUnsafe, GiveUpReason, Logger, ShardHooks } from './options.js';
@@ -197,7 +197,7 @@ export class ShardPump<R extends SourceRecord> {
         }
         const batch: ShardBatch<R> = result.value;
         if (batch.kind === 'end') {
-          await this.#finish(batch.childShardIds);
+          await this.#finish(batch);
           outcome = { kind: 'finished' };
           break;
         }
@@ -533,17 +533,16 @@ export class ShardPump<R extends SourceRecord> {
    * At the shard's end: checkpoint `SHARD_END`, create the children's leases at once (the leader's next
    * shard sync would too, later), and give the lease back. A child is created here only when each of its
    * other parents has a lease (a merge child waits for both parents; a parent without a lease may be one
-   * not created yet), and starts at its own beginning; what is left is the leader's.
+   * not created yet), and starts at its own beginning; what is left is the leader's. The children's
+   * parents come from the end itself when the source named them there, otherwise from a listing.
    */
-  async #finish(childShardIds: readonly string[]): Promise<void> {
-    const { coordinator, storage, source, group, hooks, reporter, unsafe } = this.#settings;
+  async #finish(end: EndOfShard): Promise<void> {
+    const { coordinator, storage, group, hooks, reporter, unsafe } = this.#settings;
+    const { childShardIds } = end;
     await this.#checkpoint(Checkpoint.SHARD_END);
     this.#draining = true; // the lease is given back below: that is no loss
     if (childShardIds.length > 0) {
-      const shards = await source.listShards({ signal: this.#reading.signal }).catch((error: unknown) => {
-        reporter.error(asError(error), 'list-shards');
-        return [];
-      });
+      const shards = this.#namedChildren(end) ?? (await this.#listShards());
       for (const childShardId of childShardIds) {
         const child = shards.find((shard) => shard.shardId === childShardId);
         if (!child) continue; // the leader's next shard sync creates it from a complete listing
@@ -561,6 +560,24 @@ export class ShardPump<R extends SourceRecord> {
     reporter.ended(this.shardId, childShardIds);
     await this.#hook(() => hooks.shardEnded?.(this.shardId, childShardIds), 'shardEnded');
     await coordinator.release(this.shardId);
+  }
+
+  /**
+   * The children with their parents as the end named them, when it named every child of `childShardIds`
+   * as a child of this shard; `undefined` otherwise, and the stream is listed.
+   */
+  #namedChildren(end: EndOfShard): readonly ShardInfo[] | undefined {
+    const named = end.childShards;
+    if (named === undefined) return undefined;
+    const complete = end.childShardIds.every((childShardId) => named.some((child) => child.shardId === childShardId && child.parentShardIds.includes(this.shardId)));
+    return complete ? named : undefined;
+  }
+
+  async #listShards(): Promise<ShardInfo[]> {
+    return this.#settings.source.listShards({ signal: this.#reading.signal }).catch((error: unknown) => {
+      this.#settings.reporter.error(asError(error), 'list-shards');
+      return [];
+    });
   }
 
   /** Whether every key has a lease now (a read that fails counts as no). */

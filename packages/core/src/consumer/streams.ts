@@ -87,16 +87,18 @@ export class StreamSource<R extends SourceRecord = SourceRecord> implements Shar
 
   async listShards(options?: ReadOptions): Promise<ShardInfo[]> {
     const shards = await this.inner.listShards(options);
-    return shards.map((shard) => ({
-      ...shard,
-      shardId: this.#key(shard.shardId),
-      parentShardIds: shard.parentShardIds.map((parent) => this.#key(parent)),
-    }));
+    return shards.map((shard) => this.#keyed(shard));
   }
 
   async *read(leaseKey: string, from: Position, options?: ReadOptions): AsyncIterable<ShardBatch<R>> {
     for await (const batch of this.inner.read(this.#shard(leaseKey), from, options)) {
-      yield batch.kind === 'end' ? { ...batch, childShardIds: batch.childShardIds.map((child) => this.#key(child)) } : batch;
+      if (batch.kind !== 'end') {
+        yield batch;
+        continue;
+      }
+      // Children and their parents are lease keys too, so the pump finds each child's other parents' leases.
+      const childShards = batch.childShards?.map((child) => this.#keyed(child));
+      yield { ...batch, childShardIds: batch.childShardIds.map((child) => this.#key(child)), ...(childShards ? { childShards } : {}) };
     }
   }
 
@@ -105,6 +107,10 @@ export class StreamSource<R extends SourceRecord = SourceRecord> implements Shar
   }
 
   isShardGone?(leaseKey: string, options?: ReadOptions): Promise<boolean>;
+
+  #keyed(shard: ShardInfo): ShardInfo {
+    return { ...shard, shardId: this.#key(shard.shardId), parentShardIds: shard.parentShardIds.map((parent) => this.#key(parent)) };
+  }
 
   #key(shardId: string): string {
     if (shardId.includes(STREAM_SEPARATOR) || shardId.length === 0) {

@@ -414,7 +414,9 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     if (wasRunning) {
       this.#wakeTake?.();
       await this.#until(deadline, this.#takeInFlight);
-      if (this.#held.size > 0) await this.#until(drainDeadline, this.#heartbeat());
+      // The heartbeat that says this worker is leaving goes out while its leases drain: the releases wait
+      // for both, so nobody deals a released lease back to it, and the round trip costs the handoff nothing.
+      const leaving = this.#held.size > 0 ? this.#until(drainDeadline, this.#heartbeat()) : Promise.resolve();
       const entries = [...this.#held.entries()];
       const drained = await Promise.all(
         entries.map(async ([leaseKey, held]) => ({
@@ -422,6 +424,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
           done: await this.#drain(leaseKey, held, 'shutdown', Math.max(0, drainDeadline - this.#clock.now())),
         })),
       );
+      await leaving;
       const releasable = drained.filter((entry) => entry.done).map((entry) => entry.leaseKey);
       await this.#until(deadline, this.#release(releasable, false));
       await this.#until(deadline, this.#withdraw());

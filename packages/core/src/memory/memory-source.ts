@@ -202,12 +202,7 @@ export class MemorySource implements ShardSource {
     const shards: ShardInfo[] = [];
     for (const shard of this.#shards.values()) {
       if (shard.createdAt > asOf || (shard.trimmedAt !== null && shard.trimmedAt <= asOf)) continue;
-      shards.push({
-        shardId: shard.shardId,
-        parentShardIds: [...shard.parentShardIds],
-        closed: shard.closedAt !== null && shard.closedAt <= asOf,
-        details: { startingHashKey: String(shard.startingHashKey), endingHashKey: String(shard.endingHashKey) },
-      });
+      shards.push(this.#infoOf(shard, asOf));
     }
     return shards;
   }
@@ -243,7 +238,9 @@ export class MemorySource implements ShardSource {
         continue;
       }
       if (shard.closedAt !== null) {
-        yield { kind: 'end', childShardIds: [...shard.children] };
+        // The children with their parents, as Kinesis names them in a shard's last GetRecords.
+        const childShards = shard.children.map((childShardId) => this.#infoOf(this.#require(childShardId)));
+        yield { kind: 'end', childShardIds: [...shard.children], childShards };
         return;
       }
       // Caught up: answer with an empty batch now and then, as a Kinesis poll does, so a reader looks alive.
@@ -258,6 +255,15 @@ export class MemorySource implements ShardSource {
         return;
       }
     }
+  }
+
+  #infoOf(shard: MemoryShard, asOf = this.#clock.now()): ShardInfo {
+    return {
+      shardId: shard.shardId,
+      parentShardIds: [...shard.parentShardIds],
+      closed: shard.closedAt !== null && shard.closedAt <= asOf,
+      details: { startingHashKey: String(shard.startingHashKey), endingHashKey: String(shard.endingHashKey) },
+    };
   }
 
   #fetchable(shardId: string): MemoryShard {

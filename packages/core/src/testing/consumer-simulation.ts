@@ -874,11 +874,15 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
       const plan = basePlan();
       const storage = new SyncTappedStorage(memory, clock, workerRandom, plan);
       const workerId = `w${index}`;
+      // Its own seed, so that the other draws are those of a run without it: a third of the shard ends this
+      // worker reads come without the children's parents, and the reader lists the stream for them.
+      const childShardsRandom = seededRandom(((config.seed * 31 + index) ^ 0xc41d_5ead) >>> 0);
       const processSources = new Map(
         streams.map((stream) => [
           stream.streamId,
           new ProcessSource(stream.source, clock, workerRandom, {
             latencyMs: (r) => (enabled('storage') ? r.next() * 10 : 0),
+            withholdChildShards: () => childShardsRandom.next() < 1 / 3,
             onBatch: trace ? (shardId, batch) => batch.kind === 'end' && log(`${workerId} read the end of ${keyOf(stream, shardId)}`) : undefined,
           }),
         ]),

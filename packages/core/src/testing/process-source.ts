@@ -15,18 +15,26 @@ export class ProcessSource<R extends SourceRecord = SourceRecord> implements Sha
   readonly #latencyMs: (random: Random) => number;
   /** Called with each batch this process receives, before its reader sees it. */
   readonly #onBatch: ((shardId: string, batch: ShardBatch<R>) => void) | undefined;
+  /** Asked at each shard's end whether to drop the children the end names (a source that names none). */
+  readonly #withholdChildShards: (() => boolean) | undefined;
 
   constructor(
     inner: ShardSource<R>,
     clock: VirtualClock,
     random: Random,
-    options: { latencyMs?: (random: Random) => number; onBatch?: (shardId: string, batch: ShardBatch<R>) => void } = {},
+    options: {
+      latencyMs?: (random: Random) => number;
+      onBatch?: (shardId: string, batch: ShardBatch<R>) => void;
+      /** Drop an end's `childShards` when this says so, so that the reader lists the stream as for a source that names no children. */
+      withholdChildShards?: () => boolean;
+    } = {},
   ) {
     this.#inner = inner;
     this.#clock = clock;
     this.#random = random;
     this.#latencyMs = options.latencyMs ?? (() => 0);
     this.#onBatch = options.onBatch;
+    this.#withholdChildShards = options.withholdChildShards;
   }
 
   async listShards(options?: ReadOptions): Promise<ShardInfo[]> {
@@ -58,8 +66,10 @@ export class ProcessSource<R extends SourceRecord = SourceRecord> implements Sha
         }
         await this.#travel(signal);
         if (result.done) return;
-        this.#onBatch?.(shardId, result.value);
-        yield result.value;
+        let batch = result.value;
+        if (batch.kind === 'end' && batch.childShards !== undefined && this.#withholdChildShards?.()) batch = { kind: 'end', childShardIds: batch.childShardIds };
+        this.#onBatch?.(shardId, batch);
+        yield batch;
       }
     } finally {
       await batches.return?.(undefined);
