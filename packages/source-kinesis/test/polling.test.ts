@@ -190,7 +190,8 @@ describe('the end of a polled shard', () => {
       { ShardId: 'shardId-000000000001', ParentShardId: SHARD, SequenceNumberRange: { StartingSequenceNumber: '10' } },
       { ShardId: 'shardId-000000000002', ParentShardId: 'shardId-000000000009', AdjacentParentShardId: SHARD, SequenceNumberRange: { StartingSequenceNumber: '11' } },
     ];
-    for (const last of [{}, { ChildShards: [{ ShardId: 'shardId-000000000001', ParentShards: [] }] }]) {
+    const withoutParent = { ChildShards: [{ ShardId: 'shardId-000000000001', ParentShards: [], HashKeyRange: { StartingHashKey: '0', EndingHashKey: '1' } }] };
+    for (const last of [{}, withoutParent]) {
       const { source, listed } = endingShard(last, shards);
 
       expect(await endOf(source)).toEqual({
