@@ -1,0 +1,71 @@
+import type { Storage } from '@leasehold/core';
+import { runConformanceSuite } from '@leasehold/core/testing';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, it } from 'vitest';
+import { PostgresStorage } from '../src/index.js';
+import { serverConfig, useServer } from './support.js';
+
+/**
+ * The conformance suite against PostgresStorage, with or without prepared statements: one test file for
+ * each, so that the two run side by side.
+ *
+ * One pool for the file, a new storage per client: the suite races up to 32 clients, which queue on the
+ * pool's 10 connections instead of opening 32 of their own. A client the suite cuts off through its proxy
+ * has a pool of its own, ended with it.
+ */
+export function runPostgresConformance(preparedStatements: boolean): void {
+  const server = useServer('lh_conformance', 10);
+  const ownPools = new Map<Storage, pg.Pool>();
+
+  beforeAll(async () => {
+    await new PostgresStorage({ pool: server.pool(), schema: server.schema }).migrate();
+  });
+
+  runConformanceSuite(
+    { describe, it, afterAll },
+    {
+      name: preparedStatements ? 'PostgresStorage' : 'PostgresStorage without prepared statements',
+      createStorage: async () => new PostgresStorage({ pool: server.pool(), schema: server.schema, preparedStatements }),
+      closeStorage: async (storage) => {
+        await (storage as PostgresStorage).close();
+        const pool = ownPools.get(storage);
+        ownPools.delete(storage);
+        await pool?.end();
+      },
+      changeFeed: true,
+      // A state that is not JSON, written by another program.
+      corruptLease: async (group, leaseKey) => {
+        await server.pool().query(`UPDATE "${server.schema}".leasehold_leases SET state = '{"owner":' WHERE group_name = $1 AND lease_key = $2`, [group, leaseKey]);
+      },
+      // A member whose state is not JSON, written by another program, which moves the member's version above
+      // the group's as every writer does.
+      corruptMember: async (group, workerId) => {
+        const { rows } = await server.pool().query<{ version: string }>(
+          `UPDATE "${server.schema}".leasehold_rosters SET high_version = high_version + 1,
+             members = jsonb_set(members, ARRAY[$2::text], jsonb_build_object('v', high_version + 1, 's', '{"incarnation":'))
+           WHERE group_name = $1 AND members ? $2::text RETURNING high_version AS version`,
+          [group, workerId],
+        );
+        if (rows.length !== 1) throw new Error(`group ${group} has no member ${workerId} to corrupt`);
+        return { version: Number(rows[0]?.version) };
+      },
+      faults: {
+        kind: 'proxy',
+        upstream: () => ({ host: serverConfig.host ?? '127.0.0.1', port: serverConfig.port ?? 5432 }),
+        createStorage: async (through) => {
+          const pool = new pg.Pool({ ...serverConfig, host: through.host, port: through.port, max: 2 });
+          pool.on('error', () => undefined);
+          const storage = new PostgresStorage({ pool, schema: server.schema, preparedStatements });
+          ownPools.set(storage, pool);
+          return storage;
+        },
+      },
+      crossProcess: {
+        module: new URL('./conformance-client.ts', import.meta.url),
+        closeExportName: 'closeClient',
+        options: () => ({ connection: serverConfig, schema: server.schema, preparedStatements }),
+        execArgv: ['--import', 'tsx'],
+      },
+    },
+  );
+}

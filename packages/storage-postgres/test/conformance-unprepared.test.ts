@@ -1,0 +1,3 @@
+import { runPostgresConformance } from './conformance-suite.js';
+
+runPostgresConformance(false);
