@@ -1,4 +1,5 @@
 import { existsSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
@@ -23,5 +24,9 @@ export default defineConfig({
   test: {
     projects: ['packages/*/vitest.config.ts', 'examples/vitest.config.ts'].filter((pattern) => !pattern.startsWith('examples') || existsSync(new URL('./examples', import.meta.url))),
     silent: 'passed-only',
+    // Most test files spend their time waiting on a server, a worker process or a lease's timer, not on a
+    // core: vitest's default (one worker fewer than the cores, so one on two cores) would run them one at
+    // a time. Twice the cores, and at least four, keeps two cores busy.
+    maxWorkers: Math.max(4, 2 * availableParallelism()),
   },
 });
