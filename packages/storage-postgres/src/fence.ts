@@ -8,7 +8,6 @@
 import {
   Checkpoint,
   compareNumericPositions,
-  describeValue,
   InvalidConfigError,
   LeaseLostError,
   StorageOutcomeUnknownError,
@@ -16,6 +15,7 @@ import {
   StorageUnavailableError,
   type Position,
 } from '@leasehold/core';
+import { describeValue } from '@leasehold/core/adapter';
 import type { ClientBase, Pool, PoolClient } from 'pg';
 import { isServerError } from './errors.js';
 import { PKG, quoteIdentifier, validateIdentifier } from './schema.js';

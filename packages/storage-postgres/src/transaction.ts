@@ -6,12 +6,7 @@
  * handoff or release can move it until the transaction ends.
  */
 import {
-  decodeLease,
-  describeValue,
-  encodeLeaseState,
   InvalidConfigError,
-  leaseStateOf,
-  result,
   StorageUnavailableError,
   type CheckpointWrite,
   type LeaseRecord,
@@ -19,6 +14,7 @@ import {
   type Position,
   type WriteResult,
 } from '@leasehold/core';
+import { decodeLease, describeValue, encodeLeaseState, leaseStateOf, result } from '@leasehold/core/adapter';
 import type { Pool, PoolClient } from 'pg';
 import { connectionSurvives, isServerError, outcomeUnknown, schemaError } from './errors.js';
 import { PKG } from './schema.js';

@@ -7,18 +7,20 @@
  */
 import {
   CorruptRecordError,
-  corruptRecord,
-  decodeLeader,
-  decodeMember,
-  decodeLease,
-  describeValue,
-  leaderStateOf,
   type LeaderRecord,
   type LeaderState,
   type LeaseRecord,
   type LeaseState,
   type MemberRecord,
 } from '@leasehold/core';
+import {
+  corruptRecord,
+  decodeLeader,
+  decodeMember,
+  decodeLease,
+  describeValue,
+  leaderStateOf,
+} from '@leasehold/core/adapter';
 import { PKG } from './keys.js';
 
 /**

@@ -16,7 +16,8 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { LeaseholdError } from '../errors.js';
-import { encodeMemberState, limits } from '../limits.js';
+import { encodeMemberState } from '../codec.js';
+import { limits } from '../validation.js';
 import { leaderStateOf, leaseStateOf, memberStateOf, RECORD_FORMAT } from '../storage.js';
 import type {
   DeleteResult,
