@@ -256,12 +256,6 @@ export function heartbeater(storage: Storage, group: string, workerId: string, s
   };
 }
 
-/** The fields of a lease that a copy must keep (everything but the store's own version). */
-export function stateOf(lease: LeaseRecord): Omit<LeaseRecord, 'version'> {
-  const { version: _version, ...state } = lease;
-  return state;
-}
-
 /**
  * The shared servers' clients of one test file (Postgres pool, Redis client, an in-process dynalite),
  * opened before its tests and closed after them.
