@@ -8,6 +8,9 @@ import type { LeaderRecord, LeaderState, LeaseListing, LeaseRecord, LeaseState, 
 import { leaderStateOf, leaseStateOf, memberStateOf } from './storage.js';
 import { validateLeaderState, validateLeaseState, validateMemberState } from './validation.js';
 
+/** Which record a message names. */
+type Where = { readonly group: string; readonly leaseKey?: string | undefined; readonly workerId?: string | undefined };
+
 /** Serialises a member state as one JSON document (every field but the identity). */
 export function encodeMemberState(state: MemberState): string {
   return JSON.stringify(memberStateOf(state));
@@ -18,18 +21,8 @@ export function encodeMemberState(state: MemberState): string {
  * naming the member. `state` is the JSON document of {@link encodeMemberState} or an object.
  */
 export function decodeMember(group: string, workerId: string, version: unknown, state: unknown, pkg = 'core'): MemberRecord {
-  const where = { group, workerId };
-  const storedVersion = checkStoredVersion(version, where, pkg);
-  const fields = typeof state === 'string' ? parseJson(state, where, pkg) : (state as Record<string, unknown>);
-  if (typeof fields !== 'object' || fields === null) throw corruptRecord(where, `state is ${describeValue(state)}`, { pkg });
-  requireFields(fields, ['format', 'incarnation', 'leaseDurationMs', 'status', 'held', 'changes', 'requests', 'metadata'], where, pkg);
-  const candidate = fields as unknown as MemberState;
-  try {
-    validateMemberState(candidate);
-  } catch (error) {
-    throw corruptRecord(where, (error as Error).message.replace(/^\[core\] /, ''), { pkg, cause: error });
-  }
-  return { group, workerId, version: storedVersion, ...memberStateOf(candidate) };
+  const stored = decodeStored<MemberState>({ group, workerId }, version, state, MEMBER_REQUIRED, validateMemberState, pkg);
+  return { group, workerId, version: stored.version, ...memberStateOf(stored.state) };
 }
 
 /**
@@ -37,16 +30,7 @@ export function decodeMember(group: string, workerId: string, version: unknown, 
  * {@link decodeMember}); one that throws a `CorruptRecordError` is listed in `corrupt`.
  */
 export function rosterOf<Row>(group: string, rows: Iterable<Row>, decode: (row: Row) => MemberRecord): Roster {
-  const members: MemberRecord[] = [];
-  const corrupt: CorruptRecordError[] = [];
-  for (const row of rows) {
-    try {
-      members.push(decode(row));
-    } catch (error) {
-      if (!(error instanceof CorruptRecordError)) throw error;
-      corrupt.push(error);
-    }
-  }
+  const { records: members, corrupt } = decodeAll(rows, decode);
   return { group, members, corrupt };
 }
 
@@ -66,16 +50,7 @@ export function encodeLeaderState(state: LeaderState): string {
  * never hides the others. Any other error is thrown.
  */
 export function listingOf<Row>(rows: Iterable<Row>, decode: (row: Row) => LeaseRecord): LeaseListing {
-  const leases: LeaseRecord[] = [];
-  const corrupt: CorruptRecordError[] = [];
-  for (const row of rows) {
-    try {
-      leases.push(decode(row));
-    } catch (error) {
-      if (!(error instanceof CorruptRecordError)) throw error;
-      corrupt.push(error);
-    }
-  }
+  const { records: leases, corrupt } = decodeAll(rows, decode);
   return { leases, corrupt };
 }
 
@@ -93,7 +68,7 @@ export function corruptRecord(
   return new CorruptRecordError(`[${options.pkg ?? 'core'}] stored ${name} is corrupt: ${detail}`, where, { cause: options.cause });
 }
 
-function parseJson(text: unknown, where: { group: string; leaseKey?: string; workerId?: string }, pkg: string): Record<string, unknown> {
+function parseJson(text: unknown, where: Where, pkg: string): Record<string, unknown> {
   if (typeof text !== 'string') throw corruptRecord(where, `expected a JSON document, found ${describeValue(text)}`, { pkg });
   let value: unknown;
   try {
@@ -107,16 +82,54 @@ function parseJson(text: unknown, where: { group: string; leaseKey?: string; wor
   return value as Record<string, unknown>;
 }
 
-function requireFields(fields: object, names: readonly string[], where: { group: string; leaseKey?: string; workerId?: string }, pkg: string): void {
+function requireFields(fields: object, names: readonly string[], where: Where, pkg: string): void {
   const missing = names.filter((name) => !(name in fields));
   if (missing.length > 0) throw corruptRecord(where, `state lacks ${missing.join(', ')}`, { pkg });
 }
 
-function checkStoredVersion(version: unknown, where: { group: string; leaseKey?: string; workerId?: string }, pkg: string): number {
+function checkStoredVersion(version: unknown, where: Where, pkg: string): number {
   if (typeof version !== 'number' || !Number.isSafeInteger(version) || version < 1) {
     throw corruptRecord(where, `version must be a positive integer, found ${describeValue(version)}`, { pkg });
   }
   return version;
+}
+
+/** The fields a stored record must have (core's own; fields a later core added may be there too). */
+const LEASE_REQUIRED = ['format', 'owner', 'epoch', 'checkpoint', 'parentKeys', 'incarnation', 'metadata'] as const;
+const LEADER_REQUIRED = ['format', 'holder', 'term', 'metadata'] as const;
+const MEMBER_REQUIRED = ['format', 'incarnation', 'leaseDurationMs', 'status', 'held', 'changes', 'requests', 'metadata'] as const;
+
+/**
+ * A stored record's version and state, every field checked by `validate`: anything wrong throws a
+ * `CorruptRecordError` naming the record (`where`), never the `InvalidInputError` of a bad write.
+ */
+function decodeStored<S>(where: Where, version: unknown, state: unknown, required: readonly string[], validate: (state: S) => void, pkg: string): { version: number; state: S } {
+  const storedVersion = checkStoredVersion(version, where, pkg);
+  const fields = typeof state === 'string' ? parseJson(state, where, pkg) : (state as Record<string, unknown>);
+  if (typeof fields !== 'object' || fields === null) throw corruptRecord(where, `state is ${describeValue(state)}`, { pkg });
+  requireFields(fields, required, where, pkg);
+  const candidate = fields as unknown as S;
+  try {
+    validate(candidate);
+  } catch (error) {
+    throw corruptRecord(where, (error as Error).message.replace(/^\[core\] /, ''), { pkg, cause: error });
+  }
+  return { version: storedVersion, state: candidate };
+}
+
+/** Decodes every row; a row whose decoding throws a `CorruptRecordError` is reported, any other error thrown. */
+function decodeAll<Row, R>(rows: Iterable<Row>, decode: (row: Row) => R): { records: R[]; corrupt: CorruptRecordError[] } {
+  const records: R[] = [];
+  const corrupt: CorruptRecordError[] = [];
+  for (const row of rows) {
+    try {
+      records.push(decode(row));
+    } catch (error) {
+      if (!(error instanceof CorruptRecordError)) throw error;
+      corrupt.push(error);
+    }
+  }
+  return { records, corrupt };
 }
 
 /**
@@ -124,32 +137,12 @@ function checkStoredVersion(version: unknown, where: { group: string; leaseKey?:
  * that names the record. `state` is the JSON document of {@link encodeLeaseState} or an object.
  */
 export function decodeLease(group: string, leaseKey: string, version: unknown, state: unknown, pkg = 'core'): LeaseRecord {
-  const where = { group, leaseKey };
-  const storedVersion = checkStoredVersion(version, where, pkg);
-  const fields = typeof state === 'string' ? parseJson(state, where, pkg) : (state as Record<string, unknown>);
-  if (typeof fields !== 'object' || fields === null) throw corruptRecord(where, `state is ${describeValue(state)}`, { pkg });
-  requireFields(fields, ['format', 'owner', 'epoch', 'checkpoint', 'parentKeys', 'incarnation', 'metadata'], where, pkg);
-  const candidate = fields as unknown as LeaseState;
-  try {
-    validateLeaseState(candidate);
-  } catch (error) {
-    throw corruptRecord(where, (error as Error).message.replace(/^\[core\] /, ''), { pkg, cause: error });
-  }
-  return { group, leaseKey, version: storedVersion, ...leaseStateOf(candidate) };
+  const stored = decodeStored<LeaseState>({ group, leaseKey }, version, state, LEASE_REQUIRED, validateLeaseState, pkg);
+  return { group, leaseKey, version: stored.version, ...leaseStateOf(stored.state) };
 }
 
 /** Rebuilds a stored leader record from its parts, checking every field. */
 export function decodeLeader(group: string, version: unknown, state: unknown, pkg = 'core'): LeaderRecord {
-  const where = { group };
-  const storedVersion = checkStoredVersion(version, where, pkg);
-  const fields = typeof state === 'string' ? parseJson(state, where, pkg) : (state as Record<string, unknown>);
-  if (typeof fields !== 'object' || fields === null) throw corruptRecord(where, `state is ${describeValue(state)}`, { pkg });
-  requireFields(fields, ['format', 'holder', 'term', 'metadata'], where, pkg);
-  const candidate = fields as unknown as LeaderState;
-  try {
-    validateLeaderState(candidate);
-  } catch (error) {
-    throw corruptRecord(where, (error as Error).message.replace(/^\[core\] /, ''), { pkg, cause: error });
-  }
-  return { group, version: storedVersion, ...leaderStateOf(candidate) };
+  const stored = decodeStored<LeaderState>({ group }, version, state, LEADER_REQUIRED, validateLeaderState, pkg);
+  return { group, version: stored.version, ...leaderStateOf(stored.state) };
 }
