@@ -2,6 +2,7 @@
 // Checks the READMEs against the code, where a sentence cannot be type-checked:
 // - an option table preceded by `<!-- options: <file>#<Interface> -->` names every option of that
 //   interface (inherited ones included) and no option it lacks;
+// - every option docs/DESIGN.md names (a backticked duration, interval or limit) exists in some package;
 // - the list of the conformance suite's rules between `<!-- suite-rules:start -->` and
 //   `<!-- suite-rules:end -->` in core's README quotes every test title of the suite, word for word, and
 //   nothing else. It reads the built suite, so run it after the build.
@@ -62,6 +63,31 @@ for (const readme of readmes) {
   });
 }
 
+// DESIGN names options in backticks: each name that reads as an option (a duration, a limit, an
+// interval) must be a property of an exported options or policy type of some package.
+{
+  const sources = readdirSync(join(root, 'packages'))
+    .flatMap((name) => {
+      const dir = join(root, 'packages', name, 'src');
+      return existsSync(dir) ? readdirSync(dir, { recursive: true }).map((file) => join(dir, String(file))) : [];
+    })
+    .filter((file) => file.endsWith('.ts') && !file.endsWith('.d.ts'));
+  const program = ts.createProgram(sources, { target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext, strict: true, noEmit: true });
+  const checker = program.getTypeChecker();
+  const options = new Set();
+  for (const file of sources) {
+    for (const statement of program.getSourceFile(file)?.statements ?? []) {
+      if (!(ts.isInterfaceDeclaration(statement) || ts.isTypeAliasDeclaration(statement)) || !/(Options|Policy)$/.test(statement.name.text)) continue;
+      const type = checker.getTypeAtLocation(statement.name);
+      for (const part of type.isUnion() ? type.types : [type]) for (const symbol of checker.getPropertiesOfType(part)) options.add(symbol.getName());
+    }
+  }
+  const design = readFileSync(join(root, 'docs/DESIGN.md'), 'utf8');
+  for (const [, name] of design.matchAll(/`([a-z][A-Za-z0-9]*(?:Ms|Interval|PerWorker|PerTick|Drift|Concurrency))`/g)) {
+    if (!options.has(name)) problems.push(`docs/DESIGN.md: \`${name}\` is no option of any package`);
+  }
+}
+
 // The suite's titles, as it registers them (no test runs: `it` only records the title).
 const suite = join(root, 'packages/core/dist/testing/index.js');
 let rules = 0;
@@ -90,5 +116,5 @@ if (!existsSync(suite)) {
 }
 
 for (const problem of problems) console.error(problem);
-console.log(`docs: ${tables} option tables and ${rules} suite rules checked, ${problems.length} problems`);
+console.log(`docs: ${tables} option tables, DESIGN's option names and ${rules} suite rules checked, ${problems.length} problems`);
 process.exit(problems.length === 0 ? 0 : 1);
