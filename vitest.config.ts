@@ -8,6 +8,7 @@ const core = (path: string): string => fileURLToPath(new URL(`./packages/core/sr
 // Tests run against the sources of the workspace packages, so that a change is tested without a build.
 export const sourceAliases = [
   { find: /^@leasehold\/core\/testing$/, replacement: core('testing/index.ts') },
+  { find: /^@leasehold\/core\/adapter$/, replacement: core('adapter.ts') },
   { find: /^@leasehold\/core$/, replacement: core('index.ts') },
 ];
 

@@ -8,7 +8,8 @@
  * Usage: node --import tsx sqlite-heartbeater.ts <database file> <group> <count> <worker id>...
  */
 import { once } from 'node:events';
-import { RECORD_FORMAT, type MemberState } from '@leasehold/core';
+import { type MemberState } from '@leasehold/core';
+import { RECORD_FORMAT } from '@leasehold/core/adapter';
 import Database from 'better-sqlite3';
 import { SqliteStorage } from '../../custom-storage/sqlite-storage.js';
 

@@ -5,7 +5,8 @@
  * record was watched not moving for its lease duration, or was declared dead. Lease versions say nothing
  * about liveness: a lease is written only when its owner or its checkpoint changes.
  */
-import { describeValue, LeaseholdError, type LeaseListing, type Storage } from '@leasehold/core';
+import { LeaseholdError, type LeaseListing, type Storage } from '@leasehold/core';
+import { describeValue } from '@leasehold/core/adapter';
 import { unreadableMembers, watchRoster } from './observe.js';
 import { formatDuration, type Io } from './shared.js';
 import { PKG } from './pkg.js';

@@ -4,16 +4,15 @@
  */
 import {
   CorruptRecordError,
-  describeValue,
   InvalidConfigError,
   InvalidInputError,
   LeaseholdError,
-  validateGroup,
   type LeaderRecord,
   type LeaseRecord,
   type MemberRecord,
   type Storage,
 } from '@leasehold/core';
+import { describeValue, validateGroup } from '@leasehold/core/adapter';
 import { PKG } from './pkg.js';
 
 /** Where a command writes; the binary passes the process's streams, tests may pass their own. */

@@ -1,4 +1,5 @@
-import { MemoryStorage, RECORD_FORMAT, type MemberState } from '@leasehold/core';
+import { MemoryStorage, type MemberState } from '@leasehold/core';
+import { RECORD_FORMAT } from '@leasehold/core/adapter';
 import { describe, expect, it } from 'vitest';
 import { memberLiveness, Observer, ownerLiveness, watchRoster } from '../src/observe.js';
 

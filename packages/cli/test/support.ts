@@ -6,7 +6,8 @@ import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { CreateTableCommand, DynamoDBClient, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
-import { RECORD_FORMAT, type LeaseRecord, type MemberRecord, type MemberState, type NewLeader, type NewLease, type Storage } from '@leasehold/core';
+import { type LeaseRecord, type MemberRecord, type MemberState, type NewLeader, type NewLease, type Storage } from '@leasehold/core';
+import { RECORD_FORMAT } from '@leasehold/core/adapter';
 import { startDynalite, type RunningDynalite } from '@leasehold/local-stack';
 import { DynamoDBStorage } from '@leasehold/storage-dynamodb';
 import { PostgresStorage } from '@leasehold/storage-postgres';
@@ -253,12 +254,6 @@ export function heartbeater(storage: Storage, group: string, workerId: string, s
       await loop;
     },
   };
-}
-
-/** The fields of a lease that a copy must keep (everything but the store's own version). */
-export function stateOf(lease: LeaseRecord): Omit<LeaseRecord, 'version'> {
-  const { version: _version, ...state } = lease;
-  return state;
 }
 
 /**

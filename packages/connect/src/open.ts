@@ -4,7 +4,8 @@
  * when a URL names that backend: a program on Redis installs neither pg nor the AWS SDK, and starts faster.
  */
 import type { DynamoDBClient, DynamoDBClientConfig } from '@aws-sdk/client-dynamodb';
-import { describeValue, InvalidConfigError, MemoryStorage, StorageUnavailableError, type Storage } from '@leasehold/core';
+import { InvalidConfigError, MemoryStorage, StorageUnavailableError, type Storage } from '@leasehold/core';
+import { describeValue } from '@leasehold/core/adapter';
 import type { DynamoDBStorage } from '@leasehold/storage-dynamodb';
 import type { PostgresStorage } from '@leasehold/storage-postgres';
 import type { RedisStorage } from '@leasehold/storage-redis';

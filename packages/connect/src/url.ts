@@ -3,7 +3,8 @@
  * Options the adapter understands are taken out of the query; the rest is left for the client library
  * (`sslmode=` for pg, `family=` for ioredis), so nothing the user wrote is silently dropped.
  */
-import { describeValue, InvalidConfigError } from '@leasehold/core';
+import { InvalidConfigError } from '@leasehold/core';
+import { describeValue } from '@leasehold/core/adapter';
 
 export const PKG = 'connect';
 

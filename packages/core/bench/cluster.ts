@@ -3,9 +3,9 @@
  * virtual clock (rate within ±MAX_DRIFT), its own 1-20 ms latency, and a storage wrapper that counts the
  * operations and items it reads and writes.
  */
-import { LeaseCoordinator, MemoryStorage, seededRandom, type LeaseCoordinatorOptions, type Random } from '../src/index.js';
+import { LeaseCoordinator, MemoryStorage, type LeaseCoordinatorOptions, type Random } from '../src/index.js';
+import { seededRandom, FaultyStorage, noFaults, VirtualClock, VirtualScheduler } from '../src/testing/index.js';
 import type { LeaseListing, LeaseRecord, LeaseUpdate, MemberRecord, MemberState, NewLease, CreateLeaseOptions, Roster, WriteResult, DeleteResult } from '../src/index.js';
-import { FaultyStorage, noFaults, VirtualClock, VirtualScheduler } from '../src/testing/index.js';
 
 export const GROUP = 'bench';
 export const LEASE_MS = 10_000;

@@ -10,7 +10,8 @@
  * UpdateItem is billed on the larger of the item before and after); a strongly consistent read
  * ceil(size / 4 KB) read units.
  */
-import { encodeMemberState, type MemberRecord } from '../src/index.js';
+import { type MemberRecord } from '../src/index.js';
+import { encodeMemberState } from '../src/adapter.js';
 
 const bytes = (text: string): number => Buffer.byteLength(text, 'utf8');
 

@@ -1,12 +1,59 @@
-export * from './errors.js';
-export * from './storage.js';
-export * from './source.js';
-export * from './limits.js';
-export * from './clock.js';
+/**
+ * `@leasehold/core`: what a user of the consumer, the lease coordinator and the leader elector needs,
+ * including the contracts a user implements (`CheckpointStorage`, `LeaderStore`, `ShardSource`) and the
+ * errors. Helpers only an adapter author needs are in `@leasehold/core/adapter`; the conformance suite,
+ * the simulations and deterministic clocks in `@leasehold/core/testing`.
+ */
+export {
+  LeaseholdError,
+  InvalidConfigError,
+  InvalidInputError,
+  StorageUnavailableError,
+  StorageSchemaError,
+  CorruptRecordError,
+  RegressionError,
+  RecordFormatError,
+  LeaseLostError,
+  MemberExpelledError,
+  CheckpointBehindError,
+  StorageOutcomeUnknownError,
+  SourceError,
+  AbortedError,
+} from './errors.js';
+export {
+  Checkpoint,
+  type Position,
+  type LeaseState,
+  type LeaseRecord,
+  type NewLease,
+  type LeaseChangeKind,
+  type LeaseUpdate,
+  type Applied,
+  type Conflict,
+  type Unknown,
+  type WriteResult,
+  type DeleteResult,
+  type LeaseListing,
+  type HandoffRequest,
+  type MemberState,
+  type MemberRecord,
+  type Roster,
+  type CreateLeaseOptions,
+  type LeaseChange,
+  type ChangeSubscription,
+  type CheckpointStorage,
+  type LeaderState,
+  type LeaderRecord,
+  type NewLeader,
+  type LeaderStore,
+  type Storage,
+} from './storage.js';
+export type { ShardInfo, SourceRecord, RecordsBatch, EndOfShard, ShardBatch, ReadOptions, ShardSource } from './source.js';
+export type { Clock, Random } from './clock.js';
 export { compareNumericPositions } from './position.js';
 export { VersionWatch, type Sighting } from './observed-expiry.js';
 export { MemoryStorage, type MemoryStorageOptions } from './memory/memory-storage.js';
-export { TypedEmitter, type Listener } from './events.js';
+export type { TypedEmitter, Listener } from './events.js';
 export {
   LeaseCoordinator,
   parentsFinished,
@@ -58,7 +105,6 @@ export {
 } from './rewind.js';
 export type {
   ConsumerOptions,
-  ConsumerUnsafe,
   BatchContext,
   CheckpointPolicy,
   FailurePolicy,

@@ -16,7 +16,7 @@
  */
 import { systemClock, systemRandom, type Clock, type Random } from './clock.js';
 import { describeValue, InvalidConfigError, InvalidInputError, LeaseholdError, RecordFormatError } from './errors.js';
-import { limits } from './limits.js';
+import { limits } from './validation.js';
 import {
   Checkpoint,
   leaderStateOf,

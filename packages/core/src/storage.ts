@@ -4,7 +4,7 @@
  * heartbeat, declare dead, take, hand off, release, checkpoint and delete from that one primitive (DESIGN
  * sections 3 and 4).
  *
- * An adapter holds no timing and no policy. It validates its input with the helpers of `./limits.js`,
+ * An adapter holds no timing and no policy. It validates its input with the helpers of `@leasehold/core/adapter`,
  * stores each record whole (every field, including ones core adds later), and reports each write's
  * outcome exactly. The conformance suite (`@leasehold/core/testing`) checks every rule written here;
  * its test titles use the same words.
@@ -282,7 +282,7 @@ export interface ChangeSubscription extends AsyncDisposable {
  * driver, is not enough); listing is strongly consistent. Every client reads what any client wrote at
  * once: no read is served from a cache of its own.
  *
- * The checks each operation runs before sending anything, with the helpers of `./limits.js`: every
+ * The checks each operation runs before sending anything, with the helpers of `@leasehold/core/adapter`: every
  * operation checks its group (`validateGroup`); those that name a lease check its key
  * (`validateLeaseKey`); those with an expected version check it (`validateVersion`); `createLease` checks
  * the whole new lease (`validateNewLease`), `updateLeases` the whole batch (`validateLeaseUpdates`: one

@@ -7,8 +7,6 @@ import {
   MemoryStorage,
   SourceError,
   STALL_FIELDS,
-  leaderStateOf,
-  seededRandom,
   type CheckpointStorage,
   type ConsumerOptions,
   type Position,
@@ -17,7 +15,8 @@ import {
   type ShardSource,
   type SourceRecord,
 } from '../src/index.js';
-import { VirtualScheduler } from '../src/testing/index.js';
+import { leaderStateOf } from '../src/adapter.js';
+import { seededRandom, VirtualScheduler, withUnsafe, type ConsumerUnsafe } from '../src/testing/index.js';
 import { decoder, GROUP, perKey, range, world } from './support/consumer-world.js';
 import { run } from './support/virtual.js';
 
@@ -148,14 +147,14 @@ describe('Consumer: resharding with default settings', () => {
   });
 
   /** Two shards merged into one; only the first parent has a lease; one worker and no leader. */
-  async function mergeWithOneParentLeased(options: Partial<ConsumerOptions> = {}) {
+  async function mergeWithOneParentLeased({ unsafe, ...options }: Partial<ConsumerOptions> & { unsafe?: ConsumerUnsafe } = {}) {
     const scheduler = new VirtualScheduler();
     const clock = scheduler.clock();
     const memory = new MemoryStorage();
     const source = new MemorySource(2, { clock });
     await memory.createLease({ group: GROUP, leaseKey: 'shard-0000', checkpoint: Checkpoint.TRIM_HORIZON });
     const child = source.merge('shard-0000', 'shard-0001');
-    const worker = new Consumer({ group: GROUP, source, storage: leaderless(memory), workerId: 'w1', clock, random: seededRandom(1), processBatch: () => undefined, ...options });
+    const worker = new Consumer(withUnsafe({ group: GROUP, source, storage: leaderless(memory), workerId: 'w1', clock, random: seededRandom(1), processBatch: () => undefined, ...options }, unsafe));
     await run(scheduler, worker.start());
     await scheduler.advance(10_000);
     return { scheduler, memory, child, worker };
@@ -179,14 +178,14 @@ describe('Consumer: resharding with default settings', () => {
 });
 
 describe('Consumer: readers that fail', () => {
-  function failing(options: Partial<ConsumerOptions> = {}) {
+  function failing({ unsafe, ...options }: Partial<ConsumerOptions> & { unsafe?: ConsumerUnsafe } = {}) {
     const scheduler = new VirtualScheduler();
     const clock = scheduler.clock();
     const storage = new MemoryStorage();
     const memory = new MemorySource(1, { clock, batchSize: 5 });
     const source = new FailingReads(memory);
     const seen: string[] = [];
-    const worker = new Consumer({
+    const worker = new Consumer(withUnsafe({
       group: GROUP,
       source,
       storage,
@@ -197,7 +196,7 @@ describe('Consumer: readers that fail', () => {
       retry: { initialDelayMs: 100, maxDelayMs: 1_000 },
       processBatch: (records: readonly SourceRecord[]) => void seen.push(...records.map((record) => decoder.decode(record.data))),
       ...options,
-    });
+    }, unsafe));
     const failures: Array<{ attempt: number; released: boolean }> = [];
     worker.on('shard-failed', ({ attempt, released }) => void failures.push({ attempt, released }));
     const owners: Array<string | null> = [];

@@ -4,7 +4,6 @@ import {
   applyRewind,
   awaitRewind,
   Checkpoint,
-  leaseStateOf,
   MemoryStorage,
   planRewind,
   REWIND_FIELDS,
@@ -13,6 +12,7 @@ import {
   type Consumer,
   type RewindTarget,
 } from '../src/index.js';
+import { leaseStateOf } from '../src/adapter.js';
 import { run } from './support/virtual.js';
 import { GROUP, perKey, range, world, type Seen } from './support/consumer-world.js';
 

@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import type { ConsumerUnsafe } from '../src/index.js';
+import type { ConsumerUnsafe } from '../src/testing/index.js';
 import { simulateConsumers, type ConsumerGuarantee, type ConsumerSimulationResult } from '../src/testing/index.js';
 
 const SEEDS = 200;

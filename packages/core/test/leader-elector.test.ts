@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { InvalidConfigError, LeaderElector, MemoryStorage, seededRandom, type LeaderElectorOptions } from '../src/index.js';
-import { FaultyStorage, noFaults, VirtualScheduler } from '../src/testing/index.js';
+import { InvalidConfigError, LeaderElector, MemoryStorage, type LeaderElectorOptions } from '../src/index.js';
+import { seededRandom, FaultyStorage, noFaults, VirtualScheduler } from '../src/testing/index.js';
 import { run } from './support/virtual.js';
 
 const GROUP = 'scheduler-service';

@@ -5,13 +5,9 @@ import {
   LeaseCoordinator,
   LeaseLostError,
   MemoryStorage,
-  RECORD_FORMAT,
   RecordFormatError,
   StorageOutcomeUnknownError,
   StorageUnavailableError,
-  leaseStateOf,
-  result,
-  seededRandom,
   type LeaseCoordinatorOptions,
   type CheckpointWrite,
   type LeaseTenure,
@@ -22,7 +18,8 @@ import {
   type MemberState,
   type WriteResult,
 } from '../src/index.js';
-import { FaultyStorage, noFaults, VirtualScheduler, type VirtualClock } from '../src/testing/index.js';
+import { RECORD_FORMAT, leaseStateOf, result } from '../src/adapter.js';
+import { seededRandom, FaultyStorage, noFaults, VirtualScheduler, type VirtualClock, withUnsafe, type CoordinatorUnsafe } from '../src/testing/index.js';
 import { run } from './support/virtual.js';
 
 /** The tenure a checkpoint is made in: the held lease, or a stand-in that no longer holds. */
@@ -46,17 +43,17 @@ function world(leaseKeys: string[] = ['shard-0']) {
   const storage = new CountingStorage();
   const ready = Promise.all(leaseKeys.map((leaseKey) => storage.createLease({ group: GROUP, leaseKey })));
   let seed = 1;
-  const worker = (workerId: string, options: Partial<LeaseCoordinatorOptions> = {}, clock: VirtualClock = scheduler.clock()) => {
+  const worker = (workerId: string, { unsafe, ...options }: Partial<LeaseCoordinatorOptions> & { unsafe?: CoordinatorUnsafe } = {}, clock: VirtualClock = scheduler.clock()) => {
     const faults = noFaults();
     const faulty = new FaultyStorage(storage, clock, seededRandom(seed), faults);
-    const coordinator = new LeaseCoordinator({
+    const coordinator = new LeaseCoordinator(withUnsafe({
       storage: faulty,
       group: GROUP,
       workerId,
       clock,
       random: seededRandom(seed++),
       ...options,
-    });
+    }, unsafe));
     return { coordinator, faults, clock };
   };
   return { scheduler, storage, ready, worker };

@@ -4,8 +4,6 @@ import {
   LeaseLostError,
   MemberExpelledError,
   MemoryStorage,
-  RECORD_FORMAT,
-  seededRandom,
   type LeaseCoordinatorOptions,
   type LeaseListing,
   type LeaseRecord,
@@ -15,7 +13,8 @@ import {
   type Roster,
   type WriteResult,
 } from '../src/index.js';
-import { FaultyStorage, noFaults, VirtualScheduler, type VirtualClock } from '../src/testing/index.js';
+import { RECORD_FORMAT } from '../src/adapter.js';
+import { seededRandom, FaultyStorage, noFaults, VirtualScheduler, type VirtualClock, withUnsafe, type CoordinatorUnsafe } from '../src/testing/index.js';
 import { run } from './support/virtual.js';
 
 const GROUP = 'orders';
@@ -54,11 +53,11 @@ function world(leaseKeys: string[] = []) {
   const storage = new MemoryStorage();
   const ready = Promise.all(leaseKeys.map((leaseKey) => storage.createLease({ group: GROUP, leaseKey })));
   let seed = 1;
-  const worker = (workerId: string, options: Partial<LeaseCoordinatorOptions> = {}) => {
+  const worker = (workerId: string, { unsafe, ...options }: Partial<LeaseCoordinatorOptions> & { unsafe?: CoordinatorUnsafe } = {}) => {
     const clock: VirtualClock = scheduler.clock();
     const faults = noFaults();
     const view = new CountingStorage(storage, clock, seededRandom(seed), faults);
-    const coordinator = new LeaseCoordinator({ storage: view, group: GROUP, workerId, clock, random: seededRandom(seed++), ...options });
+    const coordinator = new LeaseCoordinator(withUnsafe({ storage: view, group: GROUP, workerId, clock, random: seededRandom(seed++), ...options }, unsafe));
     /** When it last sent a heartbeat (or its join) that applied: its hold runs from there. */
     const sent = { last: -Infinity };
     coordinator.on('joined', () => (sent.last = scheduler.now));
@@ -154,7 +153,7 @@ describe('membership: declaring a member dead', () => {
    * a much shorter lease duration; `overlaps` lists each lease the watcher took while the member still
    * counted it as held.
    */
-  async function longerLivedMember(unsafe: LeaseCoordinatorOptions['unsafe'] = {}) {
+  async function longerLivedMember(unsafe: CoordinatorUnsafe = {}) {
     const { scheduler, ready, worker } = world(keys(4));
     await ready;
     const long = worker('long', { leaseDurationMs: 20_000 });

@@ -1,7 +1,7 @@
 import { AggregationTemporality, InMemoryMetricExporter, MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics';
 import { describe, expect, it } from 'vitest';
-import { Consumer, MemorySource, MemoryStorage, seededRandom } from '../src/index.js';
-import { VirtualScheduler } from '../src/testing/index.js';
+import { Consumer, MemorySource, MemoryStorage } from '../src/index.js';
+import { seededRandom, VirtualScheduler } from '../src/testing/index.js';
 import { run } from './support/virtual.js';
 
 

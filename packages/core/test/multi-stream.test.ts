@@ -6,7 +6,6 @@ import {
   MemoryStorage,
   parseStreamLeaseKey,
   Checkpoint,
-  seededRandom,
   StorageUnavailableError,
   type LeaderRecord,
   type LeaderState,
@@ -21,9 +20,9 @@ import {
   type SourceRecord,
   type StreamSpec,
 } from '../src/index.js';
+import { seededRandom, VirtualScheduler } from '../src/testing/index.js';
 import { MultiStreamSync, type StreamBirths } from '../src/consumer/stream-sync.js';
 import { StreamSource } from '../src/consumer/streams.js';
-import { VirtualScheduler } from '../src/testing/index.js';
 import { decoder, range } from './support/consumer-world.js';
 import { run } from './support/virtual.js';
 

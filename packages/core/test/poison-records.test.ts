@@ -5,12 +5,11 @@ import {
   InvalidConfigError,
   MemorySource,
   MemoryStorage,
-  seededRandom,
   type ConsumerOptions,
   type FailedRecords,
   type SourceRecord,
 } from '../src/index.js';
-import { VirtualScheduler } from '../src/testing/index.js';
+import { seededRandom, VirtualScheduler } from '../src/testing/index.js';
 import { run } from './support/virtual.js';
 
 const GROUP = 'poison';

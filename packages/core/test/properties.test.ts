@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { compareNumericPositions, decodeLease, decodeMember, encodeLeaseState, encodeMemberState, limits, type LeaseState, type MemberState } from '../src/index.js';
+import { compareNumericPositions, type LeaseState, type MemberState } from '../src/index.js';
+import { decodeLease, decodeMember, encodeLeaseState, encodeMemberState, limits } from '../src/adapter.js';
 
 const sequence = fc.bigInt({ min: 0n, max: 2n ** 128n - 1n });
 const position = fc.oneof(

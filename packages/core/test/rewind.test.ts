@@ -5,15 +5,12 @@ import {
   Checkpoint,
   InvalidConfigError,
   InvalidInputError,
-  leaseStateOf,
   MemoryStorage,
   parseRewindTarget,
   planRewind,
-  RECORD_FORMAT,
   REWIND_FIELDS,
   REWIND_MARKER_FIELD,
   rewindRequestOf,
-  seededRandom,
   settleRewinds,
   type LeaseChange,
   type LeaseRecord,
@@ -22,7 +19,8 @@ import {
   type RewindTarget,
   type WriteResult,
 } from '../src/index.js';
-import { VirtualScheduler } from '../src/testing/index.js';
+import { leaseStateOf, RECORD_FORMAT } from '../src/adapter.js';
+import { seededRandom, VirtualScheduler } from '../src/testing/index.js';
 import { run } from './support/virtual.js';
 
 const GROUP = 'orders';

@@ -3,11 +3,7 @@ import {
   Checkpoint,
   MemorySource,
   MemoryStorage,
-  RECORD_FORMAT,
   ShardSync,
-  leaseStateOf,
-  memberStateOf,
-  result,
   type LeaseRecord,
   type MemberRecord,
   type NewLease,
@@ -15,8 +11,10 @@ import {
   type ShardSyncOptions,
   type WriteResult,
 } from '../src/index.js';
+import { RECORD_FORMAT, leaseStateOf, memberStateOf, result } from '../src/adapter.js';
 import { StorageOutcomeUnknownError } from '../src/errors.js';
 import { VIRTUAL_EPOCH_MS, VirtualScheduler } from '../src/testing/virtual-time.js';
+import { withUnsafe, type ShardSyncUnsafe } from '../src/testing/index.js';
 
 const GROUP = 'orders';
 
@@ -38,8 +36,8 @@ function world(shards = 1, options: Partial<ShardSyncOptions> = {}) {
   const clock = scheduler.clock();
   const source = new MemorySource(shards, { clock });
   const storage = new RecordingStorage();
-  const sync = (more: Partial<ShardSyncOptions> = {}): ShardSync =>
-    new ShardSync({
+  const sync = ({ unsafe, ...more }: Partial<ShardSyncOptions> & { unsafe?: ShardSyncUnsafe } = {}): ShardSync =>
+    new ShardSync(withUnsafe({
       group: GROUP,
       source,
       storage,
@@ -48,7 +46,7 @@ function world(shards = 1, options: Partial<ShardSyncOptions> = {}) {
       isLeader: () => true,
       ...options,
       ...more,
-    });
+    }, unsafe));
   const signal = new AbortController().signal;
   /** Plays a worker that read the shard to its end and gave the lease back. */
   const finish = async (leaseKey: string): Promise<void> => {

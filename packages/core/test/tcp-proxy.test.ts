@@ -1,7 +1,8 @@
 import { once } from 'node:events';
 import { createConnection, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { CorruptRecordError, InvalidInputError, result, StorageOutcomeUnknownError } from '../src/index.js';
+import { CorruptRecordError, InvalidInputError, StorageOutcomeUnknownError } from '../src/index.js';
+import { result } from '../src/adapter.js';
 import { TcpProxy } from '../src/testing/index.js';
 import { fromWire, toWire } from '../src/testing/wire.js';
 

@@ -4,7 +4,7 @@
  */
 import { createRequire } from 'node:module';
 import type { _Record } from '@aws-sdk/client-kinesis';
-import { describeValue } from '@leasehold/core';
+import { describeValue } from '@leasehold/core/adapter';
 import { MalformedRecordError } from './errors.js';
 import type { KinesisRecord } from './record.js';
 

@@ -2,7 +2,8 @@
  * The typed errors of the Kinesis source, and the one place that decides which Kinesis errors are
  * transient (retried with backoff) and which are reported.
  */
-import { SourceError, describeValue } from '@leasehold/core';
+import { SourceError } from '@leasehold/core';
+import { describeValue } from '@leasehold/core/adapter';
 
 /** The stream does not exist (or is not visible to these credentials in this region). */
 export class StreamNotFoundError extends SourceError {

@@ -17,11 +17,7 @@ import {
   InvalidConfigError,
   InvalidInputError,
   SourceError,
-  abortReason,
   compareNumericPositions,
-  describeValue,
-  systemClock,
-  systemRandom,
   type Clock,
   type Position,
   type Random,
@@ -30,6 +26,7 @@ import {
   type ShardInfo,
   type ShardSource,
 } from '@leasehold/core';
+import { abortReason, describeValue, systemClock, systemRandom } from '@leasehold/core/adapter';
 import type { MalformedAggregatePolicy } from './aggregation.js';
 import { backoffDelayMs } from './backoff.js';
 import type { ReaderContext, StreamRef } from './context.js';

@@ -3,7 +3,8 @@
  * `<sequenceNumber>:<subSequenceNumber>` (sub-records 0..n of an aggregated record are done), and core's
  * sentinels. Each maps to the starting point of a shard iterator or subscription.
  */
-import { Checkpoint, InvalidInputError, describeValue, type Position } from '@leasehold/core';
+import { Checkpoint, InvalidInputError, type Position } from '@leasehold/core';
+import { describeValue } from '@leasehold/core/adapter';
 import type { SkipThrough } from './aggregation.js';
 
 /** Where a read starts, in Kinesis's terms. */

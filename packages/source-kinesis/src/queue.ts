@@ -2,7 +2,8 @@
  * The hand-over between a shard's background reader and the consumer: batches wait here, bounded in
  * records and bytes, so the reader prefetches while user code works and stops when the consumer lags.
  */
-import { abortReason, type EndOfShard, type RecordsBatch } from '@leasehold/core';
+import { type EndOfShard, type RecordsBatch } from '@leasehold/core';
+import { abortReason } from '@leasehold/core/adapter';
 import type { KinesisRecord } from './record.js';
 
 /** What a background reader hands over. */

@@ -4,7 +4,8 @@
  * stops (a lease handed off) never cancels the task for the readers still waiting. The task itself is
  * cancelled once nobody waits for it any more, so nothing runs on for no one.
  */
-import { AbortedError, abortReason } from '@leasehold/core';
+import { AbortedError } from '@leasehold/core';
+import { abortReason } from '@leasehold/core/adapter';
 
 interface Running<T> {
   readonly promise: Promise<T>;

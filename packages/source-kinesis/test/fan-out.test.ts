@@ -9,7 +9,8 @@ import {
   type SubscribeToShardCommandInput,
   type SubscribeToShardEvent,
 } from '@aws-sdk/client-kinesis';
-import { AbortedError, Checkpoint, seededRandom, type ShardBatch } from '@leasehold/core';
+import { AbortedError, Checkpoint, type ShardBatch } from '@leasehold/core';
+import { seededRandom } from '@leasehold/core/testing';
 import type { RunningKinesisLocal } from '@leasehold/local-stack';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConsumerNotFoundError, KinesisSource, type KinesisRecord } from '../src/index.js';

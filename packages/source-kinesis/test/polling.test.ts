@@ -1,5 +1,6 @@
 import { GetRecordsCommand, GetShardIteratorCommand, ListShardsCommand, type GetRecordsOutput, type KinesisClient } from '@aws-sdk/client-kinesis';
-import { Checkpoint, seededRandom } from '@leasehold/core';
+import { Checkpoint } from '@leasehold/core';
+import { seededRandom } from '@leasehold/core/testing';
 import { describe, expect, it } from 'vitest';
 import { KinesisSource, type KinesisSourceOptions } from '../src/index.js';
 import { fakeClock } from './support.js';

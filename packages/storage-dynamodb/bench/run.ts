@@ -5,16 +5,13 @@
 import { performance } from 'node:perf_hooks';
 import { DynamoDBClient, GetItemCommand, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import {
-  encodeLeaseState,
-  encodeMemberState,
-  leaseStateOf,
-  RECORD_FORMAT,
   type LeaseRecord,
   type LeaseState,
   type MemberRecord,
   type MemberState,
   type WriteResult,
 } from '@leasehold/core';
+import { encodeLeaseState, encodeMemberState, leaseStateOf, RECORD_FORMAT } from '@leasehold/core/adapter';
 import { startDynalite } from '@leasehold/local-stack';
 import { DynamoDBStorage } from '../src/index.js';
 import { itemBytes } from '../src/schema.js';

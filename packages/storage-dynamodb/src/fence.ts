@@ -8,7 +8,8 @@
  * is refused, and a zombie is refused once the new owner wrote the item.
  */
 import { GetItemCommand, UpdateItemCommand, type AttributeValue, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { Checkpoint, describeValue, InvalidConfigError, LeaseLostError, StorageOutcomeUnknownError, StorageUnavailableError, type Position } from '@leasehold/core';
+import { Checkpoint, InvalidConfigError, LeaseLostError, StorageOutcomeUnknownError, StorageUnavailableError, type Position } from '@leasehold/core';
+import { describeValue } from '@leasehold/core/adapter';
 import { errorName, errorText, missingTable, PKG, validateTableName } from './schema.js';
 
 /** Options of {@link fencedUpdate}. */

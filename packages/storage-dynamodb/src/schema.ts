@@ -27,8 +27,8 @@ import {
   InvalidInputError,
   StorageSchemaError,
   StorageUnavailableError,
-  describeValue,
 } from '@leasehold/core';
+import { describeValue } from '@leasehold/core/adapter';
 
 export const PKG = 'storage-dynamodb';
 

@@ -13,19 +13,15 @@ import {
   CorruptRecordError,
   InvalidConfigError,
   InvalidInputError,
-  leaderStateOf,
-  leaseStateOf,
   StorageOutcomeUnknownError,
   StorageSchemaError,
   StorageUnavailableError,
-  RECORD_FORMAT,
-  limits,
-  memberStateOf,
   type LeaseRecord,
   type MemberRecord,
   type MemberState,
   type WriteResult,
 } from '@leasehold/core';
+import { leaderStateOf, leaseStateOf, RECORD_FORMAT, limits, memberStateOf } from '@leasehold/core/adapter';
 import type { RunningDynalite } from '@leasehold/local-stack';
 import { DynamoDBStorage, checkTable, createTable } from '../src/index.js';
 import { checkItemSize, itemBytes } from '../src/schema.js';

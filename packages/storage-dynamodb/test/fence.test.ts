@@ -1,6 +1,7 @@
 /** Fenced sink updates on dynalite: each sink item refuses a zombie's writes and a replay by its own fence. */
 import { CreateTableCommand, GetItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { compareNumericPositions, InvalidConfigError, LeaseLostError, seededRandom } from '@leasehold/core';
+import { compareNumericPositions, InvalidConfigError, LeaseLostError } from '@leasehold/core';
+import { seededRandom } from '@leasehold/core/testing';
 import type { RunningDynalite } from '@leasehold/local-stack';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encodeFencePosition, fencedUpdate, type FencedUpdateResult } from '../src/index.js';

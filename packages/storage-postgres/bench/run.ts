@@ -13,7 +13,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import { encodeMemberState, leaseStateOf, memberStateOf, RECORD_FORMAT, type LeaseRecord, type LeaseState, type MemberState } from '@leasehold/core';
+import { type LeaseRecord, type LeaseState, type MemberState } from '@leasehold/core';
+import { encodeMemberState, leaseStateOf, memberStateOf, RECORD_FORMAT } from '@leasehold/core/adapter';
 import pg from 'pg';
 import { PostgresStorage } from '../src/index.js';
 

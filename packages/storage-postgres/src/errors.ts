@@ -4,12 +4,12 @@
  * may have reached the server leaves the outcome unknown.
  */
 import {
-  describeValue,
   StorageOutcomeUnknownError,
   StorageSchemaError,
   StorageUnavailableError,
   type LeaseholdError,
 } from '@leasehold/core';
+import { describeValue } from '@leasehold/core/adapter';
 import { PKG } from './schema.js';
 
 /** The fields of a server error that pg exposes. */

@@ -8,16 +8,16 @@
 import {
   Checkpoint,
   compareNumericPositions,
-  describeValue,
   InvalidConfigError,
   LeaseLostError,
   StorageOutcomeUnknownError,
   StorageSchemaError,
-  StorageUnavailableError,
   type Position,
 } from '@leasehold/core';
-import type { ClientBase, Pool, PoolClient } from 'pg';
+import { describeValue } from '@leasehold/core/adapter';
+import type { ClientBase, Pool } from 'pg';
 import { isServerError } from './errors.js';
+import { runTransaction } from './pg-transaction.js';
 import { PKG, quoteIdentifier, validateIdentifier } from './schema.js';
 
 /** Where the fence table is. */
@@ -98,19 +98,22 @@ export async function fencedWrite<T>(
   fn: (client: ClientBase, fence: Fence) => Promise<T>,
 ): Promise<FencedWriteResult<T>> {
   const { table, compare, shardId, fencingToken, position } = validateFencedWrite(db, options, fn);
-  const pooled = isPool(db);
-  let client: ClientBase;
-  try {
-    client = pooled ? await db.connect() : db;
-  } catch (error) {
-    throw new StorageUnavailableError(`[${PKG}] fencedWrite could not get a connection: ${(error as Error).message}`, { cause: error });
-  }
-  const onError = (): void => undefined;
-  client.on('error', onError);
-  let failure: unknown;
-  let committing = false;
-  try {
-    await client.query('BEGIN');
+  const rules = {
+    operation: 'fencedWrite',
+    lostCommit: (error: unknown): never => {
+      throw new StorageOutcomeUnknownError(
+        `[${PKG}] fencedWrite of shard ${describeValue(shardId)} at ${describeValue(position)} may or may not have committed (${(error as Error).message}); sending it again is safe: the fence tells`,
+        { cause: error },
+      );
+    },
+    thrown: (error: unknown) =>
+      isServerError(error) && (error.code === '42P01' || error.code === '3F000')
+        ? new StorageSchemaError(`[${PKG}] the fence table ${table} does not exist (${error.message}); run createFenceTable() first`, { cause: error })
+        : error,
+    // A newer owner's token: the transaction rolled back cleanly, and the connection is as good as before.
+    keepsConnection: (failure: unknown) => failure instanceof LeaseLostError,
+  };
+  return runTransaction<FencedWriteResult<T>>(isPool(db) ? { pool: db } : { client: db }, rules, async (client) => {
     await client.query(`INSERT INTO ${table} (shard_id, fencing_token, position) VALUES ($1, $2, NULL) ON CONFLICT (shard_id) DO NOTHING`, [shardId, fencingToken]);
     const { rows } = await client.query<{ fencing_token: string; position: string | null }>(
       `SELECT fencing_token, position FROM ${table} WHERE shard_id = $1 FOR UPDATE`,
@@ -119,45 +122,20 @@ export async function fencedWrite<T>(
     const storedToken = Number(rows[0]?.fencing_token);
     const appliedThrough = rows[0]?.position ?? null;
     if (storedToken > fencingToken) {
-      await client.query('ROLLBACK');
       throw new LeaseLostError(
         `[${PKG}] fencing token ${fencingToken} of shard ${describeValue(shardId)} is older than the ${storedToken} the sink ${table} last saw: another worker owns the shard now`,
         shardId,
       );
     }
-    if (appliedThrough !== null && compare(position, appliedThrough) <= 0) {
-      await client.query('ROLLBACK');
-      return { status: 'replay', appliedThrough };
-    }
+    if (appliedThrough !== null && compare(position, appliedThrough) <= 0) return { rollback: { status: 'replay', appliedThrough } };
     const fence: Fence = {
       appliedThrough,
       fresh: (records) => (appliedThrough === null ? [...records] : records.filter((record) => compare(record.position, appliedThrough) > 0)),
     };
     const value = await fn(client, fence);
     await client.query(`UPDATE ${table} SET fencing_token = $2, position = $3, updated_at = now() WHERE shard_id = $1`, [shardId, fencingToken, position]);
-    committing = true;
-    await client.query('COMMIT');
-    return { status: 'applied', value };
-  } catch (error) {
-    failure = error;
-    if (committing && !isServerError(error)) {
-      throw new StorageOutcomeUnknownError(
-        `[${PKG}] fencedWrite of shard ${describeValue(shardId)} at ${describeValue(position)} may or may not have committed (${(error as Error).message}); sending it again is safe: the fence tells`,
-        { cause: error },
-      );
-    }
-    await client.query('ROLLBACK').catch(() => undefined);
-    if (isServerError(error) && (error.code === '42P01' || error.code === '3F000')) {
-      throw new StorageSchemaError(`[${PKG}] the fence table ${table} does not exist (${error.message}); run createFenceTable() first`, { cause: error });
-    }
-    throw error;
-  } finally {
-    client.removeListener('error', onError);
-    if (pooled) {
-      const survives = failure === undefined || (isServerError(failure) && failure.severity === 'ERROR') || failure instanceof LeaseLostError;
-      (client as PoolClient).release(survives ? undefined : failure instanceof Error ? failure : true);
-    }
-  }
+    return { commit: { status: 'applied', value } };
+  });
 }
 
 function validateFencedWrite(db: unknown, options: FencedWriteOptions, fn: unknown) {

@@ -4,7 +4,8 @@
  * parameters. Nothing the user configures is spliced into SQL unquoted.
  */
 import { createHash } from 'node:crypto';
-import { describeValue, InvalidConfigError } from '@leasehold/core';
+import { InvalidConfigError } from '@leasehold/core';
+import { describeValue } from '@leasehold/core/adapter';
 
 export const PKG = 'storage-postgres';
 

@@ -6,12 +6,7 @@
  * handoff or release can move it until the transaction ends.
  */
 import {
-  decodeLease,
-  describeValue,
-  encodeLeaseState,
   InvalidConfigError,
-  leaseStateOf,
-  result,
   StorageUnavailableError,
   type CheckpointWrite,
   type LeaseRecord,
@@ -19,8 +14,10 @@ import {
   type Position,
   type WriteResult,
 } from '@leasehold/core';
+import { decodeLease, describeValue, encodeLeaseState, leaseStateOf, result } from '@leasehold/core/adapter';
 import type { Pool, PoolClient } from 'pg';
-import { connectionSurvives, isServerError, outcomeUnknown, schemaError } from './errors.js';
+import { outcomeUnknown, schemaError } from './errors.js';
+import { runTransaction } from './pg-transaction.js';
 import { PKG } from './schema.js';
 
 /** What a transactional checkpoint needs of the batch it belongs to: the `BatchContext` a handler is given. */
@@ -69,27 +66,17 @@ export async function checkpointInTransaction(
   fn: (client: PoolClient) => Promise<void>,
 ): Promise<WriteResult<LeaseRecord>> {
   const { group, leaseKey } = current;
-  let client: PoolClient;
-  try {
-    client = await settings.pool.connect();
-  } catch (error) {
-    throw new StorageUnavailableError(`[${PKG}] transaction could not get a connection: ${(error as Error).message}`, { cause: error });
-  }
-  // A socket that dies while the client is checked out emits 'error' on it; unheard, that crashes the process.
-  const onError = (): void => undefined;
-  client.on('error', onError);
-  let failure: unknown;
-  let committing = false;
-  try {
-    await client.query('BEGIN');
+  const rules = {
+    operation: 'transaction',
+    lostCommit: (error: unknown) => result.unknown(outcomeUnknown('transaction', error)),
+    thrown: (error: unknown) => schemaError(error, settings.where) ?? error,
+  };
+  return runTransaction<WriteResult<LeaseRecord>>({ pool: settings.pool }, rules, async (client) => {
     const { rows } = await client.query<{ version: string; state: string | null }>(settings.lockLease, [group, leaseKey]);
     const row = rows[0];
     const stored = row ? decodeLease(group, leaseKey, Number(row.version), row.state, PKG) : null;
-    if (!stored || !sameTenure(stored, current)) {
-      await client.query('ROLLBACK');
-      return result.conflict(stored);
-    }
-    await fn(client);
+    if (!stored || !sameTenure(stored, current)) return { rollback: result.conflict(stored) };
+    await fn(client as PoolClient);
     const updated = await client.query<{ applied_version: string }>(settings.updateLease, [group, leaseKey, current.version, encodeLeaseState(next), next.epoch]);
     const applied = updated.rows[0];
     if (!applied) {
@@ -98,20 +85,8 @@ export async function checkpointInTransaction(
         `[${PKG}] the checkpoint of lease ${describeValue(leaseKey)} found its lease row unlocked: the function must not COMMIT or ROLLBACK itself`,
       );
     }
-    committing = true;
-    await client.query('COMMIT');
-    return result.applied({ group, leaseKey, version: Number(applied.applied_version), ...leaseStateOf(next) });
-  } catch (error) {
-    failure = error;
-    // The server refused COMMIT (a deferred constraint, a serialization failure): it rolled back, and said so.
-    if (committing && !isServerError(error)) return result.unknown(outcomeUnknown('transaction', error));
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw schemaError(error, settings.where) ?? error;
-  } finally {
-    if (failure === undefined || connectionSurvives(failure)) client.release();
-    else client.release(failure instanceof Error ? failure : true);
-    client.removeListener('error', onError);
-  }
+    return { commit: result.applied({ group, leaseKey, version: Number(applied.applied_version), ...leaseStateOf(next) }) };
+  });
 }
 
 /** Whether the stored lease is the one the worker holds: same version, owner, incarnation and epoch. */

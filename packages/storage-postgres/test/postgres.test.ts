@@ -1,14 +1,13 @@
 import {
   CorruptRecordError,
   InvalidConfigError,
-  leaderStateOf,
-  leaseStateOf,
   StorageSchemaError,
   StorageUnavailableError,
   type LeaseChange,
   type LeaseState,
   type WriteResult,
 } from '@leasehold/core';
+import { leaderStateOf, leaseStateOf } from '@leasehold/core/adapter';
 import pg from 'pg';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { PostgresStorage, SCHEMA_VERSION } from '../src/index.js';

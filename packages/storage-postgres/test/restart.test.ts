@@ -1,9 +1,5 @@
-import {
-  leaseStateOf,
-  StorageOutcomeUnknownError,
-  StorageUnavailableError,
-  type LeaseRecord,
-} from '@leasehold/core';
+import { StorageOutcomeUnknownError, StorageUnavailableError, type LeaseRecord } from '@leasehold/core';
+import { leaseStateOf } from '@leasehold/core/adapter';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PostgresStorage } from '../src/index.js';

@@ -1,15 +1,13 @@
 import {
   CorruptRecordError,
   InvalidInputError,
-  limits,
-  memberStateOf,
-  RECORD_FORMAT,
   StorageOutcomeUnknownError,
   type LeaseChange,
   type MemberRecord,
   type MemberState,
   type WriteResult,
 } from '@leasehold/core';
+import { limits, memberStateOf, RECORD_FORMAT } from '@leasehold/core/adapter';
 import pg from 'pg';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { PostgresStorage, SCHEMA_VERSION } from '../src/index.js';

@@ -8,12 +8,12 @@ import {
   InvalidConfigError,
   LeaseCoordinator,
   LeaseLostError,
-  leaseStateOf,
   MemorySource,
   StorageOutcomeUnknownError,
   type LeaseRecord,
   type Position,
 } from '@leasehold/core';
+import { leaseStateOf } from '@leasehold/core/adapter';
 import type pg from 'pg';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { PostgresStorage, type TransactionContext } from '../src/index.js';

@@ -10,7 +10,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import { leaseStateOf, RECORD_FORMAT, type LeaseRecord, type LeaseUpdate, type MemberRecord, type MemberState, type WriteResult } from '@leasehold/core';
+import { type LeaseRecord, type LeaseUpdate, type MemberRecord, type MemberState, type WriteResult } from '@leasehold/core';
+import { leaseStateOf, RECORD_FORMAT } from '@leasehold/core/adapter';
 import { Redis } from 'ioredis';
 import { RedisStorage } from '../src/index.js';
 import { groupKeys } from '../src/keys.js';

@@ -7,18 +7,21 @@
  */
 import {
   CorruptRecordError,
-  corruptRecord,
-  decodeLeader,
-  decodeMember,
-  decodeLease,
-  describeValue,
-  leaderStateOf,
   type LeaderRecord,
   type LeaderState,
   type LeaseRecord,
   type LeaseState,
   type MemberRecord,
 } from '@leasehold/core';
+import {
+  corruptRecord,
+  decodeLeader,
+  decodeMember,
+  decodeLease,
+  describeValue,
+  leaderStateOf,
+  leaseStateOf,
+} from '@leasehold/core/adapter';
 import { PKG } from './keys.js';
 
 /**
@@ -27,7 +30,7 @@ import { PKG } from './keys.js';
  * every field core names; fields a later core added are kept.
  */
 export function encodeLeaseBody(state: LeaseState): string {
-  const { epoch: _epoch, group: _group, leaseKey: _leaseKey, version: _version, ...body } = state as LeaseState & Partial<Record<'group' | 'leaseKey' | 'version', unknown>>;
+  const { epoch: _epoch, ...body } = leaseStateOf(state);
   return JSON.stringify(body);
 }
 
@@ -70,13 +73,6 @@ export interface Tombstone {
   readonly token: string;
 }
 
-function corrupt(group: string, leaseKey: string | undefined, detail: string): CorruptRecordError {
-  const name = leaseKey === undefined
-    ? `leader record of group ${describeValue(group)}`
-    : `lease ${describeValue(leaseKey)} of group ${describeValue(group)}`;
-  return new CorruptRecordError(`[${PKG}] stored ${name} is corrupt: ${detail}`, { group, leaseKey });
-}
-
 /** Splits `count` decimal fields and a token off the front of a stored value. */
 function splitHeader(raw: string, count: number): { numbers: number[]; token: string; rest: string } | null {
   const numbers: number[] = [];
@@ -105,9 +101,9 @@ function parseBody(text: string): Record<string, unknown> | null {
 
 /** Reads a stored lease back, checking every field; a bad one throws a `CorruptRecordError` naming it. */
 export function decodeStoredLease(group: string, leaseKey: string, raw: unknown): StoredLease {
-  if (typeof raw !== 'string') throw corrupt(group, leaseKey, `expected a string, found ${describeValue(raw)}`);
+  if (typeof raw !== 'string') throw corruptRecord({ group, leaseKey }, `expected a string, found ${describeValue(raw)}`, { pkg: PKG });
   const header = splitHeader(raw, 2);
-  if (!header) throw corrupt(group, leaseKey, `malformed header in ${describeValue(raw)}`);
+  if (!header) throw corruptRecord({ group, leaseKey }, `malformed header in ${describeValue(raw)}`, { pkg: PKG });
   const [version, epoch] = header.numbers as [number, number];
   const body = parseBody(header.rest);
   // An unparsable body goes to core's decoder as text, which names exactly what is wrong with it.
@@ -117,9 +113,9 @@ export function decodeStoredLease(group: string, leaseKey: string, raw: unknown)
 
 /** Reads a stored leader record back, checking every field. */
 export function decodeStoredLeader(group: string, raw: unknown): StoredLeader {
-  if (typeof raw !== 'string') throw corrupt(group, undefined, `expected a string, found ${describeValue(raw)}`);
+  if (typeof raw !== 'string') throw corruptRecord({ group }, `expected a string, found ${describeValue(raw)}`, { pkg: PKG });
   const header = splitHeader(raw, 1);
-  if (!header) throw corrupt(group, undefined, `malformed header in ${describeValue(raw)}`);
+  if (!header) throw corruptRecord({ group }, `malformed header in ${describeValue(raw)}`, { pkg: PKG });
   return { record: decodeLeader(group, header.numbers[0], header.rest, 'storage-redis'), token: header.token };
 }
 
@@ -127,7 +123,7 @@ export function decodeStoredLeader(group: string, raw: unknown): StoredLeader {
 export function decodeTombstone(group: string, leaseKey: string, raw: unknown): Tombstone | null {
   if (raw === null || raw === undefined) return null;
   const match = typeof raw === 'string' ? /^(\d{1,16}):(\d{1,16}):(.*)$/s.exec(raw) : null;
-  if (!match) throw corrupt(group, leaseKey, `malformed tombstone ${describeValue(raw)}`);
+  if (!match) throw corruptRecord({ group, leaseKey }, `malformed tombstone ${describeValue(raw)}`, { pkg: PKG });
   return { version: Number(match[1]), highEpoch: Number(match[2]), token: match[3] as string };
 }
 

@@ -1,4 +1,5 @@
-import { describeValue, InvalidConfigError } from '@leasehold/core';
+import { InvalidConfigError } from '@leasehold/core';
+import { describeValue } from '@leasehold/core/adapter';
 
 export const PKG = 'storage-redis';
 

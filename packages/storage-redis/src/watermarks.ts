@@ -10,7 +10,8 @@
  * replies of concurrent operations may be handled in any order, and a reply can only be expected to be
  * at least as new as what was known when its request left.
  */
-import { describeValue, RegressionError } from '@leasehold/core';
+import { RegressionError } from '@leasehold/core';
+import { describeValue } from '@leasehold/core/adapter';
 import { PKG } from './keys.js';
 import type { Tombstone } from './codec.js';
 

@@ -3,7 +3,8 @@
  * after it: every key of a group carries one hash tag, so every script runs on one node unchanged.
  */
 import { randomUUID } from 'node:crypto';
-import { RECORD_FORMAT, type Storage } from '@leasehold/core';
+import { type Storage } from '@leasehold/core';
+import { RECORD_FORMAT } from '@leasehold/core/adapter';
 import { runConformanceSuite } from '@leasehold/core/testing';
 import type { Cluster } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -6,15 +6,14 @@ import { randomUUID } from 'node:crypto';
 import {
   CorruptRecordError,
   InvalidConfigError,
-  leaderStateOf,
   LeaseholdError,
-  leaseStateOf,
   MemoryStorage,
   RegressionError,
   type LeaseChange,
   type LeaseRecord,
   type WriteResult,
 } from '@leasehold/core';
+import { leaderStateOf, leaseStateOf } from '@leasehold/core/adapter';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisStorage } from '../src/index.js';

@@ -5,12 +5,12 @@
 import { randomUUID } from 'node:crypto';
 import {
   CorruptRecordError,
-  RECORD_FORMAT,
   RegressionError,
   type MemberRecord,
   type MemberState,
   type WriteResult,
 } from '@leasehold/core';
+import { RECORD_FORMAT } from '@leasehold/core/adapter';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisStorage } from '../src/index.js';

@@ -6,9 +6,7 @@
  */
 import {
   Checkpoint,
-  describeValue,
   InvalidConfigError,
-  leaseStateOf,
   LeaseholdError,
   type CorruptRecordError,
   type LeaseRecord,
@@ -16,6 +14,7 @@ import {
   type Storage,
   type WriteResult,
 } from '@leasehold/core';
+import { describeValue, leaseStateOf } from '@leasehold/core/adapter';
 import { openBackend } from '../connect.js';
 import { refuseIfLive, type GuardOptions } from '../guard.js';
 import { isFinished, isNewerFormat, newerFormatError } from '../health.js';

@@ -13,10 +13,7 @@
  * member of the target's roster, so it is free to take there.
  */
 import {
-  describeValue,
   InvalidConfigError,
-  leaderStateOf,
-  leaseStateOf,
   LeaseholdError,
   type LeaderRecord,
   type LeaderState,
@@ -24,6 +21,7 @@ import {
   type LeaseState,
   type Storage,
 } from '@leasehold/core';
+import { describeValue, leaderStateOf, leaseStateOf } from '@leasehold/core/adapter';
 import { openBackend, type Backend } from '../connect.js';
 import { refuseIfLive, type GuardOptions } from '../guard.js';
 import { byLeaseKey, checkGroup, readGroup, readKnownGroup, type GroupState, type Io } from '../shared.js';

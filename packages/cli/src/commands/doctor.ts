@@ -7,7 +7,8 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { Checkpoint, describeValue, LeaseholdError, RECORD_FORMAT, StorageSchemaError, type Storage } from '@leasehold/core';
+import { Checkpoint, LeaseholdError, StorageSchemaError, type Storage } from '@leasehold/core';
+import { describeValue, RECORD_FORMAT } from '@leasehold/core/adapter';
 import type { Redis } from 'ioredis';
 import type pg from 'pg';
 import { messageOf, openBackend } from '../connect.js';

@@ -7,14 +7,13 @@
  * lease is created again with `lease create`.
  */
 import {
-  describeValue,
   InvalidConfigError,
   LeaseholdError,
-  validateLeaseKey,
   type CorruptRecordError,
   type LeaseRecord,
   type Storage,
 } from '@leasehold/core';
+import { describeValue, validateLeaseKey } from '@leasehold/core/adapter';
 import { openBackend } from '../connect.js';
 import { refuseIfLive, type GuardOptions } from '../guard.js';
 import { isFinished, isNewerFormat, newerFormatError } from '../health.js';

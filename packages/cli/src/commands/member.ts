@@ -10,7 +10,8 @@
  * have replaced the damage; one at another version fails, and its worker holds nothing past its hold).
  * Every remove is conditional on the stored version the operator names.
  */
-import { describeValue, LeaseholdError, validateWorkerId, InvalidConfigError, type MemberRecord } from '@leasehold/core';
+import { LeaseholdError, InvalidConfigError, type MemberRecord } from '@leasehold/core';
+import { describeValue, validateWorkerId } from '@leasehold/core/adapter';
 import { openBackend } from '../connect.js';
 import { UNREADABLE_WATCH_MS, pollOf } from '../guard.js';
 import { isNewerFormat } from '../health.js';

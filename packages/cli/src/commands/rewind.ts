@@ -7,7 +7,6 @@
 import {
   applyRewind,
   awaitRewind,
-  describeValue,
   LeaseholdError,
   parseRewindTarget,
   planRewind,
@@ -15,6 +14,7 @@ import {
   type RewindPlan,
   type RewindProgress,
 } from '@leasehold/core';
+import { describeValue } from '@leasehold/core/adapter';
 import { parseStorageUrl } from '@leasehold/connect';
 import { openBackend } from '../connect.js';
 import { checkGroup, formatDuration, table, type Io } from '../shared.js';

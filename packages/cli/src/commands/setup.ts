@@ -4,7 +4,7 @@
  * (`createTable()`, on-demand billing). Redis needs nothing: keys are created by the first write. Harmless
  * when already done, and safe beside workers that run the same setup on start.
  */
-import { describeValue } from '@leasehold/core';
+import { describeValue } from '@leasehold/core/adapter';
 import { parseStorageUrl, type SetupResult } from '@leasehold/connect';
 import { openBackend, type Backend } from '../connect.js';
 import type { Io } from '../shared.js';

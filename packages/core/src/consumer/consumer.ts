@@ -8,7 +8,8 @@ import type { ShardSource, SourceRecord } from '../source.js';
 import { Checkpoint, type CheckpointStorage, type LeaderStore, type Position } from '../storage.js';
 import { leaderLoop, ShardSync, type ShardSyncReport } from './leader-duties.js';
 import { resolveFailurePolicy, type ResolvedFailurePolicy } from './failure-policy.js';
-import type { ConsumerOptions, ConsumerUnsafe, GiveUpReason, InitialPosition, Logger } from './options.js';
+import type { ConsumerOptions, GiveUpReason, InitialPosition, Logger } from './options.js';
+import { unsafeOf, withUnsafe, type ConsumerUnsafe } from '../unsafe.js';
 import { ShardPump, type PumpOutcome, type PumpReporter } from './shard-pump.js';
 import { attachMetrics, defaultMeter } from '../metrics.js';
 import { parseStreamBirths, MultiStreamSync, STREAMS_FIELD, type MultiStreamSyncReport } from './stream-sync.js';
@@ -213,10 +214,10 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
     this.#stallAfterMs = positive(PKG, 'stallAfterMs', options.stallAfterMs ?? 60_000);
     this.#streamRefreshMs = positive(PKG, 'streamRefreshIntervalMs', options.streamRefreshIntervalMs ?? this.#shardSyncIntervalMs);
     this.#removedStreamGraceMs = nonNegative(PKG, 'removedStreamGraceMs', options.removedStreamGraceMs ?? 3_600_000);
-    this.#unsafe = options.unsafe ?? {};
+    this.#unsafe = unsafeOf(options);
     const random = (this.#random = options.random ?? systemRandom);
     const lease = options.lease ?? {};
-    this.coordinator = new LeaseCoordinator({
+    this.coordinator = new LeaseCoordinator(withUnsafe({
       ...lease,
       storage: options.storage,
       group: options.group,
@@ -227,13 +228,12 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       // In a multi-stream group a worker takes only leases of the streams it reads.
       isEligible: this.#streamList ? (lease, all, corrupt) => this.#sourceOf(lease.leaseKey) !== undefined && parentsFinished(lease, all, corrupt) : undefined,
       onDrain: (held) => this.#drain(held),
-      unsafe: { skipSelfFencing: this.#unsafe.skipSelfFencing, checkpointPerKey: this.#unsafe.checkpointPerKey },
-    });
+    }, { skipSelfFencing: this.#unsafe.skipSelfFencing, checkpointPerKey: this.#unsafe.checkpointPerKey }));
     const leaderStore = (this.#leaderStore = options.leaderStore ?? (isLeaderStore(options.storage) ? options.storage : undefined));
     // The leader keeps the lease timing unless told otherwise: one set of numbers for a worker's liveness.
     const leader = options.leader ?? {};
     this.elector = leaderStore
-      ? new LeaderElector({
+      ? new LeaderElector(withUnsafe({
           store: leaderStore,
           group: options.group,
           workerId: this.coordinator.workerId,
@@ -245,8 +245,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
           random,
           onElected: (term, signal) => this.#lead(term, signal),
           onDemoted: (term) => this.emit('leader-demoted', { term }),
-          unsafe: this.#unsafe.skipSelfFencing ? { skipSelfFencing: true } : undefined,
-        })
+        }, { skipSelfFencing: this.#unsafe.skipSelfFencing }))
       : undefined;
     this.#wire();
   }
@@ -486,7 +485,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       return;
     }
     const pump = new ShardPump<R>(
-      {
+      withUnsafe({
         group: this.group,
         source,
         streamId: this.#source ? undefined : (source as StreamSource<R>).streamId,
@@ -498,12 +497,11 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
         retry: this.#retry,
         hooks: this.#options.hooks ?? {},
         initialPosition: this.#initialPositionOf(source),
-        unsafe: this.#unsafe,
         clock: this.#clock,
         random: this.#random,
         logger: this.#logger,
         reporter: this.#reporter(lease),
-      },
+      }, this.#unsafe),
       lease,
     );
     this.#pumps.set(leaseKey, pump);
@@ -794,7 +792,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       return;
     }
     const elector = this.elector as LeaderElector;
-    const sync = new ShardSync({
+    const sync = new ShardSync(withUnsafe({
       group: this.group,
       source: this.#source as ShardSource<R>,
       storage: this.#storage,
@@ -811,8 +809,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
         return pinned;
       },
       onError: (error, operation) => this.#report(error, operation),
-      unsafe: this.#unsafe,
-    });
+    }, this.#unsafe));
     this.#leaderWork = leaderLoop(
       async () => {
         try {
@@ -837,7 +834,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
   /** The leader's chores in a multi-stream group: each stream's shard sync, and streams that left (see {@link MultiStreamSync}). */
   #leadStreams(term: number, signal: AbortSignal): void {
     const elector = this.elector as LeaderElector;
-    const sync = new MultiStreamSync({
+    const sync = new MultiStreamSync(withUnsafe({
       group: this.group,
       storage: this.#storage,
       clock: this.#clock,
@@ -850,8 +847,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       onLeasesChanged: () => this.coordinator.noteLeasesChanged(),
       isLeader: () => !signal.aborted && elector.isLeader(),
       onError: (error, operation) => this.#report(error, operation),
-      unsafe: this.#unsafe,
-    });
+    }, this.#unsafe));
     this.#leaderWork = leaderLoop(
       async () => {
         try {

@@ -2,6 +2,7 @@ import type { Clock } from '../clock.js';
 import type { ShardInfo, ShardSource } from '../source.js';
 import { hasRewindRequest, settleRewinds } from '../rewind.js';
 import { Checkpoint, RECORD_FORMAT, type CheckpointStorage, type LeaseRecord, type Position } from '../storage.js';
+import { unsafeOf } from '../unsafe.js';
 
 /** What one round of the leader's chores did and saw. */
 export interface ShardSyncReport {
@@ -21,21 +22,6 @@ export interface ShardSyncReport {
   rewound: string[];
   /** In a multi-stream group, the stream this round synced. */
   streamId?: string;
-}
-
-/** Deliberately unsafe variants of the rules, for the simulation's own tests. @internal */
-export interface ShardSyncUnsafe {
-  /**
-   * Only a shard whose direct child has a lease counts as retired, and creates ask the store to create a
-   * deleted key again, as the contract once allowed: finished ancestors come back.
-   */
-  oneGenerationSync?: boolean;
-  /** Create in listing order whatever the parents' state, and never retry a parent a child names. */
-  birthRace?: boolean;
-  /** List shards before leases and delete every lease the listing does not name, at the listed version. */
-  deleteOnStaleView?: boolean;
-  /** Create leases without a checkpoint, so that a child's reader starts at the initial position. */
-  childrenAtInitialPosition?: boolean;
 }
 
 /** What a shard sync round uses of the lease table. */
@@ -74,7 +60,6 @@ export interface ShardSyncOptions {
   createConcurrency?: number | undefined;
   /** Told of failures the round works around (a source that cannot say whether a shard is gone). */
   onError?: ((error: Error, operation: string) => void) | undefined;
-  unsafe?: ShardSyncUnsafe | undefined;
 }
 
 /**
@@ -107,7 +92,7 @@ export class ShardSync {
 
   async run(signal: AbortSignal): Promise<ShardSyncReport> {
     const { group, source, storage, isLeader } = this.#options;
-    const unsafe = this.#options.unsafe ?? {};
+    const unsafe = unsafeOf(this.#options);
     let shards: ShardInfo[];
     let listing: Awaited<ReturnType<CheckpointStorage['listLeases']>>;
     if (unsafe.deleteOnStaleView) {

@@ -152,38 +152,6 @@ export interface ShardHooks {
   shutdownRequested?(shardId: string, checkpoint: (position?: Position) => Promise<void>): void | Promise<void>;
 }
 
-/**
- * Deliberately unsafe behaviours, each bringing back one defect the runtime once had, so that the
- * simulation can prove it catches them. Never set in production.
- * @internal
- */
-export interface ConsumerUnsafe {
-  /** A child shard with no checkpoint starts at the consumer's initial position, not at the child's start. */
-  childrenAtInitialPosition?: boolean;
-  /** Shard sync looks one generation down: finished ancestors whose leases were cleaned up are created again. */
-  oneGenerationSync?: boolean;
-  /** Workers take before the first shard sync, sync creates leases in listing order, and a pump creates a merge child without its other parent. */
-  birthRace?: boolean;
-  /** The leader deletes every lease the shard listing does not name, at the version it listed, whoever owns it. */
-  deleteOnStaleView?: boolean;
-  /** A checkpoint is fenced by worker and key only, not by the tenure (fencing token) it was made in. */
-  checkpointPerKey?: boolean;
-  /** A pump that failed for good keeps its lease, renewed with nobody reading. */
-  keepFailedPump?: boolean;
-  /** Passed to the coordinator and the elector: no self-fencing. */
-  skipSelfFencing?: boolean;
-  /** A handler's report of its first failed record (`{ failedAt }`) is ignored: the whole batch counts as done. */
-  ignoreBatchResponse?: boolean;
-  /** Records given up under a poison policy are skipped without calling its dead-letter handler. */
-  skipWithoutDeadLetter?: boolean;
-  /**
-   * A multi-stream group's shard sync of each stream sees every stream's leases, and takes another
-   * stream's lease for a shard gone from its own stream (as when lease keys did not name their stream):
-   * it deletes other streams' leases that nobody holds.
-   */
-  crossStreamSync?: boolean;
-}
-
 /** Options of {@link Consumer}. */
 export interface ConsumerOptions<R extends SourceRecord = SourceRecord> {
   /** The consuming application: every worker of it shares its shards. */
@@ -262,6 +230,4 @@ export interface ConsumerOptions<R extends SourceRecord = SourceRecord> {
   clock?: Clock;
   /** The random source. Default: `Math.random`. */
   random?: Random;
-  /** @internal Deliberately unsafe behaviours for the simulation's own tests. */
-  unsafe?: ConsumerUnsafe;
 }

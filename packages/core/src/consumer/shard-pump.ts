@@ -4,7 +4,8 @@ import type { CheckpointWrite, HeldLease, LeaseCoordinator } from '../lease/coor
 import type { EndOfShard, RecordsBatch, ShardBatch, ShardInfo, ShardSource, SourceRecord } from '../source.js';
 import { Checkpoint, type CheckpointStorage, type Position } from '../storage.js';
 import type { ResolvedFailurePolicy, ResolvedPoisonPolicy } from './failure-policy.js';
-import type { BatchContext, BatchResponse, CheckpointPolicy, ConsumerOptions, ConsumerUnsafe, GiveUpReason, Logger, ShardHooks } from './options.js';
+import type { BatchContext, BatchResponse, CheckpointPolicy, ConsumerOptions, GiveUpReason, Logger, ShardHooks } from './options.js';
+import { unsafeOf, type ConsumerUnsafe } from '../unsafe.js';
 
 /** The runtime's events about one shard's processing, reported to the consumer. */
 export interface PumpReporter {
@@ -44,7 +45,6 @@ interface PumpSettings<R extends SourceRecord> {
   retry: { initialDelayMs: number; maxDelayMs: number; maxAttempts: number };
   hooks: ShardHooks;
   initialPosition: Position;
-  unsafe: Pick<ConsumerUnsafe, 'childrenAtInitialPosition' | 'birthRace' | 'ignoreBatchResponse' | 'skipWithoutDeadLetter'>;
   clock: Clock;
   random: Random;
   logger: Logger;
@@ -60,6 +60,7 @@ interface PumpSettings<R extends SourceRecord> {
 export class ShardPump<R extends SourceRecord> {
   readonly shardId: string;
   readonly #settings: PumpSettings<R>;
+  readonly #unsafe: ConsumerUnsafe;
   readonly #lease: HeldLease;
   /** Aborts the read: the lease was lost, or the shard is being given away. */
   readonly #reading = new AbortController();
@@ -83,6 +84,7 @@ export class ShardPump<R extends SourceRecord> {
 
   constructor(settings: PumpSettings<R>, lease: HeldLease) {
     this.#settings = settings;
+    this.#unsafe = unsafeOf(settings);
     this.#lease = lease;
     this.shardId = lease.leaseKey;
     this.#checkpointed = lease.checkpoint;
@@ -161,7 +163,8 @@ export class ShardPump<R extends SourceRecord> {
    * here too rather than at a later "latest".
    */
   async #startPosition(): Promise<Position> {
-    const { initialPosition, unsafe, clock } = this.#settings;
+    const { initialPosition, clock } = this.#settings;
+    const unsafe = this.#unsafe;
     const { checkpoint, parentKeys } = this.#lease;
     let from = checkpoint ?? (parentKeys.length > 0 && !unsafe.childrenAtInitialPosition ? Checkpoint.TRIM_HORIZON : initialPosition);
     if (from === Checkpoint.LATEST) {
@@ -378,7 +381,7 @@ export class ShardPump<R extends SourceRecord> {
   async #giveUp(records: readonly R[], attempts: number, reason: GiveUpReason, error: Error, policy: ResolvedPoisonPolicy<R>): Promise<boolean> {
     const { reporter, clock } = this.#settings;
     const positions = records.map((record) => record.position);
-    const deadLetter = this.#settings.unsafe.skipWithoutDeadLetter ? undefined : policy.deadLetter;
+    const deadLetter = this.#unsafe.skipWithoutDeadLetter ? undefined : policy.deadLetter;
     if (deadLetter) {
       const failure = { shardId: this.shardId, records, positions, error, attempts, reason, fencingToken: this.#lease.fencingToken, signal: this.#lease.signal };
       for (let attempt = 1; ; attempt++) {
@@ -433,7 +436,7 @@ export class ShardPump<R extends SourceRecord> {
       return { done: 0, error: asError(error), reported: false };
     }
     // Only an object with `failedAt` is a report: handlers written before reports existed may return anything.
-    if (typeof response !== 'object' || response === null || !('failedAt' in response) || this.#settings.unsafe.ignoreBatchResponse) {
+    if (typeof response !== 'object' || response === null || !('failedAt' in response) || this.#unsafe.ignoreBatchResponse) {
       return { done: records.length, error: null, reported: false };
     }
     const { failedAt, error } = response;
@@ -537,7 +540,8 @@ export class ShardPump<R extends SourceRecord> {
    * parents come from the end itself when the source named them there, otherwise from a listing.
    */
   async #finish(end: EndOfShard): Promise<void> {
-    const { coordinator, storage, group, hooks, reporter, unsafe } = this.#settings;
+    const { coordinator, storage, group, hooks, reporter } = this.#settings;
+    const unsafe = this.#unsafe;
     const { childShardIds } = end;
     await this.#checkpoint(Checkpoint.SHARD_END);
     this.#draining = true; // the lease is given back below: that is no loss

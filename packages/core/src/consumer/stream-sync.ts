@@ -8,7 +8,8 @@ import type { Clock } from '../clock.js';
 import { describeValue, StorageOutcomeUnknownError } from '../errors.js';
 import { RECORD_FORMAT, type CheckpointStorage, type LeaseRecord, type Position } from '../storage.js';
 import type { ShardSource } from '../source.js';
-import { ShardSync, type ShardSyncReport, type ShardSyncUnsafe } from './leader-duties.js';
+import { ShardSync, type ShardSyncReport } from './leader-duties.js';
+import { unsafeOf, withUnsafe } from '../unsafe.js';
 import { parseStreamLeaseKey, streamView, type StreamSource } from './streams.js';
 
 const PKG = 'core';
@@ -80,13 +81,6 @@ export interface MultiStreamSyncOptions {
   onLeasesChanged?: (() => void) | undefined;
   isLeader: () => boolean;
   onError?: ((error: Error, operation: string) => void) | undefined;
-  unsafe?: MultiStreamSyncUnsafe | undefined;
-}
-
-/** Deliberately unsafe variants, for the simulation's own tests. @internal */
-export interface MultiStreamSyncUnsafe extends ShardSyncUnsafe {
-  /** Each stream's sync sees every stream's leases and takes another stream's for a shard gone from its own. */
-  crossStreamSync?: boolean;
 }
 
 export class MultiStreamSync {
@@ -108,8 +102,9 @@ export class MultiStreamSync {
     for (const stream of streams.values()) {
       if (signal.aborted || !isLeader()) return { ...report, complete: false, born: false };
       const birth = this.#options.births()[stream.streamId];
-      const crossStream = this.#options.unsafe?.crossStreamSync === true;
-      const sync = new ShardSync({
+      const unsafe = unsafeOf(this.#options);
+      const crossStream = unsafe.crossStreamSync === true;
+      const sync = new ShardSync(withUnsafe({
         group,
         source: crossStream ? judgingOthersGone(stream) : stream,
         storage: crossStream ? { ...streamView(storage, listing, stream), listLeases: () => Promise.resolve(listing) } : streamView(storage, listing, stream),
@@ -123,8 +118,7 @@ export class MultiStreamSync {
         onLeasesChanged: this.#options.onLeasesChanged,
         isLeader,
         onError: this.#options.onError,
-        unsafe: this.#options.unsafe,
-      });
+      }, unsafe));
       try {
         const round = await sync.run(signal);
         report.streams[stream.streamId] = round;

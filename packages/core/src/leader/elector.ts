@@ -4,6 +4,7 @@ import { TypedEmitter } from '../events.js';
 import { holdMs, resolveHoldTiming, resolveIdentity } from '../lease/timing.js';
 import { VersionWatch } from '../observed-expiry.js';
 import { leaderStateOf, RECORD_FORMAT, type LeaderRecord, type LeaderStore, type WriteResult } from '../storage.js';
+import { unsafeOf } from '../unsafe.js';
 
 const PKG = 'core';
 /** The one record an elector watches. */
@@ -36,8 +37,6 @@ export interface LeaderElectorOptions {
   clock?: Clock;
   /** The random source. Default: `Math.random`. */
   random?: Random;
-  /** Deliberately unsafe behaviours, for the simulation's own tests. @internal */
-  unsafe?: { skipSelfFencing?: boolean };
 }
 
 /** Why leadership ended. */
@@ -108,7 +107,7 @@ export class LeaderElector extends TypedEmitter<LeaderElectorEvents> implements 
     this.holdMs = holdMs(timing);
     this.#onElected = options.onElected;
     this.#onDemoted = options.onDemoted;
-    this.#skipSelfFencing = options.unsafe?.skipSelfFencing ?? false;
+    this.#skipSelfFencing = unsafeOf(options).skipSelfFencing ?? false;
   }
 
   /** Starts campaigning (and leading, once elected); resolves after the first attempt. */

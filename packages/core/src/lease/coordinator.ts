@@ -15,7 +15,8 @@ import { TypedEmitter } from '../events.js';
 import { VersionWatch } from '../observed-expiry.js';
 import { capOf, MAX_LEASES_FIELD, planMoves, shares } from './balance.js';
 import { compareNumericPositions } from '../position.js';
-import { limits } from '../limits.js';
+import { limits } from '../validation.js';
+import { unsafeOf } from '../unsafe.js';
 import {
   Checkpoint,
   leaseStateOf,
@@ -121,11 +122,6 @@ export interface LeaseCoordinatorOptions {
   clock?: Clock;
   /** The random source for shuffling, jitter and incarnations. Default: `Math.random`. */
   random?: Random;
-  /**
-   * Deliberately unsafe behaviours, for proving that the simulation catches them. Never set in production.
-   * @internal
-   */
-  unsafe?: { skipSelfFencing?: boolean; expiryFactor?: number; checkpointPerKey?: boolean; ownDurationOnly?: boolean };
 }
 
 /** The lease a checkpoint belongs to: its key and the tenure (fencing token) it was read in. */
@@ -360,10 +356,11 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     this.#compare = options.comparePositions ?? compareNumericPositions;
     this.#onDrain = options.onDrain;
     this.#useChangeFeed = options.useChangeFeed ?? true;
-    this.#skipSelfFencing = options.unsafe?.skipSelfFencing ?? false;
-    this.#checkpointPerKey = options.unsafe?.checkpointPerKey ?? false;
-    this.#ownDurationOnly = options.unsafe?.ownDurationOnly ?? false;
-    this.#expiryFactor = options.unsafe?.expiryFactor ?? 1;
+    const unsafe = unsafeOf(options);
+    this.#skipSelfFencing = unsafe.skipSelfFencing ?? false;
+    this.#checkpointPerKey = unsafe.checkpointPerKey ?? false;
+    this.#ownDurationOnly = unsafe.ownDurationOnly ?? false;
+    this.#expiryFactor = unsafe.expiryFactor ?? 1;
   }
 
   /** This worker's current incarnation in the roster, or `null` while it is not a member. */

@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import type { Random } from '../clock.js';
 import { describeValue, InvalidConfigError } from '../errors.js';
-import { validateGroup, validateWorkerId } from '../limits.js';
+import { validateGroup, validateWorkerId } from '../validation.js';
 
 /** Timing shared by the lease coordinator and the leader elector. */
 export interface HoldTiming {

@@ -1,7 +1,7 @@
 import { systemClock, type Clock } from '../clock.js';
 import { InvalidConfigError, describeValue } from '../errors.js';
+import { corruptRecord } from '../codec.js';
 import {
-  corruptRecord,
   validateGroup,
   validateLeaseKey,
   validateLeaderState,
@@ -11,7 +11,7 @@ import {
   validateMemberWrite,
   validateVersion,
   validateWorkerId,
-} from '../limits.js';
+} from '../validation.js';
 import {
   leaderStateOf,
   leaseStateOf,

@@ -16,7 +16,8 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { LeaseholdError } from '../errors.js';
-import { encodeMemberState, limits } from '../limits.js';
+import { encodeMemberState } from '../codec.js';
+import { limits } from '../validation.js';
 import { leaderStateOf, leaseStateOf, memberStateOf, RECORD_FORMAT } from '../storage.js';
 import type {
   DeleteResult,
@@ -214,15 +215,6 @@ function show(value: unknown): string {
   }
 }
 
-/** The whole state of a record (every field but its identity, including fields core does not name). */
-function stateOf(record: LeaseRecord): LeaseState {
-  return leaseStateOf(record);
-}
-
-function leaderOf(record: LeaderRecord): LeaderState {
-  return leaderStateOf(record);
-}
-
 /** A value as it would read back after a round trip through JSON: what a faithful store returns. */
 function plain<T>(value: T): T {
   return JSON.parse(JSON.stringify(value)) as T;
@@ -233,7 +225,7 @@ function byKey(leases: readonly LeaseRecord[]): Map<string, LeaseRecord> {
 }
 
 async function update(storage: Storage, group: string, record: LeaseRecord, next: Partial<LeaseState>, what: string): Promise<LeaseRecord> {
-  const [outcome] = await storage.updateLeases(group, [{ leaseKey: record.leaseKey, expectedVersion: record.version, next: { ...stateOf(record), ...next } }]);
+  const [outcome] = await storage.updateLeases(group, [{ leaseKey: record.leaseKey, expectedVersion: record.version, next: { ...leaseStateOf(record), ...next } }]);
   return applied(outcome, what);
 }
 
@@ -330,7 +322,7 @@ export function leaseContract(t: TestApi, target: ConformanceTarget): void {
       assert.equal(created.group, g);
       assert.equal(created.leaseKey, 'plain');
       assert.equal(created.version, 1);
-      assert.deepEqual(stateOf(created), {
+      assert.deepEqual(leaseStateOf(created), {
         format: RECORD_FORMAT,
         owner: null,
         epoch: 0,
@@ -349,7 +341,7 @@ export function leaseContract(t: TestApi, target: ConformanceTarget): void {
       const invented = `x-${randomUUID()}`;
       const state: LeaseState = { ...full, metadata: { ...full.metadata, [invented]: randomUUID() } };
       const created = applied(await storage.createLease({ group: g, leaseKey: 'shard/ü:{1}', ...state }), 'create');
-      assert.deepEqual(stateOf(created), plain(state));
+      assert.deepEqual(leaseStateOf(created), plain(state));
       const next: LeaseState = {
         format: RECORD_FORMAT,
         owner: null,
@@ -362,7 +354,7 @@ export function leaseContract(t: TestApi, target: ConformanceTarget): void {
       const [outcome] = await storage.updateLeases(g, [{ leaseKey: 'shard/ü:{1}', expectedVersion: created.version, next }]);
       const updated = applied(outcome, 'update');
       assert.equal(updated.version, created.version + 1);
-      assert.deepEqual(stateOf(updated), plain(next));
+      assert.deepEqual(leaseStateOf(updated), plain(next));
       assert.deepEqual(plain(await storage.getLease(g, 'shard/ü:{1}')), plain(updated));
       assert.deepEqual(plain(await listed(storage, g)), [plain(updated)]);
     });
@@ -372,7 +364,7 @@ export function leaseContract(t: TestApi, target: ConformanceTarget): void {
       const g = group();
       const state = { ...full, format: RECORD_FORMAT + 1, ...laterFields };
       const created = applied(await storage.createLease({ group: g, leaseKey: 'k', ...state }), 'create');
-      assert.deepEqual(plain(stateOf(created)), plain(state), 'the created record carries every field it was given');
+      assert.deepEqual(plain(leaseStateOf(created)), plain(state), 'the created record carries every field it was given');
       assert.deepEqual(plain(await storage.getLease(g, 'k')), plain(created));
       assert.deepEqual(plain(await listed(storage, g)), [plain(created)]);
       assert.deepEqual(plain(conflict(await storage.createLease({ group: g, leaseKey: 'k' }), 'create again')), plain(created));
@@ -380,7 +372,7 @@ export function leaseContract(t: TestApi, target: ConformanceTarget): void {
       const next = { ...full, format: RECORD_FORMAT + 2, owner: 'w2', lineage: { depth: 3 }, 'x-added': ['later'] };
       const [outcome] = await storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: created.version, next }]);
       const updated = applied(outcome, 'update');
-      assert.deepEqual(plain(stateOf(updated)), plain(next), 'an update replaces the whole state: fields it leaves out are gone');
+      assert.deepEqual(plain(leaseStateOf(updated)), plain(next), 'an update replaces the whole state: fields it leaves out are gone');
       assert.deepEqual(plain(await storage.getLease(g, 'k')), plain(updated));
       assert.deepEqual(plain(await listed(storage, g)), [plain(updated)]);
       const [stale] = await storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: created.version, next: state }]);
@@ -424,7 +416,7 @@ export function leaseContract(t: TestApi, target: ConformanceTarget): void {
         const renewed = await update(storage, g, lease, {}, `renewal ${renewal}`);
         assert.equal(renewed.version, lease.version + 1, `renewal ${renewal} moves the version: others see the owner alive only by it`);
         assert.equal((await storage.getLease(g, 'k'))?.version, renewed.version, `the stored version after renewal ${renewal}`);
-        const [again] = await storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: lease.version, next: stateOf(lease) }]);
+        const [again] = await storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: lease.version, next: leaseStateOf(lease) }]);
         assert.deepEqual(plain(conflict(again, `renewal ${renewal} at the version it replaced`)), plain(renewed));
         lease = renewed;
       }
@@ -456,7 +448,7 @@ export function leaseContract(t: TestApi, target: ConformanceTarget): void {
       const moved = await update(storage, g, created, { owner: 'w1', epoch: 1 }, 'first update');
       for (const stale of [created.version, moved.version + 1, 0]) {
         const [outcome] = await storage.updateLeases(g, [
-          { leaseKey: 'k', expectedVersion: stale, next: { ...stateOf(created), owner: 'thief', epoch: 2 } },
+          { leaseKey: 'k', expectedVersion: stale, next: { ...leaseStateOf(created), owner: 'thief', epoch: 2 } },
         ]);
         assert.deepEqual(plain(conflict(outcome, `update at version ${stale}`)), plain(moved));
       }
@@ -468,7 +460,7 @@ export function leaseContract(t: TestApi, target: ConformanceTarget): void {
       const g = group();
       const created = applied(await storage.createLease({ group: g, leaseKey: 'k', owner: 'w1', epoch: 1, checkpoint: '100' }), 'create');
       const ahead = await update(storage, g, created, { checkpoint: '200' }, 'checkpoint 200');
-      const [late] = await storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: created.version, next: { ...stateOf(created), checkpoint: '150' } }]);
+      const [late] = await storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: created.version, next: { ...leaseStateOf(created), checkpoint: '150' } }]);
       assert.deepEqual(plain(conflict(late, 'the owner\'s delayed checkpoint at the version it replaced')), plain(ahead));
       assert.equal((await storage.getLease(g, 'k'))?.checkpoint, '200');
     });
@@ -493,7 +485,7 @@ export function leaseContract(t: TestApi, target: ConformanceTarget): void {
         return {
           leaseKey,
           expectedVersion: i % 3 === 0 ? current.version + 5 : current.version,
-          next: { ...stateOf(current), owner: `w${i}`, epoch: current.epoch + 1 },
+          next: { ...leaseStateOf(current), owner: `w${i}`, epoch: current.epoch + 1 },
         };
       });
       updates.push({ leaseKey: 'missing', expectedVersion: 1, next: { ...full } });
@@ -531,7 +523,7 @@ export function leaseContract(t: TestApi, target: ConformanceTarget): void {
       assert.equal(await storage.getLease(g, 'k'), null);
       assert.deepEqual(await listed(storage, g), []);
       assert.equal(conflict(await storage.deleteLease(g, 'k', created.version), 'delete of deleted'), null);
-      const [outcome] = await storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: created.version, next: stateOf(created) }]);
+      const [outcome] = await storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: created.version, next: leaseStateOf(created) }]);
       assert.equal(conflict(outcome, 'update of deleted'), null);
     });
 
@@ -568,14 +560,14 @@ export function leaseContract(t: TestApi, target: ConformanceTarget): void {
       const moved = await update(writer, g, created, { checkpoint: '42' }, 'update');
       assert.deepEqual(plain(await reader.getLease(g, 'k')), plain(moved), 'the reader sees the update');
       assert.deepEqual(plain(await listed(reader, g)), [plain(moved)]);
-      const [late] = await reader.updateLeases(g, [{ leaseKey: 'k', expectedVersion: created.version, next: stateOf(created) }]);
+      const [late] = await reader.updateLeases(g, [{ leaseKey: 'k', expectedVersion: created.version, next: leaseStateOf(created) }]);
       assert.deepEqual(plain(conflict(late, 'the reader writing at the version it read first')), plain(moved));
       assert.equal((await writer.deleteLease(g, 'k', moved.version)).status, 'applied');
       assert.equal(await reader.getLease(g, 'k'), null, 'the reader sees the delete');
       assert.deepEqual(await listed(reader, g), []);
       const leader = applied(await writer.createLeader({ group: g, holder: 'a', term: 1 }), 'create leader');
       assert.deepEqual(plain(await reader.getLeader(g)), plain(leader), 'the reader sees the leader record');
-      const next = applied(await writer.updateLeader(g, leader.version, { ...leaderOf(leader), holder: 'b', term: 2 }), 'update leader');
+      const next = applied(await writer.updateLeader(g, leader.version, { ...leaderStateOf(leader), holder: 'b', term: 2 }), 'update leader');
       assert.deepEqual(plain(await reader.getLeader(g)), plain(next), 'the reader sees the new leader');
     });
 
@@ -652,7 +644,7 @@ export function limitsContract(t: TestApi, target: ConformanceTarget): void {
       const leases = await listed(storage, g);
       const results = await storage.updateLeases(
         g,
-        leases.map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...stateOf(lease), owner: 'renewer', epoch: 1 } })),
+        leases.map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...leaseStateOf(lease), owner: 'renewer', epoch: 1 } })),
       );
       assert.equal(results.length, leases.length);
       results.forEach((outcome, i) => {
@@ -740,11 +732,11 @@ export function limitsContract(t: TestApi, target: ConformanceTarget): void {
       });
       const first = largest('a');
       const created = applied(await storage.createLease({ group: g, leaseKey, ...first }), 'create at the limits');
-      assert.deepEqual(plain(stateOf(created)), plain(first));
+      assert.deepEqual(plain(leaseStateOf(created)), plain(first));
       const second = largest('b');
       const [outcome] = await storage.updateLeases(g, [{ leaseKey, expectedVersion: created.version, next: second }]);
       const updated = applied(outcome, 'update at the limits');
-      assert.deepEqual(plain(stateOf(updated)), plain(second));
+      assert.deepEqual(plain(leaseStateOf(updated)), plain(second));
       assert.deepEqual(plain(await storage.getLease(g, leaseKey)), plain(updated));
       assert.deepEqual(plain(await listed(storage, g)), [plain(updated)]);
       assert.deepEqual(plain(conflict(await storage.createLease({ group: g, leaseKey, ...first }), 'create again')), plain(updated));
@@ -764,9 +756,9 @@ export function limitsContract(t: TestApi, target: ConformanceTarget): void {
         metadata: jsonOfSize(limits.maxMetadataBytes, { [sized(limits.maxMetadataKeyBytes, '€', variant)]: variant }, 'filler'),
       });
       const created = applied(await storage.createLeader({ group: g, ...largest('a') }), 'create at the limits');
-      assert.deepEqual(plain(leaderOf(created)), plain(largest('a')));
+      assert.deepEqual(plain(leaderStateOf(created)), plain(largest('a')));
       const updated = applied(await storage.updateLeader(g, created.version, largest('b')), 'update at the limits');
-      assert.deepEqual(plain(leaderOf(updated)), plain(largest('b')));
+      assert.deepEqual(plain(leaderStateOf(updated)), plain(largest('b')));
       assert.deepEqual(plain(await storage.getLeader(g)), plain(updated));
       assert.deepEqual(plain(conflict(await storage.updateLeader(g, created.version, largest('a')), 'stale update')), plain(updated));
       assert.deepEqual(plain(conflict(await storage.createLeader({ group: g, ...largest('a') }), 'create again')), plain(updated));
@@ -787,14 +779,14 @@ export function limitsContract(t: TestApi, target: ConformanceTarget): void {
       const state = { ...leaseStateOf({}), metadata, ...fields } as LeaseState;
       const created = applied(await storage.createLease({ group: g, leaseKey: 'k', ...state }), 'create');
       assert.deepEqual(Object.keys(created.metadata).sort(), Object.keys(metadata).sort(), 'every metadata key is kept');
-      assert.deepEqual(plain(stateOf(created)), plain(state));
+      assert.deepEqual(plain(leaseStateOf(created)), plain(state));
       const next = { ...state, owner: 'w' };
       const [outcome] = await storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: created.version, next }]);
-      assert.deepEqual(plain(stateOf(applied(outcome, 'update'))), plain(next));
+      assert.deepEqual(plain(leaseStateOf(applied(outcome, 'update'))), plain(next));
       const read = (await storage.getLease(g, 'k')) as LeaseRecord;
       assert.deepEqual(Object.keys(read.metadata).sort(), Object.keys(metadata).sort(), 'every metadata key reads back');
-      assert.deepEqual(plain(stateOf(read)), plain(next));
-      assert.deepEqual(plain((await listed(storage, g)).map(stateOf)), [plain(next)]);
+      assert.deepEqual(plain(leaseStateOf(read)), plain(next));
+      assert.deepEqual(plain((await listed(storage, g)).map(leaseStateOf)), [plain(next)]);
       const leader = applied(await storage.createLeader({ group: g, metadata, ...fields }), 'create leader');
       assert.deepEqual(plain(await storage.getLeader(g)), plain(leader));
       assert.deepEqual(Object.keys(leader.metadata).sort(), Object.keys(metadata).sort());
@@ -807,8 +799,8 @@ export function limitsContract(t: TestApi, target: ConformanceTarget): void {
       for (const [i, text] of awkward.entries()) {
         const state = { ...leaseStateOf({}), checkpoint: text, metadata: { value: text }, 'x-text': text, 'x-list': [text] } as LeaseState;
         const created = applied(await storage.createLease({ group: g, leaseKey: `k${i}`, ...state }), `create with ${JSON.stringify(text)}`);
-        assert.deepEqual(plain(stateOf(created)), plain(state), `create with ${JSON.stringify(text)}`);
-        assert.deepEqual(plain(stateOf((await storage.getLease(g, `k${i}`)) as LeaseRecord)), plain(state), `read with ${JSON.stringify(text)}`);
+        assert.deepEqual(plain(leaseStateOf(created)), plain(state), `create with ${JSON.stringify(text)}`);
+        assert.deepEqual(plain(leaseStateOf((await storage.getLease(g, `k${i}`)) as LeaseRecord)), plain(state), `read with ${JSON.stringify(text)}`);
       }
       assert.equal((await listed(storage, g)).length, awkward.length);
     });
@@ -837,7 +829,7 @@ export function leaderContract(t: TestApi, target: ConformanceTarget): void {
       const created = applied(await storage.createLeader({ group: g, holder: 'w1', term: 3, metadata: { [invented]: 'v', note: 'ü\n' } }), 'create');
       assert.equal(created.group, g);
       assert.equal(created.version, 1, 'a new leader record starts at version 1');
-      assert.deepEqual(leaderOf(created), { format: RECORD_FORMAT, holder: 'w1', term: 3, metadata: { [invented]: 'v', note: 'ü\n' } });
+      assert.deepEqual(leaderStateOf(created), { format: RECORD_FORMAT, holder: 'w1', term: 3, metadata: { [invented]: 'v', note: 'ü\n' } });
       assert.deepEqual(plain(await storage.getLeader(g)), plain(created));
       assert.deepEqual(plain(conflict(await storage.createLeader({ group: g, holder: 'w2', term: 9 }), 'second create')), plain(created));
       assert.deepEqual(plain(await storage.getLeader(g)), plain(created));
@@ -846,7 +838,7 @@ export function leaderContract(t: TestApi, target: ConformanceTarget): void {
     define(t, target, 'a created leader record without fields has no holder, term 0 and empty metadata', async ({ clients, group }) => {
       const [storage] = (await clients(1)) as [Storage];
       const created = applied(await storage.createLeader({ group: group() }), 'create');
-      assert.deepEqual(leaderOf(created), { format: RECORD_FORMAT, holder: null, term: 0, metadata: {} });
+      assert.deepEqual(leaderStateOf(created), { format: RECORD_FORMAT, holder: null, term: 0, metadata: {} });
     });
 
     define(t, target, 'the format and fields core does not name round-trip exactly through a leader record\'s create, update, get and conflict', async ({ clients, group }) => {
@@ -854,12 +846,12 @@ export function leaderContract(t: TestApi, target: ConformanceTarget): void {
       const g = group();
       const state = { format: RECORD_FORMAT + 1, holder: 'w1', term: 1, metadata: { k: 'v' }, ...laterFields };
       const created = applied(await storage.createLeader({ group: g, ...state }), 'create');
-      assert.deepEqual(plain(leaderOf(created)), plain(state));
+      assert.deepEqual(plain(leaderStateOf(created)), plain(state));
       assert.deepEqual(plain(await storage.getLeader(g)), plain(created));
       assert.deepEqual(plain(conflict(await storage.createLeader({ group: g }), 'create again')), plain(created));
       const next = { format: RECORD_FORMAT + 2, holder: 'w2', term: 2, metadata: {}, lineage: { depth: 9 }, 'x-added': [1] };
       const updated = applied(await storage.updateLeader(g, created.version, next), 'update');
-      assert.deepEqual(plain(leaderOf(updated)), plain(next), 'an update replaces the whole state: fields it leaves out are gone');
+      assert.deepEqual(plain(leaderStateOf(updated)), plain(next), 'an update replaces the whole state: fields it leaves out are gone');
       assert.deepEqual(plain(await storage.getLeader(g)), plain(updated));
       assert.deepEqual(plain(conflict(await storage.updateLeader(g, created.version, state), 'stale update')), plain(updated));
     });
@@ -871,7 +863,7 @@ export function leaderContract(t: TestApi, target: ConformanceTarget): void {
       const next = { format: RECORD_FORMAT, holder: 'w1', term: 1, metadata: { k: 'v' } };
       const updated = applied(await storage.updateLeader(g, created.version, next), 'update');
       assert.equal(updated.version, created.version + 1);
-      assert.deepEqual(leaderOf(updated), next);
+      assert.deepEqual(leaderStateOf(updated), next);
       assert.deepEqual(plain(conflict(await storage.updateLeader(g, created.version, { format: RECORD_FORMAT, holder: 'w2', term: 2, metadata: {} }), 'stale')), plain(updated));
       assert.deepEqual(plain(await storage.getLeader(g)), plain(updated));
       assert.equal(conflict(await storage.updateLeader(group(), 1, next), 'missing'), null);
@@ -882,10 +874,10 @@ export function leaderContract(t: TestApi, target: ConformanceTarget): void {
       const g = group();
       let leader = applied(await storage.createLeader({ group: g, holder: 'w1', term: 1 }), 'create');
       for (let renewal = 1; renewal <= 3; renewal++) {
-        const renewed = applied(await storage.updateLeader(g, leader.version, leaderOf(leader)), `renewal ${renewal}`);
+        const renewed = applied(await storage.updateLeader(g, leader.version, leaderStateOf(leader)), `renewal ${renewal}`);
         assert.equal(renewed.version, leader.version + 1, `renewal ${renewal} moves the version: candidates see the leader alive only by it`);
         assert.equal((await storage.getLeader(g))?.version, renewed.version);
-        assert.deepEqual(plain(conflict(await storage.updateLeader(g, leader.version, leaderOf(leader)), `renewal ${renewal} at the version it replaced`)), plain(renewed));
+        assert.deepEqual(plain(conflict(await storage.updateLeader(g, leader.version, leaderStateOf(leader)), `renewal ${renewal} at the version it replaced`)), plain(renewed));
         leader = renewed;
       }
     });
@@ -911,11 +903,6 @@ function memberState(overrides: Partial<MemberState> & object = {}): MemberState
   return { format: RECORD_FORMAT, incarnation: 'incarnation-1', leaseDurationMs: 10_000, status: 'alive', held: 0, changes: 0, requests: [], metadata: {}, ...overrides };
 }
 
-/** The whole state of a member (every field but its identity, including fields core does not name). */
-function memberOf(record: MemberRecord): MemberState {
-  return memberStateOf(record);
-}
-
 function byWorker(members: readonly MemberRecord[]): MemberRecord[] {
   return [...members].sort((a, b) => (a.workerId < b.workerId ? -1 : a.workerId > b.workerId ? 1 : 0));
 }
@@ -937,7 +924,7 @@ async function join(storage: Storage, group: string, workerId: string, state: Pa
 }
 
 async function heartbeat(storage: Storage, record: MemberRecord, next: Partial<MemberState> = {}, what = 'heartbeat'): Promise<MemberRecord> {
-  return applied(await storage.putMember(record.group, record.workerId, record.version, { ...memberOf(record), ...next }), what);
+  return applied(await storage.putMember(record.group, record.workerId, record.version, { ...memberStateOf(record), ...next }), what);
 }
 
 /** A member state whose encoding (`encodeMemberState`) is exactly `bytes` long: `state` plus an ASCII filler field. */
@@ -994,9 +981,9 @@ export function rosterContract(t: TestApi, target: ConformanceTarget): void {
       assert.equal(joined.group, g);
       assert.equal(joined.workerId, 'w1');
       assert.ok(Number.isSafeInteger(joined.version) && joined.version >= 1, `a member's version is a positive integer, got ${joined.version}`);
-      assert.deepEqual(plain(memberOf(joined)), plain(memberState({ incarnation: 'first', held: 3 })));
+      assert.deepEqual(plain(memberStateOf(joined)), plain(memberState({ incarnation: 'first', held: 3 })));
       const moved = await heartbeat(storage, joined, { held: 4 });
-      for (const state of [memberState({ incarnation: 'second' }), memberOf(moved), memberState({ incarnation: 'first', held: 3 })]) {
+      for (const state of [memberState({ incarnation: 'second' }), memberStateOf(moved), memberState({ incarnation: 'first', held: 3 })]) {
         assert.deepEqual(plain(conflict(await storage.putMember(g, 'w1', null, state), 'a second join')), plain(moved), 'a second join is a conflict carrying the stored member');
       }
       assert.deepEqual(plain(await members(storage, g)), [plain(moved)], 'the second join changed nothing');
@@ -1008,7 +995,7 @@ export function rosterContract(t: TestApi, target: ConformanceTarget): void {
       const joined = await join(storage, g, 'w1');
       const moved = await heartbeat(storage, joined, { held: 2, changes: 1, requests: [{ leaseKey: 'k', from: 'w2' }] });
       assert.ok(moved.version > joined.version, `version ${moved.version} after ${joined.version}`);
-      assert.deepEqual(plain(memberOf(moved)), plain(memberState({ held: 2, changes: 1, requests: [{ leaseKey: 'k', from: 'w2' }] })));
+      assert.deepEqual(plain(memberStateOf(moved)), plain(memberState({ held: 2, changes: 1, requests: [{ leaseKey: 'k', from: 'w2' }] })));
       for (const stale of [joined.version, moved.version + 1, moved.version + 1000, 0]) {
         const outcome = await storage.putMember(g, 'w1', stale, memberState({ status: 'dead', incarnation: 'thief' }));
         assert.deepEqual(plain(conflict(outcome, `a put at version ${stale}`)), plain(moved), 'a conflict carries the stored member');
@@ -1025,9 +1012,9 @@ export function rosterContract(t: TestApi, target: ConformanceTarget): void {
       for (let beat = 1; beat <= 3; beat++) {
         const next = await heartbeat(storage, member, {}, `heartbeat ${beat}`);
         assert.ok(next.version > member.version, `heartbeat ${beat} moves the version (${member.version} to ${next.version}): others see the member alive only by it`);
-        assert.deepEqual(plain(memberOf(next)), plain(memberOf(member)));
+        assert.deepEqual(plain(memberStateOf(next)), plain(memberStateOf(member)));
         assert.deepEqual(plain(await memberOfRoster(storage, g, 'w1')), plain(next), `the stored member after heartbeat ${beat}`);
-        assert.deepEqual(plain(conflict(await storage.putMember(g, 'w1', member.version, memberOf(member)), `heartbeat ${beat} at the version it replaced`)), plain(next));
+        assert.deepEqual(plain(conflict(await storage.putMember(g, 'w1', member.version, memberStateOf(member)), `heartbeat ${beat} at the version it replaced`)), plain(next));
         member = next;
       }
       for (const [what, step] of [['held', { held: 6 }], ['changes', { changes: 1 }], ['requests', { requests: [{ leaseKey: 'k', from: 'w2' }] }], ['metadata', { metadata: { note: 'x' } }], ['status', { status: 'dead' }], ['format', { format: RECORD_FORMAT + 1 }]] as const) {
@@ -1070,7 +1057,7 @@ export function rosterContract(t: TestApi, target: ConformanceTarget): void {
         seen.add(joined.version).add(beat.version);
         highest = beat.version;
         assert.equal((await storage.removeMember(g, 'cycled', beat.version)).status, 'applied', `remove ${round}`);
-        assert.equal(conflict(await storage.putMember(g, 'cycled', beat.version, memberOf(beat)), 'a writer holding the removed version'), null, 'a writer holding the removed version must not write the member again');
+        assert.equal(conflict(await storage.putMember(g, 'cycled', beat.version, memberStateOf(beat)), 'a writer holding the removed version'), null, 'a writer holding the removed version must not write the member again');
         for (const old of seen) {
           assert.equal(conflict(await storage.putMember(g, 'cycled', old, memberState({ incarnation: 'zombie' })), `a put at the old version ${old}`), null);
         }
@@ -1085,7 +1072,7 @@ export function rosterContract(t: TestApi, target: ConformanceTarget): void {
       assert.deepEqual(await members(storage, g), [], 'every member left');
       const back = await join(storage, g, 'cycled', { incarnation: 'after an empty roster' });
       assert.ok(back.version > last.version, `a join after every member left: version ${back.version}, but a member of the group already had ${last.version}`);
-      assert.deepEqual(plain(conflict(await storage.putMember(g, 'other', other.version, memberOf(other)), 'a writer holding the version of a member that left')), null);
+      assert.deepEqual(plain(conflict(await storage.putMember(g, 'other', other.version, memberStateOf(other)), 'a writer holding the version of a member that left')), null);
     });
 
     define(t, target, 'writes to different members never conflict with each other: each member is written at its own version alone', async ({ clients, group }) => {
@@ -1138,18 +1125,18 @@ export function rosterContract(t: TestApi, target: ConformanceTarget): void {
         ...laterFields,
       });
       const joined = await join(storage, g, 'w1', first);
-      assert.deepEqual(plain(memberOf(joined)), plain(first), 'the joined member carries every field it was given');
+      assert.deepEqual(plain(memberStateOf(joined)), plain(first), 'the joined member carries every field it was given');
       assert.deepEqual(Object.keys(joined.metadata).sort(), Object.keys(first.metadata).sort(), 'every metadata key is kept');
       assert.deepEqual(plain(await members(storage, g)), [plain(joined)]);
       assert.deepEqual(plain(conflict(await storage.putMember(g, 'w1', null, memberState()), 'join again')), plain(joined));
       const second = memberState({ format: RECORD_FORMAT + 2, status: 'dead', requests: [{ leaseKey: 'k', from: 'w2' }], metadata: { [`x-${randomUUID()}`]: '✓' }, ...{ lineage: { depth: 3 }, 'x-added': ['later'] } });
       const put = applied(await storage.putMember(g, 'w1', joined.version, second), 'put');
-      assert.deepEqual(plain(memberOf(put)), plain(second), 'a put replaces the whole state: fields it leaves out are gone');
+      assert.deepEqual(plain(memberStateOf(put)), plain(second), 'a put replaces the whole state: fields it leaves out are gone');
       const read = (await memberOfRoster(storage, g, 'w1')) as MemberRecord;
       assert.deepEqual(plain(read), plain(put));
       assert.deepEqual(plain(conflict(await storage.putMember(g, 'w1', joined.version, first), 'stale put')), plain(put));
       const emptied = applied(await storage.putMember(g, 'w1', put.version, memberState()), 'a put of empty requests and metadata');
-      assert.deepEqual(plain(memberOf(emptied)), plain(memberState()));
+      assert.deepEqual(plain(memberStateOf(emptied)), plain(memberState()));
       assert.deepEqual(plain(await members(storage, g)), [plain(emptied)]);
     });
 
@@ -1159,10 +1146,10 @@ export function rosterContract(t: TestApi, target: ConformanceTarget): void {
       const g = prefix + sized(limits.maxNameBytes - Buffer.byteLength(prefix), '𝄞', 'g');
       const workerId = sized(limits.maxNameBytes, '€', 'w');
       const joined = applied(await storage.putMember(g, workerId, null, largestMember('a')), 'join at the limits');
-      assert.deepEqual(plain(memberOf(joined)), plain(largestMember('a')));
+      assert.deepEqual(plain(memberStateOf(joined)), plain(largestMember('a')));
       assert.deepEqual(plain(await members(storage, g)), [plain(joined)]);
       const put = applied(await storage.putMember(g, workerId, joined.version, largestMember('b')), 'put at the limits');
-      assert.deepEqual(plain(memberOf(put)), plain(largestMember('b')));
+      assert.deepEqual(plain(memberStateOf(put)), plain(largestMember('b')));
       assert.deepEqual(plain(await members(storage, g)), [plain(put)]);
       assert.deepEqual(plain(conflict(await storage.putMember(g, workerId, joined.version, largestMember('a')), 'stale put')), plain(put));
       assert.deepEqual(plain(conflict(await storage.putMember(g, workerId, null, largestMember('a')), 'join again')), plain(put));
@@ -1180,7 +1167,7 @@ export function rosterContract(t: TestApi, target: ConformanceTarget): void {
       }
       const roster = await members(storage, g);
       assert.deepEqual(roster.map((member) => member.workerId), [...ids].sort((a, b) => (a < b ? -1 : 1)), `every one of the ${limits.maxMembers} members`);
-      for (const member of roster) assert.deepEqual(plain(memberOf(member)), plain(written.get(member.workerId)), `member ${member.workerId.slice(0, 10)} reads back whole`);
+      for (const member of roster) assert.deepEqual(plain(memberStateOf(member)), plain(written.get(member.workerId)), `member ${member.workerId.slice(0, 10)} reads back whole`);
       assert.deepEqual(plain(roster), plain(byWorker(joined)));
       const moved = await Promise.all(joined.map((member) => heartbeat(storage, member, { held: member.held + 1 })));
       assert.deepEqual(plain(await members(storage, g)), plain(byWorker(moved)), 'and again after every member moved');
@@ -1238,7 +1225,7 @@ export function rosterContract(t: TestApi, target: ConformanceTarget): void {
       assert.deepEqual(plain(await members(reader, g)), [plain(joined)], 'the reader sees the join');
       const beat = await heartbeat(writer, joined);
       assert.deepEqual(plain(await members(reader, g)), [plain(beat)], 'the reader sees the heartbeat');
-      assert.deepEqual(plain(conflict(await reader.putMember(g, 'w1', joined.version, memberOf(joined)), 'the reader writing at the version it read first')), plain(beat));
+      assert.deepEqual(plain(conflict(await reader.putMember(g, 'w1', joined.version, memberStateOf(joined)), 'the reader writing at the version it read first')), plain(beat));
       const other = await join(reader, g, 'w2');
       assert.deepEqual(plain(await members(writer, g)), plain([beat, other]), 'the writer sees the reader\'s join');
       assert.equal((await writer.removeMember(g, 'w1', beat.version)).status, 'applied');
@@ -1249,7 +1236,7 @@ export function rosterContract(t: TestApi, target: ConformanceTarget): void {
       const [storage] = (await clients(1)) as [Storage];
       const g = group();
       const joined = await join(storage, g, 'w1');
-      const good = memberOf(joined);
+      const good = memberStateOf(joined);
       const bad = (fields: Record<string, unknown>): MemberState => ({ ...good, ...fields });
       const states: Array<[string, MemberState, string]> = [
         ['format 0', bad({ format: 0 }), 'format'],
@@ -1320,7 +1307,7 @@ const races: Array<[string, Body]> = [
       const created = applied(await (racers[0] as Storage).createLease({ group: g, leaseKey: 'contested' }), 'create');
       const outcomes = await Promise.all(
         racers.map((storage, i) =>
-          storage.updateLeases(g, [{ leaseKey: 'contested', expectedVersion: created.version, next: { ...stateOf(created), owner: `racer-${i}`, epoch: 1 } }]),
+          storage.updateLeases(g, [{ leaseKey: 'contested', expectedVersion: created.version, next: { ...leaseStateOf(created), owner: `racer-${i}`, epoch: 1 } }]),
         ),
       );
       const flat = outcomes.map((batch) => batch[0]);
@@ -1390,7 +1377,7 @@ const races: Array<[string, Body]> = [
             const current = (await storage.getLease(g, 'counter')) as LeaseRecord;
             const count = Number(current.metadata.count) + 1;
             const [outcome] = await storage.updateLeases(g, [
-              { leaseKey: 'counter', expectedVersion: current.version, next: { ...stateOf(current), metadata: { count: String(count) } } },
+              { leaseKey: 'counter', expectedVersion: current.version, next: { ...leaseStateOf(current), metadata: { count: String(count) } } },
             ]);
             if (outcome?.status === 'applied') done++;
           }
@@ -1410,7 +1397,7 @@ const races: Array<[string, Body]> = [
       await createMany(a, g, keys);
       const leases = await listed(a, g);
       const batch = (owner: string): LeaseUpdate[] =>
-        leases.map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...stateOf(lease), owner, epoch: 1 } }));
+        leases.map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...leaseStateOf(lease), owner, epoch: 1 } }));
       const [fromA, fromB] = await Promise.all([a.updateLeases(g, batch('a')), b.updateLeases(g, batch('b'))]);
       const stored = byKey(await listed(a, g));
       leases.forEach((lease, i) => {
@@ -1436,7 +1423,7 @@ const races: Array<[string, Body]> = [
         racers.map(async (storage, i) => {
           let member = joined[i] as MemberRecord;
           for (let beat = 1; beat <= 10; beat++) {
-            const outcome = await storage.putMember(g, member.workerId, member.version, { ...memberOf(member), held: beat });
+            const outcome = await storage.putMember(g, member.workerId, member.version, { ...memberStateOf(member), held: beat });
             member = applied(outcome, `heartbeat ${beat} of ${member.workerId}, at its own version while the others beat`);
             versions.push(member.version);
           }
@@ -1552,7 +1539,7 @@ export function monotonicityContract(t: TestApi, target: ConformanceTarget): voi
       assert.ok(again.version > old.version, `version ${again.version} after ${old.version}`);
       assert.ok(again.epoch >= old.epoch, `epoch ${again.epoch} after ${old.epoch}`);
       assert.deepEqual(plain(await storage.getLease(g, 'k')), plain(again));
-      const [stale] = await storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: old.version, next: { ...stateOf(old), owner: 'zombie' } }]);
+      const [stale] = await storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: old.version, next: { ...leaseStateOf(old), owner: 'zombie' } }]);
       assert.deepEqual(plain(conflict(stale, 'a writer holding the deleted version')), plain(again), 'a writer holding the deleted version must not write the new lease');
       const higher = applied(await storage.createLease({ group: g, leaseKey: 'other', epoch: 3 }), 'other');
       assert.equal(higher.epoch, 3, 'a new key keeps the epoch it was created with');
@@ -1635,13 +1622,13 @@ export function badInputContract(t: TestApi, target: ConformanceTarget): void {
         await assert.rejects(storage.deleteLease(g, bad, 1), check);
         await assert.rejects(
           storage.updateLeases(g, [
-            { leaseKey: 'good', expectedVersion: good.version, next: { ...stateOf(good), owner: 'w' } },
+            { leaseKey: 'good', expectedVersion: good.version, next: { ...leaseStateOf(good), owner: 'w' } },
             { leaseKey: bad, expectedVersion: 1, next: full },
           ]),
           check,
         );
-        await assert.rejects(storage.updateLeases(g, [{ leaseKey: 'good', expectedVersion: good.version, next: { ...stateOf(good), owner: bad } }]), check);
-        await assert.rejects(storage.updateLeases(g, [{ leaseKey: 'good', expectedVersion: good.version, next: { ...stateOf(good), incarnation: bad } }]), check);
+        await assert.rejects(storage.updateLeases(g, [{ leaseKey: 'good', expectedVersion: good.version, next: { ...leaseStateOf(good), owner: bad } }]), check);
+        await assert.rejects(storage.updateLeases(g, [{ leaseKey: 'good', expectedVersion: good.version, next: { ...leaseStateOf(good), incarnation: bad } }]), check);
         await assert.rejects(storage.createLease({ group: g, leaseKey: 'other', parentKeys: [bad] }), check);
         await assert.rejects(storage.createLease({ group: g, leaseKey: 'other', owner: bad }), check);
         await assert.rejects(storage.createLeader({ group: g, holder: bad }), check);
@@ -1657,8 +1644,8 @@ export function badInputContract(t: TestApi, target: ConformanceTarget): void {
       const check = (error: unknown): true => assertInvalidInput(error, 'checkpoint');
       await assert.rejects(storage.createLease({ group: g, leaseKey: 'k', checkpoint: big }), check);
       const lease = applied(await storage.createLease({ group: g, leaseKey: 'k', checkpoint: '1' }), 'create');
-      await assert.rejects(storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: lease.version, next: { ...stateOf(lease), checkpoint: big } }]), check);
-      await assert.rejects(storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: lease.version, next: { ...stateOf(lease), checkpoint: '' } }]), check);
+      await assert.rejects(storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: lease.version, next: { ...leaseStateOf(lease), checkpoint: big } }]), check);
+      await assert.rejects(storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: lease.version, next: { ...leaseStateOf(lease), checkpoint: '' } }]), check);
       assert.deepEqual(plain(await storage.getLease(g, 'k')), plain(lease));
     });
 
@@ -1690,9 +1677,9 @@ export function badInputContract(t: TestApi, target: ConformanceTarget): void {
       const lease = applied(await storage.createLease({ group: g, leaseKey: 'k' }), 'create');
       await assert.rejects(storage.createLease({ group: g, leaseKey: 'x', epoch: -1 }), (error) => assertInvalidInput(error, 'epoch'));
       await assert.rejects(storage.createLease({ group: g, leaseKey: 'x', epoch: -0 }), (error) => assertInvalidInput(error, 'epoch'));
-      await assert.rejects(storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: -1, next: stateOf(lease) }]), (error) => assertInvalidInput(error, 'version'));
-      await assert.rejects(storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: 1.5, next: stateOf(lease) }]), (error) => assertInvalidInput(error, 'version'));
-      await assert.rejects(storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: lease.version, next: { ...stateOf(lease), epoch: 0.5 } }]), (error) => assertInvalidInput(error, 'epoch'));
+      await assert.rejects(storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: -1, next: leaseStateOf(lease) }]), (error) => assertInvalidInput(error, 'version'));
+      await assert.rejects(storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: 1.5, next: leaseStateOf(lease) }]), (error) => assertInvalidInput(error, 'version'));
+      await assert.rejects(storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: lease.version, next: { ...leaseStateOf(lease), epoch: 0.5 } }]), (error) => assertInvalidInput(error, 'epoch'));
       await assert.rejects(storage.deleteLease(g, 'k', -3), (error) => assertInvalidInput(error, 'version'));
       await assert.rejects(storage.createLeader({ group: g, term: -1 }), (error) => assertInvalidInput(error, 'term'));
       await assert.rejects(storage.updateLeader(g, 0.5, { format: RECORD_FORMAT, holder: null, term: 0, metadata: {} }), (error) => assertInvalidInput(error, 'version'));
@@ -1705,7 +1692,7 @@ export function badInputContract(t: TestApi, target: ConformanceTarget): void {
       const g = group();
       const lease = applied(await storage.createLease({ group: g, leaseKey: 'k' }), 'create');
       for (const format of [0, -1, 1.5, '1', null]) {
-        const next = { ...stateOf(lease), format } as unknown as LeaseState;
+        const next = { ...leaseStateOf(lease), format } as unknown as LeaseState;
         await assert.rejects(storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: lease.version, next }]), (error) => assertInvalidInput(error, 'format'));
         // A create may leave the format out (null or undefined): it then gets the default.
         if (format === null) continue;
@@ -1713,17 +1700,17 @@ export function badInputContract(t: TestApi, target: ConformanceTarget): void {
         await assert.rejects(storage.createLeader({ group: g, format: format as number }), (error) => assertInvalidInput(error, 'format'));
       }
       for (const value of [Number.NaN, Number.POSITIVE_INFINITY, new Date(0), new Map(), () => 1, [1, Symbol('s')], 10n]) {
-        const next = { ...stateOf(lease), 'x-bad': value } as unknown as LeaseState;
+        const next = { ...leaseStateOf(lease), 'x-bad': value } as unknown as LeaseState;
         await assert.rejects(storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: lease.version, next }]), (error) => assertInvalidInput(error, 'x-bad'));
         // A create is checked after core's copy of its state, which turns a Date or a Map into {}.
         if (value instanceof Date || value instanceof Map) continue;
         await assert.rejects(storage.createLease({ group: g, leaseKey: 'x', ...({ 'x-bad': value } as object) }), (error) => assertInvalidInput(error, 'x-bad'));
         await assert.rejects(storage.createLeader({ group: g, ...({ 'x-bad': value } as object) }), (error) => assertInvalidInput(error, 'x-bad'));
       }
-      const proto = stateOf(lease);
+      const proto = leaseStateOf(lease);
       Object.defineProperty(proto, '__proto__', { value: { polluted: true }, enumerable: true, configurable: true, writable: true });
       await assert.rejects(storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: lease.version, next: proto }]), (error) => assertInvalidInput(error, '__proto__'));
-      const oversize = { ...stateOf(lease), 'x-big': 'b'.repeat(limits.maxExtensionBytes) } as LeaseState;
+      const oversize = { ...leaseStateOf(lease), 'x-big': 'b'.repeat(limits.maxExtensionBytes) } as LeaseState;
       await assert.rejects(storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: lease.version, next: oversize }]), (error) => assertInvalidInput(error, 'the limit is'));
       await assert.rejects(storage.createLease({ group: g, leaseKey: 'x', ...oversize }), (error) => assertInvalidInput(error, 'the limit is'));
       assert.deepEqual(plain(await listed(storage, g)), [plain(lease)]);
@@ -1734,7 +1721,7 @@ export function badInputContract(t: TestApi, target: ConformanceTarget): void {
       const [storage] = (await clients(1)) as [Storage];
       const g = group();
       const lease = applied(await storage.createLease({ group: g, leaseKey: 'k' }), 'create');
-      const next = { ...stateOf(lease), owner: 'w' };
+      const next = { ...leaseStateOf(lease), owner: 'w' };
       await assert.rejects(
         storage.updateLeases(g, [
           { leaseKey: 'k', expectedVersion: lease.version, next },
@@ -1829,7 +1816,7 @@ export function corruptionContract(t: TestApi, target: ConformanceTarget): void 
       const leases = byKey(await listed(storage, g));
       await corrupt(g, 'bad');
       const badVersion = (leases.get('bad') as LeaseRecord).version;
-      const next = (key: string): LeaseState => ({ ...stateOf(leases.get(key) as LeaseRecord), owner: 'w' });
+      const next = (key: string): LeaseState => ({ ...leaseStateOf(leases.get(key) as LeaseRecord), owner: 'w' });
       const results = await storage.updateLeases(g, [
         { leaseKey: 'a', expectedVersion: (leases.get('a') as LeaseRecord).version, next: next('a') },
         { leaseKey: 'bad', expectedVersion: badVersion + 1000, next: next('bad') },
@@ -1948,7 +1935,7 @@ async function listen(storage: Storage, group: string, target: ConformanceTarget
 async function settle(writer: Storage, group: string, heard: Heard): Promise<LeaseChange[]> {
   const leaseKey = `marker-${randomUUID().slice(0, 8)}`;
   const marker = applied(await writer.createLease({ group, leaseKey, owner: 'm', epoch: 1 }), 'create the marker');
-  const [outcome] = await writer.updateLeases(group, [{ leaseKey, expectedVersion: marker.version, next: { ...stateOf(marker), owner: null }, notify: 'released' }]);
+  const [outcome] = await writer.updateLeases(group, [{ leaseKey, expectedVersion: marker.version, next: { ...leaseStateOf(marker), owner: null }, notify: 'released' }]);
   applied(outcome, 'release the marker');
   await waitUntil(() => heard.changes.some((change) => change.leaseKey === leaseKey && change.kind === 'released'), 'the marker release was never delivered');
   return heard.changes.filter((change) => change.leaseKey !== leaseKey);
@@ -1970,7 +1957,7 @@ export function changeFeedContract(t: TestApi, target: ConformanceTarget): void 
       const heard = await listen(reader, g, target, context);
       const elsewhere = await listen(reader, context.group(), target, context);
       const lease = applied(await writer.createLease({ group: g, leaseKey: 'k', owner: 'a', epoch: 1 }), 'create');
-      const [outcome] = await writer.updateLeases(g, [{ leaseKey: 'k', expectedVersion: lease.version, next: { ...stateOf(lease), owner: null }, notify: 'released' }]);
+      const [outcome] = await writer.updateLeases(g, [{ leaseKey: 'k', expectedVersion: lease.version, next: { ...leaseStateOf(lease), owner: null }, notify: 'released' }]);
       applied(outcome, 'release');
       await waitUntil(() => heard.changes.some((change) => change.kind === 'released'), 'the release was never delivered');
       assert.deepEqual(heard.changes.filter((change) => change.kind === 'released'), [{ group: g, leaseKey: 'k', kind: 'released' }]);
@@ -1990,7 +1977,7 @@ export function changeFeedContract(t: TestApi, target: ConformanceTarget): void 
         ['rewind', { metadata: { 'leasehold.rewind': '{"id":"r1","to":"TRIM_HORIZON","requestedAt":"2024-01-01T00:00:00.000Z"}' } }],
         ['released', { owner: null, incarnation: null }],
       ] as const) {
-        const [outcome] = await writer.updateLeases(g, [{ leaseKey: 'k', expectedVersion: current.version, next: { ...stateOf(current), ...step }, notify: kind }]);
+        const [outcome] = await writer.updateLeases(g, [{ leaseKey: 'k', expectedVersion: current.version, next: { ...leaseStateOf(current), ...step }, notify: kind }]);
         current = applied(outcome, kind);
       }
       assert.deepEqual(await settle(writer, g, heard), [
@@ -2014,7 +2001,7 @@ export function changeFeedContract(t: TestApi, target: ConformanceTarget): void 
       const results = await writer.updateLeases(g, [
         ...keys.map((leaseKey, i) => {
           const lease = leases.get(leaseKey) as LeaseRecord;
-          return { leaseKey, expectedVersion: i % 2 === 0 ? lease.version : lease.version + 7, next: { ...stateOf(lease), owner: null }, notify: kinds[i] };
+          return { leaseKey, expectedVersion: i % 2 === 0 ? lease.version : lease.version + 7, next: { ...leaseStateOf(lease), owner: null }, notify: kinds[i] };
         }),
         { leaseKey: 'missing', expectedVersion: 1, next: full, notify: 'released' },
       ]);
@@ -2036,11 +2023,11 @@ export function changeFeedContract(t: TestApi, target: ConformanceTarget): void 
       await createMany(writer, g, keys, () => ({ owner: 'w', epoch: 1 }));
       for (let round = 0; round < 3; round++) {
         const leases = await listed(writer, g);
-        const results = await writer.updateLeases(g, leases.map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...stateOf(lease), checkpoint: String(round) } })));
+        const results = await writer.updateLeases(g, leases.map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...leaseStateOf(lease), checkpoint: String(round) } })));
         results.forEach((outcome, i) => applied(outcome, `renewal of ${leases[i]?.leaseKey}`));
       }
       const leader = applied(await writer.createLeader({ group: g, holder: 'w', term: 1 }), 'leader');
-      applied(await writer.updateLeader(g, leader.version, leaderOf(leader)), 'leader renewal');
+      applied(await writer.updateLeader(g, leader.version, leaderStateOf(leader)), 'leader renewal');
       assert.deepEqual(sortChanges(await settle(writer, g, heard)), sortChanges(keys.map((leaseKey) => ({ group: g, leaseKey, kind: 'created' as const }))), 'only the creates are changes');
     });
 
@@ -2053,7 +2040,7 @@ export function changeFeedContract(t: TestApi, target: ConformanceTarget): void 
       const leases = byKey(await listed(own, g));
       const release = (leaseKey: string): LeaseUpdate => {
         const lease = leases.get(leaseKey) as LeaseRecord;
-        return { leaseKey, expectedVersion: lease.version, next: { ...stateOf(lease), owner: null }, notify: 'released' };
+        return { leaseKey, expectedVersion: lease.version, next: { ...leaseStateOf(lease), owner: null }, notify: 'released' };
       };
       applied((await own.updateLeases(g, [release('mine')]))[0], 'release through the subscriber\'s own client');
       applied((await other.updateLeases(g, [release('theirs')]))[0], 'release through another client');
@@ -2074,7 +2061,7 @@ export function changeFeedContract(t: TestApi, target: ConformanceTarget): void 
       const elsewhere = await listen(writer, g, target, context);
       await closed.close();
       const lease = applied(await writer.createLease({ group: g, leaseKey: 'k', owner: 'a', epoch: 1 }), 'create');
-      applied((await writer.updateLeases(g, [{ leaseKey: 'k', expectedVersion: lease.version, next: { ...stateOf(lease), owner: null }, notify: 'released' }]))[0], 'release');
+      applied((await writer.updateLeases(g, [{ leaseKey: 'k', expectedVersion: lease.version, next: { ...leaseStateOf(lease), owner: null }, notify: 'released' }]))[0], 'release');
       await settle(writer, g, open);
       await settle(writer, g, elsewhere);
       assert.deepEqual(closed.changes, [], 'nothing reaches a closed subscription');
@@ -2227,7 +2214,7 @@ async function cutMemberWrite(
     assert.equal(stored, null, `${expect.what}: the member is removed or left as it was`);
   } else {
     assert.ok(stored !== null && stored.version > (expect.before?.version ?? 0), `${expect.what}: a written member has a new version, got ${show(stored)}`);
-    assert.deepEqual(plain(memberOf(stored)), plain(expect.next), `${expect.what}: the member is written whole or not at all`);
+    assert.deepEqual(plain(memberStateOf(stored)), plain(expect.next), `${expect.what}: the member is written whole or not at all`);
   }
 }
 
@@ -2261,7 +2248,7 @@ export function faultContract(t: TestApi, target: ConformanceTarget): void {
       const g = context.group();
       const lease = applied(await direct.createLease({ group: g, leaseKey: 'k', owner: 'w', epoch: 1 }), 'create');
       await client.getLease(g, 'k');
-      const next = { ...stateOf(lease), checkpoint: '77' };
+      const next = { ...leaseStateOf(lease), checkpoint: '77' };
       await cutWrite(proxy, async () => (await client.updateLeases(g, [{ leaseKey: 'k', expectedVersion: lease.version, next }]))[0] as WriteResult<LeaseRecord>, () => direct.getLease(g, 'k'), {
         before: lease,
         written: (outcome) => outcome?.status === 'applied' ? outcome.record : { ...next, group: g, leaseKey: 'k', version: lease.version + 1 },
@@ -2294,7 +2281,7 @@ export function faultContract(t: TestApi, target: ConformanceTarget): void {
       });
       const current = (await direct.getLeader(g)) ?? applied(await direct.createLeader({ group: g, holder: 'w', term: 1 }), 'create leader');
       await client.getLeader(g);
-      const next = { ...leaderOf(current), holder: 'v', term: 2 };
+      const next = { ...leaderStateOf(current), holder: 'v', term: 2 };
       await cutWrite(proxy, () => client.updateLeader(g, current.version, next), () => direct.getLeader(g), {
         before: current,
         written: (outcome) => outcome?.status === 'applied' ? outcome.record : { ...next, group: g, version: current.version + 1 },
@@ -2309,7 +2296,7 @@ export function faultContract(t: TestApi, target: ConformanceTarget): void {
       await createMany(direct, g, keys, () => ({ owner: 'w', epoch: 1 }));
       const before = await listed(direct, g);
       await client.getLease(g, 'k0');
-      const updates = before.map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...stateOf(lease), checkpoint: `cp-${lease.leaseKey}` } }));
+      const updates = before.map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...leaseStateOf(lease), checkpoint: `cp-${lease.leaseKey}` } }));
       let cut = false;
       const armed = proxy.cutOnResponse().then(() => {
         cut = true;
@@ -2396,7 +2383,7 @@ export function faultContract(t: TestApi, target: ConformanceTarget): void {
       await cutMemberWrite(proxy, () => client.putMember(g, 'w', null, memberState({ held: 1 })), read, { before: null, next: memberState({ held: 1 }), what: 'a join' });
       const current = (await read()) ?? (await join(direct, g, 'w', { held: 1 }));
       await client.getRoster(g);
-      await cutMemberWrite(proxy, () => client.putMember(g, 'w', current.version, { ...memberOf(current), held: 2 }), read, { before: current, next: { ...memberOf(current), held: 2 }, what: 'a put' });
+      await cutMemberWrite(proxy, () => client.putMember(g, 'w', current.version, { ...memberStateOf(current), held: 2 }), read, { before: current, next: { ...memberStateOf(current), held: 2 }, what: 'a put' });
       const now = (await read()) as MemberRecord;
       await client.getRoster(g);
       await cutMemberWrite(proxy, () => client.removeMember(g, 'w', now.version), read, { before: now, next: null, what: 'a remove' });
@@ -2436,13 +2423,13 @@ export function faultContract(t: TestApi, target: ConformanceTarget): void {
         ['getLease', (storage) => storage.getLease(g, 'k')],
         ['getLeader', (storage) => storage.getLeader(g)],
         ['createLease', (storage) => storage.createLease({ group: g, leaseKey: 'new' })],
-        ['updateLeases', (storage) => storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: lease.version, next: { ...stateOf(lease), checkpoint: '9' } }])],
+        ['updateLeases', (storage) => storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: lease.version, next: { ...leaseStateOf(lease), checkpoint: '9' } }])],
         ['deleteLease', (storage) => storage.deleteLease(g, 'k', lease.version)],
         ['createLeader', (storage) => storage.createLeader({ group: `${g}-other` })],
-        ['updateLeader', (storage) => storage.updateLeader(g, leader.version, { ...leaderOf(leader), term: 2 })],
+        ['updateLeader', (storage) => storage.updateLeader(g, leader.version, { ...leaderStateOf(leader), term: 2 })],
         ['getRoster', (storage) => storage.getRoster(g)],
         ['putMember (a join)', (storage) => storage.putMember(g, 'new', null, memberState())],
-        ['putMember (a heartbeat)', (storage) => storage.putMember(g, 'w', member.version, memberOf(member))],
+        ['putMember (a heartbeat)', (storage) => storage.putMember(g, 'w', member.version, memberStateOf(member))],
         ['removeMember', (storage) => storage.removeMember(g, 'w', member.version)],
       ];
       for (const [what, call] of calls) {

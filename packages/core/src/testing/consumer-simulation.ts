@@ -12,7 +12,8 @@
  */
 import { seededRandom, type Random } from '../clock.js';
 import { Consumer } from '../consumer/consumer.js';
-import type { BatchContext, BatchResponse, CheckpointPolicy, ConsumerUnsafe, FailedRecords, InitialPosition } from '../consumer/options.js';
+import type { BatchContext, BatchResponse, CheckpointPolicy, FailedRecords, InitialPosition } from '../consumer/options.js';
+import { withUnsafe, type ConsumerUnsafe } from '../unsafe.js';
 import { MemorySource } from '../memory/memory-source.js';
 import { MemoryStorage, type MemoryWriteEvent } from '../memory/memory-storage.js';
 import type { SourceRecord } from '../source.js';
@@ -898,7 +899,7 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
             ...(poisonPolicy.deadLetter ? { deadLetter: (failure: FailedRecords) => deadLetter(self.worker as SimWorker, failure) } : {}),
           }
         : (shape.onHandlerError as 'retry' | 'skip');
-      const consumer = new Consumer({
+      const consumer = new Consumer(withUnsafe({
         group: GROUP,
         ...(multi
           ? {
@@ -917,9 +918,8 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
         shardSyncIntervalMs: shape.shardSyncIntervalMs,
         lease: { leaseDurationMs: LEASE_DURATION_MS, takeIntervalMs: TAKE_INTERVAL_MS, maxClockDrift: MAX_CLOCK_DRIFT },
         metrics: false,
-        unsafe: config.unsafe,
         processBatch: (records, context) => handle(self.worker as SimWorker, records, context),
-      });
+      }, config.unsafe));
       // Its own seed, so that the handler's and the runtime's draws are those of a run without it.
       const deadLetterRandom = seededRandom(((config.seed * 31 + index) ^ 0xdead_1e77) >>> 0);
       const worker: SimWorker = {

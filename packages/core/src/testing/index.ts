@@ -43,3 +43,13 @@ export {
   type InitialPositionKind,
 } from './consumer-simulation.js';
 export { ProcessSource } from './process-source.js';
+export { seededRandom, shuffled } from '../clock.js';
+export {
+  withUnsafe,
+  type UnsafeSwitches,
+  type CoordinatorUnsafe,
+  type ElectorUnsafe,
+  type ConsumerUnsafe,
+  type ShardSyncUnsafe,
+  type MultiStreamSyncUnsafe,
+} from '../unsafe.js';

@@ -8,6 +8,7 @@ import { Checkpoint, type LeaseRecord } from '../storage.js';
 import { seededRandom } from '../clock.js';
 import { LeaseCoordinator, type LeaseCoordinatorOptions } from '../lease/coordinator.js';
 import { LeaderElector } from '../leader/elector.js';
+import { withUnsafe, type CoordinatorUnsafe } from '../unsafe.js';
 import { MemoryStorage, type MemoryWriteEvent } from '../memory/memory-storage.js';
 import { compareNumericPositions } from '../position.js';
 import { FaultyStorage, type FaultPlan } from './faulty-storage.js';
@@ -25,7 +26,7 @@ export interface SimulationConfig {
   /** Which faults may happen. Default: all. */
   faults?: Partial<Record<FaultKind, boolean>>;
   /** Lease timing and test-only weakening passed to every coordinator. */
-  coordinator?: Pick<LeaseCoordinatorOptions, 'leaseDurationMs' | 'renewIntervalMs' | 'takeIntervalMs' | 'maxClockDrift' | 'unsafe'>;
+  coordinator?: Pick<LeaseCoordinatorOptions, 'leaseDurationMs' | 'renewIntervalMs' | 'takeIntervalMs' | 'maxClockDrift'> & { unsafe?: CoordinatorUnsafe | undefined };
   /** Records a line per notable event, for replaying a failure by eye. */
   trace?: (line: string) => void;
 }
@@ -191,7 +192,7 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
       stopping: false,
       cap,
       work: new Map(),
-      coordinator: new LeaseCoordinator({
+      coordinator: new LeaseCoordinator(withUnsafe({
         storage: faulty,
         group: GROUP,
         workerId,
@@ -202,12 +203,11 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
         renewIntervalMs: ownDurationMs === leaseDurationMs ? renewIntervalMs : undefined,
         maxLeasesPerWorker: Number.isFinite(cap) ? cap : undefined,
         maxClockDrift,
-        unsafe: config.coordinator?.unsafe,
         onDrain: async (lease) => {
           await worker.work.get(lease.leaseKey);
         },
-      }),
-      elector: new LeaderElector({
+      }, config.coordinator?.unsafe)),
+      elector: new LeaderElector(withUnsafe({
         store: faulty,
         group: GROUP,
         workerId,
@@ -215,7 +215,6 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
         random: workerRandom,
         leaseDurationMs,
         maxClockDrift,
-        unsafe: config.coordinator?.unsafe?.skipSelfFencing ? { skipSelfFencing: true } : undefined,
         onElected: (term) => {
           const previous = leaders.get(term);
           if (previous !== undefined && previous !== workerId) violate('one-leader', `term ${term} led by ${previous} and ${workerId}`);
@@ -226,7 +225,7 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
             }
           }
         },
-      }),
+      }, { skipSelfFencing: config.coordinator?.unsafe?.skipSelfFencing })),
     };
     byId.set(workerId, worker);
     workers.push(worker);

@@ -9,22 +9,8 @@
  */
 import {
   CorruptRecordError,
-  encodeMemberState,
-  leaseStateOf,
-  limits,
-  memberStateOf,
   MemoryStorage,
-  RECORD_FORMAT,
-  result,
   StorageUnavailableError,
-  validateGroup,
-  validateLeaseKey,
-  validateLeaseUpdates,
-  validateMemberWrite,
-  validateNewLease,
-  validateNewLeader,
-  validateVersion,
-  validateWorkerId,
   type ChangeSubscription,
   type CreateLeaseOptions,
   type DeleteResult,
@@ -44,6 +30,22 @@ import {
   type Storage,
   type WriteResult,
 } from '../../src/index.js';
+import {
+  encodeMemberState,
+  leaseStateOf,
+  limits,
+  memberStateOf,
+  RECORD_FORMAT,
+  result,
+  validateGroup,
+  validateLeaseKey,
+  validateLeaseUpdates,
+  validateMemberWrite,
+  validateNewLease,
+  validateNewLeader,
+  validateVersion,
+  validateWorkerId,
+} from '../../src/adapter.js';
 
 // ---------------------------------------------------------------------------------------------------
 // One method changed

@@ -2,11 +2,10 @@ import {
   Consumer,
   MemorySource,
   MemoryStorage,
-  seededRandom,
   type ConsumerOptions,
   type SourceRecord,
 } from '../../src/index.js';
-import { VirtualScheduler, type VirtualClock } from '../../src/testing/index.js';
+import { seededRandom, VirtualScheduler, type VirtualClock, withUnsafe, type ConsumerUnsafe } from '../../src/testing/index.js';
 
 export const GROUP = 'orders';
 export const decoder = new TextDecoder();
@@ -25,8 +24,8 @@ export function world(shards = 2) {
   const storage = new MemoryStorage();
   const seen: Seen[] = [];
   let seed = 1;
-  const consumer = (workerId: string, options: Partial<ConsumerOptions> = {}, clock: VirtualClock = scheduler.clock()) =>
-    new Consumer({
+  const consumer = (workerId: string, { unsafe, ...options }: Partial<ConsumerOptions> & { unsafe?: ConsumerUnsafe } = {}, clock: VirtualClock = scheduler.clock()) =>
+    new Consumer(withUnsafe({
       group: GROUP,
       source,
       storage,
@@ -42,7 +41,7 @@ export function world(shards = 2) {
         }
       },
       ...options,
-    });
+    }, unsafe));
   /** Produces `count` records for each of `keys`, numbered per key from `from`. */
   const produce = (keys: string[], count: number, from = 1): void => {
     for (let n = from; n < from + count; n++) for (const key of keys) source.put(key, `${key}=${n}`);

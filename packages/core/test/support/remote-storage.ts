@@ -9,18 +9,8 @@ import { createConnection, createServer, type AddressInfo, type Server, type Soc
 import {
   LeaseholdError,
   MemoryStorage,
-  result,
   StorageOutcomeUnknownError,
   StorageUnavailableError,
-  validateGroup,
-  validateLeaderState,
-  validateLeaseKey,
-  validateLeaseUpdates,
-  validateMemberWrite,
-  validateNewLeader,
-  validateNewLease,
-  validateVersion,
-  validateWorkerId,
   type CreateLeaseOptions,
   type DeleteResult,
   type LeaderRecord,
@@ -36,6 +26,18 @@ import {
   type Storage,
   type WriteResult,
 } from '../../src/index.js';
+import {
+  result,
+  validateGroup,
+  validateLeaderState,
+  validateLeaseKey,
+  validateLeaseUpdates,
+  validateMemberWrite,
+  validateNewLeader,
+  validateNewLease,
+  validateVersion,
+  validateWorkerId,
+} from '../../src/adapter.js';
 import { errorFromWire, errorToWire, fromWire, toWire, type WireError } from '../../src/testing/wire.js';
 
 const PKG = 'remote-storage';

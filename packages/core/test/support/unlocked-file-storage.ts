@@ -6,19 +6,6 @@
  */
 import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import {
-  leaderStateOf,
-  leaseStateOf,
-  memberStateOf,
-  result,
-  validateGroup,
-  validateLeaderState,
-  validateLeaseKey,
-  validateLeaseUpdates,
-  validateMemberWrite,
-  validateNewLeader,
-  validateNewLease,
-  validateVersion,
-  validateWorkerId,
   type CreateLeaseOptions,
   type DeleteResult,
   type LeaderRecord,
@@ -34,6 +21,21 @@ import {
   type Storage,
   type WriteResult,
 } from '../../src/index.js';
+import {
+  leaderStateOf,
+  leaseStateOf,
+  memberStateOf,
+  result,
+  validateGroup,
+  validateLeaderState,
+  validateLeaseKey,
+  validateLeaseUpdates,
+  validateMemberWrite,
+  validateNewLeader,
+  validateNewLease,
+  validateVersion,
+  validateWorkerId,
+} from '../../src/adapter.js';
 
 interface Slot {
   record: LeaseRecord | null;

@@ -3,7 +3,7 @@
  * and lease duration give the same faults at the same moments, so that a failing run can be replayed.
  * Every kind of fault happens at least once; a longer run repeats them in a fresh order each round.
  */
-import { seededRandom, shuffled } from '@leasehold/core';
+import { seededRandom, shuffled } from '@leasehold/core/testing';
 
 export const FAULT_KINDS = ['kill', 'pause', 'backend-restart', 'cut-off', 'drop', 'delay', 'split', 'merge'] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];

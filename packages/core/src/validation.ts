@@ -1,23 +1,9 @@
 /**
- * The contract's limits and the checks every adapter runs before it sends anything, plus a codec for
- * adapters that store a record's state as one JSON document. Keeping them here means every backend
- * refuses exactly the same input with exactly the same error.
+ * The contract's limits and the checks every adapter runs before it sends anything. Keeping them here
+ * means every backend refuses exactly the same input with exactly the same error.
  */
-import { CorruptRecordError, describeValue, InvalidInputError } from './errors.js';
-import type {
-  MemberRecord,
-  MemberState,
-  Roster,
-  LeaseChangeKind,
-  LeaseListing,
-  LeaderRecord,
-  LeaderState,
-  LeaseRecord,
-  LeaseState,
-  LeaseUpdate,
-  NewLease,
-  NewLeader,
-} from './storage.js';
+import { describeValue, InvalidInputError } from './errors.js';
+import type { LeaseChangeKind, LeaderState, LeaseState, LeaseUpdate, MemberState, NewLease, NewLeader } from './storage.js';
 import { leaderStateOf, leaseStateOf, memberStateOf } from './storage.js';
 
 /**
@@ -291,7 +277,7 @@ export function validateMemberState(state: MemberState, pkg = 'core'): void {
   }
   checkMetadata(pkg, state.metadata);
   checkExtensions(pkg, state, MEMBER_FIELDS);
-  const bytes = Buffer.byteLength(encodeMemberState(state), 'utf8');
+  const bytes = Buffer.byteLength(JSON.stringify(memberStateOf(state)), 'utf8');
   if (bytes > limits.maxMemberBytes) {
     throw new InvalidInputError(`[${pkg}] member state is ${bytes} bytes as JSON; the limit is ${limits.maxMemberBytes}`);
   }
@@ -303,150 +289,4 @@ export function validateMemberWrite(group: string, workerId: string, expectedVer
   validateWorkerId(workerId, pkg);
   if (expectedVersion !== null) validateVersion(expectedVersion, pkg);
   validateMemberState(next, pkg);
-}
-
-/** Serialises a member state as one JSON document (every field but the identity). */
-export function encodeMemberState(state: MemberState): string {
-  return JSON.stringify(memberStateOf(state));
-}
-
-/**
- * Rebuilds a stored member from its parts, checking every field; a bad one throws a `CorruptRecordError`
- * naming the member. `state` is the JSON document of {@link encodeMemberState} or an object.
- */
-export function decodeMember(group: string, workerId: string, version: unknown, state: unknown, pkg = 'core'): MemberRecord {
-  const where = { group, workerId };
-  const storedVersion = checkStoredVersion(version, where, pkg);
-  const fields = typeof state === 'string' ? parseJson(state, where, pkg) : (state as Record<string, unknown>);
-  if (typeof fields !== 'object' || fields === null) throw corruptRecord(where, `state is ${describeValue(state)}`, { pkg });
-  requireFields(fields, ['format', 'incarnation', 'leaseDurationMs', 'status', 'held', 'changes', 'requests', 'metadata'], where, pkg);
-  const candidate = fields as unknown as MemberState;
-  try {
-    validateMemberState(candidate);
-  } catch (error) {
-    throw corruptRecord(where, (error as Error).message.replace(/^\[core\] /, ''), { pkg, cause: error });
-  }
-  return { group, workerId, version: storedVersion, ...memberStateOf(candidate) };
-}
-
-/**
- * Builds a {@link Roster} from stored members: each is decoded by `decode` (typically with
- * {@link decodeMember}); one that throws a `CorruptRecordError` is listed in `corrupt`.
- */
-export function rosterOf<Row>(group: string, rows: Iterable<Row>, decode: (row: Row) => MemberRecord): Roster {
-  const members: MemberRecord[] = [];
-  const corrupt: CorruptRecordError[] = [];
-  for (const row of rows) {
-    try {
-      members.push(decode(row));
-    } catch (error) {
-      if (!(error instanceof CorruptRecordError)) throw error;
-      corrupt.push(error);
-    }
-  }
-  return { group, members, corrupt };
-}
-
-/** Serialises a lease state as one JSON document (every field but the identity), for adapters that store it that way. */
-export function encodeLeaseState(state: LeaseState): string {
-  return JSON.stringify(leaseStateOf(state));
-}
-
-/** Serialises a leader state as one JSON document. */
-export function encodeLeaderState(state: LeaderState): string {
-  return JSON.stringify(leaderStateOf(state));
-}
-
-/**
- * Builds a {@link LeaseListing} from stored rows: each row is decoded by `decode` (typically with
- * {@link decodeLease}); a row that throws a `CorruptRecordError` is listed in `corrupt`, so one bad row
- * never hides the others. Any other error is thrown.
- */
-export function listingOf<Row>(rows: Iterable<Row>, decode: (row: Row) => LeaseRecord): LeaseListing {
-  const leases: LeaseRecord[] = [];
-  const corrupt: CorruptRecordError[] = [];
-  for (const row of rows) {
-    try {
-      leases.push(decode(row));
-    } catch (error) {
-      if (!(error instanceof CorruptRecordError)) throw error;
-      corrupt.push(error);
-    }
-  }
-  return { leases, corrupt };
-}
-
-/** A `CorruptRecordError` naming the record, for adapters that check stored fields of their own too. */
-export function corruptRecord(
-  where: { group: string; leaseKey?: string | undefined; workerId?: string | undefined },
-  detail: string,
-  options: { pkg?: string; cause?: unknown } = {},
-): CorruptRecordError {
-  const name = where.workerId !== undefined
-    ? `member ${describeValue(where.workerId)} of group ${describeValue(where.group)}`
-    : where.leaseKey === undefined
-      ? `leader record of group ${describeValue(where.group)}`
-      : `lease ${describeValue(where.leaseKey)} of group ${describeValue(where.group)}`;
-  return new CorruptRecordError(`[${options.pkg ?? 'core'}] stored ${name} is corrupt: ${detail}`, where, { cause: options.cause });
-}
-
-function parseJson(text: unknown, where: { group: string; leaseKey?: string; workerId?: string }, pkg: string): Record<string, unknown> {
-  if (typeof text !== 'string') throw corruptRecord(where, `expected a JSON document, found ${describeValue(text)}`, { pkg });
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (error) {
-    throw corruptRecord(where, `state is not valid JSON (${describeValue(text)})`, { pkg, cause: error });
-  }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw corruptRecord(where, `state is not a JSON object (${describeValue(text)})`, { pkg });
-  }
-  return value as Record<string, unknown>;
-}
-
-function requireFields(fields: object, names: readonly string[], where: { group: string; leaseKey?: string; workerId?: string }, pkg: string): void {
-  const missing = names.filter((name) => !(name in fields));
-  if (missing.length > 0) throw corruptRecord(where, `state lacks ${missing.join(', ')}`, { pkg });
-}
-
-function checkStoredVersion(version: unknown, where: { group: string; leaseKey?: string; workerId?: string }, pkg: string): number {
-  if (typeof version !== 'number' || !Number.isSafeInteger(version) || version < 1) {
-    throw corruptRecord(where, `version must be a positive integer, found ${describeValue(version)}`, { pkg });
-  }
-  return version;
-}
-
-/**
- * Rebuilds a stored lease from its parts, checking every field; a bad one throws a `CorruptRecordError`
- * that names the record. `state` is the JSON document of {@link encodeLeaseState} or an object.
- */
-export function decodeLease(group: string, leaseKey: string, version: unknown, state: unknown, pkg = 'core'): LeaseRecord {
-  const where = { group, leaseKey };
-  const storedVersion = checkStoredVersion(version, where, pkg);
-  const fields = typeof state === 'string' ? parseJson(state, where, pkg) : (state as Record<string, unknown>);
-  if (typeof fields !== 'object' || fields === null) throw corruptRecord(where, `state is ${describeValue(state)}`, { pkg });
-  requireFields(fields, ['format', 'owner', 'epoch', 'checkpoint', 'parentKeys', 'incarnation', 'metadata'], where, pkg);
-  const candidate = fields as unknown as LeaseState;
-  try {
-    validateLeaseState(candidate);
-  } catch (error) {
-    throw corruptRecord(where, (error as Error).message.replace(/^\[core\] /, ''), { pkg, cause: error });
-  }
-  return { group, leaseKey, version: storedVersion, ...leaseStateOf(candidate) };
-}
-
-/** Rebuilds a stored leader record from its parts, checking every field. */
-export function decodeLeader(group: string, version: unknown, state: unknown, pkg = 'core'): LeaderRecord {
-  const where = { group };
-  const storedVersion = checkStoredVersion(version, where, pkg);
-  const fields = typeof state === 'string' ? parseJson(state, where, pkg) : (state as Record<string, unknown>);
-  if (typeof fields !== 'object' || fields === null) throw corruptRecord(where, `state is ${describeValue(state)}`, { pkg });
-  requireFields(fields, ['format', 'holder', 'term', 'metadata'], where, pkg);
-  const candidate = fields as unknown as LeaderState;
-  try {
-    validateLeaderState(candidate);
-  } catch (error) {
-    throw corruptRecord(where, (error as Error).message.replace(/^\[core\] /, ''), { pkg, cause: error });
-  }
-  return { group, version: storedVersion, ...leaderStateOf(candidate) };
 }

@@ -1,0 +1,93 @@
+/**
+ * The deliberately unsafe switches: each brings back one defect the runtime once had, so that the
+ * simulations can prove they catch it. They are in no published option type: a test attaches them to an
+ * options object with `withUnsafe` (exported only by `@leasehold/core/testing`), and the component given
+ * that object reads them with `unsafeOf`. Never set in production.
+ */
+
+/** The lease coordinator's switches. */
+export interface CoordinatorUnsafe {
+  /** The holder keeps writing after its lease may have expired (no self-fencing). */
+  skipSelfFencing?: boolean | undefined;
+  /** A member counts as expired after this multiple of its lease duration (below 1: too early). */
+  expiryFactor?: number | undefined;
+  /** A checkpoint is fenced by worker and key only, not by the tenure (fencing token) it was made in. */
+  checkpointPerKey?: boolean | undefined;
+  /** A member's expiry is judged by the judge's own lease duration, not the longer of the two. */
+  ownDurationOnly?: boolean | undefined;
+}
+
+/** The leader elector's switches. */
+export interface ElectorUnsafe {
+  /** The leader keeps acting after its term may have expired (no self-fencing). */
+  skipSelfFencing?: boolean | undefined;
+}
+
+/** Shard sync's switches. */
+export interface ShardSyncUnsafe {
+  /**
+   * Only a shard whose direct child has a lease counts as retired, and creates ask the store to create a
+   * deleted key again, as the contract once allowed: finished ancestors come back.
+   */
+  oneGenerationSync?: boolean;
+  /** Create in listing order whatever the parents' state, and never retry a parent a child names. */
+  birthRace?: boolean;
+  /** List shards before leases and delete every lease the listing does not name, at the listed version. */
+  deleteOnStaleView?: boolean;
+  /** Create leases without a checkpoint, so that a child's reader starts at the initial position. */
+  childrenAtInitialPosition?: boolean;
+}
+
+/** A multi-stream group's sync's switches. */
+export interface MultiStreamSyncUnsafe extends ShardSyncUnsafe {
+  /** Each stream's sync sees every stream's leases and takes another stream's for a shard gone from its own. */
+  crossStreamSync?: boolean;
+}
+
+/** The consumer runtime's switches (it passes the coordinator's, the elector's and shard sync's on). */
+export interface ConsumerUnsafe {
+  /** A child shard with no checkpoint starts at the consumer's initial position, not at the child's start. */
+  childrenAtInitialPosition?: boolean;
+  /** Shard sync looks one generation down: finished ancestors whose leases were cleaned up are created again. */
+  oneGenerationSync?: boolean;
+  /** Workers take before the first shard sync, sync creates leases in listing order, and a pump creates a merge child without its other parent. */
+  birthRace?: boolean;
+  /** The leader deletes every lease the shard listing does not name, at the version it listed, whoever owns it. */
+  deleteOnStaleView?: boolean;
+  /** A checkpoint is fenced by worker and key only, not by the tenure (fencing token) it was made in. */
+  checkpointPerKey?: boolean;
+  /** A pump that failed for good keeps its lease, renewed with nobody reading. */
+  keepFailedPump?: boolean;
+  /** Passed to the coordinator and the elector: no self-fencing. */
+  skipSelfFencing?: boolean;
+  /** A handler's report of its first failed record (`{ failedAt }`) is ignored: the whole batch counts as done. */
+  ignoreBatchResponse?: boolean;
+  /** Records given up under a poison policy are skipped without calling its dead-letter handler. */
+  skipWithoutDeadLetter?: boolean;
+  /**
+   * A multi-stream group's shard sync of each stream sees every stream's leases, and takes another
+   * stream's lease for a shard gone from its own stream (as when lease keys did not name their stream):
+   * it deletes other streams' leases that nobody holds.
+   */
+  crossStreamSync?: boolean;
+}
+
+
+/** Every switch of every component; each reads its own. */
+export type UnsafeSwitches = CoordinatorUnsafe & ElectorUnsafe & ConsumerUnsafe;
+
+const registry = new WeakMap<object, UnsafeSwitches>();
+
+/**
+ * Attaches unsafe switches to `options` and returns the same object, for a simulation's own tests: the
+ * component given it brings back the defects they name. `undefined` or no switch attaches nothing.
+ */
+export function withUnsafe<T extends object>(options: T, switches: UnsafeSwitches | undefined): T {
+  if (switches !== undefined && Object.values(switches).some((value) => value !== undefined && value !== false)) registry.set(options, switches);
+  return options;
+}
+
+/** The switches attached to `options` (none for options no test marked). */
+export function unsafeOf(options: object): UnsafeSwitches {
+  return registry.get(options) ?? {};
+}
