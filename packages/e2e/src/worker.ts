@@ -42,6 +42,9 @@ const { values: args } = parseArgs({
     // checkpoint, postgres leases only) or `fenced` (through the fence of the sink at --sink-url).
     sink: { type: 'string' },
     'sink-url': { type: 'string' },
+    // With a positive value: a `stats` report this often (memory after a collection when the process
+    // runs with --expose-gc, and the sizes of the consumer's bookkeeping).
+    'stats-interval-ms': { type: 'string', default: '0' },
   },
 });
 
@@ -198,6 +201,27 @@ process.on('SIGTERM', () => {
     process.exit(1);
   });
 });
+
+const statsIntervalMs = number('stats-interval-ms');
+if (statsIntervalMs > 0) {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  setInterval(() => {
+    gc?.();
+    const memory = process.memoryUsage();
+    report({
+      type: 'stats',
+      collected: gc !== undefined,
+      rss: memory.rss,
+      heapUsed: memory.heapUsed,
+      heapTotal: memory.heapTotal,
+      external: memory.external,
+      arrayBuffers: memory.arrayBuffers,
+      resources: process.getActiveResourcesInfo().length,
+      shards: consumer.shards.length,
+      diagnostics: consumer.diagnostics(),
+    });
+  }, statsIntervalMs).unref();
+}
 
 await consumer.start();
 report({ type: 'ready', pid: process.pid });
