@@ -6,19 +6,24 @@
  * every few seconds, its RSS and heap after a collection and the sizes of its consumer's bookkeeping
  * (`Consumer.diagnostics()`: readers, drains, leases let go, members watched, listeners...).
  *
- *   pnpm soak -- --minutes 60                       (from the root: builds first)
+ *   pnpm soak --minutes 60                          (from the root: builds first)
  *   node --import tsx bench/soak.ts --minutes 5     (in packages/e2e, after a build)
  *
- * Options: --minutes (5), --backend redis|postgres|dynamodb (redis), --shards (8), --rate records/s (20),
+ * `pnpm bench` runs it for 3 minutes (BENCH_SOAK_MINUTES sets another default; 0 skips it).
+ *
+ * Options: --minutes (3), --backend redis|postgres|dynamodb (redis), --shards (8), --rate records/s (20),
  * --churn-seconds (120: every period the extra worker joins, and leaves half-way), --sample-seconds (10),
- * --json FILE (every sample and the verdict, for a closer look).
+ * --json FILE (every sample and the verdict, for a closer look), --node-flags="..." (more flags for the
+ * workers' node, such as --heapsnapshot-signal=SIGUSR2 to take heap snapshots of a worker by hand).
  *
  * The verdict, per long-lived worker, over the second half of the run (the first is warm-up: JIT,
- * connection pools, the roster filling): the least-squares slope of heap-after-collection, and the growth
- * it adds up to over that half, as a share of the heap at its start; the same for RSS; and whether any
- * bookkeeping count rose above everything it was in the first half and stayed there. It fails (exit 1)
- * when a worker's heap grows more than 5% (and more than 1 MB) over the second half, its RSS more than
- * 15% (and 8 MB), or a count keeps growing.
+ * connection pools, the roster filling): the least-squares slope of the heap after a collection, compiled
+ * code left out (the JIT keeps optimizing for a long while, and code is bounded by the program), and
+ * the growth it adds up to over that half, as a share of that heap at its start; the same for the whole
+ * heap and for RSS, reported; and whether any bookkeeping count rose above everything it was in the first
+ * half and stayed there. It fails (exit 1) when a worker's heap without code grows more than 5% (and more
+ * than 1 MB) over the second half, its RSS more than 15% (and 8 MB), or a count keeps growing, or when
+ * a record put was never handed over.
  */
 import { startDynalite, startKinesisLocal } from '@leasehold/local-stack';
 import { randomBytes } from 'node:crypto';
@@ -35,15 +40,18 @@ import { buildWorkers } from './workers.js';
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
 const log = (line: string): void => void process.stdout.write(`${line}\n`);
 
+// `pnpm soak -- --minutes 60` passes the `--` on; it separates nothing here.
 const { values: args } = parseArgs({
+  args: process.argv.slice(2).filter((arg) => arg !== '--'),
   options: {
-    minutes: { type: 'string', default: '5' },
+    minutes: { type: 'string', default: process.env.BENCH_SOAK_MINUTES ?? '3' },
     backend: { type: 'string', default: 'redis' },
     shards: { type: 'string', default: '8' },
     rate: { type: 'string', default: '20' },
     'churn-seconds': { type: 'string', default: '120' },
     'sample-seconds': { type: 'string', default: '10' },
     json: { type: 'string' },
+    'node-flags': { type: 'string', default: '' },
   },
 });
 
@@ -53,12 +61,16 @@ function positive(name: keyof typeof args): number {
   return value;
 }
 
+if (Number(args.minutes) === 0) {
+  process.stdout.write('soak: skipped (--minutes 0)\n');
+  process.exit(0);
+}
 const minutes = positive('minutes');
 const shards = Math.round(positive('shards'));
 const rate = positive('rate');
 const churnMs = positive('churn-seconds') * 1_000;
 const sampleMs = positive('sample-seconds') * 1_000;
-const backend = args.backend!;
+const backend = args.backend;
 if (!['redis', 'postgres', 'dynamodb'].includes(backend)) throw new Error(`soak: --backend must be redis, postgres or dynamodb, got ${backend}`);
 
 const LONG_LIVED = ['w1', 'w2', 'w3'];
@@ -163,7 +175,7 @@ try {
     report: 'batches',
     idleDelayMs: 1_000,
     workerScript: workers.leasehold,
-    nodeFlags: ['--expose-gc'],
+    nodeFlags: ['--expose-gc', ...args['node-flags'].split(' ').filter((flag) => flag !== '')],
     statsIntervalMs: sampleMs,
   });
   const group = cluster;
@@ -259,16 +271,17 @@ try {
   const verdicts = LONG_LIVED.map((workerId) => {
     const samples = (stats.get(workerId) ?? []).filter((sample) => sample.at >= startedAt);
     if (samples.length < 8) return { workerId, samples: samples.length, failures: [`only ${samples.length} samples`] };
+    const data = trend(samples, (sample) => sample.heapUsed - sample.codeUsed, from);
     const heap = trend(samples, (sample) => sample.heapUsed, from);
     const rss = trend(samples, (sample) => sample.rss, from);
     const bookkeeping = counts(samples, from, lastQuarter);
     const failures: string[] = [];
-    if (heap.growthShare > 0.05 && heap.growth > 1024 * 1024) failures.push(`heap grew ${mb(heap.growth)} (${(heap.growthShare * 100).toFixed(1)}%) over the second half`);
+    if (data.growthShare > 0.05 && data.growth > 1024 * 1024) failures.push(`the heap without code grew ${mb(data.growth)} (${(data.growthShare * 100).toFixed(1)}%) over the second half`);
     if (rss.growthShare > 0.15 && rss.growth > 8 * 1024 * 1024) failures.push(`RSS grew ${mb(rss.growth)} (${(rss.growthShare * 100).toFixed(1)}%) over the second half`);
     for (const [name, count] of Object.entries(bookkeeping)) {
       if (count.growing) failures.push(`${name} kept growing: at most ${count.firstHalfMax} in the first half, at least ${count.lastQuarterMin} in the last quarter`);
     }
-    return { workerId, samples: samples.length, heap, rss, bookkeeping, failures };
+    return { workerId, samples: samples.length, data, heap, rss, bookkeeping, failures };
   });
 
   log(`\nsoak: ${minutes} min; produced ${produced} records, handed over ${handedOver} (at least once each: ${handedOver >= produced}); ${joins} joins and leaves; ${errors} errors${errors > 0 ? ` (last: ${lastError[0]})` : ''}`);
@@ -277,11 +290,10 @@ try {
       log(`  ${verdict.workerId}: ${verdict.failures.join('; ')}`);
       continue;
     }
-    const { heap, rss, bookkeeping } = verdict;
-    log(
-      `  ${verdict.workerId} (${verdict.samples} samples): heap after GC ${mb(heap.start)} -> ${mb(heap.end)} (max ${mb(heap.max)}), second half ${(heap.slopePerMin / 1024).toFixed(1)} KB/min = ${(heap.growthShare * 100).toFixed(2)}%; ` +
-        `RSS ${mb(rss.start)} -> ${mb(rss.end)} (max ${mb(rss.max)}), second half ${(rss.slopePerMin / 1024).toFixed(1)} KB/min = ${(rss.growthShare * 100).toFixed(2)}%`,
-    );
+    const { data, heap, rss, bookkeeping } = verdict;
+    const line = (name: string, figure: Trend): string =>
+      `${name} ${mb(figure.start)} -> ${mb(figure.end)} (max ${mb(figure.max)}), second half ${(figure.slopePerMin / 1024).toFixed(1)} KB/min = ${(figure.growthShare * 100).toFixed(2)}%`;
+    log(`  ${verdict.workerId} (${verdict.samples} samples): ${line('heap after GC without code', data)}; ${line('whole heap', heap)}; ${line('RSS', rss)}`);
     log(`    counts (start/end/max in first half): ${Object.entries(bookkeeping).map(([name, count]) => `${name} ${count.start}/${count.end}/${count.firstHalfMax}`).join(', ')}`);
     log(`    ${verdict.failures.length === 0 ? 'flat' : `GROWS: ${verdict.failures.join('; ')}`}`);
   }

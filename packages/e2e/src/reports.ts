@@ -61,6 +61,13 @@ export interface StatsReport extends Base {
   readonly heapTotal: number;
   readonly external: number;
   readonly arrayBuffers: number;
+  /** The committed size of each V8 heap space (new_space, old_space, code_space...), bytes. */
+  readonly heapSpaces: Readonly<Record<string, number>>;
+  /** Of `heapUsed`, what compiled code takes. */
+  readonly codeUsed: number;
+  /** Of the RSS, the anonymous and the file-backed part (the node binary's pages), bytes; Linux only. */
+  readonly rssAnon?: number;
+  readonly rssFile?: number;
   readonly resources: number;
   readonly shards: number;
   readonly diagnostics: Readonly<Record<string, number>>;
