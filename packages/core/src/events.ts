@@ -35,6 +35,13 @@ export class TypedEmitter<Events extends object> {
     return off;
   }
 
+  /** How many listeners are registered, over every event (diagnostics: a count that keeps growing is a leak). */
+  protected countListeners(): number {
+    let count = 0;
+    for (const set of this.#listeners.values()) count += set.size;
+    return count;
+  }
+
   /** Calls every listener of `name`; a listener that throws does not stop the others or the caller. */
   protected emit<K extends keyof Events>(name: K, event: Events[K]): void {
     const set = this.#listeners.get(name);

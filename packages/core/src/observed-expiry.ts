@@ -43,6 +43,11 @@ export class VersionWatch {
     return sighting;
   }
 
+  /** How many keys are watched. */
+  get size(): number {
+    return this.#seen.size;
+  }
+
   /** What is known of `key`, if it is watched. */
   get(key: string): Sighting | undefined {
     return this.#seen.get(key);

@@ -7,6 +7,7 @@
 import Kinesis from 'lifion-kinesis';
 import { parseArgs } from 'node:util';
 import { now } from '../src/reports.js';
+import { memoryFigures } from '../src/stats.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -16,6 +17,8 @@ const { values: args } = parseArgs({
     table: { type: 'string' },
     group: { type: 'string' },
     'worker-id': { type: 'string' },
+    // With a positive value: a `stats` report this often, as src/worker.ts makes (its memory; no runtime counts).
+    'stats-interval-ms': { type: 'string', default: '0' },
   },
 });
 const workerId = args['worker-id']!;
@@ -54,5 +57,19 @@ process.on('SIGTERM', () => {
   write({ type: 'stopped' });
   process.exit(0);
 });
+const statsIntervalMs = Number(args['stats-interval-ms']);
+if (statsIntervalMs > 0) {
+  setInterval(() => {
+    write({
+      type: 'stats',
+      collected: typeof (globalThis as { gc?: unknown }).gc === 'function',
+      ...memoryFigures(),
+      resources: process.getActiveResourcesInfo().length,
+      shards: 0,
+      diagnostics: {},
+    });
+  }, statsIntervalMs).unref();
+}
+
 await consumer.startConsumer();
 write({ type: 'ready', pid: process.pid });

@@ -8,13 +8,14 @@
  * BENCH_ONLY=drain,handoff (any of drain, failover, handoff, reshard, scale-out, memory) runs only those parts
  * (drain,cold or drain,burst only that kind of drain);
  * BENCH_SYSTEMS=leasehold/redis,... only those systems; BENCH_HANDOFFS=5 sets the graceful stops measured
- * per backend.
+ * per backend. The memory part (bench/memory.ts) runs both workers compiled to plain JavaScript;
+ * BENCH_MEMORY_ROUNDS=3 sets its turns per system, BENCH_MEMORY_NODE_FLAGS=--flag,... gives both the same
+ * extra node flags.
  */
 import { GetRecordsCommand, GetShardIteratorCommand } from '@aws-sdk/client-kinesis';
 import { startDynalite, startKinesisLocal } from '@leasehold/local-stack';
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
@@ -24,6 +25,8 @@ import { checkLedger } from '../src/ledger.js';
 import { Producer } from '../src/producer.js';
 import { parseReport, now, type RecordReport, type WorkerReport } from '../src/reports.js';
 import { prepareStorage } from '../src/storage-url.js';
+import { memoryRounds, type MemorySample } from './memory.js';
+import { buildWorkers } from './workers.js';
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
 
@@ -470,29 +473,6 @@ async function scaleOut(system: System): Promise<{ time: string; twice: string }
   }
 }
 
-// ---- memory ----
-
-function peakRssMb(pid: number): number {
-  const line = readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').find((each) => each.startsWith('VmHWM:'))!;
-  return Number(line.split(/\s+/)[1]) / 1024;
-}
-
-async function memory(system: System): Promise<string> {
-  const streamName = await freshStream(100);
-  const producer = new Producer(client, streamName, keys(2_000));
-  await producer.put(4_000);
-  const group = await openGroup(system, streamName, 100);
-  try {
-    const worker = await group.start('m1');
-    const all = await waitFor(() => new Set(records(group.reports).map((report) => report.shardId)).size === 100, 120_000);
-    if (!all) return `held ${new Set(records(group.reports).map((report) => report.shardId)).size} of 100 shards within 120 s`;
-    await sleep(3_000);
-    return `${peakRssMb(worker.child.pid!).toFixed(0)} MB`;
-  } finally {
-    await group.close();
-  }
-}
-
 function table(title: string, header: readonly string[], rows: readonly (readonly string[])[]): void {
   const widths = header.map((cell, i) => Math.max(cell.length, ...rows.map((row) => row[i]!.length)));
   const line = (row: readonly string[]): string => `  ${row.map((cell, i) => cell.padEnd(widths[i]!)).join('  ')}`.trimEnd();
@@ -594,13 +574,37 @@ try {
   }
 
   if (selected('memory')) {
-    const memories: string[][] = [];
-    for (const system of SYSTEMS.filter((each) => each === 'leasehold/redis' || each === 'lifion-kinesis')) {
-      const result = await attempt('memory', () => memory(system));
-      memories.push([system, result]);
-      log(`memory ${system}: ${result}`);
+    const rounds = Number(process.env.BENCH_MEMORY_ROUNDS ?? 3);
+    const nodeFlags = listed('BENCH_MEMORY_NODE_FLAGS') ?? [];
+    const systems = (['leasehold/redis', 'lifion-kinesis'] as const).filter((system) => SYSTEMS.includes(system));
+    const result = await attempt('memory', () => memoryRounds({ kinesis, dynalite, client, workers: buildWorkers(), nodeFlags }, systems, rounds));
+    if (typeof result === 'string') log(`memory: ${result}`);
+    else {
+      const mb = (bytes: number | undefined): string => (bytes !== undefined && Number.isFinite(bytes) ? (bytes / 1024 / 1024).toFixed(0) : '-');
+      const figures: Array<[string, (sample: MemorySample) => number | undefined]> = [
+        ['peak RSS', (sample) => sample.peakRss],
+        ['RSS', (sample) => sample.usage.rss],
+        ['anonymous', (sample) => sample.usage.rssAnon],
+        ['file-backed', (sample) => sample.usage.rssFile],
+        ['heap used', (sample) => sample.usage.heapUsed],
+        ['new space', (sample) => sample.usage.heapSpaces.new_space],
+        ['old space', (sample) => sample.usage.heapSpaces.old_space],
+        ['code space', (sample) => sample.usage.heapSpaces.code_space],
+        ['external', (sample) => sample.usage.external],
+      ];
+      for (const sample of result.samples) log(`memory ${sample.system}: ${figures.map(([name, value]) => `${name} ${mb(value(sample))}`).join(', ')} MB`);
+      const of = (system: string): MemorySample[] => result.samples.filter((sample) => sample.system === system);
+      const rows = systems.map((system) => [system, ...figures.map(([, value]) => mb(median(of(system).map((sample) => value(sample) ?? NaN)))), String(of(system).length)]);
+      const ratio = median(of('leasehold/redis').map((sample) => sample.peakRss)) / median(of('lifion-kinesis').map((sample) => sample.peakRss));
+      table(
+        `memory: one worker process holding 100 leases (100 shards, 4,000 records read from the start), both plain JavaScript under node${nodeFlags.length > 0 ? ` ${nodeFlags.join(' ')}` : ''}, ` +
+          `taking turns over one stream; medians in MB (peak RSS: VmHWM; the rest when read, heap spaces committed)` +
+          (Number.isFinite(ratio) ? `; Leasehold's peak RSS is ${ratio.toFixed(2)} of lifion-kinesis's` : '') +
+          (result.failures.length > 0 ? `\n  failed: ${result.failures.join('; ')}` : ''),
+        ['system', ...figures.map(([name]) => name), 'rounds'],
+        rows,
+      );
     }
-    table('memory: peak RSS of one worker process holding 100 leases (both run from TypeScript via tsx)', ['system', 'peak RSS'], memories);
   }
 } finally {
   client.destroy();

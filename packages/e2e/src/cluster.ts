@@ -36,6 +36,16 @@ export interface ClusterOptions {
   readonly report?: 'records' | 'batches';
   /** Every worker writes its records into the sink table, in the way the target names (see sink.ts). */
   readonly sink?: SinkTarget;
+  /**
+   * The worker compiled to plain JavaScript (see bench/build-workers.mjs), run with `node` against the
+   * packages' built dist, instead of src/worker.ts under tsx against their sources: what the memory
+   * and soak benchmarks measure, since tsx's compiler would be most of what they saw.
+   */
+  readonly workerScript?: string;
+  /** Extra flags for the worker's `node` (such as `--expose-gc`, so that a stats report is taken after a collection). */
+  readonly nodeFlags?: readonly string[];
+  /** With a positive value, each worker reports its memory and its runtime's bookkeeping this often (a `stats` report). */
+  readonly statsIntervalMs?: number;
 }
 
 /** One worker process. */
@@ -107,8 +117,10 @@ export class Cluster implements AsyncDisposable {
     if (options.idleDelayMs !== undefined) flags['idle-delay-ms'] = options.idleDelayMs;
     if (options.sink) flags.sink = options.sink.mode;
     if (options.sink?.mode === 'fenced') flags['sink-url'] = options.sink.url;
+    if (options.statsIntervalMs !== undefined) flags['stats-interval-ms'] = options.statsIntervalMs;
     const argv = Object.entries(flags).flatMap(([name, value]) => [`--${name}`, String(value)]);
-    const child = spawn(process.execPath, ['--import', 'tsx', WORKER, ...argv], {
+    const script = options.workerScript === undefined ? ['--import', 'tsx', WORKER] : [options.workerScript];
+    const child = spawn(process.execPath, [...(options.nodeFlags ?? []), ...script, ...argv], {
       cwd: PACKAGE_DIR,
       env: { ...process.env, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', TSX_TSCONFIG_PATH: `${PACKAGE_DIR}tsconfig.json` },
       stdio: ['pipe', 'pipe', 'pipe'],

@@ -49,6 +49,30 @@ export interface FencedReport extends Base {
   readonly written: number;
 }
 
+/**
+ * With `--stats-interval-ms`: the worker's memory (bytes, from `process.memoryUsage()`, taken after a
+ * collection when `collected`), its active handles and requests, and the sizes of its consumer's bookkeeping.
+ */
+export interface StatsReport extends Base {
+  readonly type: 'stats';
+  readonly collected: boolean;
+  readonly rss: number;
+  readonly heapUsed: number;
+  readonly heapTotal: number;
+  readonly external: number;
+  readonly arrayBuffers: number;
+  /** The committed size of each V8 heap space (new_space, old_space, code_space...), bytes. */
+  readonly heapSpaces: Readonly<Record<string, number>>;
+  /** Of `heapUsed`, what compiled code takes. */
+  readonly codeUsed: number;
+  /** Of the RSS, the anonymous and the file-backed part (the node binary's pages), bytes; Linux only. */
+  readonly rssAnon?: number;
+  readonly rssFile?: number;
+  readonly resources: number;
+  readonly shards: number;
+  readonly diagnostics: Readonly<Record<string, number>>;
+}
+
 /** Every message a worker sends. */
 export type WorkerReport =
   | RecordReport
@@ -76,6 +100,7 @@ export type WorkerReport =
   /** The handler threw (with `--sink`: its sink write failed, so the batch is handed over again). */
   | (Base & { readonly type: 'handler-failed'; readonly shardId: string; readonly message: string })
   | FencedReport
+  | StatsReport
   | (Base & { readonly type: 'stopped' });
 
 /** Parses one line of a worker's stdout, or returns `undefined` for a line that is not a report. */

@@ -17,7 +17,8 @@ import { parseArgs } from 'node:util';
 import { kinesisClient } from './kinesis.js';
 import { parsePayload } from './producer.js';
 import { now, type WorkerReport } from './reports.js';
-import { SINK_MODES, sinkPool, writeFenced, writeInTransaction, type SinkMode, type SinkRow } from './sink.js';
+import { memoryFigures } from './stats.js';
+import type { SinkMode, SinkRow } from './sink.js';
 import { openStorage } from './storage-url.js';
 import type { PostgresStorage } from '@leasehold/storage-postgres';
 
@@ -42,6 +43,9 @@ const { values: args } = parseArgs({
     // checkpoint, postgres leases only) or `fenced` (through the fence of the sink at --sink-url).
     sink: { type: 'string' },
     'sink-url': { type: 'string' },
+    // With a positive value: a `stats` report this often (memory after a collection when the process
+    // runs with --expose-gc, and the sizes of the consumer's bookkeeping).
+    'stats-interval-ms': { type: 'string', default: '0' },
   },
 });
 
@@ -98,8 +102,11 @@ client.middlewareStack.add(
 );
 const source = new KinesisSource({ client, streamName: required('stream'), maxRecordsPerCall: number('max-records-per-call'), idleDelayMs: number('idle-delay-ms') });
 const sinkMode = args.sink as SinkMode | undefined;
-if (sinkMode !== undefined && !SINK_MODES.includes(sinkMode)) {
-  process.stderr.write(`worker: --sink must be ${SINK_MODES.join(' or ')}, got ${sinkMode}\n`);
+// The sink's Postgres client is loaded only by a worker that writes into it: a worker of another backend
+// does not carry pg, as an application of that backend would not.
+const sinks = sinkMode === undefined ? undefined : await import('./sink.js');
+if (sinkMode !== undefined && !sinks!.SINK_MODES.includes(sinkMode)) {
+  process.stderr.write(`worker: --sink must be ${sinks!.SINK_MODES.join(' or ')}, got ${sinkMode}\n`);
   process.exit(2);
 }
 if (reportBatches && sinkMode !== undefined) {
@@ -112,13 +119,13 @@ if (sinkMode === 'transactional' && opened.kind !== 'postgres') {
   process.exit(2);
 }
 const sinkUrl = sinkMode === 'fenced' ? required('sink-url') : undefined;
-const sink = sinkUrl === undefined ? undefined : sinkPool(sinkUrl, 4);
+const sink = sinkUrl === undefined ? undefined : sinks!.sinkPool(sinkUrl, 4);
 
 /** The fenced write of a batch, reported with what the fence did; a zombie's refusal is reported and thrown. */
 async function writeThroughFence(context: BatchContext, rows: readonly SinkRow[]): Promise<void> {
   const base = { type: 'fenced', shardId: context.shardId, fencingToken: context.fencingToken, position: context.position, records: rows.length } as const;
   try {
-    const { outcome, written } = await writeFenced(sink!, sinkUrl!, context, workerId, rows);
+    const { outcome, written } = await sinks!.writeFenced(sink!, sinkUrl!, context, workerId, rows);
     report({ ...base, outcome, written });
   } catch (error) {
     if (error instanceof LeaseLostError) report({ ...base, outcome: 'refused', written: 0 });
@@ -160,7 +167,7 @@ const consumer = new Consumer({
     };
     if (sinkMode === undefined) return work();
     const rows = records.map((record) => ({ ...parsePayload(record.data), position: record.position }));
-    if (sinkMode === 'transactional') return writeInTransaction(opened.storage as PostgresStorage, required('storage'), context, workerId, rows, work);
+    if (sinkMode === 'transactional') return sinks!.writeInTransaction(opened.storage as PostgresStorage, required('storage'), context, workerId, rows, work);
     await writeThroughFence(context, rows);
     // The work runs after the sink committed and before the runtime's checkpoint: a kill here replays
     // the batch to the next owner, and the fence keeps it out.
@@ -198,6 +205,20 @@ process.on('SIGTERM', () => {
     process.exit(1);
   });
 });
+
+const statsIntervalMs = number('stats-interval-ms');
+if (statsIntervalMs > 0) {
+  setInterval(() => {
+    report({
+      type: 'stats',
+      collected: typeof (globalThis as { gc?: unknown }).gc === 'function',
+      ...memoryFigures(),
+      resources: process.getActiveResourcesInfo().length,
+      shards: consumer.shards.length,
+      diagnostics: consumer.diagnostics(),
+    });
+  }, statsIntervalMs).unref();
+}
 
 await consumer.start();
 report({ type: 'ready', pid: process.pid });

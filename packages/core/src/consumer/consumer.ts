@@ -261,6 +261,29 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
   }
 
   /**
+   * The sizes of this consumer's bookkeeping (shard readers, drains, failures, stalls, rewinds, streams
+   * seen, background loops) and its coordinator's (prefixed `coordinator.`), cheap to read at any time:
+   * for soak tests and diagnostics that check it stays bounded. The names may change between versions;
+   * the values are counts.
+   */
+  diagnostics(): Readonly<Record<string, number>> {
+    const own: Record<string, number> = {
+      pumps: this.#pumps.size,
+      drains: this.#drains.size,
+      failures: this.#failures.size,
+      settling: this.#settling.size,
+      stalled: this.#stalled.size,
+      rewinds: this.#rewinds.size,
+      streams: this.#streams.size,
+      everSeen: this.#everSeen.size,
+      background: this.#background.length,
+      listeners: this.countListeners(),
+    };
+    for (const [name, value] of Object.entries(this.coordinator.diagnostics())) own[`coordinator.${name}`] = value;
+    return own;
+  }
+
+  /**
    * Joins the group: campaigns for leadership, waits for the group's first complete shard sync (a new
    * group's leases are created by its leader, parents before children, before anyone takes one; an
    * existing group is born already), and starts taking shards. Resolves once the first take tick ran,

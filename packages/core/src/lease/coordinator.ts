@@ -513,6 +513,29 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   }
 
   /**
+   * The sizes of this coordinator's bookkeeping (leases held, let go, handed over, asked for, members
+   * watched...), cheap to read at any time: for soak tests and diagnostics that check it stays bounded.
+   * The names may change between versions; the values are counts.
+   */
+  diagnostics(): Readonly<Record<string, number>> {
+    return {
+      held: this.#held.size,
+      letGo: this.#letGo.size,
+      requests: this.#requests.size,
+      handed: this.#handed.size,
+      watching: this.#watching.size,
+      unownedSince: this.#unownedSince.size,
+      corrupt: this.#corrupt.size,
+      transfers: this.#transfers.size,
+      roster: this.#roster.size,
+      deadSince: this.#deadSince.size,
+      observedMembers: this.#observations.size,
+      loops: this.#loops.length,
+      listeners: this.countListeners(),
+    };
+  }
+
+  /**
    * Tells the group that its leases changed in a way other workers should look at (leases created or
    * deleted by the leader, a partition finished): the next heartbeat, sent now, carries it, and every
    * worker lists the leases at its next take tick. Without a change feed this is how others learn of it.

@@ -1,0 +1,147 @@
+/**
+ * The memory of one worker process holding 100 leases, Leasehold (Redis leases) against lifion-kinesis
+ * (DynamoDB leases on dynalite), both as plain JavaScript under `node` (see workers.ts), over the same
+ * stream in the same run: 100 shards and 4,000 records, which each worker reads from the start in a
+ * group of its own. The systems take turns, `rounds` times each; the peak RSS (VmHWM) is read once the
+ * worker has handed over records of every shard and held them all for a few seconds, with the worker's
+ * own figures at that moment (src/stats.ts: heap used, each heap space's committed size, the RSS's
+ * anonymous and file-backed parts).
+ */
+import type { KinesisClient } from '@aws-sdk/client-kinesis';
+import type { RunningDynalite, RunningKinesisLocal } from '@leasehold/local-stack';
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { createInterface } from 'node:readline';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { Cluster, WorkerProcess } from '../src/cluster.js';
+import { createStream } from '../src/kinesis.js';
+import { Producer } from '../src/producer.js';
+import { parseReport, type StatsReport, type WorkerReport } from '../src/reports.js';
+import { prepareStorage } from '../src/storage-url.js';
+import type { CompiledWorkers } from './workers.js';
+
+const PACKAGE_DIR = fileURLToPath(new URL('..', import.meta.url));
+const SHARDS = 100;
+const RECORDS = 4_000;
+const HOLD_MS = 5_000;
+
+export type MemorySystem = 'leasehold/redis' | 'lifion-kinesis';
+
+export interface MemorySample {
+  readonly system: MemorySystem;
+  /** VmHWM, bytes. */
+  readonly peakRss: number;
+  /** The worker's last stats report before the peak was read. */
+  readonly usage: StatsReport;
+}
+
+export interface MemoryEnvironment {
+  readonly kinesis: RunningKinesisLocal;
+  readonly dynalite: RunningDynalite;
+  readonly client: KinesisClient;
+  readonly workers: CompiledWorkers;
+  /** Extra `node` flags, the same for both systems (such as `--max-semi-space-size=1`, to see what the young generation costs). */
+  readonly nodeFlags?: readonly string[];
+}
+
+function peakRss(pid: number): number {
+  const line = readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').find((each) => each.startsWith('VmHWM:'))!;
+  return Number(line.split(/\s+/)[1]) * 1024;
+}
+
+async function waitFor(condition: () => boolean, timeoutMs: number, failure?: () => string | undefined): Promise<boolean> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    const failed = failure?.();
+    if (failed !== undefined) throw new Error(failed);
+    if (Date.now() > deadline) return false;
+    await sleep(50);
+  }
+  return true;
+}
+
+/** One worker of `system` in a group of its own over `streamName`, with its reports. */
+async function startWorker(env: MemoryEnvironment, system: MemorySystem, streamName: string): Promise<{ reports: WorkerReport[]; worker: WorkerProcess; close: () => Promise<void> }> {
+  const runId = `m${Date.now().toString(36)}${randomBytes(2).toString('hex')}`;
+  const group = `bench-${runId}`;
+  if (system === 'leasehold/redis') {
+    const cluster = new Cluster({
+      streamName,
+      kinesisEndpoint: env.kinesis.endpoint,
+      region: env.kinesis.region,
+      storageUrl: await prepareStorage('redis://127.0.0.1:6379', runId),
+      group,
+      leaseDurationMs: 3_000,
+      takeIntervalMs: 500,
+      shardSyncIntervalMs: 1_000,
+      maxRecordsPerCall: 100,
+      batchDelayMs: 0,
+      idleDelayMs: 1_000,
+      workerScript: env.workers.leasehold,
+      nodeFlags: env.nodeFlags ?? [],
+      statsIntervalMs: 1_000,
+    });
+    const worker = await cluster.start('m1');
+    return { reports: cluster.reports, worker, close: () => cluster.close() };
+  }
+  const flags = ['--stream', streamName, '--kinesis-endpoint', env.kinesis.endpoint, '--dynamodb-endpoint', env.dynalite.endpoint, '--table', `lifion-${runId}`, '--group', group, '--worker-id', 'm1', '--stats-interval-ms', '1000'];
+  const child = spawn(process.execPath, [...(env.nodeFlags ?? []), env.workers.lifion, ...flags], {
+    cwd: PACKAGE_DIR,
+    env: { ...process.env, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', AWS_SDK_JS_SUPPRESS_MAINTENANCE_MODE_MESSAGE: '1' },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  const worker = new WorkerProcess('m1', child);
+  const reports: WorkerReport[] = [];
+  createInterface({ input: child.stdout }).on('line', (line) => {
+    const report = parseReport(line);
+    if (report !== undefined) reports.push(report);
+  });
+  await waitFor(() => reports.some((report) => report.type === 'ready'), 60_000, () => (worker.running ? undefined : worker.stderr));
+  return { reports, worker, close: async () => void (await worker.stop(5_000)) };
+}
+
+/** One measurement: a fresh group's worker reads the stream until it handed over records of every shard. */
+async function measure(env: MemoryEnvironment, system: MemorySystem, streamName: string): Promise<MemorySample | string> {
+  const { reports, worker, close } = await startWorker(env, system, streamName);
+  try {
+    const shards = new Set<string>();
+    let read = 0;
+    const all = await waitFor(() => {
+      for (; read < reports.length; read++) {
+        const report = reports[read]!;
+        if (report.type === 'record') shards.add(report.shardId);
+      }
+      return shards.size === SHARDS;
+    }, 120_000);
+    if (!all) return `held ${shards.size} of ${SHARDS} shards within 120 s`;
+    await sleep(HOLD_MS);
+    const usage = reports.findLast((report): report is StatsReport => report.type === 'stats');
+    if (usage === undefined) return 'no stats report';
+    return { system, peakRss: peakRss(worker.child.pid!), usage };
+  } finally {
+    await close();
+  }
+}
+
+/** `rounds` measurements of each system, taking turns, over one stream. */
+export async function memoryRounds(env: MemoryEnvironment, systems: readonly MemorySystem[], rounds: number): Promise<{ samples: MemorySample[]; failures: string[] }> {
+  const streamName = `bench-mem-${Date.now().toString(36)}${randomBytes(2).toString('hex')}`;
+  await createStream(env.client, streamName, SHARDS);
+  await new Producer(env.client, streamName, Array.from({ length: 2_000 }, (_, i) => `key-${i}`)).put(RECORDS);
+  const samples: MemorySample[] = [];
+  const failures: string[] = [];
+  for (let round = 0; round < rounds; round++) {
+    for (const system of systems) {
+      try {
+        const sample = await measure(env, system, streamName);
+        if (typeof sample === 'string') failures.push(`${system}: ${sample}`);
+        else samples.push(sample);
+      } catch (error) {
+        failures.push(`${system}: ${((error as Error).message.split('\n')[0] ?? '').slice(0, 120)}`);
+      }
+    }
+  }
+  return { samples, failures };
+}
