@@ -155,26 +155,64 @@ function keepProducing(producer: Producer): { stop(): Promise<void> } {
 
 const DRAIN_RECORDS = 20_000;
 
-/** Records per second through the plain loop: every shard from its start, or after the position `after` gives it. */
-async function plainDrain(streamName: string, { after, expected = DRAIN_RECORDS }: { after?: ReadonlyMap<string, string>; expected?: number } = {}): Promise<number> {
+/** What the plain loop measured: when it began reading (every iterator in hand), and when its first and last records arrived. */
+interface PlainRead {
+  readonly from: number;
+  readonly first: number;
+  readonly last: number;
+}
+
+/**
+ * The plain loop: one process, every shard read from its start (or after the position `after` gives it)
+ * with GetRecords, each answer only counted. The shard iterators are fetched before the clock starts (the
+ * consumer it is compared with holds its iterators already in a burst, and is timed from its first record
+ * in a cold start), and the empty answer that shows a shard caught up is not counted: the times are those
+ * of the first and the last answer with records. `pace` keeps Kinesis's limit of five GetRecords a second
+ * per shard, as the consumer does by default (kinesis-local does not enforce it); `unpaced` reads as fast
+ * as the emulator answers, which Kinesis itself would throttle.
+ */
+async function plainDrain(
+  streamName: string,
+  { after, expected = DRAIN_RECORDS, pace = true }: { after?: ReadonlyMap<string, string>; expected?: number; pace?: boolean } = {},
+): Promise<PlainRead> {
   const shards = await listShards(client, streamName);
-  const started = now();
-  let count = 0;
-  await Promise.all(
+  const iterators = await Promise.all(
     shards.map(async (shard) => {
       const from = after?.get(shard.ShardId!);
       const start = from === undefined ? { ShardIteratorType: 'TRIM_HORIZON' as const } : { ShardIteratorType: 'AFTER_SEQUENCE_NUMBER' as const, StartingSequenceNumber: from };
-      let iterator = (await client.send(new GetShardIteratorCommand({ StreamName: streamName, ShardId: shard.ShardId, ...start }))).ShardIterator;
+      return (await client.send(new GetShardIteratorCommand({ StreamName: streamName, ShardId: shard.ShardId, ...start }))).ShardIterator;
+    }),
+  );
+  const from = now();
+  let first = Infinity;
+  let last = -Infinity;
+  let count = 0;
+  const pages = new Map<string, string[]>();
+  await Promise.all(
+    shards.map(async (shard, i) => {
+      const line: string[] = [];
+      pages.set(shard.ShardId!, line);
+      let iterator = iterators[i];
+      let sentAt = -Infinity;
       for (let calls = 0; iterator !== undefined && calls < 10_000; calls++) {
+        if (pace) await sleep(Math.max(0, sentAt + 200 - now()));
+        sentAt = now();
         const page = await client.send(new GetRecordsCommand({ ShardIterator: iterator, Limit: 1_000 }));
-        count += page.Records?.length ?? 0;
-        if ((page.Records?.length ?? 0) === 0 && (page.MillisBehindLatest ?? 0) === 0) break;
+        const got = page.Records?.length ?? 0;
+        line.push(`${got}@${Math.round(now() - from)}`);
+        if (got > 0) {
+          count += got;
+          first = Math.min(first, now());
+          last = now();
+        }
+        if (got === 0 && (page.MillisBehindLatest ?? 0) === 0) break;
         iterator = page.NextShardIterator;
       }
     }),
   );
+  if (process.env.BENCH_TRACE === '1') for (const [shardId, line] of [...pages].sort()) log(`  plain${pace ? '' : ' unpaced'} ${shardId}: ${line.join(' ')}`);
   if (count !== expected) throw new Error(`the plain loop read ${count} of ${expected} records`);
-  return expected / ((now() - started) / 1000);
+  return { from, first, last };
 }
 
 /**
@@ -198,19 +236,49 @@ function drainedAll(group: Group, producer: Producer): () => boolean {
   };
 }
 
+/**
+ * With BENCH_TRACE=1, each shard's timeline of a drain, in ms from `origin`: who took it, when its reader
+ * started, and when each batch (its size) was handed over.
+ */
+function trace(what: string, reports: readonly WorkerReport[], origin: number): void {
+  if (process.env.BENCH_TRACE !== '1') return;
+  const shards = new Map<string, string[]>();
+  const at = (ms: number): string => String(Math.round(ms - origin));
+  for (const report of reports) {
+    if (!('shardId' in report)) continue;
+    const line = shards.get(report.shardId) ?? [];
+    if (report.type === 'acquired') line.push(`${report.worker} took@${at(report.at)}`);
+    if (report.type === 'started') line.push(`start@${at(report.at)}`);
+    if (report.type === 'batch') line.push(`${report.records}@${at(report.at)}`);
+    shards.set(report.shardId, line);
+  }
+  for (const [shardId, line] of [...shards].sort()) log(`  ${what} ${shardId}: ${line.join(' ')}`);
+}
+
 /** When records were handed over: each record report, or each batch report (`--report batches`). */
 const handedAt = (reports: readonly WorkerReport[]): number[] => reports.filter((report) => report.type === 'record' || report.type === 'batch').map((report) => report.at);
+
+/** Records per second through the consumer, through the plain loop (the mean of its reads before and after), and through the plain loop unpaced. */
+interface DrainResult {
+  readonly rate: number;
+  readonly plain: number;
+  readonly unpaced: number;
+}
+
+/** A burst is timed from the moment reading can begin (the consumer's resume) to the last record. */
+const burstRate = (read: PlainRead): number => DRAIN_RECORDS / ((read.last - read.from) / 1000);
 
 /**
  * Records per second through three workers, and through the plain loop over the same stream read just
  * before and just after them (the emulator's speed drifts as the machine's load does; the mean of the two
  * brackets the consumer's run).
  */
-async function drain(system: System): Promise<{ rate: number; plain: number } | string> {
+async function drain(system: System): Promise<DrainResult | string> {
   const streamName = await freshStream(4);
   const producer = new Producer(client, streamName, keys(48));
   await producer.put(DRAIN_RECORDS);
-  const plainBefore = await plainDrain(streamName);
+  const coldRate = (read: PlainRead): number => DRAIN_RECORDS / ((read.last - read.first) / 1000);
+  const plainBefore = coldRate(await plainDrain(streamName));
   const group = await openGroup(system, streamName, 1_000, { report: 'batches' });
   let rate: number;
   try {
@@ -222,11 +290,13 @@ async function drain(system: System): Promise<{ rate: number; plain: number } | 
     const first = Math.min(...times);
     const last = Math.max(...times);
     rate = DRAIN_RECORDS / ((last - first) / 1000);
+    trace('cold', group.reports, first);
   } finally {
     await group.close();
   }
-  const plainAfter = await plainDrain(streamName);
-  return { rate, plain: (plainBefore + plainAfter) / 2 };
+  const plainAfter = coldRate(await plainDrain(streamName));
+  const unpaced = coldRate(await plainDrain(streamName, { pace: false }));
+  return { rate, plain: (plainBefore + plainAfter) / 2, unpaced };
 }
 
 /** The shards each worker holds by its reports. */
@@ -259,7 +329,7 @@ const WARM_UP_RECORDS = 4_000;
  * second from the resume to the last record handed over, against the plain loop over the same records
  * just before and after.
  */
-async function burstDrain(system: System): Promise<{ rate: number; plain: number } | string> {
+async function burstDrain(system: System): Promise<DrainResult | string> {
   const streamName = await freshStream(4);
   const producer = new Producer(client, streamName, keys(48));
   const group = await openGroup(system, streamName, 1_000, { leaseDurationMs: 120_000, report: 'batches' });
@@ -281,7 +351,7 @@ async function burstDrain(system: System): Promise<{ rate: number; plain: number
     for (const worker of workers) worker.child.kill('SIGSTOP');
     try {
       await producer.put(DRAIN_RECORDS);
-      plainBefore = await plainDrain(streamName, { after: warmedUp });
+      plainBefore = burstRate(await plainDrain(streamName, { after: warmedUp }));
     } finally {
       for (const worker of workers) worker.child.kill('SIGCONT');
     }
@@ -290,11 +360,13 @@ async function burstDrain(system: System): Promise<{ rate: number; plain: number
     const done = await waitFor(drained, 180_000);
     if (!done) return 'did not drain in 180 s';
     rate = DRAIN_RECORDS / ((Math.max(...handedAt(group.reports)) - resumedAt) / 1000);
+    trace('burst', group.reports.filter((report) => report.at >= resumedAt), resumedAt);
   } finally {
     await group.close();
   }
-  const plainAfter = await plainDrain(streamName, { after: warmedUp });
-  return { rate, plain: (plainBefore + plainAfter) / 2 };
+  const plainAfter = burstRate(await plainDrain(streamName, { after: warmedUp }));
+  const unpaced = burstRate(await plainDrain(streamName, { after: warmedUp, pace: false }));
+  return { rate, plain: (plainBefore + plainAfter) / 2, unpaced };
 }
 
 // ---- failover ----
@@ -511,8 +583,10 @@ try {
   log(`e2e bench: kinesis-local, dynalite; lease ${LEASE_MS} ms, take tick 500 ms, idleDelayMs 1,000 (the source's default) for Leasehold; lifion-kinesis 1.3.3 in polling mode`);
   if (selected('drain')) {
     const drains: string[][] = [];
-    const cells = (result: { rate: number; plain: number } | string): string[] =>
-      typeof result === 'string' ? [result, '-', '-'] : [String(Math.round(result.rate)), String(Math.round(result.plain)), `${(result.rate / result.plain).toFixed(2)}x`];
+    const cells = (result: DrainResult | string): string[] =>
+      typeof result === 'string'
+        ? [result, '-', '-', '-']
+        : [String(Math.round(result.rate)), String(Math.round(result.plain)), `${(result.rate / result.plain).toFixed(2)}x`, String(Math.round(result.unpaced))];
     for (const system of SYSTEMS) {
       const cold = selected('cold') || !selected('burst') ? await attempt('drain', () => drain(system)) : '-';
       log(`drain ${system}: ${JSON.stringify(cold)}`);
@@ -521,10 +595,11 @@ try {
       drains.push([system, ...cells(cold), ...cells(burst)]);
     }
     table(
-      `drain: ${DRAIN_RECORDS} records, 4 shards, 3 workers, no-op handler, checkpoint per batch, against a plain GetRecords loop in one process over the same stream, read just before and after.\n` +
-        '  cold start: workers start on the backlog (records/s from the first record handed over to the last); ' +
-        'burst: workers sharing the shards, warmed up and caught up, are paused while the backlog is put and resumed together (records/s from the resume to the last record)',
-      ['system', 'cold start records/s', 'plain loop', 'vs plain', 'burst records/s', 'plain loop', 'vs plain'],
+      `drain: ${DRAIN_RECORDS} records, 4 shards, 3 workers, no-op handler, checkpoint per batch, against a plain GetRecords loop in one process over the same stream, read just before and after,\n` +
+        '  with its shard iterators in hand before its clock starts, at most 5 GetRecords a second per shard (Kinesis\'s limit, the consumer\'s default pace; kinesis-local does not enforce it); unpaced: the plain loop as fast as the emulator answers, read once after.\n' +
+        '  cold start: workers start on the backlog (records/s from the first record handed over to the last; the plain loop likewise); ' +
+        'burst: workers sharing the shards, warmed up and caught up, are paused while the backlog is put and resumed together (records/s from the resume to the last record; the plain loop from its start)',
+      ['system', 'cold start records/s', 'plain loop', 'vs plain', 'unpaced', 'burst records/s', 'plain loop', 'vs plain', 'unpaced'],
       drains,
     );
   }
