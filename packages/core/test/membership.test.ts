@@ -618,6 +618,29 @@ describe('membership: owners hand their excess to members below their share', ()
     await run(scheduler, Promise.all(workers.map((coordinator) => coordinator.stop())));
   });
 
+  it('on a cold start, workers started within a take tick of each other take their shares within a quarter tick of each other', async () => {
+    const { scheduler, ready, worker } = world(keys(12));
+    await ready;
+    const firstTake = new Map<string, number>();
+    const starts: Promise<void>[] = [];
+    const workers: LeaseCoordinator[] = [];
+    for (const [i, phase] of [0, 700, 1_400].entries()) {
+      await scheduler.advance(phase - (i === 0 ? 0 : [0, 700, 1_400][i - 1]!));
+      const { coordinator } = worker(`w${i}`, { useChangeFeed: false });
+      coordinator.on('acquired', () => firstTake.has(coordinator.workerId) || firstTake.set(coordinator.workerId, scheduler.now));
+      workers.push(coordinator);
+      starts.push(coordinator.start());
+    }
+    await run(scheduler, Promise.all(starts));
+    await scheduler.advance(20_000);
+    expect(workers.map((coordinator) => coordinator.heldLeases().length)).toEqual([4, 4, 4]);
+    const times = [...firstTake.values()];
+    expect(times).toHaveLength(3);
+    // Each dealt at its own first quarter-tick read after the last join had been seen for a tick.
+    expect(Math.max(...times) - Math.min(...times)).toBeLessThanOrEqual((2_000 / 4) * 1.05);
+    await run(scheduler, Promise.all(workers.map((coordinator) => coordinator.stop())));
+  });
+
   it('hands a member no more than the maxLeasesPerWorker it publishes, and balances the rest among the others', async () => {
     const { scheduler, ready, worker, storage } = world(keys(30));
     await ready;

@@ -743,7 +743,11 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       // A heartbeat whose outcome is not known is sent again soon: the hold runs out meanwhile. The period
       // runs from the start of the previous tick: a slow round trip must not push the next heartbeat past
       // the hold the previous one bought.
-      const period = kind === 'renew' && this.#heartbeatFailed ? Math.min(intervalMs / 4, 1_000) : intervalMs * jitter;
+      // From its join to its first listing, and while a cold start waits for the members to stop joining,
+      // the roster is read every quarter tick: workers started together then see the last join, and deal,
+      // within a fraction of a tick of each other rather than each at its own tick.
+      const quarter = kind === 'take' && (this.#coldWait || (this.#membership !== null && this.#listedAt === null));
+      const period = kind === 'renew' && this.#heartbeatFailed ? Math.min(intervalMs / 4, 1_000) : quarter ? (intervalMs / 4) * jitter : intervalMs * jitter;
       const wait = Math.max(0, period - (this.#clock.now() - tickStartedAt));
       if (woken) waker.abort();
       try {
