@@ -428,11 +428,13 @@ const median = (values: readonly number[]): number => {
 interface HandoffSample {
   /** SIGTERM sent to the first record handed over elsewhere, the longest over the worker's shards. */
   readonly totalMs: number;
-  /** Per shard, the steps in ms: the stopping worker's release after SIGTERM, the take after the release, the reader's start after the take, the first record after the start. */
+  /** The emulator's own GetShardIterator then GetRecords on one of the shards, by the bench right after: the floor of "start to first record". */
+  readonly emulatorMs: number;
+  /** Per shard, the steps in ms: the stopping worker's release or handover after SIGTERM, the take (or hold) after it, the reader's start after the take, the first record after the start. */
   readonly steps: ReadonlyArray<{ release: number; take: number; start: number; firstRecord: number }>;
 }
 
-async function gracefulStop(group: Group, workers: readonly WorkerProcess[]): Promise<HandoffSample | string> {
+async function gracefulStop(group: Group, workers: readonly WorkerProcess[], streamName: string, producer: Producer): Promise<HandoffSample | string> {
   const leaving = [...workers].filter((worker) => worker.running).sort((a, b) => shardsOf(group, b.workerId).length - shardsOf(group, a.workerId).length)[0]!;
   const shards = shardsOf(group, leaving.workerId);
   if (shards.length === 0) return 'no shard to hand over';
@@ -441,15 +443,28 @@ async function gracefulStop(group: Group, workers: readonly WorkerProcess[]): Pr
   const total = await resumedElsewhere(group, shards, leaving.workerId, stoppedAt, 30_000);
   await stopping;
   if (total === undefined) return 'not processing elsewhere within 30 s';
+  const probeAt = now();
+  const latest = producer.produced.filter((record) => record.shardId === shards[0]).at(-2);
+  const probe = await client.send(
+    new GetShardIteratorCommand({
+      StreamName: streamName,
+      ShardId: shards[0],
+      ...(latest === undefined ? { ShardIteratorType: 'TRIM_HORIZON' as const } : { ShardIteratorType: 'AFTER_SEQUENCE_NUMBER' as const, StartingSequenceNumber: latest.position }),
+    }),
+  );
+  await client.send(new GetRecordsCommand({ ShardIterator: probe.ShardIterator, Limit: 100 }));
+  const emulatorMs = now() - probeAt;
   const after = group.reports.filter((report) => report.at >= stoppedAt);
   const steps = shards.map((shardId) => {
-    const released = after.find((report) => report.type === 'released' && report.worker === leaving.workerId && report.shardId === shardId)?.at ?? NaN;
+    // A stopping worker hands each lease to a chosen member, or writes it free when it has none to hand it to.
+    const released =
+      after.find((report) => (report.type === 'released' || report.type === 'handed-off') && report.worker === leaving.workerId && report.shardId === shardId)?.at ?? NaN;
     const taken = after.find((report) => report.type === 'acquired' && report.worker !== leaving.workerId && report.shardId === shardId);
     const started = after.find((report) => report.type === 'started' && report.worker === taken?.worker && report.shardId === shardId)?.at ?? NaN;
     const first = after.find((report) => report.type === 'record' && report.worker === taken?.worker && report.shardId === shardId)?.at ?? NaN;
     return { release: released - stoppedAt, take: (taken?.at ?? NaN) - released, start: started - (taken?.at ?? NaN), firstRecord: first - started };
   });
-  return { totalMs: total, steps };
+  return { totalMs: total, emulatorMs, steps };
 }
 
 /**
@@ -476,7 +491,7 @@ async function handoff(system: System): Promise<{ samples: HandoffSample[]; fail
     for (let i = 0; i < count; i++) {
       if (!(await waitFor(balanced, 60_000))) return `not balanced within 60 s before stop ${i + 1}`;
       await sleep(1_500);
-      const sample = await gracefulStop(group, workers);
+      const sample = await gracefulStop(group, workers, streamName, producer);
       if (typeof sample === 'string') failures.push(sample);
       else samples.push(sample);
       workers.push(await group.start(`h${workers.length + 1}`));
@@ -621,7 +636,7 @@ try {
       const result = await attempt('handoff', () => handoff(system));
       log(`handoff ${system}: ${JSON.stringify(result)}`);
       if (typeof result === 'string') {
-        handoffs.push([system, result, '-', '-', '-', '-', '-', '-']);
+        handoffs.push([system, result, '-', '-', '-', '-', '-', '-', '-']);
         continue;
       }
       const steps = result.samples.flatMap((sample) => sample.steps);
@@ -634,12 +649,13 @@ try {
         ms(median(steps.map((step) => step.take))),
         ms(median(steps.map((step) => step.start))),
         ms(median(steps.map((step) => step.firstRecord))),
+        ms(median(result.samples.map((sample) => sample.emulatorMs))),
         `${result.samples.length}${result.failures.length > 0 ? ` (${result.failures.join('; ')})` : ''}`,
       ]);
     }
     table(
-      `handoff: SIGTERM to the first record handed over elsewhere, the slowest of the stopped worker's shards (ms; lease ${LEASE_MS} ms, take tick 500 ms); steps are medians per shard`,
-      ['system', 'median', 'max', 'SIGTERM to release', 'release to take', 'take to reader start', 'start to first record', 'stops'],
+      `handoff: SIGTERM to the first record handed over elsewhere, the slowest of the stopped worker's shards (ms; lease ${LEASE_MS} ms, take tick 500 ms); steps are medians per shard; emulator: the bench's own GetShardIterator and GetRecords right after each stop, the floor of the reader's start`,
+      ['system', 'median', 'max', 'SIGTERM to release/hand-over', 'release to take/hold', 'take to reader start', 'start to first record', 'emulator iterator+read', 'stops'],
       handoffs,
     );
   }
