@@ -155,8 +155,9 @@ function keepProducing(producer: Producer): { stop(): Promise<void> } {
 
 const DRAIN_RECORDS = 20_000;
 
-/** What the plain loop measured: when it began reading (every iterator in hand), and when its first and last records arrived. */
+/** What the plain loop measured: when it asked for its iterators, when it began reading (every iterator in hand), and when its first and last records arrived. */
 interface PlainRead {
+  readonly start: number;
   readonly from: number;
   readonly first: number;
   readonly last: number;
@@ -164,10 +165,10 @@ interface PlainRead {
 
 /**
  * The plain loop: one process, every shard read from its start (or after the position `after` gives it)
- * with GetRecords, each answer only counted. The shard iterators are fetched before the clock starts (the
- * consumer it is compared with holds its iterators already in a burst, and is timed from its first record
- * in a cold start), and the empty answer that shows a shard caught up is not counted: the times are those
- * of the first and the last answer with records. `pace` keeps Kinesis's limit of five GetRecords a second
+ * with GetRecords, each answer only counted. A cold start is timed from its GetShardIterator calls, as the
+ * consumer is from its first reader's start; a burst from the moment every iterator is in hand, as the
+ * consumer (which holds its iterators) is from its resume. The empty answer that shows a shard caught up
+ * is not counted: the clock stops at the last answer with records. `pace` keeps Kinesis's limit of five GetRecords a second
  * per shard, as the consumer does by default (kinesis-local does not enforce it); `unpaced` reads as fast
  * as the emulator answers, which Kinesis itself would throttle.
  */
@@ -176,6 +177,7 @@ async function plainDrain(
   { after, expected = DRAIN_RECORDS, pace = true }: { after?: ReadonlyMap<string, string>; expected?: number; pace?: boolean } = {},
 ): Promise<PlainRead> {
   const shards = await listShards(client, streamName);
+  const start = now();
   const iterators = await Promise.all(
     shards.map(async (shard) => {
       const from = after?.get(shard.ShardId!);
@@ -212,7 +214,7 @@ async function plainDrain(
   );
   if (process.env.BENCH_TRACE === '1') for (const [shardId, line] of [...pages].sort()) log(`  plain${pace ? '' : ' unpaced'} ${shardId}: ${line.join(' ')}`);
   if (count !== expected) throw new Error(`the plain loop read ${count} of ${expected} records`);
-  return { from, first, last };
+  return { start, from, first, last };
 }
 
 /**
@@ -277,7 +279,7 @@ async function drain(system: System): Promise<DrainResult | string> {
   const streamName = await freshStream(4);
   const producer = new Producer(client, streamName, keys(48));
   await producer.put(DRAIN_RECORDS);
-  const coldRate = (read: PlainRead): number => DRAIN_RECORDS / ((read.last - read.first) / 1000);
+  const coldRate = (read: PlainRead): number => DRAIN_RECORDS / ((read.last - read.start) / 1000);
   const plainBefore = coldRate(await plainDrain(streamName));
   const group = await openGroup(system, streamName, 1_000, { report: 'batches' });
   let rate: number;
@@ -286,9 +288,9 @@ async function drain(system: System): Promise<DrainResult | string> {
     await Promise.all(['d1', 'd2', 'd3'].map((id) => group.start(id)));
     const done = await waitFor(drained, 180_000);
     if (!done) return 'did not drain in 180 s';
-    const times = handedAt(group.reports);
-    const first = Math.min(...times);
-    const last = Math.max(...times);
+    // From the first reader's start (its GetShardIterator), as the plain loop is timed from its own.
+    const first = Math.min(...group.reports.filter((report) => report.type === 'started').map((report) => report.at));
+    const last = Math.max(...handedAt(group.reports));
     rate = DRAIN_RECORDS / ((last - first) / 1000);
     trace('cold', group.reports, first);
   } finally {
@@ -617,7 +619,7 @@ try {
     table(
       `drain: ${DRAIN_RECORDS} records, 4 shards, 3 workers, no-op handler, checkpoint per batch, against a plain GetRecords loop in one process over the same stream, read just before and after,\n` +
         '  with its shard iterators in hand before its clock starts, at most 5 GetRecords a second per shard (Kinesis\'s limit, the consumer\'s default pace; kinesis-local does not enforce it); unpaced: the plain loop as fast as the emulator answers, read once after.\n' +
-        '  cold start: workers start on the backlog (records/s from the first record handed over to the last; the plain loop likewise); ' +
+        '  cold start: workers start on the backlog (records/s from the first shard reader\'s start to the last record; the plain loop from its GetShardIterator calls); ' +
         'burst: workers sharing the shards, warmed up and caught up, are paused while the backlog is put and resumed together (records/s from the resume to the last record; the plain loop from its start)',
       ['system', 'cold start records/s', 'plain loop', 'vs plain', 'unpaced', 'burst records/s', 'plain loop', 'vs plain', 'unpaced'],
       drains,
