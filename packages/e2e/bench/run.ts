@@ -618,7 +618,7 @@ try {
     }
     table(
       `drain: ${DRAIN_RECORDS} records, 4 shards, 3 workers, no-op handler, checkpoint per batch, against a plain GetRecords loop in one process over the same stream, read just before and after,\n` +
-        '  with its shard iterators in hand before its clock starts, at most 5 GetRecords a second per shard (Kinesis\'s limit, the consumer\'s default pace; kinesis-local does not enforce it); unpaced: the plain loop as fast as the emulator answers, read once after.\n' +
+        '  at most 5 GetRecords a second per shard (Kinesis\'s limit, the consumer\'s default pace; kinesis-local does not enforce it); unpaced: the plain loop as fast as the emulator answers, read once after.\n' +
         '  cold start: workers start on the backlog (records/s from the first shard reader\'s start to the last record; the plain loop from its GetShardIterator calls); ' +
         'burst: workers sharing the shards, warmed up and caught up, are paused while the backlog is put and resumed together (records/s from the resume to the last record; the plain loop from its start)',
       ['system', 'cold start records/s', 'plain loop', 'vs plain', 'unpaced', 'burst records/s', 'plain loop', 'vs plain', 'unpaced'],
