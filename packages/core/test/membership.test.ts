@@ -487,6 +487,54 @@ describe('membership: handoffs and leaving', () => {
     await run(scheduler, staying.coordinator.stop());
   });
 
+  it('on stop, hands each drained lease to the least loaded member staying, which holds it at once without a take', async () => {
+    for (const useChangeFeed of [true, false]) {
+      const { scheduler, ready, worker, storage } = world(keys(4));
+      await ready;
+      // Long ticks for the members staying: with a change feed they hold what is handed to them at once.
+      const leaving = worker('leaving', { useChangeFeed });
+      const x = worker('x', { takeIntervalMs: 5_000, useChangeFeed });
+      const y = worker('y', { takeIntervalMs: 5_000, useChangeFeed });
+      for (const w of [leaving, x, y]) await run(scheduler, w.coordinator.start());
+      await scheduler.advance(60_000);
+      expect([leaving, x, y].map((w) => w.coordinator.heldLeases().length).sort()).toEqual([1, 1, 2]);
+      const stopping = [leaving, x, y].find((w) => w.coordinator.heldLeases().length === 2)!;
+      const leaseKeys = stopping.coordinator.heldLeases().map((lease) => lease.leaseKey);
+      const epochs = new Map(await Promise.all(leaseKeys.map(async (leaseKey) => [leaseKey, (await storage.getLease(GROUP, leaseKey))!.epoch] as const)));
+      const others = [leaving, x, y].filter((w) => w !== stopping);
+      const acquired: Array<{ workerId: string; leaseKey: string; how: string; at: number }> = [];
+      for (const w of others) w.coordinator.on('acquired', ({ leaseKey, how }) => acquired.push({ workerId: w.coordinator.workerId, leaseKey, how, at: scheduler.now }));
+      const updates = others.map((w) => w.view.calls.updateLeases);
+      const stoppedAt = scheduler.now;
+      await run(scheduler, stopping.coordinator.stop());
+      await scheduler.advance(useChangeFeed ? 100 : 5_000 * 1.06 * 2);
+      // One each, so the group is balanced at once; written to them by the leaving owner (epoch + 1).
+      expect(others.map((w) => w.coordinator.heldLeases().length)).toEqual([2, 2]);
+      expect(acquired.map((each) => each.how)).toEqual(['handoff', 'handoff']);
+      expect(new Set(acquired.map((each) => each.workerId)).size).toBe(2);
+      for (const leaseKey of leaseKeys) {
+        const lease = (await storage.getLease(GROUP, leaseKey))!;
+        expect(lease.epoch).toBe(epochs.get(leaseKey)! + 1);
+        expect(others.map((w) => w.coordinator.workerId)).toContain(lease.owner);
+      }
+      // The recipients wrote nothing to hold them.
+      expect(others.map((w) => w.view.calls.updateLeases)).toEqual(updates);
+      if (useChangeFeed) for (const each of acquired) expect(each.at - stoppedAt).toBeLessThan(100);
+      for (const w of others) await run(scheduler, w.coordinator.stop());
+    }
+  });
+
+  it('on stop, with no member staying to hand a lease to, writes it free', async () => {
+    const { scheduler, ready, worker, storage } = world(keys(2));
+    await ready;
+    const alone = worker('alone');
+    await joined(scheduler, alone.coordinator);
+    await scheduler.advance(10_000);
+    expect(alone.coordinator.heldLeases()).toHaveLength(2);
+    await run(scheduler, alone.coordinator.stop());
+    for (const leaseKey of keys(2)) expect(await storage.getLease(GROUP, leaseKey)).toMatchObject({ owner: null, incarnation: null });
+  });
+
   it('on stop, with a lease that did not drain, leaves its member to lapse, and others take that lease only once it expired', async () => {
     const { scheduler, ready, worker, storage } = world(keys(4));
     await ready;
@@ -516,9 +564,9 @@ describe('membership: handoffs and leaving', () => {
     expect(lapsed?.at).toBeGreaterThanOrEqual(lastSent + 10_000);
     const released = [...takenAt].filter(([leaseKey]) => leaseKey !== stuck);
     expect(released).toHaveLength(1);
-    // The lease it released is free at once, and the stopping member said it is leaving, so nobody
-    // deals the lease back to it: the change feed has it taken at once, well before the lapse.
-    expect(released[0]?.[1]).toMatchObject({ how: 'free' });
+    // The lease that drained is handed straight to the member staying, which the change feed tells at
+    // once: held well before the lapse.
+    expect(released[0]?.[1]).toMatchObject({ how: 'handoff' });
     expect(released[0]?.[1].at as number).toBeLessThan(stoppedAt + 1_000 + 500);
     expect(released[0]?.[1].at as number).toBeLessThan(lapsed?.at as number);
     await run(scheduler, staying.coordinator.stop());
@@ -614,6 +662,29 @@ describe('membership: owners hand their excess to members below their share', ()
     expect(acquisitions).toBe(100);
     // While the members kept joining, each worker read the roster, not the whole group, every tick.
     for (const view of views) expect(view.calls.listLeases).toBeLessThanOrEqual(2);
+    await run(scheduler, Promise.all(workers.map((coordinator) => coordinator.stop())));
+  });
+
+  it('on a cold start, workers started within a take tick of each other take their shares within a quarter tick of each other', async () => {
+    const { scheduler, ready, worker } = world(keys(12));
+    await ready;
+    const firstTake = new Map<string, number>();
+    const starts: Promise<void>[] = [];
+    const workers: LeaseCoordinator[] = [];
+    for (const [i, phase] of [0, 700, 1_400].entries()) {
+      await scheduler.advance(phase - (i === 0 ? 0 : [0, 700, 1_400][i - 1]!));
+      const { coordinator } = worker(`w${i}`, { useChangeFeed: false });
+      coordinator.on('acquired', () => firstTake.has(coordinator.workerId) || firstTake.set(coordinator.workerId, scheduler.now));
+      workers.push(coordinator);
+      starts.push(coordinator.start());
+    }
+    await run(scheduler, Promise.all(starts));
+    await scheduler.advance(20_000);
+    expect(workers.map((coordinator) => coordinator.heldLeases().length)).toEqual([4, 4, 4]);
+    const times = [...firstTake.values()];
+    expect(times).toHaveLength(3);
+    // Each dealt at its own first quarter-tick read after the last join had been seen for a tick.
+    expect(Math.max(...times) - Math.min(...times)).toBeLessThanOrEqual((2_000 / 4) * 1.05);
     await run(scheduler, Promise.all(workers.map((coordinator) => coordinator.stop())));
   });
 

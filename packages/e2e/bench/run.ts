@@ -158,26 +158,66 @@ function keepProducing(producer: Producer): { stop(): Promise<void> } {
 
 const DRAIN_RECORDS = 20_000;
 
-/** Records per second through the plain loop: every shard from its start, or after the position `after` gives it. */
-async function plainDrain(streamName: string, { after, expected = DRAIN_RECORDS }: { after?: ReadonlyMap<string, string>; expected?: number } = {}): Promise<number> {
+/** What the plain loop measured: when it asked for its iterators, when it began reading (every iterator in hand), and when its first and last records arrived. */
+interface PlainRead {
+  readonly start: number;
+  readonly from: number;
+  readonly first: number;
+  readonly last: number;
+}
+
+/**
+ * The plain loop: one process, every shard read from its start (or after the position `after` gives it)
+ * with GetRecords, each answer only counted. A cold start is timed from its GetShardIterator calls, as the
+ * consumer is from its first reader's start; a burst from the moment every iterator is in hand, as the
+ * consumer (which holds its iterators) is from its resume. The empty answer that shows a shard caught up
+ * is not counted: the clock stops at the last answer with records. `pace` keeps Kinesis's limit of five GetRecords a second
+ * per shard, as the consumer does by default (kinesis-local does not enforce it); `unpaced` reads as fast
+ * as the emulator answers, which Kinesis itself would throttle.
+ */
+async function plainDrain(
+  streamName: string,
+  { after, expected = DRAIN_RECORDS, pace = true }: { after?: ReadonlyMap<string, string>; expected?: number; pace?: boolean } = {},
+): Promise<PlainRead> {
   const shards = await listShards(client, streamName);
-  const started = now();
-  let count = 0;
-  await Promise.all(
+  const start = now();
+  const iterators = await Promise.all(
     shards.map(async (shard) => {
       const from = after?.get(shard.ShardId!);
       const start = from === undefined ? { ShardIteratorType: 'TRIM_HORIZON' as const } : { ShardIteratorType: 'AFTER_SEQUENCE_NUMBER' as const, StartingSequenceNumber: from };
-      let iterator = (await client.send(new GetShardIteratorCommand({ StreamName: streamName, ShardId: shard.ShardId, ...start }))).ShardIterator;
+      return (await client.send(new GetShardIteratorCommand({ StreamName: streamName, ShardId: shard.ShardId, ...start }))).ShardIterator;
+    }),
+  );
+  const from = now();
+  let first = Infinity;
+  let last = -Infinity;
+  let count = 0;
+  const pages = new Map<string, string[]>();
+  await Promise.all(
+    shards.map(async (shard, i) => {
+      const line: string[] = [];
+      pages.set(shard.ShardId!, line);
+      let iterator = iterators[i];
+      let sentAt = -Infinity;
       for (let calls = 0; iterator !== undefined && calls < 10_000; calls++) {
+        if (pace) await sleep(Math.max(0, sentAt + 200 - now()));
+        sentAt = now();
         const page = await client.send(new GetRecordsCommand({ ShardIterator: iterator, Limit: 1_000 }));
-        count += page.Records?.length ?? 0;
-        if ((page.Records?.length ?? 0) === 0 && (page.MillisBehindLatest ?? 0) === 0) break;
+        const got = page.Records?.length ?? 0;
+        line.push(`${got}@${Math.round(now() - from)}`);
+        if (got > 0) {
+          count += got;
+          first = Math.min(first, now());
+          last = now();
+        }
+        if (got === 0 && (page.MillisBehindLatest ?? 0) === 0) break;
         iterator = page.NextShardIterator;
       }
     }),
   );
+  if (process.env.BENCH_TRACE === '1') for (const [shardId, line] of [...pages].sort()) log(`  plain${pace ? '' : ' unpaced'} ${shardId}: ${line.join(' ')}`);
   if (count !== expected) throw new Error(`the plain loop read ${count} of ${expected} records`);
-  return expected / ((now() - started) / 1000);
+  return { start, from, first, last };
 }
 
 /**
@@ -201,19 +241,49 @@ function drainedAll(group: Group, producer: Producer): () => boolean {
   };
 }
 
+/**
+ * With BENCH_TRACE=1, each shard's timeline of a drain, in ms from `origin`: who took it, when its reader
+ * started, and when each batch (its size) was handed over.
+ */
+function trace(what: string, reports: readonly WorkerReport[], origin: number): void {
+  if (process.env.BENCH_TRACE !== '1') return;
+  const shards = new Map<string, string[]>();
+  const at = (ms: number): string => String(Math.round(ms - origin));
+  for (const report of reports) {
+    if (!('shardId' in report)) continue;
+    const line = shards.get(report.shardId) ?? [];
+    if (report.type === 'acquired') line.push(`${report.worker} took@${at(report.at)}`);
+    if (report.type === 'started') line.push(`start@${at(report.at)}`);
+    if (report.type === 'batch') line.push(`${report.records}@${at(report.at)}`);
+    shards.set(report.shardId, line);
+  }
+  for (const [shardId, line] of [...shards].sort()) log(`  ${what} ${shardId}: ${line.join(' ')}`);
+}
+
 /** When records were handed over: each record report, or each batch report (`--report batches`). */
 const handedAt = (reports: readonly WorkerReport[]): number[] => reports.filter((report) => report.type === 'record' || report.type === 'batch').map((report) => report.at);
+
+/** Records per second through the consumer, through the plain loop (the mean of its reads before and after), and through the plain loop unpaced. */
+interface DrainResult {
+  readonly rate: number;
+  readonly plain: number;
+  readonly unpaced: number;
+}
+
+/** A burst is timed from the moment reading can begin (the consumer's resume) to the last record. */
+const burstRate = (read: PlainRead): number => DRAIN_RECORDS / ((read.last - read.from) / 1000);
 
 /**
  * Records per second through three workers, and through the plain loop over the same stream read just
  * before and just after them (the emulator's speed drifts as the machine's load does; the mean of the two
  * brackets the consumer's run).
  */
-async function drain(system: System): Promise<{ rate: number; plain: number } | string> {
+async function drain(system: System): Promise<DrainResult | string> {
   const streamName = await freshStream(4);
   const producer = new Producer(client, streamName, keys(48));
   await producer.put(DRAIN_RECORDS);
-  const plainBefore = await plainDrain(streamName);
+  const coldRate = (read: PlainRead): number => DRAIN_RECORDS / ((read.last - read.start) / 1000);
+  const plainBefore = coldRate(await plainDrain(streamName));
   const group = await openGroup(system, streamName, 1_000, { report: 'batches' });
   let rate: number;
   try {
@@ -221,15 +291,17 @@ async function drain(system: System): Promise<{ rate: number; plain: number } | 
     await Promise.all(['d1', 'd2', 'd3'].map((id) => group.start(id)));
     const done = await waitFor(drained, 180_000);
     if (!done) return 'did not drain in 180 s';
-    const times = handedAt(group.reports);
-    const first = Math.min(...times);
-    const last = Math.max(...times);
+    // From the first reader's start (its GetShardIterator), as the plain loop is timed from its own.
+    const first = Math.min(...group.reports.filter((report) => report.type === 'started').map((report) => report.at));
+    const last = Math.max(...handedAt(group.reports));
     rate = DRAIN_RECORDS / ((last - first) / 1000);
+    trace('cold', group.reports, first);
   } finally {
     await group.close();
   }
-  const plainAfter = await plainDrain(streamName);
-  return { rate, plain: (plainBefore + plainAfter) / 2 };
+  const plainAfter = coldRate(await plainDrain(streamName));
+  const unpaced = coldRate(await plainDrain(streamName, { pace: false }));
+  return { rate, plain: (plainBefore + plainAfter) / 2, unpaced };
 }
 
 /** The shards each worker holds by its reports. */
@@ -262,10 +334,11 @@ const WARM_UP_RECORDS = 4_000;
  * second from the resume to the last record handed over, against the plain loop over the same records
  * just before and after.
  */
-async function burstDrain(system: System): Promise<{ rate: number; plain: number } | string> {
+async function burstDrain(system: System): Promise<DrainResult | string> {
   const streamName = await freshStream(4);
   const producer = new Producer(client, streamName, keys(48));
-  const group = await openGroup(system, streamName, 1_000, { leaseDurationMs: 120_000, report: 'batches' });
+  // Leases far longer than the pause: on a loaded machine putting the burst can take minutes.
+  const group = await openGroup(system, streamName, 1_000, { leaseDurationMs: 1_800_000, report: 'batches' });
   let rate: number;
   let plainBefore: number;
   let warmedUp: Map<string, string>;
@@ -282,9 +355,10 @@ async function burstDrain(system: System): Promise<{ rate: number; plain: number
     await plainDrain(streamName, { expected: WARM_UP_RECORDS });
     await sleep(2_000);
     for (const worker of workers) worker.child.kill('SIGSTOP');
+    const pausedAt = now();
     try {
       await producer.put(DRAIN_RECORDS);
-      plainBefore = await plainDrain(streamName, { after: warmedUp });
+      plainBefore = burstRate(await plainDrain(streamName, { after: warmedUp }));
     } finally {
       for (const worker of workers) worker.child.kill('SIGCONT');
     }
@@ -292,12 +366,17 @@ async function burstDrain(system: System): Promise<{ rate: number; plain: number
     const drained = drainedAll(group, producer);
     const done = await waitFor(drained, 180_000);
     if (!done) return 'did not drain in 180 s';
+    // A lease that moved after the resume (the pause outlasted a hold) makes this a failover, not a burst.
+    const moved = group.reports.filter((report) => report.at >= resumedAt && (report.type === 'acquired' || report.type === 'lost'));
+    if (moved.length > 0) return `not a burst: ${moved.length} lease moves after the resume (paused ${Math.round((resumedAt - pausedAt) / 1000)} s)`;
     rate = DRAIN_RECORDS / ((Math.max(...handedAt(group.reports)) - resumedAt) / 1000);
+    trace('burst', group.reports.filter((report) => report.at >= resumedAt), resumedAt);
   } finally {
     await group.close();
   }
-  const plainAfter = await plainDrain(streamName, { after: warmedUp });
-  return { rate, plain: (plainBefore + plainAfter) / 2 };
+  const plainAfter = burstRate(await plainDrain(streamName, { after: warmedUp }));
+  const unpaced = burstRate(await plainDrain(streamName, { after: warmedUp, pace: false }));
+  return { rate, plain: (plainBefore + plainAfter) / 2, unpaced };
 }
 
 // ---- failover ----
@@ -359,11 +438,13 @@ const median = (values: readonly number[]): number => {
 interface HandoffSample {
   /** SIGTERM sent to the first record handed over elsewhere, the longest over the worker's shards. */
   readonly totalMs: number;
-  /** Per shard, the steps in ms: the stopping worker's release after SIGTERM, the take after the release, the reader's start after the take, the first record after the start. */
+  /** The emulator's own GetShardIterator then GetRecords on one of the shards, by the bench right after: the floor of "start to first record". */
+  readonly emulatorMs: number;
+  /** Per shard, the steps in ms: the stopping worker's release or handover after SIGTERM, the take (or hold) after it, the reader's start after the take, the first record after the start. */
   readonly steps: ReadonlyArray<{ release: number; take: number; start: number; firstRecord: number }>;
 }
 
-async function gracefulStop(group: Group, workers: readonly WorkerProcess[]): Promise<HandoffSample | string> {
+async function gracefulStop(group: Group, workers: readonly WorkerProcess[], streamName: string, producer: Producer): Promise<HandoffSample | string> {
   const leaving = [...workers].filter((worker) => worker.running).sort((a, b) => shardsOf(group, b.workerId).length - shardsOf(group, a.workerId).length)[0]!;
   const shards = shardsOf(group, leaving.workerId);
   if (shards.length === 0) return 'no shard to hand over';
@@ -372,15 +453,28 @@ async function gracefulStop(group: Group, workers: readonly WorkerProcess[]): Pr
   const total = await resumedElsewhere(group, shards, leaving.workerId, stoppedAt, 30_000);
   await stopping;
   if (total === undefined) return 'not processing elsewhere within 30 s';
+  const probeAt = now();
+  const latest = producer.produced.filter((record) => record.shardId === shards[0]).at(-2);
+  const probe = await client.send(
+    new GetShardIteratorCommand({
+      StreamName: streamName,
+      ShardId: shards[0],
+      ...(latest === undefined ? { ShardIteratorType: 'TRIM_HORIZON' as const } : { ShardIteratorType: 'AFTER_SEQUENCE_NUMBER' as const, StartingSequenceNumber: latest.position }),
+    }),
+  );
+  await client.send(new GetRecordsCommand({ ShardIterator: probe.ShardIterator, Limit: 100 }));
+  const emulatorMs = now() - probeAt;
   const after = group.reports.filter((report) => report.at >= stoppedAt);
   const steps = shards.map((shardId) => {
-    const released = after.find((report) => report.type === 'released' && report.worker === leaving.workerId && report.shardId === shardId)?.at ?? NaN;
+    // A stopping worker hands each lease to a chosen member, or writes it free when it has none to hand it to.
+    const released =
+      after.find((report) => (report.type === 'released' || report.type === 'handed-off') && report.worker === leaving.workerId && report.shardId === shardId)?.at ?? NaN;
     const taken = after.find((report) => report.type === 'acquired' && report.worker !== leaving.workerId && report.shardId === shardId);
     const started = after.find((report) => report.type === 'started' && report.worker === taken?.worker && report.shardId === shardId)?.at ?? NaN;
     const first = after.find((report) => report.type === 'record' && report.worker === taken?.worker && report.shardId === shardId)?.at ?? NaN;
     return { release: released - stoppedAt, take: (taken?.at ?? NaN) - released, start: started - (taken?.at ?? NaN), firstRecord: first - started };
   });
-  return { totalMs: total, steps };
+  return { totalMs: total, emulatorMs, steps };
 }
 
 /**
@@ -407,7 +501,7 @@ async function handoff(system: System): Promise<{ samples: HandoffSample[]; fail
     for (let i = 0; i < count; i++) {
       if (!(await waitFor(balanced, 60_000))) return `not balanced within 60 s before stop ${i + 1}`;
       await sleep(1_500);
-      const sample = await gracefulStop(group, workers);
+      const sample = await gracefulStop(group, workers, streamName, producer);
       if (typeof sample === 'string') failures.push(sample);
       else samples.push(sample);
       workers.push(await group.start(`h${workers.length + 1}`));
@@ -491,8 +585,10 @@ try {
   log(`e2e bench: kinesis-local, dynalite; lease ${LEASE_MS} ms, take tick 500 ms, idleDelayMs 1,000 (the source's default) for Leasehold; lifion-kinesis 1.3.3 in polling mode`);
   if (selected('drain')) {
     const drains: string[][] = [];
-    const cells = (result: { rate: number; plain: number } | string): string[] =>
-      typeof result === 'string' ? [result, '-', '-'] : [String(Math.round(result.rate)), String(Math.round(result.plain)), `${(result.rate / result.plain).toFixed(2)}x`];
+    const cells = (result: DrainResult | string): string[] =>
+      typeof result === 'string'
+        ? [result, '-', '-', '-']
+        : [String(Math.round(result.rate)), String(Math.round(result.plain)), `${(result.rate / result.plain).toFixed(2)}x`, String(Math.round(result.unpaced))];
     for (const system of SYSTEMS) {
       const cold = selected('cold') || !selected('burst') ? await attempt('drain', () => drain(system)) : '-';
       log(`drain ${system}: ${JSON.stringify(cold)}`);
@@ -501,10 +597,11 @@ try {
       drains.push([system, ...cells(cold), ...cells(burst)]);
     }
     table(
-      `drain: ${DRAIN_RECORDS} records, 4 shards, 3 workers, no-op handler, checkpoint per batch, against a plain GetRecords loop in one process over the same stream, read just before and after.\n` +
-        '  cold start: workers start on the backlog (records/s from the first record handed over to the last); ' +
-        'burst: workers sharing the shards, warmed up and caught up, are paused while the backlog is put and resumed together (records/s from the resume to the last record)',
-      ['system', 'cold start records/s', 'plain loop', 'vs plain', 'burst records/s', 'plain loop', 'vs plain'],
+      `drain: ${DRAIN_RECORDS} records, 4 shards, 3 workers, no-op handler, checkpoint per batch, against a plain GetRecords loop in one process over the same stream, read just before and after,\n` +
+        '  at most 5 GetRecords a second per shard (Kinesis\'s limit, the consumer\'s default pace; kinesis-local does not enforce it); unpaced: the plain loop as fast as the emulator answers, read once after.\n' +
+        '  cold start: workers start on the backlog (records/s from the first shard reader\'s start to the last record; the plain loop from its GetShardIterator calls); ' +
+        'burst: workers sharing the shards, warmed up and caught up, are paused while the backlog is put and resumed together (records/s from the resume to the last record; the plain loop from its start)',
+      ['system', 'cold start records/s', 'plain loop', 'vs plain', 'unpaced', 'burst records/s', 'plain loop', 'vs plain', 'unpaced'],
       drains,
     );
   }
@@ -526,7 +623,7 @@ try {
       const result = await attempt('handoff', () => handoff(system));
       log(`handoff ${system}: ${JSON.stringify(result)}`);
       if (typeof result === 'string') {
-        handoffs.push([system, result, '-', '-', '-', '-', '-', '-']);
+        handoffs.push([system, result, '-', '-', '-', '-', '-', '-', '-']);
         continue;
       }
       const steps = result.samples.flatMap((sample) => sample.steps);
@@ -539,12 +636,13 @@ try {
         ms(median(steps.map((step) => step.take))),
         ms(median(steps.map((step) => step.start))),
         ms(median(steps.map((step) => step.firstRecord))),
+        ms(median(result.samples.map((sample) => sample.emulatorMs))),
         `${result.samples.length}${result.failures.length > 0 ? ` (${result.failures.join('; ')})` : ''}`,
       ]);
     }
     table(
-      `handoff: SIGTERM to the first record handed over elsewhere, the slowest of the stopped worker's shards (ms; lease ${LEASE_MS} ms, take tick 500 ms); steps are medians per shard`,
-      ['system', 'median', 'max', 'SIGTERM to release', 'release to take', 'take to reader start', 'start to first record', 'stops'],
+      `handoff: SIGTERM to the first record handed over elsewhere, the slowest of the stopped worker's shards (ms; lease ${LEASE_MS} ms, take tick 500 ms); steps are medians per shard; emulator: the bench's own GetShardIterator and GetRecords right after each stop, the floor of the reader's start`,
+      ['system', 'median', 'max', 'SIGTERM to release/hand-over', 'release to take/hold', 'take to reader start', 'start to first record', 'emulator iterator+read', 'stops'],
       handoffs,
     );
   }

@@ -33,8 +33,6 @@ export interface RewindRound {
   readonly targetMs: number;
   /** When the rewind was asked for, on the clock of the reports. */
   readonly askedAt: number;
-  /** When every lease's rewind request had been written, on the same clock. */
-  readonly writtenAt: number;
   readonly plan: RewindPlan;
   readonly progress: RewindProgress;
   /** The records produced after the target: each must be handed over again after `askedAt`. */
@@ -110,7 +108,6 @@ export async function runRewindScenario(options: RewindScenarioOptions): Promise
     const askedAt = now();
     const plan = await planRewind({ storage: opened.storage, group, to: { time: targetMs } });
     const applied = await applyRewind(plan, { storage: opened.storage });
-    const writtenAt = now();
     const progress = await awaitRewind(applied, { storage: opened.storage, timeoutMs: 60_000, pollIntervalMs: 100 });
     if (!progress.complete) throw new Error(`the rewind to ${new Date(targetMs).toISOString()} did not complete: ${JSON.stringify(progress.leases)}`);
     await cluster.waitFor(() => replayed(cluster.reports, after, askedAt), `every record after ${new Date(targetMs).toISOString()} to be handed over again, in order`, 60_000);
@@ -119,7 +116,7 @@ export async function runRewindScenario(options: RewindScenarioOptions): Promise
       if (report.type !== 'started' || report.at < askedAt || report.position !== plan.to || readingAfterMs.has(report.shardId)) continue;
       readingAfterMs.set(report.shardId, report.at - askedAt);
     }
-    return { targetMs, askedAt, writtenAt, plan, progress, after, readingAfterMs };
+    return { targetMs, askedAt, plan, progress, after, readingAfterMs };
   };
   try {
     step(`creating stream ${streamName} with 2 shards`);

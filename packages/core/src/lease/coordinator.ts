@@ -299,6 +299,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   readonly #handed = new Map<string, { to: string; incarnation: string; epoch: number; until: number }>();
   /** Requests withdrawn whose leases are still watched, in case the owner's answer was already under way. */
   readonly #watching = new Map<string, { from: string; at: number }>();
+  /** Leases the change feed announced handed over, unasked: read at the next tick, and held when handed to this worker. */
+  readonly #announced = new Set<string>();
   /** When the leases were last listed; `null` before the first listing. */
   #listedAt: number | null = null;
   #listingDue = true;
@@ -414,6 +416,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       // The heartbeat that says this worker is leaving goes out while its leases drain: the releases wait
       // for both, so nobody deals a released lease back to it, and the round trip costs the handoff nothing.
       const leaving = this.#held.size > 0 ? this.#until(drainDeadline, this.#heartbeat()) : Promise.resolve();
+      // The roster is read again meanwhile, so that the leases go to members alive and staying now.
+      const roster = this.#held.size > 0 ? this.#until(drainDeadline, this.#storage.getRoster(this.group).then((read) => void this.#readRoster(read))) : Promise.resolve();
       const entries = [...this.#held.entries()];
       const drained = await Promise.all(
         entries.map(async ([leaseKey, held]) => ({
@@ -421,9 +425,9 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
           done: await this.#drain(leaseKey, held, 'shutdown', Math.max(0, drainDeadline - this.#clock.now())),
         })),
       );
-      await leaving;
+      await Promise.all([leaving, roster]);
       const releasable = drained.filter((entry) => entry.done).map((entry) => entry.leaseKey);
-      await this.#until(deadline, this.#release(releasable, false));
+      await this.#until(deadline, this.#handOverOrRelease(releasable));
       await this.#until(deadline, this.#withdraw());
       const lapsing = this.#held.size;
       for (const [leaseKey, held] of this.#held) this.#lose(leaseKey, held, 'shutdown-timeout');
@@ -478,6 +482,47 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       }
     }
     if (updates.length > 0) await this.#update(updates, 'withdraw');
+  }
+
+  /**
+   * A stopping worker's drained leases: each is handed straight to a live member that is not leaving, the
+   * least loaded by the roster's counts (then by worker id) with room under its cap, in one conditional
+   * write per lease (as a rebalance hands one over: the recipient's incarnation, epoch + 1), so that the
+   * recipient holds it without taking it; the change feed tells it at once. With no such member, or when a
+   * handover does not apply, the lease is written free as before.
+   */
+  async #handOverOrRelease(leaseKeys: readonly string[]): Promise<void> {
+    const load = new Map<string, number>();
+    for (const member of this.#roster.values()) {
+      if (member.workerId === this.workerId || member.status !== 'alive' || member.metadata[LEAVING_FIELD] !== undefined) continue;
+      if (this.#corruptMembers.has(member.workerId)) continue;
+      load.set(member.workerId, member.held);
+    }
+    const free: string[] = [];
+    const handovers: Promise<void>[] = [];
+    for (const leaseKey of leaseKeys) {
+      const held = this.#held.get(leaseKey);
+      if (!held || !this.isHeld(leaseKey)) continue;
+      let to: string | undefined;
+      for (const [workerId, count] of load) {
+        if (count >= capOf(this.#roster.get(workerId))) continue;
+        if (to === undefined || count < load.get(to)! || (count === load.get(to)! && workerId < to)) to = workerId;
+      }
+      const recipient = to === undefined ? undefined : this.#roster.get(to);
+      if (recipient === undefined) {
+        free.push(leaseKey);
+        continue;
+      }
+      load.set(recipient.workerId, (load.get(recipient.workerId) ?? 0) + 1);
+      this.#stopWork(leaseKey, held);
+      handovers.push(
+        this.#onLease(held, async () => {
+          if (this.#held.get(leaseKey) !== held) return;
+          await this.#transfer(leaseKey, held, { to: recipient.workerId, incarnation: recipient.incarnation, seenAt: this.#clock.now() }, true);
+        }).catch((error: unknown) => this.#report(error, 'handoff')),
+      );
+    }
+    await Promise.all([...handovers, this.#release(free, false)]);
   }
 
   /** Marks this worker's membership dead itself, so that others take what it leaves at once. */
@@ -763,7 +808,11 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       // A heartbeat whose outcome is not known is sent again soon: the hold runs out meanwhile. The period
       // runs from the start of the previous tick: a slow round trip must not push the next heartbeat past
       // the hold the previous one bought.
-      const period = kind === 'renew' && this.#heartbeatFailed ? Math.min(intervalMs / 4, 1_000) : intervalMs * jitter;
+      // From its join to its first listing, and while a cold start waits for the members to stop joining,
+      // the roster is read every quarter tick: workers started together then see the last join, and deal,
+      // within a fraction of a tick of each other rather than each at its own tick.
+      const quarter = kind === 'take' && (this.#coldWait || (this.#membership !== null && this.#listedAt === null));
+      const period = kind === 'renew' && this.#heartbeatFailed ? Math.min(intervalMs / 4, 1_000) : quarter ? (intervalMs / 4) * jitter : intervalMs * jitter;
       const wait = Math.max(0, period - (this.#clock.now() - tickStartedAt));
       if (woken) waker.abort();
       try {
@@ -790,7 +839,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       return;
     }
     if (change.kind === 'created' || change.kind === 'released') this.#listingDue = true;
-    if (change.kind === 'handed-off' && !this.#requests.has(change.leaseKey) && !this.#watching.has(change.leaseKey)) return;
+    // A lease handed over unasked (a rebalance, or an owner leaving) is read at once: it may be this worker's.
+    if (change.kind === 'handed-off' && !this.#requests.has(change.leaseKey) && !this.#watching.has(change.leaseKey)) this.#announced.add(change.leaseKey);
     this.#wakeTake?.();
   }
 
@@ -1192,6 +1242,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     this.#answerRequests(now);
     await this.#followRequests(now);
     if (this.#state !== 'running') return;
+    await this.#followAnnounced();
+    if (this.#state !== 'running') return;
 
     const signature = this.#signature();
     if (signature !== this.#rosterSignature) this.#listingDue = true;
@@ -1479,6 +1531,40 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       }
     }
     if (changed) this.#wakeRenew?.();
+  }
+
+  /**
+   * Reads the leases the change feed announced handed over unasked: one handed to this worker, in a tenure
+   * it never held, is held from now without a write, as a listing would find and hold it. Anything else
+   * (another member's, or one of a tenure this worker held and lost, which it takes back in a new tenure)
+   * is left to the listings.
+   */
+  async #followAnnounced(): Promise<void> {
+    if (this.#announced.size === 0) return;
+    const membership = this.#membership;
+    const keys = [...this.#announced];
+    this.#announced.clear();
+    if (!membership?.record) return;
+    for (const leaseKey of keys) {
+      if (this.#held.has(leaseKey)) continue;
+      let lease: LeaseRecord | null;
+      try {
+        lease = await this.#storage.getLease(this.group, leaseKey);
+      } catch (error) {
+        this.#report(error, 'get');
+        this.#listingDue = true;
+        continue;
+      }
+      if (this.#state !== 'running' || this.#membership !== membership) return;
+      if (!lease || lease.format > RECORD_FORMAT || lease.owner !== this.workerId || lease.incarnation !== membership.incarnation || this.#held.has(leaseKey)) continue;
+      if (lease.checkpoint === Checkpoint.SHARD_END || this.#letGo.get(leaseKey) === lease.epoch || lease.epoch < (this.#handed.get(leaseKey)?.epoch ?? -Infinity)) {
+        this.#listingDue = true;
+        continue;
+      }
+      // Handed more than this worker may hold (an offer and an answer crossed): the rest goes back.
+      if (this.#countHeld() >= this.#maxLeases) await this.#giveBack([lease]);
+      else if (this.#hold(lease, 'handoff', this.#clock.now())) this.#wakeRenew?.();
+    }
   }
 
   /**
