@@ -286,7 +286,9 @@ export class ConsumerLedger {
     const { start } = this.#stream(shard.streamId);
     if (start.kind === 'TRIM_HORIZON') return true;
     const birth = this.birthWallMsOf(shard.streamId);
-    if (birth === null) return false; // the stream was never read: nothing was owed
+    // Never read yet: with LATEST nothing is owed until its birth fixes where it starts; with a timestamp
+    // the records from it are owed all the same (a stream added while the group had no leader is still to read).
+    if (birth === null) return start.kind === 'AT_TIMESTAMP' && entry.arrivedWallMs >= start.timestampMs;
     if (shard.resharded && shard.createdWallMs >= birth) return true;
     const from = start.kind === 'AT_TIMESTAMP' ? start.timestampMs : birth;
     return entry.arrivedWallMs >= from;
