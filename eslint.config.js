@@ -25,6 +25,13 @@ export default tseslint.config(
     ...tseslint.configs.disableTypeChecked,
   },
   {
+    // The plain JavaScript scripts run on Node: its globals.
+    files: ['**/*.js', '**/*.mjs', '**/*.cjs'],
+    languageOptions: {
+      globals: { process: 'readonly', console: 'readonly', URL: 'readonly', performance: 'readonly', Buffer: 'readonly', setTimeout: 'readonly', clearTimeout: 'readonly' },
+    },
+  },
+  {
     files: ['**/test/**', '**/bench/**', '**/scripts/**'],
     rules: {
       '@typescript-eslint/no-non-null-assertion': 'off',
