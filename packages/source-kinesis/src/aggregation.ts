@@ -25,7 +25,10 @@ interface AwsKinesisAgg {
   ): void;
 }
 
-const agg = createRequire(import.meta.url)('aws-kinesis-agg') as AwsKinesisAgg;
+// Loaded at the first record that carries the KPL's magic number: the module and protobufjs under it add
+// about 11 MB to a worker's RSS, which a stream without aggregated records never needs.
+let agg: AwsKinesisAgg | undefined;
+const deaggregator = (): AwsKinesisAgg => (agg ??= createRequire(import.meta.url)('aws-kinesis-agg') as AwsKinesisAgg);
 
 const MAGIC = [0xf3, 0x89, 0x9a, 0xc2];
 const MD5_BYTES = 16;
@@ -70,7 +73,7 @@ export function userRecordsOf(
 
   const decoded: DeaggregatedUserRecord[] = [];
   let failure: Error | undefined;
-  agg.deaggregate(
+  deaggregator().deaggregate(
     { data, partitionKey: record.PartitionKey ?? '', sequenceNumber },
     true,
     (error, userRecord) => {

@@ -1,6 +1,8 @@
 import type { KinesisClient } from '@aws-sdk/client-kinesis';
 import { Checkpoint } from '@leasehold/core';
 import type { RunningKinesisLocal } from '@leasehold/local-stack';
+import { execFileSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { userRecordsOf } from '../src/aggregation.js';
 import { KinesisSource, MalformedRecordError } from '../src/index.js';
@@ -45,6 +47,15 @@ describe('KPL de-aggregation', () => {
     expect(records).toHaveLength(1);
     expect(records[0]).toMatchObject({ position: SEQ, aggregated: false, partitionKey: 'k' });
     expect(Buffer.from(records[0]!.data).equals(data)).toBe(true);
+  });
+});
+
+describe('loading the de-aggregator', () => {
+  it('loads aws-kinesis-agg only at the first aggregated record, so a stream without any never pays for it', () => {
+    const script = fileURLToPath(new URL('./fixtures/deaggregator-load.ts', import.meta.url));
+    const output = execFileSync(process.execPath, ['--import', 'tsx', script, aggregate(['a', 'b', 'c']).data.toString('hex')], { encoding: 'utf8' });
+
+    expect(JSON.parse(output)).toEqual({ seen: [false, false, true], records: 3 });
   });
 });
 
