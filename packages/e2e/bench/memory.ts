@@ -27,7 +27,11 @@ const SHARDS = 100;
 const RECORDS = 4_000;
 const HOLD_MS = 5_000;
 
-export type MemorySystem = 'leasehold/redis' | 'lifion-kinesis';
+/**
+ * `sdk-v3 loop`: the raw client reading every shard at the source's pace, without leases (bench/plain-worker.ts);
+ * `sdk-v3 idle`: that process loaded and idle, the floor under any SDK v3 worker.
+ */
+export type MemorySystem = 'leasehold/redis' | 'lifion-kinesis' | 'sdk-v3 loop' | 'sdk-v3 idle';
 
 export interface MemorySample {
   readonly system: MemorySystem;
@@ -86,8 +90,11 @@ async function startWorker(env: MemoryEnvironment, system: MemorySystem, streamN
     const worker = await cluster.start('m1');
     return { reports: cluster.reports, worker, close: () => cluster.close() };
   }
-  const flags = ['--stream', streamName, '--kinesis-endpoint', env.kinesis.endpoint, '--dynamodb-endpoint', env.dynalite.endpoint, '--table', `lifion-${runId}`, '--group', group, '--worker-id', 'm1', '--stats-interval-ms', '1000'];
-  const child = spawn(process.execPath, [...(env.nodeFlags ?? []), env.workers.lifion, ...flags], {
+  const flags =
+    system === 'lifion-kinesis'
+      ? [env.workers.lifion, '--stream', streamName, '--kinesis-endpoint', env.kinesis.endpoint, '--dynamodb-endpoint', env.dynalite.endpoint, '--table', `lifion-${runId}`, '--group', group]
+      : [env.workers.plain, '--stream', streamName, '--kinesis-endpoint', env.kinesis.endpoint, '--mode', system === 'sdk-v3 idle' ? 'idle' : 'read'];
+  const child = spawn(process.execPath, [...(env.nodeFlags ?? []), ...flags, '--worker-id', 'm1', '--stats-interval-ms', '1000'], {
     cwd: PACKAGE_DIR,
     env: { ...process.env, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', AWS_SDK_JS_SUPPRESS_MAINTENANCE_MODE_MESSAGE: '1' },
     stdio: ['pipe', 'pipe', 'pipe'],
@@ -106,6 +113,11 @@ async function startWorker(env: MemoryEnvironment, system: MemorySystem, streamN
 async function measure(env: MemoryEnvironment, system: MemorySystem, streamName: string): Promise<MemorySample | string> {
   const { reports, worker, close } = await startWorker(env, system, streamName);
   try {
+    if (system === 'sdk-v3 idle') {
+      // Nothing to read: as long as a reading worker takes to hold every shard and then HOLD_MS.
+      await sleep(2 * HOLD_MS);
+      return { system, peakRss: peakRss(worker.child.pid!), usage: reports.findLast((report): report is StatsReport => report.type === 'stats')! };
+    }
     const shards = new Set<string>();
     let read = 0;
     const all = await waitFor(() => {

@@ -677,7 +677,8 @@ try {
   if (selected('memory')) {
     const rounds = Number(process.env.BENCH_MEMORY_ROUNDS ?? 3);
     const nodeFlags = listed('BENCH_MEMORY_NODE_FLAGS') ?? [];
-    const systems = (['leasehold/redis', 'lifion-kinesis'] as const).filter((system) => SYSTEMS.includes(system));
+    // The raw SDK v3 reader and its idle floor are baselines, measured in every run beside the systems.
+    const systems = [...(['leasehold/redis', 'lifion-kinesis'] as const).filter((system) => SYSTEMS.includes(system)), 'sdk-v3 loop', 'sdk-v3 idle'] as const;
     const result = await attempt('memory', () => memoryRounds({ kinesis, dynalite, client, workers: buildWorkers(), nodeFlags }, systems, rounds));
     if (typeof result === 'string') log(`memory: ${result}`);
     else {
@@ -696,11 +697,15 @@ try {
       for (const sample of result.samples) log(`memory ${sample.system}: ${figures.map(([name, value]) => `${name} ${mb(value(sample))}`).join(', ')} MB`);
       const of = (system: string): MemorySample[] => result.samples.filter((sample) => sample.system === system);
       const rows = systems.map((system) => [system, ...figures.map(([, value]) => mb(median(of(system).map((sample) => value(sample) ?? NaN)))), String(of(system).length)]);
-      const ratio = median(of('leasehold/redis').map((sample) => sample.peakRss)) / median(of('lifion-kinesis').map((sample) => sample.peakRss));
+      const peak = (system: string): number => median(of(system).map((sample) => sample.peakRss));
+      const ratio = peak('leasehold/redis') / peak('lifion-kinesis');
+      const ofLoop = peak('leasehold/redis') / peak('sdk-v3 loop');
       table(
         `memory: one worker process holding 100 leases (100 shards, 4,000 records read from the start), both plain JavaScript under node${nodeFlags.length > 0 ? ` ${nodeFlags.join(' ')}` : ''}, ` +
           `taking turns over one stream; medians in MB (peak RSS: VmHWM; the rest when read, heap spaces committed)` +
           (Number.isFinite(ratio) ? `; Leasehold's peak RSS is ${ratio.toFixed(2)} of lifion-kinesis's` : '') +
+          (Number.isFinite(ofLoop) ? `, ${ofLoop.toFixed(2)} of the raw SDK v3 loop's` : '') +
+          (Number.isFinite(peak('sdk-v3 idle') / peak('lifion-kinesis')) ? `; the idle SDK v3 process alone is ${(peak('sdk-v3 idle') / peak('lifion-kinesis')).toFixed(2)} of lifion-kinesis's` : '') +
           (result.failures.length > 0 ? `\n  failed: ${result.failures.join('; ')}` : ''),
         ['system', ...figures.map(([name]) => name), 'rounds'],
         rows,

@@ -1,0 +1,81 @@
+/**
+ * The raw client's baseline for the memory benchmark: no leases, no checkpoints, no runtime; the AWS SDK v3
+ * Kinesis client alone, reading every shard of a stream the way the Kinesis source does (GetShardIterator
+ * at TRIM_HORIZON, then GetRecords of up to 100 records, 200 ms apart while the shard is behind and 1 s
+ * apart once it is caught up), and reporting each record in the same JSON lines as src/worker.ts. With
+ * `--mode idle` it only loads what the Leasehold worker loads (the SDK's Kinesis client and ioredis), sends
+ * one ListShards and then waits: the floor under any worker that reads Kinesis with SDK v3.
+ *
+ *   node bench/dist/bench/plain-worker.js --stream S --kinesis-endpoint URL --worker-id W [--mode idle]
+ */
+import { GetRecordsCommand, GetShardIteratorCommand, type KinesisClient } from '@aws-sdk/client-kinesis';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { parseArgs } from 'node:util';
+import { kinesisClient, listShards } from '../src/kinesis.js';
+import { parsePayload } from '../src/producer.js';
+import { now } from '../src/reports.js';
+import { memoryFigures } from '../src/stats.js';
+
+const IDLE_DELAY_MS = 1_000;
+const MIN_CALL_INTERVAL_MS = 200;
+
+const { values: args } = parseArgs({
+  options: {
+    stream: { type: 'string' },
+    'kinesis-endpoint': { type: 'string' },
+    region: { type: 'string', default: 'us-east-1' },
+    'worker-id': { type: 'string' },
+    mode: { type: 'string', default: 'read' },
+    'stats-interval-ms': { type: 'string', default: '0' },
+  },
+});
+const workerId = args['worker-id'] ?? 'plain';
+const write = (report: Record<string, unknown>): void => {
+  process.stdout.write(`${JSON.stringify({ ...report, worker: workerId, at: now() })}\n`);
+};
+process.stdin.on('end', () => process.exit(1));
+process.stdin.resume();
+
+const client = kinesisClient({ endpoint: args['kinesis-endpoint']!, region: args.region });
+// What the Leasehold worker loads besides: its lease store's client.
+await import('ioredis');
+
+async function readShard(kinesis: KinesisClient, streamName: string, shardId: string): Promise<void> {
+  let iterator = (await kinesis.send(new GetShardIteratorCommand({ StreamName: streamName, ShardId: shardId, ShardIteratorType: 'TRIM_HORIZON' }))).ShardIterator;
+  while (iterator !== undefined) {
+    const started = Date.now();
+    const page = await kinesis.send(new GetRecordsCommand({ ShardIterator: iterator, Limit: 100 }));
+    const records = page.Records ?? [];
+    if (records.length > 0) {
+      process.stdout.write(
+        records
+          .map((record) => {
+            const { key, seq } = parsePayload(record.Data!);
+            return `${JSON.stringify({ type: 'record', shardId, fencingToken: 0, key, seq, position: record.SequenceNumber, worker: workerId, at: now() })}\n`;
+          })
+          .join(''),
+      );
+    }
+    iterator = page.NextShardIterator;
+    // Caught up as the source judges it: fewer records than asked for, and not behind the tip.
+    const caughtUp = records.length < 100 && (page.MillisBehindLatest ?? 0) === 0;
+    await sleep(Math.max(0, (caughtUp ? IDLE_DELAY_MS : MIN_CALL_INTERVAL_MS) - (Date.now() - started)));
+  }
+}
+
+const statsIntervalMs = Number(args['stats-interval-ms']);
+if (statsIntervalMs > 0) {
+  setInterval(() => {
+    write({ type: 'stats', collected: typeof (globalThis as { gc?: unknown }).gc === 'function', ...memoryFigures(), resources: process.getActiveResourcesInfo().length, shards: 0, diagnostics: {} });
+  }, statsIntervalMs).unref();
+}
+process.on('SIGTERM', () => {
+  write({ type: 'stopped' });
+  process.exit(0);
+});
+
+const shards = await listShards(client, args.stream!);
+write({ type: 'ready', pid: process.pid });
+if (args.mode === 'read') {
+  await Promise.all(shards.map((shard) => readShard(client, args.stream!, shard.ShardId!)));
+}
