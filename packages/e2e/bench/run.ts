@@ -10,12 +10,16 @@
  * BENCH_SYSTEMS=leasehold/redis,... only those systems; BENCH_HANDOFFS=5 sets the graceful stops measured
  * per backend. The memory part (bench/memory.ts) runs both workers compiled to plain JavaScript;
  * BENCH_MEMORY_ROUNDS=3 sets its turns per system, BENCH_MEMORY_NODE_FLAGS=--flag,... gives both the same
- * extra node flags.
+ * extra node flags. The other parts run the Leasehold workers under tsx; BENCH_COMPILED=1 runs them as
+ * plain JavaScript too. The drain also compares CPU time per record: the workers' (from /proc, from the
+ * first reader's start to the last record) against the plain loop's process over its reads.
+ * BENCH_TRACE=1 prints each shard's timeline of a drain, with its origin on the reports' clock.
  */
 import { GetRecordsCommand, GetShardIteratorCommand } from '@aws-sdk/client-kinesis';
 import { startDynalite, startKinesisLocal } from '@leasehold/local-stack';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
@@ -39,6 +43,8 @@ type System = 'leasehold/postgres' | 'leasehold/redis' | 'leasehold/dynamodb' | 
 const ALL_SYSTEMS: System[] = ['leasehold/postgres', 'leasehold/redis', 'leasehold/dynamodb', 'lifion-kinesis'];
 const listed = (name: string): string[] | undefined => process.env[name]?.split(',').map((item) => item.trim()).filter((item) => item !== '');
 const SYSTEMS = ALL_SYSTEMS.filter((system) => listed('BENCH_SYSTEMS')?.includes(system) ?? true);
+// BENCH_COMPILED=1: the Leasehold workers of every part run as plain JavaScript (see workers.ts), not under tsx.
+const compiled = process.env.BENCH_COMPILED === '1' ? buildWorkers() : undefined;
 const selected = (part: string): boolean => listed('BENCH_ONLY')?.includes(part) ?? true;
 
 /** The workers of one measured group, whichever library runs in them. */
@@ -87,6 +93,7 @@ async function openGroup(
       report,
       // The source's own default: a caught-up shard is read once a second.
       idleDelayMs: 1_000,
+      ...(compiled === undefined ? {} : { workerScript: compiled.leasehold }),
     });
     return { reports: cluster.reports, start: (workerId) => cluster.start(workerId), close: () => cluster.close() };
   }
@@ -164,7 +171,21 @@ interface PlainRead {
   readonly from: number;
   readonly first: number;
   readonly last: number;
+  /** The bench process's CPU time (user and system, ms) over the reads, from the first GetShardIterator to the last answer. */
+  readonly cpuMs: number;
 }
+
+const CLOCK_TICKS_PER_SECOND = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+
+/** A process's CPU time so far (user and system, ms), from /proc: a worker's, read by the bench. */
+function cpuMsOf(pid: number): number {
+  // The fields after the command name (which may hold spaces), from field 3: utime and stime are 14 and 15.
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS_PER_SECOND;
+}
+
+/** The CPU time (ms) of `workers` together, so far. */
+const cpuMsOfAll = (workers: readonly WorkerProcess[]): number => workers.reduce((sum, worker) => sum + cpuMsOf(worker.child.pid!), 0);
 
 /**
  * The plain loop: one process, every shard read from its start (or after the position `after` gives it)
@@ -180,6 +201,7 @@ async function plainDrain(
   { after, expected = DRAIN_RECORDS, pace = true }: { after?: ReadonlyMap<string, string>; expected?: number; pace?: boolean } = {},
 ): Promise<PlainRead> {
   const shards = await listShards(client, streamName);
+  const cpuAtStart = process.cpuUsage();
   const start = now();
   const iterators = await Promise.all(
     shards.map(async (shard) => {
@@ -216,8 +238,9 @@ async function plainDrain(
     }),
   );
   if (process.env.BENCH_TRACE === '1') for (const [shardId, line] of [...pages].sort()) log(`  plain${pace ? '' : ' unpaced'} ${shardId}: ${line.join(' ')}`);
+  const cpu = process.cpuUsage(cpuAtStart);
   if (count !== expected) throw new Error(`the plain loop read ${count} of ${expected} records`);
-  return { start, from, first, last };
+  return { start, from, first, last, cpuMs: (cpu.user + cpu.system) / 1000 };
 }
 
 /**
@@ -257,6 +280,7 @@ function trace(what: string, reports: readonly WorkerReport[], origin: number): 
     if (report.type === 'batch') line.push(`${report.records}@${at(report.at)}`);
     shards.set(report.shardId, line);
   }
+  log(`  ${what} origin ${origin.toFixed(1)}`);
   for (const [shardId, line] of [...shards].sort()) log(`  ${what} ${shardId}: ${line.join(' ')}`);
 }
 
@@ -268,7 +292,37 @@ interface DrainResult {
   readonly rate: number;
   readonly plain: number;
   readonly unpaced: number;
+  /** CPU ms per 1,000 records: the three workers together over the drain, and the plain loop's process (the mean of its two reads). */
+  readonly cpuPer1k: number;
+  readonly plainCpuPer1k: number;
 }
+
+/**
+ * Waits until `drained`, reading the workers' CPU time as soon as the first reader started (or at once,
+ * given `startedFrom`) and again when the last record was handed over, each seen within 10 ms: what the
+ * workers spent on the drain, their start-up left out. Undefined when it did not end within `timeoutMs`.
+ */
+async function drainCpu(group: Group, workers: readonly WorkerProcess[], drained: () => boolean, timeoutMs: number, startedFrom?: 'now'): Promise<number | undefined> {
+  let atFirstStart = startedFrom === undefined ? undefined : cpuMsOfAll(workers);
+  const deadline = Date.now() + timeoutMs;
+  for (let read = 0; ; ) {
+    if (atFirstStart === undefined) {
+      // lifion-kinesis reports no reader start: its first record stands in for it.
+      for (; read < group.reports.length && atFirstStart === undefined; read++) {
+        if (['started', 'record', 'batch'].includes(group.reports[read]!.type)) atFirstStart = cpuMsOfAll(workers);
+      }
+    }
+    if (drained()) return cpuMsOfAll(workers) - (atFirstStart ?? cpuMsOfAll(workers));
+    if (Date.now() > deadline) return undefined;
+    await sleep(10);
+  }
+}
+
+/** CPU ms per 1,000 records of the consumer's workers and of the plain loop (the mean of its two reads). */
+const cpuOf = (workersMs: number, before: PlainRead, after: PlainRead): Pick<DrainResult, 'cpuPer1k' | 'plainCpuPer1k'> => ({
+  cpuPer1k: workersMs / (DRAIN_RECORDS / 1000),
+  plainCpuPer1k: (before.cpuMs + after.cpuMs) / 2 / (DRAIN_RECORDS / 1000),
+});
 
 /** A burst is timed from the moment reading can begin (the consumer's resume) to the last record. */
 const burstRate = (read: PlainRead): number => DRAIN_RECORDS / ((read.last - read.from) / 1000);
@@ -283,14 +337,17 @@ async function drain(system: System): Promise<DrainResult | string> {
   const producer = new Producer(client, streamName, keys(48));
   await producer.put(DRAIN_RECORDS);
   const coldRate = (read: PlainRead): number => DRAIN_RECORDS / ((read.last - read.start) / 1000);
-  const plainBefore = coldRate(await plainDrain(streamName));
+  const readBefore = await plainDrain(streamName);
+  const plainBefore = coldRate(readBefore);
   const group = await openGroup(system, streamName, 1_000, { report: 'batches' });
   let rate: number;
+  let cpuMs: number;
   try {
     const drained = drainedAll(group, producer);
-    await Promise.all(['d1', 'd2', 'd3'].map((id) => group.start(id)));
-    const done = await waitFor(drained, 180_000);
-    if (!done) return 'did not drain in 180 s';
+    const workers = await Promise.all(['d1', 'd2', 'd3'].map((id) => group.start(id)));
+    const spent = await drainCpu(group, workers, drained, 180_000);
+    if (spent === undefined) return 'did not drain in 180 s';
+    cpuMs = spent;
     // From the first reader's start (its GetShardIterator), as the plain loop is timed from its own;
     // lifion-kinesis reports no reader start, so it is timed from its first record (in its favour).
     const handed = handedAt(group.reports);
@@ -302,9 +359,10 @@ async function drain(system: System): Promise<DrainResult | string> {
   } finally {
     await group.close();
   }
-  const plainAfter = coldRate(await plainDrain(streamName));
+  const readAfter = await plainDrain(streamName);
+  const plainAfter = coldRate(readAfter);
   const unpaced = coldRate(await plainDrain(streamName, { pace: false }));
-  return { rate, plain: (plainBefore + plainAfter) / 2, unpaced };
+  return { rate, plain: (plainBefore + plainAfter) / 2, unpaced, ...cpuOf(cpuMs, readBefore, readAfter) };
 }
 
 /** The shards each worker holds by its reports. */
@@ -343,7 +401,8 @@ async function burstDrain(system: System): Promise<DrainResult | string> {
   // Leases far longer than the pause: on a loaded machine putting the burst can take minutes.
   const group = await openGroup(system, streamName, 1_000, { leaseDurationMs: 1_800_000, report: 'batches' });
   let rate: number;
-  let plainBefore: number;
+  let readBefore: PlainRead;
+  let cpuMs: number;
   let warmedUp: Map<string, string>;
   try {
     const workers = await Promise.all(['d1', 'd2', 'd3'].map((id) => group.start(id)));
@@ -361,14 +420,16 @@ async function burstDrain(system: System): Promise<DrainResult | string> {
     const pausedAt = now();
     try {
       await producer.put(DRAIN_RECORDS);
-      plainBefore = burstRate(await plainDrain(streamName, { after: warmedUp }));
+      readBefore = await plainDrain(streamName, { after: warmedUp });
     } finally {
       for (const worker of workers) worker.child.kill('SIGCONT');
     }
     const resumedAt = now();
     const drained = drainedAll(group, producer);
-    const done = await waitFor(drained, 180_000);
-    if (!done) return 'did not drain in 180 s';
+    // The workers were stopped until the resume: their CPU from here on is the burst's.
+    const spent = await drainCpu(group, workers, drained, 180_000, 'now');
+    if (spent === undefined) return 'did not drain in 180 s';
+    cpuMs = spent;
     // A lease that moved after the resume (the pause outlasted a hold) makes this a failover, not a burst.
     const moved = group.reports.filter((report) => report.at >= resumedAt && (report.type === 'acquired' || report.type === 'lost'));
     if (moved.length > 0) return `not a burst: ${moved.length} lease moves after the resume (paused ${Math.round((resumedAt - pausedAt) / 1000)} s)`;
@@ -377,9 +438,9 @@ async function burstDrain(system: System): Promise<DrainResult | string> {
   } finally {
     await group.close();
   }
-  const plainAfter = burstRate(await plainDrain(streamName, { after: warmedUp }));
+  const readAfter = await plainDrain(streamName, { after: warmedUp });
   const unpaced = burstRate(await plainDrain(streamName, { after: warmedUp, pace: false }));
-  return { rate, plain: (plainBefore + plainAfter) / 2, unpaced };
+  return { rate, plain: (burstRate(readBefore) + burstRate(readAfter)) / 2, unpaced, ...cpuOf(cpuMs, readBefore, readAfter) };
 }
 
 // ---- failover ----
@@ -590,8 +651,14 @@ try {
     const drains: string[][] = [];
     const cells = (result: DrainResult | string): string[] =>
       typeof result === 'string'
-        ? [result, '-', '-', '-']
-        : [String(Math.round(result.rate)), String(Math.round(result.plain)), `${(result.rate / result.plain).toFixed(2)}x`, String(Math.round(result.unpaced))];
+        ? [result, '-', '-', '-', '-']
+        : [
+            String(Math.round(result.rate)),
+            String(Math.round(result.plain)),
+            `${(result.rate / result.plain).toFixed(2)}x`,
+            String(Math.round(result.unpaced)),
+            `${result.cpuPer1k.toFixed(0)} / ${result.plainCpuPer1k.toFixed(0)} = ${(result.cpuPer1k / result.plainCpuPer1k).toFixed(2)}x`,
+          ];
     for (const system of SYSTEMS) {
       const cold = selected('cold') || !selected('burst') ? await attempt('drain', () => drain(system)) : '-';
       log(`drain ${system}: ${JSON.stringify(cold)}`);
@@ -603,8 +670,9 @@ try {
       `drain: ${DRAIN_RECORDS} records, 4 shards, 3 workers, no-op handler, checkpoint per batch, against a plain GetRecords loop in one process over the same stream, read just before and after,\n` +
         '  at most 5 GetRecords a second per shard (Kinesis\'s limit, the consumer\'s default pace; kinesis-local does not enforce it); unpaced: the plain loop as fast as the emulator answers, read once after.\n' +
         '  cold start: workers start on the backlog (records/s from the first shard reader\'s start, lifion-kinesis from its first record, to the last record; the plain loop from its GetShardIterator calls); ' +
-        'burst: workers sharing the shards, warmed up and caught up, are paused while the backlog is put and resumed together (records/s from the resume to the last record; the plain loop from its start)',
-      ['system', 'cold start records/s', 'plain loop', 'vs plain', 'unpaced', 'burst records/s', 'plain loop', 'vs plain', 'unpaced'],
+        'burst: workers sharing the shards, warmed up and caught up, are paused while the backlog is put and resumed together (records/s from the resume to the last record; the plain loop from its start).\n' +
+        '  CPU: ms of CPU per 1,000 records over the same span, the three workers together against the plain loop\'s process (storage servers and the emulator not counted)',
+      ['system', 'cold start records/s', 'plain loop', 'vs plain', 'unpaced', 'CPU/1k', 'burst records/s', 'plain loop', 'vs plain', 'unpaced', 'CPU/1k'],
       drains,
     );
   }
