@@ -45,6 +45,8 @@ const listed = (name: string): string[] | undefined => process.env[name]?.split(
 const SYSTEMS = ALL_SYSTEMS.filter((system) => listed('BENCH_SYSTEMS')?.includes(system) ?? true);
 // BENCH_COMPILED=1: the Leasehold workers of every part run as plain JavaScript (see workers.ts), not under tsx.
 const compiled = process.env.BENCH_COMPILED === '1' ? buildWorkers() : undefined;
+/** The compiled workers for the fresh plain loop, built at its first use. */
+let builtWorkers = compiled;
 const selected = (part: string): boolean => listed('BENCH_ONLY')?.includes(part) ?? true;
 
 /** The workers of one measured group, whichever library runs in them. */
@@ -295,6 +297,30 @@ interface DrainResult {
   /** CPU ms per 1,000 records: the three workers together over the drain, and the plain loop's process (the mean of its two reads). */
   readonly cpuPer1k: number;
   readonly plainCpuPer1k: number;
+  /** Cold start only: the plain loop in a fresh process of its own (bench/plain-worker.ts), read just before and after: records/s and CPU ms per 1,000 records. */
+  readonly fresh?: { readonly rate: number; readonly cpuPer1k: number };
+}
+
+/** The plain loop of a cold drain in a fresh process, as the consumer's workers are, over the whole stream. */
+async function freshPlainDrain(streamName: string): Promise<{ rate: number; cpuPer1k: number }> {
+  const worker = (builtWorkers ??= buildWorkers()).plain;
+  const output = await new Promise<string>((resolve, reject) => {
+    const child = spawn(process.execPath, [worker, '--stream', streamName, '--kinesis-endpoint', kinesis.endpoint, '--mode', 'drain', '--expect', String(DRAIN_RECORDS)], {
+      cwd: PACKAGE_DIR,
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
+    child.on('error', reject);
+    child.on('exit', (code) => (code === 0 ? resolve(stdout) : reject(new Error(`the fresh plain loop exited with ${String(code)}: ${stderr.slice(0, 200)}`))));
+  });
+  const line = output.split('\n').find((each) => each.includes('"drained"'));
+  if (line === undefined) throw new Error('the fresh plain loop reported nothing');
+  const figures = JSON.parse(line) as { start: number; last: number; count: number; cpuMs: number };
+  if (figures.count !== DRAIN_RECORDS) throw new Error(`the fresh plain loop read ${figures.count} of ${DRAIN_RECORDS} records`);
+  return { rate: DRAIN_RECORDS / ((figures.last - figures.start) / 1000), cpuPer1k: figures.cpuMs / (DRAIN_RECORDS / 1000) };
 }
 
 /**
@@ -337,6 +363,7 @@ async function drain(system: System): Promise<DrainResult | string> {
   const producer = new Producer(client, streamName, keys(48));
   await producer.put(DRAIN_RECORDS);
   const coldRate = (read: PlainRead): number => DRAIN_RECORDS / ((read.last - read.start) / 1000);
+  const freshBefore = await freshPlainDrain(streamName);
   const readBefore = await plainDrain(streamName);
   const plainBefore = coldRate(readBefore);
   const group = await openGroup(system, streamName, 1_000, { report: 'batches' });
@@ -362,7 +389,9 @@ async function drain(system: System): Promise<DrainResult | string> {
   const readAfter = await plainDrain(streamName);
   const plainAfter = coldRate(readAfter);
   const unpaced = coldRate(await plainDrain(streamName, { pace: false }));
-  return { rate, plain: (plainBefore + plainAfter) / 2, unpaced, ...cpuOf(cpuMs, readBefore, readAfter) };
+  const freshAfter = await freshPlainDrain(streamName);
+  const fresh = { rate: (freshBefore.rate + freshAfter.rate) / 2, cpuPer1k: (freshBefore.cpuPer1k + freshAfter.cpuPer1k) / 2 };
+  return { rate, plain: (plainBefore + plainAfter) / 2, unpaced, ...cpuOf(cpuMs, readBefore, readAfter), fresh };
 }
 
 /** The shards each worker holds by its reports. */
@@ -649,30 +678,32 @@ try {
   log(`e2e bench: kinesis-local, dynalite; lease ${LEASE_MS} ms, take tick 500 ms, idleDelayMs 1,000 (the source's default) for Leasehold; lifion-kinesis 1.3.3 in polling mode`);
   if (selected('drain')) {
     const drains: string[][] = [];
-    const cells = (result: DrainResult | string): string[] =>
+    const cells = (result: DrainResult | string, withFresh: boolean): string[] =>
       typeof result === 'string'
-        ? [result, '-', '-', '-', '-']
+        ? [result, ...Array<string>(withFresh ? 6 : 4).fill('-')]
         : [
             String(Math.round(result.rate)),
             String(Math.round(result.plain)),
             `${(result.rate / result.plain).toFixed(2)}x`,
+            ...(withFresh ? (result.fresh ? [String(Math.round(result.fresh.rate)), `${(result.rate / result.fresh.rate).toFixed(2)}x`] : ['-', '-']) : []),
             String(Math.round(result.unpaced)),
-            `${result.cpuPer1k.toFixed(0)} / ${result.plainCpuPer1k.toFixed(0)} = ${(result.cpuPer1k / result.plainCpuPer1k).toFixed(2)}x`,
+            `${result.cpuPer1k.toFixed(0)} / ${result.plainCpuPer1k.toFixed(0)}${withFresh && result.fresh ? ` / ${result.fresh.cpuPer1k.toFixed(0)}` : ''}`,
           ];
     for (const system of SYSTEMS) {
       const cold = selected('cold') || !selected('burst') ? await attempt('drain', () => drain(system)) : '-';
       log(`drain ${system}: ${JSON.stringify(cold)}`);
       const burst = system !== 'lifion-kinesis' && (selected('burst') || !selected('cold')) ? await attempt('burst drain', () => burstDrain(system)) : '-';
       log(`burst drain ${system}: ${JSON.stringify(burst)}`);
-      drains.push([system, ...cells(cold), ...cells(burst)]);
+      drains.push([system, ...cells(cold, true), ...cells(burst, false)]);
     }
     table(
       `drain: ${DRAIN_RECORDS} records, 4 shards, 3 workers, no-op handler, checkpoint per batch, against a plain GetRecords loop in one process over the same stream, read just before and after,\n` +
         '  at most 5 GetRecords a second per shard (Kinesis\'s limit, the consumer\'s default pace; kinesis-local does not enforce it); unpaced: the plain loop as fast as the emulator answers, read once after.\n' +
         '  cold start: workers start on the backlog (records/s from the first shard reader\'s start, lifion-kinesis from its first record, to the last record; the plain loop from its GetShardIterator calls); ' +
         'burst: workers sharing the shards, warmed up and caught up, are paused while the backlog is put and resumed together (records/s from the resume to the last record; the plain loop from its start).\n' +
-        '  CPU: ms of CPU per 1,000 records over the same span, the three workers together against the plain loop\'s process (storage servers and the emulator not counted)',
-      ['system', 'cold start records/s', 'plain loop', 'vs plain', 'unpaced', 'CPU/1k', 'burst records/s', 'plain loop', 'vs plain', 'unpaced', 'CPU/1k'],
+        '  fresh: the same plain loop in a fresh process of its own, as the workers are (the plain loop runs in the bench process, warmed up).\n' +
+        '  CPU/1k: ms of CPU per 1,000 records over the same span, the three workers together / the plain loop\'s process / the fresh one\'s (storage servers and the emulator not counted)',
+      ['system', 'cold start records/s', 'plain loop', 'vs plain', 'fresh', 'vs fresh', 'unpaced', 'CPU/1k', 'burst records/s', 'plain loop', 'vs plain', 'unpaced', 'CPU/1k'],
       drains,
     );
   }
