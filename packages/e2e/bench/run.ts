@@ -533,8 +533,12 @@ interface HandoffSample {
   readonly totalMs: number;
   /** The emulator's own GetShardIterator then GetRecords on one of the shards, by the bench right after: the floor of "start to first record". */
   readonly emulatorMs: number;
-  /** Per shard, the steps in ms: the stopping worker's release or handover after SIGTERM, the take (or hold) after it, the reader's start after the take, the first record after the start. */
-  readonly steps: ReadonlyArray<{ release: number; take: number; start: number; firstRecord: number }>;
+  /**
+   * Per shard, the steps in ms: the stopping worker's release or handover after SIGTERM, the take (or hold)
+   * after it, the reader's start after the take, the first record after the start, and of that last step
+   * how long the record did not exist yet (put after the reader's start: the producer's pace, not the handoff's).
+   */
+  readonly steps: ReadonlyArray<{ release: number; take: number; start: number; firstRecord: number; notYetPut: number }>;
 }
 
 async function gracefulStop(group: Group, workers: readonly WorkerProcess[], streamName: string, producer: Producer): Promise<HandoffSample | string> {
@@ -564,8 +568,15 @@ async function gracefulStop(group: Group, workers: readonly WorkerProcess[], str
       after.find((report) => (report.type === 'released' || report.type === 'handed-off') && report.worker === leaving.workerId && report.shardId === shardId)?.at ?? NaN;
     const taken = after.find((report) => report.type === 'acquired' && report.worker !== leaving.workerId && report.shardId === shardId);
     const started = after.find((report) => report.type === 'started' && report.worker === taken?.worker && report.shardId === shardId)?.at ?? NaN;
-    const first = after.find((report) => report.type === 'record' && report.worker === taken?.worker && report.shardId === shardId)?.at ?? NaN;
-    return { release: released - stoppedAt, take: (taken?.at ?? NaN) - released, start: started - (taken?.at ?? NaN), firstRecord: first - started };
+    const first = after.find((report): report is RecordReport => report.type === 'record' && report.worker === taken?.worker && report.shardId === shardId);
+    const putAt = producer.produced.find((record) => record.shardId === shardId && record.position === first?.position)?.putAt ?? NaN;
+    return {
+      release: released - stoppedAt,
+      take: (taken?.at ?? NaN) - released,
+      start: started - (taken?.at ?? NaN),
+      firstRecord: (first?.at ?? NaN) - started,
+      notYetPut: Math.max(0, putAt - started),
+    };
   });
   return { totalMs: total, emulatorMs, steps };
 }
@@ -738,13 +749,15 @@ try {
         ms(median(steps.map((step) => step.take))),
         ms(median(steps.map((step) => step.start))),
         ms(median(steps.map((step) => step.firstRecord))),
+        ms(median(steps.map((step) => step.notYetPut))),
         ms(median(result.samples.map((sample) => sample.emulatorMs))),
         `${result.samples.length}${result.failures.length > 0 ? ` (${result.failures.join('; ')})` : ''}`,
       ]);
     }
     table(
-      `handoff: SIGTERM to the first record handed over elsewhere, the slowest of the stopped worker's shards (ms; lease ${LEASE_MS} ms, take tick 500 ms); steps are medians per shard; emulator: the bench's own GetShardIterator and GetRecords right after each stop, the floor of the reader's start`,
-      ['system', 'median', 'max', 'SIGTERM to release/hand-over', 'release to take/hold', 'take to reader start', 'start to first record', 'emulator iterator+read', 'stops'],
+      `handoff: SIGTERM to the first record handed over elsewhere, the slowest of the stopped worker's shards (ms; lease ${LEASE_MS} ms, take tick 500 ms); steps are medians per shard; emulator: the bench's own GetShardIterator and GetRecords right after each stop, the floor of the reader's start;\n` +
+        `  not yet put: of "start to first record", the time until that record was put at all (the producer puts 20 records, then waits 100 ms), which no handoff can shorten`,
+      ['system', 'median', 'max', 'SIGTERM to release/hand-over', 'release to take/hold', 'take to reader start', 'start to first record', 'of which not yet put', 'emulator iterator+read', 'stops'],
       handoffs,
     );
   }

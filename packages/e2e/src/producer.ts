@@ -3,6 +3,7 @@
  * ledger can tell loss, duplicates and per-key order from what the workers report.
  */
 import { PutRecordsCommand, type KinesisClient } from '@aws-sdk/client-kinesis';
+import { now } from './reports.js';
 
 /** A record the producer put, and where Kinesis placed it. */
 export interface ProducedRecord {
@@ -11,6 +12,8 @@ export interface ProducedRecord {
   readonly shardId: string;
   /** The Kinesis sequence number: the record's position in its shard. */
   readonly position: string;
+  /** When its PutRecords call was answered (the reports' clock, see reports.ts): a reader could not have it before. */
+  readonly putAt: number;
 }
 
 /** The payload of every record: the partition key and its per-key sequence number, from 1. */
@@ -55,9 +58,10 @@ export class Producer {
       // Putting a failed record again would put it after later records of its key: per-key order would be
       // broken by the producer, not the consumer. kinesis-local does not throttle, so a failure is a bug.
       if (output.FailedRecordCount) throw new Error(`${output.FailedRecordCount} records of a PutRecords call failed`);
+      const putAt = now();
       payloads.forEach((payload, i) => {
         const result = output.Records?.[i];
-        this.produced.push({ ...payload, shardId: result!.ShardId!, position: result!.SequenceNumber! });
+        this.produced.push({ ...payload, shardId: result!.ShardId!, position: result!.SequenceNumber!, putAt });
       });
       done += payloads.length;
       onProgress?.(done, count);
