@@ -5,19 +5,18 @@
  * apart once it is caught up), and reporting each record in the same JSON lines as src/worker.ts. With
  * `--mode idle` it only loads what the Leasehold worker loads (the SDK's Kinesis client and ioredis), sends
  * one ListShards and then waits: the floor under any worker that reads Kinesis with SDK v3. With
- * `--mode drain --expect N` it is the drain bench's plain loop in a fresh process, as the consumer's
- * workers are (run.ts's own loop runs in the long-lived bench process, its JIT and heap warmed up): every
- * shard from TRIM_HORIZON, GetRecords of up to 1,000 records at most every 200 ms, until N records are in;
- * then one JSON line with when it started (before its GetShardIterator calls), its first and last record,
- * and its CPU time over that span, and it exits.
+ * `--mode drain` it is the drain bench's plain loop (plain-loop.ts) in a fresh process, as the consumer's
+ * workers are (run.ts runs the same loop in the long-lived bench process, its JIT and heap warmed up),
+ * paced, over every shard from TRIM_HORIZON; it writes its figures as one JSON line and exits.
  *
- *   node bench/dist/bench/plain-worker.js --stream S --kinesis-endpoint URL --worker-id W [--mode idle|drain --expect N]
+ *   node bench/dist/bench/plain-worker.js --stream S --kinesis-endpoint URL --worker-id W [--mode idle|drain]
  */
 import { GetRecordsCommand, GetShardIteratorCommand, type KinesisClient } from '@aws-sdk/client-kinesis';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { kinesisClient, listShards } from '../src/kinesis.js';
 import { parsePayload } from '../src/producer.js';
+import { readPlain } from './plain-loop.js';
 import { now } from '../src/reports.js';
 import { memoryFigures } from '../src/stats.js';
 
@@ -31,7 +30,6 @@ const { values: args } = parseArgs({
     region: { type: 'string', default: 'us-east-1' },
     'worker-id': { type: 'string' },
     mode: { type: 'string', default: 'read' },
-    expect: { type: 'string', default: '0' },
     'stats-interval-ms': { type: 'string', default: '0' },
   },
 });
@@ -80,39 +78,10 @@ process.on('SIGTERM', () => {
   process.exit(0);
 });
 
-/** The drain mode: the figures of one paced read of every shard to `expected` records. */
-async function drainAll(kinesis: KinesisClient, streamName: string, shardIds: readonly string[], expected: number): Promise<Record<string, number>> {
-  const cpuAtStart = process.cpuUsage();
-  const start = now();
-  let first = Infinity;
-  let last = -Infinity;
-  let count = 0;
-  await Promise.all(
-    shardIds.map(async (shardId) => {
-      let iterator = (await kinesis.send(new GetShardIteratorCommand({ StreamName: streamName, ShardId: shardId, ShardIteratorType: 'TRIM_HORIZON' }))).ShardIterator;
-      let sentAt = -Infinity;
-      while (iterator !== undefined && count < expected) {
-        await sleep(Math.max(0, sentAt + MIN_CALL_INTERVAL_MS - now()));
-        sentAt = now();
-        const page = await kinesis.send(new GetRecordsCommand({ ShardIterator: iterator, Limit: 1_000 }));
-        const got = page.Records?.length ?? 0;
-        if (got > 0) {
-          count += got;
-          first = Math.min(first, now());
-          last = now();
-        }
-        if (got === 0 && (page.MillisBehindLatest ?? 0) === 0) break;
-        iterator = page.NextShardIterator;
-      }
-    }),
-  );
-  const cpu = process.cpuUsage(cpuAtStart);
-  return { start, first, last, count, cpuMs: (cpu.user + cpu.system) / 1000 };
-}
-
 const shards = await listShards(client, args.stream!);
 if (args.mode === 'drain') {
-  write({ type: 'drained', ...(await drainAll(client, args.stream!, shards.map((shard) => shard.ShardId!), Number(args.expect))) });
+  const { pages: _pages, ...read } = await readPlain(client, args.stream!, shards.map((shard) => shard.ShardId!), { pace: true });
+  write({ type: 'drained', ...read });
   process.exit(0);
 }
 write({ type: 'ready', pid: process.pid });

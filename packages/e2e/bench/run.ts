@@ -30,6 +30,7 @@ import { Producer } from '../src/producer.js';
 import { parseReport, now, type RecordReport, type WorkerReport } from '../src/reports.js';
 import { prepareStorage } from '../src/storage-url.js';
 import { memoryRounds, type MemorySample } from './memory.js';
+import { readPlain, type PlainRead } from './plain-loop.js';
 import { buildWorkers } from './workers.js';
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
@@ -167,16 +168,6 @@ function keepProducing(producer: Producer): { stop(): Promise<void> } {
 
 const DRAIN_RECORDS = 20_000;
 
-/** What the plain loop measured: when it asked for its iterators, when it began reading (every iterator in hand), and when its first and last records arrived. */
-interface PlainRead {
-  readonly start: number;
-  readonly from: number;
-  readonly first: number;
-  readonly last: number;
-  /** The bench process's CPU time (user and system, ms) over the reads, from the first GetShardIterator to the last answer. */
-  readonly cpuMs: number;
-}
-
 const CLOCK_TICKS_PER_SECOND = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
 
 /** A process's CPU time so far (user and system, ms), from /proc: a worker's, read by the bench. */
@@ -190,8 +181,8 @@ function cpuMsOf(pid: number): number {
 const cpuMsOfAll = (workers: readonly WorkerProcess[]): number => workers.reduce((sum, worker) => sum + cpuMsOf(worker.child.pid!), 0);
 
 /**
- * The plain loop: one process, every shard read from its start (or after the position `after` gives it)
- * with GetRecords, each answer only counted. A cold start is timed from its GetShardIterator calls, as the
+ * The plain loop (plain-loop.ts) in the bench process, over every shard of the stream; its record count
+ * checked against `expected`. A cold start is timed from its GetShardIterator calls, as the
  * consumer is from its first reader's start; a burst from the moment every iterator is in hand, as the
  * consumer (which holds its iterators) is from its resume. The empty answer that shows a shard caught up
  * is not counted: the clock stops at the last answer with records. `pace` keeps Kinesis's limit of five GetRecords a second
@@ -203,46 +194,10 @@ async function plainDrain(
   { after, expected = DRAIN_RECORDS, pace = true }: { after?: ReadonlyMap<string, string>; expected?: number; pace?: boolean } = {},
 ): Promise<PlainRead> {
   const shards = await listShards(client, streamName);
-  const cpuAtStart = process.cpuUsage();
-  const start = now();
-  const iterators = await Promise.all(
-    shards.map(async (shard) => {
-      const from = after?.get(shard.ShardId!);
-      const start = from === undefined ? { ShardIteratorType: 'TRIM_HORIZON' as const } : { ShardIteratorType: 'AFTER_SEQUENCE_NUMBER' as const, StartingSequenceNumber: from };
-      return (await client.send(new GetShardIteratorCommand({ StreamName: streamName, ShardId: shard.ShardId, ...start }))).ShardIterator;
-    }),
-  );
-  const from = now();
-  let first = Infinity;
-  let last = -Infinity;
-  let count = 0;
-  const pages = new Map<string, string[]>();
-  await Promise.all(
-    shards.map(async (shard, i) => {
-      const line: string[] = [];
-      pages.set(shard.ShardId!, line);
-      let iterator = iterators[i];
-      let sentAt = -Infinity;
-      for (let calls = 0; iterator !== undefined && calls < 10_000; calls++) {
-        if (pace) await sleep(Math.max(0, sentAt + 200 - now()));
-        sentAt = now();
-        const page = await client.send(new GetRecordsCommand({ ShardIterator: iterator, Limit: 1_000 }));
-        const got = page.Records?.length ?? 0;
-        line.push(`${got}@${Math.round(now() - from)}`);
-        if (got > 0) {
-          count += got;
-          first = Math.min(first, now());
-          last = now();
-        }
-        if (got === 0 && (page.MillisBehindLatest ?? 0) === 0) break;
-        iterator = page.NextShardIterator;
-      }
-    }),
-  );
-  if (process.env.BENCH_TRACE === '1') for (const [shardId, line] of [...pages].sort()) log(`  plain${pace ? '' : ' unpaced'} ${shardId}: ${line.join(' ')}`);
-  const cpu = process.cpuUsage(cpuAtStart);
-  if (count !== expected) throw new Error(`the plain loop read ${count} of ${expected} records`);
-  return { start, from, first, last, cpuMs: (cpu.user + cpu.system) / 1000 };
+  const read = await readPlain(client, streamName, shards.map((shard) => shard.ShardId!), { after, pace });
+  if (process.env.BENCH_TRACE === '1') for (const [shardId, line] of [...read.pages].sort()) log(`  plain${pace ? '' : ' unpaced'} ${shardId}: ${line.join(' ')}`);
+  if (read.count !== expected) throw new Error(`the plain loop read ${read.count} of ${expected} records`);
+  return read;
 }
 
 /**
@@ -305,7 +260,7 @@ interface DrainResult {
 async function freshPlainDrain(streamName: string): Promise<{ rate: number; cpuPer1k: number }> {
   const worker = (builtWorkers ??= buildWorkers()).plain;
   const output = await new Promise<string>((resolve, reject) => {
-    const child = spawn(process.execPath, [worker, '--stream', streamName, '--kinesis-endpoint', kinesis.endpoint, '--mode', 'drain', '--expect', String(DRAIN_RECORDS)], {
+    const child = spawn(process.execPath, [worker, '--stream', streamName, '--kinesis-endpoint', kinesis.endpoint, '--mode', 'drain'], {
       cwd: PACKAGE_DIR,
       stdio: ['pipe', 'pipe', 'pipe'],
     });
@@ -325,11 +280,11 @@ async function freshPlainDrain(streamName: string): Promise<{ rate: number; cpuP
 
 /**
  * Waits until `drained`, reading the workers' CPU time as soon as the first reader started (or at once,
- * given `startedFrom`) and again when the last record was handed over, each seen within 10 ms: what the
+ * `from` 'now') and again when the last record was handed over, each seen within 10 ms: what the
  * workers spent on the drain, their start-up left out. Undefined when it did not end within `timeoutMs`.
  */
-async function drainCpu(group: Group, workers: readonly WorkerProcess[], drained: () => boolean, timeoutMs: number, startedFrom?: 'now'): Promise<number | undefined> {
-  let atFirstStart = startedFrom === undefined ? undefined : cpuMsOfAll(workers);
+async function drainCpu(group: Group, workers: readonly WorkerProcess[], drained: () => boolean, timeoutMs: number, from: 'first start' | 'now'): Promise<number | undefined> {
+  let atFirstStart = from === 'now' ? cpuMsOfAll(workers) : undefined;
   const deadline = Date.now() + timeoutMs;
   for (let read = 0; ; ) {
     if (atFirstStart === undefined) {
@@ -372,7 +327,7 @@ async function drain(system: System): Promise<DrainResult | string> {
   try {
     const drained = drainedAll(group, producer);
     const workers = await Promise.all(['d1', 'd2', 'd3'].map((id) => group.start(id)));
-    const spent = await drainCpu(group, workers, drained, 180_000);
+    const spent = await drainCpu(group, workers, drained, 180_000, 'first start');
     if (spent === undefined) return 'did not drain in 180 s';
     cpuMs = spent;
     // From the first reader's start (its GetShardIterator), as the plain loop is timed from its own;
