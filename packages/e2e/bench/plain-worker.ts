@@ -16,9 +16,9 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { kinesisClient, listShards } from '../src/kinesis.js';
 import { parsePayload } from '../src/producer.js';
-import { readPlain } from './plain-loop.js';
 import { now } from '../src/reports.js';
 import { memoryFigures } from '../src/stats.js';
+import { readPlain } from './plain-loop.js';
 
 const IDLE_DELAY_MS = 1_000;
 const MIN_CALL_INTERVAL_MS = 200;
