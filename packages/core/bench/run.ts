@@ -525,13 +525,6 @@ async function movingSection(seeds: readonly number[]): Promise<{ runs: Record<s
 
 // ------------------------------------------------------------------------------------------ 4. issue 28's goals and the bill
 
-/** The proposal's arithmetic (docs/proposals/membership-at-scale.md), monthly dollars, to print beside what was measured. */
-const PROPOSAL_USD: Record<string, { kclWrites: number; kclScans: number; today: number | null }> = {
-  '10x1000': { kclWrites: 486, kclScans: 12, today: 9 },
-  '100x10000': { kclWrites: 4_860, kclScans: 1_187, today: 878 },
-  '1000x100000': { kclWrites: 48_600, kclScans: 118_650, today: null },
-};
-
 const cannotRun = `cannot run: the roster holds at most ${limits.maxMembers} members`;
 
 interface GoalRow {
@@ -648,11 +641,10 @@ function costSection(steadyResults: readonly SteadyResult[]): CostRow[] {
   const usd = (value: number): string => `$${Math.round(value).toLocaleString('en')}`;
   console.log(`\n5. coordination on DynamoDB on demand, a month ($${USD_PER_MILLION_WRU} per million WRU, $${USD_PER_MILLION_RRU} per million RRU, ${MINUTES_PER_MONTH.toLocaleString('en')} minutes); checkpoints left out of both sides`);
   console.log(`   KCL 2.x: every lease renewed ${KCL_RENEWALS_PER_LEASE_MINUTE} times a minute, every worker scans the lease table ${KCL_SCANS_PER_WORKER_MINUTE} times a minute (a scan bills the table's size; lease items of ${kclMonthly(1, 1, REAL_ID).tableBytes} bytes, no checkpoint)`);
-  console.log('   Leasehold today (the roster): the steady window\'s request units a minute; "proposal": the figures docs/proposals/membership-at-scale.md computed');
+  console.log('   Leasehold today (the roster): the steady window\'s request units a minute');
   table(
-    ['group', 'KCL writes', 'KCL scans', 'KCL total', 'today: WRU/min', 'RRU/min', 'writes', 'reads', 'total', 'proposal: KCL writes', 'KCL scans', 'today', 'today: source'],
+    ['group', 'KCL writes', 'KCL scans', 'KCL total', 'today: WRU/min', 'RRU/min', 'writes', 'reads', 'total', 'today: source'],
     rows.map((row) => {
-      const proposal = PROPOSAL_USD[`${row.workers}x${row.leases}`];
       return [
         shapeName(row.workers, row.leases),
         usd(row.kcl.writesUsd),
@@ -663,9 +655,6 @@ function costSection(steadyResults: readonly SteadyResult[]): CostRow[] {
         usd(row.writesUsd),
         usd(row.readsUsd),
         usd(row.writesUsd + row.readsUsd),
-        proposal === undefined ? '-' : usd(proposal.kclWrites),
-        proposal === undefined ? '-' : usd(proposal.kclScans),
-        proposal?.today == null ? 'cannot run' : usd(proposal.today),
         row.source,
       ];
     }),
@@ -728,7 +717,6 @@ async function main(): Promise<void> {
     results.monthlyCost = {
       prices: { usdPerMillionWru: USD_PER_MILLION_WRU, usdPerMillionRru: USD_PER_MILLION_RRU, minutesPerMonth: MINUTES_PER_MONTH },
       kcl: { renewalsPerLeaseMinute: KCL_RENEWALS_PER_LEASE_MINUTE, scansPerWorkerMinute: KCL_SCANS_PER_WORKER_MINUTE },
-      proposal: PROPOSAL_USD,
       rows: costSection(steadyResults),
     };
   }
