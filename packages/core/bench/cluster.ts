@@ -5,6 +5,7 @@
  */
 import { LeaseCoordinator, MemoryStorage, type LeaseCoordinatorOptions, type Random } from '../src/index.js';
 import { seededRandom, FaultyStorage, noFaults, VirtualClock, VirtualScheduler } from '../src/testing/index.js';
+import { Ledger, Meter } from './meter.js';
 import type { LeaseListing, LeaseRecord, LeaseUpdate, MemberRecord, MemberState, NewLease, CreateLeaseOptions, Roster, WriteResult, DeleteResult } from '../src/index.js';
 
 export const GROUP = 'bench';
@@ -45,13 +46,15 @@ export function addCounts(into: Counts, from: Counts): Counts {
 }
 
 /**
- * A FaultyStorage (latency only) that counts what one worker asks of storage. The coordinators of this
- * benchmark never checkpoint, so no counted write is a checkpoint.
+ * A FaultyStorage (latency only) that counts what one worker asks of storage, and with a `Meter` bills it
+ * as each backend would (`meter.ts`). The coordinators of this benchmark never checkpoint, so no counted
+ * write is a checkpoint.
  */
 export class CountingStorage extends FaultyStorage {
   counts = emptyCounts();
   /** Take ticks that listed the leases. */
   lists = 0;
+  meter: Meter | undefined;
 
   #call(name: string): void {
     this.counts.calls[name] = (this.counts.calls[name] ?? 0) + 1;
@@ -62,54 +65,72 @@ export class CountingStorage extends FaultyStorage {
     this.lists++;
     const listing = await super.listLeases(group);
     this.counts.itemsRead += listing.leases.length + listing.corrupt.length;
+    this.meter?.listLeases(listing.leases);
     return listing;
   }
 
-  override getLease(group: string, leaseKey: string): Promise<LeaseRecord | null> {
+  override async getLease(group: string, leaseKey: string): Promise<LeaseRecord | null> {
     this.#call('getLease');
     this.counts.itemsRead += 1;
-    return super.getLease(group, leaseKey);
+    const lease = await super.getLease(group, leaseKey);
+    this.meter?.getLease(leaseKey, lease);
+    return lease;
   }
 
-  override getRoster(group: string): Promise<Roster> {
+  override async getRoster(group: string): Promise<Roster> {
     this.#call('getRoster');
     this.counts.itemsRead += 1;
-    return super.getRoster(group);
+    const roster = await super.getRoster(group);
+    this.meter?.getRoster(roster.members);
+    return roster;
   }
 
-  override putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
+  override async putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
     this.#call('putMember');
     this.counts.itemsWritten += 1;
     this.counts.memberWrites += 1;
-    return super.putMember(group, workerId, expectedVersion, next);
+    const outcome = await super.putMember(group, workerId, expectedVersion, next);
+    this.meter?.putMember(outcome);
+    return outcome;
   }
 
-  override removeMember(group: string, workerId: string, expectedVersion: number): Promise<DeleteResult<MemberRecord>> {
+  override async removeMember(group: string, workerId: string, expectedVersion: number): Promise<DeleteResult<MemberRecord>> {
     this.#call('removeMember');
     this.counts.itemsWritten += 1;
     this.counts.memberWrites += 1;
-    return super.removeMember(group, workerId, expectedVersion);
+    const outcome = await super.removeMember(group, workerId, expectedVersion);
+    this.meter?.removeMember(workerId, outcome.status === 'applied');
+    return outcome;
   }
 
-  override updateLeases(group: string, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[]> {
+  override async updateLeases(group: string, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[]> {
     this.#call('updateLeases');
     this.counts.itemsWritten += updates.length;
     this.counts.leaseWrites += updates.length;
-    return super.updateLeases(group, updates);
+    const outcomes = await super.updateLeases(group, updates);
+    if (this.meter !== undefined) {
+      this.meter.updateLeasesCall();
+      outcomes.forEach((outcome, i) => this.meter!.leaseWrite('updateLeases', updates[i]!.leaseKey, outcome, false));
+    }
+    return outcomes;
   }
 
-  override createLease(lease: NewLease, options?: CreateLeaseOptions): Promise<WriteResult<LeaseRecord>> {
+  override async createLease(lease: NewLease, options?: CreateLeaseOptions): Promise<WriteResult<LeaseRecord>> {
     this.#call('createLease');
     this.counts.itemsWritten += 1;
     this.counts.leaseWrites += 1;
-    return super.createLease(lease, options);
+    const outcome = await super.createLease(lease, options);
+    this.meter?.leaseWrite('createLease', lease.leaseKey, outcome);
+    return outcome;
   }
 
-  override deleteLease(group: string, leaseKey: string, expectedVersion: number): Promise<DeleteResult> {
+  override async deleteLease(group: string, leaseKey: string, expectedVersion: number): Promise<DeleteResult> {
     this.#call('deleteLease');
     this.counts.itemsWritten += 1;
     this.counts.leaseWrites += 1;
-    return super.deleteLease(group, leaseKey, expectedVersion);
+    const outcome = await super.deleteLease(group, leaseKey, expectedVersion);
+    this.meter?.leaseWrite('deleteLease', leaseKey, outcome);
+    return outcome;
   }
 }
 
@@ -129,6 +150,8 @@ export interface Cluster {
   keys: string[];
   workers: Worker[];
   random: Random;
+  /** The sizes of the group's records, shared by the workers' meters (when metered). */
+  ledger: Ledger;
   /** Adds a worker with its own clock, rate and latency; it starts at once (on virtual time). */
   add: () => Worker;
   live: () => Worker[];
@@ -139,6 +162,10 @@ export interface ClusterOptions {
   startSpreadMs?: number;
   /** Extra coordinator options (e.g. `useChangeFeed: false`). */
   coordinator?: Partial<LeaseCoordinatorOptions>;
+  /** The worker id of the i-th worker added. Default `w<i>`. */
+  workerId?: (index: number) => string;
+  /** Bill every worker's calls as each backend would (each worker's `storage.meter`). Default false. */
+  meter?: boolean;
 }
 
 /** N workers sharing one MemoryStorage, each with its own clock (rate within ±MAX_DRIFT) and 1-20 ms latency. */
@@ -149,11 +176,14 @@ export async function cluster(seed: number, workerCount: number, leaseCount: num
   const keys = Array.from({ length: leaseCount }, (_, i) => `shard-${String(i).padStart(6, '0')}`);
   for (const leaseKey of keys) await store.createLease({ group: GROUP, leaseKey });
   const workers: Worker[] = [];
+  const ledger = new Ledger(GROUP);
+  const workerId = options.workerId ?? ((index: number) => `w${index}`);
   const add = (): Worker => {
     const clock = new VirtualClock(scheduler, { rate: 1 + (random.next() * 2 - 1) * MAX_DRIFT, offsetMs: random.next() * 1e6 });
     const workerRandom = seededRandom(Math.floor(random.next() * 2 ** 32));
     const storage = new CountingStorage(store, clock, workerRandom, { ...noFaults(), latencyMs: (r) => 1 + r.next() * 19 });
-    const coordinator = new LeaseCoordinator({ ...options.coordinator, storage, group: GROUP, workerId: `w${workers.length}`, clock, random: workerRandom });
+    if (options.meter === true) storage.meter = new Meter(ledger);
+    const coordinator = new LeaseCoordinator({ ...options.coordinator, storage, group: GROUP, workerId: workerId(workers.length), clock, random: workerRandom });
     const worker: Worker = { coordinator, clock, storage, alive: true, startedAt: scheduler.now, acquisitions: 0 };
     coordinator.on('acquired', () => worker.acquisitions++);
     workers.push(worker);
@@ -164,7 +194,7 @@ export async function cluster(seed: number, workerCount: number, leaseCount: num
   };
   const spread = options.startSpreadMs ?? 2 * TAKE_MS;
   for (let i = 0; i < workerCount; i++) scheduler.schedule(random.next() * spread, () => add());
-  return { scheduler, store, keys, workers, random, add, live: () => workers.filter((worker) => worker.alive) };
+  return { scheduler, store, keys, workers, random, ledger, add, live: () => workers.filter((worker) => worker.alive) };
 }
 
 /**

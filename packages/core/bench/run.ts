@@ -10,13 +10,18 @@
  *   pnpm bench --only steady     one section: steady, cold, crash (crash, stop, join)
  *
  * Sections:
- * 1. steady state (10 × 1,000, 50 × 1,000, 100 × 10,000): items read and written per lease per minute
- *    over 20 simulated minutes after balancing, beside the figures of the per-lease renewals this
- *    replaced, and the DynamoDB write units the heartbeats cost (the roster is one item) beside KCL's;
+ * 1. steady state (10 × 1,000, 100 × 10,000, and the largest group the roster allows, limits.maxMembers ×
+ *    100 leases each), with worker ids as long as a cloud host's: items read and written per lease per
+ *    minute over 20 simulated minutes after balancing, beside the figures of the per-lease renewals this
+ *    replaced, and each backend's bill for them (`meter.ts`): DynamoDB request units and item bytes, the
+ *    bytes of stored JSON Redis and Postgres move;
  * 2. cold start without a change feed (10 × 1,000 and 100 × 10,000): time to balanced, counted in take
  *    ticks after the last worker's join tick, and acquisitions;
  * 3. a crashed worker's leases held elsewhere (p99 over many random crash phases), a stopped worker's,
- *    and an 11th worker joining 10.
+ *    and an 11th worker joining 10;
+ * 4. issue 28's goal table from sections 1-3, 1,000 × 100,000 printed as what the roster cannot run;
+ * 5. the monthly DynamoDB on-demand bill of coordination, measured (1,000 × 100,000 scaled and marked so)
+ *    beside KCL 2.x's, computed from its published behaviour.
  *
  * Prints tables with pass/fail against the targets and writes bench/results/lease-coordinator.json.
  */
@@ -30,7 +35,6 @@ import {
   cluster,
   dispose,
   emptyCounts,
-  GROUP,
   heldElsewhere,
   LEASE_MS,
   MAX_DRIFT,
@@ -39,7 +43,9 @@ import {
   TAKE_MS,
   type Counts,
 } from './cluster.js';
-import { readUnits, rosterItemBytes, writeUnits } from './roster-size.js';
+import { limits } from '../src/adapter.js';
+import { kclMonthly, KCL_RENEWALS_PER_LEASE_MINUTE, KCL_SCANS_PER_WORKER_MINUTE, MINUTES_PER_MONTH, monthlyUsd, USD_PER_MILLION_RRU, USD_PER_MILLION_WRU } from './billing.js';
+import { addUsage, emptyOpUsage, emptyUsage, totalOf, type Backend, type OpUsage } from './meter.js';
 
 const HEARTBEAT_MS = LEASE_MS * 0.65;
 /** How long the steady state is measured: two safety-net listing intervals, so each worker lists about twice. */
@@ -58,8 +64,6 @@ const BEFORE = {
   itemsWrittenPerLeaseMinute: { '10x1000': 18.0, '50x1000': 18.0, '100x10000': 19.2 } as Record<string, number>,
   coldStart10x1000: { seconds: 202, acquisitions: 1_900 },
 };
-/** KCL 2.x, as issue 15 states it: write units per lease per minute for lease renewals. */
-const KCL_WCU_PER_LEASE_MINUTE = 18.1;
 
 const fmt = (value: number, digits = 2): string => (Number.isFinite(value) ? value.toFixed(digits) : '-');
 const verdict = (ok: boolean): string => (ok ? 'pass' : 'FAIL');
@@ -71,52 +75,136 @@ function table(header: readonly string[], rows: readonly (readonly string[])[]):
   for (const row of rows) console.log(line(row));
 }
 
+/** Wall-clock and CPU seconds since `from` (on a shared machine the wall time also counts the waits for a core). */
+interface Took {
+  wallSeconds: number;
+  cpuSeconds: number;
+}
+
+function since(from: { wall: number; cpu: NodeJS.CpuUsage }): Took {
+  const cpu = process.cpuUsage(from.cpu);
+  return { wallSeconds: (performance.now() - from.wall) / 1_000, cpuSeconds: (cpu.user + cpu.system) / 1e6 };
+}
+
+const now = (): { wall: number; cpu: NodeJS.CpuUsage } => ({ wall: performance.now(), cpu: process.cpuUsage() });
+const tookText = (took: Took): string => `${took.wallSeconds.toFixed(1)} s wall, ${took.cpuSeconds.toFixed(1)} s CPU`;
+
 // ------------------------------------------------------------------------------------------ 1. steady state
+
+/** The shapes measured in steady state: the largest is the largest group the roster allows today. */
+const STEADY_SHAPES: readonly (readonly [number, number])[] = [[10, 1_000], [100, 10_000], [limits.maxMembers, limits.maxMembers * 100]];
+/** The shape issue 28 is for, which the roster cannot hold. */
+const FLEET_SHAPE = [1_000, 100_000] as const;
+
+/** Bytes per heartbeat as each backend stores one, and DynamoDB's write units for it. */
+interface PerHeartbeat {
+  dynamodbBytes: number;
+  wcu: number;
+  redisBytes: number;
+  postgresBytes: number;
+}
+
+/** The item (or key) with the most requests a second, and what they cost on DynamoDB. */
+interface HottestItem {
+  item: string;
+  writesPerSecond: number;
+  wcuPerSecond: number;
+  readsPerSecond: number;
+  /** Strongly consistent 4 KB read units a second. */
+  rcuPerSecond: number;
+}
 
 interface SteadyResult {
   workers: number;
   leases: number;
   balancedAfterMs: number;
   windowMs: number;
+  /** What the run took (balancing, settling and the window). */
+  took: Took;
   calls: Record<string, number>;
   itemsReadPerLeaseMinute: number;
   itemsWrittenPerLeaseMinute: number;
   memberWritesPerLeaseMinute: number;
   leaseWritesPerLeaseMinute: number;
-  rosterBytes: { benchIds: number; realIds: number };
-  wcuPerHeartbeat: { benchIds: number; realIds: number };
-  wcuPerLeaseMinute: { benchIds: number; realIds: number };
-  rcuPerRosterRead: { realIds: number };
+  /** The roster item at the end of the window, real worker ids. */
+  rosterItemBytes: number;
+  perHeartbeat: PerHeartbeat;
+  hottest: HottestItem;
+  /** Bytes read per worker per second, by backend: the mean over workers and the worker that read most. */
+  bytesReadPerWorkerSecond: Record<Backend, { mean: number; max: number }>;
+  /** Bytes written per worker per second, by backend (mean over workers). */
+  bytesWrittenPerWorkerSecond: Record<Backend, number>;
+  /** DynamoDB request units per minute, group-wide, by storage method. */
+  unitsPerMinute: Record<string, { wru: number; rru: number }>;
+  wruPerMinute: number;
+  rruPerMinute: number;
   stillBalanced: boolean;
 }
 
 async function steady(workers: number, leases: number, seed: number): Promise<SteadyResult> {
-  const c = await cluster(seed, workers, leases, { startSpreadMs: TAKE_MS / 2 });
+  const started = now();
+  const c = await cluster(seed, workers, leases, { startSpreadMs: TAKE_MS / 2, workerId: REAL_ID, meter: true });
   try {
     const balancedAfterMs = await advanceUntil(c.scheduler, () => c.workers.length === workers && balanced(c), { precise: false, capMs: 30 * 60_000 });
     if (balancedAfterMs === null) throw new Error(`${workers} x ${leases}: never balanced`);
     await c.scheduler.advance(STEADY_AFTER_MS);
-    for (const worker of c.workers) worker.storage.counts = emptyCounts();
+    for (const worker of c.workers) {
+      worker.storage.counts = emptyCounts();
+      worker.storage.meter!.usage = emptyUsage();
+    }
     await c.scheduler.advance(STEADY_WINDOW_MS);
     const total: Counts = c.workers.reduce((sum, worker) => addCounts(sum, worker.storage.counts), emptyCounts());
-    const perLeaseMinute = (count: number): number => count / leases / (STEADY_WINDOW_MS / 60_000);
-    const roster = await c.store.getRoster(GROUP);
-    const bytes = { benchIds: rosterItemBytes(GROUP, roster.members), realIds: rosterItemBytes(GROUP, roster.members, (_, i) => REAL_ID(i)) };
-    const heartbeats = perLeaseMinute(total.calls.putMember ?? 0);
+    const usage = c.workers.reduce((sum, worker) => addUsage(sum, worker.storage.meter!.usage), emptyUsage());
+    const minutes = STEADY_WINDOW_MS / 60_000;
+    const seconds = STEADY_WINDOW_MS / 1_000;
+    const perLeaseMinute = (count: number): number => count / leases / minutes;
+    const heartbeats = usage.byOp.putMember ?? emptyOpUsage();
+    const perHeartbeat = (bytes: number): number => (heartbeats.calls === 0 ? NaN : bytes / heartbeats.calls);
+    let hottest: HottestItem = { item: '-', writesPerSecond: 0, wcuPerSecond: 0, readsPerSecond: 0, rcuPerSecond: 0 };
+    for (const [item, load] of usage.byItem) {
+      if (load.writes + load.reads > (hottest.writesPerSecond + hottest.readsPerSecond) * seconds) {
+        hottest = { item, writesPerSecond: load.writes / seconds, wcuPerSecond: load.wru / seconds, readsPerSecond: load.reads / seconds, rcuPerSecond: load.rru / seconds };
+      }
+    }
+    const workerTotals = c.workers.map((worker) => totalOf(worker.storage.meter!.usage));
+    const perWorker = (pick: (op: OpUsage) => number): { mean: number; max: number } => ({
+      mean: workerTotals.reduce((sum, op) => sum + pick(op), 0) / workerTotals.length / seconds,
+      max: Math.max(...workerTotals.map(pick)) / seconds,
+    });
+    const unitsPerMinute = Object.fromEntries(Object.entries(usage.byOp).map(([name, op]) => [name, { wru: op.wru / minutes, rru: op.rru / minutes }]));
+    const sum = totalOf(usage);
     return {
       workers,
       leases,
       balancedAfterMs,
       windowMs: STEADY_WINDOW_MS,
+      took: since(started),
       calls: total.calls,
       itemsReadPerLeaseMinute: perLeaseMinute(total.itemsRead),
       itemsWrittenPerLeaseMinute: perLeaseMinute(total.itemsWritten),
       memberWritesPerLeaseMinute: perLeaseMinute(total.memberWrites),
       leaseWritesPerLeaseMinute: perLeaseMinute(total.leaseWrites),
-      rosterBytes: bytes,
-      wcuPerHeartbeat: { benchIds: writeUnits(bytes.benchIds), realIds: writeUnits(bytes.realIds) },
-      wcuPerLeaseMinute: { benchIds: heartbeats * writeUnits(bytes.benchIds), realIds: heartbeats * writeUnits(bytes.realIds) },
-      rcuPerRosterRead: { realIds: readUnits(bytes.realIds) },
+      rosterItemBytes: c.ledger.roster().dynamodb,
+      perHeartbeat: {
+        dynamodbBytes: perHeartbeat(heartbeats.written.dynamodb),
+        wcu: perHeartbeat(heartbeats.wru),
+        redisBytes: perHeartbeat(heartbeats.written.redis),
+        postgresBytes: perHeartbeat(heartbeats.written.postgres),
+      },
+      hottest,
+      bytesReadPerWorkerSecond: {
+        dynamodb: perWorker((op) => op.read.dynamodb),
+        redis: perWorker((op) => op.read.redis),
+        postgres: perWorker((op) => op.read.postgres),
+      },
+      bytesWrittenPerWorkerSecond: {
+        dynamodb: perWorker((op) => op.written.dynamodb).mean,
+        redis: perWorker((op) => op.written.redis).mean,
+        postgres: perWorker((op) => op.written.postgres).mean,
+      },
+      unitsPerMinute,
+      wruPerMinute: sum.wru / minutes,
+      rruPerMinute: sum.rru / minutes,
       stillBalanced: balanced(c),
     };
   } finally {
@@ -124,46 +212,57 @@ async function steady(workers: number, leases: number, seed: number): Promise<St
   }
 }
 
+const shapeName = (workers: number, leases: number): string => `${workers.toLocaleString('en')} x ${leases.toLocaleString('en')}`;
+const kb = (bytes: number): string => (Number.isFinite(bytes) ? `${(bytes / 1024).toFixed(bytes < 10 * 1024 ? 2 : 1)} KB` : '-');
+
 async function steadySection(): Promise<SteadyResult[]> {
   const results: SteadyResult[] = [];
-  for (const [workers, leases] of [[10, 1_000], [50, 1_000], [100, 10_000]] as const) results.push(await steady(workers, leases, 1));
-  console.log(`\n1. steady state: per lease per minute over ${STEADY_WINDOW_MS / 60_000} simulated minutes, from ${STEADY_AFTER_MS / 1_000} s after balancing; no checkpoints`);
+  for (const [workers, leases] of STEADY_SHAPES) {
+    const result = await steady(workers, leases, 1);
+    console.log(`   (steady ${shapeName(workers, leases)}: ${tookText(result.took)})`);
+    results.push(result);
+  }
+  console.log(`\n1. steady state: per lease per minute over ${STEADY_WINDOW_MS / 60_000} simulated minutes, from ${STEADY_AFTER_MS / 1_000} s after balancing; no checkpoints; worker ids of ${REAL_ID(0).length} bytes`);
   console.log(`   items: getRoster 1, listLeases 1 per lease, getLease 1; putMember 1, each lease of updateLeases 1, createLease 1. "before": main (a renewal per lease).`);
   table(
     ['shape (workers x leases)', 'read before', 'read after', 'target (0.3 x W)', '', 'written before', 'written after', 'target', ''],
     results.map((r) => {
       const shape = `${r.workers}x${r.leases}`;
       return [
-        `${r.workers} x ${r.leases.toLocaleString('en')}`,
-        fmt(BEFORE.itemsReadPerLeaseMinute[shape]!, 0),
+        shapeName(r.workers, r.leases),
+        fmt(BEFORE.itemsReadPerLeaseMinute[shape] ?? NaN, 0),
         fmt(r.itemsReadPerLeaseMinute, 3),
         `<= ${fmt(0.3 * r.workers, 1)}`,
         verdict(r.itemsReadPerLeaseMinute <= 0.3 * r.workers),
-        fmt(BEFORE.itemsWrittenPerLeaseMinute[shape]!, 1),
+        fmt(BEFORE.itemsWrittenPerLeaseMinute[shape] ?? NaN, 1),
         fmt(r.itemsWrittenPerLeaseMinute, 3),
         '<= 0.5',
         verdict(r.itemsWrittenPerLeaseMinute <= 0.5),
       ];
     }),
   );
-  console.log(`\n   DynamoDB write units of the heartbeats (the roster is one item; a heartbeat costs ceil(item bytes / 1 KB)), beside KCL's ${KCL_WCU_PER_LEASE_MINUTE}`);
+  console.log(`\n   what a heartbeat writes and what a worker reads, by backend (DynamoDB: billed item bytes; Redis and Postgres: stored JSON and keys)`);
   table(
-    ['shape', 'roster item (bench ids)', 'WCU/heartbeat', 'WCU/lease/min', 'roster item (54-byte ids)', 'WCU/heartbeat', 'WCU/lease/min', 'KCL', 'ours/KCL', 'RCU/roster read'],
+    ['shape', 'roster item', 'heartbeat: DynamoDB', 'WCU', 'Redis', 'Postgres', 'read/worker/s: DynamoDB mean', 'max', 'Redis mean', 'max', 'Postgres mean', 'max', 'WRU/min', 'RRU/min'],
     results.map((r) => [
-      `${r.workers} x ${r.leases.toLocaleString('en')}`,
-      `${r.rosterBytes.benchIds} B`,
-      String(r.wcuPerHeartbeat.benchIds),
-      fmt(r.wcuPerLeaseMinute.benchIds, 3),
-      `${r.rosterBytes.realIds} B`,
-      String(r.wcuPerHeartbeat.realIds),
-      fmt(r.wcuPerLeaseMinute.realIds, 3),
-      String(KCL_WCU_PER_LEASE_MINUTE),
-      fmt(r.wcuPerLeaseMinute.realIds / KCL_WCU_PER_LEASE_MINUTE, 3),
-      String(r.rcuPerRosterRead.realIds),
+      shapeName(r.workers, r.leases),
+      kb(r.rosterItemBytes),
+      kb(r.perHeartbeat.dynamodbBytes),
+      fmt(r.perHeartbeat.wcu, 1),
+      `${fmt(r.perHeartbeat.redisBytes, 0)} B`,
+      kb(r.perHeartbeat.postgresBytes),
+      kb(r.bytesReadPerWorkerSecond.dynamodb.mean),
+      kb(r.bytesReadPerWorkerSecond.dynamodb.max),
+      kb(r.bytesReadPerWorkerSecond.redis.mean),
+      kb(r.bytesReadPerWorkerSecond.redis.max),
+      kb(r.bytesReadPerWorkerSecond.postgres.mean),
+      kb(r.bytesReadPerWorkerSecond.postgres.max),
+      fmt(r.wruPerMinute, 0),
+      fmt(r.rruPerMinute, 0),
     ]),
   );
   for (const r of results) {
-    console.log(`   ${r.workers} x ${r.leases}: calls in the window ${JSON.stringify(r.calls)}; balanced ${fmt(r.balancedAfterMs / 1_000, 1)} s after the first start; still balanced at the end: ${r.stillBalanced}`);
+    console.log(`   ${shapeName(r.workers, r.leases)}: calls in the window ${JSON.stringify(r.calls)}; balanced ${fmt(r.balancedAfterMs / 1_000, 1)} s after the first start; still balanced at the end: ${r.stillBalanced}`);
   }
   return results;
 }
@@ -360,7 +459,7 @@ function withLeases(s: Summary): Summary & { p50InLeases: number; p99InLeases: n
   return { ...s, p50InLeases: inLeases(s.p50), p99InLeases: inLeases(s.p99) };
 }
 
-async function movingSection(seeds: readonly number[]): Promise<{ runs: Record<string, Sample[]>; summary: Record<string, unknown>; failures: number; crashPass: boolean }> {
+async function movingSection(seeds: readonly number[]): Promise<{ runs: Record<string, Sample[]>; summary: Record<string, unknown>; failures: number; crashPass: boolean; crashLarge: { workers: number; leases: number; p99InLeases: number } }> {
   const runs: Record<string, Sample[]> = { crash: [], crashLarge: [], gracefulStop: [], join: [] };
   for (const seed of seeds) {
     runs.crash!.push(await crash(seed));
@@ -421,7 +520,147 @@ async function movingSection(seeds: readonly number[]): Promise<{ runs: Record<s
     join: { workers: 10, leases: 100, balanced: withLeases(joinBalance), joinerListings: joinTicks, leasesMoved: joinMoved, minimumMoves, kclInLeases: kclJoin },
   };
   const failures = crashTake.failures + crashLargeTake.failures + stopTake.failures + joinBalance.failures;
-  return { runs, summary, failures, crashPass };
+  return { runs, summary, failures, crashPass, crashLarge: { workers: 10, leases: 1_000, p99InLeases: inLeases(crashLargeTake.p99) } };
+}
+
+// ------------------------------------------------------------------------------------------ 4. issue 28's goals and the bill
+
+const cannotRun = `cannot run: the roster holds at most ${limits.maxMembers} members`;
+
+interface GoalRow {
+  workers: number;
+  leases: number;
+  measured: boolean;
+  wcuPerHeartbeat?: number;
+  bytesPerHeartbeat?: number;
+  hottest?: HottestItem;
+  itemsWrittenPerLeaseMinute?: number;
+  bytesReadPerWorkerSecond?: { mean: number; max: number };
+  coldTakeTicksMax?: number;
+  coldAcquisitionsPerLeaseMax?: number;
+  crashP99InLeases?: number;
+}
+
+function goalSection(steadyResults: readonly SteadyResult[], cold: readonly ColdResult[] | undefined, crashLarge: { workers: number; leases: number; p99InLeases: number } | undefined): GoalRow[] {
+  const rows: GoalRow[] = steadyResults.map((r) => {
+    const coldRuns = cold?.filter((c) => c.workers === r.workers && c.leases === r.leases) ?? [];
+    return {
+      workers: r.workers,
+      leases: r.leases,
+      measured: true,
+      wcuPerHeartbeat: r.perHeartbeat.wcu,
+      bytesPerHeartbeat: r.perHeartbeat.dynamodbBytes,
+      hottest: r.hottest,
+      itemsWrittenPerLeaseMinute: r.itemsWrittenPerLeaseMinute,
+      bytesReadPerWorkerSecond: r.bytesReadPerWorkerSecond.dynamodb,
+      // The worst over the start spreads the cold section runs.
+      ...(coldRuns.length > 0
+        ? {
+            coldTakeTicksMax: Math.max(...coldRuns.map((c) => c.fromLastJoin.max / TAKE_MS)),
+            coldAcquisitionsPerLeaseMax: Math.max(...coldRuns.map((c) => c.acquisitions.max / c.leases)),
+          }
+        : {}),
+      ...(crashLarge !== undefined && crashLarge.workers === r.workers && crashLarge.leases === r.leases ? { crashP99InLeases: crashLarge.p99InLeases } : {}),
+    };
+  });
+  rows.push({ workers: FLEET_SHAPE[0], leases: FLEET_SHAPE[1], measured: false });
+  console.log(`\n4. issue 28's goal table, today's roster: steady figures over ${STEADY_WINDOW_MS / 60_000} simulated minutes (one run each), DynamoDB's billing`);
+  console.log('   cold start: the worst over the start spreads of section 2; crash take-over: p99 of section 3 (x leaseDuration); "-": not measured at that shape');
+  table(
+    ['shape', 'bytes written/heartbeat (WCU)', 'hottest item', 'writes/s', 'WCU/s', '4 KB reads/s', 'items written/lease/min', 'bytes read/worker/s mean', 'max', 'cold: take ticks after last join', 'acquisitions/leases', 'crash take-over p99'],
+    rows.map((row) =>
+      row.measured
+        ? [
+            shapeName(row.workers, row.leases),
+            `${kb(row.bytesPerHeartbeat!)} (${fmt(row.wcuPerHeartbeat!, 1)})`,
+            row.hottest!.item,
+            fmt(row.hottest!.writesPerSecond, 1),
+            fmt(row.hottest!.wcuPerSecond, 0),
+            fmt(row.hottest!.rcuPerSecond, 0),
+            fmt(row.itemsWrittenPerLeaseMinute!, 3),
+            kb(row.bytesReadPerWorkerSecond!.mean),
+            kb(row.bytesReadPerWorkerSecond!.max),
+            fmt(row.coldTakeTicksMax ?? NaN, 1),
+            fmt(row.coldAcquisitionsPerLeaseMax ?? NaN, 3),
+            fmt(row.crashP99InLeases ?? NaN, 3),
+          ]
+        : [shapeName(row.workers, row.leases), cannotRun],
+    ),
+  );
+  return rows;
+}
+
+interface CostRow {
+  workers: number;
+  leases: number;
+  kcl: ReturnType<typeof kclMonthly>;
+  /** Leasehold's request units per minute: measured, or scaled from the largest measured shape. */
+  wruPerMinute: number;
+  rruPerMinute: number;
+  writesUsd: number;
+  readsUsd: number;
+  source: string;
+}
+
+/**
+ * How an operation's units per minute grow from one shape to a larger one with the roster: a member write
+ * costs the roster's size (grows with the workers) and each worker sends its own (workers again); each
+ * worker reads the roster every tick; each worker's listing reads every lease; a lease's own writes and
+ * reads grow with the leases.
+ */
+function scaleUnits(name: string, workerFactor: number, leaseFactor: number): number {
+  if (name === 'putMember' || name === 'removeMember' || name === 'getRoster') return workerFactor * workerFactor;
+  if (name === 'listLeases') return workerFactor * leaseFactor;
+  return leaseFactor;
+}
+
+function costSection(steadyResults: readonly SteadyResult[]): CostRow[] {
+  const measured = new Map(steadyResults.map((r) => [`${r.workers}x${r.leases}`, r]));
+  const largest = steadyResults.reduce((a, b) => (b.workers > a.workers ? b : a));
+  const rows: CostRow[] = [];
+  for (const [workers, leases] of [[10, 1_000], [100, 10_000], FLEET_SHAPE] as const) {
+    const run = measured.get(`${workers}x${leases}`);
+    let wru = 0;
+    let rru = 0;
+    let source: string;
+    if (run !== undefined) {
+      wru = run.wruPerMinute;
+      rru = run.rruPerMinute;
+      source = 'measured';
+    } else {
+      const workerFactor = workers / largest.workers;
+      const leaseFactor = leases / largest.leases;
+      for (const [name, units] of Object.entries(largest.unitsPerMinute)) {
+        wru += units.wru * scaleUnits(name, workerFactor, leaseFactor);
+        rru += units.rru * scaleUnits(name, workerFactor, leaseFactor);
+      }
+      source = `NOT MEASURED: ${shapeName(largest.workers, largest.leases)} scaled (roster writes and reads x ${fmt(workerFactor ** 2, 1)}, listings x ${fmt(workerFactor * leaseFactor, 1)}, lease writes x ${fmt(leaseFactor, 2)})`;
+    }
+    rows.push({ workers, leases, kcl: kclMonthly(workers, leases, REAL_ID), wruPerMinute: wru, rruPerMinute: rru, writesUsd: monthlyUsd(wru, 0), readsUsd: monthlyUsd(0, rru), source });
+  }
+  const usd = (value: number): string => `$${Math.round(value).toLocaleString('en')}`;
+  console.log(`\n5. coordination on DynamoDB on demand, a month ($${USD_PER_MILLION_WRU} per million WRU, $${USD_PER_MILLION_RRU} per million RRU, ${MINUTES_PER_MONTH.toLocaleString('en')} minutes); checkpoints left out of both sides`);
+  console.log(`   KCL 2.x: every lease renewed ${KCL_RENEWALS_PER_LEASE_MINUTE} times a minute, every worker scans the lease table ${KCL_SCANS_PER_WORKER_MINUTE} times a minute (a scan bills the table's size; lease items of ${kclMonthly(1, 1, REAL_ID).tableBytes} bytes, no checkpoint)`);
+  console.log('   Leasehold today (the roster): the steady window\'s request units a minute');
+  table(
+    ['group', 'KCL writes', 'KCL scans', 'KCL total', 'today: WRU/min', 'RRU/min', 'writes', 'reads', 'total', 'today: source'],
+    rows.map((row) => {
+      return [
+        shapeName(row.workers, row.leases),
+        usd(row.kcl.writesUsd),
+        usd(row.kcl.scansUsd),
+        usd(row.kcl.writesUsd + row.kcl.scansUsd),
+        fmt(row.wruPerMinute, 0),
+        fmt(row.rruPerMinute, 0),
+        usd(row.writesUsd),
+        usd(row.readsUsd),
+        usd(row.writesUsd + row.readsUsd),
+        row.source,
+      ];
+    }),
+  );
+  console.log(`   ${shapeName(FLEET_SHAPE[0], FLEET_SHAPE[1])}: ${cannotRun}; its row is the largest measured group's units a minute, scaled by how each operation grows with the roster (a heartbeat bills the whole roster item and every worker reads it every tick).`);
+  return rows;
 }
 
 // ------------------------------------------------------------------------------------------ main
@@ -435,47 +674,65 @@ async function main(): Promise<void> {
   console.log(
     `lease coordinator, simulated time (leaseDuration ${LEASE_MS} ms, heartbeat every ${HEARTBEAT_MS} ms, take tick every ${TAKE_MS} ms, list every 600 s unless signalled, latency 1-20 ms each way, clock rates 1 ± ${MAX_DRIFT})`,
   );
-  const started = performance.now();
+  const started = now();
   const results: Record<string, unknown> = {
     timing: { leaseDurationMs: LEASE_MS, takeIntervalMs: TAKE_MS, heartbeatIntervalMs: HEARTBEAT_MS, listIntervalMs: 600_000, maxClockDrift: MAX_DRIFT, latencyMs: [1, 20] },
     before: { source: 'main (per-lease renewals), same counting method', ...BEFORE },
   };
   let failed = false;
-  const sectionWall: Record<string, number> = {};
+  const sections: Record<string, Took> = {};
+  let steadyResults: SteadyResult[] | undefined;
+  let cold: ColdResult[] | undefined;
+  let crashLarge: { workers: number; leases: number; p99InLeases: number } | undefined;
   if (only.has('steady')) {
-    const at = performance.now();
-    const steadyResults = await steadySection();
-    sectionWall.steady = (performance.now() - at) / 1_000;
+    const at = now();
+    steadyResults = await steadySection();
+    sections.steady = since(at);
     results.steady = steadyResults;
     failed ||= steadyResults.some((r) => r.itemsWrittenPerLeaseMinute > 0.5 || r.itemsReadPerLeaseMinute > 0.3 * r.workers);
   }
   if (only.has('cold')) {
-    const at = performance.now();
-    const cold = await coldSection(Math.max(2, Math.ceil(seeds.length / 10)));
-    sectionWall.cold = (performance.now() - at) / 1_000;
+    const at = now();
+    cold = await coldSection(Math.max(2, Math.ceil(seeds.length / 10)));
+    sections.cold = since(at);
     results.coldStart = cold;
     failed ||= cold.some((r) => !r.pass);
   }
   if (only.has('crash')) {
-    const at = performance.now();
+    const at = now();
     const moving = await movingSection(seeds);
-    sectionWall.moving = (performance.now() - at) / 1_000;
+    sections.moving = since(at);
     results.seeds = { from: seeds[0], count: seeds.length };
     results.scenarios = moving.summary;
     results.samples = moving.runs;
+    crashLarge = moving.crashLarge;
     failed ||= !moving.crashPass;
     if (moving.failures > 0) {
       console.error(`${moving.failures} runs did not reach their condition within ${CAP_MS / LEASE_MS} x leaseDuration`);
       failed = true;
     }
   }
-  const wallSeconds = (performance.now() - started) / 1_000;
-  results.wallSeconds = wallSeconds;
-  results.sectionWallSeconds = sectionWall;
-  console.log(`\n(${wallSeconds.toFixed(1)} s of wall time: ${Object.entries(sectionWall).map(([name, s]) => `${name} ${s.toFixed(1)} s`).join(', ')})`);
+  if (steadyResults !== undefined) {
+    results.goals = { cannotRun: { workers: FLEET_SHAPE[0], leases: FLEET_SHAPE[1], maxMembers: limits.maxMembers }, rows: goalSection(steadyResults, cold, crashLarge) };
+    results.monthlyCost = {
+      prices: { usdPerMillionWru: USD_PER_MILLION_WRU, usdPerMillionRru: USD_PER_MILLION_RRU, minutesPerMonth: MINUTES_PER_MONTH },
+      kcl: { renewalsPerLeaseMinute: KCL_RENEWALS_PER_LEASE_MINUTE, scansPerWorkerMinute: KCL_SCANS_PER_WORKER_MINUTE },
+      rows: costSection(steadyResults),
+    };
+  }
+  const took = since(started);
+  results.took = { ...took, sections };
+  console.log(`\n(${tookText(took)}: ${Object.entries(sections).map(([name, part]) => `${name} ${tookText(part)}`).join('; ')})`);
   const dir = new URL('./results/', import.meta.url);
   mkdirSync(dir, { recursive: true });
   writeFileSync(new URL('lease-coordinator.json', dir), JSON.stringify(results, null, 2) + '\n');
+  if (results.goals !== undefined) {
+    // Kept in the repository: the figures of issue 28's goals as the code measured here gives them, so that
+    // a change to membership shows in this file's diff.
+    const { timing, seeds, goals, monthlyCost } = results;
+    const steadyFigures = steadyResults!.map(({ took: _took, ...figures }) => figures);
+    writeFileSync(new URL('membership-cost.json', dir), JSON.stringify({ timing, seeds, steady: steadyFigures, goals, monthlyCost }, null, 2) + '\n');
+  }
   if (failed) {
     console.error('some figures missed their targets (marked FAIL above)');
     process.exitCode = 1;
