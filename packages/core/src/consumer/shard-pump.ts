@@ -25,6 +25,11 @@ export interface PumpReporter {
   error(error: Error, operation: string): void;
 }
 
+/** The furthest position one handler call checkpointed through its context, or `null`. */
+interface CallCheckpoints {
+  through: Position | null;
+}
+
 /** How a pump ended: the consumer restarts a failed one (with backoff) or gives its lease back. */
 export type PumpOutcome =
   | { kind: 'finished' } // the shard reached its end and its lease was given back
@@ -413,7 +418,8 @@ export class ShardPump<R extends SourceRecord> {
     this.#processed = last.position;
     this.#sinceCheckpoint.records += done.length;
     this.#batchTally.advanced += done.length;
-    if (this.#committed !== last.position && this.#dueForCheckpoint(done.length)) {
+    // Not again where the handler checkpointed itself (it may have committed its writes with it).
+    if (this.#committed !== last.position && this.#checkpointed !== last.position && this.#dueForCheckpoint(done.length)) {
       await this.#checkpoint(last.position).catch((error: unknown) => this.#settings.reporter.error(asError(error), 'checkpoint'));
     }
   }
@@ -424,16 +430,19 @@ export class ShardPump<R extends SourceRecord> {
    */
   async #call(records: readonly R[], batch: RecordsBatch<R>, position: Position): Promise<{ done: number; error: Error | null; reported: boolean }> {
     let response: void | BatchResponse;
+    const call: CallCheckpoints = { through: null };
     try {
-      response = await this.#handle(records, { ...batch, records, position });
+      response = await this.#handle(records, { ...batch, records, position }, call);
     } catch (error) {
-      // Its writes and checkpoint committed together (`checkpointWith`) before it failed: handing the
-      // records over again would apply them twice. The failure is reported, and the records are done.
-      if (this.#committed === position) {
+      // What it checkpointed through this call's context before it failed is done (DESIGN section 5, rule
+      // 10): its effects may be committed with that checkpoint (`checkpointWith`), so handing those records
+      // over again would apply them twice. The rest of the call is the failure.
+      const committed = this.#checkpointedRecords(records, position, call);
+      if (committed === records.length) {
         this.#settings.reporter.error(asError(error), 'processBatch');
         return { done: records.length, error: null, reported: false };
       }
-      return { done: 0, error: asError(error), reported: false };
+      return { done: committed, error: asError(error), reported: false };
     }
     // Only an object with `failedAt` is a report: handlers written before reports existed may return anything.
     if (typeof response !== 'object' || response === null || !('failedAt' in response) || this.#unsafe.ignoreBatchResponse) {
@@ -441,15 +450,33 @@ export class ShardPump<R extends SourceRecord> {
     }
     const { failedAt, error } = response;
     const index = records.findIndex((record) => record.position === failedAt);
+    const committed = this.#checkpointedRecords(records, position, call);
     if (index < 0) {
       const message = `[core] processBatch reported failedAt ${describeValue(failedAt)} for shard ${describeValue(this.shardId)}, which is not the position of a record it was handed`;
-      return { done: 0, error: new InvalidInputError(message), reported: false };
+      return { done: committed, error: committed === records.length ? null : new InvalidInputError(message), reported: false };
     }
     const reported = error instanceof Error ? error : new LeaseholdError('ERR_RECORD_FAILED', `[core] processBatch reported record ${describeValue(failedAt)} of shard ${describeValue(this.shardId)} as failed`);
+    // A report behind what the call checkpointed cannot take those records back.
+    if (committed > index) return { done: committed, error: committed === records.length ? null : reported, reported: false };
     return { done: index, error: reported, reported: true };
   }
 
-  async #handle(records: readonly R[], batch: RecordsBatch<R>): Promise<void | BatchResponse> {
+  /**
+   * How many of `records` (from the first) the call checkpointed through its context, by `checkpoint` or
+   * `checkpointWith`: they are done whatever the handler does next.
+   */
+  #checkpointedRecords(records: readonly R[], position: Position, call: CallCheckpoints): number {
+    const through = call.through;
+    if (through === null) return 0;
+    if (this.#unsafe.retryCheckpointedPrefix) return through === position && this.#committed === position ? records.length : 0;
+    if (through === position) return records.length;
+    const { comparePositions } = this.#settings.source;
+    let done = 0;
+    while (done < records.length && comparePositions((records[done] as R).position, through) <= 0) done++;
+    return done;
+  }
+
+  async #handle(records: readonly R[], batch: RecordsBatch<R>, call: CallCheckpoints): Promise<void | BatchResponse> {
     const context: BatchContext = {
       shardId: this.shardId,
       streamId: this.#settings.streamId,
@@ -465,6 +492,7 @@ export class ShardPump<R extends SourceRecord> {
           );
         }
         await this.#checkpoint(target);
+        this.#through(call, target);
       },
       checkpointWith: async (write: CheckpointWrite, position?: Position) => {
         const target = position ?? batch.position;
@@ -481,6 +509,7 @@ export class ShardPump<R extends SourceRecord> {
           if (!(error instanceof CheckpointBehindError) || !this.#storedCovers(target)) throw error;
         }
         this.#committed = target;
+        this.#through(call, target);
       },
     };
     this.#handlingSince = this.#settings.clock.now();
@@ -489,6 +518,12 @@ export class ShardPump<R extends SourceRecord> {
     } finally {
       this.#handlingSince = null;
     }
+  }
+
+  /** Notes that the call checkpointed through `target`, unless it did further already. */
+  #through(call: CallCheckpoints, target: Position): void {
+    if (Checkpoint.isSentinel(target)) return;
+    if (call.through === null || this.#settings.source.comparePositions(target, call.through) > 0) call.through = target;
   }
 
   /** Whether the lease, held in this pump's tenure, stores a checkpoint at or past `position` (a record's, not a sentinel). */
