@@ -203,6 +203,7 @@ const UNSAFE_FLAGS: ReadonlyArray<[keyof ConsumerUnsafe, string]> = [
   ['skipSelfFencing', '--unsafe-skip-self-fencing'],
   ['ignoreBatchResponse', '--unsafe-ignore-batch-response'],
   ['skipWithoutDeadLetter', '--unsafe-skip-without-dead-letter'],
+  ['retryCheckpointedPrefix', '--unsafe-retry-checkpointed-prefix'],
   ['crossStreamSync', '--unsafe-cross-stream-sync'],
 ];
 
@@ -708,6 +709,11 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
           if (config.exactlyOnce && poisonAt > 0) await commit(records.slice(0, poisonAt), (records[poisonAt - 1] as SourceRecord).position);
           return { failedAt: poisoned.position, error: new Error(`poison record at ${poisoned.position} of ${shardId}`) };
         }
+        if (config.exactlyOnce && poisonAt > 0 && r.next() < 0.5) {
+          // The records before the poison record commit, then the handler fails: they are done all the same.
+          succeed(records.slice(0, poisonAt));
+          await commit(records.slice(0, poisonAt), (records[poisonAt - 1] as SourceRecord).position);
+        }
         throw new Error(`poison record at ${poisoned.position} of ${shardId}`);
       }
 
@@ -726,6 +732,12 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
           succeed(records.slice(0, at));
           if (config.exactlyOnce && at > 0) await commit(records.slice(0, at), (records[at - 1] as SourceRecord).position);
           return { failedAt: (records[at] as SourceRecord).position, error: new Error(`injected failure of one record of ${batchKey}`) };
+        }
+        if (config.exactlyOnce && records.length > 1 && r.next() < 0.5) {
+          // A prefix commits with its checkpoint, then a later step of the handler fails: the prefix is done.
+          const at = 1 + Math.floor(r.next() * (records.length - 1));
+          succeed(records.slice(0, at));
+          await commit(records.slice(0, at), (records[at - 1] as SourceRecord).position);
         }
         throw new Error(`injected handler failure on ${batchKey}`);
       }
