@@ -25,6 +25,7 @@ const switches: ReadonlyArray<{ name: keyof ConsumerUnsafe; defect: string; brea
     breaks: ['exactly-once'],
     exactlyOnce: true,
   },
+  { name: 'retryThroughDrain', defect: "a stop waits for a failing handler's retries until its timeout and leaves the lease to lapse", breaks: ['stop-handover'] },
   // A defect of multi-stream groups: run on multi-stream shapes only.
   { name: 'crossStreamSync', defect: "a stream's shard sync deletes other streams' leases that nobody holds", breaks: ['deletion', 'removed-stream'], multiStream: true },
 ];

@@ -72,7 +72,8 @@ export type ConsumerFaultKind =
   | 'overrun' // a handler runs past its lease ignoring its signal, often with a pause or a stop around it
   | 'corrupt' // a lease record becomes unreadable until the schedule repairs it
   | 'trim' // a closed shard leaves the stream
-  | 'streams'; // in a multi-stream group: the list changes, a stream's listing fails, a process cannot read the list
+  | 'streams' // in a multi-stream group: the list changes, a stream's listing fails, a process cannot read the list
+  | 'downstream'; // a process's handler fails every call (its downstream is down), and the process is stopped meanwhile
 
 /** A broken guarantee, with the moment and the detail. */
 export interface ConsumerViolation {
@@ -204,6 +205,7 @@ const UNSAFE_FLAGS: ReadonlyArray<[keyof ConsumerUnsafe, string]> = [
   ['ignoreBatchResponse', '--unsafe-ignore-batch-response'],
   ['skipWithoutDeadLetter', '--unsafe-skip-without-dead-letter'],
   ['retryCheckpointedPrefix', '--unsafe-retry-checkpointed-prefix'],
+  ['retryThroughDrain', '--unsafe-retry-through-drain'],
   ['crossStreamSync', '--unsafe-cross-stream-sync'],
 ];
 
@@ -344,6 +346,10 @@ interface SimWorker {
   readonly frozen: Map<string, Map<string, number>>;
   /** Multi-stream: the greatest position handed over per tenure (`<leaseKey>#<epoch>`). */
   readonly handedMax: Map<string, number>;
+  /** Its handler fails every call, as when its downstream is down. */
+  downstreamDown: boolean;
+  /** A call of its handler is overrunning its lease now. */
+  overrunning: boolean;
 }
 
 /** One stream of the run: its source, its lease keys and what the group's list says of it. */
@@ -698,6 +704,12 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
       // The handler returned with these records done: from then on they count as processed.
       const succeed = (done: readonly SourceRecord[]): void => ledger.succeeded(shardId, done, worker.workerId);
 
+      if (worker.downstreamDown) {
+        await clock.sleep(10);
+        resumed('before failing: its downstream is down');
+        throw new Error(`the downstream of ${worker.workerId} is unavailable (injected)`);
+      }
+
       // A poison record fails every time, on every worker: thrown, or reported after the records before it were done.
       const poisonAt = records.findIndex((record) => ledger.recordAt(shardId, record.position)?.poison === true);
       if (poisonPolicy && poisonAt >= 0) {
@@ -747,7 +759,8 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
         // Runs past its lease and never looks at its signal.
         worker.overrunNextMs = null;
         log(`${worker.workerId}'s handler of ${shardId}@${fencingToken} overruns for ${overrunMs.toFixed(0)} ms`);
-        await clock.sleep(overrunMs);
+        worker.overrunning = true;
+        await clock.sleep(overrunMs).finally(() => (worker.overrunning = false));
         resumed('after overrunning its lease');
       } else {
         await clock.sleep(5 + r.next() * 60);
@@ -927,6 +940,9 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
         initialPosition,
         checkpointing: shape.checkpointing,
         onHandlerError,
+        // Without bisection whole batches are given up, and poison records here fail for ever: the guard
+        // against giving up that runs away would hold at them for good.
+        ...(poisonPolicy && !poisonPolicy.bisect ? { maxRecordsGivenUpInARow: Infinity } : {}),
         shardSyncIntervalMs: shape.shardSyncIntervalMs,
         lease: { leaseDurationMs: LEASE_DURATION_MS, takeIntervalMs: TAKE_INTERVAL_MS, maxClockDrift: MAX_CLOCK_DRIFT },
         metrics: false,
@@ -946,6 +962,8 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
         alive: true,
         stopping: false,
         overrunNextMs: null,
+        downstreamDown: false,
+        overrunning: false,
         failures: new Map(),
         startedAtMs: scheduler.now,
         listFailsUntil: -Infinity,
@@ -998,7 +1016,7 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
     // ---------------------------------------------------------------- stopping, with its deadline checked
 
     const pendingStops = new Set<SimWorker>();
-    const gracefulStop = (worker: SimWorker, timeoutMs: number): void => {
+    const gracefulStop = (worker: SimWorker, timeoutMs: number, whileFailing = false): void => {
       worker.stopping = true;
       pendingStops.add(worker);
       const began = scheduler.now;
@@ -1016,10 +1034,31 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
         if (scheduler.now > deadline) {
           violate('stop-deadline', `${worker.workerId}'s stop({ timeoutMs: ${timeoutMs.toFixed(0)} }) returned ${(scheduler.now - began).toFixed(0)} ms after it began`);
         }
+        if (whileFailing) checkFailingStop(worker, timeoutMs, began);
         log(`${worker.workerId} stopped`);
         worker.alive = false;
         worker.clock.kill();
       });
+    };
+
+    /**
+     * A stop while the handler fails every call: the failed batches were never checkpointed, so their
+     * retries give way to the drain at once and every lease is handed over, well within the deadline
+     * (the handler's calls are short here, and the process's storage is sound while it stops), instead
+     * of the stop waiting its timeout out and leaving the leases to lapse.
+     */
+    const checkFailingStop = (worker: SimWorker, timeoutMs: number, began: number): void => {
+      const tookMs = scheduler.now - began;
+      if (tookMs > timeoutMs / 2) {
+        violate('stop-handover', `${worker.workerId}'s stop({ timeoutMs: ${timeoutMs.toFixed(0)} }) while its handler failed every call took ${tookMs.toFixed(0)} ms`);
+      }
+      // A lease corrupt meanwhile cannot be written by anybody: it is left as it is, by design.
+      const kept = [...ledger.leases]
+        .filter(([leaseKey, lease]) => lease?.owner === worker.workerId && !((corrupted.get(leaseKey) ?? -Infinity) >= began))
+        .map(([leaseKey]) => leaseKey);
+      if (kept.length > 0) {
+        violate('stop-handover', `${worker.workerId}'s stop while its handler failed every call returned with its leases [${kept.join(', ')}] left to lapse`);
+      }
     };
 
     // ---------------------------------------------------------------- the fault schedule
@@ -1191,6 +1230,36 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
           default:
             return;
         }
+      });
+    }
+
+    // A process's downstream goes down (its handler fails every call), and the process is stopped while it
+    // is: in half the runs, drawn from a random of its own so that the rest of the run is as without it.
+    const downstreamRandom = seededRandom(config.seed ^ 0xd0_3d0);
+    if (enabled('downstream') && downstreamRandom.next() < 0.5) {
+      const at = startAtMs + 4_000 + downstreamRandom.next() * (faultPhaseMs - 14_000 - startAtMs);
+      const failForMs = 500 + downstreamRandom.next() * 3_500;
+      const timeoutMs = 8_000 + downstreamRandom.next() * 7_000;
+      const pick = downstreamRandom.next();
+      scheduler.schedule(at, () => {
+        const candidates = live().filter((worker) => !worker.clock.paused && !worker.overrunning && worker.overrunNextMs === null && worker.consumer.shards.length > 0);
+        const victim = candidates[Math.floor(pick * candidates.length)];
+        if (!victim || live().length <= 1) return;
+        stats.faults++;
+        victim.downstreamDown = true;
+        log(`fault: ${victim.workerId}'s downstream is down: its handler fails every call; it is stopped in ${failForMs.toFixed(0)} ms`);
+        scheduler.schedule(scheduler.now + failForMs, () => {
+          if (!victim.alive || victim.stopping || victim.clock.paused || victim.overrunning || victim.overrunNextMs !== null) {
+            victim.downstreamDown = false;
+            return;
+          }
+          // Its storage is sound while it stops: the check is about the runtime, not a lost write.
+          victim.plan.errorBeforeSend = 0;
+          victim.plan.ambiguousAfterApply = 0;
+          victim.plan.cutOff = false;
+          pending.push(() => gracefulStop(victim, timeoutMs, true));
+          scheduler.schedule(scheduler.now + 2_000, () => faultsOn() && pending.push(() => startWorker()));
+        });
       });
     }
 
