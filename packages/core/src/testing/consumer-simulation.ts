@@ -1020,6 +1020,7 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
       worker.stopping = true;
       pendingStops.add(worker);
       const began = scheduler.now;
+      const heldAtStop = new Set(worker.consumer.coordinator.heldLeases().map((lease) => lease.leaseKey));
       // The deadline is timeoutMs of the worker's own clock: at most timeoutMs / (1 - drift) of virtual time.
       const deadline = began + timeoutMs / (1 - MAX_CLOCK_DRIFT) + 1;
       log(`${worker.workerId} stops gracefully within ${timeoutMs.toFixed(0)} ms`);
@@ -1034,7 +1035,7 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
         if (scheduler.now > deadline) {
           violate('stop-deadline', `${worker.workerId}'s stop({ timeoutMs: ${timeoutMs.toFixed(0)} }) returned ${(scheduler.now - began).toFixed(0)} ms after it began`);
         }
-        if (whileFailing) checkFailingStop(worker, timeoutMs, began);
+        if (whileFailing) checkFailingStop(worker, timeoutMs, began, heldAtStop);
         log(`${worker.workerId} stopped`);
         worker.alive = false;
         worker.clock.kill();
@@ -1047,14 +1048,15 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
      * (the handler's calls are short here, and the process's storage is sound while it stops), instead
      * of the stop waiting its timeout out and leaving the leases to lapse.
      */
-    const checkFailingStop = (worker: SimWorker, timeoutMs: number, began: number): void => {
+    const checkFailingStop = (worker: SimWorker, timeoutMs: number, began: number, heldAtStop: ReadonlySet<string>): void => {
       const tookMs = scheduler.now - began;
       if (tookMs > timeoutMs / 2) {
         violate('stop-handover', `${worker.workerId}'s stop({ timeoutMs: ${timeoutMs.toFixed(0)} }) while its handler failed every call took ${tookMs.toFixed(0)} ms`);
       }
-      // A lease corrupt meanwhile cannot be written by anybody: it is left as it is, by design.
+      // Of the leases it held when the stop began (one whose release failed before is another matter); a
+      // lease corrupt meanwhile cannot be written by anybody: it is left as it is, by design.
       const kept = [...ledger.leases]
-        .filter(([leaseKey, lease]) => lease?.owner === worker.workerId && !((corrupted.get(leaseKey) ?? -Infinity) >= began))
+        .filter(([leaseKey, lease]) => heldAtStop.has(leaseKey) && lease?.owner === worker.workerId && !((corrupted.get(leaseKey) ?? -Infinity) >= began))
         .map(([leaseKey]) => leaseKey);
       if (kept.length > 0) {
         violate('stop-handover', `${worker.workerId}'s stop while its handler failed every call returned with its leases [${kept.join(', ')}] left to lapse`);
