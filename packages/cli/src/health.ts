@@ -8,7 +8,10 @@ import { PKG } from './pkg.js';
 
 /** A stall a worker reported on a lease it holds (core writes `leasehold.stalledSince` and `leasehold.stalledReason`). */
 export interface Stall {
-  /** `handler` (a handler call has not returned), `reader` (the source has not answered) or `failed` (nobody reads the shard). */
+  /**
+   * `handler` (a handler call has not returned), `reader` (the source has not answered), `failed` (nobody reads
+   * the shard), `handler-error` or `give-up-limit` (the shard holds at records it does not give up).
+   */
   readonly reason: string;
   /** When the shard stalled, as the worker wrote it: ISO 8601 UTC by the worker's wall clock. */
   readonly since: string;
@@ -37,8 +40,12 @@ export function stallAdvice(reason: string): string {
       return "the stream has not answered the owner's reads: check the stream, and the owner's network and credentials";
     case 'failed':
       return "nobody reads the shard (its reads keep failing, or the handler's failure policy stopped it): see the owner's shard-failed and shard-stopped events";
+    case 'handler-error':
+      return "the handler keeps failing with an error that is not the records' fault (a sink's schema or table, credentials, a connection): nothing is given up while it lasts; see the owner's shard-stalled event and error log for the error";
+    case 'give-up-limit':
+      return "too many records were given up in a row, so the shard holds and retries instead of dead-lettering or skipping more: see the owner's shard-stalled event and error log for the error, and fix the handler or its downstream";
     default:
-      return `the reason ${describeValue(reason)} is not one this command line knows (handler, reader, failed)`;
+      return `the reason ${describeValue(reason)} is not one this command line knows (handler, reader, failed, handler-error, give-up-limit)`;
   }
 }
 

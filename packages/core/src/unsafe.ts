@@ -62,6 +62,16 @@ export interface ConsumerUnsafe {
   skipSelfFencing?: boolean;
   /** A handler's report of its first failed record (`{ failedAt }`) is ignored: the whole batch counts as done. */
   ignoreBatchResponse?: boolean;
+  /**
+   * A handler call that checkpointed part of its records (`checkpointWith` or `checkpoint`) and then
+   * failed has them handed over again: only a call that committed all of its records counts as done.
+   */
+  retryCheckpointedPrefix?: boolean;
+  /**
+   * A failed batch's retries and backoff go on through a drain or a rewind's pause: a stop or a handoff
+   * waits for a failing handler until its timeout, and the lease is left to lapse.
+   */
+  retryThroughDrain?: boolean;
   /** Records given up under a poison policy are skipped without calling its dead-letter handler. */
   skipWithoutDeadLetter?: boolean;
   /**

@@ -81,6 +81,42 @@ describe('rewinding a live group', () => {
     await run(scheduler, worker.stop());
   });
 
+  it('a held shard whose handler keeps failing is rewound without waiting out the failing batch\'s retries, and read again from the target', async () => {
+    const { scheduler, storage, seen, consumer, produce, toolClock, rewind } = rewindWorld(1);
+    let failing = false;
+    const worker = consumer('w1', {
+      // A backoff longer than the rewind tool waits: the pause must cut it short.
+      retry: { initialDelayMs: 40_000, maxDelayMs: 60_000 },
+      processBatch: (records) => {
+        if (failing) throw new Error('downstream unavailable');
+        for (const record of records) {
+          const [key, value] = new TextDecoder().decode(record.data).split('=') as [string, string];
+          seen.push({ worker: 'w1', shardId: 'shard-0000', key, value: Number(value) });
+        }
+      },
+    });
+    await run(scheduler, worker.start());
+    produce(['a'], 10);
+    await scheduler.advance(5_000);
+    const at = toolClock.wallTime();
+    await scheduler.advance(1_000);
+    produce(['a'], 10, 11);
+    await scheduler.advance(5_000);
+    failing = true;
+    produce(['a'], 5, 21);
+    await scheduler.advance(5_000);
+    expect(perKey(seen)).toEqual(new Map([['a', range(1, 20)]]));
+    const before = seen.length;
+
+    const { progress } = await rewind({ time: at }, undefined, 20_000);
+    expect(progress.complete).toBe(true);
+    expect((await storage.getLease(GROUP, 'shard-0000'))?.metadata[REWIND_FIELDS.request]).toBeUndefined();
+    failing = false;
+    await scheduler.advance(70_000);
+    expect(deliveredSince(seen, before)).toEqual(new Map([['a', range(11, 25)]]));
+    await run(scheduler, worker.stop());
+  });
+
   it('applies within a few milliseconds with a change feed, and within a renew interval and a quarter without one', async () => {
     for (const useChangeFeed of [true, false]) {
       const { scheduler, produce, consumer, rewind, storage } = rewindWorld(2);

@@ -7,10 +7,10 @@ import { nonNegative, positive, positiveInteger } from '../lease/timing.js';
 import type { ShardSource, SourceRecord } from '../source.js';
 import { Checkpoint, type CheckpointStorage, type LeaderStore, type Position } from '../storage.js';
 import { leaderLoop, ShardSync, type ShardSyncReport } from './leader-duties.js';
-import { resolveFailurePolicy, type ResolvedFailurePolicy } from './failure-policy.js';
+import { resolveFailurePolicy, resolveGivingUp, type GivingUp, type ResolvedFailurePolicy } from './failure-policy.js';
 import type { ConsumerOptions, GiveUpReason, InitialPosition, Logger } from './options.js';
 import { unsafeOf, withUnsafe, type ConsumerUnsafe } from '../unsafe.js';
-import { ShardPump, type PumpOutcome, type PumpReporter } from './shard-pump.js';
+import { ShardPump, type HoldReason, type PumpOutcome, type PumpReporter } from './shard-pump.js';
 import { attachMetrics, defaultMeter } from '../metrics.js';
 import { parseStreamBirths, MultiStreamSync, STREAMS_FIELD, type MultiStreamSyncReport } from './stream-sync.js';
 import { parseStreamLeaseKey, resolveStreams, type StreamList, type StreamSource } from './streams.js';
@@ -57,10 +57,13 @@ export interface ConsumerEvents {
   /**
    * A shard this worker holds made no progress for `stallAfterMs`: a handler call that does not return
    * (`handler`), a source that does not answer (`reader`), or nobody reading it (`failed`: its reads keep
-   * failing, or the `stop` policy stopped it). Also written on the lease (`leasehold.stalledSince`,
-   * `leasehold.stalledReason`) for `leasehold status`.
+   * failing, or the `stop` policy stopped it). Reported at once, with the `error`, when the `'skip'` or a
+   * poison policy holds at records instead of giving them up: their handler's error is not their fault
+   * (`handler-error`, see `isRecordError`), or `maxRecordsGivenUpInARow` were given up in a row
+   * (`give-up-limit`). Also written on the lease (`leasehold.stalledSince`, `leasehold.stalledReason`)
+   * for `leasehold status`.
    */
-  'shard-stalled': { shardId: string; reason: StallReason; sinceMs: number };
+  'shard-stalled': { shardId: string; reason: StallReason; sinceMs: number; error?: Error };
   /** A stalled shard progresses again. */
   'shard-resumed': { shardId: string };
   /** A lease of the group cannot be read back; nobody takes it and its children wait until an operator repairs or deletes it. */
@@ -83,7 +86,7 @@ export interface ConsumerEvents {
 const silent: Logger = { debug() {}, info() {}, warn() {}, error() {} };
 
 /** Why a shard stalled (see the `shard-stalled` event). */
-export type StallReason = 'handler' | 'reader' | 'failed';
+export type StallReason = 'handler' | 'reader' | 'failed' | HoldReason;
 
 /** The lease metadata fields a worker writes while a shard it holds is stalled (read by `leasehold status`). */
 export const STALL_FIELDS = { since: 'leasehold.stalledSince', reason: 'leasehold.stalledReason' } as const;
@@ -150,6 +153,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
   readonly #shardSyncIntervalMs: number;
   readonly #retry: { initialDelayMs: number; maxDelayMs: number; maxAttempts: number };
   readonly #failurePolicy: ResolvedFailurePolicy<R>;
+  readonly #givingUp: GivingUp;
   readonly #stallAfterMs: number;
   readonly #unsafe: ConsumerUnsafe;
   readonly #random: Random;
@@ -197,6 +201,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       if (policy.everyMs !== undefined) positive(PKG, 'checkpointing.everyMs', policy.everyMs);
     }
     this.#failurePolicy = resolveFailurePolicy(options.onHandlerError);
+    this.#givingUp = resolveGivingUp(options.isRecordError, options.maxRecordsGivenUpInARow);
     this.#options = options;
     this.#source = options.streams === undefined ? options.source : undefined;
     this.#streamList = options.streams;
@@ -517,6 +522,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
         processBatch: this.#options.processBatch,
         checkpointing: this.#options.checkpointing ?? 'batch',
         onHandlerError: this.#failurePolicy,
+        givingUp: this.#givingUp,
         retry: this.#retry,
         hooks: this.#options.hooks ?? {},
         initialPosition: this.#initialPositionOf(source),
@@ -638,23 +644,41 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       for (const lease of held.values()) {
         const stall = this.#stallOf(lease.leaseKey, now);
         const reported = this.#stalled.get(lease.leaseKey);
-        if (stall && !reported) {
-          this.#stalled.set(lease.leaseKey, { fencingToken: lease.fencingToken });
-          this.#logger.warn({ shardId: lease.leaseKey, reason: stall.reason, sinceMs: stall.sinceMs }, 'shard stalled');
-          this.emit('shard-stalled', { shardId: lease.leaseKey, reason: stall.reason, sinceMs: stall.sinceMs });
-          const since = new Date(this.#clock.wallTime() - stall.sinceMs).toISOString();
-          this.#annotate(lease, { [STALL_FIELDS.since]: since, [STALL_FIELDS.reason]: stall.reason });
-        } else if (!stall && reported) {
-          this.#stalled.delete(lease.leaseKey);
-          this.emit('shard-resumed', { shardId: lease.leaseKey });
-          this.#annotate(lease, { [STALL_FIELDS.since]: null, [STALL_FIELDS.reason]: null });
-        }
+        if (stall && !reported) this.#reportStalled(lease, stall);
+        else if (!stall && reported) this.#reportResumed(lease);
       }
     }
   }
 
+  #reportStalled(lease: HeldLease, stall: { reason: StallReason; sinceMs: number; error?: Error | undefined }): void {
+    const shardId = lease.leaseKey;
+    const { reason, sinceMs, error } = stall;
+    this.#stalled.set(shardId, { fencingToken: lease.fencingToken });
+    if (error) {
+      const message =
+        reason === 'give-up-limit'
+          ? 'shard stalled: too many records given up in a row; the shard holds at the next one and retries it until a record succeeds'
+          : 'shard stalled: the handler failed with an error that is not the records\' fault; nothing is given up, the records are retried';
+      this.#logger.error({ shardId, reason, err: error }, message);
+    } else {
+      this.#logger.warn({ shardId, reason, sinceMs }, 'shard stalled');
+    }
+    this.emit('shard-stalled', { shardId, reason, sinceMs, ...(error ? { error } : {}) });
+    const since = new Date(this.#clock.wallTime() - sinceMs).toISOString();
+    this.#annotate(lease, { [STALL_FIELDS.since]: since, [STALL_FIELDS.reason]: reason });
+  }
+
+  #reportResumed(lease: HeldLease): void {
+    this.#stalled.delete(lease.leaseKey);
+    this.emit('shard-resumed', { shardId: lease.leaseKey });
+    this.#annotate(lease, { [STALL_FIELDS.since]: null, [STALL_FIELDS.reason]: null });
+  }
+
   #stallOf(shardId: string, now: number): { reason: StallReason; sinceMs: number } | undefined {
     const pump = this.#pumps.get(shardId);
+    // A shard held back at records it does not give up is stalled from the first moment (reported then).
+    const held = pump?.heldBack;
+    if (held) return { reason: held.reason, sinceMs: now - held.since };
     let stall: { reason: StallReason; since: number };
     if (!pump) stall = { reason: 'failed', since: this.#failures.get(shardId)?.since ?? now };
     else if (pump.handlingSince !== null) stall = { reason: 'handler', since: pump.handlingSince };
@@ -700,6 +724,13 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       ended: (shardId, childShardIds) => {
         this.#logger.info({ shardId, childShardIds }, 'shard ended');
         this.emit('shard-ended', { shardId, childShardIds });
+      },
+      heldBack: (_shardId, reason, error) => {
+        if (this.coordinator.lease(lease.leaseKey)?.fencingToken !== lease.fencingToken) return;
+        this.#reportStalled(lease, { reason, sinceMs: 0, error });
+      },
+      resumed: () => {
+        if (this.#stalled.get(lease.leaseKey)?.fencingToken === lease.fencingToken) this.#reportResumed(lease);
       },
       stopped: (shardId, error) => {
         this.#logger.error({ shardId, err: error }, 'shard stopped after a handler failure');

@@ -1,4 +1,4 @@
-import { describeValue, InvalidConfigError } from '../errors.js';
+import { describeValue, InvalidConfigError, LeaseholdError } from '../errors.js';
 import { positive, positiveInteger } from '../lease/timing.js';
 import type { SourceRecord } from '../source.js';
 import type { FailedRecords, FailurePolicy, PoisonPolicy } from './options.js';
@@ -52,4 +52,39 @@ export function resolveFailurePolicy<R extends SourceRecord>(policy: FailurePoli
     );
   }
   return { kind: 'poison', bisect: given.bisect ?? false, maxAttempts, maxRecordAgeMs, deadLetter: given.deadLetter };
+}
+
+/** When records may be given up, under the skip and the poison policies. */
+export interface GivingUp {
+  /** The user's word on whether a handler failure is the fault of the records it was handed. */
+  readonly isRecordError: ((error: Error) => boolean) | undefined;
+  /** Records given up in a row, at most, before the shard holds and retries instead (Infinity: no limit). */
+  readonly maxInARow: number;
+}
+
+/** Validates `isRecordError` and `maxRecordsGivenUpInARow` (default 10). */
+export function resolveGivingUp(isRecordErrorOption: unknown, maxInARow: unknown): GivingUp {
+  if (isRecordErrorOption !== undefined && typeof isRecordErrorOption !== 'function') {
+    throw new InvalidConfigError(`[${PKG}] isRecordError must be a function, got ${describeValue(isRecordErrorOption)}`);
+  }
+  const limit = maxInARow ?? 10;
+  if (limit !== Infinity && !(typeof limit === 'number' && Number.isInteger(limit) && limit > 0)) {
+    throw new InvalidConfigError(`[${PKG}] maxRecordsGivenUpInARow must be a positive integer or Infinity, got ${describeValue(limit)}`);
+  }
+  return { isRecordError: isRecordErrorOption as GivingUp['isRecordError'], maxInARow: limit };
+}
+
+/**
+ * Whether a handler failure is the fault of the records it was handed, so that they may be given up
+ * (DESIGN section 5, rule 10). Not when Leasehold's own typed error is among it and its causes (a lease
+ * lost, storage unavailable, a schema or configuration error, a handler's report naming no record of its
+ * call), except the one core makes for a report that gave no error (`ERR_RECORD_FAILED`); not when the
+ * user's `isRecordError` says so. Anything else is: a handler's error is the record's unless told otherwise.
+ */
+export function isRecordError(error: Error, userSays: GivingUp['isRecordError']): boolean {
+  let cause: unknown = error;
+  for (let depth = 0; depth < 8 && cause instanceof Error; depth++, cause = cause.cause) {
+    if (cause instanceof LeaseholdError && cause.code !== 'ERR_RECORD_FAILED') return false;
+  }
+  return userSays === undefined || userSays(error);
 }

@@ -189,6 +189,26 @@ export interface ConsumerOptions<R extends SourceRecord = SourceRecord> {
    */
   onHandlerError?: FailurePolicy<R>;
   /**
+   * Whether a handler failure is the fault of the records it was handed, so that the `'skip'` policy or a
+   * {@link PoisonPolicy} may give them up. Return `false` for failures of the sink rather than of a record
+   * (its schema or table missing, authentication, the connection): the shard then holds at the records and
+   * retries them with the `retry` backoff, reported stalled (`shard-stalled`, reason `handler-error`),
+   * and gives nothing up. Leasehold's own errors (`LeaseholdError`, in the error or its causes: a lost
+   * lease, `StorageSchemaError`, `StorageUnavailableError`...) are never a record's fault, whatever this
+   * says. Default: every other error is the record's.
+   */
+  isRecordError?: (error: Error) => boolean;
+  /**
+   * Records given up in a row (skipped, or dead-lettered then skipped), since a record last succeeded,
+   * after which the `'skip'` policy or a {@link PoisonPolicy} stops giving records up: the shard holds
+   * at the next record to give up (a run of records given up together counts whole), retries it with
+   * the `retry` backoff, and is reported stalled (`shard-stalled`, reason `give-up-limit`, an error log);
+   * it gives records up again once a record succeeds. A guard against a failure that is not the records'
+   * emptying the stream into the dead-letter destination. A positive integer, or `Infinity` for no limit.
+   * Default 10.
+   */
+  maxRecordsGivenUpInARow?: number;
+  /**
    * Backoff of handler retries (and of a failing dead-letter handler). Default 100 ms doubling to 10 s;
    * `skip` gives up on a record after `maxAttempts` (3) attempts; a {@link PoisonPolicy} has its own.
    */

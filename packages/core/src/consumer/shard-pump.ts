@@ -3,7 +3,7 @@ import { AbortedError, CheckpointBehindError, describeValue, InvalidInputError, 
 import type { CheckpointWrite, HeldLease, LeaseCoordinator } from '../lease/coordinator.js';
 import type { EndOfShard, RecordsBatch, ShardBatch, ShardInfo, ShardSource, SourceRecord } from '../source.js';
 import { Checkpoint, type CheckpointStorage, type Position } from '../storage.js';
-import type { ResolvedFailurePolicy, ResolvedPoisonPolicy } from './failure-policy.js';
+import { isRecordError, type GivingUp, type ResolvedFailurePolicy, type ResolvedPoisonPolicy } from './failure-policy.js';
 import type { BatchContext, BatchResponse, CheckpointPolicy, ConsumerOptions, GiveUpReason, Logger, ShardHooks } from './options.js';
 import { unsafeOf, type ConsumerUnsafe } from '../unsafe.js';
 
@@ -22,8 +22,23 @@ export interface PumpReporter {
   recordSkipped(shardId: string, position: Position, error: Error, how: { reason: GiveUpReason; attempts: number; deadLettered: boolean }): void;
   ended(shardId: string, childShardIds: readonly string[]): void;
   stopped(shardId: string, error: Error): void;
+  /** The shard holds at records it does not give up (their error is not theirs, or too many were given up in a row), and retries them. */
+  heldBack(shardId: string, reason: HoldReason, error: Error): void;
+  /** A shard held back moves again. */
+  resumed(shardId: string): void;
   error(error: Error, operation: string): void;
 }
+
+/** The furthest position one handler call checkpointed through its context, or `null`. */
+interface CallCheckpoints {
+  through: Position | null;
+}
+
+/**
+ * Why a shard holds at records instead of giving them up: their handler's error is not their fault
+ * (`handler-error`), or giving up ran away (`give-up-limit`: `maxRecordsGivenUpInARow` given up in a row).
+ */
+export type HoldReason = 'handler-error' | 'give-up-limit';
 
 /** How a pump ended: the consumer restarts a failed one (with backoff) or gives its lease back. */
 export type PumpOutcome =
@@ -42,6 +57,7 @@ interface PumpSettings<R extends SourceRecord> {
   processBatch: ConsumerOptions<R>['processBatch'];
   checkpointing: CheckpointPolicy;
   onHandlerError: ResolvedFailurePolicy<R>;
+  givingUp: GivingUp;
   retry: { initialDelayMs: number; maxDelayMs: number; maxAttempts: number };
   hooks: ShardHooks;
   initialPosition: Position;
@@ -65,6 +81,11 @@ export class ShardPump<R extends SourceRecord> {
   /** Aborts the read: the lease was lost, or the shard is being given away. */
   readonly #reading = new AbortController();
   #draining = false;
+  /**
+   * Aborts the backoff of a failed batch at once: a drain, a rewind's pause, or the end of reading. The
+   * failed records were never checkpointed, so stopping there is safe.
+   */
+  readonly #yield = new AbortController();
   /** Paused for a rewind: no batch's context may checkpoint any more. */
   #paused = false;
   #inFlight: Promise<void> = Promise.resolve();
@@ -77,6 +98,10 @@ export class ShardPump<R extends SourceRecord> {
   /** Records of the batch in flight already counted as processed (a part done before a failure), and given up. */
   #batchTally = { advanced: 0, givenUp: 0 };
   #done: Promise<PumpOutcome> = Promise.resolve({ kind: 'left' });
+  /** Records given up in a row, across batches, since a record last succeeded. */
+  #givenUpInARow = 0;
+  /** Why and since when the shard holds at records it does not give up, or `null`. */
+  #heldBack: { reason: HoldReason; since: number; error: Error } | null = null;
   /** When the source last answered (a batch, empty or not, or the end), by the worker's clock. */
   #lastReadAt: number;
   /** When the handler call in flight began, or `null` when none is. */
@@ -90,6 +115,7 @@ export class ShardPump<R extends SourceRecord> {
     this.#checkpointed = lease.checkpoint;
     this.#lastReadAt = settings.clock.now();
     lease.signal.addEventListener('abort', () => this.#reading.abort(lease.signal.reason), { once: true });
+    this.#reading.signal.addEventListener('abort', () => this.#yield.abort(this.#reading.signal.reason), { once: true });
   }
 
   /** Starts pumping; the returned promise settles, never rejecting, with how the pump ended. */
@@ -107,6 +133,11 @@ export class ShardPump<R extends SourceRecord> {
     return this.#lastReadAt;
   }
 
+  /** Why and since when the shard holds at records it does not give up, or `null` when it does not. */
+  get heldBack(): { readonly reason: HoldReason; readonly since: number; readonly error: Error } | null {
+    return this.#heldBack;
+  }
+
   /** When the handler call in flight began, or `null` when none is. */
   get handlingSince(): number | null {
     return this.#handlingSince;
@@ -115,6 +146,7 @@ export class ShardPump<R extends SourceRecord> {
   /** Stops reading new batches, waits for the batch in flight, and checkpoints what was processed. */
   async drain(): Promise<void> {
     this.#draining = true;
+    this.#stopRetrying(new AbortedError(`[core] shard ${describeValue(this.shardId)} is being handed over`));
     await this.#inFlight;
     const { hooks, checkpointing } = this.#settings;
     if (checkpointing !== 'manual' && this.#processed !== null && this.#processed !== this.#checkpointed) {
@@ -138,12 +170,23 @@ export class ShardPump<R extends SourceRecord> {
    */
   async pause(): Promise<void> {
     this.#draining = true;
+    this.#stopRetrying(new AbortedError(`[core] shard ${describeValue(this.shardId)} is being rewound`));
     await this.#inFlight;
     if (this.#settings.checkpointing !== 'manual' && this.#processed !== null && this.#processed !== this.#checkpointed) {
       await this.#checkpoint(this.#processed).catch((error: unknown) => this.#settings.reporter.error(asError(error), 'pause-checkpoint'));
     }
     this.#paused = true;
     this.#reading.abort(new AbortedError(`[core] shard ${describeValue(this.shardId)} is being rewound`));
+  }
+
+  /** A failed batch's retries give way to a drain or a pause (DESIGN section 5, rule 10): the batch was never checkpointed. */
+  #stopRetrying(reason: Error): void {
+    if (!this.#unsafe.retryThroughDrain) this.#yield.abort(reason);
+  }
+
+  /** Whether a failed batch stops being retried here: the shard is being drained or paused. */
+  #yields(): boolean {
+    return this.#draining && !this.#unsafe.retryThroughDrain;
   }
 
   /** Stops at once (the lease is gone). */
@@ -274,9 +317,12 @@ export class ShardPump<R extends SourceRecord> {
     const { onHandlerError, retry, reporter } = this.#settings;
     if (typeof onHandlerError === 'object') return this.#isolate(batch, onHandlerError);
     let records = batch.records;
+    /** Failed calls of these records that were their fault: the skip policy goes record by record after `retry.maxAttempts`. */
+    let recordFailures = 0;
     for (let attempt = 1; ; attempt++) {
       if (!this.#mayHandOver()) return false;
       const result = await this.#call(records, batch, batch.position);
+      if (result.done > 0 || result.error === null) this.#recordsSucceeded();
       if (result.error === null) return true;
       if (this.#lease.signal.aborted) return false;
       if (result.done > 0) {
@@ -284,33 +330,50 @@ export class ShardPump<R extends SourceRecord> {
         await this.#advance(records.slice(0, result.done));
         records = records.slice(result.done);
         attempt = 1;
+        recordFailures = 0;
       }
       reporter.handlerFailed(this.shardId, attempt, result.error);
       if (onHandlerError === 'stop') {
         reporter.stopped(this.shardId, result.error);
         return { kind: 'stopped', error: result.error };
       }
-      if (onHandlerError === 'skip' && attempt >= retry.maxAttempts) return this.#oneByOne({ ...batch, records });
+      if (onHandlerError === 'skip') {
+        if (!this.#isRecordError(result.error)) this.#hold('handler-error', result.error);
+        else if (++recordFailures >= retry.maxAttempts && !this.#yields()) return this.#oneByOne({ ...batch, records });
+      }
       if (!(await this.#backoff(attempt, records.length))) return false;
     }
   }
 
-  /** The skip policy: the batch failed as a whole, so each record gets its own attempts and may be skipped. */
+  /**
+   * The skip policy: the batch failed as a whole, so each record gets its own attempts and may be skipped,
+   * unless its error is not its fault or too many records were given up in a row: then it is retried.
+   */
   async #oneByOne(batch: RecordsBatch<R>): Promise<boolean> {
     const { retry, reporter } = this.#settings;
-    for (const record of batch.records) {
+    const { records } = batch;
+    for (let index = 0; index < records.length; index++) {
+      const record = records[index] as R;
+      let recordFailures = 0;
       for (let attempt = 1; ; attempt++) {
         if (!this.#mayHandOver()) return false;
         const result = await this.#call([record], batch, record.position);
-        if (result.error === null) break;
+        if (result.error === null) {
+          this.#recordsSucceeded();
+          break;
+        }
         if (this.#lease.signal.aborted) return false;
-        if (attempt >= retry.maxAttempts) {
+        if (!this.#isRecordError(result.error)) {
+          this.#hold('handler-error', result.error);
+        } else if (++recordFailures >= retry.maxAttempts && this.#mayGiveUp(1, result.error)) {
           reporter.recordSkipped(this.shardId, record.position, result.error, { reason: 'max-attempts', attempts: attempt, deadLettered: false });
-          this.#batchTally.givenUp++;
+          this.#gaveUp(1);
           break;
         }
         if (!(await this.#backoff(attempt, 1))) return false;
       }
+      // Done (succeeded or skipped): a drain from here on does not hand it over again.
+      if (index < records.length - 1) await this.#advance([record]);
     }
     return true;
   }
@@ -321,16 +384,18 @@ export class ShardPump<R extends SourceRecord> {
    * backoff; a run that failed `maxAttempts` times on its own, or holds a record past `maxRecordAgeMs`, is
    * given up: dead-lettered, then skipped. Every run done (succeeded or given up) moves the processed
    * position, so the checkpoint stops just before a record being retried and never passes one that was
-   * neither processed nor given up. A run that succeeded is never handed over again.
+   * neither processed nor given up. A run that succeeded is never handed over again. A failure that is not
+   * the records' fault is retried as it is, with backoff, neither split nor counted against them.
    */
   async #isolate(batch: RecordsBatch<R>, policy: ResolvedPoisonPolicy<R>): Promise<boolean> {
     const { reporter } = this.#settings;
-    const runs: Array<{ records: readonly R[]; attempts: number }> = [{ records: batch.records, attempts: 0 }];
+    const runs: Array<{ records: readonly R[]; attempts: number; held: number }> = [{ records: batch.records, attempts: 0, held: 0 }];
     for (let run = runs[0]; run !== undefined; run = runs[0]) {
       if (!this.#mayHandOver()) return false;
       const last = runs.length === 1;
       const result = await this.#call(run.records, batch, last ? batch.position : lastOf(run.records).position);
       if (this.#lease.signal.aborted) return false;
+      if (result.done > 0 || result.error === null) this.#recordsSucceeded();
       if (result.error === null) {
         runs.shift();
         if (!last) await this.#advance(run.records);
@@ -340,14 +405,23 @@ export class ShardPump<R extends SourceRecord> {
         await this.#advance(run.records.slice(0, result.done));
         run.records = run.records.slice(result.done);
         run.attempts = 0;
+        run.held = 0;
+      }
+      if (this.#yields()) return false;
+      if (!this.#isRecordError(result.error)) {
+        run.held++;
+        reporter.handlerFailed(this.shardId, run.attempts + run.held, result.error);
+        this.#hold('handler-error', result.error);
+        if (!(await this.#backoff(run.held, run.records.length))) return false;
+        continue;
       }
       run.attempts++;
-      reporter.handlerFailed(this.shardId, run.attempts, result.error);
+      reporter.handlerFailed(this.shardId, run.attempts + run.held, result.error);
       if (policy.bisect && run.records.length > 1) {
         // A split is not a retry: it happens at once. The handler's report names the record that failed.
         const at = result.reported ? 1 : Math.ceil(run.records.length / 2);
-        const left = { records: run.records.slice(0, at), attempts: result.reported ? 1 : 0 };
-        const right = { records: run.records.slice(at), attempts: 0 };
+        const left = { records: run.records.slice(0, at), attempts: result.reported ? 1 : 0, held: 0 };
+        const right = { records: run.records.slice(at), attempts: 0, held: 0 };
         reporter.bisected(this.shardId, run.records.length, left.records.length, right.records.length, result.error);
         runs.splice(0, 1, left, right);
         if (!result.reported) continue;
@@ -355,15 +429,64 @@ export class ShardPump<R extends SourceRecord> {
       }
       const reason: GiveUpReason | null =
         run.attempts >= policy.maxAttempts ? 'max-attempts' : this.#expired(run.records, policy.maxRecordAgeMs) ? 'max-record-age' : null;
-      if (reason === null) {
-        if (this.#draining || !(await this.#backoff(run.attempts, run.records.length))) return false;
+      if (reason === null || !this.#mayGiveUp(run.records.length, result.error)) {
+        if (!(await this.#backoff(run.attempts, run.records.length))) return false;
         continue;
       }
       if (!(await this.#giveUp(run.records, run.attempts, reason, result.error, policy))) return false;
+      this.#gaveUp(run.records.length);
       runs.shift();
       if (runs.length > 0) await this.#advance(run.records);
     }
     return true;
+  }
+
+  /**
+   * Whether a handler failure is the fault of the records it was handed, so that they may be given up
+   * (DESIGN section 5, rule 10): not one of Leasehold's own errors (but the one core makes for a report
+   * without an error), anywhere in its causes, and not one the user's `isRecordError` clears.
+   */
+  #isRecordError(error: Error): boolean {
+    try {
+      return isRecordError(error, this.#settings.givingUp.isRecordError);
+    } catch (thrown) {
+      this.#settings.reporter.error(asError(thrown), 'isRecordError');
+      return false;
+    }
+  }
+
+  /**
+   * Whether `count` more records may be given up now: not past `maxRecordsGivenUpInARow` in a row. When
+   * not, the shard holds at them, reported stalled, and they are retried until a record succeeds.
+   */
+  #mayGiveUp(count: number, error: Error): boolean {
+    if (this.#givenUpInARow + count <= this.#settings.givingUp.maxInARow) return true;
+    this.#hold('give-up-limit', error);
+    return false;
+  }
+
+  #gaveUp(count: number): void {
+    this.#givenUpInARow += count;
+    if (this.#heldBack?.reason === 'handler-error') this.#resume();
+  }
+
+  /** A record succeeded: giving up may start again, and a shard held back moves again. */
+  #recordsSucceeded(): void {
+    this.#givenUpInARow = 0;
+    this.#resume();
+  }
+
+  /** The shard holds at records it will not give up: reported once per reason, until it moves again. */
+  #hold(reason: HoldReason, error: Error): void {
+    if (this.#heldBack?.reason === reason) return;
+    this.#heldBack = { reason, since: this.#settings.clock.now(), error };
+    this.#settings.reporter.heldBack(this.shardId, reason, error);
+  }
+
+  #resume(): void {
+    if (this.#heldBack === null) return;
+    this.#heldBack = null;
+    this.#settings.reporter.resumed(this.shardId);
   }
 
   /** Whether a record of `records` arrived in the stream longer than `maxRecordAgeMs` ago, by the worker's wall clock. */
@@ -394,7 +517,7 @@ export class ShardPump<R extends SourceRecord> {
           if (this.#lease.signal.aborted) return false;
           const retryInMs = this.#delay(attempt);
           reporter.deadLetterFailed(this.shardId, positions, attempt, asError(deadLetterError), retryInMs);
-          if (this.#draining || !(await this.#sleep(retryInMs))) return false;
+          if (this.#yields() || !(await this.#sleep(retryInMs))) return false;
         } finally {
           this.#handlingSince = null;
         }
@@ -413,7 +536,8 @@ export class ShardPump<R extends SourceRecord> {
     this.#processed = last.position;
     this.#sinceCheckpoint.records += done.length;
     this.#batchTally.advanced += done.length;
-    if (this.#committed !== last.position && this.#dueForCheckpoint(done.length)) {
+    // Not again where the handler checkpointed itself (it may have committed its writes with it).
+    if (this.#committed !== last.position && this.#checkpointed !== last.position && this.#dueForCheckpoint(done.length)) {
       await this.#checkpoint(last.position).catch((error: unknown) => this.#settings.reporter.error(asError(error), 'checkpoint'));
     }
   }
@@ -424,16 +548,19 @@ export class ShardPump<R extends SourceRecord> {
    */
   async #call(records: readonly R[], batch: RecordsBatch<R>, position: Position): Promise<{ done: number; error: Error | null; reported: boolean }> {
     let response: void | BatchResponse;
+    const call: CallCheckpoints = { through: null };
     try {
-      response = await this.#handle(records, { ...batch, records, position });
+      response = await this.#handle(records, { ...batch, records, position }, call);
     } catch (error) {
-      // Its writes and checkpoint committed together (`checkpointWith`) before it failed: handing the
-      // records over again would apply them twice. The failure is reported, and the records are done.
-      if (this.#committed === position) {
+      // What it checkpointed through this call's context before it failed is done (DESIGN section 5, rule
+      // 10): its effects may be committed with that checkpoint (`checkpointWith`), so handing those records
+      // over again would apply them twice. The rest of the call is the failure.
+      const committed = this.#checkpointedRecords(records, position, call);
+      if (committed === records.length) {
         this.#settings.reporter.error(asError(error), 'processBatch');
         return { done: records.length, error: null, reported: false };
       }
-      return { done: 0, error: asError(error), reported: false };
+      return { done: committed, error: asError(error), reported: false };
     }
     // Only an object with `failedAt` is a report: handlers written before reports existed may return anything.
     if (typeof response !== 'object' || response === null || !('failedAt' in response) || this.#unsafe.ignoreBatchResponse) {
@@ -441,15 +568,33 @@ export class ShardPump<R extends SourceRecord> {
     }
     const { failedAt, error } = response;
     const index = records.findIndex((record) => record.position === failedAt);
+    const committed = this.#checkpointedRecords(records, position, call);
     if (index < 0) {
       const message = `[core] processBatch reported failedAt ${describeValue(failedAt)} for shard ${describeValue(this.shardId)}, which is not the position of a record it was handed`;
-      return { done: 0, error: new InvalidInputError(message), reported: false };
+      return { done: committed, error: committed === records.length ? null : new InvalidInputError(message), reported: false };
     }
     const reported = error instanceof Error ? error : new LeaseholdError('ERR_RECORD_FAILED', `[core] processBatch reported record ${describeValue(failedAt)} of shard ${describeValue(this.shardId)} as failed`);
+    // A report behind what the call checkpointed cannot take those records back.
+    if (committed > index) return { done: committed, error: committed === records.length ? null : reported, reported: false };
     return { done: index, error: reported, reported: true };
   }
 
-  async #handle(records: readonly R[], batch: RecordsBatch<R>): Promise<void | BatchResponse> {
+  /**
+   * How many of `records` (from the first) the call checkpointed through its context, by `checkpoint` or
+   * `checkpointWith`: they are done whatever the handler does next.
+   */
+  #checkpointedRecords(records: readonly R[], position: Position, call: CallCheckpoints): number {
+    const through = call.through;
+    if (through === null) return 0;
+    if (this.#unsafe.retryCheckpointedPrefix) return through === position && this.#committed === position ? records.length : 0;
+    if (through === position) return records.length;
+    const { source } = this.#settings;
+    let done = 0;
+    while (done < records.length && source.comparePositions((records[done] as R).position, through) <= 0) done++;
+    return done;
+  }
+
+  async #handle(records: readonly R[], batch: RecordsBatch<R>, call: CallCheckpoints): Promise<void | BatchResponse> {
     const context: BatchContext = {
       shardId: this.shardId,
       streamId: this.#settings.streamId,
@@ -465,6 +610,7 @@ export class ShardPump<R extends SourceRecord> {
           );
         }
         await this.#checkpoint(target);
+        this.#through(call, target);
       },
       checkpointWith: async (write: CheckpointWrite, position?: Position) => {
         const target = position ?? batch.position;
@@ -481,6 +627,7 @@ export class ShardPump<R extends SourceRecord> {
           if (!(error instanceof CheckpointBehindError) || !this.#storedCovers(target)) throw error;
         }
         this.#committed = target;
+        this.#through(call, target);
       },
     };
     this.#handlingSince = this.#settings.clock.now();
@@ -489,6 +636,12 @@ export class ShardPump<R extends SourceRecord> {
     } finally {
       this.#handlingSince = null;
     }
+  }
+
+  /** Notes that the call checkpointed through `target`, unless it did further already. */
+  #through(call: CallCheckpoints, target: Position): void {
+    if (Checkpoint.isSentinel(target)) return;
+    if (call.through === null || this.#settings.source.comparePositions(target, call.through) > 0) call.through = target;
   }
 
   /** Whether the lease, held in this pump's tenure, stores a checkpoint at or past `position` (a record's, not a sentinel). */
@@ -500,6 +653,7 @@ export class ShardPump<R extends SourceRecord> {
 
   /** Waits before the handler gets `records` records again after their `attempt`th failure; `false` when the pump stops meanwhile. */
   async #backoff(attempt: number, records: number): Promise<boolean> {
+    if (this.#yields()) return false;
     const delay = this.#delay(attempt);
     this.#settings.reporter.retried(this.shardId, records, attempt + 1, delay);
     return this.#sleep(delay);
@@ -512,7 +666,7 @@ export class ShardPump<R extends SourceRecord> {
 
   async #sleep(delayMs: number): Promise<boolean> {
     try {
-      await this.#settings.clock.sleep(delayMs, this.#reading.signal);
+      await this.#settings.clock.sleep(delayMs, this.#yield.signal);
       return true;
     } catch {
       return false;

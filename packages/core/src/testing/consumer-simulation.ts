@@ -72,7 +72,8 @@ export type ConsumerFaultKind =
   | 'overrun' // a handler runs past its lease ignoring its signal, often with a pause or a stop around it
   | 'corrupt' // a lease record becomes unreadable until the schedule repairs it
   | 'trim' // a closed shard leaves the stream
-  | 'streams'; // in a multi-stream group: the list changes, a stream's listing fails, a process cannot read the list
+  | 'streams' // in a multi-stream group: the list changes, a stream's listing fails, a process cannot read the list
+  | 'downstream'; // a process's handler fails every call (its downstream is down), and the process is stopped meanwhile
 
 /** A broken guarantee, with the moment and the detail. */
 export interface ConsumerViolation {
@@ -203,6 +204,8 @@ const UNSAFE_FLAGS: ReadonlyArray<[keyof ConsumerUnsafe, string]> = [
   ['skipSelfFencing', '--unsafe-skip-self-fencing'],
   ['ignoreBatchResponse', '--unsafe-ignore-batch-response'],
   ['skipWithoutDeadLetter', '--unsafe-skip-without-dead-letter'],
+  ['retryCheckpointedPrefix', '--unsafe-retry-checkpointed-prefix'],
+  ['retryThroughDrain', '--unsafe-retry-through-drain'],
   ['crossStreamSync', '--unsafe-cross-stream-sync'],
 ];
 
@@ -343,6 +346,10 @@ interface SimWorker {
   readonly frozen: Map<string, Map<string, number>>;
   /** Multi-stream: the greatest position handed over per tenure (`<leaseKey>#<epoch>`). */
   readonly handedMax: Map<string, number>;
+  /** Its handler fails every call, as when its downstream is down. */
+  downstreamDown: boolean;
+  /** A call of its handler is overrunning its lease now. */
+  overrunning: boolean;
 }
 
 /** One stream of the run: its source, its lease keys and what the group's list says of it. */
@@ -697,6 +704,12 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
       // The handler returned with these records done: from then on they count as processed.
       const succeed = (done: readonly SourceRecord[]): void => ledger.succeeded(shardId, done, worker.workerId);
 
+      if (worker.downstreamDown) {
+        await clock.sleep(10);
+        resumed('before failing: its downstream is down');
+        throw new Error(`the downstream of ${worker.workerId} is unavailable (injected)`);
+      }
+
       // A poison record fails every time, on every worker: thrown, or reported after the records before it were done.
       const poisonAt = records.findIndex((record) => ledger.recordAt(shardId, record.position)?.poison === true);
       if (poisonPolicy && poisonAt >= 0) {
@@ -707,6 +720,11 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
           succeed(records.slice(0, poisonAt));
           if (config.exactlyOnce && poisonAt > 0) await commit(records.slice(0, poisonAt), (records[poisonAt - 1] as SourceRecord).position);
           return { failedAt: poisoned.position, error: new Error(`poison record at ${poisoned.position} of ${shardId}`) };
+        }
+        if (config.exactlyOnce && poisonAt > 0 && r.next() < 0.5) {
+          // The records before the poison record commit, then the handler fails: they are done all the same.
+          succeed(records.slice(0, poisonAt));
+          await commit(records.slice(0, poisonAt), (records[poisonAt - 1] as SourceRecord).position);
         }
         throw new Error(`poison record at ${poisoned.position} of ${shardId}`);
       }
@@ -727,6 +745,12 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
           if (config.exactlyOnce && at > 0) await commit(records.slice(0, at), (records[at - 1] as SourceRecord).position);
           return { failedAt: (records[at] as SourceRecord).position, error: new Error(`injected failure of one record of ${batchKey}`) };
         }
+        if (config.exactlyOnce && records.length > 1 && r.next() < 0.5) {
+          // A prefix commits with its checkpoint, then a later step of the handler fails: the prefix is done.
+          const at = 1 + Math.floor(r.next() * (records.length - 1));
+          succeed(records.slice(0, at));
+          await commit(records.slice(0, at), (records[at - 1] as SourceRecord).position);
+        }
         throw new Error(`injected handler failure on ${batchKey}`);
       }
 
@@ -735,7 +759,8 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
         // Runs past its lease and never looks at its signal.
         worker.overrunNextMs = null;
         log(`${worker.workerId}'s handler of ${shardId}@${fencingToken} overruns for ${overrunMs.toFixed(0)} ms`);
-        await clock.sleep(overrunMs);
+        worker.overrunning = true;
+        await clock.sleep(overrunMs).finally(() => (worker.overrunning = false));
         resumed('after overrunning its lease');
       } else {
         await clock.sleep(5 + r.next() * 60);
@@ -915,6 +940,9 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
         initialPosition,
         checkpointing: shape.checkpointing,
         onHandlerError,
+        // Without bisection whole batches are given up, and poison records here fail for ever: the guard
+        // against giving up that runs away would hold at them for good.
+        ...(poisonPolicy && !poisonPolicy.bisect ? { maxRecordsGivenUpInARow: Infinity } : {}),
         shardSyncIntervalMs: shape.shardSyncIntervalMs,
         lease: { leaseDurationMs: LEASE_DURATION_MS, takeIntervalMs: TAKE_INTERVAL_MS, maxClockDrift: MAX_CLOCK_DRIFT },
         metrics: false,
@@ -934,6 +962,8 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
         alive: true,
         stopping: false,
         overrunNextMs: null,
+        downstreamDown: false,
+        overrunning: false,
         failures: new Map(),
         startedAtMs: scheduler.now,
         listFailsUntil: -Infinity,
@@ -986,10 +1016,11 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
     // ---------------------------------------------------------------- stopping, with its deadline checked
 
     const pendingStops = new Set<SimWorker>();
-    const gracefulStop = (worker: SimWorker, timeoutMs: number): void => {
+    const gracefulStop = (worker: SimWorker, timeoutMs: number, whileFailing = false): void => {
       worker.stopping = true;
       pendingStops.add(worker);
       const began = scheduler.now;
+      const heldAtStop = new Set(worker.consumer.coordinator.heldLeases().map((lease) => lease.leaseKey));
       // The deadline is timeoutMs of the worker's own clock: at most timeoutMs / (1 - drift) of virtual time.
       const deadline = began + timeoutMs / (1 - MAX_CLOCK_DRIFT) + 1;
       log(`${worker.workerId} stops gracefully within ${timeoutMs.toFixed(0)} ms`);
@@ -1004,10 +1035,32 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
         if (scheduler.now > deadline) {
           violate('stop-deadline', `${worker.workerId}'s stop({ timeoutMs: ${timeoutMs.toFixed(0)} }) returned ${(scheduler.now - began).toFixed(0)} ms after it began`);
         }
+        if (whileFailing) checkFailingStop(worker, timeoutMs, began, heldAtStop);
         log(`${worker.workerId} stopped`);
         worker.alive = false;
         worker.clock.kill();
       });
+    };
+
+    /**
+     * A stop while the handler fails every call: the failed batches were never checkpointed, so their
+     * retries give way to the drain at once and every lease is handed over, well within the deadline
+     * (the handler's calls are short here, and the process's storage is sound while it stops), instead
+     * of the stop waiting its timeout out and leaving the leases to lapse.
+     */
+    const checkFailingStop = (worker: SimWorker, timeoutMs: number, began: number, heldAtStop: ReadonlySet<string>): void => {
+      const tookMs = scheduler.now - began;
+      if (tookMs > timeoutMs / 2) {
+        violate('stop-handover', `${worker.workerId}'s stop({ timeoutMs: ${timeoutMs.toFixed(0)} }) while its handler failed every call took ${tookMs.toFixed(0)} ms`);
+      }
+      // Of the leases it held when the stop began (one whose release failed before is another matter); a
+      // lease corrupt meanwhile cannot be written by anybody: it is left as it is, by design.
+      const kept = [...ledger.leases]
+        .filter(([leaseKey, lease]) => heldAtStop.has(leaseKey) && lease?.owner === worker.workerId && !((corrupted.get(leaseKey) ?? -Infinity) >= began))
+        .map(([leaseKey]) => leaseKey);
+      if (kept.length > 0) {
+        violate('stop-handover', `${worker.workerId}'s stop while its handler failed every call returned with its leases [${kept.join(', ')}] left to lapse`);
+      }
     };
 
     // ---------------------------------------------------------------- the fault schedule
@@ -1179,6 +1232,36 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
           default:
             return;
         }
+      });
+    }
+
+    // A process's downstream goes down (its handler fails every call), and the process is stopped while it
+    // is: in half the runs, drawn from a random of its own so that the rest of the run is as without it.
+    const downstreamRandom = seededRandom(config.seed ^ 0xd0_3d0);
+    if (enabled('downstream') && downstreamRandom.next() < 0.5) {
+      const at = startAtMs + 4_000 + downstreamRandom.next() * (faultPhaseMs - 14_000 - startAtMs);
+      const failForMs = 500 + downstreamRandom.next() * 3_500;
+      const timeoutMs = 8_000 + downstreamRandom.next() * 7_000;
+      const pick = downstreamRandom.next();
+      scheduler.schedule(at, () => {
+        const candidates = live().filter((worker) => !worker.clock.paused && !worker.overrunning && worker.overrunNextMs === null && worker.consumer.shards.length > 0);
+        const victim = candidates[Math.floor(pick * candidates.length)];
+        if (!victim || live().length <= 1) return;
+        stats.faults++;
+        victim.downstreamDown = true;
+        log(`fault: ${victim.workerId}'s downstream is down: its handler fails every call; it is stopped in ${failForMs.toFixed(0)} ms`);
+        scheduler.schedule(scheduler.now + failForMs, () => {
+          if (!victim.alive || victim.stopping || victim.clock.paused || victim.overrunning || victim.overrunNextMs !== null) {
+            victim.downstreamDown = false;
+            return;
+          }
+          // Its storage is sound while it stops: the check is about the runtime, not a lost write.
+          victim.plan.errorBeforeSend = 0;
+          victim.plan.ambiguousAfterApply = 0;
+          victim.plan.cutOff = false;
+          pending.push(() => gracefulStop(victim, timeoutMs, true));
+          scheduler.schedule(scheduler.now + 2_000, () => faultsOn() && pending.push(() => startWorker()));
+        });
       });
     }
 
