@@ -130,13 +130,7 @@ export interface ConformanceTarget {
    * Why a hook does not apply to this adapter (for example `MemoryStorage` lives in one process and has
    * no connection): shown in the skip notes instead of the generic "not provided".
    */
-  notApplicable?: {
-    readonly faults?: string;
-    readonly crossProcess?: string;
-    readonly corruptLease?: string;
-    readonly corruptMember?: string;
-    readonly transactionalCheckpoint?: string;
-  };
+  notApplicable?: { readonly faults?: string; readonly crossProcess?: string; readonly corruptLease?: string; readonly corruptMember?: string; readonly transactionalCheckpoint?: string };
   /** Per-test timeout in milliseconds. Default 60,000. */
   timeoutMs?: number;
 }
