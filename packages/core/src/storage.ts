@@ -324,7 +324,9 @@ export interface ChangeSubscription extends AsyncDisposable {
 export interface CheckpointStorage {
   /**
    * Every lease of the group, in any order, complete however many there are (pages are the adapter's
-   * business); a stored lease that cannot be read back is in `corrupt`, not in `leases`.
+   * business); a stored lease that cannot be read back is in `corrupt`, not in `leases`. A lease that
+   * exists throughout the listing is listed exactly once however other clients delete and create leases
+   * meanwhile: pages follow a key or a server's cursor, never an offset.
    */
   listLeases(group: string): Promise<LeaseListing>;
 
@@ -381,7 +383,9 @@ export interface CheckpointStorage {
    * and reads back whole, in one call. A member that cannot be read back is in `corrupt`, naming its
    * worker id, and every other member is still in `members`. A read that fails throws a
    * `StorageUnavailableError`: never part of a roster. A client sees a member another client wrote at
-   * once: no client serves the roster from a cache of its own.
+   * once: no client serves the roster from a cache of its own. A member that exists throughout the read is
+   * in it exactly once however members heartbeat, join and leave meanwhile (a missing member counts as
+   * dead): a roster read in pages never pages by version, which every heartbeat moves.
    */
   getRoster(group: string): Promise<Roster>;
 

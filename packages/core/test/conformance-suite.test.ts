@@ -43,17 +43,20 @@ import {
   IgnoresVersionStorage,
   ignoreTrailingSpaces,
   ListingHidesCorruptStorage,
+  ListingByOffsetStorage,
   ListingLosesPageBoundaryStorage,
   ListingStopsAtDeletedPageStorage,
   ListingThrowsOnCorruptStorage,
   MangledNames,
   normalizeUnicode,
+  PagedRosterStorage,
   Passthrough,
   PinsFormatStorage,
   RecreatesWithoutFlagStorage,
   refuseOver255Bytes,
   RoundsLargeNumbersStorage,
   StripsNulStorage,
+  transactionalCheckpointOver,
   truncateTo255Bytes,
   VersionShifting,
   type FeedBug,
@@ -187,6 +190,12 @@ const T = {
   corruptMemberWrite: 'a join, put or remove of a corrupt member at another version than the one it is stored at is unknown, carrying the CorruptRecordError, and leaves it as it is',
   corruptMemberReplaced: 'a member put or remove at the version a corrupt member is stored at replaces or removes it: writes decide on the version alone',
   feedMembers: 'member writes publish nothing on the change feed: joins, heartbeats and removes are not lease changes',
+  rosterWhileWriting: 'a roster read while members heartbeat, join and leave never misses a member that existed throughout the read, nor lists one twice',
+  listingWhileWriting: 'a listing while other clients delete and create leases never misses a lease that existed throughout the listing, nor lists one twice',
+  cutBatchOnce: 'a batch whose connection is cut on a client that does not send it again is unknown item by item, or applied as stored: never a conflict with no current lease',
+  txnApplies: 'a transactional checkpoint applies the user\'s write and the checkpoint together while the lease is as the worker holds it',
+  txnRefused: 'a transactional checkpoint is refused whole on a conflict: at a stale version, under another owner, incarnation or epoch, or of a deleted lease, the user\'s write is not visible and the lease is unchanged',
+  txnCut: 'a transactional checkpoint whose connection is cut at COMMIT or before it is unknown or applied, never a conflict nor thrown once applied: the lease read back moved to the state written exactly when the user\'s write is visible',
 } as const;
 
 const crossProcess = (title: string): string => `${title}, from separate processes`;
@@ -199,24 +208,32 @@ describe('the conformance suite', () => {
       changeFeed: true,
       corruptLease: async (group, leaseKey) => store.corrupt(group, leaseKey),
       corruptMember: async (group, workerId) => store.corruptMember(group, workerId),
-      notApplicable: { faults: 'MemoryStorage has no connection to lose', crossProcess: 'MemoryStorage lives in one process' },
+      notApplicable: {
+        faults: 'MemoryStorage has no connection to lose',
+        crossProcess: 'MemoryStorage lives in one process',
+        transactionalCheckpoint: 'MemoryStorage offers no transactional checkpoint',
+      },
     });
     expect(outcomes.size).toBeGreaterThan(100);
     expect(failures(outcomes)).toEqual([]);
     const skipped = [...outcomes.values()].filter((outcome) => outcome.status === 'skipped');
     const races = [...outcomes.keys()].filter((title) => title.endsWith(', from separate processes'));
-    expect(races).toHaveLength(9);
-    expect(skipped.map((outcome) => outcome.title).sort()).toEqual([T.cutCreate, T.cutUpdate, T.cutDelete, T.cutLeader, T.cutBatch, T.cutRead, T.cutListing, T.cutMember, T.cutRoster, T.broken, ...races].sort());
-    for (const outcome of skipped) expect(outcome.note).toMatch(/^not checked(?: between processes)?: MemoryStorage (has no connection to lose|lives in one process)$/);
+    expect(races).toHaveLength(11);
+    expect(titlesWith(outcomes, 'passed')).toEqual(expect.arrayContaining([T.rosterWhileWriting, T.listingWhileWriting]));
+    expect(skipped.map((outcome) => outcome.title).sort()).toEqual(
+      [T.cutCreate, T.cutUpdate, T.cutDelete, T.cutLeader, T.cutBatch, T.cutBatchOnce, T.cutRead, T.cutListing, T.cutMember, T.cutRoster, T.broken, T.txnApplies, T.txnRefused, T.txnCut, ...races].sort(),
+    );
+    for (const outcome of skipped) expect(outcome.note).toMatch(/^not checked(?: between processes)?: MemoryStorage (has no connection to lose|lives in one process|offers no transactional checkpoint)$/);
   });
 
   it('says what it did not check when the target lacks a hook', async () => {
-    const outcomes = await runSuite(shared(new MemoryStorage()), [T.corruptListing, T.cutCreate, T.broken, crossProcess(T.increments)]);
+    const outcomes = await runSuite(shared(new MemoryStorage()), [T.corruptListing, T.cutCreate, T.broken, crossProcess(T.increments), T.txnApplies]);
     expect(Object.fromEntries([...outcomes.values()].map((outcome) => [outcome.title, outcome.note]))).toEqual({
       [T.corruptListing]: 'not checked: the target has no corruptLease hook to write a corrupt record',
       [T.cutCreate]: "not checked: the target has no proxy fault hook (faults.kind 'proxy'), so calls whose connection is cut after the backend received them were not tried",
       [T.broken]: "not checked: the target has no breakable fault hook (faults.kind 'break')",
       [crossProcess(T.increments)]: 'not checked between processes: the target does not say how to open a client in another process (crossProcess)',
+      [T.txnApplies]: 'not checked: the target offers no transactional checkpoint (transactionalCheckpoint)',
     });
   });
 
@@ -263,6 +280,7 @@ describe('the conformance suite', () => {
     const cases: Array<[string, () => Omit<ConformanceTarget, 'name'>, string[]]> = [
       ['loses a lease at each page boundary of 4,096', () => shared(new ListingLosesPageBoundaryStorage()), [T.sizes]],
       ['stops listing at a page of deleted keys', () => shared(new ListingStopsAtDeletedPageStorage()), [T.tombstones]],
+      ['lists with LIMIT and OFFSET, missing a lease when another client deletes one meanwhile', () => shared(new ListingByOffsetStorage()), [T.listingWhileWriting]],
       ['fails batches of more than 1,000 updates', () => shared(new FailsLargeBatchesStorage()), [T.largeBatch]],
       ['truncates names to 255 bytes', () => shared(new MangledNames(truncateTo255Bytes)), [T.longNames]],
       ['fails in the backend on names over 255 bytes', () => shared(new MangledNames(refuseOver255Bytes)), [T.longNames]],
@@ -297,6 +315,7 @@ describe('the conformance suite', () => {
       ['compares worker ids case-insensitively', () => shared(new MangledNames(foldCase)), [T.rosterNames]],
       ['compares worker ids after Unicode normalization', () => shared(new MangledNames(normalizeUnicode)), [T.rosterNames]],
       ['ignores trailing spaces in worker ids', () => shared(new MangledNames(ignoreTrailingSpaces)), [T.rosterNames]],
+      ['reads the roster in pages, newest first, missing a member that heartbeats during the read', () => shared(new PagedRosterStorage()), [T.rosterWhileWriting]],
     ];
     for (const [bug, target, titles] of cases) it(bug, () => expectFailing(target(), titles));
 
@@ -347,6 +366,18 @@ describe('the conformance suite', () => {
     it('declares a change feed it does not have', () => expectFailing({ ...perClient((store) => new Passthrough(store)), changeFeed: true }, [T.feedDelivers, T.feedKinds]));
   });
 
+  describe('fails a transactional checkpoint that breaks a rule, in the test of that rule', () => {
+    const transactional = (bug?: 'writes-without-the-lease-condition'): Omit<ConformanceTarget, 'name'> => {
+      const store = new MemoryStorage();
+      return { ...shared(store), transactionalCheckpoint: transactionalCheckpointOver(store, bug) };
+    };
+
+    it('passes a correct one, and fails one that applies the user\'s writes without the lease condition', async () => {
+      expect(titlesWith(await runSuite(transactional(), [T.txnApplies, T.txnRefused]), 'passed').sort()).toEqual([T.txnApplies, T.txnRefused].sort());
+      await expectFailing(transactional('writes-without-the-lease-condition'), [T.txnRefused]);
+    });
+  });
+
   describe('over a real connection', () => {
     let server: Awaited<ReturnType<typeof serveStorage>>;
     beforeAll(async () => {
@@ -356,7 +387,7 @@ describe('the conformance suite', () => {
       await server.close();
     });
 
-    const remote = (bug?: RemoteBug): Omit<ConformanceTarget, 'name'> => ({
+    const remote = (bug?: RemoteBug, resends = false): Omit<ConformanceTarget, 'name'> => ({
       createStorage: async () => new RemoteStorage({ host: '127.0.0.1', port: server.port }),
       closeStorage: async (storage) => (storage as RemoteStorage).close(),
       corruptLease: async (group, leaseKey) => server.storage.corrupt(group, leaseKey),
@@ -364,7 +395,12 @@ describe('the conformance suite', () => {
       faults: {
         kind: 'proxy',
         upstream: () => ({ host: '127.0.0.1', port: server.port }),
-        createStorage: async (through) => new RemoteStorage(through, bug),
+        createStorage: async (through) => new RemoteStorage(through, bug, { resends }),
+        createStorageWithoutResend: async (through) => new RemoteStorage(through, bug),
+      },
+      transactionalCheckpoint: {
+        checkpoint: (storage, current, next, write) => (storage as RemoteStorage).checkpointWith(current, next, write),
+        read: (storage, key) => (storage as RemoteStorage).readUserWrite(key),
       },
       crossProcess: {
         module: new URL('./support/remote-storage.ts', import.meta.url),
@@ -377,14 +413,28 @@ describe('the conformance suite', () => {
     it('passes every test against a correct networked client, its races run from separate processes too', async () => {
       const outcomes = await runSuite(remote());
       expect(failures(outcomes)).toEqual([]);
-      expect(titlesWith(outcomes, 'passed')).toEqual(expect.arrayContaining([T.cutCreate, T.cutBatch, T.cutListing, crossProcess(T.increments), crossProcess(T.race)]));
+      expect(titlesWith(outcomes, 'passed')).toEqual(
+        expect.arrayContaining([T.cutCreate, T.cutBatch, T.cutBatchOnce, T.cutListing, T.txnApplies, T.txnRefused, T.txnCut, crossProcess(T.increments), crossProcess(T.race), crossProcess(T.rosterWhileWriting), crossProcess(T.listingWhileWriting)]),
+      );
     }, 180_000);
 
+    it('passes a client that sends a write again after its connection was cut, and the server answers it with its first answer', async () => {
+      const outcomes = await runSuite(remote(undefined, true), [T.cutCreate, T.cutUpdate, T.cutDelete, T.cutLeader, T.cutBatch, T.cutBatchOnce, T.cutMember]);
+      expect(failures(outcomes)).toEqual([]);
+    });
+
+    it('fails a client that reports a failed batch as conflicts with no current lease, which a client that sends the batch again never shows', async () => {
+      const outcomes = await runSuite(remote('conflict-on-failed-batch', true), [T.cutBatch, T.cutBatchOnce]);
+      expect(titlesWith(outcomes, 'passed')).toEqual([T.cutBatch]);
+      expect(titlesWith(outcomes, 'failed')).toEqual([T.cutBatchOnce]);
+    });
+
     const cases: Array<[string, RemoteBug, string[]]> = [
-      ['throws a write whose connection was cut', 'throws-on-cut', [T.cutCreate, T.cutUpdate, T.cutDelete, T.cutLeader, T.cutBatch, T.cutMember]],
-      ['sends a write again after its connection was cut', 'retries-writes', [T.cutCreate, T.cutUpdate, T.cutDelete, T.cutLeader, T.cutBatch, T.cutMember]],
+      ['throws a write whose connection was cut', 'throws-on-cut', [T.cutCreate, T.cutUpdate, T.cutDelete, T.cutLeader, T.cutBatch, T.cutBatchOnce, T.cutMember]],
+      ['sends a write again after its connection was cut', 'retries-writes', [T.cutCreate, T.cutUpdate, T.cutDelete, T.cutLeader, T.cutBatch, T.cutBatchOnce, T.cutMember]],
       ['returns the pages it has when a listing is cut', 'partial-listing', [T.cutListing]],
       ['reads "nothing there" when a read is cut', 'empty-reads-on-cut', [T.cutRead, T.cutRoster]],
+      ['reports a transactional checkpoint whose answer was lost at COMMIT as a conflict', 'conflict-on-lost-commit', [T.txnCut]],
     ];
     for (const [bug, remoteBug, titles] of cases) it(`fails a client that ${bug}`, () => expectFailing(remote(remoteBug), titles));
 

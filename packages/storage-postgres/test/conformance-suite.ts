@@ -1,4 +1,4 @@
-import type { Storage } from '@leasehold/core';
+import type { LeaseRecord, Storage, WriteResult } from '@leasehold/core';
 import { runConformanceSuite } from '@leasehold/core/testing';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, it } from 'vitest';
@@ -16,9 +16,12 @@ import { serverConfig, useServer } from './support.js';
 export function runPostgresConformance(preparedStatements: boolean): void {
   const server = useServer('lh_conformance', 10);
   const ownPools = new Map<Storage, pg.Pool>();
+  // Where the suite's user writes go, in the transaction of a transactional checkpoint.
+  const userWrites = `"${server.schema}".conformance_user_writes`;
 
   beforeAll(async () => {
     await new PostgresStorage({ pool: server.pool(), schema: server.schema }).migrate();
+    await server.pool().query(`CREATE TABLE IF NOT EXISTS ${userWrites} (key text PRIMARY KEY, value text NOT NULL)`);
   });
 
   runConformanceSuite(
@@ -48,6 +51,29 @@ export function runPostgresConformance(preparedStatements: boolean): void {
         );
         if (rows.length !== 1) throw new Error(`group ${group} has no member ${workerId} to corrupt`);
         return { version: Number(rows[0]?.version) };
+      },
+      // The CheckpointWrite that `transaction` hands to the batch context, called as the coordinator calls
+      // it, with an INSERT of the user's write inside its transaction.
+      transactionalCheckpoint: {
+        checkpoint: async (storage, current, next, write) => {
+          let outcome: WriteResult<LeaseRecord> | undefined;
+          await (storage as PostgresStorage).transaction(
+            {
+              checkpointWith: async (checkpoint) => {
+                outcome = await checkpoint(current, next);
+              },
+            },
+            async (client) => {
+              await client.query(`INSERT INTO ${userWrites} (key, value) VALUES ($1, $2)`, [write.key, write.value]);
+            },
+          );
+          if (!outcome) throw new Error('transaction returned without calling checkpointWith');
+          return outcome;
+        },
+        read: async (_storage, key) => {
+          const { rows } = await server.pool().query<{ value: string }>(`SELECT value FROM ${userWrites} WHERE key = $1`, [key]);
+          return rows[0]?.value ?? null;
+        },
       },
       faults: {
         kind: 'proxy',

@@ -121,6 +121,7 @@ export class RedisStorage implements Storage {
     if (typeof client !== 'object' || client === null || typeof (client as Redis).defineCommand !== 'function') {
       throw new InvalidConfigError(`[${PKG}] client must be an ioredis Redis or Cluster instance, got ${describeValue(client)}`);
     }
+    refuseDroppingClient(options.client);
     const prefix = options.keyPrefix ?? 'leasehold:';
     validateKeyPrefix(prefix);
     this.#listPageSize = positiveInteger('listPageSize', options.listPageSize, 1000);
@@ -617,6 +618,22 @@ export class RedisStorage implements Storage {
 function unknownOutcome(error: unknown): Unknown {
   if (error instanceof LeaseholdError) return result.unknown(error);
   throw error;
+}
+
+/**
+ * Refuses a client that would leave a call unanswered for ever: with `autoResendUnfulfilledCommands: false`,
+ * ioredis drops the commands in flight when a connection drops, without failing them, unless
+ * `maxRetriesPerRequest` is 0 (then it fails them at once). A write cut that way would never return, where
+ * the contract wants `unknown`. A cluster's node connections take the same options from `redisOptions`.
+ */
+function refuseDroppingClient(client: Redis | Cluster): void {
+  const settings: { autoResendUnfulfilledCommands?: boolean; maxRetriesPerRequest?: number | null } | undefined = client.isCluster
+    ? (client as Cluster).options.redisOptions
+    : (client as Redis).options;
+  if (settings?.autoResendUnfulfilledCommands !== false || settings.maxRetriesPerRequest === 0) return;
+  throw new InvalidConfigError(
+    `[${PKG}] client has autoResendUnfulfilledCommands false and maxRetriesPerRequest ${describeValue(settings.maxRetriesPerRequest)}: ioredis then drops the commands in flight when a connection drops without answering them, so a write would never return; set maxRetriesPerRequest to 0 too (a cut call then fails, and a write is unknown), or leave autoResendUnfulfilledCommands on`,
+  );
 }
 
 function positiveInteger(name: string, value: unknown, fallback: number): number {

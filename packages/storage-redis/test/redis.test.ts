@@ -14,7 +14,7 @@ import {
   type WriteResult,
 } from '@leasehold/core';
 import { leaderStateOf, leaseStateOf } from '@leasehold/core/adapter';
-import { Redis } from 'ioredis';
+import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisStorage } from '../src/index.js';
 import { connectShared, deletePrefix, OwnServer, sendDuringKill, SHARED_HOST, SHARED_PORT } from './servers.js';
@@ -70,6 +70,23 @@ describe('RedisStorage options', () => {
     );
     expect(() => new RedisStorage({ client, listPageSize: 0 })).toThrow('[storage-redis] listPageSize must be a positive integer, got 0');
     expect(() => new RedisStorage({ client, maxBatchSize: 1.5 })).toThrow('[storage-redis] maxBatchSize must be a positive integer, got 1.5');
+  });
+
+  it('a client that drops its commands in flight on a reconnect without failing them is refused: a cut write would never return', () => {
+    for (const [options, shown] of [
+      [{ autoResendUnfulfilledCommands: false }, '20'],
+      [{ autoResendUnfulfilledCommands: false, maxRetriesPerRequest: null }, 'null'],
+    ] as const) {
+      const dropping = new Redis({ lazyConnect: true, ...options });
+      expect(() => new RedisStorage({ client: dropping })).toThrow(InvalidConfigError);
+      expect(() => new RedisStorage({ client: dropping })).toThrow(
+        `[storage-redis] client has autoResendUnfulfilledCommands false and maxRetriesPerRequest ${shown}: ioredis then drops the commands in flight when a connection drops without answering them, so a write would never return; set maxRetriesPerRequest to 0 too (a cut call then fails, and a write is unknown), or leave autoResendUnfulfilledCommands on`,
+      );
+    }
+    const cluster = new Cluster([{ host: '127.0.0.1', port: 7000 }], { lazyConnect: true, redisOptions: { autoResendUnfulfilledCommands: false } });
+    expect(() => new RedisStorage({ client: cluster })).toThrow(InvalidConfigError);
+    // Failing them at once instead (maxRetriesPerRequest 0) answers every cut call: the conformance suite cuts such a client.
+    expect(() => new RedisStorage({ client: new Redis({ lazyConnect: true, autoResendUnfulfilledCommands: false, maxRetriesPerRequest: 0 }) })).not.toThrow();
   });
 });
 

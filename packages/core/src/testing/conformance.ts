@@ -62,6 +62,13 @@ export interface ProxyFaults {
   upstream(): TcpAddress;
   /** Opens a new client of the backend that connects to `through` instead of the backend's own address. */
   createStorage(through: TcpAddress): Promise<Storage>;
+  /**
+   * Opens a client through `through` whose driver never sends a command again after its connection was
+   * cut (ioredis with `autoResendUnfulfilledCommands: false` and `maxRetriesPerRequest: 0`, an AWS SDK
+   * client with `maxAttempts: 1`), so that the adapter's own handling of a failed call is what answers.
+   * Give it when the clients of `createStorage` resend; without it, those are taken to be such clients.
+   */
+  createStorageWithoutResend?(through: TcpAddress): Promise<Storage>;
 }
 
 /** The fault hook of an in-process store, which has no connection to cut from outside. */
@@ -105,6 +112,13 @@ export interface ConformanceTarget {
    * are not checked.
    */
   corruptMember?: (group: string, workerId: string) => Promise<unknown>;
+  /**
+   * Declares that the adapter offers the transactional checkpoint (the `CheckpointWrite` that
+   * `LeaseCoordinator.checkpointThrough` calls: the user's writes and the checkpoint in one atomic step),
+   * and how the suite makes one with a user's write of its own and reads that write back. Without it the
+   * transactional checkpoint rules are not checked.
+   */
+  transactionalCheckpoint?: TransactionalCheckpoint;
   /** How the suite breaks a client's connection. Without it the fault rules are not checked. */
   faults?: ProxyFaults | BreakableFaults;
   /**
@@ -116,9 +130,29 @@ export interface ConformanceTarget {
    * Why a hook does not apply to this adapter (for example `MemoryStorage` lives in one process and has
    * no connection): shown in the skip notes instead of the generic "not provided".
    */
-  notApplicable?: { readonly faults?: string; readonly crossProcess?: string; readonly corruptLease?: string; readonly corruptMember?: string };
+  notApplicable?: { readonly faults?: string; readonly crossProcess?: string; readonly corruptLease?: string; readonly corruptMember?: string; readonly transactionalCheckpoint?: string };
   /** Per-test timeout in milliseconds. Default 60,000. */
   timeoutMs?: number;
+}
+
+/** A write of the user's own, made by a transactional checkpoint together with the checkpoint. */
+export interface UserWrite {
+  /** Where the value goes: a key of the target's choosing (a row of a small table, a key), unique per test. */
+  readonly key: string;
+  readonly value: string;
+}
+
+/** The target's transactional checkpoint, as the suite drives it. */
+export interface TransactionalCheckpoint {
+  /**
+   * Runs the adapter's transactional checkpoint on `storage` as a `CheckpointWrite` (`current` is the lease
+   * as the worker holds it, `next` the state to store), with `write` as the user's own write inside it:
+   * both apply only if the stored lease still has `current`'s version, owner, incarnation and epoch, and
+   * the outcome is reported exactly (`conflict` with the stored lease, `unknown` when the answer was lost).
+   */
+  checkpoint(storage: Storage, current: LeaseRecord, next: LeaseState, write: UserWrite): Promise<WriteResult<LeaseRecord>>;
+  /** The value a user's write stored under `key`, read on `storage`, or `null` when none is visible. */
+  read(storage: Storage, key: string): Promise<string | null>;
 }
 
 /** Thrown by a test body that cannot check its rule on this target; reported as a skip. */
@@ -2454,6 +2488,52 @@ export function faultContract(t: TestApi, target: ConformanceTarget): void {
       assert.equal(await direct.getLeader(`${g}-other`), null);
       assert.deepEqual(plain(await members(direct, g)), [plain(member)], 'no member was written');
     });
+
+    define(t, target, 'a batch whose connection is cut on a client that does not send it again is unknown item by item, or applied as stored: never a conflict with no current lease', async (context) => {
+      const faults = target.faults;
+      const { proxy, client, direct } = await proxied(target, context);
+      // A client of its own, through the same proxy, that never sends the batch again after the cut.
+      const once = faults?.kind === 'proxy' && faults.createStorageWithoutResend ? await faults.createStorageWithoutResend(proxy.address) : client;
+      if (once !== client) context.cleanup(async () => target.closeStorage?.(once));
+      const g = context.group();
+      const keys = Array.from({ length: 50 }, (_, i) => `k${i}`);
+      await createMany(direct, g, keys, () => ({ owner: 'w', epoch: 1 }));
+      const before = await listed(direct, g);
+      await once.getLease(g, 'k0');
+      const updates = before.map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...leaseStateOf(lease), checkpoint: `cp-${lease.leaseKey}` } }));
+      let cut = false;
+      const armed = proxy.cutOnResponse().then(() => {
+        cut = true;
+      });
+      const settled = await settles(once.updateLeases(g, updates), 'updateLeases');
+      await Promise.race([armed, new Promise((resolve) => setTimeout(resolve, 50))]);
+      proxy.disarm();
+      assert.ok(cut, `the batch returned without the backend answering it (${show(settled)})`);
+      const stored = byKey(await listed(direct, g));
+      for (const lease of before) {
+        const now = stored.get(lease.leaseKey);
+        const whole = now?.version === lease.version ? lease : { ...lease, checkpoint: `cp-${lease.leaseKey}`, version: lease.version + 1 };
+        assert.deepEqual(plain(now), plain(whole), `lease ${lease.leaseKey} is written whole or not at all`);
+      }
+      if ('thrown' in settled) {
+        const written = before.filter((lease) => stored.get(lease.leaseKey)?.version !== lease.version);
+        assert.deepEqual(written.map((lease) => lease.leaseKey), [], `the batch threw ${show(settled.thrown)} although it reached the backend and applied; a write that may have reached the backend must return unknown`);
+        assert.ok(isUnavailable(settled.thrown), `a batch that sent nothing may throw only a StorageUnavailableError, got ${show(settled.thrown)}`);
+        return;
+      }
+      assert.equal(settled.value.length, updates.length, 'one result per update');
+      settled.value.forEach((outcome, i) => {
+        const leaseKey = updates[i]?.leaseKey as string;
+        if (outcome.status === 'unknown') {
+          assert.ok(outcome.error instanceof LeaseholdError, `item ${leaseKey}: an unknown outcome carries a LeaseholdError, got ${show(outcome.error)}`);
+        } else {
+          const why = outcome.status === 'conflict' && outcome.current === null ? 'a conflict with no current lease, although the lease exists and may be held' : 'no other client wrote the lease, so the exact answer can only be applied';
+          assert.equal(outcome.status, 'applied', `item ${leaseKey}: a batch whose call failed is unknown (or applied, if the adapter proved it), got ${show(outcome)}: ${why}`);
+          assert.deepEqual(plain(outcome.record), plain(stored.get(leaseKey)), `item ${leaseKey}: an applied outcome is what is stored`);
+        }
+      });
+      await assertRecovers(once, direct, g, 'k0');
+    });
   });
 }
 
@@ -2472,6 +2552,267 @@ function sortListing(listing: { leases: LeaseRecord[]; corrupt: unknown[] }): { 
 }
 
 // ---------------------------------------------------------------------------------------------------
+// Reads while others write
+
+/** Writers racing a reader: how many members or leases, how many writers, and how long the reader reads. */
+const READ_RACE = { members: 48, stableLeases: 600, writers: 4, reads: 16, readForMs: 20_000 } as const;
+
+/** Lets other clients' calls in between, as a round trip to a backend would. */
+function yieldTurn(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
+/**
+ * Runs `writers` until `read` has run `READ_RACE.reads` times (or for `READ_RACE.readForMs`, whichever
+ * comes first), starting the reads once every writer has written once, so that the reads meet the writes.
+ * A writer's failure fails the race.
+ */
+async function readWhileWriting(writers: Array<(writing: () => boolean, wrote: () => void) => Promise<void>>, read: (index: number) => Promise<void>): Promise<void> {
+  let reading = true;
+  const started = writers.map(() => {
+    let wrote = (): void => undefined;
+    const once = new Promise<void>((resolve) => {
+      wrote = resolve;
+    });
+    return { once, wrote };
+  });
+  const running = writers.map((writer, i) => writer(() => reading, (started[i] as { wrote: () => void }).wrote));
+  const failed = Promise.all(running).then(() => undefined);
+  let writerFailed = false;
+  failed.catch(() => {
+    writerFailed = true;
+  });
+  try {
+    await Promise.race([Promise.all(started.map((start) => start.once)), failed]);
+    const until = Date.now() + READ_RACE.readForMs;
+    for (let index = 0; index < READ_RACE.reads && !writerFailed && (index === 0 || Date.now() < until); index++) await read(index);
+  } finally {
+    reading = false;
+    await Promise.allSettled(running);
+  }
+  await failed;
+}
+
+const readRaces: Array<[string, Body]> = [
+  [
+    'a roster read while members heartbeat, join and leave never misses a member that existed throughout the read, nor lists one twice',
+    async ({ clients, group }) => {
+      const [reader, ...writers] = (await clients(1 + READ_RACE.writers)) as [Storage, ...Storage[]];
+      const g = group();
+      const ids = Array.from({ length: READ_RACE.members }, (_, i) => `member-${String(i).padStart(3, '0')}`);
+      const joined = await Promise.all(ids.map((workerId, i) => join(writers[i % writers.length] as Storage, g, workerId)));
+      // The last version each member's heartbeat had acknowledged: a read begun after it sees at least that.
+      const acknowledged = new Map(joined.map((member) => [member.workerId, member.version]));
+      await readWhileWriting(
+        writers.map((storage, w) => async (writing, wrote) => {
+          let mine = joined.filter((_, i) => i % writers.length === w);
+          for (let beat = 1; writing(); beat++) {
+            mine = await Promise.all(mine.map((member) => heartbeat(storage, member, { held: beat }, `heartbeat ${beat} of ${member.workerId}`)));
+            for (const member of mine) acknowledged.set(member.workerId, member.version);
+            // A member passing through: joins and leaves while the roster is read.
+            const passing = await join(storage, g, `passing-${w}-${beat}`);
+            await yieldTurn();
+            const removed = await storage.removeMember(g, passing.workerId, passing.version);
+            assert.equal(removed.status, 'applied', `the remove of ${passing.workerId}: ${show(removed)}`);
+            wrote();
+            await yieldTurn();
+          }
+        }),
+        async (index) => {
+          const before = new Map(acknowledged);
+          const roster = await reader.getRoster(g);
+          assert.deepEqual(roster.corrupt, [], `read ${index}: no member is corrupt`);
+          const seen = roster.members.map((member) => member.workerId);
+          assert.deepEqual(seen.filter((workerId, i) => seen.indexOf(workerId) !== i), [], `read ${index}: no member is listed twice`);
+          const found = new Map(roster.members.map((member) => [member.workerId, member]));
+          const missing = ids.filter((workerId) => !found.has(workerId));
+          assert.deepEqual(missing, [], `read ${index}: every member that existed throughout the read is in the roster (${seen.length} listed)`);
+          const stale = ids.filter((workerId) => (found.get(workerId)?.version ?? 0) < (before.get(workerId) ?? 0));
+          assert.deepEqual(stale, [], `read ${index}: no member is older than the heartbeat it had acknowledged before the read began`);
+        },
+      );
+    },
+  ],
+  [
+    'a listing while other clients delete and create leases never misses a lease that existed throughout the listing, nor lists one twice',
+    async ({ clients, group }) => {
+      const [reader, ...writers] = (await clients(1 + READ_RACE.writers)) as [Storage, ...Storage[]];
+      const g = group();
+      // Leases that stay, each followed in key order by one that is deleted and replaced meanwhile, so
+      // that the deletes and creates land in every page of the listing.
+      const position = (i: number): string => `lease-${String(i).padStart(4, '0')}`;
+      const stable = Array.from({ length: READ_RACE.stableLeases }, (_, i) => `${position(i)}-a`);
+      const passing = Array.from({ length: READ_RACE.stableLeases }, (_, i) => `${position(i)}-b`);
+      await createMany(reader, g, [...stable, ...passing], () => ({ owner: 'w', epoch: 1 }));
+      const created = byKey(await listed(reader, g));
+      await readWhileWriting(
+        writers.map((storage, w) => async (writing, wrote) => {
+          const mine = passing.map((leaseKey, i) => ({ leaseKey, i })).filter(({ i }) => i % writers.length === w);
+          const queue = mine.map(({ leaseKey, i }) => ({ record: created.get(leaseKey) as LeaseRecord, i }));
+          for (let round = 1; writing(); round++) {
+            const next = queue.shift() as { record: LeaseRecord; i: number };
+            const deleted = await storage.deleteLease(g, next.record.leaseKey, next.record.version);
+            assert.equal(deleted.status, 'applied', `the delete of ${next.record.leaseKey}: ${show(deleted)}`);
+            await yieldTurn();
+            const leaseKey = `${position(next.i)}-b${round}`;
+            queue.push({ record: applied(await storage.createLease({ group: g, leaseKey, owner: 'w', epoch: 1 }), `create ${leaseKey}`), i: next.i });
+            wrote();
+            await yieldTurn();
+          }
+        }),
+        async (index) => {
+          const listing = await reader.listLeases(g);
+          assert.deepEqual(listing.corrupt, [], `listing ${index}: no lease is corrupt`);
+          const keys = listing.leases.map((lease) => lease.leaseKey);
+          const found = byKey(listing.leases);
+          const missing = stable.filter((leaseKey) => !found.has(leaseKey));
+          assert.deepEqual(missing.slice(0, 20), [], `listing ${index}: every lease that existed throughout the listing is listed (${missing.length} missing of ${stable.length}, ${keys.length} listed)`);
+          assert.deepEqual(keys.filter((leaseKey, i) => keys.indexOf(leaseKey) !== i).slice(0, 20), [], `listing ${index}: no lease is listed twice`);
+          for (const leaseKey of stable) assert.deepEqual(plain(found.get(leaseKey)), plain(created.get(leaseKey)), `listing ${index}: lease ${leaseKey} is listed as stored`);
+        },
+      );
+    },
+  ],
+];
+
+/**
+ * Reads racing writers: a roster read while members heartbeat, join and leave, and a listing while other
+ * clients delete and create leases, each never missing a record that existed throughout the read. With the
+ * target's `crossProcess`, the writers and the reader race from separate processes too.
+ */
+export function readsWhileWritingContract(t: TestApi, target: ConformanceTarget): void {
+  t.describe(`${target.name}: reads while others write`, () => {
+    for (const [title, body] of readRaces) define(t, target, title, body);
+  });
+  t.describe(`${target.name}: reads while others write, between processes`, () => {
+    const mode = sharedProcesses(t, target);
+    for (const [title, body] of readRaces) define(t, target, `${title}, from separate processes`, body, mode);
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The transactional checkpoint
+
+function transactional(target: ConformanceTarget, context: Context): TransactionalCheckpoint {
+  const hook = target.transactionalCheckpoint;
+  if (!hook) {
+    context.notChecked(`not checked: ${target.notApplicable?.transactionalCheckpoint ?? 'the target offers no transactional checkpoint (transactionalCheckpoint)'}`);
+  }
+  return hook;
+}
+
+/** A lease as a worker holds it: owner, incarnation, epoch and a checkpoint. */
+async function heldLease(storage: Storage, group: string, leaseKey: string): Promise<LeaseRecord> {
+  return applied(await storage.createLease({ group, leaseKey, owner: 'worker-1', incarnation: 'incarnation-1', epoch: 3, checkpoint: '100' }), `create ${leaseKey}`);
+}
+
+/**
+ * The transactional checkpoint (DESIGN section 4, "Exactly-once effects"), when the target offers one: the
+ * user's write and the checkpoint apply together only while the lease is as the worker holds it, are
+ * refused whole otherwise, and an answer lost at COMMIT leaves the lease telling whether the user's write
+ * applied.
+ */
+export function transactionalCheckpointContract(t: TestApi, target: ConformanceTarget): void {
+  t.describe(`${target.name}: transactional checkpoint`, () => {
+    define(t, target, 'a transactional checkpoint applies the user\'s write and the checkpoint together while the lease is as the worker holds it', async (context) => {
+      const hook = transactional(target, context);
+      const [storage, other] = (await context.clients(2)) as [Storage, Storage];
+      const g = context.group();
+      const lease = await heldLease(storage, g, 'shard-1');
+      const next = { ...leaseStateOf(lease), checkpoint: '200' };
+      const first = applied(await hook.checkpoint(storage, lease, next, { key: `${g}/1`, value: 'one' }), 'a checkpoint of the lease as held');
+      assert.deepEqual(plain(first), plain({ group: g, leaseKey: 'shard-1', version: lease.version + 1, ...next }), 'the record written is the state given, one version on');
+      assert.deepEqual(plain(await other.getLease(g, 'shard-1')), plain(first), 'the checkpoint is stored');
+      assert.equal(await hook.read(other, `${g}/1`), 'one', 'the user\'s write is visible with it');
+      // The next batch follows from the record written.
+      const second = applied(await hook.checkpoint(storage, first, { ...leaseStateOf(first), checkpoint: '300' }, { key: `${g}/2`, value: 'two' }), 'the next checkpoint');
+      assert.equal(second.version, first.version + 1);
+      assert.equal(await hook.read(other, `${g}/2`), 'two');
+    });
+
+    define(t, target, 'a transactional checkpoint is refused whole on a conflict: at a stale version, under another owner, incarnation or epoch, or of a deleted lease, the user\'s write is not visible and the lease is unchanged', async (context) => {
+      const hook = transactional(target, context);
+      const [storage, other] = (await context.clients(2)) as [Storage, Storage];
+      const g = context.group();
+      const lease = await heldLease(storage, g, 'shard-1');
+      // A renewal by the owner moves the version on: the worker's copy is stale.
+      const stored = await update(other, g, lease, {}, 'a renewal');
+      const cases: Array<[string, LeaseRecord]> = [
+        ['at a stale version', lease],
+        ['under another owner', { ...stored, owner: 'worker-2' }],
+        ['under another incarnation', { ...stored, incarnation: 'incarnation-2' }],
+        ['under another epoch', { ...stored, epoch: stored.epoch - 1 }],
+      ];
+      for (const [what, current] of cases) {
+        const key = `${g}/${what}`;
+        const outcome = await hook.checkpoint(storage, current, { ...leaseStateOf(current), checkpoint: '200' }, { key, value: 'written' });
+        assert.deepEqual(plain(conflict(outcome, `a checkpoint ${what}`)), plain(stored), `a checkpoint ${what} is a conflict carrying the stored lease`);
+        assert.equal(await hook.read(other, key), null, `a checkpoint ${what}: the user's write is not visible`);
+        assert.deepEqual(plain(await other.getLease(g, 'shard-1')), plain(stored), `a checkpoint ${what}: the lease is unchanged`);
+      }
+      const gone = await heldLease(storage, g, 'shard-2');
+      assert.equal((await other.deleteLease(g, 'shard-2', gone.version)).status, 'applied');
+      const outcome = await hook.checkpoint(storage, gone, { ...leaseStateOf(gone), checkpoint: '200' }, { key: `${g}/deleted`, value: 'written' });
+      assert.equal(conflict(outcome, 'a checkpoint of a deleted lease'), null, 'a checkpoint of a deleted lease is a conflict with no current lease');
+      assert.equal(await hook.read(other, `${g}/deleted`), null, 'a checkpoint of a deleted lease: the user\'s write is not visible');
+      assert.equal(await other.getLease(g, 'shard-2'), null, 'a checkpoint of a deleted lease creates nothing');
+    });
+
+    define(t, target, 'a transactional checkpoint whose connection is cut at COMMIT or before it is unknown or applied, never a conflict nor thrown once applied: the lease read back moved to the state written exactly when the user\'s write is visible', async (context) => {
+      const hook = transactional(target, context);
+      const { proxy, client, direct } = await proxied(target, context);
+      const g = context.group();
+      // Leases and writes of equal sizes, so that each checkpoint's answers are as long as the measured one.
+      const leases = new Map<string, LeaseRecord>();
+      for (const name of ['m1', 'm2', 'w1', 'c1', 'w2', 'c2']) leases.set(name, await heldLease(direct, g, `shard-${name}`));
+      const run = (name: string): Promise<WriteResult<LeaseRecord>> => {
+        const lease = leases.get(name) as LeaseRecord;
+        return hook.checkpoint(client, lease, { ...leaseStateOf(lease), checkpoint: '200' }, { key: `${g}/${name}`, value: 'written' });
+      };
+      // The first checkpoint opens the client's connection; the second measures the answers of one checkpoint.
+      applied(await run('m1'), 'a first checkpoint through the proxy');
+      const start = proxy.answeredBytes;
+      applied(await run('m2'), 'a checkpoint through the proxy');
+      const size = proxy.answeredBytes - start;
+      // Cut before the last byte of its answers (COMMIT's), and halfway through them (before COMMIT), each
+      // after a checkpoint that opens a connection again.
+      const cuts: Array<[string, string, number, string]> = [
+        ['c1', 'w1', size - 1, 'cut at COMMIT'],
+        ['c2', 'w2', Math.floor(size / 2), 'cut halfway through its answers'],
+      ];
+      for (const [cutName, warmName, afterBytes, what] of cuts) {
+        applied(await run(warmName), `a checkpoint that opens a connection again, before the one ${what}`);
+        const before = leases.get(cutName) as LeaseRecord;
+        let cut = false;
+        const armed = proxy.cutOnResponse({ afterBytes }).then(() => {
+          cut = true;
+        });
+        const settled = await settles(run(cutName), `a checkpoint ${what}`);
+        await Promise.race([armed, new Promise((resolve) => setTimeout(resolve, 50))]);
+        proxy.disarm();
+        assert.ok(cut, `a checkpoint ${what}: it returned before its last answer (${show(settled)}); its answers were not as long as the measured one`);
+        const stored = await direct.getLease(g, before.leaseKey);
+        const moved = stored !== null && stored.version === before.version + 1 && show(plain(leaseStateOf(stored))) === show(plain({ ...leaseStateOf(before), checkpoint: '200' }));
+        const visible = await hook.read(direct, `${g}/${cutName}`);
+        assert.ok(moved || show(plain(stored)) === show(plain(before)), `a checkpoint ${what}: the lease is the one written or the one before, got ${show(stored)}`);
+        assert.equal(visible, moved ? 'written' : null, `a checkpoint ${what}: the user's write is visible exactly when the lease moved to the state written (moved: ${String(moved)})`);
+        if ('thrown' in settled) {
+          assert.ok(!moved, `a checkpoint ${what}: threw ${show(settled.thrown)} although it applied; an answer lost at COMMIT is unknown`);
+          continue;
+        }
+        const outcome = settled.value;
+        if (outcome.status === 'unknown') {
+          assert.ok(outcome.error instanceof LeaseholdError, `a checkpoint ${what}: an unknown outcome carries a LeaseholdError, got ${show(outcome.error)}`);
+        } else {
+          assert.equal(outcome.status, 'applied', `a checkpoint ${what}: an answer lost at COMMIT is unknown (or applied, if the adapter proved it), got ${show(outcome)}`);
+          assert.deepEqual(plain(outcome.record), plain(stored), `a checkpoint ${what}: an applied outcome is what is stored`);
+        }
+      }
+    });
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------
 
 /** Runs every group of the conformance suite. */
 export function runConformanceSuite(t: TestApi, target: ConformanceTarget): void {
@@ -2485,4 +2826,6 @@ export function runConformanceSuite(t: TestApi, target: ConformanceTarget): void
   corruptionContract(t, target);
   changeFeedContract(t, target);
   faultContract(t, target);
+  readsWhileWritingContract(t, target);
+  transactionalCheckpointContract(t, target);
 }

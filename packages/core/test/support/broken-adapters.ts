@@ -46,6 +46,7 @@ import {
   validateVersion,
   validateWorkerId,
 } from '../../src/adapter.js';
+import type { TransactionalCheckpoint } from '../../src/testing/index.js';
 
 // ---------------------------------------------------------------------------------------------------
 // One method changed
@@ -1059,4 +1060,83 @@ export class CountedRosterStorage extends MemoryStorage {
     if (this.bug === 'forgotten-when-empty' && roster.members.size === 0) this.#rosters.delete(group);
     return { status: 'applied' };
   }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Reads that race writers
+
+/** One round trip of a paged read: other clients' calls go in between, as they would on a backend. */
+function nextPage(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
+/**
+ * Reads the roster in pages of 8 members, newest first, each page the members with versions below the last
+ * one read (a keyset on the version): a member that heartbeats during the read moves above the pages still
+ * to come and is missed, and a missing member counts as dead.
+ */
+export class PagedRosterStorage extends MemoryStorage {
+  override async getRoster(group: string): Promise<Roster> {
+    const members: MemberRecord[] = [];
+    for (let below = Number.POSITIVE_INFINITY; ; ) {
+      const roster = await super.getRoster(group);
+      const page = roster.members.filter((member) => member.version < below).sort((a, b) => b.version - a.version).slice(0, 8);
+      members.push(...page);
+      if (page.length < 8) return { group, members, corrupt: roster.corrupt };
+      below = (page.at(-1) as MemberRecord).version;
+      await nextPage();
+    }
+  }
+}
+
+/**
+ * Lists in pages of 100 leases by key with LIMIT and OFFSET: a lease deleted in a page already read moves
+ * every later lease one place up, so one is skipped, and a lease created there lists one twice.
+ */
+export class ListingByOffsetStorage extends MemoryStorage {
+  override async listLeases(group: string): Promise<LeaseListing> {
+    const leases: LeaseRecord[] = [];
+    for (let offset = 0; ; offset += 100) {
+      const listing = await super.listLeases(group);
+      const page = [...listing.leases].sort((a, b) => (a.leaseKey < b.leaseKey ? -1 : 1)).slice(offset, offset + 100);
+      leases.push(...page);
+      if (page.length < 100) return { leases, corrupt: listing.corrupt };
+      await nextPage();
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The transactional checkpoint
+
+/** How a transactional checkpoint over a `MemoryStorage` is broken. */
+export type TransactionBug =
+  | 'none'
+  /** The user's writes apply first, whatever the lease condition then says, which compares the version only. */
+  | 'writes-without-the-lease-condition';
+
+/**
+ * A transactional checkpoint over `store`, with the user's writes kept beside it: both apply only if the
+ * lease is as the worker holds it (version, owner, incarnation, epoch), in one step (nothing else runs in
+ * between on one event loop).
+ */
+export function transactionalCheckpointOver(store: MemoryStorage, bug: TransactionBug = 'none'): TransactionalCheckpoint {
+  const values = new Map<string, string>();
+  return {
+    checkpoint: async (_storage, current, next, write) => {
+      if (bug === 'writes-without-the-lease-condition') {
+        values.set(write.key, write.value);
+        const [outcome] = await store.updateLeases(current.group, [{ leaseKey: current.leaseKey, expectedVersion: current.version, next }]);
+        return outcome as WriteResult<LeaseRecord>;
+      }
+      const stored = await store.getLease(current.group, current.leaseKey);
+      if (!stored || stored.version !== current.version || stored.owner !== current.owner || stored.incarnation !== current.incarnation || stored.epoch !== current.epoch) {
+        return result.conflict(stored);
+      }
+      const [outcome] = await store.updateLeases(current.group, [{ leaseKey: current.leaseKey, expectedVersion: current.version, next }]);
+      if (outcome?.status === 'applied') values.set(write.key, write.value);
+      return outcome as WriteResult<LeaseRecord>;
+    },
+    read: async (_storage, key) => values.get(key) ?? null,
+  };
 }

@@ -4,6 +4,7 @@
  * cross-process mode run against a real connection, and deliberately broken clients show that those tests
  * catch what they claim to.
  */
+import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { createConnection, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import {
@@ -17,6 +18,7 @@ import {
   type LeaderState,
   type LeaseListing,
   type LeaseRecord,
+  type LeaseState,
   type LeaseUpdate,
   type MemberRecord,
   type MemberState,
@@ -38,6 +40,7 @@ import {
   validateVersion,
   validateWorkerId,
 } from '../../src/adapter.js';
+import type { UserWrite } from '../../src/testing/index.js';
 import { errorFromWire, errorToWire, fromWire, toWire, type WireError } from '../../src/testing/wire.js';
 
 const PKG = 'remote-storage';
@@ -49,6 +52,12 @@ interface Request {
   readonly id: number;
   readonly method: string;
   readonly args: string;
+  /**
+   * Set by a client that may send this request again after its connection drops: the server answers a
+   * request with the same key once, and a second time with the first answer, as a write token lets a
+   * backend recognise its own write.
+   */
+  readonly once?: string;
 }
 
 interface Answer {
@@ -60,14 +69,21 @@ interface Answer {
 /** Serves `storage` on a free port of 127.0.0.1. */
 export async function serveStorage(storage: MemoryStorage = new MemoryStorage()): Promise<{ storage: MemoryStorage; port: number; close(): Promise<void> }> {
   const sockets = new Set<Socket>();
+  const answered = new Map<string, Promise<Answer>>();
+  const userWrites = new Map<string, string>();
   const server: Server = createServer((socket) => {
     sockets.add(socket);
     socket.on('close', () => sockets.delete(socket));
     socket.on('error', () => socket.destroy());
     lines(socket, (line) => {
       const request = JSON.parse(line) as Request;
-      void answer(storage, request).then((reply) => {
-        if (!socket.destroyed) socket.write(`${JSON.stringify(reply)}\n`);
+      let reply = request.once === undefined ? undefined : answered.get(request.once);
+      if (!reply) {
+        reply = answer(storage, userWrites, request);
+        if (request.once !== undefined) answered.set(request.once, reply);
+      }
+      void reply.then((first) => {
+        if (!socket.destroyed) socket.write(`${JSON.stringify({ ...first, id: request.id })}\n`);
       });
     });
   });
@@ -83,9 +99,17 @@ export async function serveStorage(storage: MemoryStorage = new MemoryStorage())
   };
 }
 
-async function answer(storage: MemoryStorage, request: Request): Promise<Answer> {
+async function answer(storage: MemoryStorage, userWrites: Map<string, string>, request: Request): Promise<Answer> {
   try {
     const args = fromWire(request.args) as unknown[];
+    if (request.method === 'checkpointWith') {
+      const [current, next, write] = args as [LeaseRecord, LeaseState, UserWrite];
+      return { id: request.id, value: toWire(await checkpointWith(storage, userWrites, current, next, write)) };
+    }
+    if (request.method === 'readUserWrite') {
+      const [key] = args as [string];
+      return { id: request.id, value: toWire(userWrites.get(key) ?? null) };
+    }
     if (request.method === 'listPage') {
       const [group, after] = args as [string, string | null];
       const listing = await storage.listLeases(group);
@@ -99,6 +123,20 @@ async function answer(storage: MemoryStorage, request: Request): Promise<Answer>
   } catch (error) {
     return { id: request.id, error: errorToWire(error) };
   }
+}
+
+/**
+ * The server's transactional checkpoint: the user's write and `next` apply together, only if the lease is
+ * as the worker holds it (nothing else runs in between on the server's one event loop).
+ */
+async function checkpointWith(storage: MemoryStorage, userWrites: Map<string, string>, current: LeaseRecord, next: LeaseState, write: UserWrite): Promise<WriteResult<LeaseRecord>> {
+  const stored = await storage.getLease(current.group, current.leaseKey);
+  if (!stored || stored.version !== current.version || stored.owner !== current.owner || stored.incarnation !== current.incarnation || stored.epoch !== current.epoch) {
+    return result.conflict(stored);
+  }
+  const [outcome] = await storage.updateLeases(current.group, [{ leaseKey: current.leaseKey, expectedVersion: current.version, next }]);
+  if (outcome?.status === 'applied') userWrites.set(write.key, write.value);
+  return outcome as WriteResult<LeaseRecord>;
 }
 
 function lines(socket: Socket, onLine: (line: string) => void): void {
@@ -122,22 +160,34 @@ export type RemoteBug =
   /** A listing whose connection drops returns the pages it has. */
   | 'partial-listing'
   /** A read whose connection drops returns "nothing there". */
-  | 'empty-reads-on-cut';
+  | 'empty-reads-on-cut'
+  /** A batch whose connection drops, and is not sent again, reports every item a conflict with no current lease. */
+  | 'conflict-on-failed-batch'
+  /** A transactional checkpoint whose connection drops is reported as a conflict with no current lease. */
+  | 'conflict-on-lost-commit';
 
 /** Thrown inside the client when its connection drops with calls in flight. */
 class ConnectionLost extends Error {}
 
-/** A client of {@link serveStorage}: one connection, opened on the first call and again after it drops. */
+/**
+ * A client of {@link serveStorage}: one connection, opened on the first call and again after it drops.
+ * With `resends`, a write whose connection drops is sent again on a new connection, marked so that the
+ * server answers it with its first answer (as ioredis resends a command, and the Redis adapter recognises
+ * its own write by its token).
+ */
 export class RemoteStorage implements Storage {
   readonly #address: { host: string; port: number };
   readonly #bug: RemoteBug | undefined;
+  readonly #resends: boolean;
+  readonly #clientId = randomUUID();
   readonly #pending = new Map<number, { resolve: (answer: Answer) => void; reject: (error: Error) => void }>();
   #socket: Promise<Socket> | undefined;
   #nextId = 0;
 
-  constructor(address: { host: string; port: number }, bug?: RemoteBug) {
+  constructor(address: { host: string; port: number }, bug?: RemoteBug, options: { resends?: boolean } = {}) {
     this.#address = address;
     this.#bug = bug;
+    this.#resends = options.resends === true;
   }
 
   async listLeases(group: string): Promise<LeaseListing> {
@@ -171,7 +221,9 @@ export class RemoteStorage implements Storage {
 
   async updateLeases(group: string, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[]> {
     validateLeaseUpdates(group, updates, PKG);
-    return this.#write('updateLeases', [group, updates], (error) => updates.map(() => result.unknown(error)));
+    return this.#write('updateLeases', [group, updates], (error) =>
+      updates.map(() => (this.#bug === 'conflict-on-failed-batch' ? result.conflict<LeaseRecord>(null) : result.unknown(error))),
+    );
   }
 
   async deleteLease(group: string, leaseKey: string, expectedVersion: number): Promise<DeleteResult> {
@@ -215,6 +267,18 @@ export class RemoteStorage implements Storage {
     return this.#write('removeMember', [group, workerId, expectedVersion], (error) => result.unknown(error));
   }
 
+  /** The server's transactional checkpoint (see the suite's `TransactionalCheckpoint`), with the user's write `write`. */
+  async checkpointWith(current: LeaseRecord, next: LeaseState, write: UserWrite): Promise<WriteResult<LeaseRecord>> {
+    return this.#write('checkpointWith', [current, next, write], (error) =>
+      this.#bug === 'conflict-on-lost-commit' ? result.conflict<LeaseRecord>(null) : result.unknown(error),
+    );
+  }
+
+  /** The value the user's write `key` stored on the server, or `null`. */
+  async readUserWrite(key: string): Promise<string | null> {
+    return this.#read('readUserWrite', [key], null);
+  }
+
   async close(): Promise<void> {
     const socket = this.#socket;
     this.#socket = undefined;
@@ -231,10 +295,18 @@ export class RemoteStorage implements Storage {
   }
 
   async #write<T>(method: string, args: unknown[], unknown: (error: LeaseholdError) => T): Promise<T> {
+    const once = this.#resends ? `${this.#clientId}:${this.#nextId}` : undefined;
     try {
-      return (await this.#call(method, args)) as T;
+      return (await this.#call(method, args, once)) as T;
     } catch (error) {
       if (!(error instanceof ConnectionLost)) throw this.#readFailure(error, method);
+      if (once !== undefined) {
+        try {
+          return (await this.#call(method, args, once)) as T;
+        } catch (again) {
+          if (!(again instanceof ConnectionLost)) throw this.#readFailure(again, method);
+        }
+      }
       if (this.#bug === 'throws-on-cut') throw new StorageUnavailableError(`[${PKG}] ${method} failed: ${error.message}`, { cause: error });
       if (this.#bug === 'retries-writes') return (await this.#call(method, args)) as T;
       return unknown(new StorageOutcomeUnknownError(`[${PKG}] the outcome of ${method} is unknown: ${error.message}`, { cause: error }));
@@ -246,7 +318,7 @@ export class RemoteStorage implements Storage {
     return new StorageUnavailableError(`[${PKG}] ${method} failed: ${(error as Error).message}`, { cause: error });
   }
 
-  async #call(method: string, args: unknown[]): Promise<unknown> {
+  async #call(method: string, args: unknown[], once?: string): Promise<unknown> {
     let socket: Socket;
     try {
       socket = await this.#connect();
@@ -257,7 +329,7 @@ export class RemoteStorage implements Storage {
     const id = this.#nextId++;
     const answer = await new Promise<Answer>((resolve, reject) => {
       this.#pending.set(id, { resolve, reject });
-      socket.write(`${JSON.stringify({ id, method, args: toWire(args) } satisfies Request)}\n`);
+      socket.write(`${JSON.stringify({ id, method, args: toWire(args), ...(once === undefined ? {} : { once }) } satisfies Request)}\n`);
     });
     if (answer.error) throw errorFromWire(answer.error);
     return answer.value === undefined ? undefined : fromWire(answer.value);
