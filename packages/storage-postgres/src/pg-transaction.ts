@@ -49,8 +49,13 @@ export async function runTransaction<T>(
     throw new StorageUnavailableError(`[${PKG}] ${rules.operation} could not get a connection: ${(error as Error).message}`, { cause: error });
   }
   // A socket that dies while the client is checked out emits 'error' on it; unheard, that crashes the process.
-  const onError = (): void => undefined;
+  // Heard, it also tells a lost connection apart from an error of the body's own.
+  let connectionLost = false;
+  const onError = (): void => {
+    connectionLost = true;
+  };
   client.on('error', onError);
+  client.on('end', onError);
   let failure: unknown;
   let committing = false;
   try {
@@ -66,6 +71,11 @@ export async function runTransaction<T>(
   } catch (error) {
     failure = error;
     if (committing && !isServerError(error)) return rules.lostCommit(error);
+    if (connectionLost && !isServerError(error)) {
+      // COMMIT was never sent: the server rolls the transaction back with the connection. Typed, so that
+      // a consumer does not take a lost connection for a record's fault (DESIGN section 5, rule 10).
+      throw new StorageUnavailableError(`[${PKG}] ${rules.operation} lost its connection before COMMIT, so nothing of it committed: ${errorMessage(error)}`, { cause: error });
+    }
     await client.query('ROLLBACK').catch(() => undefined);
     throw rules.thrown(error);
   } finally {
@@ -74,5 +84,10 @@ export async function runTransaction<T>(
       (client as PoolClient).release(survives ? undefined : failure instanceof Error ? failure : true);
     }
     client.removeListener('error', onError);
+    client.removeListener('end', onError);
   }
+}
+
+function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
 }

@@ -10,6 +10,7 @@ import {
   LeaseLostError,
   MemorySource,
   StorageOutcomeUnknownError,
+  StorageUnavailableError,
   type LeaseRecord,
   type Position,
 } from '@leasehold/core';
@@ -150,6 +151,21 @@ describe('PostgresStorage.transaction', () => {
     expect(await sinkRows()).not.toContain(`${group}/lost`);
     await storage.transaction(batch('20'), (client) => insert(client, '20', `${group}/again`));
     expect((await stored()).checkpoint).toBe('20');
+  });
+
+  it('a transaction whose connection dies before COMMIT throws a StorageUnavailableError: nothing committed, and a consumer does not take it for a record\'s fault', async () => {
+    const { storage, batch, stored, group } = await held();
+    const attempt = storage.transaction(batch('10'), async (client) => {
+      await insert(client, '10', `${group}/cut`);
+      (client as unknown as { connection: { stream: { destroy(): void } } }).connection.stream.destroy();
+      await client.query('SELECT 1');
+    });
+    await expect(attempt).rejects.toThrow(StorageUnavailableError);
+    await expect(attempt).rejects.toThrow(/lost its connection before COMMIT, so nothing of it committed/);
+    expect(await sinkRows()).not.toContain(`${group}/cut`);
+    expect((await stored()).checkpoint).toBe('TRIM_HORIZON');
+    await storage.transaction(batch('10'), (client) => insert(client, '10', `${group}/after`));
+    expect((await stored()).checkpoint).toBe('10');
   });
 
   it('finds an earlier attempt committed (its answer lost and not read back): resolves without running the function again, and the writes are there once', async () => {
