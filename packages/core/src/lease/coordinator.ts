@@ -874,10 +874,14 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       changes: this.#changes,
       requests: [],
     };
+    // A request as stored keeps the fields a later core gave it (they round-trip as the member's do).
+    // Names hold no NUL, so it separates the two names of a request's key.
+    const stored = new Map((membership.record?.requests ?? []).map((request) => [`${request.from}\u0000${request.leaseKey}`, request]));
     // As many open requests as fit the member's size limit (long names may leave room for fewer).
     for (const [leaseKey, request] of this.#requests) {
       if (state.requests.length >= limits.maxRequests) break;
-      const next = { ...state, requests: [...state.requests, { leaseKey, from: request.from }] };
+      const written = stored.get(`${request.from}\u0000${leaseKey}`) ?? { leaseKey, from: request.from };
+      const next = { ...state, requests: [...state.requests, written] };
       if (Buffer.byteLength(JSON.stringify(next), 'utf8') > limits.maxMemberBytes) break;
       state = next;
     }
