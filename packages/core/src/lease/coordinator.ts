@@ -17,6 +17,7 @@ import { capOf, MAX_LEASES_FIELD, planMoves, shares } from './balance.js';
 import { compareNumericPositions } from '../position.js';
 import { limits } from '../validation.js';
 import { unsafeOf } from '../unsafe.js';
+import { optionKeys, refuseUnknownOptions } from '../known-options.js';
 import {
   Checkpoint,
   leaseStateOf,
@@ -123,6 +124,27 @@ export interface LeaseCoordinatorOptions {
   /** The random source for shuffling, jitter and incarnations. Default: `Math.random`. */
   random?: Random;
 }
+
+const COORDINATOR_KEYS = optionKeys<LeaseCoordinatorOptions>({
+  storage: true,
+  group: true,
+  workerId: true,
+  leaseDurationMs: true,
+  renewIntervalMs: true,
+  takeIntervalMs: true,
+  listIntervalMs: true,
+  maxLeasesPerWorker: true,
+  maxStealsPerTick: true,
+  maxClockDrift: true,
+  safetyMarginMs: true,
+  handoffTimeoutMs: true,
+  isEligible: true,
+  comparePositions: true,
+  onDrain: true,
+  useChangeFeed: true,
+  clock: true,
+  random: true,
+});
 
 /** The lease a checkpoint belongs to: its key and the tenure (fencing token) it was read in. */
 export type LeaseTenure = Pick<HeldLease, 'leaseKey' | 'fencingToken'>;
@@ -325,6 +347,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     if (typeof options !== 'object' || options === null) {
       throw new InvalidConfigError(`[${PKG}] LeaseCoordinator options must be an object, got ${describeValue(options)}`);
     }
+    refuseUnknownOptions(PKG, 'LeaseCoordinator', options, COORDINATOR_KEYS);
     if (!options.storage || typeof options.storage.updateLeases !== 'function' || typeof options.storage.putMember !== 'function') {
       throw new InvalidConfigError(`[${PKG}] storage must implement CheckpointStorage (leases and roster), got ${describeValue(options.storage)}`);
     }
