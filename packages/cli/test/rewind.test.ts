@@ -131,6 +131,30 @@ describe('leasehold rewind', () => {
     expect(rewindRequestOf(held!)?.to).toBe('TRIM_HORIZON');
   });
 
+  it('--stream selects the leases of that stream only, not those of a stream whose id starts with it, and refuses a shard of another stream', async () => {
+    const backend = redisBackend(shared.redis);
+    const group = freshName('orders');
+    await seed(backend.storage, [
+      { group, leaseKey: 'orders:shardId-000', checkpoint: '900' },
+      { group, leaseKey: 'orders:eu:shardId-000', checkpoint: '950' },
+    ]);
+
+    const { code, stdout } = await leasehold('rewind', '--storage', backend.url, '--group', group, '--to', 'trim-horizon', '--stream', 'orders', '--json');
+    expect(code).toBe(0);
+    expect((JSON.parse(stdout) as { plan: { selected: string[] } }).plan.selected).toEqual(['orders:shardId-000']);
+
+    for (const shard of ['orders:eu:shardId-000', 'eu:shardId-000']) {
+      const refused = await leasehold('rewind', '--storage', backend.url, '--group', group, '--to', 'trim-horizon', '--stream', 'orders', '--shard', shard, '--apply');
+      expect({ shard, code: refused.code, stderr: refused.stderr }).toEqual({
+        shard,
+        code: 2,
+        stderr: 'leasehold: [core] lease "orders:eu:shardId-000" is not a lease of stream "orders" (it is a lease of stream "orders:eu")\n',
+      });
+    }
+    expect((await backend.storage.getLease(group, 'orders:eu:shardId-000'))?.checkpoint).toBe('950');
+    await backend.close();
+  });
+
   it('refuses a bad time, a sequence number without exactly one shard, an unknown shard and a negative timeout with exit 2, naming the value', async () => {
     const backend = redisBackend(shared.redis);
     const group = freshName('orders');

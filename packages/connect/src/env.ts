@@ -4,7 +4,8 @@
  * `dynamodb://TABLE` in production. The `leasehold` command line reads the same variable for `--storage`.
  */
 import { InvalidConfigError } from '@leasehold/core';
-import { openStorage, type OpenedStorage, type OpenStorageOptions } from './open.js';
+import { refuseUnknownOptions } from '@leasehold/core/adapter';
+import { OPEN_STORAGE_KEYS, openStorage, type OpenedStorage, type OpenStorageOptions } from './open.js';
 import { parseStorageUrl, PKG } from './url.js';
 
 /** The environment variable holding the storage URL. */
@@ -40,6 +41,7 @@ export function storageUrlFromEnv(options: Pick<StorageFromEnvOptions, 'env' | '
 
 /** Opens the storage that `LEASEHOLD_STORAGE` names (see {@link openStorage} for what opening does). */
 export async function openStorageFromEnv(options: StorageFromEnvOptions = {}): Promise<OpenedStorage> {
+  if (typeof options === 'object' && options !== null) refuseUnknownOptions(PKG, 'openStorageFromEnv', options, [...OPEN_STORAGE_KEYS, 'env', 'fallback']);
   const { env, fallback, ...rest } = options;
   return openStorage(storageUrlFromEnv({ env, fallback }), rest);
 }

@@ -5,7 +5,7 @@
  */
 import type { DynamoDBClient, DynamoDBClientConfig } from '@aws-sdk/client-dynamodb';
 import { InvalidConfigError, MemoryStorage, StorageUnavailableError, type Storage } from '@leasehold/core';
-import { describeValue } from '@leasehold/core/adapter';
+import { describeValue, optionKeys, refuseUnknownOptions } from '@leasehold/core/adapter';
 import type { DynamoDBStorage } from '@leasehold/storage-dynamodb';
 import type { PostgresStorage } from '@leasehold/storage-postgres';
 import type { RedisStorage } from '@leasehold/storage-redis';
@@ -131,8 +131,21 @@ export async function openStorage(url: string | StorageTarget, options: OpenStor
 
 type Settings = Required<Pick<OpenStorageOptions, 'connectTimeoutMs' | 'requestTimeoutMs' | 'reconnect' | 'maxConnections'>> & OpenStorageOptions;
 
+/** The keys of {@link OpenStorageOptions}; the client settings under `postgres`, `redis` and `dynamodb` are their libraries' to check. */
+export const OPEN_STORAGE_KEYS = optionKeys<OpenStorageOptions>({
+  connectTimeoutMs: true,
+  requestTimeoutMs: true,
+  reconnect: true,
+  maxConnections: true,
+  applicationName: true,
+  postgres: true,
+  redis: true,
+  dynamodb: true,
+});
+
 function checkOptions(options: OpenStorageOptions): Settings {
   if (typeof options !== 'object' || options === null) throw new InvalidConfigError(`[${PKG}] options must be an object, got ${describeValue(options)}`);
+  refuseUnknownOptions(PKG, 'openStorage', options, OPEN_STORAGE_KEYS);
   const whole = (name: 'connectTimeoutMs' | 'requestTimeoutMs' | 'maxConnections', fallback: number): number => {
     const value = options[name] ?? fallback;
     if (!Number.isSafeInteger(value) || value < 1) throw new InvalidConfigError(`[${PKG}] ${name} must be a whole number of at least 1, got ${describeValue(value)}`);

@@ -119,6 +119,14 @@ describe('openStorage', () => {
     await expect(openStorage('memory:', { requestTimeoutMs: 0 })).rejects.toThrow('[connect] requestTimeoutMs must be a whole number of at least 1, got 0');
     await expect(openStorage('memory:', { maxConnections: 2.5 })).rejects.toThrow('[connect] maxConnections must be a whole number of at least 1, got 2.5');
   });
+
+  it('refuses an option it does not take, naming it and what it takes', async () => {
+    await expect(openStorage('memory:', { timeoutMs: 1000 } as never)).rejects.toThrow(InvalidConfigError);
+    await expect(openStorage('memory:', { timeoutMs: 1000 } as never)).rejects.toThrow('[connect] openStorage has no option "timeoutMs"; it takes connectTimeoutMs, requestTimeoutMs,');
+    await expect(openStorageFromEnv({ env: { LEASEHOLD_STORAGE: 'memory:' }, requestTimeoutMS: 1000 } as never)).rejects.toThrow(
+      '[connect] openStorageFromEnv has no option "requestTimeoutMS"; did you mean requestTimeoutMs?',
+    );
+  });
 });
 
 describe('openStorageFromEnv', () => {

@@ -31,4 +31,5 @@ export {
 } from './codec.js';
 export { RECORD_FORMAT, leaseStateOf, leaderStateOf, memberStateOf, result } from './storage.js';
 export { describeValue } from './errors.js';
+export { optionKeys, nestedOptionHints, refuseUnknownOptions, type OptionHints } from './known-options.js';
 export { abortReason, systemClock, systemRandom } from './clock.js';

@@ -17,6 +17,7 @@
 import { systemClock, systemRandom, type Clock, type Random } from './clock.js';
 import { describeValue, InvalidConfigError, InvalidInputError, LeaseholdError, RecordFormatError } from './errors.js';
 import { limits } from './validation.js';
+import { parseStreamLeaseKey } from './consumer/streams.js';
 import {
   Checkpoint,
   leaderStateOf,
@@ -66,7 +67,7 @@ export type RewindTarget = { readonly time: Date | number } | 'trim-horizon' | '
 
 /** Which leases of a group a rewind moves. Default: every lease. */
 export interface RewindSelection {
-  /** Only the leases of this stream: keys `${streamId}:${shardId}`, in groups that read several streams. */
+  /** Only the leases of this stream: keys `${streamId}:${shardId}` (split at their last `:`), in groups that read several streams. */
   readonly streamId?: string | undefined;
   /** Only these leases (keys, as the group's leases name them); each must exist. */
   readonly leaseKeys?: readonly string[] | undefined;
@@ -458,7 +459,7 @@ export async function planRewind(options: PlanRewindOptions): Promise<RewindPlan
   const notReplayable: RewindNote[] = [...decided.notReplayable];
   if (select.leaseKeys === undefined) {
     for (const key of [...view.corrupt].sort()) {
-      if (select.streamId === undefined || key.startsWith(`${select.streamId}:`)) notReplayable.push({ leaseKey: key, reason: 'its lease cannot be read back, so it is not rewound (see leasehold doctor --group)' });
+      if (select.streamId === undefined || streamOf(key) === select.streamId) notReplayable.push({ leaseKey: key, reason: 'its lease cannot be read back, so it is not rewound (see leasehold doctor --group)' });
     }
   }
   return { rewindId, group, requestedAt, target, to, selected, moves: decided.moves, unchanged: decided.unchanged, notReplayable };
@@ -478,12 +479,22 @@ function checkSelection(select: RewindSelection | undefined): RewindSelection {
       if (typeof key !== 'string' || key.length === 0) throw new InvalidInputError(`[${PKG}] select.leaseKeys holds ${describeValue(key)}, which is not a lease key`);
       if (seen.has(key)) throw new InvalidInputError(`[${PKG}] select.leaseKeys names lease ${describeValue(key)} twice`);
       seen.add(key);
-      if (streamId !== undefined && !key.startsWith(`${streamId}:`)) {
-        throw new InvalidInputError(`[${PKG}] lease ${describeValue(key)} is not a lease of stream ${describeValue(streamId)} (its keys start with ${describeValue(`${streamId}:`)})`);
+      const keyStream = streamOf(key);
+      if (streamId !== undefined && keyStream !== streamId) {
+        const actual = keyStream === undefined ? 'its key names no stream' : `it is a lease of stream ${describeValue(keyStream)}`;
+        throw new InvalidInputError(`[${PKG}] lease ${describeValue(key)} is not a lease of stream ${describeValue(streamId)} (${actual})`);
       }
     }
   }
   return { streamId, leaseKeys };
+}
+
+/**
+ * The stream a lease key names: a multi-stream key is `<streamId>:<shardId>` split at its last `:`, since
+ * stream ids may hold `:` and shard ids never do, so stream `orders` never selects `orders:eu:<shard>`.
+ */
+function streamOf(leaseKey: string): string | undefined {
+  return parseStreamLeaseKey(leaseKey)?.streamId;
 }
 
 function selectedKeys(view: GroupView, group: string, select: RewindSelection): string[] {
@@ -494,11 +505,11 @@ function selectedKeys(view: GroupView, group: string, select: RewindSelection): 
     }
     return [...select.leaseKeys].sort();
   }
-  const prefix = select.streamId === undefined ? undefined : `${select.streamId}:`;
-  const keys = [...view.leases.keys()].filter((key) => prefix === undefined || key.startsWith(prefix)).sort();
+  const { streamId } = select;
+  const keys = [...view.leases.keys()].filter((key) => streamId === undefined || streamOf(key) === streamId).sort();
   if (keys.length === 0) {
     throw new InvalidInputError(
-      prefix === undefined ? `[${PKG}] group ${describeValue(group)} has no leases to rewind` : `[${PKG}] group ${describeValue(group)} has no lease of stream ${describeValue(select.streamId)}`,
+      streamId === undefined ? `[${PKG}] group ${describeValue(group)} has no leases to rewind` : `[${PKG}] group ${describeValue(group)} has no lease of stream ${describeValue(select.streamId)}`,
     );
   }
   return keys;

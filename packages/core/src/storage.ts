@@ -189,7 +189,12 @@ export interface LeaseListing {
   readonly corrupt: CorruptRecordError[];
 }
 
-/** A worker's request that another member hand it one lease (a cooperative steal), kept in its member state. */
+/**
+ * A worker's request that another member hand it one lease (a cooperative steal), kept in its member state.
+ * Like the member, it may carry fields core does not name (JSON values a later core adds): adapters
+ * round-trip them, they count towards the member's size limit, and core keeps them in its own writes of
+ * the request, so a newer core may add fields to a request without a new record format.
+ */
 export interface HandoffRequest {
   /** The lease asked for. */
   readonly leaseKey: string;
@@ -218,7 +223,10 @@ export interface MemberState {
   readonly held: number;
   /** Incremented by the member when it changed leases in a way others should look at (a listing is due). */
   readonly changes: number;
-  /** The leases this member asked others to hand over, at most {@link limits}.maxRequests. */
+  /**
+   * The leases this member asked others to hand over, at most {@link limits}.maxRequests; each request
+   * round-trips the fields core does not name, as the member does.
+   */
   readonly requests: readonly HandoffRequest[];
   /** Free-form string fields that adapters round-trip without interpreting. */
   readonly metadata: Readonly<Record<string, string>>;
@@ -461,6 +469,7 @@ export type Storage = CheckpointStorage & LeaderStore;
 const LEASE_NAMED = new Set(['group', 'leaseKey', 'version', 'format', 'owner', 'epoch', 'checkpoint', 'parentKeys', 'incarnation', 'metadata']);
 const LEADER_NAMED = new Set(['group', 'version', 'format', 'holder', 'term', 'metadata']);
 const MEMBER_NAMED = new Set(['group', 'workerId', 'version', 'format', 'incarnation', 'leaseDurationMs', 'status', 'held', 'changes', 'requests', 'metadata']);
+const REQUEST_NAMED = new Set(['leaseKey', 'from']);
 
 /** Copies the fields of `value` that `named` does not hold (fields a later core added), one level deep. */
 function copyUnnamed(value: object, named: ReadonlySet<string>, into: Record<string, unknown>): void {
@@ -503,7 +512,14 @@ export function leaderStateOf(leader: Partial<LeaderState>): LeaderState {
   return state;
 }
 
-/** The full state of a member, every field but its identity (group, worker id, version). */
+/** A handoff request with every field it holds, including fields this core does not name. */
+function handoffRequestOf(request: HandoffRequest): HandoffRequest {
+  const copy: HandoffRequest = { leaseKey: request.leaseKey, from: request.from };
+  copyUnnamed(request, REQUEST_NAMED, copy as unknown as Record<string, unknown>);
+  return copy;
+}
+
+/** The full state of a member, every field but its identity (group, worker id, version), its requests' included. */
 export function memberStateOf(member: MemberState): MemberState {
   const state: MemberState = {
     format: member.format ?? RECORD_FORMAT,
@@ -512,7 +528,7 @@ export function memberStateOf(member: MemberState): MemberState {
     status: member.status,
     held: member.held ?? 0,
     changes: member.changes ?? 0,
-    requests: member.requests ? member.requests.map((request) => ({ leaseKey: request.leaseKey, from: request.from })) : [],
+    requests: member.requests ? member.requests.map((request) => handoffRequestOf(request)) : [],
     metadata: member.metadata ? { ...member.metadata } : {},
   };
   copyUnnamed(member, MEMBER_NAMED, state as unknown as Record<string, unknown>);

@@ -16,6 +16,43 @@ describe('Consumer', () => {
     expect(() => new Consumer({ ...base, initialPosition: { atTimestamp: -1 } })).toThrow('initialPosition must be');
   });
 
+  it('refuses an option it does not take with an InvalidConfigError naming it and, for an option of a nested object, where it belongs', () => {
+    const source = new MemorySource(1);
+    const storage = new MemoryStorage();
+    const base = { group: GROUP, source, storage, processBatch: () => undefined };
+    const refuse = (options: object, message: string): void => {
+      expect(() => new Consumer({ ...base, ...options })).toThrow(InvalidConfigError);
+      expect(() => new Consumer({ ...base, ...options })).toThrow(`[core] ${message}`);
+    };
+    refuse({ leaseDurationMs: 1000 }, 'Consumer has no option "leaseDurationMs"; did you mean lease.leaseDurationMs?');
+    refuse({ takeIntervalMs: 500 }, 'Consumer has no option "takeIntervalMs"; did you mean lease.takeIntervalMs?');
+    refuse({ initialDelayMs: 50 }, 'Consumer has no option "initialDelayMs"; did you mean retry.initialDelayMs?');
+    refuse({ everyRecords: 10 }, 'Consumer has no option "everyRecords"; did you mean checkpointing.everyRecords?');
+    refuse({ deadLetter: () => undefined }, 'Consumer has no option "deadLetter"; did you mean onHandlerError.deadLetter?');
+    refuse({ meter: {} }, 'Consumer has no option "meter"; did you mean metrics.meter?');
+    refuse({ shardSyncIntervalMS: 1000 }, 'Consumer has no option "shardSyncIntervalMS"; did you mean shardSyncIntervalMs?');
+    refuse({ sauce: 1 }, 'Consumer has no option "sauce"; it takes group, source, streams,');
+    refuse({ lease: { takeIntervalMS: 500 } }, 'Consumer option lease has no option "takeIntervalMS"; did you mean lease.takeIntervalMs?');
+    refuse({ lease: { workerId: 'w1' } }, 'Consumer option lease has no option "workerId"; did you mean workerId (an option of the Consumer itself)?');
+    refuse({ lease: { useChangeFeed: false } }, 'Consumer option lease has no option "useChangeFeed"; it takes leaseDurationMs, renewIntervalMs,');
+    refuse({ leader: { takeIntervalMs: 500 } }, 'Consumer option leader has no option "takeIntervalMs"; did you mean lease.takeIntervalMs?');
+    refuse({ retry: { maxRecordAgeMs: 500 } }, 'Consumer option retry has no option "maxRecordAgeMs"; did you mean onHandlerError.maxRecordAgeMs?');
+    refuse({ checkpointing: { everyMs: 100, everyBatches: 2 } }, 'Consumer option checkpointing has no option "everyBatches"; it takes everyRecords, everyMs');
+    refuse({ metrics: { meter: {}, prefix: 'x' } }, 'Consumer option metrics has no option "prefix"; it takes meter');
+    // Every option it takes, nested ones included, is accepted.
+    expect(
+      () =>
+        new Consumer({
+          ...base,
+          lease: { leaseDurationMs: 20_000, renewIntervalMs: 5_000, takeIntervalMs: 1_000, maxLeasesPerWorker: 5, maxStealsPerTick: 1, maxClockDrift: 0.01, safetyMarginMs: 100, handoffTimeoutMs: 1_000 },
+          leader: { leaseDurationMs: 20_000, renewIntervalMs: 5_000, maxClockDrift: 0.01, safetyMarginMs: 100 },
+          retry: { initialDelayMs: 10, maxDelayMs: 100, maxAttempts: 2 },
+          checkpointing: { everyRecords: 10, everyMs: 100 },
+          metrics: false,
+        }),
+    ).not.toThrow();
+  });
+
   it('processes every record of every shard once, in order per key, and checkpoints each shard to its end', async () => {
     const { scheduler, storage, seen, consumer, produce } = world(3);
     produce(['a', 'b', 'c', 'd', 'e'], 40);

@@ -39,6 +39,15 @@ describe('LeaderElector', () => {
     expect(() => new LeaderElector({ store: {} as never, group: 'g' })).toThrow('store must implement LeaderStore');
   });
 
+  it('refuses an option it does not take with an InvalidConfigError naming it, and what it takes', () => {
+    const store = new MemoryStorage();
+    const options = { store, group: 'g', takeIntervalMs: 1000 } as unknown as LeaderElectorOptions;
+    expect(() => new LeaderElector(options)).toThrow(InvalidConfigError);
+    expect(() => new LeaderElector(options)).toThrow('[core] LeaderElector has no option "takeIntervalMs"; it takes store, group, workerId, leaseDurationMs,');
+    const misspelt = { store, group: 'g', renewIntervalMS: 1000 } as unknown as LeaderElectorOptions;
+    expect(() => new LeaderElector(misspelt)).toThrow('[core] LeaderElector has no option "renewIntervalMS"; did you mean renewIntervalMs?');
+  });
+
   it('elects the first candidate for term 1 and no other while it renews', async () => {
     const { scheduler, candidate } = world();
     const first = candidate('first');

@@ -94,6 +94,14 @@ describe('LeaseCoordinator options', () => {
     });
   }
 
+  it('refuses an option it does not take with an InvalidConfigError naming it, and what it takes', () => {
+    const options = { storage, group: GROUP, leaseDurationMS: 1000 } as unknown as LeaseCoordinatorOptions;
+    expect(() => new LeaseCoordinator(options)).toThrow(InvalidConfigError);
+    expect(() => new LeaseCoordinator(options)).toThrow('[core] LeaseCoordinator has no option "leaseDurationMS"; did you mean leaseDurationMs?');
+    const lease = { storage, group: GROUP, lease: { leaseDurationMs: 1000 } } as unknown as LeaseCoordinatorOptions;
+    expect(() => new LeaseCoordinator(lease)).toThrow('[core] LeaseCoordinator has no option "lease"; it takes storage, group, workerId, leaseDurationMs,');
+  });
+
   it('derives the heartbeat interval, hold, listing interval and a unique worker id from the defaults', () => {
     const coordinator = new LeaseCoordinator({ storage, group: GROUP, random: seededRandom(3) });
     expect(coordinator.leaseDurationMs).toBe(10_000);

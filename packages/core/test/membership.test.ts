@@ -470,6 +470,31 @@ describe('membership: handoffs and leaving', () => {
     await run(scheduler, thief.coordinator.stop());
   });
 
+  it('carries the fields a handoff request holds that core does not name through its own later writes of its member', async () => {
+    const { scheduler, ready, worker, storage } = world();
+    await ready;
+    // The owner runs with a long lease duration and does not answer: the request stays open.
+    await storage.putMember(GROUP, 'owner', null, member('inc-owner', { held: 4, leaseDurationMs: 600_000 }));
+    for (const leaseKey of keys(4, 'owned-')) {
+      await storage.createLease({ group: GROUP, leaseKey, owner: 'owner', incarnation: 'inc-owner', epoch: 1 });
+    }
+    const thief = worker('thief', { useChangeFeed: false });
+    await run(scheduler, thief.coordinator.start());
+    for (let t = 0; t < 8_000 && ((await memberOf(storage, 'thief'))?.requests ?? []).length === 0; t += 10) await scheduler.advance(10);
+    const asked = (await memberOf(storage, 'thief')) as MemberRecord;
+    expect(asked.requests.length).toBeGreaterThan(0);
+    // A later core's fields on each request (and on the member), written over the worker's own record.
+    const later = { ...asked, requests: asked.requests.map((request) => ({ ...request, 'x-later': { priority: 2 } })), 'x-member': 'kept' } as MemberState;
+    const written = await storage.putMember(GROUP, 'thief', asked.version, later);
+    if (written.status !== 'applied') throw new Error('the thief could not be written');
+    for (let t = 0; t < 20_000 && ((await memberOf(storage, 'thief'))?.version ?? 0) <= written.record.version; t += 100) await scheduler.advance(100);
+    const after = (await memberOf(storage, 'thief')) as MemberRecord;
+    expect(after.version).toBeGreaterThan(written.record.version);
+    expect(after.requests).toEqual(asked.requests.map((request) => ({ ...request, 'x-later': { priority: 2 } })));
+    expect((after as unknown as Record<string, unknown>)['x-member']).toBe('kept');
+    await run(scheduler, thief.coordinator.stop());
+  });
+
   it('on stop, with everything released, writes its member dead, and the others take its leases at once', async () => {
     const { scheduler, ready, worker, storage } = world(keys(4));
     await ready;

@@ -458,6 +458,9 @@ describe('Multi-stream groups', () => {
     const start = (streams: ConsumerOptions['streams']) => new Consumer({ ...base, streams }).start();
     await expect(start([{ id: 'a b', source }])).rejects.toThrow('stream id "a b" is not valid');
     await expect(start([{ id: 'x', source }, { id: 'x', source }])).rejects.toThrow('stream id "x" is listed twice');
+    await expect(start([{ id: 'x', source, initialPositon: 'TRIM_HORIZON' } as never])).rejects.toThrow(
+      '[core] a stream of streams has no option "initialPositon"; it takes id, source, initialPosition',
+    );
     await expect(start([{ source }])).rejects.toThrow('its source has no streamIdentity()');
     await expect(start(() => Promise.reject(new InvalidConfigError('no such tenant')))).rejects.toThrow('no such tenant');
   });

@@ -146,9 +146,26 @@ describe('planRewind', () => {
     expect(rewind.unchanged).toEqual([{ leaseKey: 'done', reason: 'finished: nothing in it comes after the moment of the request' }]);
   });
 
-  it('selects the leases of one stream by the prefix of their keys', async () => {
-    const { plan } = await group([{ leaseKey: 's1:shard-0' }, { leaseKey: 's1:shard-1' }, { leaseKey: 's10:shard-0' }, { leaseKey: 's2:shard-0' }]);
+  it('selects the leases of one stream by the stream id their keys name up to their last colon, not those of a stream whose id starts with it', async () => {
+    const { plan, storage } = await group([
+      { leaseKey: 's1:shard-0' },
+      { leaseKey: 's1:shard-1' },
+      { leaseKey: 's10:shard-0' },
+      { leaseKey: 'orders:shard-0' },
+      { leaseKey: 'orders:eu:shard-0' },
+      { leaseKey: 'orders:eu:shard-1' },
+    ]);
     expect((await plan('trim-horizon', { streamId: 's1' })).selected).toEqual(['s1:shard-0', 's1:shard-1']);
+    expect((await plan('trim-horizon', { streamId: 'orders' })).selected).toEqual(['orders:shard-0']);
+    expect((await plan('trim-horizon', { streamId: 'orders:eu' })).selected).toEqual(['orders:eu:shard-0', 'orders:eu:shard-1']);
+    await expect(plan('trim-horizon', { streamId: 'orders', leaseKeys: ['orders:eu:shard-0'] })).rejects.toThrow(
+      'lease "orders:eu:shard-0" is not a lease of stream "orders" (it is a lease of stream "orders:eu")',
+    );
+    await expect(plan('trim-horizon', { streamId: 'orders:eu:shard-0' })).rejects.toThrow('group "orders" has no lease of stream "orders:eu:shard-0"');
+    // A lease that cannot be read back is named only under the stream its key names.
+    storage.corrupt(GROUP, 'orders:eu:shard-1');
+    expect((await plan('trim-horizon', { streamId: 'orders' })).notReplayable).toEqual([]);
+    expect((await plan('trim-horizon', { streamId: 'orders:eu' })).notReplayable.map((note) => note.leaseKey)).toEqual(['orders:eu:shard-1']);
   });
 });
 

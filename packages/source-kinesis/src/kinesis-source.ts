@@ -26,7 +26,7 @@ import {
   type ShardInfo,
   type ShardSource,
 } from '@leasehold/core';
-import { abortReason, describeValue, systemClock, systemRandom } from '@leasehold/core/adapter';
+import { abortReason, describeValue, optionKeys, refuseUnknownOptions, systemClock, systemRandom } from '@leasehold/core/adapter';
 import type { MalformedAggregatePolicy } from './aggregation.js';
 import { backoffDelayMs } from './backoff.js';
 import type { ReaderContext, StreamRef } from './context.js';
@@ -91,6 +91,28 @@ export interface KinesisSourceOptions {
   readonly random?: Random | undefined;
 }
 
+const OPTION_KEYS = optionKeys<KinesisSourceOptions>({
+  client: true,
+  streamName: true,
+  streamArn: true,
+  maxRecordsPerCall: true,
+  maxGetRecordsPerSecond: true,
+  idleDelayMs: true,
+  prefetchMaxRecords: true,
+  prefetchMaxBytes: true,
+  backoffBaseMs: true,
+  backoffMaxMs: true,
+  malformedAggregates: true,
+  enhancedFanOut: true,
+  clock: true,
+  random: true,
+});
+
+const FAN_OUT_KEYS = optionKeys<EnhancedFanOutOptions>({ consumerName: true, consumerArn: true, client: true });
+
+/** A fan-out option given at the top belongs under `enhancedFanOut`. */
+const FAN_OUT_HINTS = { consumerName: 'enhancedFanOut.consumerName', consumerArn: 'enhancedFanOut.consumerArn' };
+
 const STREAM_NAME = /^[a-zA-Z0-9_.-]{1,128}$/;
 const STREAM_ARN = /^arn:aws[a-z-]*:kinesis:[a-z0-9-]+:\d{12}:stream\/[a-zA-Z0-9_.-]{1,128}$/;
 const CONSUMER_NAME = /^[a-zA-Z0-9_.-]{1,128}$/;
@@ -104,6 +126,13 @@ export class KinesisSource implements ShardSource<KinesisRecord> {
   private readonly fanOut: FanOutContext | undefined;
 
   constructor(options: KinesisSourceOptions) {
+    if (typeof options !== 'object' || options === null) {
+      throw new InvalidConfigError(`[source-kinesis] options must be an object, got ${describeValue(options)}`);
+    }
+    refuseUnknownOptions('source-kinesis', 'KinesisSource', options, OPTION_KEYS, FAN_OUT_HINTS);
+    if (typeof options.enhancedFanOut === 'object' && options.enhancedFanOut !== null) {
+      refuseUnknownOptions('source-kinesis', 'KinesisSource option enhancedFanOut', options.enhancedFanOut, FAN_OUT_KEYS, {}, 'enhancedFanOut.');
+    }
     const { client, streamName, streamArn } = options;
     if (client === undefined || client === null || typeof (client as { send?: unknown }).send !== 'function') {
       throw new InvalidConfigError(`[source-kinesis] client must be a KinesisClient, got ${describeValue(client)}`);

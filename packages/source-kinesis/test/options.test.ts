@@ -38,6 +38,18 @@ describe('KinesisSource options', () => {
     );
   });
 
+  it('refuses an option it does not take, at the top or in enhancedFanOut, naming it and where it belongs', () => {
+    expect(() => new KinesisSource({ client, streamName: 's', consumerName: 'app' } as never)).toThrow(
+      new InvalidConfigError('[source-kinesis] KinesisSource has no option "consumerName"; did you mean enhancedFanOut.consumerName?'),
+    );
+    expect(() => new KinesisSource({ client, streamName: 's', maxRecords: 100 } as never)).toThrow(
+      /^\[source-kinesis\] KinesisSource has no option "maxRecords"; it takes client, streamName, streamArn, maxRecordsPerCall,/,
+    );
+    expect(() => new KinesisSource({ client, streamName: 's', enhancedFanOut: { consumerName: 'app', consumerARN: 'arn' } as never })).toThrow(
+      new InvalidConfigError('[source-kinesis] KinesisSource option enhancedFanOut has no option "consumerARN"; did you mean enhancedFanOut.consumerArn?'),
+    );
+  });
+
   it('refuses to read from a position that is neither a sequence number nor a sentinel', async () => {
     const read = new KinesisSource({ client, streamName: 's' }).read('shardId-000000000000', '12abc');
     await expect(read.next()).rejects.toThrow(

@@ -55,6 +55,8 @@ import {
   validateNewLease,
   validateVersion,
   validateWorkerId,
+  optionKeys,
+  refuseUnknownOptions,
 } from '@leasehold/core/adapter';
 import {
   LEADER_SORT_KEY,
@@ -88,6 +90,8 @@ export interface DynamoDBStorageOptions {
   writeConcurrency?: number;
 }
 
+const OPTION_KEYS = optionKeys<DynamoDBStorageOptions>({ client: true, tableName: true, writeConcurrency: true });
+
 type Item = Record<string, AttributeValue>;
 
 /** What one conditional write came back with, before its conflict is interpreted. */
@@ -120,6 +124,7 @@ export class DynamoDBStorage implements Storage {
     if (typeof options !== 'object' || options === null) {
       throw new InvalidConfigError(`[${PKG}] options must be an object, got ${describeValue(options)}`);
     }
+    refuseUnknownOptions(PKG, 'DynamoDBStorage', options, OPTION_KEYS);
     validateTableName(options.tableName);
     if (typeof options.client?.send !== 'function') {
       throw new InvalidConfigError(`[${PKG}] client must be a DynamoDBClient, got ${describeValue(options.client)}`);

@@ -108,6 +108,14 @@ describe('DynamoDBStorage options and table', () => {
     expect(() => new DynamoDBStorage({ client: client(), tableName: 'A.b-c_'.padEnd(255, '9') })).not.toThrow();
   });
 
+  it('refuses an option it does not take with an InvalidConfigError naming it, and what it takes', () => {
+    expect(() => new DynamoDBStorage({ client: client(), tableName, table: 'leases' } as never)).toThrow(InvalidConfigError);
+    expect(() => new DynamoDBStorage({ client: client(), tableName, table: 'leases' } as never)).toThrow(
+      '[storage-dynamodb] DynamoDBStorage has no option "table"; it takes client, tableName, writeConcurrency',
+    );
+    expect(() => new DynamoDBStorage({ client: client(), tableName, writeconcurrency: 4 } as never)).toThrow('did you mean writeConcurrency?');
+  });
+
   it('refuses a write concurrency that is not an integer from 1 to 1000', () => {
     for (const bad of [0, -1, 1.5, 1001, Number.NaN]) {
       expect(() => new DynamoDBStorage({ client: client(), tableName, writeConcurrency: bad })).toThrow(InvalidConfigError);

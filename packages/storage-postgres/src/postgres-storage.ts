@@ -45,6 +45,8 @@ import {
   validateMemberWrite,
   validateVersion,
   validateWorkerId,
+  optionKeys,
+  refuseUnknownOptions,
 } from '@leasehold/core/adapter';
 import type { Pool, PoolClient, QueryResultRow } from 'pg';
 import { ChangeFeed } from './change-feed.js';
@@ -103,6 +105,18 @@ export interface PostgresStorageOptions {
    */
   preparedStatements?: boolean;
 }
+
+const OPTION_KEYS = optionKeys<PostgresStorageOptions>({
+  pool: true,
+  schema: true,
+  leaseTable: true,
+  leaderTable: true,
+  rosterTable: true,
+  migrationsTable: true,
+  pageSize: true,
+  listenPool: true,
+  preparedStatements: true,
+});
 
 /** What `migrate()` did. */
 export interface MigrationResult {
@@ -186,6 +200,7 @@ export class PostgresStorage implements Storage {
     if (typeof options !== 'object' || options === null) {
       throw new InvalidConfigError(`[${PKG}] options must be an object, got ${describeValue(options)}`);
     }
+    refuseUnknownOptions(PKG, 'PostgresStorage', options, OPTION_KEYS);
     if (!isPool(options.pool)) {
       throw new InvalidConfigError(`[${PKG}] pool must be a pg.Pool, got ${describeValue(options.pool)}`);
     }

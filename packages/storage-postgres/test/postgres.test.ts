@@ -71,6 +71,13 @@ describe('PostgresStorage options', () => {
     expect(rows.map((row: { table_name: string }) => row.table_name)).toEqual([hostile, 'y']);
   });
 
+  it('refuses an option it does not take with an InvalidConfigError naming it, and what it takes', () => {
+    const misplaced = { pool: server.pool(), tableName: 'leases' } as unknown as ConstructorParameters<typeof PostgresStorage>[0];
+    expect(() => new PostgresStorage(misplaced)).toThrow(InvalidConfigError);
+    expect(() => new PostgresStorage(misplaced)).toThrow('[storage-postgres] PostgresStorage has no option "tableName"; it takes pool, schema, leaseTable,');
+    expect(() => storage({ pagesize: 10 } as never)).toThrow('[storage-postgres] PostgresStorage has no option "pagesize"; did you mean pageSize?');
+  });
+
   it('refuses a missing pool, a bad page size and tables sharing one name', () => {
     expect(() => new PostgresStorage({ pool: undefined as unknown as pg.Pool })).toThrow('[storage-postgres] pool must be a pg.Pool, got undefined');
     expect(() => storage({ pageSize: 0 })).toThrow('[storage-postgres] pageSize must be an integer from 1 to 10000, got 0');

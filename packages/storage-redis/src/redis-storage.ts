@@ -43,6 +43,8 @@ import {
   validateMemberWrite,
   validateVersion,
   validateWorkerId,
+  optionKeys,
+  refuseUnknownOptions,
 } from '@leasehold/core/adapter';
 import type { Cluster, Redis } from 'ioredis';
 import {
@@ -76,6 +78,8 @@ export interface RedisStorageOptions {
   /** How many lease updates go into one script call; larger batches take several. Default 10,000. */
   maxBatchSize?: number;
 }
+
+const OPTION_KEYS = optionKeys<RedisStorageOptions>({ client: true, keyPrefix: true, listPageSize: true, maxBatchSize: true });
 
 const CHANGE_KINDS: ReadonlySet<string> = new Set<LeaseChangeKind>(['released', 'handed-off', 'created', 'rewind']);
 const TOMBSTONE_PAGE = 1000;
@@ -117,6 +121,7 @@ export class RedisStorage implements Storage {
     if (typeof options !== 'object' || options === null) {
       throw new InvalidConfigError(`[${PKG}] options must be an object, got ${describeValue(options)}`);
     }
+    refuseUnknownOptions(PKG, 'RedisStorage', options, OPTION_KEYS);
     const client = options.client as unknown;
     if (typeof client !== 'object' || client === null || typeof (client as Redis).defineCommand !== 'function') {
       throw new InvalidConfigError(`[${PKG}] client must be an ioredis Redis or Cluster instance, got ${describeValue(client)}`);

@@ -64,6 +64,12 @@ describe('RedisStorage options', () => {
     expect(() => new RedisStorage({ client, keyPrefix: 'p'.repeat(129) })).toThrow(InvalidConfigError);
   });
 
+  it('an option it does not take is refused with an InvalidConfigError naming it, and what it takes', () => {
+    expect(() => new RedisStorage({ client, prefix: 'app:' } as never)).toThrow(InvalidConfigError);
+    expect(() => new RedisStorage({ client, prefix: 'app:' } as never)).toThrow('[storage-redis] RedisStorage has no option "prefix"; it takes client, keyPrefix, listPageSize, maxBatchSize');
+    expect(() => new RedisStorage({ client, keyprefix: 'app:' } as never)).toThrow('[storage-redis] RedisStorage has no option "keyprefix"; did you mean keyPrefix?');
+  });
+
   it('a missing client and a non-positive page or batch size are refused, naming the value', () => {
     expect(() => new RedisStorage({ client: undefined as unknown as Redis })).toThrow(
       '[storage-redis] client must be an ioredis Redis or Cluster instance, got undefined',

@@ -92,7 +92,11 @@ export async function rewind(options: RewindOptions, io: Io): Promise<void> {
   }
 }
 
-/** The lease key of `shard`: within `stream`, `<stream>:<shard>` unless it names the stream already. */
+/**
+ * The lease key of `shard`: within `stream`, `<stream>:<shard>` unless it is a key starting with the
+ * stream already. Either way `planRewind` refuses a key whose stream (up to its last `:`) is another one,
+ * such as `orders:eu:<shard>` under `--stream orders`.
+ */
 function keyOf(stream: string | undefined, shard: string): string {
   if (stream === undefined || shard.startsWith(`${stream}:`)) return shard;
   return `${stream}:${shard}`;

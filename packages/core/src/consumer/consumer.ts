@@ -13,6 +13,7 @@ import { unsafeOf, withUnsafe, type ConsumerUnsafe } from '../unsafe.js';
 import { ShardPump, type HoldReason, type PumpOutcome, type PumpReporter } from './shard-pump.js';
 import { attachMetrics, defaultMeter } from '../metrics.js';
 import { parseStreamBirths, MultiStreamSync, STREAMS_FIELD, type MultiStreamSyncReport } from './stream-sync.js';
+import { refuseUnknownConsumerOptions } from './option-keys.js';
 import { parseStreamLeaseKey, resolveStreams, type StreamList, type StreamSource } from './streams.js';
 import { REWIND_MARKER_FIELD, rewindRequestOf } from '../rewind.js';
 import { applyOwnRewind, type OwnRewind } from './owner-rewind.js';
@@ -181,6 +182,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
     if (typeof options !== 'object' || options === null) {
       throw new InvalidConfigError(`[${PKG}] Consumer options must be an object, got ${describeValue(options)}`);
     }
+    refuseUnknownConsumerOptions(options);
     if (typeof options.processBatch !== 'function') {
       throw new InvalidConfigError(`[${PKG}] processBatch must be a function, got ${describeValue(options.processBatch)}`);
     }

@@ -17,7 +17,8 @@ export interface ResolvedPoisonPolicy<R extends SourceRecord = SourceRecord> {
 /** The failure policy as the shard pump runs it. */
 export type ResolvedFailurePolicy<R extends SourceRecord = SourceRecord> = 'retry' | 'skip' | 'stop' | ResolvedPoisonPolicy<R>;
 
-const POISON_KEYS: ReadonlySet<string> = new Set(['bisect', 'maxAttempts', 'maxRecordAgeMs', 'deadLetter']);
+/** The keys of a {@link PoisonPolicy}. */
+export const POISON_KEYS: ReadonlySet<string> = new Set(['bisect', 'maxAttempts', 'maxRecordAgeMs', 'deadLetter']);
 
 /**
  * Validates `onHandlerError` and fills in its defaults. An unknown key is refused (a typo such as

@@ -6,6 +6,7 @@
  * the runtime (pumps, ordering across resharding, the coordinator) works on keys it never has to parse.
  */
 import { describeValue, InvalidConfigError, SourceError } from '../errors.js';
+import { optionKeys, refuseUnknownOptions } from '../known-options.js';
 import type { ReadOptions, ShardBatch, ShardInfo, ShardSource, SourceRecord } from '../source.js';
 import type { CheckpointStorage, LeaseListing, Position } from '../storage.js';
 import type { ShardSyncStorage } from './leader-duties.js';
@@ -26,6 +27,8 @@ export interface StreamSpec<R extends SourceRecord = SourceRecord> {
   /** Where this stream's shards start when it joins the group. Default: the consumer's `initialPosition`. */
   readonly initialPosition?: InitialPosition;
 }
+
+const STREAM_SPEC_KEYS = optionKeys<StreamSpec>({ id: true, source: true, initialPosition: true });
 
 /** The streams of a group: a fixed list, or a function the runtime calls again now and then. */
 export type StreamList<R extends SourceRecord = SourceRecord> =
@@ -135,6 +138,7 @@ export async function resolveStreams<R extends SourceRecord>(list: StreamList<R>
     if (!source || typeof source.read !== 'function' || typeof source.listShards !== 'function') {
       throw new InvalidConfigError(`[${PKG}] a stream's source must implement ShardSource, got ${describeValue(source)}`);
     }
+    refuseUnknownOptions(PKG, 'a stream of streams', spec, STREAM_SPEC_KEYS);
     let id = spec.id;
     if (id === undefined) {
       if (typeof source.streamIdentity !== 'function') {

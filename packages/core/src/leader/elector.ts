@@ -5,6 +5,7 @@ import { holdMs, resolveHoldTiming, resolveIdentity } from '../lease/timing.js';
 import { VersionWatch } from '../observed-expiry.js';
 import { leaderStateOf, RECORD_FORMAT, type LeaderRecord, type LeaderStore, type WriteResult } from '../storage.js';
 import { unsafeOf } from '../unsafe.js';
+import { optionKeys, refuseUnknownOptions } from '../known-options.js';
 
 const PKG = 'core';
 /** The one record an elector watches. */
@@ -38,6 +39,20 @@ export interface LeaderElectorOptions {
   /** The random source. Default: `Math.random`. */
   random?: Random;
 }
+
+const ELECTOR_KEYS = optionKeys<LeaderElectorOptions>({
+  store: true,
+  group: true,
+  workerId: true,
+  leaseDurationMs: true,
+  renewIntervalMs: true,
+  maxClockDrift: true,
+  safetyMarginMs: true,
+  onElected: true,
+  onDemoted: true,
+  clock: true,
+  random: true,
+});
 
 /** Why leadership ended. */
 export type DemotionReason = 'replaced' | 'self-fenced' | 'stepped-down';
@@ -94,6 +109,7 @@ export class LeaderElector extends TypedEmitter<LeaderElectorEvents> implements 
     if (typeof options !== 'object' || options === null) {
       throw new InvalidConfigError(`[${PKG}] LeaderElector options must be an object, got ${describeValue(options)}`);
     }
+    refuseUnknownOptions(PKG, 'LeaderElector', options, ELECTOR_KEYS);
     if (!options.store || typeof options.store.updateLeader !== 'function') {
       throw new InvalidConfigError(`[${PKG}] store must implement LeaderStore, got ${describeValue(options.store)}`);
     }

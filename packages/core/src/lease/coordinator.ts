@@ -17,6 +17,7 @@ import { capOf, MAX_LEASES_FIELD, planMoves, shares } from './balance.js';
 import { compareNumericPositions } from '../position.js';
 import { limits } from '../validation.js';
 import { unsafeOf } from '../unsafe.js';
+import { optionKeys, refuseUnknownOptions } from '../known-options.js';
 import {
   Checkpoint,
   leaseStateOf,
@@ -123,6 +124,27 @@ export interface LeaseCoordinatorOptions {
   /** The random source for shuffling, jitter and incarnations. Default: `Math.random`. */
   random?: Random;
 }
+
+const COORDINATOR_KEYS = optionKeys<LeaseCoordinatorOptions>({
+  storage: true,
+  group: true,
+  workerId: true,
+  leaseDurationMs: true,
+  renewIntervalMs: true,
+  takeIntervalMs: true,
+  listIntervalMs: true,
+  maxLeasesPerWorker: true,
+  maxStealsPerTick: true,
+  maxClockDrift: true,
+  safetyMarginMs: true,
+  handoffTimeoutMs: true,
+  isEligible: true,
+  comparePositions: true,
+  onDrain: true,
+  useChangeFeed: true,
+  clock: true,
+  random: true,
+});
 
 /** The lease a checkpoint belongs to: its key and the tenure (fencing token) it was read in. */
 export type LeaseTenure = Pick<HeldLease, 'leaseKey' | 'fencingToken'>;
@@ -325,6 +347,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     if (typeof options !== 'object' || options === null) {
       throw new InvalidConfigError(`[${PKG}] LeaseCoordinator options must be an object, got ${describeValue(options)}`);
     }
+    refuseUnknownOptions(PKG, 'LeaseCoordinator', options, COORDINATOR_KEYS);
     if (!options.storage || typeof options.storage.updateLeases !== 'function' || typeof options.storage.putMember !== 'function') {
       throw new InvalidConfigError(`[${PKG}] storage must implement CheckpointStorage (leases and roster), got ${describeValue(options.storage)}`);
     }
@@ -874,10 +897,14 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       changes: this.#changes,
       requests: [],
     };
+    // A request as stored keeps the fields a later core gave it (they round-trip as the member's do).
+    // Names hold no NUL, so it separates the two names of a request's key.
+    const stored = new Map((membership.record?.requests ?? []).map((request) => [`${request.from}\u0000${request.leaseKey}`, request]));
     // As many open requests as fit the member's size limit (long names may leave room for fewer).
     for (const [leaseKey, request] of this.#requests) {
       if (state.requests.length >= limits.maxRequests) break;
-      const next = { ...state, requests: [...state.requests, { leaseKey, from: request.from }] };
+      const written = stored.get(`${request.from}\u0000${leaseKey}`) ?? { leaseKey, from: request.from };
+      const next = { ...state, requests: [...state.requests, written] };
       if (Buffer.byteLength(JSON.stringify(next), 'utf8') > limits.maxMemberBytes) break;
       state = next;
     }
