@@ -22,6 +22,8 @@ export const CONSUMER_KEYS = optionKeys<ConsumerOptions>({
   checkpointing: true,
   initialPosition: true,
   onHandlerError: true,
+  isRecordError: true,
+  maxRecordsGivenUpInARow: true,
   retry: true,
   hooks: true,
   shardSyncIntervalMs: true,
