@@ -536,7 +536,10 @@ function decide(view: GroupView, selected: readonly string[], to: Position, late
     const lease = view.leases.get(key) as LeaseRecord;
     const target = targets.get(key) as { to: Position; descendantOf: string | undefined };
     const owner = view.ownerOf(lease);
-    if (owner === null && !hasRewindRequest(lease) && lease.checkpoint === target.to && !isFinished(lease)) {
+    // A descendant is written even where it stands already: a worker that listed the group before the
+    // finished lease's request landed may take it, at the version it listed, and read it before its
+    // parent is read again; a write of the rewind makes that take conflict.
+    if (owner === null && !hasRewindRequest(lease) && lease.checkpoint === target.to && !isFinished(lease) && target.descendantOf === undefined) {
       unchanged.push({ leaseKey: key, reason: `already at ${target.to}, and nobody holds it` });
       continue;
     }

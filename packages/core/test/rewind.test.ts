@@ -138,6 +138,25 @@ describe('planRewind', () => {
     ]);
   });
 
+  it('a descendant of a finished lease is written even when it is free and at the target already, so that a take on a listing from before the rewind conflicts', async () => {
+    const { storage, plan, lease } = await group([
+      { leaseKey: 'parent', checkpoint: Checkpoint.SHARD_END },
+      { leaseKey: 'child', checkpoint: Checkpoint.TRIM_HORIZON, parentKeys: ['parent'] },
+    ]);
+    // A worker listed the group before the rewind: the parent finished, so the child was eligible.
+    const listed = await lease('child');
+    const rewind = await plan('trim-horizon', { leaseKeys: ['parent'] });
+    expect(rewind.moves.map((move) => [move.leaseKey, move.how])).toEqual([
+      ['parent', 'after-descendants'],
+      ['child', 'direct'],
+    ]);
+    await applyRewind(rewind, { storage });
+    const [take] = await storage.updateLeases(GROUP, [{ leaseKey: 'child', expectedVersion: listed.version, next: { ...leaseStateOf(listed), ...owned('w2') } }]);
+    expect(take?.status).toBe('conflict');
+    // Nobody read the child: the parent is moved back, and the child waits for it.
+    expect(await lease('parent')).toMatchObject({ checkpoint: Checkpoint.TRIM_HORIZON });
+  });
+
   it('latest is pinned to the moment of the request and leaves finished leases as they are', async () => {
     const { plan, clock } = await group([{ leaseKey: 'done', checkpoint: Checkpoint.SHARD_END }, { leaseKey: 'open', checkpoint: '9', parentKeys: ['done'] }]);
     const rewind = await plan('latest');
