@@ -663,7 +663,9 @@ export class ConsumerLedger {
     for (const index of shard.records) {
       const entry = this.records[index] as RecordEntry;
       if (Number(entry.position) <= covered) {
+        // Moved past: the operator skips it, or the replay an earlier rewind owed of it.
         if (!this.handled(entry)) entry.skippedByRewind = true;
+        if (entry.replayHandedAtMs === null) entry.replayOf = null;
         continue;
       }
       entry.replayOf = rewindId;
