@@ -484,6 +484,16 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
   }
 
   #startPump(leaseKey: string, applyRewind = true): void {
+    const rewinding = applyRewind ? this.#rewinds.get(leaseKey) : undefined;
+    if (rewinding) {
+      // A rewind being applied starts the reader itself, at the rewound checkpoint: one started meanwhile
+      // (the lease re-acquired while its last reader wound down) would read on from the old checkpoint and
+      // checkpoint over the rewind.
+      void rewinding.then(() => {
+        if (!this.#pumps.has(leaseKey)) this.#startPump(leaseKey);
+      });
+      return;
+    }
     const previous = this.#pumps.get(leaseKey);
     if (previous) {
       // Re-acquired while the last pump of the shard is still winding down: start after it stopped.

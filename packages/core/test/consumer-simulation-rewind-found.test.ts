@@ -1,0 +1,8 @@
+import { consumerSimulationSeedList } from './support/consumer-simulation-seeds.js';
+
+// A handful of rewinding seeds in every run, the long set runs 200 (consumer-simulation-rewind.test.ts).
+// Seed 22 found that a free child already at the rewind's target was left unwritten, so a worker that had
+// listed the group before the request landed took it and read it before its parent was read again; seed 25
+// that a reader started while the rewind was being applied (the lease re-acquired while its last reader
+// wound down) read on from the old checkpoint and checkpointed over the rewind.
+consumerSimulationSeedList('rewinding the live group, seeds that found a rewind defect and a few more', [22, 25, 3, 16, 28], { rewind: true });
