@@ -70,6 +70,11 @@ export interface ConsumerUnsafe {
    * it deletes other streams' leases that nobody holds.
    */
   crossStreamSync?: boolean;
+  /**
+   * A shard paused for a rewind still lets its batches' contexts checkpoint: a handler that kept one moves
+   * the rewound checkpoint forward again, past records it was to hand over again.
+   */
+  checkpointAfterRewind?: boolean;
 }
 
 

@@ -9,7 +9,7 @@ const SEEDS = 200;
  * within 200 seeds, through the guarantee that defect breaks first (its own symptom, where one exists
  * apart from a stall), on a seed the runtime passes without it.
  */
-const switches: ReadonlyArray<{ name: keyof ConsumerUnsafe; defect: string; breaks: readonly ConsumerGuarantee[]; multiStream?: boolean }> = [
+const switches: ReadonlyArray<{ name: keyof ConsumerUnsafe; defect: string; breaks: readonly ConsumerGuarantee[]; multiStream?: boolean; rewind?: boolean }> = [
   { name: 'childrenAtInitialPosition', defect: 'children start at the initial position, losing what was written to them before', breaks: ['delivery', 'progress'] },
   { name: 'oneGenerationSync', defect: 'shard sync creates leases of finished ancestors again', breaks: ['resurrection'] },
   { name: 'birthRace', defect: 'children run before parents that have no lease yet', breaks: ['order'] },
@@ -20,6 +20,8 @@ const switches: ReadonlyArray<{ name: keyof ConsumerUnsafe; defect: string; brea
   { name: 'skipWithoutDeadLetter', defect: 'records given up are skipped without the dead-letter handler', breaks: ['skip'] },
   // A defect of multi-stream groups: run on multi-stream shapes only.
   { name: 'crossStreamSync', defect: "a stream's shard sync deletes other streams' leases that nobody holds", breaks: ['deletion', 'removed-stream'], multiStream: true },
+  // A defect of rewinds: run on rewinding seeds only.
+  { name: 'checkpointAfterRewind', defect: "a batch's context of before a rewind checkpoints over it", breaks: ['fencing', 'delivery'], rewind: true },
 ];
 
 const caught = new Map<string, string>();
@@ -33,12 +35,13 @@ async function firstViolation(
   unsafe: ConsumerUnsafe,
   breaks: readonly ConsumerGuarantee[],
   multiStream: boolean | undefined,
+  rewind: boolean | undefined,
 ): Promise<{ seeds: number; passedOver: number[]; result: ConsumerSimulationResult } | undefined> {
   const passedOver: number[] = [];
   for (let seed = 1; seed <= SEEDS; seed++) {
-    const result = await simulateConsumers({ seed, unsafe, multiStream });
+    const result = await simulateConsumers({ seed, unsafe, multiStream, rewind });
     if (!result.violations.some((violation) => breaks.includes(violation.guarantee))) continue;
-    if ((await simulateConsumers({ seed, multiStream })).violations.length > 0) {
+    if ((await simulateConsumers({ seed, multiStream, rewind })).violations.length > 0) {
       passedOver.push(seed);
       continue;
     }
@@ -48,9 +51,9 @@ async function firstViolation(
 }
 
 describe('the consumer simulation catches each unsafe switch of the runtime', () => {
-  for (const { name, defect, breaks, multiStream } of switches) {
+  for (const { name, defect, breaks, multiStream, rewind } of switches) {
     it(`catches ${name} (${defect}) within ${SEEDS} seeds`, async () => {
-      const found = await firstViolation({ [name]: true }, breaks, multiStream);
+      const found = await firstViolation({ [name]: true }, breaks, multiStream, rewind);
       caught.set(
         name,
         found

@@ -520,7 +520,7 @@ export class ShardPump<R extends SourceRecord> {
   }
 
   async #checkpoint(position: Position, write?: CheckpointWrite): Promise<void> {
-    if (this.#paused) throw new AbortedError(`[core] shard ${describeValue(this.shardId)} was rewound: a checkpoint of an earlier batch is refused`);
+    if (this.#paused && !this.#unsafe.checkpointAfterRewind) throw new AbortedError(`[core] shard ${describeValue(this.shardId)} was rewound: a checkpoint of an earlier batch is refused`);
     if (write) await this.#settings.coordinator.checkpointThrough(this.#lease, position, write);
     else await this.#settings.coordinator.checkpoint(this.#lease, position);
     this.#checkpointed = position;

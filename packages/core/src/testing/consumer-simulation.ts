@@ -213,6 +213,7 @@ const UNSAFE_FLAGS: ReadonlyArray<[keyof ConsumerUnsafe, string]> = [
   ['ignoreBatchResponse', '--unsafe-ignore-batch-response'],
   ['skipWithoutDeadLetter', '--unsafe-skip-without-dead-letter'],
   ['crossStreamSync', '--unsafe-cross-stream-sync'],
+  ['checkpointAfterRewind', '--unsafe-checkpoint-after-rewind'],
 ];
 
 /** The command-line flag of each unsafe switch, for `pnpm sim --consumer`. */
