@@ -305,6 +305,23 @@ describe('settling a rewind', () => {
     expect((await storage.getLeader(GROUP))?.metadata[REWIND_MARKER_FIELD]).toBe(`${rewind.rewindId}/parent`);
   });
 
+  it('a finished parent is not moved while a lease of the group cannot be read back, since it may descend from it and be read', async () => {
+    const { storage, scheduler, clock, plan, lease } = await group(
+      [
+        { leaseKey: 'parent', checkpoint: Checkpoint.SHARD_END },
+        { leaseKey: 'child', checkpoint: '40', parentKeys: ['parent'], ...owned('w1') },
+      ],
+      [{ workerId: 'w1' }],
+    );
+    const applied = await applyRewind(await plan('trim-horizon', { leaseKeys: ['parent'] }), { storage, clock });
+    // The child's record is damaged while its owner reads on: nothing in the listing names it any more.
+    storage.corrupt(GROUP, 'child');
+    const progress = await run(scheduler, awaitRewind(applied, { storage, clock, timeoutMs: 1_000, pollIntervalMs: 100 }));
+    expect(progress.complete).toBe(false);
+    expect(await lease('parent')).toMatchObject({ checkpoint: Checkpoint.SHARD_END });
+    expect(rewindRequestOf(await lease('parent'))?.id).toBe(applied.rewindId);
+  });
+
   it('a request on a lease nobody holds is applied directly, and a descendant that missed the rewind is covered by it', async () => {
     const { storage, lease } = await group(
       [
