@@ -71,8 +71,9 @@ export interface ConsumerUnsafe {
    */
   crossStreamSync?: boolean;
   /**
-   * A shard paused for a rewind still lets its batches' contexts checkpoint: a handler that kept one moves
-   * the rewound checkpoint forward again, past records it was to hand over again.
+   * A shard's readers of before a rewind (paused for it, or ended earlier) still let their batches'
+   * contexts checkpoint: a handler that kept one moves the rewound checkpoint forward again, past records
+   * it was to hand over again.
    */
   checkpointAfterRewind?: boolean;
 }

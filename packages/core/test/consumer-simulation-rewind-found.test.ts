@@ -4,5 +4,8 @@ import { consumerSimulationSeedList } from './support/consumer-simulation-seeds.
 // Seed 22 found that a free child already at the rewind's target was left unwritten, so a worker that had
 // listed the group before the request landed took it and read it before its parent was read again; seed 25
 // that a reader started while the rewind was being applied (the lease re-acquired while its last reader
-// wound down) read on from the old checkpoint and checkpointed over the rewind.
-consumerSimulationSeedList('rewinding the live group, seeds that found a rewind defect and a few more', [22, 25, 3, 16, 28], { rewind: true });
+// wound down) read on from the old checkpoint and checkpointed over the rewind; seed 5244 that a finished
+// parent was moved back while a child whose record could not be read back was still being read; seed 5137
+// that a batch's context of a reader that had failed before the rewind (its reader started again) still
+// checkpointed over it.
+consumerSimulationSeedList('rewinding the live group, seeds that found a rewind defect and a few more', [22, 25, 5244, 5137, 3, 16], { rewind: true });

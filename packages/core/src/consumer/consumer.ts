@@ -166,6 +166,8 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
   readonly #stalled = new Map<string, { fencingToken: number }>();
   /** Rewind requests being applied, one after another per shard. */
   readonly #rewinds = new Map<string, Promise<void>>();
+  /** Per shard, how many rewinds paused its readers: a reader made before the last one refuses its contexts' checkpoints. */
+  readonly #rewindCounts = new Map<string, number>();
   readonly #lifetime = new AbortController();
   #state: 'new' | 'running' | 'stopping' | 'stopped' = 'new';
   #stopping: Promise<void> | null = null;
@@ -455,10 +457,16 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
     const { coordinator } = this;
     coordinator.on('acquired', ({ leaseKey }) => this.#startPump(leaseKey));
     coordinator.on('lost', ({ leaseKey, reason }) => {
+      this.#rewindCounts.delete(leaseKey);
       this.#logger.warn({ shardId: leaseKey, reason }, 'lease lost');
       this.emit('lease-lost', { shardId: leaseKey, reason });
     });
-    coordinator.on('handed-off', ({ leaseKey, to }) => this.emit('lease-handed-off', { shardId: leaseKey, to }));
+    coordinator.on('handed-off', ({ leaseKey, to }) => {
+      this.#rewindCounts.delete(leaseKey);
+      this.emit('lease-handed-off', { shardId: leaseKey, to });
+    });
+    // Readers of a tenure that ended are fenced by it: the count matters only within one.
+    coordinator.on('released', ({ leaseKey }) => this.#rewindCounts.delete(leaseKey));
     coordinator.on('rewind-requested', ({ leaseKey }) => this.#rewindRequested(leaseKey));
     coordinator.on('corrupt-lease', ({ leaseKey, error }) => {
       this.#logger.error({ shardId: leaseKey, err: error }, 'corrupt lease: nobody takes it until it is repaired or deleted');
@@ -530,6 +538,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
         retry: this.#retry,
         hooks: this.#options.hooks ?? {},
         initialPosition: this.#initialPositionOf(source),
+        rewinds: () => this.#rewindCounts.get(leaseKey) ?? 0,
         clock: this.#clock,
         random: this.#random,
         logger: this.#logger,
@@ -781,6 +790,8 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       const stopReading = async (): Promise<void> => {
         const pump = this.#pumps.get(leaseKey);
         if (pump) await pump.pause().then(() => pump.done);
+        // Every reader of the shard made so far, also one that ended before (a failed read), is of before the rewind.
+        this.#rewindCounts.set(leaseKey, (this.#rewindCounts.get(leaseKey) ?? 0) + 1);
       };
       outcome = await applyOwnRewind({ coordinator: this.coordinator, storage: this.#storage, group: this.group, lease, stopReading });
     } catch (error) {
