@@ -7,5 +7,6 @@ import { consumerSimulationSeedList } from './support/consumer-simulation-seeds.
 // wound down) read on from the old checkpoint and checkpointed over the rewind; seed 5244 that a finished
 // parent was moved back while a child whose record could not be read back was still being read; seed 5137
 // that a batch's context of a reader that had failed before the rewind (its reader started again) still
-// checkpointed over it.
-consumerSimulationSeedList('rewinding the live group, seeds that found a rewind defect and a few more', [22, 25, 5244, 5137, 3, 16], { rewind: true });
+// checkpointed over it; seed 5010 that a worker without a change feed, looking for a request when a stream
+// left its list, read on from that stream until the look was done.
+consumerSimulationSeedList('rewinding the live group, seeds that found a rewind defect and a few more', [22, 25, 5244, 5137, 5010, 3], { rewind: true });

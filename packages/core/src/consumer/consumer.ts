@@ -730,9 +730,16 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
 
   /** The coordinator is about to give a lease away: finish the batch in flight and checkpoint first. */
   #drain(lease: HeldLease): Promise<void> {
-    // A rewind being applied finishes first; it does not read on once the lease is being given away.
+    // A rewind being applied finishes first; it does not read on once the lease is being given away. The
+    // reader stops at once all the same: looking for a request can take a while, and a stream removed from
+    // the list must not be read on meanwhile.
     const rewinding = this.#rewinds.get(lease.leaseKey);
-    if (rewinding) return rewinding.then(() => this.#drain(lease));
+    if (rewinding) return Promise.all([this.#drainPump(lease), rewinding]).then(() => this.#drain(lease));
+    return this.#drainPump(lease);
+  }
+
+  /** Finishes the batch in flight of the shard's reader, checkpoints, and stops it. */
+  #drainPump(lease: HeldLease): Promise<void> {
     const pump = this.#pumps.get(lease.leaseKey);
     if (!pump) return Promise.resolve();
     let drain = this.#drains.get(lease.leaseKey);
