@@ -14,7 +14,7 @@ import { ShardPump, type PumpOutcome, type PumpReporter } from './shard-pump.js'
 import { attachMetrics, defaultMeter } from '../metrics.js';
 import { parseStreamBirths, MultiStreamSync, STREAMS_FIELD, type MultiStreamSyncReport } from './stream-sync.js';
 import { parseStreamLeaseKey, resolveStreams, type StreamList, type StreamSource } from './streams.js';
-import { REWIND_MARKER_FIELD, rewindRequestOf } from '../rewind.js';
+import { parentPending, REWIND_FIELDS, REWIND_MARKER_FIELD, rewindRequestOf } from '../rewind.js';
 import { applyOwnRewind, type OwnRewind } from './owner-rewind.js';
 
 const PKG = 'core';
@@ -491,7 +491,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
     this.elector?.on('error', ({ error, operation }) => this.#report(error, `leader ${operation}`));
   }
 
-  #startPump(leaseKey: string, applyRewind = true): void {
+  #startPump(leaseKey: string, applyRewind = true, parentsChecked = false): void {
     const rewinding = applyRewind ? this.#rewinds.get(leaseKey) : undefined;
     if (rewinding) {
       // A rewind being applied starts the reader itself, at the rewound checkpoint: one started meanwhile
@@ -505,7 +505,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
     const previous = this.#pumps.get(leaseKey);
     if (previous) {
       // Re-acquired while the last pump of the shard is still winding down: start after it stopped.
-      void previous.done.then(() => this.#startPump(leaseKey, applyRewind));
+      void previous.done.then(() => this.#startPump(leaseKey, applyRewind, parentsChecked));
       return;
     }
     const lease = this.coordinator.lease(leaseKey);
@@ -523,6 +523,16 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
     // A request its last owner did not apply (it died, or handed the lease over first) is applied before reading.
     if (applyRewind && lease.checkpoint !== Checkpoint.SHARD_END && rewindRequestOf(lease) !== undefined) {
       this.#rewindRequested(leaseKey);
+      return;
+    }
+    // A lease rewound while it was being handed over comes with a parent still to be read (again): its
+    // last owner could not give it back, so it is given back unread here. Only a rewound lease can have one.
+    if (applyRewind && !parentsChecked && lease.parentKeys.length > 0 && lease.metadata[REWIND_FIELDS.rewound] !== undefined) {
+      this.#settling.add(leaseKey);
+      void parentPending(this.#storage, this.group, lease)
+        .then((pending) => (pending ? this.coordinator.release(leaseKey) : this.#startPump(leaseKey, true, true)))
+        .catch((error: unknown) => this.#report(error, 'release'))
+        .finally(() => this.#settling.delete(leaseKey));
       return;
     }
     const pump = new ShardPump<R>(
