@@ -7,6 +7,7 @@ const LONG = [
   'test/consumer-simulation-[0-9]*.test.ts',
   'test/consumer-simulation-exactly-once.test.ts',
   'test/consumer-simulation-multi-stream.test.ts',
+  'test/consumer-simulation-rewind.test.ts',
 ];
 
 export default defineProject({

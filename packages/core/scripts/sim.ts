@@ -11,6 +11,8 @@
  *   pnpm sim --consumer --multi-stream --seeds 500
  *                                              only multi-stream groups (a third of the seeds are, by default);
  *                                              --single-stream runs only groups of one stream
+ *   pnpm sim --consumer --rewind --seeds 300   only runs where an operator rewinds the live group (a quarter of
+ *                                              the seeds do, by default); --no-rewind runs none
  *   pnpm sim --consumer --seeds 200 --unsafe-keep-failed-pump
  *                                              bring back one runtime defect and watch the checks catch it
  */
@@ -40,6 +42,8 @@ const { values } = parseArgs({
     'exactly-once': { type: 'boolean', default: false },
     'multi-stream': { type: 'boolean', default: false },
     'single-stream': { type: 'boolean', default: false },
+    rewind: { type: 'boolean', default: false },
+    'no-rewind': { type: 'boolean', default: false },
     shards: { type: 'string' },
     'initial-position': { type: 'string' },
     ...Object.fromEntries(consumerUnsafeFlags.filter(([name]) => name !== 'skipSelfFencing').map(([, flag]) => [flag.slice(2), { type: 'boolean' as const, default: false }])),
@@ -63,6 +67,8 @@ if (values.consumer) {
   }
   if (values['multi-stream'] && values['single-stream']) throw new Error('--multi-stream and --single-stream exclude each other');
   const multiStream = values['multi-stream'] ? true : values['single-stream'] ? false : undefined;
+  if (values.rewind && values['no-rewind']) throw new Error('--rewind and --no-rewind exclude each other');
+  const rewind = values.rewind ? true : values['no-rewind'] ? false : undefined;
   for (const seed of seeds) {
     const config: ConsumerSimulationConfig = {
       seed,
@@ -73,12 +79,14 @@ if (values.consumer) {
       faultPhaseMs: number(values['fault-ms']),
       unsafe: Object.keys(unsafe).length > 0 ? unsafe : undefined,
       exactlyOnce: values['exactly-once'],
+      rewind,
       trace,
     };
     const result = await simulateConsumers(config);
     const { shape, stats } = result;
     const streams = shape.multiStream ? `${shape.multiStream.streams.length} streams (${shape.multiStream.streams.map((stream) => stream.life).join(', ')}), ` : '';
-    const described = `${shape.workers} workers, ${streams}${shape.shards} shards, ${shape.initialPosition}, ${stats.generations} generations`;
+    const rewinds = shape.rewind ? `, ${shape.rewind.rewinds.map((draw) => `${draw.target} of ${draw.selection}`).join(' and ')} rewinds ${shape.rewind.changeFeed ? 'with' : 'without'} a change feed` : '';
+    const described = `${shape.workers} workers, ${streams}${shape.shards} shards, ${shape.initialPosition}, ${stats.generations} generations${rewinds}`;
     if (result.violations.length > 0) {
       failed++;
       console.log(`seed ${seed} (${described}): ${result.violations.length} violations`);

@@ -547,7 +547,10 @@ function decide(view: GroupView, selected: readonly string[], to: Position, late
     const lease = view.leases.get(key) as LeaseRecord;
     const target = targets.get(key) as { to: Position; descendantOf: string | undefined };
     const owner = view.ownerOf(lease);
-    if (owner === null && !hasRewindRequest(lease) && lease.checkpoint === target.to && !isFinished(lease)) {
+    // A descendant is written even where it stands already: a worker that listed the group before the
+    // finished lease's request landed may take it, at the version it listed, and read it before its
+    // parent is read again; a write of the rewind makes that take conflict.
+    if (owner === null && !hasRewindRequest(lease) && lease.checkpoint === target.to && !isFinished(lease) && target.descendantOf === undefined) {
       unchanged.push({ leaseKey: key, reason: `already at ${target.to}, and nobody holds it` });
       continue;
     }
@@ -736,6 +739,11 @@ export interface SettleRewindsOptions {
   readonly leases: readonly LeaseRecord[];
   /** Whether a live worker holds the lease, judged on a roster read after the listing. */
   readonly heldByAnyone: (lease: LeaseRecord) => boolean;
+  /**
+   * Keys of the group's leases that the listing could not read back. While there is one, no finished lease
+   * is moved back: its parents cannot be read, so it may descend from that lease and be read by its owner.
+   */
+  readonly unreadable?: readonly string[] | undefined;
   /** Asked right before each write (the leader: whether it still leads). Default: always. */
   readonly mayWrite?: (() => boolean) | undefined;
 }
@@ -750,7 +758,8 @@ export interface SettleRewindsOptions {
  * 2. a request on a lease nobody holds (its owner died, or it was never taken since) is applied directly;
  * 3. a finished lease's request is applied once nobody holds it and every lease that descends from it
  *    carries the rewind with no request left (it is reset, and its owner, if any, gave it back without
- *    reading: a parent carrying a request is not finished) or nobody holds it and it never started.
+ *    reading: a parent carrying a request is not finished) or nobody holds it and it never started, and
+ *    every lease of the group can be read back (one that cannot may descend from it).
  *
  * Descendants are settled before their ancestors, so that a whole line settles in one call. Returns the
  * leases written.
@@ -788,6 +797,7 @@ export async function settleRewinds(options: SettleRewindsOptions): Promise<Leas
     const request = rewindRequestOf(lease);
     if (!request || lease.format > RECORD_FORMAT || held(lease)) continue;
     if (isFinished(lease)) {
+      if ((options.unreadable?.length ?? 0) > 0) continue;
       const stopped = descendantsOf(view, key).every((descendant) => {
         const found = view.leases.get(descendant) as LeaseRecord;
         if (hasRewindRequest(found)) return false;
@@ -806,7 +816,13 @@ export async function settleRewinds(options: SettleRewindsOptions): Promise<Leas
  * be taken now), marks the leader record again, so that workers without a change feed list the group.
  */
 async function settleAndMark(storage: CheckpointStorage & Partial<LeaderStore>, rewind: Pick<RewindPlan, 'group' | 'rewindId'>, view: GroupView): Promise<LeaseRecord[]> {
-  const settled = await settleRewinds({ storage, group: rewind.group, leases: [...view.leases.values()], heldByAnyone: (lease) => view.ownerOf(lease) !== null });
+  const settled = await settleRewinds({
+    storage,
+    group: rewind.group,
+    leases: [...view.leases.values()],
+    heldByAnyone: (lease) => view.ownerOf(lease) !== null,
+    unreadable: [...view.corrupt],
+  });
   const reopened = settled.find((record) => view.leases.get(record.leaseKey)?.checkpoint === Checkpoint.SHARD_END && record.checkpoint !== Checkpoint.SHARD_END);
   if (reopened) await mark(storage, rewind.group, rewind.rewindId, `${rewind.rewindId}/${reopened.leaseKey}`, 5);
   return settled;

@@ -80,6 +80,12 @@ export interface ConsumerUnsafe {
    * it deletes other streams' leases that nobody holds.
    */
   crossStreamSync?: boolean;
+  /**
+   * A shard's readers of before a rewind (paused for it, or ended earlier) still let their batches'
+   * contexts checkpoint: a handler that kept one moves the rewound checkpoint forward again, past records
+   * it was to hand over again.
+   */
+  checkpointAfterRewind?: boolean;
 }
 
 

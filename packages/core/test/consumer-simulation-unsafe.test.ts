@@ -9,7 +9,7 @@ const SEEDS = 200;
  * within 200 seeds, through the guarantee that defect breaks first (its own symptom, where one exists
  * apart from a stall), on a seed the runtime passes without it.
  */
-const switches: ReadonlyArray<{ name: keyof ConsumerUnsafe; defect: string; breaks: readonly ConsumerGuarantee[]; multiStream?: boolean; exactlyOnce?: boolean }> = [
+const switches: ReadonlyArray<{ name: keyof ConsumerUnsafe; defect: string; breaks: readonly ConsumerGuarantee[]; multiStream?: boolean; exactlyOnce?: boolean; rewind?: boolean }> = [
   { name: 'childrenAtInitialPosition', defect: 'children start at the initial position, losing what was written to them before', breaks: ['delivery', 'progress'] },
   { name: 'oneGenerationSync', defect: 'shard sync creates leases of finished ancestors again', breaks: ['resurrection'] },
   { name: 'birthRace', defect: 'children run before parents that have no lease yet', breaks: ['order'] },
@@ -28,6 +28,8 @@ const switches: ReadonlyArray<{ name: keyof ConsumerUnsafe; defect: string; brea
   { name: 'retryThroughDrain', defect: "a stop waits for a failing handler's retries until its timeout and leaves the lease to lapse", breaks: ['stop-handover'] },
   // A defect of multi-stream groups: run on multi-stream shapes only.
   { name: 'crossStreamSync', defect: "a stream's shard sync deletes other streams' leases that nobody holds", breaks: ['deletion', 'removed-stream'], multiStream: true },
+  // A defect of rewinds: run on rewinding seeds only.
+  { name: 'checkpointAfterRewind', defect: "a batch's context of before a rewind checkpoints over it", breaks: ['fencing', 'delivery'], rewind: true },
 ];
 
 const caught = new Map<string, string>();
@@ -42,12 +44,13 @@ async function firstViolation(
   breaks: readonly ConsumerGuarantee[],
   multiStream: boolean | undefined,
   exactlyOnce: boolean | undefined,
+  rewind: boolean | undefined,
 ): Promise<{ seeds: number; passedOver: number[]; result: ConsumerSimulationResult } | undefined> {
   const passedOver: number[] = [];
   for (let seed = 1; seed <= SEEDS; seed++) {
-    const result = await simulateConsumers({ seed, unsafe, multiStream, exactlyOnce });
+    const result = await simulateConsumers({ seed, unsafe, multiStream, exactlyOnce, rewind });
     if (!result.violations.some((violation) => breaks.includes(violation.guarantee))) continue;
-    if ((await simulateConsumers({ seed, multiStream, exactlyOnce })).violations.length > 0) {
+    if ((await simulateConsumers({ seed, multiStream, exactlyOnce, rewind })).violations.length > 0) {
       passedOver.push(seed);
       continue;
     }
@@ -57,9 +60,9 @@ async function firstViolation(
 }
 
 describe('the consumer simulation catches each unsafe switch of the runtime', () => {
-  for (const { name, defect, breaks, multiStream, exactlyOnce } of switches) {
+  for (const { name, defect, breaks, multiStream, exactlyOnce, rewind } of switches) {
     it(`catches ${name} (${defect}) within ${SEEDS} seeds`, async () => {
-      const found = await firstViolation({ [name]: true }, breaks, multiStream, exactlyOnce);
+      const found = await firstViolation({ [name]: true }, breaks, multiStream, exactlyOnce, rewind);
       caught.set(
         name,
         found

@@ -138,6 +138,25 @@ describe('planRewind', () => {
     ]);
   });
 
+  it('a descendant of a finished lease is written even when it is free and at the target already, so that a take on a listing from before the rewind conflicts', async () => {
+    const { storage, plan, lease } = await group([
+      { leaseKey: 'parent', checkpoint: Checkpoint.SHARD_END },
+      { leaseKey: 'child', checkpoint: Checkpoint.TRIM_HORIZON, parentKeys: ['parent'] },
+    ]);
+    // A worker listed the group before the rewind: the parent finished, so the child was eligible.
+    const listed = await lease('child');
+    const rewind = await plan('trim-horizon', { leaseKeys: ['parent'] });
+    expect(rewind.moves.map((move) => [move.leaseKey, move.how])).toEqual([
+      ['parent', 'after-descendants'],
+      ['child', 'direct'],
+    ]);
+    await applyRewind(rewind, { storage });
+    const [take] = await storage.updateLeases(GROUP, [{ leaseKey: 'child', expectedVersion: listed.version, next: { ...leaseStateOf(listed), ...owned('w2') } }]);
+    expect(take?.status).toBe('conflict');
+    // Nobody read the child: the parent is moved back, and the child waits for it.
+    expect(await lease('parent')).toMatchObject({ checkpoint: Checkpoint.TRIM_HORIZON });
+  });
+
   it('latest is pinned to the moment of the request and leaves finished leases as they are', async () => {
     const { plan, clock } = await group([{ leaseKey: 'done', checkpoint: Checkpoint.SHARD_END }, { leaseKey: 'open', checkpoint: '9', parentKeys: ['done'] }]);
     const rewind = await plan('latest');
@@ -301,6 +320,23 @@ describe('settling a rewind', () => {
     expect(await lease('parent')).toMatchObject({ checkpoint: 'TRIM_HORIZON', metadata: { [REWIND_FIELDS.rewound]: rewind.rewindId } });
     // The leader record was marked again: workers without a change feed list and find the parent takeable.
     expect((await storage.getLeader(GROUP))?.metadata[REWIND_MARKER_FIELD]).toBe(`${rewind.rewindId}/parent`);
+  });
+
+  it('a finished parent is not moved while a lease of the group cannot be read back, since it may descend from it and be read', async () => {
+    const { storage, scheduler, clock, plan, lease } = await group(
+      [
+        { leaseKey: 'parent', checkpoint: Checkpoint.SHARD_END },
+        { leaseKey: 'child', checkpoint: '40', parentKeys: ['parent'], ...owned('w1') },
+      ],
+      [{ workerId: 'w1' }],
+    );
+    const applied = await applyRewind(await plan('trim-horizon', { leaseKeys: ['parent'] }), { storage, clock });
+    // The child's record is damaged while its owner reads on: nothing in the listing names it any more.
+    storage.corrupt(GROUP, 'child');
+    const progress = await run(scheduler, awaitRewind(applied, { storage, clock, timeoutMs: 1_000, pollIntervalMs: 100 }));
+    expect(progress.complete).toBe(false);
+    expect(await lease('parent')).toMatchObject({ checkpoint: Checkpoint.SHARD_END });
+    expect(rewindRequestOf(await lease('parent'))?.id).toBe(applied.rewindId);
   });
 
   it('a request on a lease nobody holds is applied directly, and a descendant that missed the rewind is covered by it', async () => {

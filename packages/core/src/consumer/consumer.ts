@@ -15,7 +15,7 @@ import { attachMetrics, defaultMeter } from '../metrics.js';
 import { parseStreamBirths, MultiStreamSync, STREAMS_FIELD, type MultiStreamSyncReport } from './stream-sync.js';
 import { refuseUnknownConsumerOptions } from './option-keys.js';
 import { parseStreamLeaseKey, resolveStreams, type StreamList, type StreamSource } from './streams.js';
-import { REWIND_MARKER_FIELD, rewindRequestOf } from '../rewind.js';
+import { parentPending, REWIND_FIELDS, REWIND_MARKER_FIELD, rewindRequestOf } from '../rewind.js';
 import { applyOwnRewind, type OwnRewind } from './owner-rewind.js';
 
 const PKG = 'core';
@@ -171,6 +171,8 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
   readonly #stalled = new Map<string, { fencingToken: number }>();
   /** Rewind requests being applied, one after another per shard. */
   readonly #rewinds = new Map<string, Promise<void>>();
+  /** Per shard, how many rewinds paused its readers: a reader made before the last one refuses its contexts' checkpoints. */
+  readonly #rewindCounts = new Map<string, number>();
   readonly #lifetime = new AbortController();
   #state: 'new' | 'running' | 'stopping' | 'stopped' = 'new';
   #stopping: Promise<void> | null = null;
@@ -462,10 +464,16 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
     const { coordinator } = this;
     coordinator.on('acquired', ({ leaseKey }) => this.#startPump(leaseKey));
     coordinator.on('lost', ({ leaseKey, reason }) => {
+      this.#rewindCounts.delete(leaseKey);
       this.#logger.warn({ shardId: leaseKey, reason }, 'lease lost');
       this.emit('lease-lost', { shardId: leaseKey, reason });
     });
-    coordinator.on('handed-off', ({ leaseKey, to }) => this.emit('lease-handed-off', { shardId: leaseKey, to }));
+    coordinator.on('handed-off', ({ leaseKey, to }) => {
+      this.#rewindCounts.delete(leaseKey);
+      this.emit('lease-handed-off', { shardId: leaseKey, to });
+    });
+    // Readers of a tenure that ended are fenced by it: the count matters only within one.
+    coordinator.on('released', ({ leaseKey }) => this.#rewindCounts.delete(leaseKey));
     coordinator.on('rewind-requested', ({ leaseKey }) => this.#rewindRequested(leaseKey));
     coordinator.on('corrupt-lease', ({ leaseKey, error }) => {
       this.#logger.error({ shardId: leaseKey, err: error }, 'corrupt lease: nobody takes it until it is repaired or deleted');
@@ -490,11 +498,21 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
     this.elector?.on('error', ({ error, operation }) => this.#report(error, `leader ${operation}`));
   }
 
-  #startPump(leaseKey: string, applyRewind = true): void {
+  #startPump(leaseKey: string, applyRewind = true, parentsChecked = false): void {
+    const rewinding = applyRewind ? this.#rewinds.get(leaseKey) : undefined;
+    if (rewinding) {
+      // A rewind being applied starts the reader itself, at the rewound checkpoint: one started meanwhile
+      // (the lease re-acquired while its last reader wound down) would read on from the old checkpoint and
+      // checkpoint over the rewind.
+      void rewinding.then(() => {
+        if (!this.#pumps.has(leaseKey)) this.#startPump(leaseKey);
+      });
+      return;
+    }
     const previous = this.#pumps.get(leaseKey);
     if (previous) {
       // Re-acquired while the last pump of the shard is still winding down: start after it stopped.
-      void previous.done.then(() => this.#startPump(leaseKey, applyRewind));
+      void previous.done.then(() => this.#startPump(leaseKey, applyRewind, parentsChecked));
       return;
     }
     const lease = this.coordinator.lease(leaseKey);
@@ -514,6 +532,16 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       this.#rewindRequested(leaseKey);
       return;
     }
+    // A lease rewound while it was being handed over comes with a parent still to be read (again): its
+    // last owner could not give it back, so it is given back unread here. Only a rewound lease can have one.
+    if (applyRewind && !parentsChecked && lease.parentKeys.length > 0 && lease.metadata[REWIND_FIELDS.rewound] !== undefined) {
+      this.#settling.add(leaseKey);
+      void parentPending(this.#storage, this.group, lease)
+        .then((pending) => (pending ? this.coordinator.release(leaseKey) : this.#startPump(leaseKey, true, true)))
+        .catch((error: unknown) => this.#report(error, 'release'))
+        .finally(() => this.#settling.delete(leaseKey));
+      return;
+    }
     const pump = new ShardPump<R>(
       withUnsafe({
         group: this.group,
@@ -528,6 +556,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
         retry: this.#retry,
         hooks: this.#options.hooks ?? {},
         initialPosition: this.#initialPositionOf(source),
+        rewinds: () => this.#rewindCounts.get(leaseKey) ?? 0,
         clock: this.#clock,
         random: this.#random,
         logger: this.#logger,
@@ -744,9 +773,16 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
 
   /** The coordinator is about to give a lease away: finish the batch in flight and checkpoint first. */
   #drain(lease: HeldLease): Promise<void> {
-    // A rewind being applied finishes first; it does not read on once the lease is being given away.
+    // A rewind being applied finishes first; it does not read on once the lease is being given away. The
+    // reader stops at once all the same: looking for a request can take a while, and a stream removed from
+    // the list must not be read on meanwhile.
     const rewinding = this.#rewinds.get(lease.leaseKey);
-    if (rewinding) return rewinding.then(() => this.#drain(lease));
+    if (rewinding) return Promise.all([this.#drainPump(lease), rewinding]).then(() => this.#drain(lease));
+    return this.#drainPump(lease);
+  }
+
+  /** Finishes the batch in flight of the shard's reader, checkpoints, and stops it. */
+  #drainPump(lease: HeldLease): Promise<void> {
     const pump = this.#pumps.get(lease.leaseKey);
     if (!pump) return Promise.resolve();
     let drain = this.#drains.get(lease.leaseKey);
@@ -804,6 +840,8 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       const stopReading = async (): Promise<void> => {
         const pump = this.#pumps.get(leaseKey);
         if (pump) await pump.pause().then(() => pump.done);
+        // Every reader of the shard made so far, also one that ended before (a failed read), is of before the rewind.
+        this.#rewindCounts.set(leaseKey, (this.#rewindCounts.get(leaseKey) ?? 0) + 1);
       };
       outcome = await applyOwnRewind({ coordinator: this.coordinator, storage: this.#storage, group: this.group, lease, stopReading });
     } catch (error) {

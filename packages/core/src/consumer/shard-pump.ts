@@ -61,6 +61,12 @@ interface PumpSettings<R extends SourceRecord> {
   retry: { initialDelayMs: number; maxDelayMs: number; maxAttempts: number };
   hooks: ShardHooks;
   initialPosition: Position;
+  /**
+   * How many rewinds paused the shard's readers on this worker so far. A pump started before the last one
+   * refuses its batches' checkpoints, paused or not: one that ended before the rewind (a failed read, its
+   * reader started again) must not move the rewound checkpoint forward either.
+   */
+  rewinds: () => number;
   clock: Clock;
   random: Random;
   logger: Logger;
@@ -88,6 +94,8 @@ export class ShardPump<R extends SourceRecord> {
   readonly #yield = new AbortController();
   /** Paused for a rewind: no batch's context may checkpoint any more. */
   #paused = false;
+  /** The shard's rewinds on this worker when this pump was made: any since, and its contexts are of before. */
+  readonly #rewindsAtStart: number;
   #inFlight: Promise<void> = Promise.resolve();
   /** The end of the last batch the handler finished, and whether it is checkpointed. */
   #processed: Position | null = null;
@@ -113,6 +121,7 @@ export class ShardPump<R extends SourceRecord> {
     this.#lease = lease;
     this.shardId = lease.leaseKey;
     this.#checkpointed = lease.checkpoint;
+    this.#rewindsAtStart = settings.rewinds();
     this.#lastReadAt = settings.clock.now();
     lease.signal.addEventListener('abort', () => this.#reading.abort(lease.signal.reason), { once: true });
     this.#reading.signal.addEventListener('abort', () => this.#yield.abort(this.#reading.signal.reason), { once: true });
@@ -674,7 +683,8 @@ export class ShardPump<R extends SourceRecord> {
   }
 
   async #checkpoint(position: Position, write?: CheckpointWrite): Promise<void> {
-    if (this.#paused) throw new AbortedError(`[core] shard ${describeValue(this.shardId)} was rewound: a checkpoint of an earlier batch is refused`);
+    const rewound = this.#paused || this.#settings.rewinds() !== this.#rewindsAtStart;
+    if (rewound && !this.#unsafe.checkpointAfterRewind) throw new AbortedError(`[core] shard ${describeValue(this.shardId)} was rewound: a checkpoint of an earlier batch is refused`);
     if (write) await this.#settings.coordinator.checkpointThrough(this.#lease, position, write);
     else await this.#settings.coordinator.checkpoint(this.#lease, position);
     this.#checkpointed = position;

@@ -5,6 +5,7 @@
  */
 import type { MemoryWriteEvent } from '../memory/memory-storage.js';
 import { compareNumericPositions } from '../position.js';
+import { hasRewindRequest, REWIND_FIELDS } from '../rewind.js';
 import type { SourceRecord } from '../source.js';
 import { Checkpoint, type LeaseRecord, type Position } from '../storage.js';
 
@@ -28,6 +29,7 @@ export type ConsumerGuarantee =
   | 'streams' // every lease names a shard of one stream, and its parent keys that shard's parents in the same stream
   | 'removed-stream' // a removed stream is not read past a refresh interval, and its leases go only after the grace, and then do
   | 'balance' // once faults stop, every eligible lease of every stream is held and the counts differ by at most one
+  | 'rewind' // a rewind moves a lease only to its target, by a rewind the tool asked for; awaitRewind completes once faults stop
   | 'unhandled-rejection'; // no promise rejection is left unhandled (it would end a real process)
 
 /** Where a group without checkpoints starts, as the simulation resolved it. */
@@ -53,6 +55,14 @@ export interface RecordEntry {
   deadLetteredAtMs: number | null;
   /** Virtual time the runtime first reported this record skipped, or `null`. */
   skippedAtMs: number | null;
+  /** The last rewind that moved its lease back before it: it is owed again, or `null`. */
+  replayOf: string | null;
+  /** Virtual time of its first hand-over since that rewind, or `null`. */
+  replayHandedAtMs: number | null;
+  /** How many times a rewind moved its lease back before it. */
+  rewinds: number;
+  /** A rewind moved its lease past it before it was handled: the operator skipped it. */
+  skippedByRewind: boolean;
 }
 
 /** One shard of a simulated stream, by the simulation's own account. */
@@ -136,6 +146,12 @@ export class ConsumerLedger {
   readonly #skipReported = new Set<string>();
   /** How long a removed stream's leases must be kept, in virtual ms (its grace at the fastest clock rate). */
   readonly #removedStreamGraceMs: number;
+  /** The rewinds the tool planned, by id: where they move a lease they name, and one that descends from a finished lease. */
+  readonly #rewinds = new Map<string, { to: Position; descendantTo: Position }>();
+  /** Per lease a rewind moved: the checkpoints written since its last move (an acknowledgement of an earlier one is stale). */
+  readonly #writtenSinceRewind = new Map<string, Set<Position>>();
+  /** Per rewind and key, the greatest record number handed over for the first time since the rewind. */
+  readonly #replayedMax = new Map<string, RecordEntry>();
 
   /**
    * `start` is where the group starts: the one stream's (`''`) start, and that of each stream added
@@ -250,6 +266,10 @@ export class ConsumerLedger {
       succeededAtMs: null,
       deadLetteredAtMs: null,
       skippedAtMs: null,
+      replayOf: null,
+      replayHandedAtMs: null,
+      rewinds: 0,
+      skippedByRewind: false,
     };
     this.records.push(entry);
     this.#byPosition.set(this.#positionKey(shardId, position), entry);
@@ -300,7 +320,15 @@ export class ConsumerLedger {
    * is no longer read, so neither its later records nor those it had not delivered yet can be owed).
    */
   owes(entry: RecordEntry): boolean {
-    return this.required(entry) && !this.#stream(this.shard(entry.shardId).streamId).removedForGood;
+    const shard = this.shard(entry.shardId);
+    if (this.#stream(shard.streamId).removedForGood || entry.skippedByRewind) return false;
+    // A rewind's replay is owed whatever the start was, as long as the stream still holds the shard.
+    return (entry.replayOf !== null && shard.trimmedAtMs === null) || this.required(entry);
+  }
+
+  /** Whether a record still waits for a hand-over: it never had one, or none since a rewind moved its lease back before it. */
+  awaitsHandover(entry: RecordEntry): boolean {
+    return entry.firstHandedAtMs === null || (entry.replayOf !== null && entry.replayHandedAtMs === null && this.shard(entry.shardId).trimmedAtMs === null);
   }
 
   /** The record at a position of a shard, if the shard's stream has it. */
@@ -326,7 +354,7 @@ export class ConsumerLedger {
     const unfinished = new Map<string, RecordEntry[]>();
     for (const entry of this.records) {
       if (!this.owes(entry)) continue;
-      if (entry.firstHandedAtMs !== null && (this.handled(entry) || this.shard(entry.shardId).trimmedAtMs !== null)) continue;
+      if (!this.awaitsHandover(entry) && (this.handled(entry) || this.shard(entry.shardId).trimmedAtMs !== null)) continue;
       const entries = unfinished.get(entry.shardId);
       if (entries) entries.push(entry);
       else unfinished.set(entry.shardId, [entry]);
@@ -338,7 +366,7 @@ export class ConsumerLedger {
   owed(): Map<string, RecordEntry[]> {
     const owed = new Map<string, RecordEntry[]>();
     for (const entry of this.records) {
-      if (entry.firstHandedAtMs !== null || !this.owes(entry)) continue;
+      if (!this.awaitsHandover(entry) || !this.owes(entry)) continue;
       const entries = owed.get(entry.shardId);
       if (entries) entries.push(entry);
       else owed.set(entry.shardId, [entry]);
@@ -349,6 +377,9 @@ export class ConsumerLedger {
   /** Whether a shard no longer holds back its children: its lease ended, it left the stream, or it closed with nothing owed. */
   done(shardId: string, owed: ReadonlyMap<string, RecordEntry[]>): boolean {
     const shard = this.shard(shardId);
+    // A lease that carries a rewind request is about to be read again: it holds its children back.
+    const lease = this.leases.get(shardId);
+    if (lease && hasRewindRequest(lease)) return false;
     return this.#ended.has(shardId) || shard.trimmedAtMs !== null || (shard.closedAtMs !== null && !owed.has(shardId));
   }
 
@@ -386,6 +417,12 @@ export class ConsumerLedger {
       this.#handovers.set(shardId, (this.#handovers.get(shardId) ?? 0) + 1);
       if (RECORD_POSITION.test(record.position)) {
         this.#handedInTenure.set(tenure, Math.max(this.#handedInTenure.get(tenure) ?? 0, Number(record.position)));
+      }
+      if (entry.replayOf !== null && entry.replayHandedAtMs === null) {
+        // A replay is checked as first hand-overs are, per rewind: its own first hand-overs per key in order.
+        this.#replayed(entry, worker, at);
+        entry.firstHandedAtMs ??= at;
+        continue;
       }
       if (entry.firstHandedAtMs !== null) continue;
       entry.firstHandedAtMs = at;
@@ -447,6 +484,8 @@ export class ConsumerLedger {
 
   /** The runtime reported a checkpoint as stored. */
   acknowledged(shardId: string, position: Position): void {
+    // Heard after a rewind moved the lease back, of a checkpoint written before it: what it stood for is undone.
+    if (this.#writtenSinceRewind.get(shardId)?.has(position) === false) return;
     const previous = this.#acknowledged.get(shardId);
     const order = previous === undefined ? 1 : compare(position, previous);
     if (order !== undefined && order > 0) this.#acknowledged.set(shardId, position);
@@ -549,9 +588,14 @@ export class ConsumerLedger {
     // is the tenure's to checkpoint without handing it over (a reader that starts at a timestamp skips it).
     // A timestamp in the future stands for every record that arrives before it, so it is resolved when used.
     const tenure = `${leaseKey}#${after.epoch}`;
+    if (this.#rewindOf(before, after)) {
+      this.#rewound(after, tenure);
+      return;
+    }
     if (after.checkpoint !== null && (after.epoch !== before.epoch || Checkpoint.timestampOf(after.checkpoint) !== undefined)) {
       this.#tenureStart.set(tenure, [...(this.#tenureStart.get(tenure) ?? []), after.checkpoint]);
     }
+    if (after.checkpoint !== null) this.#writtenSinceRewind.get(leaseKey)?.add(after.checkpoint);
     if (before.checkpoint === after.checkpoint) return;
     if (before.checkpoint === Checkpoint.SHARD_END) {
       this.#violate('resurrection', `SHARD_END checkpoint of ${leaseKey} moved back to ${String(after.checkpoint)} (owner ${String(after.owner)})`);
@@ -571,12 +615,83 @@ export class ConsumerLedger {
       if (Number(after.checkpoint) > Math.max(handed ?? 0, started)) {
         this.#violate(
           'fencing',
-          `checkpoint ${after.checkpoint} of ${leaseKey} written in tenure ${after.epoch} of ${String(after.owner)}, which started at ${started} and had handed over ${handed === undefined ? 'nothing' : `records up to ${handed}`}`,
+          `checkpoint ${after.checkpoint} of ${leaseKey} written in tenure ${after.epoch} of ${String(after.owner)}, which started at ${started} and had handed over ${handed === undefined ? 'nothing' : `records up to ${handed}`}${this.#writtenSinceRewind.has(leaseKey) ? ' (since a rewind moved the lease last)' : ''}`,
         );
       }
     }
     this.#checkHandledBefore(after);
     this.#checkAcknowledged(after);
+  }
+
+  /** The rewind tool planned a rewind: its id, and where it moves the leases it names. */
+  rewindPlanned(rewindId: string, to: Position): void {
+    // A lease that descends from a finished lease the rewind moves back goes to the rewind's time, or to its start.
+    this.#rewinds.set(rewindId, { to, descendantTo: Checkpoint.timestampOf(to) !== undefined ? to : Checkpoint.TRIM_HORIZON });
+  }
+
+  /**
+   * Whether a write is a rewind's move of the lease (it records a rewind's id the lease did not carry): by a
+   * rewind the tool planned, to its target, or it is reported.
+   */
+  #rewindOf(before: LeaseRecord, after: LeaseRecord): boolean {
+    const rewindId = after.metadata[REWIND_FIELDS.rewound];
+    if (rewindId === undefined || rewindId === before.metadata[REWIND_FIELDS.rewound]) return false;
+    const rewind = this.#rewinds.get(rewindId);
+    if (!rewind) {
+      this.#violate('rewind', `lease of ${after.leaseKey} moved from ${String(before.checkpoint)} to ${String(after.checkpoint)} by rewind ${rewindId}, which the tool never planned`);
+    } else if (after.checkpoint !== rewind.to && after.checkpoint !== rewind.descendantTo) {
+      this.#violate('rewind', `rewind ${rewindId} moved lease of ${after.leaseKey} from ${String(before.checkpoint)} to ${String(after.checkpoint)}, not to its target ${rewind.to} (or ${rewind.descendantTo} for a descendant)`);
+    }
+    return true;
+  }
+
+  /**
+   * A rewind moved the lease: every record after the new checkpoint is owed again, each record it passes
+   * that was not handled is skipped by the operator, the tenure starts anew there (a checkpoint of it
+   * claims only what was handed over since), and the shard, if it had ended, is to be read again.
+   */
+  #rewound(lease: LeaseRecord, tenure: string): void {
+    const { leaseKey, checkpoint } = lease;
+    const rewindId = lease.metadata[REWIND_FIELDS.rewound] as string;
+    this.#writtenSinceRewind.set(leaseKey, new Set(checkpoint === null ? [] : [checkpoint]));
+    this.#acknowledged.delete(leaseKey);
+    this.#tenureStart.set(tenure, checkpoint === null ? [] : [checkpoint]);
+    this.#handedInTenure.delete(tenure);
+    if (checkpoint !== Checkpoint.SHARD_END) this.#ended.delete(leaseKey);
+    const shard = this.shards.get(leaseKey);
+    if (!shard || checkpoint === Checkpoint.SHARD_END) return;
+    const covered = this.#covered(leaseKey, checkpoint);
+    for (const index of shard.records) {
+      const entry = this.records[index] as RecordEntry;
+      if (Number(entry.position) <= covered) {
+        // Moved past: the operator skips it, or the replay an earlier rewind owed of it.
+        if (!this.handled(entry)) entry.skippedByRewind = true;
+        if (entry.replayHandedAtMs === null) entry.replayOf = null;
+        continue;
+      }
+      entry.replayOf = rewindId;
+      entry.replayHandedAtMs = null;
+      entry.skippedByRewind = false;
+      entry.rewinds++;
+    }
+  }
+
+  /** A record owed again since a rewind is handed over: per key, in put order among that rewind's replays. */
+  #replayed(entry: RecordEntry, worker: string, at: number): void {
+    entry.replayHandedAtMs = at;
+    const key = `${entry.replayOf ?? ''}\u0000${entry.partitionKey}`;
+    const latest = this.#replayedMax.get(key);
+    if (!latest || latest.n < entry.n) {
+      this.#replayedMax.set(key, entry);
+      return;
+    }
+    const pair = `${entry.replayOf ?? ''} ${entry.partitionKey} ${entry.shardId} ${latest.shardId}`;
+    if (this.#orderReported.has(pair)) return;
+    this.#orderReported.add(pair);
+    this.#violate(
+      'order',
+      `record ${entry.partitionKey}#${entry.n} (${entry.shardId} at ${entry.position}) was handed over again by ${worker} after rewind ${entry.replayOf ?? '?'} later than ${entry.partitionKey}#${latest.n} (${latest.shardId} at ${latest.position}, handed over again at ${latest.replayHandedAtMs?.toFixed(0) ?? '?'} ms)`,
+    );
   }
 
   /**
@@ -599,7 +714,7 @@ export class ConsumerLedger {
     }
     for (const index of shard.records) {
       const entry = this.records[index] as RecordEntry;
-      if (Number(entry.position) > upTo || !this.required(entry) || this.handled(entry)) continue;
+      if (Number(entry.position) > upTo || !this.required(entry) || this.handled(entry) || entry.skippedByRewind) continue;
       const key = `${leaseKey} ${entry.position}`;
       if (this.#skipReported.has(key)) continue;
       this.#skipReported.add(key);
@@ -671,7 +786,7 @@ export class ConsumerLedger {
       const all = shard.records.length;
       this.#violate(
         'delivery',
-        `${entries.length} of ${all} records of ${shardId} never handed over (first: ${first.partitionKey}#${first.n} at ${first.position}, arrived ${first.arrivedWallMs - (this.birthWallMsOf(shard.streamId) ?? 0)} ms after birth); ` +
+        `${entries.length} of ${all} records of ${shardId} ${first.firstHandedAtMs === null ? 'never handed over' : `not handed over again since rewind ${first.replayOf ?? '?'}`} (first: ${first.partitionKey}#${first.n} at ${first.position}, arrived ${first.arrivedWallMs - (this.birthWallMsOf(shard.streamId) ?? 0)} ms after birth); ` +
           `shard ${shard.closedAtMs === null ? 'open' : 'closed'}, parents [${shard.parentShardIds.join(', ')}], lease ${describeLease(lease)}`,
       );
     }

@@ -18,8 +18,10 @@ import { MemorySource } from '../memory/memory-source.js';
 import { MemoryStorage, type MemoryWriteEvent } from '../memory/memory-storage.js';
 import type { SourceRecord } from '../source.js';
 import { streamLeaseKey, type StreamSpec } from '../consumer/streams.js';
+import { hasRewindRequest } from '../rewind.js';
 import { Checkpoint, type CreateLeaseOptions, type DeleteResult, type LeaseRecord, type NewLease, type WriteResult } from '../storage.js';
 import { ConsumerLedger, describeLease, type ConsumerGuarantee, type RecordEntry, type StartingPoint } from './consumer-checks.js';
+import { rewindsDrawn, rewindShapeOf, scheduleRewinds, withoutChangeFeed, type RewindShape } from './consumer-rewinds.js';
 import { FaultyStorage, type FaultPlan } from './faulty-storage.js';
 import { ProcessSource } from './process-source.js';
 import { VIRTUAL_EPOCH_MS, VirtualClock, VirtualScheduler } from './virtual-time.js';
@@ -50,6 +52,11 @@ export interface ConsumerSimulationConfig {
    * effect of every record is applied exactly once.
    */
   exactlyOnce?: boolean;
+  /**
+   * Whether an operator's tool rewinds the live group (see `consumer-rewinds.ts`). Default: drawn from the
+   * seed, a quarter of the seeds but for exactly-once runs; `true` draws rewinds for every seed, `false` none.
+   */
+  rewind?: boolean;
   /** Records a line per notable event, for replaying a failure by eye. */
   trace?: (line: string) => void;
 }
@@ -96,6 +103,8 @@ export interface ConsumerShape {
   shardSyncIntervalMs: number;
   /** A multi-stream group's streams and timing, or `null` when the group reads one stream. */
   multiStream: MultiStreamShape | null;
+  /** The rewinds an operator's tool runs on the live group, or `null` when it runs none. */
+  rewind: RewindShape | null;
 }
 
 /** A multi-stream run: its streams, and the timing of the list and of removed streams. */
@@ -207,6 +216,7 @@ const UNSAFE_FLAGS: ReadonlyArray<[keyof ConsumerUnsafe, string]> = [
   ['retryCheckpointedPrefix', '--unsafe-retry-checkpointed-prefix'],
   ['retryThroughDrain', '--unsafe-retry-through-drain'],
   ['crossStreamSync', '--unsafe-cross-stream-sync'],
+  ['checkpointAfterRewind', '--unsafe-checkpoint-after-rewind'],
 ];
 
 /** The command-line flag of each unsafe switch, for `pnpm sim --consumer`. */
@@ -241,6 +251,7 @@ export function consumerShapeOf(seed: number): ConsumerShape {
     listLagMs: random.next() < 0.3 ? 0 : 500 + Math.floor(random.next() * 6_000),
     shardSyncIntervalMs: 1_500 + Math.floor(random.next() * 3_500),
     multiStream: seededRandom(seed ^ 0x3a1_7e57).next() < 1 / 3 ? multiStreamShapeOf(seed) : null,
+    rewind: rewindsDrawn(seed) ? rewindShapeOf(seed, seededRandom(seed ^ 0x3a1_7e57).next() < 1 / 3) : null,
   };
 }
 
@@ -299,6 +310,12 @@ function policyOf(seed: number, roll: number): ConsumerShape['onHandlerError'] {
   };
 }
 
+/** The rewinds of a run: as drawn, none, or drawn for every seed, as the config says. */
+function rewindOf(config: ConsumerSimulationConfig, drawn: ConsumerShape, multiStream: boolean): RewindShape | null {
+  if (config.rewind === false || (config.rewind === undefined && config.exactlyOnce)) return null;
+  return config.rewind ? (drawn.rewind ?? rewindShapeOf(config.seed, multiStream)) : drawn.rewind;
+}
+
 /** The command that replays a run. */
 export function consumerReplayCommand(config: ConsumerSimulationConfig): string {
   const flags = [
@@ -310,6 +327,7 @@ export function consumerReplayCommand(config: ConsumerSimulationConfig): string 
     config.multiStream === true ? '--multi-stream' : config.multiStream === false ? '--single-stream' : '',
     config.faultPhaseMs !== undefined ? `--fault-ms ${config.faultPhaseMs}` : '',
     config.exactlyOnce ? '--exactly-once' : '',
+    config.rewind === true ? '--rewind' : config.rewind === false ? '--no-rewind' : '',
     ...UNSAFE_FLAGS.map(([name, flag]) => (config.unsafe?.[name] ? flag : '')),
   ].filter(Boolean);
   return `pnpm sim ${flags.join(' ')} --trace`;
@@ -412,6 +430,7 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
     workers: config.workers ?? drawn.workers,
     shards: config.shards ?? drawn.shards,
     initialPosition: config.initialPosition ?? drawn.initialPosition,
+    rewind: rewindOf(config, drawn, multiStream !== null),
     multiStream: multiStream && {
       ...multiStream,
       // --shards gives each stream that many; in the shape, shards counts every stream's first shards.
@@ -586,6 +605,12 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
       for (const shard of await stream.source.listShards()) ledger.addShard(keyOf(stream, shard.shardId), [], false, stream.streamId);
       stream.newest = ledger.shardsOf(stream.streamId);
     }
+
+    // An operator's tool rewinds the live group now and then; every rewind must complete, once faults
+    // stop, in time for its replay to be delivered within the quiet phase.
+    const rewinds = shape.rewind
+      ? scheduleRewinds({ shape: shape.rewind, seed: config.seed, group: GROUP, scheduler, storage: memory, ledger, faultPhaseMs, completeWithinMs: progressBoundMs, wallOf, log, violate })
+      : null;
 
     // ---------------------------------------------------------------- records arrive all along
 
@@ -781,6 +806,7 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
         );
         resumed('after its checkpoint');
       }
+      if (rewinds && !config.exactlyOnce && records.length > 0) rewinds.afterBatch(worker.index, clock, context, (line) => log(`${worker.workerId}'s ${line}`));
     };
 
     /** The simulated dead-letter destination: takes a while, and fails now and then while faults are on. */
@@ -933,7 +959,7 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
               removedStreamGraceMs: multi.removedStreamGraceMs,
             }
           : { source: processSources.get('') }),
-        storage,
+        storage: shape.rewind?.changeFeed === false ? withoutChangeFeed(storage) : storage,
         workerId,
         clock,
         random: workerRandom,
@@ -1334,7 +1360,7 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
     while (scheduler.now - quietFrom <= quietLimitMs) {
       // Owed records, and records handed over that neither succeeded nor were given up yet.
       const owed = ledger.unfinished();
-      if (owed.size === 0 && pendingStops.size === 0 && ![...corrupted.values()].includes(Infinity)) {
+      if (owed.size === 0 && pendingStops.size === 0 && ![...corrupted.values()].includes(Infinity) && (rewinds?.settled() ?? true)) {
         drainedAfterMs = scheduler.now - quietFrom;
         break;
       }
@@ -1388,7 +1414,7 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
         if (!lease || !shard || lease.checkpoint === Checkpoint.SHARD_END || corrupted.get(leaseKey) === Infinity || !ledger.isListed(shard.streamId)) return [];
         const waiting = lease.parentKeys.some((parent) => {
           const parentLease = ledger.leases.get(parent);
-          return corrupted.get(parent) === Infinity || (parentLease != null && parentLease.checkpoint !== Checkpoint.SHARD_END);
+          return corrupted.get(parent) === Infinity || (parentLease != null && (parentLease.checkpoint !== Checkpoint.SHARD_END || hasRewindRequest(parentLease)));
         });
         return waiting ? [] : [leaseKey];
       });
@@ -1434,7 +1460,8 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
       // Counted once every worker stopped: a refused commit shows as 0, a repeated one as 2 or more.
       ledger.records.forEach((entry, index) => {
         const applied = sink.get(index) ?? 0;
-        if (applied > 1 || (applied === 0 && effectOwed(entry))) {
+        // A rewind that moved the lease back before the record replays its effect once more.
+        if (applied > 1 + entry.rewinds || (applied === 0 && effectOwed(entry))) {
           violate('exactly-once', `the effect of record ${entry.partitionKey}#${entry.n} of ${entry.shardId} (${entry.position}) was applied ${applied} times`);
         }
       });

@@ -10,7 +10,7 @@ export type ConsumerSeed = number | { seed: number; multiStream?: boolean };
  * Runs consumer simulation seeds `from` to `from + count - 1` in chunks of 50, one test per chunk, and
  * fails a chunk with the violations and the replay command of each failing seed.
  */
-export function consumerSimulationSeeds(from: number, count: number, options: Pick<ConsumerSimulationConfig, 'multiStream'> = {}): void {
+export function consumerSimulationSeeds(from: number, count: number, options: Pick<ConsumerSimulationConfig, 'multiStream' | 'rewind'> = {}): void {
   consumerSimulationSeedList(`seeds ${from} to ${from + count - 1}`, Array.from({ length: count }, (_, i) => from + i), options);
 }
 
@@ -46,7 +46,7 @@ export const FOUND_SEEDS: ReadonlyArray<{ seed: number; found: string; multiStre
 export function consumerSimulationSeedList(
   title: string,
   seeds: readonly ConsumerSeed[],
-  options: Pick<ConsumerSimulationConfig, 'exactlyOnce' | 'multiStream'> = {},
+  options: Pick<ConsumerSimulationConfig, 'exactlyOnce' | 'multiStream' | 'rewind'> = {},
 ): void {
   const configs = seeds.map((seed): ConsumerSimulationConfig => {
     if (typeof seed === 'number') return { seed, ...options };

@@ -1,0 +1,13 @@
+import { consumerSimulationSeedList } from './support/consumer-simulation-seeds.js';
+
+// A handful of rewinding seeds in every run, the long set runs 200 (consumer-simulation-rewind.test.ts).
+// Seed 22 found that a free child already at the rewind's target was left unwritten, so a worker that had
+// listed the group before the request landed took it and read it before its parent was read again; seed 25
+// that a reader started while the rewind was being applied (the lease re-acquired while its last reader
+// wound down) read on from the old checkpoint and checkpointed over the rewind; seed 5244 that a finished
+// parent was moved back while a child whose record could not be read back was still being read; seed 5137
+// that a batch's context of a reader that had failed before the rewind (its reader started again) still
+// checkpointed over it; seed 5010 that a worker without a change feed, looking for a request when a stream
+// left its list, read on from that stream until the look was done; seed 6170 that a child rewound while it
+// was being handed over, its parent to be read again first, was read by the worker it was handed to.
+consumerSimulationSeedList('rewinding the live group, seeds that found a rewind defect and a few more', [22, 25, 5244, 5137, 5010, 6170], { rewind: true });
