@@ -34,6 +34,8 @@ export interface ShardSyncUnsafe {
   birthRace?: boolean;
   /** List shards before leases and delete every lease the listing does not name, at the listed version. */
   deleteOnStaleView?: boolean;
+  /** Delete a finished lease whose parent still has a lease: a rewind of the parent cannot find it to read again. */
+  deleteBeforeParents?: boolean;
   /** Create leases without a checkpoint, so that a child's reader starts at the initial position. */
   childrenAtInitialPosition?: boolean;
 }
@@ -54,6 +56,8 @@ export interface ConsumerUnsafe {
   birthRace?: boolean;
   /** The leader deletes every lease the shard listing does not name, at the version it listed, whoever owns it. */
   deleteOnStaleView?: boolean;
+  /** The leader deletes a finished lease while its parent still has a lease, so a rewind of the parent replays its grandchildren before it. */
+  deleteBeforeParents?: boolean;
   /** A checkpoint is fenced by worker and key only, not by the tenure (fencing token) it was made in. */
   checkpointPerKey?: boolean;
   /** A pump that failed for good keeps its lease, renewed with nobody reading. */

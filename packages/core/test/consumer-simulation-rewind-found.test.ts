@@ -1,3 +1,5 @@
+import { describe, expect, it } from 'vitest';
+import { simulateConsumers } from '../src/testing/index.js';
 import { consumerSimulationSeedList } from './support/consumer-simulation-seeds.js';
 
 // A handful of rewinding seeds in every run, the long set runs 200 (consumer-simulation-rewind.test.ts).
@@ -9,5 +11,14 @@ import { consumerSimulationSeedList } from './support/consumer-simulation-seeds.
 // that a batch's context of a reader that had failed before the rewind (its reader started again) still
 // checkpointed over it; seed 5010 that a worker without a change feed, looking for a request when a stream
 // left its list, read on from that stream until the look was done; seed 6170 that a child rewound while it
-// was being handed over, its parent to be read again first, was read by the worker it was handed to.
-consumerSimulationSeedList('rewinding the live group, seeds that found a rewind defect and a few more', [22, 25, 5244, 5137, 5010, 6170], { rewind: true });
+// was being handed over, its parent to be read again first, was read by the worker it was handed to;
+// seed 5513 that a finished child deleted while its parent's lease stood (the parent held by a live
+// owner) hid the grandchild from a rewind of the parent, which read the grandchild first.
+consumerSimulationSeedList('rewinding the live group, seeds that found a rewind defect and a few more', [22, 25, 5244, 5137, 5010, 6170, 5513], { rewind: true });
+
+describe('the unsafe switch of the cleanup order', () => {
+  it('deleteBeforeParents brings back the replay of a grandchild before its rewound grandparent (seed 5513)', async () => {
+    const result = await simulateConsumers({ seed: 5513, rewind: true, unsafe: { deleteBeforeParents: true } });
+    expect(result.violations.map((violation) => violation.guarantee)).toContain('order');
+  }, 120_000);
+});

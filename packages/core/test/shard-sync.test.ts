@@ -367,6 +367,46 @@ describe('shard sync: deletes', () => {
     expect((await leader.run(signal)).deleted).toEqual(['shard-0000']);
   });
 
+  it('deletes a finished lease only once its parents have no lease: oldest generation first, so that a rewind of a parent finds every descendant', async () => {
+    const { source, storage, sync, signal, finish, keys } = world(1);
+    const leader = sync();
+    await leader.run(signal);
+    const parent = (await storage.getLease(GROUP, 'shard-0000')) as LeaseRecord;
+    // The parent finished, but its owner, alive in the roster, has not given it back yet: it stays.
+    await join(storage, 'w1');
+    await storage.updateLeases(GROUP, [
+      { leaseKey: 'shard-0000', expectedVersion: parent.version, next: { ...leaseStateOf(parent), owner: 'w1', incarnation: 'i-w1', epoch: 1, checkpoint: Checkpoint.SHARD_END } },
+    ]);
+    const [child, sibling] = source.split('shard-0000');
+    await leader.run(signal);
+    await finish(child);
+    const grandchildren = source.split(child);
+    // The child is finished, free, and its children have leases: only its parent's lease keeps it.
+    expect((await leader.run(signal)).deleted).toEqual([]);
+    expect(await keys()).toEqual(['shard-0000', child, sibling, ...grandchildren].sort());
+    expect((await sync({ unsafe: { deleteBeforeParents: true } }).run(signal)).deleted).toEqual([child]);
+  });
+
+  it('deletes a finished child in the same round as its parent, once the parent goes', async () => {
+    const { source, storage, sync, signal, finish, keys } = world(1);
+    const leader = sync();
+    await leader.run(signal);
+    const parent = (await storage.getLease(GROUP, 'shard-0000')) as LeaseRecord;
+    const member = await join(storage, 'w1');
+    await storage.updateLeases(GROUP, [
+      { leaseKey: 'shard-0000', expectedVersion: parent.version, next: { ...leaseStateOf(parent), owner: 'w1', incarnation: 'i-w1', epoch: 1, checkpoint: Checkpoint.SHARD_END } },
+    ]);
+    const [child, sibling] = source.split('shard-0000');
+    await leader.run(signal);
+    await finish(child);
+    const grandchildren = source.split(child);
+    expect((await leader.run(signal)).deleted).toEqual([]);
+    const declared = await storage.putMember(GROUP, 'w1', member.version, { ...memberStateOf(member), status: 'dead' });
+    expect(declared.status).toBe('applied');
+    expect((await leader.run(signal)).deleted.sort()).toEqual(['shard-0000', child].sort());
+    expect(await keys()).toEqual([sibling, ...grandchildren].sort());
+  });
+
   it('counts as held a lease whose owner joined again as a new incarnation only if it names the new one', async () => {
     const { source, storage, sync, signal } = world(1);
     const leader = sync();

@@ -210,8 +210,15 @@ export class ShardSync {
       if (lease.format > RECORD_FORMAT) continue; // a newer core's record: not ours to judge
       if (unsafe.deleteOnStaleView && !inStream.has(key)) {
         await this.#delete(lease, report);
-      } else if (finishedAndSettled(lease, inStream, lineage, hasLease) && !heldByAnyone(lease) && !hasRewindRequest(lease)) {
-        // (A finished lease carrying a rewind request is read again soon: it stays.)
+      } else if (
+        finishedAndSettled(lease, inStream, lineage, hasLease) &&
+        !heldByAnyone(lease) &&
+        !hasRewindRequest(lease) &&
+        (unsafe.deleteBeforeParents || !lease.parentKeys.some((parent) => (leases.has(parent) || corrupt.has(parent)) && !report.deleted.includes(parent)))
+      ) {
+        // (A finished lease carrying a rewind request is read again soon: it stays. One whose parent still has
+        // a lease stays until the parent's is deleted, oldest generation first: a rewind of the parent must
+        // find every descendant to read again after it, which it cannot through a deleted lease.)
         await this.#delete(lease, report);
       } else if (lease.checkpoint !== Checkpoint.SHARD_END && !inStream.has(key)) {
         const gone = !heldByAnyone(lease) && (await this.#confirmedGone(key, signal));

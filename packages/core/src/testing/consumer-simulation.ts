@@ -217,6 +217,7 @@ const UNSAFE_FLAGS: ReadonlyArray<[keyof ConsumerUnsafe, string]> = [
   ['retryThroughDrain', '--unsafe-retry-through-drain'],
   ['crossStreamSync', '--unsafe-cross-stream-sync'],
   ['checkpointAfterRewind', '--unsafe-checkpoint-after-rewind'],
+  ['deleteBeforeParents', '--unsafe-delete-before-parents'],
 ];
 
 /** The command-line flag of each unsafe switch, for `pnpm sim --consumer`. */
