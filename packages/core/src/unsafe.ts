@@ -15,6 +15,11 @@ export interface CoordinatorUnsafe {
   checkpointPerKey?: boolean | undefined;
   /** A member's expiry is judged by the judge's own lease duration, not the longer of the two. */
   ownDurationOnly?: boolean | undefined;
+  /**
+   * A release refused because another client wrote the lease without taking it (an operator's rewind
+   * request) is taken for a loss, not sent again on the record the conflict carries: the lease lapses.
+   */
+  releaseWithoutRetry?: boolean | undefined;
 }
 
 /** The leader elector's switches. */
@@ -64,6 +69,8 @@ export interface ConsumerUnsafe {
   keepFailedPump?: boolean;
   /** Passed to the coordinator and the elector: no self-fencing. */
   skipSelfFencing?: boolean;
+  /** Passed to the coordinator: a release refused by a rewind request's write is taken for a loss, and the lease lapses. */
+  releaseWithoutRetry?: boolean;
   /** A handler's report of its first failed record (`{ failedAt }`) is ignored: the whole batch counts as done. */
   ignoreBatchResponse?: boolean;
   /**

@@ -581,6 +581,37 @@ describe('LeaseCoordinator when stopping', () => {
     expect(after).toMatchObject({ status: 'dead', requests: [] });
   });
 
+  for (const unsafe of [false, true]) {
+    it(unsafe
+      ? 'with the unsafe release without retry, a release refused by an operator\'s rewind request is taken for a loss, and the lease stays named (the switch brings the defect back)'
+      : 'releases on stop a lease whose version an operator\'s rewind request moved while it drained, sending the release again on the record the conflict carries, and the request stays on the free lease', async () => {
+      const { scheduler, ready, worker, storage } = world(['shard-0']);
+      await ready;
+      // The tool's write of a request: the owner, incarnation and epoch kept, the version moved.
+      const requestRewind = async (): Promise<void> => {
+        const lease = (await storage.getLease(GROUP, 'shard-0')) as LeaseRecord;
+        const metadata = { ...lease.metadata, 'leasehold.rewind': JSON.stringify({ id: 'r1', to: 'TRIM_HORIZON', requestedAt: 0 }) };
+        const [outcome] = await storage.updateLeases(GROUP, [{ leaseKey: 'shard-0', expectedVersion: lease.version, next: { ...leaseStateOf(lease), metadata } }]);
+        expect(outcome?.status).toBe('applied');
+      };
+      const alone = worker('alone', { onDrain: requestRewind, unsafe: { releaseWithoutRetry: unsafe } });
+      await joined(scheduler, alone.coordinator);
+      expect(alone.coordinator.heldLeases().map((lease) => lease.leaseKey)).toEqual(['shard-0']);
+      const lost: string[] = [];
+      alone.coordinator.on('lost', ({ leaseKey }) => lost.push(leaseKey));
+      await run(scheduler, alone.coordinator.stop());
+      const stored = (await storage.getLease(GROUP, 'shard-0')) as LeaseRecord;
+      expect(stored.metadata['leasehold.rewind']).toContain('r1');
+      if (unsafe) {
+        expect(stored.owner).toBe('alone');
+        expect(lost).toEqual(['shard-0']);
+      } else {
+        expect(stored.owner).toBeNull();
+        expect(lost).toEqual([]);
+      }
+    });
+  }
+
   it('returns from stop() by its deadline when a drain never finishes', async () => {
     const { scheduler, ready, worker } = world(['shard-0']);
     await ready;

@@ -292,6 +292,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   readonly #checkpointPerKey: boolean;
   readonly #ownDurationOnly: boolean;
   readonly #expiryFactor: number;
+  /** Unsafe: a release that conflicts with another client's same-tenure write (a rewind request) is taken for a loss. */
+  readonly #releaseWithoutRetry: boolean;
 
   readonly #held = new Map<string, Held>();
   /**
@@ -386,6 +388,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     this.#checkpointPerKey = unsafe.checkpointPerKey ?? false;
     this.#ownDurationOnly = unsafe.ownDurationOnly ?? false;
     this.#expiryFactor = unsafe.expiryFactor ?? 1;
+    this.#releaseWithoutRetry = unsafe.releaseWithoutRetry ?? false;
   }
 
   /** This worker's current incarnation in the roster, or `null` while it is not a member. */
@@ -1204,26 +1207,45 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     // Work stops first (signals fire, no new checkpoint is accepted), then the writes in flight finish.
     for (const [leaseKey, held] of leaving) this.#stopWork(leaseKey, held);
     await this.#onLeases(leaving.map(([, held]) => held), async () => {
-      const results = await this.#update(
-        leaving.map(([leaseKey, held]) => ({
-          leaseKey,
-          expectedVersion: held.record.version,
-          next: { ...stateOf(held.record), owner: null, incarnation: null },
-          notify: 'released' as const,
-        })),
-        'release',
-      );
       let released = 0;
-      leaving.forEach(([leaseKey, held], i) => {
-        this.#forget(leaseKey, held);
-        if (results[i]?.status === 'applied') {
-          released++;
-          this.emit('released', { leaseKey });
-        } else {
-          this.#listingDue = true;
-          this.emit('lost', { leaseKey, fencingToken: held.record.epoch, reason: 'taken' });
-        }
-      });
+      let pending: ReadonlyArray<readonly [string, Held]> = leaving;
+      for (let attempt = 1; pending.length > 0; attempt++) {
+        const results = await this.#update(
+          pending.map(([leaseKey, held]) => ({
+            leaseKey,
+            expectedVersion: held.record.version,
+            next: { ...stateOf(held.record), owner: null, incarnation: null },
+            notify: 'released' as const,
+          })),
+          'release',
+        );
+        const again: Array<readonly [string, Held]> = [];
+        pending.forEach(([leaseKey, held], i) => {
+          const outcome = results[i];
+          // Another client's write that left the lease ours in the same tenure (an operator's rewind request
+          // added to its metadata) moved its version: release the record it carries, within the hold.
+          const retry =
+            outcome?.status === 'conflict' &&
+            this.#stillMine(held, outcome.current) &&
+            attempt < 3 &&
+            !this.#releaseWithoutRetry &&
+            (this.#skipSelfFencing || this.#clock.now() < this.#heldUntil);
+          if (retry) {
+            held.record = outcome.current;
+            again.push([leaseKey, held]);
+            return;
+          }
+          this.#forget(leaseKey, held);
+          if (outcome?.status === 'applied') {
+            released++;
+            this.emit('released', { leaseKey });
+          } else {
+            this.#listingDue = true;
+            this.emit('lost', { leaseKey, fencingToken: held.record.epoch, reason: 'taken' });
+          }
+        });
+        pending = again;
+      }
       if (announce && released > 0) this.noteLeasesChanged();
     });
   }

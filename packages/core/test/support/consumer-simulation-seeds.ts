@@ -40,6 +40,7 @@ export const FOUND_SEEDS: ReadonlyArray<{ seed: number; found: string; multiStre
   })),
   { seed: 20740, multiStream: true, found: "a group whose birth mark could not be written stayed unborn while its only listed stream's listing failed, though that stream was born" },
   { seed: 22401, multiStream: true, found: "a leader paused in the middle of a stream's first birth created again, over its tombstone, a lease finished and deleted meanwhile" },
+  { seed: 20244, found: "a stopping worker's release refused by an operator's rewind request (the version moved, the lease still its own) was taken for a loss, and the lease lapsed" },
 ];
 
 /** Runs the given seeds in chunks of 50, one test per chunk (see {@link consumerSimulationSeeds}). */
