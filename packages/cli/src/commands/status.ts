@@ -138,19 +138,19 @@ export async function watchGroup(
   time: WatchTime = REAL_TIME,
 ): Promise<{ state: GroupState; started: number }> {
   let state = await readKnownGroup(storage, group, display);
+  // Without a watch, the first screen is the first sighting.
+  if (observeMs <= 0) return { state, started: time.now() };
   observeMembers(observer, state);
   // Not before the first sighting: no member is watched longer than the watch says it lasted.
   const started = time.now();
-  if (observeMs > 0) {
-    // Watch the roster first: a member is judged expired only once watched for its lease duration.
-    const deadline = started + observeMs;
-    const poll = Math.max(20, Math.min(500, Math.floor(observeMs / 10)));
-    for (;;) {
-      const left = deadline - time.now();
-      if (left <= 0 || !(await time.pause(Math.min(poll, left), signal))) break;
-      state = await readGroup(storage, group);
-      observeMembers(observer, state);
-    }
+  // Watch the roster first: a member is judged expired only once watched for its lease duration.
+  const deadline = started + observeMs;
+  const poll = Math.max(20, Math.min(500, Math.floor(observeMs / 10)));
+  for (;;) {
+    const left = deadline - time.now();
+    if (left <= 0 || !(await time.pause(Math.min(poll, left), signal))) break;
+    state = await readGroup(storage, group);
+    observeMembers(observer, state);
   }
   return { state, started };
 }
