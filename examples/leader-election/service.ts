@@ -23,7 +23,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { pathToFileURL } from 'node:url';
 import { openStorageFromEnv } from '@leasehold/connect';
-import { LeaderElector, type LeaderStore } from '@leasehold/core';
+import { LeaderElector, type Clock, type LeaderStore } from '@leasehold/core';
 
 /** What one run of the job is given. */
 export interface JobContext {
@@ -51,6 +51,8 @@ export interface ServiceOptions {
   job: (context: JobContext) => Promise<void>;
   /** Where the service reports what it does. Default: nowhere. */
   log?: (line: string) => void;
+  /** The clock of the election and of the pauses between runs. Default: the process's (tests pass a virtual one). */
+  clock?: Clock;
 }
 
 /** A running instance of the service. */
@@ -75,6 +77,7 @@ export async function startService(options: ServiceOptions): Promise<Service> {
     group: options.group,
     workerId: options.workerId,
     leaseDurationMs: options.leaseDurationMs,
+    clock: options.clock,
     onElected: (term, signal) => {
       log(`${elector.workerId} leads term ${term}`);
       running = runJob(options, { term, workerId: elector.workerId, signal: AbortSignal.any([signal, stopping.signal]) }, log);
@@ -108,7 +111,8 @@ async function runJob(options: ServiceOptions, context: JobContext, log: (line: 
     } catch (error) {
       if (!context.signal.aborted) log(`${context.workerId} job of term ${context.term} failed: ${(error as Error).message}`);
     }
-    await sleep(options.everyMs, undefined, { signal: context.signal }).catch(() => undefined);
+    const pause = options.clock ? options.clock.sleep(options.everyMs, context.signal) : sleep(options.everyMs, undefined, { signal: context.signal });
+    await pause.catch(() => undefined);
   }
   log(`${context.workerId} stopped the job of term ${context.term}`);
 }

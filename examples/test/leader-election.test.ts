@@ -2,14 +2,36 @@ import { spawn } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { MemoryStorage, StorageUnavailableError, type LeaderStore } from '@leasehold/core';
+import { VirtualScheduler } from '@leasehold/core/testing';
 import { afterEach, describe, expect, it } from 'vitest';
 import { startService, type JobContext, type Service } from '../leader-election/service.js';
 
-// Real time with short durations; nothing asserts how long anything took. Waits poll a condition with a
-// generous deadline, and the assertions are about order, holders and terms.
+// The instances in this process run on virtual time: on a busy machine a stalled event loop fires the
+// timers of a leader and of its successor in one burst, and "one instance runs the job at a time" is then
+// up to the fence, not to the election. The program run as a process is on real time; nothing asserts how
+// long anything took, its wait has a generous deadline, and the assertions are about order.
 const LEASE_DURATION_MS = 600;
 
-async function waitFor(what: string, condition: () => boolean, timeoutMs = 5_000): Promise<void> {
+/** Runs virtual time 10 ms at a time until `condition` holds; fails after `limitMs` of virtual time. */
+async function advanceUntil(scheduler: VirtualScheduler, what: string, condition: () => boolean, limitMs = 60_000): Promise<void> {
+  const deadline = scheduler.now + limitMs;
+  while (!condition()) {
+    if (scheduler.now >= deadline) throw new Error(`not within ${limitMs} ms of virtual time: ${what}`);
+    await scheduler.advance(10);
+  }
+}
+
+/** Runs virtual time until `promise` settles, and returns what it settled with. */
+async function settle<T>(scheduler: VirtualScheduler, promise: Promise<T>): Promise<T> {
+  let done = false;
+  const tracked = promise.finally(() => {
+    done = true;
+  });
+  await advanceUntil(scheduler, 'the call returned', () => done);
+  return tracked;
+}
+
+async function waitFor(what: string, condition: () => boolean, timeoutMs = 30_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!condition()) {
     if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
@@ -38,7 +60,8 @@ class FencedTarget {
 }
 
 /** A cluster of instances over one store, with a job that records how many instances run it at once. */
-function cluster(store: (workerId: string) => LeaderStore) {
+function cluster(store: (workerId: string) => LeaderStore, scheduler: VirtualScheduler) {
+  const clock = scheduler.clock();
   const target = new FencedTarget();
   const services: Service[] = [];
   const demotions: string[] = [];
@@ -49,7 +72,7 @@ function cluster(store: (workerId: string) => LeaderStore) {
     active++;
     mostActiveAtOnce = Math.max(mostActiveAtOnce, active);
     try {
-      await sleep(5);
+      await clock.sleep(5);
       target.write(term, workerId);
     } finally {
       active--;
@@ -65,7 +88,8 @@ function cluster(store: (workerId: string) => LeaderStore) {
     async start(workerIds: readonly string[]): Promise<void> {
       for (const workerId of workerIds) {
         services.push(
-          await startService({
+          await settle(scheduler, startService({
+            clock,
             store: store(workerId),
             group: 'report-scheduler',
             workerId,
@@ -75,7 +99,7 @@ function cluster(store: (workerId: string) => LeaderStore) {
             log: (line) => {
               if (line.includes('no longer leads')) demotions.push(line);
             },
-          }),
+          })),
         );
       }
     },
@@ -98,26 +122,28 @@ function partitionable(store: LeaderStore): LeaderStore & { cut: boolean } {
 
 describe('leader election for a service that is not a stream consumer', () => {
   let running: Service[] = [];
+  let time = new VirtualScheduler();
   afterEach(async () => {
-    await Promise.all(running.map((service) => service.stop()));
+    await settle(time, Promise.all(running.map((service) => service.stop())));
     running = [];
+    time = new VirtualScheduler();
   });
 
   it('of three instances exactly one runs the job, and when it stops another takes over with a higher term', async () => {
     const store = new MemoryStorage();
-    const scheduler = cluster(() => store);
+    const scheduler = cluster(() => store, time);
     running = scheduler.services;
     await scheduler.start(['scheduler-a', 'scheduler-b', 'scheduler-c']);
 
-    await waitFor('one instance has run the job three times', () => scheduler.target.accepted.length >= 3);
+    await advanceUntil(time, 'one instance has run the job three times', () => scheduler.target.accepted.length >= 3);
     const [first, ...others] = scheduler.leaders();
     expect(others).toEqual([]);
     const firstTerm = first!.term!;
     expect(scheduler.target.accepted.every((entry) => entry.workerId === first!.workerId && entry.term === firstTerm)).toBe(true);
 
-    await first!.stop();
+    await settle(time, first!.stop());
     const runsOfFirst = scheduler.target.runsBy(first!.workerId);
-    await waitFor('another instance has run the job three times', () => scheduler.target.accepted.length >= runsOfFirst + 3);
+    await advanceUntil(time, 'another instance has run the job three times', () => scheduler.target.accepted.length >= runsOfFirst + 3);
 
     const [second, ...rest] = scheduler.leaders();
     expect(rest).toEqual([]);
@@ -138,15 +164,15 @@ describe('leader election for a service that is not a stream consumer', () => {
       const view = partitionable(store);
       views.set(workerId, view);
       return view;
-    });
+    }, time);
     running = scheduler.services;
     await scheduler.start(['scheduler-a', 'scheduler-b', 'scheduler-c']);
-    await waitFor('one instance has run the job', () => scheduler.target.accepted.length >= 1);
+    await advanceUntil(time, 'one instance has run the job', () => scheduler.target.accepted.length >= 1);
     const [first] = scheduler.leaders();
     const firstTerm = first!.term!;
 
     views.get(first!.workerId)!.cut = true;
-    await waitFor('another instance has run the job', () => scheduler.target.accepted.some((entry) => entry.workerId !== first!.workerId), 10_000);
+    await advanceUntil(time, 'another instance has run the job', () => scheduler.target.accepted.some((entry) => entry.workerId !== first!.workerId));
 
     expect(scheduler.demotions).toContain(`${first!.workerId} no longer leads term ${firstTerm} (self-fenced)`);
     const [second, ...rest] = scheduler.leaders();

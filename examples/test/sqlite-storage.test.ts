@@ -134,7 +134,7 @@ describe('SqliteStorage beyond the conformance suite', () => {
     const final = await storage.getLease('processes', 'counter');
     expect(final).toMatchObject({ version: (created as { record: LeaseRecord }).record.version + 400, metadata: { count: '400' } });
     disconnect(database);
-  }, 60_000);
+  }, 300_000);
 
   it('a lease row whose state is not JSON is listed in corrupt by its key, beside every other lease, and get throws a CorruptRecordError naming it', async () => {
     const database = connect();
@@ -288,7 +288,7 @@ describe('SqliteStorage roster', () => {
     expect(roster.members).toHaveLength(100);
     expect(Math.max(...roster.members.map((record) => record.version))).toBe(versions.length);
     disconnect(database);
-  }, 60_000);
+  }, 300_000);
 
   it('32 clients joining one worker id at once: exactly one applies and every other conflict carries the member it made', async () => {
     const outcomes = await Promise.all(Array.from({ length: 32 }, (_, i) => open().storage.putMember('join-race', 'w', null, member({ incarnation: `inc-${i}` }))));

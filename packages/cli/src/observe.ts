@@ -153,8 +153,10 @@ export async function watchRoster(storage: Storage, group: string, options: Watc
   const sleep = options.sleep ?? defaultSleep;
   const watched = (workerId: string): boolean => options.only === undefined || options.only.has(workerId);
   const observer = new Observer(now);
-  const started = now();
   let roster = await storage.getRoster(group);
+  // Counted from the first read's answer, when members were first seen: a slow first read must not
+  // shorten the watch of a member that cannot be read back.
+  const started = now();
   const firstUnreadable = new Set([...unreadableMembers(roster.corrupt)].filter(watched));
   const unreadableFor = options.minimumMs > 0 ? options.minimumMs : options.unreadableMs;
   for (;;) {

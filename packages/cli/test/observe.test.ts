@@ -1,6 +1,7 @@
-import { MemoryStorage, type MemberState } from '@leasehold/core';
+import { MemoryStorage, type MemberState, type Roster } from '@leasehold/core';
 import { RECORD_FORMAT } from '@leasehold/core/adapter';
 import { describe, expect, it } from 'vitest';
+import { watchGroup } from '../src/commands/status.js';
 import { memberLiveness, Observer, ownerLiveness, watchRoster } from '../src/observe.js';
 
 function member(overrides: Partial<MemberState> = {}): MemberState {
@@ -8,18 +9,52 @@ function member(overrides: Partial<MemberState> = {}): MemberState {
 }
 
 /** A clock the test moves, and a sleep that moves it (running `onSleep` at each new time). */
-function fakeTime(onSleep: (now: number) => Promise<void> = async () => undefined): { now: () => number; sleep: (ms: number) => Promise<void>; sleeps: number[] } {
+function fakeTime(onSleep: (now: number) => Promise<void> = async () => undefined): {
+  now: () => number;
+  sleep: (ms: number) => Promise<void>;
+  pause: (ms: number) => Promise<boolean>;
+  advance: (ms: number) => void;
+  sleeps: number[];
+} {
   let now = 0;
   const sleeps: number[] = [];
+  const sleep = async (ms: number): Promise<void> => {
+    sleeps.push(ms);
+    now += ms;
+    await onSleep(now);
+  };
   return {
     now: () => now,
     sleeps,
-    sleep: async (ms) => {
-      sleeps.push(ms);
+    sleep,
+    pause: async (ms) => {
+      await sleep(ms);
+      return true;
+    },
+    advance: (ms) => {
       now += ms;
-      await onSleep(now);
     },
   };
+}
+
+/** A memory store whose first roster read answers `ms` late on `time`'s clock, as on a busy machine or a slow link. */
+class SlowFirstRead extends MemoryStorage {
+  #slowMs: number;
+
+  constructor(
+    slowMs: number,
+    private readonly time: { advance(ms: number): void },
+  ) {
+    super();
+    this.#slowMs = slowMs;
+  }
+
+  override async getRoster(group: string): Promise<Roster> {
+    const roster = await super.getRoster(group);
+    this.time.advance(this.#slowMs);
+    this.#slowMs = 0;
+    return roster;
+  }
 }
 
 describe('Observer', () => {
@@ -151,5 +186,57 @@ describe('watchRoster', () => {
 
     expect(stayed).toMatchObject({ live: false, watchedMs: 2000 });
     expect(healed).toMatchObject({ live: true, repaired: ['bad'] });
+  });
+
+  it('counts the watch of a member that cannot be read back from the first read\'s answer: a slow first read does not shorten it', async () => {
+    const time = fakeTime();
+    const storage = new SlowFirstRead(1500, time);
+    await storage.putMember('g', 'bad', null, member());
+    storage.corruptMember('g', 'bad');
+
+    const verdict = await watchRoster(storage, 'g', { minimumMs: 0, unreadableMs: 2000, pollMs: 500, ...time });
+
+    expect(verdict).toMatchObject({ live: false, watchedMs: 2000 });
+    // 1,500 ms went by before the member was first seen; it was then watched for the whole 2,000 ms.
+    expect(time.now()).toBe(3500);
+  });
+});
+
+describe('watchGroup (status --observe-ms)', () => {
+  it('judges a member that stood still for the whole window expired although the first read took longer than the window', async () => {
+    const time = fakeTime();
+    const storage = new SlowFirstRead(900, time);
+    await storage.putMember('g', 'stuck', null, member({ leaseDurationMs: 300 }));
+    const observer = new Observer(time.now);
+
+    const { state, started } = await watchGroup(storage, 'g', 'memory:', observer, 600, new AbortController().signal, time);
+
+    const [stuck] = state.members;
+    if (stuck === undefined) throw new Error('the member was not read');
+    const age = observer.observe([{ key: 'stuck', version: stuck.version }]).get('stuck');
+    expect(memberLiveness(stuck, age)).toBe('expired');
+    expect(age).toEqual({ ageMs: null, atLeastMs: 600 });
+    expect(started).toBe(900);
+  });
+
+  it('sees a member that heartbeats during the window move, and judges it alive', async () => {
+    const storage = new MemoryStorage();
+    const joined = await storage.putMember('g', 'live', null, member({ leaseDurationMs: 300 }));
+    if (joined.status !== 'applied') throw new Error('seed failed');
+    let version = joined.record.version;
+    const time = fakeTime(async () => {
+      const beat = await storage.putMember('g', 'live', version, member({ leaseDurationMs: 300 }));
+      if (beat.status === 'applied') version = beat.record.version;
+    });
+    const observer = new Observer(time.now);
+
+    const { state } = await watchGroup(storage, 'g', 'memory:', observer, 600, new AbortController().signal, time);
+
+    const [live] = state.members;
+    if (live === undefined) throw new Error('the member was not read');
+    const age = observer.observe([{ key: 'live', version: live.version }]).get('live');
+    expect(observer.changed('live')).toBe(true);
+    expect(age?.ageMs).toBeLessThan(300);
+    expect(memberLiveness(live, age)).toBe('alive');
   });
 });

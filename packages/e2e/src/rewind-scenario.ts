@@ -108,9 +108,9 @@ export async function runRewindScenario(options: RewindScenarioOptions): Promise
     const askedAt = now();
     const plan = await planRewind({ storage: opened.storage, group, to: { time: targetMs } });
     const applied = await applyRewind(plan, { storage: opened.storage });
-    const progress = await awaitRewind(applied, { storage: opened.storage, timeoutMs: 60_000, pollIntervalMs: 100 });
+    const progress = await awaitRewind(applied, { storage: opened.storage, timeoutMs: 180_000, pollIntervalMs: 100 });
     if (!progress.complete) throw new Error(`the rewind to ${new Date(targetMs).toISOString()} did not complete: ${JSON.stringify(progress.leases)}`);
-    await cluster.waitFor(() => replayed(cluster.reports, after, askedAt), `every record after ${new Date(targetMs).toISOString()} to be handed over again, in order`, 60_000);
+    await cluster.waitFor(() => replayed(cluster.reports, after, askedAt), `every record after ${new Date(targetMs).toISOString()} to be handed over again, in order`, 180_000);
     const readingAfterMs = new Map<string, number>();
     for (const report of cluster.reports) {
       if (report.type !== 'started' || report.at < askedAt || report.position !== plan.to || readingAfterMs.has(report.shardId)) continue;
@@ -122,7 +122,7 @@ export async function runRewindScenario(options: RewindScenarioOptions): Promise
     step(`creating stream ${streamName} with 2 shards`);
     await createStream(client, streamName, 2);
     await cluster.start('worker-1');
-    await cluster.waitFor(() => cluster.heldBy('worker-1').size === 2, 'worker-1 to hold both shards', 30_000);
+    await cluster.waitFor(() => cluster.heldBy('worker-1').size === 2, 'worker-1 to hold both shards', 120_000);
 
     step(`producing ${perPhase} records before the first target, and ${perPhase} after it`);
     await producer.put(perPhase);
@@ -132,7 +132,7 @@ export async function runRewindScenario(options: RewindScenarioOptions): Promise
     const beforeSecond = producer.produced.length;
     await producer.put(perPhase);
     const afterFirst = producer.produced.slice(beforeSecond);
-    await cluster.waitFor(() => delivered(producer.produced, 0), 'every record to be processed', 60_000);
+    await cluster.waitFor(() => delivered(producer.produced, 0), 'every record to be processed', 180_000);
 
     step('starting worker-2, and rewinding the group to the first target as soon as worker-1 begins to hand it a shard');
     const offered = new Promise<WorkerReport>((resolve) => {
@@ -155,8 +155,8 @@ export async function runRewindScenario(options: RewindScenarioOptions): Promise
     const rebalance = { ...(await round(firstTarget, afterFirst)), handing: handing.type === 'handoff-offered' ? handing.shardId : '' };
     trickling = false;
     await trickle;
-    await cluster.waitFor(() => delivered(producer.produced, 0), 'every record to be processed', 60_000);
-    await cluster.waitFor(() => cluster.heldBy('worker-1').size === 1 && cluster.heldBy('worker-2').size === 1, 'the two workers to hold a shard each', 30_000);
+    await cluster.waitFor(() => delivered(producer.produced, 0), 'every record to be processed', 180_000);
+    await cluster.waitFor(() => cluster.heldBy('worker-1').size === 1 && cluster.heldBy('worker-2').size === 1, 'the two workers to hold a shard each', 120_000);
 
     step('producing into a shard, splitting it, producing into its children, and rewinding to a time before both');
     await sleep(GAP_MS);

@@ -123,7 +123,7 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
 
     step(`starting ${WORKERS.join(', ')}`);
     await Promise.all(WORKERS.map((workerId) => cluster.start(workerId)));
-    await cluster.waitFor(() => WORKERS.every((workerId) => cluster.heldBy(workerId).size > 0), 'every worker to hold a shard', 30_000);
+    await cluster.waitFor(() => WORKERS.every((workerId) => cluster.heldBy(workerId).size > 0), 'every worker to hold a shard', 120_000);
     await options.onBalanced?.();
 
     // The worker with the most shards dies while it is busy with fresh records.
@@ -134,7 +134,7 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
     await cluster.waitFor(
       () => cluster.reports.some((report) => report.type === 'record' && report.worker === victim && report.seq > (seenBefore.get(report.key) ?? 0)),
       `${victim} to process a fresh record`,
-      30_000,
+      120_000,
     );
     if (options.killAt === 'sink-commit') {
       await killOnReport(cluster, victim, (report) => report.type === 'fenced' && report.outcome === 'applied' && report.written > 0, `${victim}'s sink to commit a batch`);
@@ -147,7 +147,7 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
     await cluster.waitFor(
       () => killed.shards.every((shard) => cluster.reports.some((report) => report.type === 'started' && report.shardId === shard.shardId && after(killed.at, report))),
       `the shards of ${victim} to be resumed elsewhere`,
-      30_000,
+      120_000,
     );
 
     const toSplit = (await listShards(client, streamName)).filter(isOpen).at(-1)!.ShardId!;
@@ -174,7 +174,7 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
     await cluster.waitFor(
       () => leavingShards.every((shardId) => cluster.reports.some((report) => report.type === 'started' && report.shardId === shardId && report.worker !== leaving && after(stoppedAt, report))),
       `the shards released by ${leaving} to be taken`,
-      30_000,
+      120_000,
     );
 
     const joiner = 'worker-4';
@@ -184,7 +184,7 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
     await cluster.waitFor(
       () => cluster.reports.some((report) => report.type === 'handed-off' && report.to === joiner && after(joinedAt, report)),
       `a shard to be handed off to ${joiner}`,
-      30_000,
+      120_000,
     );
 
     // A quiet moment on each side of the rewind's target, so that no record arrives near it.
@@ -202,7 +202,7 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
       .waitFor(
         () => checkLedger(producer.produced, cluster.reports).lost.length === 0 && everyShardCheckpointed(producer.produced, cluster.reports),
         'every record to be processed and checkpointed',
-        60_000,
+        180_000,
       )
       .catch(() => undefined); // the ledger reports what is missing
     let rewound: ScenarioResult['rewind'];
@@ -258,9 +258,9 @@ async function rewindTo(
     options.onRewind?.({ plan });
     const askedAt = now();
     const applied = await applyRewind(plan, { storage });
-    const progress = await awaitRewind(applied, { storage, timeoutMs: 60_000, onProgress: (update) => options.onRewind?.({ progress: update }) });
+    const progress = await awaitRewind(applied, { storage, timeoutMs: 180_000, onProgress: (update) => options.onRewind?.({ progress: update }) });
     const movedAt = now();
-    if (!progress.complete) throw new Error(`the rewind of ${group} did not move every shard within 60 s (${progress.done}/${progress.total})`);
+    if (!progress.complete) throw new Error(`the rewind of ${group} did not move every shard within 180 s (${progress.done}/${progress.total})`);
     const replayed = (): Map<string, number[]> => {
       const byKey = new Map<string, number[]>();
       for (const report of cluster.reports) if (report.type === 'record' && report.at > askedAt) byKey.set(report.key, [...(byKey.get(report.key) ?? []), report.seq]);
@@ -271,7 +271,7 @@ async function rewindTo(
       return after.filter((record) => !(seen.get(record.key) ?? []).includes(record.seq)).length;
     };
     step(`every shard moved in ${Math.round(movedAt - askedAt)} ms; waiting until the ${after.length} records after the target are handed over again`);
-    await cluster.waitFor(() => missing() === 0, 'every record after the rewind target to be handed over again', 60_000).catch(() => undefined);
+    await cluster.waitFor(() => missing() === 0, 'every record after the rewind target to be handed over again', 180_000).catch(() => undefined);
     let outOfOrder = 0;
     for (const seqs of replayed().values()) for (let i = 1; i < seqs.length; i++) if ((seqs[i] as number) < (seqs[i - 1] as number)) outOfOrder++;
     return { targetMs, askedAt, movedAt, notReplayed: missing(), replayedOutOfOrder: outOfOrder };
@@ -328,7 +328,7 @@ async function killOnReport(cluster: Cluster, workerId: string, matches: (report
     worker.child.kill('SIGKILL');
   });
   try {
-    await cluster.waitFor(() => matched, what, 30_000);
+    await cluster.waitFor(() => matched, what, 120_000);
   } finally {
     stop();
   }

@@ -49,7 +49,7 @@ for (const backend of BACKENDS) {
           cluster = running;
         },
       });
-    }, 240_000);
+    }, 600_000);
 
     afterAll(async () => {
       // The scenario ends its workers itself; this is for a run cut short by a timeout.

@@ -71,7 +71,7 @@ describe('exactly-once into a Postgres sink: worker processes on kinesis-local, 
     });
     sink = await checkSink(storageUrl, result.produced);
     console.log(summary('exactly-once run (transactional)', result, sink));
-  }, 240_000);
+  }, 600_000);
 
   afterAll(async () => {
     await cluster?.close(5_000);
@@ -125,7 +125,7 @@ for (const backend of [...BACKENDS.filter((candidate) => candidate !== POSTGRES)
         `${summary(`exactly-once run (fenced, leases in ${backend.name})`, result, sink)}; fences: ${tally.applied} batches committed ` +
           `(${tally.trimmed} trimmed, ${tally.trimmedRecords} records kept out), ${tally.replays} replays refused, ${tally.refused} zombie writes refused`,
       );
-    }, 240_000);
+    }, 600_000);
 
     afterAll(async () => {
       await cluster?.close(5_000);

@@ -38,7 +38,7 @@ for (const backend of BACKENDS) {
         const who = result.reports.flatMap((report) => (report.type === 'rewound' && report.at >= round.askedAt && report.at < until ? [`${report.worker}:${report.shardId}`] : []));
         console.log(`${backend.name}, rewind during a ${name}: reading at the target after ${figures}; applied after ${applied}; applied by ${who.join(', ')}`);
       }
-    }, 300_000);
+    }, 600_000);
 
     it('loses nothing and keeps the first deliveries of every key in order', () => {
       const ledger = checkLedger(result.produced, result.reports);

@@ -59,6 +59,10 @@ export async function startDynalite(options: DynaliteOptions = {}): Promise<Runn
       resolve();
     });
   });
+  // Never close an idle connection: a client that reuses one just as the server closes it (Node's default,
+  // after 5 s) hears "socket hang up", and a write sent on it has an unknown outcome. A busy machine, slow
+  // to read the server's FIN, widens that race. close() ends every connection itself.
+  server.keepAliveTimeout = 0;
   const { port } = server.address() as AddressInfo;
   let closing: Promise<void> | undefined;
   const close = (): Promise<void> => {

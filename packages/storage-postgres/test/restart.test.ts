@@ -4,6 +4,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PostgresStorage } from '../src/index.js';
 import { startCluster, type Cluster } from './cluster.js';
+import { waitFor } from './support.js';
 
 // Destructive: this file stops and restarts a cluster of its own, never the shared server.
 let cluster: Cluster;
@@ -29,9 +30,10 @@ describe.each(['immediate', 'fast'] as const)('PostgresStorage across a server s
       for (const leaseKey of keys) await adapter.createLease({ group, leaseKey, metadata: { count: '0' } });
 
       const acknowledged = new Map<string, LeaseRecord>();
-      const outcomes = { applied: 0, conflict: 0, unknown: 0, thrown: 0 };
+      const outcomes = { applied: 0, conflict: 0, unknown: 0, thrown: 0, appliedAfterRestart: 0 };
       const strays: unknown[] = [];
       let stop = false;
+      let restarted = false;
 
       // Each worker increments its own lease's counter with conditional writes, re-reading when it must.
       const worker = async (leaseKey: string): Promise<void> => {
@@ -41,11 +43,13 @@ describe.each(['immediate', 'fast'] as const)('PostgresStorage across a server s
             current ??= await adapter.getLease(group, leaseKey);
             if (!current) throw new Error(`lease ${leaseKey} vanished`);
             const count = Number(current.metadata.count) + 1;
+            const sentAfterRestart = restarted;
             const [outcome] = await adapter.updateLeases(group, [
               { leaseKey, expectedVersion: current.version, next: { ...leaseStateOf(current), metadata: { count: String(count) } } },
             ]);
             if (outcome?.status === 'applied') {
               outcomes.applied++;
+              if (sentAfterRestart) outcomes.appliedAfterRestart++;
               acknowledged.set(leaseKey, outcome.record);
               current = outcome.record;
             } else if (outcome?.status === 'conflict') {
@@ -66,20 +70,22 @@ describe.each(['immediate', 'fast'] as const)('PostgresStorage across a server s
         }
       };
 
+      // Each step waits for what it needs to see, not for a time the machine must keep: on a busy machine the
+      // first writes, or the reconnection after the restart, can take longer than any fixed pause.
       const running = Promise.all(keys.map(worker));
-      await sleep(500);
-      const appliedBeforeCrash = outcomes.applied;
+      const wroteBeforeCrash = await waitFor(() => outcomes.applied > 0, 30_000);
       await cluster.stop(mode);
-      await sleep(300);
+      const failedWhileDown = await waitFor(() => outcomes.unknown + outcomes.thrown > 0, 30_000);
       await cluster.start();
-      await sleep(700);
+      restarted = true;
+      const wroteAfterRestart = await waitFor(() => outcomes.appliedAfterRestart > 0, 30_000);
       stop = true;
       await running;
 
       expect(strays).toEqual([]);
-      expect(appliedBeforeCrash).toBeGreaterThan(0);
-      expect(outcomes.unknown + outcomes.thrown).toBeGreaterThan(0);
-      expect(outcomes.applied).toBeGreaterThan(appliedBeforeCrash);
+      expect(wroteBeforeCrash).toBe(true);
+      expect(failedWhileDown).toBe(true);
+      expect(wroteAfterRestart).toBe(true);
 
       // The very next call works, with no retry.
       const { leases: stored, corrupt } = await adapter.listLeases(group);

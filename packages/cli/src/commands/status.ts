@@ -6,11 +6,11 @@
  * incarnation the lease names. Records that cannot be read back are listed with their error instead of
  * failing the command; stalls the workers reported are shown per lease.
  */
-import { Checkpoint, parseStreamBirths, parseStreamLeaseKey, STREAMS_FIELD, type HandoffRequest, type LeaderRecord, type LeaseRecord, type MemberRecord } from '@leasehold/core';
+import { Checkpoint, parseStreamBirths, parseStreamLeaseKey, STREAMS_FIELD, type HandoffRequest, type LeaderRecord, type LeaseRecord, type MemberRecord, type Storage } from '@leasehold/core';
 import { RECORD_FORMAT } from '@leasehold/core/adapter';
 import { openBackend } from '../connect.js';
 import { isNewerFormat, stallOf, type Stall } from '../health.js';
-import { memberLiveness, Observer, ownerLiveness, unreadableMembers, type Age, type MemberLiveness, type OwnerLiveness } from '../observe.js';
+import { memberLiveness, monotonicNow, Observer, ownerLiveness, unreadableMembers, type Age, type MemberLiveness, type Now, type OwnerLiveness } from '../observe.js';
 import { checkGroup, formatDuration, readGroup, readKnownGroup, table, type GroupState, type Io } from '../shared.js';
 import { parseStorageUrl } from '@leasehold/connect';
 
@@ -95,23 +95,13 @@ export async function status(options: StatusOptions, io: Io): Promise<void> {
   const target = parseStorageUrl(options.storage);
   const backend = await openBackend(target);
   try {
-    const memberObserver = new Observer();
-    const leaderObserver = new Observer();
-    const started = performance.now();
-    let state = await readKnownGroup(backend.storage, options.group, target.display);
-    if (options.observeMs > 0) {
-      // Watch the roster first: a member is judged expired only once watched for its lease duration.
-      const deadline = started + options.observeMs;
-      const poll = Math.max(20, Math.min(500, Math.floor(options.observeMs / 10)));
-      for (;;) {
-        observeMembers(memberObserver, state);
-        const left = deadline - performance.now();
-        if (left <= 0 || !(await pause(Math.min(poll, left), io.signal))) break;
-        state = await readGroup(backend.storage, options.group);
-      }
-    }
+    const memberObserver = new Observer(REAL_TIME.now);
+    const leaderObserver = new Observer(REAL_TIME.now);
+    const watched = await watchGroup(backend.storage, options.group, target.display, memberObserver, options.observeMs, io.signal);
+    const { started } = watched;
+    let { state } = watched;
     for (let screen = 1; ; screen++) {
-      const view = viewOf(options.group, target.display, state, memberObserver, leaderObserver, performance.now() - started);
+      const view = viewOf(options.group, target.display, state, memberObserver, leaderObserver, REAL_TIME.now() - started);
       io.out(render(view, options, io, screen));
       if (!options.watch || screen === options.iterations || io.signal.aborted) return;
       if (!(await pause(options.intervalMs, io.signal))) return;
@@ -120,6 +110,49 @@ export async function status(options: StatusOptions, io: Io): Promise<void> {
   } finally {
     await backend.close();
   }
+}
+
+/** The clock and the pauses of {@link watchGroup}; tests pass virtual ones. */
+export interface WatchTime {
+  readonly now: Now;
+  /** Waits `ms`, or less when the signal fires; tells whether to go on. */
+  readonly pause: (ms: number, signal: AbortSignal) => Promise<boolean>;
+}
+
+const REAL_TIME: WatchTime = { now: monotonicNow, pause };
+
+/**
+ * Reads the group, then watches its roster for `observeMs` (when above 0), feeding every read's members to
+ * `observer`. The watch is counted from the first read's answer, when this process first saw each member's
+ * version, not from the command's start: on a slow connection or a busy machine the first read can take
+ * longer than the whole window, and a member that stood still throughout would be judged on what is left
+ * of it and shown alive. Returns the last read and when the watch began (on `time`'s clock).
+ */
+export async function watchGroup(
+  storage: Storage,
+  group: string,
+  display: string,
+  observer: Observer,
+  observeMs: number,
+  signal: AbortSignal,
+  time: WatchTime = REAL_TIME,
+): Promise<{ state: GroupState; started: number }> {
+  let state = await readKnownGroup(storage, group, display);
+  // Without a watch, the first screen is the first sighting.
+  if (observeMs <= 0) return { state, started: time.now() };
+  observeMembers(observer, state);
+  // Not before the first sighting: no member is watched longer than the watch says it lasted.
+  const started = time.now();
+  // Watch the roster first: a member is judged expired only once watched for its lease duration.
+  const deadline = started + observeMs;
+  const poll = Math.max(20, Math.min(500, Math.floor(observeMs / 10)));
+  for (;;) {
+    const left = deadline - time.now();
+    if (left <= 0 || !(await time.pause(Math.min(poll, left), signal))) break;
+    state = await readGroup(storage, group);
+    observeMembers(observer, state);
+  }
+  return { state, started };
 }
 
 function observeMembers(observer: Observer, state: GroupState): Map<string, Age> {
