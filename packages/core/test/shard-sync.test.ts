@@ -60,6 +60,27 @@ function world(shards = 1, options: Partial<ShardSyncOptions> = {}) {
   return { scheduler, clock, source, storage, sync, signal, finish, keys };
 }
 
+/**
+ * Three generations: shard-0000 finished but still held by w1, alive in the roster; its child finished,
+ * free, with leases for both of its own children.
+ */
+async function finishedUnderAHeldParent() {
+  const w = world(1);
+  const { source, storage, sync, signal, finish } = w;
+  const leader = sync();
+  await leader.run(signal);
+  const parent = (await storage.getLease(GROUP, 'shard-0000')) as LeaseRecord;
+  const member = await join(storage, 'w1');
+  await storage.updateLeases(GROUP, [
+    { leaseKey: 'shard-0000', expectedVersion: parent.version, next: { ...leaseStateOf(parent), owner: 'w1', incarnation: 'i-w1', epoch: 1, checkpoint: Checkpoint.SHARD_END } },
+  ]);
+  const [child, sibling] = source.split('shard-0000');
+  await leader.run(signal);
+  await finish(child);
+  const grandchildren = source.split(child);
+  return { ...w, leader, member, child, sibling, grandchildren };
+}
+
 /** Makes `workerId` an alive member of the group's roster, as its coordinator's join does. */
 async function join(storage: MemoryStorage, workerId: string, incarnation = `i-${workerId}`): Promise<MemberRecord> {
   const outcome = await storage.putMember(GROUP, workerId, null, {
@@ -368,19 +389,7 @@ describe('shard sync: deletes', () => {
   });
 
   it('deletes a finished lease only once its parents have no lease: oldest generation first, so that a rewind of a parent finds every descendant', async () => {
-    const { source, storage, sync, signal, finish, keys } = world(1);
-    const leader = sync();
-    await leader.run(signal);
-    const parent = (await storage.getLease(GROUP, 'shard-0000')) as LeaseRecord;
-    // The parent finished, but its owner, alive in the roster, has not given it back yet: it stays.
-    await join(storage, 'w1');
-    await storage.updateLeases(GROUP, [
-      { leaseKey: 'shard-0000', expectedVersion: parent.version, next: { ...leaseStateOf(parent), owner: 'w1', incarnation: 'i-w1', epoch: 1, checkpoint: Checkpoint.SHARD_END } },
-    ]);
-    const [child, sibling] = source.split('shard-0000');
-    await leader.run(signal);
-    await finish(child);
-    const grandchildren = source.split(child);
+    const { sync, signal, keys, leader, child, sibling, grandchildren } = await finishedUnderAHeldParent();
     // The child is finished, free, and its children have leases: only its parent's lease keeps it.
     expect((await leader.run(signal)).deleted).toEqual([]);
     expect(await keys()).toEqual(['shard-0000', child, sibling, ...grandchildren].sort());
@@ -388,18 +397,7 @@ describe('shard sync: deletes', () => {
   });
 
   it('deletes a finished child in the same round as its parent, once the parent goes', async () => {
-    const { source, storage, sync, signal, finish, keys } = world(1);
-    const leader = sync();
-    await leader.run(signal);
-    const parent = (await storage.getLease(GROUP, 'shard-0000')) as LeaseRecord;
-    const member = await join(storage, 'w1');
-    await storage.updateLeases(GROUP, [
-      { leaseKey: 'shard-0000', expectedVersion: parent.version, next: { ...leaseStateOf(parent), owner: 'w1', incarnation: 'i-w1', epoch: 1, checkpoint: Checkpoint.SHARD_END } },
-    ]);
-    const [child, sibling] = source.split('shard-0000');
-    await leader.run(signal);
-    await finish(child);
-    const grandchildren = source.split(child);
+    const { storage, signal, keys, leader, member, child, sibling, grandchildren } = await finishedUnderAHeldParent();
     expect((await leader.run(signal)).deleted).toEqual([]);
     const declared = await storage.putMember(GROUP, 'w1', member.version, { ...memberStateOf(member), status: 'dead' });
     expect(declared.status).toBe('applied');

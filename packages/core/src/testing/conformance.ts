@@ -2155,6 +2155,32 @@ async function settles<T>(promise: Promise<T>, what: string): Promise<{ value: T
   }
 }
 
+/**
+ * Fifty leases of a fresh group checkpointed in one batch through `client`, whose connection the proxy
+ * cuts once the backend answers: the leases before, how the call settled, and the leases stored after.
+ */
+async function cutBatch(
+  proxy: TcpProxy,
+  client: Storage,
+  direct: Storage,
+  g: string,
+): Promise<{ before: LeaseRecord[]; settled: { value: WriteResult<LeaseRecord>[] } | { thrown: unknown }; stored: Map<string, LeaseRecord> }> {
+  const keys = Array.from({ length: 50 }, (_, i) => `k${i}`);
+  await createMany(direct, g, keys, () => ({ owner: 'w', epoch: 1 }));
+  const before = await listed(direct, g);
+  await client.getLease(g, 'k0');
+  const updates = before.map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...leaseStateOf(lease), checkpoint: `cp-${lease.leaseKey}` } }));
+  let cut = false;
+  const armed = proxy.cutOnResponse().then(() => {
+    cut = true;
+  });
+  const settled = await settles(client.updateLeases(g, updates), 'updateLeases');
+  await Promise.race([armed, new Promise((resolve) => setTimeout(resolve, 50))]);
+  proxy.disarm();
+  assert.ok(cut, `the batch returned without the backend answering it (${show(settled)})`);
+  return { before, settled, stored: byKey(await listed(direct, g)) };
+}
+
 function isUnavailable(error: unknown): boolean {
   return error instanceof LeaseholdError && error.code === 'ERR_STORAGE_UNAVAILABLE';
 }
@@ -2344,20 +2370,7 @@ export function faultContract(t: TestApi, target: ConformanceTarget): void {
     define(t, target, 'a batch whose connection is cut after the backend received it is unknown or applied item by item, never thrown nor a conflict, and each lease is written whole or not at all', async (context) => {
       const { proxy, client, direct } = await proxied(target, context);
       const g = context.group();
-      const keys = Array.from({ length: 50 }, (_, i) => `k${i}`);
-      await createMany(direct, g, keys, () => ({ owner: 'w', epoch: 1 }));
-      const before = await listed(direct, g);
-      await client.getLease(g, 'k0');
-      const updates = before.map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...leaseStateOf(lease), checkpoint: `cp-${lease.leaseKey}` } }));
-      let cut = false;
-      const armed = proxy.cutOnResponse().then(() => {
-        cut = true;
-      });
-      const settled = await settles(client.updateLeases(g, updates), 'updateLeases');
-      await Promise.race([armed, new Promise((resolve) => setTimeout(resolve, 50))]);
-      proxy.disarm();
-      assert.ok(cut, `the batch returned without the backend answering it (${show(settled)})`);
-      const stored = byKey(await listed(direct, g));
+      const { before, settled, stored } = await cutBatch(proxy, client, direct, g);
       const written = before.filter((lease) => stored.get(lease.leaseKey)?.version !== lease.version);
       for (const lease of before) {
         const now = stored.get(lease.leaseKey);
@@ -2369,9 +2382,9 @@ export function faultContract(t: TestApi, target: ConformanceTarget): void {
         assert.ok(isUnavailable(settled.thrown), `a batch that sent nothing may throw only a StorageUnavailableError, got ${show(settled.thrown)}`);
         return;
       }
-      assert.equal(settled.value.length, updates.length, 'one result per update');
+      assert.equal(settled.value.length, before.length, 'one result per update');
       settled.value.forEach((outcome, i) => {
-        const leaseKey = updates[i]?.leaseKey as string;
+        const leaseKey = before[i]?.leaseKey as string;
         if (outcome.status === 'unknown') {
           assert.ok(outcome.error instanceof LeaseholdError, `item ${leaseKey}: an unknown outcome carries a LeaseholdError, got ${show(outcome.error)}`);
         } else {
@@ -2514,20 +2527,7 @@ export function faultContract(t: TestApi, target: ConformanceTarget): void {
       const once = faults?.kind === 'proxy' && faults.createStorageWithoutResend ? await faults.createStorageWithoutResend(proxy.address) : client;
       if (once !== client) context.cleanup(async () => target.closeStorage?.(once));
       const g = context.group();
-      const keys = Array.from({ length: 50 }, (_, i) => `k${i}`);
-      await createMany(direct, g, keys, () => ({ owner: 'w', epoch: 1 }));
-      const before = await listed(direct, g);
-      await once.getLease(g, 'k0');
-      const updates = before.map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...leaseStateOf(lease), checkpoint: `cp-${lease.leaseKey}` } }));
-      let cut = false;
-      const armed = proxy.cutOnResponse().then(() => {
-        cut = true;
-      });
-      const settled = await settles(once.updateLeases(g, updates), 'updateLeases');
-      await Promise.race([armed, new Promise((resolve) => setTimeout(resolve, 50))]);
-      proxy.disarm();
-      assert.ok(cut, `the batch returned without the backend answering it (${show(settled)})`);
-      const stored = byKey(await listed(direct, g));
+      const { before, settled, stored } = await cutBatch(proxy, once, direct, g);
       for (const lease of before) {
         const now = stored.get(lease.leaseKey);
         const whole = now?.version === lease.version ? lease : { ...lease, checkpoint: `cp-${lease.leaseKey}`, version: lease.version + 1 };
@@ -2539,9 +2539,9 @@ export function faultContract(t: TestApi, target: ConformanceTarget): void {
         assert.ok(isUnavailable(settled.thrown), `a batch that sent nothing may throw only a StorageUnavailableError, got ${show(settled.thrown)}`);
         return;
       }
-      assert.equal(settled.value.length, updates.length, 'one result per update');
+      assert.equal(settled.value.length, before.length, 'one result per update');
       settled.value.forEach((outcome, i) => {
-        const leaseKey = updates[i]?.leaseKey as string;
+        const leaseKey = before[i]?.leaseKey as string;
         if (outcome.status === 'unknown') {
           assert.ok(outcome.error instanceof LeaseholdError, `item ${leaseKey}: an unknown outcome carries a LeaseholdError, got ${show(outcome.error)}`);
         } else {
