@@ -13,10 +13,11 @@
  * A burner spins in slices of 50 ms and looks up between them: it stops when this process disconnects
  * (it ended, or was killed) or when its time is up.
  */
-import { fork, spawn } from 'node:child_process';
+import { fork } from 'node:child_process';
 import { availableParallelism } from 'node:os';
 import { setImmediate } from 'node:timers';
 import { fileURLToPath } from 'node:url';
+import { runChild } from './run-child.mjs';
 
 const SLICE_MS = 50;
 
@@ -60,15 +61,7 @@ async function run(argv) {
   process.stdout.write(`busy: ${burners} CPU burners on ${availableParallelism()} cores (for at most ${maxMinutes} min) while: ${[command, ...args].join(' ')}\n`);
 
   const started = performance.now();
-  const child = spawn(command, args, { stdio: 'inherit' });
-  for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => child.kill(signal));
-  const code = await new Promise((resolve) => {
-    child.once('error', (error) => {
-      process.stderr.write(`${command} could not be started: ${error.message}\n`);
-      resolve(1);
-    });
-    child.once('exit', (exitCode, signal) => resolve(exitCode ?? (signal ? 1 : 0)));
-  });
+  const code = await runChild(command, args);
   stopBurners();
   const seconds = Math.round((performance.now() - started) / 1000);
   process.stdout.write(`busy: ${[command, ...args].join(' ')} exited with ${code} after ${seconds} s under ${burners} burners\n`);

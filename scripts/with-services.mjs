@@ -8,7 +8,7 @@
  *   node scripts/with-services.mjs vitest run
  *   node scripts/with-services.mjs --long vitest run    the long suite (LEASEHOLD_TESTS=long)
  */
-import { spawn } from 'node:child_process';
+import { runChild } from './run-child.mjs';
 
 const argv = process.argv.slice(2);
 const long = argv[0] === '--long';
@@ -26,14 +26,6 @@ try {
   process.exit(1);
 }
 for (const line of services.summary) process.stdout.write(`test services: ${line}\n`);
-const child = spawn(command, args, { stdio: 'inherit', env: { ...process.env, ...services.env, ...(long ? { LEASEHOLD_TESTS: 'long' } : {}) } });
-for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => child.kill(signal));
-const code = await new Promise((resolve) => {
-  child.once('error', (error) => {
-    process.stderr.write(`${command} could not be started: ${error.message}\n`);
-    resolve(1);
-  });
-  child.once('exit', (exitCode, signal) => resolve(exitCode ?? (signal ? 1 : 0)));
-});
+const code = await runChild(command, args, { ...process.env, ...services.env, ...(long ? { LEASEHOLD_TESTS: 'long' } : {}) });
 await services.close();
 process.exit(code);
