@@ -824,7 +824,11 @@ async function settleAndMark(storage: CheckpointStorage & Partial<LeaderStore>, 
     unreadable: [...view.corrupt],
   });
   const reopened = settled.find((record) => view.leases.get(record.leaseKey)?.checkpoint === Checkpoint.SHARD_END && record.checkpoint !== Checkpoint.SHARD_END);
+  // A request written on a lease a worker holds (a descendant of a finished lease, reached once it could be
+  // read) is news to that owner too: without a change feed it hears of it only from a new mark.
+  const asked = settled.find((record) => hasRewindRequest(record) && view.ownerOf(record) !== null);
   if (reopened) await mark(storage, rewind.group, rewind.rewindId, `${rewind.rewindId}/${reopened.leaseKey}`, 5);
+  else if (asked) await mark(storage, rewind.group, rewind.rewindId, `${rewind.rewindId}/asked/${asked.leaseKey}/${asked.version}`, 5);
   return settled;
 }
 

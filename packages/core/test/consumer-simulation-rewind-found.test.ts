@@ -1,5 +1,3 @@
-import { describe, expect, it } from 'vitest';
-import { simulateConsumers } from '../src/testing/index.js';
 import { consumerSimulationSeedList } from './support/consumer-simulation-seeds.js';
 
 // A handful of rewinding seeds in every run, the long set runs 200 (consumer-simulation-rewind.test.ts).
@@ -13,12 +11,7 @@ import { consumerSimulationSeedList } from './support/consumer-simulation-seeds.
 // left its list, read on from that stream until the look was done; seed 6170 that a child rewound while it
 // was being handed over, its parent to be read again first, was read by the worker it was handed to;
 // seed 5513 that a finished child deleted while its parent's lease stood (the parent held by a live
-// owner) hid the grandchild from a rewind of the parent, which read the grandchild first.
+// owner) hid the grandchild from a rewind of the parent, which read the grandchild first (its switch,
+// deleteBeforeParents, is shown by shard-sync.test.ts: the runs reach it too rarely for a bounded search).
 consumerSimulationSeedList('rewinding the live group, seeds that found a rewind defect and a few more', [22, 25, 5244, 5137, 5010, 6170, 5513], { rewind: true });
 
-describe('the unsafe switch of the cleanup order', () => {
-  it('deleteBeforeParents brings back the replay of a grandchild before its rewound grandparent (seed 5513)', async () => {
-    const result = await simulateConsumers({ seed: 5513, rewind: true, unsafe: { deleteBeforeParents: true } });
-    expect(result.violations.map((violation) => violation.guarantee)).toContain('order');
-  }, 120_000);
-});
