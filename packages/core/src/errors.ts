@@ -75,8 +75,11 @@ export class RegressionError extends LeaseholdError {
 }
 
 /**
- * A stored record was written in a newer record format than this version of core knows (a rolling
- * upgrade in progress): core stops rather than overwrite what it cannot understand. Upgrade this worker.
+ * A stored record is in a format this worker cannot share a group with: written by a newer release than
+ * this version of core knows (a rolling upgrade in progress: upgrade this worker), or an earlier
+ * release's layout still in use by live workers (an adapter that moved its records refuses to join beside
+ * them: stop those workers first). Core stops rather than overwrite what it cannot understand or split
+ * one group into two.
  */
 export class RecordFormatError extends LeaseholdError {
   /** The format found in storage. */

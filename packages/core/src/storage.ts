@@ -240,17 +240,19 @@ export interface MemberRecord extends MemberState {
   /**
    * Moves on every write of the member that applies, even one that writes the stored state (a heartbeat:
    * others see the member alive only by its version moving). Each applied write gives the member a version
-   * greater than every version any member of the group ever had, so a version never repeats for a worker
-   * id, not even when the member is removed and joins again. The adapter keeps that one counter per group
-   * in the backend for good, also when every member has left.
+   * greater than every version its worker id ever had in the group, so a version never repeats for a worker
+   * id, not even when the member is removed and joins again (a writer still holding an old version can
+   * never write the new member). The adapter keeps, per worker id, the greatest version it ever had, in the
+   * backend and for good (a tombstone of a removed member, or one counter per group): members of one group
+   * share no record that every heartbeat writes. Versions of different members may be equal.
    */
   readonly version: number;
 }
 
 /**
- * Every member of a group, read in one operation (one record or row on every shipped backend, so that a
- * worker can read it every take tick whatever the group's size), and one `CorruptRecordError` (naming the
- * worker id) for each member that cannot be read back.
+ * Every member of a group, read in one operation (one query of the members' records, paginated inside the
+ * adapter where the backend needs it), and one `CorruptRecordError` (naming the worker id) for each member
+ * that cannot be read back.
  */
 export interface Roster {
   readonly group: string;
@@ -409,13 +411,20 @@ export interface CheckpointStorage {
    * A join, or a put at another version, over a member that cannot be read back is `unknown` carrying its
    * `CorruptRecordError`, and leaves it as it is; a put at the version it is stored at replaces it. Member
    * writes publish nothing on the change feed.
+   *
+   * One group, one roster: an adapter whose earlier release kept members in another layout (one record
+   * per group, before members got records of their own) marks that layout on a join, with a member of a
+   * format above every earlier core's {@link RECORD_FORMAT}, so that a worker of the earlier release stops
+   * with its `RecordFormatError` at its next roster read; and refuses the join with a `RecordFormatError`
+   * naming the members still alive in the old layout (the marking comes first, so that a worker of the
+   * earlier release that joins meanwhile is either seen by the check or stops itself).
    */
   putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>>;
 
   /**
    * Removes the member if its stored version equals `expectedVersion`; at a stale version it is a conflict
-   * carrying the stored member, and of an absent member a conflict with `null`. The group's version
-   * counter outlives the remove. A remove at another version of a member that cannot be read back is
+   * carrying the stored member, and of an absent member a conflict with `null`. The greatest version the
+   * worker id had outlives the remove. A remove at another version of a member that cannot be read back is
    * `unknown` carrying its `CorruptRecordError`; at the version it is stored at, it removes it.
    */
   removeMember(group: string, workerId: string, expectedVersion: number): Promise<DeleteResult<MemberRecord>>;

@@ -18,9 +18,10 @@ import { leaderStateOf, leaseStateOf, memberStateOf } from './storage.js';
  *   batch of 10,000 leases stays a reasonable single statement or script call.
  * - Up to 16 parent keys: a Kinesis merge has 2.
  * - Fields a later core adds (see `LeaseState`) up to 16 KiB as JSON together.
- * - A roster of up to 128 members, each member's state up to 2 KiB as JSON (requests, metadata and fields
- *   a later core adds included), with up to 4 handoff requests: a whole roster stays far below DynamoDB's
- *   400 KB item, and one read of it stays cheap at every take tick.
+ * - A roster of up to 1,000 members, each member's state up to 2 KiB as JSON (requests, metadata and fields
+ *   a later core adds included), with up to 4 handoff requests: a member is one small record of its own
+ *   (one DynamoDB write unit per heartbeat), and a whole roster reads back in one call, paginated inside
+ *   the adapter where the backend needs it.
  */
 export const limits = {
   maxNameBytes: 512,
@@ -29,7 +30,7 @@ export const limits = {
   maxMetadataKeyBytes: 512,
   maxParentKeys: 16,
   maxExtensionBytes: 16 * 1024,
-  maxMembers: 128,
+  maxMembers: 1000,
   maxMemberBytes: 2048,
   maxRequests: 4,
 } as const;

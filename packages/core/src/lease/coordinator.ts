@@ -1044,7 +1044,10 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       return outcome;
     } catch (error) {
       this.emit('storage', { operation, applied: 0, conflict: 0, unknown: 1 });
-      this.#report(error, operation);
+      // The group's members are kept in a layout this worker cannot share (an earlier release's, still
+      // in use): nothing to retry, and joining anyway would split the group.
+      if (error instanceof RecordFormatError) this.#fail(error);
+      else this.#report(error, operation);
       return { status: 'unknown', error: error instanceof LeaseholdError ? error : new StorageUnavailableError(`[${PKG}] ${operation} failed`, { cause: error }) };
     }
   }
@@ -1264,7 +1267,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     try {
       roster = await this.#storage.getRoster(this.group);
     } catch (error) {
-      this.#report(error, 'roster');
+      if (error instanceof RecordFormatError) this.#fail(error);
+      else this.#report(error, 'roster');
       return;
     }
     if (this.#state !== 'running' || !this.#readRoster(roster)) return;
