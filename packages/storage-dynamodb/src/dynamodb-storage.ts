@@ -465,9 +465,9 @@ export class DynamoDBStorage implements Storage {
         // Nothing of the join was sent: no record of it can have changed.
         throw new StorageUnavailableError(`${outcome.error.message}; the join was not sent`, { cause: outcome.error });
       }
-      // Applied: the item after the marking. Refused: another join marked it first; the item as it was
-      // refused holds the marker too (or, from a backend that does not return it, a read after it does).
-      item = sent.kind === 'applied' ? sent.attributes : (sent.item ?? (await this.#read(what, () => this.#getItem(key))));
+      // Applied: the item after the marking. Refused: another join marked it first, and the item as it
+      // was refused holds the marker too. A backend that returns neither gets a read, which is later still.
+      item = (sent.kind === 'applied' ? sent.attributes : sent.item) ?? (await this.#read(what, () => this.#getItem(key)));
       if (item === undefined) return;
     }
     const error = earlierMembersError(group, blockingMembers(group, item));
