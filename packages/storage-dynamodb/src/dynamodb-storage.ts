@@ -450,15 +450,15 @@ export class DynamoDBStorage implements Storage {
 
   /**
    * One group, one roster (see `earlier-roster.ts`): a join first reads the earlier release's roster item
-   * of the group; when there is one, marks it so that the earlier release's workers stop, and throws a
-   * `RecordFormatError` naming the members still alive in it. A group with no such item pays one read.
+   * of the group; unless it holds the marker, marks it (creating it for a group the earlier release never
+   * ran), so that a worker of the earlier release stops, now or whenever it starts; and throws a
+   * `RecordFormatError` naming the members still alive in it. Once marked, a join pays one read.
    */
   async #refuseBesideEarlierRoster(group: string): Promise<void> {
     const key = earlierRosterKey(group);
     const what = `read the roster item of an earlier release of group ${describeValue(group)}`;
     let item = await this.#read(what, () => this.#getItem(key));
-    if (item === undefined) return;
-    if (!isMarked(item)) {
+    if (item === undefined || !isMarked(item)) {
       const sent = await this.#send(() => this.#client.send(new UpdateItemCommand(markingUpdate(this.#tableName, group, randomBytes(12).toString('base64url')))));
       if (sent.kind === 'failed') {
         const outcome = await this.#failedWrite(sent.error, `marking of the roster item of an earlier release of group ${describeValue(group)}`);

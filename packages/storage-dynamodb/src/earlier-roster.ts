@@ -6,13 +6,14 @@
  * (N, the greatest version any member of the group ever had) and, per member, `v:<workerId>` (N, its
  * version) and `m:<workerId>` (M: `s`, its state JSON, and `w`, the id of the write that stored it). This
  * release never keeps members there. A join reads that item, and only a join:
- * 1. a group the earlier release never ran has no such item: the join goes on, having paid one strongly
- *    consistent `GetItem` of a missing item, and nothing is written to the old layout;
- * 2. otherwise the join adds (once per group) the marker member below, written exactly as the earlier
- *    release wrote a join. Its record format is 2: every earlier core checks the format of each member it
+ * 1. unless the item holds the marker already, the join adds it (once per group), written exactly as the
+ *    earlier release wrote a join, creating the item for a group the earlier release never ran: a worker
+ *    of the earlier release started later on a group of this release would otherwise find no roster,
+ *    start one of its own, see none of this release's members, and take their leases as its own (two
+ *    rosters, one group). Its record format is 2: every earlier core checks the format of each member it
  *    reads before anything else, finds one above its `RECORD_FORMAT` (1), and stops with a
  *    `RecordFormatError` whose message carries the marker's worker id;
- * 3. then, on the item as it stands after the marking, the join is refused with a `RecordFormatError`
+ * 2. then, on the item as it stands after the marking, the join is refused with a `RecordFormatError`
  *    while any member but the marker is alive, or cannot be read (and so may be alive). A worker of the
  *    earlier release that joined before the marking is in that item; one that joins after it reads the
  *    marker at its next roster read and stops.
@@ -83,17 +84,16 @@ export function isMarked(item: Item): boolean {
 
 /**
  * The update that adds the marker: the earlier release's own join (the marker's version and `hv` from
- * the old `hv`, on condition that the marker is absent), which never creates the item. It returns the
- * whole item after the marking, which the check then reads.
+ * the old `hv`, on condition that the marker is absent), which creates the item when the group has none.
+ * It returns the whole item after the marking, which the check then reads.
  */
 export function markingUpdate(tableName: string, group: string, writeId: string): UpdateItemCommandInput {
   return {
     TableName: tableName,
     Key: earlierRosterKey(group),
     UpdateExpression: 'SET #hv = if_not_exists(#hv, :zero) + :one, #v = if_not_exists(#hv, :zero) + :one, #m = :member',
-    ConditionExpression: 'attribute_exists(#pk) AND attribute_not_exists(#v)',
+    ConditionExpression: 'attribute_not_exists(#v)',
     ExpressionAttributeNames: {
-      '#pk': attr.pk,
       '#hv': earlierAttr.highVersion,
       '#v': `${earlierAttr.versionPrefix}${MOVED_MARKER_WORKER_ID}`,
       '#m': `${earlierAttr.memberPrefix}${MOVED_MARKER_WORKER_ID}`,

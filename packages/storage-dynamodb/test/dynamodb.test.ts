@@ -600,8 +600,8 @@ describe('DynamoDBStorage roster', () => {
     expect(item?.version).toEqual({ N: '1' });
     expect(JSON.parse(item?.state?.S ?? 'null')).toEqual(memberState());
     expect(item?.writeId?.S).toMatch(/^[A-Za-z0-9_-]{16}$/);
-    // A fresh group: nothing of the earlier release's roster item is written.
-    expect(await readItem(g, 'roster')).toBeUndefined();
+    // A fresh group: the earlier release's roster item holds the marker alone.
+    expect(Object.keys((await readItem(g, 'roster')) ?? {}).filter((name) => name.startsWith('v:'))).toEqual(['v:(leasehold) members moved to one item each: upgrade']);
     expect(await storage.getRoster(group())).toEqual({ group: expect.any(String), members: [], corrupt: [] });
   });
 
@@ -616,11 +616,12 @@ describe('DynamoDBStorage roster', () => {
     const gOther = appliedRecord(await storage.putMember(g, 'leader', null, memberState({ incarnation: 'of-g' })));
     const hMember = appliedRecord(await storage.putMember(h, 'w1', null, memberState({ incarnation: 'of-h' })));
 
-    // They do share one partition key: the leases and leader of h, and the members of g.
+    // They do share one partition key: the leases and leader of h, h's earlier-release roster item (the
+    // marker alone), and the members of g.
     const { Items } = await client().send(
       new QueryCommand({ TableName: tableName, KeyConditionExpression: 'pk = :pk', ExpressionAttributeValues: { ':pk': { S: h } }, ConsistentRead: true }),
     );
-    expect((Items ?? []).map((item) => item.sk?.S).sort()).toEqual(['leader', 'lease:leader', 'lease:member:w1', 'lease:w1', 'member:leader', 'member:w1']);
+    expect((Items ?? []).map((item) => item.sk?.S).sort()).toEqual(['leader', 'lease:leader', 'lease:member:w1', 'lease:w1', 'member:leader', 'member:w1', 'roster']);
 
     expect((await storage.listLeases(h)).leases.map((lease) => lease.leaseKey).sort()).toEqual([...hLeases].sort());
     expect((await storage.listLeases(h)).corrupt).toEqual([]);

@@ -169,17 +169,26 @@ describe('DynamoDBStorage beside the roster item of an earlier release', () => {
     expect(sent).toEqual(['GetItemCommand roster', 'UpdateItemCommand member:other', 'UpdateItemCommand member:new', 'UpdateItemCommand member:other']);
   });
 
-  it('a group the earlier release never ran: a join reads one missing item and writes nothing of the earlier layout', async () => {
+  it('a group the earlier release never ran: its first join creates the earlier roster item holding the marker alone, so that a worker of the earlier release started later stops', async () => {
     const g = group();
     const { storage, sent } = loggedStorage();
     const joined = (await storage.putMember(g, 'w', null, memberState())) as { record: MemberRecord };
-    expect(sent).toEqual(['GetItemCommand roster', 'UpdateItemCommand member:w']);
-    expect(await earlierItem(g)).toBeUndefined();
+    expect(sent).toEqual(['GetItemCommand roster', 'UpdateItemCommand roster', 'UpdateItemCommand member:w']);
+    const marked = earlierRoster(g, (await earlierItem(g)) as Item);
+    expect(marked.map((member) => [member.workerId, member.format, member.status])).toEqual([[MOVED_MARKER_WORKER_ID, 2, 'dead']]);
+    // A worker of the earlier release joins as it always did, on the same item, and its roster read then
+    // holds a member of format 2: the first thing its core checks, and stops on.
+    await earlierJoin(g, 'old-late', memberState());
+    const seenByEarlier = earlierRoster(g, (await earlierItem(g)) as Item);
+    expect(seenByEarlier.some((member) => member.format > 1)).toBe(true);
     sent.length = 0;
     await storage.putMember(g, 'w', joined.record.version, memberState());
     await storage.getRoster(g);
     expect(sent).toEqual(['UpdateItemCommand member:w', 'QueryCommand']);
-    expect(await earlierItem(g)).toBeUndefined();
+    // Its live member now refuses the next join of this release.
+    const refused = await storage.putMember(g, 'w2', null, memberState()).catch((error: unknown) => error);
+    expect(refused).toBeInstanceOf(RecordFormatError);
+    expect((refused as Error).message).toContain('"old-late"');
   });
 
   it('a member of the earlier roster item that cannot be read back may be alive: the join is refused naming it as unreadable', async () => {
