@@ -565,12 +565,13 @@ export class PostgresStorage implements Storage {
    * or refuses with a `RecordFormatError` naming those that are.
    *
    * A refusal commits the marker rather than rolling it back, and the join is never sent: the marker is
-   * what stops the earlier release's workers (each one stops at its next roster read, and a worker that
-   * stops leaves its member dead), so that the refused worker, started again, can join; rolled back, the
-   * marker would leave them running, and this join refused for as long as they run. Writing it in the same
-   * transaction as the check, under the row's lock, rather than in a statement of its own, decides both on
-   * one version of the row: an earlier worker joining meanwhile either committed before the lock was taken,
-   * and is named by the check, or commits after the marker, and stops at its next roster read. A refusal
+   * what stops the earlier release's workers (each one stops at its next roster read, and one that stops
+   * after releasing its leases writes its member dead), so that the refused worker, started again, can
+   * join; rolled back, the marker would leave them running, and this join refused for as long as they
+   * run. The marker is written in the same transaction as the check, under the row's lock, rather than in
+   * a statement of its own, so that both decide on one version of the row: an earlier worker joining
+   * meanwhile either committed before the lock was taken, and is named by the check, or commits after the
+   * marker, and stops at its next roster read; and a join that applies commits with its marker. A refusal
    * whose COMMIT answer was lost is `unknown` (the marker may be missing): the retried join marks again.
    */
   async #joinBesideEarlierRoster(group: string, workerId: string, encoded: string): Promise<{ row: MemberOutcomeRow | undefined } | { unknown: LeaseholdError }> {
@@ -619,7 +620,7 @@ export class PostgresStorage implements Storage {
     return new RecordFormatError(
       `[${PKG}] group ${describeValue(group)} still has members alive in the roster table ${where} of an earlier release (one row per group): ${listed}${more}; ` +
         'this worker does not join beside them, which would split the group in two. Stop the workers of the earlier release ' +
-        '(the roster is marked now: each one still running stops at its next roster read and leaves its member dead), ' +
+        '(the roster is marked now: each one still running stops at its next roster read), ' +
         "or remove the members of those that are gone with the earlier release's leasehold member remove; then start this worker again",
       EARLIER_FORMAT,
     );
