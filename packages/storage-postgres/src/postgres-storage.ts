@@ -175,7 +175,7 @@ interface MemberRow extends QueryResultRow {
   state: string | null;
 }
 
-/** What a join beside the roster row of schema version 2 found: the join's own outcome, or members alive there. */
+/** How a join beside the roster row of schema version 2 ended: its own outcome, the members alive there, or a lost COMMIT answer. */
 type EarlierJoin = { readonly row: MemberOutcomeRow | undefined } | { readonly alive: readonly string[] } | { readonly lost: unknown };
 
 type WriteOutcome<R> = { rows: R[] } | { unknown: LeaseholdError };
