@@ -302,9 +302,8 @@ describe('leasehold status', () => {
           }),
         ),
       );
-      await seed(
-        backend.storage,
-        ids.slice(start, start + 50).map((workerId, i) => ({ group, leaseKey: `shardId-${String(start + i).padStart(4, '0')}`, owner: workerId, incarnation: `${workerId}-i1`, epoch: 1 })),
+      await Promise.all(
+        ids.slice(start, start + 50).map((workerId, i) => seed(backend.storage, [{ group, leaseKey: `shardId-${String(start + i).padStart(4, '0')}`, owner: workerId, incarnation: `${workerId}-i1`, epoch: 1 }])),
       );
     }
     await seed(backend.storage, [], { group, holder: 'worker-0600', term: 2 });
