@@ -20,6 +20,11 @@ export const BACKENDS: readonly Backend[] = ['dynamodb', 'redis', 'postgres'];
 
 /** The sort key of the item the DynamoDB adapter reads on a join to find an earlier release's roster. */
 export const OLD_ROSTER_SORT_KEY = 'roster';
+/**
+ * What the group's first join writes to mark that item (the earlier release's roster item holding the
+ * marker member alone, well under 1 KB): 1 write unit. Every later join finds it marked and only reads it.
+ */
+const MARKING_WRITE_UNITS = 1;
 
 /** What a kind of call cost: DynamoDB request units, and bytes read and written per backend. */
 export interface OpUsage {
@@ -212,7 +217,10 @@ export class Ledger {
     return this.#members.get(workerId);
   }
 
-  /** A member removed by a write of `version`: its item becomes a tombstone. */
+  /** Whether a join marked the earlier release's roster item of the group (the first join does). */
+  oldRosterMarked = false;
+
+  /** A member removed at `version`: its item becomes a tombstone that keeps the version. */
   removeMember(workerId: string, version: number): MemberSized {
     const sized = { version, dynamodb: memberTombstoneBytes(this.group, workerId, version), json: 0, removed: true };
     this.#set(workerId, this.#members.get(workerId), sized);
@@ -363,8 +371,9 @@ export class Meter {
   /**
    * An UpdateItem of the member's own item, billed on the larger of the item before and after (a write
    * whose condition failed, on the item it found); Redis writes the member's hash field and Postgres its
-   * row: its worker id and state JSON. A join (no expected version) also reads the old layout's roster item
-   * under the group's key, to find an earlier release's members: a GetItem of a small or missing item, 1 unit.
+   * row: its worker id and state JSON. A join (no expected version) first reads the earlier release's
+   * roster item under the group's key (a strongly consistent GetItem of a small item, 1 unit), and the
+   * group's first join marks it (an UpdateItem, 1 unit), as the DynamoDB adapter does.
    */
   putMember(workerId: string, expectedVersion: number | null, outcome: WriteResult<MemberRecord>): void {
     const op = this.#op('putMember');
@@ -381,19 +390,24 @@ export class Meter {
     if (expectedVersion === null) {
       op.rru += 1;
       this.#itemRead(this.ledger.group, OLD_ROSTER_SORT_KEY, 1);
+      if (!this.ledger.oldRosterMarked) {
+        this.ledger.oldRosterMarked = true;
+        op.wru += MARKING_WRITE_UNITS;
+        this.#itemWrite(this.ledger.group, OLD_ROSTER_SORT_KEY, MARKING_WRITE_UNITS);
+      }
     }
   }
 
   /**
-   * An UpdateItem that turns the member's item into a tombstone (the version after `expectedVersion`),
-   * billed on the larger of the item before and after;
+   * An UpdateItem that turns the member's item into a tombstone (keeping `expectedVersion`), billed on the
+   * larger of the item before and after;
    * Redis deletes the hash field and Postgres marks the row, both naming the worker id.
    */
   removeMember(workerId: string, expectedVersion: number, outcome: DeleteResult<MemberRecord>): void {
     const op = this.#op('removeMember');
     if (outcome.status === 'conflict' && outcome.current !== null) this.ledger.member(outcome.current);
     const before = this.ledger.knownMember(workerId);
-    const after = outcome.status === 'applied' ? this.ledger.removeMember(workerId, expectedVersion + 1) : undefined;
+    const after = outcome.status === 'applied' ? this.ledger.removeMember(workerId, expectedVersion) : undefined;
     const billed = Math.max(before?.dynamodb ?? 0, after?.dynamodb ?? 0);
     const units = Math.max(1, writeUnits(billed));
     op.wru += units;

@@ -1,11 +1,12 @@
 /**
- * The sizes DynamoDB bills for a group's members, computed from the layout of `@leasehold/storage-dynamodb`:
- * each member is an item of its own under the partition key `<group>#members`, sort key
- * `member:<workerId>`, with `version` (a number), `state` (the member state JSON of `encodeMemberState`)
- * and `writeId` (a random id per write attempt). A removed member keeps its item as a tombstone: `version`,
- * `writeId` and `removed` (a boolean), without `state`, so that its worker id's next version continues above
- * it. A worker reads the roster with one strongly consistent Query of the members' partition key, which
- * reads (and bills) the tombstones too: a filter does not lower what a Query bills.
+ * The sizes DynamoDB bills for a group's members, computed from the layout of `@leasehold/storage-dynamodb`
+ * (its `schema.ts` and `dynamodb-storage.ts`): each member is an item of its own under the partition key
+ * `<group>#members`, sort key `member:<workerId>`, with `version` (a number), `state` (the member state
+ * JSON of `encodeMemberState`) and `writeId` (16 random base64url characters per write attempt). A removed
+ * member keeps its item as a tombstone: its last `version` and `removed` (a boolean), without `state` and
+ * `writeId`, so that its worker id's next version continues above it. A worker reads the roster with one
+ * strongly consistent Query of the members' partition key, which reads (and bills) the tombstones too: the
+ * adapter drops them after the read.
  *
  * DynamoDB's item size rules: an attribute counts its name's UTF-8 bytes plus its value; a string its
  * UTF-8 bytes; a number one byte per two significant digits plus 1 (see `numberBytes`); a boolean 1 byte.
@@ -22,8 +23,8 @@ const bytes = (text: string): number => Buffer.byteLength(text, 'utf8');
 export const MEMBERS_KEY_SUFFIX = '#members';
 /** Prefix of a member item's sort key, `member:<workerId>`. */
 export const MEMBER_SORT_PREFIX = 'member:';
-/** Length of a member item's `writeId`: a `randomUUID()`, as the lease items' (the adapter's choice may be shorter). */
-export const MEMBER_WRITE_ID_LENGTH = 36;
+/** Length of a member item's `writeId`: 12 random bytes in base64url. */
+export const MEMBER_WRITE_ID_LENGTH = 16;
 /** The largest page a DynamoDB Query reads before it returns (and bills) what it read. */
 export const QUERY_PAGE_BYTES = 1024 * 1024;
 
@@ -43,22 +44,17 @@ export function numberBytes(value: number): number {
   return Math.max(1, pairs.length) + 1 + (value < 0 ? 1 : 0);
 }
 
-/** The bytes every member item has, live or removed: its keys, `version` and `writeId`. */
+/** The bytes every member item has, live or removed: its keys and `version`. */
 function memberKeyBytes(group: string, workerId: string, version: number): number {
-  return (
-    bytes('pk') + bytes(membersKey(group)) +
-    bytes('sk') + bytes(`${MEMBER_SORT_PREFIX}${workerId}`) +
-    bytes('version') + numberBytes(version) +
-    bytes('writeId') + MEMBER_WRITE_ID_LENGTH
-  );
+  return bytes('pk') + bytes(membersKey(group)) + bytes('sk') + bytes(`${MEMBER_SORT_PREFIX}${workerId}`) + bytes('version') + numberBytes(version);
 }
 
 /** A live member's item: keys, `version`, `state` and `writeId`; `id` models another worker id's length. */
 export function memberItemBytes(member: MemberRecord, id: string = member.workerId): number {
-  return memberKeyBytes(member.group, id, member.version) + bytes('state') + bytes(encodeMemberState(member));
+  return memberKeyBytes(member.group, id, member.version) + bytes('state') + bytes(encodeMemberState(member)) + bytes('writeId') + MEMBER_WRITE_ID_LENGTH;
 }
 
-/** A removed member's tombstone: keys, `version`, `writeId` and `removed` (a boolean, 1 byte), no `state`. */
+/** A removed member's tombstone: keys, its last `version` and `removed` (a boolean, 1 byte); no `state`, no `writeId`. */
 export function memberTombstoneBytes(group: string, workerId: string, version: number): number {
   return memberKeyBytes(group, workerId, version) + bytes('removed') + 1;
 }

@@ -100,23 +100,23 @@ describe('DynamoDB item sizes and units, by the rules AWS documents', () => {
     expect(Buffer.byteLength(leaseJson)).toBe(leaseJsonBytes(lease) - 'shard-000001'.length);
   });
 
-  it('a member is an item of its own: pk <group>#members, sk member:<workerId>, version, state JSON and a 36-character write id', () => {
+  it('a member is an item of its own: pk <group>#members, sk member:<workerId>, version, state JSON and a 16-character write id', () => {
     // pk bench#members, sk member:w1, version 7, state, writeId.
-    expect(memberItemBytes(member)).toBe(2 + 13 + 2 + 9 + 7 + 2 + 5 + Buffer.byteLength(memberJson) + 7 + 36);
+    expect(memberItemBytes(member)).toBe(2 + 13 + 2 + 9 + 7 + 2 + 5 + Buffer.byteLength(memberJson) + 7 + 16);
     expect(memberItemBytes(member, REAL_ID) - memberItemBytes(member)).toBe(REAL_ID.length - 2);
   });
 
   it.each([
-    { what: 'with a 2-byte worker id', id: 'w1', bytes: 208, wcu: 1 },
-    { what: "with a cloud host's 54-byte worker id", id: REAL_ID, bytes: 260, wcu: 1 },
+    { what: 'with a 2-byte worker id', id: 'w1', bytes: 188, wcu: 1 },
+    { what: "with a cloud host's 54-byte worker id", id: REAL_ID, bytes: 240, wcu: 1 },
   ])('a heartbeat of a member $what writes a $bytes-byte item: $wcu write unit at any group size', ({ id, bytes, wcu }) => {
     expect(memberItemBytes(member, id)).toBe(bytes);
     expect(writeUnits(memberItemBytes(member, id))).toBe(wcu);
   });
 
-  it("a removed member's tombstone keeps its keys, version and write id, and removed, without its state", () => {
-    // pk bench#members, sk member:w1, version 8, writeId, removed (a boolean, 1 byte).
-    expect(memberTombstoneBytes('bench', 'w1', 8)).toBe(2 + 13 + 2 + 9 + 7 + 2 + 7 + 36 + 7 + 1);
+  it("a removed member's tombstone keeps its keys and last version, and removed, without its state and write id", () => {
+    // pk bench#members, sk member:w1, version 8, removed (a boolean, 1 byte).
+    expect(memberTombstoneBytes('bench', 'w1', 8)).toBe(2 + 13 + 2 + 9 + 7 + 2 + 7 + 1);
   });
 
   it.each([
@@ -149,14 +149,16 @@ describe('the meter, on the layout of member items', () => {
   const memberOf = (workerId: string, version: number): MemberRecord => ({ ...member, workerId, version });
   const applied = (record: MemberRecord) => ({ status: 'applied', record }) as const;
 
-  it("bills a heartbeat as one UpdateItem of the member's own item, and a join also as one read of the old roster item", () => {
+  it("bills a heartbeat as one UpdateItem of the member's own item, a join also as one read of the earlier release's roster item, and the group's first join its marking", () => {
     const meter = new Meter(new Ledger('bench'));
     meter.putMember('w1', null, applied(memberOf('w1', 1)));
     meter.putMember('w1', 1, applied(memberOf('w1', 2)));
-    expect(meter.usage.byOp.putMember).toMatchObject({ calls: 2, wru: 2, rru: 1, written: { dynamodb: 2 * memberItemBytes(memberOf('w1', 2)), redis: 2 * memberJsonBytes(member), postgres: 2 * memberJsonBytes(member) } });
+    expect(meter.usage.byOp.putMember).toMatchObject({ calls: 2, wru: 3, rru: 1, written: { dynamodb: 2 * memberItemBytes(memberOf('w1', 2)), redis: 2 * memberJsonBytes(member), postgres: 2 * memberJsonBytes(member) } });
     expect(meter.usage.byItem.get('member:w1')).toMatchObject({ partition: 'bench#members', writes: 2, wru: 2 });
     expect(meter.usage.byPartition.get('bench#members')).toMatchObject({ writes: 2, wru: 2, reads: 0 });
-    expect(meter.usage.byPartition.get('bench')).toMatchObject({ writes: 0, reads: 1, rru: 1 });
+    expect(meter.usage.byPartition.get('bench')).toMatchObject({ writes: 1, wru: 1, reads: 1, rru: 1 });
+    meter.putMember('w2', null, applied(memberOf('w2', 1)));
+    expect(meter.usage.byPartition.get('bench')).toMatchObject({ writes: 1, reads: 2 });
   });
 
   it("bills a write whose condition failed on the item it found, and one that found nothing as 1 write unit", () => {
@@ -175,7 +177,7 @@ describe('the meter, on the layout of member items', () => {
     meter.removeMember('w3', 3, { status: 'applied' });
     meter.usage = emptyUsage();
     meter.getRoster([memberOf('w1', 1), memberOf('w2', 2)]);
-    const items = [memberItemBytes(memberOf('w1', 1)), memberItemBytes(memberOf('w2', 2)), memberTombstoneBytes('bench', 'w3', 4)];
+    const items = [memberItemBytes(memberOf('w1', 1)), memberItemBytes(memberOf('w2', 2)), memberTombstoneBytes('bench', 'w3', 3)];
     const expected = rosterQuery(items.map((bytes, i) => ({ workerId: `w${i + 1}`, bytes })));
     expect(meter.usage.byOp.getRoster).toMatchObject({ rru: expected.units, read: { dynamodb: expected.bytes, redis: 2 * memberJsonBytes(member), postgres: 2 * memberJsonBytes(member) } });
     expect(meter.usage.byPartition.get('bench#members')).toMatchObject({ reads: 1, queries: 1, rru: expected.units });
