@@ -215,6 +215,8 @@ export class PostgresStorage implements Storage {
   readonly #where: string;
   readonly #feed: ChangeFeed;
   #statementNames: Map<string, string> | null;
+  /** Per group, the last join of this client waiting to mark the earlier release's roster row. */
+  readonly #markings = new Map<string, Promise<unknown>>();
   #lostStatements = 0;
 
   constructor(options: PostgresStorageOptions) {
@@ -545,7 +547,13 @@ export class PostgresStorage implements Storage {
       if ('unknown' in outcome) return result.unknown(outcome.unknown);
       [row] = outcome.rows;
       if (row?.earlier_roster === true) {
-        const joined = await this.#joinBesideEarlierRoster(group, workerId, encoded);
+        const joined = await this.#oneMarkingAtATime(group, async () => {
+          // Another join of this client may have found the group clear meanwhile: then this is one statement.
+          const again = await this.#write<MemberOutcomeRow>('putMember', this.#sql.joinMember, [group, workerId, encoded, EARLIER_ROSTER_MARKER, false]);
+          if ('unknown' in again) return again;
+          if (again.rows[0]?.earlier_roster !== true) return { row: again.rows[0] };
+          return this.#joinBesideEarlierRoster(group, workerId, encoded);
+        });
         if ('unknown' in joined) return result.unknown(joined.unknown);
         row = joined.row;
       }
@@ -558,6 +566,24 @@ export class PostgresStorage implements Storage {
     // Identity first, then the state: the record is built as core's reference storage builds it.
     if (row.applied_version !== null) return result.applied({ group, workerId, version: Number(row.applied_version), ...state });
     return this.#memberConflict('putMember', group, workerId, row.current);
+  }
+
+  /**
+   * Runs the joins of one group that found it not yet clear one after another in this client: the first
+   * marks the earlier release's row and, finding nobody alive, notes the group clear, and the others then
+   * join by the one statement, rather than each holding a connection while it waits for the row's lock (a
+   * thousand workers joining a new group through one client would empty the pool).
+   */
+  async #oneMarkingAtATime<T>(group: string, join: () => Promise<T>): Promise<T> {
+    const before = this.#markings.get(group) ?? Promise.resolve();
+    const run = before.then(join, join);
+    const settled = run.then(() => undefined, () => undefined);
+    this.#markings.set(group, settled);
+    try {
+      return await run;
+    } finally {
+      if (this.#markings.get(group) === settled) this.#markings.delete(group);
+    }
   }
 
   /**

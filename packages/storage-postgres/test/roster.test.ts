@@ -593,6 +593,30 @@ describe('PostgresStorage beside the roster row of an earlier release', () => {
     applied(await adapter.putMember(group, 'w2', null, member()));
   });
 
+  it('200 joins of a new group at once through one client mark its roster row in one transaction, and the rest join by the one statement', async () => {
+    const pool = new pg.Pool({ ...serverConfig, max: 4 });
+    // Counts the transactions begun on the pool's connections.
+    let dedicated = 0;
+    pool.on('connect', (client) => {
+      const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+      (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
+        if (typeof args[0] === 'string' && /^\s*BEGIN/i.test(args[0])) dedicated += 1;
+        return query(...args);
+      };
+    });
+    try {
+      const adapter = new PostgresStorage({ pool, schema: server.schema });
+      const group = freshSchemaName('g');
+      const joined = await Promise.all(Array.from({ length: 200 }, (_, i) => adapter.putMember(group, `w${i}`, null, member())));
+      expect(joined.every((outcome) => outcome.status === 'applied')).toBe(true);
+      expect(dedicated).toBe(1);
+      expect((await earlier().members(group)).map((stored) => stored.workerId)).toEqual([EARLIER_ROSTER_MARKER]);
+      expect((await adapter.getRoster(group)).members).toHaveLength(200);
+    } finally {
+      await pool.end();
+    }
+  });
+
   it('20 joins at once beside a live member of the earlier release are all refused, and the row is marked once', async () => {
     const group = freshSchemaName('g');
     const old = earlier();
