@@ -3,7 +3,7 @@
  *
  *   pnpm sim --seeds 500                       the lease simulation, 500 seeds from 1
  *   pnpm sim --seeds 200 --workers 16 --leases 256
- *   pnpm sim --seeds 3 --from 101 --workers 1000 --leases 10000
+ *   pnpm sim --seeds 3 --from 101 --workers 1000 --leases 2000
  *                                              a group of 1,000 workers (limits.maxMembers), a few CPU minutes
  *                                              a seed; like every run, its faults crash the leader and a tenth
  *                                              of the group at once, and it ends by crashing both together
