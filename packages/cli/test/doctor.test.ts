@@ -20,6 +20,7 @@ describe('leasehold doctor', () => {
       `✓ table ${schema}.leasehold_leases`,
       `✓ table ${schema}.leasehold_leaders`,
       `✓ table ${schema}.leasehold_rosters`,
+      `✓ table ${schema}.leasehold_members`,
       '✓ schema version',
       '✓ write permission',
       '✓ fsync',
@@ -39,9 +40,10 @@ describe('leasehold doctor', () => {
     const hint = 'run leasehold setup with the same --storage URL: it creates the tables and records the schema version (what migrate() of @leasehold/storage-postgres does)';
     expect(stdout).toContain(`✗ table ${schema}.leasehold_leases: missing: ${hint}\n`);
     expect(stdout).toContain(`✗ table ${schema}.leasehold_rosters: missing: ${hint}\n`);
-    expect(stdout).toContain(`✗ schema version: none recorded, 2 expected: ${hint}\n`);
+    expect(stdout).toContain(`✗ table ${schema}.leasehold_members: missing: ${hint}\n`);
+    expect(stdout).toContain(`✗ schema version: none recorded, 3 expected: ${hint}\n`);
     expect(stderr).toMatch(
-      /^leasehold: \[cli\] 5 of \d+ checks failed for .*: table .*leasehold_leases, table .*leasehold_leaders, table .*leasehold_rosters, schema version, write permission\n$/,
+      /^leasehold: \[cli\] 6 of \d+ checks failed for .*: table .*leasehold_leases, table .*leasehold_leaders, table .*leasehold_rosters, table .*leasehold_members, schema version, write permission\n$/,
     );
     await backend.close();
   });

@@ -7,7 +7,7 @@ describe('leasehold setup', () => {
   it('creates the Postgres tables and records the schema version, after which doctor passes and a second setup does nothing', async () => {
     const backend = await postgresBackend(shared.pool, { migrated: false });
     const schema = new URL(backend.url).searchParams.get('schema') ?? '';
-    const tables = `${schema}.leasehold_leases, ${schema}.leasehold_leaders, ${schema}.leasehold_rosters in ${backend.url}`;
+    const tables = `${schema}.leasehold_leases, ${schema}.leasehold_leaders, ${schema}.leasehold_rosters, ${schema}.leasehold_members in ${backend.url}`;
 
     const first = await leasehold('setup', '--storage', backend.url);
     const doctor = await leasehold('doctor', '--storage', backend.url);
@@ -15,12 +15,12 @@ describe('leasehold setup', () => {
 
     expect(first).toEqual({
       code: 0,
-      stdout: `set up ${tables}: created, schema version 2 recorded in ${schema}.leasehold_migrations\nnext: leasehold doctor --storage URL checks the settings safety needs\n`,
+      stdout: `set up ${tables}: created, schema version 3 recorded in ${schema}.leasehold_migrations\nnext: leasehold doctor --storage URL checks the settings safety needs\n`,
       stderr: '',
     });
     expect(doctor.code).toBe(0);
     expect(again.code).toBe(0);
-    expect(again.stdout).toContain(`already set up: ${tables} at schema version 2; nothing to do\n`);
+    expect(again.stdout).toContain(`already set up: ${tables} at schema version 3; nothing to do\n`);
     await backend.close();
   });
 

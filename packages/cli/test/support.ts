@@ -99,11 +99,10 @@ export async function postgresBackend(pool: pg.Pool, { migrated = true } = {}): 
       if (rowCount !== 1) throw new Error(`no lease ${leaseKey} to corrupt`);
     },
     async corruptMember(group, workerId) {
-      // The roster row maps each worker id to {"v": version, "s": state JSON}; the group's counter moves with every write.
+      // Each member is a row of the member table; the member's version moves with every write.
       const { rows } = await pool.query<{ version: string }>(
-        `UPDATE "${schema}".leasehold_rosters SET high_version = high_version + 1,
-           members = jsonb_set(members, ARRAY[$2::text], jsonb_build_object('v', high_version + 1, 's', '{"incarnation":'))
-         WHERE group_name = $1 AND members ? $2::text RETURNING high_version AS version`,
+        `UPDATE "${schema}".leasehold_members SET version = version + 1, state = '{"incarnation":'
+         WHERE group_name = $1 AND worker_id = $2 AND NOT removed RETURNING version`,
         [group, workerId],
       );
       if (rows.length !== 1) throw new Error(`no member ${workerId} to corrupt`);

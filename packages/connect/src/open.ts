@@ -204,6 +204,7 @@ async function openPostgres(target: PostgresTarget, settings: Settings): Promise
     leaderTable: target.leaderTable,
     migrationsTable: target.migrationsTable,
     rosterTable: target.rosterTable,
+    memberTable: target.memberTable,
   });
   const close = closer(() => storage.close(), () => pool.end());
   return {

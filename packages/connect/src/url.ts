@@ -18,6 +18,7 @@ export interface PostgresTarget {
   readonly leaderTable: string | undefined;
   readonly migrationsTable: string | undefined;
   readonly rosterTable: string | undefined;
+  readonly memberTable: string | undefined;
   /** The URL with its password hidden, for messages. */
   readonly display: string;
 }
@@ -51,7 +52,7 @@ export type StorageTarget = PostgresTarget | RedisTarget | DynamoDBTarget | Memo
 /** The backends a storage URL can name. */
 export type StorageKind = StorageTarget['kind'];
 
-const POSTGRES_OPTIONS = ['schema', 'leaseTable', 'leaderTable', 'migrationsTable', 'rosterTable'] as const;
+const POSTGRES_OPTIONS = ['schema', 'leaseTable', 'leaderTable', 'migrationsTable', 'rosterTable', 'memberTable'] as const;
 const DYNAMODB_OPTIONS = new Set(['region', 'endpoint']);
 
 function bad(url: string, why: string): InvalidConfigError {

@@ -13,7 +13,17 @@ describe('parseStorageUrl', () => {
       leaderTable: undefined,
       migrationsTable: undefined,
       rosterTable: undefined,
+      memberTable: undefined,
       display: 'postgres://app:***@db:5432/prod?schema=leasehold&sslmode=require&leaseTable=l',
+    });
+  });
+
+  it('takes the member and roster table names of a Postgres URL for the adapter', () => {
+    expect(parseStorageUrl('postgres://db/prod?memberTable=team&rosterTable=old_rosters')).toMatchObject({
+      kind: 'postgres',
+      connectionString: 'postgres://db/prod',
+      memberTable: 'team',
+      rosterTable: 'old_rosters',
     });
   });
 

@@ -661,6 +661,46 @@ describe('LeaseCoordinator with records it must not write', () => {
     expect(coordinator.heldLeases()).toEqual([]);
   });
 
+  it('stops with the RecordFormatError its storage throws on a join beside an earlier layout\'s live members, and takes nothing', async () => {
+    const { scheduler, ready, worker, storage } = world(['shard-0', 'shard-1']);
+    await ready;
+    const refusal = new RecordFormatError('[test] group "orders" still has live members in the earlier layout: "old-1"', 1);
+    const joins: string[] = [];
+    storage.putMember = async (group, workerId, expectedVersion, next) => {
+      joins.push(workerId);
+      if (expectedVersion === null) throw refusal;
+      return MemoryStorage.prototype.putMember.call(storage, group, workerId, expectedVersion, next);
+    };
+    const { coordinator } = worker('a');
+    const fatal: Error[] = [];
+    coordinator.on('fatal', ({ error }) => void fatal.push(error));
+    await run(scheduler, coordinator.start());
+    await scheduler.advance(20_000);
+    expect(fatal).toEqual([refusal]);
+    expect(joins).toEqual(['a']);
+    expect(coordinator.heldLeases()).toEqual([]);
+    expect((await storage.listLeases(GROUP)).leases.map((lease) => lease.owner)).toEqual([null, null]);
+  });
+
+  it('stops with the RecordFormatError its storage throws on a roster read, rather than retrying it every tick', async () => {
+    const { scheduler, ready, worker, storage } = world(['shard-0']);
+    await ready;
+    const refusal = new RecordFormatError('[test] group "orders" is kept in a layout this worker cannot share', 1);
+    let reads = 0;
+    storage.getRoster = async () => {
+      reads += 1;
+      throw refusal;
+    };
+    const { coordinator } = worker('a');
+    const fatal: Error[] = [];
+    coordinator.on('fatal', ({ error }) => void fatal.push(error));
+    await run(scheduler, coordinator.start());
+    await scheduler.advance(20_000);
+    expect(fatal).toEqual([refusal]);
+    expect(reads).toBe(1);
+    expect(coordinator.heldLeases()).toEqual([]);
+  });
+
   it('carries fields it does not name through taking, heartbeats and checkpointing', async () => {
     const { scheduler, worker, storage } = world([]);
     const extra = { addedLater: { nested: [1, 'two', null] }, note: 'kept' };

@@ -58,13 +58,13 @@ import {
   optionKeys,
   refuseUnknownOptions,
 } from '@leasehold/core/adapter';
+import { blockingMembers, earlierMembersError, earlierRosterKey, isMarked, markingUpdate } from './earlier-roster.js';
 import {
   LEADER_SORT_KEY,
   LEASE_PREFIX,
+  MEMBERS_PARTITION_SUFFIX,
   MEMBER_PREFIX,
-  MEMBER_VERSION_PREFIX,
   PKG,
-  ROSTER_SORT_KEY,
   attr,
   checkItemSize,
   checkTable,
@@ -336,10 +336,28 @@ export class DynamoDBStorage implements Storage {
 
   async getRoster(group: string): Promise<Roster> {
     validateGroup(group, PKG);
-    const item = await this.#read(`read the roster of group ${describeValue(group)}`, () => this.#getItem(rosterItemKey(group)));
-    if (item === undefined) return { group, members: [], corrupt: [] };
+    const items: Item[] = [];
+    let startKey: Item | undefined;
+    // Pages follow the sort key (`member:<workerId>`), which no write moves: a member present throughout
+    // the read is on exactly one page, however the others heartbeat, join and leave.
+    do {
+      const page = await this.#read(`read the roster of group ${describeValue(group)}`, () =>
+        this.#client.send(
+          new QueryCommand({
+            TableName: this.#tableName,
+            KeyConditionExpression: '#pk = :pk AND begins_with(#sk, :member)',
+            ExpressionAttributeNames: { '#pk': attr.pk, '#sk': attr.sk },
+            ExpressionAttributeValues: { ':pk': { S: membersPartitionKey(group) }, ':member': { S: MEMBER_PREFIX } },
+            ConsistentRead: true,
+            ExclusiveStartKey: startKey,
+          }),
+        ),
+      );
+      for (const item of page.Items ?? []) if (!isRemoved(item)) items.push(item);
+      startKey = page.LastEvaluatedKey;
+    } while (startKey !== undefined && Object.keys(startKey).length > 0);
     // A member that cannot be read back is reported by its worker id and never hides the others.
-    return rosterOf(group, memberIdsOf(item), (workerId) => memberOf(group, workerId, item));
+    return rosterOf(group, items, (item) => memberOf(group, workerIdOf(item), item));
   }
 
   async putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
@@ -348,43 +366,54 @@ export class DynamoDBStorage implements Storage {
       expectedVersion === null
         ? `join of member ${describeValue(workerId)} in group ${describeValue(group)}`
         : `write of member ${describeValue(workerId)} at version ${expectedVersion} in group ${describeValue(group)}`;
+    if (expectedVersion === null) await this.#refuseBesideEarlierRoster(group);
     const state = memberStateOf(next);
+    const key = memberItemKey(group, workerId);
     const writeId = randomBytes(12).toString('base64url');
-    const versionName = `${MEMBER_VERSION_PREFIX}${workerId}`;
-    // One UpdateItem on the group's roster item, which it creates if the group has none. Both `hv` and the
-    // member's version are computed from the item's old `hv` (every operand of an update expression reads
-    // the item as it was before the update), so the member's new version is greater than every version
-    // any member of the group ever had. The condition names this member alone: other members' writes
-    // to the same item never make it fail.
+    const values: Item = { ':state': { S: encodeMemberState(state) }, ':writeId': { S: writeId } };
+    // One UpdateItem of the member's own item. A join applies over no item (version 1) or over the
+    // worker id's tombstone (the version after the tombstone's, which every operand reads as it was
+    // before the update), so the worker id's versions only grow. A put applies at the stored version of
+    // a member that is not removed. Nothing another member writes is read or compared.
     const sent = await this.#send(() =>
       this.#client.send(
-        new UpdateItemCommand({
-          TableName: this.#tableName,
-          Key: rosterItemKey(group),
-          UpdateExpression: 'SET #hv = if_not_exists(#hv, :zero) + :one, #v = if_not_exists(#hv, :zero) + :one, #m = :member',
-          ConditionExpression: expectedVersion === null ? 'attribute_not_exists(#v)' : '#v = :expected',
-          ExpressionAttributeNames: { '#hv': attr.highVersion, '#v': versionName, '#m': `${MEMBER_PREFIX}${workerId}` },
-          ExpressionAttributeValues: {
-            ':zero': { N: '0' },
-            ':one': { N: '1' },
-            ':member': { M: { [attr.memberState]: { S: encodeMemberState(state) }, [attr.memberWriteId]: { S: writeId } } },
-            ...(expectedVersion === null ? {} : { ':expected': { N: String(expectedVersion) } }),
-          },
-          ReturnValues: 'UPDATED_NEW',
-          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-        }),
+        new UpdateItemCommand(
+          expectedVersion === null
+            ? {
+                TableName: this.#tableName,
+                Key: key,
+                UpdateExpression: 'SET #version = if_not_exists(#version, :zero) + :one, #state = :state, #writeId = :writeId REMOVE #removed',
+                // A tombstone whose version is not a number is corrupt: the join fails its condition and
+                // reports it, rather than failing on the arithmetic.
+                ConditionExpression: 'attribute_not_exists(#pk) OR (attribute_exists(#removed) AND attribute_type(#version, :number))',
+                ExpressionAttributeNames: { '#pk': attr.pk, '#version': attr.version, '#state': attr.state, '#writeId': attr.writeId, '#removed': attr.removed },
+                ExpressionAttributeValues: { ...values, ':zero': { N: '0' }, ':one': { N: '1' }, ':number': { S: 'N' } },
+                ReturnValues: 'UPDATED_NEW',
+                ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+              }
+            : {
+                TableName: this.#tableName,
+                Key: key,
+                UpdateExpression: 'SET #version = :version, #state = :state, #writeId = :writeId',
+                ConditionExpression: '#version = :expected AND attribute_not_exists(#removed)',
+                ExpressionAttributeNames: { '#version': attr.version, '#state': attr.state, '#writeId': attr.writeId, '#removed': attr.removed },
+                ExpressionAttributeValues: { ...values, ':version': { N: String(expectedVersion + 1) }, ':expected': { N: String(expectedVersion) } },
+                ReturnValues: 'UPDATED_NEW',
+                ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+              },
+        ),
       ),
     );
     const applied = (version: unknown): WriteResult<MemberRecord> =>
       isVersion(version)
         ? result.applied({ group, workerId, version, ...state })
         : result.unknown(new StorageOutcomeUnknownError(`[${PKG}] ${what} applied, but DynamoDB gave back the version ${describeValue(version)}`));
-    if (sent.kind === 'applied') return applied(numberOf(sent.attributes?.[versionName]));
+    if (sent.kind === 'applied') return applied(numberOf(sent.attributes?.[attr.version]));
     if (sent.kind === 'failed') return this.#failedWrite(sent.error, what);
-    const met = await this.#memberMet(sent, group);
+    const met = await this.#memberMet(sent, key);
     if (met === undefined) return result.unknown(unreadConflict(what));
     // The SDK retried, and its first attempt applied: the member holds this write's id.
-    if (met.item?.[`${MEMBER_PREFIX}${workerId}`]?.M?.[attr.memberWriteId]?.S === writeId) return applied(numberOf(met.item[versionName]));
+    if (met.item !== undefined && !isRemoved(met.item) && met.item[attr.writeId]?.S === writeId) return applied(numberOf(met.item[attr.version]));
     if (met.retried) return result.unknown(ambiguous(what));
     return memberConflict(group, workerId, met.item);
   }
@@ -394,28 +423,55 @@ export class DynamoDBStorage implements Storage {
     validateWorkerId(workerId, PKG);
     validateVersion(expectedVersion, PKG);
     const what = `removal of member ${describeValue(workerId)} at version ${expectedVersion} from group ${describeValue(group)}`;
-    // `hv` stays: a worker that joins again gets a version above every version it had.
+    const key = memberItemKey(group, workerId);
+    // The member becomes a tombstone that keeps its version: the worker id's next join continues above it.
     const sent = await this.#send(() =>
       this.#client.send(
         new UpdateItemCommand({
           TableName: this.#tableName,
-          Key: rosterItemKey(group),
-          UpdateExpression: 'REMOVE #v, #m',
-          ConditionExpression: '#v = :expected',
-          ExpressionAttributeNames: { '#v': `${MEMBER_VERSION_PREFIX}${workerId}`, '#m': `${MEMBER_PREFIX}${workerId}` },
-          ExpressionAttributeValues: { ':expected': { N: String(expectedVersion) } },
+          Key: key,
+          UpdateExpression: 'SET #removed = :true REMOVE #state, #writeId',
+          ConditionExpression: '#version = :expected AND attribute_not_exists(#removed)',
+          ExpressionAttributeNames: { '#version': attr.version, '#state': attr.state, '#writeId': attr.writeId, '#removed': attr.removed },
+          ExpressionAttributeValues: { ':expected': { N: String(expectedVersion) }, ':true': TRUE },
           ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
         }),
       ),
     );
     if (sent.kind === 'applied') return { status: 'applied' };
     if (sent.kind === 'failed') return this.#failedWrite(sent.error, what);
-    const met = await this.#memberMet(sent, group);
+    const met = await this.#memberMet(sent, key);
     if (met === undefined) return result.unknown(unreadConflict(what));
-    // A removal leaves nothing to recognise it by: after a retry, a missing or moved member may be this
-    // removal's own first attempt (followed by a join).
+    // A removal leaves nothing to recognise it by: after a retry, a tombstone or a moved member may be
+    // this removal's own first attempt (followed by a join).
     if (met.retried) return result.unknown(ambiguous(what));
     return memberConflict(group, workerId, met.item);
+  }
+
+  /**
+   * One group, one roster (see `earlier-roster.ts`): a join first reads the earlier release's roster item
+   * of the group; unless it holds the marker, marks it (creating it for a group the earlier release never
+   * ran), so that a worker of the earlier release stops, now or whenever it starts; and throws a
+   * `RecordFormatError` naming the members still alive in it. Once marked, a join pays one read.
+   */
+  async #refuseBesideEarlierRoster(group: string): Promise<void> {
+    const key = earlierRosterKey(group);
+    const what = `read the roster item of an earlier release of group ${describeValue(group)}`;
+    let item = await this.#read(what, () => this.#getItem(key));
+    if (item === undefined || !isMarked(item)) {
+      const sent = await this.#send(() => this.#client.send(new UpdateItemCommand(markingUpdate(this.#tableName, group, randomBytes(12).toString('base64url')))));
+      if (sent.kind === 'failed') {
+        const outcome = await this.#failedWrite(sent.error, `marking of the roster item of an earlier release of group ${describeValue(group)}`);
+        // Nothing of the join was sent: no record of it can have changed.
+        throw new StorageUnavailableError(`${outcome.error.message}; the join was not sent`, { cause: outcome.error });
+      }
+      // Applied: the item after the marking. Refused: another join marked it first, and the item as it
+      // was refused holds the marker too. A backend that returns neither gets a read, which is later still.
+      item = (sent.kind === 'applied' ? sent.attributes : sent.item) ?? (await this.#read(what, () => this.#getItem(key)));
+      if (item === undefined) return;
+    }
+    const error = earlierMembersError(group, blockingMembers(group, item));
+    if (error !== undefined) throw error;
   }
 
   async getLeader(group: string): Promise<LeaderRecord | null> {
@@ -548,15 +604,15 @@ export class DynamoDBStorage implements Storage {
   }
 
   /**
-   * The roster item a member write's failed condition met, and whether the SDK sent the write more than
+   * The member item a member write's failed condition met, and whether the SDK sent the write more than
    * once. `undefined`: the item could not be read. DynamoDB returns the item with ALL_OLD; backends that
    * ignore it (dynalite) need a consistent read, which may see a later write than the one that refused.
    */
-  async #memberMet(sent: Sent & { kind: 'condition-failed' }, group: string): Promise<{ item: Item | undefined; retried: boolean } | undefined> {
+  async #memberMet(sent: Sent & { kind: 'condition-failed' }, key: Item): Promise<{ item: Item | undefined; retried: boolean } | undefined> {
     let item = sent.item;
     if (item === undefined) {
       try {
-        item = await this.#getItem(rosterItemKey(group));
+        item = await this.#getItem(key);
       } catch {
         return undefined;
       }
@@ -614,8 +670,13 @@ function leaderItemKey(group: string): Item {
   return { [attr.pk]: { S: group }, [attr.sk]: { S: LEADER_SORT_KEY } };
 }
 
-function rosterItemKey(group: string): Item {
-  return { [attr.pk]: { S: group }, [attr.sk]: { S: ROSTER_SORT_KEY } };
+/** The members' partition key of a group: see `schema.ts` for why it never collides with another group's. */
+function membersPartitionKey(group: string): string {
+  return `${group}${MEMBERS_PARTITION_SUFFIX}`;
+}
+
+function memberItemKey(group: string, workerId: string): Item {
+  return { [attr.pk]: { S: membersPartitionKey(group) }, [attr.sk]: { S: `${MEMBER_PREFIX}${workerId}` } };
 }
 
 function leaseAttributes(version: number, state: LeaseState, writeId: string): Item {
@@ -660,26 +721,37 @@ function leaderOf(group: string, item: Item): LeaderRecord {
   return decodeLeader(group, numberOf(item[attr.version]), item[attr.state]?.S, 'storage-dynamodb');
 }
 
-/** The worker id of every member the roster item holds, readable or not. */
-function memberIdsOf(item: Item): string[] {
-  const ids = new Set<string>();
-  for (const name of Object.keys(item)) {
-    if (name.startsWith(MEMBER_VERSION_PREFIX)) ids.add(name.slice(MEMBER_VERSION_PREFIX.length));
-    else if (name.startsWith(MEMBER_PREFIX)) ids.add(name.slice(MEMBER_PREFIX.length));
-  }
-  return [...ids];
+function isRemoved(item: Item): boolean {
+  return item[attr.removed] !== undefined;
+}
+
+/** The worker id of a member item; its sort key starts with `member:`, as the roster's query asks. */
+function workerIdOf(item: Item): string {
+  return (item[attr.sk]?.S ?? '').slice(MEMBER_PREFIX.length);
 }
 
 function memberOf(group: string, workerId: string, item: Item): MemberRecord {
-  const member = item[`${MEMBER_PREFIX}${workerId}`];
-  return decodeMember(group, workerId, numberOf(item[`${MEMBER_VERSION_PREFIX}${workerId}`]), member?.M?.[attr.memberState]?.S, PKG);
+  return decodeMember(group, workerId, numberOf(item[attr.version]), item[attr.state]?.S, PKG);
 }
 
-/** A conflict carrying the member as the roster item holds it (or none); a corrupt one makes it `unknown`. */
+/**
+ * A conflict carrying the member as its item holds it: none for a missing item or a tombstone. A corrupt
+ * member, or a tombstone whose version is not one, makes it `unknown`.
+ */
 function memberConflict(group: string, workerId: string, item: Item | undefined): WriteResult<MemberRecord> {
-  const present = item !== undefined && (item[`${MEMBER_VERSION_PREFIX}${workerId}`] !== undefined || item[`${MEMBER_PREFIX}${workerId}`] !== undefined);
+  if (item === undefined) return result.conflict(null);
+  if (isRemoved(item)) {
+    const version = numberOf(item[attr.version]);
+    if (isVersion(version)) return result.conflict(null);
+    return result.unknown(
+      new CorruptRecordError(
+        `[${PKG}] stored tombstone of member ${describeValue(workerId)} of group ${describeValue(group)} is corrupt: version is ${describeValue(item[attr.version])}`,
+        { group, workerId },
+      ),
+    );
+  }
   try {
-    return result.conflict(present ? memberOf(group, workerId, item) : null);
+    return result.conflict(memberOf(group, workerId, item));
   } catch (error) {
     return corruptOutcome(error);
   }

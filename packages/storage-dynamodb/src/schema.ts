@@ -1,18 +1,32 @@
 /**
- * The table: one for many groups. Partition key `pk` holds the group; sort key `sk` holds
- * `lease:<leaseKey>` for a lease, `leader` for the group's leader record and `roster` for the group's
- * roster. Every lease sort key starts with `lease:` and the other two do not, so no lease key can ever
- * collide with the leader record or the roster, and a `begins_with` key condition lists a group's leases
- * without reading either.
+ * The table: one for many groups. A group's leases, leader record and (in the earlier release) roster
+ * live under partition key `pk` = the group, with sort key `sk` = `lease:<leaseKey>` for a lease,
+ * `leader` for the leader record and `roster` for the earlier release's roster item (see
+ * `earlier-roster.ts`). Every lease sort key starts with `lease:` and the other two do not, so no lease key
+ * can collide with them, and a `begins_with` key condition lists a group's leases without reading either.
  *
- * The roster is ONE item per group, so that a worker reads every member in one strongly consistent
- * `GetItem`. Besides its key it holds `hv`, the greatest version any member of the group ever had, and two
- * top-level attributes per member: `v:<workerId>` (its version) and `m:<workerId>` (a map of its state
- * JSON `s` and the id `w` of the write that stored it). Top-level attributes rather than one map of
- * members, so that a write never needs a map to exist first (the group's first join creates the item like
- * any other join), and so that one `UpdateItem` sets `hv` and the member's version from the same old `hv`
- * without overlapping document paths. No member attribute name can be `pk`, `sk` or `hv`: each starts with
- * `v:` or `m:`.
+ * Each member is an item of its own: `pk` = `<group>#members`, `sk` = `member:<workerId>`, holding its
+ * `version`, its state JSON `state`, the `writeId` of the write that stored it, and `removed` once it is a
+ * tombstone. A heartbeat writes that one item (a few hundred bytes: one write unit at any group size) and
+ * `getRoster` is one strongly consistent `Query` of the members' partition key. The members have a
+ * partition key of their own so that heartbeats and roster reads never land on the key every lease
+ * renewal and listing uses.
+ *
+ * Why no item of one group is ever read as another group's, although `x#members` is a valid group name
+ * whose leases share a partition key with the members of group `x`:
+ * - members of two groups never share a partition key: `<group>#members` is the group followed by a fixed
+ *   suffix, so two different groups give two different keys;
+ * - every read names a sort key or a sort-key prefix of one kind: a member is `member:<workerId>` and is
+ *   only ever read by that key or by `begins_with(sk, "member:")`; a lease, the leader record and the
+ *   earlier roster item are `lease:...`, `leader` and `roster`, none of which starts with `member:`, and
+ *   `member:...` neither starts with `lease:` nor equals `leader` or `roster`. So on the one partition key
+ *   `x#members`, group `x#members`'s leases and leader and group `x`'s members sit side by side and no
+ *   read of one finds the other. (They do share that key's throughput: a group named `<other>#members` is
+ *   the one case where heartbeats land beside leases.)
+ *
+ * A removed member is a tombstone (`removed`, its last `version`, no state) rather than nothing, so that
+ * the worker id's next join continues above every version it had: versions grow per worker id, and no
+ * record is shared by the members of a group.
  */
 import {
   CreateTableCommand,
@@ -34,9 +48,9 @@ export const PKG = 'storage-dynamodb';
 
 /** Attribute names of every item. */
 export const attr = {
-  /** Partition key: the group. */
+  /** Partition key: the group, or `<group>#members` for its members. */
   pk: 'pk',
-  /** Sort key: `lease:<leaseKey>` or `leader`. */
+  /** Sort key: `lease:<leaseKey>`, `leader`, or `member:<workerId>`. */
   sk: 'sk',
   /** The record's version, incremented on every write, tombstones included. */
   version: 'version',
@@ -50,21 +64,16 @@ export const attr = {
   writeId: 'writeId',
   /** Present (true) on a deleted lease: the tombstone that keeps version and epoch from going back. */
   deleted: 'deleted',
-  /** On the roster item: the greatest version any member of the group ever had (one counter per group). */
-  highVersion: 'hv',
-  /** Inside a member's `m:<workerId>` map: the member's state as one JSON document. */
-  memberState: 's',
-  /** Inside a member's `m:<workerId>` map: the id of the write that stored it. */
-  memberWriteId: 'w',
+  /** Present (true) on a removed member: the tombstone that keeps the worker id's version from going back. */
+  removed: 'removed',
 } as const;
 
 export const LEASE_PREFIX = 'lease:';
 export const LEADER_SORT_KEY = 'leader';
-export const ROSTER_SORT_KEY = 'roster';
-/** Prefix of a member's version attribute on the roster item: `v:<workerId>`. */
-export const MEMBER_VERSION_PREFIX = 'v:';
-/** Prefix of a member's state attribute on the roster item: `m:<workerId>`. */
-export const MEMBER_PREFIX = 'm:';
+/** Suffix of the group that makes the members' partition key: `<group>#members`. */
+export const MEMBERS_PARTITION_SUFFIX = '#members';
+/** Prefix of a member's sort key: `member:<workerId>`. */
+export const MEMBER_PREFIX = 'member:';
 
 /** DynamoDB's item size limit, 400 KB. */
 export const MAX_ITEM_BYTES = 400 * 1024;

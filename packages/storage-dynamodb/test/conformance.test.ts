@@ -68,21 +68,21 @@ runConformanceSuite(
         client.destroy();
       }
     },
-    // A member state that is not JSON, written by another program that moves the versions as a writer does.
+    // A member state that is not JSON, written by another program that moves the version as a writer does.
     corruptMember: async (group, workerId) => {
       const client = localClient(dynalite.endpoint);
       try {
         const output = await client.send(
           new UpdateItemCommand({
             TableName: tableName,
-            Key: { pk: { S: group }, sk: { S: 'roster' } },
-            UpdateExpression: 'SET #hv = #hv + :one, #v = #hv + :one, #m.#s = :state',
-            ExpressionAttributeNames: { '#hv': 'hv', '#v': `v:${workerId}`, '#m': `m:${workerId}`, '#s': 's' },
+            Key: { pk: { S: `${group}#members` }, sk: { S: `member:${workerId}` } },
+            UpdateExpression: 'SET #version = #version + :one, #state = :state',
+            ExpressionAttributeNames: { '#version': 'version', '#state': 'state' },
             ExpressionAttributeValues: { ':one': { N: '1' }, ':state': { S: '{"status":' } },
             ReturnValues: 'UPDATED_NEW',
           }),
         );
-        return { version: Number(output.Attributes?.[`v:${workerId}`]?.N) };
+        return { version: Number(output.Attributes?.version?.N) };
       } finally {
         client.destroy();
       }

@@ -6,10 +6,12 @@
  *    sent one by one through the same pool (target: N = 1,000 at least 20 times faster);
  * 2. one conditional update through the adapter against one raw prepared UPDATE doing the same write
  *    (target: ratio at most 1.3);
- * 3. a member's heartbeat (putMember) in a roster of 1 and of 100 members against the raw prepared UPDATE of
- *    the roster row that makes the same conditional write in the same round trip;
- * 4. getRoster of 100 members against a raw prepared SELECT of the same row (the driver parses its jsonb,
- *    the adapter also decodes and checks every member).
+ * 3. a member's heartbeat (putMember) in a roster of 1, 10, 100 and 1,000 members against the raw prepared
+ *    UPDATE of the member's row that makes the same conditional write in the same round trip;
+ * 4. getRoster of 100 and 1,000 members against a raw prepared SELECT of the same rows (the adapter also
+ *    decodes and checks every member);
+ * 5. the bytes one heartbeat writes: the member's row (`pg_column_size`), against the whole roster row that
+ *    schema version 2 rewrote on every heartbeat, at 10, 100 and 1,000 members.
  */
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
@@ -28,8 +30,21 @@ const config: pg.PoolConfig = {
 
 const SIZES: number[] = process.env.BENCH_SIZES ? JSON.parse(process.env.BENCH_SIZES) : [1, 100, 1000, 10_000];
 const SINGLE_ROUNDS = 400;
-/** Heartbeats are measured longer: a roster row's cost shows once the table has seen many versions of it. */
+/** Heartbeats are measured longer: a row's cost shows once the table has seen many versions of it. */
 const HEARTBEAT_ROUNDS = 1500;
+/** Group sizes of the roster measures: up to `limits.maxMembers`. */
+const ROSTER_SIZES = [1, 10, 100, 1000];
+
+/** Joins `count` members to the group through the adapter; returns their versions, by index. */
+async function joinAll(storage: PostgresStorage, group: string, count: number): Promise<number[]> {
+  const versions: number[] = [];
+  for (let i = 0; i < count; i++) {
+    const outcome = await storage.putMember(group, `worker-${i}`, null, memberState(i, 0));
+    if (outcome.status !== 'applied') throw new Error(`join did not apply: ${JSON.stringify(outcome)}`);
+    versions.push(outcome.record.version);
+  }
+  return versions;
+}
 
 function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
@@ -176,19 +191,14 @@ async function main(): Promise<void> {
       console.log(`| ${label} | ${format(adapterMedian)} | ${format(rawMedian)} | ${(adapterMedian / rawMedian).toFixed(2)} |`);
     }
 
-    const rosters = `"${schema}".leasehold_rosters`;
-    console.log('\nA heartbeat: putMember against the raw prepared UPDATE of the roster row, interleaved');
+    const members = `"${schema}".leasehold_members`;
+    console.log('\nA heartbeat: putMember against the raw prepared UPDATE of the member\'s row, interleaved');
     console.log('| members in the roster | putMember median ms | raw UPDATE median ms | putMember / raw |');
     console.log('| ---: | ---: | ---: | ---: |');
-    for (const size of [1, 100]) {
+    for (const size of ROSTER_SIZES) {
       const group = `bench-roster-${size}`;
       // Every member heartbeats in turn, half of them through the adapter and half through the raw statement.
-      const versions: number[] = [];
-      for (let i = 0; i < Math.max(size, 2); i++) {
-        const outcome = await storage.putMember(group, `worker-${i}`, null, memberState(i, 0));
-        if (outcome.status !== 'applied') throw new Error(`join did not apply: ${JSON.stringify(outcome)}`);
-        versions.push(outcome.record.version);
-      }
+      const versions = await joinAll(storage, group, Math.max(size, 2));
       const half = Math.max(1, Math.floor(size / 2));
       const [adapterMedian, rawMedian] = await interleaved(
         HEARTBEAT_ROUNDS,
@@ -200,37 +210,72 @@ async function main(): Promise<void> {
         },
         async (round) => {
           const i = half + (round % (Math.max(size, 2) - half));
-          const { rows } = await pool.query<{ high_version: string }>({
+          const { rows } = await pool.query<{ version: string }>({
             name: 'bench-raw-heartbeat',
-            text: `UPDATE ${rosters} SET high_version = high_version + 1,
-                     members = jsonb_set(members, ARRAY[$2::text], jsonb_build_object('v', high_version + 1, 's', $4::text))
-                   WHERE group_name = $1 AND members -> $2::text -> 'v' = to_jsonb($3::bigint) RETURNING high_version`,
+            text: `UPDATE ${members} SET version = version + 1, state = $4
+                   WHERE group_name = $1 AND worker_id = $2 AND NOT removed AND version = $3 RETURNING version`,
             values: [group, `worker-${i}`, versions[i], encodeMemberState(memberState(i, round))],
           });
           if (rows.length !== 1) throw new Error('raw heartbeat did not apply');
-          versions[i] = Number(rows[0]?.high_version);
+          versions[i] = Number(rows[0]?.version);
         },
       );
-      console.log(`| ${size} | ${format(adapterMedian)} | ${format(rawMedian)} | ${(adapterMedian / rawMedian).toFixed(2)} |`);
+      console.log(`| ${size.toLocaleString('en-US')} | ${format(adapterMedian)} | ${format(rawMedian)} | ${(adapterMedian / rawMedian).toFixed(2)} |`);
     }
 
-    console.log('\nReading a roster of 100 members: getRoster against a raw prepared SELECT of its row, interleaved');
-    console.log('| getRoster median ms | raw SELECT median ms | getRoster / raw |');
-    console.log('| ---: | ---: | ---: |');
-    {
-      const group = 'bench-roster-100';
+    console.log('\nReading a roster: getRoster against a raw prepared SELECT of its members\' rows, interleaved');
+    console.log('| members | getRoster median ms | raw SELECT median ms | getRoster / raw |');
+    console.log('| ---: | ---: | ---: | ---: |');
+    for (const size of ROSTER_SIZES.filter((n) => n >= 100)) {
+      const group = `bench-roster-${size}`;
       const [adapterMedian, rawMedian] = await interleaved(
-        SINGLE_ROUNDS,
+        size >= 1000 ? SINGLE_ROUNDS / 4 : SINGLE_ROUNDS,
         async () => {
           const roster = await storage.getRoster(group);
-          if (roster.members.length !== 100) throw new Error(`roster of ${roster.members.length} members`);
+          if (roster.members.length !== size) throw new Error(`roster of ${roster.members.length} members`);
         },
         async () => {
-          const { rows } = await pool.query<{ members: Record<string, unknown> }>({ name: 'bench-raw-roster', text: `SELECT members FROM ${rosters} WHERE group_name = $1`, values: [group] });
-          if (Object.keys(rows[0]?.members ?? {}).length !== 100) throw new Error('raw roster read found no row');
+          const { rows } = await pool.query({
+            name: 'bench-raw-roster',
+            text: `SELECT worker_id, version, state FROM ${members} WHERE group_name = $1 AND NOT removed`,
+            values: [group],
+          });
+          if (rows.length !== size) throw new Error(`raw roster read found ${rows.length} rows`);
         },
       );
-      console.log(`| ${format(adapterMedian)} | ${format(rawMedian)} | ${(adapterMedian / rawMedian).toFixed(2)} |`);
+      console.log(`| ${size.toLocaleString('en-US')} | ${format(adapterMedian)} | ${format(rawMedian)} | ${(adapterMedian / rawMedian).toFixed(2)} |`);
+    }
+
+    // What a heartbeat writes: the member's row now, the group's whole roster row in schema version 2 (built
+    // here with that release's join statement, members as a worker of a real deployment writes them).
+    const rosters = `"${schema}".leasehold_rosters`;
+    console.log('\nWhat one heartbeat writes (a new version of one row), by the size of the group');
+    console.log('| members | member row now (pg_column_size) | roster row of schema version 2: JSON | as stored (pg_column_size, compressed) |');
+    console.log('| ---: | ---: | ---: | ---: |');
+    for (const size of ROSTER_SIZES.filter((n) => n >= 10)) {
+      const group = `bench-bytes-${size}`;
+      await joinAll(storage, group, size);
+      const earlier = `bench-bytes-v2-${size}`;
+      for (let i = 0; i < size; i++) {
+        await pool.query(
+          `INSERT INTO ${rosters} AS t (group_name, high_version, members)
+           VALUES ($1, 1, jsonb_build_object($2::text, jsonb_build_object('v', 1, 's', $3::text)))
+           ON CONFLICT (group_name) DO UPDATE
+             SET high_version = t.high_version + 1,
+                 members = jsonb_set(t.members, ARRAY[$2::text], jsonb_build_object('v', t.high_version + 1, 's', $3::text))
+             WHERE NOT (t.members ? $2::text)`,
+          [earlier, `worker-${i}`, encodeMemberState(memberState(i, 0))],
+        );
+      }
+      const { rows } = await pool.query<{ row_bytes: string; json_bytes: string; stored_bytes: string }>(
+        `SELECT (SELECT round(avg(pg_column_size(m.*))) FROM ${members} AS m WHERE m.group_name = $1) AS row_bytes,
+                (SELECT octet_length(r.members::text) FROM ${rosters} AS r WHERE r.group_name = $2) AS json_bytes,
+                (SELECT pg_column_size(r.members) FROM ${rosters} AS r WHERE r.group_name = $2) AS stored_bytes`,
+        [group, earlier],
+      );
+      const bytes = rows[0];
+      const kb = (value: string | undefined): string => `${(Number(value) / 1024).toFixed(1)} KB`;
+      console.log(`| ${size.toLocaleString('en-US')} | ${bytes?.row_bytes} B | ${kb(bytes?.json_bytes)} | ${kb(bytes?.stored_bytes)} |`);
     }
   } finally {
     await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => undefined);

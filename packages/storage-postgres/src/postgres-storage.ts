@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import {
   CorruptRecordError,
   InvalidConfigError,
+  RecordFormatError,
   StorageSchemaError,
   StorageUnavailableError,
   type ChangeSubscription,
@@ -60,6 +61,7 @@ import {
   schemaError,
   unavailable,
 } from './errors.js';
+import { runTransaction, type TransactionEnd } from './pg-transaction.js';
 import { checkpointInTransaction, validateTransaction, type TransactionContext, type TransactionOptions } from './transaction.js';
 import {
   migrationsTableDdl,
@@ -84,7 +86,13 @@ export interface PostgresStorageOptions {
   leaseTable?: string;
   /** The table of leader records. Default `leasehold_leaders`. */
   leaderTable?: string;
-  /** The table of rosters: one row per group, holding every member. Default `leasehold_rosters`. */
+  /** The table of members: one row per group and worker id. Default `leasehold_members`. */
+  memberTable?: string;
+  /**
+   * The roster table of schema version 2 (one row per group, holding every member), which an earlier
+   * release reads and writes. This release only marks it on a join, so that a worker of the earlier
+   * release sharing the group stops (see `putMember`). Default `leasehold_rosters`.
+   */
   rosterTable?: string;
   /** The table in which `migrate()` records the schema version. Default `leasehold_migrations`. */
   migrationsTable?: string;
@@ -111,6 +119,7 @@ const OPTION_KEYS = optionKeys<PostgresStorageOptions>({
   schema: true,
   leaseTable: true,
   leaderTable: true,
+  memberTable: true,
   rosterTable: true,
   migrationsTable: true,
   pageSize: true,
@@ -156,7 +165,18 @@ interface MemberOutcomeRow extends QueryResultRow {
   applied_version: string | null;
   /** The member as stored when the write was refused: `{"v": version, "s": state}`, parsed by pg. */
   current: unknown;
+  /** Of a join: the group has a row in the roster table of schema version 2, and nothing was written. */
+  earlier_roster?: boolean;
 }
+
+interface MemberRow extends QueryResultRow {
+  worker_id: string;
+  version: string;
+  state: string | null;
+}
+
+/** How a join beside the roster row of schema version 2 ended: its own outcome, the members alive there, or a lost COMMIT answer. */
+type EarlierJoin = { readonly row: MemberOutcomeRow | undefined } | { readonly alive: readonly string[] } | { readonly lost: unknown };
 
 type WriteOutcome<R> = { rows: R[] } | { unknown: LeaseholdError };
 
@@ -166,6 +186,7 @@ const DEFAULTS = {
   leaderTable: 'leasehold_leaders',
   migrationsTable: 'leasehold_migrations',
   rosterTable: 'leasehold_rosters',
+  memberTable: 'leasehold_members',
   pageSize: 1000,
 } as const;
 
@@ -223,9 +244,11 @@ export class PostgresStorage implements Storage {
       options.leaderTable ?? DEFAULTS.leaderTable,
       options.migrationsTable ?? DEFAULTS.migrationsTable,
       options.rosterTable ?? DEFAULTS.rosterTable,
+      options.memberTable ?? DEFAULTS.memberTable,
     );
     this.#sql = statements(this.#names);
-    this.#where = `${this.#names.schema}.${this.#names.leaseTable}, ${this.#names.schema}.${this.#names.leaderTable} and ${this.#names.schema}.${this.#names.rosterTable}`;
+    const { schema } = this.#names;
+    this.#where = `${schema}.${this.#names.leaseTable}, ${schema}.${this.#names.leaderTable}, ${schema}.${this.#names.rosterTable} and ${schema}.${this.#names.memberTable}`;
     this.#feed = new ChangeFeed(options.listenPool ?? options.pool, this.#names.channel, this.#sql.listen, this.#sql.unlisten);
   }
 
@@ -500,29 +523,107 @@ export class PostgresStorage implements Storage {
 
   async getRoster(group: string): Promise<Roster> {
     validateGroup(group, PKG);
-    const [row] = await this.#read<{ members: unknown }>('getRoster', this.#sql.getRoster, [group]);
-    const members = row?.members;
-    if (members === undefined) return { group, members: [], corrupt: [] };
-    if (typeof members !== 'object' || members === null || Array.isArray(members)) {
-      // The table's CHECK keeps this from happening; a roster that is not a map cannot be read at all.
-      throw readFailed('getRoster', new Error(`the roster of group ${describeValue(group)} is not a JSON object`));
-    }
-    return rosterOf(group, Object.entries(members as Record<string, unknown>), ([workerId, stored]) => decodeStoredMember(group, workerId, stored));
+    const rows = await this.#read<MemberRow>('getRoster', this.#sql.getRoster, [group]);
+    return rosterOf(group, rows, (row) => decodeMember(group, row.worker_id, toNumber(row.version), row.state, PKG));
   }
 
+  /**
+   * Writes one member's row. A join of a group that has a row in the roster table of schema version 2 (an
+   * earlier release's layout) marks that row first, so that the earlier release's workers stop, and is
+   * refused with a `RecordFormatError` naming the members still alive there.
+   */
   async putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
     validateMemberWrite(group, workerId, expectedVersion, next, PKG);
     const state = memberStateOf(next);
     const encoded = encodeMemberState(state);
-    const outcome = expectedVersion === null
-      ? await this.#write<MemberOutcomeRow>('putMember', this.#sql.joinMember, [group, workerId, encoded])
-      : await this.#write<MemberOutcomeRow>('putMember', this.#sql.updateMember, [group, workerId, expectedVersion, encoded]);
-    if ('unknown' in outcome) return result.unknown(outcome.unknown);
-    const [row] = outcome.rows;
+    let row: MemberOutcomeRow | undefined;
+    if (expectedVersion === null) {
+      const outcome = await this.#write<MemberOutcomeRow>('putMember', this.#sql.joinMember, [group, workerId, encoded, false]);
+      if ('unknown' in outcome) return result.unknown(outcome.unknown);
+      [row] = outcome.rows;
+      if (row?.earlier_roster === true) {
+        const joined = await this.#joinBesideEarlierRoster(group, workerId, encoded);
+        if ('unknown' in joined) return result.unknown(joined.unknown);
+        row = joined.row;
+      }
+    } else {
+      const outcome = await this.#write<MemberOutcomeRow>('putMember', this.#sql.updateMember, [group, workerId, expectedVersion, encoded]);
+      if ('unknown' in outcome) return result.unknown(outcome.unknown);
+      [row] = outcome.rows;
+    }
     if (!row) return result.unknown(outcomeUnknown('putMember', new Error('the statement returned no row')));
     // Identity first, then the state: the record is built as core's reference storage builds it.
     if (row.applied_version !== null) return result.applied({ group, workerId, version: Number(row.applied_version), ...state });
     return this.#memberConflict('putMember', group, workerId, row.current);
+  }
+
+  /**
+   * One group, one roster, with an earlier release whose workers keep the group's members in one row of
+   * the roster table (schema version 2): a join of such a group runs in one transaction that locks that
+   * row (an earlier release's join of the group, an upsert of the row, waits for it), marks it with a
+   * member of a format above the earlier core's, and then either joins, when no member there is alive,
+   * or refuses with a `RecordFormatError` naming those that are.
+   *
+   * A refusal commits the marker rather than rolling it back, and the join is never sent: the marker is
+   * what stops the earlier release's workers (each one stops at its next roster read, and one that stops
+   * after releasing its leases writes its member dead), so that the refused worker, started again, can
+   * join; rolled back, the marker would leave them running, and this join refused for as long as they
+   * run. The marker is written in the same transaction as the check, under the row's lock, rather than in
+   * a statement of its own, so that both decide on one version of the row: an earlier worker joining
+   * meanwhile either committed before the lock was taken, and is named by the check, or commits after the
+   * marker, and stops at its next roster read; and a join that applies commits with its marker. A refusal
+   * whose COMMIT answer was lost is `unknown` (the marker may be missing): the retried join marks again.
+   */
+  async #joinBesideEarlierRoster(group: string, workerId: string, encoded: string): Promise<{ row: MemberOutcomeRow | undefined } | { unknown: LeaseholdError }> {
+    const rules = {
+      operation: 'putMember',
+      lostCommit: (error: unknown): EarlierJoin => ({ lost: error }),
+      thrown: (error: unknown): unknown => error,
+    };
+    for (let attempt = 1; ; attempt++) {
+      const client = await this.#connect('putMember');
+      let failure: unknown;
+      let end: EarlierJoin;
+      try {
+        end = await runTransaction({ client }, rules, async (tx): Promise<TransactionEnd<EarlierJoin>> => {
+          const { rows } = await tx.query<{ members: unknown }>(this.#sql.lockEarlierRoster, [group]);
+          const earlier = rows[0];
+          if (earlier !== undefined) {
+            await tx.query(this.#sql.markEarlierRoster, [group, EARLIER_ROSTER_MARKER, earlierRosterMarker(`${this.#names.schema}.${this.#names.memberTable}`)]);
+            const alive = aliveInEarlierRoster(group, earlier.members);
+            if (alive.length > 0) return { commit: { alive } };
+          }
+          const joined = await tx.query<MemberOutcomeRow>(this.#sql.joinMember, [group, workerId, encoded, true]);
+          return { commit: { row: joined.rows[0] } };
+        });
+      } catch (error) {
+        failure = error;
+        if (attempt < MAX_ATTEMPTS && isRetryable(error)) continue;
+        const schema = schemaError(error, this.#where);
+        if (schema) throw schema;
+        // A failure before COMMIT rolled everything back, but the join statement may have been sent: as
+        // for every other member write, the caller learns the outcome by reading.
+        return { unknown: outcomeUnknown('putMember', error) };
+      } finally {
+        this.#release(client, failure);
+      }
+      if ('lost' in end) return { unknown: outcomeUnknown('putMember', end.lost) };
+      if ('alive' in end) throw this.#membersStillInEarlierRoster(group, end.alive);
+      return end;
+    }
+  }
+
+  #membersStillInEarlierRoster(group: string, alive: readonly string[]): RecordFormatError {
+    const where = `${this.#names.schema}.${this.#names.rosterTable}`;
+    const listed = alive.slice(0, 10).map((workerId) => describeValue(workerId)).join(', ');
+    const more = alive.length > 10 ? ` and ${alive.length - 10} more` : '';
+    return new RecordFormatError(
+      `[${PKG}] group ${describeValue(group)} still has members alive in the roster table ${where} of an earlier release (one row per group): ${listed}${more}; ` +
+        'this worker does not join beside them, which would split the group in two. Stop the workers of the earlier release ' +
+        '(the roster is marked now: each one still running stops at its next roster read), ' +
+        "or remove the members of those that are gone with the earlier release's leasehold member remove; then start this worker again",
+      EARLIER_FORMAT,
+    );
   }
 
   async removeMember(group: string, workerId: string, expectedVersion: number): Promise<DeleteResult<MemberRecord>> {
@@ -539,7 +640,7 @@ export class PostgresStorage implements Storage {
 
   /**
    * The conflict of a refused member write: the member the statement read with a locking read, or, when
-   * that read found none (the group's row may have been inserted after the statement's snapshot, out of
+   * that read found none (the member's row may have been inserted after the statement's snapshot, out of
    * its sight), the member read again. A member that cannot be read back makes the outcome unknown.
    */
   async #memberConflict(operation: string, group: string, workerId: string, current: unknown): Promise<WriteResult<MemberRecord>> {
@@ -723,7 +824,57 @@ function isPool(value: unknown): value is Pool {
   return typeof value === 'object' && value !== null && typeof (value as { connect?: unknown }).connect === 'function';
 }
 
-/** A member as the roster row stores it, `{"v": version, "s": state}`; anything else is corrupt. */
+/**
+ * The worker id of the member a join writes into the group's row of the roster table of schema version 2
+ * (see `#joinBesideEarlierRoster`). A worker of the earlier release stops on it with a `RecordFormatError`
+ * naming it, so the name says what happened and what to do.
+ */
+export const EARLIER_ROSTER_MARKER = '(leasehold) members moved to one row each: upgrade';
+
+/** The record format of every member an earlier release wrote in the roster table (its core's `RECORD_FORMAT`). */
+const EARLIER_FORMAT = 1;
+
+/**
+ * The marker's state: a member of a format above the earlier core's, which that core reads (it decodes any
+ * positive format) and then stops on, as it stops on every record of a newer format. Dead, holding
+ * nothing, naming the table the members moved to.
+ */
+function earlierRosterMarker(movedTo: string): string {
+  return encodeMemberState(
+    memberStateOf({
+      format: EARLIER_FORMAT + 1,
+      incarnation: 'storage-postgres schema version 3',
+      leaseDurationMs: 10_000,
+      status: 'dead',
+      held: 0,
+      changes: 0,
+      requests: [],
+      metadata: { movedTo },
+    }),
+  );
+}
+
+/**
+ * The worker ids of the members of an earlier release's roster row still alive there: decoded as that
+ * release's core decodes them, of its format, with status `alive`. A member that cannot be read back names
+ * no worker that could be proven alive, and the marker is of a later format.
+ */
+function aliveInEarlierRoster(group: string, members: unknown): string[] {
+  if (typeof members !== 'object' || members === null || Array.isArray(members)) return [];
+  const alive: string[] = [];
+  for (const [workerId, stored] of Object.entries(members as Record<string, unknown>)) {
+    let member: MemberRecord;
+    try {
+      member = decodeStoredMember(group, workerId, stored);
+    } catch {
+      continue;
+    }
+    if (member.format === EARLIER_FORMAT && member.status === 'alive') alive.push(workerId);
+  }
+  return alive.sort();
+}
+
+/** A member as `{"v": version, "s": state}`, as statements return it and the earlier roster row stores it; anything else is corrupt. */
 function decodeStoredMember(group: string, workerId: string, stored: unknown): MemberRecord {
   const entry = typeof stored === 'object' && stored !== null && !Array.isArray(stored) ? (stored as { v?: unknown; s?: unknown }) : {};
   return decodeMember(group, workerId, entry.v, entry.s, PKG);

@@ -10,7 +10,7 @@ import { describeValue } from '@leasehold/core/adapter';
 export const PKG = 'storage-postgres';
 
 /** The version of the tables this release reads and writes; `migrate()` brings a database up to it. */
-export const SCHEMA_VERSION = 2;
+export const SCHEMA_VERSION = 3;
 
 /** PostgreSQL truncates identifiers longer than NAMEDATALEN - 1 bytes; refusing them avoids silent aliasing. */
 const MAX_IDENTIFIER_BYTES = 63;
@@ -37,23 +37,34 @@ export interface TableNames {
   readonly leaseTable: string;
   readonly leaderTable: string;
   readonly migrationsTable: string;
+  /** The roster table of schema version 2 (one row per group), kept for an earlier release still running. */
   readonly rosterTable: string;
+  /** The member table: one row per group and worker id. */
+  readonly memberTable: string;
   /** The NOTIFY channel of the lease table's change feed (one per schema and table). */
   readonly channel: string;
 }
 
 /** Builds the names of one installation; throws `InvalidConfigError` for a bad one. */
-export function tableNames(schema: unknown, leaseTable: unknown, leaderTable: unknown, migrationsTable: unknown, rosterTable: unknown): TableNames {
+export function tableNames(
+  schema: unknown,
+  leaseTable: unknown,
+  leaderTable: unknown,
+  migrationsTable: unknown,
+  rosterTable: unknown,
+  memberTable: unknown,
+): TableNames {
   const names = {
     schema: validateIdentifier('schema name', schema),
     leaseTable: validateIdentifier('lease table name', leaseTable),
     leaderTable: validateIdentifier('leader table name', leaderTable),
     migrationsTable: validateIdentifier('migrations table name', migrationsTable),
     rosterTable: validateIdentifier('roster table name', rosterTable),
+    memberTable: validateIdentifier('member table name', memberTable),
   };
-  const tables = [names.leaseTable, names.leaderTable, names.rosterTable, names.migrationsTable];
+  const tables = [names.leaseTable, names.leaderTable, names.rosterTable, names.memberTable, names.migrationsTable];
   if (new Set(tables).size !== tables.length) {
-    throw new InvalidConfigError(`[${PKG}] lease, leader, roster and migrations tables must have different names, got ${describeValue(tables)}`);
+    throw new InvalidConfigError(`[${PKG}] lease, leader, roster, member and migrations tables must have different names, got ${describeValue(tables)}`);
   }
   const readable = `leasehold.${names.schema}.${names.leaseTable}`;
   // A channel name is an identifier too (63 bytes at most); a long pair of names is hashed instead.
@@ -88,6 +99,8 @@ export interface Statements {
   readonly joinMember: string;
   readonly updateMember: string;
   readonly removeMember: string;
+  readonly lockEarlierRoster: string;
+  readonly markEarlierRoster: string;
   readonly listen: string;
   readonly unlisten: string;
 }
@@ -103,6 +116,8 @@ export function statements(names: TableNames): Statements {
   const rosters = `${schema}.${quoteIdentifier(names.rosterTable)}`;
   const rostersPk = quoteIdentifier(`${names.rosterTable}_pkey`.slice(0, MAX_IDENTIFIER_BYTES));
   const rostersMembers = quoteIdentifier(`${names.rosterTable}_members_check`.slice(0, MAX_IDENTIFIER_BYTES));
+  const members = `${schema}.${quoteIdentifier(names.memberTable)}`;
+  const membersPk = quoteIdentifier(`${names.memberTable}_pkey`.slice(0, MAX_IDENTIFIER_BYTES));
   const channel = quoteIdentifier(names.channel);
 
   // Each step brings the tables from version i to i + 1; a later release appends steps and never edits one.
@@ -129,6 +144,8 @@ export function statements(names: TableNames): Statements {
       ) WITH (fillfactor = 70)`,
     ],
     [
+      // Version 2's layout, kept for an earlier release still running (version 3 gives each member a row of
+      // its own; this release only locks and marks this table on a join, see markEarlierRoster).
       // One row per group holds its whole roster, so that reading it is one row whatever the number of
       // members. `members` maps each worker id to {"v": version, "s": state}, the state being core's JSON
       // document kept as a JSON string: jsonb cannot hold the NUL characters and lone surrogates a state may
@@ -148,6 +165,24 @@ export function statements(names: TableNames): Statements {
       // 2 KB), every heartbeat writes one heap tuple instead of a heap tuple plus TOAST rows and their
       // index entries, several times faster. A roster too large for a page still goes to TOAST.
       `ALTER TABLE ${rosters} ALTER COLUMN members SET STORAGE MAIN`,
+    ],
+    [
+      // One row per member, so that a heartbeat writes its own member's small row and nothing else: with the
+      // whole roster in one row (version 2), every heartbeat rewrote every member (22 KB at 100 members) and
+      // the heartbeats of a group queued on that row's lock. `state` is core's JSON document as text, as in
+      // the lease table. A removed member stays as a tombstone (`removed`, its state dropped) that keeps its
+      // version, so that the worker id joining again goes above every version it ever had. The roster table
+      // of version 2 stays: a worker of the earlier release may still be running against it, and a join
+      // marks it (see PostgresStorage.putMember). Every heartbeat rewrites its row: free space on each page
+      // (fillfactor) lets PostgreSQL update it in place of the page (HOT), without touching the index.
+      `CREATE TABLE IF NOT EXISTS ${members} (
+        group_name text COLLATE "C" NOT NULL,
+        worker_id text COLLATE "C" NOT NULL,
+        version bigint NOT NULL CHECK (version >= 1),
+        removed boolean NOT NULL,
+        state text,
+        CONSTRAINT ${membersPk} PRIMARY KEY (group_name, worker_id)
+      ) WITH (fillfactor = 70)`,
     ],
   ];
 
@@ -286,58 +321,76 @@ export function statements(names: TableNames): Statements {
                       unnest(string_to_array($3::text, ',')::bigint[]), json_array_elements_text($4::json)) AS u(group_name, lease_key, version, state)
       WHERE t.group_name = u.group_name AND t.lease_key = u.lease_key AND t.live AND t.version = u.version`,
 
-    // The roster: one row per group, read whole.
-    getRoster: `SELECT members FROM ${rosters} WHERE group_name = $1`,
-    getMember: `SELECT members -> $2::text AS member FROM ${rosters} WHERE group_name = $1`,
+    // The roster: one row per member. Reading it is one statement, consistent as of its snapshot (MVCC),
+    // whatever the number of members; tombstones are skipped.
+    getRoster: `SELECT worker_id, version, state FROM ${members} WHERE group_name = $1 AND NOT removed ORDER BY worker_id`,
+    getMember: `SELECT json_build_object('v', version, 's', state) AS member FROM ${members}
+      WHERE group_name = $1 AND worker_id = $2 AND NOT removed`,
 
-    // A member write is one statement on the group's row. Concurrent writes of one group queue on the row's
-    // lock, and each is decided against the row as the previous one left it (READ COMMITTED re-checks the
-    // condition on the newest row), comparing only its own member's version: heartbeats of different
-    // members never refuse each other. A refused write reads the member in the same statement with a
-    // locking read, which sees the newest row rather than the statement's snapshot: the conflict carries
-    // the member as stored when the write was refused. (A row inserted after the snapshot is invisible even
-    // to a locking read; the adapter reads that one again.)
+    // A member write is one statement on its member's row, conditional on that row's version alone: writes
+    // of different members touch different rows and never wait for each other. Concurrent writes of one
+    // member queue on its row's lock, and each is decided against the row as the previous one left it
+    // (READ COMMITTED re-checks the condition on the newest row). A refused write reads the member in the
+    // same statement with a locking read, which follows the row to its newest version rather than the
+    // statement's snapshot: the conflict carries the member as stored when the write was refused. A row
+    // inserted after the statement's snapshot is invisible even to a locking read; the adapter reads that
+    // one again. The current member travels as {"v": version, "s": state}.
     //
-    // A join inserts the group's row, or adds the member to it if the worker id has none.
-    joinMember: `WITH applied AS (
-        INSERT INTO ${rosters} AS t (group_name, high_version, members)
-        VALUES ($1, 1, jsonb_build_object($2::text, jsonb_build_object('v', 1, 's', $3::text)))
-        ON CONFLICT (group_name) DO UPDATE
-          SET high_version = t.high_version + 1,
-              members = jsonb_set(t.members, ARRAY[$2::text], jsonb_build_object('v', t.high_version + 1, 's', $3::text))
-          WHERE NOT (t.members ? $2::text)
-        RETURNING t.high_version
+    // A join inserts the member's row, or revives its tombstone one version above it; a live row is left
+    // alone. The insert happens only when the group has no row in the roster table of version 2 ($4 says
+    // it was checked already, inside the transaction that marks that row): `earlier_roster` tells the
+    // adapter to join through that transaction instead. For a group that never had a row there (every
+    // group created by this release), the check is one primary-key probe in the same statement.
+    joinMember: `WITH earlier AS (
+        SELECT NOT $4::boolean AND EXISTS (SELECT 1 FROM ${rosters} WHERE group_name = $1) AS found
+      ),
+      applied AS (
+        INSERT INTO ${members} AS t (group_name, worker_id, version, removed, state)
+        SELECT $1, $2, 1, false, $3 FROM earlier WHERE NOT earlier.found
+        ON CONFLICT (group_name, worker_id) DO UPDATE
+          SET version = t.version + 1, removed = false, state = EXCLUDED.state
+          WHERE t.removed
+        RETURNING t.version
       )
-      SELECT applied.high_version AS applied_version,
-             CASE WHEN applied.high_version IS NULL
-               THEN (SELECT c.members -> $2::text FROM ${rosters} AS c WHERE c.group_name = $1 FOR SHARE)
+      SELECT applied.version AS applied_version, earlier.found AS earlier_roster,
+             CASE WHEN applied.version IS NULL AND NOT earlier.found
+               THEN (SELECT json_build_object('v', c.version, 's', c.state) FROM ${members} AS c
+                     WHERE c.group_name = $1 AND c.worker_id = $2 AND NOT c.removed FOR SHARE)
              END AS current
-      FROM (SELECT 1) AS one LEFT JOIN applied ON true`,
-    // The version is compared as JSON (a member whose stored version is not a number never matches, and
-    // never fails the statement).
+      FROM earlier LEFT JOIN applied ON true`,
     updateMember: `WITH applied AS (
-        UPDATE ${rosters} AS t
-        SET high_version = t.high_version + 1,
-            members = jsonb_set(t.members, ARRAY[$2::text], jsonb_build_object('v', t.high_version + 1, 's', $4::text))
-        WHERE t.group_name = $1 AND t.members -> $2::text -> 'v' = to_jsonb($3::bigint)
-        RETURNING t.high_version
+        UPDATE ${members} AS t SET version = t.version + 1, state = $4
+        WHERE t.group_name = $1 AND t.worker_id = $2 AND NOT t.removed AND t.version = $3
+        RETURNING t.version
       )
-      SELECT applied.high_version AS applied_version,
-             CASE WHEN applied.high_version IS NULL
-               THEN (SELECT c.members -> $2::text FROM ${rosters} AS c WHERE c.group_name = $1 FOR SHARE)
+      SELECT applied.version AS applied_version,
+             CASE WHEN applied.version IS NULL
+               THEN (SELECT json_build_object('v', c.version, 's', c.state) FROM ${members} AS c
+                     WHERE c.group_name = $1 AND c.worker_id = $2 AND NOT c.removed FOR SHARE)
              END AS current
       FROM (SELECT 1) AS one LEFT JOIN applied ON true`,
-    // A removal leaves the counter where it is: the next join still goes above every version.
+    // A removal leaves a tombstone that keeps the version: the next join of the worker id goes above it.
     removeMember: `WITH applied AS (
-        UPDATE ${rosters} AS t SET members = t.members - $2::text
-        WHERE t.group_name = $1 AND t.members -> $2::text -> 'v' = to_jsonb($3::bigint)
-        RETURNING t.high_version
+        UPDATE ${members} AS t SET removed = true, state = NULL
+        WHERE t.group_name = $1 AND t.worker_id = $2 AND NOT t.removed AND t.version = $3
+        RETURNING t.version
       )
-      SELECT applied.high_version AS applied_version,
-             CASE WHEN applied.high_version IS NULL
-               THEN (SELECT c.members -> $2::text FROM ${rosters} AS c WHERE c.group_name = $1 FOR SHARE)
+      SELECT applied.version AS applied_version,
+             CASE WHEN applied.version IS NULL
+               THEN (SELECT json_build_object('v', c.version, 's', c.state) FROM ${members} AS c
+                     WHERE c.group_name = $1 AND c.worker_id = $2 AND NOT c.removed FOR SHARE)
              END AS current
       FROM (SELECT 1) AS one LEFT JOIN applied ON true`,
+
+    // The roster row of version 2, as the earlier release wrote it: locked by a join for its transaction
+    // (an earlier release's join of the group waits for it), and marked with a member in that layout,
+    // {"v": high_version + 1, "s": state}, moving high_version as every writer of that layout does. A row
+    // already marked is left as it is.
+    lockEarlierRoster: `SELECT members FROM ${rosters} WHERE group_name = $1 FOR UPDATE`,
+    markEarlierRoster: `UPDATE ${rosters}
+      SET high_version = high_version + 1,
+          members = jsonb_set(members, ARRAY[$2::text], jsonb_build_object('v', high_version + 1, 's', $3::text))
+      WHERE group_name = $1 AND NOT (members ? $2::text)`,
 
     listen: `LISTEN ${channel}`,
     unlisten: `UNLISTEN ${channel}`,

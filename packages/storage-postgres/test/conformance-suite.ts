@@ -40,13 +40,12 @@ export function runPostgresConformance(preparedStatements: boolean): void {
       corruptLease: async (group, leaseKey) => {
         await server.pool().query(`UPDATE "${server.schema}".leasehold_leases SET state = '{"owner":' WHERE group_name = $1 AND lease_key = $2`, [group, leaseKey]);
       },
-      // A member whose state is not JSON, written by another program, which moves the member's version above
-      // the group's as every writer does.
+      // A member whose state is not JSON, written by another program, which moves the member's version as
+      // every writer does.
       corruptMember: async (group, workerId) => {
         const { rows } = await server.pool().query<{ version: string }>(
-          `UPDATE "${server.schema}".leasehold_rosters SET high_version = high_version + 1,
-             members = jsonb_set(members, ARRAY[$2::text], jsonb_build_object('v', high_version + 1, 's', '{"incarnation":'))
-           WHERE group_name = $1 AND members ? $2::text RETURNING high_version AS version`,
+          `UPDATE "${server.schema}".leasehold_members SET version = version + 1, state = '{"incarnation":'
+           WHERE group_name = $1 AND worker_id = $2 AND NOT removed RETURNING version`,
           [group, workerId],
         );
         if (rows.length !== 1) throw new Error(`group ${group} has no member ${workerId} to corrupt`);

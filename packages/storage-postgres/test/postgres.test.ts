@@ -7,7 +7,7 @@ import {
   type LeaseState,
   type WriteResult,
 } from '@leasehold/core';
-import { leaderStateOf, leaseStateOf } from '@leasehold/core/adapter';
+import { leaderStateOf, leaseStateOf, memberStateOf } from '@leasehold/core/adapter';
 import pg from 'pg';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { PostgresStorage, SCHEMA_VERSION } from '../src/index.js';
@@ -82,19 +82,45 @@ describe('PostgresStorage options', () => {
     expect(() => new PostgresStorage({ pool: undefined as unknown as pg.Pool })).toThrow('[storage-postgres] pool must be a pg.Pool, got undefined');
     expect(() => storage({ pageSize: 0 })).toThrow('[storage-postgres] pageSize must be an integer from 1 to 10000, got 0');
     expect(() => storage({ leaseTable: 'same', leaderTable: 'same' })).toThrow(InvalidConfigError);
+    for (const taken of ['leasehold_leases', 'leasehold_leaders', 'leasehold_rosters', 'leasehold_migrations']) {
+      expect(() => storage({ memberTable: taken })).toThrow(
+        `[storage-postgres] lease, leader, roster, member and migrations tables must have different names, got ${JSON.stringify(['leasehold_leases', 'leasehold_leaders', 'leasehold_rosters', taken, 'leasehold_migrations'])}`,
+      );
+    }
+  });
+
+  it('refuses a member table name that is not a plain identifier, and keeps members in the one it is given', async () => {
+    expect(() => storage({ memberTable: 'm"; DROP TABLE x; --' })).toThrow(InvalidConfigError);
+    expect(() => storage({ memberTable: 'm"b' })).toThrow(`[storage-postgres] member table name "m\\"b" is not a valid identifier`);
+    expect(() => storage({ memberTable: 'm'.repeat(64) })).toThrow(/member table name "m{64}" is not a valid identifier/);
+    const schema = freshSchemaName('lh_members');
+    const adapter = new PostgresStorage({ pool: server.pool(), schema, memberTable: 'team' });
+    try {
+      await adapter.migrate();
+      const member = memberStateOf({ format: 1, incarnation: 'i', leaseDurationMs: 1000, status: 'alive', held: 0, changes: 0, requests: [], metadata: {} });
+      applied(await adapter.putMember('g', 'w', null, member));
+      const { rows } = await server.pool().query(`SELECT worker_id FROM "${schema}".team WHERE group_name = 'g'`);
+      expect(rows).toEqual([{ worker_id: 'w' }]);
+      expect(await server.pool().query(`SELECT to_regclass($1) AS found`, [`"${schema}".leasehold_members`])).toMatchObject({ rows: [{ found: null }] });
+    } finally {
+      await server.pool().query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    }
   });
 });
 
 describe('PostgresStorage schema', () => {
   it('names migrate() in a StorageSchemaError when the tables were never created, for reads and writes', async () => {
     const missing = new PostgresStorage({ pool: server.pool(), schema: freshSchemaName('lh_missing') });
-    const expected = /^\[storage-postgres\] the tables of lh_missing_\w+\.leasehold_leases, lh_missing_\w+\.leasehold_leaders and lh_missing_\w+\.leasehold_rosters do not exist \(.*\); run migrate\(\) before using the storage$/;
+    const expected =
+      /^\[storage-postgres\] the tables of lh_missing_\w+\.leasehold_leases, lh_missing_\w+\.leasehold_leaders, lh_missing_\w+\.leasehold_rosters and lh_missing_\w+\.leasehold_members do not exist \(.*\); run migrate\(\) before using the storage$/;
     await expect(missing.getLease('g', 'k')).rejects.toThrow(StorageSchemaError);
     await expect(missing.getLease('g', 'k')).rejects.toThrow(expected);
     await expect(missing.listLeases('g')).rejects.toThrow(expected);
     await expect(missing.createLease({ group: 'g', leaseKey: 'k' })).rejects.toThrow(expected);
     await expect(missing.updateLeases('g', [{ leaseKey: 'k', expectedVersion: 1, next: leaseStateOf({}) }])).rejects.toThrow(expected);
     await expect(missing.getLeader('g')).rejects.toThrow(expected);
+    await expect(missing.getRoster('g')).rejects.toThrow(expected);
+    await expect(missing.putMember('g', 'w', null, memberStateOf({ format: 1, incarnation: 'i', leaseDurationMs: 1000, status: 'alive', held: 0, changes: 0, requests: [], metadata: {} }))).rejects.toThrow(expected);
   });
 
   it('20 workers running migrate() at once all succeed, exactly one creates the tables, and the version is recorded', async () => {

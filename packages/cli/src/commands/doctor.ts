@@ -164,6 +164,7 @@ const SETUP_HINT = 'run leasehold setup with the same --storage URL: it creates 
 const LEASE_COLUMNS = ['group_name text', 'lease_key text', 'version bigint', 'live boolean', 'high_epoch bigint', 'state text'];
 const LEADER_COLUMNS = ['group_name text', 'version bigint', 'state text'];
 const ROSTER_COLUMNS = ['group_name text', 'high_version bigint', 'members jsonb'];
+const MEMBER_COLUMNS = ['group_name text', 'worker_id text', 'version bigint', 'removed boolean', 'state text'];
 
 async function postgresChecks(pool: pg.Pool, target: PostgresTarget, add: Add): Promise<void> {
   const schema = target.schema ?? 'public';
@@ -171,6 +172,7 @@ async function postgresChecks(pool: pg.Pool, target: PostgresTarget, add: Add): 
   const leaderTable = target.leaderTable ?? 'leasehold_leaders';
   const migrationsTable = target.migrationsTable ?? 'leasehold_migrations';
   const rosterTable = target.rosterTable ?? 'leasehold_rosters';
+  const memberTable = target.memberTable ?? 'leasehold_members';
   const { PostgresStorage } = await import('@leasehold/storage-postgres');
   const client = await pool.connect().catch((error: unknown) => {
     throw new LeaseholdError('ERR_STORAGE_UNAVAILABLE', `cannot reach PostgreSQL at ${target.display}: ${messageOf(error)}`, { cause: error });
@@ -190,12 +192,13 @@ async function postgresChecks(pool: pg.Pool, target: PostgresTarget, add: Add): 
     const columns = await client.query<{ table_name: string; column: string }>(
       `SELECT table_name, column_name || ' ' || data_type AS column FROM information_schema.columns
        WHERE table_schema = $1 AND table_name = ANY($2::text[]) ORDER BY table_name, ordinal_position`,
-      [schema, [leaseTable, leaderTable, rosterTable]],
+      [schema, [leaseTable, leaderTable, rosterTable, memberTable]],
     );
     const shapeOk = [
       shapeCheck(add, `${schema}.${leaseTable}`, LEASE_COLUMNS, columns.rows.filter((row) => row.table_name === leaseTable).map((row) => row.column)),
       shapeCheck(add, `${schema}.${leaderTable}`, LEADER_COLUMNS, columns.rows.filter((row) => row.table_name === leaderTable).map((row) => row.column)),
       shapeCheck(add, `${schema}.${rosterTable}`, ROSTER_COLUMNS, columns.rows.filter((row) => row.table_name === rosterTable).map((row) => row.column)),
+      shapeCheck(add, `${schema}.${memberTable}`, MEMBER_COLUMNS, columns.rows.filter((row) => row.table_name === memberTable).map((row) => row.column)),
     ].every(Boolean);
 
     const recorded = await client
@@ -206,7 +209,10 @@ async function postgresChecks(pool: pg.Pool, target: PostgresTarget, add: Add): 
     else if (recorded > expected) add('fail', 'schema version', `${recorded} recorded, newer than this release's ${expected}: upgrade @leasehold/cli`);
     else add('fail', 'schema version', `${recorded === 0 ? 'none' : recorded} recorded, ${expected} expected: ${SETUP_HINT}`);
 
-    if (shapeOk) await postgresWriteCheck(client, `${quote(schema)}.${quote(leaseTable)}`, `${quote(schema)}.${quote(leaderTable)}`, `${quote(schema)}.${quote(rosterTable)}`, add);
+    if (shapeOk) {
+      const table = (name: string): string => `${quote(schema)}.${quote(name)}`;
+      await postgresWriteCheck(client, { leases: table(leaseTable), leaders: table(leaderTable), rosters: table(rosterTable), members: table(memberTable) }, add);
+    }
     else add('fail', 'write permission', 'not checked: the tables are missing or of another shape');
 
     const settings = await client.query<{ name: string; setting: string }>(
@@ -244,7 +250,11 @@ function shapeCheck(add: Add, table: string, expected: readonly string[], found:
 }
 
 /** Writes a lease and a leader row in a transaction that is rolled back: proves the grants, leaves nothing. */
-async function postgresWriteCheck(client: pg.PoolClient, leases: string, leaders: string, rosters: string, add: Add): Promise<void> {
+async function postgresWriteCheck(
+  client: pg.PoolClient,
+  { leases, leaders, rosters, members }: { leases: string; leaders: string; rosters: string; members: string },
+  add: Add,
+): Promise<void> {
   const group = `leasehold-doctor-${randomBytes(6).toString('hex')}`;
   try {
     await client.query('BEGIN');
@@ -254,7 +264,9 @@ async function postgresWriteCheck(client: pg.PoolClient, leases: string, leaders
     await client.query(`INSERT INTO ${leaders} (group_name, version, state) VALUES ($1, 1, '{}')`, [group]);
     await client.query(`INSERT INTO ${rosters} (group_name, high_version, members) VALUES ($1, 1, '{}')`, [group]);
     await client.query(`UPDATE ${rosters} SET high_version = high_version + 1 WHERE group_name = $1`, [group]);
-    add('pass', 'write permission', 'SELECT, INSERT, UPDATE and DELETE on the lease, leader and roster tables (tried in a transaction, rolled back)');
+    await client.query(`INSERT INTO ${members} (group_name, worker_id, version, removed, state) VALUES ($1, 'doctor', 1, false, '{}')`, [group]);
+    await client.query(`UPDATE ${members} SET version = version + 1 WHERE group_name = $1`, [group]);
+    add('pass', 'write permission', 'SELECT, INSERT, UPDATE and DELETE on the lease, leader, roster and member tables (tried in a transaction, rolled back)');
   } catch (error) {
     add('fail', 'write permission', messageOf(error));
   } finally {

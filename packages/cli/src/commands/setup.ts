@@ -32,7 +32,12 @@ function describe(backend: Backend, result: SetupResult): string {
   if (result.kind === 'postgres' && backend.kind === 'postgres') {
     const { target } = backend;
     const schema = target.schema ?? 'public';
-    const tables = [target.leaseTable ?? 'leasehold_leases', target.leaderTable ?? 'leasehold_leaders', target.rosterTable ?? 'leasehold_rosters'];
+    const tables = [
+      target.leaseTable ?? 'leasehold_leases',
+      target.leaderTable ?? 'leasehold_leaders',
+      target.rosterTable ?? 'leasehold_rosters',
+      target.memberTable ?? 'leasehold_members',
+    ];
     const where = `${tables.map((table) => `${schema}.${table}`).join(', ')} in ${target.display}`;
     if (result.fromVersion === result.toVersion) return `already set up: ${where} at schema version ${result.toVersion}; nothing to do`;
     if (result.fromVersion === 0) return `set up ${where}: created, schema version ${result.toVersion} recorded in ${schema}.${target.migrationsTable ?? 'leasehold_migrations'}`;

@@ -12,8 +12,8 @@ import {
   StorageUnavailableError,
 } from '../errors.js';
 import { TypedEmitter } from '../events.js';
-import { VersionWatch } from '../observed-expiry.js';
 import { capOf, MAX_LEASES_FIELD, planMoves, shares } from './balance.js';
+import { RosterView } from './roster-view.js';
 import { compareNumericPositions } from '../position.js';
 import { limits } from '../validation.js';
 import { unsafeOf } from '../unsafe.js';
@@ -60,9 +60,6 @@ export const parentsFinished: EligibilityPredicate = (lease, all, corrupt) =>
     const parent = all.get(parentKey);
     return parent === undefined || (parent.checkpoint === Checkpoint.SHARD_END && !hasRewindRequest(parent));
   });
-
-/** One write of a member record, as observed expiry watches it: a new incarnation or version is a move. */
-const writeOf = (member: MemberRecord): string => `${member.incarnation}\u0000${member.version}`;
 
 /** Why the coordinator is about to give a lease away; passed to {@link LeaseCoordinatorOptions.onDrain}. */
 export type DrainReason = 'handoff' | 'shutdown';
@@ -310,9 +307,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   #memberChain: Promise<unknown> = Promise.resolve();
   #changes = 0;
   /** Each other member's record as last read (incarnation and version), and since when: observed expiry. */
-  readonly #observations = new VersionWatch(() => this.#clock.now());
-  /** The roster as last read. */
-  #roster = new Map<string, MemberRecord>();
+  /** The roster as last read, and each member as this worker judges it (observed expiry). */
+  readonly #view: RosterView;
   #rosterSignature = '';
   /** Leases this worker asked for, by key: whom it asked, and when. */
   readonly #requests = new Map<string, { from: string; at: number }>();
@@ -389,6 +385,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     this.#ownDurationOnly = unsafe.ownDurationOnly ?? false;
     this.#expiryFactor = unsafe.expiryFactor ?? 1;
     this.#releaseWithoutRetry = unsafe.releaseWithoutRetry ?? false;
+    this.#view = new RosterView({ workerId: this.workerId, now: () => this.#clock.now(), expiryMs: (member) => this.#expiryMs(member) });
   }
 
   /** This worker's current incarnation in the roster, or `null` while it is not a member. */
@@ -519,9 +516,9 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    */
   async #handOverOrRelease(leaseKeys: readonly string[]): Promise<void> {
     const load = new Map<string, number>();
-    for (const member of this.#roster.values()) {
+    for (const member of this.#view.values()) {
       if (member.workerId === this.workerId || member.status !== 'alive' || member.metadata[LEAVING_FIELD] !== undefined) continue;
-      if (this.#corruptMembers.has(member.workerId)) continue;
+      if (this.#view.isCorrupt(member.workerId)) continue;
       load.set(member.workerId, member.held);
     }
     const free: string[] = [];
@@ -531,10 +528,10 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       if (!held || !this.isHeld(leaseKey)) continue;
       let to: string | undefined;
       for (const [workerId, count] of load) {
-        if (count >= capOf(this.#roster.get(workerId))) continue;
+        if (count >= capOf(this.#view.get(workerId))) continue;
         if (to === undefined || count < load.get(to)! || (count === load.get(to)! && workerId < to)) to = workerId;
       }
-      const recipient = to === undefined ? undefined : this.#roster.get(to);
+      const recipient = to === undefined ? undefined : this.#view.get(to);
       if (recipient === undefined) {
         free.push(leaseKey);
         continue;
@@ -598,9 +595,9 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       unownedSince: this.#unownedSince.size,
       corrupt: this.#corrupt.size,
       transfers: this.#transfers.size,
-      roster: this.#roster.size,
+      roster: this.#view.size,
       deadSince: this.#deadSince.size,
-      observedMembers: this.#observations.size,
+      observedMembers: this.#view.observed,
       loops: this.#loops.length,
       listeners: this.countListeners(),
     };
@@ -978,12 +975,13 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    * id, or a duplicate) is replaced only once it was seen not to heartbeat for its lease duration, as any
    * dead member is declared dead: its leases are then free to take, and never while it could hold them.
    */
-  async #join(roster: ReadonlyMap<string, MemberRecord>, now: number): Promise<void> {
+  async #join(now: number): Promise<void> {
     await this.#onMember(async () => {
       if (this.#membership !== null || this.#state !== 'running') return;
+      const roster = this.#view;
       const existing = roster.get(this.workerId) ?? null;
-      if (existing && existing.status === 'alive' && !this.#expired(existing, now)) return;
-      if (existing === null && roster.size + this.#corruptMembers.size >= limits.maxMembers) {
+      if (existing && existing.status === 'alive' && !roster.expired(existing, now)) return;
+      if (existing === null && roster.size + roster.corruptCount >= limits.maxMembers) {
         // Dead members are removed after a while; until then a full roster takes nobody new.
         this.#report(
           new InvalidConfigError(`[${PKG}] the roster of group ${describeValue(this.group)} has ${roster.size} members, the limit of ${limits.maxMembers}: worker ${describeValue(this.workerId)} cannot join`),
@@ -1010,11 +1008,6 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     return `${Math.floor(this.#random.next() * 36 ** 8).toString(36).padStart(8, '0')}-${this.#incarnations}`;
   }
 
-  /** Whether a member's record has not moved for the longer of both lease durations, on this worker's clock. */
-  #expired(member: MemberRecord, now: number): boolean {
-    return this.#observations.expired(member.workerId, writeOf(member), this.#expiryMs(member), now);
-  }
-
   /** How long a member's record must stand still before it is expired: the longer of both lease durations. */
   #expiryMs(member: MemberRecord): number {
     const duration = this.#ownDurationOnly ? this.leaseDurationMs : Math.max(this.leaseDurationMs, member.leaseDurationMs);
@@ -1027,11 +1020,11 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     if (outcome.status === 'conflict' && outcome.current?.status === 'dead' && outcome.current.incarnation === member.incarnation) {
       // Another worker declared it first: it is dead all the same, and this worker lists now, not a tick
       // later, to take its portion of the leases.
-      this.#roster.set(member.workerId, outcome.current);
+      this.#view.set(outcome.current);
       return true;
     }
     if (outcome.status !== 'applied') return false;
-    this.#roster.set(member.workerId, outcome.record);
+    this.#view.set(outcome.record);
     this.emit('member-dead', { workerId: member.workerId, incarnation: member.incarnation });
     return true;
   }
@@ -1149,7 +1142,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   }
 
   async #transfer(leaseKey: string, held: Held, request: { to: string; incarnation: string; seenAt: number }, report: boolean): Promise<void> {
-    const recipient = this.#roster.get(request.to);
+    const recipient = this.#view.get(request.to);
     if (recipient?.status !== 'alive' || recipient.incarnation !== request.incarnation) {
       // It left or died meanwhile: the lease stays this worker's in storage, and the next listing takes it back.
       this.#forget(leaseKey, held);
@@ -1276,18 +1269,18 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     const membership = this.#membership;
     if (membership === null) {
       // A new member takes nothing in the tick it joins: the workers started with it join meanwhile.
-      await this.#join(this.#roster, now);
+      await this.#join(now);
       return;
     }
     if (!this.#checkOwnMember(membership)) return;
-    for (const member of this.#roster.values()) {
-      if (member.workerId !== this.workerId && member.status === 'alive' && this.#expired(member, now)) {
+    for (const member of this.#view.values()) {
+      if (member.workerId !== this.workerId && member.status === 'alive' && this.#view.expired(member, now)) {
         if (await this.#declareDead(member)) this.#listingDue = true;
         if (this.#state !== 'running') return;
       }
     }
     for (const [leaseKey, handed] of this.#handed) {
-      const member = this.#roster.get(handed.to);
+      const member = this.#view.get(handed.to);
       if (member?.status === 'alive' && member.incarnation === handed.incarnation && now < handed.until) continue;
       if (now < handed.until) this.#listingDue = true;
       this.#handed.delete(leaseKey);
@@ -1298,7 +1291,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     await this.#followAnnounced();
     if (this.#state !== 'running') return;
 
-    const signature = this.#signature();
+    const signature = this.#view.signature();
     if (signature !== this.#rosterSignature) this.#listingDue = true;
     this.#rosterSignature = signature;
     // A corrupt lease is looked at every tick until it reads back: its repair is announced by nobody.
@@ -1348,28 +1341,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       this.#fail(this.#formatError(`member ${describeValue(newer.workerId)}`, newer.format));
       return false;
     }
-    const now = this.#clock.now();
-    this.#roster = new Map(roster.members.map((member) => [member.workerId, member]));
-    this.#corruptMembers = new Set(roster.corrupt.map((error) => (error as { workerId?: string }).workerId ?? ''));
-    for (const error of roster.corrupt) {
-      const workerId = (error as { workerId?: string }).workerId ?? '';
-      if (!this.#reportedCorruptMembers.has(workerId)) this.#report(error, 'roster');
-    }
-    this.#reportedCorruptMembers = new Set(this.#corruptMembers);
-    for (const member of roster.members) {
-      if (member.status !== 'alive') this.#observations.forget(member.workerId);
-      else this.#observations.see(member.workerId, writeOf(member), now);
-    }
-    this.#observations.retain((workerId) => this.#roster.has(workerId));
-    const others = roster.members
-      .filter((member) => member.status === 'alive' && member.workerId !== this.workerId)
-      .map((member) => `${member.workerId}\u0000${member.incarnation}`)
-      .sort()
-      .join('\u0001');
-    if (others !== this.#others) {
-      this.#others = others;
-      this.#membersChangedAt = now;
-    }
+    for (const error of this.#view.read(roster, this.#clock.now())) this.#report(error, 'roster');
     this.#armExpiry();
     return true;
   }
@@ -1381,12 +1353,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    */
   #armExpiry(): void {
     if (this.#state !== 'running') return;
-    let earliest = Infinity;
-    for (const member of this.#roster.values()) {
-      if (member.workerId === this.workerId || member.status !== 'alive') continue;
-      const at = this.#observations.expiresAt(member.workerId, writeOf(member), this.#expiryMs(member));
-      if (at !== undefined) earliest = Math.min(earliest, at);
-    }
+    const earliest = this.#view.nextExpiry();
     if (earliest === Infinity || (this.#expiryTimer !== null && this.#expiryTimer.at === earliest)) return;
     this.#expiryTimer?.controller.abort();
     this.#expiryTimer = null;
@@ -1412,47 +1379,24 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
 
   /** In a cold start: whether other members joined or left within the last take tick, up to three ticks after this worker joined. */
   #settling(now: number, membership: Membership): boolean {
-    return now - this.#membersChangedAt < this.takeIntervalMs * 0.9 && now - membership.joinedAt < 3 * this.takeIntervalMs;
+    return now - this.#view.othersChangedAt < this.takeIntervalMs * 0.9 && now - membership.joinedAt < 3 * this.takeIntervalMs;
   }
 
-  /** The other live members (ids and incarnations) as last read, and when that set last changed. */
-  #others: string | null = null;
-  #membersChangedAt = -Infinity;
-
-  #corruptMembers = new Set<string>();
   /** Dead members, and when this worker first saw them dead at that version. */
   readonly #deadSince = new Map<string, { version: number; at: number }>();
   /** The smallest fair share of the last listing: an owner never hands over below it. */
   #fairFloor = 0;
-  #reportedCorruptMembers = new Set<string>();
 
   /** Checks this worker's own member in the roster just read; false (and expelled) when it is no longer its own. */
   #checkOwnMember(membership: Membership): boolean {
-    const own = this.#roster.get(this.workerId) ?? null;
-    if (this.#corruptMembers.has(this.workerId)) return true; // unreadable: the next heartbeat tells
+    const own = this.#view.get(this.workerId) ?? null;
+    if (this.#view.isCorrupt(this.workerId)) return true; // unreadable: the next heartbeat tells
     if (!this.#isOurs(membership, own)) {
       this.#expel(own);
       return false;
     }
     if (membership.record && own.version > membership.record.version) membership.record = own;
     return true;
-  }
-
-  /** What, in the roster, calls for a new listing: who is alive in which incarnation, and their change counters. */
-  #signature(): string {
-    const parts: string[] = [];
-    for (const member of [...this.#roster.values()].sort((a, b) => (a.workerId < b.workerId ? -1 : 1))) {
-      parts.push(`${member.workerId}\u0000${member.incarnation}\u0000${member.status}\u0000${member.changes}`);
-    }
-    for (const workerId of [...this.#corruptMembers].sort()) parts.push(`${workerId}\u0000corrupt`);
-    return parts.join('\u0001');
-  }
-
-  /** The live members (incarnation by worker id) as last read, this worker included while it is a member. */
-  #alive(): Map<string, string> {
-    const alive = new Map<string, string>();
-    for (const member of this.#roster.values()) if (member.status === 'alive') alive.set(member.workerId, member.incarnation);
-    return alive;
   }
 
   /**
@@ -1464,7 +1408,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     const mine = this.#countHeld() + this.#requests.size;
     if (mine >= this.#maxLeases) return false;
     let most = 0;
-    for (const member of this.#roster.values()) if (member.status === 'alive' && member.workerId !== this.workerId) most = Math.max(most, member.held);
+    for (const member of this.#view.values()) if (member.status === 'alive' && member.workerId !== this.workerId) most = Math.max(most, member.held);
     return most >= mine + 2;
   }
 
@@ -1477,7 +1421,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    */
   #leasesUnheld(now: number): boolean {
     let held = this.#countHeld();
-    for (const member of this.#roster.values()) if (member.status === 'alive' && member.workerId !== this.workerId) held += member.held;
+    for (const member of this.#view.values()) if (member.status === 'alive' && member.workerId !== this.workerId) held += member.held;
     if (held >= this.#lastWorkable) {
       this.#unheldSince = null;
       return false;
@@ -1505,7 +1449,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   #aboveOthers(): boolean {
     const mine = [...this.#held.values()].filter((held) => !held.leaving && !held.handoff).length;
     if (mine < 2) return false;
-    for (const member of this.#roster.values()) {
+    for (const member of this.#view.values()) {
       if (member.workerId === this.workerId || member.status !== 'alive' || member.metadata[LEAVING_FIELD] !== undefined) continue;
       if (member.held + 2 <= mine && member.held < capOf(member)) return true;
     }
@@ -1518,7 +1462,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     let mine = [...this.#held.values()].filter((held) => !held.leaving && !held.handoff).length;
     const giving = new Map<string, number>();
     for (const held of this.#held.values()) if (held.handoff) giving.set(held.handoff.to, (giving.get(held.handoff.to) ?? 0) + 1);
-    for (const member of this.#roster.values()) {
+    for (const member of this.#view.values()) {
       if (member.status !== 'alive' || member.workerId === this.workerId) continue;
       for (const request of member.requests) {
         if (request.from !== this.workerId) continue;
@@ -1625,7 +1569,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    * it will not answer (it judges by the same counts), and waiting for it would hold back other requests.
    */
   #stillWorthAsking(from: string): boolean {
-    const member = this.#roster.get(from);
+    const member = this.#view.get(from);
     if (!member || member.status !== 'alive') return false;
     const mine = this.#countHeld();
     return member.held >= mine + 2 && member.held - 1 >= this.#fairFloor;
@@ -1645,7 +1589,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     const leases = listing.leases;
     const all = new Map(leases.map((lease) => [lease.leaseKey, lease]));
     this.#noticeLosses(all, corrupt, membership);
-    const alive = this.#alive();
+    const alive = this.#view.alive();
     const isMine = (lease: LeaseRecord): boolean => lease.owner === this.workerId && lease.incarnation === membership.incarnation;
     for (const [leaseKey, epoch] of this.#letGo) {
       const lease = all.get(leaseKey);
@@ -1655,7 +1599,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       if (lease.owner === null) return null;
       if (lease.owner === this.workerId) return isMine(lease) && this.#held.has(lease.leaseKey) ? this.workerId : null;
       // A member whose record cannot be read may be alive: its leases wait for an operator.
-      if (this.#corruptMembers.has(lease.owner)) return lease.owner;
+      if (this.#view.isCorrupt(lease.owner)) return lease.owner;
       return alive.get(lease.owner) === lease.incarnation ? lease.owner : null;
     };
     // A finished lease still naming this incarnation that it no longer holds (a release whose outcome was
@@ -1668,7 +1612,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     if (leftovers.length > 0) await this.#giveBack(leftovers);
     const workable = leases.filter((lease) => lease.checkpoint !== Checkpoint.SHARD_END && this.#isEligible(lease, all, corrupt));
     // Leases are dealt to the live members that are not leaving, this one included while it runs.
-    const members = [...alive.keys()].filter((workerId) => workerId === this.workerId || this.#roster.get(workerId)?.metadata[LEAVING_FIELD] === undefined).sort();
+    const members = [...alive.keys()].filter((workerId) => workerId === this.workerId || this.#view.get(workerId)?.metadata[LEAVING_FIELD] === undefined).sort();
     const counts = new Map<string, number>(members.map((workerId) => [workerId, 0]));
     const unowned: LeaseRecord[] = [];
     for (const lease of workable) {
@@ -1691,7 +1635,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     const mine = counts.get(this.workerId) ?? 0;
     const n = Math.max(1, members.length);
     // Each member's share, by rank, with the caps members publish: the same on every worker.
-    const capOfMember = (workerId: string): number => (workerId === this.workerId ? this.#maxLeases : capOf(this.#roster.get(workerId)));
+    const capOfMember = (workerId: string): number => (workerId === this.workerId ? this.#maxLeases : capOf(this.#view.get(workerId)));
     const targets = shares(members, workable.length, capOfMember);
     // An owner never hands over below the smallest share of a member its cap does not hold back.
     const even = members.filter((workerId) => (targets.get(workerId) ?? 0) < capOfMember(workerId)).map((workerId) => targets.get(workerId) ?? 0);
@@ -1814,7 +1758,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       this.#random,
     );
     for (const to of due.slice(others)) {
-      const member = this.#roster.get(to);
+      const member = this.#view.get(to);
       const entry = free.pop();
       if (!entry || member?.status !== 'alive') break;
       const [leaseKey, held] = entry;
@@ -1831,7 +1775,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    */
   async #removeLongDead(listing: LeaseListing, now: number): Promise<void> {
     const named = new Set(listing.leases.map((lease) => lease.owner));
-    for (const member of this.#roster.values()) {
+    for (const member of this.#view.values()) {
       if (member.status !== 'dead') {
         this.#deadSince.delete(member.workerId);
         continue;
@@ -1850,7 +1794,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       }
       this.#deadSince.delete(member.workerId);
     }
-    for (const workerId of this.#deadSince.keys()) if (!this.#roster.has(workerId)) this.#deadSince.delete(workerId);
+    for (const workerId of this.#deadSince.keys()) if (!this.#view.has(workerId)) this.#deadSince.delete(workerId);
   }
 
   /** Reports each newly corrupt lease once; returns the keys of every corrupt lease now. */
@@ -1950,7 +1894,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       for (const [workerId, count] of counts) {
         if (workerId === this.workerId || count < have + 2 || count - 1 < this.#fairFloor) continue;
         // A member that by its own latest count is not two above would not answer (it judges by that count).
-        if ((this.#roster.get(workerId)?.held ?? 0) < have + 2) continue;
+        if ((this.#view.get(workerId)?.held ?? 0) < have + 2) continue;
         // The members due to hand leases to this worker are asked first, the most loaded of them.
         const due = (givers.get(workerId) ?? 0) > 0;
         const victimDue = victim !== null && (givers.get(victim) ?? 0) > 0;

@@ -1013,8 +1013,10 @@ export class CachingRoster extends Passthrough {
 
 /** How a {@link CountedRosterStorage} numbers member versions. */
 export type RosterCounterBug =
-  /** One counter per group, kept for good: the contract. */
+  /** One counter per group, kept for good: within the contract. */
   | 'none'
+  /** A counter per member, on each member's own record, kept in a tombstone when it is removed: within the contract, and what a member per record does. */
+  | 'tombstones'
   /** A counter per member, as a version attribute on each member's own item: it starts at 1 again when a member joins again. */
   | 'per-member'
   /** One counter per group, kept in the roster's own record, which goes when its last member does. */
@@ -1026,7 +1028,7 @@ export type RosterCounterBug =
  * corrupt members).
  */
 export class CountedRosterStorage extends MemoryStorage {
-  readonly #rosters = new Map<string, { counter: number; members: Map<string, MemberRecord> }>();
+  readonly #rosters = new Map<string, { counter: number; members: Map<string, MemberRecord>; removed: Map<string, number> }>();
 
   constructor(private readonly bug: RosterCounterBug) {
     super();
@@ -1040,10 +1042,13 @@ export class CountedRosterStorage extends MemoryStorage {
   override async putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
     validateMemberWrite(group, workerId, expectedVersion, next);
     let roster = this.#rosters.get(group);
-    if (!roster) this.#rosters.set(group, (roster = { counter: 0, members: new Map() }));
+    if (!roster) this.#rosters.set(group, (roster = { counter: 0, members: new Map(), removed: new Map() }));
     const current = roster.members.get(workerId) ?? null;
     if (current === null ? expectedVersion !== null : current.version !== expectedVersion) return result.conflict(current);
-    const version = this.bug === 'per-member' ? (current?.version ?? 0) + 1 : ++roster.counter;
+    const version =
+      this.bug === 'per-member' ? (current?.version ?? 0) + 1
+      : this.bug === 'tombstones' ? (current?.version ?? roster.removed.get(workerId) ?? 0) + 1
+      : ++roster.counter;
     const record = Object.freeze({ ...memberStateOf(next), group, workerId, version });
     roster.members.set(workerId, record);
     return result.applied(record);
@@ -1057,6 +1062,7 @@ export class CountedRosterStorage extends MemoryStorage {
     const current = roster?.members.get(workerId) ?? null;
     if (!roster || !current || current.version !== expectedVersion) return result.conflict(current);
     roster.members.delete(workerId);
+    roster.removed.set(workerId, current.version);
     if (this.bug === 'forgotten-when-empty' && roster.members.size === 0) this.#rosters.delete(group);
     return { status: 'applied' };
   }

@@ -1,0 +1,83 @@
+import { describe, expect, it } from 'vitest';
+import { CorruptRecordError } from '../src/errors.js';
+import { RosterView } from '../src/lease/roster-view.js';
+import { RECORD_FORMAT, type MemberRecord, type Roster } from '../src/storage.js';
+
+const GROUP = 'orders';
+
+function member(workerId: string, version: number, fields: Partial<MemberRecord> = {}): MemberRecord {
+  return { group: GROUP, workerId, version, format: RECORD_FORMAT, incarnation: `${workerId}-1`, leaseDurationMs: 10_000, status: 'alive', held: 0, changes: 0, requests: [], metadata: {}, ...fields };
+}
+
+function roster(members: MemberRecord[], corrupt: string[] = []): Roster {
+  return { group: GROUP, members, corrupt: corrupt.map((workerId) => Object.assign(new CorruptRecordError(`member ${workerId} cannot be read`, { group: GROUP }), { workerId })) };
+}
+
+function view(expiryMs = 10_000) {
+  let now = 0;
+  const rosterView = new RosterView({ workerId: 'me', now: () => now, expiryMs: () => expiryMs });
+  return { rosterView, at: (ms: number) => (now = ms) };
+}
+
+describe('RosterView', () => {
+  it('judges a member expired only once its write stood still for the expiry on the observer\'s clock, from the first sight of that write', () => {
+    const { rosterView } = view();
+    rosterView.read(roster([member('me', 1), member('a', 5)]), 1_000);
+    expect(rosterView.expired(member('a', 5), 10_999)).toBe(false);
+    expect(rosterView.expired(member('a', 5), 11_000)).toBe(true);
+    rosterView.read(roster([member('me', 2), member('a', 6)]), 11_500);
+    expect(rosterView.expired(member('a', 6), 21_499)).toBe(false);
+    expect(rosterView.nextExpiry()).toBe(21_500);
+  });
+
+  it('counts a new incarnation at the same version as a move, so a worker that joined again is never judged on its old write', () => {
+    const { rosterView } = view();
+    rosterView.read(roster([member('a', 5)]), 0);
+    rosterView.read(roster([member('a', 5, { incarnation: 'a-2' })]), 9_000);
+    expect(rosterView.expired(member('a', 5, { incarnation: 'a-2' }), 12_000)).toBe(false);
+  });
+
+  it('forgets a member that died or left, and watches it from scratch when it comes back', () => {
+    const { rosterView } = view();
+    rosterView.read(roster([member('a', 5)]), 0);
+    rosterView.read(roster([member('a', 6, { status: 'dead' })]), 1_000);
+    expect(rosterView.observed).toBe(0);
+    rosterView.read(roster([]), 2_000);
+    rosterView.read(roster([member('a', 7, { incarnation: 'a-2' })]), 3_000);
+    expect(rosterView.expired(member('a', 7, { incarnation: 'a-2' }), 12_999)).toBe(false);
+    expect(rosterView.nextExpiry()).toBe(13_000);
+  });
+
+  it('reports a corrupt member once, and again only after it read back in between', () => {
+    const { rosterView } = view();
+    expect(rosterView.read(roster([member('a', 1)], ['b']), 0)).toHaveLength(1);
+    expect(rosterView.read(roster([member('a', 2)], ['b']), 1_000)).toHaveLength(0);
+    expect(rosterView.isCorrupt('b')).toBe(true);
+    expect(rosterView.signature()).toContain('b\u0000corrupt');
+    rosterView.read(roster([member('a', 3), member('b', 4)]), 2_000);
+    expect(rosterView.isCorrupt('b')).toBe(false);
+    expect(rosterView.read(roster([member('a', 4)], ['b']), 3_000)).toHaveLength(1);
+  });
+
+  it('notes when the set of other live members changed, and not when they only heartbeat', () => {
+    const { rosterView } = view();
+    rosterView.read(roster([member('me', 1), member('a', 1)]), 1_000);
+    rosterView.read(roster([member('me', 2), member('a', 2)]), 3_000);
+    expect(rosterView.othersChangedAt).toBe(1_000);
+    rosterView.read(roster([member('me', 3), member('a', 3), member('b', 1)]), 5_000);
+    expect(rosterView.othersChangedAt).toBe(5_000);
+    rosterView.read(roster([member('me', 4), member('a', 4), member('b', 2, { status: 'dead' })]), 7_000);
+    expect(rosterView.othersChangedAt).toBe(7_000);
+    expect([...rosterView.alive().keys()].sort()).toEqual(['a', 'me']);
+  });
+
+  it('signs the roster by who is alive in which incarnation and their change counters, not by heartbeats', () => {
+    const { rosterView } = view();
+    rosterView.read(roster([member('a', 1)]), 0);
+    const first = rosterView.signature();
+    rosterView.read(roster([member('a', 2, { held: 7 })]), 2_000);
+    expect(rosterView.signature()).toBe(first);
+    rosterView.read(roster([member('a', 3, { changes: 1 })]), 4_000);
+    expect(rosterView.signature()).not.toBe(first);
+  });
+});
