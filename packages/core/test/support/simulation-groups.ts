@@ -1,4 +1,4 @@
-import { expect } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { simulate, type SimulationConfig, type SimulationResult } from '../../src/testing/index.js';
 
 /** The violations of a run and the command that replays it, or nothing when the run kept every guarantee. */
@@ -19,4 +19,21 @@ export async function largeGroupKeepsEveryGuarantee(config: SimulationConfig & {
   expect(result.stats.mostCrashedAtOnce).toBeGreaterThanOrEqual(Math.ceil(config.workers / 20));
   expect(result.leaderAfterMs).toBeGreaterThanOrEqual(0);
   return result;
+}
+
+/**
+ * The long suite's groups of 1,000 workers, the largest a roster holds (limits.maxMembers), over 1,000
+ * leases: every member reads the whole roster each take tick, so a seed costs four to five minutes of CPU,
+ * nearly all of it in the coordinators' handling of those reads. Ten seconds of faults (a crash of the
+ * leader or of a tenth of the group among them, drawn like any fault) end with the leader and the hundred
+ * members that observe it first crashing at once, for good.
+ */
+export function thousandWorkerSeeds(seeds: readonly number[]): void {
+  describe('the simulation of a group of 1,000 workers', () => {
+    for (const seed of seeds) {
+      it(`keeps every guarantee on seed ${seed} while the leader and a hundred members crash at once`, async () => {
+        await largeGroupKeepsEveryGuarantee({ seed, workers: 1_000, leases: 1_000, faultPhaseMs: 10_000 });
+      }, 3_600_000);
+    }
+  });
 }
