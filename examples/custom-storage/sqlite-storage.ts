@@ -17,9 +17,10 @@
  * - a stored row that cannot be read back is reported as a `CorruptRecordError` naming it, never
  *   repaired: in a listing beside the others, in a batch as that one update's `unknown` result;
  * - a write reports `unknown` whenever it cannot prove what happened;
- * - the roster of a group is read by one SELECT, and each member is written conditionally on its own
- *   version alone, with a new version taken from one counter per group, so a version never repeats for a
- *   worker id, not even after it is removed and joins again.
+ * - the roster of a group is read by one SELECT; each member is a row of its own, written conditionally
+ *   on its own version alone, so a heartbeat writes one small row whatever the group's size; a removed
+ *   member leaves a tombstone keeping its version, so a version never repeats for a worker id, not even
+ *   after it is removed and joins again.
  *
  * SQLite is one file with one writer at a time, which suits one machine (several processes on one host,
  * a single-node deployment, tests). The adapter has no change feed: SQLite cannot wake other processes,
@@ -85,10 +86,7 @@ export interface SqliteStorageOptions {
    * process (or per worker); they may all point at the same file.
    */
   database: Database.Database;
-  /**
-   * Prefix of the tables, `<prefix>_leases`, `<prefix>_leaders`, `<prefix>_members` and `<prefix>_rosters`.
-   * Default `leasehold`.
-   */
+  /** Prefix of the tables, `<prefix>_leases`, `<prefix>_leaders` and `<prefix>_members`. Default `leasehold`. */
   tablePrefix?: string;
 }
 
@@ -195,8 +193,8 @@ export class SqliteStorage implements Storage {
 
   async getRoster(group: string): Promise<Roster> {
     validateGroup(group, PKG);
-    // One SELECT reads one consistent snapshot of every member of the group. (A network backend would keep
-    // the whole roster in one record, so that one read costs one round trip however many members.)
+    // One SELECT reads one consistent snapshot of every member of the group, tombstones left out. A
+    // network backend reads the members' records in one query too, paging inside the adapter if it must.
     const rows = this.#read('getRoster', () => this.#sql.listMembers.all({ group }) as Array<StoredRow & { workerId: string }>);
     return rosterOf(group, rows, (row) => decodeMember(group, row.workerId, row.version, row.state, PKG));
   }
@@ -206,12 +204,11 @@ export class SqliteStorage implements Storage {
     const state = memberStateOf(next);
     const outcome = this.#write('putMember', () => {
       const params = { group, workerId, state: encodeMemberState(state) };
-      // The member's new version comes from the group's counter, read in the same statement; the
-      // transaction holds the write lock, so no other process moves the counter in between.
+      // One conditional statement on the member's own row; the transaction only makes the conflict read
+      // below see exactly the member that refused the write.
       const written = (
         expectedVersion === null ? this.#sql.joinMember.get(params) : this.#sql.updateMember.get({ ...params, expectedVersion })
       ) as { version: number } | undefined;
-      if (written) this.#sql.raiseHighVersion.run({ group, version: written.version });
       return { written, current: written ? undefined : (this.#sql.getMember.get({ group, workerId }) as StoredRow | undefined) };
     });
     if (outcome instanceof LeaseholdError) return result.unknown(outcome);
@@ -223,7 +220,7 @@ export class SqliteStorage implements Storage {
     validateGroup(group, PKG);
     validateWorkerId(workerId, PKG);
     validateVersion(expectedVersion, PKG);
-    // The group's counter stays in its own table: a worker that joins again continues above it.
+    // The row stays as a tombstone keeping the version: a worker that joins again continues above it.
     const outcome = this.#write('removeMember', () => {
       const removed = this.#sql.removeMember.run({ group, workerId, expectedVersion }).changes === 1;
       return { removed, current: removed ? undefined : (this.#sql.getMember.get({ group, workerId }) as StoredRow | undefined) };
@@ -324,8 +321,15 @@ export class SqliteStorage implements Storage {
  * `high_epoch` is the greatest epoch the key ever had (core only raises epochs, but the contract asks the
  * store to keep the bound itself rather than trust every writer).
  *
- * A member is one row of `<prefix>_members`; `<prefix>_rosters` keeps, per group, the greatest version any
- * member ever had, so that a member's every write (and a removed member's next join) goes above it.
+ * A member is one row of `<prefix>_members`, and a member row whose `state` is NULL is a removed member's
+ * tombstone: its `version` stays, so that the worker id's next join continues above every version it had.
+ * Members share no row: a heartbeat writes its own row alone. A tombstone is a few dozen bytes per worker
+ * id that ever joined (the contract keeps a worker id's greatest version for good).
+ *
+ * The example is not a published package, so no earlier release of it can run beside this one: it has no
+ * earlier layout to mark or migrate (an adapter whose earlier release kept members in another layout must
+ * mark it on a join, see `putMember` in core's `storage.ts`). Start from a new database file rather than
+ * one an older copy of this example wrote.
  */
 function createTables(database: Database.Database, prefix: string): void {
   // WAL lets readers of other connections go on while one connection writes. A file setting: once is enough.
@@ -348,12 +352,8 @@ function createTables(database: Database.Database, prefix: string): void {
       grp       TEXT    NOT NULL,
       worker_id TEXT    NOT NULL,
       version   INTEGER NOT NULL,
-      state     TEXT    NOT NULL,
+      state     TEXT,
       PRIMARY KEY (grp, worker_id)
-    ) WITHOUT ROWID;
-    CREATE TABLE IF NOT EXISTS ${prefix}_rosters (
-      grp          TEXT    NOT NULL PRIMARY KEY,
-      high_version INTEGER NOT NULL
     ) WITHOUT ROWID;
   `);
 }
@@ -363,8 +363,6 @@ function prepare(database: Database.Database, prefix: string) {
   const leases = `${prefix}_leases`;
   const leaders = `${prefix}_leaders`;
   const members = `${prefix}_members`;
-  const rosters = `${prefix}_rosters`;
-  const nextVersion = `(SELECT coalesce(max(high_version), 0) + 1 FROM ${rosters} WHERE grp = @group)`;
   return {
     listLeases: database.prepare(`SELECT lease_key AS leaseKey, version, state FROM ${leases} WHERE grp = @group AND state IS NOT NULL`),
     getLease: database.prepare(`SELECT version, state FROM ${leases} WHERE grp = @group AND lease_key = @leaseKey AND state IS NOT NULL`),
@@ -389,23 +387,24 @@ function prepare(database: Database.Database, prefix: string) {
     deleteLease: database.prepare(`
       UPDATE ${leases} SET state = NULL
       WHERE grp = @group AND lease_key = @leaseKey AND version = @expectedVersion AND state IS NOT NULL`),
-    listMembers: database.prepare(`SELECT worker_id AS workerId, version, state FROM ${members} WHERE grp = @group`),
-    getMember: database.prepare(`SELECT version, state FROM ${members} WHERE grp = @group AND worker_id = @workerId`),
-    // A join applies only when the worker id has no member; a write only at the member's stored version.
-    // Neither looks at any other member. Both take the version above the group's counter ...
+    listMembers: database.prepare(`SELECT worker_id AS workerId, version, state FROM ${members} WHERE grp = @group AND state IS NOT NULL`),
+    getMember: database.prepare(`SELECT version, state FROM ${members} WHERE grp = @group AND worker_id = @workerId AND state IS NOT NULL`),
+    // A join applies only when the worker id has no member: on a new worker id at version 1, over its
+    // tombstone one above the version it had. A live member makes the WHERE false: no row is returned.
+    // Neither this nor the update below reads or writes any other member's row.
     joinMember: database.prepare(`
-      INSERT INTO ${members} (grp, worker_id, version, state) VALUES (@group, @workerId, ${nextVersion}, @state)
-      ON CONFLICT (grp, worker_id) DO NOTHING
+      INSERT INTO ${members} (grp, worker_id, version, state) VALUES (@group, @workerId, 1, @state)
+      ON CONFLICT (grp, worker_id) DO UPDATE SET version = version + 1, state = excluded.state
+      WHERE state IS NULL
       RETURNING version`),
     updateMember: database.prepare(`
-      UPDATE ${members} SET version = ${nextVersion}, state = @state
-      WHERE grp = @group AND worker_id = @workerId AND version = @expectedVersion
+      UPDATE ${members} SET version = version + 1, state = @state
+      WHERE grp = @group AND worker_id = @workerId AND version = @expectedVersion AND state IS NOT NULL
       RETURNING version`),
-    // ... and, in the same transaction, move the counter up to it.
-    raiseHighVersion: database.prepare(`
-      INSERT INTO ${rosters} (grp, high_version) VALUES (@group, @version)
-      ON CONFLICT (grp) DO UPDATE SET high_version = max(high_version, excluded.high_version)`),
-    removeMember: database.prepare(`DELETE FROM ${members} WHERE grp = @group AND worker_id = @workerId AND version = @expectedVersion`),
+    // A remove writes the tombstone; the version is kept, so a writer holding it still conflicts.
+    removeMember: database.prepare(`
+      UPDATE ${members} SET state = NULL
+      WHERE grp = @group AND worker_id = @workerId AND version = @expectedVersion AND state IS NOT NULL`),
     getLeader: database.prepare(`SELECT version, state FROM ${leaders} WHERE grp = @group`),
     // Leader records are never deleted, so the term needs no tombstone: it lives on in the row.
     createLeader: database.prepare(`

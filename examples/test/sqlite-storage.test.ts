@@ -77,16 +77,14 @@ runConformanceSuite(
       database.prepare(`UPDATE leasehold_leases SET state = '{"owner":' WHERE grp = ? AND lease_key = ?`).run(group, leaseKey);
       disconnect(database);
     },
-    // A member row whose state is no longer JSON, written by another program that moves the versions as
-    // a writer does (from the group's counter), in one transaction.
+    // A member row whose state is no longer JSON, written by another program that moves the version as a
+    // writer does.
     corruptMember: async (group, workerId) => {
       const database = connect();
       try {
-        return database.transaction(() => {
-          const { version } = database.prepare(`UPDATE leasehold_rosters SET high_version = high_version + 1 WHERE grp = ? RETURNING high_version AS version`).get(group) as { version: number };
-          database.prepare(`UPDATE leasehold_members SET state = '{"status":', version = ? WHERE grp = ? AND worker_id = ?`).run(version, group, workerId);
-          return { version };
-        }).immediate();
+        return database
+          .prepare(`UPDATE leasehold_members SET state = '{"status":', version = version + 1 WHERE grp = ? AND worker_id = ? AND state IS NOT NULL RETURNING version`)
+          .get(group, workerId);
       } finally {
         disconnect(database);
       }
@@ -251,23 +249,38 @@ describe('SqliteStorage roster', () => {
     ...overrides,
   });
 
-  it('50 members heartbeating at once: every write applies, each with a version above every earlier one of the group', async () => {
+  it('50 members heartbeating at once: every write applies, each moving its own member\'s version by one', async () => {
     const workers = Array.from({ length: 50 }, (_, i) => ({ workerId: `worker-${i}`, storage: open().storage }));
     let records: MemberRecord[] = await Promise.all(workers.map(async ({ workerId, storage }) => applied(await storage.putMember('beats', workerId, null, member()))));
+    expect(records.map((record) => record.version)).toEqual(Array(50).fill(1));
     for (let round = 1; round <= 3; round++) {
-      const high = Math.max(...records.map((record) => record.version));
       const outcomes = await Promise.all(workers.map(({ workerId, storage }, i) => storage.putMember('beats', workerId, (records[i] as MemberRecord).version, member({ held: round }))));
       expect(outcomes.map((outcome) => outcome.status)).toEqual(Array(50).fill('applied'));
       records = outcomes.map((outcome) => applied(outcome));
-      expect(Math.min(...records.map((record) => record.version))).toBeGreaterThan(high);
+      expect(records.map((record) => record.version)).toEqual(Array(50).fill(round + 1));
     }
-    expect(new Set(records.map((record) => record.version)).size).toBe(50);
     const roster = await workers[0]!.storage.getRoster('beats');
     expect(roster.corrupt).toEqual([]);
-    expect([...roster.members].sort((a, b) => a.version - b.version)).toEqual([...records].sort((a, b) => a.version - b.version));
+    expect([...roster.members].sort((a, b) => (a.workerId < b.workerId ? -1 : 1))).toEqual([...records].sort((a, b) => (a.workerId < b.workerId ? -1 : 1)));
   });
 
-  it('four processes heartbeating 25 members each, 40 times, on one database file: every write applies and no version repeats', async () => {
+  it('a heartbeat changes its own member\'s row and no other row, whatever the size of the group', async () => {
+    const { storage, database } = open();
+    const joined: MemberRecord[] = [];
+    for (let i = 0; i < 100; i++) joined.push(applied(await storage.putMember('one-row', `worker-${i}`, null, member())));
+    const rows = (): unknown[] => database.prepare(`SELECT 'member' AS kind, worker_id AS name, version, state FROM leasehold_members UNION ALL SELECT 'lease', lease_key, version, state FROM leasehold_leases UNION ALL SELECT 'leader', grp, version, state FROM leasehold_leaders ORDER BY 1, 2`).all();
+    const before = rows();
+    const changesBefore = (database.prepare('SELECT total_changes() AS n').get() as { n: number }).n;
+    const beaten = applied(await storage.putMember('one-row', 'worker-42', (joined[42] as MemberRecord).version, member({ held: 1 })));
+    expect((database.prepare('SELECT total_changes() AS n').get() as { n: number }).n - changesBefore).toBe(1);
+    const after = rows();
+    const changed = after.filter((row, i) => JSON.stringify(row) !== JSON.stringify(before[i]));
+    expect(after).toHaveLength(before.length);
+    expect(changed).toEqual([{ kind: 'member', name: 'worker-42', version: beaten.version, state: expect.stringContaining('"held":1') as string }]);
+    disconnect(database);
+  });
+
+  it('four processes heartbeating 25 members each, 40 times, on one database file: every write applies, and each member\'s versions go 1, 2, 3 ...', async () => {
     const heartbeater = fileURLToPath(new URL('./support/sqlite-heartbeater.ts', import.meta.url));
     const processes = Array.from({ length: 4 }, (_, p) => {
       const workerIds = Array.from({ length: 25 }, (_, i) => `p${p}-worker-${i}`);
@@ -280,13 +293,14 @@ describe('SqliteStorage roster', () => {
     await waitUntil(() => processes.every((racer) => racer.stdout().startsWith('ready\n')), 30_000);
     for (const { child } of processes) child.stdin.end('go\n');
     expect(await Promise.all(processes.map((racer) => racer.exited))).toEqual([0, 0, 0, 0]);
-    const versions = processes.flatMap((racer) => JSON.parse(racer.stdout().slice('ready\n'.length)) as number[]);
-    expect(versions).toHaveLength(4 * 25 * 41);
-    expect(new Set(versions).size).toBe(versions.length);
+    // Each process prints the versions of its 25 members, beat by beat: 25 ones, then 25 twos, and so on.
+    const versions = processes.map((racer) => JSON.parse(racer.stdout().slice('ready\n'.length)) as number[]);
+    const expected = Array.from({ length: 41 }, (_, beat) => Array.from({ length: 25 }, () => beat + 1)).flat();
+    expect(versions).toEqual([expected, expected, expected, expected]);
     const { storage, database } = open();
     const roster = await storage.getRoster('process-beats');
     expect(roster.members).toHaveLength(100);
-    expect(Math.max(...roster.members.map((record) => record.version))).toBe(versions.length);
+    expect(roster.members.map((record) => record.version)).toEqual(Array(100).fill(41));
     disconnect(database);
   }, 300_000);
 
@@ -297,16 +311,22 @@ describe('SqliteStorage roster', () => {
     expect(outcomes.filter((outcome) => outcome.status === 'conflict')).toEqual(Array(31).fill({ status: 'conflict', current: applied(winners[0]) }));
   });
 
-  it('a member removed and joining again, on a new connection, gets a version above every version any member of the group had', async () => {
+  it('a member removed and joining again, on a new connection, continues above the version its tombstone kept', async () => {
     const before = open();
-    const first = applied(await before.storage.putMember('rejoin', 'w1', null, member()));
+    const joined = applied(await before.storage.putMember('rejoin', 'w1', null, member()));
+    const first = applied(await before.storage.putMember('rejoin', 'w1', joined.version, member({ held: 1 })));
     const other = applied(await before.storage.putMember('rejoin', 'w2', null, member()));
     expect(await before.storage.removeMember('rejoin', 'w1', first.version)).toEqual({ status: 'applied' });
     expect(await before.storage.removeMember('rejoin', 'w2', other.version)).toEqual({ status: 'applied' });
+    expect(before.database.prepare(`SELECT worker_id AS workerId, version, state FROM leasehold_members WHERE grp = 'rejoin' ORDER BY worker_id`).all()).toEqual([
+      { workerId: 'w1', version: 2, state: null },
+      { workerId: 'w2', version: 1, state: null },
+    ]);
     disconnect(before.database);
 
     const { storage, database } = open();
     expect(await storage.getRoster('rejoin')).toEqual({ group: 'rejoin', members: [], corrupt: [] });
+    expect(await storage.putMember('rejoin', 'w1', first.version, member())).toEqual({ status: 'conflict', current: null });
     const again = applied(await storage.putMember('rejoin', 'w1', null, member({ incarnation: 'inc-2' })));
     expect(again.version).toBe(3);
     expect(await storage.putMember('rejoin', 'w1', first.version, member())).toEqual({ status: 'conflict', current: again });
@@ -332,8 +352,7 @@ describe('SqliteStorage roster', () => {
     const { storage, database } = open();
     for (const workerId of ['a', 'bad', 'c']) applied(await storage.putMember('corrupt-member', workerId, null, member()));
     // Damaged as another program writing the table would, moving the version as a writer does.
-    database.prepare(`UPDATE leasehold_rosters SET high_version = high_version + 1 WHERE grp = 'corrupt-member'`).run();
-    database.prepare(`UPDATE leasehold_members SET state = '{"status":', version = 4 WHERE grp = 'corrupt-member' AND worker_id = 'bad'`).run();
+    database.prepare(`UPDATE leasehold_members SET state = '{"status":', version = 2 WHERE grp = 'corrupt-member' AND worker_id = 'bad'`).run();
     const stored = (): unknown => database.prepare(`SELECT version, state FROM leasehold_members WHERE grp = 'corrupt-member' AND worker_id = 'bad'`).get();
     const damaged = stored();
 
@@ -344,14 +363,14 @@ describe('SqliteStorage roster', () => {
     expect(roster.corrupt[0]).toMatchObject({ group: 'corrupt-member', workerId: 'bad', leaseKey: undefined });
     expect(roster.corrupt[0]?.message).toContain('[sqlite-storage] stored member "bad" of group "corrupt-member" is corrupt: state is not valid JSON');
     for (const outcome of [
-      await storage.putMember('corrupt-member', 'bad', 2, member()),
+      await storage.putMember('corrupt-member', 'bad', 1, member()),
       await storage.putMember('corrupt-member', 'bad', null, member()),
-      await storage.removeMember('corrupt-member', 'bad', 2),
+      await storage.removeMember('corrupt-member', 'bad', 1),
     ]) {
       expect(outcome).toMatchObject({ status: 'unknown', error: { name: 'CorruptRecordError', workerId: 'bad' } });
     }
     expect(stored()).toEqual(damaged);
-    expect(applied(await storage.putMember('corrupt-member', 'bad', 4, member())).version).toBe(5);
+    expect(applied(await storage.putMember('corrupt-member', 'bad', 2, member())).version).toBe(3);
     expect((await storage.getRoster('corrupt-member')).corrupt).toEqual([]);
     disconnect(database);
   });

@@ -53,7 +53,8 @@ function build(io: Io): Command {
     .option('--interval-ms <ms>', 'pause between screens with --watch', '2000')
     .option('--iterations <n>', 'with --watch, stop after this many screens')
     .option('--observe-ms <ms>', 'watch the roster this long before the first screen, so that members that stopped heartbeating show as expired', '0')
-    .action(async (options: { storage: string; group: string; json: boolean; watch: boolean; intervalMs: string; iterations?: string; observeMs: string }) => {
+    .option('--member-rows <n>', 'show at most this many members in the table, those not alive, the leader and those asking for handoffs first, and count the others (--json gives every member)', '50')
+    .action(async (options: { storage: string; group: string; json: boolean; watch: boolean; intervalMs: string; iterations?: string; observeMs: string; memberRows: string }) => {
       await status(
         {
           storage: options.storage,
@@ -63,6 +64,7 @@ function build(io: Io): Command {
           intervalMs: parseCount('--interval-ms', options.intervalMs, 1),
           iterations: options.iterations === undefined ? undefined : parseCount('--iterations', options.iterations, 1),
           observeMs: parseCount('--observe-ms', options.observeMs, 0),
+          memberRows: parseCount('--member-rows', options.memberRows, 1),
         },
         io,
       );

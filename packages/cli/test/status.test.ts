@@ -285,6 +285,70 @@ describe('leasehold status', () => {
     await backend.close();
   });
 
+  it('a group of 1,000 members: the table shows at most --member-rows of them, those to look at first, counts the others, and every count covers all 1,000', async () => {
+    const backend = await postgresBackend(shared.pool);
+    const group = freshName('fleet');
+    const ids = Array.from({ length: 1000 }, (_, i) => `worker-${String(i).padStart(4, '0')}`);
+    const dead = new Set(['worker-0007', 'worker-0500', 'worker-0999']);
+    for (let start = 0; start < ids.length; start += 50) {
+      await Promise.all(
+        ids.slice(start, start + 50).map((workerId) =>
+          join(backend.storage, group, workerId, {
+            incarnation: `${workerId}-i1`,
+            leaseDurationMs: 600_000,
+            status: dead.has(workerId) ? 'dead' : 'alive',
+            held: 1,
+            requests: workerId === 'worker-0300' ? [{ leaseKey: 'shardId-0000', from: 'worker-0000' }] : [],
+          }),
+        ),
+      );
+      await Promise.all(
+        ids.slice(start, start + 50).map((workerId, i) => seed(backend.storage, [{ group, leaseKey: `shardId-${String(start + i).padStart(4, '0')}`, owner: workerId, incarnation: `${workerId}-i1`, epoch: 1 }])),
+      );
+    }
+    await seed(backend.storage, [], { group, holder: 'worker-0600', term: 2 });
+
+    const text = await leasehold('status', '--storage', backend.url, '--group', group);
+
+    expect(text.stderr).toBe('');
+    expect(text.code).toBe(0);
+    const lines = text.stdout.split('\n');
+    const memberRows = lines.filter((line) => /^worker-\d{4}[ (]/.test(line));
+    expect(memberRows).toHaveLength(50);
+    // The dead ones, the leader and the one asking for a handoff come first, then the others by worker id.
+    const shown = memberRows.map((line) => line.slice(0, 'worker-0000'.length));
+    expect(shown).toEqual([...ids.slice(0, 46), 'worker-0300', 'worker-0500', 'worker-0600', 'worker-0999']);
+    expect(lines).toContainEqual(expect.stringMatching(/^worker-0600 \(leader\)\s+worker-0600-i1\s+alive\s/));
+    expect(lines).toContainEqual(expect.stringMatching(/^worker-0999\s+worker-0999-i1\s+dead\s/));
+    expect(lines).toContain('... and 950 more members not shown: 950 alive (--member-rows 1000 shows every one; --json and leasehold member list give them all)');
+    expect(lines).toContain('1000 members (997 alive), 1000 leases, 997 held, 3 free to take');
+
+    const all = await leasehold('status', '--storage', backend.url, '--group', group, '--member-rows', '1000');
+    expect(all.code).toBe(0);
+    expect(all.stdout.split('\n').filter((line) => /^worker-\d{4}[ (]/.test(line))).toHaveLength(1000);
+    expect(all.stdout).not.toContain('more members not shown');
+
+    const json = await leasehold('status', '--storage', backend.url, '--group', group, '--json');
+    expect(json.code).toBe(0);
+    const view = JSON.parse(json.stdout) as { members: { workerId: string; leases: number }[]; leases: unknown[] };
+    expect(view.members.map((member) => member.workerId)).toEqual(ids);
+    expect(view.members.every((member) => member.leases === 1)).toBe(true);
+    expect(view.leases).toHaveLength(1000);
+
+    const list = await leasehold('member', 'list', '--storage', backend.url, '--group', group);
+    expect(list.code).toBe(0);
+    expect(list.stdout.split('\n').filter((line) => /^worker-\d{4} /.test(line))).toHaveLength(1000);
+    expect(list.stdout).toContain('1000 members (997 alive, 3 dead, as they last wrote)\n');
+    await backend.close();
+  }, 300_000);
+
+  it('refuses a --member-rows that is not a whole number of at least 1, naming it', async () => {
+    const { code, stderr } = await leasehold('status', '--storage', 'redis://127.0.0.1:1', '--group', 'g', '--member-rows', '0');
+
+    expect(code).toBe(2);
+    expect(stderr).toBe('leasehold: [cli] --member-rows must be a whole number of at least 1, got "0"\n');
+  });
+
   it('fails with one line naming a group the storage does not hold', async () => {
     const backend = redisBackend(shared.redis);
 

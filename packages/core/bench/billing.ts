@@ -2,11 +2,12 @@
  * What each backend counts for the records of a group: the size models the bench bills its storage calls
  * with, and the on-demand prices it turns them into.
  *
- * DynamoDB, from the layout of `@leasehold/storage-dynamodb` (its `schema.ts` and `dynamodb-storage.ts`):
- * - a lease is one item: `pk` (the group), `sk` (`lease:<leaseKey>`), `version`, `epoch`, `state` (core's
- *   JSON document) and `writeId` (a random UUID, 36 characters); a deleted lease keeps `version`, `epoch`,
- *   `writeId` and `deleted` (a boolean) but loses `state`;
- * - the roster is one item (see `roster-size.ts`).
+ * DynamoDB, from the layout of `@leasehold/storage-dynamodb`:
+ * - a lease is one item under the group's partition key: `pk` (the group), `sk` (`lease:<leaseKey>`),
+ *   `version`, `epoch`, `state` (core's JSON document) and `writeId` (a random UUID, 36 characters); a
+ *   deleted lease keeps `version`, `epoch`, `writeId` and `deleted` (a boolean) but loses `state`;
+ * - a member is one item under the members' partition key `<group>#members` (see `roster-size.ts`), and a
+ *   roster read is one Query of that key.
  * A write costs ceil(size / 1 KB) write request units (an UpdateItem is billed on the larger of the item
  * before and after, and a write whose condition fails still costs the units of the item it found); a
  * strongly consistent GetItem ceil(size / 4 KB) read request units, at least 1 even for no item; a Query
@@ -14,22 +15,20 @@
  *
  * Redis and Postgres bill nothing per request: for them the bench counts the bytes of the stored JSON
  * documents and of the keys (lease key, worker id) beside them, read and written. Redis keeps a member as
- * one field of the roster hash and a lease as one field of the leases hash, so a heartbeat writes one
- * member; Postgres keeps the whole roster in one row's `members` document (`{"<workerId>": {"v": version,
- * "s": "<state JSON>"}}`), so a heartbeat writes the row again, every member's state with it.
+ * one field of the roster hash and a lease as one field of the leases hash; Postgres keeps a member as one
+ * row of the members table and a lease as one row of the leases table. On both a heartbeat writes one
+ * member (its worker id and state JSON) and a roster read reads every live member's.
  */
 import { type LeaseRecord, type MemberRecord } from '../src/index.js';
 import { encodeLeaseState, encodeMemberState } from '../src/adapter.js';
-import { memberEntryBytes, numberBytes, readUnits, writeUnits } from './roster-size.js';
+import { memberItemBytes, memberTombstoneBytes, numberBytes, pagedReadUnits, QUERY_PAGE_BYTES, readUnits, rosterQuery, writeUnits } from './roster-size.js';
 
-export { readUnits, writeUnits };
+export { memberItemBytes, memberTombstoneBytes, pagedReadUnits, QUERY_PAGE_BYTES, readUnits, rosterQuery, writeUnits };
 
 export const utf8Bytes = (text: string): number => Buffer.byteLength(text, 'utf8');
 
 /** Length of a DynamoDB lease item's `writeId`: `randomUUID()`. */
 const LEASE_WRITE_ID_LENGTH = 36;
-/** The largest page a DynamoDB Query reads before it returns (and bills) what it read. */
-export const QUERY_PAGE_BYTES = 1024 * 1024;
 
 /** A DynamoDB lease item's billed size, as `storage-dynamodb` stores it. */
 export function leaseItemBytes(lease: LeaseRecord): number {
@@ -43,41 +42,18 @@ export function leaseItemBytes(lease: LeaseRecord): number {
   );
 }
 
-/** Read request units of one strongly consistent Query or Scan that reads items of these sizes, in order. */
-export function pagedReadUnits(itemSizes: Iterable<number>): number {
-  let units = 0;
-  let page = 0;
-  for (const size of itemSizes) {
-    // An item that would take the page past 1 MB starts the next page, as DynamoDB stops a page there.
-    if (page > 0 && page + size > QUERY_PAGE_BYTES) {
-      units += readUnits(page);
-      page = 0;
-    }
-    page += size;
-  }
-  return units + (page > 0 ? readUnits(page) : 0);
-}
-
 /** Bytes of a lease as the Redis adapter and the Postgres adapter store it: its key and its state JSON. */
 export function leaseJsonBytes(lease: LeaseRecord): number {
   return utf8Bytes(lease.leaseKey) + utf8Bytes(encodeLeaseState(lease));
 }
 
-/** Bytes of a member as the Redis adapter stores it: a field of the roster hash, its worker id and its state JSON. */
+/**
+ * Bytes of a member as the Redis adapter (a field of the roster hash) and the Postgres adapter (a row of the
+ * members table) store it: its worker id and its state JSON.
+ */
 export function memberJsonBytes(member: MemberRecord): number {
   return utf8Bytes(member.workerId) + utf8Bytes(encodeMemberState(member));
 }
-
-/**
- * Bytes of one member's entry in the Postgres roster document, `"<workerId>":{"v":<version>,"s":"<state
- * JSON>"}`, and the comma that separates it from the next; the document is `{}` around the entries.
- */
-export function memberDocumentEntryBytes(member: MemberRecord): number {
-  return utf8Bytes(JSON.stringify(member.workerId)) + 1 + utf8Bytes(JSON.stringify({ v: member.version, s: encodeMemberState(member) })) + 1;
-}
-
-/** The DynamoDB item bytes of a member's two attributes on the roster item (see `roster-size.ts`). */
-export { memberEntryBytes };
 
 // ------------------------------------------------------------------------------------------ KCL 2.x
 

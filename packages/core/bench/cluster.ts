@@ -20,8 +20,8 @@ export interface Counts {
   /** Calls, by storage method. */
   calls: Record<string, number>;
   /**
-   * Items read: getRoster 1 (one record on every shipped backend), listLeases one per lease in the listing,
-   * getLease 1.
+   * Items read: getRoster one per member read (a member is a record of its own on DynamoDB and Postgres),
+   * listLeases one per lease in the listing, getLease 1.
    */
   itemsRead: number;
   /** Items written: putMember 1, removeMember 1, each lease of an updateLeases batch 1, createLease 1, deleteLease 1. */
@@ -79,8 +79,8 @@ export class CountingStorage extends FaultyStorage {
 
   override async getRoster(group: string): Promise<Roster> {
     this.#call('getRoster');
-    this.counts.itemsRead += 1;
     const roster = await super.getRoster(group);
+    this.counts.itemsRead += roster.members.length + roster.corrupt.length;
     this.meter?.getRoster(roster.members);
     return roster;
   }
@@ -90,7 +90,7 @@ export class CountingStorage extends FaultyStorage {
     this.counts.itemsWritten += 1;
     this.counts.memberWrites += 1;
     const outcome = await super.putMember(group, workerId, expectedVersion, next);
-    this.meter?.putMember(outcome);
+    this.meter?.putMember(workerId, expectedVersion, outcome);
     return outcome;
   }
 
@@ -99,7 +99,7 @@ export class CountingStorage extends FaultyStorage {
     this.counts.itemsWritten += 1;
     this.counts.memberWrites += 1;
     const outcome = await super.removeMember(group, workerId, expectedVersion);
-    this.meter?.removeMember(workerId, outcome.status === 'applied');
+    this.meter?.removeMember(workerId, expectedVersion, outcome);
     return outcome;
   }
 

@@ -2,15 +2,29 @@
  * Bills a worker's storage calls as each backend would, by the size models of `billing.ts`: DynamoDB
  * request units and item bytes, and the bytes of stored JSON Redis and Postgres move. A `Ledger`, shared
  * by every worker of a cluster, knows the size of every record as last read or written (what an UpdateItem
- * is billed on before it applies); each worker's `Usage` adds up what its own calls cost, by operation and
- * by item, so that the hottest item of the group can be found.
+ * is billed on before it applies) and what a roster Query and a lease listing bill as a whole; each
+ * worker's `Usage` adds up what its own calls cost, by operation, by item and by partition key, so that
+ * the hottest item and the hottest partition key of the group can be found.
+ *
+ * A roster read and a listing are billed from the ledger's running totals when they return as many
+ * records as the ledger knows (every write goes through a meter, so the ledger follows the store): a
+ * read of 1,000 members then costs the bench nothing per member. A read that returns another count (a
+ * member joined or left in between) is billed member by member.
  */
 import type { DeleteResult, LeaseRecord, MemberRecord, WriteResult } from '../src/index.js';
-import { leaseItemBytes, leaseJsonBytes, memberDocumentEntryBytes, memberEntryBytes, memberJsonBytes, pagedReadUnits, readUnits, writeUnits } from './billing.js';
-import { rosterBaseBytes } from './roster-size.js';
+import { leaseItemBytes, leaseJsonBytes, memberItemBytes, memberJsonBytes, memberTombstoneBytes, pagedReadUnits, readUnits, utf8Bytes, writeUnits } from './billing.js';
+import { byUtf8, MEMBER_SORT_PREFIX, membersKey } from './roster-size.js';
 
 export type Backend = 'dynamodb' | 'redis' | 'postgres';
 export const BACKENDS: readonly Backend[] = ['dynamodb', 'redis', 'postgres'];
+
+/** The sort key of the item the DynamoDB adapter reads on a join to find an earlier release's roster. */
+export const OLD_ROSTER_SORT_KEY = 'roster';
+/**
+ * What the group's first join writes to mark that item (the earlier release's roster item holding the
+ * marker member alone, well under 1 KB): 1 write unit. Every later join finds it marked and only reads it.
+ */
+const MARKING_WRITE_UNITS = 1;
 
 /** What a kind of call cost: DynamoDB request units, and bytes read and written per backend. */
 export interface OpUsage {
@@ -21,25 +35,41 @@ export interface OpUsage {
   written: Record<Backend, number>;
 }
 
-/** One item's (or key's) load: writes, strongly consistent reads, and their DynamoDB units. */
-export interface ItemLoad {
+/**
+ * The load on one DynamoDB item or partition key: writes, reads (GetItems and Queries, each one request)
+ * and their units. `queries` counts the reads that were Queries: a Query of a partition key reads every
+ * item under it.
+ */
+export interface Load {
   writes: number;
   wru: number;
   reads: number;
   rru: number;
+  queries: number;
+}
+
+/** An item's load, and the partition key it lives under. */
+export interface ItemLoad extends Load {
+  partition: string;
 }
 
 export interface Usage {
   /** By storage method. */
   byOp: Record<string, OpUsage>;
-  /** By item: `roster`, or `lease:<leaseKey>` for the leases read or written one at a time (a listing is billed per page, not per item). */
+  /**
+   * By item's sort key (`member:<workerId>`, `lease:<leaseKey>`, `roster`): the writes and GetItems of that
+   * one item. The Queries that read it are counted on its partition key.
+   */
   byItem: Map<string, ItemLoad>;
+  /** By partition key (`<group>#members`, `<group>`): every request on it. */
+  byPartition: Map<string, Load>;
 }
 
 const zeroBytes = (): Record<Backend, number> => ({ dynamodb: 0, redis: 0, postgres: 0 });
+const zeroLoad = (): Load => ({ writes: 0, wru: 0, reads: 0, rru: 0, queries: 0 });
 
 export function emptyUsage(): Usage {
-  return { byOp: {}, byItem: new Map() };
+  return { byOp: {}, byItem: new Map(), byPartition: new Map() };
 }
 
 export function emptyOpUsage(): OpUsage {
@@ -57,75 +87,190 @@ export function addOpUsage(into: OpUsage, from: OpUsage): OpUsage {
   return into;
 }
 
+function addLoad<T extends Load>(into: T, from: Load): T {
+  into.writes += from.writes;
+  into.wru += from.wru;
+  into.reads += from.reads;
+  into.rru += from.rru;
+  into.queries += from.queries;
+  return into;
+}
+
 /** The sum over operations of one worker's usage. */
 export function totalOf(usage: Usage): OpUsage {
   return Object.values(usage.byOp).reduce(addOpUsage, emptyOpUsage());
 }
 
-/** Every worker's usage added together, items merged by name. */
+/** Every worker's usage added together, items and partition keys merged by name. */
 export function addUsage(into: Usage, from: Usage): Usage {
   for (const [name, op] of Object.entries(from.byOp)) into.byOp[name] = addOpUsage(into.byOp[name] ?? emptyOpUsage(), op);
-  for (const [name, load] of from.byItem) {
-    const sum = into.byItem.get(name) ?? { writes: 0, wru: 0, reads: 0, rru: 0 };
-    sum.writes += load.writes;
-    sum.wru += load.wru;
-    sum.reads += load.reads;
-    sum.rru += load.rru;
-    into.byItem.set(name, sum);
-  }
+  for (const [name, load] of from.byItem) into.byItem.set(name, addLoad(into.byItem.get(name) ?? { ...zeroLoad(), partition: load.partition }, load));
+  for (const [name, load] of from.byPartition) into.byPartition.set(name, addLoad(into.byPartition.get(name) ?? zeroLoad(), load));
   return into;
+}
+
+/**
+ * The item with the most requests a second: its own writes and GetItems, plus every Query of its partition
+ * key (a Query reads every item under the key; in a steady window every member item exists throughout).
+ */
+export function hottestItem(usage: Usage): { item: string; partition: string; writes: number; wru: number; reads: number } | undefined {
+  let hottest: { item: string; partition: string; writes: number; wru: number; reads: number } | undefined;
+  for (const [item, load] of usage.byItem) {
+    const reads = load.reads + (usage.byPartition.get(load.partition)?.queries ?? 0);
+    if (hottest === undefined || load.writes + reads > hottest.writes + hottest.reads) hottest = { item, partition: load.partition, writes: load.writes, wru: load.wru, reads };
+  }
+  return hottest;
+}
+
+/** What DynamoDB serves from one partition a second: 1,000 write units and 3,000 read units. */
+export const PARTITION_WCU = 1_000;
+export const PARTITION_RCU = 3_000;
+
+/** The partition key nearest its limits: the largest share of 1,000 WCU/s or 3,000 RCU/s, over `seconds`. */
+export function hottestPartition(usage: Usage, seconds: number): { partition: string; load: Load; share: number } | undefined {
+  let hottest: { partition: string; load: Load; share: number } | undefined;
+  for (const [partition, load] of usage.byPartition) {
+    const share = Math.max(load.wru / seconds / PARTITION_WCU, load.rru / seconds / PARTITION_RCU);
+    if (hottest === undefined || share > hottest.share) hottest = { partition, load, share };
+  }
+  return hottest;
 }
 
 interface Sized {
   version: number;
   dynamodb: number;
   json: number;
-  document: number;
+}
+
+interface MemberSized extends Sized {
+  /** A removed member's item is a tombstone: still read (and billed) by every roster Query. */
+  removed: boolean;
 }
 
 /** The sizes of a group's records as last seen by any worker: one per cluster. */
 export class Ledger {
-  readonly #group: string;
-  readonly #members = new Map<string, Sized>();
+  readonly group: string;
+  /** The partition key of the group's member items. */
+  readonly membersKey: string;
+  readonly #members = new Map<string, MemberSized>();
+  /** The worker ids in sort key order; null when a new one must be placed. */
+  #memberOrder: string[] | null = null;
+  #liveMembers = 0;
+  #liveJson = 0;
+  /** What a roster Query bills, while no member item changed size; null when it must be computed again. */
+  #query: { bytes: number; units: number } | null = null;
   readonly #leases = new Map<string, Sized>();
-  #highVersion = 0;
-  #rosterEntries = 0;
-  #documentEntries = 0;
+  /** The lease keys in sort key order; null when a new one must be placed. */
+  #leaseOrder: string[] | null = null;
+  /** What a listing of every lease bills, while no lease changed size; null when it must be computed again. */
+  #listing: { dynamodb: number; json: number; units: number } | null = null;
 
   constructor(group: string) {
-    this.#group = group;
+    this.group = group;
+    this.membersKey = membersKey(group);
   }
 
-  /** The roster item's DynamoDB size, and the Postgres roster document's bytes, as the ledger knows them. */
-  roster(): { dynamodb: number; document: number } {
-    return { dynamodb: rosterBaseBytes(this.#group, this.#highVersion) + this.#rosterEntries, document: 2 + this.#documentEntries };
+  /** Live members the ledger knows. */
+  get liveMembers(): number {
+    return this.#liveMembers;
+  }
+
+  /** A roster Query of every member item the ledger knows (tombstones included): its bytes and read units. */
+  rosterQuery(): { bytes: number; units: number } {
+    this.#query ??= this.queryOf(() => true);
+    return this.#query;
+  }
+
+  /**
+   * A roster Query of the member items `read` (known to the ledger) and every tombstone: what a read
+   * billed that returned other members than the ledger knows.
+   */
+  queryOf(read: (workerId: string) => boolean): { bytes: number; units: number } {
+    this.#memberOrder ??= byUtf8(this.#members.keys(), (workerId) => workerId);
+    const sizes: number[] = [];
+    let bytes = 0;
+    for (const workerId of this.#memberOrder) {
+      const sized = this.#members.get(workerId)!;
+      if (!sized.removed && !read(workerId)) continue;
+      sizes.push(sized.dynamodb);
+      bytes += sized.dynamodb;
+    }
+    return { bytes, units: Math.max(1, pagedReadUnits(sizes)) };
+  }
+
+  /** The bytes of every live member's worker id and state JSON: a roster read on Redis and on Postgres. */
+  rosterJson(): number {
+    return this.#liveJson;
   }
 
   /** A member's sizes, computed once per version. */
-  member(record: MemberRecord): Sized {
+  member(record: MemberRecord): MemberSized {
     const known = this.#members.get(record.workerId);
-    if (known?.version === record.version) return known;
-    const sized = { version: record.version, dynamodb: memberEntryBytes(record), json: memberJsonBytes(record), document: memberDocumentEntryBytes(record) };
-    this.#rosterEntries += sized.dynamodb - (known?.dynamodb ?? 0);
-    this.#documentEntries += sized.document - (known?.document ?? 0);
-    this.#highVersion = Math.max(this.#highVersion, record.version);
-    this.#members.set(record.workerId, sized);
+    if (known?.version === record.version && !known.removed) return known;
+    const sized = { version: record.version, dynamodb: memberItemBytes(record), json: memberJsonBytes(record), removed: false };
+    this.#set(record.workerId, known, sized);
     return sized;
   }
 
-  removeMember(workerId: string): void {
-    const known = this.#members.get(workerId);
-    if (known === undefined) return;
-    this.#rosterEntries -= known.dynamodb;
-    this.#documentEntries -= known.document;
-    this.#members.delete(workerId);
+  /** The size last known of a member's item (a tombstone's too), if any worker read or wrote it. */
+  knownMember(workerId: string): MemberSized | undefined {
+    return this.#members.get(workerId);
+  }
+
+  /** Whether a join marked the earlier release's roster item of the group (the first join does). */
+  oldRosterMarked = false;
+
+  /** A member removed at `version`: its item becomes a tombstone that keeps the version. */
+  removeMember(workerId: string, version: number): MemberSized {
+    const sized = { version, dynamodb: memberTombstoneBytes(this.group, workerId, version), json: 0, removed: true };
+    this.#set(workerId, this.#members.get(workerId), sized);
+    return sized;
+  }
+
+  #set(workerId: string, known: MemberSized | undefined, sized: MemberSized): void {
+    if (known === undefined) this.#memberOrder = null;
+    else if (!known.removed) {
+      this.#liveMembers--;
+      this.#liveJson -= known.json;
+    }
+    if (!sized.removed) {
+      this.#liveMembers++;
+      this.#liveJson += sized.json;
+    }
+    if (known?.dynamodb !== sized.dynamodb) this.#query = null;
+    this.#members.set(workerId, sized);
+  }
+
+  /** Leases the ledger knows. */
+  get leases(): number {
+    return this.#leases.size;
+  }
+
+  /** A listing of every lease the ledger knows, in key order: its bytes on each backend and its read units. */
+  listing(): { dynamodb: number; json: number; units: number } {
+    if (this.#listing === null) {
+      this.#leaseOrder ??= byUtf8(this.#leases.keys(), (leaseKey) => leaseKey);
+      const sizes: number[] = [];
+      let dynamodb = 0;
+      let json = 0;
+      for (const leaseKey of this.#leaseOrder) {
+        const sized = this.#leases.get(leaseKey)!;
+        sizes.push(sized.dynamodb);
+        dynamodb += sized.dynamodb;
+        json += sized.json;
+      }
+      this.#listing = { dynamodb, json, units: pagedReadUnits(sizes) };
+    }
+    return this.#listing;
   }
 
   /** A lease's sizes, computed once per version. */
   lease(record: LeaseRecord): Sized {
     const known = this.#leases.get(record.leaseKey);
     if (known?.version === record.version) return known;
-    const sized = { version: record.version, dynamodb: leaseItemBytes(record), json: leaseJsonBytes(record), document: 0 };
+    const sized = { version: record.version, dynamodb: leaseItemBytes(record), json: leaseJsonBytes(record) };
+    if (known === undefined) this.#leaseOrder = null;
+    if (known?.dynamodb !== sized.dynamodb || known.json !== sized.json) this.#listing = null;
     this.#leases.set(record.leaseKey, sized);
     return sized;
   }
@@ -136,7 +281,9 @@ export class Ledger {
   }
 
   forgetLease(leaseKey: string): void {
-    this.#leases.delete(leaseKey);
+    if (!this.#leases.delete(leaseKey)) return;
+    this.#leaseOrder = null;
+    this.#listing = null;
   }
 }
 
@@ -156,77 +303,143 @@ export class Meter {
     return op;
   }
 
-  #item(name: string): ItemLoad {
-    let load = this.usage.byItem.get(name);
-    if (load === undefined) this.usage.byItem.set(name, (load = { writes: 0, wru: 0, reads: 0, rru: 0 }));
+  #partition(name: string): Load {
+    let load = this.usage.byPartition.get(name);
+    if (load === undefined) this.usage.byPartition.set(name, (load = zeroLoad()));
     return load;
   }
 
-  /** A GetItem of the roster item; Redis reads every field of the roster hash, Postgres the roster row's document. */
-  getRoster(members: readonly MemberRecord[]): void {
-    const op = this.#op('getRoster');
-    let json = 0;
-    for (const member of members) json += this.ledger.member(member).json;
-    const { dynamodb, document } = this.ledger.roster();
-    const units = readUnits(dynamodb);
-    op.rru += units;
-    op.read.dynamodb += dynamodb;
-    op.read.redis += json;
-    op.read.postgres += document;
-    const load = this.#item('roster');
+  /** One write of one item: counted on the item and on its partition key. */
+  #itemWrite(partition: string, item: string, units: number): void {
+    let load = this.usage.byItem.get(item);
+    if (load === undefined) this.usage.byItem.set(item, (load = { ...zeroLoad(), partition }));
+    load.writes++;
+    load.wru += units;
+    const key = this.#partition(partition);
+    key.writes++;
+    key.wru += units;
+  }
+
+  /** One GetItem of one item: counted on the item and on its partition key. */
+  #itemRead(partition: string, item: string, units: number): void {
+    let load = this.usage.byItem.get(item);
+    if (load === undefined) this.usage.byItem.set(item, (load = { ...zeroLoad(), partition }));
     load.reads++;
     load.rru += units;
+    const key = this.#partition(partition);
+    key.reads++;
+    key.rru += units;
+  }
+
+  /** One Query of a partition key: one request on the key, billed its units. */
+  #query(partition: string, units: number): void {
+    const key = this.#partition(partition);
+    key.reads++;
+    key.queries++;
+    key.rru += units;
   }
 
   /**
-   * An UpdateItem of the roster item, billed on the larger of the item before and after (a write whose
-   * condition failed, on the item as it was); Redis writes the member's field, Postgres the whole row.
+   * A strongly consistent Query of the members' partition key, tombstones included; Redis reads every
+   * field of the roster hash, Postgres every live row of the members table.
    */
-  putMember(outcome: WriteResult<MemberRecord>): void {
-    const op = this.#op('putMember');
-    const before = this.ledger.roster();
-    let after = before;
-    let json = 0;
-    if (outcome.status === 'applied') {
-      json = this.ledger.member(outcome.record).json;
-      after = this.ledger.roster();
-    } else if (outcome.status === 'conflict' && outcome.current !== null) {
-      this.ledger.member(outcome.current);
+  getRoster(members: readonly MemberRecord[]): void {
+    const op = this.#op('getRoster');
+    let query: { bytes: number; units: number };
+    let json: number;
+    if (members.length === this.ledger.liveMembers) {
+      query = this.ledger.rosterQuery();
+      json = this.ledger.rosterJson();
+    } else {
+      // The read and the ledger disagree on who is a member (one joined or left meanwhile): bill what this
+      // read returned, and the tombstones the ledger knows.
+      const read = new Set<string>();
+      json = 0;
+      for (const member of members) {
+        json += this.ledger.member(member).json;
+        read.add(member.workerId);
+      }
+      query = this.ledger.queryOf((workerId) => read.has(workerId));
     }
-    const billed = Math.max(before.dynamodb, after.dynamodb);
-    const units = writeUnits(billed);
-    op.wru += units;
-    op.written.dynamodb += billed;
-    op.written.redis += json;
-    op.written.postgres += outcome.status === 'applied' ? after.document : 0;
-    const load = this.#item('roster');
-    load.writes++;
-    load.wru += units;
+    op.rru += query.units;
+    op.read.dynamodb += query.bytes;
+    op.read.redis += json;
+    op.read.postgres += json;
+    this.#query(this.ledger.membersKey, query.units);
   }
 
-  removeMember(workerId: string, applied: boolean): void {
-    const op = this.#op('removeMember');
-    const before = this.ledger.roster();
-    if (applied) this.ledger.removeMember(workerId);
-    const units = writeUnits(before.dynamodb);
+  /**
+   * An UpdateItem of the member's own item, billed on the larger of the item before and after (a write
+   * whose condition failed, on the item it found); Redis writes the member's hash field and Postgres its
+   * row: its worker id and state JSON. A join (no expected version) first reads the earlier release's
+   * roster item under the group's key (a strongly consistent GetItem of a small item, 1 unit), and the
+   * group's first join marks it (an UpdateItem, 1 unit), as the DynamoDB adapter does.
+   */
+  putMember(workerId: string, expectedVersion: number | null, outcome: WriteResult<MemberRecord>): void {
+    const op = this.#op('putMember');
+    if (outcome.status === 'conflict' && outcome.current !== null) this.ledger.member(outcome.current);
+    const before = this.ledger.knownMember(workerId);
+    const after = outcome.status === 'applied' ? this.ledger.member(outcome.record) : undefined;
+    const billed = Math.max(before?.dynamodb ?? 0, after?.dynamodb ?? 0);
+    const units = Math.max(1, writeUnits(billed));
     op.wru += units;
-    op.written.dynamodb += before.dynamodb;
-    op.written.postgres += applied ? this.ledger.roster().document : 0;
-    const load = this.#item('roster');
-    load.writes++;
-    load.wru += units;
+    op.written.dynamodb += billed;
+    op.written.redis += after?.json ?? 0;
+    op.written.postgres += after?.json ?? 0;
+    this.#itemWrite(this.ledger.membersKey, `${MEMBER_SORT_PREFIX}${workerId}`, units);
+    if (expectedVersion === null) {
+      op.rru += 1;
+      this.#itemRead(this.ledger.group, OLD_ROSTER_SORT_KEY, 1);
+      if (!this.ledger.oldRosterMarked) {
+        this.ledger.oldRosterMarked = true;
+        op.wru += MARKING_WRITE_UNITS;
+        this.#itemWrite(this.ledger.group, OLD_ROSTER_SORT_KEY, MARKING_WRITE_UNITS);
+      }
+    }
+  }
+
+  /**
+   * An UpdateItem that turns the member's item into a tombstone (keeping `expectedVersion`), billed on the
+   * larger of the item before and after;
+   * Redis deletes the hash field and Postgres marks the row, both naming the worker id.
+   */
+  removeMember(workerId: string, expectedVersion: number, outcome: DeleteResult<MemberRecord>): void {
+    const op = this.#op('removeMember');
+    if (outcome.status === 'conflict' && outcome.current !== null) this.ledger.member(outcome.current);
+    const before = this.ledger.knownMember(workerId);
+    const after = outcome.status === 'applied' ? this.ledger.removeMember(workerId, expectedVersion) : undefined;
+    const billed = Math.max(before?.dynamodb ?? 0, after?.dynamodb ?? 0);
+    const units = Math.max(1, writeUnits(billed));
+    op.wru += units;
+    op.written.dynamodb += billed;
+    if (outcome.status === 'applied') {
+      op.written.redis += utf8Bytes(workerId);
+      op.written.postgres += utf8Bytes(workerId);
+    }
+    this.#itemWrite(this.ledger.membersKey, `${MEMBER_SORT_PREFIX}${workerId}`, units);
   }
 
   /** A Query of the group's lease items, billed per page; Redis and Postgres read every lease's JSON. */
   listLeases(leases: readonly LeaseRecord[]): void {
     const op = this.#op('listLeases');
-    const sizes = leases.map((lease) => this.ledger.lease(lease));
-    const dynamodb = sizes.reduce((sum, sized) => sum + sized.dynamodb, 0);
-    const json = sizes.reduce((sum, sized) => sum + sized.json, 0);
-    op.rru += pagedReadUnits(sizes.map((sized) => sized.dynamodb));
-    op.read.dynamodb += dynamodb;
-    op.read.redis += json;
-    op.read.postgres += json;
+    // Every listing returns the group's every lease: the ledger's totals serve once it knows them all.
+    if (leases.length !== this.ledger.leases) for (const lease of leases) this.ledger.lease(lease);
+    let listing: { dynamodb: number; json: number; units: number };
+    if (leases.length === this.ledger.leases) {
+      listing = this.ledger.listing();
+    } else {
+      const sizes = leases.map((lease) => this.ledger.lease(lease));
+      listing = { dynamodb: 0, json: 0, units: pagedReadUnits(sizes.map((sized) => sized.dynamodb)) };
+      for (const sized of sizes) {
+        listing.dynamodb += sized.dynamodb;
+        listing.json += sized.json;
+      }
+    }
+    op.rru += listing.units;
+    op.read.dynamodb += listing.dynamodb;
+    op.read.redis += listing.json;
+    op.read.postgres += listing.json;
+    this.#query(this.ledger.group, listing.units);
   }
 
   /** A GetItem of one lease item: at least one read unit, also when there is no item. */
@@ -238,9 +451,7 @@ export class Meter {
     op.read.dynamodb += sized?.dynamodb ?? 0;
     op.read.redis += sized?.json ?? 0;
     op.read.postgres += sized?.json ?? 0;
-    const load = this.#item(`lease:${leaseKey}`);
-    load.reads++;
-    load.rru += units;
+    this.#itemRead(this.ledger.group, `lease:${leaseKey}`, units);
   }
 
   /**
@@ -263,9 +474,7 @@ export class Meter {
     op.written.dynamodb += billed;
     op.written.redis += after?.json ?? 0;
     op.written.postgres += after?.json ?? 0;
-    const load = this.#item(`lease:${leaseKey}`);
-    load.writes++;
-    load.wru += units;
+    this.#itemWrite(this.ledger.group, `lease:${leaseKey}`, units);
   }
 
   /** One updateLeases call: a call, then a write per lease (the DynamoDB adapter sends one UpdateItem each). */

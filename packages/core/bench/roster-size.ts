@@ -1,19 +1,35 @@
 /**
- * The size DynamoDB bills for a group's roster item, computed from the layout of
- * `@leasehold/storage-dynamodb` (its `schema.ts`): the keys `pk` (the group) and `sk` (`roster`), `hv`
- * (the group's version counter), and per member `v:<workerId>` (its version, a number) and `m:<workerId>`
- * (a map of `s`, the member state JSON of `encodeMemberState`, and `w`, a 16-character write id).
+ * The sizes DynamoDB bills for a group's members, computed from the layout of `@leasehold/storage-dynamodb`
+ * (its `schema.ts` and `dynamodb-storage.ts`): each member is an item of its own under the partition key
+ * `<group>#members`, sort key `member:<workerId>`, with `version` (a number), `state` (the member state
+ * JSON of `encodeMemberState`) and `writeId` (16 random base64url characters per write attempt). A removed
+ * member keeps its item as a tombstone: its last `version` and `removed` (a boolean), without `state` and
+ * `writeId`, so that its worker id's next version continues above it. A worker reads the roster with one
+ * strongly consistent Query of the members' partition key, which reads (and bills) the tombstones too: the
+ * adapter drops them after the read.
  *
  * DynamoDB's item size rules: an attribute counts its name's UTF-8 bytes plus its value; a string its
- * UTF-8 bytes; a number one byte per two significant digits plus 1 (see `numberBytes`); a map 3 bytes, plus per
- * entry 1 byte, its name and its value. A write of an item costs ceil(size / 1 KB) write units (an
- * UpdateItem is billed on the larger of the item before and after); a strongly consistent read
- * ceil(size / 4 KB) read units.
+ * UTF-8 bytes; a number one byte per two significant digits plus 1 (see `numberBytes`); a boolean 1 byte.
+ * A write of an item costs ceil(size / 1 KB) write units (an UpdateItem is billed on the larger of the item
+ * before and after); a strongly consistent GetItem ceil(size / 4 KB) read units; a Query the sum of the
+ * sizes of the items it reads, rounded up to 4 KB per page of at most 1 MB.
  */
 import { type MemberRecord } from '../src/index.js';
 import { encodeMemberState } from '../src/adapter.js';
 
 const bytes = (text: string): number => Buffer.byteLength(text, 'utf8');
+
+/** The suffix that makes a group's members' partition key, `<group>#members`: the leases stay under the group's own. */
+export const MEMBERS_KEY_SUFFIX = '#members';
+/** Prefix of a member item's sort key, `member:<workerId>`. */
+export const MEMBER_SORT_PREFIX = 'member:';
+/** Length of a member item's `writeId`: 12 random bytes in base64url. */
+export const MEMBER_WRITE_ID_LENGTH = 16;
+/** The largest page a DynamoDB Query reads before it returns (and bills) what it read. */
+export const QUERY_PAGE_BYTES = 1024 * 1024;
+
+/** The partition key of a group's member items. */
+export const membersKey = (group: string): string => `${group}${MEMBERS_KEY_SUFFIX}`;
 
 /**
  * A DynamoDB number's billed bytes: one byte per two digits, the digits paired from the decimal point (a
@@ -28,24 +44,55 @@ export function numberBytes(value: number): number {
   return Math.max(1, pairs.length) + 1 + (value < 0 ? 1 : 0);
 }
 
-/** The roster item's bytes without its members: its key and `hv`. */
-export function rosterBaseBytes(group: string, highVersion: number): number {
-  return bytes('pk') + bytes(group) + bytes('sk') + bytes('roster') + bytes('hv') + numberBytes(highVersion);
+/** The bytes every member item has, live or removed: its keys and `version`. */
+function memberKeyBytes(group: string, workerId: string, version: number): number {
+  return bytes('pk') + bytes(membersKey(group)) + bytes('sk') + bytes(`${MEMBER_SORT_PREFIX}${workerId}`) + bytes('version') + numberBytes(version);
 }
 
-/** One member's bytes on the roster item: `v:<workerId>` (its version) and `m:<workerId>` (its state and write id). */
-export function memberEntryBytes(member: MemberRecord, id: string = member.workerId): number {
-  const state = encodeMemberState(member);
-  return bytes(`v:${id}`) + numberBytes(member.version) + bytes(`m:${id}`) + 3 + (1 + bytes('s') + bytes(state)) + (1 + bytes('w') + 16);
+/** A live member's item: keys, `version`, `state` and `writeId`; `id` models another worker id's length. */
+export function memberItemBytes(member: MemberRecord, id: string = member.workerId): number {
+  return memberKeyBytes(member.group, id, member.version) + bytes('state') + bytes(encodeMemberState(member)) + bytes('writeId') + MEMBER_WRITE_ID_LENGTH;
 }
 
-/** The roster item's size in bytes, with `idOf` giving each member's worker id (to model other id lengths). */
-export function rosterItemBytes(group: string, members: readonly MemberRecord[], idOf: (member: MemberRecord, index: number) => string = (member) => member.workerId): number {
-  const highVersion = Math.max(0, ...members.map((member) => member.version));
-  return members.reduce((size, member, index) => size + memberEntryBytes(member, idOf(member, index)), rosterBaseBytes(group, highVersion));
+/** A removed member's tombstone: keys, its last `version` and `removed` (a boolean, 1 byte); no `state`, no `writeId`. */
+export function memberTombstoneBytes(group: string, workerId: string, version: number): number {
+  return memberKeyBytes(group, workerId, version) + bytes('removed') + 1;
 }
 
 /** Write units of one write of an item of `size` bytes. */
 export const writeUnits = (size: number): number => Math.ceil(size / 1024);
 /** Read units of one strongly consistent read of an item of `size` bytes. */
 export const readUnits = (size: number): number => Math.ceil(size / 4096);
+
+/** Read request units of one strongly consistent Query or Scan that reads items of these sizes, in key order. */
+export function pagedReadUnits(itemSizes: Iterable<number>): number {
+  let units = 0;
+  let page = 0;
+  for (const size of itemSizes) {
+    // An item that would take the page past 1 MB starts the next page, as DynamoDB stops a page there.
+    if (page > 0 && page + size > QUERY_PAGE_BYTES) {
+      units += readUnits(page);
+      page = 0;
+    }
+    page += size;
+  }
+  return units + (page > 0 ? readUnits(page) : 0);
+}
+
+/** Strings in the order DynamoDB keeps string sort keys: by their UTF-8 bytes. */
+export function byUtf8<T>(items: Iterable<T>, keyOf: (item: T) => string): T[] {
+  return [...items]
+    .map((item) => ({ item, key: Buffer.from(keyOf(item), 'utf8') }))
+    .sort((a, b) => Buffer.compare(a.key, b.key))
+    .map(({ item }) => item);
+}
+
+/**
+ * What one roster Query bills: the members' items (tombstones included) in sort key order, paged.
+ * `items` are each item's worker id and size; a Query that finds nothing still costs one read unit.
+ */
+export function rosterQuery(items: Iterable<{ workerId: string; bytes: number }>): { bytes: number; units: number } {
+  // The sort keys share the `member:` prefix, so the worker ids' order is theirs.
+  const sorted = byUtf8(items, (item) => item.workerId).map((item) => item.bytes);
+  return { bytes: sorted.reduce((sum, size) => sum + size, 0), units: Math.max(1, pagedReadUnits(sorted)) };
+}

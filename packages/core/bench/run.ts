@@ -8,20 +8,23 @@
  *   pnpm bench                   everything, 200 seeds for the crash, stop and join scenarios
  *   pnpm bench --seeds 50        fewer seeds, for a quick look
  *   pnpm bench --only steady     one section: steady, cold, crash (crash, stop, join)
+ *   pnpm bench --fleet           also run 1,000 × 100,000 in steady state (tens of CPU minutes, see the README);
+ *                                without it, its row is 100 × 10,000's per-worker rates at its sizes, NOT MEASURED
+ *   pnpm bench --fleet --fleet-minutes 2   a shorter steady window for it (10 simulated minutes by default)
  *
  * Sections:
- * 1. steady state (10 × 1,000, 100 × 10,000, and the largest group the roster allows, limits.maxMembers ×
- *    100 leases each), with worker ids as long as a cloud host's: items read and written per lease per
- *    minute over 20 simulated minutes after balancing, beside the figures of the per-lease renewals this
+ * 1. steady state (10 × 1,000, 100 × 10,000, and 1,000 × 100,000 with --fleet), with worker ids as long as a
+ *    cloud host's: items read and written per lease per minute over 20 simulated minutes after balancing (10
+ *    at 1,000 × 100,000), beside the figures of the per-lease renewals and of the one-record roster this
  *    replaced, and each backend's bill for them (`meter.ts`): DynamoDB request units and item bytes, the
  *    bytes of stored JSON Redis and Postgres move;
  * 2. cold start without a change feed (10 × 1,000 and 100 × 10,000): time to balanced, counted in take
  *    ticks after the last worker's join tick, and acquisitions;
  * 3. a crashed worker's leases held elsewhere (p99 over many random crash phases), a stopped worker's,
  *    and an 11th worker joining 10;
- * 4. issue 28's goal table from sections 1-3, 1,000 × 100,000 printed as what the roster cannot run;
- * 5. the monthly DynamoDB on-demand bill of coordination, measured (1,000 × 100,000 scaled and marked so)
- *    beside KCL 2.x's, computed from its published behaviour.
+ * 4. issue 28's goal table from sections 1-3, the one-record roster's figures beside this run's;
+ * 5. the monthly DynamoDB on-demand bill of coordination, measured, beside the one-record roster's and
+ *    KCL 2.x's, computed from its published behaviour.
  *
  * Prints tables with pass/fail against the targets and writes bench/results/lease-coordinator.json.
  */
@@ -44,8 +47,8 @@ import {
   type Counts,
 } from './cluster.js';
 import { limits } from '../src/adapter.js';
-import { kclMonthly, KCL_RENEWALS_PER_LEASE_MINUTE, KCL_SCANS_PER_WORKER_MINUTE, MINUTES_PER_MONTH, monthlyUsd, USD_PER_MILLION_RRU, USD_PER_MILLION_WRU } from './billing.js';
-import { addUsage, emptyOpUsage, emptyUsage, totalOf, type Backend, type OpUsage } from './meter.js';
+import { kclMonthly, KCL_RENEWALS_PER_LEASE_MINUTE, KCL_SCANS_PER_WORKER_MINUTE, MINUTES_PER_MONTH, monthlyUsd, pagedReadUnits, USD_PER_MILLION_RRU, USD_PER_MILLION_WRU } from './billing.js';
+import { addUsage, emptyOpUsage, emptyUsage, hottestItem, hottestPartition, PARTITION_RCU, PARTITION_WCU, totalOf, type Backend, type OpUsage } from './meter.js';
 
 const HEARTBEAT_MS = LEASE_MS * 0.65;
 /** How long the steady state is measured: two safety-net listing intervals, so each worker lists about twice. */
@@ -54,16 +57,79 @@ const STEADY_WINDOW_MS = 20 * 60_000;
 const STEADY_AFTER_MS = 60_000;
 /**
  * A worker id as long as the default one on a cloud host (host name, pid, random suffix), to size the
- * roster item as a real deployment would: the bench's own ids (`w0`...) are shorter than any real one.
+ * member items as a real deployment would: the bench's own ids (`w0`...) are shorter than any real one.
  */
 const REAL_ID = (index: number): string => `ip-10-0-${String(index).padStart(3, '0')}-45.eu-west-1.compute.internal-12345-k3j9x2`;
 
-/** Figures of main (per-lease renewals), measured by the same method before the roster replaced them. */
-const BEFORE = {
+/** Figures of the per-lease renewals the roster replaced, measured by the same method. */
+const RENEWALS = {
   itemsReadPerLeaseMinute: { '10x1000': 299, '50x1000': 1_501, '100x10000': 3_006 } as Record<string, number>,
   itemsWrittenPerLeaseMinute: { '10x1000': 18.0, '50x1000': 18.0, '100x10000': 19.2 } as Record<string, number>,
   coldStart10x1000: { seconds: 202, acquisitions: 1_900 },
 };
+
+/** The steady figures of one shape with the roster kept as ONE record per group, as this bench measured them. */
+interface OneRecordFigures {
+  /** The roster item (every member on it). */
+  rosterItemBytes: number;
+  perHeartbeat: PerHeartbeat;
+  /** The roster item: every heartbeat wrote it and every roster read read it. */
+  hottest: { item: string; writesPerSecond: number; wcuPerSecond: number; readsPerSecond: number; rcuPerSecond: number };
+  itemsReadPerLeaseMinute: number;
+  itemsWrittenPerLeaseMinute: number;
+  bytesReadPerWorkerSecond: Record<Backend, { mean: number; max: number }>;
+  /** Group-wide, every request on the group's one partition key (roster and leases). */
+  wruPerMinute: number;
+  rruPerMinute: number;
+  /** Whether the shape ran; 1,000 x 100,000 did not (at most 128 members): its units are 128 x 12,800's, scaled. */
+  measured: boolean;
+}
+
+/**
+ * The "before" of member items: the same bench when a group's roster was ONE record (one DynamoDB item
+ * holding every member, written whole by every heartbeat; one Postgres row whose members document every
+ * heartbeat rewrote; Redis as now, a hash field per member), capped at 128 members. One run each, 20
+ * simulated minutes, seed 1. 1,000 x 100,000 could not run: its units a minute are the 128 x 12,800 run's
+ * scaled by how each operation grew with the roster (member writes and roster reads x (1,000 / 128)^2,
+ * listings x (1,000 / 128) x (100,000 / 12,800)).
+ */
+const ONE_RECORD: Record<string, OneRecordFigures> = {
+  '10x1000': {
+    rosterItemBytes: 2_710,
+    perHeartbeat: { dynamodbBytes: 2_709.9, wcu: 3, redisBytes: 185, postgresBytes: 2_257.2 },
+    hottest: { item: 'roster', writesPerSecond: 1.539, wcuPerSecond: 4.618, readsPerSecond: 5.018, rcuPerSecond: 5.018 },
+    itemsReadPerLeaseMinute: 1.301,
+    itemsWrittenPerLeaseMinute: 0.09235,
+    bytesReadPerWorkerSecond: { dynamodb: { mean: 1_781.6, max: 1_792.4 }, redis: { mean: 1_218.4, max: 1_225.8 }, postgres: { mean: 1_422.7, max: 1_431.7 } },
+    wruPerMinute: 277.05,
+    rruPerMinute: 363.1,
+    measured: true,
+  },
+  '100x10000': {
+    rosterItemBytes: 27_020,
+    perHeartbeat: { dynamodbBytes: 26_971.0, wcu: 27, redisBytes: 185, postgresBytes: 22_653.4 },
+    hottest: { item: 'roster', writesPerSecond: 15.355, wcuPerSecond: 414.585, readsPerSecond: 50.115, rcuPerSecond: 350.805 },
+    itemsReadPerLeaseMinute: 10.301,
+    itemsWrittenPerLeaseMinute: 0.092135,
+    bytesReadPerWorkerSecond: { dynamodb: { mean: 17_733.1, max: 17_904.4 }, redis: { mean: 12_171.3, max: 12_288.8 }, postgres: { mean: 14_252.7, max: 14_396.6 } },
+    wruPerMinute: 24_875.1,
+    rruPerMinute: 27_228.3,
+    measured: true,
+  },
+  '128x12800': {
+    rosterItemBytes: 34_579,
+    perHeartbeat: { dynamodbBytes: 34_532.5, wcu: 34, redisBytes: 185, postgresBytes: 29_011.1 },
+    hottest: { item: 'roster', writesPerSecond: 19.684, wcuPerSecond: 669.262, readsPerSecond: 64.197, rcuPerSecond: 577.77 },
+    itemsReadPerLeaseMinute: 13.101,
+    itemsWrittenPerLeaseMinute: 0.09227,
+    bytesReadPerWorkerSecond: { dynamodb: { mean: 22_716.7, max: 22_922.6 }, redis: { mean: 15_588.4, max: 15_729.6 }, postgres: { mean: 18_262.2, max: 18_435.1 } },
+    wruPerMinute: 40_155.7,
+    rruPerMinute: 44_791,
+    measured: true,
+  },
+};
+/** 1,000 x 100,000 with one roster record: NOT MEASURED (the roster held 128 members), 128 x 12,800 scaled. */
+const ONE_RECORD_FLEET_UNITS = { wruPerMinute: 2_450_909.4, rruPerMinute: 2_733_825.7, measured: false };
 
 const fmt = (value: number, digits = 2): string => (Number.isFinite(value) ? value.toFixed(digits) : '-');
 const verdict = (ok: boolean): string => (ok ? 'pass' : 'FAIL');
@@ -91,10 +157,22 @@ const tookText = (took: Took): string => `${took.wallSeconds.toFixed(1)} s wall,
 
 // ------------------------------------------------------------------------------------------ 1. steady state
 
-/** The shapes measured in steady state: the largest is the largest group the roster allows today. */
-const STEADY_SHAPES: readonly (readonly [number, number])[] = [[10, 1_000], [100, 10_000], [limits.maxMembers, limits.maxMembers * 100]];
-/** The shape issue 28 is for, which the roster cannot hold. */
-const FLEET_SHAPE = [1_000, 100_000] as const;
+/** The group issue 28 is for: 1,000 workers over 100,000 leases. */
+const FLEET = { workers: 1_000, leases: 100_000 } as const;
+/**
+ * The fleet's steady window: one safety-net listing interval (600 s), so each worker lists about once
+ * in it and the listings' share of the rates is right; its simulation costs about a hundred times a
+ * 100-worker run's per simulated second (every worker works through every member every tick).
+ */
+const FLEET_WINDOW_MS = 10 * 60_000;
+/** How a row scaled by `scaleToFleet` is marked wherever it is printed. */
+const NOT_MEASURED = "NOT MEASURED: 100 x 10,000's per-worker rates at 1,000 x 100,000's sizes";
+
+interface SteadyShape {
+  workers: number;
+  leases: number;
+  windowMs: number;
+}
 
 /** Bytes per heartbeat as each backend stores one, and DynamoDB's write units for it. */
 interface PerHeartbeat {
@@ -104,14 +182,27 @@ interface PerHeartbeat {
   postgresBytes: number;
 }
 
-/** The item (or key) with the most requests a second, and what they cost on DynamoDB. */
+/** The item with the most requests a second, and what they cost on DynamoDB. */
 interface HottestItem {
   item: string;
+  /** The partition key it lives under. */
+  partition: string;
   writesPerSecond: number;
   wcuPerSecond: number;
+  /** GetItems of it and Queries that read it (a Query of its partition key reads every item under the key). */
   readsPerSecond: number;
-  /** Strongly consistent 4 KB read units a second. */
+}
+
+/** The partition key nearest DynamoDB's per-partition limits (1,000 WCU/s, 3,000 RCU/s). */
+interface HottestPartition {
+  partition: string;
+  writesPerSecond: number;
+  wcuPerSecond: number;
+  /** Requests: GetItems and Queries. */
+  readsPerSecond: number;
   rcuPerSecond: number;
+  /** The larger of WCU/s / 1,000 and RCU/s / 3,000. */
+  shareOfPartition: number;
 }
 
 interface SteadyResult {
@@ -119,17 +210,23 @@ interface SteadyResult {
   leases: number;
   balancedAfterMs: number;
   windowMs: number;
-  /** What the run took (balancing, settling and the window). */
-  took: Took;
+  /** What the run took (balancing, settling and the window); none when scaled. */
+  took?: Took;
   calls: Record<string, number>;
   itemsReadPerLeaseMinute: number;
   itemsWrittenPerLeaseMinute: number;
   memberWritesPerLeaseMinute: number;
   leaseWritesPerLeaseMinute: number;
-  /** The roster item at the end of the window, real worker ids. */
-  rosterItemBytes: number;
+  /** Whether the shape ran; false for 1,000 x 100,000 scaled from a smaller run (`scaleToFleet`). */
+  measured: boolean;
+  /** What a roster Query of every member item read at the end of the window, real worker ids. */
+  rosterQueryBytes: number;
+  /** The mean member item and lease item at the end of the window, real worker ids. */
+  meanMemberItemBytes: number;
+  meanLeaseItemBytes: number;
   perHeartbeat: PerHeartbeat;
   hottest: HottestItem;
+  hottestPartition: HottestPartition;
   /** Bytes read per worker per second, by backend: the mean over workers and the worker that read most. */
   bytesReadPerWorkerSecond: Record<Backend, { mean: number; max: number }>;
   /** Bytes written per worker per second, by backend (mean over workers). */
@@ -141,7 +238,7 @@ interface SteadyResult {
   stillBalanced: boolean;
 }
 
-async function steady(workers: number, leases: number, seed: number): Promise<SteadyResult> {
+async function steady({ workers, leases, windowMs }: SteadyShape, seed: number): Promise<SteadyResult> {
   const started = now();
   const c = await cluster(seed, workers, leases, { startSpreadMs: TAKE_MS / 2, workerId: REAL_ID, meter: true });
   try {
@@ -152,20 +249,16 @@ async function steady(workers: number, leases: number, seed: number): Promise<St
       worker.storage.counts = emptyCounts();
       worker.storage.meter!.usage = emptyUsage();
     }
-    await c.scheduler.advance(STEADY_WINDOW_MS);
+    await c.scheduler.advance(windowMs);
     const total: Counts = c.workers.reduce((sum, worker) => addCounts(sum, worker.storage.counts), emptyCounts());
     const usage = c.workers.reduce((sum, worker) => addUsage(sum, worker.storage.meter!.usage), emptyUsage());
-    const minutes = STEADY_WINDOW_MS / 60_000;
-    const seconds = STEADY_WINDOW_MS / 1_000;
+    const minutes = windowMs / 60_000;
+    const seconds = windowMs / 1_000;
     const perLeaseMinute = (count: number): number => count / leases / minutes;
     const heartbeats = usage.byOp.putMember ?? emptyOpUsage();
     const perHeartbeat = (bytes: number): number => (heartbeats.calls === 0 ? NaN : bytes / heartbeats.calls);
-    let hottest: HottestItem = { item: '-', writesPerSecond: 0, wcuPerSecond: 0, readsPerSecond: 0, rcuPerSecond: 0 };
-    for (const [item, load] of usage.byItem) {
-      if (load.writes + load.reads > (hottest.writesPerSecond + hottest.readsPerSecond) * seconds) {
-        hottest = { item, writesPerSecond: load.writes / seconds, wcuPerSecond: load.wru / seconds, readsPerSecond: load.reads / seconds, rcuPerSecond: load.rru / seconds };
-      }
-    }
+    const item = hottestItem(usage);
+    const partition = hottestPartition(usage, seconds);
     const workerTotals = c.workers.map((worker) => totalOf(worker.storage.meter!.usage));
     const perWorker = (pick: (op: OpUsage) => number): { mean: number; max: number } => ({
       mean: workerTotals.reduce((sum, op) => sum + pick(op), 0) / workerTotals.length / seconds,
@@ -177,21 +270,38 @@ async function steady(workers: number, leases: number, seed: number): Promise<St
       workers,
       leases,
       balancedAfterMs,
-      windowMs: STEADY_WINDOW_MS,
+      windowMs,
       took: since(started),
       calls: total.calls,
       itemsReadPerLeaseMinute: perLeaseMinute(total.itemsRead),
       itemsWrittenPerLeaseMinute: perLeaseMinute(total.itemsWritten),
       memberWritesPerLeaseMinute: perLeaseMinute(total.memberWrites),
       leaseWritesPerLeaseMinute: perLeaseMinute(total.leaseWrites),
-      rosterItemBytes: c.ledger.roster().dynamodb,
+      measured: true,
+      rosterQueryBytes: c.ledger.rosterQuery().bytes,
+      meanMemberItemBytes: c.ledger.rosterQuery().bytes / c.ledger.liveMembers,
+      meanLeaseItemBytes: c.ledger.listing().dynamodb / c.ledger.leases,
       perHeartbeat: {
         dynamodbBytes: perHeartbeat(heartbeats.written.dynamodb),
         wcu: perHeartbeat(heartbeats.wru),
         redisBytes: perHeartbeat(heartbeats.written.redis),
         postgresBytes: perHeartbeat(heartbeats.written.postgres),
       },
-      hottest,
+      hottest: {
+        item: item?.item ?? '-',
+        partition: item?.partition ?? '-',
+        writesPerSecond: (item?.writes ?? 0) / seconds,
+        wcuPerSecond: (item?.wru ?? 0) / seconds,
+        readsPerSecond: (item?.reads ?? 0) / seconds,
+      },
+      hottestPartition: {
+        partition: partition?.partition ?? '-',
+        writesPerSecond: (partition?.load.writes ?? 0) / seconds,
+        wcuPerSecond: (partition?.load.wru ?? 0) / seconds,
+        readsPerSecond: (partition?.load.reads ?? 0) / seconds,
+        rcuPerSecond: (partition?.load.rru ?? 0) / seconds,
+        shareOfPartition: partition?.share ?? 0,
+      },
       bytesReadPerWorkerSecond: {
         dynamodb: perWorker((op) => op.read.dynamodb),
         redis: perWorker((op) => op.read.redis),
@@ -213,56 +323,130 @@ async function steady(workers: number, leases: number, seed: number): Promise<St
 }
 
 const shapeName = (workers: number, leases: number): string => `${workers.toLocaleString('en')} x ${leases.toLocaleString('en')}`;
-const kb = (bytes: number): string => (Number.isFinite(bytes) ? `${(bytes / 1024).toFixed(bytes < 10 * 1024 ? 2 : 1)} KB` : '-');
+const shapeKey = (workers: number, leases: number): string => `${workers}x${leases}`;
+const kb = (bytes: number): string => (Number.isFinite(bytes) ? (bytes < 1_000 ? `${bytes.toFixed(0)} B` : `${(bytes / 1024).toFixed(bytes < 10 * 1024 ? 2 : 1)} KB`) : '-');
+/** A figure before member items and after, side by side. */
+const beforeAfter = (before: string, after: string): string => `${before} -> ${after}`;
 
-async function steadySection(): Promise<SteadyResult[]> {
+/**
+ * 1,000 x 100,000 from a measured run's per-worker rates, at 1,000 members' and 100,000 leases' sizes: NOT
+ * MEASURED. Each worker sends as many roster reads, heartbeats and listings a minute as in the run (the
+ * algorithm gives each worker one roster read a take tick, one heartbeat an interval, a listing every
+ * 600 s in steady state, whatever the group's size); a heartbeat writes the same one item; a roster Query
+ * reads `FLEET.workers` member items of the run's mean size, a listing `FLEET.leases` lease items of the
+ * run's mean size. So every per-worker read grows by the group's factor, and group-wide reads by its square.
+ */
+function scaleToFleet(r: SteadyResult): SteadyResult {
+  const { workers, leases } = FLEET;
+  const factor = workers / r.workers;
+  const minutes = r.windowMs / 60_000;
+  const perWorkerMinute = (name: string): number => (r.calls[name] ?? 0) / r.workers / minutes;
+  const rosterQueryBytes = r.meanMemberItemBytes * workers;
+  const rosterUnits = Math.max(1, pagedReadUnits(Array.from({ length: workers }, () => r.meanMemberItemBytes)));
+  const listingUnits = pagedReadUnits(Array.from({ length: leases }, () => r.meanLeaseItemBytes));
+  const unitsPerMinute: Record<string, { wru: number; rru: number }> = {
+    getRoster: { wru: 0, rru: perWorkerMinute('getRoster') * workers * rosterUnits },
+    putMember: { wru: perWorkerMinute('putMember') * workers * r.perHeartbeat.wcu, rru: 0 },
+    listLeases: { wru: 0, rru: perWorkerMinute('listLeases') * workers * listingUnits },
+  };
+  const calls = Object.fromEntries(Object.entries(r.calls).map(([name, count]) => [name, count * factor]));
+  const scaleReads = (read: { mean: number; max: number }): { mean: number; max: number } => ({ mean: read.mean * factor, max: read.max * factor });
+  const wcuPerSecond = unitsPerMinute.putMember!.wru / 60;
+  const rcuPerSecond = unitsPerMinute.getRoster!.rru / 60;
+  return {
+    ...r,
+    workers,
+    leases,
+    measured: false,
+    took: undefined,
+    calls,
+    itemsReadPerLeaseMinute: (perWorkerMinute('getRoster') * workers * workers + perWorkerMinute('listLeases') * workers * leases) / leases,
+    rosterQueryBytes,
+    hottest: { ...r.hottest, readsPerSecond: r.hottest.readsPerSecond * factor },
+    hottestPartition: {
+      partition: r.hottestPartition.partition,
+      writesPerSecond: (perWorkerMinute('putMember') * workers) / 60,
+      wcuPerSecond,
+      readsPerSecond: (perWorkerMinute('getRoster') * workers) / 60,
+      rcuPerSecond,
+      shareOfPartition: Math.max(wcuPerSecond / PARTITION_WCU, rcuPerSecond / PARTITION_RCU),
+    },
+    bytesReadPerWorkerSecond: {
+      dynamodb: scaleReads(r.bytesReadPerWorkerSecond.dynamodb),
+      redis: scaleReads(r.bytesReadPerWorkerSecond.redis),
+      postgres: scaleReads(r.bytesReadPerWorkerSecond.postgres),
+    },
+    unitsPerMinute,
+    wruPerMinute: unitsPerMinute.putMember!.wru,
+    rruPerMinute: unitsPerMinute.getRoster!.rru + unitsPerMinute.listLeases!.rru,
+  };
+}
+
+/** Runs the steady shapes; 1,000 x 100,000 only when `fleetWindowMs` is given, otherwise scaled from 100 x 10,000. */
+async function steadySection(fleetWindowMs: number | null): Promise<SteadyResult[]> {
+  const shapes: SteadyShape[] = [
+    { workers: 10, leases: 1_000, windowMs: STEADY_WINDOW_MS },
+    { workers: 100, leases: 10_000, windowMs: STEADY_WINDOW_MS },
+  ];
+  if (fleetWindowMs !== null) shapes.push({ ...FLEET, windowMs: fleetWindowMs });
+  if (FLEET.workers > limits.maxMembers) throw new Error(`the fleet shape needs ${FLEET.workers} members; limits.maxMembers is ${limits.maxMembers}`);
   const results: SteadyResult[] = [];
-  for (const [workers, leases] of STEADY_SHAPES) {
-    const result = await steady(workers, leases, 1);
-    console.log(`   (steady ${shapeName(workers, leases)}: ${tookText(result.took)})`);
+  for (const shape of shapes) {
+    const result = await steady(shape, 1);
+    console.log(`   (steady ${shapeName(shape.workers, shape.leases)}, ${shape.windowMs / 60_000} simulated minutes measured: ${tookText(result.took!)})`);
     results.push(result);
   }
-  console.log(`\n1. steady state: per lease per minute over ${STEADY_WINDOW_MS / 60_000} simulated minutes, from ${STEADY_AFTER_MS / 1_000} s after balancing; no checkpoints; worker ids of ${REAL_ID(0).length} bytes`);
-  console.log(`   items: getRoster 1, listLeases 1 per lease, getLease 1; putMember 1, each lease of updateLeases 1, createLease 1. "before": main (a renewal per lease).`);
+  if (fleetWindowMs === null) results.push(scaleToFleet(results[results.length - 1]!));
+  const windows = results.map((r) => `${shapeName(r.workers, r.leases)} ${r.measured ? `${r.windowMs / 60_000} min` : NOT_MEASURED}`).join(', ');
+  console.log(`\n1. steady state: per lease per minute over a window of simulated time (${windows}), from ${STEADY_AFTER_MS / 1_000} s after balancing; no checkpoints; worker ids of ${REAL_ID(0).length} bytes`);
+  console.log('   items: getRoster one per member read (one record in the one-record roster), listLeases 1 per lease, getLease 1; putMember 1, each lease of updateLeases 1, createLease 1.');
+  console.log('   "renewals": the per-lease renewals the roster replaced; "one record": the roster as one record per group; "member items": now.');
   table(
-    ['shape (workers x leases)', 'read before', 'read after', 'target (0.3 x W)', '', 'written before', 'written after', 'target', ''],
+    ['shape (workers x leases)', 'read: renewals', 'one record', 'member items', 'target (0.3 x W)', '', 'written: renewals', 'one record', 'member items', 'target', ''],
     results.map((r) => {
-      const shape = `${r.workers}x${r.leases}`;
+      const shape = shapeKey(r.workers, r.leases);
       return [
-        shapeName(r.workers, r.leases),
-        fmt(BEFORE.itemsReadPerLeaseMinute[shape] ?? NaN, 0),
+        shapeName(r.workers, r.leases) + (r.measured ? '' : ' (NOT MEASURED)'),
+        fmt(RENEWALS.itemsReadPerLeaseMinute[shape] ?? NaN, 0),
+        fmt(ONE_RECORD[shape]?.itemsReadPerLeaseMinute ?? NaN, 3),
         fmt(r.itemsReadPerLeaseMinute, 3),
         `<= ${fmt(0.3 * r.workers, 1)}`,
         verdict(r.itemsReadPerLeaseMinute <= 0.3 * r.workers),
-        fmt(BEFORE.itemsWrittenPerLeaseMinute[shape] ?? NaN, 1),
+        fmt(RENEWALS.itemsWrittenPerLeaseMinute[shape] ?? NaN, 1),
+        fmt(ONE_RECORD[shape]?.itemsWrittenPerLeaseMinute ?? NaN, 3),
         fmt(r.itemsWrittenPerLeaseMinute, 3),
         '<= 0.5',
         verdict(r.itemsWrittenPerLeaseMinute <= 0.5),
       ];
     }),
   );
-  console.log(`\n   what a heartbeat writes and what a worker reads, by backend (DynamoDB: billed item bytes; Redis and Postgres: stored JSON and keys)`);
+  console.log('\n   what a heartbeat writes and what a worker reads, by backend, one record -> member items (DynamoDB: billed item bytes; Redis and Postgres: stored JSON and keys)');
   table(
-    ['shape', 'roster item', 'heartbeat: DynamoDB', 'WCU', 'Redis', 'Postgres', 'read/worker/s: DynamoDB mean', 'max', 'Redis mean', 'max', 'Postgres mean', 'max', 'WRU/min', 'RRU/min'],
-    results.map((r) => [
-      shapeName(r.workers, r.leases),
-      kb(r.rosterItemBytes),
-      kb(r.perHeartbeat.dynamodbBytes),
-      fmt(r.perHeartbeat.wcu, 1),
-      `${fmt(r.perHeartbeat.redisBytes, 0)} B`,
-      kb(r.perHeartbeat.postgresBytes),
-      kb(r.bytesReadPerWorkerSecond.dynamodb.mean),
-      kb(r.bytesReadPerWorkerSecond.dynamodb.max),
-      kb(r.bytesReadPerWorkerSecond.redis.mean),
-      kb(r.bytesReadPerWorkerSecond.redis.max),
-      kb(r.bytesReadPerWorkerSecond.postgres.mean),
-      kb(r.bytesReadPerWorkerSecond.postgres.max),
-      fmt(r.wruPerMinute, 0),
-      fmt(r.rruPerMinute, 0),
-    ]),
+    ['shape', 'heartbeat: DynamoDB', 'WCU', 'Redis', 'Postgres', 'read/worker/s: DynamoDB mean', 'max', 'Redis mean', 'Postgres mean', 'WRU/min', 'RRU/min'],
+    results.map((r) => {
+      const before = ONE_RECORD[shapeKey(r.workers, r.leases)];
+      const pair = (was: number | undefined, is: number, show: (value: number) => string): string => beforeAfter(was === undefined ? 'n/a' : show(was), show(is));
+      return [
+        shapeName(r.workers, r.leases) + (r.measured ? '' : ' (NOT MEASURED)'),
+        pair(before?.perHeartbeat.dynamodbBytes, r.perHeartbeat.dynamodbBytes, kb),
+        pair(before?.perHeartbeat.wcu, r.perHeartbeat.wcu, (value) => fmt(value, 1)),
+        pair(before?.perHeartbeat.redisBytes, r.perHeartbeat.redisBytes, kb),
+        pair(before?.perHeartbeat.postgresBytes, r.perHeartbeat.postgresBytes, kb),
+        pair(before?.bytesReadPerWorkerSecond.dynamodb.mean, r.bytesReadPerWorkerSecond.dynamodb.mean, kb),
+        kb(r.bytesReadPerWorkerSecond.dynamodb.max),
+        pair(before?.bytesReadPerWorkerSecond.redis.mean, r.bytesReadPerWorkerSecond.redis.mean, kb),
+        pair(before?.bytesReadPerWorkerSecond.postgres.mean, r.bytesReadPerWorkerSecond.postgres.mean, kb),
+        pair(before?.wruPerMinute, r.wruPerMinute, (value) => fmt(value, 0)),
+        pair(before?.rruPerMinute, r.rruPerMinute, (value) => fmt(value, 0)),
+      ];
+    }),
   );
   for (const r of results) {
-    console.log(`   ${shapeName(r.workers, r.leases)}: calls in the window ${JSON.stringify(r.calls)}; balanced ${fmt(r.balancedAfterMs / 1_000, 1)} s after the first start; still balanced at the end: ${r.stillBalanced}`);
+    if (!r.measured) {
+      console.log(`   ${shapeName(r.workers, r.leases)}: ${NOT_MEASURED} (--fleet runs it); a roster Query would read ${kb(r.rosterQueryBytes)}; n/a: the one-record roster ${notRun}`);
+      continue;
+    }
+    console.log(`   ${shapeName(r.workers, r.leases)}: calls in the window ${JSON.stringify(r.calls)}; balanced ${fmt(r.balancedAfterMs / 1_000, 1)} s after the first start; still balanced at the end: ${r.stillBalanced}; a roster Query reads ${kb(r.rosterQueryBytes)}`);
   }
   return results;
 }
@@ -337,7 +521,7 @@ async function coldSection(seedCount: number): Promise<ColdResult[]> {
   }
   console.log(`\n2. cold start without a change feed (useChangeFeed: false): every lease held, max - min <= 1`);
   console.log(`   target: within 3 take ticks after the join tick (${fmt(COLD_LIMIT_MS / 1_000, 2)} s after the last worker's join, jitter and a round trip included), acquisitions <= 1.05 x leases`);
-  console.log(`   before (main, 10 x 1,000): balanced after ${BEFORE.coldStart10x1000.seconds} s with ${BEFORE.coldStart10x1000.acquisitions.toLocaleString('en')} acquisitions`);
+  console.log(`   before (main, 10 x 1,000): balanced after ${RENEWALS.coldStart10x1000.seconds} s with ${RENEWALS.coldStart10x1000.acquisitions.toLocaleString('en')} acquisitions`);
   table(
     ['shape', 'starts within', 'seeds', 's after first start p50/max', 's after last join p50/max', 'take ticks (max)', 'acquisitions p50/max', 'x leases (max)', ''],
     results.map((r) => [
@@ -525,32 +709,66 @@ async function movingSection(seeds: readonly number[]): Promise<{ runs: Record<s
 
 // ------------------------------------------------------------------------------------------ 4. issue 28's goals and the bill
 
-const cannotRun = `cannot run: the roster holds at most ${limits.maxMembers} members`;
+/** Issue 28's goals (docs/proposals/membership-at-scale.md), at any group size. */
+const GOALS = {
+  wcuPerHeartbeat: 1,
+  /** The hottest item is a member's own: its heartbeats, one per heartbeat interval (clock drift and retries allowed for). */
+  hottestItemWritesPerSecond: (1_000 / HEARTBEAT_MS) * 1.05,
+  itemsWrittenPerLeaseMinute: 0.1,
+  bytesReadPerWorkerSecond: 4 * 1024,
+  /** No partition key over what one DynamoDB partition serves. */
+  shareOfPartition: 1,
+  coldTakeTicks: 3,
+  coldAcquisitionsPerLease: 1.05,
+  crashP99InLeases: 1.2,
+};
 
 interface GoalRow {
   workers: number;
   leases: number;
+  /** False for 1,000 x 100,000 scaled from 100 x 10,000 (`scaleToFleet`). */
   measured: boolean;
-  wcuPerHeartbeat?: number;
-  bytesPerHeartbeat?: number;
-  hottest?: HottestItem;
-  itemsWrittenPerLeaseMinute?: number;
-  bytesReadPerWorkerSecond?: { mean: number; max: number };
+  windowMs: number;
+  wcuPerHeartbeat: number;
+  bytesPerHeartbeat: number;
+  hottest: HottestItem;
+  hottestPartition: HottestPartition;
+  itemsWrittenPerLeaseMinute: number;
+  bytesReadPerWorkerSecond: { mean: number; max: number };
   coldTakeTicksMax?: number;
   coldAcquisitionsPerLeaseMax?: number;
   crashP99InLeases?: number;
+  /** The write side's goals: 1 WCU a heartbeat, the hottest item a member's, items written per lease per minute. */
+  writesMeetGoals: boolean;
+  /** The read side's: bytes read per worker per second, and every partition key within one partition's limits. */
+  readsMeetGoals: boolean;
+  /** The same figures with the roster as one record, where that shape ran. */
+  oneRecord?: {
+    wcuPerHeartbeat: number;
+    bytesPerHeartbeat: number;
+    hottest: OneRecordFigures['hottest'];
+    /** The group's one partition key: the roster item and the leases. */
+    partition: { wcuPerSecond: number; rcuPerSecond: number; shareOfPartition: number };
+    itemsWrittenPerLeaseMinute: number;
+    bytesReadPerWorkerSecond: { mean: number; max: number };
+  };
 }
+
+const share = (wcuPerSecond: number, rcuPerSecond: number): number => Math.max(wcuPerSecond / PARTITION_WCU, rcuPerSecond / PARTITION_RCU);
 
 function goalSection(steadyResults: readonly SteadyResult[], cold: readonly ColdResult[] | undefined, crashLarge: { workers: number; leases: number; p99InLeases: number } | undefined): GoalRow[] {
   const rows: GoalRow[] = steadyResults.map((r) => {
     const coldRuns = cold?.filter((c) => c.workers === r.workers && c.leases === r.leases) ?? [];
+    const before = ONE_RECORD[shapeKey(r.workers, r.leases)];
     return {
       workers: r.workers,
       leases: r.leases,
-      measured: true,
+      measured: r.measured,
+      windowMs: r.windowMs,
       wcuPerHeartbeat: r.perHeartbeat.wcu,
       bytesPerHeartbeat: r.perHeartbeat.dynamodbBytes,
       hottest: r.hottest,
+      hottestPartition: r.hottestPartition,
       itemsWrittenPerLeaseMinute: r.itemsWrittenPerLeaseMinute,
       bytesReadPerWorkerSecond: r.bytesReadPerWorkerSecond.dynamodb,
       // The worst over the start spreads the cold section runs.
@@ -561,105 +779,125 @@ function goalSection(steadyResults: readonly SteadyResult[], cold: readonly Cold
           }
         : {}),
       ...(crashLarge !== undefined && crashLarge.workers === r.workers && crashLarge.leases === r.leases ? { crashP99InLeases: crashLarge.p99InLeases } : {}),
+      writesMeetGoals:
+        r.perHeartbeat.wcu <= GOALS.wcuPerHeartbeat && r.hottest.writesPerSecond <= GOALS.hottestItemWritesPerSecond && r.itemsWrittenPerLeaseMinute <= GOALS.itemsWrittenPerLeaseMinute,
+      readsMeetGoals: r.bytesReadPerWorkerSecond.dynamodb.max <= GOALS.bytesReadPerWorkerSecond && r.hottestPartition.shareOfPartition <= GOALS.shareOfPartition,
+      ...(before === undefined
+        ? {}
+        : {
+            oneRecord: {
+              wcuPerHeartbeat: before.perHeartbeat.wcu,
+              bytesPerHeartbeat: before.perHeartbeat.dynamodbBytes,
+              hottest: before.hottest,
+              partition: { wcuPerSecond: before.wruPerMinute / 60, rcuPerSecond: before.rruPerMinute / 60, shareOfPartition: share(before.wruPerMinute / 60, before.rruPerMinute / 60) },
+              itemsWrittenPerLeaseMinute: before.itemsWrittenPerLeaseMinute,
+              bytesReadPerWorkerSecond: before.bytesReadPerWorkerSecond.dynamodb,
+            },
+          }),
     };
   });
-  rows.push({ workers: FLEET_SHAPE[0], leases: FLEET_SHAPE[1], measured: false });
-  console.log(`\n4. issue 28's goal table, today's roster: steady figures over ${STEADY_WINDOW_MS / 60_000} simulated minutes (one run each), DynamoDB's billing`);
-  console.log('   cold start: the worst over the start spreads of section 2; crash take-over: p99 of section 3 (x leaseDuration); "-": not measured at that shape');
+  const pair = (was: number | undefined, is: number, show: (value: number) => string): string => beforeAfter(was === undefined ? 'n/a' : show(was), show(is));
+  const pct = (value: number): string => `${(value * 100).toFixed(value < 0.1 ? 1 : 0)}%`;
+  console.log(`\n4. issue 28's goal table: one record -> member items, DynamoDB's billing, steady figures of section 1 (one run each, seed 1)`);
+  console.log('   "one record": the roster as one item holding every member, measured before (20 simulated minutes); "member items": this run');
+  console.log('\n   write side');
   table(
-    ['shape', 'bytes written/heartbeat (WCU)', 'hottest item', 'writes/s', 'WCU/s', '4 KB reads/s', 'items written/lease/min', 'bytes read/worker/s mean', 'max', 'cold: take ticks after last join', 'acquisitions/leases', 'crash take-over p99'],
-    rows.map((row) =>
-      row.measured
-        ? [
-            shapeName(row.workers, row.leases),
-            `${kb(row.bytesPerHeartbeat!)} (${fmt(row.wcuPerHeartbeat!, 1)})`,
-            row.hottest!.item,
-            fmt(row.hottest!.writesPerSecond, 1),
-            fmt(row.hottest!.wcuPerSecond, 0),
-            fmt(row.hottest!.rcuPerSecond, 0),
-            fmt(row.itemsWrittenPerLeaseMinute!, 3),
-            kb(row.bytesReadPerWorkerSecond!.mean),
-            kb(row.bytesReadPerWorkerSecond!.max),
-            fmt(row.coldTakeTicksMax ?? NaN, 1),
-            fmt(row.coldAcquisitionsPerLeaseMax ?? NaN, 3),
-            fmt(row.crashP99InLeases ?? NaN, 3),
-          ]
-        : [shapeName(row.workers, row.leases), cannotRun],
-    ),
+    ['shape', `WCU/heartbeat (goal ${GOALS.wcuPerHeartbeat})`, 'bytes/heartbeat', 'hottest item (now)', `its writes/s (goal ${fmt(1_000 / HEARTBEAT_MS, 2)})`, 'its WCU/s', `items written/lease/min (goal ${GOALS.itemsWrittenPerLeaseMinute})`, ''],
+    rows.map((row) => [
+      rowName(row),
+      pair(row.oneRecord?.wcuPerHeartbeat, row.wcuPerHeartbeat, (value) => fmt(value, 1)),
+      pair(row.oneRecord?.bytesPerHeartbeat, row.bytesPerHeartbeat, kb),
+      row.hottest.item.slice(0, 24) + (row.hottest.item.length > 24 ? '...' : ''),
+      pair(row.oneRecord?.hottest.writesPerSecond, row.hottest.writesPerSecond, (value) => fmt(value, 3)),
+      pair(row.oneRecord?.hottest.wcuPerSecond, row.hottest.wcuPerSecond, (value) => fmt(value, value < 10 ? 3 : 0)),
+      pair(row.oneRecord?.itemsWrittenPerLeaseMinute, row.itemsWrittenPerLeaseMinute, (value) => fmt(value, 4)),
+      verdict(row.writesMeetGoals),
+    ]),
   );
+  console.log(`\n   read side: a partition serves ${PARTITION_WCU.toLocaleString('en')} WCU/s and ${PARTITION_RCU.toLocaleString('en')} RCU/s; the hottest partition key now is the members' (every heartbeat and every roster Query), before it was the group's (roster item and leases)`);
+  table(
+    ['shape', `bytes read/worker/s mean (goal ${kb(GOALS.bytesReadPerWorkerSecond)})`, 'max', 'hottest item reads/s', 'hottest partition key (now)', 'its WCU/s', 'its RCU/s', 'share of a partition', ''],
+    rows.map((row) => [
+      rowName(row),
+      pair(row.oneRecord?.bytesReadPerWorkerSecond.mean, row.bytesReadPerWorkerSecond.mean, kb),
+      pair(row.oneRecord?.bytesReadPerWorkerSecond.max, row.bytesReadPerWorkerSecond.max, kb),
+      pair(row.oneRecord?.hottest.readsPerSecond, row.hottest.readsPerSecond, (value) => fmt(value, 1)),
+      row.hottestPartition.partition,
+      pair(row.oneRecord?.partition.wcuPerSecond, row.hottestPartition.wcuPerSecond, (value) => fmt(value, value < 10 ? 2 : 0)),
+      pair(row.oneRecord?.partition.rcuPerSecond, row.hottestPartition.rcuPerSecond, (value) => fmt(value, value < 10 ? 2 : 0)),
+      pair(row.oneRecord?.partition.shareOfPartition, row.hottestPartition.shareOfPartition, pct),
+      verdict(row.readsMeetGoals),
+    ]),
+  );
+  console.log('\n   moving leases (sections 2 and 3 of this run; the layout of the members does not change them in memory): "-" where not measured at that shape');
+  table(
+    ['shape', `cold: take ticks after last join (goal ${GOALS.coldTakeTicks})`, `acquisitions/leases (goal ${GOALS.coldAcquisitionsPerLease})`, `crash take-over p99 x leaseDuration (goal ${GOALS.crashP99InLeases})`],
+    rows.map((row) => [
+      shapeName(row.workers, row.leases),
+      fmt(row.coldTakeTicksMax ?? NaN, 2) + (row.coldTakeTicksMax === undefined ? '' : ` ${verdict(row.coldTakeTicksMax <= GOALS.coldTakeTicks)}`),
+      fmt(row.coldAcquisitionsPerLeaseMax ?? NaN, 3) + (row.coldAcquisitionsPerLeaseMax === undefined ? '' : ` ${verdict(row.coldAcquisitionsPerLeaseMax <= GOALS.coldAcquisitionsPerLease)}`),
+      fmt(row.crashP99InLeases ?? NaN, 3) + (row.crashP99InLeases === undefined ? '' : ` ${verdict(row.crashP99InLeases <= GOALS.crashP99InLeases)}`),
+    ]),
+  );
+  if (rows.some((row) => !row.measured)) console.log(`   (NOT MEASURED) rows: ${NOT_MEASURED} (see scaleToFleet; --fleet runs the shape). n/a: the one-record roster ${notRun}.`);
   return rows;
 }
+
+const notRun = 'could not run it: it held 128 members at most';
+const rowName = (row: { workers: number; leases: number; measured: boolean }): string => shapeName(row.workers, row.leases) + (row.measured ? '' : ' (NOT MEASURED)');
 
 interface CostRow {
   workers: number;
   leases: number;
   kcl: ReturnType<typeof kclMonthly>;
-  /** Leasehold's request units per minute: measured, or scaled from the largest measured shape. */
+  /** With the roster as one record: measured, or (1,000 x 100,000) 128 x 12,800 scaled. */
+  oneRecord: { wruPerMinute: number; rruPerMinute: number; usd: number; measured: boolean };
+  /** Member items: this run's steady window. */
   wruPerMinute: number;
   rruPerMinute: number;
   writesUsd: number;
   readsUsd: number;
-  source: string;
-}
-
-/**
- * How an operation's units per minute grow from one shape to a larger one with the roster: a member write
- * costs the roster's size (grows with the workers) and each worker sends its own (workers again); each
- * worker reads the roster every tick; each worker's listing reads every lease; a lease's own writes and
- * reads grow with the leases.
- */
-function scaleUnits(name: string, workerFactor: number, leaseFactor: number): number {
-  if (name === 'putMember' || name === 'removeMember' || name === 'getRoster') return workerFactor * workerFactor;
-  if (name === 'listLeases') return workerFactor * leaseFactor;
-  return leaseFactor;
+  windowMs: number;
+  /** False where scaled from 100 x 10,000 (`scaleToFleet`). */
+  measured: boolean;
 }
 
 function costSection(steadyResults: readonly SteadyResult[]): CostRow[] {
-  const measured = new Map(steadyResults.map((r) => [`${r.workers}x${r.leases}`, r]));
-  const largest = steadyResults.reduce((a, b) => (b.workers > a.workers ? b : a));
-  const rows: CostRow[] = [];
-  for (const [workers, leases] of [[10, 1_000], [100, 10_000], FLEET_SHAPE] as const) {
-    const run = measured.get(`${workers}x${leases}`);
-    let wru = 0;
-    let rru = 0;
-    let source: string;
-    if (run !== undefined) {
-      wru = run.wruPerMinute;
-      rru = run.rruPerMinute;
-      source = 'measured';
-    } else {
-      const workerFactor = workers / largest.workers;
-      const leaseFactor = leases / largest.leases;
-      for (const [name, units] of Object.entries(largest.unitsPerMinute)) {
-        wru += units.wru * scaleUnits(name, workerFactor, leaseFactor);
-        rru += units.rru * scaleUnits(name, workerFactor, leaseFactor);
-      }
-      source = `NOT MEASURED: ${shapeName(largest.workers, largest.leases)} scaled (roster writes and reads x ${fmt(workerFactor ** 2, 1)}, listings x ${fmt(workerFactor * leaseFactor, 1)}, lease writes x ${fmt(leaseFactor, 2)})`;
-    }
-    rows.push({ workers, leases, kcl: kclMonthly(workers, leases, REAL_ID), wruPerMinute: wru, rruPerMinute: rru, writesUsd: monthlyUsd(wru, 0), readsUsd: monthlyUsd(0, rru), source });
-  }
+  const rows: CostRow[] = steadyResults.map((run) => {
+    const before = ONE_RECORD[shapeKey(run.workers, run.leases)] ?? ONE_RECORD_FLEET_UNITS;
+    return {
+      workers: run.workers,
+      leases: run.leases,
+      kcl: kclMonthly(run.workers, run.leases, REAL_ID),
+      oneRecord: { wruPerMinute: before.wruPerMinute, rruPerMinute: before.rruPerMinute, usd: monthlyUsd(before.wruPerMinute, before.rruPerMinute), measured: before.measured },
+      wruPerMinute: run.wruPerMinute,
+      rruPerMinute: run.rruPerMinute,
+      writesUsd: monthlyUsd(run.wruPerMinute, 0),
+      readsUsd: monthlyUsd(0, run.rruPerMinute),
+      windowMs: run.windowMs,
+      measured: run.measured,
+    };
+  });
   const usd = (value: number): string => `$${Math.round(value).toLocaleString('en')}`;
   console.log(`\n5. coordination on DynamoDB on demand, a month ($${USD_PER_MILLION_WRU} per million WRU, $${USD_PER_MILLION_RRU} per million RRU, ${MINUTES_PER_MONTH.toLocaleString('en')} minutes); checkpoints left out of both sides`);
   console.log(`   KCL 2.x: every lease renewed ${KCL_RENEWALS_PER_LEASE_MINUTE} times a minute, every worker scans the lease table ${KCL_SCANS_PER_WORKER_MINUTE} times a minute (a scan bills the table's size; lease items of ${kclMonthly(1, 1, REAL_ID).tableBytes} bytes, no checkpoint)`);
-  console.log('   Leasehold today (the roster): the steady window\'s request units a minute');
+  console.log("   Leasehold: the steady window's request units a minute, with the roster as one record (before) and as member items (now)");
   table(
-    ['group', 'KCL writes', 'KCL scans', 'KCL total', 'today: WRU/min', 'RRU/min', 'writes', 'reads', 'total', 'today: source'],
-    rows.map((row) => {
-      return [
-        shapeName(row.workers, row.leases),
-        usd(row.kcl.writesUsd),
-        usd(row.kcl.scansUsd),
-        usd(row.kcl.writesUsd + row.kcl.scansUsd),
-        fmt(row.wruPerMinute, 0),
-        fmt(row.rruPerMinute, 0),
-        usd(row.writesUsd),
-        usd(row.readsUsd),
-        usd(row.writesUsd + row.readsUsd),
-        row.source,
-      ];
-    }),
+    ['group', 'KCL writes', 'KCL scans', 'KCL total', 'one record: total', 'member items: WRU/min', 'RRU/min', 'writes', 'reads', 'total'],
+    rows.map((row) => [
+      rowName(row),
+      usd(row.kcl.writesUsd),
+      usd(row.kcl.scansUsd),
+      usd(row.kcl.writesUsd + row.kcl.scansUsd),
+      usd(row.oneRecord.usd) + (row.oneRecord.measured ? '' : ' (NOT MEASURED: 128 x 12,800 scaled)'),
+      fmt(row.wruPerMinute, 0),
+      fmt(row.rruPerMinute, 0),
+      usd(row.writesUsd),
+      usd(row.readsUsd),
+      usd(row.writesUsd + row.readsUsd),
+    ]),
   );
-  console.log(`   ${shapeName(FLEET_SHAPE[0], FLEET_SHAPE[1])}: ${cannotRun}; its row is the largest measured group's units a minute, scaled by how each operation grows with the roster (a heartbeat bills the whole roster item and every worker reads it every tick).`);
+  if (rows.some((row) => !row.measured)) console.log(`   (NOT MEASURED) rows: ${NOT_MEASURED} (see scaleToFleet; --fleet runs the shape)`);
   return rows;
 }
 
@@ -667,8 +905,16 @@ function costSection(steadyResults: readonly SteadyResult[]): CostRow[] {
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
-    options: { seeds: { type: 'string', default: '200' }, from: { type: 'string', default: '1' }, only: { type: 'string', multiple: true } },
+    options: {
+      seeds: { type: 'string', default: '200' },
+      from: { type: 'string', default: '1' },
+      only: { type: 'string', multiple: true },
+      fleet: { type: 'boolean', default: false },
+      'fleet-minutes': { type: 'string', default: String(FLEET_WINDOW_MS / 60_000) },
+    },
   });
+  const fleetWindowMs = Number(values['fleet-minutes']) * 60_000;
+  if (!Number.isFinite(fleetWindowMs) || fleetWindowMs <= 0) throw new Error(`--fleet-minutes must be a positive number of simulated minutes, got ${JSON.stringify(values['fleet-minutes'])}`);
   const seeds = Array.from({ length: Number(values.seeds) }, (_, i) => Number(values.from) + i);
   const only = new Set(values.only ?? ['steady', 'cold', 'crash']);
   console.log(
@@ -677,7 +923,10 @@ async function main(): Promise<void> {
   const started = now();
   const results: Record<string, unknown> = {
     timing: { leaseDurationMs: LEASE_MS, takeIntervalMs: TAKE_MS, heartbeatIntervalMs: HEARTBEAT_MS, listIntervalMs: 600_000, maxClockDrift: MAX_DRIFT, latencyMs: [1, 20] },
-    before: { source: 'main (per-lease renewals), same counting method', ...BEFORE },
+    before: {
+      renewals: { source: 'per-lease renewals, before the roster; same counting method', ...RENEWALS },
+      oneRecord: { source: 'the roster as one record per group (at most 128 members), before member items; same bench and billing method', shapes: ONE_RECORD, fleetUnitsPerMinute: ONE_RECORD_FLEET_UNITS },
+    },
   };
   let failed = false;
   const sections: Record<string, Took> = {};
@@ -686,10 +935,10 @@ async function main(): Promise<void> {
   let crashLarge: { workers: number; leases: number; p99InLeases: number } | undefined;
   if (only.has('steady')) {
     const at = now();
-    steadyResults = await steadySection();
+    steadyResults = await steadySection(values.fleet === true ? fleetWindowMs : null);
     sections.steady = since(at);
     results.steady = steadyResults;
-    failed ||= steadyResults.some((r) => r.itemsWrittenPerLeaseMinute > 0.5 || r.itemsReadPerLeaseMinute > 0.3 * r.workers);
+    failed ||= steadyResults.some((r) => r.measured && (r.itemsWrittenPerLeaseMinute > 0.5 || r.itemsReadPerLeaseMinute > 0.3 * r.workers));
   }
   if (only.has('cold')) {
     const at = now();
@@ -713,7 +962,7 @@ async function main(): Promise<void> {
     }
   }
   if (steadyResults !== undefined) {
-    results.goals = { cannotRun: { workers: FLEET_SHAPE[0], leases: FLEET_SHAPE[1], maxMembers: limits.maxMembers }, rows: goalSection(steadyResults, cold, crashLarge) };
+    results.goals = { targets: GOALS, rows: goalSection(steadyResults, cold, crashLarge) };
     results.monthlyCost = {
       prices: { usdPerMillionWru: USD_PER_MILLION_WRU, usdPerMillionRru: USD_PER_MILLION_RRU, minutesPerMonth: MINUTES_PER_MONTH },
       kcl: { renewalsPerLeaseMinute: KCL_RENEWALS_PER_LEASE_MINUTE, scansPerWorkerMinute: KCL_SCANS_PER_WORKER_MINUTE },
@@ -729,9 +978,9 @@ async function main(): Promise<void> {
   if (results.goals !== undefined) {
     // Kept in the repository: the figures of issue 28's goals as the code measured here gives them, so that
     // a change to membership shows in this file's diff.
-    const { timing, seeds, goals, monthlyCost } = results;
+    const { timing, seeds, before, goals, monthlyCost } = results;
     const steadyFigures = steadyResults!.map(({ took: _took, ...figures }) => figures);
-    writeFileSync(new URL('membership-cost.json', dir), JSON.stringify({ timing, seeds, steady: steadyFigures, goals, monthlyCost }, null, 2) + '\n');
+    writeFileSync(new URL('membership-cost.json', dir), JSON.stringify({ timing, seeds, before, steady: steadyFigures, goals, monthlyCost }, null, 2) + '\n');
   }
   if (failed) {
     console.error('some figures missed their targets (marked FAIL above)');

@@ -6,14 +6,17 @@ import {
   kclMonthly,
   leaseItemBytes,
   leaseJsonBytes,
-  memberDocumentEntryBytes,
+  memberItemBytes,
   memberJsonBytes,
+  memberTombstoneBytes,
   monthlyUsd,
   pagedReadUnits,
   readUnits,
+  rosterQuery,
   writeUnits,
 } from '../bench/billing.js';
-import { memberEntryBytes, numberBytes, rosterItemBytes } from '../bench/roster-size.js';
+import { byUtf8, numberBytes } from '../bench/roster-size.js';
+import { emptyUsage, hottestItem, hottestPartition, Ledger, Meter } from '../bench/meter.js';
 
 /** A worker id as long as a cloud host's default one: 54 bytes. */
 const REAL_ID = 'ip-10-0-000-45.eu-west-1.compute.internal-12345-k3j9x2';
@@ -97,15 +100,38 @@ describe('DynamoDB item sizes and units, by the rules AWS documents', () => {
     expect(Buffer.byteLength(leaseJson)).toBe(leaseJsonBytes(lease) - 'shard-000001'.length);
   });
 
-  it("a member on the roster item is v:<workerId> and m:<workerId>, a map of its state JSON and a 16-character write id", () => {
-    expect(memberEntryBytes(member)).toBe(4 + 2 + 4 + 3 + (1 + 1 + Buffer.byteLength(memberJson)) + (1 + 1 + 16));
-    expect(memberEntryBytes(member, REAL_ID) - memberEntryBytes(member)).toBe(2 * (REAL_ID.length - 2));
+  it('a member is an item of its own: pk <group>#members, sk member:<workerId>, version, state JSON and a 16-character write id', () => {
+    // pk bench#members, sk member:w1, version 7, state, writeId.
+    expect(memberItemBytes(member)).toBe(2 + 13 + 2 + 9 + 7 + 2 + 5 + Buffer.byteLength(memberJson) + 7 + 16);
+    expect(memberItemBytes(member, REAL_ID) - memberItemBytes(member)).toBe(REAL_ID.length - 2);
   });
 
-  it('the roster item is its key, hv and every member', () => {
-    const other = { ...member, workerId: 'w2', version: 12_345 };
-    // pk bench, sk roster, hv 12,345 (4 bytes).
-    expect(rosterItemBytes('bench', [member, other])).toBe(2 + 5 + 2 + 6 + 2 + 4 + memberEntryBytes(member) + memberEntryBytes(other));
+  it.each([
+    { what: 'with a 2-byte worker id', id: 'w1', bytes: 188, wcu: 1 },
+    { what: "with a cloud host's 54-byte worker id", id: REAL_ID, bytes: 240, wcu: 1 },
+  ])('a heartbeat of a member $what writes a $bytes-byte item: $wcu write unit at any group size', ({ id, bytes, wcu }) => {
+    expect(memberItemBytes(member, id)).toBe(bytes);
+    expect(writeUnits(memberItemBytes(member, id))).toBe(wcu);
+  });
+
+  it("a removed member's tombstone keeps its keys and last version, and removed, without its state and write id", () => {
+    // pk bench#members, sk member:w1, version 8, removed (a boolean, 1 byte).
+    expect(memberTombstoneBytes('bench', 'w1', 8)).toBe(2 + 13 + 2 + 9 + 7 + 2 + 7 + 1);
+  });
+
+  it.each([
+    { what: 'no member', sizes: [] as number[], bytes: 0, units: 1 },
+    { what: '10 members of 300 bytes', sizes: Array.from({ length: 10 }, () => 300), bytes: 3_000, units: 1 },
+    { what: '1,000 members of 300 bytes', sizes: Array.from({ length: 1_000 }, () => 300), bytes: 300_000, units: 74 },
+    // 3,495 items fill the first page (1,048,500 bytes: 256 units), the other 505 the second (151,500: 37).
+    { what: '4,000 members of 300 bytes, two pages', sizes: Array.from({ length: 4_000 }, () => 300), bytes: 1_200_000, units: 293 },
+  ])('a roster Query of $what reads $bytes bytes for $units read units (at least 1)', ({ sizes, bytes, units }) => {
+    expect(rosterQuery(sizes.map((size, i) => ({ workerId: `w${i}`, bytes: size })))).toEqual({ bytes, units });
+  });
+
+  it('sort keys are in the order of their UTF-8 bytes, as DynamoDB keeps them', () => {
+    // JavaScript's < compares UTF-16 units and puts U+1F600 (D83D DE00) before U+FF5E; UTF-8 puts U+FF5E (EF BD 9E) first.
+    expect(byUtf8(['\u{1F600}', '\uFF5E', 'b', 'a'], (id) => id)).toEqual(['a', 'b', '\uFF5E', '\u{1F600}']);
   });
 });
 
@@ -114,9 +140,70 @@ describe('Redis and Postgres: the bytes of the stored JSON', () => {
     expect(memberJsonBytes(member)).toBe(2 + Buffer.byteLength(memberJson));
   });
 
-  it('Postgres keeps a member as an entry of the roster document, its state as a JSON string', () => {
-    const entry = `"w1":${JSON.stringify({ v: 7, s: memberJson })},`;
-    expect(memberDocumentEntryBytes(member)).toBe(Buffer.byteLength(entry));
+  it('Postgres keeps a member as a row of the members table: the same worker id and state JSON', () => {
+    expect(memberJsonBytes({ ...member, workerId: REAL_ID })).toBe(REAL_ID.length + Buffer.byteLength(memberJson));
+  });
+});
+
+describe('the meter, on the layout of member items', () => {
+  const memberOf = (workerId: string, version: number): MemberRecord => ({ ...member, workerId, version });
+  const applied = (record: MemberRecord) => ({ status: 'applied', record }) as const;
+
+  it("bills a heartbeat as one UpdateItem of the member's own item, a join also as one read of the earlier release's roster item, and the group's first join its marking", () => {
+    const meter = new Meter(new Ledger('bench'));
+    meter.putMember('w1', null, applied(memberOf('w1', 1)));
+    meter.putMember('w1', 1, applied(memberOf('w1', 2)));
+    expect(meter.usage.byOp.putMember).toMatchObject({ calls: 2, wru: 3, rru: 1, written: { dynamodb: 2 * memberItemBytes(memberOf('w1', 2)), redis: 2 * memberJsonBytes(member), postgres: 2 * memberJsonBytes(member) } });
+    expect(meter.usage.byItem.get('member:w1')).toMatchObject({ partition: 'bench#members', writes: 2, wru: 2 });
+    expect(meter.usage.byPartition.get('bench#members')).toMatchObject({ writes: 2, wru: 2, reads: 0 });
+    expect(meter.usage.byPartition.get('bench')).toMatchObject({ writes: 1, wru: 1, reads: 1, rru: 1 });
+    meter.putMember('w2', null, applied(memberOf('w2', 1)));
+    expect(meter.usage.byPartition.get('bench')).toMatchObject({ writes: 1, reads: 2 });
+  });
+
+  it("bills a write whose condition failed on the item it found, and one that found nothing as 1 write unit", () => {
+    const meter = new Meter(new Ledger('bench'));
+    const current = { ...memberOf('w1', 5), metadata: { note: 'x'.repeat(1_500) } };
+    meter.putMember('w1', 4, { status: 'conflict', current });
+    meter.putMember('w2', 4, { status: 'conflict', current: null });
+    expect(meter.usage.byOp.putMember).toMatchObject({ wru: writeUnits(memberItemBytes(current)) + 1, written: { redis: 0, postgres: 0 } });
+    expect(writeUnits(memberItemBytes(current))).toBe(2);
+  });
+
+  it('bills a roster read as one Query of every member item, the tombstones of removed members included', () => {
+    const ledger = new Ledger('bench');
+    const meter = new Meter(ledger);
+    for (const [i, workerId] of ['w1', 'w2', 'w3'].entries()) meter.putMember(workerId, null, applied(memberOf(workerId, i + 1)));
+    meter.removeMember('w3', 3, { status: 'applied' });
+    meter.usage = emptyUsage();
+    meter.getRoster([memberOf('w1', 1), memberOf('w2', 2)]);
+    const items = [memberItemBytes(memberOf('w1', 1)), memberItemBytes(memberOf('w2', 2)), memberTombstoneBytes('bench', 'w3', 3)];
+    const expected = rosterQuery(items.map((bytes, i) => ({ workerId: `w${i + 1}`, bytes })));
+    expect(meter.usage.byOp.getRoster).toMatchObject({ rru: expected.units, read: { dynamodb: expected.bytes, redis: 2 * memberJsonBytes(member), postgres: 2 * memberJsonBytes(member) } });
+    expect(meter.usage.byPartition.get('bench#members')).toMatchObject({ reads: 1, queries: 1, rru: expected.units });
+  });
+
+  it("bills a read that returns other members than the ledger knows by what it returned, and learns them", () => {
+    const ledger = new Ledger('bench');
+    const meter = new Meter(ledger);
+    meter.putMember('w1', null, applied(memberOf('w1', 1)));
+    // w2 joined through a client the ledger did not see; the next read finds it.
+    meter.getRoster([memberOf('w1', 1), memberOf('w2', 2)]);
+    const both = rosterQuery([{ workerId: 'w1', bytes: memberItemBytes(memberOf('w1', 1)) }, { workerId: 'w2', bytes: memberItemBytes(memberOf('w2', 2)) }]);
+    expect(meter.usage.byOp.getRoster).toMatchObject({ read: { dynamodb: both.bytes, redis: 2 * memberJsonBytes(member) } });
+    expect(ledger.liveMembers).toBe(2);
+    expect(ledger.rosterQuery()).toEqual(both);
+  });
+
+  it('finds the hottest item (writes and the Queries that read it) and the partition key nearest its limits', () => {
+    const meter = new Meter(new Ledger('bench'));
+    meter.putMember('w1', null, applied(memberOf('w1', 1)));
+    meter.putMember('w2', null, applied(memberOf('w2', 2)));
+    meter.putMember('w1', 1, applied(memberOf('w1', 3)));
+    for (let i = 0; i < 3; i++) meter.getRoster([memberOf('w1', 3), memberOf('w2', 2)]);
+    expect(hottestItem(meter.usage)).toEqual({ item: 'member:w1', partition: 'bench#members', writes: 2, wru: 2, reads: 3 });
+    // bench#members: 3 WCU and 3 RCU in a second, 0.3% of a partition's 1,000 WCU; bench: the joins' reads.
+    expect(hottestPartition(meter.usage, 1)).toMatchObject({ partition: 'bench#members', share: 3 / 1_000 });
   });
 });
 

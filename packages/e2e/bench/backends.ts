@@ -19,23 +19,49 @@ import { LOCAL_CREDENTIALS } from '../src/kinesis.js';
 export type Backend = 'postgres' | 'redis' | 'dynamodb';
 export const BACKENDS: Backend[] = ['postgres', 'redis', 'dynamodb'];
 
-export interface Opened {
+/**
+ * Where a run's records are: enough for another process to open the same ones (a JSON value, sent to the
+ * coordinators' processes of `scale-procs.ts`).
+ */
+export type Location =
+  | { readonly backend: 'postgres'; readonly schema: string }
+  | { readonly backend: 'redis'; readonly keyPrefix: string }
+  | { readonly backend: 'dynamodb'; readonly endpoint: string; readonly tableName: string };
+
+/** Clients of a run's records, opened by `attach`; closing them drops nothing. */
+export interface Attached {
   storage: Storage;
   /**
    * The storage worker `i` uses, when it differs from `storage`. DynamoDB: a client per worker, as in
    * production; one shared client's socket pool queues every worker's heartbeat behind the others' listings.
    */
   storageFor?: (i: number) => Storage;
+  close(): Promise<void>;
+}
+
+/** A run's records, made by `OPEN` on a fresh schema, key prefix or table, and dropped on close. */
+export interface Opened extends Attached {
+  location: Location;
   /** Extra figures only this backend can give (DynamoDB: the roster item's size and billed units). */
   inspect?: (group: string) => Promise<Record<string, unknown>>;
-  close(): Promise<void>;
+  /** The emulator's process, when the backend runs in one this run started (dynalite). */
+  serverPid?: number;
+}
+
+/** Creates `count` leases named as shards (`shardId-000000000000` on), 200 at a time; returns their keys. */
+export async function createLeases(storage: Storage, group: string, count: number): Promise<string[]> {
+  const keys = Array.from({ length: count }, (_, i) => `shardId-${String(i).padStart(12, '0')}`);
+  for (let i = 0; i < keys.length; i += 200) {
+    await Promise.all(keys.slice(i, i + 200).map((leaseKey) => storage.createLease({ group, leaseKey, checkpoint: 'TRIM_HORIZON' })));
+  }
+  return keys;
 }
 
 export const runId = `s${Date.now().toString(36)}${randomBytes(2).toString('hex')}`;
 
-async function openPostgres(): Promise<Opened> {
+async function connectPostgres(max: number): Promise<pg.Pool> {
   const config = { host: process.env.PGHOST ?? '127.0.0.1', port: Number(process.env.PGPORT ?? 5432), database: process.env.PGDATABASE ?? 'test', user: process.env.PGUSER ?? 'root' };
-  const pool = new pg.Pool({ ...config, max: 16, connectionTimeoutMillis: 5_000 });
+  const pool = new pg.Pool({ ...config, max, connectionTimeoutMillis: 5_000 });
   pool.on('error', () => undefined);
   try {
     await pool.query('SELECT 1');
@@ -46,11 +72,20 @@ async function openPostgres(): Promise<Opened> {
       { cause: error },
     );
   }
+  return pool;
+}
+
+/** The coordinators of one process share a pool of 16 connections. */
+const POSTGRES_POOL = 16;
+
+async function openPostgres(): Promise<Opened> {
+  const pool = await connectPostgres(POSTGRES_POOL);
   const schema = `leasehold_scale_${runId}`;
   const storage = new PostgresStorage({ pool, schema });
   await storage.migrate();
   return {
     storage,
+    location: { backend: 'postgres', schema },
     close: async () => {
       await storage.close();
       await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => undefined);
@@ -59,7 +94,7 @@ async function openPostgres(): Promise<Opened> {
   };
 }
 
-async function openRedis(): Promise<Opened> {
+async function connectRedis(): Promise<Redis> {
   const host = process.env.REDIS_HOST ?? '127.0.0.1';
   const port = Number(process.env.REDIS_PORT ?? 6379);
   const client = new Redis({ host, port, lazyConnect: true, connectTimeout: 5_000, maxRetriesPerRequest: 1 });
@@ -72,10 +107,16 @@ async function openRedis(): Promise<Opened> {
       cause: error,
     });
   }
+  return client;
+}
+
+async function openRedis(): Promise<Opened> {
+  const client = await connectRedis();
   const keyPrefix = `leasehold-scale:${runId}:`;
   const storage = new RedisStorage({ client, keyPrefix });
   return {
     storage,
+    location: { backend: 'redis', keyPrefix },
     close: async () => {
       await storage.close();
       // Drop the run's keys.
@@ -102,6 +143,21 @@ function itemBytes(item: Record<string, AttributeValue>): number {
   return Object.entries(item).reduce((sum, [name, v]) => sum + Buffer.byteLength(name, 'utf8') + value(v), 0);
 }
 
+/** A DynamoDB client for each worker, as in production. */
+function dynamoDBClients(endpoint: string, tableName: string): { storageFor: (i: number) => Storage; destroy(): void } {
+  const clients: DynamoDBClient[] = [];
+  return {
+    storageFor: () => {
+      const own = new DynamoDBClient({ region: 'us-east-1', endpoint, credentials: LOCAL_CREDENTIALS });
+      clients.push(own);
+      return new DynamoDBStorage({ client: own, tableName });
+    },
+    destroy: () => {
+      for (const own of clients) own.destroy();
+    },
+  };
+}
+
 async function openDynamoDB(): Promise<Opened> {
   const script = fileURLToPath(new URL('./dynalite-child.ts', import.meta.url));
   const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', script], { cwd: fileURLToPath(new URL('..', import.meta.url)), stdio: ['pipe', 'pipe', 'inherit'] });
@@ -114,14 +170,12 @@ async function openDynamoDB(): Promise<Opened> {
   const tableName = 'leasehold-scale';
   const storage = new DynamoDBStorage({ client, tableName });
   await storage.createTable();
-  const workerClients: DynamoDBClient[] = [];
+  const perWorker = dynamoDBClients(endpoint, tableName);
   return {
     storage,
-    storageFor: () => {
-      const own = new DynamoDBClient({ region: 'us-east-1', endpoint, credentials: LOCAL_CREDENTIALS });
-      workerClients.push(own);
-      return new DynamoDBStorage({ client: own, tableName });
-    },
+    storageFor: perWorker.storageFor,
+    location: { backend: 'dynamodb', endpoint, tableName },
+    ...(child.pid === undefined ? {} : { serverPid: child.pid }),
     // The roster item as stored, its size by DynamoDB's rules, and the write units dynalite bills for a
     // write of an item that size (the same attributes put under another key).
     inspect: async (group) => {
@@ -139,7 +193,7 @@ async function openDynamoDB(): Promise<Opened> {
       };
     },
     close: async () => {
-      for (const own of workerClients) own.destroy();
+      perWorker.destroy();
       client.destroy();
       child.stdin!.end();
       await new Promise((resolve) => child.once('exit', resolve));
@@ -148,3 +202,46 @@ async function openDynamoDB(): Promise<Opened> {
 }
 
 export const OPEN: Record<Backend, () => Promise<Opened>> = { postgres: openPostgres, redis: openRedis, dynamodb: openDynamoDB };
+
+/**
+ * Opens clients of the records `OPEN` made, from another process: a pool of `postgresPool` connections
+ * (default 16) on PostgreSQL, one pipelined connection on Redis, a client per worker on DynamoDB.
+ */
+export async function attach(location: Location, options: { postgresPool?: number } = {}): Promise<Attached> {
+  switch (location.backend) {
+    case 'postgres': {
+      const pool = await connectPostgres(options.postgresPool ?? POSTGRES_POOL);
+      const storage = new PostgresStorage({ pool, schema: location.schema });
+      return {
+        storage,
+        close: async () => {
+          await storage.close();
+          await pool.end();
+        },
+      };
+    }
+    case 'redis': {
+      const client = await connectRedis();
+      const storage = new RedisStorage({ client, keyPrefix: location.keyPrefix });
+      return {
+        storage,
+        close: async () => {
+          await storage.close();
+          client.disconnect();
+        },
+      };
+    }
+    case 'dynamodb': {
+      const client = new DynamoDBClient({ region: 'us-east-1', endpoint: location.endpoint, credentials: LOCAL_CREDENTIALS });
+      const perWorker = dynamoDBClients(location.endpoint, location.tableName);
+      return {
+        storage: new DynamoDBStorage({ client, tableName: location.tableName }),
+        storageFor: perWorker.storageFor,
+        close: async () => {
+          perWorker.destroy();
+          client.destroy();
+        },
+      };
+    }
+  }
+}

@@ -24,10 +24,10 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
-import { BACKENDS, OPEN, runId, type Backend } from './backends.js';
+import { BACKENDS, createLeases, OPEN, runId, type Backend } from './backends.js';
+import { balance, counting, emptyTally, loopDelay, LOOP_RESOLUTION_MS, type Balance } from './counting.js';
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
-
 
 const { values } = parseArgs({
   options: {
@@ -43,77 +43,13 @@ const STEADY_S = Number(values.steady);
 const backends = (values.backend ?? BACKENDS) as Backend[];
 const log = (line: string): void => void process.stdout.write(`${line}\n`);
 
-// ------------------------------------------------------------------------------------------ counting
-
-interface Tally {
-  calls: Record<string, number>;
-  itemsRead: number;
-  itemsWritten: number;
-}
-
-const emptyTally = (): Tally => ({ calls: {}, itemsRead: 0, itemsWritten: 0 });
-
-/** Wraps a storage so that every call and item is counted in `tally()`'s current tally. */
-function counting(inner: Storage, tally: () => Tally): Storage {
-  const count = (name: string, read: number, written: number): void => {
-    const t = tally();
-    t.calls[name] = (t.calls[name] ?? 0) + 1;
-    t.itemsRead += read;
-    t.itemsWritten += written;
-  };
-  return {
-    listLeases: async (group) => {
-      const listing = await inner.listLeases(group);
-      count('listLeases', listing.leases.length + listing.corrupt.length, 0);
-      return listing;
-    },
-    getLease: (group, leaseKey) => (count('getLease', 1, 0), inner.getLease(group, leaseKey)),
-    createLease: (lease, options) => (count('createLease', 0, 1), inner.createLease(lease, options)),
-    updateLeases: (group, updates) => (count('updateLeases', 0, updates.length), inner.updateLeases(group, updates)),
-    deleteLease: (group, leaseKey, version) => (count('deleteLease', 0, 1), inner.deleteLease(group, leaseKey, version)),
-    getRoster: (group) => (count('getRoster', 1, 0), inner.getRoster(group)),
-    putMember: (group, workerId, version, next) => (count('putMember', 0, 1), inner.putMember(group, workerId, version, next)),
-    removeMember: (group, workerId, version) => (count('removeMember', 0, 1), inner.removeMember(group, workerId, version)),
-    ...(inner.subscribe ? { subscribe: inner.subscribe.bind(inner) } : {}),
-    getLeader: (group) => inner.getLeader(group),
-    createLeader: (leader) => inner.createLeader(leader),
-    updateLeader: (group, version, next) => inner.updateLeader(group, version, next),
-  };
-}
-
-
-
 // ------------------------------------------------------------------------------------------ one run
 
-function isBalanced(coordinators: readonly LeaseCoordinator[]): { ok: boolean; held: number; most: number; fewest: number } {
-  let held = 0;
-  let most = 0;
-  let fewest = Infinity;
-  const seen = new Set<string>();
-  for (const coordinator of coordinators) {
-    const leases = coordinator.heldLeases();
-    held += leases.length;
-    most = Math.max(most, leases.length);
-    fewest = Math.min(fewest, leases.length);
-    for (const lease of leases) seen.add(lease.leaseKey);
-  }
-  return { ok: held === LEASES && seen.size === held && most - fewest <= 1, held, most, fewest };
-}
-
-interface LoopDelay {
-  p50Ms: number;
-  p99Ms: number;
-  maxMs: number;
-  meanMs: number;
-}
-
-/** The sampling interval of the event-loop delay histogram; each sample includes it, so it is subtracted. */
-const LOOP_RESOLUTION_MS = 10;
-
-/** The event loop's delay beyond the sampling interval, in ms. */
-function loopDelay(histogram: ReturnType<typeof monitorEventLoopDelay>): LoopDelay {
-  const beyond = (ns: number): number => Math.max(0, ns / 1e6 - LOOP_RESOLUTION_MS);
-  return { p50Ms: beyond(histogram.percentile(50)), p99Ms: beyond(histogram.percentile(99)), maxMs: beyond(histogram.max), meanMs: beyond(histogram.mean) };
+function isBalanced(coordinators: readonly LeaseCoordinator[]): Balance {
+  return balance(
+    coordinators.map((coordinator) => coordinator.heldLeases().map((lease) => lease.leaseKey)),
+    LEASES,
+  );
 }
 
 async function run(backend: Backend): Promise<Record<string, unknown>> {
@@ -129,10 +65,7 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
   const lost = new Map<string, number>();
   try {
     const createdAt = performance.now();
-    const keys = Array.from({ length: LEASES }, (_, i) => `shardId-${String(i).padStart(12, '0')}`);
-    for (let i = 0; i < keys.length; i += 200) {
-      await Promise.all(keys.slice(i, i + 200).map((leaseKey) => opened.storage.createLease({ group, leaseKey, checkpoint: 'TRIM_HORIZON' })));
-    }
+    await createLeases(opened.storage, group, LEASES);
     log(`${backend}: ${LEASES} leases created in ${((performance.now() - createdAt) / 1_000).toFixed(1)} s`);
 
     for (let i = 0; i < WORKERS; i++) {

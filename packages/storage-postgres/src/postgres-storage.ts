@@ -165,7 +165,7 @@ interface MemberOutcomeRow extends QueryResultRow {
   applied_version: string | null;
   /** The member as stored when the write was refused: `{"v": version, "s": state}`, parsed by pg. */
   current: unknown;
-  /** Of a join: the group has a row in the roster table of schema version 2, and nothing was written. */
+  /** Of a join: the group's roster-table row is not known clear of the earlier release yet, and nothing was written. */
   earlier_roster?: boolean;
 }
 
@@ -528,9 +528,12 @@ export class PostgresStorage implements Storage {
   }
 
   /**
-   * Writes one member's row. A join of a group that has a row in the roster table of schema version 2 (an
-   * earlier release's layout) marks that row first, so that the earlier release's workers stop, and is
-   * refused with a `RecordFormatError` naming the members still alive there.
+   * Writes one member's row. Until a join found the group clear of the earlier release, a join marks the
+   * group's row in the roster table of schema version 2 (an earlier release's layout), creating it for a
+   * group that has none, so that the earlier release's workers stop, now or whenever they start, and is
+   * refused with a `RecordFormatError` naming the members still alive there: the marker stops them only at
+   * their next roster read, and until then they may hold leases that this worker, not seeing them in its
+   * own roster, would take. Once clear, a join is one statement.
    */
   async putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
     validateMemberWrite(group, workerId, expectedVersion, next, PKG);
@@ -538,7 +541,7 @@ export class PostgresStorage implements Storage {
     const encoded = encodeMemberState(state);
     let row: MemberOutcomeRow | undefined;
     if (expectedVersion === null) {
-      const outcome = await this.#write<MemberOutcomeRow>('putMember', this.#sql.joinMember, [group, workerId, encoded, false]);
+      const outcome = await this.#write<MemberOutcomeRow>('putMember', this.#sql.joinMember, [group, workerId, encoded, EARLIER_ROSTER_MARKER, false]);
       if ('unknown' in outcome) return result.unknown(outcome.unknown);
       [row] = outcome.rows;
       if (row?.earlier_roster === true) {
@@ -559,10 +562,11 @@ export class PostgresStorage implements Storage {
 
   /**
    * One group, one roster, with an earlier release whose workers keep the group's members in one row of
-   * the roster table (schema version 2): a join of such a group runs in one transaction that locks that
-   * row (an earlier release's join of the group, an upsert of the row, waits for it), marks it with a
-   * member of a format above the earlier core's, and then either joins, when no member there is alive,
-   * or refuses with a `RecordFormatError` naming those that are.
+   * the roster table (schema version 2): a join of a group not known clear runs in one transaction that
+   * locks that row (creating it, holding the marker alone, for a group the earlier
+   * release never ran; an earlier release's join of the group, an upsert of the row, waits for it), marks
+   * it with a member of a format above the earlier core's, and then either joins, when no member there is
+   * alive, or refuses with a `RecordFormatError` naming those that are.
    *
    * A refusal commits the marker rather than rolling it back, and the join is never sent: the marker is
    * what stops the earlier release's workers (each one stops at its next roster read, and one that stops
@@ -586,14 +590,20 @@ export class PostgresStorage implements Storage {
       let end: EarlierJoin;
       try {
         end = await runTransaction({ client }, rules, async (tx): Promise<TransactionEnd<EarlierJoin>> => {
-          const { rows } = await tx.query<{ members: unknown }>(this.#sql.lockEarlierRoster, [group]);
+          const marker = earlierRosterMarker(`${this.#names.schema}.${this.#names.memberTable}`);
+          let { rows } = await tx.query<{ members: unknown }>(this.#sql.lockEarlierRoster, [group]);
+          if (rows[0] === undefined) {
+            await tx.query(this.#sql.createEarlierRoster, [group, EARLIER_ROSTER_MARKER, marker]);
+            ({ rows } = await tx.query<{ members: unknown }>(this.#sql.lockEarlierRoster, [group]));
+          }
           const earlier = rows[0];
           if (earlier !== undefined) {
-            await tx.query(this.#sql.markEarlierRoster, [group, EARLIER_ROSTER_MARKER, earlierRosterMarker(`${this.#names.schema}.${this.#names.memberTable}`)]);
+            await tx.query(this.#sql.markEarlierRoster, [group, EARLIER_ROSTER_MARKER, marker]);
             const alive = aliveInEarlierRoster(group, earlier.members);
             if (alive.length > 0) return { commit: { alive } };
+            await tx.query(this.#sql.clearEarlierRoster, [group, EARLIER_ROSTER_MARKER]);
           }
-          const joined = await tx.query<MemberOutcomeRow>(this.#sql.joinMember, [group, workerId, encoded, true]);
+          const joined = await tx.query<MemberOutcomeRow>(this.#sql.joinMember, [group, workerId, encoded, EARLIER_ROSTER_MARKER, true]);
           return { commit: { row: joined.rows[0] } };
         });
       } catch (error) {

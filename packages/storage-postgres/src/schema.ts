@@ -100,6 +100,8 @@ export interface Statements {
   readonly updateMember: string;
   readonly removeMember: string;
   readonly lockEarlierRoster: string;
+  readonly createEarlierRoster: string;
+  readonly clearEarlierRoster: string;
   readonly markEarlierRoster: string;
   readonly listen: string;
   readonly unlisten: string;
@@ -337,12 +339,15 @@ export function statements(names: TableNames): Statements {
     // one again. The current member travels as {"v": version, "s": state}.
     //
     // A join inserts the member's row, or revives its tombstone one version above it; a live row is left
-    // alone. The insert happens only when the group has no row in the roster table of version 2 ($4 says
-    // it was checked already, inside the transaction that marks that row): `earlier_roster` tells the
-    // adapter to join through that transaction instead. For a group that never had a row there (every
-    // group created by this release), the check is one primary-key probe in the same statement.
+    // alone. The insert happens only once the group's row in the roster table of version 2 carries the
+    // marker's "clear" note ($4 names the marker; $5 says the caller checked already, inside the
+    // transaction that marks that row): `earlier_roster` tells the adapter to join through that
+    // transaction instead (see the adapter's `#joinBesideEarlierRoster`). Once clear, a join is this one
+    // statement, with one primary-key probe of the roster table.
     joinMember: `WITH earlier AS (
-        SELECT NOT $4::boolean AND EXISTS (SELECT 1 FROM ${rosters} WHERE group_name = $1) AS found
+        SELECT NOT $5::boolean AND NOT EXISTS (
+          SELECT 1 FROM ${rosters} WHERE group_name = $1 AND members -> $4::text ->> 'clear' = 'true'
+        ) AS found
       ),
       applied AS (
         INSERT INTO ${members} AS t (group_name, worker_id, version, removed, state)
@@ -387,6 +392,18 @@ export function statements(names: TableNames): Statements {
     // {"v": high_version + 1, "s": state}, moving high_version as every writer of that layout does. A row
     // already marked is left as it is.
     lockEarlierRoster: `SELECT members FROM ${rosters} WHERE group_name = $1 FOR UPDATE`,
+    // A group this release starts gets the roster row too, holding the marker alone: a worker of the
+    // earlier release started on it later would otherwise find no row, start a roster of its own and see
+    // none of this release's members. A row an earlier worker inserted meanwhile is kept (and then marked).
+    // Once a marking found no member of the earlier release alive, the marker's entry notes it: every
+    // worker of the earlier release that could hold a lease was a member before the marker, and was
+    // checked; one that read the roster before the marker and joins after it holds nothing, and stops at
+    // its next roster read. The earlier release reads only "v" and "s" of an entry.
+    clearEarlierRoster: `UPDATE ${rosters} SET members = jsonb_set(members, ARRAY[$2::text, 'clear'], 'true'::jsonb)
+      WHERE group_name = $1 AND members ? $2::text`,
+    createEarlierRoster: `INSERT INTO ${rosters} (group_name, high_version, members)
+      VALUES ($1, 1, jsonb_build_object($2::text, jsonb_build_object('v', 1, 's', $3::text)))
+      ON CONFLICT (group_name) DO NOTHING`,
     markEarlierRoster: `UPDATE ${rosters}
       SET high_version = high_version + 1,
           members = jsonb_set(members, ARRAY[$2::text], jsonb_build_object('v', high_version + 1, 's', $3::text))

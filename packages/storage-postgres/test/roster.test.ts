@@ -535,7 +535,7 @@ describe('PostgresStorage beside the roster row of an earlier release', () => {
     expect((await adapter.getRoster(group)).members).toEqual([joined]);
   });
 
-  it('a join beside only dead and removed members of the earlier release applies, and marks its row', async () => {
+  it('a join beside only dead and removed members of the earlier release applies, marks its row and notes the group clear, so that later joins are one statement', async () => {
     const adapter = storage();
     const group = freshSchemaName('g');
     const old = earlier();
@@ -546,10 +546,21 @@ describe('PostgresStorage beside the roster row of an earlier release', () => {
     expect(joined.version).toBe(1);
     expect((await adapter.getRoster(group)).members).toEqual([joined]);
     const stored = await old.roster(group);
-    expect(stored?.members).toEqual({ 'old-dead': dead, [EARLIER_ROSTER_MARKER]: { v: 3, s: expect.any(String) } });
+    expect(stored?.members).toEqual({ 'old-dead': dead, [EARLIER_ROSTER_MARKER]: { v: 3, s: expect.any(String), clear: true } });
     expect(stored?.high_version).toBe('3');
-    // Later joins of the group go through the same transaction, and leave the marker as it is.
-    applied(await adapter.putMember(group, 'second', null, member()));
+    // The earlier release reads "v" and "s" of an entry: the note leaves the marker a member of format 2.
+    expect((await old.members(group)).find((record) => record.workerId === EARLIER_ROSTER_MARKER)?.format).toBe(2);
+    // Later joins of the group are one statement that only reads the row: one applies while another
+    // transaction holds the row's lock (a join of the earlier release, or a marking transaction, would wait).
+    const holder = await server.pool().connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query(`SELECT 1 FROM "${server.schema}".leasehold_rosters WHERE group_name = $1 FOR UPDATE`, [group]);
+      applied(await adapter.putMember(group, 'second', null, member()));
+    } finally {
+      await holder.query('ROLLBACK');
+      holder.release();
+    }
     expect(await old.roster(group)).toEqual(stored);
   });
 
@@ -561,14 +572,25 @@ describe('PostgresStorage beside the roster row of an earlier release', () => {
     applied(await adapter.putMember(group, 'new', null, member()));
   });
 
-  it('a group the earlier release never used gets no row in its roster table: not on a join, a heartbeat or a removal', async () => {
+  it('a group the earlier release never used gets a roster row holding the marker alone, so that a worker of the earlier release started on it later stops', async () => {
     const adapter = storage();
     const group = freshSchemaName('g');
     const joined = applied(await adapter.putMember(group, 'w', null, member()));
+    expect((await earlier().members(group)).map((stored) => [stored.workerId, stored.format, stored.status])).toEqual([[EARLIER_ROSTER_MARKER, 2, 'dead']]);
+    const marked = await earlier().roster(group);
     const beat = applied(await adapter.putMember(group, 'w', joined.version, member({ held: 1 })));
     expect((await adapter.removeMember(group, 'w', beat.version)).status).toBe('applied');
     applied(await adapter.putMember(group, 'w', null, member()));
-    expect(await earlier().roster(group)).toBeUndefined();
+    expect(await earlier().roster(group)).toEqual(marked);
+    // A worker of the earlier release reads the roster before it joins: what it reads holds a member of
+    // format 2, the first thing its core checks, and stops on.
+    expect((await earlier().members(group)).some((stored) => stored.format > 1)).toBe(true);
+    // The first join found nobody alive there and noted the group clear: one of the earlier release that
+    // read the roster before the marker and joined after it holds nothing (a member takes nothing in the
+    // tick it joins) and stops at its next roster read, so later joins do not wait for it.
+    expect((await earlier().roster(group))?.members[EARLIER_ROSTER_MARKER]).toMatchObject({ clear: true });
+    await earlier().join(group, 'old-late', member());
+    applied(await adapter.putMember(group, 'w2', null, member()));
   });
 
   it('20 joins at once beside a live member of the earlier release are all refused, and the row is marked once', async () => {

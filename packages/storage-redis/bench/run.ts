@@ -7,11 +7,15 @@
  * 3. A heartbeat (putMember) against a raw EVALSHA of a minimal script doing the same compare-and-set on
  *    one member's field and the group's counter.
  * 4. getRoster of 100 members against a raw HGETALL of the same hash.
+ * 5. The bytes of a heartbeat and of a roster read at 10, 100 and 1,000 members, counted on the wire by a
+ *    proxy: a member of a typical size and one of the largest (2 KiB of state).
  */
 import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
+import { createConnection, createServer, type AddressInfo, type Server } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { type LeaseRecord, type LeaseUpdate, type MemberRecord, type MemberState, type WriteResult } from '@leasehold/core';
-import { leaseStateOf, RECORD_FORMAT } from '@leasehold/core/adapter';
+import { encodeMemberState, leaseStateOf, limits, RECORD_FORMAT } from '@leasehold/core/adapter';
 import { Redis } from 'ioredis';
 import { RedisStorage } from '../src/index.js';
 import { groupKeys } from '../src/keys.js';
@@ -223,6 +227,102 @@ async function rosterVersusRaw(client: Redis, storage: RedisStorage): Promise<vo
   console.log(`  adapter ${adapter.toFixed(1)} µs, raw ${raw.toFixed(1)} µs, ratio ${(adapter / raw).toFixed(2)}`);
 }
 
+/** A TCP proxy to Redis that counts the bytes each way, so that a call's cost on the wire can be read off. */
+class CountingProxy {
+  sent = 0;
+  received = 0;
+  readonly #server: Server;
+
+  private constructor(server: Server) {
+    this.#server = server;
+  }
+
+  static async start(port: number): Promise<CountingProxy> {
+    const server = createServer();
+    const proxy = new CountingProxy(server);
+    server.on('connection', (client) => {
+      const upstream = createConnection({ host: '127.0.0.1', port });
+      client.on('data', (chunk: Buffer) => (proxy.sent += chunk.length));
+      upstream.on('data', (chunk: Buffer) => (proxy.received += chunk.length));
+      client.pipe(upstream).pipe(client);
+      client.on('error', () => upstream.destroy());
+      upstream.on('error', () => client.destroy());
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    return proxy;
+  }
+
+  get port(): number {
+    return (this.#server.address() as AddressInfo).port;
+  }
+
+  /** The bytes sent and received while `run` ran. */
+  async measure(run: () => Promise<unknown>): Promise<{ sent: number; received: number }> {
+    const [sent, received] = [this.sent, this.received];
+    await run();
+    return { sent: this.sent - sent, received: this.received - received };
+  }
+
+  close(): Promise<void> {
+    return new Promise((resolve) => this.#server.close(() => resolve()));
+  }
+}
+
+/** A worker id as hosts name them (host name, pid, random suffix): 54 bytes. */
+function typicalWorkerId(i: number): string {
+  return `ip-10-0-${String(i % 250).padStart(3, '0')}-17.eu-west-1.compute.internal-${String(40000 + i)}-a1b2c3`;
+}
+
+/** A member of `bytes` bytes of state as JSON (`encodeMemberState`), padded through its metadata. */
+function memberOfSize(workerId: string, bytes: number): MemberState {
+  const base = memberState(workerId, 100);
+  const padding = bytes - encodeMemberState({ ...base, metadata: { padding: '' } }).length;
+  return { ...base, metadata: { padding: 'p'.repeat(padding) } };
+}
+
+async function bytesOnTheWire(): Promise<void> {
+  const proxy = await CountingProxy.start(6379);
+  const through = new Redis({ host: '127.0.0.1', port: proxy.port, maxRetriesPerRequest: 1 });
+  const storage = new RedisStorage({ client: through, keyPrefix });
+  console.log('Bytes on the wire (counted by a proxy): a heartbeat, and a roster read, at 10, 100 and 1,000 members');
+  try {
+    const typical = encodeMemberState(memberState(typicalWorkerId(0), 100)).length;
+    for (const [what, state] of [
+      [`typical member (${typical} bytes of state)`, (workerId: string) => memberState(workerId, 100)],
+      [`largest member (${limits.maxMemberBytes} bytes of state)`, (workerId: string) => memberOfSize(workerId, limits.maxMemberBytes)],
+    ] as const) {
+      for (const size of [10, 100, 1000]) {
+        const group = `bench-bytes-${size}-${randomUUID()}`;
+        const ids = Array.from({ length: size }, (_, i) => typicalWorkerId(i));
+        const joined = new Map<string, MemberRecord>();
+        for (let start = 0; start < size; start += 100) {
+          await Promise.all(ids.slice(start, start + 100).map(async (workerId) => joined.set(workerId, applied<MemberRecord>(await storage.putMember(group, workerId, null, state(workerId))))));
+        }
+        // Once before measuring, so that the script is loaded (EVALSHA, not EVAL) on this connection.
+        await storage.getRoster(group);
+        const beating = ids[size - 1] as string;
+        let member = joined.get(beating) as MemberRecord;
+        member = applied<MemberRecord>(await storage.putMember(group, beating, member.version, state(beating)));
+        const beat = await proxy.measure(async () => {
+          member = applied<MemberRecord>(await storage.putMember(group, beating, member.version, state(beating)));
+        });
+        const stored = await client.hstrlen(groupKeys(keyPrefix, group).roster, beating);
+        const read = await proxy.measure(() => storage.getRoster(group));
+        const times: number[] = [];
+        for (let i = 0; i < (size >= 1000 ? 21 : 101); i++) times.push(await timed(() => storage.getRoster(group)));
+        console.log(
+          `  ${what}, ${String(size).padStart(5)} members: heartbeat sends ${beat.sent} bytes (stores a ${Buffer.byteLength(beating)}-byte field of ${stored} bytes and the counter), gets ${beat.received} back; getRoster sends ${read.sent}, reads ${read.received} bytes, median ${median(times).toFixed(2)} ms`,
+        );
+      }
+    }
+  } finally {
+    await storage.close();
+    through.disconnect();
+    await proxy.close();
+  }
+}
+
 async function cleanUp(client: Redis): Promise<void> {
   let cursor = '0';
   do {
@@ -244,6 +344,7 @@ try {
   await adapterVersusRaw(client, storage);
   await heartbeatVersusRaw(client, storage);
   await rosterVersusRaw(client, storage);
+  await bytesOnTheWire();
   await batchVersusSingles(storage);
 } finally {
   await cleanUp(client);

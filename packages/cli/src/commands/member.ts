@@ -45,7 +45,12 @@ export async function memberList(options: MemberListOptions, io: Io): Promise<vo
   const backend = await openBackend(target);
   try {
     const state = await readKnownGroup(backend.storage, options.group, target.display);
-    const named = (member: MemberRecord): number => state.leases.filter((lease) => lease.owner === member.workerId && lease.incarnation === member.incarnation).length;
+    // Counted once per lease, not once per member and lease: 1,000 members over 100,000 leases stay quick.
+    const naming = new Map<string, number>();
+    for (const lease of state.leases) {
+      if (lease.owner !== null) naming.set(`${lease.owner}\n${lease.incarnation}`, (naming.get(`${lease.owner}\n${lease.incarnation}`) ?? 0) + 1);
+    }
+    const named = (member: MemberRecord): number => naming.get(`${member.workerId}\n${member.incarnation}`) ?? 0;
     if (options.json) {
       const members = state.members.map((member) => ({ ...member, leases: named(member) }));
       const corrupt = state.corruptMembers.map((error) => ({ workerId: error.workerId ?? null, error: error.message }));
@@ -75,6 +80,9 @@ export async function memberList(options: MemberListOptions, io: Io): Promise<vo
       )}\n`,
     );
     for (const error of state.corruptMembers) io.out(`${error.workerId ?? '?'}: ${error.message}\n`);
+    const dead = state.members.filter((member) => member.status === 'dead').length;
+    const unreadable = state.corruptMembers.length > 0 ? `, ${state.corruptMembers.length} that cannot be read back` : '';
+    io.out(`${state.members.length} members (${state.members.length - dead} alive, ${dead} dead, as they last wrote)${unreadable}\n`);
     io.out('status alive is what the member last wrote; leasehold status watches the records to tell which are still heartbeating\n');
   } finally {
     await backend.close();

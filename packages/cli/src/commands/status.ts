@@ -25,6 +25,11 @@ export interface StatusOptions {
   readonly iterations: number | undefined;
   /** Watch the roster this long before the first screen, so that members that stopped heartbeating show as expired. */
   readonly observeMs: number;
+  /**
+   * The text's members table shows at most this many members (those a person must see first, see
+   * {@link membersToShow}) and counts the others; `--json` always gives every member.
+   */
+  readonly memberRows: number;
 }
 
 /** One lease as `--json` shows it: the stored record (its `format` and `incarnation` included) plus its owner's liveness. */
@@ -161,7 +166,7 @@ function observeMembers(observer: Observer, state: GroupState): Map<string, Age>
 
 function render(view: StatusView, options: StatusOptions, io: Io, screen: number): string {
   if (options.json) return `${JSON.stringify(view, null, options.watch ? undefined : 2)}\n`;
-  const text = `${renderText(view)}\n`;
+  const text = `${renderText(view, options.memberRows)}\n`;
   if (!options.watch) return text;
   if (io.isTTY) return `${CLEAR_SCREEN}${text}`;
   return screen === 1 ? text : `\n${text}`;
@@ -179,6 +184,12 @@ function viewOf(group: string, storage: string, state: GroupState, members: Obse
     return { ...lease, ownerLiveness: owner, held: owner === 'alive', stalled: stallOf(lease, wallNow) };
   });
   const holder = state.leader?.holder ?? null;
+  // Counted once per lease rather than once per member and lease: a group of 1,000 members over 100,000
+  // leases would otherwise take a hundred million comparisons per screen.
+  const naming = new Map<string, number>();
+  for (const lease of state.leases) {
+    if (lease.owner !== null) naming.set(`${lease.owner}\n${lease.incarnation}`, (naming.get(`${lease.owner}\n${lease.incarnation}`) ?? 0) + 1);
+  }
   return {
     group,
     storage,
@@ -190,7 +201,7 @@ function viewOf(group: string, storage: string, state: GroupState, members: Obse
         liveness: liveness.get(member.workerId) ?? 'alive',
         sinceMovedMs: round(age?.ageMs ?? null),
         sinceMovedAtLeastMs: round(age?.atLeastMs ?? 0),
-        leases: state.leases.filter((lease) => lease.owner === member.workerId && lease.incarnation === member.incarnation).length,
+        leases: naming.get(`${member.workerId}\n${member.incarnation}`) ?? 0,
         leader: member.workerId === holder,
       };
     }),
@@ -259,7 +270,31 @@ const OWNER_WORDS: Record<OwnerLiveness, string> = {
   unreadable: 'unknown (member unreadable)',
 };
 
-function renderText(view: StatusView): string {
+/**
+ * The members the text's table shows, in worker id order: all of them when they fit in `limit` rows;
+ * otherwise first those a person must see (expired, the leader, those asking for handoffs or written by a
+ * newer Leasehold, then the dead ones), then the others by worker id, up to `limit`.
+ */
+export function membersToShow(members: readonly MemberView[], limit: number): MemberView[] {
+  if (members.length <= limit) return [...members];
+  const rank = (member: MemberView): number => {
+    if (member.liveness === 'expired') return 0;
+    if (member.leader) return 1;
+    if (member.requests.length > 0 || isNewerFormat(member)) return 2;
+    return member.liveness === 'dead' ? 3 : 4;
+  };
+  // A stable sort keeps worker id order within a rank.
+  const chosen = new Set([...members].sort((a, b) => rank(a) - rank(b)).slice(0, limit));
+  return members.filter((member) => chosen.has(member));
+}
+
+/** `990 alive, 4 expired, 6 dead`, leaving out the liveness nobody has. */
+function livenessCounts(members: readonly MemberView[]): string {
+  const counts = (['alive', 'expired', 'dead'] as const).map((liveness) => [liveness, members.filter((member) => member.liveness === liveness).length] as const);
+  return counts.filter(([, count]) => count > 0).map(([liveness, count]) => `${count} ${liveness}`).join(', ');
+}
+
+function renderText(view: StatusView, memberRows: number): string {
   const lines = [`group ${view.group} in ${view.storage}`];
   const leader = view.leader;
   const corruptLeader = view.corrupt.find((record) => record.kind === 'leader');
@@ -275,10 +310,11 @@ function renderText(view: StatusView): string {
   if (view.members.length === 0 && corruptMembers.length === 0) lines.push('members: none (no worker has joined the group)');
   else {
     lines.push(`members (liveness as observed for ${formatDuration(view.observedMs)}; a member expires once its record has not moved for its lease duration):`);
+    const shown = membersToShow(view.members, memberRows);
     lines.push(
       table(
         ['WORKER', 'INCARNATION', 'STATUS', 'MOVED', 'LEASE', 'HELD', 'LEASES', 'REQUESTS'],
-        view.members.map((member) => [
+        shown.map((member) => [
           `${member.workerId}${member.leader ? ' (leader)' : ''}`,
           member.incarnation,
           member.liveness,
@@ -290,6 +326,13 @@ function renderText(view: StatusView): string {
         ]),
       ),
     );
+    if (shown.length < view.members.length) {
+      const visible = new Set(shown);
+      const hidden = view.members.filter((member) => !visible.has(member));
+      lines.push(
+        `... and ${hidden.length} more members not shown: ${livenessCounts(hidden)} (--member-rows ${view.members.length} shows every one; --json and leasehold member list give them all)`,
+      );
+    }
   }
   if (corruptMembers.length > 0) {
     lines.push('');

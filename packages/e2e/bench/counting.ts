@@ -1,0 +1,98 @@
+/**
+ * What the scale benchmarks count: every storage call a coordinator makes and the items it reads and
+ * writes (as the core bench counts them: getRoster 1, each listed lease 1, getLease 1; putMember 1, each
+ * lease of updateLeases 1, createLease 1), and the event loop's delay. Shared by `scale.ts` (every
+ * coordinator in one process) and `scale-child.ts` (a quarter of them in each of several processes).
+ */
+import type { Storage } from '@leasehold/core';
+import type { monitorEventLoopDelay } from 'node:perf_hooks';
+
+export interface Tally {
+  calls: Record<string, number>;
+  itemsRead: number;
+  itemsWritten: number;
+}
+
+export const emptyTally = (): Tally => ({ calls: {}, itemsRead: 0, itemsWritten: 0 });
+
+/** The sum of several processes' tallies. */
+export function addTallies(tallies: readonly Tally[]): Tally {
+  const sum = emptyTally();
+  for (const tally of tallies) {
+    for (const [name, n] of Object.entries(tally.calls)) sum.calls[name] = (sum.calls[name] ?? 0) + n;
+    sum.itemsRead += tally.itemsRead;
+    sum.itemsWritten += tally.itemsWritten;
+  }
+  return sum;
+}
+
+/** Wraps a storage so that every call and item is counted in `tally()`'s current tally. */
+export function counting(inner: Storage, tally: () => Tally): Storage {
+  const count = (name: string, read: number, written: number): void => {
+    const t = tally();
+    t.calls[name] = (t.calls[name] ?? 0) + 1;
+    t.itemsRead += read;
+    t.itemsWritten += written;
+  };
+  return {
+    listLeases: async (group) => {
+      const listing = await inner.listLeases(group);
+      count('listLeases', listing.leases.length + listing.corrupt.length, 0);
+      return listing;
+    },
+    getLease: (group, leaseKey) => (count('getLease', 1, 0), inner.getLease(group, leaseKey)),
+    createLease: (lease, options) => (count('createLease', 0, 1), inner.createLease(lease, options)),
+    updateLeases: (group, updates) => (count('updateLeases', 0, updates.length), inner.updateLeases(group, updates)),
+    deleteLease: (group, leaseKey, version) => (count('deleteLease', 0, 1), inner.deleteLease(group, leaseKey, version)),
+    getRoster: (group) => (count('getRoster', 1, 0), inner.getRoster(group)),
+    putMember: (group, workerId, version, next) => (count('putMember', 0, 1), inner.putMember(group, workerId, version, next)),
+    removeMember: (group, workerId, version) => (count('removeMember', 0, 1), inner.removeMember(group, workerId, version)),
+    ...(inner.subscribe ? { subscribe: inner.subscribe.bind(inner) } : {}),
+    getLeader: (group) => inner.getLeader(group),
+    createLeader: (leader) => inner.createLeader(leader),
+    updateLeader: (group, version, next) => inner.updateLeader(group, version, next),
+  };
+}
+
+export interface LoopDelay {
+  p50Ms: number;
+  p99Ms: number;
+  maxMs: number;
+  meanMs: number;
+}
+
+/** The sampling interval of the event-loop delay histogram; each sample includes it, so it is subtracted. */
+export const LOOP_RESOLUTION_MS = 10;
+
+/** The event loop's delay beyond the sampling interval, in ms. */
+export function loopDelay(histogram: ReturnType<typeof monitorEventLoopDelay>): LoopDelay {
+  const beyond = (ns: number): number => Math.max(0, ns / 1e6 - LOOP_RESOLUTION_MS);
+  return { p50Ms: beyond(histogram.percentile(50)), p99Ms: beyond(histogram.percentile(99)), maxMs: beyond(histogram.max), meanMs: beyond(histogram.mean) };
+}
+
+export interface Balance {
+  /** Every lease held by exactly one worker, and max - min <= 1 leases per worker. */
+  ok: boolean;
+  held: number;
+  most: number;
+  fewest: number;
+}
+
+/** How `leases` leases stand among workers holding `heldPerWorker` (each worker's lease keys). */
+export function balance(heldPerWorker: Iterable<Iterable<string>>, leases: number): Balance {
+  let held = 0;
+  let most = 0;
+  let fewest = Infinity;
+  const seen = new Set<string>();
+  for (const keys of heldPerWorker) {
+    let count = 0;
+    for (const key of keys) {
+      count++;
+      seen.add(key);
+    }
+    held += count;
+    most = Math.max(most, count);
+    fewest = Math.min(fewest, count);
+  }
+  return { ok: held === leases && seen.size === held && most - fewest <= 1, held, most, fewest: fewest === Infinity ? 0 : fewest };
+}

@@ -1,0 +1,131 @@
+/**
+ * One process of the multi-process scale benchmark (`scale-procs.ts`): it opens its own clients of the
+ * run's records (`attach`), builds `--count` lease coordinators with the default timing, named
+ * `worker-NNN` from `--first` on, and talks to its parent over the IPC channel:
+ *
+ * - it sends `ready` once its coordinators are built, and starts them all at once on `go`;
+ * - it sends its coordinators' events in batches every 100 ms (`events`: acquired, lost, handed-off,
+ *   released, joined, member-dead and error, each with its worker's index and the wall-clock time);
+ * - on `collect` it answers with its storage calls and items, CPU time and event-loop delay since the
+ *   previous `collect` (`collected`), and starts counting anew;
+ * - on `held` it answers with the lease keys each of its coordinators holds (`held`);
+ * - SIGTERM stops its coordinators and closes its clients; the end of the IPC channel (its parent died)
+ *   ends it at once.
+ *
+ *   node --import tsx bench/scale-child.ts --location JSON --group G --first 0 --count 25
+ */
+import { LeaseCoordinator } from '@leasehold/core';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { parseArgs } from 'node:util';
+import { now } from '../src/reports.js';
+import { attach, type Location } from './backends.js';
+import { counting, emptyTally, loopDelay, LOOP_RESOLUTION_MS, type LoopDelay, type Tally } from './counting.js';
+
+/**
+ * One event: [what, worker index, subject, wall-clock ms, detail]. The subject is a lease key, the
+ * incarnation joined (`joined`), the worker declared dead (`member-dead`) or `operation: error name`
+ * (`error`); the detail is the reason of a `lost`.
+ */
+export type ChildEvent = [
+  kind: 'acquired' | 'lost' | 'handed-off' | 'released' | 'joined' | 'member-dead' | 'error',
+  worker: number,
+  subject: string,
+  at: number,
+  detail?: string,
+];
+
+export type ToChild = { type: 'go' } | { type: 'collect' } | { type: 'held' };
+
+export interface Collected {
+  type: 'collected';
+  tally: Tally;
+  cpuSeconds: number;
+  eventLoopDelay: LoopDelay;
+}
+
+export type FromChild =
+  | { type: 'ready' }
+  | { type: 'events'; events: ChildEvent[] }
+  | Collected
+  | { type: 'held'; held: Record<string, string[]> }
+  | { type: 'fatal'; worker: string; message: string };
+
+const { values } = parseArgs({
+  options: {
+    location: { type: 'string' },
+    group: { type: 'string' },
+    first: { type: 'string' },
+    count: { type: 'string' },
+    'postgres-pool': { type: 'string', default: '8' },
+  },
+});
+if (values.location === undefined || values.group === undefined || values.first === undefined || values.count === undefined || !process.send) {
+  process.stderr.write('scale-child: --location, --group, --first and --count are required, and it runs with an IPC channel (spawned by scale-procs.ts)\n');
+  process.exit(2);
+}
+const send = (message: FromChild): void => void process.send!(message);
+const location = JSON.parse(values.location) as Location;
+const group = values.group;
+const first = Number(values.first);
+const count = Number(values.count);
+
+process.on('disconnect', () => process.exit(1));
+
+const attached = await attach(location, { postgresPool: Number(values['postgres-pool']) });
+let tally = emptyTally();
+const storage = counting(attached.storage, () => tally);
+let pending: ChildEvent[] = [];
+const coordinators: LeaseCoordinator[] = [];
+for (let i = first; i < first + count; i++) {
+  const workerId = `worker-${String(i).padStart(3, '0')}`;
+  const coordinator = new LeaseCoordinator({ storage: attached.storageFor ? counting(attached.storageFor(i), () => tally) : storage, group, workerId });
+  coordinator.on('acquired', ({ leaseKey }) => pending.push(['acquired', i, leaseKey, now()]));
+  coordinator.on('lost', ({ leaseKey, reason }) => pending.push(['lost', i, leaseKey, now(), reason]));
+  coordinator.on('handed-off', ({ leaseKey }) => pending.push(['handed-off', i, leaseKey, now()]));
+  coordinator.on('released', ({ leaseKey }) => pending.push(['released', i, leaseKey, now()]));
+  coordinator.on('joined', ({ incarnation }) => pending.push(['joined', i, incarnation, now()]));
+  coordinator.on('member-dead', ({ workerId: dead }) => pending.push(['member-dead', i, dead, now()]));
+  coordinator.on('error', ({ operation, error }) => pending.push(['error', i, `${operation}: ${error.name}`, now()]));
+  coordinator.on('fatal', ({ error }) => send({ type: 'fatal', worker: workerId, message: error.message }));
+  coordinators.push(coordinator);
+}
+
+const flush = setInterval(() => {
+  if (pending.length === 0) return;
+  send({ type: 'events', events: pending });
+  pending = [];
+}, 100);
+
+const delay = monitorEventLoopDelay({ resolution: LOOP_RESOLUTION_MS });
+delay.enable();
+let cpu = process.cpuUsage();
+
+process.on('message', (message: ToChild) => {
+  switch (message.type) {
+    case 'go':
+      for (const coordinator of coordinators) {
+        coordinator.start().catch((error: Error) => send({ type: 'fatal', worker: coordinator.workerId, message: `start: ${error.message}` }));
+      }
+      return;
+    case 'collect': {
+      const used = process.cpuUsage(cpu);
+      send({ type: 'collected', tally, cpuSeconds: (used.user + used.system) / 1e6, eventLoopDelay: loopDelay(delay) });
+      tally = emptyTally();
+      cpu = process.cpuUsage();
+      delay.reset();
+      return;
+    }
+    case 'held':
+      send({ type: 'held', held: Object.fromEntries(coordinators.map((c, i) => [`worker-${String(first + i).padStart(3, '0')}`, c.heldLeases().map((lease) => lease.leaseKey)])) });
+      return;
+  }
+});
+
+process.once('SIGTERM', () => {
+  clearInterval(flush);
+  void Promise.all(coordinators.map((coordinator) => coordinator.stop({ timeoutMs: 5_000 }).catch(() => undefined)))
+    .then(() => attached.close())
+    .finally(() => process.exit(0));
+});
+
+send({ type: 'ready' });

@@ -1,0 +1,503 @@
+/**
+ * The scale benchmark with its coordinators spread over processes, as real workers are: 100 lease
+ * coordinators sharing 10,000 leases, in `--processes` child processes (default 4, each holding an equal
+ * part: `scale-child.ts`, with its own storage clients), against each real backend (PostgreSQL on
+ * 127.0.0.1:5432 database `test`, Redis on 127.0.0.1:6379, and one dynalite started by this process), in
+ * real time with the default timing (lease 10,000 ms, heartbeat 6,500 ms, take tick 2,000 ms).
+ *
+ * Per backend:
+ * 1. Cold start: the leases are created, every child builds its coordinators, and all start at once. The
+ *    time until every lease is held by exactly one worker with max - min <= 1 per worker, from the start,
+ *    from the last join, and in take ticks after the last join; and the acquisitions per lease.
+ * 2. Steady state for `--steady` seconds (default 60), from 10 s after balance: storage calls and items
+ *    per second, counted as `scale.ts` counts them, and the children's CPU.
+ * 3. Crash take-over: the child holding the last workers is killed with SIGKILL, then (with 3 or more
+ *    processes) the child holding `worker-000`, the worker whose id sorts first (rank 0 of the group's deal
+ *    order). For each lease the killed child held (asked just before the kill), the time from the kill
+ *    until a live worker acquired it: p50, p99 and max in lease durations; then the time until the
+ *    survivors are balanced again.
+ *
+ * Every phase is given a time limit (`--limit`, default 600 s, for the cold start; `--crash-limit`,
+ * default 120 s, for each crash, from the kill to the survivors' balance) and reports where it stood when
+ * it ran out. The parent knows who holds what from the children's lease events
+ * (acquired, lost, handed off, released), stamped with the wall clock every process shares, and checks a
+ * balance it saw against the children's own lists of what they hold.
+ *
+ *   pnpm --filter @leasehold/e2e bench:scale-procs                               all three backends
+ *   pnpm --filter @leasehold/e2e bench:scale-procs -- --backend redis --label before
+ *
+ * Writes bench/results/scale-procs-<label>.json (label default `run`).
+ */
+import { spawn } from 'node:child_process';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { availableParallelism, getPriority, loadavg } from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { WorkerProcess } from '../src/cluster.js';
+import { now } from '../src/reports.js';
+import { BACKENDS, createLeases, OPEN, runId, type Backend, type Opened } from './backends.js';
+import { addTallies, balance, type Balance, type LoopDelay, type Tally } from './counting.js';
+import type { ChildEvent, Collected, FromChild, ToChild } from './scale-child.js';
+
+process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
+
+/** The coordinators' default timing, which this bench does not change. */
+const LEASE_DURATION_MS = 10_000;
+const TAKE_TICK_MS = 2_000;
+
+const { values } = parseArgs({
+  options: {
+    backend: { type: 'string', multiple: true },
+    workers: { type: 'string', default: '100' },
+    leases: { type: 'string', default: '10000' },
+    processes: { type: 'string', default: '4' },
+    steady: { type: 'string', default: '60' },
+    limit: { type: 'string', default: '600' },
+    'crash-limit': { type: 'string', default: '120' },
+    label: { type: 'string', default: 'run' },
+  },
+});
+
+function wholeNumber(name: string, raw: string, least: number): number {
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < least) throw new RangeError(`--${name} must be a whole number of at least ${least}, not ${JSON.stringify(raw)}`);
+  return n;
+}
+const WORKERS = wholeNumber('workers', values.workers, 2);
+const LEASES = wholeNumber('leases', values.leases, 1);
+const PROCESSES = wholeNumber('processes', values.processes, 2);
+const STEADY_S = wholeNumber('steady', values.steady, 1);
+const LIMIT_S = wholeNumber('limit', values.limit, 1);
+const CRASH_LIMIT_S = wholeNumber('crash-limit', values['crash-limit'], 1);
+if (PROCESSES > WORKERS) throw new RangeError(`--processes (${PROCESSES}) must not exceed --workers (${WORKERS})`);
+if (!/^[\w.-]+$/.test(values.label)) throw new RangeError(`--label must be letters, digits, '.', '_' or '-', not ${JSON.stringify(values.label)}`);
+for (const backend of values.backend ?? []) {
+  if (!BACKENDS.includes(backend as Backend)) throw new RangeError(`--backend must be one of ${BACKENDS.join(', ')}, not ${JSON.stringify(backend)}`);
+}
+const backends = (values.backend ?? BACKENDS) as Backend[];
+const log = (line: string): void => void process.stdout.write(`${line}\n`);
+const workerId = (i: number): string => `worker-${String(i).padStart(3, '0')}`;
+
+const PACKAGE_DIR = fileURLToPath(new URL('..', import.meta.url));
+const CHILD = fileURLToPath(new URL('./scale-child.ts', import.meta.url));
+
+// ------------------------------------------------------------------------------------------ CPU
+
+/** The machine's busy and total CPU time so far, in seconds (from /proc/stat; zeros where there is none). */
+function machineCpu(): { busy: number; total: number } {
+  try {
+    const fields = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+    const total = fields.reduce((sum, n) => sum + n, 0);
+    const idle = (fields[3] ?? 0) + (fields[4] ?? 0);
+    return { busy: (total - idle) / 100, total: total / 100 };
+  } catch {
+    return { busy: 0, total: 0 };
+  }
+}
+
+/** A process's CPU time so far, in seconds (from /proc; 0 where there is none). */
+function processCpu(pid: number | undefined): number {
+  if (pid === undefined) return 0;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return 0;
+  }
+}
+
+// ------------------------------------------------------------------------------------------ children
+
+/** One child process and the requests it answers. */
+class Child {
+  readonly workers: number[];
+  readonly #replies = new Map<string, Array<(message: FromChild) => void>>();
+
+  constructor(
+    readonly index: number,
+    readonly process: WorkerProcess,
+    first: number,
+    count: number,
+    onMessage: (message: FromChild) => void,
+  ) {
+    this.workers = Array.from({ length: count }, (_, i) => first + i);
+    process.child.on('message', (message: FromChild) => {
+      const waiting = this.#replies.get(message.type)?.shift();
+      if (waiting) waiting(message);
+      onMessage(message);
+    });
+  }
+
+  send(message: ToChild): void {
+    this.process.child.send(message);
+  }
+
+  /** Sends `message` and resolves with the child's next message of type `reply`. */
+  request<T extends FromChild>(message: ToChild, reply: T['type'], timeoutMs = 60_000): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`child ${this.index} did not answer ${message.type} within ${timeoutMs} ms:\n${this.process.stderr}`)), timeoutMs);
+      const queue = this.#replies.get(reply) ?? [];
+      queue.push((answer) => {
+        clearTimeout(timer);
+        resolve(answer as T);
+      });
+      this.#replies.set(reply, queue);
+      this.send(message);
+    });
+  }
+}
+
+// ------------------------------------------------------------------------------------------ one run
+
+interface Window {
+  seconds: number;
+  tally: Tally;
+  calls: number;
+  callsPerSecond: Record<string, number>;
+  itemsReadPerSecond: number;
+  itemsWrittenPerSecond: number;
+  /** The coordinators' processes' CPU time, in cores (1 = one core busy all the window). */
+  childrenCores: number;
+  /** The whole machine's busy CPU, in cores (every process: children, backend, anything else running). */
+  machineCores: number;
+  /** The emulator's CPU, in cores, when this run started it (dynalite). */
+  serverCores: number | null;
+  /** The worst child's event-loop delay. */
+  eventLoopDelayP99Ms: number;
+  eventLoopDelayMaxMs: number;
+  /** Leases the live workers lost, by reason, and the errors they reported, by `operation: name`. */
+  lostByReason: Record<string, number>;
+  errors: Record<string, number>;
+  loadAverageAtEnd: number;
+}
+
+/** The leases lost and the errors of a window, when there were any. */
+const troubles = (window: Window): string =>
+  (Object.keys(window.lostByReason).length > 0 ? `; lost ${JSON.stringify(window.lostByReason)}` : '') +
+  (Object.keys(window.errors).length > 0 ? `; errors ${JSON.stringify(window.errors)}` : '');
+
+/** Stops the current run's children and drops its records: on the way out of `run`, or on SIGINT/SIGTERM. */
+let cleanUp: (() => Promise<void>) | null = null;
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(signal, () => void (cleanUp?.() ?? Promise.resolve()).finally(() => process.exit(130)));
+}
+
+const percentile = (sorted: readonly number[], q: number): number => sorted[Math.max(0, Math.ceil(q * sorted.length) - 1)] ?? NaN;
+const round = (n: number, digits = 3): number => Number(n.toFixed(digits));
+
+async function run(backend: Backend): Promise<Record<string, unknown>> {
+  const opened: Opened = await OPEN[backend]();
+  const group = `scale-${runId}`;
+  const children: Child[] = [];
+  /** The leases each live worker holds, by its index, as its lease events say. */
+  const held = new Map<number, Set<string>>();
+  const killed = new Set<number>();
+  const firstJoin = new Map<number, number>();
+  const memberDead: Array<{ dead: string; at: number }> = [];
+  const fatal: string[] = [];
+  let acquisitions = 0;
+  let lastEventAt = 0;
+  let lost = new Map<string, number>();
+  let errors = new Map<string, number>();
+  const bump = (counts: Map<string, number>, key: string): void => void counts.set(key, (counts.get(key) ?? 0) + 1);
+  let onAcquired: ((worker: number, leaseKey: string, at: number) => void) | null = null;
+
+  const apply = ([kind, worker, subject, at, detail]: ChildEvent): void => {
+    if (killed.has(worker)) return;
+    lastEventAt = Math.max(lastEventAt, at);
+    const mine = held.get(worker)!;
+    switch (kind) {
+      case 'acquired':
+        mine.add(subject);
+        acquisitions++;
+        onAcquired?.(worker, subject, at);
+        return;
+      case 'lost':
+        mine.delete(subject);
+        bump(lost, detail ?? 'unknown');
+        return;
+      case 'error':
+        bump(errors, subject);
+        return;
+      case 'handed-off':
+      case 'released':
+        mine.delete(subject);
+        return;
+      case 'joined':
+        if (!firstJoin.has(worker)) firstJoin.set(worker, at);
+        return;
+      case 'member-dead':
+        memberDead.push({ dead: subject, at });
+        return;
+    }
+  };
+  const onMessage = (message: FromChild): void => {
+    if (message.type === 'events') for (const event of message.events) apply(event);
+    if (message.type === 'fatal') fatal.push(`${message.worker}: ${message.message}`);
+  };
+  const standing = (): Balance => balance(held.values(), LEASES);
+  const live = (): Child[] => children.filter((child) => child.process.running);
+
+  /** Every live child's counts since the previous call, summed, over the time since `from`. */
+  let windowFrom = { at: now(), machine: machineCpu(), server: processCpu(opened.serverPid) };
+  const collect = async (): Promise<Window> => {
+    const answers = await Promise.all(live().map((child) => child.request<Collected>({ type: 'collect' }, 'collected')));
+    const at = now();
+    const machine = machineCpu();
+    const server = processCpu(opened.serverPid);
+    const seconds = (at - windowFrom.at) / 1_000;
+    const tally = addTallies(answers.map((answer) => answer.tally));
+    const delays: LoopDelay[] = answers.map((answer) => answer.eventLoopDelay);
+    const window: Window = {
+      seconds: round(seconds, 1),
+      tally,
+      calls: Object.values(tally.calls).reduce((sum, n) => sum + n, 0),
+      callsPerSecond: Object.fromEntries(Object.entries(tally.calls).map(([name, n]) => [name, round(n / seconds, 2)])),
+      itemsReadPerSecond: round(tally.itemsRead / seconds, 1),
+      itemsWrittenPerSecond: round(tally.itemsWritten / seconds, 1),
+      childrenCores: round(answers.reduce((sum, answer) => sum + answer.cpuSeconds, 0) / seconds, 2),
+      machineCores: machine.total === 0 ? NaN : round(((machine.busy - windowFrom.machine.busy) / (machine.total - windowFrom.machine.total)) * availableParallelism(), 2),
+      serverCores: opened.serverPid === undefined ? null : round((server - windowFrom.server) / seconds, 2),
+      eventLoopDelayP99Ms: round(Math.max(...delays.map((d) => d.p99Ms)), 1),
+      eventLoopDelayMaxMs: round(Math.max(...delays.map((d) => d.maxMs)), 1),
+      lostByReason: Object.fromEntries(lost),
+      errors: Object.fromEntries(errors),
+      loadAverageAtEnd: round(loadavg()[0]!, 1),
+    };
+    windowFrom = { at, machine, server };
+    lost = new Map();
+    errors = new Map();
+    return window;
+  };
+
+  /** Waits until `done` holds or `limitS` passed since `from`, logging where it stands every 15 s. */
+  const waitUntil = async (done: () => boolean, from: number, limitS: number, what: () => string): Promise<boolean> => {
+    let loggedAt = now();
+    while (now() - from < limitS * 1_000) {
+      if (done()) return true;
+      if (now() - loggedAt >= 15_000) {
+        loggedAt = now();
+        log(`${backend}:   ${((loggedAt - from) / 1_000).toFixed(0)} s: ${what()}`);
+      }
+      await sleep(250);
+    }
+    return done();
+  };
+  const where = (): string => {
+    const s = standing();
+    return (
+      `held ${s.held} of ${LEASES}, ${s.fewest}-${s.most} per worker; ${acquisitions} acquisitions; ${firstJoin.size} joined` +
+      (lost.size > 0 ? `; lost ${JSON.stringify(Object.fromEntries(lost))}` : '') +
+      (errors.size > 0 ? `; errors ${JSON.stringify(Object.fromEntries(errors))}` : '') +
+      (fatal.length > 0 ? `; fatal ${fatal.length}` : '')
+    );
+  };
+  /** Whether the children's own lists agree with the events: every lease held once, as the events say. */
+  const confirm = async (): Promise<boolean> => {
+    const lists = await Promise.all(live().map((child) => child.request<{ type: 'held'; held: Record<string, string[]> }>({ type: 'held' }, 'held')));
+    const all = lists.flatMap((list) => Object.values(list.held));
+    return balance(all, LEASES).ok;
+  };
+
+  cleanUp = async () => {
+    cleanUp = null;
+    await Promise.all(children.map((child) => child.process.stop(15_000)));
+    await opened.close();
+  };
+  try {
+    const createdAt = now();
+    await createLeases(opened.storage, group, LEASES);
+    log(`${backend}: ${LEASES} leases created in ${((now() - createdAt) / 1_000).toFixed(1)} s`);
+
+    // The children, each with an equal part of the workers (the first ones one more when it does not divide).
+    let next = 0;
+    for (let index = 0; index < PROCESSES; index++) {
+      const count = Math.floor(WORKERS / PROCESSES) + (index < WORKERS % PROCESSES ? 1 : 0);
+      const child = spawn(
+        process.execPath,
+        ['--import', 'tsx', CHILD, '--location', JSON.stringify(opened.location), '--group', group, '--first', String(next), '--count', String(count)],
+        { cwd: PACKAGE_DIR, env: { ...process.env, TSX_TSCONFIG_PATH: `${PACKAGE_DIR}tsconfig.json` }, stdio: ['ignore', 'inherit', 'pipe', 'ipc'] },
+      );
+      children.push(new Child(index, new WorkerProcess(`process-${index}`, child), next, count, onMessage));
+      for (let i = next; i < next + count; i++) held.set(i, new Set());
+      next += count;
+    }
+    await Promise.all(
+      children.map(
+        (child) =>
+          new Promise<void>((resolve, reject) => {
+            child.process.child.on('message', (message: FromChild) => message.type === 'ready' && resolve());
+            void child.process.exited.then(() => reject(new Error(`child ${child.index} exited before it was ready:\n${child.process.stderr}`)));
+          }),
+      ),
+    );
+    log(`${backend}: ${PROCESSES} processes ready, ${children.map((child) => child.workers.length).join(' + ')} coordinators`);
+
+    // 1. Cold start.
+    await collect();
+    const startedAt = now();
+    for (const child of children) child.send({ type: 'go' });
+    let balanced = await waitUntil(() => standing().ok, startedAt, LIMIT_S, where);
+    const balancedAt = lastEventAt;
+    const coldWindow = await collect();
+    const confirmed = balanced ? await confirm() : false;
+    if (balanced && !confirmed) log(`${backend}: the events said balanced, the children's own lists do not agree`);
+    balanced &&= confirmed;
+    const lastJoinAt = Math.max(...firstJoin.values());
+    const cold = {
+      balanced,
+      limitSeconds: LIMIT_S,
+      secondsToBalanced: balanced ? round((balancedAt - startedAt) / 1_000, 2) : null,
+      lastJoinSeconds: firstJoin.size > 0 ? round((lastJoinAt - startedAt) / 1_000, 2) : null,
+      secondsAfterLastJoin: balanced ? round((balancedAt - lastJoinAt) / 1_000, 2) : null,
+      takeTicksAfterLastJoin: balanced ? round((balancedAt - lastJoinAt) / TAKE_TICK_MS, 2) : null,
+      acquisitions,
+      acquisitionsPerLease: round(acquisitions / LEASES),
+      standing: standing(),
+      joined: firstJoin.size,
+      window: coldWindow,
+    };
+    log(
+      `${backend}: cold start ${balanced ? `balanced in ${cold.secondsToBalanced} s, ${cold.secondsAfterLastJoin} s (${cold.takeTicksAfterLastJoin} take ticks) after the last join at ${cold.lastJoinSeconds} s` : `did not balance within ${LIMIT_S} s (${where()})`}; ` +
+        `${acquisitions} acquisitions (${cold.acquisitionsPerLease} per lease); ${coldWindow.tally.itemsRead} items read, ${coldWindow.tally.itemsWritten} written (${JSON.stringify(coldWindow.tally.calls)}); ` +
+        `CPU: children ${coldWindow.childrenCores} cores, machine ${coldWindow.machineCores} of ${availableParallelism()}` +
+        (coldWindow.serverCores === null ? '' : `, dynalite ${coldWindow.serverCores}`) +
+        troubles(coldWindow),
+    );
+
+    // 2. Steady state.
+    await sleep(10_000);
+    await collect();
+    const steadyAcquisitions = acquisitions;
+    await sleep(STEADY_S * 1_000);
+    const steadyWindow = await collect();
+    const steady = { ...steadyWindow, acquisitions: acquisitions - steadyAcquisitions, stillBalanced: standing().ok };
+    log(
+      `${backend}: steady ${steady.seconds} s: ${(steady.calls / steady.seconds).toFixed(1)} calls/s (${Object.entries(steady.callsPerSecond).map(([n, v]) => `${n} ${v}`).join(', ')}), ` +
+        `${steady.itemsReadPerSecond} items read/s, ${steady.itemsWrittenPerSecond} written/s; CPU: children ${steady.childrenCores} cores, machine ${steady.machineCores}` +
+        (steady.serverCores === null ? '' : `, dynalite ${steady.serverCores}`) +
+        `; still balanced: ${steady.stillBalanced}, ${steady.acquisitions} acquisitions` +
+        troubles(steady),
+    );
+
+    // 3. Crash take-over: the last child, then the one holding worker-000 (rank 0 of the deal).
+    const victims = PROCESSES >= 3 ? [children.length - 1, 0] : [children.length - 1];
+    const crashes: Record<string, unknown>[] = [];
+    for (const victimIndex of victims) {
+      const victim = children[victimIndex]!;
+      const survivors = live().filter((child) => child !== victim);
+      const liveWorkers = held.size;
+      const list = await victim.request<{ type: 'held'; held: Record<string, string[]> }>({ type: 'held' }, 'held');
+      const leases = new Set(Object.values(list.held).flat());
+      await collect();
+      const takenAt = new Map<string, number>();
+      const acquiredBefore = acquisitions;
+      const deadBefore = memberDead.length;
+      const killedAt = now();
+      onAcquired = (_worker, leaseKey, at) => {
+        if (leases.has(leaseKey) && !takenAt.has(leaseKey) && at >= killedAt) takenAt.set(leaseKey, at);
+      };
+      await victim.process.kill();
+      for (const worker of victim.workers) {
+        killed.add(worker);
+        held.delete(worker);
+      }
+      const label = `process ${victimIndex} (${workerId(victim.workers[0]!)}..${workerId(victim.workers.at(-1)!)}, ${victim.workers.length} of ${liveWorkers} live workers${victim.workers.includes(0) ? ', holding worker-000, rank 0 of the deal' : ''})`;
+      log(`${backend}: killed ${label}, which held ${leases.size} leases; ${survivors.length} processes left`);
+      const takenOver = await waitUntil(() => takenAt.size === leases.size, killedAt, CRASH_LIMIT_S, () => `${takenAt.size} of ${leases.size} taken over; ${where()}`);
+      const takenOverAt = now();
+      const rebalanced = await waitUntil(() => standing().ok, killedAt, CRASH_LIMIT_S, where);
+      const rebalancedAt = lastEventAt;
+      const window = await collect();
+      const durations = [...takenAt.values()].map((at) => (at - killedAt) / LEASE_DURATION_MS).sort((a, b) => a - b);
+      const deadSeen = memberDead.slice(deadBefore).filter((entry) => victim.workers.some((w) => workerId(w) === entry.dead));
+      const crash = {
+        killed: label,
+        killedWorkers: victim.workers.map(workerId),
+        leases: leases.size,
+        takenOver: takenAt.size,
+        allTakenOver: takenOver,
+        takeOverInLeaseDurations:
+          durations.length === 0 ? null : { p50: round(percentile(durations, 0.5)), p99: round(percentile(durations, 0.99)), max: round(durations.at(-1)!) },
+        firstDeclaredDeadSeconds: deadSeen.length === 0 ? null : round((Math.min(...deadSeen.map((entry) => entry.at)) - killedAt) / 1_000, 2),
+        rebalanced,
+        secondsToRebalanced: rebalanced ? round((Math.max(rebalancedAt, killedAt) - killedAt) / 1_000, 2) : null,
+        limitSeconds: CRASH_LIMIT_S,
+        waitedSeconds: round((takenOverAt - killedAt) / 1_000, 1),
+        acquisitions: acquisitions - acquiredBefore,
+        acquisitionsPerLeaseTakenOver: leases.size === 0 ? null : round((acquisitions - acquiredBefore) / leases.size),
+        standing: standing(),
+        window,
+      };
+      crashes.push(crash);
+      const t = crash.takeOverInLeaseDurations;
+      log(
+        `${backend}: take-over of ${crash.takenOver} of ${crash.leases} leases${takenOver ? '' : ` (the rest not within ${CRASH_LIMIT_S} s)`}: ` +
+          (t === null ? 'none' : `p50 ${t.p50}, p99 ${t.p99}, max ${t.max} lease durations`) +
+          `; first declared dead after ${crash.firstDeclaredDeadSeconds} s; ` +
+          (rebalanced ? `balanced again ${crash.secondsToRebalanced} s after the kill` : `not balanced again within ${CRASH_LIMIT_S} s (${where()})`) +
+          `; ${crash.acquisitions} acquisitions; CPU: children ${window.childrenCores} cores, machine ${window.machineCores}` +
+          (window.serverCores === null ? '' : `, dynalite ${window.serverCores}`) +
+          troubles(window),
+      );
+      onAcquired = null;
+    }
+
+    const extra = opened.inspect ? await opened.inspect(group) : {};
+    return { backend, workers: WORKERS, leases: LEASES, processes: PROCESSES, coldStart: cold, steady, crashes, fatal, ...extra };
+  } finally {
+    await cleanUp?.();
+  }
+}
+
+const results: Record<string, unknown>[] = [];
+log(
+  `scale-procs: ${WORKERS} coordinators in ${PROCESSES} processes x ${LEASES} leases, default timing, ${STEADY_S} s of steady state, ` +
+    `limits ${LIMIT_S} s for the cold start and ${CRASH_LIMIT_S} s per crash, ${availableParallelism()} cores, load average ${loadavg().map((n) => n.toFixed(1)).join(' ')}, nice ${getPriority()}`,
+);
+const dir = new URL('./results/', import.meta.url);
+mkdirSync(dir, { recursive: true });
+const file = new URL(`scale-procs-${values.label}.json`, dir);
+for (const backend of backends) {
+  results.push(await run(backend));
+  writeFileSync(file, JSON.stringify({ label: values.label, nice: getPriority(), workers: WORKERS, leases: LEASES, processes: PROCESSES, steadySeconds: STEADY_S, limitSeconds: LIMIT_S, crashLimitSeconds: CRASH_LIMIT_S, results }, null, 2) + '\n');
+}
+
+type Result = {
+  backend: string;
+  coldStart: { secondsToBalanced: number | null; secondsAfterLastJoin: number | null; takeTicksAfterLastJoin: number | null; acquisitionsPerLease: number };
+  steady: Window;
+  crashes: Array<{ leases: number; takenOver: number; takeOverInLeaseDurations: { p50: number; p99: number; max: number } | null; secondsToRebalanced: number | null }>;
+};
+log('\nbackend   cold (s)  after last join (s)  ticks  acq/lease  calls/s  items read/s  items written/s  crash: p50  p99   max (L)  rebalanced (s)');
+for (const r of results as Result[]) {
+  const c = r.coldStart;
+  const s = r.steady;
+  const crash = (i: number): string => {
+    const k = r.crashes[i];
+    const t = k?.takeOverInLeaseDurations;
+    if (!k || !t) return '';
+    return `${t.p50.toFixed(2).padStart(11)} ${t.p99.toFixed(2).padStart(4)} ${t.max.toFixed(2).padStart(5)}${k.takenOver < k.leases ? '+' : ' '} ${(k.secondsToRebalanced?.toFixed(1) ?? 'never').padStart(15)}`;
+  };
+  for (let i = 0; i < Math.max(1, r.crashes.length); i++) {
+    log(
+      i === 0
+        ? [
+            r.backend.padEnd(8),
+            (c.secondsToBalanced?.toFixed(1) ?? 'never').padStart(9),
+            (c.secondsAfterLastJoin?.toFixed(1) ?? '-').padStart(20),
+            (c.takeTicksAfterLastJoin?.toFixed(1) ?? '-').padStart(6),
+            c.acquisitionsPerLease.toFixed(2).padStart(10),
+            (s.calls / s.seconds).toFixed(1).padStart(8),
+            s.itemsReadPerSecond.toFixed(1).padStart(13),
+            s.itemsWrittenPerSecond.toFixed(1).padStart(16),
+            crash(0),
+          ].join(' ')
+        : `${''.padEnd(108)}${crash(i)}`,
+    );
+  }
+}
+log(`\nwritten to ${fileURLToPath(file)}`);
+if (results.some((r) => (r as Result).coldStart.secondsToBalanced === null)) process.exitCode = 1;
