@@ -3,6 +3,10 @@
  *
  *   pnpm sim --seeds 500                       the lease simulation, 500 seeds from 1
  *   pnpm sim --seeds 200 --workers 16 --leases 256
+ *   pnpm sim --seeds 3 --from 101 --workers 1000 --leases 1000 --fault-ms 10000
+ *                                              a group of 1,000 workers (limits.maxMembers), four to five CPU
+ *                                              minutes a seed; like every run, its faults crash the leader and
+ *                                              a tenth of the group at once, and it ends by crashing both together
  *   pnpm sim --seed 1234 --trace               replay one seed and print its events
  *   pnpm sim --consumer --seeds 1000           the consumer simulation (whole runtime, resharding source)
  *   pnpm sim --consumer --seed 77 --trace      replay one consumer seed
@@ -119,7 +123,10 @@ if (values.consumer) {
       for (const violation of result.violations.slice(0, 5)) console.log(`  ${violation.guarantee} at ${violation.atMs.toFixed(0)} ms: ${violation.detail}`);
       console.log(`  replay: ${result.replay}`);
     } else if (seeds.length === 1 || values.trace) {
-      console.log(`seed ${seed}: ok, owned ${result.ownedAfterMs.toFixed(0)} ms and balanced ${result.balancedAfterMs.toFixed(0)} ms after faults stopped`, result.stats);
+      console.log(
+        `seed ${seed} (${result.workers} workers, ${result.leases} leases): ok, owned ${result.ownedAfterMs.toFixed(0)} ms, balanced ${result.balancedAfterMs.toFixed(0)} ms and led ${result.leaderAfterMs.toFixed(0)} ms after faults stopped`,
+        result.stats,
+      );
     }
   }
 }

@@ -6,6 +6,8 @@
  */
 import { Checkpoint, type LeaseRecord } from '../storage.js';
 import { seededRandom } from '../clock.js';
+import { describeValue, InvalidConfigError } from '../errors.js';
+import { limits } from '../validation.js';
 import { LeaseCoordinator, type LeaseCoordinatorOptions } from '../lease/coordinator.js';
 import { LeaderElector } from '../leader/elector.js';
 import { withUnsafe, type CoordinatorUnsafe } from '../unsafe.js';
@@ -17,9 +19,13 @@ import { VirtualClock, VirtualScheduler } from './virtual-time.js';
 /** What one simulation run does. Everything not given is drawn from the seed. */
 export interface SimulationConfig {
   seed: number;
-  /** Workers at the start (1 to 64). */
+  /**
+   * Workers at the start, 1 to `limits.maxMembers` (1,000). A group of 1,000 over 10,000 leases runs in a
+   * few minutes of CPU: every member reads the whole roster each take tick, so the cost grows with the
+   * square of the group.
+   */
   workers?: number;
-  /** Leases in the group (1 to 4,096). */
+  /** Leases in the group, 1 or more. */
   leases?: number;
   /** Virtual milliseconds of faults before the quiet phase. Default 30,000. */
   faultPhaseMs?: number;
@@ -32,7 +38,26 @@ export interface SimulationConfig {
 }
 
 /** The kinds of fault the schedule draws from. */
-export type FaultKind = 'crash' | 'pause' | 'cutOff' | 'latency' | 'errors' | 'ambiguous' | 'drift' | 'gracefulStop' | 'join' | 'mixedDurations' | 'capped';
+export type FaultKind =
+  | 'crash'
+  | 'pause'
+  | 'cutOff'
+  | 'latency'
+  | 'errors'
+  | 'ambiguous'
+  | 'drift'
+  | 'gracefulStop'
+  | 'join'
+  | 'mixedDurations'
+  | 'capped'
+  /** The current leader (the elector's) crashes. */
+  | 'leaderCrash'
+  /**
+   * A member crashes together with the members that observe it first, a tenth of the group at once (at
+   * least two, never all); the fault phase also ends with the leader crashing so, for good, so that the
+   * quiet phase's bounds measure the failover of their leases and of the leadership.
+   */
+  | 'massCrash';
 
 /** A broken guarantee, with the moment and the detail. */
 export interface Violation {
@@ -51,13 +76,24 @@ export interface SimulationResult {
   ownedAfterMs: number;
   /** Virtual time from the end of faults until the assignment was balanced (max - min <= 1). */
   balancedAfterMs: number;
+  /** Virtual time from the end of faults until a live worker led the group. */
+  leaderAfterMs: number;
   /** The command that replays this run exactly. */
   replay: string;
-  stats: { acquisitions: number; handoffs: number; checkpoints: number; faults: number };
+  stats: {
+    acquisitions: number;
+    handoffs: number;
+    checkpoints: number;
+    faults: number;
+    /** Crashes of the worker that led the group at the time. */
+    leaderCrashes: number;
+    /** The most workers that crashed at one instant. */
+    mostCrashedAtOnce: number;
+  };
 }
 
 const GROUP = 'simulated';
-const ALL_FAULTS: FaultKind[] = ['crash', 'pause', 'cutOff', 'latency', 'errors', 'ambiguous', 'drift', 'gracefulStop', 'join', 'mixedDurations', 'capped'];
+const ALL_FAULTS: FaultKind[] = ['crash', 'pause', 'cutOff', 'latency', 'errors', 'ambiguous', 'drift', 'gracefulStop', 'join', 'mixedDurations', 'capped', 'leaderCrash', 'massCrash'];
 
 interface SimWorker {
   index: number;
@@ -105,6 +141,11 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
   const workerCount = config.workers ?? shape.workers;
   const leaseCount = config.leases ?? shape.leases;
   const faultPhaseMs = config.faultPhaseMs ?? 30_000;
+  if (!Number.isInteger(workerCount) || workerCount < 1 || workerCount > limits.maxMembers) {
+    throw new InvalidConfigError(`[simulation] workers must be an integer from 1 to ${limits.maxMembers} (limits.maxMembers), got ${describeValue(config.workers)}`);
+  }
+  if (!Number.isInteger(leaseCount) || leaseCount < 1) throw new InvalidConfigError(`[simulation] leases must be a positive integer, got ${describeValue(config.leases)}`);
+  if (!Number.isFinite(faultPhaseMs) || faultPhaseMs < 0) throw new InvalidConfigError(`[simulation] faultPhaseMs must be a non-negative number, got ${describeValue(config.faultPhaseMs)}`);
   const random = seededRandom(config.seed);
   const enabled = (kind: FaultKind): boolean => config.faults?.[kind] ?? true;
   const scheduler = new VirtualScheduler();
@@ -115,7 +156,7 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
   // The coordinator's own default heartbeat interval unless the run sets one.
   const renewIntervalMs = config.coordinator?.renewIntervalMs ?? Math.round(leaseDurationMs * 0.65);
   const violations: Violation[] = [];
-  const stats = { acquisitions: 0, handoffs: 0, checkpoints: 0, faults: 0 };
+  const stats = { acquisitions: 0, handoffs: 0, checkpoints: 0, faults: 0, leaderCrashes: 0, mostCrashedAtOnce: 0 };
   const violate = (guarantee: Violation['guarantee'], detail: string): void => {
     if (violations.length < 20) violations.push({ guarantee, atMs: scheduler.now, detail });
     trace(`${scheduler.now.toFixed(0)} VIOLATION ${guarantee}: ${detail}`);
@@ -123,6 +164,23 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
 
   const workers: SimWorker[] = [];
   const byId = new Map<string, SimWorker>();
+  /**
+   * Per lease, every worker that acquired it and has not died since: the only ones that can hold it
+   * (a coordinator counts a lease held only after its 'acquired' event). The checks look here instead of
+   * at every worker, which in a group of 1,000 cost more than the run itself.
+   */
+  const acquirers = new Map<string, Set<SimWorker>>();
+  /** The live workers (besides `except`) that hold `leaseKey` now. */
+  const holdersOf = (leaseKey: string, except?: SimWorker): SimWorker[] => {
+    const candidates = acquirers.get(leaseKey);
+    if (!candidates) return [];
+    const holders: SimWorker[] = [];
+    for (const candidate of candidates) {
+      if (!candidate.alive) candidates.delete(candidate);
+      else if (candidate !== except && candidate.coordinator.isHeld(leaseKey)) holders.push(candidate);
+    }
+    return holders;
+  };
   const acknowledged = new Map<string, string>();
   const leaders = new Map<number, string>();
 
@@ -231,6 +289,9 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
     workers.push(worker);
     worker.coordinator.on('acquired', ({ leaseKey, how }) => {
       stats.acquisitions++;
+      let candidates = acquirers.get(leaseKey);
+      if (!candidates) acquirers.set(leaseKey, (candidates = new Set()));
+      candidates.add(worker);
       if (how === 'handoff') stats.handoffs++;
       trace(`${scheduler.now.toFixed(0)} ${workerId} acquired ${leaseKey} (${how})`);
       void work(worker, leaseKey);
@@ -239,6 +300,9 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
     worker.coordinator.on('handed-off', ({ leaseKey, to }) => trace(`${scheduler.now.toFixed(0)} ${workerId} handed ${leaseKey} to ${to}`));
     worker.coordinator.on('steal-requested', ({ leaseKey, from }) => trace(`${scheduler.now.toFixed(0)} ${workerId} asked ${from} for ${leaseKey}`));
     worker.coordinator.on('released', ({ leaseKey }) => trace(`${scheduler.now.toFixed(0)} ${workerId} released ${leaseKey}`));
+    worker.coordinator.on('joined', ({ incarnation }) => trace(`${scheduler.now.toFixed(0)} ${workerId} joined as ${incarnation}`));
+    worker.coordinator.on('member-dead', ({ workerId: dead }) => trace(`${scheduler.now.toFixed(0)} ${workerId} declared ${dead} dead`));
+    worker.elector.on('elected', ({ term }) => trace(`${scheduler.now.toFixed(0)} ${workerId} elected for term ${term}`));
     void worker.coordinator.start().catch((error: unknown) => violate('liveness', `${workerId} failed to start: ${String(error)}`));
     void worker.elector.start().catch((error: unknown) => violate('liveness', `${workerId} failed to start its elector: ${String(error)}`));
     return worker;
@@ -254,10 +318,8 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
       try {
         const lease = coordinator.lease(leaseKey);
         if (!lease || lease.draining) break;
-        for (const other of workers) {
-          if (other !== worker && other.alive && other.coordinator.isHeld(leaseKey)) {
-            violate('single-owner', `${worker.workerId} and ${other.workerId} both hand records of ${leaseKey}`);
-          }
+        for (const other of holdersOf(leaseKey, worker)) {
+          violate('single-owner', `${worker.workerId} and ${other.workerId} both hand records of ${leaseKey}`);
         }
         const next = String(lease.checkpoint === null ? 1 : Number(lease.checkpoint) + 1);
         await clock.sleep(50 + random.next() * 200);
@@ -283,26 +345,64 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
   const faultKinds = ALL_FAULTS.filter((kind) => enabled(kind) && kind !== 'latency' && kind !== 'errors' && kind !== 'ambiguous' && kind !== 'drift' && kind !== 'mixedDurations');
   let nextWorkerIndex = workerCount;
   const pending: Array<() => void> = [];
+  const living = (): SimWorker[] => workers.filter((worker) => worker.alive && !worker.stopping);
+  const byIdOrder = (a: SimWorker, b: SimWorker): number => (a.workerId < b.workerId ? -1 : a.workerId > b.workerId ? 1 : 0);
+  /** The living worker whose elector leads now; with no leader at the moment, the first by id (the next leader's likeliest place is no better guess). */
+  const leaderOf = (among: readonly SimWorker[]): SimWorker | undefined => among.find((worker) => worker.elector.isLeader()) ?? [...among].sort(byIdOrder)[0];
+  /**
+   * `first` and the members that observe it first: the ones after it in id order, as a ring of watchers
+   * would place them. Today every member watches every other, so they are a tenth of the group like any
+   * other; at least two die, and never the whole group.
+   */
+  const withObservers = (first: SimWorker, among: readonly SimWorker[]): SimWorker[] => {
+    const ring = [...among].sort(byIdOrder);
+    const size = Math.min(ring.length - 1, Math.max(2, Math.ceil(ring.length / 10)));
+    const at = ring.indexOf(first);
+    return Array.from({ length: size }, (_, i) => ring[(at + i) % ring.length] as SimWorker);
+  };
+  /**
+   * Kills workers at one instant. Each comes back `restartAfterMs` later if the fault phase still runs: under a
+   * new id, as a process with a random id would, while the group has room for one more id; in a group at
+   * `limits.maxMembers`, under its own id (as a pod of a StatefulSet would), since a new one could not join
+   * until the dead were removed.
+   */
+  const crash = (dead: readonly SimWorker[], restartAfterMs: number | null): void => {
+    stats.mostCrashedAtOnce = Math.max(stats.mostCrashedAtOnce, dead.length);
+    for (const worker of dead) {
+      worker.alive = false;
+      worker.clock.kill();
+      if (restartAfterMs === null) continue;
+      const index = nextWorkerIndex < limits.maxMembers ? nextWorkerIndex++ : worker.index;
+      scheduler.schedule(scheduler.now + restartAfterMs, () => {
+        if (scheduler.now < faultPhaseMs) pending.push(() => startWorker(index));
+      });
+    }
+  };
   for (let at = 2_000 + random.next() * 3_000; at < faultPhaseMs && faultKinds.length > 0; at += 2_000 + random.next() * 6_000) {
     const kind = faultKinds[Math.floor(random.next() * faultKinds.length)] as FaultKind;
     const pick = random.next();
     const duration = leaseDurationMs * (0.3 + random.next() * 1.7);
     scheduler.schedule(at, () => {
-      const living = workers.filter((worker) => worker.alive && !worker.stopping);
-      const victim = living[Math.floor(pick * living.length)];
+      const alive = living();
+      const victim = kind === 'leaderCrash' ? leaderOf(alive) : alive[Math.floor(pick * alive.length)];
       if (!victim && kind !== 'join') return;
       stats.faults++;
       trace(`${scheduler.now.toFixed(0)} fault ${kind} ${victim?.workerId ?? ''} for ${duration.toFixed(0)} ms`);
       switch (kind) {
-        case 'crash': {
-          if (living.length <= 1) return;
-          const dead = victim as SimWorker;
-          dead.alive = false;
-          dead.clock.kill();
-          const index = nextWorkerIndex++;
-          scheduler.schedule(scheduler.now + duration, () => {
-            if (scheduler.now < faultPhaseMs) pending.push(() => startWorker(index));
-          });
+        case 'crash':
+          if (alive.length > 1) crash([victim as SimWorker], duration);
+          return;
+        case 'leaderCrash':
+          if (alive.length > 1) {
+            if ((victim as SimWorker).elector.isLeader()) stats.leaderCrashes++;
+            crash([victim as SimWorker], duration);
+          }
+          return;
+        case 'massCrash': {
+          if (alive.length <= 1) return;
+          const dead = withObservers(victim as SimWorker, alive);
+          trace(`${scheduler.now.toFixed(0)} fault massCrash kills ${dead.map((worker) => worker.workerId).join(' ')}`);
+          crash(dead, duration);
           return;
         }
         case 'pause':
@@ -315,7 +415,7 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
           return;
         }
         case 'gracefulStop': {
-          if (living.length <= 1) return;
+          if (alive.length <= 1) return;
           const leaving = victim as SimWorker;
           leaving.stopping = true;
           pending.push(() => {
@@ -327,7 +427,7 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
           return;
         }
         case 'join':
-          if (workers.filter((worker) => worker.alive).length < workerCount + 4) {
+          if (workers.filter((worker) => worker.alive).length < workerCount + 4 && nextWorkerIndex < limits.maxMembers) {
             const index = nextWorkerIndex++;
             pending.push(() => startWorker(index));
           }
@@ -335,6 +435,21 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
         default:
           return;
       }
+    });
+  }
+  // The last blow, at the end of the fault phase: the leader and the members that observe it first crash
+  // at once and stay dead, so that the quiet phase's bounds are the failover bounds of their leases and of
+  // the leadership, measured from the crash.
+  if (enabled('massCrash')) {
+    scheduler.schedule(faultPhaseMs, () => {
+      const alive = living();
+      const leader = leaderOf(alive);
+      if (!leader || alive.length <= 1) return;
+      const dead = withObservers(leader, alive);
+      stats.faults++;
+      if (leader.elector.isLeader()) stats.leaderCrashes++;
+      trace(`${scheduler.now.toFixed(0)} fault massCrash of the leader ${leader.workerId} and its first observers: ${dead.map((worker) => worker.workerId).join(' ')}`);
+      crash(dead, null);
     });
   }
 
@@ -350,7 +465,7 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
     worker.plan.cutOff = false;
   }
   const quietFrom = scheduler.now;
-  const live = (): SimWorker[] => workers.filter((worker) => worker.alive && !worker.stopping);
+  const live = living;
   const eligible = (leases: readonly LeaseRecord[]): LeaseRecord[] => {
     const all = new Map(leases.map((lease) => [lease.leaseKey, lease]));
     return leases.filter(
@@ -362,7 +477,7 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
   const unowned = (leases: readonly LeaseRecord[]): string[] =>
     eligible(leases)
       .map((lease) => lease.leaseKey)
-      .filter((leaseKey) => !live().some((worker) => worker.coordinator.isHeld(leaseKey)));
+      .filter((leaseKey) => holdersOf(leaseKey).every((worker) => worker.stopping));
   /** Whether the live workers can hold every eligible lease (capped workers hold at most their cap). */
   const capacity = (): number => live().reduce((sum, worker) => sum + worker.cap, 0);
   /** Every eligible lease held, or, when the live workers cannot hold them all, every live worker at its cap. */
@@ -374,6 +489,15 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
     const most = Math.max(...counts.map((count) => count.held));
     return counts.every((count) => count.held <= count.cap && (count.held >= most - 1 || count.held === count.cap));
   };
+  // Leadership: a live worker leads within a lease duration of the last renewal of a leader that died or
+  // stopped, seen by candidates that look every renewal interval (one to start the watch, one to find it
+  // run out), with the clock-rate margin and latency.
+  const electorRenewMs = leaseDurationMs / 3;
+  const leaderBound = leaseDurationMs * (1 + maxClockDrift) + 2 * electorRenewMs * 1.05 + 3_500;
+  let leaderAfterMs = -1;
+  const noteLeader = (): void => {
+    if (leaderAfterMs < 0 && live().some((worker) => worker.elector.isLeader())) leaderAfterMs = scheduler.now - quietFrom;
+  };
 
   // Liveness: every eligible lease held by a live worker within a lease duration after its owner's last
   // heartbeat, plus the take ticks that declare it dead, list and take (DESIGN 6.6), with the clock-rate
@@ -381,6 +505,7 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
   const ownedBound = leaseDurationMs * (1 + maxClockDrift) + 3 * takeIntervalMs * 1.05 + renewIntervalMs + 3_500;
   let ownedAfterMs = -1;
   while (scheduler.now - quietFrom <= ownedBound) {
+    noteLeader();
     const { leases } = await storage.listLeases(GROUP);
     if (owned(leases)) {
       ownedAfterMs = scheduler.now - quietFrom;
@@ -401,6 +526,7 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
   const balanceBound = ownedBound + handoffTimeoutMs + 4 * takeIntervalMs * 1.05;
   let balancedAfterMs = -1;
   while (scheduler.now - quietFrom <= balanceBound) {
+    noteLeader();
     if (balancedNow() && owned((await storage.listLeases(GROUP)).leases)) {
       balancedAfterMs = scheduler.now - quietFrom;
       break;
@@ -408,9 +534,18 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
     await scheduler.advance(100, afterEach);
   }
   if (balancedAfterMs < 0) {
-    const counts = live().map((worker) => `${worker.workerId}:${worker.coordinator.heldLeases().length}${Number.isFinite(worker.cap) ? `/${worker.cap}` : ''}`);
-    violate('balance', `not balanced ${balanceBound.toFixed(0)} ms after faults stopped: ${counts.join(' ')}`);
+    const counts = live().map((worker) => ({ worker, held: worker.coordinator.heldLeases().length }));
+    const most = Math.max(...counts.map((count) => count.held));
+    // In a large group only the members off balance are named, and the most loaded one.
+    const named = counts.length <= 32 ? counts : counts.filter((count) => count.held < most - 1 || count.held > count.worker.cap || count.held === most).slice(0, 32);
+    const described = named.map(({ worker, held }) => `${worker.workerId}:${held}${Number.isFinite(worker.cap) ? `/${worker.cap}` : ''}`);
+    violate('balance', `not balanced ${balanceBound.toFixed(0)} ms after faults stopped: ${described.join(' ')}${named.length < counts.length ? ` (of ${counts.length} workers)` : ''}`);
   }
+  while (leaderAfterMs < 0 && scheduler.now - quietFrom <= leaderBound) {
+    noteLeader();
+    if (leaderAfterMs < 0) await scheduler.advance(100, afterEach);
+  }
+  if (leaderAfterMs < 0) violate('liveness', `no live worker led the group ${leaderBound.toFixed(0)} ms after faults stopped`);
 
   for (const [leaseKey, acked] of acknowledged) {
     const stored = (await storage.getLease(GROUP, leaseKey))?.checkpoint ?? null;
@@ -434,6 +569,7 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
     violations,
     ownedAfterMs,
     balancedAfterMs,
+    leaderAfterMs,
     replay: replayCommand({ ...config, workers: workerCount, leases: leaseCount }),
     stats,
   };
