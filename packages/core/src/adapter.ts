@@ -9,6 +9,7 @@ export {
   validateGroup,
   validateLeaseKey,
   validateWorkerId,
+  validateWorkerIds,
   validateVersion,
   validateLeaseState,
   validateNewLease,

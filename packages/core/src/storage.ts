@@ -428,6 +428,38 @@ export interface CheckpointStorage {
    * `unknown` carrying its `CorruptRecordError`; at the version it is stored at, it removes it.
    */
   removeMember(group: string, workerId: string, expectedVersion: number): Promise<DeleteResult<MemberRecord>>;
+
+  /**
+   * The named members of the group, strongly consistent, each at most once, in any order: what a watcher
+   * reads each take tick instead of the whole roster (DESIGN section 4, "Watchers and the roster digest").
+   * A worker id with no member is left out; a member that cannot be read back is in `corrupt`, naming its
+   * worker id. Each member read is as {@link getRoster} would give it at the moment of the read. Up to
+   * {@link limits}.maxWatchedMembers ids per call; an id repeated is read once. A read that fails throws a
+   * `StorageUnavailableError`.
+   *
+   * Optional, with {@link getRosterDigest} and {@link advanceRosterDigest}: an adapter has all three or
+   * none. Without them every worker reads the whole roster every take tick, and a group's read cost grows
+   * with its size squared.
+   */
+  getMembers?(group: string, workerIds: readonly string[]): Promise<Roster>;
+
+  /**
+   * The group's roster digest: a counter that core advances after every member write others must look at
+   * (a join, a leave, a declaration of death, a change of the held count, the change counter or the
+   * requests), never after a heartbeat that changes nothing else. Strongly consistent: a read that starts
+   * after an advance returned sees it. 0 for a group whose digest was never advanced. A read that fails
+   * throws a `StorageUnavailableError`.
+   */
+  getRosterDigest?(group: string): Promise<number>;
+
+  /**
+   * Adds one to the group's roster digest, atomically (an advance is never lost to another that runs at
+   * the same time), creating it at 1 if the group has none, and returns the value it wrote. Unconditional:
+   * an advance sent twice advances twice, which is harmless (readers only compare the digest with the
+   * value they last read). Publishes nothing on the change feed. An advance whose outcome is unknown
+   * throws; core advances again.
+   */
+  advanceRosterDigest?(group: string): Promise<number>;
 }
 
 /** The fields of a leader record that core writes; like a lease's, it may carry fields core does not name. */

@@ -22,6 +22,7 @@ import { leaderStateOf, leaseStateOf, memberStateOf } from './storage.js';
  *   a later core adds included), with up to 4 handoff requests: a member is one small record of its own
  *   (one DynamoDB write unit per heartbeat), and a whole roster reads back in one call, paginated inside
  *   the adapter where the backend needs it.
+ * - Up to 16 worker ids in one `getMembers` call: a watcher's few members and its own.
  */
 export const limits = {
   maxNameBytes: 512,
@@ -33,6 +34,7 @@ export const limits = {
   maxMembers: 1000,
   maxMemberBytes: 2048,
   maxRequests: 4,
+  maxWatchedMembers: 16,
 } as const;
 
 const LEASE_FIELDS = new Set(['format', 'owner', 'epoch', 'checkpoint', 'parentKeys', 'incarnation', 'metadata', 'group', 'leaseKey', 'version']);
@@ -150,6 +152,15 @@ export function validateLeaseKey(leaseKey: unknown, pkg = 'core'): asserts lease
 /** Throws an `InvalidInputError` unless `workerId` is a valid worker id. */
 export function validateWorkerId(workerId: unknown, pkg = 'core'): asserts workerId is string {
   checkName(pkg, 'worker id', workerId);
+}
+
+/** Throws an `InvalidInputError` unless `workerIds` is an array of at most {@link limits}.maxWatchedMembers valid worker ids. */
+export function validateWorkerIds(workerIds: unknown, pkg = 'core'): asserts workerIds is readonly string[] {
+  if (!Array.isArray(workerIds)) throw new InvalidInputError(`[${pkg}] worker ids must be an array, got ${describeValue(workerIds)}`);
+  if (workerIds.length > limits.maxWatchedMembers) {
+    throw new InvalidInputError(`[${pkg}] at most ${limits.maxWatchedMembers} worker ids may be read at once, got ${workerIds.length}`);
+  }
+  for (const workerId of workerIds) validateWorkerId(workerId, pkg);
 }
 
 /** Throws an `InvalidInputError` unless `version` is a valid expected version. */

@@ -11,6 +11,7 @@ import {
   validateMemberWrite,
   validateVersion,
   validateWorkerId,
+  validateWorkerIds,
 } from '../validation.js';
 import {
   leaderStateOf,
@@ -61,6 +62,8 @@ interface RosterSlot {
   readonly members: Map<string, { record: MemberRecord; corrupt: boolean }>;
   /** The greatest version any member of the group ever had: every applied write goes above it. */
   highVersion: number;
+  /** The roster digest: advanced by core after member writes others must look at. */
+  digest: number;
 }
 
 interface Slot {
@@ -212,6 +215,32 @@ export class MemoryStorage implements Storage {
     return roster;
   }
 
+  async getMembers(group: string, workerIds: readonly string[]): Promise<Roster> {
+    validateGroup(group, PKG);
+    validateWorkerIds(workerIds, PKG);
+    await this.#delay();
+    const roster: Roster = { group, members: [], corrupt: [] };
+    const members = this.#rosters.get(group)?.members;
+    for (const workerId of new Set(workerIds)) {
+      const slot = members?.get(workerId);
+      if (slot?.corrupt) roster.corrupt.push(this.#corruptMemberError(group, workerId));
+      else if (slot) roster.members.push(slot.record);
+    }
+    return roster;
+  }
+
+  async getRosterDigest(group: string): Promise<number> {
+    validateGroup(group, PKG);
+    await this.#delay();
+    return this.#rosters.get(group)?.digest ?? 0;
+  }
+
+  async advanceRosterDigest(group: string): Promise<number> {
+    validateGroup(group, PKG);
+    await this.#delay();
+    return ++this.#roster(group).digest;
+  }
+
   async putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
     validateMemberWrite(group, workerId, expectedVersion, next, PKG);
     await this.#delay();
@@ -322,7 +351,7 @@ export class MemoryStorage implements Storage {
   #roster(group: string): RosterSlot {
     let roster = this.#rosters.get(group);
     if (!roster) {
-      roster = { members: new Map(), highVersion: 0 };
+      roster = { members: new Map(), highVersion: 0, digest: 0 };
       this.#rosters.set(group, roster);
     }
     return roster;

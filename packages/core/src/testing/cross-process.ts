@@ -61,6 +61,9 @@ export const REMOTE_METHODS = [
   'getRoster',
   'putMember',
   'removeMember',
+  'getMembers',
+  'getRosterDigest',
+  'advanceRosterDigest',
 ] as const satisfies ReadonlyArray<keyof Storage>;
 
 type Pending = { resolve: (value: unknown) => void; reject: (error: Error) => void };

@@ -48,11 +48,29 @@ export class FaultyStorage implements Storage {
   readonly #random: Random;
   readonly plan: FaultPlan;
 
+  /** The watchers' reads, present when the inner store has them (see {@link Storage.getMembers}). */
+  readonly getMembers?: (group: string, workerIds: readonly string[]) => Promise<Roster>;
+  readonly getRosterDigest?: (group: string) => Promise<number>;
+  readonly advanceRosterDigest?: (group: string) => Promise<number>;
+
   constructor(inner: Storage, clock: VirtualClock, random: Random, plan: FaultPlan = noFaults()) {
     this.#inner = inner;
     this.#clock = clock;
     this.#random = random;
     this.plan = plan;
+    const { getMembers, getRosterDigest, advanceRosterDigest } = inner;
+    if (getMembers && getRosterDigest && advanceRosterDigest) {
+      this.getMembers = (group, workerIds) => this.#call(() => getMembers.call(inner, group, workerIds), false);
+      this.getRosterDigest = (group) => this.#call(() => getRosterDigest.call(inner, group), false);
+      // An advance whose answer is lost throws, as an adapter's does: core advances again.
+      this.advanceRosterDigest = (group) =>
+        this.#write(
+          () => advanceRosterDigest.call(inner, group),
+          (error) => {
+            throw error;
+          },
+        );
+    }
   }
 
   listLeases(group: string): Promise<LeaseListing> {
