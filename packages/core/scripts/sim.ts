@@ -42,6 +42,9 @@ const { values } = parseArgs({
     'unsafe-skip-self-fencing': { type: 'boolean', default: false },
     'unsafe-expiry-factor': { type: 'string' },
     'unsafe-own-duration-only': { type: 'boolean', default: false },
+    'unsafe-skip-roster-digest': { type: 'boolean', default: false },
+    'unsafe-ring-keeps-the-dead': { type: 'boolean', default: false },
+    'no-watcher-reads': { type: 'boolean', default: false },
     consumer: { type: 'boolean', default: false },
     'exactly-once': { type: 'boolean', default: false },
     'multi-stream': { type: 'boolean', default: false },
@@ -105,6 +108,8 @@ if (values.consumer) {
     ...(values['unsafe-skip-self-fencing'] ? { skipSelfFencing: true } : {}),
     ...(values['unsafe-expiry-factor'] !== undefined ? { expiryFactor: Number(values['unsafe-expiry-factor']) } : {}),
     ...(values['unsafe-own-duration-only'] ? { ownDurationOnly: true } : {}),
+    ...(values['unsafe-skip-roster-digest'] ? { skipRosterDigest: true } : {}),
+    ...(values['unsafe-ring-keeps-the-dead'] ? { ringKeepsTheDead: true } : {}),
   };
   for (const seed of seeds) {
     const config: SimulationConfig = {
@@ -113,6 +118,7 @@ if (values.consumer) {
       leases: number(values.leases),
       faultPhaseMs: number(values['fault-ms']),
       coordinator: Object.keys(unsafe).length > 0 ? { unsafe } : undefined,
+      ...(values['no-watcher-reads'] ? { watcherReads: false } : {}),
       trace,
     };
     const result = await simulate(config);

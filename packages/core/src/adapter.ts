@@ -10,6 +10,7 @@ export {
   validateLeaseKey,
   validateWorkerId,
   validateWorkerIds,
+  hasWatcherReads,
   validateVersion,
   validateLeaseState,
   validateNewLease,

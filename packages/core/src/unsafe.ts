@@ -20,6 +20,13 @@ export interface CoordinatorUnsafe {
    * request) is taken for a loss, not sent again on the record the conflict carries: the lease lapses.
    */
   releaseWithoutRetry?: boolean | undefined;
+  /**
+   * Member writes others must look at (joins, deaths, requests, held counts) never advance the roster
+   * digest: members that read only the digest and their watched few learn of them at the next whole read.
+   */
+  skipRosterDigest?: boolean | undefined;
+  /** The watchers' ring keeps the members declared dead: a member whose watchers all died is watched by nobody alive. */
+  ringKeepsTheDead?: boolean | undefined;
 }
 
 /** The leader elector's switches. */

@@ -21,7 +21,23 @@ const GROUP = 'orders';
 
 /** One worker's view of the shared store, counting the calls it makes. */
 class CountingStorage extends FaultyStorage {
-  readonly calls = { putMember: 0, updateLeases: 0, listLeases: 0, getRoster: 0 };
+  readonly calls = { putMember: 0, updateLeases: 0, listLeases: 0, getRoster: 0, getMembers: 0, getRosterDigest: 0, advanceRosterDigest: 0 };
+
+  constructor(...args: ConstructorParameters<typeof FaultyStorage>) {
+    super(...args);
+    // The watchers' reads are the fault-injecting store's own properties (present when the inner store
+    // has them): counted by wrapping them.
+    for (const name of ['getMembers', 'getRosterDigest', 'advanceRosterDigest'] as const) {
+      const read = this[name] as ((...params: never[]) => Promise<unknown>) | undefined;
+      if (!read) continue;
+      Object.defineProperty(this, name, {
+        value: (...params: never[]) => {
+          this.calls[name]++;
+          return read(...params);
+        },
+      });
+    }
+  }
 
   reset(): void {
     for (const name of Object.keys(this.calls) as Array<keyof CountingStorage['calls']>) this.calls[name] = 0;
@@ -48,9 +64,22 @@ class CountingStorage extends FaultyStorage {
   }
 }
 
-function world(leaseKeys: string[] = []) {
+/** The memory store as an adapter without the watchers' reads sees it: `getMembers` and the digest hidden. */
+function withoutWatcherReads(storage: MemoryStorage): MemoryStorage {
+  const hidden = new Set<PropertyKey>(['getMembers', 'getRosterDigest', 'advanceRosterDigest']);
+  return new Proxy(storage, {
+    get: (target, name) => {
+      if (hidden.has(name)) return undefined;
+      const value: unknown = Reflect.get(target, name, target);
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+}
+
+function world(leaseKeys: string[] = [], { watcherReads = true } = {}) {
   const scheduler = new VirtualScheduler();
-  const storage = new MemoryStorage();
+  const memory = new MemoryStorage();
+  const storage = watcherReads ? memory : withoutWatcherReads(memory);
   const ready = Promise.all(leaseKeys.map((leaseKey) => storage.createLease({ group: GROUP, leaseKey })));
   let seed = 1;
   const worker = (workerId: string, { unsafe, ...options }: Partial<LeaseCoordinatorOptions> & { unsafe?: CoordinatorUnsafe } = {}) => {
@@ -107,8 +136,35 @@ describe('membership: what a worker costs', () => {
     expect(Math.abs((perSize[0] as number) - (perSize[1] as number))).toBeLessThanOrEqual(1);
   });
 
-  it('writes no lease at all in steady state, and reads the roster every take tick but lists the leases only for the periodic refresh', async () => {
+  it('writes no lease at all in steady state; reads the digest and its watched members every take tick, the whole roster only every 30 ticks, and lists the leases only for the periodic refresh', async () => {
     const { scheduler, ready, worker, storage } = world(keys(30));
+    await ready;
+    const workers = ['a', 'b', 'c'].map((id) => worker(id));
+    for (const w of workers) await run(scheduler, w.coordinator.start());
+    await scheduler.advance(60_000);
+    expect(workers.map((w) => w.coordinator.heldLeases().length)).toEqual([10, 10, 10]);
+    const versions = new Map((await storage.listLeases(GROUP)).leases.map((lease) => [lease.leaseKey, lease.version]));
+    for (const w of workers) w.view.reset();
+    await scheduler.advance(600_000); // ten quiet minutes
+    const ticks = Math.floor(600_000 / (2_000 * 1.05));
+    for (const w of workers) {
+      expect(w.view.calls.updateLeases).toBe(0);
+      // Heartbeats that change nothing else never move the digest.
+      expect(w.view.calls.advanceRosterDigest).toBe(0);
+      expect(w.view.calls.getRosterDigest).toBeGreaterThanOrEqual(ticks);
+      expect(w.view.calls.getRoster).toBeLessThanOrEqual(Math.ceil(600_000 / (30 * 2_000 * 0.95)));
+      // Each tick reads the digest, then its watched members or the whole roster; a listing reads the roster after it.
+      expect(w.view.calls.getMembers + w.view.calls.getRoster - w.view.calls.listLeases).toBe(w.view.calls.getRosterDigest);
+      expect(w.view.calls.listLeases).toBeLessThanOrEqual(1);
+      expect(w.coordinator.heldLeases()).toHaveLength(10);
+    }
+    const after = (await storage.listLeases(GROUP)).leases;
+    expect(after.every((lease) => lease.version === versions.get(lease.leaseKey))).toBe(true);
+    await run(scheduler, Promise.all(workers.map((w) => w.coordinator.stop())));
+  });
+
+  it('on a store without the watchers\' reads, writes no lease in steady state and reads the whole roster every take tick', async () => {
+    const { scheduler, ready, worker, storage } = world(keys(30), { watcherReads: false });
     await ready;
     const workers = ['a', 'b', 'c'].map((id) => worker(id));
     for (const w of workers) await run(scheduler, w.coordinator.start());

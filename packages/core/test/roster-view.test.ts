@@ -23,11 +23,40 @@ describe('RosterView', () => {
   it('judges a member expired only once its write stood still for the expiry on the observer\'s clock, from the first sight of that write', () => {
     const { rosterView } = view();
     rosterView.read(roster([member('me', 1), member('a', 5)]), 1_000);
+    rosterView.read(roster([member('me', 1), member('a', 5)]), 10_999);
     expect(rosterView.expired(member('a', 5), 10_999)).toBe(false);
+    rosterView.read(roster([member('me', 1), member('a', 5)]), 11_000);
     expect(rosterView.expired(member('a', 5), 11_000)).toBe(true);
     rosterView.read(roster([member('me', 2), member('a', 6)]), 11_500);
     expect(rosterView.expired(member('a', 6), 21_499)).toBe(false);
     expect(rosterView.nextExpiry()).toBe(21_500);
+  });
+
+  it('never judges a member it stopped reading expired by time alone: only a read that shows its write still there after the expiry does', () => {
+    const { rosterView } = view();
+    rosterView.read(roster([member('me', 1), member('a', 5), member('b', 7)]), 0);
+    // The watcher reads only b from now on; a is left as last read.
+    rosterView.readSome(roster([member('b', 7)]), ['b'], 10_000);
+    expect(rosterView.expired(member('a', 5), 60_000)).toBe(false);
+    expect(rosterView.expired(member('b', 7), 10_000)).toBe(true);
+    expect(rosterView.nextExpiry(new Set(['b']))).toBe(10_000);
+    // A later whole read that shows a's write unmoved judges it on the time between the two reads.
+    rosterView.read(roster([member('me', 2), member('a', 5), member('b', 8)]), 60_000);
+    expect(rosterView.expired(member('a', 5), 60_000)).toBe(true);
+    expect(rosterView.expired(member('b', 8), 60_000)).toBe(false);
+  });
+
+  it('takes in a read of some members: each named member replaced or removed, the others kept as last read', () => {
+    const { rosterView } = view();
+    rosterView.read(roster([member('me', 1), member('a', 5), member('b', 7), member('c', 9)]), 0);
+    const fresh = rosterView.readSome(roster([member('a', 6, { status: 'dead' })], ['c']), ['a', 'b', 'c'], 2_000);
+    expect(rosterView.get('a')?.status).toBe('dead');
+    expect(rosterView.has('b')).toBe(false);
+    expect(rosterView.isCorrupt('c')).toBe(true);
+    expect(fresh).toHaveLength(1);
+    expect(rosterView.get('me')?.version).toBe(1);
+    expect([...rosterView.alive().keys()]).toEqual(['me']);
+    expect(rosterView.othersChangedAt).toBe(2_000);
   });
 
   it('counts a new incarnation at the same version as a move, so a worker that joined again is never judged on its old write', () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { shapeOf, simulate } from '../src/testing/index.js';
+import { shapeOf, simulate, type CoordinatorUnsafe } from '../src/testing/index.js';
 
-async function firstViolation(unsafe: { skipSelfFencing?: boolean; expiryFactor?: number; ownDurationOnly?: boolean }) {
+async function firstViolation(unsafe: CoordinatorUnsafe) {
   for (let seed = 1; seed <= 200; seed++) {
     const result = await simulate({ seed, coordinator: { unsafe } });
     if (result.violations.length > 0) return result;
@@ -27,6 +27,19 @@ describe('the simulation harness', () => {
     const result = await firstViolation({ ownDurationOnly: true });
     expect(result?.violations.some((violation) => violation.guarantee === 'single-owner')).toBe(true);
   });
+
+  it('catches a coordinator whose ring of watchers keeps the members declared dead within 200 seeds: a member whose watchers died with it is watched by nobody alive', async () => {
+    const result = await firstViolation({ ringKeepsTheDead: true });
+    expect(result?.violations.map((violation) => violation.guarantee)).toContain('liveness');
+    expect(result?.replay).toMatch(/--unsafe-ring-keeps-the-dead --trace$/);
+  }, 600_000);
+
+  it('runs a group on a store without the watchers\' reads (every member reading the whole roster) through the same faults', async () => {
+    for (let seed = 1; seed <= 20; seed++) {
+      const result = await simulate({ seed, watcherReads: false });
+      expect(result.violations).toEqual([]);
+    }
+  }, 600_000);
 
   it('replays a seed exactly: the same seed gives the same run', async () => {
     const [a, b] = [await simulate({ seed: 77 }), await simulate({ seed: 77 })];

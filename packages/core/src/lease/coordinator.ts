@@ -15,7 +15,8 @@ import { TypedEmitter } from '../events.js';
 import { capOf, MAX_LEASES_FIELD, planMoves, shares } from './balance.js';
 import { RosterView } from './roster-view.js';
 import { compareNumericPositions } from '../position.js';
-import { limits } from '../validation.js';
+import { hasWatcherReads, limits } from '../validation.js';
+import { watchedBy } from './watchers.js';
 import { unsafeOf } from '../unsafe.js';
 import { optionKeys, refuseUnknownOptions } from '../known-options.js';
 import {
@@ -116,6 +117,15 @@ export interface LeaseCoordinatorOptions {
   onDrain?: (lease: HeldLease, reason: DrainReason) => Promise<void>;
   /** Listen to the store's change feed (if it has one) to act on releases, handoffs and new leases at once. Default true. */
   useChangeFeed?: boolean;
+  /**
+   * How many members watch each member's liveness (DESIGN section 4, "Watchers and the roster digest"):
+   * each reads the few members it watches every take tick and the rest only when the group's roster digest
+   * moves. A member is taken over within the liveness bound as long as one of its watchers outlives it; a
+   * member that dies together with all of them is taken over a lease duration and two take ticks later.
+   * From 1 to 15. Default 3. Used when the store has the watchers' reads (`getMembers` and the digest);
+   * without them every member reads the whole roster every take tick.
+   */
+  watchers?: number;
   /** The monotonic clock every timing decision is made on. Default: the process's. */
   clock?: Clock;
   /** The random source for shuffling, jitter and incarnations. Default: `Math.random`. */
@@ -138,6 +148,7 @@ const COORDINATOR_KEYS = optionKeys<LeaseCoordinatorOptions>({
   isEligible: true,
   comparePositions: true,
   onDrain: true,
+  watchers: true,
   useChangeFeed: true,
   clock: true,
   random: true,
@@ -291,6 +302,24 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   readonly #expiryFactor: number;
   /** Unsafe: a release that conflicts with another client's same-tenure write (a rewind request) is taken for a loss. */
   readonly #releaseWithoutRetry: boolean;
+  /** Unsafe: member writes never advance the roster digest. */
+  readonly #skipRosterDigest: boolean;
+  /** Unsafe: the watchers' ring keeps the members declared dead. */
+  readonly #ringKeepsTheDead: boolean;
+  /** How many members watch each member's liveness. */
+  readonly #watchers: number;
+  /** Whether the store has the watchers' reads: without them the whole roster is read every take tick. */
+  readonly #watcherReads: boolean;
+  /** The roster digest read just before the last whole roster read; `null` before the first. */
+  #digestSeen: number | null = null;
+  /** When the roster was last read whole, on this worker's clock. */
+  #wholeReadAt = -Infinity;
+  /** A member write others must look at applied (or may have) and the digest's advance has not: advance at the next tick. */
+  #digestOwed = false;
+  /** A change that a watcher's read showed (a watched member died, left or moved) and the digest did not: announced a tick later if still unshown. */
+  #unannouncedSince: number | null = null;
+  /** The members this worker watches: those whose expiry it judges every tick. */
+  #watched: ReadonlySet<string> = new Set();
 
   readonly #held = new Map<string, Held>();
   /**
@@ -379,7 +408,14 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     this.#compare = options.comparePositions ?? compareNumericPositions;
     this.#onDrain = options.onDrain;
     this.#useChangeFeed = options.useChangeFeed ?? true;
+    this.#watchers = positiveInteger(PKG, 'watchers', options.watchers ?? 3);
+    if (this.#watchers > limits.maxWatchedMembers - 1) {
+      throw new InvalidConfigError(`[${PKG}] watchers must be at most ${limits.maxWatchedMembers - 1}, got ${this.#watchers}`);
+    }
+    this.#watcherReads = hasWatcherReads(options.storage, PKG);
     const unsafe = unsafeOf(options);
+    this.#skipRosterDigest = unsafe.skipRosterDigest ?? false;
+    this.#ringKeepsTheDead = unsafe.ringKeepsTheDead ?? false;
     this.#skipSelfFencing = unsafe.skipSelfFencing ?? false;
     this.#checkpointPerKey = unsafe.checkpointPerKey ?? false;
     this.#ownDurationOnly = unsafe.ownDurationOnly ?? false;
@@ -1030,17 +1066,25 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   }
 
   async #putMember(expectedVersion: number | null, next: MemberState, operation: string, workerId = this.workerId): Promise<WriteResult<MemberRecord>> {
+    // Only a heartbeat that writes the state as stored is not for others to look at: every other member
+    // write advances the digest once it applied, or may have.
+    const before = operation === 'heartbeat' ? this.#membership?.record : undefined;
+    const announces = !before || JSON.stringify(memberStateOf(before)) !== JSON.stringify(memberStateOf(next));
     try {
       const outcome = await this.#storage.putMember(this.group, workerId, expectedVersion, next);
       this.emit('storage', { operation, applied: outcome.status === 'applied' ? 1 : 0, conflict: outcome.status === 'conflict' ? 1 : 0, unknown: outcome.status === 'unknown' ? 1 : 0 });
       if (outcome.status === 'unknown') this.#report(outcome.error, operation);
+      if (outcome.status !== 'conflict' && announces) await this.#advanceDigest();
       return outcome;
     } catch (error) {
       this.emit('storage', { operation, applied: 0, conflict: 0, unknown: 1 });
       // The group's members are kept in a layout this worker cannot share (an earlier release's, still
       // in use): nothing to retry, and joining anyway would split the group.
       if (error instanceof RecordFormatError) this.#fail(error);
-      else this.#report(error, operation);
+      else {
+        this.#report(error, operation);
+        if (announces) await this.#advanceDigest();
+      }
       return { status: 'unknown', error: error instanceof LeaseholdError ? error : new StorageUnavailableError(`[${PKG}] ${operation} failed`, { cause: error }) };
     }
   }
@@ -1256,15 +1300,14 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
 
   async #takeOnce(): Promise<void> {
     if (this.#state !== 'running') return;
-    let roster: Roster;
     try {
-      roster = await this.#storage.getRoster(this.group);
+      if (!(await this.#readMembers())) return;
     } catch (error) {
       if (error instanceof RecordFormatError) this.#fail(error);
       else this.#report(error, 'roster');
       return;
     }
-    if (this.#state !== 'running' || !this.#readRoster(roster)) return;
+    if (this.#state !== 'running') return;
     let now = this.#clock.now();
     const membership = this.#membership;
     if (membership === null) {
@@ -1296,7 +1339,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     this.#rosterSignature = signature;
     // A corrupt lease is looked at every tick until it reads back: its repair is announced by nobody.
     if (this.#corrupt.size > 0) this.#listingDue = true;
-    if (!this.#listingDue && this.#listedAt !== null && now - this.#listedAt < this.listIntervalMs) {
+    if (!this.#listingDue && this.#listedAt !== null && now - this.#listedAt < this.#safetyListingMs()) {
       // Nothing changed: balance on the members' own counts, and list only when a steal needs keys.
       if (this.#belowOthers() || this.#aboveOthers() || this.#leasesUnheld(now)) this.#listingDue = now - this.#listedAt >= this.takeIntervalMs * 0.9;
       if (!this.#listingDue) return;
@@ -1334,14 +1377,89 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     await this.#removeLongDead(listing, now);
   }
 
-  /** Takes in a roster read: observes every member's version; false when the coordinator must stop. */
-  #readRoster(roster: Roster): boolean {
+  /**
+   * The take tick's read of the members (DESIGN section 4, "Watchers and the roster digest"): the whole
+   * roster when the digest moved since the last whole read, when that read is older than the refresh
+   * interval, or before this worker is a member; otherwise only the members it watches and its own.
+   * False when the coordinator must stop.
+   */
+  async #readMembers(): Promise<boolean> {
+    const storage = this.#storage;
+    if (!this.#watcherReads) return this.#readRoster(await storage.getRoster(this.group));
+    if (this.#digestOwed) await this.#advanceDigest();
+    const digest = await (storage.getRosterDigest as (group: string) => Promise<number>)(this.group);
+    if (this.#state !== 'running') return false;
+    const now = this.#clock.now();
+    if (this.#membership === null || digest !== this.#digestSeen || now - this.#wholeReadAt >= this.#refreshMs()) {
+      const roster = await storage.getRoster(this.group);
+      this.#digestSeen = digest;
+      this.#wholeReadAt = now;
+      this.#unannouncedSince = null;
+      return this.#readRoster(roster);
+    }
+    const ids = [...this.#watched, this.workerId];
+    const roster = await (storage.getMembers as (group: string, workerIds: readonly string[]) => Promise<Roster>)(this.group, ids);
+    if (!this.#readRoster(roster, ids)) return false;
+    // A change the watched members show and the digest does not (its writer died before advancing it, or
+    // the advance failed) is announced by the watcher, a tick later if the digest still does not show it:
+    // a whole read, which the digest's move brings, clears it.
+    if (this.#unannouncedSince === null) {
+      if (this.#view.signature() !== this.#rosterSignature) this.#unannouncedSince = now;
+    } else if (now - this.#unannouncedSince >= this.takeIntervalMs * 0.9) {
+      this.#unannouncedSince = null;
+      await this.#advanceDigest();
+    }
+    return true;
+  }
+
+  /**
+   * How long a worker goes without listing when nothing signalled a change: `listIntervalMs`, stretched
+   * in a group of watchers so that the group as a whole lists as often as ten members would (a listing of
+   * 100,000 leases every ten minutes by each of 1,000 members would cost each 41 KB/s).
+   */
+  #safetyListingMs(): number {
+    return this.#watcherReads ? this.listIntervalMs * Math.max(1, this.#view.size / 10) : this.listIntervalMs;
+  }
+
+  /** How long a worker goes without reading the whole roster when the digest does not move: 30 take ticks, or a twentieth of a tick per member. */
+  #refreshMs(): number {
+    return Math.max(30, this.#view.size / 20) * this.takeIntervalMs;
+  }
+
+  /**
+   * Advances the roster digest after a member write others must look at, so that members that read only
+   * their watched few read the whole roster at their next tick. One that fails is owed: the next tick
+   * advances it before reading.
+   */
+  async #advanceDigest(): Promise<void> {
+    if (!this.#watcherReads || this.#skipRosterDigest) return;
+    this.#digestOwed = true;
+    try {
+      await (this.#storage.advanceRosterDigest as (group: string) => Promise<number>)(this.group);
+      this.#digestOwed = false;
+      this.emit('storage', { operation: 'advance-digest', applied: 1, conflict: 0, unknown: 0 });
+    } catch (error) {
+      this.emit('storage', { operation: 'advance-digest', applied: 0, conflict: 0, unknown: 1 });
+      this.#report(error, 'advance-digest');
+    }
+  }
+
+  /**
+   * Takes in a roster read, whole or of the members `only` names: observes each member's version; false
+   * when the coordinator must stop. After a whole read the watched members are chosen again from the ring.
+   */
+  #readRoster(roster: Roster, only?: readonly string[]): boolean {
     const newer = roster.members.find((member) => member.format > RECORD_FORMAT);
     if (newer) {
       this.#fail(this.#formatError(`member ${describeValue(newer.workerId)}`, newer.format));
       return false;
     }
-    for (const error of this.#view.read(roster, this.#clock.now())) this.#report(error, 'roster');
+    const now = this.#clock.now();
+    for (const error of only ? this.#view.readSome(roster, only, now) : this.#view.read(roster, now)) this.#report(error, 'roster');
+    if (!only && this.#watcherReads) {
+      const ringed = [...this.#view.values()].filter((member) => member.workerId !== this.workerId && (this.#ringKeepsTheDead || member.status === 'alive'));
+      this.#watched = new Set(watchedBy(this.workerId, ringed.map((member) => member.workerId), this.#watchers));
+    }
     this.#armExpiry();
     return true;
   }
@@ -1353,7 +1471,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    */
   #armExpiry(): void {
     if (this.#state !== 'running') return;
-    const earliest = this.#view.nextExpiry();
+    const earliest = this.#view.nextExpiry(this.#watcherReads ? this.#watched : undefined);
     if (earliest === Infinity || (this.#expiryTimer !== null && this.#expiryTimer.at === earliest)) return;
     this.#expiryTimer?.controller.abort();
     this.#expiryTimer = null;
@@ -1512,6 +1630,13 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
         this.#watching.delete(leaseKey);
         changed = true;
         if (this.#held.has(leaseKey)) continue;
+        // Not an answer: a tenure this worker held and let go (it took the lease itself meanwhile, and
+        // finished or lost it; a read that left before that may arrive after), or a finished lease. The
+        // listings decide, as for a handover the change feed announced.
+        if (lease.checkpoint === Checkpoint.SHARD_END || this.#letGo.get(leaseKey) === lease.epoch) {
+          this.#listingDue = true;
+          continue;
+        }
         // Handed more than this worker may hold (an offer and an answer crossed): the rest goes back.
         if (this.#countHeld() >= this.#maxLeases) await this.#giveBack([lease]);
         else this.#hold(lease, 'handoff', this.#clock.now());
@@ -1789,6 +1914,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       try {
         const outcome = await this.#storage.removeMember(this.group, member.workerId, member.version);
         this.emit('storage', { operation: 'remove-member', applied: outcome.status === 'applied' ? 1 : 0, conflict: outcome.status === 'conflict' ? 1 : 0, unknown: outcome.status === 'unknown' ? 1 : 0 });
+        if (outcome.status !== 'conflict') await this.#advanceDigest();
       } catch (error) {
         this.#report(error, 'remove-member');
       }

@@ -13,6 +13,9 @@ import type { MemberRecord, Roster } from '../storage.js';
 /** One write of a member record, as observed expiry watches it: a new incarnation or version is a move. */
 const writeOf = (member: MemberRecord): string => `${member.incarnation}\u0000${member.version}`;
 
+/** The worker id a roster's `CorruptRecordError` names. */
+const workerIdOf = (error: Error): string => (error as { workerId?: string }).workerId ?? '';
+
 export interface RosterViewOptions {
   /** The observing worker: it never judges itself expired, and its own member is not one of "the others". */
   readonly workerId: string;
@@ -31,6 +34,8 @@ export class RosterView {
   /** The worker ids of the members the last read could not read back. */
   #corrupt = new Set<string>();
   #reportedCorrupt = new Set<string>();
+  /** When each member (or its unreadable record) was last read, on the observer's clock. */
+  #readAt = new Map<string, number>();
   /** The other live members (ids and incarnations) as last read, and when that set last changed. */
   #others: string | null = null;
   #othersChangedAt = -Infinity;
@@ -42,25 +47,61 @@ export class RosterView {
   }
 
   /**
-   * Takes in a roster read at `now`: the members it holds replace those of the last read, and every live
-   * member's write is observed. Returns the errors of the members that cannot be read back and were not
-   * reported since they last could be, for the caller to report once.
+   * Takes in a whole roster read at `now`: the members it holds replace those of the last read, and every
+   * live member's write is observed. Returns the errors of the members that cannot be read back and were
+   * not reported since they last could be, for the caller to report once.
    */
   read(roster: Roster, now: number): Error[] {
     this.#members = new Map(roster.members.map((member) => [member.workerId, member]));
-    this.#corrupt = new Set(roster.corrupt.map((error) => (error as { workerId?: string }).workerId ?? ''));
-    const fresh: Error[] = [];
-    for (const error of roster.corrupt) {
-      const workerId = (error as { workerId?: string }).workerId ?? '';
-      if (!this.#reportedCorrupt.has(workerId)) fresh.push(error);
-    }
-    this.#reportedCorrupt = new Set(this.#corrupt);
-    for (const member of roster.members) {
-      if (member.status !== 'alive') this.#observations.forget(member.workerId);
-      else this.#observations.see(member.workerId, writeOf(member), now);
-    }
+    this.#corrupt = new Set(roster.corrupt.map(workerIdOf));
+    this.#readAt = new Map([...this.#members.keys(), ...this.#corrupt].map((workerId) => [workerId, now]));
+    for (const member of roster.members) this.#observe(member, now);
     this.#observations.retain((workerId) => this.#members.has(workerId));
-    const others = roster.members
+    return this.#settle(roster.corrupt, now);
+  }
+
+  /**
+   * Takes in a read of some members only (a watcher's), at `now`: each named member is replaced by what
+   * the read holds of it, or removed if the read found none; every other member stays as last read, and
+   * its expiry is not judged again until a read that includes it (see {@link expired}).
+   */
+  readSome(roster: Roster, workerIds: readonly string[], now: number): Error[] {
+    const found = new Map(roster.members.map((member) => [member.workerId, member]));
+    const corrupt = new Set(roster.corrupt.map(workerIdOf));
+    for (const workerId of workerIds) {
+      this.#readAt.set(workerId, now);
+      const member = found.get(workerId);
+      if (corrupt.has(workerId)) this.#corrupt.add(workerId);
+      else this.#corrupt.delete(workerId);
+      if (member) {
+        this.#members.set(workerId, member);
+        this.#observe(member, now);
+      } else {
+        this.#members.delete(workerId);
+        this.#observations.forget(workerId);
+        if (!corrupt.has(workerId)) this.#readAt.delete(workerId);
+      }
+    }
+    return this.#settle(roster.corrupt, now, workerIds);
+  }
+
+  #observe(member: MemberRecord, now: number): void {
+    if (member.status !== 'alive') this.#observations.forget(member.workerId);
+    else this.#observations.see(member.workerId, writeOf(member), now);
+  }
+
+  /** Reports the corrupt members not reported since they last read back, and notes a change of the other live members. */
+  #settle(corrupt: readonly Error[], now: number, readOnly?: readonly string[]): Error[] {
+    const fresh: Error[] = [];
+    for (const error of corrupt) if (!this.#reportedCorrupt.has(workerIdOf(error))) fresh.push(error);
+    if (readOnly === undefined) this.#reportedCorrupt = new Set(this.#corrupt);
+    else {
+      for (const workerId of readOnly) {
+        if (this.#corrupt.has(workerId)) this.#reportedCorrupt.add(workerId);
+        else this.#reportedCorrupt.delete(workerId);
+      }
+    }
+    const others = [...this.#members.values()]
       .filter((member) => member.status === 'alive' && member.workerId !== this.#workerId)
       .map((member) => `${member.workerId}\u0000${member.incarnation}`)
       .sort()
@@ -115,16 +156,25 @@ export class RosterView {
     return this.#othersChangedAt;
   }
 
-  /** Whether a member's record has not moved for the longer of both lease durations, on this worker's clock. */
+  /**
+   * Whether a member's record has not moved for the longer of both lease durations on this worker's clock:
+   * between the first read that showed its write and the last read of it. A member this worker stopped
+   * reading (a watcher reads only a few) is judged on its last read, never on how long ago that was:
+   * not having looked is not having seen it stand still.
+   */
   expired(member: MemberRecord, now: number): boolean {
-    return this.#observations.expired(member.workerId, writeOf(member), this.#expiryMs(member), now);
+    const readAt = this.#readAt.get(member.workerId);
+    return readAt !== undefined && this.#observations.expired(member.workerId, writeOf(member), this.#expiryMs(member), Math.min(now, readAt));
   }
 
-  /** The moment the first live member other than this worker would expire, if it stays still; `Infinity` when none is watched. */
-  nextExpiry(): number {
+  /**
+   * The moment the first live member other than this worker, among `watched` (default: every member),
+   * would expire if it stays still; `Infinity` when none is watched.
+   */
+  nextExpiry(watched?: ReadonlySet<string>): number {
     let earliest = Infinity;
     for (const member of this.#members.values()) {
-      if (member.workerId === this.#workerId || member.status !== 'alive') continue;
+      if (member.workerId === this.#workerId || member.status !== 'alive' || (watched && !watched.has(member.workerId))) continue;
       const at = this.#observations.expiresAt(member.workerId, writeOf(member), this.#expiryMs(member));
       if (at !== undefined) earliest = Math.min(earliest, at);
     }

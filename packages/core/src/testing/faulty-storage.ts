@@ -58,14 +58,16 @@ export class FaultyStorage implements Storage {
     this.#clock = clock;
     this.#random = random;
     this.plan = plan;
-    const { getMembers, getRosterDigest, advanceRosterDigest } = inner;
+    const getMembers = inner.getMembers?.bind(inner);
+    const getRosterDigest = inner.getRosterDigest?.bind(inner);
+    const advanceRosterDigest = inner.advanceRosterDigest?.bind(inner);
     if (getMembers && getRosterDigest && advanceRosterDigest) {
-      this.getMembers = (group, workerIds) => this.#call(() => getMembers.call(inner, group, workerIds), false);
-      this.getRosterDigest = (group) => this.#call(() => getRosterDigest.call(inner, group), false);
+      this.getMembers = (group, workerIds) => this.#call(() => getMembers(group, workerIds), false);
+      this.getRosterDigest = (group) => this.#call(() => getRosterDigest(group), false);
       // An advance whose answer is lost throws, as an adapter's does: core advances again.
       this.advanceRosterDigest = (group) =>
         this.#write(
-          () => advanceRosterDigest.call(inner, group),
+          () => advanceRosterDigest(group),
           (error) => {
             throw error;
           },

@@ -12,6 +12,8 @@ import { LeaseCoordinator, type LeaseCoordinatorOptions } from '../lease/coordin
 import { LeaderElector } from '../leader/elector.js';
 import { withUnsafe, type CoordinatorUnsafe } from '../unsafe.js';
 import { MemoryStorage, type MemoryWriteEvent } from '../memory/memory-storage.js';
+import { watchersOf } from '../lease/watchers.js';
+import type { Storage } from '../storage.js';
 import { compareNumericPositions } from '../position.js';
 import { FaultyStorage, type FaultPlan } from './faulty-storage.js';
 import { VirtualClock, VirtualScheduler } from './virtual-time.js';
@@ -21,8 +23,7 @@ export interface SimulationConfig {
   seed: number;
   /**
    * Workers at the start, 1 to `limits.maxMembers` (1,000). A group of 1,000 over 10,000 leases runs in a
-   * few minutes of CPU: every member reads the whole roster each take tick, so the cost grows with the
-   * square of the group.
+   * minute or two of CPU.
    */
   workers?: number;
   /** Leases in the group, 1 or more. */
@@ -32,7 +33,12 @@ export interface SimulationConfig {
   /** Which faults may happen. Default: all. */
   faults?: Partial<Record<FaultKind, boolean>>;
   /** Lease timing and test-only weakening passed to every coordinator. */
-  coordinator?: Pick<LeaseCoordinatorOptions, 'leaseDurationMs' | 'renewIntervalMs' | 'takeIntervalMs' | 'maxClockDrift'> & { unsafe?: CoordinatorUnsafe | undefined };
+  coordinator?: Pick<LeaseCoordinatorOptions, 'leaseDurationMs' | 'renewIntervalMs' | 'takeIntervalMs' | 'maxClockDrift' | 'watchers'> & { unsafe?: CoordinatorUnsafe | undefined };
+  /**
+   * Whether the store has the watchers' reads (`getMembers` and the roster digest). Default true; false
+   * runs the group as on an adapter without them, every member reading the whole roster every tick.
+   */
+  watcherReads?: boolean;
   /** Records a line per notable event, for replaying a failure by eye. */
   trace?: (line: string) => void;
 }
@@ -53,11 +59,14 @@ export type FaultKind =
   /** The current leader (the elector's) crashes. */
   | 'leaderCrash'
   /**
-   * A member crashes together with the members that observe it first, a tenth of the group at once (at
-   * least two, never all); the fault phase also ends with the leader crashing so, for good, so that the
-   * quiet phase's bounds measure the failover of their leases and of the leadership.
+   * A member crashes together with the members after it in id order, a tenth of the group at once (at
+   * least two, never all); the fault phase also ends with the leader, its watchers and the rest of a
+   * tenth crashing so, for good, so that the quiet phase's bounds measure the failover of their leases and
+   * of the leadership.
    */
-  | 'massCrash';
+  | 'massCrash'
+  /** A member crashes together with every member that watches it (see `watchers`). */
+  | 'watcherCrash';
 
 /** A broken guarantee, with the moment and the detail. */
 export interface Violation {
@@ -93,7 +102,19 @@ export interface SimulationResult {
 }
 
 const GROUP = 'simulated';
-const ALL_FAULTS: FaultKind[] = ['crash', 'pause', 'cutOff', 'latency', 'errors', 'ambiguous', 'drift', 'gracefulStop', 'join', 'mixedDurations', 'capped', 'leaderCrash', 'massCrash'];
+const ALL_FAULTS: FaultKind[] = ['crash', 'pause', 'cutOff', 'latency', 'errors', 'ambiguous', 'drift', 'gracefulStop', 'join', 'mixedDurations', 'capped', 'leaderCrash', 'massCrash', 'watcherCrash'];
+
+/** The memory store as an adapter without the watchers' reads presents it. */
+function withoutWatcherReads(storage: MemoryStorage): Storage {
+  const hidden = new Set<PropertyKey>(['getMembers', 'getRosterDigest', 'advanceRosterDigest']);
+  return new Proxy(storage, {
+    get: (target, name) => {
+      if (hidden.has(name)) return undefined;
+      const value: unknown = Reflect.get(target, name, target);
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+}
 
 interface SimWorker {
   index: number;
@@ -131,6 +152,9 @@ export function replayCommand(config: SimulationConfig & { workers: number; leas
     unsafe?.skipSelfFencing ? '--unsafe-skip-self-fencing' : '',
     unsafe?.expiryFactor !== undefined ? `--unsafe-expiry-factor ${unsafe.expiryFactor}` : '',
     unsafe?.ownDurationOnly ? '--unsafe-own-duration-only' : '',
+    unsafe?.skipRosterDigest ? '--unsafe-skip-roster-digest' : '',
+    unsafe?.ringKeepsTheDead ? '--unsafe-ring-keeps-the-dead' : '',
+    config.watcherReads === false ? '--no-watcher-reads' : '',
   ].filter(Boolean);
   return `pnpm sim ${flags.join(' ')} --trace`;
 }
@@ -155,6 +179,8 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
   const maxClockDrift = config.coordinator?.maxClockDrift ?? 0.01;
   // The coordinator's own default heartbeat interval unless the run sets one.
   const renewIntervalMs = config.coordinator?.renewIntervalMs ?? Math.round(leaseDurationMs * 0.65);
+  const watcherCount = config.coordinator?.watchers ?? 3;
+  const watcherReads = config.watcherReads ?? true;
   const violations: Violation[] = [];
   const stats = { acquisitions: 0, handoffs: 0, checkpoints: 0, faults: 0, leaderCrashes: 0, mostCrashedAtOnce: 0 };
   const violate = (guarantee: Violation['guarantee'], detail: string): void => {
@@ -212,6 +238,7 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
   };
 
   const storage = new MemoryStorage({ onWrite: checkWrite });
+  const shared: Storage = watcherReads ? storage : withoutWatcherReads(storage);
   for (let i = 0; i < leaseCount; i++) {
     // A few leases are children of earlier ones, so that parent-before-child is exercised too.
     const parentKeys = i >= 4 && random.next() < 0.1 ? [`shard-${Math.floor(random.next() * (i - 1))}`] : [];
@@ -239,7 +266,7 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
     const capDraw = seededRandom((config.seed * 7_919 + index * 104_729) >>> 0).next();
     const cap = enabled('capped') && index > 0 && index < workerCount && capDraw < 0.25 ? Math.ceil(leaseCount / workerCount) + 1 : Infinity;
     const plan = basePlan();
-    const faulty = new FaultyStorage(storage, clock, workerRandom, plan);
+    const faulty = new FaultyStorage(shared, clock, workerRandom, plan);
     const workerId = `w${index}`;
     const worker: SimWorker = {
       index,
@@ -261,6 +288,7 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
         renewIntervalMs: ownDurationMs === leaseDurationMs ? renewIntervalMs : undefined,
         maxLeasesPerWorker: Number.isFinite(cap) ? cap : undefined,
         maxClockDrift,
+        watchers: watcherCount,
         onDrain: async (lease) => {
           await worker.work.get(lease.leaseKey);
         },
@@ -350,15 +378,54 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
   /** The living worker whose elector leads now; with no leader at the moment, the first by id (the next leader's likeliest place is no better guess). */
   const leaderOf = (among: readonly SimWorker[]): SimWorker | undefined => among.find((worker) => worker.elector.isLeader()) ?? [...among].sort(byIdOrder)[0];
   /**
-   * `first` and the members that observe it first: the ones after it in id order, as a ring of watchers
-   * would place them. Today every member watches every other, so they are a tenth of the group like any
-   * other; at least two die, and never the whole group.
+   * `first` and the members after it in id order, a tenth of the group (at least two, never the whole
+   * group); with `itsWatchers`, `first`'s watchers on the ring come first among them.
    */
-  const withObservers = (first: SimWorker, among: readonly SimWorker[]): SimWorker[] => {
+  const withObservers = (first: SimWorker, among: readonly SimWorker[], itsWatchers = false): SimWorker[] => {
     const ring = [...among].sort(byIdOrder);
     const size = Math.min(ring.length - 1, Math.max(2, Math.ceil(ring.length / 10)));
+    const dead = new Set<SimWorker>([first]);
+    if (itsWatchers) for (const worker of watchersAmong(first, among)) if (dead.size < size) dead.add(worker);
     const at = ring.indexOf(first);
-    return Array.from({ length: size }, (_, i) => ring[(at + i) % ring.length] as SimWorker);
+    for (let i = 1; dead.size < size; i++) dead.add(ring[(at + i) % ring.length] as SimWorker);
+    return [...dead];
+  };
+  /** The members that watch `watched` on the ring of the live members `among`, as the coordinators place them. */
+  const watchersAmong = (watched: SimWorker, among: readonly SimWorker[]): SimWorker[] =>
+    watchersOf(watched.workerId, among.map((worker) => worker.workerId), watcherCount).map((workerId) => byId.get(workerId) as SimWorker);
+  /**
+   * How many rounds of declarations beyond the first a crash of `dead` among `among` takes: a member whose
+   * watchers all died is declared only after they are, by the watchers the ring then gives it, a lease
+   * duration after those first see it (DESIGN section 6, guarantee 6). With W watchers, a member followed on
+   * the ring by c crashed members waits floor(c / W) rounds.
+   */
+  const extraRounds = (dead: readonly SimWorker[], among: readonly SimWorker[]): number => {
+    if (!watcherReads) return 0;
+    const ring = ringOf(among);
+    const crashed = new Set(dead.map((worker) => worker.workerId));
+    let most = 0;
+    ring.forEach((workerId, at) => {
+      if (!crashed.has(workerId)) return;
+      let following = 0;
+      while (following < ring.length - 1 && crashed.has(ring[(at + 1 + following) % ring.length] as string)) following++;
+      most = Math.max(most, Math.floor(following / watcherCount));
+    });
+    return most;
+  };
+  /** The ring of `among` (the live members) in the coordinators' order. */
+  const ringOf = (among: readonly SimWorker[]): string[] => {
+    if (among.length === 0) return [];
+    const first = among[0] as SimWorker;
+    const others = among.map((worker) => worker.workerId);
+    // watchersOf with as many watchers as members gives the whole ring after `first`, in order.
+    return [first.workerId, ...watchersOf(first.workerId, others, others.length)];
+  };
+  /** Crashes whose declarations take more than one round (see `extraRounds`): when, and how many rounds more. */
+  const cascades: Array<{ at: number; rounds: number }> = [];
+  const noteCascade = (dead: readonly SimWorker[], among: readonly SimWorker[]): number => {
+    const rounds = extraRounds(dead, among);
+    if (rounds > 0) cascades.push({ at: scheduler.now, rounds });
+    return rounds;
   };
   /**
    * Kills workers at one instant. Each comes back `restartAfterMs` later if the fault phase still runs: under a
@@ -401,7 +468,17 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
         case 'massCrash': {
           if (alive.length <= 1) return;
           const dead = withObservers(victim as SimWorker, alive);
-          trace(`${scheduler.now.toFixed(0)} fault massCrash kills ${dead.map((worker) => worker.workerId).join(' ')}`);
+          const rounds = noteCascade(dead, alive);
+          trace(`${scheduler.now.toFixed(0)} fault massCrash (${rounds} extra rounds) kills ${dead.map((worker) => worker.workerId).join(' ')}`);
+          crash(dead, duration);
+          return;
+        }
+        case 'watcherCrash': {
+          const watchers = watchersAmong(victim as SimWorker, alive);
+          if (alive.length <= watchers.length + 1) return;
+          const dead = [victim as SimWorker, ...watchers];
+          noteCascade(dead, alive);
+          trace(`${scheduler.now.toFixed(0)} fault watcherCrash kills ${dead.map((worker) => worker.workerId).join(' ')}`);
           crash(dead, duration);
           return;
         }
@@ -445,10 +522,12 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
       const alive = living();
       const leader = leaderOf(alive);
       if (!leader || alive.length <= 1) return;
-      const dead = withObservers(leader, alive);
+      // Its watchers die with it when the run has watcher crashes: its leases then wait a round more.
+      const dead = withObservers(leader, alive, enabled('watcherCrash'));
       stats.faults++;
       if (leader.elector.isLeader()) stats.leaderCrashes++;
-      trace(`${scheduler.now.toFixed(0)} fault massCrash of the leader ${leader.workerId} and its first observers: ${dead.map((worker) => worker.workerId).join(' ')}`);
+      const rounds = noteCascade(dead, alive);
+      trace(`${scheduler.now.toFixed(0)} fault massCrash of the leader ${leader.workerId} and its first observers (${rounds} extra rounds): ${dead.map((worker) => worker.workerId).join(' ')}`);
       crash(dead, null);
     });
   }
@@ -501,8 +580,11 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
 
   // Liveness: every eligible lease held by a live worker within a lease duration after its owner's last
   // heartbeat, plus the take ticks that declare it dead, list and take (DESIGN 6.6), with the clock-rate
-  // margin, a heartbeat interval, a rejoin's first tick, and latency.
-  const ownedBound = leaseDurationMs * (1 + maxClockDrift) + 3 * takeIntervalMs * 1.05 + renewIntervalMs + 3_500;
+  // margin, a heartbeat interval, a rejoin's first tick, and latency; and, for an owner that died with all
+  // its watchers, a lease duration and two ticks more per round of declarations it waited for.
+  const roundMs = leaseDurationMs * (1 + maxClockDrift) + 2 * takeIntervalMs * 1.05;
+  const cascadeMs = Math.max(0, ...cascades.map(({ at, rounds }) => at - quietFrom + rounds * roundMs));
+  const ownedBound = leaseDurationMs * (1 + maxClockDrift) + 3 * takeIntervalMs * 1.05 + renewIntervalMs + 3_500 + cascadeMs;
   let ownedAfterMs = -1;
   while (scheduler.now - quietFrom <= ownedBound) {
     noteLeader();

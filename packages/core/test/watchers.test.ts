@@ -1,0 +1,46 @@
+import { describe, expect, it } from 'vitest';
+import { ringOrder, watchedBy, watchersOf } from '../src/lease/watchers.js';
+
+const ids = (count: number): string[] => Array.from({ length: count }, (_, i) => `worker-${i}`);
+
+describe('watchers: the ring of members', () => {
+  it('orders the same members the same way whatever order they are given in', () => {
+    const members = ids(50);
+    expect(ringOrder([...members].reverse())).toEqual(ringOrder(members));
+    expect(new Set(ringOrder(members))).toEqual(new Set(members));
+  });
+
+  it('gives every member exactly `watchers` watchers, and each watcher exactly `watchers` members to watch', () => {
+    const members = ids(100);
+    const watched = new Map(members.map((self) => [self, watchedBy(self, members, 3)]));
+    for (const self of members) {
+      expect(watched.get(self)).toHaveLength(3);
+      expect(watched.get(self)).not.toContain(self);
+      const watchers = watchersOf(self, members, 3);
+      expect(watchers).toHaveLength(3);
+      for (const watcher of watchers) expect(watched.get(watcher)).toContain(self);
+    }
+  });
+
+  it('has each member watch every other one when the group has no more than `watchers` others', () => {
+    const members = ids(3);
+    expect(new Set(watchedBy('worker-0', members, 3))).toEqual(new Set(['worker-1', 'worker-2']));
+    expect(watchedBy('worker-0', ['worker-0'], 3)).toEqual([]);
+  });
+
+  it('scatters members adjacent by id over the ring, so that a crash of consecutive ids rarely takes a member with all its watchers', () => {
+    const members = ids(1_000);
+    const block = new Set(members.slice(0, 100));
+    const unwatched = [...block].filter((self) => watchersOf(self, members, 3).every((watcher) => block.has(watcher)));
+    expect(unwatched.length).toBeLessThanOrEqual(2);
+  });
+
+  it('gives a member whose watchers left the ring new watchers among those that remain', () => {
+    const members = ids(20);
+    const [first, second, third] = watchersOf('worker-7', members, 3);
+    const remaining = members.filter((id) => id !== first && id !== second && id !== third);
+    const next = watchersOf('worker-7', remaining, 3);
+    expect(next).toHaveLength(3);
+    for (const watcher of next) expect(watchedBy(watcher, remaining, 3)).toContain('worker-7');
+  });
+});
