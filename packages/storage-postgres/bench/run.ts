@@ -11,7 +11,9 @@
  * 4. getRoster of 100 and 1,000 members against a raw prepared SELECT of the same rows (the adapter also
  *    decodes and checks every member);
  * 5. the bytes one heartbeat writes: the member's row (`pg_column_size`), against the whole roster row that
- *    schema version 2 rewrote on every heartbeat, at 10, 100 and 1,000 members.
+ *    schema version 2 rewrote on every heartbeat, at 10, 100 and 1,000 members;
+ * 6. what a watcher reads each tick instead of the roster: getMembers of 3 members and the roster digest,
+ *    the rows they read (`pg_column_size`) and their time, against getRoster, at 10, 100 and 1,000 members.
  */
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
@@ -276,6 +278,36 @@ async function main(): Promise<void> {
       const bytes = rows[0];
       const kb = (value: string | undefined): string => `${(Number(value) / 1024).toFixed(1)} KB`;
       console.log(`| ${size.toLocaleString('en-US')} | ${bytes?.row_bytes} B | ${kb(bytes?.json_bytes)} | ${kb(bytes?.stored_bytes)} |`);
+    }
+
+    console.log('\nWhat a watcher reads each tick: getMembers of 3 members and the roster digest, against getRoster');
+    console.log('| members | getMembers of 3: rows read, median ms | getRosterDigest: row read, median ms | getRoster: rows read, median ms |');
+    console.log('| ---: | ---: | ---: | ---: |');
+    for (const size of ROSTER_SIZES.filter((n) => n >= 10)) {
+      const group = `bench-bytes-${size}`;
+      const watched = ['worker-1', `worker-${Math.floor(size / 2)}`, `worker-${size - 1}`];
+      await storage.advanceRosterDigest(group);
+      const { rows } = await pool.query<{ few: string; digest: string; all: string }>(
+        `SELECT (SELECT sum(pg_column_size(m.*)) FROM ${members} AS m WHERE m.group_name = $1 AND m.worker_id = ANY($2::text[])) AS few,
+                (SELECT pg_column_size(m.*) FROM ${members} AS m WHERE m.group_name = $1 AND m.worker_id = '') AS digest,
+                (SELECT sum(pg_column_size(m.*)) FROM ${members} AS m WHERE m.group_name = $1 AND NOT m.removed) AS all`,
+        [group, watched],
+      );
+      const timesOf = async (rounds: number, read: () => Promise<unknown>): Promise<number> => {
+        const times: number[] = [];
+        for (let round = 0; round < rounds + 20; round++) {
+          const start = performance.now();
+          await read();
+          if (round >= 20) times.push(performance.now() - start);
+        }
+        return median(times);
+      };
+      const few = await timesOf(SINGLE_ROUNDS, () => storage.getMembers(group, watched));
+      const digest = await timesOf(SINGLE_ROUNDS, () => storage.getRosterDigest(group));
+      const all = await timesOf(size >= 1000 ? SINGLE_ROUNDS / 4 : SINGLE_ROUNDS, () => storage.getRoster(group));
+      const bytes = rows[0];
+      const kb = (value: string | undefined): string => `${(Number(value) / 1024).toFixed(1)} KB`;
+      console.log(`| ${size.toLocaleString('en-US')} | ${bytes?.few} B, ${format(few)} | ${bytes?.digest} B, ${format(digest)} | ${kb(bytes?.all)}, ${format(all)} |`);
     }
   } finally {
     await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`).catch(() => undefined);

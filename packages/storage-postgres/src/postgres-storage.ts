@@ -46,6 +46,7 @@ import {
   validateMemberWrite,
   validateVersion,
   validateWorkerId,
+  validateWorkerIds,
   optionKeys,
   refuseUnknownOptions,
 } from '@leasehold/core/adapter';
@@ -526,7 +527,35 @@ export class PostgresStorage implements Storage {
   async getRoster(group: string): Promise<Roster> {
     validateGroup(group, PKG);
     const rows = await this.#read<MemberRow>('getRoster', this.#sql.getRoster, [group]);
-    return rosterOf(group, rows, (row) => decodeMember(group, row.worker_id, toNumber(row.version), row.state, PKG));
+    return rosterOfRows(group, rows);
+  }
+
+  /** The named members of the group in one `SELECT` of their rows, decoded as `getRoster` decodes them. */
+  async getMembers(group: string, workerIds: readonly string[]): Promise<Roster> {
+    validateGroup(group, PKG);
+    validateWorkerIds(workerIds, PKG);
+    const rows = await this.#read<MemberRow>('getMembers', this.#sql.getMembers, [group, [...new Set(workerIds)]]);
+    return rosterOfRows(group, rows);
+  }
+
+  /** The group's roster digest: the version of its reserved row in the member table (see `schema.ts`), 0 when it has none. */
+  async getRosterDigest(group: string): Promise<number> {
+    validateGroup(group, PKG);
+    const [row] = await this.#read<{ version: string }>('getRosterDigest', this.#sql.getRosterDigest, [group]);
+    return row ? Number(row.version) : 0;
+  }
+
+  /**
+   * Adds one to the group's roster digest in one statement, creating it at 1. Throws a
+   * `StorageOutcomeUnknownError` when the statement may have applied but its answer was lost.
+   */
+  async advanceRosterDigest(group: string): Promise<number> {
+    validateGroup(group, PKG);
+    const outcome = await this.#write<{ version: string }>('advanceRosterDigest', this.#sql.advanceRosterDigest, [group]);
+    if ('unknown' in outcome) throw outcome.unknown;
+    const [row] = outcome.rows;
+    if (!row) throw outcomeUnknown('advanceRosterDigest', new Error('the statement returned no row'));
+    return Number(row.version);
   }
 
   /**
@@ -908,6 +937,11 @@ function aliveInEarlierRoster(group: string, members: unknown): string[] {
     if (member.format === EARLIER_FORMAT && member.status === 'alive') alive.push(workerId);
   }
   return alive.sort();
+}
+
+/** The members of a group's rows as `getRoster` and `getMembers` read them; a row that cannot be decoded is in `corrupt`. */
+function rosterOfRows(group: string, rows: readonly MemberRow[]): Roster {
+  return rosterOf(group, rows, (row) => decodeMember(group, row.worker_id, toNumber(row.version), row.state, PKG));
 }
 
 /** A member as `{"v": version, "s": state}`, as statements return it and the earlier roster row stores it; anything else is corrupt. */

@@ -96,6 +96,9 @@ export interface Statements {
   readonly upgradeLeases: string;
   readonly getRoster: string;
   readonly getMember: string;
+  readonly getMembers: string;
+  readonly getRosterDigest: string;
+  readonly advanceRosterDigest: string;
   readonly joinMember: string;
   readonly updateMember: string;
   readonly removeMember: string;
@@ -176,7 +179,9 @@ export function statements(names: TableNames): Statements {
       // version, so that the worker id joining again goes above every version it ever had. The roster table
       // of version 2 stays: a worker of the earlier release may still be running against it, and a join
       // marks it (see PostgresStorage.putMember). Every heartbeat rewrites its row: free space on each page
-      // (fillfactor) lets PostgreSQL update it in place of the page (HOT), without touching the index.
+      // (fillfactor) lets PostgreSQL update it in place of the page (HOT), without touching the index. Each
+      // group's roster digest is kept in this table too, in a reserved tombstone row (see getRosterDigest
+      // below), which needed no step of its own.
       `CREATE TABLE IF NOT EXISTS ${members} (
         group_name text COLLATE "C" NOT NULL,
         worker_id text COLLATE "C" NOT NULL,
@@ -328,6 +333,22 @@ export function statements(names: TableNames): Statements {
     getRoster: `SELECT worker_id, version, state FROM ${members} WHERE group_name = $1 AND NOT removed ORDER BY worker_id`,
     getMember: `SELECT json_build_object('v', version, 's', state) AS member FROM ${members}
       WHERE group_name = $1 AND worker_id = $2 AND NOT removed`,
+    // A watcher's few members: primary-key probes of the named rows, tombstones skipped, as getRoster reads them.
+    getMembers: `SELECT worker_id, version, state FROM ${members}
+      WHERE group_name = $1 AND worker_id = ANY($2::text[]) AND NOT removed ORDER BY worker_id`,
+
+    // The group's roster digest lives in the member table, in a row of its own that no member can be: its
+    // worker id is the empty string, which is never a valid worker id, and it is a tombstone (removed, no
+    // state), which every member read skips, so that neither getRoster nor a join, a heartbeat or a removal
+    // ever sees it. Its version is the digest (a group without the row has digest 0), and it needs no
+    // migration: the table of schema version 3 holds it as it is, and a worker of an earlier release of
+    // version 3 skips it as it skips every tombstone. An advance is one upsert: it creates the row at 1 or
+    // adds one under the row's lock, so that no advance is lost to another.
+    getRosterDigest: `SELECT version FROM ${members} WHERE group_name = $1 AND worker_id = ''`,
+    advanceRosterDigest: `INSERT INTO ${members} AS t (group_name, worker_id, version, removed, state)
+      VALUES ($1, '', 1, true, NULL)
+      ON CONFLICT (group_name, worker_id) DO UPDATE SET version = t.version + 1
+      RETURNING t.version`,
 
     // A member write is one statement on its member's row, conditional on that row's version alone: writes
     // of different members touch different rows and never wait for each other. Concurrent writes of one

@@ -12,7 +12,7 @@ import pg from 'pg';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { PostgresStorage, SCHEMA_VERSION } from '../src/index.js';
 import { quoteIdentifier } from '../src/schema.js';
-import { freshSchemaName, serverConfig, useServer, waitFor } from './support.js';
+import { countingPool, freshSchemaName, serverConfig, useServer, waitFor } from './support.js';
 
 const server = useServer('lh_postgres', 12);
 const storage = (options: Partial<ConstructorParameters<typeof PostgresStorage>[0]> = {}): PostgresStorage =>
@@ -25,24 +25,6 @@ beforeAll(async () => {
 function applied<T>(outcome: WriteResult<T> | undefined): T {
   if (outcome?.status !== 'applied') throw new Error(`expected applied, got ${JSON.stringify(outcome)}`);
   return outcome.record;
-}
-
-/** A pool whose clients count the statements sent through them. */
-function countingPool(pool: pg.Pool): { pool: pg.Pool; statements: () => number } {
-  let count = 0;
-  const counting = Object.create(pool) as pg.Pool;
-  counting.connect = (async () => {
-    const client = await pool.connect();
-    const query = client.query.bind(client) as (...args: unknown[]) => unknown;
-    return Object.assign(Object.create(client) as pg.PoolClient, {
-      query: (...args: unknown[]) => {
-        count++;
-        return query(...args);
-      },
-      release: (error?: Error | boolean) => client.release(error),
-    });
-  }) as pg.Pool['connect'];
-  return { pool: counting, statements: () => count };
 }
 
 describe('PostgresStorage options', () => {

@@ -13,7 +13,7 @@ import pg from 'pg';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { PostgresStorage, SCHEMA_VERSION } from '../src/index.js';
 import { EARLIER_ROSTER_MARKER } from '../src/postgres-storage.js';
-import { freshSchemaName, serverConfig, useServer, waitFor } from './support.js';
+import { countingPool, freshSchemaName, serverConfig, useServer, waitFor } from './support.js';
 
 const server = useServer('lh_roster', 12);
 const storage = (options: Partial<ConstructorParameters<typeof PostgresStorage>[0]> = {}): PostgresStorage =>
@@ -48,24 +48,6 @@ interface StoredMember {
 async function rows(group: string): Promise<StoredMember[]> {
   const found = await server.pool().query<StoredMember>(`SELECT worker_id, version, removed, state FROM ${members()} WHERE group_name = $1 ORDER BY worker_id`, [group]);
   return found.rows;
-}
-
-/** A pool whose clients count the statements sent through them. */
-function countingPool(pool: pg.Pool): { pool: pg.Pool; statements: () => number } {
-  let count = 0;
-  const counting = Object.create(pool) as pg.Pool;
-  counting.connect = (async () => {
-    const client = await pool.connect();
-    const query = client.query.bind(client) as (...args: unknown[]) => unknown;
-    return Object.assign(Object.create(client) as pg.PoolClient, {
-      query: (...args: unknown[]) => {
-        count++;
-        return query(...args);
-      },
-      release: (error?: Error | boolean) => client.release(error),
-    });
-  }) as pg.Pool['connect'];
-  return { pool: counting, statements: () => count };
 }
 
 describe('PostgresStorage roster', () => {

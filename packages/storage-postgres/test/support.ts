@@ -77,3 +77,21 @@ export async function waitFor(check: () => boolean | Promise<boolean>, timeoutMs
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
 }
+
+/** A pool whose clients count the statements sent through them. */
+export function countingPool(pool: pg.Pool): { pool: pg.Pool; statements: () => number } {
+  let count = 0;
+  const counting = Object.create(pool) as pg.Pool;
+  counting.connect = (async () => {
+    const client = await pool.connect();
+    const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+    return Object.assign(Object.create(client) as pg.PoolClient, {
+      query: (...args: unknown[]) => {
+        count++;
+        return query(...args);
+      },
+      release: (error?: Error | boolean) => client.release(error),
+    });
+  }) as pg.Pool['connect'];
+  return { pool: counting, statements: () => count };
+}

@@ -8,7 +8,8 @@
  *    one member's field and the group's counter.
  * 4. getRoster of 100 members against a raw HGETALL of the same hash.
  * 5. The bytes of a heartbeat and of a roster read at 10, 100 and 1,000 members, counted on the wire by a
- *    proxy: a member of a typical size and one of the largest (2 KiB of state).
+ *    proxy: a member of a typical size and one of the largest (2 KiB of state); and of what a watcher
+ *    reads instead (getMembers of 3 members, the roster digest) and of an advance of the digest.
  */
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
@@ -311,8 +312,17 @@ async function bytesOnTheWire(): Promise<void> {
         const read = await proxy.measure(() => storage.getRoster(group));
         const times: number[] = [];
         for (let i = 0; i < (size >= 1000 ? 21 : 101); i++) times.push(await timed(() => storage.getRoster(group)));
+        // What a watcher reads each tick instead: three members by id, and the digest (each warmed first).
+        const watched = ids.slice(0, 3);
+        await storage.getMembers(group, watched);
+        await storage.advanceRosterDigest(group);
+        await storage.getRosterDigest(group);
+        const few = await proxy.measure(() => storage.getMembers(group, watched));
+        const digest = await proxy.measure(() => storage.getRosterDigest(group));
+        const advance = await proxy.measure(() => storage.advanceRosterDigest(group));
         console.log(
-          `  ${what}, ${String(size).padStart(5)} members: heartbeat sends ${beat.sent} bytes (stores a ${Buffer.byteLength(beating)}-byte field of ${stored} bytes and the counter), gets ${beat.received} back; getRoster sends ${read.sent}, reads ${read.received} bytes, median ${median(times).toFixed(2)} ms`,
+          `  ${what}, ${String(size).padStart(5)} members: heartbeat sends ${beat.sent} bytes (stores a ${Buffer.byteLength(beating)}-byte field of ${stored} bytes and the counter), gets ${beat.received} back; getRoster sends ${read.sent}, reads ${read.received} bytes, median ${median(times).toFixed(2)} ms; ` +
+            `getMembers of 3 sends ${few.sent}, reads ${few.received} bytes; getRosterDigest sends ${digest.sent}, reads ${digest.received}; advanceRosterDigest sends ${advance.sent}, reads ${advance.received}`,
         );
       }
     }

@@ -147,3 +147,12 @@ export function decodeRosterCounter(group: string, raw: unknown): RosterCounter 
   }
   return { high: Number(match[1]), removal: match[2] ?? '' };
 }
+
+/** Reads the group's roster digest (a decimal counter), or 0 when it was never advanced. */
+export function decodeRosterDigest(group: string, raw: unknown): number {
+  if (raw === null || raw === undefined) return 0;
+  if (typeof raw !== 'string' || !/^\d{1,16}$/.test(raw)) {
+    throw new CorruptRecordError(`[${PKG}] stored roster digest of group ${describeValue(group)} is corrupt: ${describeValue(raw)}`, { group });
+  }
+  return Number(raw);
+}

@@ -31,6 +31,8 @@ export interface GroupKeys {
   readonly leader: string;
   /** The group's roster: one hash, a field per member and one for the group's member version counter. */
   readonly roster: string;
+  /** The group's roster digest: a counter that core advances after member writes others must look at. */
+  readonly rosterDigest: string;
   readonly channel: string;
 }
 
@@ -47,6 +49,7 @@ export function groupKeys(prefix: string, group: string): GroupKeys {
     incarnation: `${base}:incarnation`,
     leader: `${base}:leader`,
     roster: `${base}:roster`,
+    rosterDigest: `${base}:roster-digest`,
     channel: `${base}:changes`,
   };
 }

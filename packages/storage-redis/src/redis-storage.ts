@@ -43,12 +43,14 @@ import {
   validateMemberWrite,
   validateVersion,
   validateWorkerId,
+  validateWorkerIds,
   optionKeys,
   refuseUnknownOptions,
 } from '@leasehold/core/adapter';
 import type { Cluster, Redis } from 'ioredis';
 import {
   decodeRosterCounter,
+  decodeRosterDigest,
   decodeStoredLeader,
   decodeStoredLease,
   decodeStoredMember,
@@ -397,15 +399,53 @@ export class RedisStorage implements Storage {
       else rows.push([field, fields[i + 1]]);
     }
     const roster = rosterOf(group, rows, ([workerId, value]) => decodeStoredMember(group, workerId, value).record);
-    // A counter that cannot be read spoils no member; only the check that it never went back is skipped.
-    let high: number | null | undefined;
-    try {
-      high = decodeRosterCounter(group, counter)?.high ?? null;
-    } catch (error) {
-      if (!(error instanceof CorruptRecordError)) throw error;
-    }
-    if (high !== undefined) this.#marks.roster(group, sentAt, high);
+    this.#markRosterCounter(group, sentAt, counter);
     return roster;
+  }
+
+  /**
+   * The named members of the group in one command (`HMGET` of their fields and the counter, inside a
+   * script), whatever the size of the roster. A member whose value cannot be read back is listed in
+   * `corrupt`, by its worker id, as `getRoster` lists it.
+   */
+  async getMembers(group: string, workerIds: readonly string[]): Promise<Roster> {
+    const keys = this.#keys(group);
+    validateWorkerIds(workerIds, PKG);
+    const unique = [...new Set(workerIds)];
+    const sentAt = this.#marks.begin();
+    const reply = await this.#read(() => `read ${unique.length} members of group ${describeValue(group)}`, () => this.#scripts.getMembers(keys.roster, ...unique));
+    const [counter, ...values] = tuple(reply, unique.length + 1, 'getMembers');
+    const rows = unique.flatMap((workerId, i): Array<[string, unknown]> => (values[i] === null ? [] : [[workerId, values[i]]]));
+    const roster = rosterOf(group, rows, ([workerId, value]) => decodeStoredMember(group, workerId, value).record);
+    this.#markRosterCounter(group, sentAt, counter);
+    return roster;
+  }
+
+  /** The group's roster digest: one `GET` of its key (inside a script, so that it reaches the primary), 0 when there is none. */
+  async getRosterDigest(group: string): Promise<number> {
+    const keys = this.#keys(group);
+    const sentAt = this.#marks.begin();
+    const reply = await this.#read(() => `read the roster digest of group ${describeValue(group)}`, () => this.#scripts.getRosterDigest(keys.rosterDigest));
+    const digest = decodeRosterDigest(group, reply);
+    this.#marks.digest(group, sentAt, digest);
+    return digest;
+  }
+
+  /**
+   * Adds one to the group's roster digest with one `INCR` of its key, which creates it at 1. A failure
+   * throws a `StorageOutcomeUnknownError`: the command may have run. A command the client resends after a
+   * reconnect advances twice, which the contract allows.
+   */
+  async advanceRosterDigest(group: string): Promise<number> {
+    const keys = this.#keys(group);
+    const sentAt = this.#marks.begin();
+    const reply = await this.#write(() => `advancing the roster digest of group ${describeValue(group)}`, () => this.#client.incr(keys.rosterDigest));
+    if (reply instanceof LeaseholdError) throw reply;
+    if (typeof reply !== 'number' || !Number.isSafeInteger(reply) || reply < 1) {
+      throw new StorageOutcomeUnknownError(`[${PKG}] the outcome of advancing the roster digest of group ${describeValue(group)} is unknown: INCR answered ${describeValue(reply)}`);
+    }
+    this.#marks.digest(group, sentAt, reply, true);
+    return reply;
   }
 
   /**
@@ -538,6 +578,18 @@ export class RedisStorage implements Storage {
       this.#marks.incarnation(group, sentAt, optionalString(incarnation, 'getTombstones'));
       page.forEach((leaseKey, i) => this.#marks.absent(group, leaseKey, sentAt, decodeTombstone(group, leaseKey, tombstones[i] ?? null)));
     }
+  }
+
+  /** Checks the roster's counter as a read found it. One that cannot be read spoils no member; only the check that it never went back is skipped. */
+  #markRosterCounter(group: string, sentAt: number, counter: unknown): void {
+    let high: number | null;
+    try {
+      high = decodeRosterCounter(group, counter)?.high ?? null;
+    } catch (error) {
+      if (error instanceof CorruptRecordError) return;
+      throw error;
+    }
+    this.#marks.roster(group, sentAt, high);
   }
 
   /** Validates the group, refuses it if a regression was found in it, and returns its keys. */

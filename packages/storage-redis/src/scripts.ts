@@ -20,6 +20,8 @@ const SCRIPTS = {
   createLeader: { file: 'create-leader.lua', keys: 2 },
   updateLeader: { file: 'update-leader.lua', keys: 2 },
   getRoster: { file: 'get-roster.lua', keys: 1 },
+  getMembers: { file: 'get-members.lua', keys: 1 },
+  getRosterDigest: { file: 'get-roster-digest.lua', keys: 1 },
   putMember: { file: 'put-member.lua', keys: 1 },
   removeMember: { file: 'remove-member.lua', keys: 1 },
 } as const;

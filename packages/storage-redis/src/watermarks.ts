@@ -34,6 +34,8 @@ interface GroupMarks {
   leader: LeaderMark | undefined;
   /** The roster's counter: the greatest member version of the group. */
   roster: { readonly high: number; readonly at: number } | undefined;
+  /** The roster digest, which only grows. */
+  digest: { readonly value: number; readonly at: number } | undefined;
   readonly leases: Map<string, LeaseMark>;
 }
 
@@ -173,10 +175,25 @@ export class Watermarks {
     }
   }
 
+  /**
+   * The roster digest as a reply showed it: `value` read (0 when the group has none), or written by the
+   * adapter's own advance (`advanced`), which found it one below. It only grows, so a lower one means
+   * lost writes.
+   */
+  digest(group: string, sentAt: number, value: number, advanced = false): void {
+    const marks = this.#marks(group);
+    const mark = marks.digest;
+    const found = advanced ? value - 1 : value;
+    if (mark && mark.at < sentAt && found < mark.value) {
+      this.#fail(group, `roster digest of group ${describeValue(group)} went back from ${mark.value} to ${found}; ${LOSS}`);
+    }
+    if (!mark || value > mark.value) marks.digest = { value, at: ++this.#tick };
+  }
+
   #marks(group: string): GroupMarks {
     let marks = this.#groups.get(group);
     if (!marks) {
-      marks = { incarnation: undefined, leader: undefined, roster: undefined, leases: new Map() };
+      marks = { incarnation: undefined, leader: undefined, roster: undefined, digest: undefined, leases: new Map() };
       this.#groups.set(group, marks);
     }
     return marks;

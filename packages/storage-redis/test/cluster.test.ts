@@ -26,7 +26,7 @@ afterAll(async () => {
 });
 
 describe('RedisStorage on Redis Cluster', () => {
-  it('puts every key of a group in one slot, the roster included, and spreads groups over the primaries', async () => {
+  it('puts every key of a group in one slot, the roster and its digest included, and spreads groups over the primaries', async () => {
     const storage = new RedisStorage({ client });
     const groups = Array.from({ length: 12 }, (_, i) => `cluster-{${i}}-${randomUUID()}`);
     for (const group of groups) {
@@ -34,9 +34,11 @@ describe('RedisStorage on Redis Cluster', () => {
       await storage.createLeader({ group });
       const joined = await storage.putMember(group, 'w', null, { format: RECORD_FORMAT, incarnation: 'w-1', leaseDurationMs: 10_000, status: 'alive', held: 0, changes: 0, requests: [], metadata: {} });
       expect(joined.status).toBe('applied');
+      expect(await storage.advanceRosterDigest(group)).toBe(1);
     }
     const slotsByGroup = new Map<string, Set<number>>();
     const rosters = new Set<string>();
+    const digests = new Set<string>();
     const nodesUsed = new Set<number>();
     for (const [index, node] of cluster.nodes.entries()) {
       const keys = (await client.nodes('master').find((redis) => redis.options.port === node.port)!.keys('leasehold:*'));
@@ -45,6 +47,7 @@ describe('RedisStorage on Redis Cluster', () => {
         if (!group) continue;
         nodesUsed.add(index);
         if (key.endsWith(':roster')) rosters.add(group);
+        if (key.endsWith(':roster-digest')) digests.add(group);
         const slot = (await client.cluster('KEYSLOT', key));
         slotsByGroup.set(group, (slotsByGroup.get(group) ?? new Set()).add(slot));
       }
@@ -52,7 +55,12 @@ describe('RedisStorage on Redis Cluster', () => {
     expect([...slotsByGroup.keys()].sort()).toEqual([...groups].sort());
     // The roster key is among them, in its group's slot: roster scripts run on one node like the others.
     expect([...rosters].sort()).toEqual([...groups].sort());
-    for (const group of groups) expect((await storage.getRoster(group)).members.map((member) => member.workerId)).toEqual(['w']);
+    expect([...digests].sort()).toEqual([...groups].sort());
+    for (const group of groups) {
+      expect((await storage.getRoster(group)).members.map((member) => member.workerId)).toEqual(['w']);
+      expect((await storage.getMembers(group, ['w', 'nobody'])).members.map((member) => member.workerId)).toEqual(['w']);
+      expect(await storage.getRosterDigest(group)).toBe(1);
+    }
     for (const slots of slotsByGroup.values()) expect(slots.size).toBe(1);
     expect(nodesUsed.size).toBeGreaterThan(1);
   });

@@ -1,0 +1,247 @@
+/**
+ * What a watcher reads on Redis instead of the whole roster: a few members by id, one `HMGET` of their
+ * fields in the roster hash, and the group's roster digest, a counter in a key of its own under the
+ * group's hash tag.
+ */
+import { randomUUID } from 'node:crypto';
+import {
+  CorruptRecordError,
+  InvalidInputError,
+  RegressionError,
+  StorageOutcomeUnknownError,
+  StorageUnavailableError,
+  type MemberRecord,
+  type MemberState,
+  type WriteResult,
+} from '@leasehold/core';
+import { limits, RECORD_FORMAT } from '@leasehold/core/adapter';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RedisStorage } from '../src/index.js';
+import { groupKeys } from '../src/keys.js';
+import { connectShared, corruptMember, deletePrefix, OwnServer, SHARED_HOST, SHARED_PORT } from './servers.js';
+
+function state(incarnation: string, changes: Partial<MemberState> = {}): MemberState {
+  return { format: RECORD_FORMAT, incarnation, leaseDurationMs: 10_000, status: 'alive', held: 0, changes: 0, requests: [], metadata: {}, ...changes };
+}
+
+function applied(outcome: WriteResult<MemberRecord> | undefined): MemberRecord {
+  if (outcome?.status !== 'applied') throw new Error(`expected applied, got ${JSON.stringify(outcome)}`);
+  return outcome.record;
+}
+
+function connect(port: number): Redis {
+  const client = new Redis({ host: port === SHARED_PORT ? SHARED_HOST : '127.0.0.1', port, retryStrategy: (attempt: number) => Math.min(attempt * 20, 500) });
+  client.on('error', () => undefined);
+  return client;
+}
+
+function byWorker(members: readonly MemberRecord[]): MemberRecord[] {
+  return [...members].sort((a, b) => (a.workerId < b.workerId ? -1 : a.workerId > b.workerId ? 1 : 0));
+}
+
+describe('RedisStorage watchers\' reads on the shared server', () => {
+  const keyPrefix = `leasehold-watch-test-${randomUUID().slice(0, 8)}:`;
+  let client: Redis;
+
+  beforeAll(async () => {
+    client = await connectShared();
+  });
+
+  afterAll(async () => {
+    await deletePrefix(client, keyPrefix);
+    await client.quit();
+  });
+
+  it('getMembers reads exactly the named members, each as getRoster gives it: absent and removed ones are left out, a repeated id is read once', async () => {
+    const storage = new RedisStorage({ client, keyPrefix });
+    const group = `members-${randomUUID()}`;
+    for (const workerId of ['a', 'b', 'c', 'd']) applied(await storage.putMember(group, workerId, null, state(`${workerId}-1`, { held: 2 })));
+    const c = (await storage.getRoster(group)).members.find((member) => member.workerId === 'c')!;
+    expect(await storage.removeMember(group, 'c', c.version)).toEqual({ status: 'applied' });
+    const roster = await storage.getRoster(group);
+    const read = await storage.getMembers(group, ['d', 'c', 'nobody', 'a', 'd', 'a']);
+    expect(read.group).toBe(group);
+    expect(read.corrupt).toEqual([]);
+    expect(byWorker(read.members)).toEqual(roster.members.filter((member) => member.workerId === 'a' || member.workerId === 'd'));
+    expect(await storage.getMembers(group, [])).toEqual({ group, members: [], corrupt: [] });
+    expect(await storage.getMembers(`${group}-nobody`, ['a'])).toEqual({ group: `${group}-nobody`, members: [], corrupt: [] });
+  });
+
+  it('a named member that cannot be read back is in corrupt, naming its worker id exactly as getRoster reports it, while the others read', async () => {
+    const storage = new RedisStorage({ client, keyPrefix });
+    const group = `corrupt-${randomUUID()}`;
+    const good = applied(await storage.putMember(group, 'good', null, state('g-1')));
+    applied(await storage.putMember(group, 'bad', null, state('b-1')));
+    await corruptMember(client, groupKeys(keyPrefix, group).roster, 'bad');
+    const read = await storage.getMembers(group, ['bad', 'good', 'bad']);
+    expect(read.members).toEqual([good]);
+    expect(read.corrupt).toHaveLength(1);
+    expect(read.corrupt[0]).toBeInstanceOf(CorruptRecordError);
+    expect(read.corrupt[0]).toMatchObject({ group, workerId: 'bad', leaseKey: undefined });
+    const [reported] = (await storage.getRoster(group)).corrupt;
+    expect(read.corrupt[0]!.message).toBe(reported!.message);
+    expect(read.corrupt[0]!.message).toMatch(/^\[storage-redis\] stored member "bad" of group .* is corrupt: /);
+  });
+
+  it('more than limits.maxWatchedMembers worker ids, a bad worker id or a bad group is refused with an InvalidInputError naming it, and nothing is sent', async () => {
+    const idle = new Redis({ lazyConnect: true });
+    const storage = new RedisStorage({ client: idle, keyPrefix });
+    const ids = (count: number): string[] => Array.from({ length: count }, (_, i) => `w${i}`);
+    expect(limits.maxWatchedMembers).toBe(16);
+    await expect(storage.getMembers('g', ids(17))).rejects.toThrow(InvalidInputError);
+    await expect(storage.getMembers('g', ids(17))).rejects.toThrow('[storage-redis] at most 16 worker ids may be read at once, got 17');
+    await expect(storage.getMembers('g', ['w', ''])).rejects.toThrow('[storage-redis] worker id must not be empty');
+    await expect(storage.getMembers('g', 'w' as unknown as string[])).rejects.toThrow('[storage-redis] worker ids must be an array, got "w"');
+    await expect(storage.getMembers('', ['w'])).rejects.toThrow('[storage-redis] group must not be empty');
+    await expect(storage.getRosterDigest('')).rejects.toThrow(InvalidInputError);
+    await expect(storage.advanceRosterDigest(7 as unknown as string)).rejects.toThrow('[storage-redis] group must be a string, got 7');
+    expect(idle.status).toBe('wait');
+    // Sixteen, the limit, are read.
+    const shared = new RedisStorage({ client, keyPrefix });
+    expect(await shared.getMembers(`limit-${randomUUID()}`, ids(16))).toMatchObject({ members: [], corrupt: [] });
+  });
+
+  it('the digest of a group never advanced is 0; each advance adds one and returns the value it wrote; each group has its own', async () => {
+    const storage = new RedisStorage({ client, keyPrefix });
+    const group = `digest-${randomUUID()}`;
+    const other = `${group}-other`;
+    expect(await storage.getRosterDigest(group)).toBe(0);
+    expect([await storage.advanceRosterDigest(group), await storage.advanceRosterDigest(group), await storage.advanceRosterDigest(group)]).toEqual([1, 2, 3]);
+    expect(await storage.getRosterDigest(group)).toBe(3);
+    expect(await storage.getRosterDigest(other)).toBe(0);
+    expect(await storage.advanceRosterDigest(other)).toBe(1);
+    expect(await new RedisStorage({ client, keyPrefix }).getRosterDigest(group)).toBe(3);
+  });
+
+  it('50 advances at once from 10 clients end at 50: each value is returned once, none is lost', async () => {
+    const group = `digest-race-${randomUUID()}`;
+    const clients = Array.from({ length: 10 }, () => connect(SHARED_PORT));
+    try {
+      const storages = clients.map((own) => new RedisStorage({ client: own, keyPrefix }));
+      const values = await Promise.all(Array.from({ length: 50 }, (_, i) => storages[i % storages.length]!.advanceRosterDigest(group)));
+      expect([...values].sort((a, b) => a - b)).toEqual(Array.from({ length: 50 }, (_, i) => i + 1));
+      expect(await storages[3]!.getRosterDigest(group)).toBe(50);
+    } finally {
+      for (const own of clients) own.disconnect();
+    }
+  });
+
+  it('the digest is a key of its own beside the roster, under the group\'s hash tag: getRoster never sees it, and member writes leave it alone', async () => {
+    const storage = new RedisStorage({ client, keyPrefix });
+    const group = `layout}{${randomUUID()}`;
+    const a = applied(await storage.putMember(group, 'a', null, state('a-1')));
+    await storage.advanceRosterDigest(group);
+    await storage.advanceRosterDigest(group);
+    applied(await storage.putMember(group, 'a', a.version, state('a-1', { held: 1 })));
+    const tag = `{${Buffer.from(group).toString('base64url')}}`;
+    expect((await client.keys(`${keyPrefix}${tag}*`)).sort()).toEqual([`${keyPrefix}${tag}:roster`, `${keyPrefix}${tag}:roster-digest`]);
+    expect(groupKeys(keyPrefix, group).rosterDigest).toBe(`${keyPrefix}${tag}:roster-digest`);
+    expect(await client.type(`${keyPrefix}${tag}:roster-digest`)).toBe('string');
+    expect(await client.get(`${keyPrefix}${tag}:roster-digest`)).toBe('2');
+    expect((await client.hkeys(`${keyPrefix}${tag}:roster`)).sort()).toEqual(['', 'a']);
+    expect((await storage.getRoster(group)).members.map((member) => member.workerId)).toEqual(['a']);
+    expect(await storage.getRosterDigest(group)).toBe(2);
+  });
+
+  it('a digest that is not a number is a CorruptRecordError naming the group, and an advance of it is unknown', async () => {
+    const storage = new RedisStorage({ client, keyPrefix });
+    const group = `bad-digest-${randomUUID()}`;
+    await client.set(groupKeys(keyPrefix, group).rosterDigest, 'many');
+    const error = await storage.getRosterDigest(group).catch((caught: unknown) => caught);
+    expect(error).toBeInstanceOf(CorruptRecordError);
+    expect(error).toMatchObject({ group, message: `[storage-redis] stored roster digest of group ${JSON.stringify(group)} is corrupt: "many"` });
+    await expect(storage.advanceRosterDigest(group)).rejects.toThrow(StorageOutcomeUnknownError);
+    expect(await client.get(groupKeys(keyPrefix, group).rosterDigest)).toBe('many');
+  });
+});
+
+describe('RedisStorage watchers\' reads on a redis-server of its own', () => {
+  let server: OwnServer;
+
+  beforeAll(async () => {
+    server = await OwnServer.start();
+  });
+
+  afterAll(async () => {
+    await server.stop();
+  });
+
+  async function commandsOf(admin: Redis, run: () => Promise<unknown>): Promise<Record<string, number>> {
+    await admin.config('RESETSTAT');
+    await run();
+    const info = await admin.info('commandstats');
+    const calls: Record<string, number> = {};
+    for (const match of info.matchAll(/^cmdstat_([a-z|]+):calls=(\d+)/gm)) {
+      if (match[1] !== 'config|resetstat' && match[1] !== 'info') calls[match[1]!] = Number(match[2]);
+    }
+    return calls;
+  }
+
+  it('getMembers of 3 in a roster of 100 is one command reading their fields; a digest read is one GET, an advance one INCR', async () => {
+    const client = connect(server.port);
+    const admin = connect(server.port);
+    try {
+      const storage = new RedisStorage({ client });
+      const group = `cost-${randomUUID()}`;
+      await Promise.all(Array.from({ length: 100 }, (_, i) => storage.putMember(group, `worker-${i}`, null, state(`w${i}`)).then(applied)));
+      const watched = ['worker-7', 'worker-42', 'worker-99'];
+      // Once before counting, so that the scripts are loaded and called by EVALSHA alone.
+      await storage.getMembers(group, watched);
+      await storage.getRosterDigest(group);
+      expect(await commandsOf(admin, async () => expect((await storage.getMembers(group, watched)).members).toHaveLength(3))).toEqual({ evalsha: 1, hmget: 1 });
+      expect(await commandsOf(admin, () => storage.getRosterDigest(group))).toEqual({ evalsha: 1, get: 1 });
+      expect(await commandsOf(admin, () => storage.advanceRosterDigest(group))).toEqual({ incr: 1 });
+    } finally {
+      client.disconnect();
+      admin.disconnect();
+    }
+  });
+
+  it('a connection that cannot come back: getMembers and a digest read throw StorageUnavailableError, an advance throws StorageOutcomeUnknownError', async () => {
+    const client = new Redis({ host: '127.0.0.1', port: server.port, retryStrategy: () => null, maxRetriesPerRequest: 0 });
+    client.on('error', () => undefined);
+    const admin = connect(server.port);
+    try {
+      const storage = new RedisStorage({ client });
+      const group = `gone-${randomUUID()}`;
+      await storage.advanceRosterDigest(group);
+      await admin.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes');
+      await expect.poll(() => client.status, { timeout: 5000 }).toBe('end');
+      const quoted = JSON.stringify(group);
+      await expect(storage.getMembers(group, ['a', 'b'])).rejects.toThrow(StorageUnavailableError);
+      await expect(storage.getMembers(group, ['a', 'b'])).rejects.toThrow(`[storage-redis] could not read 2 members of group ${quoted}: Connection is closed.`);
+      await expect(storage.getRosterDigest(group)).rejects.toThrow(`[storage-redis] could not read the roster digest of group ${quoted}: Connection is closed.`);
+      const error = await storage.advanceRosterDigest(group).catch((caught: unknown) => caught);
+      expect(error).toBeInstanceOf(StorageOutcomeUnknownError);
+      expect((error as Error).message).toBe(`[storage-redis] the outcome of advancing the roster digest of group ${quoted} is unknown: Connection is closed.`);
+    } finally {
+      client.disconnect();
+      admin.disconnect();
+    }
+  });
+
+  it('a restart that brought back an older digest is a RegressionError, and the group is refused from then on', async () => {
+    const client = connect(server.port);
+    try {
+      const storage = new RedisStorage({ client });
+      const group = `restart-${randomUUID()}`;
+      await storage.advanceRosterDigest(group);
+      await client.save();
+      await storage.advanceRosterDigest(group);
+      expect(await storage.getRosterDigest(group)).toBe(2);
+      await server.restart();
+      const error = await storage.getRosterDigest(group).catch((caught: unknown) => caught);
+      expect(error).toBeInstanceOf(RegressionError);
+      expect((error as Error).message).toBe(
+        `[storage-redis] roster digest of group ${JSON.stringify(group)} went back from 2 to 1; Redis lost acknowledged writes (a restart without appendfsync always, or a failover to a replica that lagged)`,
+      );
+      await expect(storage.advanceRosterDigest(group)).rejects.toBe(error);
+      await expect(storage.getMembers(group, ['a'])).rejects.toBe(error);
+      // A fresh storage, which never saw the lost value, reads what Redis has.
+      expect(await new RedisStorage({ client }).getRosterDigest(group)).toBe(1);
+    } finally {
+      client.disconnect();
+    }
+  });
+});
