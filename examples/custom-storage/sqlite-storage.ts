@@ -20,7 +20,9 @@
  * - the roster of a group is read by one SELECT; each member is a row of its own, written conditionally
  *   on its own version alone, so a heartbeat writes one small row whatever the group's size; a removed
  *   member leaves a tombstone keeping its version, so a version never repeats for a worker id, not even
- *   after it is removed and joins again.
+ *   after it is removed and joins again;
+ * - the optional watchers' reads, all three or none: a few members by id (one SELECT), and the group's
+ *   roster digest, a counter advanced atomically by one statement.
  *
  * SQLite is one file with one writer at a time, which suits one machine (several processes on one host,
  * a single-node deployment, tests). The adapter has no change feed: SQLite cannot wake other processes,
@@ -33,6 +35,7 @@
  */
 import type Database from 'better-sqlite3';
 import {
+  CorruptRecordError,
   InvalidConfigError,
   LeaseholdError,
   StorageOutcomeUnknownError,
@@ -74,6 +77,7 @@ import {
   validateNewLease,
   validateVersion,
   validateWorkerId,
+  validateWorkerIds,
 } from '@leasehold/core/adapter';
 
 /** The name in every error message, so that a user sees at once which adapter refused what. */
@@ -86,7 +90,7 @@ export interface SqliteStorageOptions {
    * process (or per worker); they may all point at the same file.
    */
   database: Database.Database;
-  /** Prefix of the tables, `<prefix>_leases`, `<prefix>_leaders` and `<prefix>_members`. Default `leasehold`. */
+  /** Prefix of the tables, `<prefix>_leases`, `<prefix>_leaders`, `<prefix>_members` and `<prefix>_digests`. Default `leasehold`. */
   tablePrefix?: string;
 }
 
@@ -197,6 +201,39 @@ export class SqliteStorage implements Storage {
     // network backend reads the members' records in one query too, paging inside the adapter if it must.
     const rows = this.#read('getRoster', () => this.#sql.listMembers.all({ group }) as Array<StoredRow & { workerId: string }>);
     return rosterOf(group, rows, (row) => decodeMember(group, row.workerId, row.version, row.state, PKG));
+  }
+
+  async getMembers(group: string, workerIds: readonly string[]): Promise<Roster> {
+    validateGroup(group, PKG);
+    validateWorkerIds(workerIds, PKG);
+    const ids = [...new Set(workerIds)];
+    // One SELECT of the named rows reads one snapshot, tombstones left out, decoded as getRoster decodes.
+    const rows = this.#read('getMembers', () => this.#sql.getMembers.all({ group, ids: JSON.stringify(ids) }) as Array<StoredRow & { workerId: string }>);
+    const byId = new Map(rows.map((row) => [row.workerId, row]));
+    const found = ids.flatMap((workerId) => byId.get(workerId) ?? []);
+    return rosterOf(group, found, (row) => decodeMember(group, row.workerId, row.version, row.state, PKG));
+  }
+
+  async getRosterDigest(group: string): Promise<number> {
+    validateGroup(group, PKG);
+    const row = this.#read('getRosterDigest', () => this.#sql.getDigest.get({ group }) as { digest: unknown } | undefined);
+    if (row === undefined) return 0;
+    if (typeof row.digest === 'number' && Number.isSafeInteger(row.digest) && row.digest >= 0) return row.digest;
+    throw corruptDigest(group, row.digest);
+  }
+
+  async advanceRosterDigest(group: string): Promise<number> {
+    validateGroup(group, PKG);
+    // One statement: created at 1, or one more than stored, under the write lock; never lost to another.
+    const outcome = this.#write('advanceRosterDigest', () => {
+      const advanced = this.#sql.advanceDigest.get({ group }) as { digest: number } | undefined;
+      return { advanced, stored: advanced ? undefined : (this.#sql.getDigest.get({ group }) as { digest: unknown } | undefined) };
+    });
+    // The contract: an advance whose outcome is unknown throws, and core advances again.
+    if (outcome instanceof LeaseholdError) throw outcome;
+    // Nothing back: the stored digest is not a number, and is reported rather than overwritten.
+    if (outcome.advanced === undefined) throw corruptDigest(group, outcome.stored?.digest);
+    return outcome.advanced.digest;
   }
 
   async putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
@@ -326,6 +363,8 @@ export class SqliteStorage implements Storage {
  * Members share no row: a heartbeat writes its own row alone. A tombstone is a few dozen bytes per worker
  * id that ever joined (the contract keeps a worker id's greatest version for good).
  *
+ * A group's roster digest is one row of `<prefix>_digests`, created at 1 by its first advance.
+ *
  * The example is not a published package, so no earlier release of it can run beside this one: it has no
  * earlier layout to mark or migrate (an adapter whose earlier release kept members in another layout must
  * mark it on a join, see `putMember` in core's `storage.ts`). Start from a new database file rather than
@@ -355,6 +394,10 @@ function createTables(database: Database.Database, prefix: string): void {
       state     TEXT,
       PRIMARY KEY (grp, worker_id)
     ) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS ${prefix}_digests (
+      grp    TEXT    NOT NULL PRIMARY KEY,
+      digest INTEGER NOT NULL
+    ) WITHOUT ROWID;
   `);
 }
 
@@ -363,6 +406,7 @@ function prepare(database: Database.Database, prefix: string) {
   const leases = `${prefix}_leases`;
   const leaders = `${prefix}_leaders`;
   const members = `${prefix}_members`;
+  const digests = `${prefix}_digests`;
   return {
     listLeases: database.prepare(`SELECT lease_key AS leaseKey, version, state FROM ${leases} WHERE grp = @group AND state IS NOT NULL`),
     getLease: database.prepare(`SELECT version, state FROM ${leases} WHERE grp = @group AND lease_key = @leaseKey AND state IS NOT NULL`),
@@ -389,6 +433,16 @@ function prepare(database: Database.Database, prefix: string) {
       WHERE grp = @group AND lease_key = @leaseKey AND version = @expectedVersion AND state IS NOT NULL`),
     listMembers: database.prepare(`SELECT worker_id AS workerId, version, state FROM ${members} WHERE grp = @group AND state IS NOT NULL`),
     getMember: database.prepare(`SELECT version, state FROM ${members} WHERE grp = @group AND worker_id = @workerId AND state IS NOT NULL`),
+    // The named members: @ids is a JSON array of worker ids, unpacked by json_each.
+    getMembers: database.prepare(`
+      SELECT worker_id AS workerId, version, state FROM ${members}
+      WHERE grp = @group AND worker_id IN (SELECT value FROM json_each(@ids)) AND state IS NOT NULL`),
+    getDigest: database.prepare(`SELECT digest FROM ${digests} WHERE grp = @group`),
+    advanceDigest: database.prepare(`
+      INSERT INTO ${digests} (grp, digest) VALUES (@group, 1)
+      ON CONFLICT (grp) DO UPDATE SET digest = digest + 1
+      WHERE typeof(digest) = 'integer'
+      RETURNING digest`),
     // A join applies only when the worker id has no member: on a new worker id at version 1, over its
     // tombstone one above the version it had. A live member makes the WHERE false: no row is returned.
     // Neither this nor the update below reads or writes any other member's row.
@@ -416,6 +470,10 @@ function prepare(database: Database.Database, prefix: string) {
       WHERE grp = @group AND version = @expectedVersion
       RETURNING version, state`),
   };
+}
+
+function corruptDigest(group: string, digest: unknown): CorruptRecordError {
+  return new CorruptRecordError(`[${PKG}] stored roster digest of group ${describeValue(group)} is corrupt: digest is ${describeValue(digest)}`, { group });
 }
 
 function isBusy(error: unknown): boolean {

@@ -3,8 +3,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { CorruptRecordError, InvalidConfigError, type LeaseRecord, type MemberRecord, type MemberState, type WriteResult } from '@leasehold/core';
-import { leaderStateOf, leaseStateOf, memberStateOf, RECORD_FORMAT } from '@leasehold/core/adapter';
+import { CorruptRecordError, InvalidConfigError, InvalidInputError, type LeaseRecord, type MemberRecord, type MemberState, type WriteResult } from '@leasehold/core';
+import { leaderStateOf, leaseStateOf, limits, memberStateOf, RECORD_FORMAT } from '@leasehold/core/adapter';
 import { runConformanceSuite } from '@leasehold/core/testing';
 import Database from 'better-sqlite3';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
@@ -372,6 +372,83 @@ describe('SqliteStorage roster', () => {
     expect(stored()).toEqual(damaged);
     expect(applied(await storage.putMember('corrupt-member', 'bad', 2, member())).version).toBe(3);
     expect((await storage.getRoster('corrupt-member')).corrupt).toEqual([]);
+    disconnect(database);
+  });
+});
+
+describe('SqliteStorage watchers: members by id and the roster digest', () => {
+  const member = (incarnation: string): MemberState => ({
+    format: RECORD_FORMAT,
+    incarnation,
+    leaseDurationMs: 10_000,
+    status: 'alive',
+    held: 0,
+    changes: 0,
+    requests: [],
+    metadata: {},
+  });
+
+  it('getMembers gives each named member as getRoster does, leaves out ids with no member and removed ones, puts an unreadable one in corrupt, and reads a repeated id once', async () => {
+    const { storage, database } = open();
+    for (const workerId of ['a', 'b', 'c', 'gone', 'bad']) applied(await storage.putMember('watched', workerId, null, member(`${workerId}-1`)));
+    expect(await storage.removeMember('watched', 'gone', 1)).toEqual({ status: 'applied' });
+    database.prepare(`UPDATE leasehold_members SET state = '{"status":', version = 2 WHERE grp = 'watched' AND worker_id = 'bad'`).run();
+    const roster = await storage.getRoster('watched');
+    const byId = new Map(roster.members.map((record) => [record.workerId, record]));
+
+    const read = await open().storage.getMembers('watched', ['c', 'nobody', 'a', 'gone', 'bad', 'c', 'a', 'b']);
+
+    expect(read.group).toBe('watched');
+    expect(read.members).toEqual([byId.get('c'), byId.get('a'), byId.get('b')]);
+    expect(read.corrupt).toHaveLength(1);
+    expect(read.corrupt[0]).toBeInstanceOf(CorruptRecordError);
+    expect(read.corrupt[0]).toMatchObject({ group: 'watched', workerId: 'bad', message: roster.corrupt[0]?.message });
+    expect(await storage.getMembers('watched', [])).toEqual({ group: 'watched', members: [], corrupt: [] });
+    expect(await storage.getMembers('nobody-here', ['a'])).toEqual({ group: 'nobody-here', members: [], corrupt: [] });
+    disconnect(database);
+  });
+
+  it(`getMembers refuses more than ${limits.maxWatchedMembers} worker ids, or a bad one, with an InvalidInputError`, async () => {
+    const { storage, database } = open();
+    const ids = Array.from({ length: limits.maxWatchedMembers + 1 }, (_, i) => `w${i}`);
+    await expect(storage.getMembers('watched', ids)).rejects.toThrow(new InvalidInputError('[sqlite-storage] at most 16 worker ids may be read at once, got 17'));
+    await expect(storage.getMembers('watched', ['w', ''])).rejects.toThrow(InvalidInputError);
+    await expect(storage.getMembers('', ['w'])).rejects.toThrow(InvalidInputError);
+    expect((await storage.getMembers('watched', ids.slice(0, limits.maxWatchedMembers))).members).toEqual([]);
+    disconnect(database);
+  });
+
+  it('the digest is 0 for a group never advanced; each advance adds one and returns the value it wrote, which another connection then reads', async () => {
+    const [one, other] = [open().storage, open().storage];
+    expect(await one.getRosterDigest('digests')).toBe(0);
+    expect(await one.advanceRosterDigest('digests')).toBe(1);
+    expect(await other.getRosterDigest('digests')).toBe(1);
+    expect(await other.advanceRosterDigest('digests')).toBe(2);
+    expect(await one.advanceRosterDigest('digests')).toBe(3);
+    expect(await other.getRosterDigest('digests')).toBe(3);
+  });
+
+  it('50 advances at once from 5 connections lose none, and each group keeps its own digest', async () => {
+    const clients = Array.from({ length: 5 }, () => open().storage);
+    const written = await Promise.all(Array.from({ length: 50 }, (_, i) => (clients[i % clients.length] as SqliteStorage).advanceRosterDigest('advanced')));
+    expect([...written].sort((a, b) => a - b)).toEqual(Array.from({ length: 50 }, (_, i) => i + 1));
+    const storage = clients[0] as SqliteStorage;
+    expect(await storage.getRosterDigest('advanced')).toBe(50);
+    expect(await storage.advanceRosterDigest('advanced-too')).toBe(1);
+    expect(await storage.getRosterDigest('advance')).toBe(0);
+    expect(await storage.getRosterDigest('advanced')).toBe(50);
+  });
+
+  it('a digest row that is not a number is a CorruptRecordError naming the group, for reads and advances, and is left as it was', async () => {
+    const { storage, database } = open();
+    expect(await storage.advanceRosterDigest('bad-digest')).toBe(1);
+    database.prepare(`UPDATE leasehold_digests SET digest = 'one' WHERE grp = 'bad-digest'`).run();
+    const message = '[sqlite-storage] stored roster digest of group "bad-digest" is corrupt: digest is "one"';
+    for (const error of [await storage.getRosterDigest('bad-digest').catch((thrown: unknown) => thrown), await storage.advanceRosterDigest('bad-digest').catch((thrown: unknown) => thrown)]) {
+      expect(error).toBeInstanceOf(CorruptRecordError);
+      expect(error).toMatchObject({ message, group: 'bad-digest' });
+    }
+    expect(database.prepare(`SELECT digest FROM leasehold_digests WHERE grp = 'bad-digest'`).get()).toEqual({ digest: 'one' });
     disconnect(database);
   });
 });

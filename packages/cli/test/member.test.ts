@@ -1,5 +1,7 @@
+import { MemoryStorage, StorageOutcomeUnknownError, type Storage } from '@leasehold/core';
 import { describe, expect, it } from 'vitest';
-import { dynamoBackend, freshName, heartbeater, join, leasehold, postgresBackend, redisBackend, seed, sharedBackends } from './support.js';
+import { advanceRosterDigest } from '../src/commands/member.js';
+import { dynamoBackend, freshName, heartbeater, join, leasehold, postgresBackend, redisBackend, rosterDigest, seed, sharedBackends } from './support.js';
 
 const shared = sharedBackends();
 
@@ -116,5 +118,55 @@ describe('leasehold member remove', () => {
     expect(code).toBe(1);
     expect(stderr).toBe(`leasehold: [cli] group "${group}" has no member "nobody" in "${backend.url}"\n`);
     await backend.close();
+  });
+});
+
+describe('leasehold member remove and the roster digest', () => {
+  it('advances the roster digest after a removal that applied, so that workers reading only the digest see it, and not after one refused', async () => {
+    const backend = await dynamoBackend(shared.dynamodb);
+    const group = freshName('orders');
+    const dead = await join(backend.storage, group, 'crashed', { incarnation: 'c1', status: 'dead' });
+    await join(backend.storage, group, 'other', { status: 'dead' });
+    expect(await rosterDigest(backend.storage).advance(group)).toBe(1);
+
+    const refused = await leasehold('member', 'remove', '--storage', backend.url, '--group', group, '--worker', 'crashed', '--at-version', String(dead.version + 1));
+    expect(refused.code).toBe(1);
+    expect(await rosterDigest(backend.storage).read(group)).toBe(1);
+
+    const removed = await leasehold('member', 'remove', '--storage', backend.url, '--group', group, '--worker', 'crashed', '--at-version', String(dead.version));
+    expect([removed.code, removed.stderr]).toEqual([0, '']);
+    expect(await rosterDigest(backend.storage).read(group)).toBe(2);
+    expect((await backend.storage.getRoster(group)).members.map((member) => member.workerId)).toEqual(['other']);
+  });
+
+  /** A store whose first `failures` advances throw, as a lost answer does. */
+  class FlakyDigest extends MemoryStorage {
+    constructor(private failures: number) {
+      super();
+    }
+
+    override async advanceRosterDigest(group: string): Promise<number> {
+      if (this.failures-- > 0) throw new StorageOutcomeUnknownError('[core] injected: the answer was lost');
+      return super.advanceRosterDigest(group);
+    }
+  }
+
+  it('an advance that fails is sent again; one that fails every time is an error saying the write stands', async () => {
+    const flaky = new FlakyDigest(2);
+    await advanceRosterDigest(flaky, 'g', 'removal of member "w"', { pauseMs: 0 });
+    expect(await flaky.getRosterDigest('g')).toBe(1);
+
+    const broken = new FlakyDigest(3);
+    await expect(advanceRosterDigest(broken, 'g', 'removal of member "w"', { pauseMs: 0 })).rejects.toThrow(
+      '[cli] the removal of member "w" stands, but the roster digest of group "g" could not be advanced after 3 attempt(s) ([core] injected: the answer was lost): workers that watch the digest see the change once it next moves',
+    );
+    expect(await broken.getRosterDigest('g')).toBe(0);
+  });
+
+  it('does nothing on a store that keeps no digest', async () => {
+    const store = new MemoryStorage();
+    const withoutDigest = Object.assign(Object.create(store) as Storage, { advanceRosterDigest: undefined });
+    await expect(advanceRosterDigest(withoutDigest, 'g', 'removal of member "w"')).resolves.toBeUndefined();
+    expect(await store.getRosterDigest('g')).toBe(0);
   });
 });

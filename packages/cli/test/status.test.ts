@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { dynamoBackend, freshName, heartbeater, join, leasehold, leaseholdWithEnv, postgresBackend, redisBackend, seed, sharedBackends } from './support.js';
+import { dynamoBackend, freshName, heartbeater, join, leasehold, leaseholdWithEnv, postgresBackend, redisBackend, rosterDigest, seed, sharedBackends } from './support.js';
 
 const shared = sharedBackends();
 
@@ -104,8 +104,25 @@ describe('leasehold status', () => {
       leader: null,
       corrupt: [],
       streams: [],
+      // The roster digest is shown only by a store that keeps one.
+      ...(backend.storage.getRosterDigest === undefined ? {} : { rosterDigest: 0 }),
     });
     await backend.close();
+  });
+
+  it('prints the roster digest of a store that keeps one, on the line after the leader and in --json', async () => {
+    const backend = await dynamoBackend(shared.dynamodb);
+    const group = freshName('orders');
+    await join(backend.storage, group, 'w1', { incarnation: 'i1' });
+    await rosterDigest(backend.storage).advance(group);
+    await rosterDigest(backend.storage).advance(group);
+
+    const text = await leasehold('status', '--storage', backend.url, '--group', group);
+    const json = await leasehold('status', '--storage', backend.url, '--group', group, '--json');
+
+    expect([text.code, json.code]).toEqual([0, 0]);
+    expect(text.stdout.split('\n').slice(1, 3)).toEqual(['leader: none (no leader record)', 'roster digest: 2 (workers re-read the roster when it moves)']);
+    expect((JSON.parse(json.stdout) as { rosterDigest: number }).rosterDigest).toBe(2);
   });
 
   it("a multi-stream group's streams: leases, held and finished per stream, and whether each is born", async () => {

@@ -290,3 +290,10 @@ export function sharedBackends(): { readonly pool: pg.Pool; readonly redis: Redi
     },
   };
 }
+
+/** The roster digest of a store that keeps one (DynamoDB's does); fails for one that keeps none. */
+export function rosterDigest(storage: Storage): { read(group: string): Promise<number>; advance(group: string): Promise<number> } {
+  if (storage.getRosterDigest === undefined || storage.advanceRosterDigest === undefined) throw new Error('this store keeps no roster digest');
+  const store = storage as Required<Pick<Storage, 'getRosterDigest' | 'advanceRosterDigest'>>;
+  return { read: (group) => store.getRosterDigest(group), advance: (group) => store.advanceRosterDigest(group) };
+}

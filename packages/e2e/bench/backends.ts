@@ -3,7 +3,7 @@
  * `test`, or PGHOST/PGPORT/PGUSER/PGDATABASE), Redis on 127.0.0.1:6379 (or REDIS_HOST/REDIS_PORT), and
  * dynalite in a child process, each opened on a fresh schema, key prefix or table and dropped on close.
  */
-import { DynamoDBClient, GetItemCommand, PutItemCommand, type AttributeValue } from '@aws-sdk/client-dynamodb';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { Storage } from '@leasehold/core';
 import { DynamoDBStorage } from '@leasehold/storage-dynamodb';
 import { PostgresStorage } from '@leasehold/storage-postgres';
@@ -42,7 +42,7 @@ export interface Attached {
 /** A run's records, made by `OPEN` on a fresh schema, key prefix or table, and dropped on close. */
 export interface Opened extends Attached {
   location: Location;
-  /** Extra figures only this backend can give (DynamoDB: the roster item's size and billed units). */
+  /** Extra figures only this backend can give (DynamoDB: the roster as read, and the read units of a roster and a digest read). */
   inspect?: (group: string) => Promise<Record<string, unknown>>;
   /** The emulator's process, when the backend runs in one this run started (dynalite). */
   serverPid?: number;
@@ -131,16 +131,36 @@ async function openRedis(): Promise<Opened> {
   };
 }
 
-/** DynamoDB's size of an item: names and values, by its documented rules. */
-function itemBytes(item: Record<string, AttributeValue>): number {
-  const value = (v: AttributeValue): number => {
-    if (v.S !== undefined) return Buffer.byteLength(v.S, 'utf8');
-    if (v.N !== undefined) return Math.ceil((v.N.replace(/[-.]/g, '').replace(/^0+/, '').length + 1) / 2) + 1;
-    if (v.M !== undefined) return 3 + Object.entries(v.M).reduce((sum, [name, inner]) => sum + 1 + Buffer.byteLength(name, 'utf8') + value(inner), 0);
-    if (v.BOOL !== undefined || v.NULL !== undefined) return 1;
-    return Buffer.byteLength(JSON.stringify(v), 'utf8');
+/**
+ * The roster as the adapter reads it (`getRoster`), and the read units dynalite bills for one roster read
+ * and one read of the roster digest, through a client of its own that asks for the consumed capacity.
+ */
+async function inspectDynamoDB(endpoint: string, tableName: string, group: string): Promise<Record<string, unknown>> {
+  const client = new DynamoDBClient({ region: 'us-east-1', endpoint, credentials: LOCAL_CREDENTIALS });
+  const units: number[] = [];
+  type Add = (middleware: unknown, options: { step: 'initialize'; name: string }) => void;
+  const meter = (next: (args: { input: Record<string, unknown> }) => Promise<{ output: { ConsumedCapacity?: { CapacityUnits?: number } } }>) =>
+    async (args: { input: Record<string, unknown> }) => {
+      args.input.ReturnConsumedCapacity = 'TOTAL';
+      const answer = await next(args);
+      units.push(answer.output.ConsumedCapacity?.CapacityUnits ?? Number.NaN);
+      return answer;
+    };
+  // At the initialize step, before the request is serialized, so that the parameter is sent.
+  (client.middlewareStack.add as Add).call(client.middlewareStack, meter, { step: 'initialize', name: 'meterCapacity' });
+  const billed = async <T>(read: () => Promise<T>): Promise<[T, number]> => {
+    units.length = 0;
+    const value = await read();
+    return [value, units.reduce((sum, n) => sum + n, 0)];
   };
-  return Object.entries(item).reduce((sum, [name, v]) => sum + Buffer.byteLength(name, 'utf8') + value(v), 0);
+  try {
+    const storage = new DynamoDBStorage({ client, tableName });
+    const [roster, rcuPerRosterRead] = await billed(() => storage.getRoster(group));
+    const [rosterDigest, rcuPerDigestRead] = await billed(() => storage.getRosterDigest(group));
+    return { rosterMembers: roster.members.length, rosterCorruptMembers: roster.corrupt.length, rcuPerRosterRead, rosterDigest, rcuPerDigestRead };
+  } finally {
+    client.destroy();
+  }
 }
 
 /** A DynamoDB client for each worker, as in production. */
@@ -176,22 +196,7 @@ async function openDynamoDB(): Promise<Opened> {
     storageFor: perWorker.storageFor,
     location: { backend: 'dynamodb', endpoint, tableName },
     ...(child.pid === undefined ? {} : { serverPid: child.pid }),
-    // The roster item as stored, its size by DynamoDB's rules, and the write units dynalite bills for a
-    // write of an item that size (the same attributes put under another key).
-    inspect: async (group) => {
-      const { Item } = await client.send(new GetItemCommand({ TableName: tableName, Key: { pk: { S: group }, sk: { S: 'roster' } }, ConsistentRead: true, ReturnConsumedCapacity: 'TOTAL' }));
-      if (!Item) return { rosterItem: null };
-      const probe = await client.send(
-        new PutItemCommand({ TableName: tableName, Item: { ...Item, pk: { S: `${group}-size-probe` } }, ReturnConsumedCapacity: 'TOTAL' }),
-      );
-      const bytes = itemBytes(Item);
-      return {
-        rosterItemBytes: bytes,
-        rosterMembers: Object.keys(Item).filter((name) => name.startsWith('m:')).length,
-        wcuPerHeartbeatComputed: Math.ceil(bytes / 1024),
-        wcuPerHeartbeatDynalite: probe.ConsumedCapacity?.CapacityUnits ?? null,
-      };
-    },
+    inspect: (group) => inspectDynamoDB(endpoint, tableName, group),
     close: async () => {
       perWorker.destroy();
       client.destroy();

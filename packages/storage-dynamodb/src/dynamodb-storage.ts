@@ -55,11 +55,15 @@ import {
   validateNewLease,
   validateVersion,
   validateWorkerId,
+  validateWorkerIds,
   optionKeys,
   refuseUnknownOptions,
 } from '@leasehold/core/adapter';
+import { batchGetItems } from './batch-get.js';
 import { blockingMembers, earlierMembersError, earlierRosterKey, isMarked, markingUpdate } from './earlier-roster.js';
 import {
+  DIGEST_PARTITION_SUFFIX,
+  DIGEST_SORT_KEY,
   LEADER_SORT_KEY,
   LEASE_PREFIX,
   MEMBERS_PARTITION_SUFFIX,
@@ -358,6 +362,70 @@ export class DynamoDBStorage implements Storage {
     } while (startKey !== undefined && Object.keys(startKey).length > 0);
     // A member that cannot be read back is reported by its worker id and never hides the others.
     return rosterOf(group, items, (item) => memberOf(group, workerIdOf(item), item));
+  }
+
+  /**
+   * One strongly consistent `BatchGetItem` of the members' items (keys DynamoDB leaves unprocessed are sent
+   * again after a backoff), decoded as {@link getRoster} decodes them: tombstones left out, a member that
+   * cannot be read back in `corrupt`. Members come in the order their ids were first named.
+   */
+  async getMembers(group: string, workerIds: readonly string[]): Promise<Roster> {
+    validateGroup(group, PKG);
+    validateWorkerIds(workerIds, PKG);
+    // DynamoDB refuses a batch that names a key twice, and one that names none.
+    const ids = [...new Set(workerIds)];
+    if (ids.length === 0) return { group, members: [], corrupt: [] };
+    const what = `read ${ids.length} member(s) of group ${describeValue(group)}`;
+    const items = await this.#read(what, () => batchGetItems(this.#client, this.#tableName, ids.map((workerId) => memberItemKey(group, workerId))));
+    const byWorkerId = new Map(items.map((item) => [workerIdOf(item), item]));
+    const found = ids.flatMap((workerId) => {
+      const item = byWorkerId.get(workerId);
+      return item === undefined || isRemoved(item) ? [] : [item];
+    });
+    return rosterOf(group, found, (item) => memberOf(group, workerIdOf(item), item));
+  }
+
+  /** One strongly consistent `GetItem` of the group's digest item; 0 when there is none. */
+  async getRosterDigest(group: string): Promise<number> {
+    validateGroup(group, PKG);
+    const item = await this.#read(`read the roster digest of group ${describeValue(group)}`, () => this.#getItem(digestItemKey(group)));
+    return item === undefined ? 0 : digestOf(group, item);
+  }
+
+  /**
+   * One `UpdateItem` that `ADD`s 1 to the group's digest item, creating it at 1, and returns the value
+   * written. Its only condition is that a stored digest is a number: a damaged item is reported, never
+   * overwritten. A lost answer the SDK sends again may advance twice, which the contract allows.
+   */
+  async advanceRosterDigest(group: string): Promise<number> {
+    validateGroup(group, PKG);
+    const what = `advance of the roster digest of group ${describeValue(group)}`;
+    const key = digestItemKey(group);
+    const sent = await this.#send(() =>
+      this.#client.send(
+        new UpdateItemCommand({
+          TableName: this.#tableName,
+          Key: key,
+          UpdateExpression: 'ADD #digest :one',
+          ConditionExpression: 'attribute_not_exists(#digest) OR attribute_type(#digest, :number)',
+          ExpressionAttributeNames: { '#digest': attr.digest },
+          ExpressionAttributeValues: { ':one': { N: '1' }, ':number': { S: 'N' } },
+          ReturnValues: 'UPDATED_NEW',
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+        }),
+      ),
+    );
+    if (sent.kind === 'failed') throw (await this.#failedWrite(sent.error, what)).error;
+    if (sent.kind === 'condition-failed') {
+      // DynamoDB returns the item with ALL_OLD; backends that ignore it (dynalite) need a read.
+      const item = sent.item ?? (await this.#read(`read the roster digest of group ${describeValue(group)}`, () => this.#getItem(key)));
+      throw corruptDigest(group, item?.[attr.digest]);
+    }
+    const written = numberOf(sent.attributes?.[attr.digest]);
+    if (!isVersion(written)) {
+      throw new StorageOutcomeUnknownError(`[${PKG}] ${what} applied, but DynamoDB gave back the digest ${describeValue(written)}`);
+    }
+    return written;
   }
 
   async putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
@@ -677,6 +745,21 @@ function membersPartitionKey(group: string): string {
 
 function memberItemKey(group: string, workerId: string): Item {
   return { [attr.pk]: { S: membersPartitionKey(group) }, [attr.sk]: { S: `${MEMBER_PREFIX}${workerId}` } };
+}
+
+/** The roster digest's item: a partition key of its own (see `schema.ts`). */
+function digestItemKey(group: string): Item {
+  return { [attr.pk]: { S: `${group}${DIGEST_PARTITION_SUFFIX}` }, [attr.sk]: { S: DIGEST_SORT_KEY } };
+}
+
+function digestOf(group: string, item: Item): number {
+  const digest = numberOf(item[attr.digest]);
+  if (typeof digest === 'number' && Number.isSafeInteger(digest) && digest >= 0) return digest;
+  throw corruptDigest(group, item[attr.digest]);
+}
+
+function corruptDigest(group: string, value: AttributeValue | undefined): CorruptRecordError {
+  return new CorruptRecordError(`[${PKG}] stored roster digest of group ${describeValue(group)} is corrupt: digest is ${describeValue(value)}`, { group });
 }
 
 function leaseAttributes(version: number, state: LeaseState, writeId: string): Item {

@@ -27,6 +27,22 @@
  * A removed member is a tombstone (`removed`, its last `version`, no state) rather than nothing, so that
  * the worker id's next join continues above every version it had: versions grow per worker id, and no
  * record is shared by the members of a group.
+ *
+ * The roster digest is one item under a partition key of its own: `pk` = `<group>#digest`, `sk` =
+ * `digest`, holding the counter `digest` (N), moved by `ADD` alone. Why a key of its own: every worker
+ * reads it every take tick, strongly consistently, so at 1,000 workers and a 2 s tick it takes 500 reads
+ * a second of 1 read unit each (the item is its keys and a number: 40 bytes for a 17-byte group name). On the members' key it would add those 500 to
+ * the watchers' reads there (each worker reads its 2 watched members every tick, 1,000 items a second at
+ * 1,000 workers, 1,500 with its own member) and to 300 heartbeat write units a second; on the group's key,
+ * to every listing and leader read. Alone it is a sixth of a partition's 3,000 read units a second, and
+ * nothing else waits behind it. An advance writes 1 unit, once per membership change, not per heartbeat.
+ *
+ * Why the digest never meets another group's item: its partition key is the group followed by `#digest`,
+ * so two groups' digests never share a key, and it never equals a members' key, which ends in `#members`.
+ * It may equal the partition key of a group named `<g>#digest` (whose leases, leader and earlier roster
+ * item live there), and its sort key `digest` is none of theirs (`lease:...`, `leader`, `roster`) and is
+ * not `member:...`: it is only ever read by its exact key, and the listings' `begins_with("lease:")` and
+ * `begins_with("member:")` never match it.
  */
 import {
   CreateTableCommand,
@@ -48,9 +64,9 @@ export const PKG = 'storage-dynamodb';
 
 /** Attribute names of every item. */
 export const attr = {
-  /** Partition key: the group, or `<group>#members` for its members. */
+  /** Partition key: the group, `<group>#members` for its members, `<group>#digest` for its roster digest. */
   pk: 'pk',
-  /** Sort key: `lease:<leaseKey>`, `leader`, or `member:<workerId>`. */
+  /** Sort key: `lease:<leaseKey>`, `leader`, `member:<workerId>`, or `digest`. */
   sk: 'sk',
   /** The record's version, incremented on every write, tombstones included. */
   version: 'version',
@@ -66,6 +82,8 @@ export const attr = {
   deleted: 'deleted',
   /** Present (true) on a removed member: the tombstone that keeps the worker id's version from going back. */
   removed: 'removed',
+  /** The group's roster digest: a counter, only ever moved by `ADD`. */
+  digest: 'digest',
 } as const;
 
 export const LEASE_PREFIX = 'lease:';
@@ -74,6 +92,10 @@ export const LEADER_SORT_KEY = 'leader';
 export const MEMBERS_PARTITION_SUFFIX = '#members';
 /** Prefix of a member's sort key: `member:<workerId>`. */
 export const MEMBER_PREFIX = 'member:';
+/** Suffix of the group that makes the roster digest's partition key: `<group>#digest`. */
+export const DIGEST_PARTITION_SUFFIX = '#digest';
+/** The roster digest's sort key. */
+export const DIGEST_SORT_KEY = 'digest';
 
 /** DynamoDB's item size limit, 400 KB. */
 export const MAX_ITEM_BYTES = 400 * 1024;

@@ -22,11 +22,11 @@ import {
   type MemberState,
   type WriteResult,
 } from '@leasehold/core';
-import { leaderStateOf, leaseStateOf, RECORD_FORMAT, limits, memberStateOf } from '@leasehold/core/adapter';
+import { leaderStateOf, leaseStateOf, limits, memberStateOf } from '@leasehold/core/adapter';
 import type { RunningDynalite } from '@leasehold/local-stack';
 import { DynamoDBStorage, checkTable, createTable } from '../src/index.js';
 import { checkItemSize, itemBytes } from '../src/schema.js';
-import { localClient, randomTableName, startLocalDynamo } from './support.js';
+import { injectFaults, localClient, memberState, meter, randomTableName, sortKeyOf, startLocalDynamo, type Injection, type Metered } from './support.js';
 
 let dynalite: RunningDynalite;
 const tableName = randomTableName('dynamodb');
@@ -54,29 +54,9 @@ function appliedRecord<T>(outcome: WriteResult<T> | undefined): T {
   return (outcome as { record: T }).record;
 }
 
-type Injection = (commandName: string, send: () => Promise<unknown>, input: unknown) => Promise<unknown>;
-
-/**
- * A client whose every attempt (inside the SDK's retry loop, as a lost response or a throttle would be)
- * goes through `inject`, which decides whether to send it and what the SDK sees.
- */
+/** A client whose every attempt goes through `inject` (see `injectFaults`). */
 function injectingClient(inject: Injection, config: Parameters<typeof localClient>[1] = {}): DynamoDBClient {
-  const made = client(config);
-  type Middleware = Parameters<DynamoDBClient['middlewareStack']['addRelativeTo']>[0];
-  const middleware = (next: (args: { input: object }) => Promise<unknown>, context: { commandName?: string }) =>
-    (args: { input: object }) => inject(context.commandName ?? '', () => next(args), args.input);
-  made.middlewareStack.addRelativeTo(middleware as unknown as Middleware, {
-    relation: 'after',
-    toMiddleware: 'retryMiddleware',
-    name: 'injectFaults',
-  });
-  return made;
-}
-
-/** The sort key a write or read names, to aim a fault at one lease. */
-function sortKeyOf(input: unknown): string | undefined {
-  const request = input as { Key?: Record<string, AttributeValue>; Item?: Record<string, AttributeValue> };
-  return (request.Key ?? request.Item)?.sk?.S;
+  return injectFaults(client(config), inject);
 }
 
 function throttle(): ProvisionedThroughputExceededException {
@@ -545,11 +525,6 @@ describe('DynamoDBStorage corrupt items', () => {
   });
 });
 
-/** A member's state as a worker heartbeats it. */
-function memberState(overrides: Partial<MemberState> = {}): MemberState {
-  return { format: RECORD_FORMAT, incarnation: 'inc-1', leaseDurationMs: 10_000, status: 'alive', held: 0, changes: 0, requests: [], metadata: {}, ...overrides };
-}
-
 /** The key of a member's item, read around the adapter. */
 function memberKey(g: string, workerId: string): Record<string, AttributeValue> {
   return { pk: { S: `${g}#members` }, sk: { S: `member:${workerId}` } };
@@ -560,28 +535,9 @@ async function readMember(g: string, workerId: string): Promise<Record<string, A
   return Item;
 }
 
-/** One request as a metering client saw it: the command, the sort key it names, the capacity DynamoDB reported. */
-interface Metered {
-  readonly command: string;
-  readonly sortKey: string | undefined;
-  readonly units: number;
-}
-
 /** A client that asks DynamoDB (here dynalite) for the capacity each request consumed, and logs it. */
 function meteringClient(): { client: DynamoDBClient; log: Metered[] } {
-  const log: Metered[] = [];
-  const made = client();
-  type Add = (middleware: unknown, options: { step: 'initialize'; name: string }) => void;
-  // At the initialize step, before the request is serialized, so that the parameter is sent.
-  const middleware = (next: (args: { input: Record<string, unknown> }) => Promise<{ output: { ConsumedCapacity?: { CapacityUnits?: number } } }>, context: { commandName?: string }) =>
-    async (args: { input: Record<string, unknown> }) => {
-      args.input.ReturnConsumedCapacity = 'TOTAL';
-      const answer = await next(args);
-      log.push({ command: context.commandName ?? '', sortKey: sortKeyOf(args.input), units: answer.output.ConsumedCapacity?.CapacityUnits ?? Number.NaN });
-      return answer;
-    };
-  (made.middlewareStack.add as Add).call(made.middlewareStack, middleware, { step: 'initialize', name: 'meterCapacity' });
-  return { client: made, log };
+  return meter(client());
 }
 
 describe('DynamoDBStorage roster', () => {

@@ -8,9 +8,10 @@
  * watched its record not moving for its lease duration (its worker holds nothing then), and a member that
  * cannot be read back only once it stayed unreadable for the watch (a heartbeat at its stored version would
  * have replaced the damage; one at another version fails, and its worker holds nothing past its hold).
- * Every remove is conditional on the stored version the operator names.
+ * Every remove is conditional on the stored version the operator names, and is followed by an advance of
+ * the group's roster digest when the store has one, so that workers that read only the digest see it.
  */
-import { LeaseholdError, InvalidConfigError, type MemberRecord } from '@leasehold/core';
+import { LeaseholdError, InvalidConfigError, type MemberRecord, type Storage } from '@leasehold/core';
 import { describeValue, validateWorkerId } from '@leasehold/core/adapter';
 import { openBackend } from '../connect.js';
 import { UNREADABLE_WATCH_MS, pollOf } from '../guard.js';
@@ -138,6 +139,10 @@ export async function memberRemove(options: MemberRemoveOptions, io: Io): Promis
     }
 
     const outcome = await storage.removeMember(options.group, options.worker, options.version);
+    // A removal whose outcome is unknown may have applied: the digest moves for it too (a needless
+    // advance only makes workers read the roster once more).
+    const removal = `removal of member ${describeValue(options.worker)}`;
+    if (outcome.status === 'unknown') await advanceRosterDigest(storage, options.group, removal).catch(() => undefined);
     if (outcome.status === 'conflict') {
       const now = outcome.current === null ? 'it was removed meanwhile' : `it is at version ${outcome.current.version}`;
       throw new LeaseholdError('ERR_MEMBER_NOT_REMOVED', `[${PKG}] member ${describeValue(options.worker)} was not removed at version ${options.version}: ${now}`);
@@ -153,6 +158,7 @@ export async function memberRemove(options: MemberRemoveOptions, io: Io): Promis
     io.out(`removed ${how} ${describeValue(options.worker)} at version ${options.version}\n`);
     if (naming.length > 0) io.out(`${naming.length} leases named it and are free to take now: ${naming.map((lease) => lease.leaseKey).join(', ')}\n`);
     else if (member === undefined) io.out('the leases that named it are free to take now\n');
+    await advanceRosterDigest(storage, options.group, removal);
   } finally {
     await backend.close();
   }
@@ -172,4 +178,38 @@ function refuseMember(member: MemberRecord, options: MemberRemoveOptions | undef
       `[${PKG}] member ${describeValue(member.workerId)} is at version ${member.version}, not ${options.version}; nothing was removed (see leasehold member list)`,
     );
   }
+}
+
+/** Options of {@link advanceRosterDigest}. */
+export interface AdvanceOptions {
+  /** How many times to send the advance before giving up. Default 3. */
+  readonly attempts?: number;
+  /** The pause between two attempts, in milliseconds. Default 200. */
+  readonly pauseMs?: number;
+}
+
+/**
+ * Advances the group's roster digest after a member write `what` (nothing for a store without a digest),
+ * so that workers that read only the digest re-read the roster. An advance that fails or whose outcome is
+ * unknown is sent again: an advance sent twice only makes workers read the roster once more. Throws,
+ * saying the write stands, when every attempt failed.
+ */
+export async function advanceRosterDigest(storage: Storage, group: string, what: string, options: AdvanceOptions = {}): Promise<void> {
+  if (storage.advanceRosterDigest === undefined) return;
+  const attempts = options.attempts ?? 3;
+  let last: unknown;
+  for (let attempt = 1; attempt <= attempts; attempt++) {
+    if (attempt > 1) await new Promise((resolve) => setTimeout(resolve, options.pauseMs ?? 200));
+    try {
+      await storage.advanceRosterDigest(group);
+      return;
+    } catch (error) {
+      last = error;
+    }
+  }
+  throw new LeaseholdError(
+    'ERR_DIGEST_NOT_ADVANCED',
+    `[${PKG}] the ${what} stands, but the roster digest of group ${describeValue(group)} could not be advanced after ${attempts} attempt(s) (${last instanceof Error ? last.message : String(last)}): workers that watch the digest see the change once it next moves`,
+    { cause: last },
+  );
 }

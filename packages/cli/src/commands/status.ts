@@ -79,6 +79,8 @@ export interface StatusView {
   readonly corrupt: CorruptView[];
   /** A multi-stream group's streams (from its lease keys and the leader's record of births); empty otherwise. */
   readonly streams: StreamView[];
+  /** The group's roster digest (0 if never advanced), when the store keeps one; absent otherwise. */
+  readonly rosterDigest?: number;
 }
 
 /** One stream of a multi-stream group as `--json` shows it. */
@@ -106,7 +108,8 @@ export async function status(options: StatusOptions, io: Io): Promise<void> {
     const { started } = watched;
     let { state } = watched;
     for (let screen = 1; ; screen++) {
-      const view = viewOf(options.group, target.display, state, memberObserver, leaderObserver, REAL_TIME.now() - started);
+      const rosterDigest = await readRosterDigest(backend.storage, options.group);
+      const view = viewOf(options.group, target.display, state, memberObserver, leaderObserver, REAL_TIME.now() - started, rosterDigest);
       io.out(render(view, options, io, screen));
       if (!options.watch || screen === options.iterations || io.signal.aborted) return;
       if (!(await pause(options.intervalMs, io.signal))) return;
@@ -115,6 +118,11 @@ export async function status(options: StatusOptions, io: Io): Promise<void> {
   } finally {
     await backend.close();
   }
+}
+
+/** The group's roster digest, or `undefined` for a store that keeps none. */
+function readRosterDigest(storage: Storage, group: string): Promise<number | undefined> {
+  return storage.getRosterDigest?.(group) ?? Promise.resolve(undefined);
 }
 
 /** The clock and the pauses of {@link watchGroup}; tests pass virtual ones. */
@@ -172,7 +180,15 @@ function render(view: StatusView, options: StatusOptions, io: Io, screen: number
   return screen === 1 ? text : `\n${text}`;
 }
 
-function viewOf(group: string, storage: string, state: GroupState, members: Observer, leaders: Observer, observedMs: number): StatusView {
+function viewOf(
+  group: string,
+  storage: string,
+  state: GroupState,
+  members: Observer,
+  leaders: Observer,
+  observedMs: number,
+  rosterDigest: number | undefined,
+): StatusView {
   const wallNow = Date.now();
   const ages = observeMembers(members, state);
   const leaderAge = state.leader === null ? undefined : leaders.observe([{ key: 'leader', version: state.leader.version }]).get('leader');
@@ -213,6 +229,7 @@ function viewOf(group: string, storage: string, state: GroupState, members: Obse
       ...state.corrupt.map((error): CorruptView => ({ kind: 'lease', key: error.leaseKey ?? null, error: error.message })),
       ...(state.corruptLeader === null ? [] : [{ kind: 'leader' as const, key: null, error: state.corruptLeader.message }]),
     ],
+    ...(rosterDigest === undefined ? {} : { rosterDigest }),
   };
 }
 
@@ -305,6 +322,7 @@ function renderText(view: StatusView, memberRows: number): string {
         ? 'leader: none (no leader record)'
         : `leader: ${leader.holder ?? 'none'} (term ${leader.term}, version ${leader.version}, age ${showAge(leader.ageMs, leader.ageAtLeastMs)})`,
   );
+  if (view.rosterDigest !== undefined) lines.push(`roster digest: ${view.rosterDigest} (workers re-read the roster when it moves)`);
   lines.push('');
   const corruptMembers = view.corrupt.filter((record) => record.kind === 'member');
   if (view.members.length === 0 && corruptMembers.length === 0) lines.push('members: none (no worker has joined the group)');
