@@ -2,7 +2,7 @@
  * The contract's limits and the checks every adapter runs before it sends anything. Keeping them here
  * means every backend refuses exactly the same input with exactly the same error.
  */
-import { describeValue, InvalidConfigError, InvalidInputError } from './errors.js';
+import { describeValue, InvalidInputError } from './errors.js';
 import type { LeaseChangeKind, LeaderState, LeaseState, LeaseUpdate, MemberState, NewLease, NewLeader } from './storage.js';
 import { leaderStateOf, leaseStateOf, memberStateOf } from './storage.js';
 
@@ -161,20 +161,6 @@ export function validateWorkerIds(workerIds: unknown, pkg = 'core'): asserts wor
     throw new InvalidInputError(`[${pkg}] at most ${limits.maxWatchedMembers} worker ids may be read at once, got ${workerIds.length}`);
   }
   for (const workerId of workerIds) validateWorkerId(workerId, pkg);
-}
-
-/**
- * Whether a store has the watchers' reads (`getMembers`, `getRosterDigest` and `advanceRosterDigest`):
- * true with all three, false with none; an `InvalidConfigError` naming what is missing with only some.
- */
-export function hasWatcherReads(storage: object, pkg = 'core'): boolean {
-  const names = ['getMembers', 'getRosterDigest', 'advanceRosterDigest'] as const;
-  const missing = names.filter((name) => typeof (storage as Record<string, unknown>)[name] !== 'function');
-  if (missing.length === 0) return true;
-  if (missing.length === names.length) return false;
-  throw new InvalidConfigError(
-    `[${pkg}] a store has the watchers' reads (${names.join(', ')}) all together or not at all; this one lacks ${missing.join(' and ')}`,
-  );
 }
 
 /** Throws an `InvalidInputError` unless `version` is a valid expected version. */

@@ -18,6 +18,11 @@ import {
   CorruptMemberConflictStorage,
   CorruptMemberNeverReplacedStorage,
   CountedRosterStorage,
+  DigestAsMemberStorage,
+  DigestReadThenWriteStorage,
+  MembersIncludeRemovedStorage,
+  WatchingClient,
+  type WatcherBug,
   DropsMemberFieldsCoreDoesNotNameStorage,
   DropsMemberProtoMetadataKeyStorage,
   DropsRequestsStorage,
@@ -196,7 +201,36 @@ const T = {
   txnApplies: 'a transactional checkpoint applies the user\'s write and the checkpoint together while the lease is as the worker holds it',
   txnRefused: 'a transactional checkpoint is refused whole on a conflict: at a stale version, under another owner, incarnation or epoch, or of a deleted lease, the user\'s write is not visible and the lease is unchanged',
   txnCut: 'a transactional checkpoint whose connection is cut at COMMIT or before it is unknown or applied, never a conflict nor thrown once applied: the lease read back moved to the state written exactly when the user\'s write is visible',
+  watcherCapability: 'an adapter has all three of getMembers, getRosterDigest and advanceRosterDigest, or none',
+  membersRead: 'getMembers reads exactly the named members as the roster gives them, with the same versions and state, and leaves out worker ids with no member and removed members',
+  membersTwice: 'a worker id named more than once in one getMembers call is read once',
+  membersCorrupt: 'getMembers reports a corrupt member in corrupt, naming its worker id, and still reads every other member named',
+  membersMost: 'getMembers reads 16 members of the largest size in one call',
+  watcherInvalid: 'invalid input to the watchers\' reads is refused with an InvalidInputError before anything is sent: 17 worker ids, a bad worker id, worker ids that are no array, a bad group',
+  membersOtherClient: 'a client sees a member another client wrote at once through getMembers: no client serves it from a cache of its own',
+  membersGroups: 'getMembers reads only its own group\'s members, even when one group\'s name is a prefix or an extension of another\'s',
+  digestZero: 'the roster digest of a group never advanced reads 0, even after members joined, moved and left',
+  digestAdvance: 'each advance of the roster digest adds one and returns the value it wrote, greater than the last read, and every client reads it at once',
+  digestGroups: 'the roster digests of groups side by side never move each other, even when one name is a prefix or an extension of another',
+  digestNoMember: 'the roster digest is no member: the roster and getMembers never show it, and a group with only a digest has an empty roster and no lease',
+  digestRace: '32 clients advancing one group\'s roster digest at once: every advance is counted, and each returns a distinct value',
 } as const;
+
+/** The rules of the watchers' reads other than the capability rule: skipped for an adapter without them. */
+const WATCHER_RULES = [
+  T.membersRead,
+  T.membersTwice,
+  T.membersCorrupt,
+  T.membersMost,
+  T.watcherInvalid,
+  T.membersOtherClient,
+  T.membersGroups,
+  T.digestZero,
+  T.digestAdvance,
+  T.digestGroups,
+  T.digestNoMember,
+  T.digestRace,
+];
 
 const crossProcess = (title: string): string => `${title}, from separate processes`;
 
@@ -218,7 +252,7 @@ describe('the conformance suite', () => {
     expect(failures(outcomes)).toEqual([]);
     const skipped = [...outcomes.values()].filter((outcome) => outcome.status === 'skipped');
     const races = [...outcomes.keys()].filter((title) => title.endsWith(', from separate processes'));
-    expect(races).toHaveLength(11);
+    expect(races).toHaveLength(12);
     expect(titlesWith(outcomes, 'passed')).toEqual(expect.arrayContaining([T.rosterWhileWriting, T.listingWhileWriting]));
     expect(skipped.map((outcome) => outcome.title).sort()).toEqual(
       [T.cutCreate, T.cutUpdate, T.cutDelete, T.cutLeader, T.cutBatch, T.cutBatchOnce, T.cutRead, T.cutListing, T.cutMember, T.cutRoster, T.broken, T.txnApplies, T.txnRefused, T.txnCut, ...races].sort(),
@@ -237,6 +271,14 @@ describe('the conformance suite', () => {
     });
   });
 
+  it('passes an adapter without the watchers\' reads, saying it did not check their rules', async () => {
+    const outcomes = await runSuite(perClient((store) => new Passthrough(store)), [T.watcherCapability, ...WATCHER_RULES]);
+    expect(titlesWith(outcomes, 'passed')).toEqual([T.watcherCapability]);
+    for (const title of WATCHER_RULES) {
+      expect(outcomes.get(title)?.note, title).toBe("not checked: the adapter has no getMembers, getRosterDigest nor advanceRosterDigest (the watchers' reads are optional)");
+    }
+  });
+
   // One test per wrapper: each runs the whole suite, and five runs in one test took longer than a test may
   // on a busy machine.
   describe('passes every test against wrappers of the broken adapters with their bug switched off', () => {
@@ -244,6 +286,7 @@ describe('the conformance suite', () => {
       ['a passthrough client', (store) => new Passthrough(store), false],
       ['a client that shifts no version', (store, _bus, shifts) => new VersionShifting(store, shifts, 'none'), false],
       ['a client with a change feed on a bus', (store, bus) => new FeedClient(store, bus, 'none'), true],
+      ['a client with the watchers\' reads', (store) => new WatchingClient(store, 'none'), false],
     ];
     for (const [name, wrap, changeFeed] of wrappers) {
       it(name, async () => {
@@ -343,6 +386,28 @@ describe('the conformance suite', () => {
     });
   });
 
+  describe('fails an adapter that breaks a rule of the watchers\' reads, in the test of that rule', () => {
+    const watching = (bug: WatcherBug): Omit<ConformanceTarget, 'name'> => perClient((store) => new WatchingClient(store, bug));
+    const cases: Array<[string, () => Omit<ConformanceTarget, 'name'>, string[]]> = [
+      ['advances the roster digest by a read and then a write: advances that run at once are lost', () => shared(new DigestReadThenWriteStorage()), [T.digestRace]],
+      ['reads removed members by id from their tombstones', () => shared(new MembersIncludeRemovedStorage()), [T.membersRead, T.membersOtherClient]],
+      ['keeps the roster digest as a member of the roster', () => shared(new DigestAsMemberStorage()), [T.digestNoMember, T.digestGroups]],
+      ['serves getMembers from a per-client cache', () => watching('caches-members'), [T.membersOtherClient]],
+      ['has getMembers but neither getRosterDigest nor advanceRosterDigest', () => watching('lacks-digest'), [T.watcherCapability]],
+      ['has getMembers and getRosterDigest but not advanceRosterDigest', () => watching('lacks-advance'), [T.watcherCapability]],
+    ];
+    for (const [bug, target, titles] of cases) it(bug, () => expectFailing(target(), titles));
+
+    it('passes the capability rule of a store with some of the reads only when it has all three, and skips the other rules, naming the rule that fails', async () => {
+      const outcomes = await runSuite(watching('lacks-advance'), [T.watcherCapability, T.membersRead, T.digestRace]);
+      expect(titlesWith(outcomes, 'failed')).toEqual([T.watcherCapability]);
+      expect(String((outcomes.get(T.watcherCapability)?.error as Error).message)).toBe(
+        '[subject] the storage has getMembers and getRosterDigest but not advanceRosterDigest: a store has all three of getMembers, getRosterDigest and advanceRosterDigest, or none',
+      );
+      expect(outcomes.get(T.membersRead)?.note).toMatch(/^not checked: .*but not advanceRosterDigest.* \(the rule "an adapter has all three of getMembers, getRosterDigest and advanceRosterDigest, or none" fails\)$/);
+    });
+  });
+
   describe('fails an adapter that breaks a rule of corrupt records, in the test of that rule', () => {
     const corruptible = (store: MemoryStorage): Omit<ConformanceTarget, 'name'> => ({
       ...shared(store),
@@ -431,7 +496,21 @@ describe('the conformance suite', () => {
       const outcomes = await runSuite(remote());
       expect(failures(outcomes)).toEqual([]);
       expect(titlesWith(outcomes, 'passed')).toEqual(
-        expect.arrayContaining([T.cutCreate, T.cutBatch, T.cutBatchOnce, T.cutListing, T.txnApplies, T.txnRefused, T.txnCut, crossProcess(T.increments), crossProcess(T.race), crossProcess(T.rosterWhileWriting), crossProcess(T.listingWhileWriting)]),
+        expect.arrayContaining([
+          T.cutCreate,
+          T.cutBatch,
+          T.cutBatchOnce,
+          T.cutListing,
+          T.txnApplies,
+          T.txnRefused,
+          T.txnCut,
+          crossProcess(T.increments),
+          crossProcess(T.race),
+          crossProcess(T.rosterWhileWriting),
+          crossProcess(T.listingWhileWriting),
+          ...WATCHER_RULES,
+          crossProcess(T.digestRace),
+        ]),
       );
       // The whole suite, with child processes that compile TypeScript as they start: minutes on a busy machine.
     }, 600_000);
@@ -490,9 +569,9 @@ describe('the conformance suite', () => {
         },
       };
       void store;
-      const inProcess = await runSuite(target, [T.race, T.increments, T.overlapping, T.heartbeatRace]);
-      expect(titlesWith(inProcess, 'passed').sort()).toEqual([T.race, T.increments, T.overlapping, T.heartbeatRace].sort());
-      await expectFailing(target, [crossProcess(T.increments), crossProcess(T.heartbeatRace)]);
+      const inProcess = await runSuite(target, [T.race, T.increments, T.overlapping, T.heartbeatRace, T.digestRace]);
+      expect(titlesWith(inProcess, 'passed').sort()).toEqual([T.race, T.increments, T.overlapping, T.heartbeatRace, T.digestRace].sort());
+      await expectFailing(target, [crossProcess(T.increments), crossProcess(T.heartbeatRace), crossProcess(T.digestRace)]);
       // Child processes that compile TypeScript as they start: minutes on a busy machine (118 s of 120 s seen).
     }, 600_000);
   });

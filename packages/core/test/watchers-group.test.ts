@@ -136,6 +136,6 @@ describe('watchers and the roster digest', () => {
         return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
       },
     });
-    expect(() => new LeaseCoordinator({ storage: partial, group: GROUP })).toThrow(/lacks advanceRosterDigest/);
+    expect(() => new LeaseCoordinator({ storage: partial, group: GROUP })).toThrow(/but not advanceRosterDigest/);
   });
 });

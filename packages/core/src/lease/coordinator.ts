@@ -15,7 +15,8 @@ import { TypedEmitter } from '../events.js';
 import { capOf, MAX_LEASES_FIELD, planMoves, shares } from './balance.js';
 import { RosterView } from './roster-view.js';
 import { compareNumericPositions } from '../position.js';
-import { hasWatcherReads, limits } from '../validation.js';
+import { limits } from '../validation.js';
+import { checkWatcherReads } from '../watcher-reads.js';
 import { watchedBy } from './watchers.js';
 import { unsafeOf } from '../unsafe.js';
 import { optionKeys, refuseUnknownOptions } from '../known-options.js';
@@ -412,7 +413,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     if (this.#watchers > limits.maxWatchedMembers - 1) {
       throw new InvalidConfigError(`[${PKG}] watchers must be at most ${limits.maxWatchedMembers - 1}, got ${this.#watchers}`);
     }
-    this.#watcherReads = hasWatcherReads(options.storage, PKG);
+    this.#watcherReads = checkWatcherReads(options.storage, PKG);
     const unsafe = unsafeOf(options);
     this.#skipRosterDigest = unsafe.skipRosterDigest ?? false;
     this.#ringKeepsTheDead = unsafe.ringKeepsTheDead ?? false;

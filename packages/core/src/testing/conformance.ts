@@ -35,6 +35,7 @@ import type {
 } from '../storage.js';
 import { openProcessClients, type CrossProcessClients } from './cross-process.js';
 import { TcpProxy, type TcpAddress } from './tcp-proxy.js';
+import { watcherReadsContract } from './conformance-watchers.js';
 
 /** The test functions of the caller's runner (vitest, jest, mocha, node:test all fit). */
 export interface TestApi {
@@ -158,7 +159,8 @@ export interface TransactionalCheckpoint {
 /** Thrown by a test body that cannot check its rule on this target; reported as a skip. */
 class NotChecked extends Error {}
 
-interface Context {
+/** What a test body gets (shared with the watchers' rules, `conformance-watchers.ts`). */
+export interface Context {
   /** New clients of the target, one per racing worker (in other processes in cross-process tests). */
   readonly clients: (count: number) => Promise<Storage[]>;
   /** A fresh, random group name. */
@@ -174,7 +176,7 @@ type Body = (context: Context) => Promise<void>;
 /** Where a test's clients live: in this process, or in other processes (opened per test, or shared by a group's tests). */
 type Mode = 'in-process' | 'cross-process' | { readonly processes: (count: number) => Promise<Storage[]> };
 
-function define(t: TestApi, target: ConformanceTarget, title: string, body: Body, mode: Mode = 'in-process'): void {
+export function define(t: TestApi, target: ConformanceTarget, title: string, body: Body, mode: Mode = 'in-process'): void {
   t.it(
     title,
     async (runnerContext?: unknown) => {
@@ -226,7 +228,7 @@ function define(t: TestApi, target: ConformanceTarget, title: string, body: Body
 // ---------------------------------------------------------------------------------------------------
 // Assertions and fixtures
 
-function applied<T>(outcome: WriteResult<T> | undefined, what: string): T {
+export function applied<T>(outcome: WriteResult<T> | undefined, what: string): T {
   if (outcome?.status !== 'applied') {
     assert.fail(`${what}: expected applied, got ${show(outcome)}`);
   }
@@ -240,7 +242,7 @@ function conflict<T>(outcome: WriteResult<T> | DeleteResult | undefined, what: s
   return outcome.current as T | null;
 }
 
-function show(value: unknown): string {
+export function show(value: unknown): string {
   try {
     const text = JSON.stringify(value, (_key, field: unknown) => (field instanceof Error ? `${field.name}: ${field.message}` : field));
     return text === undefined ? String(value) : text.length > 600 ? `${text.slice(0, 600)}…` : text;
@@ -250,7 +252,7 @@ function show(value: unknown): string {
 }
 
 /** A value as it would read back after a round trip through JSON: what a faithful store returns. */
-function plain<T>(value: T): T {
+export function plain<T>(value: T): T {
   return JSON.parse(JSON.stringify(value)) as T;
 }
 
@@ -933,16 +935,16 @@ export function leaderContract(t: TestApi, target: ConformanceTarget): void {
 // The roster contract
 
 /** A member state with every field core names, and `overrides` on top. */
-function memberState(overrides: Partial<MemberState> & object = {}): MemberState {
+export function memberState(overrides: Partial<MemberState> & object = {}): MemberState {
   return { format: RECORD_FORMAT, incarnation: 'incarnation-1', leaseDurationMs: 10_000, status: 'alive', held: 0, changes: 0, requests: [], metadata: {}, ...overrides };
 }
 
-function byWorker(members: readonly MemberRecord[]): MemberRecord[] {
+export function byWorker(members: readonly MemberRecord[]): MemberRecord[] {
   return [...members].sort((a, b) => (a.workerId < b.workerId ? -1 : a.workerId > b.workerId ? 1 : 0));
 }
 
 /** The members of a group, by worker id, checking that none is corrupt and the roster names its group. */
-async function members(storage: Storage, group: string): Promise<MemberRecord[]> {
+export async function members(storage: Storage, group: string): Promise<MemberRecord[]> {
   const roster = await storage.getRoster(group);
   assert.equal(roster.group, group, 'the roster names its group');
   assert.deepEqual(roster.corrupt, [], 'no member of this group is corrupt');
@@ -953,11 +955,11 @@ async function memberOfRoster(storage: Storage, group: string, workerId: string)
   return (await members(storage, group)).find((member) => member.workerId === workerId) ?? null;
 }
 
-async function join(storage: Storage, group: string, workerId: string, state: Partial<MemberState> & object = {}): Promise<MemberRecord> {
+export async function join(storage: Storage, group: string, workerId: string, state: Partial<MemberState> & object = {}): Promise<MemberRecord> {
   return applied(await storage.putMember(group, workerId, null, memberState(state)), `join ${JSON.stringify(workerId.slice(0, 40))}`);
 }
 
-async function heartbeat(storage: Storage, record: MemberRecord, next: Partial<MemberState> = {}, what = 'heartbeat'): Promise<MemberRecord> {
+export async function heartbeat(storage: Storage, record: MemberRecord, next: Partial<MemberState> = {}, what = 'heartbeat'): Promise<MemberRecord> {
   return applied(await storage.putMember(record.group, record.workerId, record.version, { ...memberStateOf(record), ...next }), what);
 }
 
@@ -971,7 +973,7 @@ function memberOfSize(bytes: number, state: MemberState): MemberState & Record<s
 }
 
 /** A member state of exactly `limits.maxMemberBytes`, every named field at its largest, `variant` making it unique. */
-function largestMember(variant: string): MemberState & Record<string, unknown> {
+export function largestMember(variant: string): MemberState & Record<string, unknown> {
   return memberOfSize(limits.maxMemberBytes, {
     format: Number.MAX_SAFE_INTEGER,
     incarnation: sized(160, '€', variant),
@@ -1323,14 +1325,7 @@ export function rosterContract(t: TestApi, target: ConformanceTarget): void {
         await assert.rejects(storage.putMember(g, 'w1', joined.version, state), check, `a put of ${what}`);
         await assert.rejects(storage.putMember(g, 'new', null, state), check, `a join of ${what}`);
       }
-      const names: Array<[string, string, string]> = [
-        ['an empty name', '', 'must not be empty'],
-        ['a name over 512 bytes', 'n'.repeat(limits.maxNameBytes + 1), 'the limit is 512'],
-        ['a name of 257 two-byte characters', 'é'.repeat(limits.maxNameBytes / 2 + 1), 'the limit is 512'],
-        ['a name with NUL', 'a\u0000b', 'NUL'],
-        ['a name with a lone surrogate', 'a\ud800b', 'well-formed'],
-      ];
-      for (const [what, name, mentions] of names) {
+      for (const [what, name, mentions] of badNames) {
         const check = (error: unknown): true => assertInvalidInput(error, mentions);
         await assert.rejects(storage.getRoster(name), check, `a roster of ${what}`);
         await assert.rejects(storage.putMember(name, 'w1', null, good), check, `a join in ${what}`);
@@ -1543,7 +1538,7 @@ const MOST_RACERS = 32;
  * With the runner's `afterAll`, one set of processes (hosting as many clients as the largest race needs)
  * serves every cross-process test of the group and ends after them; without it, each test starts its own.
  */
-function sharedProcesses(t: TestApi, target: ConformanceTarget): Mode {
+export function sharedProcesses(t: TestApi, target: ConformanceTarget): Mode {
   const spec = target.crossProcess;
   if (!t.afterAll || !spec) return 'cross-process';
   let opened: ReturnType<typeof openProcessClients> | undefined;
@@ -1629,7 +1624,16 @@ export function monotonicityContract(t: TestApi, target: ConformanceTarget): voi
 // ---------------------------------------------------------------------------------------------------
 // Bad input
 
-function assertInvalidInput(error: unknown, mentions: string): true {
+/** Names every operation refuses, what each is, and what the refusal's message mentions. */
+export const badNames: ReadonlyArray<readonly [what: string, name: string, mentions: string]> = [
+  ['an empty name', '', 'must not be empty'],
+  ['a name over 512 bytes', 'n'.repeat(limits.maxNameBytes + 1), 'the limit is 512'],
+  ['a name of 257 two-byte characters', 'é'.repeat(limits.maxNameBytes / 2 + 1), 'the limit is 512'],
+  ['a name with NUL', 'a\u0000b', 'NUL'],
+  ['a name with a lone surrogate', 'a\ud800b', 'well-formed'],
+];
+
+export function assertInvalidInput(error: unknown, mentions: string): true {
   assert.ok(error instanceof Error, `expected an Error, got ${String(error)}`);
   const typed = error as Error & { code?: unknown };
   assert.equal(typed.code, 'ERR_INVALID_INPUT', `expected code ERR_INVALID_INPUT, got ${String(typed.code)}: ${typed.message}`);
@@ -1641,16 +1645,6 @@ function assertInvalidInput(error: unknown, mentions: string): true {
 /** Invalid input is refused with a typed error before anything is written. */
 export function badInputContract(t: TestApi, target: ConformanceTarget): void {
   t.describe(`${target.name}: bad input`, () => {
-    const longName = 'n'.repeat(limits.maxNameBytes + 1);
-    const longUnicodeName = 'é'.repeat(limits.maxNameBytes / 2 + 1);
-    const badNames: Array<[string, string, string]> = [
-      ['an empty name', '', 'must not be empty'],
-      ['a name over 512 bytes', longName, 'the limit is 512'],
-      ['a name of 257 two-byte characters', longUnicodeName, 'the limit is 512'],
-      ['a name with NUL', 'a\u0000b', 'NUL'],
-      ['a name with a lone surrogate', 'a\ud800b', 'well-formed'],
-    ];
-
     for (const [label, bad, mentions] of badNames) {
       define(t, target, `${label} as a group is refused by every operation`, async ({ clients }) => {
         const [storage] = (await clients(1)) as [Storage];
@@ -1802,7 +1796,7 @@ function corruptHook(target: ConformanceTarget, context: Context): (group: strin
   return target.corruptLease;
 }
 
-function corruptMemberHook(target: ConformanceTarget, context: Context): (group: string, workerId: string) => Promise<unknown> {
+export function corruptMemberHook(target: ConformanceTarget, context: Context): (group: string, workerId: string) => Promise<unknown> {
   if (!target.corruptMember) {
     context.notChecked(`not checked: ${target.notApplicable?.corruptMember ?? 'the target has no corruptMember hook to write a corrupt member'}`);
   }
@@ -1815,7 +1809,7 @@ function storedVersion(hooked: unknown, before: MemberRecord): number {
   return typeof version === 'number' ? version : before.version;
 }
 
-function assertCorruptMember(error: unknown, group: string, workerId: string): void {
+export function assertCorruptMember(error: unknown, group: string, workerId: string): void {
   assert.ok(error instanceof LeaseholdError, `expected a CorruptRecordError, got ${show(error)}`);
   const typed = error as LeaseholdError & { group?: unknown; workerId?: unknown; leaseKey?: unknown };
   assert.deepEqual([typed.name, typed.code, typed.group, typed.workerId, typed.leaseKey], ['CorruptRecordError', 'ERR_CORRUPT_RECORD', group, workerId, undefined], typed.message);
@@ -2847,5 +2841,6 @@ export function runConformanceSuite(t: TestApi, target: ConformanceTarget): void
   changeFeedContract(t, target);
   faultContract(t, target);
   readsWhileWritingContract(t, target);
+  watcherReadsContract(t, target);
   transactionalCheckpointContract(t, target);
 }

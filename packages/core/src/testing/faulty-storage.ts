@@ -18,6 +18,7 @@ import type {
   Storage,
   WriteResult,
 } from '../storage.js';
+import { checkWatcherReads } from '../watcher-reads.js';
 import type { VirtualClock } from './virtual-time.js';
 
 /** The faults a {@link FaultyStorage} injects; every field may change while it runs. */
@@ -48,7 +49,7 @@ export class FaultyStorage implements Storage {
   readonly #random: Random;
   readonly plan: FaultPlan;
 
-  /** The watchers' reads, present when the inner store has them (see {@link Storage.getMembers}). */
+  /** The watchers' reads, present when the inner store has them (see {@link Storage.getMembers}; a store with only some is refused). */
   readonly getMembers?: (group: string, workerIds: readonly string[]) => Promise<Roster>;
   readonly getRosterDigest?: (group: string) => Promise<number>;
   readonly advanceRosterDigest?: (group: string) => Promise<number>;
@@ -58,16 +59,13 @@ export class FaultyStorage implements Storage {
     this.#clock = clock;
     this.#random = random;
     this.plan = plan;
-    const getMembers = inner.getMembers?.bind(inner);
-    const getRosterDigest = inner.getRosterDigest?.bind(inner);
-    const advanceRosterDigest = inner.advanceRosterDigest?.bind(inner);
-    if (getMembers && getRosterDigest && advanceRosterDigest) {
-      this.getMembers = (group, workerIds) => this.#call(() => getMembers(group, workerIds), false);
-      this.getRosterDigest = (group) => this.#call(() => getRosterDigest(group), false);
+    if (checkWatcherReads(inner, 'testing')) {
+      this.getMembers = (group, workerIds) => this.#call(() => inner.getMembers(group, workerIds), false);
+      this.getRosterDigest = (group) => this.#call(() => inner.getRosterDigest(group), false);
       // An advance whose answer is lost throws, as an adapter's does: core advances again.
       this.advanceRosterDigest = (group) =>
         this.#write(
-          () => advanceRosterDigest(group),
+          () => inner.advanceRosterDigest(group),
           (error) => {
             throw error;
           },

@@ -19,6 +19,7 @@ export {
   type BreakableFaults,
   type TestApi,
 } from './conformance.js';
+export { watcherReadsContract } from './conformance-watchers.js';
 export { TcpProxy, type TcpAddress } from './tcp-proxy.js';
 export { openProcessClients, type CrossProcessClients, type ProcessClients } from './cross-process.js';
 export { VirtualScheduler, VirtualClock, VIRTUAL_EPOCH_MS, type VirtualClockOptions } from './virtual-time.js';

@@ -45,6 +45,8 @@ import {
   validateNewLeader,
   validateVersion,
   validateWorkerId,
+  validateWorkerIds,
+  type WatcherReads,
 } from '../../src/adapter.js';
 import type { TransactionalCheckpoint } from '../../src/testing/index.js';
 
@@ -1039,6 +1041,13 @@ export class CountedRosterStorage extends MemoryStorage {
     return { group, members: [...(this.#rosters.get(group)?.members.values() ?? [])], corrupt: [] };
   }
 
+  override async getMembers(group: string, workerIds: readonly string[]): Promise<Roster> {
+    validateGroup(group);
+    validateWorkerIds(workerIds);
+    const members = this.#rosters.get(group)?.members;
+    return { group, members: [...new Set(workerIds)].flatMap((workerId) => members?.get(workerId) ?? []), corrupt: [] };
+  }
+
   override async putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
     validateMemberWrite(group, workerId, expectedVersion, next);
     let roster = this.#rosters.get(group);
@@ -1145,4 +1154,117 @@ export function transactionalCheckpointOver(store: MemoryStorage, bug: Transacti
     },
     read: async (_storage, key) => values.get(key) ?? null,
   };
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The watchers' reads
+
+/**
+ * Keeps the roster digest beside the store and advances it by a read and then a write, each a round trip
+ * of its own: two advances that run at once both read the same value, and one of them is lost.
+ */
+export class DigestReadThenWriteStorage extends MemoryStorage {
+  readonly #digests = new Map<string, number>();
+
+  override async getRosterDigest(group: string): Promise<number> {
+    validateGroup(group);
+    return this.#digests.get(group) ?? 0;
+  }
+
+  override async advanceRosterDigest(group: string): Promise<number> {
+    const value = (await this.getRosterDigest(group)) + 1;
+    await nextPage();
+    this.#digests.set(group, value);
+    return value;
+  }
+}
+
+/**
+ * Keeps a removed member's record as its tombstone (where its greatest version lives on) and reads members
+ * by id without leaving tombstones out: a removed member reads as it was, alive.
+ */
+export class MembersIncludeRemovedStorage extends MemoryStorage {
+  readonly #tombstones = new Map<string, MemberRecord>();
+
+  override async removeMember(group: string, workerId: string, expectedVersion: number): Promise<DeleteResult<MemberRecord>> {
+    const before = await storedMember(this, group, workerId).catch(() => null);
+    const outcome = await super.removeMember(group, workerId, expectedVersion);
+    if (outcome.status === 'applied' && before) this.#tombstones.set(`${group}\u0000${workerId}`, before);
+    return outcome;
+  }
+
+  override async getMembers(group: string, workerIds: readonly string[]): Promise<Roster> {
+    const roster = await super.getMembers(group, workerIds);
+    const read = new Set([...roster.members.map((member) => member.workerId), ...roster.corrupt.map((error) => error.workerId)]);
+    const removed = [...new Set(workerIds)].flatMap((workerId) => (read.has(workerId) ? [] : (this.#tombstones.get(`${group}\u0000${workerId}`) ?? [])));
+    return { ...roster, members: [...roster.members, ...removed] };
+  }
+}
+
+const DIGEST_MEMBER = '#digest';
+
+/** Keeps the roster digest as a member of the roster under the worker id `#digest` (one table for the roster): every reader of the roster sees it. */
+export class DigestAsMemberStorage extends MemoryStorage {
+  override async getRosterDigest(group: string): Promise<number> {
+    return (await storedMember(this, group, DIGEST_MEMBER))?.held ?? 0;
+  }
+
+  override async advanceRosterDigest(group: string): Promise<number> {
+    for (;;) {
+      const current = await storedMember(this, group, DIGEST_MEMBER);
+      const next: MemberState = { format: RECORD_FORMAT, incarnation: 'digest', leaseDurationMs: 1, status: 'alive', held: (current?.held ?? 0) + 1, changes: 0, requests: [], metadata: {} };
+      const outcome = await this.putMember(group, DIGEST_MEMBER, current?.version ?? null, next);
+      if (outcome.status === 'applied') return outcome.record.held;
+    }
+  }
+}
+
+/** How a {@link WatchingClient} is broken. */
+export type WatcherBug =
+  | 'none'
+  /** getMembers answers from the client's own cache once it has read a member, updated only with its own writes. */
+  | 'caches-members'
+  /** The client has getMembers alone. */
+  | 'lacks-digest'
+  /** The client has getMembers and getRosterDigest, but not advanceRosterDigest. */
+  | 'lacks-advance';
+
+/** A client of a shared store with the watchers' reads, passed through; `bug` breaks one rule of them. */
+export class WatchingClient extends Passthrough {
+  readonly getMembers?: (group: string, workerIds: readonly string[]) => Promise<Roster>;
+  readonly getRosterDigest?: (group: string) => Promise<number>;
+  readonly advanceRosterDigest?: (group: string) => Promise<number>;
+  readonly #cached = new Map<string, MemberRecord | null>();
+
+  constructor(
+    inner: Storage & WatcherReads,
+    private readonly bug: WatcherBug = 'none',
+  ) {
+    super(inner);
+    this.getMembers = (group, workerIds) => (bug === 'caches-members' ? this.#cachedMembers(group, workerIds) : inner.getMembers(group, workerIds));
+    if (bug !== 'lacks-digest') this.getRosterDigest = (group) => inner.getRosterDigest(group);
+    if (bug !== 'lacks-digest' && bug !== 'lacks-advance') this.advanceRosterDigest = (group) => inner.advanceRosterDigest(group);
+  }
+
+  override async putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
+    const outcome = await super.putMember(group, workerId, expectedVersion, next);
+    if (outcome.status === 'applied' && this.bug === 'caches-members') this.#cached.set(`${group}\u0000${workerId}`, outcome.record);
+    return outcome;
+  }
+
+  override async removeMember(group: string, workerId: string, expectedVersion: number): Promise<DeleteResult<MemberRecord>> {
+    const outcome = await super.removeMember(group, workerId, expectedVersion);
+    if (outcome.status === 'applied' && this.bug === 'caches-members') this.#cached.set(`${group}\u0000${workerId}`, null);
+    return outcome;
+  }
+
+  async #cachedMembers(group: string, workerIds: readonly string[]): Promise<Roster> {
+    validateGroup(group);
+    validateWorkerIds(workerIds);
+    const unread = workerIds.filter((workerId) => !this.#cached.has(`${group}\u0000${workerId}`));
+    const roster = await (this.inner as Storage & WatcherReads).getMembers(group, unread);
+    for (const workerId of unread) this.#cached.set(`${group}\u0000${workerId}`, roster.members.find((member) => member.workerId === workerId) ?? null);
+    const members = [...new Set(workerIds)].flatMap((workerId) => this.#cached.get(`${group}\u0000${workerId}`) ?? []);
+    return { group, members, corrupt: roster.corrupt };
+  }
 }

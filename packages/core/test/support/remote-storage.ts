@@ -39,6 +39,7 @@ import {
   validateNewLease,
   validateVersion,
   validateWorkerId,
+  validateWorkerIds,
 } from '../../src/adapter.js';
 import type { UserWrite } from '../../src/testing/index.js';
 import { errorFromWire, errorToWire, fromWire, toWire, type WireError } from '../../src/testing/wire.js';
@@ -265,6 +266,25 @@ export class RemoteStorage implements Storage {
     validateWorkerId(workerId, PKG);
     validateVersion(expectedVersion, PKG);
     return this.#write('removeMember', [group, workerId, expectedVersion], (error) => result.unknown(error));
+  }
+
+  async getMembers(group: string, workerIds: readonly string[]): Promise<Roster> {
+    validateGroup(group, PKG);
+    validateWorkerIds(workerIds, PKG);
+    return this.#read('getMembers', [group, workerIds], { group, members: [], corrupt: [] });
+  }
+
+  async getRosterDigest(group: string): Promise<number> {
+    validateGroup(group, PKG);
+    return this.#read('getRosterDigest', [group], 0);
+  }
+
+  async advanceRosterDigest(group: string): Promise<number> {
+    validateGroup(group, PKG);
+    // An advance whose answer was lost throws, as the contract asks: core advances again.
+    return this.#write('advanceRosterDigest', [group], (error) => {
+      throw error;
+    });
   }
 
   /** The server's transactional checkpoint (see the suite's `TransactionalCheckpoint`), with the user's write `write`. */

@@ -35,6 +35,7 @@ import {
   validateNewLease,
   validateVersion,
   validateWorkerId,
+  validateWorkerIds,
 } from '../../src/adapter.js';
 
 interface Slot {
@@ -48,6 +49,8 @@ interface Contents {
   leaders: Record<string, LeaderRecord>;
   /** Per group: the greatest member version it ever had, and its members. */
   rosters: Record<string, { highVersion: number; members: MemberRecord[] }>;
+  /** Per group: the roster digest. */
+  digests: Record<string, number>;
 }
 
 let writes = 0;
@@ -58,7 +61,7 @@ export class UnlockedFileStorage implements Storage {
   /** Creates the file, empty. */
   static create(file: string): UnlockedFileStorage {
     const storage = new UnlockedFileStorage(file);
-    storage.#save({ leases: {}, leaders: {}, rosters: {} });
+    storage.#save({ leases: {}, leaders: {}, rosters: {}, digests: {} });
     return storage;
   }
 
@@ -173,6 +176,27 @@ export class UnlockedFileStorage implements Storage {
     roster.members = roster.members.filter((member) => member !== current);
     this.#save(contents);
     return { status: 'applied' };
+  }
+
+  async getMembers(group: string, workerIds: readonly string[]): Promise<Roster> {
+    validateGroup(group);
+    validateWorkerIds(workerIds);
+    const members = this.#load().rosters[group]?.members ?? [];
+    return { group, members: members.filter((member) => workerIds.includes(member.workerId)), corrupt: [] };
+  }
+
+  async getRosterDigest(group: string): Promise<number> {
+    validateGroup(group);
+    return this.#load().digests[group] ?? 0;
+  }
+
+  async advanceRosterDigest(group: string): Promise<number> {
+    validateGroup(group);
+    const contents = this.#load();
+    const value = (contents.digests[group] ?? 0) + 1;
+    contents.digests[group] = value;
+    this.#save(contents);
+    return value;
   }
 
   #load(): Contents {
