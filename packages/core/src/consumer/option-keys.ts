@@ -46,6 +46,7 @@ const LEASE_KEYS = optionKeys<Defined<ConsumerOptions['lease']>>({
   maxClockDrift: true,
   safetyMarginMs: true,
   handoffTimeoutMs: true,
+  watchers: true,
 });
 
 const LEADER_KEYS = optionKeys<Defined<ConsumerOptions['leader']>>({ leaseDurationMs: true, renewIntervalMs: true, maxClockDrift: true, safetyMarginMs: true });

@@ -236,6 +236,7 @@ export interface ConsumerOptions<R extends SourceRecord = SourceRecord> {
     | 'maxClockDrift'
     | 'safetyMarginMs'
     | 'handoffTimeoutMs'
+    | 'watchers'
   >;
   /** The leader's timing, when it should differ from `lease` (each field defaults to the lease's). */
   leader?: Pick<LeaderElectorOptions, 'leaseDurationMs' | 'renewIntervalMs' | 'maxClockDrift' | 'safetyMarginMs'>;
