@@ -172,6 +172,55 @@ describe('LeaseCoordinator taking and holding', () => {
     await run(scheduler, taker.coordinator.stop());
   });
 
+  it('takes the leases of a dead member within a take tick of its death while a hundred handovers among others are announced every second', async () => {
+    const moving = Array.from({ length: 100 }, (_, i) => `moving-${i}`);
+    const { scheduler, ready, worker, storage } = world(['shard-0', ...moving]);
+    await ready;
+    await storage.putMember(GROUP, 'crashed', null, member('inc-crashed', { held: 1 }));
+    const lease = (await storage.getLease(GROUP, 'shard-0')) as LeaseRecord;
+    await storage.updateLeases(GROUP, [{ leaseKey: 'shard-0', expectedVersion: lease.version, next: { ...leaseStateOf(lease), owner: 'crashed', incarnation: 'inc-crashed', epoch: 4 } }]);
+    // Two live members (heartbeating by hand, saying they hold nothing, so that nobody asks them for
+    // leases) hand a hundred leases to each other every second, each handover announced on the change feed
+    // as a rebalance's are: the worker below reads every one, to see whether it was handed to it. They
+    // come after it by id, so that the deal gives it the dead member's lease.
+    const versions = new Map<string, number | null>([['x', null], ['y', null]]);
+    const heartbeat = async (workerId: string): Promise<void> => {
+      const written = await storage.putMember(GROUP, workerId, versions.get(workerId) ?? null, member(`inc-${workerId}`));
+      if (written.status === 'applied') versions.set(workerId, written.record.version);
+    };
+    await Promise.all([heartbeat('x'), heartbeat('y')]);
+    const handOver = async (round: number): Promise<void> => {
+      const [from, to] = round % 2 === 0 ? ['x', 'y'] : ['y', 'x'];
+      const listed = (await storage.listLeases(GROUP)).leases.filter((record) => moving.includes(record.leaseKey));
+      await storage.updateLeases(
+        GROUP,
+        listed.map((record) => ({
+          leaseKey: record.leaseKey,
+          expectedVersion: record.version,
+          next: { ...leaseStateOf(record), owner: to, incarnation: `inc-${to}`, epoch: record.epoch + 1 },
+          notify: 'handed-off' as const,
+        })),
+      );
+      await Promise.all([heartbeat(from), heartbeat(to)]);
+    };
+    for (let round = 0; round < 40; round++) scheduler.schedule(500 + round * 1_000, () => void handOver(round));
+    const taker = worker('taker');
+    // Each read a 30 ms round trip: a hundred read one after another would take three seconds of every second.
+    taker.faults.latencyMs = () => 15;
+    const deadAt: number[] = [];
+    const acquiredAt: number[] = [];
+    taker.coordinator.on('member-dead', ({ workerId }) => workerId === 'crashed' && deadAt.push(scheduler.now));
+    taker.coordinator.on('acquired', ({ leaseKey }) => leaseKey === 'shard-0' && acquiredAt.push(scheduler.now));
+    await started(scheduler, taker.coordinator); // first sight of the crashed member's version at 0
+    await scheduler.advance(10_000 + 2 * taker.coordinator.takeIntervalMs);
+    expect(deadAt).toHaveLength(1);
+    expect(acquiredAt).toHaveLength(1);
+    expect((acquiredAt[0] as number) - (deadAt[0] as number)).toBeLessThan(taker.coordinator.takeIntervalMs);
+    expect(taker.coordinator.lease('shard-0')?.fencingToken).toBe(5);
+    await scheduler.advance(30_000);
+    await run(scheduler, taker.coordinator.stop());
+  });
+
   it('stops counting its leases as held holdMs after its last successful heartbeat was sent, before anyone can take them', async () => {
     const { scheduler, ready, worker } = world(['shard-0']);
     await ready;

@@ -1,4 +1,5 @@
 import type { Clock } from '../clock.js';
+import { concurrencyLimit } from '../concurrency.js';
 import type { ShardInfo, ShardSource } from '../source.js';
 import { hasRewindRequest, settleRewinds } from '../rewind.js';
 import { Checkpoint, RECORD_FORMAT, type CheckpointStorage, type LeaseRecord, type Position } from '../storage.js';
@@ -267,22 +268,6 @@ export class ShardSync {
 }
 
 const DEFAULT_CREATE_CONCURRENCY = 16;
-
-/** Runs at most `n` of the calls given at once, the others in the order they came. */
-function concurrencyLimit(n: number): <T>(call: () => Promise<T>) => Promise<T> {
-  let active = 0;
-  const waiting: Array<() => void> = [];
-  return async <T>(call: () => Promise<T>): Promise<T> => {
-    if (active >= n) await new Promise<void>((resolve) => waiting.push(resolve));
-    active++;
-    try {
-      return await call();
-    } finally {
-      active--;
-      waiting.shift()?.();
-    }
-  };
-}
 
 /** A finished lease may go once every child of it has a lease (and nobody holds it, judged by the caller). */
 function finishedAndSettled(

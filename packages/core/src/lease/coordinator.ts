@@ -12,6 +12,7 @@ import {
   StorageUnavailableError,
 } from '../errors.js';
 import { TypedEmitter } from '../events.js';
+import { concurrencyLimit } from '../concurrency.js';
 import { capOf, MAX_LEASES_FIELD, planMoves, shares } from './balance.js';
 import { RosterView } from './roster-view.js';
 import { compareNumericPositions } from '../position.js';
@@ -42,6 +43,12 @@ import { hasRewindRequest } from '../rewind.js';
 import { holdMs, nonNegative, positive, positiveInteger, resolveHoldTiming, resolveIdentity } from './timing.js';
 
 const PKG = 'core';
+
+/**
+ * How many leases announced handed over a worker reads at once (a take tick waits for them): 16, as many
+ * as the leader's creates, so that a few hundred announced between two ticks cost a few round trips.
+ */
+const ANNOUNCED_READS_IN_FLIGHT = 16;
 
 /**
  * Decides whether a lease may be taken now; the default lets a child start only after its parents ended.
@@ -1660,7 +1667,10 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    * Reads the leases the change feed announced handed over unasked: one handed to this worker, in a tenure
    * it never held, is held from now without a write, as a listing would find and hold it. Anything else
    * (another member's, or one of a tenure this worker held and lost, which it takes back in a new tenure)
-   * is left to the listings.
+   * is left to the listings. Every worker hears every handover of the group, and the take tick waits for
+   * these reads before it lists and takes (the next tick, which declares the dead, after it): they go
+   * `ANNOUNCED_READS_IN_FLIGHT` at once, so that a rebalance announcing hundreds of handovers between two
+   * ticks makes the tick late by a few round trips, not by one round trip per handover.
    */
   async #followAnnounced(): Promise<void> {
     if (this.#announced.size === 0) return;
@@ -1668,17 +1678,25 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     const keys = [...this.#announced];
     this.#announced.clear();
     if (!membership?.record) return;
-    for (const leaseKey of keys) {
-      if (this.#held.has(leaseKey)) continue;
-      let lease: LeaseRecord | null;
-      try {
-        lease = await this.#storage.getLease(this.group, leaseKey);
-      } catch (error) {
-        this.#report(error, 'get');
+    const limit = concurrencyLimit(ANNOUNCED_READS_IN_FLIGHT);
+    const reads = keys.map((leaseKey) =>
+      this.#held.has(leaseKey)
+        ? null
+        : limit(() => this.#storage.getLease(this.group, leaseKey)).then(
+            (lease) => ({ lease }),
+            (error: unknown) => ({ error }),
+          ),
+    );
+    for (const [i, leaseKey] of keys.entries()) {
+      const read = await reads[i];
+      if (!read || this.#held.has(leaseKey)) continue;
+      if ('error' in read) {
+        this.#report(read.error, 'get');
         this.#listingDue = true;
         continue;
       }
       if (this.#state !== 'running' || this.#membership !== membership) return;
+      const { lease } = read;
       if (!lease || lease.format > RECORD_FORMAT || lease.owner !== this.workerId || lease.incarnation !== membership.incarnation || this.#held.has(leaseKey)) continue;
       if (lease.checkpoint === Checkpoint.SHARD_END || this.#letGo.get(leaseKey) === lease.epoch || lease.epoch < (this.#handed.get(leaseKey)?.epoch ?? -Infinity)) {
         this.#listingDue = true;
