@@ -4,8 +4,8 @@
  * with the rest, in the groups "watchers' reads" and "watchers' reads between processes". An adapter with
  * none of the three passes the capability rule and has each other rule reported as skipped, its skip note
  * saying why, as the change feed's rules are for an adapter without `subscribe()`; an adapter with one or
- * two fails the capability rule. They use the harness and fixtures of `conformance.ts`, which is large
- * enough without them.
+ * two fails the capability rule. They use the harness and fixtures the rule files share,
+ * `conformance-kit.ts`.
  */
 import assert from 'node:assert/strict';
 import { limits } from '../validation.js';
@@ -29,7 +29,7 @@ import {
   type ConformanceTarget,
   type Context,
   type TestApi,
-} from './conformance.js';
+} from './conformance-kit.js';
 
 type Watching = Storage & WatcherReads;
 
