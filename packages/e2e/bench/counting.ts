@@ -47,6 +47,18 @@ export function counting(inner: Storage, tally: () => Tally): Storage {
     getRoster: (group) => (count('getRoster', 1, 0), inner.getRoster(group)),
     putMember: (group, workerId, version, next) => (count('putMember', 0, 1), inner.putMember(group, workerId, version, next)),
     removeMember: (group, workerId, version) => (count('removeMember', 0, 1), inner.removeMember(group, workerId, version)),
+    // The watchers' reads, when the adapter has them: without them core reads the whole roster every tick.
+    ...(inner.getMembers && inner.getRosterDigest && inner.advanceRosterDigest
+      ? {
+          getMembers: async (group: string, workerIds: readonly string[]) => {
+            const roster = await (inner.getMembers as NonNullable<Storage['getMembers']>)(group, workerIds);
+            count('getMembers', roster.members.length + roster.corrupt.length, 0);
+            return roster;
+          },
+          getRosterDigest: (group: string) => (count('getRosterDigest', 1, 0), (inner.getRosterDigest as NonNullable<Storage['getRosterDigest']>)(group)),
+          advanceRosterDigest: (group: string) => (count('advanceRosterDigest', 0, 1), (inner.advanceRosterDigest as NonNullable<Storage['advanceRosterDigest']>)(group)),
+        }
+      : {}),
     ...(inner.subscribe ? { subscribe: inner.subscribe.bind(inner) } : {}),
     getLeader: (group) => inner.getLeader(group),
     createLeader: (leader) => inner.createLeader(leader),

@@ -1669,15 +1669,23 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    * (another member's, or one of a tenure this worker held and lost, which it takes back in a new tenure)
    * is left to the listings. Every worker hears every handover of the group, and the take tick waits for
    * these reads before it lists and takes (the next tick, which declares the dead, after it): they go
-   * `ANNOUNCED_READS_IN_FLIGHT` at once, so that a rebalance announcing hundreds of handovers between two
-   * ticks makes the tick late by a few round trips, not by one round trip per handover.
+   * `ANNOUNCED_READS_IN_FLIGHT` at once, and when more were announced the tick lists instead, so that a
+   * rebalance announcing hundreds of handovers between two ticks makes the tick late by one round trip, not
+   * by one per handover.
    */
   async #followAnnounced(): Promise<void> {
     if (this.#announced.size === 0) return;
     const membership = this.#membership;
-    const keys = [...this.#announced];
+    const keys = [...this.#announced].filter((leaseKey) => !this.#held.has(leaseKey));
     this.#announced.clear();
     if (!membership?.record) return;
+    // More announced than one round of reads: a listing finds every lease handed to this worker in one
+    // round trip, where the reads would cost one each (at 100 workers, every worker reading every
+    // handover of a rebalance queued its heartbeats behind thousands of reads on a shared pool).
+    if (keys.length > ANNOUNCED_READS_IN_FLIGHT) {
+      this.#listingDue = true;
+      return;
+    }
     const limit = concurrencyLimit(ANNOUNCED_READS_IN_FLIGHT);
     const reads = keys.map((leaseKey) =>
       this.#held.has(leaseKey)
