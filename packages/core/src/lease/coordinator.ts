@@ -600,6 +600,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       const outcome = await this.#putMember(membership.record.version, { ...memberStateOf(membership.record), status: 'dead', held: 0, requests: [] }, 'leave');
       if (outcome.status === 'applied') membership.record = null;
     });
+    // Others learn of the leave from the digest: its advance goes out before the worker is gone.
+    await this.#advancing;
   }
 
   /** `await using coordinator = ...`: stops it (and releases its leases) at the end of the scope. */
@@ -1082,7 +1084,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       const outcome = await this.#storage.putMember(this.group, workerId, expectedVersion, next);
       this.emit('storage', { operation, applied: outcome.status === 'applied' ? 1 : 0, conflict: outcome.status === 'conflict' ? 1 : 0, unknown: outcome.status === 'unknown' ? 1 : 0 });
       if (outcome.status === 'unknown') this.#report(outcome.error, operation);
-      if (outcome.status !== 'conflict' && announces) await this.#advanceDigest();
+      if (outcome.status !== 'conflict' && announces) this.#announce();
       return outcome;
     } catch (error) {
       this.emit('storage', { operation, applied: 0, conflict: 0, unknown: 1 });
@@ -1091,7 +1093,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       if (error instanceof RecordFormatError) this.#fail(error);
       else {
         this.#report(error, operation);
-        if (announces) await this.#advanceDigest();
+        if (announces) this.#announce();
       }
       return { status: 'unknown', error: error instanceof LeaseholdError ? error : new StorageUnavailableError(`[${PKG}] ${operation} failed`, { cause: error }) };
     }
@@ -1433,6 +1435,18 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   #refreshMs(): number {
     return Math.max(30, this.#view.size / 20) * this.takeIntervalMs;
   }
+
+  /**
+   * Advances the roster digest after a member write others must look at, without holding up the writer:
+   * a heartbeat's hold is extended when its write applied, not when the advance that follows it returned
+   * (on a busy connection pool the advance may queue behind the pool's other work past the hold).
+   */
+  #announce(): void {
+    this.#advancing = this.#advancing.then(() => this.#advanceDigest());
+  }
+
+  /** The advances sent after member writes, one after another. */
+  #advancing: Promise<void> = Promise.resolve();
 
   /**
    * Advances the roster digest after a member write others must look at, so that members that read only
@@ -1941,7 +1955,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       try {
         const outcome = await this.#storage.removeMember(this.group, member.workerId, member.version);
         this.emit('storage', { operation: 'remove-member', applied: outcome.status === 'applied' ? 1 : 0, conflict: outcome.status === 'conflict' ? 1 : 0, unknown: outcome.status === 'unknown' ? 1 : 0 });
-        if (outcome.status !== 'conflict') await this.#advanceDigest();
+        if (outcome.status !== 'conflict') this.#announce();
       } catch (error) {
         this.#report(error, 'remove-member');
       }
