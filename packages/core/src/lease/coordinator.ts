@@ -1693,11 +1693,14 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     const keys = [...this.#announced].filter((leaseKey) => !this.#held.has(leaseKey));
     this.#announced.clear();
     if (!membership?.record) return;
-    // More announced than one round of reads: a listing finds every lease handed to this worker in one
-    // round trip, where the reads would cost one each (at 100 workers, every worker reading every
-    // handover of a rebalance queued its heartbeats behind thousands of reads on a shared pool).
+    // More announced than one round of reads (a rebalance, or a member stopping with many leases): none
+    // is read. Leases go unasked only to members below their share, so those list (one round trip finds
+    // every lease handed to them); a stopping member's leases go to anyone, and its leave moves the roster
+    // digest, which brings everyone's listing. At 100 workers, every worker reading every handover of a
+    // rebalance queued heartbeats behind thousands of reads on a shared pool or pipeline, and every worker
+    // listing instead did the same with listings: both lost leases to self-fencing.
     if (keys.length > ANNOUNCED_READS_IN_FLIGHT) {
-      this.#listingDue = true;
+      if (this.#countHeld() < this.#lastTarget) this.#listingDue = true;
       return;
     }
     const limit = concurrencyLimit(ANNOUNCED_READS_IN_FLIGHT);
