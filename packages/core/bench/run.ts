@@ -1034,7 +1034,7 @@ function goalSection(steadyResults: readonly SteadyResult[], cold: readonly Cold
     };
   });
   const rate = (value: number): string => fmt(value, value < 10 ? 3 : 0);
-  console.log(`\n4. issue 28's goal table: one record -> member items, DynamoDB's billing, steady figures of section 1 (one run each, seed 1)`);
+  console.log(`\n4. issue 28's goal table: one record -> whole roster -> watchers, DynamoDB's billing, steady figures of section 1 (one run each, seed 1)`);
   console.log('   "one record": the roster as one item holding every member; "whole roster": member items, every worker reading all of them every tick (both measured before, 20 simulated minutes); "watchers": this run');
   console.log('\n   write side: one record -> watchers');
   table(
@@ -1076,7 +1076,7 @@ function goalSection(steadyResults: readonly SteadyResult[], cold: readonly Cold
     ['shape', `${membersKey(GROUP)}: writes/s (WCU/s), reads/s (RCU/s), share`, `${digestKey(GROUP)}: writes/s (WCU/s), reads/s (RCU/s), share`],
     rows.map((row) => [rowName(row), keyText(row.membersKey), keyText(row.digestKey)]),
   );
-  console.log('\n   moving leases (sections 2 and 3 of this run; the layout of the members does not change them in memory): "-" where not measured at that shape');
+  console.log('\n   moving leases (sections 2 and 3 of this run, with watchers): "-" where not measured at that shape');
   table(
     ['shape', `cold: take ticks after last join (goal ${GOALS.coldTakeTicks})`, `acquisitions/leases (goal ${GOALS.coldAcquisitionsPerLease})`, `crash take-over p99 x leaseDuration (goal ${GOALS.crashP99InLeases})`],
     rows.map((row) => [
