@@ -7,7 +7,10 @@
  *   `version`, `epoch`, `state` (core's JSON document) and `writeId` (a random UUID, 36 characters); a
  *   deleted lease keeps `version`, `epoch`, `writeId` and `deleted` (a boolean) but loses `state`;
  * - a member is one item under the members' partition key `<group>#members` (see `roster-size.ts`), and a
- *   roster read is one Query of that key.
+ *   roster read is one Query of that key; a watcher's read of a few members by id (`getMembers`) is one
+ *   BatchGetItem of strongly consistent reads, each item billed as a GetItem of its own;
+ * - the group's roster digest is one small item under a partition key of its own, `<group>#digest`: one
+ *   strongly consistent GetItem a read, one UpdateItem (an atomic ADD) an advance.
  * A write costs ceil(size / 1 KB) write request units (an UpdateItem is billed on the larger of the item
  * before and after, and a write whose condition fails still costs the units of the item it found); a
  * strongly consistent GetItem ceil(size / 4 KB) read request units, at least 1 even for no item; a Query
@@ -17,7 +20,9 @@
  * documents and of the keys (lease key, worker id) beside them, read and written. Redis keeps a member as
  * one field of the roster hash and a lease as one field of the leases hash; Postgres keeps a member as one
  * row of the members table and a lease as one row of the leases table. On both a heartbeat writes one
- * member (its worker id and state JSON) and a roster read reads every live member's.
+ * member (its worker id and state JSON), a roster read reads every live member's and `getMembers` the
+ * named ones'. The digest is a counter key of its own on Redis (`GET`, `INCR`) and a reserved row of the
+ * members table on Postgres (its `version`, a bigint).
  */
 import { type LeaseRecord, type MemberRecord } from '../src/index.js';
 import { encodeLeaseState, encodeMemberState } from '../src/adapter.js';
@@ -54,6 +59,30 @@ export function leaseJsonBytes(lease: LeaseRecord): number {
 export function memberJsonBytes(member: MemberRecord): number {
   return utf8Bytes(member.workerId) + utf8Bytes(encodeMemberState(member));
 }
+
+// ------------------------------------------------------------------------------------------ the roster digest
+
+/** The suffix of the digest's partition key, `<group>#digest`: its reads land on no key the members or leases use. */
+export const DIGEST_KEY_SUFFIX = '#digest';
+/** The digest item's sort key: the item is alone under its partition key. */
+export const DIGEST_SORT_KEY = 'digest';
+export const digestKey = (group: string): string => `${group}${DIGEST_KEY_SUFFIX}`;
+
+/** The digest item DynamoDB bills: its keys and the counter (a number attribute `digest`). */
+export function digestItemBytes(group: string, digest: number): number {
+  return utf8Bytes('pk') + utf8Bytes(digestKey(group)) + utf8Bytes('sk') + utf8Bytes(DIGEST_SORT_KEY) + utf8Bytes('digest') + numberBytes(digest);
+}
+
+/**
+ * The digest as Redis moves it: its key (`leasehold:{<group in base64url>}:roster-digest`, the adapter's
+ * default prefix) and the counter's decimal digits, which `GET` reads and `INCR` writes.
+ */
+export function digestRedisBytes(group: string, digest: number): number {
+  return utf8Bytes(`leasehold:{${Buffer.from(group, 'utf8').toString('base64url')}}:roster-digest`) + String(digest).length;
+}
+
+/** The digest as Postgres keeps it: the `version` (a bigint) of the group's reserved member row, whose worker id is empty. */
+export const DIGEST_POSTGRES_BYTES = 8;
 
 // ------------------------------------------------------------------------------------------ KCL 2.x
 

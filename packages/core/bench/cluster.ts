@@ -20,28 +20,38 @@ export interface Counts {
   /** Calls, by storage method. */
   calls: Record<string, number>;
   /**
-   * Items read: getRoster one per member read (a member is a record of its own on DynamoDB and Postgres),
-   * listLeases one per lease in the listing, getLease 1.
+   * Items read: getRoster and getMembers one per member read (a member is a record of its own on DynamoDB
+   * and Postgres), getRosterDigest 1 (the digest is a record of its own on every backend), listLeases one
+   * per lease in the listing, getLease 1.
    */
   itemsRead: number;
-  /** Items written: putMember 1, removeMember 1, each lease of an updateLeases batch 1, createLease 1, deleteLease 1. */
+  /** Items read, by storage method. */
+  itemsReadBy: Record<string, number>;
+  /**
+   * Items written: putMember 1, removeMember 1, advanceRosterDigest 1, each lease of an updateLeases batch
+   * 1, createLease 1, deleteLease 1.
+   */
   itemsWritten: number;
   /** Of those, the member writes (putMember, removeMember). */
   memberWrites: number;
   /** Of those, the lease writes (updateLeases items, createLease, deleteLease). */
   leaseWrites: number;
+  /** Of those, the digest's advances. */
+  digestWrites: number;
 }
 
 export function emptyCounts(): Counts {
-  return { calls: {}, itemsRead: 0, itemsWritten: 0, memberWrites: 0, leaseWrites: 0 };
+  return { calls: {}, itemsRead: 0, itemsReadBy: {}, itemsWritten: 0, memberWrites: 0, leaseWrites: 0, digestWrites: 0 };
 }
 
 export function addCounts(into: Counts, from: Counts): Counts {
   for (const [name, count] of Object.entries(from.calls)) into.calls[name] = (into.calls[name] ?? 0) + count;
   into.itemsRead += from.itemsRead;
+  for (const [name, count] of Object.entries(from.itemsReadBy)) into.itemsReadBy[name] = (into.itemsReadBy[name] ?? 0) + count;
   into.itemsWritten += from.itemsWritten;
   into.memberWrites += from.memberWrites;
   into.leaseWrites += from.leaseWrites;
+  into.digestWrites += from.digestWrites;
   return into;
 }
 
@@ -56,22 +66,59 @@ export class CountingStorage extends FaultyStorage {
   lists = 0;
   meter: Meter | undefined;
 
+  constructor(...args: ConstructorParameters<typeof FaultyStorage>) {
+    super(...args);
+    // The watchers' reads are the fault-injecting store's own properties, set in its constructor when the
+    // inner store has them (not methods a subclass could override): counted by wrapping them.
+    const { getMembers, getRosterDigest, advanceRosterDigest } = this;
+    if (getMembers === undefined || getRosterDigest === undefined || advanceRosterDigest === undefined) return;
+    const wrap = <Args extends unknown[], T>(name: string, call: (...args: Args) => Promise<T>, after: (result: T, ...args: Args) => void): void => {
+      Object.defineProperty(this, name, {
+        value: async (...params: Args): Promise<T> => {
+          this.#call(name);
+          const result = await call(...params);
+          after(result, ...params);
+          return result;
+        },
+      });
+    };
+    wrap('getMembers', getMembers, (roster, _group, workerIds) => {
+      this.#read('getMembers', roster.members.length + roster.corrupt.length);
+      this.meter?.getMembers(workerIds, roster.members);
+    });
+    wrap('getRosterDigest', getRosterDigest, (digest) => {
+      this.#read('getRosterDigest', 1);
+      this.meter?.getRosterDigest(digest);
+    });
+    // Counted once it answered: an advance that threw may not have applied (this bench injects no faults).
+    wrap('advanceRosterDigest', advanceRosterDigest, (digest) => {
+      this.counts.itemsWritten += 1;
+      this.counts.digestWrites += 1;
+      this.meter?.advanceRosterDigest(digest);
+    });
+  }
+
   #call(name: string): void {
     this.counts.calls[name] = (this.counts.calls[name] ?? 0) + 1;
+  }
+
+  #read(name: string, items: number): void {
+    this.counts.itemsRead += items;
+    this.counts.itemsReadBy[name] = (this.counts.itemsReadBy[name] ?? 0) + items;
   }
 
   override async listLeases(group: string): Promise<LeaseListing> {
     this.#call('listLeases');
     this.lists++;
     const listing = await super.listLeases(group);
-    this.counts.itemsRead += listing.leases.length + listing.corrupt.length;
+    this.#read('listLeases', listing.leases.length + listing.corrupt.length);
     this.meter?.listLeases(listing.leases);
     return listing;
   }
 
   override async getLease(group: string, leaseKey: string): Promise<LeaseRecord | null> {
     this.#call('getLease');
-    this.counts.itemsRead += 1;
+    this.#read('getLease', 1);
     const lease = await super.getLease(group, leaseKey);
     this.meter?.getLease(leaseKey, lease);
     return lease;
@@ -80,7 +127,7 @@ export class CountingStorage extends FaultyStorage {
   override async getRoster(group: string): Promise<Roster> {
     this.#call('getRoster');
     const roster = await super.getRoster(group);
-    this.counts.itemsRead += roster.members.length + roster.corrupt.length;
+    this.#read('getRoster', roster.members.length + roster.corrupt.length);
     this.meter?.getRoster(roster.members);
     return roster;
   }

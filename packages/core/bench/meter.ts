@@ -9,10 +9,26 @@
  * A roster read and a listing are billed from the ledger's running totals when they return as many
  * records as the ledger knows (every write goes through a meter, so the ledger follows the store): a
  * read of 1,000 members then costs the bench nothing per member. A read that returns another count (a
- * member joined or left in between) is billed member by member.
+ * member joined or left in between) is billed member by member. A watcher's read of its few members
+ * (`getMembers`) and the roster digest's reads and advances are billed item by item.
  */
 import type { DeleteResult, LeaseRecord, MemberRecord, WriteResult } from '../src/index.js';
-import { leaseItemBytes, leaseJsonBytes, memberItemBytes, memberJsonBytes, memberTombstoneBytes, pagedReadUnits, readUnits, utf8Bytes, writeUnits } from './billing.js';
+import {
+  DIGEST_POSTGRES_BYTES,
+  DIGEST_SORT_KEY,
+  digestItemBytes,
+  digestKey,
+  digestRedisBytes,
+  leaseItemBytes,
+  leaseJsonBytes,
+  memberItemBytes,
+  memberJsonBytes,
+  memberTombstoneBytes,
+  pagedReadUnits,
+  readUnits,
+  utf8Bytes,
+  writeUnits,
+} from './billing.js';
 import { byUtf8, MEMBER_SORT_PREFIX, membersKey } from './roster-size.js';
 
 export type Backend = 'dynamodb' | 'redis' | 'postgres';
@@ -57,11 +73,15 @@ export interface Usage {
   /** By storage method. */
   byOp: Record<string, OpUsage>;
   /**
-   * By item's sort key (`member:<workerId>`, `lease:<leaseKey>`, `roster`): the writes and GetItems of that
-   * one item. The Queries that read it are counted on its partition key.
+   * By item's sort key (`member:<workerId>`, `lease:<leaseKey>`, `roster`, `digest`): the writes and the
+   * GetItems of that one item (a BatchGetItem's reads each count as one). The Queries that read it are
+   * counted on its partition key.
    */
   byItem: Map<string, ItemLoad>;
-  /** By partition key (`<group>#members`, `<group>`): every request on it. */
+  /**
+   * By partition key (`<group>#members`, `<group>#digest`, `<group>`): every request on it, each item of a
+   * BatchGetItem as one read.
+   */
   byPartition: Map<string, Load>;
 }
 
@@ -109,15 +129,43 @@ export function addUsage(into: Usage, from: Usage): Usage {
   return into;
 }
 
+/** The item with the most requests, and what they cost. */
+export interface HotItem {
+  item: string;
+  partition: string;
+  writes: number;
+  wru: number;
+  /** Its GetItems (BatchGetItems' reads included) and the Queries of its partition key, which read it too. */
+  reads: number;
+  /**
+   * Read units: its GetItems' own, and one for each Query that read it (every item the bench's Queries read
+   * is under 4 KB: an upper bound on its share of the Query's units).
+   */
+  rru: number;
+}
+
 /**
  * The item with the most requests a second: its own writes and GetItems, plus every Query of its partition
  * key (a Query reads every item under the key; in a steady window every member item exists throughout).
  */
-export function hottestItem(usage: Usage): { item: string; partition: string; writes: number; wru: number; reads: number } | undefined {
-  let hottest: { item: string; partition: string; writes: number; wru: number; reads: number } | undefined;
+export function hottestItem(usage: Usage): HotItem | undefined {
+  let hottest: HotItem | undefined;
   for (const [item, load] of usage.byItem) {
-    const reads = load.reads + (usage.byPartition.get(load.partition)?.queries ?? 0);
-    if (hottest === undefined || load.writes + reads > hottest.writes + hottest.reads) hottest = { item, partition: load.partition, writes: load.writes, wru: load.wru, reads };
+    const queries = usage.byPartition.get(load.partition)?.queries ?? 0;
+    const reads = load.reads + queries;
+    if (hottest === undefined || load.writes + reads > hottest.writes + hottest.reads) hottest = { item, partition: load.partition, writes: load.writes, wru: load.wru, reads, rru: load.rru + queries };
+  }
+  return hottest;
+}
+
+/** The item written most often: the write side's hot spot (the item with the most requests may be one only read). */
+export function mostWrittenItem(usage: Usage): HotItem | undefined {
+  let hottest: HotItem | undefined;
+  for (const [item, load] of usage.byItem) {
+    if (hottest === undefined || load.writes > hottest.writes) {
+      const queries = usage.byPartition.get(load.partition)?.queries ?? 0;
+      hottest = { item, partition: load.partition, writes: load.writes, wru: load.wru, reads: load.reads + queries, rru: load.rru + queries };
+    }
   }
   return hottest;
 }
@@ -126,11 +174,14 @@ export function hottestItem(usage: Usage): { item: string; partition: string; wr
 export const PARTITION_WCU = 1_000;
 export const PARTITION_RCU = 3_000;
 
+/** The share of one partition's limits a load a second takes: the larger of WCU/s / 1,000 and RCU/s / 3,000. */
+export const partitionShare = (wcuPerSecond: number, rcuPerSecond: number): number => Math.max(wcuPerSecond / PARTITION_WCU, rcuPerSecond / PARTITION_RCU);
+
 /** The partition key nearest its limits: the largest share of 1,000 WCU/s or 3,000 RCU/s, over `seconds`. */
 export function hottestPartition(usage: Usage, seconds: number): { partition: string; load: Load; share: number } | undefined {
   let hottest: { partition: string; load: Load; share: number } | undefined;
   for (const [partition, load] of usage.byPartition) {
-    const share = Math.max(load.wru / seconds / PARTITION_WCU, load.rru / seconds / PARTITION_RCU);
+    const share = partitionShare(load.wru / seconds, load.rru / seconds);
     if (hottest === undefined || share > hottest.share) hottest = { partition, load, share };
   }
   return hottest;
@@ -417,6 +468,58 @@ export class Meter {
       op.written.postgres += utf8Bytes(workerId);
     }
     this.#itemWrite(this.ledger.membersKey, `${MEMBER_SORT_PREFIX}${workerId}`, units);
+  }
+
+  /**
+   * A watcher's read of the members `workerIds` names: one BatchGetItem of strongly consistent reads, each
+   * item billed as a GetItem of its own (at least 1 unit, a tombstone on its size, an id with no item 1);
+   * Redis reads the named fields of the roster hash (`HMGET`), Postgres the named rows.
+   */
+  getMembers(workerIds: readonly string[], members: readonly MemberRecord[]): void {
+    const op = this.#op('getMembers');
+    const read = new Map(members.map((member) => [member.workerId, member]));
+    for (const workerId of new Set(workerIds)) {
+      const member = read.get(workerId);
+      const sized = member === undefined ? this.ledger.knownMember(workerId) : this.ledger.member(member);
+      const units = Math.max(1, readUnits(sized?.dynamodb ?? 0));
+      op.rru += units;
+      op.read.dynamodb += sized?.dynamodb ?? 0;
+      if (member !== undefined) {
+        op.read.redis += sized!.json;
+        op.read.postgres += sized!.json;
+      }
+      this.#itemRead(this.ledger.membersKey, `${MEMBER_SORT_PREFIX}${workerId}`, units);
+    }
+  }
+
+  /**
+   * A strongly consistent GetItem of the digest item (1 unit, also when the group has none: digest 0);
+   * Redis `GET`s its key, Postgres reads its row.
+   */
+  getRosterDigest(digest: number): void {
+    const op = this.#op('getRosterDigest');
+    const bytes = digest === 0 ? 0 : digestItemBytes(this.ledger.group, digest);
+    const units = Math.max(1, readUnits(bytes));
+    op.rru += units;
+    op.read.dynamodb += bytes;
+    op.read.redis += digest === 0 ? 0 : digestRedisBytes(this.ledger.group, digest);
+    op.read.postgres += digest === 0 ? 0 : DIGEST_POSTGRES_BYTES;
+    this.#itemRead(digestKey(this.ledger.group), DIGEST_SORT_KEY, units);
+  }
+
+  /**
+   * An UpdateItem that adds one to the digest item (`digest` is the value it wrote), billed on the larger
+   * of the item before and after; Redis `INCR`s its key, Postgres updates its row.
+   */
+  advanceRosterDigest(digest: number): void {
+    const op = this.#op('advanceRosterDigest');
+    const billed = digestItemBytes(this.ledger.group, digest);
+    const units = Math.max(1, writeUnits(Math.max(billed, digestItemBytes(this.ledger.group, digest - 1))));
+    op.wru += units;
+    op.written.dynamodb += billed;
+    op.written.redis += digestRedisBytes(this.ledger.group, digest);
+    op.written.postgres += DIGEST_POSTGRES_BYTES;
+    this.#itemWrite(digestKey(this.ledger.group), DIGEST_SORT_KEY, units);
   }
 
   /** A Query of the group's lease items, billed per page; Redis and Postgres read every lease's JSON. */

@@ -1,30 +1,34 @@
 /**
  * `pnpm bench`: what the lease coordinator costs and how fast leases move, in simulated time (virtual
  * clocks on one MemoryStorage), with the default timing: leaseDurationMs 10,000, a heartbeat every
- * 6,500 ms (0.65 × the lease), the roster read every take tick of 2,000 ms, the leases listed when the
- * roster signals a change and otherwise every 600,000 ms. Every run is seeded: request latency (1-20 ms
- * each way), clock rates (within maxClockDrift), clock offsets and start offsets are drawn from the seed.
+ * 6,500 ms (0.65 × the lease), every take tick of 2,000 ms the roster digest and the 3 watched members
+ * (the whole roster when the digest moved, and every max(30, members / 20) ticks), the leases listed
+ * when the roster signals a change and otherwise every 600,000 ms × max(1, members / 10). Every run is
+ * seeded: request latency (1-20 ms each way), clock rates (within maxClockDrift), clock offsets and start
+ * offsets are drawn from the seed.
  *
  *   pnpm bench                   everything, 200 seeds for the crash, stop and join scenarios
  *   pnpm bench --seeds 50        fewer seeds, for a quick look
  *   pnpm bench --only steady     one section: steady, cold, crash (crash, stop, join)
- *   pnpm bench --fleet           also run 1,000 × 100,000 in steady state (tens of CPU minutes, see the README);
+ *   pnpm bench --fleet           also run 1,000 × 100,000 in steady state (minutes of CPU, see the README);
  *                                without it, its row is 100 × 10,000's per-worker rates at its sizes, NOT MEASURED
  *   pnpm bench --fleet --fleet-minutes 2   a shorter steady window for it (10 simulated minutes by default)
  *
  * Sections:
  * 1. steady state (10 × 1,000, 100 × 10,000, and 1,000 × 100,000 with --fleet), with worker ids as long as a
  *    cloud host's: items read and written per lease per minute over 20 simulated minutes after balancing (10
- *    at 1,000 × 100,000), beside the figures of the per-lease renewals and of the one-record roster this
- *    replaced, and each backend's bill for them (`meter.ts`): DynamoDB request units and item bytes, the
- *    bytes of stored JSON Redis and Postgres move;
+ *    at 1,000 × 100,000), beside the figures of the per-lease renewals, of the one-record roster and of
+ *    member items read whole every tick, which this replaced, and each backend's bill for them
+ *    (`meter.ts`): DynamoDB request units and item bytes, the bytes of stored JSON Redis and Postgres
+ *    move, and each DynamoDB partition key's and the hottest item's requests a second;
  * 2. cold start without a change feed (10 × 1,000 and 100 × 10,000): time to balanced, counted in take
  *    ticks after the last worker's join tick, and acquisitions;
  * 3. a crashed worker's leases held elsewhere (p99 over many random crash phases), a stopped worker's,
  *    and an 11th worker joining 10;
- * 4. issue 28's goal table from sections 1-3, the one-record roster's figures beside this run's;
- * 5. the monthly DynamoDB on-demand bill of coordination, measured, beside the one-record roster's and
- *    KCL 2.x's, computed from its published behaviour.
+ * 4. issue 28's goal table from sections 1-3, the one-record roster's and the whole roster reads'
+ *    figures beside this run's;
+ * 5. the monthly DynamoDB on-demand bill of coordination, measured, beside the one-record roster's, the
+ *    whole roster reads' and KCL 2.x's, computed from its published behaviour.
  *
  * Prints tables with pass/fail against the targets and writes bench/results/lease-coordinator.json.
  */
@@ -45,12 +49,28 @@ import {
   settled,
   TAKE_MS,
   type Counts,
+  GROUP,
 } from './cluster.js';
+import { membersKey } from './roster-size.js';
 import { limits } from '../src/adapter.js';
-import { kclMonthly, KCL_RENEWALS_PER_LEASE_MINUTE, KCL_SCANS_PER_WORKER_MINUTE, MINUTES_PER_MONTH, monthlyUsd, pagedReadUnits, USD_PER_MILLION_RRU, USD_PER_MILLION_WRU } from './billing.js';
-import { addUsage, emptyOpUsage, emptyUsage, hottestItem, hottestPartition, PARTITION_RCU, PARTITION_WCU, totalOf, type Backend, type OpUsage } from './meter.js';
+import { DIGEST_SORT_KEY, digestKey, kclMonthly, KCL_RENEWALS_PER_LEASE_MINUTE, KCL_SCANS_PER_WORKER_MINUTE, MINUTES_PER_MONTH, monthlyUsd, pagedReadUnits, USD_PER_MILLION_RRU, USD_PER_MILLION_WRU } from './billing.js';
+import { addOpUsage, addUsage, emptyOpUsage, emptyUsage, hottestItem, hottestPartition, mostWrittenItem, PARTITION_RCU, PARTITION_WCU, partitionShare, totalOf, type Backend, type OpUsage } from './meter.js';
 
 const HEARTBEAT_MS = LEASE_MS * 0.65;
+/** The coordinators' listIntervalMs (their default). */
+const LIST_MS = 600_000;
+/**
+ * How often a member of a group of `members` reads the whole roster while the digest does not move: every
+ * max(30, members / 20) take ticks (the coordinator's `#refreshMs`).
+ */
+const refreshMs = (members: number): number => Math.max(30, members / 20) * TAKE_MS;
+/**
+ * How often a member lists the leases when nothing signalled a change: listIntervalMs x max(1, members /
+ * 10) in a group of watchers (the coordinator's `#safetyListingMs`), so that the group lists as often as
+ * ten members would. Past 10 members that is longer than the steady window: no member lists in it, and
+ * the bench adds the listing at this rate, computed from the measured listing's size.
+ */
+const safetyListingMs = (members: number): number => LIST_MS * Math.max(1, members / 10);
 /** How long the steady state is measured: two safety-net listing intervals, so each worker lists about twice. */
 const STEADY_WINDOW_MS = 20 * 60_000;
 /** How long after balancing the steady-state window begins. */
@@ -131,6 +151,55 @@ const ONE_RECORD: Record<string, OneRecordFigures> = {
 /** 1,000 x 100,000 with one roster record: NOT MEASURED (the roster held 128 members), 128 x 12,800 scaled. */
 const ONE_RECORD_FLEET_UNITS = { wruPerMinute: 2_450_909.4, rruPerMinute: 2_733_825.7, measured: false };
 
+/** The read side of member items when every worker read the whole roster every take tick, as this bench measured it. */
+interface WholeRosterFigures {
+  itemsReadPerLeaseMinute: number;
+  bytesReadPerWorkerSecond: Record<Backend, { mean: number; max: number }>;
+  /** A member's item: its heartbeats, and every roster Query, which read it. */
+  hottestItem: { writesPerSecond: number; readsPerSecond: number };
+  /** The members' partition key: every heartbeat and every roster Query. */
+  membersKey: { wcuPerSecond: number; rcuPerSecond: number; shareOfPartition: number };
+  wruPerMinute: number;
+  rruPerMinute: number;
+  /** False for 1,000 x 100,000: 100 x 10,000 scaled (every worker's roster read of 1,000 members every tick). */
+  measured: boolean;
+}
+
+/**
+ * The "before" of watchers: member items (one per member, as now) read whole by every worker every take
+ * tick, with every member listing the leases every 600 s. One run each, 20 simulated minutes, seed 1, by
+ * this bench before the digest and the watchers; 1,000 x 100,000 is 100 x 10,000 scaled (NOT MEASURED).
+ */
+const WHOLE_ROSTER: Record<string, WholeRosterFigures> = {
+  '10x1000': {
+    itemsReadPerLeaseMinute: 4.011,
+    bytesReadPerWorkerSecond: { dynamodb: { mean: 1_661.1, max: 1_671.0 }, redis: { mean: 1_218.4, max: 1_225.8 }, postgres: { mean: 1_218.4, max: 1_225.8 } },
+    hottestItem: { writesPerSecond: 0.155, readsPerSecond: 5.018 },
+    membersKey: { wcuPerSecond: 1.539, rcuPerSecond: 5.018, shareOfPartition: 0.0017 },
+    wruPerMinute: 92.35,
+    rruPerMinute: 363.1,
+    measured: true,
+  },
+  '100x10000': {
+    itemsReadPerLeaseMinute: 40.069,
+    bytesReadPerWorkerSecond: { dynamodb: { mean: 16_620.3, max: 16_777.5 }, redis: { mean: 12_171.3, max: 12_288.8 }, postgres: { mean: 12_171.3, max: 12_288.8 } },
+    hottestItem: { writesPerSecond: 0.156, readsPerSecond: 50.115 },
+    membersKey: { wcuPerSecond: 15.355, rcuPerSecond: 350.805, shareOfPartition: 0.117 },
+    wruPerMinute: 921.3,
+    rruPerMinute: 27_228.3,
+    measured: true,
+  },
+  '1000x100000': {
+    itemsReadPerLeaseMinute: 400.695,
+    bytesReadPerWorkerSecond: { dynamodb: { mean: 166_203.2, max: 167_775.1 }, redis: { mean: 121_712.8, max: 122_887.5 }, postgres: { mean: 121_712.8, max: 122_887.5 } },
+    hottestItem: { writesPerSecond: 0.156, readsPerSecond: 501.15 },
+    membersKey: { wcuPerSecond: 153.558, rcuPerSecond: 30_570.658, shareOfPartition: 10.19 },
+    wruPerMinute: 9_213.5,
+    rruPerMinute: 2_452_039.5,
+    measured: false,
+  },
+};
+
 const fmt = (value: number, digits = 2): string => (Number.isFinite(value) ? value.toFixed(digits) : '-');
 const verdict = (ok: boolean): string => (ok ? 'pass' : 'FAIL');
 
@@ -160,9 +229,8 @@ const tookText = (took: Took): string => `${took.wallSeconds.toFixed(1)} s wall,
 /** The group issue 28 is for: 1,000 workers over 100,000 leases. */
 const FLEET = { workers: 1_000, leases: 100_000 } as const;
 /**
- * The fleet's steady window: one safety-net listing interval (600 s), so each worker lists about once
- * in it and the listings' share of the rates is right; its simulation costs about a hundred times a
- * 100-worker run's per simulated second (every worker works through every member every tick).
+ * The fleet's steady window: 10 simulated minutes, six of each member's whole roster reads (one every
+ * 50 take ticks at 1,000 members); its safety-net listing (every 60,000 s) is added at its rate.
  */
 const FLEET_WINDOW_MS = 10 * 60_000;
 /** How a row scaled by `scaleToFleet` is marked wherever it is printed. */
@@ -182,27 +250,44 @@ interface PerHeartbeat {
   postgresBytes: number;
 }
 
-/** The item with the most requests a second, and what they cost on DynamoDB. */
-interface HottestItem {
+/** The requests a second on one DynamoDB item or partition key, and what they cost. */
+interface KeyLoad {
+  writesPerSecond: number;
+  wcuPerSecond: number;
+  /** GetItems (each item of a BatchGetItem one) and Queries; an item's count the Queries that read it. */
+  readsPerSecond: number;
+  /** An item's: its GetItems' units and one for each Query that read it (an upper bound). */
+  rcuPerSecond: number;
+  /** The larger of WCU/s / 1,000 and RCU/s / 3,000: the share of one partition's limits. */
+  shareOfPartition: number;
+}
+
+/** An item, by its sort key, and its load. */
+interface HottestItem extends KeyLoad {
   item: string;
   /** The partition key it lives under. */
   partition: string;
-  writesPerSecond: number;
-  wcuPerSecond: number;
-  /** GetItems of it and Queries that read it (a Query of its partition key reads every item under the key). */
-  readsPerSecond: number;
 }
 
-/** The partition key nearest DynamoDB's per-partition limits (1,000 WCU/s, 3,000 RCU/s). */
-interface HottestPartition {
+/** A partition key and its load. */
+interface HottestPartition extends KeyLoad {
   partition: string;
-  writesPerSecond: number;
-  wcuPerSecond: number;
-  /** Requests: GetItems and Queries. */
-  readsPerSecond: number;
-  rcuPerSecond: number;
-  /** The larger of WCU/s / 1,000 and RCU/s / 3,000. */
-  shareOfPartition: number;
+}
+
+const loadOf = (load: { writes: number; wru: number; reads: number; rru: number }, seconds: number): KeyLoad => ({
+  writesPerSecond: load.writes / seconds,
+  wcuPerSecond: load.wru / seconds,
+  readsPerSecond: load.reads / seconds,
+  rcuPerSecond: load.rru / seconds,
+  shareOfPartition: partitionShare(load.wru / seconds, load.rru / seconds),
+});
+
+/** The safety-net listing: how often a member makes it, and what one costs (as the ledger bills it at the window's end). */
+interface Listing {
+  everyMs: number;
+  dynamodbBytes: number;
+  jsonBytes: number;
+  units: number;
 }
 
 interface SteadyResult {
@@ -213,22 +298,42 @@ interface SteadyResult {
   /** What the run took (balancing, settling and the window); none when scaled. */
   took?: Took;
   calls: Record<string, number>;
+  /** Items read in the window, by storage method. */
+  itemsReadBy: Record<string, number>;
   itemsReadPerLeaseMinute: number;
   itemsWrittenPerLeaseMinute: number;
   memberWritesPerLeaseMinute: number;
   leaseWritesPerLeaseMinute: number;
+  /** Of the items written, the digest's advances, per lease per minute. */
+  digestWritesPerLeaseMinute: number;
   /** Whether the shape ran; false for 1,000 x 100,000 scaled from a smaller run (`scaleToFleet`). */
   measured: boolean;
   /** What a roster Query of every member item read at the end of the window, real worker ids. */
   rosterQueryBytes: number;
-  /** The mean member item and lease item at the end of the window, real worker ids. */
+  /** The mean member item and lease item at the end of the window, real worker ids; and their JSON (Redis, Postgres). */
   meanMemberItemBytes: number;
   meanLeaseItemBytes: number;
+  meanMemberJsonBytes: number;
+  meanLeaseJsonBytes: number;
   perHeartbeat: PerHeartbeat;
+  /** The item with the most requests a second (reads and writes). */
   hottest: HottestItem;
+  /** The item written most often. */
+  mostWritten: HottestItem;
   hottestPartition: HottestPartition;
+  /** Every partition key the window touched: `<group>#members`, `<group>#digest`, `<group>` (the leases). */
+  partitions: Record<string, KeyLoad>;
+  /** Group-wide usage in the window, by storage method. */
+  byOp: Record<string, OpUsage>;
   /** Bytes read per worker per second, by backend: the mean over workers and the worker that read most. */
   bytesReadPerWorkerSecond: Record<Backend, { mean: number; max: number }>;
+  /** The safety-net listing (computed from the run: its size as billed, its interval by the coordinator's rule). */
+  listing: Listing;
+  /**
+   * The window's reads without its listings, plus each member's safety-net listing at its rate: what a
+   * member reads in the long run, where the listing's interval (past 10 members) is longer than the window.
+   */
+  withListing: { bytesReadPerWorkerSecond: Record<Backend, { mean: number; max: number }>; rruPerMinute: number };
   /** Bytes written per worker per second, by backend (mean over workers). */
   bytesWrittenPerWorkerSecond: Record<Backend, number>;
   /** DynamoDB request units per minute, group-wide, by storage method. */
@@ -244,6 +349,7 @@ async function steady({ workers, leases, windowMs }: SteadyShape, seed: number):
   try {
     const balancedAfterMs = await advanceUntil(c.scheduler, () => c.workers.length === workers && balanced(c), { precise: false, capMs: 30 * 60_000 });
     if (balancedAfterMs === null) throw new Error(`${workers} x ${leases}: never balanced`);
+    console.log(`   (steady ${shapeName(workers, leases)}: balanced ${fmt(balancedAfterMs / 1_000, 1)} s after the first start; ${tookText(since(started))} so far)`);
     await c.scheduler.advance(STEADY_AFTER_MS);
     for (const worker of c.workers) {
       worker.storage.counts = emptyCounts();
@@ -258,14 +364,28 @@ async function steady({ workers, leases, windowMs }: SteadyShape, seed: number):
     const heartbeats = usage.byOp.putMember ?? emptyOpUsage();
     const perHeartbeat = (bytes: number): number => (heartbeats.calls === 0 ? NaN : bytes / heartbeats.calls);
     const item = hottestItem(usage);
+    const written = mostWrittenItem(usage);
     const partition = hottestPartition(usage, seconds);
     const workerTotals = c.workers.map((worker) => totalOf(worker.storage.meter!.usage));
-    const perWorker = (pick: (op: OpUsage) => number): { mean: number; max: number } => ({
-      mean: workerTotals.reduce((sum, op) => sum + pick(op), 0) / workerTotals.length / seconds,
-      max: Math.max(...workerTotals.map(pick)) / seconds,
+    const perWorker = (pick: (op: OpUsage) => number, totals = workerTotals): { mean: number; max: number } => ({
+      mean: totals.reduce((sum, op) => sum + pick(op), 0) / totals.length / seconds,
+      max: Math.max(...totals.map(pick)) / seconds,
     });
     const unitsPerMinute = Object.fromEntries(Object.entries(usage.byOp).map(([name, op]) => [name, { wru: op.wru / minutes, rru: op.rru / minutes }]));
     const sum = totalOf(usage);
+    const billedListing = c.ledger.listing();
+    const listing: Listing = { everyMs: safetyListingMs(c.ledger.liveMembers), dynamodbBytes: billedListing.dynamodb, jsonBytes: billedListing.json, units: billedListing.units };
+    // Each worker's reads but its listings, and the listing at its interval.
+    const withoutListings = c.workers.map((worker) => {
+      const { listLeases: _listings, ...rest } = worker.storage.meter!.usage.byOp;
+      return Object.values(rest).reduce(addOpUsage, emptyOpUsage());
+    });
+    const listedPerSecond = (backend: Backend): number => (backend === 'dynamodb' ? listing.dynamodbBytes : listing.jsonBytes) / (listing.everyMs / 1_000);
+    const withListing = (backend: Backend): { mean: number; max: number } => {
+      const read = perWorker((op) => op.read[backend], withoutListings);
+      return { mean: read.mean + listedPerSecond(backend), max: read.max + listedPerSecond(backend) };
+    };
+    const memberJson = c.ledger.rosterJson() / c.ledger.liveMembers;
     return {
       workers,
       leases,
@@ -273,39 +393,38 @@ async function steady({ workers, leases, windowMs }: SteadyShape, seed: number):
       windowMs,
       took: since(started),
       calls: total.calls,
+      itemsReadBy: total.itemsReadBy,
       itemsReadPerLeaseMinute: perLeaseMinute(total.itemsRead),
       itemsWrittenPerLeaseMinute: perLeaseMinute(total.itemsWritten),
       memberWritesPerLeaseMinute: perLeaseMinute(total.memberWrites),
       leaseWritesPerLeaseMinute: perLeaseMinute(total.leaseWrites),
+      digestWritesPerLeaseMinute: perLeaseMinute(total.digestWrites),
       measured: true,
       rosterQueryBytes: c.ledger.rosterQuery().bytes,
       meanMemberItemBytes: c.ledger.rosterQuery().bytes / c.ledger.liveMembers,
-      meanLeaseItemBytes: c.ledger.listing().dynamodb / c.ledger.leases,
+      meanLeaseItemBytes: billedListing.dynamodb / c.ledger.leases,
+      meanMemberJsonBytes: memberJson,
+      meanLeaseJsonBytes: billedListing.json / c.ledger.leases,
       perHeartbeat: {
         dynamodbBytes: perHeartbeat(heartbeats.written.dynamodb),
         wcu: perHeartbeat(heartbeats.wru),
         redisBytes: perHeartbeat(heartbeats.written.redis),
         postgresBytes: perHeartbeat(heartbeats.written.postgres),
       },
-      hottest: {
-        item: item?.item ?? '-',
-        partition: item?.partition ?? '-',
-        writesPerSecond: (item?.writes ?? 0) / seconds,
-        wcuPerSecond: (item?.wru ?? 0) / seconds,
-        readsPerSecond: (item?.reads ?? 0) / seconds,
-      },
-      hottestPartition: {
-        partition: partition?.partition ?? '-',
-        writesPerSecond: (partition?.load.writes ?? 0) / seconds,
-        wcuPerSecond: (partition?.load.wru ?? 0) / seconds,
-        readsPerSecond: (partition?.load.reads ?? 0) / seconds,
-        rcuPerSecond: (partition?.load.rru ?? 0) / seconds,
-        shareOfPartition: partition?.share ?? 0,
-      },
+      hottest: { item: item?.item ?? '-', partition: item?.partition ?? '-', ...loadOf(item ?? ZERO_LOAD, seconds) },
+      mostWritten: { item: written?.item ?? '-', partition: written?.partition ?? '-', ...loadOf(written ?? ZERO_LOAD, seconds) },
+      hottestPartition: { partition: partition?.partition ?? '-', ...loadOf(partition?.load ?? ZERO_LOAD, seconds) },
+      partitions: Object.fromEntries([...usage.byPartition].map(([name, load]) => [name, loadOf(load, seconds)])),
+      byOp: usage.byOp,
       bytesReadPerWorkerSecond: {
         dynamodb: perWorker((op) => op.read.dynamodb),
         redis: perWorker((op) => op.read.redis),
         postgres: perWorker((op) => op.read.postgres),
+      },
+      listing,
+      withListing: {
+        bytesReadPerWorkerSecond: { dynamodb: withListing('dynamodb'), redis: withListing('redis'), postgres: withListing('postgres') },
+        rruPerMinute: (sum.rru - (usage.byOp.listLeases?.rru ?? 0)) / minutes + (workers * listing.units) / (listing.everyMs / 60_000),
       },
       bytesWrittenPerWorkerSecond: {
         dynamodb: perWorker((op) => op.written.dynamodb).mean,
@@ -322,37 +441,105 @@ async function steady({ workers, leases, windowMs }: SteadyShape, seed: number):
   }
 }
 
+const ZERO_LOAD = { writes: 0, wru: 0, reads: 0, rru: 0 };
+
 const shapeName = (workers: number, leases: number): string => `${workers.toLocaleString('en')} x ${leases.toLocaleString('en')}`;
 const shapeKey = (workers: number, leases: number): string => `${workers}x${leases}`;
 const kb = (bytes: number): string => (Number.isFinite(bytes) ? (bytes < 1_000 ? `${bytes.toFixed(0)} B` : `${(bytes / 1024).toFixed(bytes < 10 * 1024 ? 2 : 1)} KB`) : '-');
 /** A figure before member items and after, side by side. */
 const beforeAfter = (before: string, after: string): string => `${before} -> ${after}`;
+const pairOf = (was: number | undefined, is: number, show: (value: number) => string): string => beforeAfter(was === undefined ? 'n/a' : show(was), show(is));
+/** One record -> whole roster -> watchers. */
+const trioOf = (oneRecord: number | undefined, whole: number | undefined, is: number, show: (value: number) => string): string =>
+  [oneRecord, whole].map((was) => (was === undefined ? 'n/a' : show(was))).join(' -> ') + ` -> ${show(is)}`;
+const pct = (value: number): string => `${(value * 100).toFixed(value < 0.1 ? 1 : 0)}%`;
+/** A member's sort key carries a 54-byte worker id: shortened for a table. */
+const shortItem = (item: string): string => (item.length > 24 ? `${item.slice(0, 24)}...` : item);
+
+/** The partition key each storage method's requests land on (DynamoDB's layout). */
+function partitionOf(name: string): string {
+  if (name === 'getRosterDigest' || name === 'advanceRosterDigest') return digestKey(GROUP);
+  if (name === 'getRoster' || name === 'getMembers' || name === 'putMember' || name === 'removeMember') return membersKey(GROUP);
+  return GROUP;
+}
+
+const scaleBytes = (bytes: Record<Backend, number>, by: number): Record<Backend, number> => ({ dynamodb: bytes.dynamodb * by, redis: bytes.redis * by, postgres: bytes.postgres * by });
 
 /**
  * 1,000 x 100,000 from a measured run's per-worker rates, at 1,000 members' and 100,000 leases' sizes: NOT
- * MEASURED. Each worker sends as many roster reads, heartbeats and listings a minute as in the run (the
- * algorithm gives each worker one roster read a take tick, one heartbeat an interval, a listing every
- * 600 s in steady state, whatever the group's size); a heartbeat writes the same one item; a roster Query
- * reads `FLEET.workers` member items of the run's mean size, a listing `FLEET.leases` lease items of the
- * run's mean size. So every per-worker read grows by the group's factor, and group-wide reads by its square.
+ * MEASURED. Each worker's rates by the algorithm's rules: a digest read and a read of its watched members
+ * and its own a take tick, a heartbeat an interval, whatever the group's size, so those keep the run's
+ * rate and cost per worker; the whole roster every max(30, N / 20) take ticks (`refreshMs`), a Query of
+ * N member items of the run's mean size; the safety-net listing every listIntervalMs x N / 10 (added at
+ * that rate, as for a measured run). Any other call (the digest's advances) keeps its rate per worker.
  */
 function scaleToFleet(r: SteadyResult): SteadyResult {
   const { workers, leases } = FLEET;
-  const factor = workers / r.workers;
-  const minutes = r.windowMs / 60_000;
-  const perWorkerMinute = (name: string): number => (r.calls[name] ?? 0) / r.workers / minutes;
-  const rosterQueryBytes = r.meanMemberItemBytes * workers;
+  const seconds = r.windowMs / 1_000;
+  const minutes = seconds / 60;
   const rosterUnits = Math.max(1, pagedReadUnits(Array.from({ length: workers }, () => r.meanMemberItemBytes)));
-  const listingUnits = pagedReadUnits(Array.from({ length: leases }, () => r.meanLeaseItemBytes));
-  const unitsPerMinute: Record<string, { wru: number; rru: number }> = {
-    getRoster: { wru: 0, rru: perWorkerMinute('getRoster') * workers * rosterUnits },
-    putMember: { wru: perWorkerMinute('putMember') * workers * r.perHeartbeat.wcu, rru: 0 },
-    listLeases: { wru: 0, rru: perWorkerMinute('listLeases') * workers * listingUnits },
+  const listing: Listing = {
+    everyMs: safetyListingMs(workers),
+    dynamodbBytes: r.meanLeaseItemBytes * leases,
+    jsonBytes: r.meanLeaseJsonBytes * leases,
+    units: pagedReadUnits(Array.from({ length: leases }, () => r.meanLeaseItemBytes)),
   };
-  const calls = Object.fromEntries(Object.entries(r.calls).map(([name, count]) => [name, count * factor]));
-  const scaleReads = (read: { mean: number; max: number }): { mean: number; max: number } => ({ mean: read.mean * factor, max: read.max * factor });
-  const wcuPerSecond = unitsPerMinute.putMember!.wru / 60;
-  const rcuPerSecond = unitsPerMinute.getRoster!.rru / 60;
+  const byOp: Record<string, OpUsage> = {};
+  const calls: Record<string, number> = {};
+  const itemsReadBy: Record<string, number> = {};
+  const partitions = new Map<string, { writes: number; wru: number; reads: number; rru: number }>();
+  for (const [name, op] of Object.entries(r.byOp)) {
+    // The window's listings are left out: the listing is added at its interval below.
+    if (name === 'listLeases' || op.calls === 0) continue;
+    const count = (op.calls / r.workers) * (name === 'getRoster' ? refreshMs(r.workers) / refreshMs(workers) : 1) * workers;
+    const by = count / op.calls;
+    const scaled: OpUsage =
+      name === 'getRoster'
+        ? { calls: count, rru: count * rosterUnits, wru: 0, read: { dynamodb: count * r.meanMemberItemBytes * workers, redis: count * r.meanMemberJsonBytes * workers, postgres: count * r.meanMemberJsonBytes * workers }, written: scaleBytes(op.written, 0) }
+        : { calls: count, rru: op.rru * by, wru: op.wru * by, read: scaleBytes(op.read, by), written: scaleBytes(op.written, by) };
+    byOp[name] = scaled;
+    calls[name] = count;
+    const items = name === 'getRoster' ? count * workers : (r.itemsReadBy[name] ?? 0) * by;
+    if (items > 0) itemsReadBy[name] = items;
+    const key = partitions.get(partitionOf(name)) ?? { writes: 0, wru: 0, reads: 0, rru: 0 };
+    // Each item of a BatchGetItem is a read of its own; a Query one request; a write one per call.
+    if (scaled.wru > 0) key.writes += count;
+    else key.reads += name === 'getMembers' ? items : count;
+    key.wru += scaled.wru;
+    key.rru += scaled.rru;
+    partitions.set(partitionOf(name), key);
+  }
+  const perSecond = (name: string): number => (calls[name] ?? 0) / seconds;
+  // The two candidates for the hottest item: the digest (read by every worker each tick) and a member's
+  // (its heartbeats, its watchers' and its own reads, and every whole roster read).
+  const digestItem = { item: DIGEST_SORT_KEY, partition: digestKey(GROUP), writesPerSecond: perSecond('advanceRosterDigest'), readsPerSecond: perSecond('getRosterDigest') };
+  const memberItem = {
+    item: r.mostWritten.item,
+    partition: membersKey(GROUP),
+    writesPerSecond: perSecond('putMember') / workers,
+    readsPerSecond: (itemsReadBy.getMembers ?? 0) / seconds / workers + perSecond('getRoster'),
+  };
+  // Every item here is under 4 KB: a read or a write is one unit.
+  const itemLoad = (item: { item: string; partition: string; writesPerSecond: number; readsPerSecond: number }): HottestItem => ({
+    ...item,
+    wcuPerSecond: item.writesPerSecond,
+    rcuPerSecond: item.readsPerSecond,
+    shareOfPartition: partitionShare(item.writesPerSecond, item.readsPerSecond),
+  });
+  const requests = (item: { writesPerSecond: number; readsPerSecond: number }): number => item.writesPerSecond + item.readsPerSecond;
+  const keyLoads = Object.fromEntries([...partitions].map(([name, load]) => [name, loadOf(load, seconds)]));
+  const [hottestKey, hottestLoad] = Object.entries(keyLoads).reduce((a, b) => (b[1].shareOfPartition > a[1].shareOfPartition ? b : a));
+  const total = Object.values(byOp).reduce(addOpUsage, emptyOpUsage());
+  const readPerWorker = (backend: Backend): { mean: number; max: number } => {
+    const mean = total.read[backend] / workers / seconds;
+    // The run's spread between its mean worker and the one that read most, kept.
+    const spread = r.bytesReadPerWorkerSecond[backend].max / r.bytesReadPerWorkerSecond[backend].mean;
+    return { mean, max: mean * spread };
+  };
+  const bytesReadPerWorkerSecond = { dynamodb: readPerWorker('dynamodb'), redis: readPerWorker('redis'), postgres: readPerWorker('postgres') };
+  const listedPerSecond = (backend: Backend): number => (backend === 'dynamodb' ? listing.dynamodbBytes : listing.jsonBytes) / (listing.everyMs / 1_000);
+  const withListing = (backend: Backend): { mean: number; max: number } => ({ mean: bytesReadPerWorkerSecond[backend].mean + listedPerSecond(backend), max: bytesReadPerWorkerSecond[backend].max + listedPerSecond(backend) });
+  const itemsRead = Object.values(itemsReadBy).reduce((sum, items) => sum + items, 0);
   return {
     ...r,
     workers,
@@ -360,25 +547,23 @@ function scaleToFleet(r: SteadyResult): SteadyResult {
     measured: false,
     took: undefined,
     calls,
-    itemsReadPerLeaseMinute: (perWorkerMinute('getRoster') * workers * workers + perWorkerMinute('listLeases') * workers * leases) / leases,
-    rosterQueryBytes,
-    hottest: { ...r.hottest, readsPerSecond: r.hottest.readsPerSecond * factor },
-    hottestPartition: {
-      partition: r.hottestPartition.partition,
-      writesPerSecond: (perWorkerMinute('putMember') * workers) / 60,
-      wcuPerSecond,
-      readsPerSecond: (perWorkerMinute('getRoster') * workers) / 60,
-      rcuPerSecond,
-      shareOfPartition: Math.max(wcuPerSecond / PARTITION_WCU, rcuPerSecond / PARTITION_RCU),
+    itemsReadBy,
+    itemsReadPerLeaseMinute: itemsRead / leases / minutes,
+    rosterQueryBytes: r.meanMemberItemBytes * workers,
+    hottest: itemLoad(requests(digestItem) >= requests(memberItem) ? digestItem : memberItem),
+    mostWritten: itemLoad(digestItem.writesPerSecond > memberItem.writesPerSecond ? digestItem : memberItem),
+    hottestPartition: { partition: hottestKey, ...hottestLoad },
+    partitions: keyLoads,
+    byOp,
+    bytesReadPerWorkerSecond,
+    listing,
+    withListing: {
+      bytesReadPerWorkerSecond: { dynamodb: withListing('dynamodb'), redis: withListing('redis'), postgres: withListing('postgres') },
+      rruPerMinute: total.rru / minutes + (workers * listing.units) / (listing.everyMs / 60_000),
     },
-    bytesReadPerWorkerSecond: {
-      dynamodb: scaleReads(r.bytesReadPerWorkerSecond.dynamodb),
-      redis: scaleReads(r.bytesReadPerWorkerSecond.redis),
-      postgres: scaleReads(r.bytesReadPerWorkerSecond.postgres),
-    },
-    unitsPerMinute,
-    wruPerMinute: unitsPerMinute.putMember!.wru,
-    rruPerMinute: unitsPerMinute.getRoster!.rru + unitsPerMinute.listLeases!.rru,
+    unitsPerMinute: Object.fromEntries(Object.entries(byOp).map(([name, op]) => [name, { wru: op.wru / minutes, rru: op.rru / minutes }])),
+    wruPerMinute: total.wru / minutes,
+    rruPerMinute: total.rru / minutes,
   };
 }
 
@@ -399,54 +584,85 @@ async function steadySection(fleetWindowMs: number | null): Promise<SteadyResult
   if (fleetWindowMs === null) results.push(scaleToFleet(results[results.length - 1]!));
   const windows = results.map((r) => `${shapeName(r.workers, r.leases)} ${r.measured ? `${r.windowMs / 60_000} min` : NOT_MEASURED}`).join(', ');
   console.log(`\n1. steady state: per lease per minute over a window of simulated time (${windows}), from ${STEADY_AFTER_MS / 1_000} s after balancing; no checkpoints; worker ids of ${REAL_ID(0).length} bytes`);
-  console.log('   items: getRoster one per member read (one record in the one-record roster), listLeases 1 per lease, getLease 1; putMember 1, each lease of updateLeases 1, createLease 1.');
-  console.log('   "renewals": the per-lease renewals the roster replaced; "one record": the roster as one record per group; "member items": now.');
+  console.log('   items: getRoster and getMembers one per member read (one record in the one-record roster), getRosterDigest 1, listLeases 1 per lease, getLease 1; putMember 1, advanceRosterDigest 1, each lease of updateLeases 1, createLease 1.');
+  console.log('   "renewals": the per-lease renewals the roster replaced; "one record": the roster as one record per group; "whole roster": member items read whole by every worker every tick; "watchers": now.');
   table(
-    ['shape (workers x leases)', 'read: renewals', 'one record', 'member items', 'target (0.3 x W)', '', 'written: renewals', 'one record', 'member items', 'target', ''],
+    ['shape (workers x leases)', 'read: renewals', 'one record', 'whole roster', 'watchers', 'target (0.3 x W)', '', 'written: renewals', 'one record', 'watchers', 'of which digest', 'target', ''],
     results.map((r) => {
       const shape = shapeKey(r.workers, r.leases);
       return [
-        shapeName(r.workers, r.leases) + (r.measured ? '' : ' (NOT MEASURED)'),
+        rowName(r),
         fmt(RENEWALS.itemsReadPerLeaseMinute[shape] ?? NaN, 0),
         fmt(ONE_RECORD[shape]?.itemsReadPerLeaseMinute ?? NaN, 3),
+        fmt(WHOLE_ROSTER[shape]?.itemsReadPerLeaseMinute ?? NaN, 3),
         fmt(r.itemsReadPerLeaseMinute, 3),
         `<= ${fmt(0.3 * r.workers, 1)}`,
         verdict(r.itemsReadPerLeaseMinute <= 0.3 * r.workers),
         fmt(RENEWALS.itemsWrittenPerLeaseMinute[shape] ?? NaN, 1),
         fmt(ONE_RECORD[shape]?.itemsWrittenPerLeaseMinute ?? NaN, 3),
         fmt(r.itemsWrittenPerLeaseMinute, 3),
+        fmt(r.digestWritesPerLeaseMinute, 4),
         '<= 0.5',
         verdict(r.itemsWrittenPerLeaseMinute <= 0.5),
       ];
     }),
   );
-  console.log('\n   what a heartbeat writes and what a worker reads, by backend, one record -> member items (DynamoDB: billed item bytes; Redis and Postgres: stored JSON and keys)');
+  console.log('\n   what a heartbeat writes (one record -> member items) and what a worker reads (one record -> whole roster -> watchers), by backend (DynamoDB: billed item bytes; Redis and Postgres: stored JSON and keys)');
+  console.log(`   "+ listing": the watchers' reads but the window's listings, plus each member's safety-net listing at its interval (listIntervalMs x members / 10): computed from the run`);
   table(
-    ['shape', 'heartbeat: DynamoDB', 'WCU', 'Redis', 'Postgres', 'read/worker/s: DynamoDB mean', 'max', 'Redis mean', 'Postgres mean', 'WRU/min', 'RRU/min'],
+    ['shape', 'heartbeat: DynamoDB', 'WCU', 'Redis', 'Postgres', 'read/worker/s: DynamoDB mean', 'max', '+ listing: mean', 'max', 'Redis mean', 'Postgres mean', 'WRU/min', 'RRU/min', '+ listing'],
     results.map((r) => {
-      const before = ONE_RECORD[shapeKey(r.workers, r.leases)];
-      const pair = (was: number | undefined, is: number, show: (value: number) => string): string => beforeAfter(was === undefined ? 'n/a' : show(was), show(is));
+      const shape = shapeKey(r.workers, r.leases);
+      const before = ONE_RECORD[shape];
+      const whole = WHOLE_ROSTER[shape];
+      const withListing = r.withListing.bytesReadPerWorkerSecond;
       return [
-        shapeName(r.workers, r.leases) + (r.measured ? '' : ' (NOT MEASURED)'),
-        pair(before?.perHeartbeat.dynamodbBytes, r.perHeartbeat.dynamodbBytes, kb),
-        pair(before?.perHeartbeat.wcu, r.perHeartbeat.wcu, (value) => fmt(value, 1)),
-        pair(before?.perHeartbeat.redisBytes, r.perHeartbeat.redisBytes, kb),
-        pair(before?.perHeartbeat.postgresBytes, r.perHeartbeat.postgresBytes, kb),
-        pair(before?.bytesReadPerWorkerSecond.dynamodb.mean, r.bytesReadPerWorkerSecond.dynamodb.mean, kb),
+        rowName(r),
+        pairOf(before?.perHeartbeat.dynamodbBytes, r.perHeartbeat.dynamodbBytes, kb),
+        pairOf(before?.perHeartbeat.wcu, r.perHeartbeat.wcu, (value) => fmt(value, 1)),
+        pairOf(before?.perHeartbeat.redisBytes, r.perHeartbeat.redisBytes, kb),
+        pairOf(before?.perHeartbeat.postgresBytes, r.perHeartbeat.postgresBytes, kb),
+        trioOf(before?.bytesReadPerWorkerSecond.dynamodb.mean, whole?.bytesReadPerWorkerSecond.dynamodb.mean, r.bytesReadPerWorkerSecond.dynamodb.mean, kb),
         kb(r.bytesReadPerWorkerSecond.dynamodb.max),
-        pair(before?.bytesReadPerWorkerSecond.redis.mean, r.bytesReadPerWorkerSecond.redis.mean, kb),
-        pair(before?.bytesReadPerWorkerSecond.postgres.mean, r.bytesReadPerWorkerSecond.postgres.mean, kb),
-        pair(before?.wruPerMinute, r.wruPerMinute, (value) => fmt(value, 0)),
-        pair(before?.rruPerMinute, r.rruPerMinute, (value) => fmt(value, 0)),
+        kb(withListing.dynamodb.mean),
+        kb(withListing.dynamodb.max),
+        trioOf(before?.bytesReadPerWorkerSecond.redis.mean, whole?.bytesReadPerWorkerSecond.redis.mean, r.bytesReadPerWorkerSecond.redis.mean, kb),
+        trioOf(before?.bytesReadPerWorkerSecond.postgres.mean, whole?.bytesReadPerWorkerSecond.postgres.mean, r.bytesReadPerWorkerSecond.postgres.mean, kb),
+        pairOf(before?.wruPerMinute, r.wruPerMinute, (value) => fmt(value, 0)),
+        trioOf(before?.rruPerMinute, whole?.rruPerMinute, r.rruPerMinute, (value) => fmt(value, 0)),
+        fmt(r.withListing.rruPerMinute, 0),
+      ];
+    }),
+  );
+  console.log(`\n   DynamoDB hot spots, each partition key's requests a second (each item of a BatchGetItem one read) and the share of a partition's ${PARTITION_WCU.toLocaleString('en')} WCU/s and ${PARTITION_RCU.toLocaleString('en')} RCU/s (goal: at most ${pct(GOALS.shareOfPartition)})`);
+  table(
+    ['shape', 'partition key / item', 'writes/s', 'WCU/s', 'reads/s', 'RCU/s', 'share', ''],
+    results.flatMap((r) => {
+      const row = (name: string, load: KeyLoad): string[] => [
+        rowName(r),
+        name,
+        fmt(load.writesPerSecond, 3),
+        fmt(load.wcuPerSecond, 3),
+        fmt(load.readsPerSecond, 2),
+        fmt(load.rcuPerSecond, 2),
+        pct(load.shareOfPartition),
+        verdict(load.shareOfPartition <= GOALS.shareOfPartition),
+      ];
+      const keys = Object.entries(r.partitions).sort(([, a], [, b]) => b.shareOfPartition - a.shareOfPartition);
+      return [
+        ...keys.map(([name, load]) => row(`key ${name}`, load)),
+        row(`item ${shortItem(r.hottest.item)} (most requests)`, r.hottest),
+        ...(r.mostWritten.item === r.hottest.item ? [] : [row(`item ${shortItem(r.mostWritten.item)} (most writes)`, r.mostWritten)]),
       ];
     }),
   );
   for (const r of results) {
+    const listing = `the safety-net listing every ${fmt(r.listing.everyMs / 1_000, 0)} s a member, ${kb(r.listing.dynamodbBytes)} and ${r.listing.units.toLocaleString('en')} RCU on DynamoDB`;
     if (!r.measured) {
-      console.log(`   ${shapeName(r.workers, r.leases)}: ${NOT_MEASURED} (--fleet runs it); a roster Query would read ${kb(r.rosterQueryBytes)}; n/a: the one-record roster ${notRun}`);
+      console.log(`   ${shapeName(r.workers, r.leases)}: ${NOT_MEASURED} (--fleet runs it); a roster Query would read ${kb(r.rosterQueryBytes)}; ${listing}; n/a: the one-record roster ${notRun}`);
       continue;
     }
-    console.log(`   ${shapeName(r.workers, r.leases)}: calls in the window ${JSON.stringify(r.calls)}; balanced ${fmt(r.balancedAfterMs / 1_000, 1)} s after the first start; still balanced at the end: ${r.stillBalanced}; a roster Query reads ${kb(r.rosterQueryBytes)}`);
+    console.log(`   ${shapeName(r.workers, r.leases)}: calls in the window ${JSON.stringify(r.calls)}; balanced ${fmt(r.balancedAfterMs / 1_000, 1)} s after the first start; still balanced at the end: ${r.stillBalanced}; a roster Query reads ${kb(r.rosterQueryBytes)}; ${listing}`);
   }
   return results;
 }
@@ -712,12 +928,12 @@ async function movingSection(seeds: readonly number[]): Promise<{ runs: Record<s
 /** Issue 28's goals (docs/proposals/membership-at-scale.md), at any group size. */
 const GOALS = {
   wcuPerHeartbeat: 1,
-  /** The hottest item is a member's own: its heartbeats, one per heartbeat interval (clock drift and retries allowed for). */
+  /** The most written item is a member's own: its heartbeats, one per heartbeat interval (clock drift and retries allowed for). */
   hottestItemWritesPerSecond: (1_000 / HEARTBEAT_MS) * 1.05,
   itemsWrittenPerLeaseMinute: 0.1,
   bytesReadPerWorkerSecond: 4 * 1024,
-  /** No partition key over what one DynamoDB partition serves. */
-  shareOfPartition: 1,
+  /** No item and no partition key over a third of what one DynamoDB partition serves (333 WCU/s, 1,000 RCU/s). */
+  shareOfPartition: 1 / 3,
   coldTakeTicks: 3,
   coldAcquisitionsPerLease: 1.05,
   crashP99InLeases: 1.2,
@@ -731,16 +947,26 @@ interface GoalRow {
   windowMs: number;
   wcuPerHeartbeat: number;
   bytesPerHeartbeat: number;
+  /** The item with the most requests, and the one written most. */
   hottest: HottestItem;
+  mostWritten: HottestItem;
   hottestPartition: HottestPartition;
+  /** The members' and the digest's partition keys. */
+  membersKey: KeyLoad | undefined;
+  digestKey: KeyLoad | undefined;
   itemsWrittenPerLeaseMinute: number;
   bytesReadPerWorkerSecond: { mean: number; max: number };
+  /** With each member's safety-net listing at its interval (computed from the run). */
+  bytesReadWithListing: { mean: number; max: number };
   coldTakeTicksMax?: number;
   coldAcquisitionsPerLeaseMax?: number;
   crashP99InLeases?: number;
-  /** The write side's goals: 1 WCU a heartbeat, the hottest item a member's, items written per lease per minute. */
+  /** The write side's goals: 1 WCU a heartbeat, the most written item a member's, items written per lease per minute. */
   writesMeetGoals: boolean;
-  /** The read side's: bytes read per worker per second, and every partition key within one partition's limits. */
+  /**
+   * The read side's: bytes read per worker per second (the window's and with the listing), and the
+   * hottest item and partition key within a third of a partition's limits.
+   */
   readsMeetGoals: boolean;
   /** The same figures with the roster as one record, where that shape ran. */
   oneRecord?: {
@@ -752,14 +978,17 @@ interface GoalRow {
     itemsWrittenPerLeaseMinute: number;
     bytesReadPerWorkerSecond: { mean: number; max: number };
   };
+  /** The read side of member items read whole every tick. */
+  wholeRoster?: WholeRosterFigures;
 }
-
-const share = (wcuPerSecond: number, rcuPerSecond: number): number => Math.max(wcuPerSecond / PARTITION_WCU, rcuPerSecond / PARTITION_RCU);
 
 function goalSection(steadyResults: readonly SteadyResult[], cold: readonly ColdResult[] | undefined, crashLarge: { workers: number; leases: number; p99InLeases: number } | undefined): GoalRow[] {
   const rows: GoalRow[] = steadyResults.map((r) => {
     const coldRuns = cold?.filter((c) => c.workers === r.workers && c.leases === r.leases) ?? [];
-    const before = ONE_RECORD[shapeKey(r.workers, r.leases)];
+    const shape = shapeKey(r.workers, r.leases);
+    const before = ONE_RECORD[shape];
+    const whole = WHOLE_ROSTER[shape];
+    const withListing = r.withListing.bytesReadPerWorkerSecond.dynamodb;
     return {
       workers: r.workers,
       leases: r.leases,
@@ -768,9 +997,13 @@ function goalSection(steadyResults: readonly SteadyResult[], cold: readonly Cold
       wcuPerHeartbeat: r.perHeartbeat.wcu,
       bytesPerHeartbeat: r.perHeartbeat.dynamodbBytes,
       hottest: r.hottest,
+      mostWritten: r.mostWritten,
       hottestPartition: r.hottestPartition,
+      membersKey: r.partitions[membersKey(GROUP)],
+      digestKey: r.partitions[digestKey(GROUP)],
       itemsWrittenPerLeaseMinute: r.itemsWrittenPerLeaseMinute,
       bytesReadPerWorkerSecond: r.bytesReadPerWorkerSecond.dynamodb,
+      bytesReadWithListing: withListing,
       // The worst over the start spreads the cold section runs.
       ...(coldRuns.length > 0
         ? {
@@ -780,8 +1013,11 @@ function goalSection(steadyResults: readonly SteadyResult[], cold: readonly Cold
         : {}),
       ...(crashLarge !== undefined && crashLarge.workers === r.workers && crashLarge.leases === r.leases ? { crashP99InLeases: crashLarge.p99InLeases } : {}),
       writesMeetGoals:
-        r.perHeartbeat.wcu <= GOALS.wcuPerHeartbeat && r.hottest.writesPerSecond <= GOALS.hottestItemWritesPerSecond && r.itemsWrittenPerLeaseMinute <= GOALS.itemsWrittenPerLeaseMinute,
-      readsMeetGoals: r.bytesReadPerWorkerSecond.dynamodb.max <= GOALS.bytesReadPerWorkerSecond && r.hottestPartition.shareOfPartition <= GOALS.shareOfPartition,
+        r.perHeartbeat.wcu <= GOALS.wcuPerHeartbeat && r.mostWritten.writesPerSecond <= GOALS.hottestItemWritesPerSecond && r.itemsWrittenPerLeaseMinute <= GOALS.itemsWrittenPerLeaseMinute,
+      readsMeetGoals:
+        Math.max(r.bytesReadPerWorkerSecond.dynamodb.max, withListing.max) <= GOALS.bytesReadPerWorkerSecond &&
+        r.hottestPartition.shareOfPartition <= GOALS.shareOfPartition &&
+        r.hottest.shareOfPartition <= GOALS.shareOfPartition,
       ...(before === undefined
         ? {}
         : {
@@ -789,47 +1025,58 @@ function goalSection(steadyResults: readonly SteadyResult[], cold: readonly Cold
               wcuPerHeartbeat: before.perHeartbeat.wcu,
               bytesPerHeartbeat: before.perHeartbeat.dynamodbBytes,
               hottest: before.hottest,
-              partition: { wcuPerSecond: before.wruPerMinute / 60, rcuPerSecond: before.rruPerMinute / 60, shareOfPartition: share(before.wruPerMinute / 60, before.rruPerMinute / 60) },
+              partition: { wcuPerSecond: before.wruPerMinute / 60, rcuPerSecond: before.rruPerMinute / 60, shareOfPartition: partitionShare(before.wruPerMinute / 60, before.rruPerMinute / 60) },
               itemsWrittenPerLeaseMinute: before.itemsWrittenPerLeaseMinute,
               bytesReadPerWorkerSecond: before.bytesReadPerWorkerSecond.dynamodb,
             },
           }),
+      ...(whole === undefined ? {} : { wholeRoster: whole }),
     };
   });
-  const pair = (was: number | undefined, is: number, show: (value: number) => string): string => beforeAfter(was === undefined ? 'n/a' : show(was), show(is));
-  const pct = (value: number): string => `${(value * 100).toFixed(value < 0.1 ? 1 : 0)}%`;
-  console.log(`\n4. issue 28's goal table: one record -> member items, DynamoDB's billing, steady figures of section 1 (one run each, seed 1)`);
-  console.log('   "one record": the roster as one item holding every member, measured before (20 simulated minutes); "member items": this run');
-  console.log('\n   write side');
+  const rate = (value: number): string => fmt(value, value < 10 ? 3 : 0);
+  console.log(`\n4. issue 28's goal table: one record -> whole roster -> watchers, DynamoDB's billing, steady figures of section 1 (one run each, seed 1)`);
+  console.log('   "one record": the roster as one item holding every member; "whole roster": member items, every worker reading all of them every tick (both measured before, 20 simulated minutes); "watchers": this run');
+  console.log('\n   write side: one record -> watchers');
   table(
-    ['shape', `WCU/heartbeat (goal ${GOALS.wcuPerHeartbeat})`, 'bytes/heartbeat', 'hottest item (now)', `its writes/s (goal ${fmt(1_000 / HEARTBEAT_MS, 2)})`, 'its WCU/s', `items written/lease/min (goal ${GOALS.itemsWrittenPerLeaseMinute})`, ''],
+    ['shape', `WCU/heartbeat (goal ${GOALS.wcuPerHeartbeat})`, 'bytes/heartbeat', 'most written item (now)', `its writes/s (goal ${fmt(GOALS.hottestItemWritesPerSecond, 2)})`, 'its WCU/s', `items written/lease/min (goal ${GOALS.itemsWrittenPerLeaseMinute})`, ''],
     rows.map((row) => [
       rowName(row),
-      pair(row.oneRecord?.wcuPerHeartbeat, row.wcuPerHeartbeat, (value) => fmt(value, 1)),
-      pair(row.oneRecord?.bytesPerHeartbeat, row.bytesPerHeartbeat, kb),
-      row.hottest.item.slice(0, 24) + (row.hottest.item.length > 24 ? '...' : ''),
-      pair(row.oneRecord?.hottest.writesPerSecond, row.hottest.writesPerSecond, (value) => fmt(value, 3)),
-      pair(row.oneRecord?.hottest.wcuPerSecond, row.hottest.wcuPerSecond, (value) => fmt(value, value < 10 ? 3 : 0)),
-      pair(row.oneRecord?.itemsWrittenPerLeaseMinute, row.itemsWrittenPerLeaseMinute, (value) => fmt(value, 4)),
+      pairOf(row.oneRecord?.wcuPerHeartbeat, row.wcuPerHeartbeat, (value) => fmt(value, 1)),
+      pairOf(row.oneRecord?.bytesPerHeartbeat, row.bytesPerHeartbeat, kb),
+      shortItem(row.mostWritten.item),
+      pairOf(row.oneRecord?.hottest.writesPerSecond, row.mostWritten.writesPerSecond, (value) => fmt(value, 3)),
+      pairOf(row.oneRecord?.hottest.wcuPerSecond, row.mostWritten.wcuPerSecond, rate),
+      pairOf(row.oneRecord?.itemsWrittenPerLeaseMinute, row.itemsWrittenPerLeaseMinute, (value) => fmt(value, 4)),
       verdict(row.writesMeetGoals),
     ]),
   );
-  console.log(`\n   read side: a partition serves ${PARTITION_WCU.toLocaleString('en')} WCU/s and ${PARTITION_RCU.toLocaleString('en')} RCU/s; the hottest partition key now is the members' (every heartbeat and every roster Query), before it was the group's (roster item and leases)`);
+  console.log(`\n   read side: one record -> whole roster -> watchers; "+ listing" adds each member's safety-net listing at its interval (computed from the run); a partition serves ${PARTITION_WCU.toLocaleString('en')} WCU/s and ${PARTITION_RCU.toLocaleString('en')} RCU/s (goal: a third)`);
   table(
-    ['shape', `bytes read/worker/s mean (goal ${kb(GOALS.bytesReadPerWorkerSecond)})`, 'max', 'hottest item reads/s', 'hottest partition key (now)', 'its WCU/s', 'its RCU/s', 'share of a partition', ''],
+    ['shape', `bytes read/worker/s mean (goal ${kb(GOALS.bytesReadPerWorkerSecond)})`, 'max', '+ listing: mean', 'max', 'hottest item (now)', 'its reads/s', 'share', 'hottest partition key (now)', 'its WCU/s', 'its RCU/s', 'share of a partition', ''],
     rows.map((row) => [
       rowName(row),
-      pair(row.oneRecord?.bytesReadPerWorkerSecond.mean, row.bytesReadPerWorkerSecond.mean, kb),
-      pair(row.oneRecord?.bytesReadPerWorkerSecond.max, row.bytesReadPerWorkerSecond.max, kb),
-      pair(row.oneRecord?.hottest.readsPerSecond, row.hottest.readsPerSecond, (value) => fmt(value, 1)),
+      trioOf(row.oneRecord?.bytesReadPerWorkerSecond.mean, row.wholeRoster?.bytesReadPerWorkerSecond.dynamodb.mean, row.bytesReadPerWorkerSecond.mean, kb),
+      trioOf(row.oneRecord?.bytesReadPerWorkerSecond.max, row.wholeRoster?.bytesReadPerWorkerSecond.dynamodb.max, row.bytesReadPerWorkerSecond.max, kb),
+      kb(row.bytesReadWithListing.mean),
+      kb(row.bytesReadWithListing.max),
+      shortItem(row.hottest.item),
+      trioOf(row.oneRecord?.hottest.readsPerSecond, row.wholeRoster?.hottestItem.readsPerSecond, row.hottest.readsPerSecond, (value) => fmt(value, 1)),
+      pct(row.hottest.shareOfPartition),
       row.hottestPartition.partition,
-      pair(row.oneRecord?.partition.wcuPerSecond, row.hottestPartition.wcuPerSecond, (value) => fmt(value, value < 10 ? 2 : 0)),
-      pair(row.oneRecord?.partition.rcuPerSecond, row.hottestPartition.rcuPerSecond, (value) => fmt(value, value < 10 ? 2 : 0)),
-      pair(row.oneRecord?.partition.shareOfPartition, row.hottestPartition.shareOfPartition, pct),
+      trioOf(row.oneRecord?.partition.wcuPerSecond, row.wholeRoster?.membersKey.wcuPerSecond, row.hottestPartition.wcuPerSecond, rate),
+      trioOf(row.oneRecord?.partition.rcuPerSecond, row.wholeRoster?.membersKey.rcuPerSecond, row.hottestPartition.rcuPerSecond, rate),
+      trioOf(row.oneRecord?.partition.shareOfPartition, row.wholeRoster?.membersKey.shareOfPartition, row.hottestPartition.shareOfPartition, pct),
       verdict(row.readsMeetGoals),
     ]),
   );
-  console.log('\n   moving leases (sections 2 and 3 of this run; the layout of the members does not change them in memory): "-" where not measured at that shape');
+  console.log('   (one record: the group\'s one key held the roster item and the leases; whole roster: the members\' key)');
+  console.log('\n   the members\' key and the digest\'s, requests a second now: writes/s (WCU/s), reads/s (RCU/s)');
+  const keyText = (load: KeyLoad | undefined): string => (load === undefined ? '-' : `${rate(load.writesPerSecond)} (${rate(load.wcuPerSecond)}), ${fmt(load.readsPerSecond, 1)} (${fmt(load.rcuPerSecond, 1)}), ${pct(load.shareOfPartition)}`);
+  table(
+    ['shape', `${membersKey(GROUP)}: writes/s (WCU/s), reads/s (RCU/s), share`, `${digestKey(GROUP)}: writes/s (WCU/s), reads/s (RCU/s), share`],
+    rows.map((row) => [rowName(row), keyText(row.membersKey), keyText(row.digestKey)]),
+  );
+  console.log('\n   moving leases (sections 2 and 3 of this run, with watchers): "-" where not measured at that shape');
   table(
     ['shape', `cold: take ticks after last join (goal ${GOALS.coldTakeTicks})`, `acquisitions/leases (goal ${GOALS.coldAcquisitionsPerLease})`, `crash take-over p99 x leaseDuration (goal ${GOALS.crashP99InLeases})`],
     rows.map((row) => [
@@ -852,10 +1099,15 @@ interface CostRow {
   kcl: ReturnType<typeof kclMonthly>;
   /** With the roster as one record: measured, or (1,000 x 100,000) 128 x 12,800 scaled. */
   oneRecord: { wruPerMinute: number; rruPerMinute: number; usd: number; measured: boolean };
-  /** Member items: this run's steady window. */
+  /** Member items read whole every tick: measured, or (1,000 x 100,000) 100 x 10,000 scaled. */
+  wholeRoster: { wruPerMinute: number; rruPerMinute: number; usd: number; measured: boolean } | undefined;
+  /** Watchers: this run's steady window. */
   wruPerMinute: number;
   rruPerMinute: number;
+  /** The window's read units but its listings, plus each member's safety-net listing at its interval. */
+  rruPerMinuteWithListing: number;
   writesUsd: number;
+  /** With the listing at its interval. */
   readsUsd: number;
   windowMs: number;
   /** False where scaled from 100 x 10,000 (`scaleToFleet`). */
@@ -865,15 +1117,18 @@ interface CostRow {
 function costSection(steadyResults: readonly SteadyResult[]): CostRow[] {
   const rows: CostRow[] = steadyResults.map((run) => {
     const before = ONE_RECORD[shapeKey(run.workers, run.leases)] ?? ONE_RECORD_FLEET_UNITS;
+    const whole = WHOLE_ROSTER[shapeKey(run.workers, run.leases)];
     return {
       workers: run.workers,
       leases: run.leases,
       kcl: kclMonthly(run.workers, run.leases, REAL_ID),
       oneRecord: { wruPerMinute: before.wruPerMinute, rruPerMinute: before.rruPerMinute, usd: monthlyUsd(before.wruPerMinute, before.rruPerMinute), measured: before.measured },
+      wholeRoster: whole && { wruPerMinute: whole.wruPerMinute, rruPerMinute: whole.rruPerMinute, usd: monthlyUsd(whole.wruPerMinute, whole.rruPerMinute), measured: whole.measured },
       wruPerMinute: run.wruPerMinute,
       rruPerMinute: run.rruPerMinute,
+      rruPerMinuteWithListing: run.withListing.rruPerMinute,
       writesUsd: monthlyUsd(run.wruPerMinute, 0),
-      readsUsd: monthlyUsd(0, run.rruPerMinute),
+      readsUsd: monthlyUsd(0, run.withListing.rruPerMinute),
       windowMs: run.windowMs,
       measured: run.measured,
     };
@@ -881,17 +1136,20 @@ function costSection(steadyResults: readonly SteadyResult[]): CostRow[] {
   const usd = (value: number): string => `$${Math.round(value).toLocaleString('en')}`;
   console.log(`\n5. coordination on DynamoDB on demand, a month ($${USD_PER_MILLION_WRU} per million WRU, $${USD_PER_MILLION_RRU} per million RRU, ${MINUTES_PER_MONTH.toLocaleString('en')} minutes); checkpoints left out of both sides`);
   console.log(`   KCL 2.x: every lease renewed ${KCL_RENEWALS_PER_LEASE_MINUTE} times a minute, every worker scans the lease table ${KCL_SCANS_PER_WORKER_MINUTE} times a minute (a scan bills the table's size; lease items of ${kclMonthly(1, 1, REAL_ID).tableBytes} bytes, no checkpoint)`);
-  console.log("   Leasehold: the steady window's request units a minute, with the roster as one record (before) and as member items (now)");
+  console.log("   Leasehold: the steady window's request units a minute, with the roster as one record and as member items read whole every tick (before), and with watchers (now);");
+  console.log("   the watchers' reads count each member's safety-net listing at its interval (listIntervalMs x members / 10, computed from the run), not the window's listings");
   table(
-    ['group', 'KCL writes', 'KCL scans', 'KCL total', 'one record: total', 'member items: WRU/min', 'RRU/min', 'writes', 'reads', 'total'],
+    ['group', 'KCL writes', 'KCL scans', 'KCL total', 'one record: total', 'whole roster: total', 'watchers: WRU/min', 'RRU/min (window)', 'RRU/min + listing', 'writes', 'reads', 'total'],
     rows.map((row) => [
       rowName(row),
       usd(row.kcl.writesUsd),
       usd(row.kcl.scansUsd),
       usd(row.kcl.writesUsd + row.kcl.scansUsd),
       usd(row.oneRecord.usd) + (row.oneRecord.measured ? '' : ' (NOT MEASURED: 128 x 12,800 scaled)'),
+      row.wholeRoster === undefined ? 'n/a' : usd(row.wholeRoster.usd) + (row.wholeRoster.measured ? '' : ' (NOT MEASURED: 100 x 10,000 scaled)'),
       fmt(row.wruPerMinute, 0),
       fmt(row.rruPerMinute, 0),
+      fmt(row.rruPerMinuteWithListing, 0),
       usd(row.writesUsd),
       usd(row.readsUsd),
       usd(row.writesUsd + row.readsUsd),
@@ -926,6 +1184,7 @@ async function main(): Promise<void> {
     before: {
       renewals: { source: 'per-lease renewals, before the roster; same counting method', ...RENEWALS },
       oneRecord: { source: 'the roster as one record per group (at most 128 members), before member items; same bench and billing method', shapes: ONE_RECORD, fleetUnitsPerMinute: ONE_RECORD_FLEET_UNITS },
+      wholeRoster: { source: 'member items read whole by every worker every take tick, before the digest and the watchers; same bench and billing method (1,000 x 100,000 scaled from 100 x 10,000)', shapes: WHOLE_ROSTER },
     },
   };
   let failed = false;

@@ -1,7 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import type { LeaseRecord, MemberRecord } from '../src/index.js';
+import { MemoryStorage, type LeaseRecord, type MemberRecord } from '../src/index.js';
 import { RECORD_FORMAT } from '../src/adapter.js';
+import { noFaults, seededRandom, VirtualClock, VirtualScheduler } from '../src/testing/index.js';
+import { CountingStorage } from '../bench/cluster.js';
+import { run } from './support/virtual.js';
 import {
+  digestItemBytes,
+  digestRedisBytes,
   kclLeaseItemBytes,
   kclMonthly,
   leaseItemBytes,
@@ -16,7 +21,7 @@ import {
   writeUnits,
 } from '../bench/billing.js';
 import { byUtf8, numberBytes } from '../bench/roster-size.js';
-import { emptyUsage, hottestItem, hottestPartition, Ledger, Meter } from '../bench/meter.js';
+import { emptyUsage, hottestItem, hottestPartition, Ledger, Meter, mostWrittenItem } from '../bench/meter.js';
 
 /** A worker id as long as a cloud host's default one: 54 bytes. */
 const REAL_ID = 'ip-10-0-000-45.eu-west-1.compute.internal-12345-k3j9x2';
@@ -201,10 +206,92 @@ describe('the meter, on the layout of member items', () => {
     meter.putMember('w2', null, applied(memberOf('w2', 2)));
     meter.putMember('w1', 1, applied(memberOf('w1', 3)));
     for (let i = 0; i < 3; i++) meter.getRoster([memberOf('w1', 3), memberOf('w2', 2)]);
-    expect(hottestItem(meter.usage)).toEqual({ item: 'member:w1', partition: 'bench#members', writes: 2, wru: 2, reads: 3 });
+    expect(hottestItem(meter.usage)).toEqual({ item: 'member:w1', partition: 'bench#members', writes: 2, wru: 2, reads: 3, rru: 3 });
     // bench#members: 3 WCU and 3 RCU in a second, 0.3% of a partition's 1,000 WCU; bench: the joins' reads.
     expect(hottestPartition(meter.usage, 1)).toMatchObject({ partition: 'bench#members', share: 3 / 1_000 });
   });
+});
+
+describe("the meter, on the watchers' reads and the roster digest", () => {
+  const memberOf = (workerId: string, version: number): MemberRecord => ({ ...member, workerId, version });
+  const applied = (record: MemberRecord) => ({ status: 'applied', record }) as const;
+
+  it("bills a watcher's read of its members as one BatchGetItem: each item a strongly consistent GetItem of its own, a tombstone on its size and an id with no item 1 unit", () => {
+    const ledger = new Ledger('bench');
+    const meter = new Meter(ledger);
+    const big = { ...memberOf('w2', 2), metadata: { note: 'x'.repeat(5_000) } };
+    meter.putMember('w1', null, applied(memberOf('w1', 1)));
+    meter.putMember('w2', null, applied(big));
+    meter.putMember('w3', null, applied(memberOf('w3', 3)));
+    meter.removeMember('w3', 3, { status: 'applied' });
+    meter.usage = emptyUsage();
+    // w1 twice (read once), w2 of two 4 KB units, w3 a tombstone, w4 never joined.
+    meter.getMembers(['w1', 'w2', 'w3', 'w4', 'w1'], [memberOf('w1', 1), big]);
+    expect(readUnits(memberItemBytes(big))).toBe(2);
+    const bytes = memberItemBytes(memberOf('w1', 1)) + memberItemBytes(big) + memberTombstoneBytes('bench', 'w3', 3);
+    const json = memberJsonBytes(memberOf('w1', 1)) + memberJsonBytes(big);
+    expect(meter.usage.byOp.getMembers).toMatchObject({ calls: 1, rru: 1 + 2 + 1 + 1, read: { dynamodb: bytes, redis: json, postgres: json } });
+    expect(meter.usage.byItem.get('member:w2')).toMatchObject({ partition: 'bench#members', reads: 1, rru: 2 });
+    expect(meter.usage.byPartition.get('bench#members')).toMatchObject({ reads: 4, queries: 0, rru: 5 });
+  });
+
+  it('bills the digest as one small item under a partition key of its own: a read 1 read unit, an advance 1 write unit', () => {
+    const meter = new Meter(new Ledger('bench'));
+    meter.advanceRosterDigest(1);
+    meter.getRosterDigest(1);
+    meter.getRosterDigest(1);
+    expect(meter.usage.byOp.getRosterDigest).toMatchObject({ calls: 2, rru: 2, read: { dynamodb: 2 * digestItemBytes('bench', 1), redis: 2 * digestRedisBytes('bench', 1), postgres: 16 } });
+    expect(meter.usage.byOp.advanceRosterDigest).toMatchObject({ calls: 1, wru: 1, written: { dynamodb: digestItemBytes('bench', 1), postgres: 8 } });
+    expect(meter.usage.byItem.get('digest')).toMatchObject({ partition: 'bench#digest', reads: 2, rru: 2, writes: 1, wru: 1 });
+    expect(meter.usage.byPartition.get('bench#digest')).toMatchObject({ reads: 2, rru: 2, writes: 1, wru: 1 });
+  });
+
+  it('bills a read of a digest never advanced as 1 read unit of no item', () => {
+    const meter = new Meter(new Ledger('bench'));
+    meter.getRosterDigest(0);
+    expect(meter.usage.byOp.getRosterDigest).toMatchObject({ rru: 1, read: { dynamodb: 0, redis: 0, postgres: 0 } });
+  });
+
+  it('sizes the digest item as its keys and a number: pk bench#digest, sk digest, digest', () => {
+    expect(digestItemBytes('bench', 7)).toBe(2 + 12 + 2 + 6 + 6 + 2);
+    expect(digestRedisBytes('bench', 123)).toBe('leasehold:{YmVuY2g}:roster-digest'.length + 3);
+  });
+
+  it('tells the item with the most requests from the item written most', () => {
+    const meter = new Meter(new Ledger('bench'));
+    meter.putMember('w1', null, applied(memberOf('w1', 1)));
+    meter.putMember('w1', 1, applied(memberOf('w1', 2)));
+    for (let i = 0; i < 5; i++) meter.getRosterDigest(1);
+    expect(hottestItem(meter.usage)).toMatchObject({ item: 'digest', reads: 5, writes: 0 });
+    expect(mostWrittenItem(meter.usage)).toMatchObject({ item: 'member:w1', writes: 2 });
+  });
+});
+
+describe("the bench's counting store", () => {
+  it("counts and bills the watchers' reads and the digest's advances, which the fault-injecting store holds as properties", async () => {
+    const scheduler = new VirtualScheduler();
+    const inner = new MemoryStorage();
+    const storage = new CountingStorage(inner, new VirtualClock(scheduler), seededRandom(1), noFaults());
+    storage.meter = new Meter(new Ledger('bench'));
+    await inner.putMember('bench', 'w1', null, { ...memberOf('w1') });
+    await run(scheduler, storage.advanceRosterDigest!('bench'));
+    expect(await run(scheduler, storage.getRosterDigest!('bench'))).toBe(1);
+    const roster = await run(scheduler, storage.getMembers!('bench', ['w1', 'w2']));
+    expect(roster.members.map((read) => read.workerId)).toEqual(['w1']);
+    expect(storage.counts).toMatchObject({
+      calls: { advanceRosterDigest: 1, getRosterDigest: 1, getMembers: 1 },
+      itemsRead: 2,
+      itemsReadBy: { getRosterDigest: 1, getMembers: 1 },
+      itemsWritten: 1,
+      digestWrites: 1,
+    });
+    expect(storage.meter.usage.byOp).toMatchObject({ getMembers: { calls: 1, rru: 2 }, getRosterDigest: { rru: 1 }, advanceRosterDigest: { wru: 1 } });
+  });
+
+  function memberOf(workerId: string): Omit<MemberRecord, 'group' | 'workerId' | 'version'> {
+    const { group: _group, workerId: _workerId, version: _version, ...state } = { ...member, workerId };
+    return state;
+  }
 });
 
 describe("KCL 2.x's lease table and the monthly bill", () => {
