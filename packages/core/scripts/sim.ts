@@ -45,6 +45,7 @@ const { values } = parseArgs({
     'unsafe-skip-roster-digest': { type: 'boolean', default: false },
     'unsafe-ring-keeps-the-dead': { type: 'boolean', default: false },
     'no-watcher-reads': { type: 'boolean', default: false },
+    'whole-roster-up-to': { type: 'string' },
     consumer: { type: 'boolean', default: false },
     'exactly-once': { type: 'boolean', default: false },
     'multi-stream': { type: 'boolean', default: false },
@@ -117,7 +118,10 @@ if (values.consumer) {
       workers: number(values.workers),
       leases: number(values.leases),
       faultPhaseMs: number(values['fault-ms']),
-      coordinator: Object.keys(unsafe).length > 0 ? { unsafe } : undefined,
+      coordinator:
+        Object.keys(unsafe).length > 0 || values['whole-roster-up-to'] !== undefined
+          ? { ...(Object.keys(unsafe).length > 0 ? { unsafe } : {}), ...(values['whole-roster-up-to'] !== undefined ? { wholeRosterUpTo: Number(values['whole-roster-up-to']) } : {}) }
+          : undefined,
       ...(values['no-watcher-reads'] ? { watcherReads: false } : {}),
       trace,
     };

@@ -139,7 +139,7 @@ describe('membership: what a worker costs', () => {
   it('writes no lease at all in steady state; reads the digest and its watched members every take tick, the whole roster only every 30 ticks, and lists the leases only for the periodic refresh', async () => {
     const { scheduler, ready, worker, storage } = world(keys(30));
     await ready;
-    const workers = ['a', 'b', 'c'].map((id) => worker(id));
+    const workers = ['a', 'b', 'c'].map((id) => worker(id, { wholeRosterUpTo: 0 }));
     for (const w of workers) await run(scheduler, w.coordinator.start());
     await scheduler.advance(60_000);
     expect(workers.map((w) => w.coordinator.heldLeases().length)).toEqual([10, 10, 10]);

@@ -23,7 +23,7 @@ function group(unsafe?: CoordinatorUnsafe) {
   const start = async (workerId: string, options: Partial<LeaseCoordinatorOptions> = {}): Promise<LeaseCoordinator> => {
     const clock = scheduler.clock();
     const view = new FaultyStorage(storage, clock, seededRandom(seed), noFaults());
-    const coordinator = new LeaseCoordinator(withUnsafe({ storage: view, group: GROUP, workerId, clock, random: seededRandom(seed++), useChangeFeed: false, ...options }, unsafe));
+    const coordinator = new LeaseCoordinator(withUnsafe({ storage: view, group: GROUP, workerId, clock, random: seededRandom(seed++), useChangeFeed: false, wholeRosterUpTo: 0, ...options }, unsafe));
     await run(scheduler, coordinator.start());
     return coordinator;
   };

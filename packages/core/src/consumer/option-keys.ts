@@ -47,6 +47,7 @@ const LEASE_KEYS = optionKeys<Defined<ConsumerOptions['lease']>>({
   safetyMarginMs: true,
   handoffTimeoutMs: true,
   watchers: true,
+  wholeRosterUpTo: true,
 });
 
 const LEADER_KEYS = optionKeys<Defined<ConsumerOptions['leader']>>({ leaseDurationMs: true, renewIntervalMs: true, maxClockDrift: true, safetyMarginMs: true });

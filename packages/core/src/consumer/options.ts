@@ -237,6 +237,7 @@ export interface ConsumerOptions<R extends SourceRecord = SourceRecord> {
     | 'safetyMarginMs'
     | 'handoffTimeoutMs'
     | 'watchers'
+    | 'wholeRosterUpTo'
   >;
   /** The leader's timing, when it should differ from `lease` (each field defaults to the lease's). */
   leader?: Pick<LeaderElectorOptions, 'leaseDurationMs' | 'renewIntervalMs' | 'maxClockDrift' | 'safetyMarginMs'>;

@@ -134,6 +134,13 @@ export interface LeaseCoordinatorOptions {
    * without them every member reads the whole roster every take tick.
    */
   watchers?: number;
+  /**
+   * Groups of up to this many members read the whole roster every take tick, as on a store without the
+   * watchers' reads: every member then judges every other's expiry at once (the fastest take-over), and a
+   * roster of up to about 16 members of 300 bytes costs DynamoDB fewer read units whole than the digest
+   * and a few members by id. Larger groups use the watchers and the digest. Default 16; 0 always watches.
+   */
+  wholeRosterUpTo?: number;
   /** The monotonic clock every timing decision is made on. Default: the process's. */
   clock?: Clock;
   /** The random source for shuffling, jitter and incarnations. Default: `Math.random`. */
@@ -157,6 +164,7 @@ const COORDINATOR_KEYS = optionKeys<LeaseCoordinatorOptions>({
   comparePositions: true,
   onDrain: true,
   watchers: true,
+  wholeRosterUpTo: true,
   useChangeFeed: true,
   clock: true,
   random: true,
@@ -318,6 +326,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   readonly #watchers: number;
   /** Whether the store has the watchers' reads: without them the whole roster is read every take tick. */
   readonly #watcherReads: boolean;
+  /** Groups of up to this many members read the whole roster every tick. */
+  readonly #wholeRosterUpTo: number;
   /** The roster digest read just before the last whole roster read; `null` before the first. */
   #digestSeen: number | null = null;
   /** When the roster was last read whole, on this worker's clock. */
@@ -421,6 +431,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       throw new InvalidConfigError(`[${PKG}] watchers must be at most ${limits.maxWatchedMembers - 1}, got ${this.#watchers}`);
     }
     this.#watcherReads = checkWatcherReads(options.storage, PKG);
+    this.#wholeRosterUpTo = options.wholeRosterUpTo === 0 ? 0 : positiveInteger(PKG, 'wholeRosterUpTo', options.wholeRosterUpTo ?? 16);
     const unsafe = unsafeOf(options);
     this.#skipRosterDigest = unsafe.skipRosterDigest ?? false;
     this.#ringKeepsTheDead = unsafe.ringKeepsTheDead ?? false;
@@ -1395,8 +1406,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    */
   async #readMembers(): Promise<boolean> {
     const storage = this.#storage;
-    if (!this.#watcherReads) return this.#readRoster(await storage.getRoster(this.group));
     if (this.#digestOwed) await this.#advanceDigest();
+    if (!this.#readsWatched()) return this.#readRoster(await storage.getRoster(this.group));
     const digest = await (storage.getRosterDigest as (group: string) => Promise<number>)(this.group);
     if (this.#state !== 'running') return false;
     const now = this.#clock.now();
@@ -1428,7 +1439,12 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    * 100,000 leases every ten minutes by each of 1,000 members would cost each 41 KB/s).
    */
   #safetyListingMs(): number {
-    return this.#watcherReads ? this.listIntervalMs * Math.max(1, this.#view.size / 10) : this.listIntervalMs;
+    return this.#readsWatched() ? this.listIntervalMs * Math.max(1, this.#view.size / 10) : this.listIntervalMs;
+  }
+
+  /** Whether this worker reads only the digest and its watched members: the store has them and the group is larger than `wholeRosterUpTo`. */
+  #readsWatched(): boolean {
+    return this.#watcherReads && this.#view.size + this.#view.corruptCount > this.#wholeRosterUpTo;
   }
 
   /** How long a worker goes without reading the whole roster when the digest does not move: 30 take ticks, or a twentieth of a tick per member. */
@@ -1493,7 +1509,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    */
   #armExpiry(): void {
     if (this.#state !== 'running') return;
-    const earliest = this.#view.nextExpiry(this.#watcherReads ? this.#watched : undefined);
+    const earliest = this.#view.nextExpiry(this.#readsWatched() ? this.#watched : undefined);
     if (earliest === Infinity || (this.#expiryTimer !== null && this.#expiryTimer.at === earliest)) return;
     this.#expiryTimer?.controller.abort();
     this.#expiryTimer = null;

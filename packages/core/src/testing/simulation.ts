@@ -33,7 +33,7 @@ export interface SimulationConfig {
   /** Which faults may happen. Default: all. */
   faults?: Partial<Record<FaultKind, boolean>>;
   /** Lease timing and test-only weakening passed to every coordinator. */
-  coordinator?: Pick<LeaseCoordinatorOptions, 'leaseDurationMs' | 'renewIntervalMs' | 'takeIntervalMs' | 'maxClockDrift' | 'watchers'> & { unsafe?: CoordinatorUnsafe | undefined };
+  coordinator?: Pick<LeaseCoordinatorOptions, 'leaseDurationMs' | 'renewIntervalMs' | 'takeIntervalMs' | 'maxClockDrift' | 'watchers' | 'wholeRosterUpTo'> & { unsafe?: CoordinatorUnsafe | undefined };
   /**
    * Whether the store has the watchers' reads (`getMembers` and the roster digest). Default true; false
    * runs the group as on an adapter without them, every member reading the whole roster every tick.
@@ -155,6 +155,7 @@ export function replayCommand(config: SimulationConfig & { workers: number; leas
     unsafe?.skipRosterDigest ? '--unsafe-skip-roster-digest' : '',
     unsafe?.ringKeepsTheDead ? '--unsafe-ring-keeps-the-dead' : '',
     config.watcherReads === false ? '--no-watcher-reads' : '',
+    config.coordinator?.wholeRosterUpTo !== undefined ? `--whole-roster-up-to ${config.coordinator.wholeRosterUpTo}` : '',
   ].filter(Boolean);
   return `pnpm sim ${flags.join(' ')} --trace`;
 }
@@ -180,6 +181,9 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
   // The coordinator's own default heartbeat interval unless the run sets one.
   const renewIntervalMs = config.coordinator?.renewIntervalMs ?? Math.round(leaseDurationMs * 0.65);
   const watcherCount = config.coordinator?.watchers ?? 3;
+  // Half the seeds watch at any size (the watchers' path), half read the whole roster while the group is
+  // small (the default), drawn apart from the run's randomness; a run may also set it.
+  const wholeRosterUpTo = config.coordinator?.wholeRosterUpTo ?? (seededRandom((config.seed * 104_723) >>> 0).next() < 0.5 ? 0 : 16);
   const watcherReads = config.watcherReads ?? true;
   const violations: Violation[] = [];
   const stats = { acquisitions: 0, handoffs: 0, checkpoints: 0, faults: 0, leaderCrashes: 0, mostCrashedAtOnce: 0 };
@@ -289,6 +293,7 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
         maxLeasesPerWorker: Number.isFinite(cap) ? cap : undefined,
         maxClockDrift,
         watchers: watcherCount,
+        wholeRosterUpTo,
         onDrain: async (lease) => {
           await worker.work.get(lease.leaseKey);
         },
@@ -400,7 +405,7 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
    * the ring by c crashed members waits floor(c / W) rounds.
    */
   const extraRounds = (dead: readonly SimWorker[], among: readonly SimWorker[]): number => {
-    if (!watcherReads) return 0;
+    if (!watcherReads || among.length <= wholeRosterUpTo) return 0;
     const ring = ringOf(among);
     const crashed = new Set(dead.map((worker) => worker.workerId));
     let most = 0;
