@@ -16,6 +16,7 @@ import {
 import { RECORD_FORMAT } from '../src/adapter.js';
 import { seededRandom, FaultyStorage, noFaults, VirtualScheduler, type VirtualClock, withUnsafe, type CoordinatorUnsafe } from '../src/testing/index.js';
 import { run } from './support/virtual.js';
+import { withoutWatcherReads } from '../src/testing/without-watcher-reads.js';
 
 const GROUP = 'orders';
 
@@ -62,18 +63,6 @@ class CountingStorage extends FaultyStorage {
     this.calls.getRoster++;
     return super.getRoster(group);
   }
-}
-
-/** The memory store as an adapter without the watchers' reads sees it: `getMembers` and the digest hidden. */
-function withoutWatcherReads(storage: MemoryStorage): MemoryStorage {
-  const hidden = new Set<PropertyKey>(['getMembers', 'getRosterDigest', 'advanceRosterDigest']);
-  return new Proxy(storage, {
-    get: (target, name) => {
-      if (hidden.has(name)) return undefined;
-      const value: unknown = Reflect.get(target, name, target);
-      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
-    },
-  });
 }
 
 function world(leaseKeys: string[] = [], { watcherReads = true } = {}) {

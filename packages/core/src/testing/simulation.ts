@@ -13,6 +13,7 @@ import { LeaderElector } from '../leader/elector.js';
 import { withUnsafe, type CoordinatorUnsafe } from '../unsafe.js';
 import { MemoryStorage, type MemoryWriteEvent } from '../memory/memory-storage.js';
 import { watchersOf } from '../lease/watchers.js';
+import { withoutWatcherReads } from './without-watcher-reads.js';
 import type { Storage } from '../storage.js';
 import { compareNumericPositions } from '../position.js';
 import { FaultyStorage, type FaultPlan } from './faulty-storage.js';
@@ -103,18 +104,6 @@ export interface SimulationResult {
 
 const GROUP = 'simulated';
 const ALL_FAULTS: FaultKind[] = ['crash', 'pause', 'cutOff', 'latency', 'errors', 'ambiguous', 'drift', 'gracefulStop', 'join', 'mixedDurations', 'capped', 'leaderCrash', 'massCrash', 'watcherCrash'];
-
-/** The memory store as an adapter without the watchers' reads presents it. */
-function withoutWatcherReads(storage: MemoryStorage): Storage {
-  const hidden = new Set<PropertyKey>(['getMembers', 'getRosterDigest', 'advanceRosterDigest']);
-  return new Proxy(storage, {
-    get: (target, name) => {
-      if (hidden.has(name)) return undefined;
-      const value: unknown = Reflect.get(target, name, target);
-      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
-    },
-  });
-}
 
 interface SimWorker {
   index: number;
