@@ -5,27 +5,20 @@
  * its removal (`REMOVE v:<id>, m:<id>`).
  */
 import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { GetItemCommand, UpdateItemCommand, type AttributeValue, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { RecordFormatError, StorageUnavailableError, type MemberRecord, type MemberState } from '@leasehold/core';
 import { decodeMember, encodeMemberState, RECORD_FORMAT } from '@leasehold/core/adapter';
-import type { RunningDynalite } from '@leasehold/local-stack';
-import { DynamoDBStorage, createTable } from '../src/index.js';
+import { DynamoDBStorage } from '../src/index.js';
 import { MOVED_MARKER_WORKER_ID } from '../src/earlier-roster.js';
-import { localClient, randomTableName, startLocalDynamo } from './support.js';
+import { useDynalite } from './support.js';
 
 type Item = Record<string, AttributeValue>;
 
-let dynalite: RunningDynalite;
-const tableName = randomTableName('earlier-roster');
-const opened: DynamoDBClient[] = [];
+const dynamo = useDynalite('earlier-roster');
+const { tableName } = dynamo;
+const client = (): DynamoDBClient => dynamo.client();
 let groupCount = 0;
-
-function client(): DynamoDBClient {
-  const made = localClient(dynalite.endpoint);
-  opened.push(made);
-  return made;
-}
 
 function group(): string {
   return `group-${process.pid}-${groupCount++}`;
@@ -93,16 +86,6 @@ function loggedStorage(): { storage: DynamoDBStorage; sent: string[] } {
   (made.middlewareStack.add as Add).call(made.middlewareStack, middleware, { step: 'initialize', name: 'logRequests' });
   return { storage: new DynamoDBStorage({ client: made, tableName }), sent };
 }
-
-beforeAll(async () => {
-  dynalite = await startLocalDynamo();
-  await createTable(client(), tableName);
-});
-
-afterAll(async () => {
-  for (const made of opened) made.destroy();
-  await dynalite?.close();
-});
 
 describe('DynamoDBStorage beside the roster item of an earlier release', () => {
   it('a join beside a live member of the earlier roster item marks the item with a member of format 2 and throws a RecordFormatError naming the live member, the group and what to do', async () => {
