@@ -203,6 +203,27 @@ function toNumber(value: string | number | null | undefined): number | null {
   return Number(value);
 }
 
+const heardPools = new WeakSet<Pool>();
+
+/**
+ * Gives every client the pool connects from now on an 'error' listener of its own, for its whole life.
+ * pg-pool takes its listener off a client as it hands it out, and a new client is handed out from inside
+ * the socket read that carried its ReadyForQuery: when the same read also carries the server's FATAL (a
+ * server shutting down as the connection completes), the error is emitted before the caller's code can
+ * listen, and an unheard 'error' ends the process. The listener does nothing: a statement in flight still
+ * rejects, a client in the pool is still dropped by the pool's own listener, and a checked-out client's
+ * holder still hears it (node-postgres issue 2439 recommends the same).
+ */
+function hearClientErrors(pool: Pool): void {
+  if (heardPools.has(pool)) return;
+  heardPools.add(pool);
+  pool.on('connect', (client) => {
+    client.on('error', ignoreClientError);
+  });
+}
+
+function ignoreClientError(): void {}
+
 /**
  * Leasehold's lease, checkpoint and leader storage on PostgreSQL. Every write is one conditional statement
  * on the row's version; a batch of lease updates is one statement whatever its size. Create the tables
@@ -240,6 +261,8 @@ export class PostgresStorage implements Storage {
     }
     this.#statementNames = options.preparedStatements === false ? null : new Map();
     this.#pool = options.pool;
+    hearClientErrors(options.pool);
+    if (options.listenPool !== undefined) hearClientErrors(options.listenPool);
     this.#pageSize = pageSize;
     this.#names = tableNames(
       options.schema ?? DEFAULTS.schema,

@@ -461,6 +461,38 @@ describe('PostgresStorage failures', () => {
     applied((await adapter.updateLeases(group, [{ leaseKey: 'a', expectedVersion: a.version, next: { ...leaseStateOf(a), owner: 'w' } }]))[0]);
   });
 
+  it('survives a connection that dies as the pool hands it out, before the adapter can listen, and works again on the next call', async () => {
+    // pg-pool hands a new client out from inside the socket read that carried its ReadyForQuery, with its own
+    // 'error' listener already taken off; a FATAL in the same read (a server shutting down) used to be
+    // emitted with nobody listening, which ends the process. Here the error arrives in that same window.
+    const group = freshSchemaName('g');
+    applied(await storage().createLease({ group, leaseKey: 'k' }));
+    const pool = new pg.Pool({ ...serverConfig, max: 1 });
+    pool.on('error', () => undefined);
+    const adapter = new PostgresStorage({ pool, schema: server.schema });
+    let unheard: unknown;
+    let emitted = false;
+    pool.once('acquire', (client) => {
+      process.nextTick(() => {
+        emitted = true;
+        try {
+          (client as unknown as { connection: { emit(event: string, error: Error): void } }).connection.emit('error', new Error('terminating connection due to administrator command'));
+        } catch (error) {
+          unheard = error;
+        }
+      });
+    });
+    try {
+      await expect(adapter.getLease(group, 'k')).rejects.toBeInstanceOf(StorageUnavailableError);
+      expect(emitted).toBe(true);
+      expect(unheard).toBeUndefined();
+      expect((await adapter.getLease(group, 'k'))?.leaseKey).toBe('k');
+    } finally {
+      await adapter.close();
+      await pool.end();
+    }
+  });
+
   it('sends a statement again unnamed when its connection lost the prepared statement, applying it once, and stops naming after three misses', async () => {
     const pool = new pg.Pool({ ...serverConfig, max: 1 });
     const adapter = new PostgresStorage({ pool, schema: server.schema });
