@@ -48,6 +48,7 @@ import {
   ownedBy,
   settled,
   TAKE_MS,
+  type ClusterOptions,
   type Counts,
   GROUP,
 } from './cluster.js';
@@ -769,8 +770,8 @@ interface Sample {
 }
 
 /** `workers` workers, `leases` leases; one's clock is killed at a random moment after balance. Until its leases are held elsewhere. */
-async function crash(seed: number, workers = 4, leases = 32, startSpreadMs = 2 * TAKE_MS): Promise<Sample> {
-  const c = await cluster(seed, workers, leases, { startSpreadMs });
+async function crash(seed: number, workers = 4, leases = 32, startSpreadMs = 2 * TAKE_MS, coordinator: ClusterOptions['coordinator'] = {}): Promise<Sample> {
+  const c = await cluster(seed, workers, leases, { startSpreadMs, coordinator });
   try {
     await settled(c, workers);
     const victim = c.workers[Math.floor(c.random.next() * c.workers.length)]!;
@@ -784,6 +785,9 @@ async function crash(seed: number, workers = 4, leases = 32, startSpreadMs = 2 *
     dispose(c);
   }
 }
+
+/** A group above `wholeRosterUpTo` (16), whose members read the digest and their watched few. */
+const WATCHED_WORKERS = 24;
 
 /** 4 workers, 32 leases; one calls stop() at a random moment after balance. Until its leases are held elsewhere. */
 async function gracefulStop(seed: number): Promise<Sample> {
@@ -860,7 +864,7 @@ function withLeases(s: Summary): Summary & { p50InLeases: number; p99InLeases: n
 }
 
 async function movingSection(seeds: readonly number[]): Promise<{ runs: Record<string, Sample[]>; summary: Record<string, unknown>; failures: number; crashPass: boolean; crashLarge: { workers: number; leases: number; p99InLeases: number } }> {
-  const runs: Record<string, Sample[]> = { crash: [], crashLarge: [], gracefulStop: [], join: [] };
+  const runs: Record<string, Sample[]> = { crash: [], crashLarge: [], crashWatched: [], crashWatchedNoFeed: [], gracefulStop: [], join: [] };
   for (const seed of seeds) {
     runs.crash!.push(await crash(seed));
     runs.gracefulStop!.push(await gracefulStop(seed + 1_000_000));
@@ -870,19 +874,32 @@ async function movingSection(seeds: readonly number[]): Promise<{ runs: Record<s
   for (const seed of seeds.slice(0, Math.max(10, Math.ceil(seeds.length / 4)))) {
     // Started within half a take interval: spread wider, a 1,000-lease cluster balances by steals, one per tick (section 2).
     runs.crashLarge!.push(await crash(seed + 4_000_000, 10, 1_000, TAKE_MS / 2));
+    // Above wholeRosterUpTo (16): only the dead member's watchers see it expire. With the store's change
+    // feed its declarer frees its leases and the feed wakes the rest; without one (the DynamoDB adapter)
+    // the rest learn of the death from the digest at their next tick.
+    runs.crashWatched!.push(await crash(seed + 5_000_000, WATCHED_WORKERS, 1_000, TAKE_MS / 2));
+    runs.crashWatchedNoFeed!.push(await crash(seed + 5_000_000, WATCHED_WORKERS, 1_000, TAKE_MS / 2, { useChangeFeed: false }));
   }
 
   const crashTake = summarize(runs.crash!.map((s) => s.ms));
   const crashBalance = summarize(runs.crash!.map((s) => s.balancedMs));
   const crashLargeTake = summarize(runs.crashLarge!.map((s) => s.ms));
   const crashLargeBalance = summarize(runs.crashLarge!.map((s) => s.balancedMs));
+  const crashWatchedTake = summarize(runs.crashWatched!.map((s) => s.ms));
+  const crashWatchedNoFeedTake = summarize(runs.crashWatchedNoFeed!.map((s) => s.ms));
   const stopTake = summarize(runs.gracefulStop!.map((s) => s.ms));
   const stopBalance = summarize(runs.gracefulStop!.map((s) => s.balancedMs));
   const joinBalance = summarize(runs.join!.map((s) => s.ms));
   const joinTicks = summarize(runs.join!.map((s) => s.takeTicks));
   const joinMoved = summarize(runs.join!.map((s) => s.moved));
   const minimumMoves = runs.join![0]?.minimumMoves ?? 9;
-  const crashPass = crashTake.failures === 0 && crashLargeTake.failures === 0 && inLeases(crashTake.p99) <= 1.2 && inLeases(crashLargeTake.p99) <= 1.2;
+  const crashPass =
+    crashTake.failures === 0 &&
+    crashLargeTake.failures === 0 &&
+    crashWatchedTake.failures === 0 &&
+    inLeases(crashTake.p99) <= 1.2 &&
+    inLeases(crashLargeTake.p99) <= 1.2 &&
+    inLeases(crashWatchedTake.p99) <= 1.2;
 
   // KCL, as the comparison states it: a crashed worker's leases are taken 10 to 30 s later (1 to 3 ×
   // leaseDuration), one lease is stolen per 20 s tick, and a gracefully stopped worker's leases wait for expiry.
@@ -892,6 +909,8 @@ async function movingSection(seeds: readonly number[]): Promise<{ runs: Record<s
     { scenario: 'crash: balanced again', s: crashBalance, kcl: '', ratio: '' },
     { scenario: `crash: leases held elsewhere (10 w, 1,000 l, ${crashLargeTake.n + crashLargeTake.failures} trials)`, s: crashLargeTake, kcl: '1-3', ratio: ratioRange(crashLargeTake.p50, 1, 3), target: `p99 <= 1.2: ${verdict(crashLargeTake.failures === 0 && inLeases(crashLargeTake.p99) <= 1.2)}` },
     { scenario: 'crash (10 w, 1,000 l): balanced again', s: crashLargeBalance, kcl: '', ratio: '' },
+    { scenario: `crash, watchers: leases held elsewhere (${WATCHED_WORKERS} w, 1,000 l, ${crashWatchedTake.n + crashWatchedTake.failures} trials)`, s: crashWatchedTake, kcl: '1-3', ratio: ratioRange(crashWatchedTake.p50, 1, 3), target: `p99 <= 1.2: ${verdict(crashWatchedTake.failures === 0 && inLeases(crashWatchedTake.p99) <= 1.2)}` },
+    { scenario: `crash, watchers, no change feed (DynamoDB) (${WATCHED_WORKERS} w, 1,000 l)`, s: crashWatchedNoFeedTake, kcl: '1-3', ratio: ratioRange(crashWatchedNoFeedTake.p50, 1, 3), target: `p99 <= 1.2: ${verdict(crashWatchedNoFeedTake.failures === 0 && inLeases(crashWatchedNoFeedTake.p99) <= 1.2)} (reported)` },
     { scenario: 'stop(): leases held elsewhere (4 w, 32 l)', s: stopTake, kcl: '1-3', ratio: ratioRange(stopTake.p50, 1, 3) },
     { scenario: 'stop(): balanced again', s: stopBalance, kcl: '', ratio: '' },
     { scenario: 'join 10 w / 100 l: balanced', s: joinBalance, kcl: fmt(kclJoin, 0), ratio: fmt(inLeases(joinBalance.p50) / kclJoin, 4) },
@@ -916,10 +935,12 @@ async function movingSection(seeds: readonly number[]): Promise<{ runs: Record<s
   const summary = {
     crash: { workers: 4, leases: 32, heldElsewhere: withLeases(crashTake), balancedAgain: withLeases(crashBalance), kclInLeases: [1, 3], targetP99InLeases: 1.2 },
     crashLarge: { workers: 10, leases: 1_000, heldElsewhere: withLeases(crashLargeTake), balancedAgain: withLeases(crashLargeBalance), targetP99InLeases: 1.2 },
+    crashWatched: { workers: WATCHED_WORKERS, leases: 1_000, heldElsewhere: withLeases(crashWatchedTake), targetP99InLeases: 1.2 },
+    crashWatchedNoFeed: { workers: WATCHED_WORKERS, leases: 1_000, changeFeed: false, heldElsewhere: withLeases(crashWatchedNoFeedTake), targetP99InLeases: 1.2 },
     gracefulStop: { workers: 4, leases: 32, heldElsewhere: withLeases(stopTake), balancedAgain: withLeases(stopBalance), kclInLeases: [1, 3] },
     join: { workers: 10, leases: 100, balanced: withLeases(joinBalance), joinerListings: joinTicks, leasesMoved: joinMoved, minimumMoves, kclInLeases: kclJoin },
   };
-  const failures = crashTake.failures + crashLargeTake.failures + stopTake.failures + joinBalance.failures;
+  const failures = crashTake.failures + crashLargeTake.failures + crashWatchedTake.failures + crashWatchedNoFeedTake.failures + stopTake.failures + joinBalance.failures;
   return { runs, summary, failures, crashPass, crashLarge: { workers: 10, leases: 1_000, p99InLeases: inLeases(crashLargeTake.p99) } };
 }
 

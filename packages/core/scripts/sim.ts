@@ -44,6 +44,7 @@ const { values } = parseArgs({
     'unsafe-own-duration-only': { type: 'boolean', default: false },
     'unsafe-skip-roster-digest': { type: 'boolean', default: false },
     'unsafe-ring-keeps-the-dead': { type: 'boolean', default: false },
+    'unsafe-free-retry-ignores-owner': { type: 'boolean', default: false },
     'no-watcher-reads': { type: 'boolean', default: false },
     'whole-roster-up-to': { type: 'string' },
     consumer: { type: 'boolean', default: false },
@@ -111,6 +112,7 @@ if (values.consumer) {
     ...(values['unsafe-own-duration-only'] ? { ownDurationOnly: true } : {}),
     ...(values['unsafe-skip-roster-digest'] ? { skipRosterDigest: true } : {}),
     ...(values['unsafe-ring-keeps-the-dead'] ? { ringKeepsTheDead: true } : {}),
+    ...(values['unsafe-free-retry-ignores-owner'] ? { freeRetryIgnoresOwner: true } : {}),
   };
   for (const seed of seeds) {
     const config: SimulationConfig = {

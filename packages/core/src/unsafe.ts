@@ -27,6 +27,11 @@ export interface CoordinatorUnsafe {
   skipRosterDigest?: boolean | undefined;
   /** The watchers' ring keeps the members declared dead: a member whose watchers all died is watched by nobody alive. */
   ringKeepsTheDead?: boolean | undefined;
+  /**
+   * A dead member's lease whose free conflicted is freed again on the record the conflict carries, whoever
+   * that names: a lease another worker took meanwhile is written free under it.
+   */
+  freeRetryIgnoresOwner?: boolean | undefined;
 }
 
 /** The leader elector's switches. */

@@ -34,6 +34,12 @@ describe('the simulation harness', () => {
     expect(result?.replay).toMatch(/--unsafe-ring-keeps-the-dead --whole-roster-up-to 0 --trace$/);
   }, 600_000);
 
+  it('catches a declarer that frees a dead member\'s lease again on the record its conflict carries, whoever that names, within 200 seeds', async () => {
+    const result = await firstViolation({ freeRetryIgnoresOwner: true }, { wholeRosterUpTo: 0 });
+    expect(result?.violations.some((violation) => violation.guarantee === 'single-owner' && /written free while/.test(violation.detail))).toBe(true);
+    expect(result?.replay).toMatch(/--unsafe-free-retry-ignores-owner --whole-roster-up-to 0 --trace$/);
+  }, 600_000);
+
   it('runs a group on a store without the watchers\' reads (every member reading the whole roster) through the same faults', async () => {
     for (let seed = 1; seed <= 20; seed++) {
       const result = await simulate({ seed, watcherReads: false });

@@ -111,6 +111,40 @@ describe('watchers and the roster digest', () => {
     expect(took).toBeGreaterThan(10_000 * 1.01 + 6_500 + 3 * TICK * 1.05 + 1_000);
   });
 
+  it('with a change feed, a dead member\'s leases are held by the members that do not watch it a fraction of a take tick after its declaration: the declarer frees them, and the feed wakes the rest', async () => {
+    const deathWith = async (useChangeFeed: boolean) => {
+      const { scheduler, storage, start } = group();
+      for (const leaseKey of keys(90)) await storage.createLease({ group: GROUP, leaseKey });
+      await storage.putMember(GROUP, 'ghost', null, member('inc-ghost', { held: 10 }));
+      for (const leaseKey of keys(10, 'ghost-')) await storage.createLease({ group: GROUP, leaseKey, owner: 'ghost', incarnation: 'inc-ghost', epoch: 1 });
+      const workers: LeaseCoordinator[] = [];
+      let declaredAt = Infinity;
+      let freed = 0;
+      const takers = new Set<string>();
+      for (const workerId of ids(9)) {
+        const coordinator = await start(workerId, { useChangeFeed });
+        coordinator.on('member-dead', ({ workerId: dead }) => dead === 'ghost' && (declaredAt = Math.min(declaredAt, scheduler.now)));
+        coordinator.on('storage', ({ operation, applied }) => operation === 'free-dead' && (freed += applied));
+        coordinator.on('acquired', ({ leaseKey }) => leaseKey.startsWith('ghost-') && takers.add(workerId));
+        workers.push(coordinator);
+      }
+      const ghostHeld = () => workers.reduce((sum, w) => sum + w.heldLeases().filter((lease) => lease.leaseKey.startsWith('ghost-')).length, 0);
+      await until(scheduler, () => ghostHeld() === 10, 120_000);
+      const after = scheduler.now - declaredAt;
+      await run(scheduler, Promise.all(workers.map((w) => w.stop())));
+      return { after, freed, takers };
+    };
+    const fed = await deathWith(true);
+    // Nine members over 100 leases: the declarer keeps its share of the ten, the other eight take the rest.
+    expect(fed.freed).toBeGreaterThanOrEqual(8);
+    expect(fed.takers.size).toBeGreaterThan(3);
+    expect(fed.after).toBeLessThan(TICK / 4);
+    // Without the feed nobody frees, and the members that do not watch the dead one take at their next tick.
+    const unfed = await deathWith(false);
+    expect(unfed.freed).toBe(0);
+    expect(unfed.after).toBeGreaterThan(TICK / 4);
+  });
+
   it('gives a member that joins a quiet group its share within four take ticks: every member reads the whole roster when the join moves the digest', async () => {
     expect(await joinOfTheEleventh()).toBeLessThanOrEqual(4 * TICK * 1.05);
   });

@@ -322,6 +322,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   readonly #skipRosterDigest: boolean;
   /** Unsafe: the watchers' ring keeps the members declared dead. */
   readonly #ringKeepsTheDead: boolean;
+  /** Unsafe: a dead member's lease whose free conflicted is freed again on the current record, whoever it names now. */
+  readonly #freeRetryIgnoresOwner: boolean;
   /** How many members watch each member's liveness. */
   readonly #watchers: number;
   /** Whether the store has the watchers' reads: without them the whole roster is read every take tick. */
@@ -435,6 +437,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     const unsafe = unsafeOf(options);
     this.#skipRosterDigest = unsafe.skipRosterDigest ?? false;
     this.#ringKeepsTheDead = unsafe.ringKeepsTheDead ?? false;
+    this.#freeRetryIgnoresOwner = unsafe.freeRetryIgnoresOwner ?? false;
     this.#skipSelfFencing = unsafe.skipSelfFencing ?? false;
     this.#checkpointPerKey = unsafe.checkpointPerKey ?? false;
     this.#ownDurationOnly = unsafe.ownDurationOnly ?? false;
@@ -1082,9 +1085,16 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     }
     if (outcome.status !== 'applied') return false;
     this.#view.set(outcome.record);
+    this.#declared.set(member.workerId, member.incarnation);
     this.emit('member-dead', { workerId: member.workerId, incarnation: member.incarnation });
     return true;
   }
+
+  /**
+   * The members this worker declared dead itself (its conditional write applied), by incarnation: at its
+   * next listing it frees the leases they held that it does not take (see `#freeForTheGroup`).
+   */
+  readonly #declared = new Map<string, string>();
 
   async #putMember(expectedVersion: number | null, next: MemberState, operation: string, workerId = this.workerId): Promise<WriteResult<MemberRecord>> {
     // Only a heartbeat that writes the state as stored is not for others to look at: every other member
@@ -1872,6 +1882,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     const takeable = holding ? [...takeBack, ...portion, ...extra].slice(0, Math.max(0, room - keep.length)) : [];
     const taken = (await this.#take(takeable, membership)) + kept;
     if (this.#state !== 'running') return;
+    await this.#freeForTheGroup(sorted);
+    if (this.#state !== 'running') return;
     // Members balance on each other's counts: publish the new one now, not a heartbeat later.
     if (taken > 0) this.#wakeRenew?.();
     // Leases still without a live owner are looked at again next tick, until somebody holds them.
@@ -1903,6 +1915,39 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     const asked = this.#requests.size;
     if (holding && wanted - asked > 0 && this.#maxSteals > 0 && unowned.length <= taken) {
       this.#requestHandoffs(workable, counts, ownerOf, mine + taken + asked, wanted - asked, now, givers);
+    }
+  }
+
+  /**
+   * Frees the leases of the members this worker declared dead that it did not take itself, with the change
+   * feed's `released`, in one batch (DESIGN section 4, "Watchers and the roster digest"). In a group of
+   * watchers only the dead member's few watchers were woken at its expiry; the others would learn of the
+   * death from the digest at their next take tick, up to a tick later. The feed wakes them at once, and
+   * each takes its portion of the freed leases as it deals them. Only with a change feed (nobody would
+   * hear the frees without one) and while this worker reads as a watcher (every member of a group that
+   * reads the whole roster judges expiry itself, at the same moment). The write is conditional on the
+   * listed version, as a take is: a lease taken or written since is left as it is.
+   */
+  async #freeForTheGroup(unowned: readonly LeaseRecord[]): Promise<void> {
+    if (this.#declared.size === 0) return;
+    const declared = new Map(this.#declared);
+    this.#declared.clear();
+    if (this.#subscription === null || !this.#readsWatched()) return;
+    const namesTheDead = (lease: LeaseRecord | null): lease is LeaseRecord => lease !== null && lease.owner !== null && declared.get(lease.owner) === lease.incarnation;
+    let orphans = unowned.filter((lease) => namesTheDead(lease) && !this.#held.has(lease.leaseKey));
+    if (orphans.length === 0) return;
+    // Those woken read the whole roster first: the digest's advance for the death goes out before the frees.
+    await this.#advancing;
+    for (let attempt = 1; orphans.length > 0 && attempt <= 2 && this.#state === 'running'; attempt++) {
+      const results = await this.#update(
+        orphans.map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...stateOf(lease), owner: null, incarnation: null }, notify: 'released' as const })),
+        'free-dead',
+      );
+      // A lease written since the listing without being taken (an operator's rewind request in its
+      // metadata) still names the dead: freed on the record the conflict carries. One taken is left be.
+      orphans = results.flatMap((outcome) =>
+        outcome.status === 'conflict' && outcome.current !== null && (this.#freeRetryIgnoresOwner || namesTheDead(outcome.current)) ? [outcome.current] : [],
+      );
     }
   }
 

@@ -143,6 +143,7 @@ export function replayCommand(config: SimulationConfig & { workers: number; leas
     unsafe?.ownDurationOnly ? '--unsafe-own-duration-only' : '',
     unsafe?.skipRosterDigest ? '--unsafe-skip-roster-digest' : '',
     unsafe?.ringKeepsTheDead ? '--unsafe-ring-keeps-the-dead' : '',
+    unsafe?.freeRetryIgnoresOwner ? '--unsafe-free-retry-ignores-owner' : '',
     config.watcherReads === false ? '--no-watcher-reads' : '',
     config.coordinator?.wholeRosterUpTo !== undefined ? `--whole-roster-up-to ${config.coordinator.wholeRosterUpTo}` : '',
   ].filter(Boolean);
@@ -221,6 +222,12 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
       violate('checkpoint', `acknowledged checkpoint ${acked} of ${leaseKey} lost: stored ${String(after.checkpoint)}`);
     }
     const takenFrom = before.owner;
+    if (after.owner === null && takenFrom !== null) {
+      // Written free (a release, a give-back, or a dead member's leases freed by its declarer): whoever it
+      // named must not believe it still holds the lease.
+      const previous = byId.get(takenFrom);
+      if (previous?.alive && previous.coordinator.isHeld(leaseKey)) violate('single-owner', `${leaseKey} written free while ${takenFrom} still held it`);
+    }
     if (after.owner !== null && after.owner !== takenFrom && takenFrom !== null && after.epoch === before.epoch + 1) {
       // A take or a handoff: the previous owner must not believe it still holds the lease.
       const previous = byId.get(takenFrom);
