@@ -1,5 +1,5 @@
 /**
- * What the conformance suite's rule files (`conformance.ts`, `conformance-watchers.ts`) share: the target
+ * What the conformance suite's rule files (`conformance-*.ts`, one per group of tests) share: the target
  * and runner types, the harness that defines a test (`define`) and the assertions and fixtures more than
  * one file uses. Rules live in the rule files, not here.
  */
@@ -8,10 +8,10 @@ import { randomUUID } from 'node:crypto';
 import { LeaseholdError } from '../errors.js';
 import { encodeMemberState } from '../codec.js';
 import { limits } from '../validation.js';
-import { memberStateOf, RECORD_FORMAT } from '../storage.js';
-import type { LeaseRecord, LeaseState, MemberRecord, MemberState, Storage, WriteResult } from '../storage.js';
+import { leaseStateOf, memberStateOf, RECORD_FORMAT } from '../storage.js';
+import type { DeleteResult, LeaseRecord, LeaseState, MemberRecord, MemberState, Storage, WriteResult } from '../storage.js';
 import { openProcessClients, type CrossProcessClients } from './cross-process.js';
-import type { TcpAddress } from './tcp-proxy.js';
+import { TcpProxy, type TcpAddress } from './tcp-proxy.js';
 
 /** The test functions of the caller's runner (vitest, jest, mocha, node:test all fit). */
 export interface TestApi {
@@ -212,6 +212,13 @@ export function applied<T>(outcome: WriteResult<T> | undefined, what: string): T
   return outcome.record;
 }
 
+export function conflict<T>(outcome: WriteResult<T> | DeleteResult | undefined, what: string): T | null {
+  if (outcome?.status !== 'conflict') {
+    assert.fail(`${what}: expected conflict, got ${show(outcome)}`);
+  }
+  return outcome.current as T | null;
+}
+
 export function show(value: unknown): string {
   try {
     const text = JSON.stringify(value, (_key, field: unknown) => (field instanceof Error ? `${field.name}: ${field.message}` : field));
@@ -236,6 +243,58 @@ export function sized(bytes: number, unit: string, last: string): string {
   return value;
 }
 
+export function chunks<T>(items: readonly T[], size: number): T[][] {
+  return Array.from({ length: Math.ceil(items.length / size) }, (_, i) => items.slice(i * size, i * size + size));
+}
+
+/** Fields a later core might add: JSON values of every kind, nested. */
+export const laterFields = {
+  assignedAt: 1767225600123,
+  lineage: { depth: 2, via: ['shardId-000000000001', null, true, { nested: [1.5, -2, 'ü'] }] },
+  'x-flag': false,
+  'x-empty': {},
+  'x-none': null,
+};
+
+// ---------------------------------------------------------------------------------------------------
+// Leases
+
+export const full: LeaseState = {
+  format: RECORD_FORMAT,
+  owner: 'worker-ü-1',
+  epoch: 7,
+  checkpoint: '49590338271490256608559692538361571095921575989136588898:3',
+  parentKeys: ['shardId-000000000001', 'shardId-000000000002'],
+  incarnation: 'incarnation-ü "quoted"',
+  metadata: { 'leasehold.note': 'línea\nnext', empty: '', 'with space': '{"json":true}' },
+};
+
+export function byKey(leases: readonly LeaseRecord[]): Map<string, LeaseRecord> {
+  return new Map(leases.map((lease) => [lease.leaseKey, lease]));
+}
+
+export async function update(storage: Storage, group: string, record: LeaseRecord, next: Partial<LeaseState>, what: string): Promise<LeaseRecord> {
+  const [outcome] = await storage.updateLeases(group, [{ leaseKey: record.leaseKey, expectedVersion: record.version, next: { ...leaseStateOf(record), ...next } }]);
+  return applied(outcome, what);
+}
+
+export async function createMany(storage: Storage, group: string, keys: readonly string[], state: (leaseKey: string) => Partial<LeaseState> = () => ({})): Promise<void> {
+  const chunk = 100;
+  for (let start = 0; start < keys.length; start += chunk) {
+    await Promise.all(
+      keys.slice(start, start + chunk).map(async (leaseKey) => {
+        applied(await storage.createLease({ group, leaseKey, ...state(leaseKey) }), `create ${leaseKey}`);
+      }),
+    );
+  }
+}
+
+export async function listed(storage: Storage, group: string): Promise<LeaseRecord[]> {
+  const listing = await storage.listLeases(group);
+  assert.deepEqual(listing.corrupt, [], 'no lease of this group is corrupt');
+  return listing.leases;
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Members
 
@@ -254,6 +313,10 @@ export async function members(storage: Storage, group: string): Promise<MemberRe
   assert.equal(roster.group, group, 'the roster names its group');
   assert.deepEqual(roster.corrupt, [], 'no member of this group is corrupt');
   return byWorker(roster.members);
+}
+
+export async function memberOfRoster(storage: Storage, group: string, workerId: string): Promise<MemberRecord | null> {
+  return (await members(storage, group)).find((member) => member.workerId === workerId) ?? null;
 }
 
 export async function join(storage: Storage, group: string, workerId: string, state: Partial<MemberState> & object = {}): Promise<MemberRecord> {
@@ -322,6 +385,52 @@ export function sharedProcesses(t: TestApi, target: ConformanceTarget): Mode {
       return (await opened).clients.slice(0, count);
     },
   };
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Lost connections
+
+/** How long a call may take to settle once its connection is cut: a call that hangs fails the test. */
+const SETTLE_MS = 30_000;
+
+export async function settles<T>(promise: Promise<T>, what: string): Promise<{ value: T } | { thrown: unknown }> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not settle within ${SETTLE_MS} ms of its connection being cut`)), SETTLE_MS);
+  });
+  try {
+    return await Promise.race([promise.then((value) => ({ value }), (thrown: unknown) => ({ thrown })), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+interface Proxied {
+  readonly proxy: TcpProxy;
+  /** A client connected through the proxy, warmed up so that its connections are open. */
+  readonly client: Storage;
+  /** A client connected to the backend directly, to see what really happened. */
+  readonly direct: Storage;
+}
+
+export async function proxied(target: ConformanceTarget, context: Context): Promise<Proxied> {
+  const faults = target.faults;
+  if (faults?.kind !== 'proxy') {
+    context.notChecked(
+      `not checked: ${
+        target.notApplicable?.faults ??
+        (faults
+          ? `the target breaks its clients' connections in process (faults.kind 'break'), so no call was cut after the backend received it`
+          : `the target has no proxy fault hook (faults.kind 'proxy'), so calls whose connection is cut after the backend received them were not tried`)
+      }`,
+    );
+  }
+  const proxy = await TcpProxy.start(faults.upstream());
+  context.cleanup(() => proxy.close());
+  const client = await faults.createStorage(proxy.address);
+  context.cleanup(async () => target.closeStorage?.(client));
+  const [direct] = (await context.clients(1)) as [Storage];
+  return { proxy, client, direct };
 }
 
 // ---------------------------------------------------------------------------------------------------

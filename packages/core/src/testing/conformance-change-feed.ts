@@ -1,0 +1,209 @@
+/**
+ * The conformance suite's rules on the change feed (`subscribe()`), the group "change feed".
+ */
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { leaderStateOf, leaseStateOf } from '../storage.js';
+import type { LeaseChange, LeaseChangeKind, LeaseRecord, LeaseUpdate, Storage } from '../storage.js';
+import {
+  applied,
+  byKey,
+  conflict,
+  createMany,
+  define,
+  full,
+  heartbeat,
+  join,
+  listed,
+  show,
+  type ConformanceTarget,
+  type Context,
+  type TestApi,
+} from './conformance-kit.js';
+
+async function waitUntil(condition: () => boolean, what: string, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) assert.fail(`${what} (waited ${timeoutMs} ms)`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+interface Heard {
+  readonly changes: LeaseChange[];
+  close(): Promise<void>;
+}
+
+function feedOf(storage: Storage, target: ConformanceTarget, context: Context): NonNullable<Storage['subscribe']> {
+  if (typeof storage.subscribe !== 'function') {
+    assert.ok(!target.changeFeed, 'the target declares a change feed (changeFeed: true) but its clients have no subscribe()');
+    context.notChecked('not checked: the adapter has no subscribe(), so it has no change feed to check');
+  }
+  return (group, listener) => (storage.subscribe as NonNullable<Storage['subscribe']>).call(storage, group, listener);
+}
+
+async function listen(storage: Storage, group: string, target: ConformanceTarget, context: Context): Promise<Heard> {
+  const changes: LeaseChange[] = [];
+  const subscription = await feedOf(storage, target, context)(group, (change) => changes.push(change));
+  let closing: Promise<void> | undefined;
+  const close = (): Promise<void> => (closing ??= subscription.close());
+  context.cleanup(close);
+  return { changes, close };
+}
+
+/**
+ * Writes a release of a marker lease through `writer` and waits until `heard` has it: changes written
+ * before it by the same client have then been delivered too. Returns what was heard before the marker.
+ */
+async function settle(writer: Storage, group: string, heard: Heard): Promise<LeaseChange[]> {
+  const leaseKey = `marker-${randomUUID().slice(0, 8)}`;
+  const marker = applied(await writer.createLease({ group, leaseKey, owner: 'm', epoch: 1 }), 'create the marker');
+  const [outcome] = await writer.updateLeases(group, [{ leaseKey, expectedVersion: marker.version, next: { ...leaseStateOf(marker), owner: null }, notify: 'released' }]);
+  applied(outcome, 'release the marker');
+  await waitUntil(() => heard.changes.some((change) => change.leaseKey === leaseKey && change.kind === 'released'), 'the marker release was never delivered');
+  return heard.changes.filter((change) => change.leaseKey !== leaseKey);
+}
+
+function sortChanges(changes: readonly LeaseChange[]): LeaseChange[] {
+  return [...changes].sort((a, b) => `${a.leaseKey} ${a.kind}`.localeCompare(`${b.leaseKey} ${b.kind}`));
+}
+
+/**
+ * The change feed, checked whenever the adapter has `subscribe()`: a subscriber of a group hears, on any
+ * client including the writer's own, every change that applied, with its kind, and nothing else.
+ */
+export function changeFeedContract(t: TestApi, target: ConformanceTarget): void {
+  t.describe(`${target.name}: change feed`, () => {
+    define(t, target, 'a release published by one client reaches a subscriber on another client, and no other group', async (context) => {
+      const [writer, reader] = (await context.clients(2)) as [Storage, Storage];
+      const g = context.group();
+      const heard = await listen(reader, g, target, context);
+      const elsewhere = await listen(reader, context.group(), target, context);
+      const lease = applied(await writer.createLease({ group: g, leaseKey: 'k', owner: 'a', epoch: 1 }), 'create');
+      const [outcome] = await writer.updateLeases(g, [{ leaseKey: 'k', expectedVersion: lease.version, next: { ...leaseStateOf(lease), owner: null }, notify: 'released' }]);
+      applied(outcome, 'release');
+      await waitUntil(() => heard.changes.some((change) => change.kind === 'released'), 'the release was never delivered');
+      assert.deepEqual(heard.changes.filter((change) => change.kind === 'released'), [{ group: g, leaseKey: 'k', kind: 'released' }]);
+      assert.deepEqual(elsewhere.changes, []);
+    });
+
+    define(t, target, 'each change reaches subscribers with the kind it was written with: created for a new lease, handed-off, rewind and released', async (context) => {
+      const [writer, reader] = (await context.clients(2)) as [Storage, Storage];
+      const g = context.group();
+      const heard = await listen(reader, g, target, context);
+      const lease = applied(await writer.createLease({ group: g, leaseKey: 'k', owner: 'a', epoch: 1 }), 'create');
+      await waitUntil(() => heard.changes.length > 0, 'the creation of a lease was never published (an adapter with a feed publishes created for every lease it creates)');
+      let current = lease;
+      for (const [kind, step] of [
+        ['handed-off', { owner: 'b', epoch: 2, incarnation: 'i-b' }],
+        // A rewind request changes only the metadata: the owner hears it and applies it.
+        ['rewind', { metadata: { 'leasehold.rewind': '{"id":"r1","to":"TRIM_HORIZON","requestedAt":"2024-01-01T00:00:00.000Z"}' } }],
+        ['released', { owner: null, incarnation: null }],
+      ] as const) {
+        const [outcome] = await writer.updateLeases(g, [{ leaseKey: 'k', expectedVersion: current.version, next: { ...leaseStateOf(current), ...step }, notify: kind }]);
+        current = applied(outcome, kind);
+      }
+      assert.deepEqual(await settle(writer, g, heard), [
+        { group: g, leaseKey: 'k', kind: 'created' },
+        { group: g, leaseKey: 'k', kind: 'handed-off' },
+        { group: g, leaseKey: 'k', kind: 'rewind' },
+        { group: g, leaseKey: 'k', kind: 'released' },
+      ]);
+    });
+
+    define(t, target, 'only writes that applied are published: a batch mixing applied and refused items publishes the applied ones, a refused create nothing', async (context) => {
+      const [writer, reader] = (await context.clients(2)) as [Storage, Storage];
+      const g = context.group();
+      const keys = ['a', 'b', 'c', 'd', 'e'];
+      // Subscribed before every write it judges: a feed may deliver a change written just before a
+      // subscription (Redis Cluster forwards publishes between nodes), and that is no fault.
+      const heard = await listen(reader, g, target, context);
+      await createMany(writer, g, keys, () => ({ owner: 'w', epoch: 1 }));
+      const leases = byKey(await listed(writer, g));
+      const kinds: LeaseChangeKind[] = ['released', 'handed-off', 'handed-off', 'released', 'handed-off'];
+      const results = await writer.updateLeases(g, [
+        ...keys.map((leaseKey, i) => {
+          const lease = leases.get(leaseKey) as LeaseRecord;
+          return { leaseKey, expectedVersion: i % 2 === 0 ? lease.version : lease.version + 7, next: { ...leaseStateOf(lease), owner: null }, notify: kinds[i] };
+        }),
+        { leaseKey: 'missing', expectedVersion: 1, next: full, notify: 'released' },
+      ]);
+      assert.deepEqual(results.map((outcome) => outcome.status), ['applied', 'conflict', 'applied', 'conflict', 'applied', 'conflict']);
+      conflict(await writer.createLease({ group: g, leaseKey: 'a' }), 'create over a lease');
+      assert.deepEqual(sortChanges(await settle(writer, g, heard)), sortChanges([
+        ...keys.map((leaseKey) => ({ group: g, leaseKey, kind: 'created' as const })),
+        { group: g, leaseKey: 'a', kind: 'released' },
+        { group: g, leaseKey: 'c', kind: 'handed-off' },
+        { group: g, leaseKey: 'e', kind: 'handed-off' },
+      ]));
+    });
+
+    define(t, target, 'updates without notify publish nothing: renewals and checkpoints are not changes', async (context) => {
+      const [writer, reader] = (await context.clients(2)) as [Storage, Storage];
+      const g = context.group();
+      const keys = Array.from({ length: 20 }, (_, i) => `k${i}`);
+      const heard = await listen(reader, g, target, context);
+      await createMany(writer, g, keys, () => ({ owner: 'w', epoch: 1 }));
+      for (let round = 0; round < 3; round++) {
+        const leases = await listed(writer, g);
+        const results = await writer.updateLeases(g, leases.map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...leaseStateOf(lease), checkpoint: String(round) } })));
+        results.forEach((outcome, i) => applied(outcome, `renewal of ${leases[i]?.leaseKey}`));
+      }
+      const leader = applied(await writer.createLeader({ group: g, holder: 'w', term: 1 }), 'leader');
+      applied(await writer.updateLeader(g, leader.version, leaderStateOf(leader)), 'leader renewal');
+      assert.deepEqual(sortChanges(await settle(writer, g, heard)), sortChanges(keys.map((leaseKey) => ({ group: g, leaseKey, kind: 'created' as const }))), 'only the creates are changes');
+    });
+
+    define(t, target, 'a subscriber hears the changes its own client writes, as well as another client\'s', async (context) => {
+      const [own, other] = (await context.clients(2)) as [Storage, Storage];
+      const g = context.group();
+      const heard = await listen(own, g, target, context);
+      applied(await own.createLease({ group: g, leaseKey: 'mine', owner: 'w', epoch: 1 }), 'create through the subscriber\'s own client');
+      applied(await other.createLease({ group: g, leaseKey: 'theirs', owner: 'w', epoch: 1 }), 'create through another client');
+      const leases = byKey(await listed(own, g));
+      const release = (leaseKey: string): LeaseUpdate => {
+        const lease = leases.get(leaseKey) as LeaseRecord;
+        return { leaseKey, expectedVersion: lease.version, next: { ...leaseStateOf(lease), owner: null }, notify: 'released' };
+      };
+      applied((await own.updateLeases(g, [release('mine')]))[0], 'release through the subscriber\'s own client');
+      applied((await other.updateLeases(g, [release('theirs')]))[0], 'release through another client');
+      await waitUntil(() => heard.changes.length >= 4, `both creates and both releases should be heard, heard ${show(heard.changes)}`);
+      assert.deepEqual(sortChanges(await settle(own, g, heard)), sortChanges([
+        { group: g, leaseKey: 'mine', kind: 'created' },
+        { group: g, leaseKey: 'theirs', kind: 'created' },
+        { group: g, leaseKey: 'mine', kind: 'released' },
+        { group: g, leaseKey: 'theirs', kind: 'released' },
+      ]));
+    });
+
+    define(t, target, 'a closed subscription hears nothing more, while another subscription of the group goes on', async (context) => {
+      const [writer, reader] = (await context.clients(2)) as [Storage, Storage];
+      const g = context.group();
+      const closed = await listen(reader, g, target, context);
+      const open = await listen(reader, g, target, context);
+      const elsewhere = await listen(writer, g, target, context);
+      await closed.close();
+      const lease = applied(await writer.createLease({ group: g, leaseKey: 'k', owner: 'a', epoch: 1 }), 'create');
+      applied((await writer.updateLeases(g, [{ leaseKey: 'k', expectedVersion: lease.version, next: { ...leaseStateOf(lease), owner: null }, notify: 'released' }]))[0], 'release');
+      await settle(writer, g, open);
+      await settle(writer, g, elsewhere);
+      assert.deepEqual(closed.changes, [], 'nothing reaches a closed subscription');
+      assert.ok(open.changes.some((change) => change.leaseKey === 'k' && change.kind === 'released'), 'the open subscription hears the release');
+    });
+
+    define(t, target, 'member writes publish nothing on the change feed: joins, heartbeats and removes are not lease changes', async (context) => {
+      const [writer, reader] = (await context.clients(2)) as [Storage, Storage];
+      const g = context.group();
+      const heard = await listen(reader, g, target, context);
+      const own = await listen(writer, g, target, context);
+      let member = await join(writer, g, 'w1');
+      for (let beat = 0; beat < 3; beat++) member = await heartbeat(writer, member, { held: beat, changes: beat });
+      const other = await join(reader, g, 'w2');
+      member = await heartbeat(writer, member, { status: 'dead' });
+      assert.equal((await writer.removeMember(g, 'w1', member.version)).status, 'applied');
+      assert.equal((await reader.removeMember(g, 'w2', other.version)).status, 'applied');
+      assert.deepEqual(await settle(writer, g, heard), [], 'a subscriber on another client heard a member write');
+      assert.deepEqual((await settle(writer, g, own)).filter((change) => !change.leaseKey.startsWith('marker-')), [], 'a subscriber on the writer\'s client heard a member write');
+    });
+  });
+}
