@@ -6,29 +6,24 @@ import {
   InvalidConfigError,
   LeaseholdError,
   LeaseLostError,
-  MemberExpelledError,
   RecordFormatError,
   StorageOutcomeUnknownError,
   StorageUnavailableError,
 } from '../errors.js';
 import { TypedEmitter } from '../events.js';
 import { concurrencyLimit } from '../concurrency.js';
-import { capOf, MAX_LEASES_FIELD, planMoves, shares } from './balance.js';
-import { RosterView } from './roster-view.js';
+import { capOf, planMoves, shares } from './balance.js';
+import { LEAVING_FIELD, Membership, type Incarnation } from './membership.js';
+import type { RosterView } from './roster-view.js';
 import { compareNumericPositions } from '../position.js';
 import { limits } from '../validation.js';
 import { checkWatcherReads } from '../watcher-reads.js';
-import { watchedBy } from './watchers.js';
 import { unsafeOf } from '../unsafe.js';
 import { optionKeys, refuseUnknownOptions } from '../known-options.js';
 import {
   Checkpoint,
   leaseStateOf,
-  memberStateOf,
   RECORD_FORMAT,
-  type MemberRecord,
-  type MemberState,
-  type Roster,
   type ChangeSubscription,
   type CheckpointStorage,
   type LeaseChange,
@@ -262,17 +257,10 @@ interface Held {
   busy: number;
 }
 
-interface Membership {
-  readonly incarnation: string;
-  record: MemberRecord | null;
-  /** When the first join was sent: a new member takes nothing before its first full take tick. */
-  readonly joinedAt: number;
-}
-
 const stateOf = leaseStateOf;
 
-/** Member metadata of a worker that is stopping: others deal it nothing more. */
-export const LEAVING_FIELD = 'leasehold.leaving';
+/** Member metadata of a worker that is stopping; defined with the membership, still exported from here. */
+export { LEAVING_FIELD };
 
 function asError(error: unknown): Error {
   return error instanceof Error ? error : new Error(String(error));
@@ -314,32 +302,12 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   readonly #useChangeFeed: boolean;
   readonly #skipSelfFencing: boolean;
   readonly #checkpointPerKey: boolean;
-  readonly #ownDurationOnly: boolean;
-  readonly #expiryFactor: number;
   /** Unsafe: a release that conflicts with another client's same-tenure write (a rewind request) is taken for a loss. */
   readonly #releaseWithoutRetry: boolean;
-  /** Unsafe: member writes never advance the roster digest. */
-  readonly #skipRosterDigest: boolean;
-  /** Unsafe: the watchers' ring keeps the members declared dead. */
-  readonly #ringKeepsTheDead: boolean;
   /** Unsafe: a dead member's lease whose free conflicted is freed again on the current record, whoever it names now. */
   readonly #freeRetryIgnoresOwner: boolean;
-  /** How many members watch each member's liveness. */
-  readonly #watchers: number;
-  /** Whether the store has the watchers' reads: without them the whole roster is read every take tick. */
-  readonly #watcherReads: boolean;
-  /** Groups of up to this many members read the whole roster every tick. */
-  readonly #wholeRosterUpTo: number;
-  /** The roster digest read just before the last whole roster read; `null` before the first. */
-  #digestSeen: number | null = null;
-  /** When the roster was last read whole, on this worker's clock. */
-  #wholeReadAt = -Infinity;
-  /** A member write others must look at applied (or may have) and the digest's advance has not: advance at the next tick. */
-  #digestOwed = false;
-  /** A change that a watcher's read showed (a watched member died, left or moved) and the digest did not: announced a tick later if still unshown. */
-  #unannouncedSince: number | null = null;
-  /** The members this worker watches: those whose expiry it judges every tick. */
-  #watched: ReadonlySet<string> = new Set();
+  /** This worker's member record, the hold its heartbeats buy, and its reads of the roster. */
+  readonly #members: Membership;
 
   readonly #held = new Map<string, Held>();
   /**
@@ -349,16 +317,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    * worker never held was handed to it, and is held as it is.
    */
   readonly #letGo = new Map<string, number>();
-  /** Until when this worker's last successful heartbeat lets it count its leases as held. */
-  #heldUntil = -Infinity;
-  #membership: Membership | null = null;
-  /** Member writes run one after another: each needs the version the previous one made. */
-  #memberChain: Promise<unknown> = Promise.resolve();
-  #changes = 0;
-  /** Each other member's record as last read (incarnation and version), and since when: observed expiry. */
-  /** The roster as last read, and each member as this worker judges it (observed expiry). */
+  /** The roster as membership last read it: dealing and balancing judge on it, and never write it. */
   readonly #view: RosterView;
-  #rosterSignature = '';
   /** Leases this worker asked for, by key: whom it asked, and when. */
   readonly #requests = new Map<string, { from: string; at: number }>();
   /**
@@ -387,7 +347,6 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   #takeInFlight: Promise<void> = Promise.resolve();
   readonly #transfers = new Set<Promise<void>>();
   #subscription: ChangeSubscription | null = null;
-  #incarnations = 0;
 
   constructor(options: LeaseCoordinatorOptions) {
     super();
@@ -428,27 +387,63 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     this.#compare = options.comparePositions ?? compareNumericPositions;
     this.#onDrain = options.onDrain;
     this.#useChangeFeed = options.useChangeFeed ?? true;
-    this.#watchers = positiveInteger(PKG, 'watchers', options.watchers ?? 3);
-    if (this.#watchers > limits.maxWatchedMembers - 1) {
-      throw new InvalidConfigError(`[${PKG}] watchers must be at most ${limits.maxWatchedMembers - 1}, got ${this.#watchers}`);
+    const watchers = positiveInteger(PKG, 'watchers', options.watchers ?? 3);
+    if (watchers > limits.maxWatchedMembers - 1) {
+      throw new InvalidConfigError(`[${PKG}] watchers must be at most ${limits.maxWatchedMembers - 1}, got ${watchers}`);
     }
-    this.#watcherReads = checkWatcherReads(options.storage, PKG);
-    this.#wholeRosterUpTo = options.wholeRosterUpTo === 0 ? 0 : positiveInteger(PKG, 'wholeRosterUpTo', options.wholeRosterUpTo ?? 16);
+    const watcherReads = checkWatcherReads(options.storage, PKG);
+    const wholeRosterUpTo = options.wholeRosterUpTo === 0 ? 0 : positiveInteger(PKG, 'wholeRosterUpTo', options.wholeRosterUpTo ?? 16);
     const unsafe = unsafeOf(options);
-    this.#skipRosterDigest = unsafe.skipRosterDigest ?? false;
-    this.#ringKeepsTheDead = unsafe.ringKeepsTheDead ?? false;
+    const skipRosterDigest = unsafe.skipRosterDigest ?? false;
+    const ringKeepsTheDead = unsafe.ringKeepsTheDead ?? false;
     this.#freeRetryIgnoresOwner = unsafe.freeRetryIgnoresOwner ?? false;
     this.#skipSelfFencing = unsafe.skipSelfFencing ?? false;
     this.#checkpointPerKey = unsafe.checkpointPerKey ?? false;
-    this.#ownDurationOnly = unsafe.ownDurationOnly ?? false;
-    this.#expiryFactor = unsafe.expiryFactor ?? 1;
     this.#releaseWithoutRetry = unsafe.releaseWithoutRetry ?? false;
-    this.#view = new RosterView({ workerId: this.workerId, now: () => this.#clock.now(), expiryMs: (member) => this.#expiryMs(member) });
+    this.#members = new Membership({
+      storage: this.#storage,
+      group: this.group,
+      workerId: this.workerId,
+      leaseDurationMs: this.leaseDurationMs,
+      takeIntervalMs: this.takeIntervalMs,
+      holdMs: this.holdMs,
+      maxLeases: this.#maxLeases,
+      clock: this.#clock,
+      random: this.#random,
+      watchers,
+      watcherReads,
+      wholeRosterUpTo,
+      skipRosterDigest,
+      ringKeepsTheDead,
+      ownDurationOnly: unsafe.ownDurationOnly ?? false,
+      expiryFactor: unsafe.expiryFactor ?? 1,
+      host: {
+        state: () => this.#state,
+        lifetime: this.#lifetime.signal,
+        requests: this.#requests,
+        countHeld: () => this.#countHeld(),
+        heldKeys: () => [...this.#held.keys()],
+        isHeld: (leaseKey) => this.isHeld(leaseKey),
+        fenceExpired: () => this.#fenceExpired(),
+        holdExtended: () => this.#armWatchdog(),
+        loseEverything: () => this.#loseEverything(),
+        listingDue: () => {
+          this.#listingDue = true;
+        },
+        wakeTake: () => this.#wakeTake?.(),
+        emit: <K extends keyof LeaseCoordinatorEvents>(name: K, event: LeaseCoordinatorEvents[K]) => this.emit(name, event),
+        report: (error, operation) => this.#report(error, operation),
+        fail: (error) => this.#fail(error),
+        refuseFormat: (what, format) => this.#fail(this.#formatError(what, format)),
+      },
+    });
+    this.#view = this.#members.view;
   }
 
   /** This worker's current incarnation in the roster, or `null` while it is not a member. */
   get incarnation(): string | null {
-    return this.#membership?.record ? this.#membership.incarnation : null;
+    const current = this.#members.current;
+    return current?.record ? current.incarnation : null;
   }
 
   /**
@@ -496,9 +491,9 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       await this.#until(deadline, this.#takeInFlight);
       // The heartbeat that says this worker is leaving goes out while its leases drain: the releases wait
       // for both, so nobody deals a released lease back to it, and the round trip costs the handoff nothing.
-      const leaving = this.#held.size > 0 ? this.#until(drainDeadline, this.#heartbeat()) : Promise.resolve();
+      const leaving = this.#held.size > 0 ? this.#until(drainDeadline, this.#members.heartbeat()) : Promise.resolve();
       // The roster is read again meanwhile, so that the leases go to members alive and staying now.
-      const roster = this.#held.size > 0 ? this.#until(drainDeadline, this.#storage.getRoster(this.group).then((read) => void this.#readRoster(read))) : Promise.resolve();
+      const roster = this.#held.size > 0 ? this.#until(drainDeadline, this.#storage.getRoster(this.group).then((read) => void this.#members.readRoster(read))) : Promise.resolve();
       const entries = [...this.#held.entries()];
       const drained = await Promise.all(
         entries.map(async ([leaseKey, held]) => ({
@@ -514,7 +509,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       for (const [leaseKey, held] of this.#held) this.#lose(leaseKey, held, 'shutdown-timeout');
       // With nothing left to lapse, leaving the roster lets others act at once; otherwise the membership
       // lapses a lease duration after the last heartbeat, and the leases with it.
-      if (lapsing === 0) await this.#until(deadline, this.#leave());
+      if (lapsing === 0) await this.#until(deadline, this.#members.leave());
     }
     this.#state = 'stopped';
     this.#lifetime.abort(new AbortedError(`[${PKG}] lease coordinator ${this.workerId} stopped`));
@@ -606,18 +601,6 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     await Promise.all([...handovers, this.#release(free, false)]);
   }
 
-  /** Marks this worker's membership dead itself, so that others take what it leaves at once. */
-  async #leave(): Promise<void> {
-    await this.#onMember(async () => {
-      const membership = this.#membership;
-      if (!membership?.record) return;
-      const outcome = await this.#putMember(membership.record.version, { ...memberStateOf(membership.record), status: 'dead', held: 0, requests: [] }, 'leave');
-      if (outcome.status === 'applied') membership.record = null;
-    });
-    // Others learn of the leave from the digest: its advance goes out before the worker is gone.
-    await this.#advancing;
-  }
-
   /** `await using coordinator = ...`: stops it (and releases its leases) at the end of the scope. */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.stop();
@@ -626,7 +609,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   /** Whether this worker holds the lease now: it took it, its last heartbeat still holds, and it has not given it away. */
   isHeld(leaseKey: string): boolean {
     const held = this.#held.get(leaseKey);
-    return held !== undefined && !held.leaving && (this.#skipSelfFencing || this.#clock.now() < this.#heldUntil);
+    return held !== undefined && !held.leaving && (this.#skipSelfFencing || this.#clock.now() < this.#members.heldUntil);
   }
 
   /** The lease if this worker holds it now. */
@@ -669,7 +652,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    * worker lists the leases at its next take tick. Without a change feed this is how others learn of it.
    */
   noteLeasesChanged(): void {
-    this.#changes++;
+    this.#members.noteChanged();
     this.#listingDue = true;
     this.#wakeRenew?.();
   }
@@ -894,8 +877,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       // From its join to its first listing, and while a cold start waits for the members to stop joining,
       // the roster is read every quarter tick: workers started together then see the last join, and deal,
       // within a fraction of a tick of each other rather than each at its own tick.
-      const quarter = kind === 'take' && (this.#coldWait || (this.#membership !== null && this.#listedAt === null));
-      const period = kind === 'renew' && this.#heartbeatFailed ? Math.min(intervalMs / 4, 1_000) : quarter ? (intervalMs / 4) * jitter : intervalMs * jitter;
+      const quarter = kind === 'take' && (this.#coldWait || (this.#members.current !== null && this.#listedAt === null));
+      const period = kind === 'renew' && this.#members.heartbeatFailed ? Math.min(intervalMs / 4, 1_000) : quarter ? (intervalMs / 4) * jitter : intervalMs * jitter;
       const wait = Math.max(0, period - (this.#clock.now() - tickStartedAt));
       if (woken) waker.abort();
       try {
@@ -912,8 +895,6 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     }
   }
 
-  #heartbeatFailed = false;
-
   #onChange(change: LeaseChange): void {
     if (this.#state !== 'running') return;
     if (change.kind === 'rewind') {
@@ -927,204 +908,17 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     this.#wakeTake?.();
   }
 
-  // ---------------------------------------------------------------- membership
+  // ---------------------------------------------------------------- heartbeats and self-fencing
+  // The member record, its writes and the roster's reads are in membership.ts; the hold they buy fences
+  // the leases here.
 
+  /** The renew loop's tick: one heartbeat, its failure reported, never thrown into the loop. */
   async #renewTick(): Promise<void> {
     try {
-      await this.#heartbeat();
+      await this.#members.heartbeat();
     } catch (error) {
       this.#report(error, 'heartbeat');
     }
-  }
-
-  /** The member state this worker writes now: its incarnation, duration, count, changes and requests. */
-  #memberState(membership: Membership): MemberState {
-    const base = membership.record ? memberStateOf(membership.record) : { format: RECORD_FORMAT, metadata: {} };
-    // A stopping member says so, so that nobody deals it the leases others release meanwhile.
-    const metadata: Record<string, string> = { ...base.metadata };
-    if (this.#state === 'stopping') metadata[LEAVING_FIELD] = '1';
-    else delete metadata[LEAVING_FIELD];
-    if (Number.isFinite(this.#maxLeases)) metadata[MAX_LEASES_FIELD] = String(this.#maxLeases);
-    else delete metadata[MAX_LEASES_FIELD];
-    let state: MemberState = {
-      ...base,
-      metadata,
-      format: RECORD_FORMAT,
-      incarnation: membership.incarnation,
-      leaseDurationMs: this.leaseDurationMs,
-      status: 'alive',
-      held: this.#countHeld(),
-      changes: this.#changes,
-      requests: [],
-    };
-    // A request as stored keeps the fields a later core gave it (they round-trip as the member's do).
-    // Names hold no NUL, so it separates the two names of a request's key.
-    const stored = new Map((membership.record?.requests ?? []).map((request) => [`${request.from}\u0000${request.leaseKey}`, request]));
-    // As many open requests as fit the member's size limit (long names may leave room for fewer).
-    for (const [leaseKey, request] of this.#requests) {
-      if (state.requests.length >= limits.maxRequests) break;
-      const written = stored.get(`${request.from}\u0000${leaseKey}`) ?? { leaseKey, from: request.from };
-      const next = { ...state, requests: [...state.requests, written] };
-      if (Buffer.byteLength(JSON.stringify(next), 'utf8') > limits.maxMemberBytes) break;
-      state = next;
-    }
-    return state;
-  }
-
-  /** One heartbeat: the member record written at the version this worker last wrote. */
-  async #heartbeat(): Promise<void> {
-    await this.#onMember(async () => {
-      const membership = this.#membership;
-      if (!membership?.record || this.#state === 'stopped') return;
-      this.#fenceExpired();
-      const sentAt = this.#clock.now();
-      const keys = [...this.#held.keys()];
-      let outcome = await this.#putMember(membership.record.version, this.#memberState(membership), 'heartbeat');
-      if (outcome.status === 'conflict' && this.#isOurs(membership, outcome.current)) {
-        // An earlier write of ours whose outcome was unknown applied after all: write again on it.
-        membership.record = outcome.current;
-        outcome = await this.#putMember(membership.record.version, this.#memberState(membership), 'heartbeat');
-      }
-      if (this.#membership !== membership) return;
-      if (outcome.status === 'applied') {
-        this.#heartbeatFailed = false;
-        membership.record = outcome.record;
-        this.#extendHold(sentAt);
-        this.emit('renewed', { leaseKeys: keys.filter((leaseKey) => this.isHeld(leaseKey)), durationMs: this.#clock.now() - sentAt });
-      } else if (outcome.status === 'conflict') {
-        this.#expel(outcome.current);
-      } else {
-        this.#heartbeatFailed = true;
-      }
-    });
-  }
-
-  #isOurs(membership: Membership, member: MemberRecord | null): member is MemberRecord {
-    return member !== null && member.incarnation === membership.incarnation && member.status === 'alive';
-  }
-
-  #extendHold(sentAt: number): void {
-    this.#heldUntil = Math.max(this.#heldUntil, sentAt + this.holdMs);
-    this.#armWatchdog();
-  }
-
-  /**
-   * This worker's membership was declared dead or replaced: whatever its hold says, others may own its
-   * leases now. It drops everything and joins again as a new incarnation at its next take tick.
-   */
-  #expel(current: MemberRecord | null): void {
-    if (this.#membership === null) return;
-    this.#membership = null;
-    this.#heldUntil = -Infinity;
-    this.#requests.clear();
-    this.#watching.clear();
-    for (const [leaseKey, held] of this.#held) this.#lose(leaseKey, held, 'expelled');
-    // Leases naming the old incarnation are not this worker's any more, whatever their tenure.
-    this.#letGo.clear();
-    this.#report(
-      new MemberExpelledError(
-        `[${PKG}] worker ${describeValue(this.workerId)} was ${current === null ? 'removed from' : current.status === 'dead' ? 'declared dead in' : 'replaced in'} the roster of group ${describeValue(this.group)}; it dropped its leases and joins again`,
-        this.workerId,
-      ),
-      'heartbeat',
-    );
-  }
-
-  /**
-   * Joins as a new incarnation. A member of the same worker id that is alive (an earlier process of this
-   * id, or a duplicate) is replaced only once it was seen not to heartbeat for its lease duration, as any
-   * dead member is declared dead: its leases are then free to take, and never while it could hold them.
-   */
-  async #join(now: number): Promise<void> {
-    await this.#onMember(async () => {
-      if (this.#membership !== null || this.#state !== 'running') return;
-      const roster = this.#view;
-      const existing = roster.get(this.workerId) ?? null;
-      if (existing && existing.status === 'alive' && !roster.expired(existing, now)) return;
-      if (existing === null && roster.size + roster.corruptCount >= limits.maxMembers) {
-        // Dead members are removed after a while; until then a full roster takes nobody new.
-        this.#report(
-          new InvalidConfigError(`[${PKG}] the roster of group ${describeValue(this.group)} has ${roster.size} members, the limit of ${limits.maxMembers}: worker ${describeValue(this.workerId)} cannot join`),
-          'join',
-        );
-        return;
-      }
-      const incarnation = this.#newIncarnation();
-      const membership: Membership = { incarnation, record: null, joinedAt: now };
-      const sentAt = this.#clock.now();
-      const outcome = await this.#putMember(existing?.version ?? null, this.#memberState(membership), 'join');
-      if (outcome.status !== 'applied' || this.#state !== 'running') return;
-      membership.record = outcome.record;
-      this.#membership = membership;
-      this.#heartbeatFailed = false;
-      this.#listingDue = true;
-      this.#extendHold(sentAt);
-      this.emit('joined', { incarnation });
-    });
-  }
-
-  #newIncarnation(): string {
-    this.#incarnations++;
-    return `${Math.floor(this.#random.next() * 36 ** 8).toString(36).padStart(8, '0')}-${this.#incarnations}`;
-  }
-
-  /** How long a member's record must stand still before it is expired: the longer of both lease durations. */
-  #expiryMs(member: MemberRecord): number {
-    const duration = this.#ownDurationOnly ? this.leaseDurationMs : Math.max(this.leaseDurationMs, member.leaseDurationMs);
-    return duration * this.#expiryFactor;
-  }
-
-  /** Declares an expired member dead, at the version this worker watched; true once it is dead (by this worker or another): its leases are free to take. */
-  async #declareDead(member: MemberRecord): Promise<boolean> {
-    const outcome = await this.#putMember(member.version, { ...memberStateOf(member), status: 'dead', requests: [] }, 'declare-dead', member.workerId);
-    if (outcome.status === 'conflict' && outcome.current?.status === 'dead' && outcome.current.incarnation === member.incarnation) {
-      // Another worker declared it first: it is dead all the same, and this worker lists now, not a tick
-      // later, to take its portion of the leases.
-      this.#view.set(outcome.current);
-      return true;
-    }
-    if (outcome.status !== 'applied') return false;
-    this.#view.set(outcome.record);
-    this.#declared.set(member.workerId, member.incarnation);
-    this.emit('member-dead', { workerId: member.workerId, incarnation: member.incarnation });
-    return true;
-  }
-
-  /**
-   * The members this worker declared dead itself (its conditional write applied), by incarnation: at its
-   * next listing it frees the leases they held that it does not take (see `#freeForTheGroup`).
-   */
-  readonly #declared = new Map<string, string>();
-
-  async #putMember(expectedVersion: number | null, next: MemberState, operation: string, workerId = this.workerId): Promise<WriteResult<MemberRecord>> {
-    // Only a heartbeat that writes the state as stored is not for others to look at: every other member
-    // write advances the digest once it applied, or may have.
-    const before = operation === 'heartbeat' ? this.#membership?.record : undefined;
-    const announces = !before || JSON.stringify(memberStateOf(before)) !== JSON.stringify(memberStateOf(next));
-    try {
-      const outcome = await this.#storage.putMember(this.group, workerId, expectedVersion, next);
-      this.emit('storage', { operation, applied: outcome.status === 'applied' ? 1 : 0, conflict: outcome.status === 'conflict' ? 1 : 0, unknown: outcome.status === 'unknown' ? 1 : 0 });
-      if (outcome.status === 'unknown') this.#report(outcome.error, operation);
-      if (outcome.status !== 'conflict' && announces) this.#announce();
-      return outcome;
-    } catch (error) {
-      this.emit('storage', { operation, applied: 0, conflict: 0, unknown: 1 });
-      // The group's members are kept in a layout this worker cannot share (an earlier release's, still
-      // in use): nothing to retry, and joining anyway would split the group.
-      if (error instanceof RecordFormatError) this.#fail(error);
-      else {
-        this.#report(error, operation);
-        if (announces) this.#announce();
-      }
-      return { status: 'unknown', error: error instanceof LeaseholdError ? error : new StorageUnavailableError(`[${PKG}] ${operation} failed`, { cause: error }) };
-    }
-  }
-
-  /** Runs member writes of this worker one after another. */
-  #onMember(fn: () => Promise<void>): Promise<void> {
-    const run = this.#memberChain.then(fn);
-    this.#memberChain = run.catch(() => undefined);
-    return run;
   }
 
   /**
@@ -1141,7 +935,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     const reason = (): unknown => Reflect.get(proto, 'reason', signal);
     const check = (): void => {
       if (aborted() || held.leaving || this.#skipSelfFencing || this.#held.get(leaseKey) !== held) return;
-      if (this.#clock.now() >= this.#heldUntil) this.#lose(leaseKey, held, 'self-fenced');
+      if (this.#clock.now() >= this.#members.heldUntil) this.#lose(leaseKey, held, 'self-fenced');
     };
     Object.defineProperties(signal, {
       aborted: { configurable: true, get: () => (check(), aborted()) },
@@ -1159,7 +953,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   /** Drops every lease once the hold has passed: past it, this worker must not act on them, answered or not. */
   #fenceExpired(): void {
     if (this.#skipSelfFencing) return;
-    if (this.#clock.now() < this.#heldUntil) return;
+    if (this.#clock.now() < this.#members.heldUntil) return;
     for (const [leaseKey, held] of this.#held) {
       if (held.leaving) continue;
       this.#lose(leaseKey, held, 'self-fenced');
@@ -1171,7 +965,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   /** Keeps one timer at the hold's end while anything is held; heartbeats only push it later. */
   #armWatchdog(): void {
     if (this.#skipSelfFencing || this.#state === 'stopped' || ![...this.#held.values()].some((held) => !held.leaving)) return;
-    const at = this.#heldUntil;
+    const at = this.#members.heldUntil;
     if (this.#watchdog !== null && this.#watchdog.at <= at) return;
     this.#watchdog?.controller.abort();
     const watchdog = { at, controller: new AbortController() };
@@ -1300,7 +1094,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
             this.#stillMine(held, outcome.current) &&
             attempt < 3 &&
             !this.#releaseWithoutRetry &&
-            (this.#skipSelfFencing || this.#clock.now() < this.#heldUntil);
+            (this.#skipSelfFencing || this.#clock.now() < this.#members.heldUntil);
           if (retry) {
             held.record = outcome.current;
             again.push([leaseKey, held]);
@@ -1332,7 +1126,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   async #takeOnce(): Promise<void> {
     if (this.#state !== 'running') return;
     try {
-      if (!(await this.#readMembers())) return;
+      if (!(await this.#members.readMembers())) return;
     } catch (error) {
       if (error instanceof RecordFormatError) this.#fail(error);
       else this.#report(error, 'roster');
@@ -1340,16 +1134,16 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     }
     if (this.#state !== 'running') return;
     let now = this.#clock.now();
-    const membership = this.#membership;
+    const membership = this.#members.current;
     if (membership === null) {
       // A new member takes nothing in the tick it joins: the workers started with it join meanwhile.
-      await this.#join(now);
+      await this.#members.join(now);
       return;
     }
-    if (!this.#checkOwnMember(membership)) return;
+    if (!this.#members.checkOwnMember(membership)) return;
     for (const member of this.#view.values()) {
       if (member.workerId !== this.workerId && member.status === 'alive' && this.#view.expired(member, now)) {
-        if (await this.#declareDead(member)) this.#listingDue = true;
+        if (await this.#members.declareDead(member)) this.#listingDue = true;
         if (this.#state !== 'running') return;
       }
     }
@@ -1365,12 +1159,10 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     await this.#followAnnounced();
     if (this.#state !== 'running') return;
 
-    const signature = this.#view.signature();
-    if (signature !== this.#rosterSignature) this.#listingDue = true;
-    this.#rosterSignature = signature;
+    if (this.#members.signatureMoved()) this.#listingDue = true;
     // A corrupt lease is looked at every tick until it reads back: its repair is announced by nobody.
     if (this.#corrupt.size > 0) this.#listingDue = true;
-    if (!this.#listingDue && this.#listedAt !== null && now - this.#listedAt < this.#safetyListingMs()) {
+    if (!this.#listingDue && this.#listedAt !== null && now - this.#listedAt < this.#members.safetyListingMs(this.listIntervalMs)) {
       // Nothing changed: balance on the members' own counts, and list only when a steal needs keys.
       if (this.#belowOthers() || this.#aboveOthers() || this.#leasesUnheld(now)) this.#listingDue = now - this.#listedAt >= this.takeIntervalMs * 0.9;
       if (!this.#listingDue) return;
@@ -1387,13 +1179,13 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       listing = await this.#storage.listLeases(this.group);
       // Judge owners on a roster read after the listing: a lease listed with an owner was taken after
       // its owner joined, so a member missing or dead in this roster is not alive now.
-      if (!this.#readRoster(await this.#storage.getRoster(this.group))) return;
+      if (!this.#members.readRoster(await this.#storage.getRoster(this.group))) return;
     } catch (error) {
       this.#listingDue = true;
       this.#report(error, 'list');
       return;
     }
-    if (this.#state !== 'running' || this.#membership !== membership || !this.#checkOwnMember(membership)) return;
+    if (this.#state !== 'running' || this.#members.current !== membership || !this.#members.checkOwnMember(membership)) return;
     now = this.#clock.now();
     this.#listedAt = now;
     // The signature stays the one read before the listing: a change the roster shows after it (a note of
@@ -1408,143 +1200,11 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     await this.#removeLongDead(listing, now);
   }
 
-  /**
-   * The take tick's read of the members (DESIGN section 4, "Watchers and the roster digest"): the whole
-   * roster when the digest moved since the last whole read, when that read is older than the refresh
-   * interval, or before this worker is a member; otherwise only the members it watches and its own.
-   * False when the coordinator must stop.
-   */
-  async #readMembers(): Promise<boolean> {
-    const storage = this.#storage;
-    if (this.#digestOwed) await this.#advanceDigest();
-    if (!this.#readsWatched()) return this.#readRoster(await storage.getRoster(this.group));
-    const digest = await (storage.getRosterDigest as (group: string) => Promise<number>)(this.group);
-    if (this.#state !== 'running') return false;
-    const now = this.#clock.now();
-    if (this.#membership === null || digest !== this.#digestSeen || now - this.#wholeReadAt >= this.#refreshMs()) {
-      const roster = await storage.getRoster(this.group);
-      this.#digestSeen = digest;
-      this.#wholeReadAt = now;
-      this.#unannouncedSince = null;
-      return this.#readRoster(roster);
-    }
-    const ids = [...this.#watched, this.workerId];
-    const roster = await (storage.getMembers as (group: string, workerIds: readonly string[]) => Promise<Roster>)(this.group, ids);
-    if (!this.#readRoster(roster, ids)) return false;
-    // A change the watched members show and the digest does not (its writer died before advancing it, or
-    // the advance failed) is announced by the watcher, a tick later if the digest still does not show it:
-    // a whole read, which the digest's move brings, clears it.
-    if (this.#unannouncedSince === null) {
-      if (this.#view.signature() !== this.#rosterSignature) this.#unannouncedSince = now;
-    } else if (now - this.#unannouncedSince >= this.takeIntervalMs * 0.9) {
-      this.#unannouncedSince = null;
-      await this.#advanceDigest();
-    }
-    return true;
-  }
-
-  /**
-   * How long a worker goes without listing when nothing signalled a change: `listIntervalMs`, stretched
-   * in a group of watchers so that the group as a whole lists as often as ten members would (a listing of
-   * 100,000 leases every ten minutes by each of 1,000 members would cost each 41 KB/s).
-   */
-  #safetyListingMs(): number {
-    return this.#readsWatched() ? this.listIntervalMs * Math.max(1, this.#view.size / 10) : this.listIntervalMs;
-  }
-
-  /** Whether this worker reads only the digest and its watched members: the store has them and the group is larger than `wholeRosterUpTo`. */
-  #readsWatched(): boolean {
-    return this.#watcherReads && this.#view.size + this.#view.corruptCount > this.#wholeRosterUpTo;
-  }
-
-  /** How long a worker goes without reading the whole roster when the digest does not move: 30 take ticks, or a twentieth of a tick per member. */
-  #refreshMs(): number {
-    return Math.max(30, this.#view.size / 20) * this.takeIntervalMs;
-  }
-
-  /**
-   * Advances the roster digest after a member write others must look at, without holding up the writer:
-   * a heartbeat's hold is extended when its write applied, not when the advance that follows it returned
-   * (on a busy connection pool the advance may queue behind the pool's other work past the hold).
-   */
-  #announce(): void {
-    this.#advancing = this.#advancing.then(() => this.#advanceDigest());
-  }
-
-  /** The advances sent after member writes, one after another. */
-  #advancing: Promise<void> = Promise.resolve();
-
-  /**
-   * Advances the roster digest after a member write others must look at, so that members that read only
-   * their watched few read the whole roster at their next tick. One that fails is owed: the next tick
-   * advances it before reading.
-   */
-  async #advanceDigest(): Promise<void> {
-    if (!this.#watcherReads || this.#skipRosterDigest) return;
-    this.#digestOwed = true;
-    try {
-      await (this.#storage.advanceRosterDigest as (group: string) => Promise<number>)(this.group);
-      this.#digestOwed = false;
-      this.emit('storage', { operation: 'advance-digest', applied: 1, conflict: 0, unknown: 0 });
-    } catch (error) {
-      this.emit('storage', { operation: 'advance-digest', applied: 0, conflict: 0, unknown: 1 });
-      this.#report(error, 'advance-digest');
-    }
-  }
-
-  /**
-   * Takes in a roster read, whole or of the members `only` names: observes each member's version; false
-   * when the coordinator must stop. After a whole read the watched members are chosen again from the ring.
-   */
-  #readRoster(roster: Roster, only?: readonly string[]): boolean {
-    const newer = roster.members.find((member) => member.format > RECORD_FORMAT);
-    if (newer) {
-      this.#fail(this.#formatError(`member ${describeValue(newer.workerId)}`, newer.format));
-      return false;
-    }
-    const now = this.#clock.now();
-    for (const error of only ? this.#view.readSome(roster, only, now) : this.#view.read(roster, now)) this.#report(error, 'roster');
-    if (!only && this.#watcherReads) {
-      const ringed = [...this.#view.values()].filter((member) => member.workerId !== this.workerId && (this.#ringKeepsTheDead || member.status === 'alive'));
-      this.#watched = new Set(watchedBy(this.workerId, ringed.map((member) => member.workerId), this.#watchers));
-    }
-    this.#armExpiry();
-    return true;
-  }
-
-  /**
-   * Wakes the take loop at the moment the first watched member would expire, if that comes before the
-   * next tick: a crashed worker is declared dead a lease duration after it was first seen still, not up
-   * to a take tick later.
-   */
-  #armExpiry(): void {
-    if (this.#state !== 'running') return;
-    const earliest = this.#view.nextExpiry(this.#readsWatched() ? this.#watched : undefined);
-    if (earliest === Infinity || (this.#expiryTimer !== null && this.#expiryTimer.at === earliest)) return;
-    this.#expiryTimer?.controller.abort();
-    this.#expiryTimer = null;
-    const delay = earliest - this.#clock.now();
-    // Already due (a declaration that failed): the regular tick tries again, never a tight loop.
-    if (delay <= 0 || delay >= this.takeIntervalMs) return;
-    const timer = { at: earliest, controller: new AbortController() };
-    this.#expiryTimer = timer;
-    const onStop = (): void => timer.controller.abort();
-    this.#lifetime.signal.addEventListener('abort', onStop, { once: true });
-    this.#clock.sleep(Math.max(0, delay) + 1, timer.controller.signal).then(
-      () => {
-        if (this.#expiryTimer === timer) this.#expiryTimer = null;
-        this.#wakeTake?.();
-      },
-      () => undefined,
-    ).finally(() => this.#lifetime.signal.removeEventListener('abort', onStop));
-  }
-
-  #expiryTimer: { at: number; controller: AbortController } | null = null;
   /** Whether the last listing found the group cold (nobody holds anything) and this worker waits to deal. */
   #coldWait = false;
 
   /** In a cold start: whether other members joined or left within the last take tick, up to three ticks after this worker joined. */
-  #settling(now: number, membership: Membership): boolean {
+  #settling(now: number, membership: Incarnation): boolean {
     return now - this.#view.othersChangedAt < this.takeIntervalMs * 0.9 && now - membership.joinedAt < 3 * this.takeIntervalMs;
   }
 
@@ -1552,18 +1212,6 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   readonly #deadSince = new Map<string, { version: number; at: number }>();
   /** The smallest fair share of the last listing: an owner never hands over below it. */
   #fairFloor = 0;
-
-  /** Checks this worker's own member in the roster just read; false (and expelled) when it is no longer its own. */
-  #checkOwnMember(membership: Membership): boolean {
-    const own = this.#view.get(this.workerId) ?? null;
-    if (this.#view.isCorrupt(this.workerId)) return true; // unreadable: the next heartbeat tells
-    if (!this.#isOurs(membership, own)) {
-      this.#expel(own);
-      return false;
-    }
-    if (membership.record && own.version > membership.record.version) membership.record = own;
-    return true;
-  }
 
   /**
    * Whether, by the members' own counts, this worker is two or more below the most loaded member: it then
@@ -1655,7 +1303,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    */
   async #followRequests(now: number): Promise<void> {
     if (this.#requests.size === 0 && this.#watching.size === 0) return;
-    const membership = this.#membership;
+    const membership = this.#members.current;
     if (!membership?.record) return;
     // How long an answer can take: seen at the owner's next tick, drained, handed over (a lease duration
     // later if the drain timed out).
@@ -1671,7 +1319,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
         this.#report(error, 'get');
         continue;
       }
-      if (this.#state !== 'running' || this.#membership !== membership) return;
+      if (this.#state !== 'running' || this.#members.current !== membership) return;
       const expired = now - request.at > answerableMs;
       if (lease && lease.owner === this.workerId && lease.incarnation === membership.incarnation && lease.format <= RECORD_FORMAT) {
         this.#requests.delete(leaseKey);
@@ -1715,7 +1363,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    */
   async #followAnnounced(): Promise<void> {
     if (this.#announced.size === 0) return;
-    const membership = this.#membership;
+    const membership = this.#members.current;
     const keys = [...this.#announced].filter((leaseKey) => !this.#held.has(leaseKey));
     this.#announced.clear();
     if (!membership?.record) return;
@@ -1746,7 +1394,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
         this.#listingDue = true;
         continue;
       }
-      if (this.#state !== 'running' || this.#membership !== membership) return;
+      if (this.#state !== 'running' || this.#members.current !== membership) return;
       const { lease } = read;
       if (!lease || lease.format > RECORD_FORMAT || lease.owner !== this.workerId || lease.incarnation !== membership.incarnation || this.#held.has(leaseKey)) continue;
       if (lease.checkpoint === Checkpoint.SHARD_END || this.#letGo.get(leaseKey) === lease.epoch || lease.epoch < (this.#handed.get(leaseKey)?.epoch ?? -Infinity)) {
@@ -1776,11 +1424,11 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    * its own excess to members below their share, and asks the most loaded members for leases when none
    * is left to take and none is on its way.
    */
-  async #balance(listing: LeaseListing, now: number, membership: Membership): Promise<void> {
+  async #balance(listing: LeaseListing, now: number, membership: Incarnation): Promise<void> {
     const corrupt = this.#noticeCorrupt(listing.corrupt);
     // Without a hold (no heartbeat has applied lately) a take could not be counted as held: it would only
     // move the lease's epoch and strand it, naming an incarnation others still see alive.
-    const holding = this.#skipSelfFencing || this.#clock.now() < this.#heldUntil;
+    const holding = this.#skipSelfFencing || this.#clock.now() < this.#members.heldUntil;
     const leases = listing.leases;
     const all = new Map(leases.map((lease) => [lease.leaseKey, lease]));
     this.#noticeLosses(all, corrupt, membership);
@@ -1929,15 +1577,14 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    * listed version, as a take is: a lease taken or written since is left as it is.
    */
   async #freeForTheGroup(unowned: readonly LeaseRecord[]): Promise<void> {
-    if (this.#declared.size === 0) return;
-    const declared = new Map(this.#declared);
-    this.#declared.clear();
-    if (this.#subscription === null || !this.#readsWatched()) return;
+    const declared = this.#members.takeDeclared();
+    if (declared === null) return;
+    if (this.#subscription === null || !this.#members.readsWatched()) return;
     const namesTheDead = (lease: LeaseRecord | null): lease is LeaseRecord => lease !== null && lease.owner !== null && declared.get(lease.owner) === lease.incarnation;
     let orphans = unowned.filter((lease) => namesTheDead(lease) && !this.#held.has(lease.leaseKey));
     if (orphans.length === 0) return;
     // Those woken read the whole roster first: the digest's advance for the death goes out before the frees.
-    await this.#advancing;
+    await this.#members.advancing;
     for (let attempt = 1; orphans.length > 0 && attempt <= 2 && this.#state === 'running'; attempt++) {
       const results = await this.#update(
         orphans.map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...stateOf(lease), owner: null, incarnation: null }, notify: 'released' as const })),
@@ -2019,7 +1666,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       try {
         const outcome = await this.#storage.removeMember(this.group, member.workerId, member.version);
         this.emit('storage', { operation: 'remove-member', applied: outcome.status === 'applied' ? 1 : 0, conflict: outcome.status === 'conflict' ? 1 : 0, unknown: outcome.status === 'unknown' ? 1 : 0 });
-        if (outcome.status !== 'conflict') this.#announce();
+        if (outcome.status !== 'conflict') this.#members.announce();
       } catch (error) {
         this.#report(error, 'remove-member');
       }
@@ -2046,7 +1693,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   }
 
   /** A held lease that storage shows with another owner, incarnation or epoch, or not at all, is lost. */
-  #noticeLosses(all: ReadonlyMap<string, LeaseRecord>, corrupt: ReadonlySet<string>, membership: Membership): void {
+  #noticeLosses(all: ReadonlyMap<string, LeaseRecord>, corrupt: ReadonlySet<string>, membership: Incarnation): void {
     for (const [leaseKey, held] of this.#held) {
       if (held.leaving || corrupt.has(leaseKey)) continue;
       const stored = all.get(leaseKey);
@@ -2059,7 +1706,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   }
 
   /** Takes leases without a live owner (free, or their owner's membership dead) in one batched write. */
-  async #take(leases: readonly LeaseRecord[], membership: Membership): Promise<number> {
+  async #take(leases: readonly LeaseRecord[], membership: Incarnation): Promise<number> {
     if (leases.length === 0) return 0;
     const sentAt = this.#clock.now();
     const results = await this.#update(
@@ -2088,9 +1735,9 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    * holds (its last heartbeat's hold has not run out); otherwise it is taken again at a later listing.
    */
   #hold(record: LeaseRecord, how: 'free' | 'expired' | 'handoff', sentAt: number): boolean {
-    const membership = this.#membership;
+    const membership = this.#members.current;
     if (this.#state === 'stopped' || !membership || record.incarnation !== membership.incarnation) return false;
-    if (!this.#skipSelfFencing && (this.#clock.now() >= this.#heldUntil || sentAt >= this.#heldUntil)) {
+    if (!this.#skipSelfFencing && (this.#clock.now() >= this.#members.heldUntil || sentAt >= this.#members.heldUntil)) {
       this.#listingDue = true;
       return false;
     }
@@ -2271,6 +1918,18 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     if (this.#held.get(leaseKey) !== held) return;
     this.#held.delete(leaseKey);
     this.#letGo.set(leaseKey, held.record.epoch);
+  }
+
+  /**
+   * This worker was expelled from the roster: whatever its hold says, others may own its leases now. It
+   * drops every lease and request, and joins again as a new incarnation.
+   */
+  #loseEverything(): void {
+    this.#requests.clear();
+    this.#watching.clear();
+    for (const [leaseKey, held] of this.#held) this.#lose(leaseKey, held, 'expelled');
+    // Leases naming the old incarnation are not this worker's any more, whatever their tenure.
+    this.#letGo.clear();
   }
 
   #lose(leaseKey: string, held: Held, reason: LossReason): void {

@@ -1,0 +1,551 @@
+/**
+ * This worker's membership of its group's roster (DESIGN section 4, "Membership" and "Watchers and the
+ * roster digest"): its own member record (join, heartbeat, leave, expulsion), the hold its heartbeats buy,
+ * the declarations of death it writes, and its reads of the roster (the digest, the members it watches,
+ * the whole roster when the digest moved). The coordinator owns one, deals and balances on the roster it
+ * reads, and gives it back, through {@link MembershipHost}, the little it needs of the leases: how many are
+ * held, what is asked for, and dropping them all on expulsion.
+ */
+import type { Clock, Random } from '../clock.js';
+import { describeValue, InvalidConfigError, LeaseholdError, MemberExpelledError, RecordFormatError, StorageUnavailableError } from '../errors.js';
+import { limits } from '../validation.js';
+import { memberStateOf, RECORD_FORMAT, type CheckpointStorage, type MemberRecord, type MemberState, type Roster, type WriteResult } from '../storage.js';
+import { MAX_LEASES_FIELD } from './balance.js';
+import { RosterView } from './roster-view.js';
+import { watchedBy } from './watchers.js';
+import type { LeaseCoordinatorEvents } from './coordinator.js';
+
+const PKG = 'core';
+
+/** Member metadata of a worker that is stopping: others deal it nothing more. */
+export const LEAVING_FIELD = 'leasehold.leaving';
+
+/** One incarnation of this worker in the roster, from its join to its leave or expulsion. */
+export interface Incarnation {
+  readonly incarnation: string;
+  record: MemberRecord | null;
+  /** When the first join was sent: a new member takes nothing before its first full take tick. */
+  readonly joinedAt: number;
+}
+
+/** What membership needs back from the coordinator that owns it: the leases are the coordinator's. */
+export interface MembershipHost {
+  /** The coordinator's state: a stopping member says so in its record, and nothing is written once stopped. */
+  state(): 'new' | 'running' | 'stopping' | 'stopped';
+  /** Aborts when the coordinator stops: the expiry timer goes with it. */
+  readonly lifetime: AbortSignal;
+  /** The leases this worker asked for, by key: written into its member record. */
+  readonly requests: ReadonlyMap<string, { from: string; at: number }>;
+  /** How many leases this worker holds and is not giving away: published in its member record. */
+  countHeld(): number;
+  /** The keys of the leases this worker holds, given away or not. */
+  heldKeys(): string[];
+  /** Whether this worker holds the lease now. */
+  isHeld(leaseKey: string): boolean;
+  /** Drops every lease once the hold has passed: a heartbeat is sent only after that. */
+  fenceExpired(): void;
+  /** The hold was extended: the watchdog moves to its new end. */
+  holdExtended(): void;
+  /** Expelled: drops every lease, request and tenure let go, whatever the hold says. */
+  loseEverything(): void;
+  /** Lists the leases at the next take tick. */
+  listingDue(): void;
+  /** Wakes the take loop now. */
+  wakeTake(): void;
+  emit<K extends keyof LeaseCoordinatorEvents>(name: K, event: LeaseCoordinatorEvents[K]): void;
+  report(error: unknown, operation: string): void;
+  /** A record this worker must not write was met: stop. */
+  fail(error: LeaseholdError): void;
+  /** A record of a newer format than this worker knows was met: stop. */
+  refuseFormat(what: string, format: number): void;
+}
+
+export interface MembershipOptions {
+  readonly storage: CheckpointStorage;
+  readonly group: string;
+  readonly workerId: string;
+  readonly leaseDurationMs: number;
+  readonly takeIntervalMs: number;
+  readonly holdMs: number;
+  readonly maxLeases: number;
+  readonly clock: Clock;
+  readonly random: Random;
+  /** How many members watch each member's liveness. */
+  readonly watchers: number;
+  /** Whether the store has the watchers' reads: without them the whole roster is read every take tick. */
+  readonly watcherReads: boolean;
+  /** Groups of up to this many members read the whole roster every tick. */
+  readonly wholeRosterUpTo: number;
+  /** Unsafe: member writes never advance the roster digest. */
+  readonly skipRosterDigest: boolean;
+  /** Unsafe: the watchers' ring keeps the members declared dead. */
+  readonly ringKeepsTheDead: boolean;
+  /** Unsafe: a member expires after this worker's own lease duration, whatever its own. */
+  readonly ownDurationOnly: boolean;
+  /** Unsafe: expiry is judged after this multiple of the lease duration. */
+  readonly expiryFactor: number;
+  readonly host: MembershipHost;
+}
+
+/**
+ * This worker's member record and its reads of the roster. Its writes run one after another; its reads
+ * run in the coordinator's take tick, which acts on the {@link view} they leave.
+ */
+export class Membership {
+  readonly #storage: CheckpointStorage;
+  readonly #group: string;
+  readonly #workerId: string;
+  readonly #leaseDurationMs: number;
+  readonly #takeIntervalMs: number;
+  readonly #holdMs: number;
+  readonly #maxLeases: number;
+  readonly #clock: Clock;
+  readonly #random: Random;
+  readonly #host: MembershipHost;
+  readonly #ownDurationOnly: boolean;
+  readonly #expiryFactor: number;
+  /** Unsafe: member writes never advance the roster digest. */
+  readonly #skipRosterDigest: boolean;
+  /** Unsafe: the watchers' ring keeps the members declared dead. */
+  readonly #ringKeepsTheDead: boolean;
+  /** How many members watch each member's liveness. */
+  readonly #watchers: number;
+  /** Whether the store has the watchers' reads: without them the whole roster is read every take tick. */
+  readonly #watcherReads: boolean;
+  /** Groups of up to this many members read the whole roster every tick. */
+  readonly #wholeRosterUpTo: number;
+  /** The roster digest read just before the last whole roster read; `null` before the first. */
+  #digestSeen: number | null = null;
+  /** When the roster was last read whole, on this worker's clock. */
+  #wholeReadAt = -Infinity;
+  /** A member write others must look at applied (or may have) and the digest's advance has not: advance at the next tick. */
+  #digestOwed = false;
+  /** A change that a watcher's read showed (a watched member died, left or moved) and the digest did not: announced a tick later if still unshown. */
+  #unannouncedSince: number | null = null;
+  /** The members this worker watches: those whose expiry it judges every tick. */
+  #watched: ReadonlySet<string> = new Set();
+  /** Until when this worker's last successful heartbeat lets it count its leases as held. */
+  #heldUntil = -Infinity;
+  #current: Incarnation | null = null;
+  /** Member writes run one after another: each needs the version the previous one made. */
+  #memberChain: Promise<unknown> = Promise.resolve();
+  /** The change counter this worker's member carries: moved by every change other workers must list for. */
+  #changes = 0;
+  /** The roster as last read, and each member as this worker judges it (observed expiry). */
+  readonly view: RosterView;
+  /** The roster's signature at the last take tick: a move brings a listing. */
+  #rosterSignature = '';
+  #heartbeatFailed = false;
+  #incarnations = 0;
+
+  constructor(options: MembershipOptions) {
+    this.#storage = options.storage;
+    this.#group = options.group;
+    this.#workerId = options.workerId;
+    this.#leaseDurationMs = options.leaseDurationMs;
+    this.#takeIntervalMs = options.takeIntervalMs;
+    this.#holdMs = options.holdMs;
+    this.#maxLeases = options.maxLeases;
+    this.#clock = options.clock;
+    this.#random = options.random;
+    this.#host = options.host;
+    this.#watchers = options.watchers;
+    this.#watcherReads = options.watcherReads;
+    this.#wholeRosterUpTo = options.wholeRosterUpTo;
+    this.#skipRosterDigest = options.skipRosterDigest;
+    this.#ringKeepsTheDead = options.ringKeepsTheDead;
+    this.#ownDurationOnly = options.ownDurationOnly;
+    this.#expiryFactor = options.expiryFactor;
+    this.view = new RosterView({ workerId: this.#workerId, now: () => this.#clock.now(), expiryMs: (member) => this.#expiryMs(member) });
+  }
+
+  /** This worker's incarnation in the roster since its last join, or `null` while it is not a member. */
+  get current(): Incarnation | null {
+    return this.#current;
+  }
+
+  /** Until when this worker's last successful heartbeat lets it count its leases as held. */
+  get heldUntil(): number {
+    return this.#heldUntil;
+  }
+
+  /** Whether the last heartbeat's outcome is unknown: the next one is sent soon. */
+  get heartbeatFailed(): boolean {
+    return this.#heartbeatFailed;
+  }
+
+  /** The advances of the digest sent after member writes, one after another. */
+  get advancing(): Promise<void> {
+    return this.#advancing;
+  }
+
+  /** A change other workers must list for: the next heartbeat carries it in the change counter. */
+  noteChanged(): void {
+    this.#changes++;
+  }
+
+  /**
+   * Whether the roster's signature moved since the last take tick that asked: members, incarnations,
+   * statuses and change counters, what calls for a listing.
+   */
+  signatureMoved(): boolean {
+    const signature = this.view.signature();
+    const moved = signature !== this.#rosterSignature;
+    this.#rosterSignature = signature;
+    return moved;
+  }
+
+  /** The member state this worker writes now: its incarnation, duration, count, changes and requests. */
+  #memberState(membership: Incarnation): MemberState {
+    const base = membership.record ? memberStateOf(membership.record) : { format: RECORD_FORMAT, metadata: {} };
+    // A stopping member says so, so that nobody deals it the leases others release meanwhile.
+    const metadata: Record<string, string> = { ...base.metadata };
+    if (this.#host.state() === 'stopping') metadata[LEAVING_FIELD] = '1';
+    else delete metadata[LEAVING_FIELD];
+    if (Number.isFinite(this.#maxLeases)) metadata[MAX_LEASES_FIELD] = String(this.#maxLeases);
+    else delete metadata[MAX_LEASES_FIELD];
+    let state: MemberState = {
+      ...base,
+      metadata,
+      format: RECORD_FORMAT,
+      incarnation: membership.incarnation,
+      leaseDurationMs: this.#leaseDurationMs,
+      status: 'alive',
+      held: this.#host.countHeld(),
+      changes: this.#changes,
+      requests: [],
+    };
+    // A request as stored keeps the fields a later core gave it (they round-trip as the member's do).
+    // Names hold no NUL, so it separates the two names of a request's key.
+    const stored = new Map((membership.record?.requests ?? []).map((request) => [`${request.from}\u0000${request.leaseKey}`, request]));
+    // As many open requests as fit the member's size limit (long names may leave room for fewer).
+    for (const [leaseKey, request] of this.#host.requests) {
+      if (state.requests.length >= limits.maxRequests) break;
+      const written = stored.get(`${request.from}\u0000${leaseKey}`) ?? { leaseKey, from: request.from };
+      const next = { ...state, requests: [...state.requests, written] };
+      if (Buffer.byteLength(JSON.stringify(next), 'utf8') > limits.maxMemberBytes) break;
+      state = next;
+    }
+    return state;
+  }
+
+  /** One heartbeat: the member record written at the version this worker last wrote. */
+  async heartbeat(): Promise<void> {
+    await this.#onMember(async () => {
+      const membership = this.#current;
+      if (!membership?.record || this.#host.state() === 'stopped') return;
+      this.#host.fenceExpired();
+      const sentAt = this.#clock.now();
+      const keys = this.#host.heldKeys();
+      let outcome = await this.#putMember(membership.record.version, this.#memberState(membership), 'heartbeat');
+      if (outcome.status === 'conflict' && this.#isOurs(membership, outcome.current)) {
+        // An earlier write of ours whose outcome was unknown applied after all: write again on it.
+        membership.record = outcome.current;
+        outcome = await this.#putMember(membership.record.version, this.#memberState(membership), 'heartbeat');
+      }
+      if (this.#current !== membership) return;
+      if (outcome.status === 'applied') {
+        this.#heartbeatFailed = false;
+        membership.record = outcome.record;
+        this.#extendHold(sentAt);
+        this.#host.emit('renewed', { leaseKeys: keys.filter((leaseKey) => this.#host.isHeld(leaseKey)), durationMs: this.#clock.now() - sentAt });
+      } else if (outcome.status === 'conflict') {
+        this.#expel(outcome.current);
+      } else {
+        this.#heartbeatFailed = true;
+      }
+    });
+  }
+
+  #isOurs(membership: Incarnation, member: MemberRecord | null): member is MemberRecord {
+    return member !== null && member.incarnation === membership.incarnation && member.status === 'alive';
+  }
+
+  #extendHold(sentAt: number): void {
+    this.#heldUntil = Math.max(this.#heldUntil, sentAt + this.#holdMs);
+    this.#host.holdExtended();
+  }
+
+  /**
+   * This worker's membership was declared dead or replaced: whatever its hold says, others may own its
+   * leases now. It drops everything and joins again as a new incarnation at its next take tick.
+   */
+  #expel(current: MemberRecord | null): void {
+    if (this.#current === null) return;
+    this.#current = null;
+    this.#heldUntil = -Infinity;
+    this.#host.loseEverything();
+    this.#host.report(
+      new MemberExpelledError(
+        `[${PKG}] worker ${describeValue(this.#workerId)} was ${current === null ? 'removed from' : current.status === 'dead' ? 'declared dead in' : 'replaced in'} the roster of group ${describeValue(this.#group)}; it dropped its leases and joins again`,
+        this.#workerId,
+      ),
+      'heartbeat',
+    );
+  }
+
+  /**
+   * Joins as a new incarnation. A member of the same worker id that is alive (an earlier process of this
+   * id, or a duplicate) is replaced only once it was seen not to heartbeat for its lease duration, as any
+   * dead member is declared dead: its leases are then free to take, and never while it could hold them.
+   */
+  async join(now: number): Promise<void> {
+    await this.#onMember(async () => {
+      if (this.#current !== null || this.#host.state() !== 'running') return;
+      const roster = this.view;
+      const existing = roster.get(this.#workerId) ?? null;
+      if (existing && existing.status === 'alive' && !roster.expired(existing, now)) return;
+      if (existing === null && roster.size + roster.corruptCount >= limits.maxMembers) {
+        // Dead members are removed after a while; until then a full roster takes nobody new.
+        this.#host.report(
+          new InvalidConfigError(`[${PKG}] the roster of group ${describeValue(this.#group)} has ${roster.size} members, the limit of ${limits.maxMembers}: worker ${describeValue(this.#workerId)} cannot join`),
+          'join',
+        );
+        return;
+      }
+      const incarnation = this.#newIncarnation();
+      const membership: Incarnation = { incarnation, record: null, joinedAt: now };
+      const sentAt = this.#clock.now();
+      const outcome = await this.#putMember(existing?.version ?? null, this.#memberState(membership), 'join');
+      if (outcome.status !== 'applied' || this.#host.state() !== 'running') return;
+      membership.record = outcome.record;
+      this.#current = membership;
+      this.#heartbeatFailed = false;
+      this.#host.listingDue();
+      this.#extendHold(sentAt);
+      this.#host.emit('joined', { incarnation });
+    });
+  }
+
+  /** Marks this worker's membership dead itself, so that others take what it leaves at once. */
+  async leave(): Promise<void> {
+    await this.#onMember(async () => {
+      const membership = this.#current;
+      if (!membership?.record) return;
+      const outcome = await this.#putMember(membership.record.version, { ...memberStateOf(membership.record), status: 'dead', held: 0, requests: [] }, 'leave');
+      if (outcome.status === 'applied') membership.record = null;
+    });
+    // Others learn of the leave from the digest: its advance goes out before the worker is gone.
+    await this.#advancing;
+  }
+
+  #newIncarnation(): string {
+    this.#incarnations++;
+    return `${Math.floor(this.#random.next() * 36 ** 8).toString(36).padStart(8, '0')}-${this.#incarnations}`;
+  }
+
+  /** How long a member's record must stand still before it is expired: the longer of both lease durations. */
+  #expiryMs(member: MemberRecord): number {
+    const duration = this.#ownDurationOnly ? this.#leaseDurationMs : Math.max(this.#leaseDurationMs, member.leaseDurationMs);
+    return duration * this.#expiryFactor;
+  }
+
+  /** Declares an expired member dead, at the version this worker watched; true once it is dead (by this worker or another): its leases are free to take. */
+  async declareDead(member: MemberRecord): Promise<boolean> {
+    const outcome = await this.#putMember(member.version, { ...memberStateOf(member), status: 'dead', requests: [] }, 'declare-dead', member.workerId);
+    if (outcome.status === 'conflict' && outcome.current?.status === 'dead' && outcome.current.incarnation === member.incarnation) {
+      // Another worker declared it first: it is dead all the same, and this worker lists now, not a tick
+      // later, to take its portion of the leases.
+      this.view.set(outcome.current);
+      return true;
+    }
+    if (outcome.status !== 'applied') return false;
+    this.view.set(outcome.record);
+    this.#declared.set(member.workerId, member.incarnation);
+    this.#host.emit('member-dead', { workerId: member.workerId, incarnation: member.incarnation });
+    return true;
+  }
+
+  /**
+   * The members this worker declared dead itself (its conditional write applied), by incarnation: at its
+   * next listing the coordinator frees the leases they held that it does not take (`#freeForTheGroup`).
+   */
+  readonly #declared = new Map<string, string>();
+
+  /** The members declared dead by this worker since the last call, by incarnation; `null` when none were. */
+  takeDeclared(): Map<string, string> | null {
+    if (this.#declared.size === 0) return null;
+    const declared = new Map(this.#declared);
+    this.#declared.clear();
+    return declared;
+  }
+
+  async #putMember(expectedVersion: number | null, next: MemberState, operation: string, workerId = this.#workerId): Promise<WriteResult<MemberRecord>> {
+    // Only a heartbeat that writes the state as stored is not for others to look at: every other member
+    // write advances the digest once it applied, or may have.
+    const before = operation === 'heartbeat' ? this.#current?.record : undefined;
+    const announces = !before || JSON.stringify(memberStateOf(before)) !== JSON.stringify(memberStateOf(next));
+    try {
+      const outcome = await this.#storage.putMember(this.#group, workerId, expectedVersion, next);
+      this.#host.emit('storage', { operation, applied: outcome.status === 'applied' ? 1 : 0, conflict: outcome.status === 'conflict' ? 1 : 0, unknown: outcome.status === 'unknown' ? 1 : 0 });
+      if (outcome.status === 'unknown') this.#host.report(outcome.error, operation);
+      if (outcome.status !== 'conflict' && announces) this.announce();
+      return outcome;
+    } catch (error) {
+      this.#host.emit('storage', { operation, applied: 0, conflict: 0, unknown: 1 });
+      // The group's members are kept in a layout this worker cannot share (an earlier release's, still
+      // in use): nothing to retry, and joining anyway would split the group.
+      if (error instanceof RecordFormatError) this.#host.fail(error);
+      else {
+        this.#host.report(error, operation);
+        if (announces) this.announce();
+      }
+      return { status: 'unknown', error: error instanceof LeaseholdError ? error : new StorageUnavailableError(`[${PKG}] ${operation} failed`, { cause: error }) };
+    }
+  }
+
+  /** Runs member writes of this worker one after another. */
+  #onMember(fn: () => Promise<void>): Promise<void> {
+    const run = this.#memberChain.then(fn);
+    this.#memberChain = run.catch(() => undefined);
+    return run;
+  }
+
+  /** Checks this worker's own member in the roster just read; false (and expelled) when it is no longer its own. */
+  checkOwnMember(membership: Incarnation): boolean {
+    const own = this.view.get(this.#workerId) ?? null;
+    if (this.view.isCorrupt(this.#workerId)) return true; // unreadable: the next heartbeat tells
+    if (!this.#isOurs(membership, own)) {
+      this.#expel(own);
+      return false;
+    }
+    if (membership.record && own.version > membership.record.version) membership.record = own;
+    return true;
+  }
+
+  // ---------------------------------------------------------------- reading the roster
+
+  /**
+   * The take tick's read of the members (DESIGN section 4, "Watchers and the roster digest"): the whole
+   * roster when the digest moved since the last whole read, when that read is older than the refresh
+   * interval, or before this worker is a member; otherwise only the members it watches and its own.
+   * False when the coordinator must stop.
+   */
+  async readMembers(): Promise<boolean> {
+    const storage = this.#storage;
+    if (this.#digestOwed) await this.#advanceDigest();
+    if (!this.readsWatched()) return this.readRoster(await storage.getRoster(this.#group));
+    const digest = await (storage.getRosterDigest as (group: string) => Promise<number>)(this.#group);
+    if (this.#host.state() !== 'running') return false;
+    const now = this.#clock.now();
+    if (this.#current === null || digest !== this.#digestSeen || now - this.#wholeReadAt >= this.#refreshMs()) {
+      const roster = await storage.getRoster(this.#group);
+      this.#digestSeen = digest;
+      this.#wholeReadAt = now;
+      this.#unannouncedSince = null;
+      return this.readRoster(roster);
+    }
+    const ids = [...this.#watched, this.#workerId];
+    const roster = await (storage.getMembers as (group: string, workerIds: readonly string[]) => Promise<Roster>)(this.#group, ids);
+    if (!this.readRoster(roster, ids)) return false;
+    // A change the watched members show and the digest does not (its writer died before advancing it, or
+    // the advance failed) is announced by the watcher, a tick later if the digest still does not show it:
+    // a whole read, which the digest's move brings, clears it.
+    if (this.#unannouncedSince === null) {
+      if (this.view.signature() !== this.#rosterSignature) this.#unannouncedSince = now;
+    } else if (now - this.#unannouncedSince >= this.#takeIntervalMs * 0.9) {
+      this.#unannouncedSince = null;
+      await this.#advanceDigest();
+    }
+    return true;
+  }
+
+  /**
+   * How long a worker goes without listing when nothing signalled a change: `listIntervalMs`, stretched
+   * in a group of watchers so that the group as a whole lists as often as ten members would (a listing of
+   * 100,000 leases every ten minutes by each of 1,000 members would cost each 41 KB/s).
+   */
+  safetyListingMs(listIntervalMs: number): number {
+    return this.readsWatched() ? listIntervalMs * Math.max(1, this.view.size / 10) : listIntervalMs;
+  }
+
+  /** Whether this worker reads only the digest and its watched members: the store has them and the group is larger than `wholeRosterUpTo`. */
+  readsWatched(): boolean {
+    return this.#watcherReads && this.view.size + this.view.corruptCount > this.#wholeRosterUpTo;
+  }
+
+  /** How long a worker goes without reading the whole roster when the digest does not move: 30 take ticks, or a twentieth of a tick per member. */
+  #refreshMs(): number {
+    return Math.max(30, this.view.size / 20) * this.#takeIntervalMs;
+  }
+
+  /**
+   * Advances the roster digest after a member write others must look at, without holding up the writer:
+   * a heartbeat's hold is extended when its write applied, not when the advance that follows it returned
+   * (on a busy connection pool the advance may queue behind the pool's other work past the hold).
+   */
+  announce(): void {
+    this.#advancing = this.#advancing.then(() => this.#advanceDigest());
+  }
+
+  /** The advances sent after member writes, one after another. */
+  #advancing: Promise<void> = Promise.resolve();
+
+  /**
+   * Advances the roster digest after a member write others must look at, so that members that read only
+   * their watched few read the whole roster at their next tick. One that fails is owed: the next tick
+   * advances it before reading.
+   */
+  async #advanceDigest(): Promise<void> {
+    if (!this.#watcherReads || this.#skipRosterDigest) return;
+    this.#digestOwed = true;
+    try {
+      await (this.#storage.advanceRosterDigest as (group: string) => Promise<number>)(this.#group);
+      this.#digestOwed = false;
+      this.#host.emit('storage', { operation: 'advance-digest', applied: 1, conflict: 0, unknown: 0 });
+    } catch (error) {
+      this.#host.emit('storage', { operation: 'advance-digest', applied: 0, conflict: 0, unknown: 1 });
+      this.#host.report(error, 'advance-digest');
+    }
+  }
+
+  /**
+   * Takes in a roster read, whole or of the members `only` names: observes each member's version; false
+   * when the coordinator must stop. After a whole read the watched members are chosen again from the ring.
+   */
+  readRoster(roster: Roster, only?: readonly string[]): boolean {
+    const newer = roster.members.find((member) => member.format > RECORD_FORMAT);
+    if (newer) {
+      this.#host.refuseFormat(`member ${describeValue(newer.workerId)}`, newer.format);
+      return false;
+    }
+    const now = this.#clock.now();
+    for (const error of only ? this.view.readSome(roster, only, now) : this.view.read(roster, now)) this.#host.report(error, 'roster');
+    if (!only && this.#watcherReads) {
+      const ringed = [...this.view.values()].filter((member) => member.workerId !== this.#workerId && (this.#ringKeepsTheDead || member.status === 'alive'));
+      this.#watched = new Set(watchedBy(this.#workerId, ringed.map((member) => member.workerId), this.#watchers));
+    }
+    this.#armExpiry();
+    return true;
+  }
+
+  /**
+   * Wakes the take loop at the moment the first watched member would expire, if that comes before the
+   * next tick: a crashed worker is declared dead a lease duration after it was first seen still, not up
+   * to a take tick later.
+   */
+  #armExpiry(): void {
+    if (this.#host.state() !== 'running') return;
+    const earliest = this.view.nextExpiry(this.readsWatched() ? this.#watched : undefined);
+    if (earliest === Infinity || (this.#expiryTimer !== null && this.#expiryTimer.at === earliest)) return;
+    this.#expiryTimer?.controller.abort();
+    this.#expiryTimer = null;
+    const delay = earliest - this.#clock.now();
+    // Already due (a declaration that failed): the regular tick tries again, never a tight loop.
+    if (delay <= 0 || delay >= this.#takeIntervalMs) return;
+    const timer = { at: earliest, controller: new AbortController() };
+    this.#expiryTimer = timer;
+    const lifetime = this.#host.lifetime;
+    const onStop = (): void => timer.controller.abort();
+    lifetime.addEventListener('abort', onStop, { once: true });
+    this.#clock.sleep(Math.max(0, delay) + 1, timer.controller.signal).then(
+      () => {
+        if (this.#expiryTimer === timer) this.#expiryTimer = null;
+        this.#host.wakeTake();
+      },
+      () => undefined,
+    ).finally(() => lifetime.removeEventListener('abort', onStop));
+  }
+
+  #expiryTimer: { at: number; controller: AbortController } | null = null;
+}
