@@ -13,7 +13,7 @@ import { memberStateOf, RECORD_FORMAT, type CheckpointStorage, type MemberRecord
 import { MAX_LEASES_FIELD } from './balance.js';
 import { RosterView } from './roster-view.js';
 import { watchedBy } from './watchers.js';
-import type { LeaseCoordinatorEvents } from './coordinator.js';
+import type { LeaseCoordinatorEvents } from './events.js';
 
 const PKG = 'core';
 
