@@ -74,9 +74,11 @@ export {
 } from './leader/elector.js';
 export { type MemoryWriteEvent } from './memory/memory-storage.js';
 export { MemorySource, type MemorySourceOptions } from './memory/memory-source.js';
-export { Consumer, STALL_FIELDS, BORN_FIELD, type ConsumerEvents, type StallReason } from './consumer/consumer.js';
+export { Consumer, STALL_FIELDS, BORN_FIELD } from './consumer/consumer.js';
+export { type ConsumerEvents, type StallReason } from './consumer/events.js';
 export { syncShards, ShardSync, type ShardSyncReport, type ShardSyncOptions } from './consumer/leader-duties.js';
-export { streamLeaseKey, parseStreamLeaseKey, type StreamSpec, type StreamList } from './consumer/streams.js';
+export { streamLeaseKey, parseStreamLeaseKey } from './stream-keys.js';
+export { type StreamSpec, type StreamList } from './consumer/options.js';
 export { STREAMS_FIELD, parseStreamBirths, type MultiStreamSyncReport, type StreamBirths } from './consumer/stream-sync.js';
 export {
   planRewind,

@@ -5,7 +5,8 @@
  * conventions (dot-separated namespaces, UCUM units, durations in seconds); the table is in core's README.
  */
 import { metrics, type Attributes, type Meter } from '@opentelemetry/api';
-import type { Consumer } from './consumer/consumer.js';
+import type { ConsumerEvents } from './consumer/events.js';
+import type { TypedEmitter } from './events.js';
 import type { LeaderElector } from './leader/elector.js';
 import type { LeaseCoordinator } from './lease/coordinator.js';
 
@@ -18,7 +19,7 @@ export function defaultMeter(): Meter {
 export interface Instrumented {
   coordinator?: LeaseCoordinator;
   elector?: LeaderElector | undefined;
-  consumer?: Pick<Consumer, 'on'>;
+  consumer?: Pick<TypedEmitter<ConsumerEvents>, 'on'>;
   /**
    * The stream of a lease key, for a multi-stream consumer: its shard measurements then also carry
    * `leasehold.stream.id`.

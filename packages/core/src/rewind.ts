@@ -17,7 +17,7 @@
 import { systemClock, systemRandom, type Clock, type Random } from './clock.js';
 import { describeValue, InvalidConfigError, InvalidInputError, LeaseholdError, RecordFormatError } from './errors.js';
 import { limits } from './validation.js';
-import { parseStreamLeaseKey } from './consumer/streams.js';
+import { parseStreamLeaseKey } from './stream-keys.js';
 import {
   Checkpoint,
   leaderStateOf,

@@ -4,7 +4,6 @@ import type { LeaderElectorOptions } from '../leader/elector.js';
 import type { CheckpointWrite, LeaseCoordinatorOptions } from '../lease/coordinator.js';
 import type { ShardSource, SourceRecord } from '../source.js';
 import type { CheckpointStorage, LeaderStore, Position } from '../storage.js';
-import type { StreamList } from './streams.js';
 
 /** A pino-compatible logger: `logger.info({ shardId }, 'message')`. Silent by default. */
 export interface Logger {
@@ -136,6 +135,25 @@ export interface BatchResponse {
 
 /** Where a shard with no checkpoint starts. */
 export type InitialPosition = 'TRIM_HORIZON' | 'LATEST' | { atTimestamp: Date | number };
+
+/** One stream of a multi-stream group. */
+export interface StreamSpec<R extends SourceRecord = SourceRecord> {
+  /**
+   * The stream's name in lease keys: unique in the group, and new when the stream is deleted and created
+   * again (its shard ids start over). Default: what `source.streamIdentity()` answers (for Kinesis
+   * `<account>:<stream name>:<creation epoch seconds>`, KCL's form).
+   */
+  readonly id?: string;
+  /** Reads the stream; shard ids it names must not contain `:`. */
+  readonly source: ShardSource<R>;
+  /** Where this stream's shards start when it joins the group. Default: the consumer's `initialPosition`. */
+  readonly initialPosition?: InitialPosition;
+}
+
+/** The streams of a group: a fixed list, or a function the runtime calls again now and then. */
+export type StreamList<R extends SourceRecord = SourceRecord> =
+  | readonly StreamSpec<R>[]
+  | (() => readonly StreamSpec<R>[] | Promise<readonly StreamSpec<R>[]>);
 
 /** Optional per-shard hooks, in the spirit of KCL's record processor. */
 export interface ShardHooks {

@@ -10,7 +10,8 @@ import { RECORD_FORMAT, type CheckpointStorage, type LeaseRecord, type Position 
 import type { ShardSource } from '../source.js';
 import { ShardSync, type ShardSyncReport } from './leader-duties.js';
 import { unsafeOf, withUnsafe } from '../unsafe.js';
-import { parseStreamLeaseKey, streamView, type StreamSource } from './streams.js';
+import { parseStreamLeaseKey } from '../stream-keys.js';
+import { streamView, type StreamSource } from './streams.js';
 
 const PKG = 'core';
 

@@ -9,34 +9,13 @@ import { describeValue, InvalidConfigError, SourceError } from '../errors.js';
 import { optionKeys, refuseUnknownOptions } from '../known-options.js';
 import type { ReadOptions, ShardBatch, ShardInfo, ShardSource, SourceRecord } from '../source.js';
 import type { CheckpointStorage, LeaseListing, Position } from '../storage.js';
+import { STREAM_SEPARATOR } from '../stream-keys.js';
 import type { ShardSyncStorage } from './leader-duties.js';
-import type { InitialPosition } from './options.js';
+import type { InitialPosition, StreamList, StreamSpec } from './options.js';
 
 const PKG = 'core';
 
-/** One stream of a multi-stream group. */
-export interface StreamSpec<R extends SourceRecord = SourceRecord> {
-  /**
-   * The stream's name in lease keys: unique in the group, and new when the stream is deleted and created
-   * again (its shard ids start over). Default: what `source.streamIdentity()` answers (for Kinesis
-   * `<account>:<stream name>:<creation epoch seconds>`, KCL's form).
-   */
-  readonly id?: string;
-  /** Reads the stream; shard ids it names must not contain `:`. */
-  readonly source: ShardSource<R>;
-  /** Where this stream's shards start when it joins the group. Default: the consumer's `initialPosition`. */
-  readonly initialPosition?: InitialPosition;
-}
-
 const STREAM_SPEC_KEYS = optionKeys<StreamSpec>({ id: true, source: true, initialPosition: true });
-
-/** The streams of a group: a fixed list, or a function the runtime calls again now and then. */
-export type StreamList<R extends SourceRecord = SourceRecord> =
-  | readonly StreamSpec<R>[]
-  | (() => readonly StreamSpec<R>[] | Promise<readonly StreamSpec<R>[]>);
-
-/** Between a stream id and a shard id in a lease key. */
-export const STREAM_SEPARATOR = ':';
 
 const STREAM_ID = /^[A-Za-z0-9._\-/:@+=]{1,512}$/;
 
@@ -46,21 +25,6 @@ export function validateStreamId(id: unknown): string {
     throw new InvalidConfigError(`[${PKG}] stream id ${describeValue(id)} is not valid: use 1 to 512 of A-Z a-z 0-9 . _ - / : @ + =`);
   }
   return id;
-}
-
-/** The lease key of a shard of a stream in a multi-stream group. */
-export function streamLeaseKey(streamId: string, shardId: string): string {
-  return `${streamId}${STREAM_SEPARATOR}${shardId}`;
-}
-
-/**
- * The stream and shard a multi-stream lease key names, split at its last `:` (shard ids have none), or
- * `undefined` for a key without one.
- */
-export function parseStreamLeaseKey(leaseKey: string): { streamId: string; shardId: string } | undefined {
-  const at = leaseKey.lastIndexOf(STREAM_SEPARATOR);
-  if (at <= 0 || at === leaseKey.length - 1) return undefined;
-  return { streamId: leaseKey.slice(0, at), shardId: leaseKey.slice(at + 1) };
 }
 
 /**

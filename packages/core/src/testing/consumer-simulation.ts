@@ -12,12 +12,12 @@
  */
 import { seededRandom, type Random } from '../clock.js';
 import { Consumer } from '../consumer/consumer.js';
-import type { BatchContext, BatchResponse, CheckpointPolicy, FailedRecords, InitialPosition } from '../consumer/options.js';
+import type { BatchContext, BatchResponse, CheckpointPolicy, FailedRecords, InitialPosition, StreamSpec } from '../consumer/options.js';
 import { withUnsafe, type ConsumerUnsafe } from '../unsafe.js';
 import { MemorySource } from '../memory/memory-source.js';
 import { MemoryStorage, type MemoryWriteEvent } from '../memory/memory-storage.js';
 import type { SourceRecord } from '../source.js';
-import { streamLeaseKey, type StreamSpec } from '../consumer/streams.js';
+import { streamLeaseKey } from '../stream-keys.js';
 import { hasRewindRequest } from '../rewind.js';
 import { Checkpoint, type CreateLeaseOptions, type DeleteResult, type LeaseRecord, type NewLease, type WriteResult } from '../storage.js';
 import { ConsumerLedger, describeLease, type ConsumerGuarantee, type RecordEntry, type StartingPoint } from './consumer-checks.js';
