@@ -1,6 +1,6 @@
 import { CreateStreamCommand, DescribeStreamSummaryCommand, KinesisClient, PutRecordsCommand } from '@aws-sdk/client-kinesis';
 import { MemorySource } from '@leasehold/core';
-import { startDynalite, startKinesisLocal, type RunningDynalite, type RunningKinesisLocal } from '@leasehold/local-stack';
+import { postgresUrl, redisUrl, startDynalite, startKinesisLocal, type RunningDynalite, type RunningKinesisLocal } from '@leasehold/local-stack';
 import { NodeHttpHandler } from '@smithy/node-http-handler';
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -70,8 +70,8 @@ describe('the consumer example', () => {
       dynamodb: 'nothing to start: dynalite runs in-process',
     };
     const backends: Array<[string, () => NodeJS.ProcessEnv]> = [
-      ['postgres', () => ({ LEASEHOLD_STORAGE: `postgres://${process.env.PGUSER ?? 'root'}@${process.env.PGHOST ?? '127.0.0.1'}:${process.env.PGPORT ?? 5432}/${process.env.PGDATABASE ?? 'test'}?schema=example_${randomUUID().slice(0, 8)}` })],
-      ['redis', () => ({ LEASEHOLD_STORAGE: `redis://${process.env.REDIS_HOST ?? '127.0.0.1'}:${process.env.REDIS_PORT ?? 6379}?prefix=example-${randomUUID().slice(0, 8)}:` })],
+      ['postgres', () => ({ LEASEHOLD_STORAGE: `${postgresUrl()}?schema=example_${randomUUID().slice(0, 8)}` })],
+      ['redis', () => ({ LEASEHOLD_STORAGE: `${redisUrl()}?prefix=example-${randomUUID().slice(0, 8)}:` })],
       ['dynamodb', () => ({ LEASEHOLD_STORAGE: `dynamodb://example-${randomUUID().slice(0, 8)}?endpoint=${encodeURIComponent(dynalite.endpoint)}&region=${kinesis.region}` })],
     ];
     for (const [backend, env] of backends) {

@@ -1,4 +1,5 @@
 import { MemorySource } from '@leasehold/core';
+import { postgresUrl } from '@leasehold/local-stack';
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -8,7 +9,7 @@ const schema = `example_eo_${randomUUID().replaceAll('-', '').slice(0, 8)}`;
 let pool: pg.Pool;
 
 beforeAll(async () => {
-  pool = new pg.Pool({ connectionString: `postgres://${process.env.PGUSER ?? 'root'}@${process.env.PGHOST ?? '127.0.0.1'}:${process.env.PGPORT ?? 5432}/${process.env.PGDATABASE ?? 'test'}`, max: 12 });
+  pool = new pg.Pool({ connectionString: postgresUrl(), max: 12 });
   pool.on('error', () => undefined);
   await pool.query('SELECT 1').catch((error: unknown) => {
     throw new Error(`PostgreSQL is not reachable (${(error as Error).message}); \`npm test\` starts a throwaway one when the PostgreSQL server binaries are installed; or start your own and set PGHOST, PGPORT, PGUSER and PGDATABASE`, { cause: error });

@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { CreateTableCommand, DynamoDBClient, UpdateItemCommand } from '@aws-sdk/client-dynamodb';
 import { type LeaseRecord, type MemberRecord, type MemberState, type NewLeader, type NewLease, type Storage } from '@leasehold/core';
 import { RECORD_FORMAT } from '@leasehold/core/adapter';
-import { startDynalite, type RunningDynalite } from '@leasehold/local-stack';
+import { openTestPool, postgresTarget, postgresUrl, redisTarget, START_REDIS, startDynalite, type RunningDynalite } from '@leasehold/local-stack';
 import { DynamoDBStorage } from '@leasehold/storage-dynamodb';
 import { PostgresStorage } from '@leasehold/storage-postgres';
 import { RedisStorage } from '@leasehold/storage-redis';
@@ -67,22 +67,9 @@ export interface TestBackend {
 
 const BROKEN_STATE = '{"owner": "half-written';
 
-const PG = { host: process.env.PGHOST ?? '127.0.0.1', port: Number(process.env.PGPORT ?? 5432), user: process.env.PGUSER ?? 'root', database: process.env.PGDATABASE ?? 'test' };
-
 /** The shared PostgreSQL, or a loud failure that says how to start it. */
-export async function postgresPool(): Promise<pg.Pool> {
-  const pool = new pg.Pool({ ...PG, max: 4, connectionTimeoutMillis: 5000 });
-  pool.on('error', () => undefined);
-  try {
-    await pool.query('SELECT 1');
-  } catch (error) {
-    await pool.end();
-    throw new Error(
-      `PostgreSQL is not reachable at ${PG.host}:${PG.port} (database ${PG.database}, user ${PG.user}): \`npm test\` starts a throwaway one when the PostgreSQL server binaries are installed; or start your own and set PGHOST, PGPORT, PGUSER and PGDATABASE`,
-      { cause: error },
-    );
-  }
-  return pool;
+export function postgresPool(): Promise<pg.Pool> {
+  return openTestPool(4, { connectionTimeoutMillis: 5000 });
 }
 
 /** A fresh schema on the shared PostgreSQL, migrated unless `migrated` is false; dropped on close. */
@@ -92,7 +79,7 @@ export async function postgresBackend(pool: pg.Pool, { migrated = true } = {}): 
   if (migrated) await storage.migrate();
   else await pool.query(`CREATE SCHEMA "${schema}"`);
   return {
-    url: `postgres://${PG.user}@${PG.host}:${PG.port}/${PG.database}?schema=${schema}`,
+    url: `${postgresUrl(postgresTarget())}?schema=${schema}`,
     storage,
     async corrupt(group, leaseKey) {
       const { rowCount } = await pool.query(`UPDATE "${schema}".leasehold_leases SET state = $3 WHERE group_name = $1 AND lease_key = $2`, [group, leaseKey, BROKEN_STATE]);
@@ -115,10 +102,9 @@ export async function postgresBackend(pool: pg.Pool, { migrated = true } = {}): 
   };
 }
 
-/** The shared Redis, or a loud failure that says how to start it. */
-const REDIS_HOST = process.env.REDIS_HOST ?? '127.0.0.1';
-const REDIS_PORT = Number(process.env.REDIS_PORT ?? 6379);
+const { host: REDIS_HOST, port: REDIS_PORT } = redisTarget();
 
+/** The shared Redis, or a loud failure that says how to start it. */
 export async function redisClient(port = REDIS_PORT): Promise<Redis> {
   const client = new Redis({ host: REDIS_HOST, port, lazyConnect: true, maxRetriesPerRequest: 1, retryStrategy: () => null });
   client.on('error', () => undefined);
@@ -126,7 +112,7 @@ export async function redisClient(port = REDIS_PORT): Promise<Redis> {
     await client.connect();
   } catch (error) {
     throw new Error(
-      `Redis is not reachable at ${REDIS_HOST}:${port}: \`npm test\` starts a throwaway one when redis-server is on the PATH; or start your own and set REDIS_HOST and REDIS_PORT`,
+      `Redis is not reachable at ${REDIS_HOST}:${port}: ${START_REDIS}`,
       { cause: error },
     );
   }

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { InvalidConfigError, MemoryStorage, StorageUnavailableError } from '@leasehold/core';
-import { startDynalite, type RunningDynalite } from '@leasehold/local-stack';
+import { postgresUrl, redisUrl, START_POSTGRES, START_REDIS, startDynalite, type RunningDynalite } from '@leasehold/local-stack';
 import { DynamoDBStorage } from '@leasehold/storage-dynamodb';
 import { PostgresStorage, SCHEMA_VERSION } from '@leasehold/storage-postgres';
 import { RedisStorage } from '@leasehold/storage-redis';
@@ -8,8 +8,8 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { openStorage, openStorageFromEnv, type OpenedStorage } from '../src/index.js';
 
-const POSTGRES = `postgres://${process.env.PGUSER ?? 'root'}@${process.env.PGHOST ?? '127.0.0.1'}:${process.env.PGPORT ?? 5432}/${process.env.PGDATABASE ?? 'test'}`;
-const REDIS = `redis://${process.env.REDIS_HOST ?? '127.0.0.1'}:${process.env.REDIS_PORT ?? 6379}`;
+const POSTGRES = postgresUrl();
+const REDIS = redisUrl();
 const fresh = (kind: string): string => `${kind}${randomBytes(5).toString('hex')}`;
 
 let dynalite: RunningDynalite;
@@ -23,7 +23,7 @@ beforeAll(async () => {
     await admin.query('SELECT 1');
   } catch (error) {
     throw new Error(
-      `These tests need PostgreSQL on ${POSTGRES}; \`npm test\` starts a throwaway one when the PostgreSQL server binaries are installed; or start your own and set PGHOST, PGPORT, PGUSER and PGDATABASE (${(error as Error).message})`,
+      `These tests need PostgreSQL on ${POSTGRES}; ${START_POSTGRES} (${(error as Error).message})`,
       { cause: error },
     );
   }
@@ -74,7 +74,7 @@ describe('openStorage', () => {
   it("opens Redis with the URL's key prefix, and quits the client it made on close", async () => {
     const prefix = `${fresh('connect')}:`;
     const opened = await openStorage(`${REDIS}?prefix=${prefix}`).catch((error: unknown) => {
-      throw new Error(`These tests need Redis at ${REDIS}; \`npm test\` starts a throwaway one when redis-server is on the PATH; or start your own and set REDIS_HOST and REDIS_PORT (${(error as Error).message})`, { cause: error });
+      throw new Error(`These tests need Redis at ${REDIS}; ${START_REDIS} (${(error as Error).message})`, { cause: error });
     });
     if (opened.kind !== 'redis') throw new Error(`opened ${opened.kind}`);
     expect(opened.storage).toBeInstanceOf(RedisStorage);

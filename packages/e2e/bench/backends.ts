@@ -6,6 +6,7 @@
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { Storage } from '@leasehold/core';
 import { DynamoDBStorage } from '@leasehold/storage-dynamodb';
+import { openTestPool, redisTarget } from '@leasehold/local-stack';
 import { PostgresStorage } from '@leasehold/storage-postgres';
 import { RedisStorage } from '@leasehold/storage-redis';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -59,20 +60,8 @@ export async function createLeases(storage: Storage, group: string, count: numbe
 
 export const runId = `s${Date.now().toString(36)}${randomBytes(2).toString('hex')}`;
 
-async function connectPostgres(max: number): Promise<pg.Pool> {
-  const config = { host: process.env.PGHOST ?? '127.0.0.1', port: Number(process.env.PGPORT ?? 5432), database: process.env.PGDATABASE ?? 'test', user: process.env.PGUSER ?? 'root' };
-  const pool = new pg.Pool({ ...config, max, connectionTimeoutMillis: 5_000 });
-  pool.on('error', () => undefined);
-  try {
-    await pool.query('SELECT 1');
-  } catch (error) {
-    await pool.end();
-    throw new Error(
-      `PostgreSQL is not reachable at ${config.host}:${config.port} (database ${config.database}): ${(error as Error).message}. Start one and set PGHOST, PGPORT, PGUSER and PGDATABASE`,
-      { cause: error },
-    );
-  }
-  return pool;
+function connectPostgres(max: number): Promise<pg.Pool> {
+  return openTestPool(max, { connectionTimeoutMillis: 5_000 });
 }
 
 /** The coordinators of one process share a pool of 16 connections. */
@@ -95,8 +84,7 @@ async function openPostgres(): Promise<Opened> {
 }
 
 async function connectRedis(): Promise<Redis> {
-  const host = process.env.REDIS_HOST ?? '127.0.0.1';
-  const port = Number(process.env.REDIS_PORT ?? 6379);
+  const { host, port } = redisTarget();
   const client = new Redis({ host, port, lazyConnect: true, connectTimeout: 5_000, maxRetriesPerRequest: 1 });
   client.on('error', () => undefined);
   try {

@@ -25,7 +25,7 @@
  * than 1 MB) over the second half, its RSS more than 15% (and 8 MB), or a count keeps growing, or when
  * a record put was never handed over.
  */
-import { startDynalite, startKinesisLocal } from '@leasehold/local-stack';
+import { postgresUrl, redisUrl, startDynalite, startKinesisLocal } from '@leasehold/local-stack';
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -156,9 +156,9 @@ try {
   await createStream(client, streamName, shards);
   const base =
     backend === 'postgres'
-      ? `postgres://${process.env.PGUSER ?? 'root'}@${process.env.PGHOST ?? '127.0.0.1'}:${process.env.PGPORT ?? 5432}/${process.env.PGDATABASE ?? 'test'}`
+      ? postgresUrl()
       : backend === 'redis'
-        ? `redis://${process.env.REDIS_HOST ?? '127.0.0.1'}:${process.env.REDIS_PORT ?? 6379}`
+        ? redisUrl()
         : `dynamodb://leasehold-soak?endpoint=${encodeURIComponent(dynalite!.endpoint)}&region=us-east-1`;
   const storageUrl = await prepareStorage(base, runId);
   cluster = new Cluster({

@@ -2,14 +2,14 @@
  * What the end-to-end test files share: the lease backends a run can use (each with the command that
  * starts it when it cannot be reached) and kinesis-local, started once per file.
  */
-import { startDynalite, startKinesisLocal, type RunningDynalite, type RunningKinesisLocal } from '@leasehold/local-stack';
+import { postgresUrl, redisUrl, START_POSTGRES, START_REDIS, startDynalite, startKinesisLocal, type RunningDynalite, type RunningKinesisLocal } from '@leasehold/local-stack';
 import { afterAll, beforeAll } from 'vitest';
 import type { KinesisEndpoint } from '../src/kinesis.js';
 import { prepareStorage } from '../src/storage-url.js';
 
-export const POSTGRES_URL = `postgres://${process.env.PGUSER ?? 'root'}@${process.env.PGHOST ?? '127.0.0.1'}:${process.env.PGPORT ?? 5432}/${process.env.PGDATABASE ?? 'test'}`;
-export const START_POSTGRES = '`npm test` starts a throwaway one when the PostgreSQL server binaries are installed; or start your own and set PGHOST, PGPORT, PGUSER and PGDATABASE';
-const REDIS_URL = `redis://${process.env.REDIS_HOST ?? '127.0.0.1'}:${process.env.REDIS_PORT ?? 6379}`;
+export const POSTGRES_URL = postgresUrl();
+export { START_POSTGRES };
+const REDIS_URL = redisUrl();
 
 export interface Backend {
   readonly name: string;
@@ -26,7 +26,7 @@ export const BACKENDS: readonly Backend[] = [
   {
     name: 'redis',
     open: async () => ({ url: REDIS_URL, close: async () => undefined }),
-    startWith: '`npm test` starts a throwaway one when redis-server is on the PATH; or start your own and set REDIS_HOST and REDIS_PORT',
+    startWith: START_REDIS,
   },
   {
     name: 'dynamodb (dynalite)',

@@ -4,3 +4,4 @@ export { postgresBinDir, startPostgresCluster, type PostgresCluster, type Postgr
 export { freePort } from './ports.js';
 export { startRedisServer, type RedisServer, type RedisServerOptions } from './redis-server.js';
 export { ensureTestServices, type TestServices } from './test-services.js';
+export { openTestPool, postgresTarget, postgresUrl, redisTarget, redisUrl, START_POSTGRES, START_REDIS, type PostgresTarget } from './test-servers.js';

@@ -9,6 +9,7 @@ import { connect } from 'node:net';
 import pg from 'pg';
 import { startPostgresCluster, type PostgresCluster } from './postgres-cluster.js';
 import { startRedisServer, type RedisServer } from './redis-server.js';
+import { postgresTarget, redisTarget } from './test-servers.js';
 
 /** The servers in use, and how to stop those this call started. */
 export interface TestServices extends AsyncDisposable {
@@ -30,7 +31,7 @@ export async function ensureTestServices(env: NodeJS.ProcessEnv = process.env): 
   const failures: string[] = [];
   const resolved: Record<string, string> = {};
 
-  const postgres = { host: env.PGHOST ?? '127.0.0.1', port: Number(env.PGPORT ?? 5432), user: env.PGUSER ?? 'root', database: env.PGDATABASE ?? 'test' };
+  const postgres = postgresTarget(env);
   const reached = await reachPostgres(postgres);
   if (reached === true) {
     summary.push(`PostgreSQL: ${postgres.user}@${postgres.host}:${postgres.port}/${postgres.database} (already running)`);
@@ -54,7 +55,7 @@ export async function ensureTestServices(env: NodeJS.ProcessEnv = process.env): 
     }
   }
 
-  const redis = { host: env.REDIS_HOST ?? '127.0.0.1', port: Number(env.REDIS_PORT ?? 6379) };
+  const redis = redisTarget(env);
   if (await pingRedis(redis.host, redis.port)) {
     summary.push(`Redis: ${redis.host}:${redis.port} (already running)`);
     Object.assign(resolved, { REDIS_HOST: redis.host, REDIS_PORT: String(redis.port) });

@@ -19,14 +19,12 @@ import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { type LeaseRecord, type LeaseState, type MemberState } from '@leasehold/core';
 import { encodeMemberState, leaseStateOf, memberStateOf, RECORD_FORMAT } from '@leasehold/core/adapter';
+import { postgresTarget } from '@leasehold/local-stack';
 import pg from 'pg';
 import { PostgresStorage } from '../src/index.js';
 
 const config: pg.PoolConfig = {
-  host: process.env.PGHOST ?? '127.0.0.1',
-  port: Number(process.env.PGPORT ?? 5432),
-  database: process.env.PGDATABASE ?? 'test',
-  user: process.env.PGUSER ?? 'root',
+  ...postgresTarget(),
   max: 4,
 };
 

@@ -4,33 +4,15 @@
  * tests passed and left behind otherwise, to be read.
  */
 import { randomUUID } from 'node:crypto';
+import { openTestPool, postgresTarget } from '@leasehold/local-stack';
 import pg from 'pg';
 import { afterAll, beforeAll, beforeEach } from 'vitest';
 
-export const serverConfig: pg.PoolConfig = {
-  host: process.env.PGHOST ?? '127.0.0.1',
-  port: Number(process.env.PGPORT ?? 5432),
-  database: process.env.PGDATABASE ?? 'test',
-  user: process.env.PGUSER ?? 'root',
-};
-
-const START_HINT =
-  '`npm test` starts a throwaway one when the PostgreSQL server binaries are installed; or start your own and set PGHOST, PGPORT, PGUSER and PGDATABASE';
+export const serverConfig: pg.PoolConfig = { ...postgresTarget() };
 
 /** A pool on the shared server; fails loudly, with the command that starts the server, if it cannot connect. */
-export async function openPool(max: number): Promise<pg.Pool> {
-  const pool = new pg.Pool({ ...serverConfig, max, connectionTimeoutMillis: 10_000 });
-  pool.on('error', () => undefined);
-  try {
-    await pool.query('SELECT 1');
-  } catch (error) {
-    await pool.end();
-    throw new Error(
-      `cannot reach PostgreSQL at ${serverConfig.host}:${serverConfig.port}/${serverConfig.database} as ${serverConfig.user} (${(error as Error).message}); ${START_HINT}`,
-      { cause: error },
-    );
-  }
-  return pool;
+export function openPool(max: number): Promise<pg.Pool> {
+  return openTestPool(max);
 }
 
 /** A schema name no other run uses. */

@@ -5,14 +5,13 @@
  */
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { startRedisServer, type RedisServer } from '@leasehold/local-stack';
+import { redisTarget, START_REDIS, startRedisServer, type RedisServer } from '@leasehold/local-stack';
 import { Cluster, Redis } from 'ioredis';
 
 const run = promisify(execFile);
 
 /** The shared server's host and port (`npm test` sets them to one it started when none ran). */
-export const SHARED_HOST = process.env.REDIS_HOST ?? '127.0.0.1';
-export const SHARED_PORT = Number(process.env.REDIS_PORT ?? 6379);
+export const { host: SHARED_HOST, port: SHARED_PORT } = redisTarget();
 
 /**
  * Sends a write while the server sleeps, and a CLIENT KILL right behind it, so that both are read in one
@@ -58,7 +57,7 @@ export async function connectShared(): Promise<Redis> {
   } catch (error) {
     client.disconnect();
     throw new Error(
-      `These tests need Redis on ${SHARED_HOST}:${SHARED_PORT}; \`npm test\` starts a throwaway one when redis-server is on the PATH; or start your own and set REDIS_HOST and REDIS_PORT (${(error as Error).message})`,
+      `These tests need Redis on ${SHARED_HOST}:${SHARED_PORT}; ${START_REDIS} (${(error as Error).message})`,
       { cause: error },
     );
   }
