@@ -20,7 +20,7 @@
  * `conformance-bad-input.ts`, "corrupt records" in `conformance-corruption.ts`, "change feed" in
  * `conformance-change-feed.ts`, "lost connections" in `conformance-faults.ts`, "watchers' reads" in
  * `conformance-watchers.ts` and "transactional checkpoint" in `conformance-transactions.ts`. What they
- * share is in `conformance-kit.ts`.
+ * share is in `conformance-kit.ts`; `@leasehold/core/testing` exports each group's `*Contract` from its file.
  */
 import { badInputContract } from './conformance-bad-input.js';
 import { changeFeedContract } from './conformance-change-feed.js';
@@ -34,22 +34,6 @@ import { rosterContract } from './conformance-roster.js';
 import { transactionalCheckpointContract } from './conformance-transactions.js';
 import { watcherReadsContract } from './conformance-watchers.js';
 import type { ConformanceTarget, TestApi } from './conformance-kit.js';
-
-export type { TestApi, ProxyFaults, BreakableFaults, ConformanceTarget, UserWrite, TransactionalCheckpoint } from './conformance-kit.js';
-export {
-  leaseContract,
-  leaderContract,
-  rosterContract,
-  limitsContract,
-  concurrencyContract,
-  monotonicityContract,
-  badInputContract,
-  corruptionContract,
-  changeFeedContract,
-  faultContract,
-  readsWhileWritingContract,
-  transactionalCheckpointContract,
-};
 
 /** Runs every group of the conformance suite. */
 export function runConformanceSuite(t: TestApi, target: ConformanceTarget): void {

@@ -1,25 +1,16 @@
-export {
-  runConformanceSuite,
-  leaseContract,
-  leaderContract,
-  rosterContract,
-  limitsContract,
-  concurrencyContract,
-  monotonicityContract,
-  badInputContract,
-  corruptionContract,
-  changeFeedContract,
-  faultContract,
-  readsWhileWritingContract,
-  transactionalCheckpointContract,
-  type ConformanceTarget,
-  type TransactionalCheckpoint,
-  type UserWrite,
-  type ProxyFaults,
-  type BreakableFaults,
-  type TestApi,
-} from './conformance.js';
+export { runConformanceSuite } from './conformance.js';
+export type { ConformanceTarget, TransactionalCheckpoint, UserWrite, ProxyFaults, BreakableFaults, TestApi } from './conformance-kit.js';
+export { leaseContract } from './conformance-leases.js';
+export { leaderContract } from './conformance-leader.js';
+export { rosterContract } from './conformance-roster.js';
+export { limitsContract } from './conformance-limits.js';
+export { concurrencyContract, monotonicityContract, readsWhileWritingContract } from './conformance-concurrency.js';
+export { badInputContract } from './conformance-bad-input.js';
+export { corruptionContract } from './conformance-corruption.js';
+export { changeFeedContract } from './conformance-change-feed.js';
+export { faultContract } from './conformance-faults.js';
 export { watcherReadsContract } from './conformance-watchers.js';
+export { transactionalCheckpointContract } from './conformance-transactions.js';
 export { TcpProxy, type TcpAddress } from './tcp-proxy.js';
 export { openProcessClients, type CrossProcessClients, type ProcessClients } from './cross-process.js';
 export { VirtualScheduler, VirtualClock, VIRTUAL_EPOCH_MS, type VirtualClockOptions } from './virtual-time.js';
