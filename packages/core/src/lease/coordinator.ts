@@ -37,7 +37,11 @@ import {
 import { hasRewindRequest } from '../rewind.js';
 import { holdMs, nonNegative, positive, positiveInteger, resolveHoldTiming, resolveIdentity } from './timing.js';
 
+import type { DrainReason, Held, HeldLease, LeaseTenure } from './held.js';
+
 const PKG = 'core';
+
+export type { DrainReason, HeldLease, LeaseTenure };
 
 /**
  * How many leases announced handed over a worker reads at once (a take tick waits for them): 16, as many
@@ -64,9 +68,6 @@ export const parentsFinished: EligibilityPredicate = (lease, all, corrupt) =>
     const parent = all.get(parentKey);
     return parent === undefined || (parent.checkpoint === Checkpoint.SHARD_END && !hasRewindRequest(parent));
   });
-
-/** Why the coordinator is about to give a lease away; passed to {@link LeaseCoordinatorOptions.onDrain}. */
-export type DrainReason = 'handoff' | 'shutdown';
 
 /** Options of {@link LeaseCoordinator}. Durations are in milliseconds of the injected clock. */
 export interface LeaseCoordinatorOptions {
@@ -165,9 +166,6 @@ const COORDINATOR_KEYS = optionKeys<LeaseCoordinatorOptions>({
   random: true,
 });
 
-/** The lease a checkpoint belongs to: its key and the tenure (fencing token) it was read in. */
-export type LeaseTenure = Pick<HeldLease, 'leaseKey' | 'fencingToken'>;
-
 /**
  * A conditional write of a lease made by the caller in one atomic step with its own writes (see
  * {@link LeaseCoordinator.checkpointThrough}): applies `next` only if the stored lease still has
@@ -176,37 +174,9 @@ export type LeaseTenure = Pick<HeldLease, 'leaseKey' | 'fencingToken'>;
  */
 export type CheckpointWrite = (current: LeaseRecord, next: LeaseState) => Promise<WriteResult<LeaseRecord>>;
 
-/** A lease this worker holds, as user code sees it. */
-export interface HeldLease {
-  readonly leaseKey: string;
-  /** The ownership epoch: a fencing token for user code's own downstream writes. */
-  readonly fencingToken: number;
-  /** Fires the moment the lease is lost, handed off or released: stop working on it. */
-  readonly signal: AbortSignal;
-  /** The checkpoint stored with the lease, or `null` before the first one. */
-  readonly checkpoint: Position | null;
-  /** The lease keys of the partitions this one continues. */
-  readonly parentKeys: readonly string[];
-  /** The lease's metadata. */
-  readonly metadata: Readonly<Record<string, string>>;
-  /** Whether another worker asked for the lease: finish the work in flight and expect a handoff. */
-  readonly draining: boolean;
-}
-
 import type { LeaseCoordinatorEvents, LossReason } from './events.js';
 
 export type { LeaseCoordinatorEvents, LossReason };
-
-interface Held {
-  record: LeaseRecord;
-  readonly controller: AbortController;
-  handoff: { to: string; incarnation: string; seenAt: number } | null;
-  leaving: boolean;
-  /** The writes on this lease run one after another (each needs the version the previous one made). */
-  chain: Promise<void>;
-  /** How many writes on this lease are queued or in flight. */
-  busy: number;
-}
 
 const stateOf = leaseStateOf;
 
