@@ -1,14 +1,10 @@
 import { shuffled, systemClock, systemRandom, type Clock, type Random } from '../clock.js';
 import {
   AbortedError,
-  CheckpointBehindError,
   describeValue,
   InvalidConfigError,
   LeaseholdError,
-  LeaseLostError,
   RecordFormatError,
-  StorageOutcomeUnknownError,
-  StorageUnavailableError,
 } from '../errors.js';
 import { TypedEmitter } from '../events.js';
 import { concurrencyLimit } from '../concurrency.js';
@@ -29,7 +25,6 @@ import {
   type LeaseChange,
   type LeaseListing,
   type LeaseRecord,
-  type LeaseState,
   type LeaseUpdate,
   type Position,
   type WriteResult,
@@ -37,11 +32,13 @@ import {
 import { hasRewindRequest } from '../rewind.js';
 import { holdMs, nonNegative, positive, positiveInteger, resolveHoldTiming, resolveIdentity } from './timing.js';
 
+import { FencedWrites, type CheckpointWrite } from './fenced-writes.js';
 import type { DrainReason, Held, HeldLease, LeaseTenure } from './held.js';
+import { Hold } from './hold.js';
 
 const PKG = 'core';
 
-export type { DrainReason, HeldLease, LeaseTenure };
+export type { CheckpointWrite, DrainReason, HeldLease, LeaseTenure };
 
 /**
  * How many leases announced handed over a worker reads at once (a take tick waits for them): 16, as many
@@ -166,14 +163,6 @@ const COORDINATOR_KEYS = optionKeys<LeaseCoordinatorOptions>({
   random: true,
 });
 
-/**
- * A conditional write of a lease made by the caller in one atomic step with its own writes (see
- * {@link LeaseCoordinator.checkpointThrough}): applies `next` only if the stored lease still has
- * `current`'s version, owner, incarnation and epoch, and reports the outcome exactly, as a storage write
- * does (`conflict` with the stored lease, `unknown` when the answer was lost).
- */
-export type CheckpointWrite = (current: LeaseRecord, next: LeaseState) => Promise<WriteResult<LeaseRecord>>;
-
 import type { LeaseCoordinatorEvents, LossReason } from './events.js';
 
 export type { LeaseCoordinatorEvents, LossReason };
@@ -218,11 +207,9 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   readonly #maxSteals: number;
   readonly #handoffTimeoutMs: number;
   readonly #isEligible: EligibilityPredicate;
-  readonly #compare: (a: Position, b: Position, leaseKey: string) => number;
   readonly #onDrain: ((lease: HeldLease, reason: DrainReason) => Promise<void>) | undefined;
   readonly #useChangeFeed: boolean;
   readonly #skipSelfFencing: boolean;
-  readonly #checkpointPerKey: boolean;
   /** Unsafe: a release that conflicts with another client's same-tenure write (a rewind request) is taken for a loss. */
   readonly #releaseWithoutRetry: boolean;
   /** Unsafe: a dead member's lease whose free conflicted is freed again on the current record, whoever it names now. */
@@ -230,14 +217,10 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   /** This worker's member record, the hold its heartbeats buy, and its reads of the roster. */
   readonly #members: Membership;
 
-  readonly #held = new Map<string, Held>();
-  /**
-   * The tenure (epoch) in which this incarnation last held each lease it let go. A lease storage still
-   * names this incarnation for in that tenure (lost to self-fencing, a handover that did not land) is
-   * taken back in a new tenure, so that work of the old one cannot write into it; one in a tenure this
-   * worker never held was handed to it, and is held as it is.
-   */
-  readonly #letGo = new Map<string, number>();
+  /** The leases held, and the self-fencing that drops them when the hold runs out. */
+  readonly #hold: Hold;
+  /** The conditional writes on held leases: checkpoints, annotations, and every lease write's tally. */
+  readonly #writes: FencedWrites;
   /** The roster as membership last read it: dealing and balancing judge on it, and never write it. */
   readonly #view: RosterView;
   /** Leases this worker asked for, by key: whom it asked, and when. */
@@ -263,7 +246,6 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   readonly #lifetime = new AbortController();
   #wakeTake: (() => void) | null = null;
   #wakeRenew: (() => void) | null = null;
-  #watchdog: { at: number; controller: AbortController } | null = null;
   #loops: Promise<void>[] = [];
   #takeInFlight: Promise<void> = Promise.resolve();
   readonly #transfers = new Set<Promise<void>>();
@@ -305,7 +287,6 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       throw new InvalidConfigError(`[${PKG}] leaseDurationMs must be a whole number of milliseconds, got ${timing.leaseDurationMs}`);
     }
     this.#isEligible = options.isEligible ?? parentsFinished;
-    this.#compare = options.comparePositions ?? compareNumericPositions;
     this.#onDrain = options.onDrain;
     this.#useChangeFeed = options.useChangeFeed ?? true;
     const watchers = positiveInteger(PKG, 'watchers', options.watchers ?? 3);
@@ -318,8 +299,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     const skipRosterDigest = unsafe.skipRosterDigest ?? false;
     const ringKeepsTheDead = unsafe.ringKeepsTheDead ?? false;
     this.#freeRetryIgnoresOwner = unsafe.freeRetryIgnoresOwner ?? false;
-    this.#skipSelfFencing = unsafe.skipSelfFencing ?? false;
-    this.#checkpointPerKey = unsafe.checkpointPerKey ?? false;
+    const skipSelfFencing = unsafe.skipSelfFencing ?? false;
+    this.#skipSelfFencing = skipSelfFencing;
     this.#releaseWithoutRetry = unsafe.releaseWithoutRetry ?? false;
     this.#members = new Membership({
       storage: this.#storage,
@@ -342,11 +323,11 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
         state: () => this.#state,
         lifetime: this.#lifetime.signal,
         requests: this.#requests,
-        countHeld: () => this.#countHeld(),
-        heldKeys: () => [...this.#held.keys()],
+        countHeld: () => this.#hold.countHeld(),
+        heldKeys: () => [...this.#hold.leases.keys()],
         isHeld: (leaseKey) => this.isHeld(leaseKey),
-        fenceExpired: () => this.#fenceExpired(),
-        holdExtended: () => this.#armWatchdog(),
+        fenceExpired: () => this.#hold.fenceExpired(),
+        holdExtended: () => this.#hold.armWatchdog(),
         loseEverything: () => this.#loseEverything(),
         listingDue: () => {
           this.#listingDue = true;
@@ -359,6 +340,26 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       },
     });
     this.#view = this.#members.view;
+    const emit = <K extends keyof LeaseCoordinatorEvents>(name: K, event: LeaseCoordinatorEvents[K]): void => this.emit(name, event);
+    const listingDue = (): void => {
+      this.#listingDue = true;
+    };
+    this.#hold = new Hold({ workerId: this.workerId, clock: this.#clock, members: this.#members, skipSelfFencing, host: { state: () => this.#state, listingDue, emit } });
+    this.#writes = new FencedWrites({
+      storage: this.#storage,
+      group: this.group,
+      clock: this.#clock,
+      hold: this.#hold,
+      compare: options.comparePositions ?? compareNumericPositions,
+      checkpointPerKey: unsafe.checkpointPerKey ?? false,
+      host: {
+        noteLeasesChanged: () => this.noteLeasesChanged(),
+        emit,
+        report: (error, operation) => this.#report(error, operation),
+        fail: (error) => this.#fail(error),
+        formatError: (what, format) => this.#formatError(what, format),
+      },
+    });
   }
 
   /** This worker's current incarnation in the roster, or `null` while it is not a member. */
@@ -412,10 +413,10 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       await this.#until(deadline, this.#takeInFlight);
       // The heartbeat that says this worker is leaving goes out while its leases drain: the releases wait
       // for both, so nobody deals a released lease back to it, and the round trip costs the handoff nothing.
-      const leaving = this.#held.size > 0 ? this.#until(drainDeadline, this.#members.heartbeat()) : Promise.resolve();
+      const leaving = this.#hold.leases.size > 0 ? this.#until(drainDeadline, this.#members.heartbeat()) : Promise.resolve();
       // The roster is read again meanwhile, so that the leases go to members alive and staying now.
-      const roster = this.#held.size > 0 ? this.#until(drainDeadline, this.#storage.getRoster(this.group).then((read) => void this.#members.readRoster(read))) : Promise.resolve();
-      const entries = [...this.#held.entries()];
+      const roster = this.#hold.leases.size > 0 ? this.#until(drainDeadline, this.#storage.getRoster(this.group).then((read) => void this.#members.readRoster(read))) : Promise.resolve();
+      const entries = [...this.#hold.leases.entries()];
       const drained = await Promise.all(
         entries.map(async ([leaseKey, held]) => ({
           leaseKey,
@@ -426,17 +427,16 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       const releasable = drained.filter((entry) => entry.done).map((entry) => entry.leaseKey);
       await this.#until(deadline, this.#handOverOrRelease(releasable));
       await this.#until(deadline, this.#withdraw());
-      const lapsing = this.#held.size;
-      for (const [leaseKey, held] of this.#held) this.#lose(leaseKey, held, 'shutdown-timeout');
+      const lapsing = this.#hold.leases.size;
+      for (const [leaseKey, held] of this.#hold.leases) this.#hold.lose(leaseKey, held, 'shutdown-timeout');
       // With nothing left to lapse, leaving the roster lets others act at once; otherwise the membership
       // lapses a lease duration after the last heartbeat, and the leases with it.
       if (lapsing === 0) await this.#until(deadline, this.#members.leave());
     }
     this.#state = 'stopped';
     this.#lifetime.abort(new AbortedError(`[${PKG}] lease coordinator ${this.workerId} stopped`));
-    this.#watchdog?.controller.abort();
-    this.#watchdog = null;
-    await this.#until(deadline, Promise.all([...this.#loops, ...[...this.#held.values()].map((held) => held.chain)]));
+    this.#hold.disarm();
+    await this.#until(deadline, Promise.all([...this.#loops, ...[...this.#hold.leases.values()].map((held) => held.chain)]));
     const subscription = this.#subscription;
     this.#subscription = null;
     if (subscription) await this.#until(deadline, subscription.close().catch((error: unknown) => this.#report(error, 'unsubscribe')));
@@ -474,11 +474,11 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
         this.#report(error, 'get');
         continue;
       }
-      if (lease && lease.format <= RECORD_FORMAT && lease.owner === this.workerId && lease.incarnation === incarnation && !this.#held.has(leaseKey)) {
+      if (lease && lease.format <= RECORD_FORMAT && lease.owner === this.workerId && lease.incarnation === incarnation && !this.#hold.leases.has(leaseKey)) {
         updates.push({ leaseKey, expectedVersion: lease.version, next: { ...stateOf(lease), owner: null, incarnation: null }, notify: 'released' });
       }
     }
-    if (updates.length > 0) await this.#update(updates, 'withdraw');
+    if (updates.length > 0) await this.#writes.update(updates, 'withdraw');
   }
 
   /**
@@ -498,7 +498,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     const free: string[] = [];
     const handovers: Promise<void>[] = [];
     for (const leaseKey of leaseKeys) {
-      const held = this.#held.get(leaseKey);
+      const held = this.#hold.leases.get(leaseKey);
       if (!held || !this.isHeld(leaseKey)) continue;
       let to: string | undefined;
       for (const [workerId, count] of load) {
@@ -511,10 +511,10 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
         continue;
       }
       load.set(recipient.workerId, (load.get(recipient.workerId) ?? 0) + 1);
-      this.#stopWork(leaseKey, held);
+      this.#hold.stopWork(leaseKey, held);
       handovers.push(
-        this.#onLease(held, async () => {
-          if (this.#held.get(leaseKey) !== held) return;
+        this.#writes.onLease(held, async () => {
+          if (this.#hold.leases.get(leaseKey) !== held) return;
           await this.#transfer(leaseKey, held, { to: recipient.workerId, incarnation: recipient.incarnation, seenAt: this.#clock.now() }, true);
         }).catch((error: unknown) => this.#report(error, 'handoff')),
       );
@@ -529,19 +529,18 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
 
   /** Whether this worker holds the lease now: it took it, its last heartbeat still holds, and it has not given it away. */
   isHeld(leaseKey: string): boolean {
-    const held = this.#held.get(leaseKey);
-    return held !== undefined && !held.leaving && (this.#skipSelfFencing || this.#clock.now() < this.#members.heldUntil);
+    return this.#hold.isHeld(leaseKey);
   }
 
   /** The lease if this worker holds it now. */
   lease(leaseKey: string): HeldLease | undefined {
-    const held = this.#held.get(leaseKey);
-    return held && this.isHeld(leaseKey) ? this.#handle(held) : undefined;
+    const held = this.#hold.leases.get(leaseKey);
+    return held && this.isHeld(leaseKey) ? this.#hold.handle(held) : undefined;
   }
 
   /** Every lease this worker holds now. */
   heldLeases(): HeldLease[] {
-    return [...this.#held.keys()].filter((leaseKey) => this.isHeld(leaseKey)).map((leaseKey) => this.#handle(this.#held.get(leaseKey) as Held));
+    return [...this.#hold.leases.keys()].filter((leaseKey) => this.isHeld(leaseKey)).map((leaseKey) => this.#hold.handle(this.#hold.leases.get(leaseKey) as Held));
   }
 
   /**
@@ -551,8 +550,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    */
   diagnostics(): Readonly<Record<string, number>> {
     return {
-      held: this.#held.size,
-      letGo: this.#letGo.size,
+      held: this.#hold.leases.size,
+      letGo: this.#hold.letGo.size,
       requests: this.#requests.size,
       handed: this.#handed.size,
       watching: this.#watching.size,
@@ -596,35 +595,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    * again on every retry) and any write after loss (`LeaseLostError`); an unknown outcome is re-read and
    * retried, never assumed. A partition's end is announced to the group (its children become takeable).
    */
-  async checkpoint(lease: LeaseTenure, position: Position): Promise<void> {
-    const { leaseKey } = lease;
-    if (typeof position !== 'string' || position.length === 0) {
-      throw new CheckpointBehindError(`[${PKG}] checkpoint position must be a non-empty string, got ${describeValue(position)}`);
-    }
-    const held = this.#requireHeld(lease);
-    const startedAt = this.#clock.now();
-    let wrote = false;
-    await this.#onLease(held, async () => {
-      this.#requireHeld(lease);
-      const next = (record: LeaseRecord): LeaseState | null => {
-        const current = record.checkpoint;
-        if (current !== null && (!Checkpoint.isSentinel(current) || current === Checkpoint.SHARD_END)) {
-          const order = this.#compare(position, current, leaseKey);
-          if (order < 0) {
-            throw new CheckpointBehindError(
-              `[${PKG}] checkpoint ${describeValue(position)} of lease ${describeValue(leaseKey)} is behind the stored ${describeValue(current)}`,
-            );
-          }
-          if (order === 0) return null;
-        }
-        return { ...stateOf(record), checkpoint: position };
-      };
-      wrote = await this.#writeHeld(leaseKey, held, next, 'checkpoint');
-    });
-    if (wrote) {
-      if (position === Checkpoint.SHARD_END) this.noteLeasesChanged();
-      this.emit('checkpointed', { leaseKey, position, durationMs: this.#clock.now() - startedAt });
-    }
+  checkpoint(lease: LeaseTenure, position: Position): Promise<void> {
+    return this.#writes.checkpoint(lease, position);
   }
 
   /**
@@ -639,51 +611,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    * applied, or thrown as a `StorageOutcomeUnknownError` when it did not or cannot be told. The lease
    * record written is adopted, so this worker's next write on the lease follows it.
    */
-  async checkpointThrough(lease: LeaseTenure, position: Position, write: CheckpointWrite): Promise<void> {
-    const { leaseKey } = lease;
-    const held = this.#requireHeld(lease);
-    const startedAt = this.#clock.now();
-    await this.#onLease(held, async () => {
-      this.#requireHeld(lease);
-      const before = held.record;
-      const current = before.checkpoint;
-      if (current !== null && (!Checkpoint.isSentinel(current) || current === Checkpoint.SHARD_END) && this.#compare(position, current, leaseKey) <= 0) {
-        throw new CheckpointBehindError(
-          `[${PKG}] checkpoint ${describeValue(position)} of lease ${describeValue(leaseKey)} is not ahead of the stored ${describeValue(current)}`,
-        );
-      }
-      const next: LeaseState = { ...stateOf(before), checkpoint: position };
-      const outcome = await write(before, next);
-      if (this.#held.get(leaseKey) !== held) throw this.#lostError(leaseKey);
-      let stored: LeaseRecord | null;
-      if (outcome.status === 'applied') {
-        stored = outcome.record;
-      } else if (outcome.status === 'conflict') {
-        stored = outcome.current;
-      } else {
-        try {
-          stored = await this.#storage.getLease(this.group, leaseKey);
-        } catch (error) {
-          throw new StorageOutcomeUnknownError(
-            `[${PKG}] checkpoint of lease ${describeValue(leaseKey)} may or may not have applied, and it could not be read back`,
-            { cause: error },
-          );
-        }
-      }
-      const applied = stored !== null && stored.version === before.version + 1 && this.#stillMine(held, stored) && sameState(stored, next);
-      if (!this.#stillMine(held, stored)) {
-        this.#lose(leaseKey, held, stored === null ? 'deleted' : 'taken');
-        throw this.#lostError(leaseKey);
-      }
-      held.record = stored;
-      if (!applied) {
-        throw new StorageOutcomeUnknownError(`[${PKG}] checkpoint of lease ${describeValue(leaseKey)} through the caller's write did not apply`, {
-          cause: outcome.status === 'unknown' ? outcome.error : undefined,
-        });
-      }
-    });
-    if (position === Checkpoint.SHARD_END) this.noteLeasesChanged();
-    this.emit('checkpointed', { leaseKey, position, durationMs: this.#clock.now() - startedAt });
+  checkpointThrough(lease: LeaseTenure, position: Position, write: CheckpointWrite): Promise<void> {
+    return this.#writes.checkpointThrough(lease, position, write);
   }
 
   /**
@@ -691,26 +620,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    * removed), conditionally like a checkpoint; for facts the owner publishes about its lease, such as a
    * stall. A no-op when nothing changes.
    */
-  async annotate(lease: LeaseTenure, fields: Readonly<Record<string, string | null>>): Promise<void> {
-    const held = this.#requireHeld(lease);
-    await this.#onLease(held, async () => {
-      this.#requireHeld(lease);
-      await this.#writeHeld(
-        lease.leaseKey,
-        held,
-        (record) => {
-          const metadata: Record<string, string> = { ...record.metadata };
-          let changed = false;
-          for (const [name, value] of Object.entries(fields)) {
-            if (value === null ? name in metadata : metadata[name] !== value) changed = true;
-            if (value === null) delete metadata[name];
-            else metadata[name] = value;
-          }
-          return changed ? { ...stateOf(record), metadata } : null;
-        },
-        'annotate',
-      );
-    });
+  annotate(lease: LeaseTenure, fields: Readonly<Record<string, string | null>>): Promise<void> {
+    return this.#writes.annotate(lease, fields);
   }
 
   /**
@@ -722,49 +633,11 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    * attempt and returns the checkpoint and fields, or `null` when there is nothing to write. Returns the
    * record written, or `null`. Refused once the lease is lost (`LeaseLostError`), as every write.
    */
-  async moveCheckpoint(
+  moveCheckpoint(
     lease: LeaseTenure,
     decide: (stored: LeaseRecord) => { checkpoint: Position; metadata: Readonly<Record<string, string | null>> } | null,
   ): Promise<LeaseRecord | null> {
-    const { leaseKey } = lease;
-    const held = this.#requireHeld(lease);
-    let written: LeaseRecord | null = null;
-    let reopened = false;
-    await this.#onLease(held, async () => {
-      this.#requireHeld(lease);
-      let stored: LeaseRecord | null;
-      try {
-        stored = await this.#storage.getLease(this.group, leaseKey);
-      } catch (error) {
-        throw new StorageUnavailableError(`[${PKG}] lease ${describeValue(leaseKey)} could not be read before moving its checkpoint`, { cause: error });
-      }
-      if (this.#held.get(leaseKey) !== held) throw this.#lostError(leaseKey);
-      if (!this.#stillMine(held, stored)) {
-        this.#lose(leaseKey, held, stored === null ? 'deleted' : 'taken');
-        throw this.#lostError(leaseKey);
-      }
-      if (stored.version > held.record.version) held.record = stored;
-      const wrote = await this.#writeHeld(
-        leaseKey,
-        held,
-        (record) => {
-          const change = decide(record);
-          if (change === null) return null;
-          const metadata: Record<string, string> = { ...record.metadata };
-          for (const [name, value] of Object.entries(change.metadata)) {
-            if (value === null) delete metadata[name];
-            else metadata[name] = value;
-          }
-          reopened = record.checkpoint === Checkpoint.SHARD_END && change.checkpoint !== Checkpoint.SHARD_END;
-          return { ...stateOf(record), checkpoint: change.checkpoint, metadata };
-        },
-        'move-checkpoint',
-      );
-      if (wrote) written = held.record;
-    });
-    // A finished lease moved back holds its children back again: the group looks at its leases.
-    if (written && reopened) this.noteLeasesChanged();
-    return written;
+    return this.#writes.moveCheckpoint(lease, decide);
   }
 
   /** Gives up one lease now: stops its work (its signal fires) and writes it free for others. */
@@ -820,7 +693,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     if (this.#state !== 'running') return;
     if (change.kind === 'rewind') {
       // For the owner alone, and nothing to list: the lease's ownership did not change.
-      if (this.#held.has(change.leaseKey)) this.emit('rewind-requested', { leaseKey: change.leaseKey });
+      if (this.#hold.leases.has(change.leaseKey)) this.emit('rewind-requested', { leaseKey: change.leaseKey });
       return;
     }
     if (change.kind === 'created' || change.kind === 'released') this.#listingDue = true;
@@ -842,66 +715,6 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     }
   }
 
-  /**
-   * Makes the lease's signal judge the hold itself whenever it is looked at. The watchdog timer fires at
-   * the hold's end, but a process that was paused past it may run user code (an I/O completion, an earlier
-   * timer) before that timer: reading `signal.aborted`, `signal.reason` or `signal.throwIfAborted()` then
-   * fences the lease first, so user code never sees a lease as held past its hold.
-   */
-  #guardSignal(leaseKey: string, held: Held): void {
-    const signal = held.controller.signal;
-    const proto = AbortSignal.prototype;
-    // The prototype's getters, read with this signal as the receiver (the own properties below shadow them).
-    const aborted = (): boolean => Reflect.get<AbortSignal, 'aborted'>(proto, 'aborted', signal);
-    const reason = (): unknown => Reflect.get(proto, 'reason', signal);
-    const check = (): void => {
-      if (aborted() || held.leaving || this.#skipSelfFencing || this.#held.get(leaseKey) !== held) return;
-      if (this.#clock.now() >= this.#members.heldUntil) this.#lose(leaseKey, held, 'self-fenced');
-    };
-    Object.defineProperties(signal, {
-      aborted: { configurable: true, get: () => (check(), aborted()) },
-      reason: { configurable: true, get: (): unknown => (check(), reason()) },
-      throwIfAborted: {
-        configurable: true,
-        value: () => {
-          check();
-          if (aborted()) throw reason();
-        },
-      },
-    });
-  }
-
-  /** Drops every lease once the hold has passed: past it, this worker must not act on them, answered or not. */
-  #fenceExpired(): void {
-    if (this.#skipSelfFencing) return;
-    if (this.#clock.now() < this.#members.heldUntil) return;
-    for (const [leaseKey, held] of this.#held) {
-      if (held.leaving) continue;
-      this.#lose(leaseKey, held, 'self-fenced');
-      // Storage still names this incarnation: once a heartbeat holds again, the next listing takes it back.
-      this.#listingDue = true;
-    }
-  }
-
-  /** Keeps one timer at the hold's end while anything is held; heartbeats only push it later. */
-  #armWatchdog(): void {
-    if (this.#skipSelfFencing || this.#state === 'stopped' || ![...this.#held.values()].some((held) => !held.leaving)) return;
-    const at = this.#members.heldUntil;
-    if (this.#watchdog !== null && this.#watchdog.at <= at) return;
-    this.#watchdog?.controller.abort();
-    const watchdog = { at, controller: new AbortController() };
-    this.#watchdog = watchdog;
-    this.#clock.sleep(Math.max(0, at - this.#clock.now()), watchdog.controller.signal).then(
-      () => {
-        if (this.#watchdog !== watchdog) return;
-        this.#watchdog = null;
-        this.#fenceExpired();
-        this.#armWatchdog();
-      },
-      () => undefined,
-    );
-  }
-
   // ---------------------------------------------------------------- handing off and releasing
 
   /**
@@ -913,9 +726,9 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     const request = held.handoff;
     if (!request) return;
     const drained = await this.#drain(leaseKey, held, 'handoff', this.#handoffTimeoutMs);
-    if (this.#held.get(leaseKey) !== held) return;
+    if (this.#hold.leases.get(leaseKey) !== held) return;
     if (!drained) {
-      this.#lose(leaseKey, held, 'handoff-timeout');
+      this.#hold.lose(leaseKey, held, 'handoff-timeout');
       const transfer = this.#clock
         .sleep(this.leaseDurationMs, this.#lifetime.signal)
         .then(() => this.#transfer(leaseKey, held, request, false))
@@ -924,9 +737,9 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       this.#transfers.add(transfer);
       return;
     }
-    await this.#onLease(held, async () => {
-      if (this.#held.get(leaseKey) !== held || !this.isHeld(leaseKey)) return;
-      this.#stopWork(leaseKey, held);
+    await this.#writes.onLease(held, async () => {
+      if (this.#hold.leases.get(leaseKey) !== held || !this.isHeld(leaseKey)) return;
+      this.#hold.stopWork(leaseKey, held);
       await this.#transfer(leaseKey, held, request, true);
     }).catch((error: unknown) => this.#report(error, 'handoff'));
   }
@@ -935,7 +748,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     const recipient = this.#view.get(request.to);
     if (recipient?.status !== 'alive' || recipient.incarnation !== request.incarnation) {
       // It left or died meanwhile: the lease stays this worker's in storage, and the next listing takes it back.
-      this.#forget(leaseKey, held);
+      this.#hold.forget(leaseKey, held);
       this.#listingDue = true;
       if (report) this.emit('lost', { leaseKey, fencingToken: held.record.epoch, reason: 'handoff-timeout' });
       return;
@@ -943,15 +756,15 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     let record = held.record;
     let outcome: WriteResult<LeaseRecord> | undefined;
     for (let attempt = 0; attempt < 2; attempt++) {
-      [outcome] = await this.#update(
+      [outcome] = await this.#writes.update(
         [{ leaseKey, expectedVersion: record.version, next: { ...stateOf(record), owner: request.to, incarnation: request.incarnation, epoch: record.epoch + 1 }, notify: 'handed-off' }],
         'handoff',
       );
       // A write of ours that finished after the work stopped (a checkpoint) moved the version: go on from it.
-      if (outcome?.status !== 'conflict' || !this.#stillMine(held, outcome.current)) break;
+      if (outcome?.status !== 'conflict' || !this.#hold.stillMine(held, outcome.current)) break;
       record = outcome.current;
     }
-    this.#forget(leaseKey, held);
+    this.#hold.forget(leaseKey, held);
     // A lease still naming this incarnation is nobody else's to take: the next listing takes it back.
     if (outcome?.status !== 'applied') this.#listingDue = true;
     if (outcome?.status === 'applied') {
@@ -970,7 +783,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     const timer = new AbortController();
     try {
       const finished = await Promise.race([
-        this.#onDrain(this.#handle(held), reason).then(
+        this.#onDrain(this.#hold.handle(held), reason).then(
           () => true,
           (error: unknown) => {
             this.#report(error, 'drain');
@@ -979,7 +792,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
         ),
         this.#clock.sleep(timeoutMs, timer.signal).then(() => false, () => false),
       ]);
-      return finished && this.#held.get(leaseKey) === held && this.isHeld(leaseKey);
+      return finished && this.#hold.leases.get(leaseKey) === held && this.isHeld(leaseKey);
     } finally {
       timer.abort();
     }
@@ -987,16 +800,16 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
 
   async #release(leaseKeys: readonly string[], announce: boolean): Promise<void> {
     const leaving = leaseKeys
-      .map((leaseKey) => [leaseKey, this.#held.get(leaseKey)] as const)
+      .map((leaseKey) => [leaseKey, this.#hold.leases.get(leaseKey)] as const)
       .filter((entry): entry is readonly [string, Held] => entry[1] !== undefined && this.isHeld(entry[0]));
     if (leaving.length === 0) return;
     // Work stops first (signals fire, no new checkpoint is accepted), then the writes in flight finish.
-    for (const [leaseKey, held] of leaving) this.#stopWork(leaseKey, held);
-    await this.#onLeases(leaving.map(([, held]) => held), async () => {
+    for (const [leaseKey, held] of leaving) this.#hold.stopWork(leaseKey, held);
+    await this.#writes.onLeases(leaving.map(([, held]) => held), async () => {
       let released = 0;
       let pending: ReadonlyArray<readonly [string, Held]> = leaving;
       for (let attempt = 1; pending.length > 0; attempt++) {
-        const results = await this.#update(
+        const results = await this.#writes.update(
           pending.map(([leaseKey, held]) => ({
             leaseKey,
             expectedVersion: held.record.version,
@@ -1012,7 +825,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
           // added to its metadata) moved its version: release the record it carries, within the hold.
           const retry =
             outcome?.status === 'conflict' &&
-            this.#stillMine(held, outcome.current) &&
+            this.#hold.stillMine(held, outcome.current) &&
             attempt < 3 &&
             !this.#releaseWithoutRetry &&
             (this.#skipSelfFencing || this.#clock.now() < this.#members.heldUntil);
@@ -1021,7 +834,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
             again.push([leaseKey, held]);
             return;
           }
-          this.#forget(leaseKey, held);
+          this.#hold.forget(leaseKey, held);
           if (outcome?.status === 'applied') {
             released++;
             this.emit('released', { leaseKey });
@@ -1140,7 +953,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    */
   #belowOthers(): boolean {
     // Leases asked for count as on their way: a thief keeps asking, one per tick, without waiting for each.
-    const mine = this.#countHeld() + this.#requests.size;
+    const mine = this.#hold.countHeld() + this.#requests.size;
     if (mine >= this.#maxLeases) return false;
     let most = 0;
     for (const member of this.#view.values()) if (member.status === 'alive' && member.workerId !== this.workerId) most = Math.max(most, member.held);
@@ -1155,14 +968,14 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    * owner with another view) is never left unread. Members at their share otherwise list nothing.
    */
   #leasesUnheld(now: number): boolean {
-    let held = this.#countHeld();
+    let held = this.#hold.countHeld();
     for (const member of this.#view.values()) if (member.status === 'alive' && member.workerId !== this.workerId) held += member.held;
     if (held >= this.#lastWorkable) {
       this.#unheldSince = null;
       return false;
     }
     this.#unheldSince ??= now;
-    return this.#countHeld() < this.#lastTarget || now - this.#unheldSince >= 2 * this.takeIntervalMs;
+    return this.#hold.countHeld() < this.#lastTarget || now - this.#unheldSince >= 2 * this.takeIntervalMs;
   }
 
   /** The eligible leases and this worker's share at the last listing, and since when the counts fall short of them. */
@@ -1170,19 +983,12 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   #lastTarget = 0;
   #unheldSince: number | null = null;
 
-  /** How many leases this worker holds and is not giving away. */
-  #countHeld(): number {
-    let count = 0;
-    for (const held of this.#held.values()) if (!held.leaving) count++;
-    return count;
-  }
-
   /**
    * Whether, by the members' own counts, this worker is two or more above a member with room: it then
    * lists, to hand that member leases unasked.
    */
   #aboveOthers(): boolean {
-    const mine = [...this.#held.values()].filter((held) => !held.leaving && !held.handoff).length;
+    const mine = [...this.#hold.leases.values()].filter((held) => !held.leaving && !held.handoff).length;
     if (mine < 2) return false;
     for (const member of this.#view.values()) {
       if (member.workerId === this.workerId || member.status !== 'alive' || member.metadata[LEAVING_FIELD] !== undefined) continue;
@@ -1194,14 +1000,14 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   /** Answers other members' requests for leases this worker holds, while it holds two or more above them. */
   #answerRequests(now: number): void {
     if (this.#state !== 'running') return;
-    let mine = [...this.#held.values()].filter((held) => !held.leaving && !held.handoff).length;
+    let mine = [...this.#hold.leases.values()].filter((held) => !held.leaving && !held.handoff).length;
     const giving = new Map<string, number>();
-    for (const held of this.#held.values()) if (held.handoff) giving.set(held.handoff.to, (giving.get(held.handoff.to) ?? 0) + 1);
+    for (const held of this.#hold.leases.values()) if (held.handoff) giving.set(held.handoff.to, (giving.get(held.handoff.to) ?? 0) + 1);
     for (const member of this.#view.values()) {
       if (member.status !== 'alive' || member.workerId === this.workerId) continue;
       for (const request of member.requests) {
         if (request.from !== this.workerId) continue;
-        const held = this.#held.get(request.leaseKey);
+        const held = this.#hold.leases.get(request.leaseKey);
         if (!held || held.leaving || held.handoff || !this.isHeld(request.leaseKey)) continue;
         const theirs = member.held + (giving.get(member.workerId) ?? 0);
         // Never below the smallest fair share of the last listing: several thieves answered at once
@@ -1246,17 +1052,17 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
         this.#requests.delete(leaseKey);
         this.#watching.delete(leaseKey);
         changed = true;
-        if (this.#held.has(leaseKey)) continue;
+        if (this.#hold.leases.has(leaseKey)) continue;
         // Not an answer: a tenure this worker held and let go (it took the lease itself meanwhile, and
         // finished or lost it; a read that left before that may arrive after), or a finished lease. The
         // listings decide, as for a handover the change feed announced.
-        if (lease.checkpoint === Checkpoint.SHARD_END || this.#letGo.get(leaseKey) === lease.epoch) {
+        if (lease.checkpoint === Checkpoint.SHARD_END || this.#hold.letGo.get(leaseKey) === lease.epoch) {
           this.#listingDue = true;
           continue;
         }
         // Handed more than this worker may hold (an offer and an answer crossed): the rest goes back.
-        if (this.#countHeld() >= this.#maxLeases) await this.#giveBack([lease]);
-        else this.#hold(lease, 'handoff', this.#clock.now());
+        if (this.#hold.countHeld() >= this.#maxLeases) await this.#giveBack([lease]);
+        else this.#hold.add(lease, 'handoff', this.#clock.now());
       } else if (!lease || lease.owner !== request.from || expired) {
         this.#requests.delete(leaseKey);
         this.#watching.delete(leaseKey);
@@ -1285,7 +1091,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   async #followAnnounced(): Promise<void> {
     if (this.#announced.size === 0) return;
     const membership = this.#members.current;
-    const keys = [...this.#announced].filter((leaseKey) => !this.#held.has(leaseKey));
+    const keys = [...this.#announced].filter((leaseKey) => !this.#hold.leases.has(leaseKey));
     this.#announced.clear();
     if (!membership?.record) return;
     // More announced than one round of reads (a rebalance, or a member stopping with many leases): none
@@ -1295,12 +1101,12 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     // rebalance queued heartbeats behind thousands of reads on a shared pool or pipeline, and every worker
     // listing instead did the same with listings: both lost leases to self-fencing.
     if (keys.length > ANNOUNCED_READS_IN_FLIGHT) {
-      if (this.#countHeld() < this.#lastTarget) this.#listingDue = true;
+      if (this.#hold.countHeld() < this.#lastTarget) this.#listingDue = true;
       return;
     }
     const limit = concurrencyLimit(ANNOUNCED_READS_IN_FLIGHT);
     const reads = keys.map((leaseKey) =>
-      this.#held.has(leaseKey)
+      this.#hold.leases.has(leaseKey)
         ? null
         : limit(() => this.#storage.getLease(this.group, leaseKey)).then(
             (lease) => ({ lease }),
@@ -1309,7 +1115,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     );
     for (const [i, leaseKey] of keys.entries()) {
       const read = await reads[i];
-      if (!read || this.#held.has(leaseKey)) continue;
+      if (!read || this.#hold.leases.has(leaseKey)) continue;
       if ('error' in read) {
         this.#report(read.error, 'get');
         this.#listingDue = true;
@@ -1317,14 +1123,14 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       }
       if (this.#state !== 'running' || this.#members.current !== membership) return;
       const { lease } = read;
-      if (!lease || lease.format > RECORD_FORMAT || lease.owner !== this.workerId || lease.incarnation !== membership.incarnation || this.#held.has(leaseKey)) continue;
-      if (lease.checkpoint === Checkpoint.SHARD_END || this.#letGo.get(leaseKey) === lease.epoch || lease.epoch < (this.#handed.get(leaseKey)?.epoch ?? -Infinity)) {
+      if (!lease || lease.format > RECORD_FORMAT || lease.owner !== this.workerId || lease.incarnation !== membership.incarnation || this.#hold.leases.has(leaseKey)) continue;
+      if (lease.checkpoint === Checkpoint.SHARD_END || this.#hold.letGo.get(leaseKey) === lease.epoch || lease.epoch < (this.#handed.get(leaseKey)?.epoch ?? -Infinity)) {
         this.#listingDue = true;
         continue;
       }
       // Handed more than this worker may hold (an offer and an answer crossed): the rest goes back.
-      if (this.#countHeld() >= this.#maxLeases) await this.#giveBack([lease]);
-      else if (this.#hold(lease, 'handoff', this.#clock.now())) this.#wakeRenew?.();
+      if (this.#hold.countHeld() >= this.#maxLeases) await this.#giveBack([lease]);
+      else if (this.#hold.add(lease, 'handoff', this.#clock.now())) this.#wakeRenew?.();
     }
   }
 
@@ -1335,7 +1141,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   #stillWorthAsking(from: string): boolean {
     const member = this.#view.get(from);
     if (!member || member.status !== 'alive') return false;
-    const mine = this.#countHeld();
+    const mine = this.#hold.countHeld();
     return member.held >= mine + 2 && member.held - 1 >= this.#fairFloor;
   }
 
@@ -1355,13 +1161,13 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     this.#noticeLosses(all, corrupt, membership);
     const alive = this.#view.alive();
     const isMine = (lease: LeaseRecord): boolean => lease.owner === this.workerId && lease.incarnation === membership.incarnation;
-    for (const [leaseKey, epoch] of this.#letGo) {
+    for (const [leaseKey, epoch] of this.#hold.letGo) {
       const lease = all.get(leaseKey);
-      if (!lease || !isMine(lease) || lease.epoch !== epoch) this.#letGo.delete(leaseKey);
+      if (!lease || !isMine(lease) || lease.epoch !== epoch) this.#hold.letGo.delete(leaseKey);
     }
     const ownerOf = (lease: LeaseRecord): string | null => {
       if (lease.owner === null) return null;
-      if (lease.owner === this.workerId) return isMine(lease) && this.#held.has(lease.leaseKey) ? this.workerId : null;
+      if (lease.owner === this.workerId) return isMine(lease) && this.#hold.leases.has(lease.leaseKey) ? this.workerId : null;
       // A member whose record cannot be read may be alive: its leases wait for an operator.
       if (this.#view.isCorrupt(lease.owner)) return lease.owner;
       return alive.get(lease.owner) === lease.incarnation ? lease.owner : null;
@@ -1371,7 +1177,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     // this worker may not take (not eligible here: a stream of a multi-stream group it no longer reads),
     // which it would never take back: named by a live incarnation, nobody could take or delete it.
     const leftovers = leases.filter(
-      (lease) => isMine(lease) && !this.#held.has(lease.leaseKey) && (lease.checkpoint === Checkpoint.SHARD_END || !this.#isEligible(lease, all, corrupt)),
+      (lease) => isMine(lease) && !this.#hold.leases.has(lease.leaseKey) && (lease.checkpoint === Checkpoint.SHARD_END || !this.#isEligible(lease, all, corrupt)),
     );
     if (leftovers.length > 0) await this.#giveBack(leftovers);
     const workable = leases.filter((lease) => lease.checkpoint !== Checkpoint.SHARD_END && this.#isEligible(lease, all, corrupt));
@@ -1415,8 +1221,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     // (Not the ones it just handed over, which a listing read before the handover still shows as its own.)
     const before = (lease: LeaseRecord): boolean => lease.epoch < (this.#handed.get(lease.leaseKey)?.epoch ?? -Infinity);
     const named = unowned.filter((lease) => isMine(lease) && !before(lease));
-    const handed = named.filter((lease) => this.#letGo.get(lease.leaseKey) !== lease.epoch);
-    const takeBack = named.filter((lease) => this.#letGo.get(lease.leaseKey) === lease.epoch);
+    const handed = named.filter((lease) => this.#hold.letGo.get(lease.leaseKey) !== lease.epoch);
+    const takeBack = named.filter((lease) => this.#hold.letGo.get(lease.leaseKey) === lease.epoch);
 
     // The same split on every worker that read the same records: sorted keys, dealt to the sorted
     // members by how far each is below its target, the rest round-robin.
@@ -1444,7 +1250,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     const room = Math.max(0, this.#maxLeases - mine);
     const keep = holding ? handed.slice(0, room) : [];
     let kept = 0;
-    for (const lease of keep) if (this.#hold(lease, 'handoff', this.#clock.now())) kept++;
+    for (const lease of keep) if (this.#hold.add(lease, 'handoff', this.#clock.now())) kept++;
     // Handed more than this worker may hold: the rest goes back to the group.
     if (holding && handed.length > keep.length) await this.#giveBack(handed.slice(keep.length));
     if (this.#state !== 'running') return;
@@ -1470,7 +1276,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     // A handover of this worker's that landed after the listing was read is its recipient's already.
     for (const [leaseKey, handed] of this.#handed) {
       const listed = all.get(leaseKey);
-      if (!listed || !isMine(listed) || !before(listed) || this.#held.has(leaseKey) || !load.has(handed.to)) continue;
+      if (!listed || !isMine(listed) || !before(listed) || this.#hold.leases.has(leaseKey) || !load.has(handed.to)) continue;
       load.set(handed.to, (load.get(handed.to) ?? 0) + 1);
     }
     const moves = planMoves(members, load, capOfMember);
@@ -1502,12 +1308,12 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     if (declared === null) return;
     if (this.#subscription === null || !this.#members.readsWatched()) return;
     const namesTheDead = (lease: LeaseRecord | null): lease is LeaseRecord => lease !== null && lease.owner !== null && declared.get(lease.owner) === lease.incarnation;
-    let orphans = unowned.filter((lease) => namesTheDead(lease) && !this.#held.has(lease.leaseKey));
+    let orphans = unowned.filter((lease) => namesTheDead(lease) && !this.#hold.leases.has(lease.leaseKey));
     if (orphans.length === 0) return;
     // Those woken read the whole roster first: the digest's advance for the death goes out before the frees.
     await this.#members.advancing;
     for (let attempt = 1; orphans.length > 0 && attempt <= 2 && this.#state === 'running'; attempt++) {
-      const results = await this.#update(
+      const results = await this.#writes.update(
         orphans.map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...stateOf(lease), owner: null, incarnation: null }, notify: 'released' as const })),
         'free-dead',
       );
@@ -1525,7 +1331,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    * else would list again for it.
    */
   async #giveBack(leases: readonly LeaseRecord[]): Promise<void> {
-    const results = await this.#update(
+    const results = await this.#writes.update(
       leases.map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...stateOf(lease), owner: null, incarnation: null }, notify: 'released' as const })),
       'release',
     );
@@ -1543,7 +1349,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     if (this.#state !== 'running' || recipients.length === 0) return;
     const underWay = new Map<string, number>();
     let others = 0;
-    for (const held of this.#held.values()) if (held.handoff) underWay.set(held.handoff.to, (underWay.get(held.handoff.to) ?? 0) + 1);
+    for (const held of this.#hold.leases.values()) if (held.handoff) underWay.set(held.handoff.to, (underWay.get(held.handoff.to) ?? 0) + 1);
     const due: string[] = [];
     for (const to of recipients) {
       const pending = underWay.get(to) ?? 0;
@@ -1552,7 +1358,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     }
     for (const pending of underWay.values()) others += pending;
     const free = shuffled(
-      [...this.#held.entries()].filter(([leaseKey, held]) => !held.leaving && !held.handoff && this.isHeld(leaseKey)),
+      [...this.#hold.leases.entries()].filter(([leaseKey, held]) => !held.leaving && !held.handoff && this.isHeld(leaseKey)),
       this.#random,
     );
     for (const to of due.slice(others)) {
@@ -1615,13 +1421,13 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
 
   /** A held lease that storage shows with another owner, incarnation or epoch, or not at all, is lost. */
   #noticeLosses(all: ReadonlyMap<string, LeaseRecord>, corrupt: ReadonlySet<string>, membership: Incarnation): void {
-    for (const [leaseKey, held] of this.#held) {
+    for (const [leaseKey, held] of this.#hold.leases) {
       if (held.leaving || corrupt.has(leaseKey)) continue;
       const stored = all.get(leaseKey);
-      if (stored === undefined) this.#lose(leaseKey, held, 'deleted');
+      if (stored === undefined) this.#hold.lose(leaseKey, held, 'deleted');
       else if (stored.version > held.record.version) {
-        if (this.#stillMine(held, stored) && stored.incarnation === membership.incarnation) held.record = stored;
-        else this.#lose(leaseKey, held, 'taken');
+        if (this.#hold.stillMine(held, stored) && stored.incarnation === membership.incarnation) held.record = stored;
+        else this.#hold.lose(leaseKey, held, 'taken');
       }
     }
   }
@@ -1630,7 +1436,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   async #take(leases: readonly LeaseRecord[], membership: Incarnation): Promise<number> {
     if (leases.length === 0) return 0;
     const sentAt = this.#clock.now();
-    const results = await this.#update(
+    const results = await this.#writes.update(
       leases.map((lease) => ({
         leaseKey: lease.leaseKey,
         expectedVersion: lease.version,
@@ -1646,28 +1452,9 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
         this.#listingDue = true;
         return;
       }
-      if (this.#hold(outcome.record, lease.owner === null ? 'free' : 'expired', sentAt)) taken++;
+      if (this.#hold.add(outcome.record, lease.owner === null ? 'free' : 'expired', sentAt)) taken++;
     });
     return taken;
-  }
-
-  /**
-   * Counts a lease naming this worker's incarnation as held, if the membership it was written under still
-   * holds (its last heartbeat's hold has not run out); otherwise it is taken again at a later listing.
-   */
-  #hold(record: LeaseRecord, how: 'free' | 'expired' | 'handoff', sentAt: number): boolean {
-    const membership = this.#members.current;
-    if (this.#state === 'stopped' || !membership || record.incarnation !== membership.incarnation) return false;
-    if (!this.#skipSelfFencing && (this.#clock.now() >= this.#members.heldUntil || sentAt >= this.#members.heldUntil)) {
-      this.#listingDue = true;
-      return false;
-    }
-    const held: Held = { record, controller: new AbortController(), handoff: null, leaving: false, chain: Promise.resolve(), busy: 0 };
-    this.#guardSignal(record.leaseKey, held);
-    this.#held.set(record.leaseKey, held);
-    this.emit('acquired', { leaseKey: record.leaseKey, fencingToken: record.epoch, how, checkpoint: record.checkpoint });
-    this.#armWatchdog();
-    return true;
   }
 
   /**
@@ -1718,167 +1505,13 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   // ---------------------------------------------------------------- writes and bookkeeping
 
   /**
-   * One conditional write on a held lease, retried (at most twice) when only an
-   * unknown outcome of our own moved its version. `next` sees the stored record each time and may refuse
-   * (throw) or find nothing to write (`null`). Returns whether a write applied.
-   */
-  async #writeHeld(leaseKey: string, held: Held, next: (record: LeaseRecord) => LeaseState | null, operation: string): Promise<boolean> {
-    for (let attempt = 0; attempt < 3; attempt++) {
-      const expected = held.record.version;
-      const state = next(held.record);
-      if (state === null) return false;
-      const [outcome] = await this.#update([{ leaseKey, expectedVersion: expected, next: state }], operation);
-      if (this.#held.get(leaseKey) !== held) throw this.#lostError(leaseKey);
-      if (outcome?.status === 'applied') {
-        held.record = outcome.record;
-        return true;
-      }
-      let current: LeaseRecord | null;
-      if (outcome?.status === 'conflict') {
-        current = outcome.current;
-      } else {
-        // Unknown: read back what is stored before deciding anything.
-        try {
-          current = await this.#storage.getLease(this.group, leaseKey);
-        } catch (error) {
-          throw new StorageOutcomeUnknownError(
-            `[${PKG}] ${operation} of lease ${describeValue(leaseKey)} may or may not have applied, and it could not be read back`,
-            { cause: error },
-          );
-        }
-        if (current && current.version === expected + 1 && this.#stillMine(held, current) && sameState(current, state)) {
-          held.record = current;
-          return true;
-        }
-      }
-      if (!this.#stillMine(held, current)) {
-        this.#lose(leaseKey, held, current === null ? 'deleted' : 'taken');
-        throw this.#lostError(leaseKey);
-      }
-      held.record = current;
-      if (!this.isHeld(leaseKey)) throw this.#lostError(leaseKey);
-    }
-    throw new StorageOutcomeUnknownError(`[${PKG}] ${operation} of lease ${describeValue(leaseKey)} did not apply after 3 attempts`);
-  }
-
-  async #update(updates: LeaseUpdate[], operation: string): Promise<WriteResult<LeaseRecord>[]> {
-    const newer = updates.find((update) => update.next.format > RECORD_FORMAT);
-    if (newer) {
-      // Written by a newer core whose rules this one does not know: never overwrite it; stop instead.
-      const error = this.#formatError(`lease ${describeValue(newer.leaseKey)}`, newer.next.format);
-      this.#fail(error);
-      return updates.map(() => ({ status: 'unknown', error }));
-    }
-    try {
-      const results = await this.#storage.updateLeases(this.group, updates);
-      const tally = { operation, applied: 0, conflict: 0, unknown: 0 };
-      for (const outcome of results) {
-        tally[outcome.status]++;
-        if (outcome.status === 'unknown') this.#report(outcome.error, operation);
-      }
-      this.emit('storage', tally);
-      return results;
-    } catch (error) {
-      this.emit('storage', { operation, applied: 0, conflict: 0, unknown: updates.length });
-      this.#report(error, operation);
-      const unknown = error instanceof LeaseholdError ? error : new StorageUnavailableError(`[${PKG}] ${operation} failed`, { cause: error });
-      return updates.map(() => ({ status: 'unknown', error: unknown }));
-    }
-  }
-
-  /** Runs `fn` after every write already queued on the lease, and before any queued later. */
-  #onLease<T>(held: Held, fn: () => Promise<T>): Promise<T> {
-    return this.#onLeases([held], fn);
-  }
-
-  /** Runs `fn` (one batched write) once every lease in `leases` is free of earlier writes. */
-  #onLeases<T>(leases: readonly Held[], fn: () => Promise<T>): Promise<T> {
-    const before = Promise.all(leases.map((held) => held.chain));
-    for (const held of leases) held.busy++;
-    const run = before.then(fn);
-    const done = run.then(
-      () => undefined,
-      () => undefined,
-    );
-    for (const held of leases) {
-      held.chain = done.then(() => {
-        held.busy--;
-      });
-    }
-    return run;
-  }
-
-  /** The held lease of `lease`'s tenure, or a `LeaseLostError`: held by key alone is not enough. */
-  #requireHeld(lease: LeaseTenure): Held {
-    const { leaseKey } = lease;
-    const held = this.#held.get(leaseKey);
-    if (!held || !this.isHeld(leaseKey)) {
-      if (held && !held.leaving) this.#fenceExpired();
-      throw this.#lostError(leaseKey);
-    }
-    if (!this.#checkpointPerKey && held.record.epoch !== lease.fencingToken) {
-      throw new LeaseLostError(
-        `[${PKG}] lease ${describeValue(leaseKey)} is held in tenure ${held.record.epoch}, not in tenure ${describeValue(lease.fencingToken)} the write belongs to`,
-        leaseKey,
-      );
-    }
-    return held;
-  }
-
-  #lostError(leaseKey: string): LeaseLostError {
-    return new LeaseLostError(`[${PKG}] worker ${describeValue(this.workerId)} does not hold lease ${describeValue(leaseKey)}`, leaseKey);
-  }
-
-  /** Stops user work on a lease this worker is about to give away. */
-  #stopWork(leaseKey: string, held: Held): void {
-    held.leaving = true;
-    held.controller.abort(new AbortedError(`[${PKG}] lease ${describeValue(leaseKey)} is being given away`));
-  }
-
-  #forget(leaseKey: string, held: Held): void {
-    if (this.#held.get(leaseKey) !== held) return;
-    this.#held.delete(leaseKey);
-    this.#letGo.set(leaseKey, held.record.epoch);
-  }
-
-  /**
    * This worker was expelled from the roster: whatever its hold says, others may own its leases now. It
    * drops every lease and request, and joins again as a new incarnation.
    */
   #loseEverything(): void {
     this.#requests.clear();
     this.#watching.clear();
-    for (const [leaseKey, held] of this.#held) this.#lose(leaseKey, held, 'expelled');
-    // Leases naming the old incarnation are not this worker's any more, whatever their tenure.
-    this.#letGo.clear();
-  }
-
-  #lose(leaseKey: string, held: Held, reason: LossReason): void {
-    if (this.#held.get(leaseKey) !== held) return;
-    this.#held.delete(leaseKey);
-    this.#letGo.set(leaseKey, held.record.epoch);
-    held.leaving = true;
-    held.controller.abort(this.#lostError(leaseKey));
-    // Whoever has it now (or nobody, if a write's outcome was lost), the next listing tells.
-    this.#listingDue = true;
-    this.emit('lost', { leaseKey, fencingToken: held.record.epoch, reason });
-  }
-
-  #stillMine(held: Held, current: LeaseRecord | null): current is LeaseRecord {
-    return current !== null && current.owner === this.workerId && current.epoch === held.record.epoch && current.incarnation === held.record.incarnation;
-  }
-
-  #handle(held: Held): HeldLease {
-    const record = held.record;
-    return {
-      leaseKey: record.leaseKey,
-      fencingToken: record.epoch,
-      signal: held.controller.signal,
-      checkpoint: record.checkpoint,
-      parentKeys: record.parentKeys,
-      metadata: record.metadata,
-      draining: held.handoff !== null || this.#state === 'stopping',
-    };
+    this.#hold.loseEverything();
   }
 
   #report(error: unknown, operation: string): void {
@@ -1899,19 +1532,4 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     this.emit('fatal', { error });
     void this.stop();
   }
-}
-
-function sameState(record: LeaseRecord, state: LeaseState): boolean {
-  return (
-    record.owner === state.owner &&
-    record.epoch === state.epoch &&
-    record.checkpoint === state.checkpoint &&
-    record.incarnation === state.incarnation &&
-    sameFields(record.metadata, state.metadata)
-  );
-}
-
-function sameFields(a: Readonly<Record<string, string>>, b: Readonly<Record<string, string>>): boolean {
-  const keys = Object.keys(a);
-  return keys.length === Object.keys(b).length && keys.every((key) => a[key] === b[key]);
 }
