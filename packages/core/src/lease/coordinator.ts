@@ -7,7 +7,6 @@ import {
   RecordFormatError,
 } from '../errors.js';
 import { TypedEmitter } from '../events.js';
-import { concurrencyLimit } from '../concurrency.js';
 import { capOf, planMoves, shares } from './balance.js';
 import { LEAVING_FIELD, Membership, type Incarnation } from './membership.js';
 import type { RosterView } from './roster-view.js';
@@ -25,7 +24,6 @@ import {
   type LeaseChange,
   type LeaseListing,
   type LeaseRecord,
-  type LeaseUpdate,
   type Position,
   type WriteResult,
 } from '../storage.js';
@@ -34,17 +32,12 @@ import { holdMs, nonNegative, positive, positiveInteger, resolveHoldTiming, reso
 
 import { FencedWrites, type CheckpointWrite } from './fenced-writes.js';
 import type { DrainReason, Held, HeldLease, LeaseTenure } from './held.js';
+import { Handovers } from './handovers.js';
 import { Hold } from './hold.js';
 
 const PKG = 'core';
 
 export type { CheckpointWrite, DrainReason, HeldLease, LeaseTenure };
-
-/**
- * How many leases announced handed over a worker reads at once (a take tick waits for them): 16, as many
- * as the leader's creates, so that a few hundred announced between two ticks cost a few round trips.
- */
-const ANNOUNCED_READS_IN_FLIGHT = 16;
 
 /**
  * Decides whether a lease may be taken now; the default lets a child start only after its parents ended.
@@ -207,11 +200,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   readonly #maxSteals: number;
   readonly #handoffTimeoutMs: number;
   readonly #isEligible: EligibilityPredicate;
-  readonly #onDrain: ((lease: HeldLease, reason: DrainReason) => Promise<void>) | undefined;
   readonly #useChangeFeed: boolean;
   readonly #skipSelfFencing: boolean;
-  /** Unsafe: a release that conflicts with another client's same-tenure write (a rewind request) is taken for a loss. */
-  readonly #releaseWithoutRetry: boolean;
   /** Unsafe: a dead member's lease whose free conflicted is freed again on the current record, whoever it names now. */
   readonly #freeRetryIgnoresOwner: boolean;
   /** This worker's member record, the hold its heartbeats buy, and its reads of the roster. */
@@ -221,19 +211,10 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   readonly #hold: Hold;
   /** The conditional writes on held leases: checkpoints, annotations, and every lease write's tally. */
   readonly #writes: FencedWrites;
+  /** Steal requests, handovers and releases. */
+  readonly #handovers: Handovers;
   /** The roster as membership last read it: dealing and balancing judge on it, and never write it. */
   readonly #view: RosterView;
-  /** Leases this worker asked for, by key: whom it asked, and when. */
-  readonly #requests = new Map<string, { from: string; at: number }>();
-  /**
-   * Leases this worker handed over, watched until their new owner has surely seen them: if it dies first,
-   * the lease names a dead incarnation that nobody announced, and a listing finds it free.
-   */
-  readonly #handed = new Map<string, { to: string; incarnation: string; epoch: number; until: number }>();
-  /** Requests withdrawn whose leases are still watched, in case the owner's answer was already under way. */
-  readonly #watching = new Map<string, { from: string; at: number }>();
-  /** Leases the change feed announced handed over, unasked: read at the next tick, and held when handed to this worker. */
-  readonly #announced = new Set<string>();
   /** When the leases were last listed; `null` before the first listing. */
   #listedAt: number | null = null;
   #listingDue = true;
@@ -248,7 +229,6 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   #wakeRenew: (() => void) | null = null;
   #loops: Promise<void>[] = [];
   #takeInFlight: Promise<void> = Promise.resolve();
-  readonly #transfers = new Set<Promise<void>>();
   #subscription: ChangeSubscription | null = null;
 
   constructor(options: LeaseCoordinatorOptions) {
@@ -287,7 +267,6 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       throw new InvalidConfigError(`[${PKG}] leaseDurationMs must be a whole number of milliseconds, got ${timing.leaseDurationMs}`);
     }
     this.#isEligible = options.isEligible ?? parentsFinished;
-    this.#onDrain = options.onDrain;
     this.#useChangeFeed = options.useChangeFeed ?? true;
     const watchers = positiveInteger(PKG, 'watchers', options.watchers ?? 3);
     if (watchers > limits.maxWatchedMembers - 1) {
@@ -301,7 +280,9 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     this.#freeRetryIgnoresOwner = unsafe.freeRetryIgnoresOwner ?? false;
     const skipSelfFencing = unsafe.skipSelfFencing ?? false;
     this.#skipSelfFencing = skipSelfFencing;
-    this.#releaseWithoutRetry = unsafe.releaseWithoutRetry ?? false;
+    // Membership is made first (the other parts judge on its roster view); it reads the requests, which are
+    // the handovers', only once it runs.
+    const handovers = (): Handovers => this.#handovers;
     this.#members = new Membership({
       storage: this.#storage,
       group: this.group,
@@ -322,7 +303,9 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       host: {
         state: () => this.#state,
         lifetime: this.#lifetime.signal,
-        requests: this.#requests,
+        get requests() {
+          return handovers().requests;
+        },
         countHeld: () => this.#hold.countHeld(),
         heldKeys: () => [...this.#hold.leases.keys()],
         isHeld: (leaseKey) => this.isHeld(leaseKey),
@@ -358,6 +341,38 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
         report: (error, operation) => this.#report(error, operation),
         fail: (error) => this.#fail(error),
         formatError: (what, format) => this.#formatError(what, format),
+      },
+    });
+    this.#handovers = new Handovers({
+      storage: this.#storage,
+      group: this.group,
+      workerId: this.workerId,
+      leaseDurationMs: this.leaseDurationMs,
+      renewIntervalMs: this.renewIntervalMs,
+      takeIntervalMs: this.takeIntervalMs,
+      handoffTimeoutMs: this.#handoffTimeoutMs,
+      maxLeases: this.#maxLeases,
+      maxSteals: this.#maxSteals,
+      onDrain: options.onDrain,
+      clock: this.#clock,
+      random: this.#random,
+      members: this.#members,
+      view: this.#view,
+      hold: this.#hold,
+      writes: this.#writes,
+      releaseWithoutRetry: unsafe.releaseWithoutRetry ?? false,
+      skipSelfFencing,
+      host: {
+        state: () => this.#state,
+        lifetime: this.#lifetime.signal,
+        listingDue,
+        wakeRenew: () => this.#wakeRenew?.(),
+        noteLeasesChanged: () => this.noteLeasesChanged(),
+        giveBack: (leases) => this.#giveBack(leases),
+        fairFloor: () => this.#fairFloor,
+        lastTarget: () => this.#lastTarget,
+        emit,
+        report: (error, operation) => this.#report(error, operation),
       },
     });
   }
@@ -420,13 +435,13 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       const drained = await Promise.all(
         entries.map(async ([leaseKey, held]) => ({
           leaseKey,
-          done: await this.#drain(leaseKey, held, 'shutdown', Math.max(0, drainDeadline - this.#clock.now())),
+          done: await this.#handovers.drain(leaseKey, held, 'shutdown', Math.max(0, drainDeadline - this.#clock.now())),
         })),
       );
       await Promise.all([leaving, roster]);
       const releasable = drained.filter((entry) => entry.done).map((entry) => entry.leaseKey);
-      await this.#until(deadline, this.#handOverOrRelease(releasable));
-      await this.#until(deadline, this.#withdraw());
+      await this.#until(deadline, this.#handovers.handOverOrRelease(releasable));
+      await this.#until(deadline, this.#handovers.withdraw());
       const lapsing = this.#hold.leases.size;
       for (const [leaseKey, held] of this.#hold.leases) this.#hold.lose(leaseKey, held, 'shutdown-timeout');
       // With nothing left to lapse, leaving the roster lets others act at once; otherwise the membership
@@ -453,73 +468,6 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     } finally {
       timer.abort();
     }
-  }
-
-  /**
-   * A stopping worker asks for nothing more: a lease handed to it after it asked is written free, so that
-   * nobody waits a lease duration for it. Its requests go with its membership when it leaves.
-   */
-  async #withdraw(): Promise<void> {
-    const asked = [...this.#requests.keys(), ...this.#watching.keys()];
-    this.#requests.clear();
-    this.#watching.clear();
-    const incarnation = this.incarnation;
-    if (asked.length === 0 || incarnation === null) return;
-    const updates: LeaseUpdate[] = [];
-    for (const leaseKey of asked) {
-      let lease: LeaseRecord | null;
-      try {
-        lease = await this.#storage.getLease(this.group, leaseKey);
-      } catch (error) {
-        this.#report(error, 'get');
-        continue;
-      }
-      if (lease && lease.format <= RECORD_FORMAT && lease.owner === this.workerId && lease.incarnation === incarnation && !this.#hold.leases.has(leaseKey)) {
-        updates.push({ leaseKey, expectedVersion: lease.version, next: { ...stateOf(lease), owner: null, incarnation: null }, notify: 'released' });
-      }
-    }
-    if (updates.length > 0) await this.#writes.update(updates, 'withdraw');
-  }
-
-  /**
-   * A stopping worker's drained leases: each is handed straight to a live member that is not leaving, the
-   * least loaded by the roster's counts (then by worker id) with room under its cap, in one conditional
-   * write per lease (as a rebalance hands one over: the recipient's incarnation, epoch + 1), so that the
-   * recipient holds it without taking it; the change feed tells it at once. With no such member, or when a
-   * handover does not apply, the lease is written free as before.
-   */
-  async #handOverOrRelease(leaseKeys: readonly string[]): Promise<void> {
-    const load = new Map<string, number>();
-    for (const member of this.#view.values()) {
-      if (member.workerId === this.workerId || member.status !== 'alive' || member.metadata[LEAVING_FIELD] !== undefined) continue;
-      if (this.#view.isCorrupt(member.workerId)) continue;
-      load.set(member.workerId, member.held);
-    }
-    const free: string[] = [];
-    const handovers: Promise<void>[] = [];
-    for (const leaseKey of leaseKeys) {
-      const held = this.#hold.leases.get(leaseKey);
-      if (!held || !this.isHeld(leaseKey)) continue;
-      let to: string | undefined;
-      for (const [workerId, count] of load) {
-        if (count >= capOf(this.#view.get(workerId))) continue;
-        if (to === undefined || count < load.get(to)! || (count === load.get(to)! && workerId < to)) to = workerId;
-      }
-      const recipient = to === undefined ? undefined : this.#view.get(to);
-      if (recipient === undefined) {
-        free.push(leaseKey);
-        continue;
-      }
-      load.set(recipient.workerId, (load.get(recipient.workerId) ?? 0) + 1);
-      this.#hold.stopWork(leaseKey, held);
-      handovers.push(
-        this.#writes.onLease(held, async () => {
-          if (this.#hold.leases.get(leaseKey) !== held) return;
-          await this.#transfer(leaseKey, held, { to: recipient.workerId, incarnation: recipient.incarnation, seenAt: this.#clock.now() }, true);
-        }).catch((error: unknown) => this.#report(error, 'handoff')),
-      );
-    }
-    await Promise.all([...handovers, this.#release(free, false)]);
   }
 
   /** `await using coordinator = ...`: stops it (and releases its leases) at the end of the scope. */
@@ -552,12 +500,12 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     return {
       held: this.#hold.leases.size,
       letGo: this.#hold.letGo.size,
-      requests: this.#requests.size,
-      handed: this.#handed.size,
-      watching: this.#watching.size,
+      requests: this.#handovers.requests.size,
+      handed: this.#handovers.handed.size,
+      watching: this.#handovers.watching.size,
       unownedSince: this.#unownedSince.size,
       corrupt: this.#corrupt.size,
-      transfers: this.#transfers.size,
+      transfers: this.#handovers.transfers.size,
       roster: this.#view.size,
       deadSince: this.#deadSince.size,
       observedMembers: this.#view.observed,
@@ -642,7 +590,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
 
   /** Gives up one lease now: stops its work (its signal fires) and writes it free for others. */
   async release(leaseKey: string): Promise<void> {
-    await this.#release([leaseKey], true);
+    await this.#handovers.release([leaseKey], true);
   }
 
   // ---------------------------------------------------------------- loops
@@ -698,7 +646,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     }
     if (change.kind === 'created' || change.kind === 'released') this.#listingDue = true;
     // A lease handed over unasked (a rebalance, or an owner leaving) is read at once: it may be this worker's.
-    if (change.kind === 'handed-off' && !this.#requests.has(change.leaseKey) && !this.#watching.has(change.leaseKey)) this.#announced.add(change.leaseKey);
+    if (change.kind === 'handed-off' && !this.#handovers.requests.has(change.leaseKey) && !this.#handovers.watching.has(change.leaseKey)) this.#handovers.announced.add(change.leaseKey);
     this.#wakeTake?.();
   }
 
@@ -716,138 +664,6 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   }
 
   // ---------------------------------------------------------------- handing off and releasing
-
-  /**
-   * Hands a lease to the member that asked for it: drains it, then writes the new owner and its
-   * incarnation in one conditional write. A drain that does not finish in time stops the work anyway; the
-   * lease is then written over a lease duration later, the time a lapse would have taken.
-   */
-  async #handOff(leaseKey: string, held: Held): Promise<void> {
-    const request = held.handoff;
-    if (!request) return;
-    const drained = await this.#drain(leaseKey, held, 'handoff', this.#handoffTimeoutMs);
-    if (this.#hold.leases.get(leaseKey) !== held) return;
-    if (!drained) {
-      this.#hold.lose(leaseKey, held, 'handoff-timeout');
-      const transfer = this.#clock
-        .sleep(this.leaseDurationMs, this.#lifetime.signal)
-        .then(() => this.#transfer(leaseKey, held, request, false))
-        .catch(() => undefined)
-        .finally(() => this.#transfers.delete(transfer));
-      this.#transfers.add(transfer);
-      return;
-    }
-    await this.#writes.onLease(held, async () => {
-      if (this.#hold.leases.get(leaseKey) !== held || !this.isHeld(leaseKey)) return;
-      this.#hold.stopWork(leaseKey, held);
-      await this.#transfer(leaseKey, held, request, true);
-    }).catch((error: unknown) => this.#report(error, 'handoff'));
-  }
-
-  async #transfer(leaseKey: string, held: Held, request: { to: string; incarnation: string; seenAt: number }, report: boolean): Promise<void> {
-    const recipient = this.#view.get(request.to);
-    if (recipient?.status !== 'alive' || recipient.incarnation !== request.incarnation) {
-      // It left or died meanwhile: the lease stays this worker's in storage, and the next listing takes it back.
-      this.#hold.forget(leaseKey, held);
-      this.#listingDue = true;
-      if (report) this.emit('lost', { leaseKey, fencingToken: held.record.epoch, reason: 'handoff-timeout' });
-      return;
-    }
-    let record = held.record;
-    let outcome: WriteResult<LeaseRecord> | undefined;
-    for (let attempt = 0; attempt < 2; attempt++) {
-      [outcome] = await this.#writes.update(
-        [{ leaseKey, expectedVersion: record.version, next: { ...stateOf(record), owner: request.to, incarnation: request.incarnation, epoch: record.epoch + 1 }, notify: 'handed-off' }],
-        'handoff',
-      );
-      // A write of ours that finished after the work stopped (a checkpoint) moved the version: go on from it.
-      if (outcome?.status !== 'conflict' || !this.#hold.stillMine(held, outcome.current)) break;
-      record = outcome.current;
-    }
-    this.#hold.forget(leaseKey, held);
-    // A lease still naming this incarnation is nobody else's to take: the next listing takes it back.
-    if (outcome?.status !== 'applied') this.#listingDue = true;
-    if (outcome?.status === 'applied') {
-      // The members balance on each other's counts: publish the new one now, not a heartbeat later.
-      this.#wakeRenew?.();
-      this.#handed.set(leaseKey, { to: request.to, incarnation: request.incarnation, epoch: outcome.record.epoch, until: this.#clock.now() + this.leaseDurationMs * 3 });
-    }
-    if (!report) return;
-    if (outcome?.status === 'applied') this.emit('handed-off', { leaseKey, to: request.to, durationMs: this.#clock.now() - request.seenAt });
-    else this.emit('lost', { leaseKey, fencingToken: held.record.epoch, reason: 'handoff-timeout' });
-  }
-
-  /** Runs `onDrain`, bounded by `timeoutMs`; true when it finished in time and the lease is still held. */
-  async #drain(leaseKey: string, held: Held, reason: DrainReason, timeoutMs: number): Promise<boolean> {
-    if (!this.#onDrain) return this.isHeld(leaseKey);
-    const timer = new AbortController();
-    try {
-      const finished = await Promise.race([
-        this.#onDrain(this.#hold.handle(held), reason).then(
-          () => true,
-          (error: unknown) => {
-            this.#report(error, 'drain');
-            return true;
-          },
-        ),
-        this.#clock.sleep(timeoutMs, timer.signal).then(() => false, () => false),
-      ]);
-      return finished && this.#hold.leases.get(leaseKey) === held && this.isHeld(leaseKey);
-    } finally {
-      timer.abort();
-    }
-  }
-
-  async #release(leaseKeys: readonly string[], announce: boolean): Promise<void> {
-    const leaving = leaseKeys
-      .map((leaseKey) => [leaseKey, this.#hold.leases.get(leaseKey)] as const)
-      .filter((entry): entry is readonly [string, Held] => entry[1] !== undefined && this.isHeld(entry[0]));
-    if (leaving.length === 0) return;
-    // Work stops first (signals fire, no new checkpoint is accepted), then the writes in flight finish.
-    for (const [leaseKey, held] of leaving) this.#hold.stopWork(leaseKey, held);
-    await this.#writes.onLeases(leaving.map(([, held]) => held), async () => {
-      let released = 0;
-      let pending: ReadonlyArray<readonly [string, Held]> = leaving;
-      for (let attempt = 1; pending.length > 0; attempt++) {
-        const results = await this.#writes.update(
-          pending.map(([leaseKey, held]) => ({
-            leaseKey,
-            expectedVersion: held.record.version,
-            next: { ...stateOf(held.record), owner: null, incarnation: null },
-            notify: 'released' as const,
-          })),
-          'release',
-        );
-        const again: Array<readonly [string, Held]> = [];
-        pending.forEach(([leaseKey, held], i) => {
-          const outcome = results[i];
-          // Another client's write that left the lease ours in the same tenure (an operator's rewind request
-          // added to its metadata) moved its version: release the record it carries, within the hold.
-          const retry =
-            outcome?.status === 'conflict' &&
-            this.#hold.stillMine(held, outcome.current) &&
-            attempt < 3 &&
-            !this.#releaseWithoutRetry &&
-            (this.#skipSelfFencing || this.#clock.now() < this.#members.heldUntil);
-          if (retry) {
-            held.record = outcome.current;
-            again.push([leaseKey, held]);
-            return;
-          }
-          this.#hold.forget(leaseKey, held);
-          if (outcome?.status === 'applied') {
-            released++;
-            this.emit('released', { leaseKey });
-          } else {
-            this.#listingDue = true;
-            this.emit('lost', { leaseKey, fencingToken: held.record.epoch, reason: 'taken' });
-          }
-        });
-        pending = again;
-      }
-      if (announce && released > 0) this.noteLeasesChanged();
-    });
-  }
 
   // ---------------------------------------------------------------- reading the roster and taking
 
@@ -881,16 +697,16 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
         if (this.#state !== 'running') return;
       }
     }
-    for (const [leaseKey, handed] of this.#handed) {
+    for (const [leaseKey, handed] of this.#handovers.handed) {
       const member = this.#view.get(handed.to);
       if (member?.status === 'alive' && member.incarnation === handed.incarnation && now < handed.until) continue;
       if (now < handed.until) this.#listingDue = true;
-      this.#handed.delete(leaseKey);
+      this.#handovers.handed.delete(leaseKey);
     }
-    this.#answerRequests(now);
-    await this.#followRequests(now);
+    this.#handovers.answerRequests(now);
+    await this.#handovers.followRequests(now);
     if (this.#state !== 'running') return;
-    await this.#followAnnounced();
+    await this.#handovers.followAnnounced();
     if (this.#state !== 'running') return;
 
     if (this.#members.signatureMoved()) this.#listingDue = true;
@@ -953,7 +769,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    */
   #belowOthers(): boolean {
     // Leases asked for count as on their way: a thief keeps asking, one per tick, without waiting for each.
-    const mine = this.#hold.countHeld() + this.#requests.size;
+    const mine = this.#hold.countHeld() + this.#handovers.requests.size;
     if (mine >= this.#maxLeases) return false;
     let most = 0;
     for (const member of this.#view.values()) if (member.status === 'alive' && member.workerId !== this.workerId) most = Math.max(most, member.held);
@@ -995,154 +811,6 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       if (member.held + 2 <= mine && member.held < capOf(member)) return true;
     }
     return false;
-  }
-
-  /** Answers other members' requests for leases this worker holds, while it holds two or more above them. */
-  #answerRequests(now: number): void {
-    if (this.#state !== 'running') return;
-    let mine = [...this.#hold.leases.values()].filter((held) => !held.leaving && !held.handoff).length;
-    const giving = new Map<string, number>();
-    for (const held of this.#hold.leases.values()) if (held.handoff) giving.set(held.handoff.to, (giving.get(held.handoff.to) ?? 0) + 1);
-    for (const member of this.#view.values()) {
-      if (member.status !== 'alive' || member.workerId === this.workerId) continue;
-      for (const request of member.requests) {
-        if (request.from !== this.workerId) continue;
-        const held = this.#hold.leases.get(request.leaseKey);
-        if (!held || held.leaving || held.handoff || !this.isHeld(request.leaseKey)) continue;
-        const theirs = member.held + (giving.get(member.workerId) ?? 0);
-        // Never below the smallest fair share of the last listing: several thieves answered at once
-        // would otherwise leave this worker the one short of leases.
-        if (mine < theirs + 2 || mine - 1 < this.#fairFloor) continue;
-        held.handoff = { to: member.workerId, incarnation: member.incarnation, seenAt: now };
-        giving.set(member.workerId, (giving.get(member.workerId) ?? 0) + 1);
-        mine--;
-        this.emit('handoff-requested', { leaseKey: request.leaseKey, to: member.workerId });
-        void this.#handOff(request.leaseKey, held);
-      }
-    }
-  }
-
-  /**
-   * Looks up the leases this worker asked for: one handed to it is held from now, without a write. A
-   * request the owner will not answer is withdrawn from the member record, but its lease is still watched
-   * until an answer already under way could have landed: an owner may have begun the handover before it
-   * saw the request withdrawn.
-   */
-  async #followRequests(now: number): Promise<void> {
-    if (this.#requests.size === 0 && this.#watching.size === 0) return;
-    const membership = this.#members.current;
-    if (!membership?.record) return;
-    // How long an answer can take: seen at the owner's next tick, drained, handed over (a lease duration
-    // later if the drain timed out).
-    const answerableMs = this.#handoffTimeoutMs + this.leaseDurationMs + this.renewIntervalMs + 2 * this.takeIntervalMs;
-    let changed = false;
-    const entries = [...this.#requests].map(([leaseKey, request]) => ({ leaseKey, request, open: true }))
-      .concat([...this.#watching].map(([leaseKey, request]) => ({ leaseKey, request, open: false })));
-    for (const { leaseKey, request, open } of entries) {
-      let lease: LeaseRecord | null;
-      try {
-        lease = await this.#storage.getLease(this.group, leaseKey);
-      } catch (error) {
-        this.#report(error, 'get');
-        continue;
-      }
-      if (this.#state !== 'running' || this.#members.current !== membership) return;
-      const expired = now - request.at > answerableMs;
-      if (lease && lease.owner === this.workerId && lease.incarnation === membership.incarnation && lease.format <= RECORD_FORMAT) {
-        this.#requests.delete(leaseKey);
-        this.#watching.delete(leaseKey);
-        changed = true;
-        if (this.#hold.leases.has(leaseKey)) continue;
-        // Not an answer: a tenure this worker held and let go (it took the lease itself meanwhile, and
-        // finished or lost it; a read that left before that may arrive after), or a finished lease. The
-        // listings decide, as for a handover the change feed announced.
-        if (lease.checkpoint === Checkpoint.SHARD_END || this.#hold.letGo.get(leaseKey) === lease.epoch) {
-          this.#listingDue = true;
-          continue;
-        }
-        // Handed more than this worker may hold (an offer and an answer crossed): the rest goes back.
-        if (this.#hold.countHeld() >= this.#maxLeases) await this.#giveBack([lease]);
-        else this.#hold.add(lease, 'handoff', this.#clock.now());
-      } else if (!lease || lease.owner !== request.from || expired) {
-        this.#requests.delete(leaseKey);
-        this.#watching.delete(leaseKey);
-        changed ||= open;
-        // Whatever became of it, the next listing shows it (and takes back one that names this worker).
-        this.#listingDue = true;
-      } else if (open && !this.#stillWorthAsking(request.from)) {
-        this.#requests.delete(leaseKey);
-        this.#watching.set(leaseKey, request);
-        changed = true;
-      }
-    }
-    if (changed) this.#wakeRenew?.();
-  }
-
-  /**
-   * Reads the leases the change feed announced handed over unasked: one handed to this worker, in a tenure
-   * it never held, is held from now without a write, as a listing would find and hold it. Anything else
-   * (another member's, or one of a tenure this worker held and lost, which it takes back in a new tenure)
-   * is left to the listings. Every worker hears every handover of the group, and the take tick waits for
-   * these reads before it lists and takes (the next tick, which declares the dead, after it): they go
-   * `ANNOUNCED_READS_IN_FLIGHT` at once, and when more were announced the tick lists instead, so that a
-   * rebalance announcing hundreds of handovers between two ticks makes the tick late by one round trip, not
-   * by one per handover.
-   */
-  async #followAnnounced(): Promise<void> {
-    if (this.#announced.size === 0) return;
-    const membership = this.#members.current;
-    const keys = [...this.#announced].filter((leaseKey) => !this.#hold.leases.has(leaseKey));
-    this.#announced.clear();
-    if (!membership?.record) return;
-    // More announced than one round of reads (a rebalance, or a member stopping with many leases): none
-    // is read. Leases go unasked only to members below their share, so those list (one round trip finds
-    // every lease handed to them); a stopping member's leases go to anyone, and its leave moves the roster
-    // digest, which brings everyone's listing. At 100 workers, every worker reading every handover of a
-    // rebalance queued heartbeats behind thousands of reads on a shared pool or pipeline, and every worker
-    // listing instead did the same with listings: both lost leases to self-fencing.
-    if (keys.length > ANNOUNCED_READS_IN_FLIGHT) {
-      if (this.#hold.countHeld() < this.#lastTarget) this.#listingDue = true;
-      return;
-    }
-    const limit = concurrencyLimit(ANNOUNCED_READS_IN_FLIGHT);
-    const reads = keys.map((leaseKey) =>
-      this.#hold.leases.has(leaseKey)
-        ? null
-        : limit(() => this.#storage.getLease(this.group, leaseKey)).then(
-            (lease) => ({ lease }),
-            (error: unknown) => ({ error }),
-          ),
-    );
-    for (const [i, leaseKey] of keys.entries()) {
-      const read = await reads[i];
-      if (!read || this.#hold.leases.has(leaseKey)) continue;
-      if ('error' in read) {
-        this.#report(read.error, 'get');
-        this.#listingDue = true;
-        continue;
-      }
-      if (this.#state !== 'running' || this.#members.current !== membership) return;
-      const { lease } = read;
-      if (!lease || lease.format > RECORD_FORMAT || lease.owner !== this.workerId || lease.incarnation !== membership.incarnation || this.#hold.leases.has(leaseKey)) continue;
-      if (lease.checkpoint === Checkpoint.SHARD_END || this.#hold.letGo.get(leaseKey) === lease.epoch || lease.epoch < (this.#handed.get(leaseKey)?.epoch ?? -Infinity)) {
-        this.#listingDue = true;
-        continue;
-      }
-      // Handed more than this worker may hold (an offer and an answer crossed): the rest goes back.
-      if (this.#hold.countHeld() >= this.#maxLeases) await this.#giveBack([lease]);
-      else if (this.#hold.add(lease, 'handoff', this.#clock.now())) this.#wakeRenew?.();
-    }
-  }
-
-  /**
-   * Whether the member asked is, by its own latest count, still two or more above this worker: otherwise
-   * it will not answer (it judges by the same counts), and waiting for it would hold back other requests.
-   */
-  #stillWorthAsking(from: string): boolean {
-    const member = this.#view.get(from);
-    if (!member || member.status !== 'alive') return false;
-    const mine = this.#hold.countHeld();
-    return member.held >= mine + 2 && member.held - 1 >= this.#fairFloor;
   }
 
   /**
@@ -1219,7 +887,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     // so only this worker may take them. Handed to it (a tenure it never held), it holds them as they are;
     // lost by it (self-fencing, a handover that did not land), it takes them back in a new tenure.
     // (Not the ones it just handed over, which a listing read before the handover still shows as its own.)
-    const before = (lease: LeaseRecord): boolean => lease.epoch < (this.#handed.get(lease.leaseKey)?.epoch ?? -Infinity);
+    const before = (lease: LeaseRecord): boolean => lease.epoch < (this.#handovers.handed.get(lease.leaseKey)?.epoch ?? -Infinity);
     const named = unowned.filter((lease) => isMine(lease) && !before(lease));
     const handed = named.filter((lease) => this.#hold.letGo.get(lease.leaseKey) !== lease.epoch);
     const takeBack = named.filter((lease) => this.#hold.letGo.get(lease.leaseKey) === lease.epoch);
@@ -1274,7 +942,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     const load = new Map(members.map((workerId) => [workerId, (counts.get(workerId) ?? 0) + (dealtTo.get(workerId) ?? 0)]));
     load.set(this.workerId, (load.get(this.workerId) ?? 0) + named.length);
     // A handover of this worker's that landed after the listing was read is its recipient's already.
-    for (const [leaseKey, handed] of this.#handed) {
+    for (const [leaseKey, handed] of this.#handovers.handed) {
       const listed = all.get(leaseKey);
       if (!listed || !isMine(listed) || !before(listed) || this.#hold.leases.has(leaseKey) || !load.has(handed.to)) continue;
       load.set(handed.to, (load.get(handed.to) ?? 0) + 1);
@@ -1287,9 +955,9 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     for (const move of moves) if (move.to === this.workerId) givers.set(move.from, (givers.get(move.from) ?? 0) + 1);
     const rank = members.indexOf(this.workerId);
     const wanted = (rank < 0 ? 0 : target(rank)) - mine - taken;
-    const asked = this.#requests.size;
+    const asked = this.#handovers.requests.size;
     if (holding && wanted - asked > 0 && this.#maxSteals > 0 && unowned.length <= taken) {
-      this.#requestHandoffs(workable, counts, ownerOf, mine + taken + asked, wanted - asked, now, givers);
+      this.#handovers.requestHandoffs(workable, counts, ownerOf, mine + taken + asked, wanted - asked, now, givers);
     }
   }
 
@@ -1368,7 +1036,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       const [leaseKey, held] = entry;
       held.handoff = { to, incarnation: member.incarnation, seenAt: now };
       this.emit('handoff-offered', { leaseKey, to });
-      void this.#handOff(leaseKey, held);
+      void this.#handovers.handOff(leaseKey, held);
     }
   }
 
@@ -1457,51 +1125,6 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     return taken;
   }
 
-  /**
-   * Balances by cooperative handoff: asks the members due to hand this worker leases (`givers`, by the
-   * plan every worker computes), then the most loaded members (above this one by two or more, so that
-   * nobody ends below the thief), to hand over one lease each, up to `maxStealsPerTick`. The requests
-   * travel in this worker's member record, written at once.
-   */
-  #requestHandoffs(
-    workable: readonly LeaseRecord[],
-    counts: Map<string, number>,
-    ownerOf: (lease: LeaseRecord) => string | null,
-    mine: number,
-    wanted: number,
-    now: number,
-    givers: Map<string, number>,
-  ): void {
-    let have = mine;
-    let asked = 0;
-    const room = limits.maxRequests - this.#requests.size;
-    for (let steals = 0; steals < Math.min(wanted, this.#maxSteals, room); steals++) {
-      let victim: string | null = null;
-      for (const [workerId, count] of counts) {
-        if (workerId === this.workerId || count < have + 2 || count - 1 < this.#fairFloor) continue;
-        // A member that by its own latest count is not two above would not answer (it judges by that count).
-        if ((this.#view.get(workerId)?.held ?? 0) < have + 2) continue;
-        // The members due to hand leases to this worker are asked first, the most loaded of them.
-        const due = (givers.get(workerId) ?? 0) > 0;
-        const victimDue = victim !== null && (givers.get(victim) ?? 0) > 0;
-        if (victim === null || (due && !victimDue) || (due === victimDue && count > (counts.get(victim) ?? 0))) victim = workerId;
-      }
-      if (victim !== null && (givers.get(victim) ?? 0) > 0) givers.set(victim, (givers.get(victim) ?? 0) - 1);
-      if (victim === null) break;
-      const chosen = shuffled(
-        workable.filter((lease) => ownerOf(lease) === victim && !this.#requests.has(lease.leaseKey) && !this.#watching.has(lease.leaseKey)),
-        this.#random,
-      )[0];
-      if (!chosen) break;
-      this.#requests.set(chosen.leaseKey, { from: victim, at: now });
-      counts.set(victim, (counts.get(victim) ?? 0) - 1);
-      have++;
-      asked++;
-      this.emit('steal-requested', { leaseKey: chosen.leaseKey, from: victim });
-    }
-    if (asked > 0) this.#wakeRenew?.();
-  }
-
   // ---------------------------------------------------------------- writes and bookkeeping
 
   /**
@@ -1509,8 +1132,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    * drops every lease and request, and joins again as a new incarnation.
    */
   #loseEverything(): void {
-    this.#requests.clear();
-    this.#watching.clear();
+    this.#handovers.dropRequests();
     this.#hold.loseEverything();
   }
 
