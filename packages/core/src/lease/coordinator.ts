@@ -1,214 +1,36 @@
-import { shuffled, systemClock, systemRandom, type Clock, type Random } from '../clock.js';
-import {
-  AbortedError,
-  CheckpointBehindError,
-  describeValue,
-  InvalidConfigError,
-  LeaseholdError,
-  LeaseLostError,
-  RecordFormatError,
-  StorageOutcomeUnknownError,
-  StorageUnavailableError,
-} from '../errors.js';
+/**
+ * The lease coordinator (DESIGN section 4): it starts and stops a worker's part in its group, runs the
+ * heartbeat and take loops, and wires together the parts that do the work, each in a file of its own:
+ * membership.ts (the member record and the roster's reads), hold.ts (the leases held and self-fencing),
+ * fenced-writes.ts (checkpoints and every lease write), taking.ts (the take tick and who takes which
+ * lease) and handovers.ts (steal requests, handovers and releases). The public surface (the class, its
+ * options and events, and the types user code names) is exported from here.
+ */
+import { systemClock, systemRandom, type Clock, type Random } from '../clock.js';
+import { AbortedError, describeValue, InvalidConfigError, LeaseholdError, RecordFormatError } from '../errors.js';
 import { TypedEmitter } from '../events.js';
-import { concurrencyLimit } from '../concurrency.js';
-import { capOf, planMoves, shares } from './balance.js';
-import { LEAVING_FIELD, Membership, type Incarnation } from './membership.js';
+import { LEAVING_FIELD, Membership } from './membership.js';
 import type { RosterView } from './roster-view.js';
 import { compareNumericPositions } from '../position.js';
 import { limits } from '../validation.js';
 import { checkWatcherReads } from '../watcher-reads.js';
 import { unsafeOf } from '../unsafe.js';
-import { optionKeys, refuseUnknownOptions } from '../known-options.js';
-import {
-  Checkpoint,
-  leaseStateOf,
-  RECORD_FORMAT,
-  type ChangeSubscription,
-  type CheckpointStorage,
-  type LeaseChange,
-  type LeaseListing,
-  type LeaseRecord,
-  type LeaseState,
-  type LeaseUpdate,
-  type Position,
-  type WriteResult,
-} from '../storage.js';
-import { hasRewindRequest } from '../rewind.js';
+import { refuseUnknownOptions } from '../known-options.js';
+import { RECORD_FORMAT, type ChangeSubscription, type CheckpointStorage, type LeaseChange, type LeaseRecord, type Position } from '../storage.js';
 import { holdMs, nonNegative, positive, positiveInteger, resolveHoldTiming, resolveIdentity } from './timing.js';
+import { FencedWrites, type CheckpointWrite } from './fenced-writes.js';
+import { Handovers } from './handovers.js';
+import type { DrainReason, Held, HeldLease, LeaseTenure } from './held.js';
+import { Hold } from './hold.js';
+import { COORDINATOR_KEYS, type LeaseCoordinatorOptions } from './options.js';
+import { parentsFinished, Taking, type EligibilityPredicate } from './taking.js';
+import type { LeaseCoordinatorEvents, LossReason } from './events.js';
 
 const PKG = 'core';
 
-/**
- * How many leases announced handed over a worker reads at once (a take tick waits for them): 16, as many
- * as the leader's creates, so that a few hundred announced between two ticks cost a few round trips.
- */
-const ANNOUNCED_READS_IN_FLIGHT = 16;
-
-/**
- * Decides whether a lease may be taken now; the default lets a child start only after its parents ended.
- * `all` holds every readable lease of the group, `corrupt` the keys of those that cannot be read.
- */
-export type EligibilityPredicate = (lease: LeaseRecord, all: ReadonlyMap<string, LeaseRecord>, corrupt: ReadonlySet<string>) => boolean;
-
-/**
- * A lease whose parents have all reached `SHARD_END`, or whose leases are gone, is eligible (DESIGN
- * section 4, taking, rule 1). A parent's lease is deleted only once the parent finished or left the stream, and a
- * child's lease is created only while each parent has a lease or is retired (DESIGN section 5), so a
- * missing parent is a finished one. A parent whose lease cannot be read is not known to be finished, nor
- * is one that carries a rewind request: it is about to be read again, before its children.
- */
-export const parentsFinished: EligibilityPredicate = (lease, all, corrupt) =>
-  lease.parentKeys.every((parentKey) => {
-    if (corrupt.has(parentKey)) return false;
-    const parent = all.get(parentKey);
-    return parent === undefined || (parent.checkpoint === Checkpoint.SHARD_END && !hasRewindRequest(parent));
-  });
-
-/** Why the coordinator is about to give a lease away; passed to {@link LeaseCoordinatorOptions.onDrain}. */
-export type DrainReason = 'handoff' | 'shutdown';
-
-/** Options of {@link LeaseCoordinator}. Durations are in milliseconds of the injected clock. */
-export interface LeaseCoordinatorOptions {
-  /** Where the leases and the group's roster live. */
-  storage: CheckpointStorage;
-  /** The group (consuming application) whose leases this worker shares. */
-  group: string;
-  /** This worker's id, unique among the group's live processes. Default: host name, pid and a random suffix. */
-  workerId?: string;
-  /**
-   * How long this worker's membership lasts without a heartbeat, as others observe it; others wait the
-   * longer of theirs and this one before declaring it dead. Default 10,000 (KCL's failoverTimeMillis).
-   */
-  leaseDurationMs?: number;
-  /**
-   * How often this worker heartbeats its member record: one conditional write, whatever it holds.
-   * Default 0.65 × the lease duration.
-   */
-  renewIntervalMs?: number;
-  /** How often the roster is read, to see members join, die and ask for leases. Default 2,000. */
-  takeIntervalMs?: number;
-  /**
-   * How often the group's leases are listed when nothing signalled a change (a safety net: membership
-   * changes, the members' change counters and the change feed prompt a listing at once). Default 600,000.
-   */
-  listIntervalMs?: number;
-  /** The most leases this worker holds. Default: no limit. */
-  maxLeasesPerWorker?: number;
-  /** The most handoffs this worker requests per take tick (four may be open at once). Default 2. */
-  maxStealsPerTick?: number;
-  /** The bound ρ on clock-rate error (rates in [1 - ρ, 1 + ρ]). Default 0.01. */
-  maxClockDrift?: number;
-  /** Subtracted from the time a holder counts on after a heartbeat. Default min(500, leaseDurationMs / 20). */
-  safetyMarginMs?: number;
-  /**
-   * How long an owner waits for a lease someone asked for to drain before it stops the work anyway; the
-   * lease is then handed over a lease duration later. Default half the lease duration.
-   */
-  handoffTimeoutMs?: number;
-  /** Which leases may be taken. Default {@link parentsFinished}. */
-  isEligible?: EligibilityPredicate;
-  /**
-   * Orders two checkpoints of the lease `leaseKey`; checkpoints only move forward. Default
-   * {@link compareNumericPositions}.
-   */
-  comparePositions?: (a: Position, b: Position, leaseKey: string) => number;
-  /**
-   * Called before a held lease is given away, to finish the work in flight and checkpoint. The lease is
-   * still held meanwhile. A handoff waits at most `handoffTimeoutMs` for it.
-   */
-  onDrain?: (lease: HeldLease, reason: DrainReason) => Promise<void>;
-  /** Listen to the store's change feed (if it has one) to act on releases, handoffs and new leases at once. Default true. */
-  useChangeFeed?: boolean;
-  /**
-   * How many members watch each member's liveness (DESIGN section 4, "Watchers and the roster digest"):
-   * each reads the few members it watches every take tick and the rest only when the group's roster digest
-   * moves. A member is taken over within the liveness bound as long as one of its watchers outlives it; a
-   * member that dies together with all of them is taken over a lease duration and two take ticks later.
-   * From 1 to 15. Default 3. Used when the store has the watchers' reads (`getMembers` and the digest);
-   * without them every member reads the whole roster every take tick.
-   */
-  watchers?: number;
-  /**
-   * Groups of up to this many members read the whole roster every take tick, as on a store without the
-   * watchers' reads: every member then judges every other's expiry at once (the fastest take-over), and a
-   * roster of up to about 16 members of 300 bytes costs DynamoDB fewer read units whole than the digest
-   * and a few members by id. Larger groups use the watchers and the digest. Default 16; 0 always watches.
-   */
-  wholeRosterUpTo?: number;
-  /** The monotonic clock every timing decision is made on. Default: the process's. */
-  clock?: Clock;
-  /** The random source for shuffling, jitter and incarnations. Default: `Math.random`. */
-  random?: Random;
-}
-
-const COORDINATOR_KEYS = optionKeys<LeaseCoordinatorOptions>({
-  storage: true,
-  group: true,
-  workerId: true,
-  leaseDurationMs: true,
-  renewIntervalMs: true,
-  takeIntervalMs: true,
-  listIntervalMs: true,
-  maxLeasesPerWorker: true,
-  maxStealsPerTick: true,
-  maxClockDrift: true,
-  safetyMarginMs: true,
-  handoffTimeoutMs: true,
-  isEligible: true,
-  comparePositions: true,
-  onDrain: true,
-  watchers: true,
-  wholeRosterUpTo: true,
-  useChangeFeed: true,
-  clock: true,
-  random: true,
-});
-
-/** The lease a checkpoint belongs to: its key and the tenure (fencing token) it was read in. */
-export type LeaseTenure = Pick<HeldLease, 'leaseKey' | 'fencingToken'>;
-
-/**
- * A conditional write of a lease made by the caller in one atomic step with its own writes (see
- * {@link LeaseCoordinator.checkpointThrough}): applies `next` only if the stored lease still has
- * `current`'s version, owner, incarnation and epoch, and reports the outcome exactly, as a storage write
- * does (`conflict` with the stored lease, `unknown` when the answer was lost).
- */
-export type CheckpointWrite = (current: LeaseRecord, next: LeaseState) => Promise<WriteResult<LeaseRecord>>;
-
-/** A lease this worker holds, as user code sees it. */
-export interface HeldLease {
-  readonly leaseKey: string;
-  /** The ownership epoch: a fencing token for user code's own downstream writes. */
-  readonly fencingToken: number;
-  /** Fires the moment the lease is lost, handed off or released: stop working on it. */
-  readonly signal: AbortSignal;
-  /** The checkpoint stored with the lease, or `null` before the first one. */
-  readonly checkpoint: Position | null;
-  /** The lease keys of the partitions this one continues. */
-  readonly parentKeys: readonly string[];
-  /** The lease's metadata. */
-  readonly metadata: Readonly<Record<string, string>>;
-  /** Whether another worker asked for the lease: finish the work in flight and expect a handoff. */
-  readonly draining: boolean;
-}
-
-import type { LeaseCoordinatorEvents, LossReason } from './events.js';
-
+export type { CheckpointWrite, DrainReason, EligibilityPredicate, HeldLease, LeaseCoordinatorOptions, LeaseTenure };
 export type { LeaseCoordinatorEvents, LossReason };
-
-interface Held {
-  record: LeaseRecord;
-  readonly controller: AbortController;
-  handoff: { to: string; incarnation: string; seenAt: number } | null;
-  leaving: boolean;
-  /** The writes on this lease run one after another (each needs the version the previous one made). */
-  chain: Promise<void>;
-  /** How many writes on this lease are queued or in flight. */
-  busy: number;
-}
-
-const stateOf = leaseStateOf;
+export { parentsFinished };
 
 /** Member metadata of a worker that is stopping; defined with the membership, still exported from here. */
 export { LEAVING_FIELD };
@@ -244,59 +66,27 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   readonly #storage: CheckpointStorage;
   readonly #clock: Clock;
   readonly #random: Random;
-  readonly #maxLeases: number;
-  readonly #maxSteals: number;
   readonly #handoffTimeoutMs: number;
-  readonly #isEligible: EligibilityPredicate;
-  readonly #compare: (a: Position, b: Position, leaseKey: string) => number;
-  readonly #onDrain: ((lease: HeldLease, reason: DrainReason) => Promise<void>) | undefined;
   readonly #useChangeFeed: boolean;
-  readonly #skipSelfFencing: boolean;
-  readonly #checkpointPerKey: boolean;
-  /** Unsafe: a release that conflicts with another client's same-tenure write (a rewind request) is taken for a loss. */
-  readonly #releaseWithoutRetry: boolean;
-  /** Unsafe: a dead member's lease whose free conflicted is freed again on the current record, whoever it names now. */
-  readonly #freeRetryIgnoresOwner: boolean;
   /** This worker's member record, the hold its heartbeats buy, and its reads of the roster. */
   readonly #members: Membership;
-
-  readonly #held = new Map<string, Held>();
-  /**
-   * The tenure (epoch) in which this incarnation last held each lease it let go. A lease storage still
-   * names this incarnation for in that tenure (lost to self-fencing, a handover that did not land) is
-   * taken back in a new tenure, so that work of the old one cannot write into it; one in a tenure this
-   * worker never held was handed to it, and is held as it is.
-   */
-  readonly #letGo = new Map<string, number>();
   /** The roster as membership last read it: dealing and balancing judge on it, and never write it. */
   readonly #view: RosterView;
-  /** Leases this worker asked for, by key: whom it asked, and when. */
-  readonly #requests = new Map<string, { from: string; at: number }>();
-  /**
-   * Leases this worker handed over, watched until their new owner has surely seen them: if it dies first,
-   * the lease names a dead incarnation that nobody announced, and a listing finds it free.
-   */
-  readonly #handed = new Map<string, { to: string; incarnation: string; epoch: number; until: number }>();
-  /** Requests withdrawn whose leases are still watched, in case the owner's answer was already under way. */
-  readonly #watching = new Map<string, { from: string; at: number }>();
-  /** Leases the change feed announced handed over, unasked: read at the next tick, and held when handed to this worker. */
-  readonly #announced = new Set<string>();
-  /** When the leases were last listed; `null` before the first listing. */
-  #listedAt: number | null = null;
-  #listingDue = true;
-  /** Keys first seen without a live owner, and when: a lease left unowned past a tick is anyone's to take. */
-  readonly #unownedSince = new Map<string, number>();
-  /** Keys reported as corrupt, so that each is reported once while it stays corrupt. */
-  readonly #corrupt = new Set<string>();
+  /** The leases held, and the self-fencing that drops them when the hold runs out. */
+  readonly #hold: Hold;
+  /** The conditional writes on held leases: checkpoints, annotations, and every lease write's tally. */
+  readonly #writes: FencedWrites;
+  /** Steal requests, handovers and releases. */
+  readonly #handovers: Handovers;
+  /** The take tick: when to list, and who takes which lease. */
+  readonly #taking: Taking;
   #stopping: Promise<void> | null = null;
   #state: 'new' | 'running' | 'stopping' | 'stopped' = 'new';
   readonly #lifetime = new AbortController();
   #wakeTake: (() => void) | null = null;
   #wakeRenew: (() => void) | null = null;
-  #watchdog: { at: number; controller: AbortController } | null = null;
   #loops: Promise<void>[] = [];
   #takeInFlight: Promise<void> = Promise.resolve();
-  readonly #transfers = new Set<Promise<void>>();
   #subscription: ChangeSubscription | null = null;
 
   constructor(options: LeaseCoordinatorOptions) {
@@ -323,8 +113,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     this.takeIntervalMs = positive(PKG, 'takeIntervalMs', options.takeIntervalMs ?? 2_000);
     this.listIntervalMs = positive(PKG, 'listIntervalMs', options.listIntervalMs ?? 600_000);
     this.holdMs = holdMs(timing);
-    this.#maxLeases = positiveInteger(PKG, 'maxLeasesPerWorker', options.maxLeasesPerWorker ?? Infinity);
-    this.#maxSteals = options.maxStealsPerTick === 0 ? 0 : positiveInteger(PKG, 'maxStealsPerTick', options.maxStealsPerTick ?? 2);
+    const maxLeases = positiveInteger(PKG, 'maxLeasesPerWorker', options.maxLeasesPerWorker ?? Infinity);
+    const maxSteals = options.maxStealsPerTick === 0 ? 0 : positiveInteger(PKG, 'maxStealsPerTick', options.maxStealsPerTick ?? 2);
     this.#handoffTimeoutMs = nonNegative(PKG, 'handoffTimeoutMs', options.handoffTimeoutMs ?? timing.leaseDurationMs / 2);
     if (this.#handoffTimeoutMs >= this.holdMs) {
       throw new InvalidConfigError(
@@ -334,9 +124,6 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     if (!Number.isSafeInteger(timing.leaseDurationMs)) {
       throw new InvalidConfigError(`[${PKG}] leaseDurationMs must be a whole number of milliseconds, got ${timing.leaseDurationMs}`);
     }
-    this.#isEligible = options.isEligible ?? parentsFinished;
-    this.#compare = options.comparePositions ?? compareNumericPositions;
-    this.#onDrain = options.onDrain;
     this.#useChangeFeed = options.useChangeFeed ?? true;
     const watchers = positiveInteger(PKG, 'watchers', options.watchers ?? 3);
     if (watchers > limits.maxWatchedMembers - 1) {
@@ -347,10 +134,17 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     const unsafe = unsafeOf(options);
     const skipRosterDigest = unsafe.skipRosterDigest ?? false;
     const ringKeepsTheDead = unsafe.ringKeepsTheDead ?? false;
-    this.#freeRetryIgnoresOwner = unsafe.freeRetryIgnoresOwner ?? false;
-    this.#skipSelfFencing = unsafe.skipSelfFencing ?? false;
-    this.#checkpointPerKey = unsafe.checkpointPerKey ?? false;
-    this.#releaseWithoutRetry = unsafe.releaseWithoutRetry ?? false;
+    const skipSelfFencing = unsafe.skipSelfFencing ?? false;
+    const listingDue = (): void => {
+      this.#taking.listingDue = true;
+    };
+    const wakeTake = (): void => this.#wakeTake?.();
+    const emit = <K extends keyof LeaseCoordinatorEvents>(name: K, event: LeaseCoordinatorEvents[K]): void => this.emit(name, event);
+    const report = (error: unknown, operation: string): void => this.#report(error, operation);
+    const fail = (error: LeaseholdError): void => this.#fail(error);
+    // Membership is made first (the other parts judge on its roster view); it reads the requests, which are
+    // the handovers', only once it runs.
+    const handovers = (): Handovers => this.#handovers;
     this.#members = new Membership({
       storage: this.#storage,
       group: this.group,
@@ -358,7 +152,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       leaseDurationMs: this.leaseDurationMs,
       takeIntervalMs: this.takeIntervalMs,
       holdMs: this.holdMs,
-      maxLeases: this.#maxLeases,
+      maxLeases,
       clock: this.#clock,
       random: this.#random,
       watchers,
@@ -371,25 +165,72 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       host: {
         state: () => this.#state,
         lifetime: this.#lifetime.signal,
-        requests: this.#requests,
-        countHeld: () => this.#countHeld(),
-        heldKeys: () => [...this.#held.keys()],
-        isHeld: (leaseKey) => this.isHeld(leaseKey),
-        fenceExpired: () => this.#fenceExpired(),
-        holdExtended: () => this.#armWatchdog(),
-        loseEverything: () => this.#loseEverything(),
-        listingDue: () => {
-          this.#listingDue = true;
+        get requests() {
+          return handovers().requests;
         },
-        wakeTake: () => this.#wakeTake?.(),
-        emit: <K extends keyof LeaseCoordinatorEvents>(name: K, event: LeaseCoordinatorEvents[K]) => this.emit(name, event),
-        report: (error, operation) => this.#report(error, operation),
-        fail: (error) => this.#fail(error),
+        countHeld: () => this.#hold.countHeld(),
+        heldKeys: () => [...this.#hold.leases.keys()],
+        isHeld: (leaseKey) => this.isHeld(leaseKey),
+        fenceExpired: () => this.#hold.fenceExpired(),
+        holdExtended: () => this.#hold.armWatchdog(),
+        loseEverything: () => this.#loseEverything(),
+        listingDue,
+        wakeTake,
+        emit,
+        report,
+        fail,
         refuseFormat: (what, format) => this.#fail(this.#formatError(what, format)),
       },
     });
     this.#view = this.#members.view;
+    const state = (): 'new' | 'running' | 'stopping' | 'stopped' => this.#state;
+    const wakeRenew = (): void => this.#wakeRenew?.();
+    const noteLeasesChanged = (): void => this.noteLeasesChanged();
+    const formatError = (what: string, format: number): RecordFormatError => this.#formatError(what, format);
+    const common = { storage: this.#storage, group: this.group, workerId: this.workerId, clock: this.#clock };
+    this.#hold = new Hold({ ...common, members: this.#members, skipSelfFencing, host: { state, listingDue, emit } });
+    this.#writes = new FencedWrites({
+      ...common,
+      hold: this.#hold,
+      compare: options.comparePositions ?? compareNumericPositions,
+      checkpointPerKey: unsafe.checkpointPerKey ?? false,
+      host: { noteLeasesChanged, emit, report, fail, formatError },
+    });
+    const parts = { members: this.#members, view: this.#view, hold: this.#hold, writes: this.#writes, random: this.#random, skipSelfFencing };
+    const limitsOf = { leaseDurationMs: this.leaseDurationMs, takeIntervalMs: this.takeIntervalMs, maxLeases, maxSteals };
+    this.#handovers = new Handovers({
+      ...common,
+      ...parts,
+      ...limitsOf,
+      renewIntervalMs: this.renewIntervalMs,
+      handoffTimeoutMs: this.#handoffTimeoutMs,
+      onDrain: options.onDrain,
+      releaseWithoutRetry: unsafe.releaseWithoutRetry ?? false,
+      host: {
+        state,
+        lifetime: this.#lifetime.signal,
+        listingDue,
+        wakeRenew,
+        noteLeasesChanged,
+        giveBack: (leases) => this.#taking.giveBack(leases),
+        fairFloor: () => this.#taking.fairFloor,
+        lastTarget: () => this.#taking.lastTarget,
+        emit,
+        report,
+      },
+    });
+    this.#taking = new Taking({
+      ...common,
+      ...parts,
+      ...limitsOf,
+      listIntervalMs: this.listIntervalMs,
+      isEligible: options.isEligible ?? parentsFinished,
+      handovers: this.#handovers,
+      freeRetryIgnoresOwner: unsafe.freeRetryIgnoresOwner ?? false,
+      host: { state, lifetime: this.#lifetime.signal, wakeRenew, wakeTake, subscribed: () => this.#subscription !== null, emit, report, fail, formatError },
+    });
   }
+
 
   /** This worker's current incarnation in the roster, or `null` while it is not a member. */
   get incarnation(): string | null {
@@ -442,31 +283,30 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       await this.#until(deadline, this.#takeInFlight);
       // The heartbeat that says this worker is leaving goes out while its leases drain: the releases wait
       // for both, so nobody deals a released lease back to it, and the round trip costs the handoff nothing.
-      const leaving = this.#held.size > 0 ? this.#until(drainDeadline, this.#members.heartbeat()) : Promise.resolve();
+      const leaving = this.#hold.leases.size > 0 ? this.#until(drainDeadline, this.#members.heartbeat()) : Promise.resolve();
       // The roster is read again meanwhile, so that the leases go to members alive and staying now.
-      const roster = this.#held.size > 0 ? this.#until(drainDeadline, this.#storage.getRoster(this.group).then((read) => void this.#members.readRoster(read))) : Promise.resolve();
-      const entries = [...this.#held.entries()];
+      const roster = this.#hold.leases.size > 0 ? this.#until(drainDeadline, this.#storage.getRoster(this.group).then((read) => void this.#members.readRoster(read))) : Promise.resolve();
+      const entries = [...this.#hold.leases.entries()];
       const drained = await Promise.all(
         entries.map(async ([leaseKey, held]) => ({
           leaseKey,
-          done: await this.#drain(leaseKey, held, 'shutdown', Math.max(0, drainDeadline - this.#clock.now())),
+          done: await this.#handovers.drain(leaseKey, held, 'shutdown', Math.max(0, drainDeadline - this.#clock.now())),
         })),
       );
       await Promise.all([leaving, roster]);
       const releasable = drained.filter((entry) => entry.done).map((entry) => entry.leaseKey);
-      await this.#until(deadline, this.#handOverOrRelease(releasable));
-      await this.#until(deadline, this.#withdraw());
-      const lapsing = this.#held.size;
-      for (const [leaseKey, held] of this.#held) this.#lose(leaseKey, held, 'shutdown-timeout');
+      await this.#until(deadline, this.#handovers.handOverOrRelease(releasable));
+      await this.#until(deadline, this.#handovers.withdraw());
+      const lapsing = this.#hold.leases.size;
+      for (const [leaseKey, held] of this.#hold.leases) this.#hold.lose(leaseKey, held, 'shutdown-timeout');
       // With nothing left to lapse, leaving the roster lets others act at once; otherwise the membership
       // lapses a lease duration after the last heartbeat, and the leases with it.
       if (lapsing === 0) await this.#until(deadline, this.#members.leave());
     }
     this.#state = 'stopped';
     this.#lifetime.abort(new AbortedError(`[${PKG}] lease coordinator ${this.workerId} stopped`));
-    this.#watchdog?.controller.abort();
-    this.#watchdog = null;
-    await this.#until(deadline, Promise.all([...this.#loops, ...[...this.#held.values()].map((held) => held.chain)]));
+    this.#hold.disarm();
+    await this.#until(deadline, Promise.all([...this.#loops, ...[...this.#hold.leases.values()].map((held) => held.chain)]));
     const subscription = this.#subscription;
     this.#subscription = null;
     if (subscription) await this.#until(deadline, subscription.close().catch((error: unknown) => this.#report(error, 'unsubscribe')));
@@ -488,69 +328,6 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   /**
    * A stopping worker asks for nothing more: a lease handed to it after it asked is written free, so that
    * nobody waits a lease duration for it. Its requests go with its membership when it leaves.
-   */
-  async #withdraw(): Promise<void> {
-    const asked = [...this.#requests.keys(), ...this.#watching.keys()];
-    this.#requests.clear();
-    this.#watching.clear();
-    const incarnation = this.incarnation;
-    if (asked.length === 0 || incarnation === null) return;
-    const updates: LeaseUpdate[] = [];
-    for (const leaseKey of asked) {
-      let lease: LeaseRecord | null;
-      try {
-        lease = await this.#storage.getLease(this.group, leaseKey);
-      } catch (error) {
-        this.#report(error, 'get');
-        continue;
-      }
-      if (lease && lease.format <= RECORD_FORMAT && lease.owner === this.workerId && lease.incarnation === incarnation && !this.#held.has(leaseKey)) {
-        updates.push({ leaseKey, expectedVersion: lease.version, next: { ...stateOf(lease), owner: null, incarnation: null }, notify: 'released' });
-      }
-    }
-    if (updates.length > 0) await this.#update(updates, 'withdraw');
-  }
-
-  /**
-   * A stopping worker's drained leases: each is handed straight to a live member that is not leaving, the
-   * least loaded by the roster's counts (then by worker id) with room under its cap, in one conditional
-   * write per lease (as a rebalance hands one over: the recipient's incarnation, epoch + 1), so that the
-   * recipient holds it without taking it; the change feed tells it at once. With no such member, or when a
-   * handover does not apply, the lease is written free as before.
-   */
-  async #handOverOrRelease(leaseKeys: readonly string[]): Promise<void> {
-    const load = new Map<string, number>();
-    for (const member of this.#view.values()) {
-      if (member.workerId === this.workerId || member.status !== 'alive' || member.metadata[LEAVING_FIELD] !== undefined) continue;
-      if (this.#view.isCorrupt(member.workerId)) continue;
-      load.set(member.workerId, member.held);
-    }
-    const free: string[] = [];
-    const handovers: Promise<void>[] = [];
-    for (const leaseKey of leaseKeys) {
-      const held = this.#held.get(leaseKey);
-      if (!held || !this.isHeld(leaseKey)) continue;
-      let to: string | undefined;
-      for (const [workerId, count] of load) {
-        if (count >= capOf(this.#view.get(workerId))) continue;
-        if (to === undefined || count < load.get(to)! || (count === load.get(to)! && workerId < to)) to = workerId;
-      }
-      const recipient = to === undefined ? undefined : this.#view.get(to);
-      if (recipient === undefined) {
-        free.push(leaseKey);
-        continue;
-      }
-      load.set(recipient.workerId, (load.get(recipient.workerId) ?? 0) + 1);
-      this.#stopWork(leaseKey, held);
-      handovers.push(
-        this.#onLease(held, async () => {
-          if (this.#held.get(leaseKey) !== held) return;
-          await this.#transfer(leaseKey, held, { to: recipient.workerId, incarnation: recipient.incarnation, seenAt: this.#clock.now() }, true);
-        }).catch((error: unknown) => this.#report(error, 'handoff')),
-      );
-    }
-    await Promise.all([...handovers, this.#release(free, false)]);
-  }
 
   /** `await using coordinator = ...`: stops it (and releases its leases) at the end of the scope. */
   async [Symbol.asyncDispose](): Promise<void> {
@@ -559,19 +336,18 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
 
   /** Whether this worker holds the lease now: it took it, its last heartbeat still holds, and it has not given it away. */
   isHeld(leaseKey: string): boolean {
-    const held = this.#held.get(leaseKey);
-    return held !== undefined && !held.leaving && (this.#skipSelfFencing || this.#clock.now() < this.#members.heldUntil);
+    return this.#hold.isHeld(leaseKey);
   }
 
   /** The lease if this worker holds it now. */
   lease(leaseKey: string): HeldLease | undefined {
-    const held = this.#held.get(leaseKey);
-    return held && this.isHeld(leaseKey) ? this.#handle(held) : undefined;
+    const held = this.#hold.leases.get(leaseKey);
+    return held && this.isHeld(leaseKey) ? this.#hold.handle(held) : undefined;
   }
 
   /** Every lease this worker holds now. */
   heldLeases(): HeldLease[] {
-    return [...this.#held.keys()].filter((leaseKey) => this.isHeld(leaseKey)).map((leaseKey) => this.#handle(this.#held.get(leaseKey) as Held));
+    return [...this.#hold.leases.keys()].filter((leaseKey) => this.isHeld(leaseKey)).map((leaseKey) => this.#hold.handle(this.#hold.leases.get(leaseKey) as Held));
   }
 
   /**
@@ -580,17 +356,18 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    * The names may change between versions; the values are counts.
    */
   diagnostics(): Readonly<Record<string, number>> {
+    const taking = this.#taking.diagnostics();
     return {
-      held: this.#held.size,
-      letGo: this.#letGo.size,
-      requests: this.#requests.size,
-      handed: this.#handed.size,
-      watching: this.#watching.size,
-      unownedSince: this.#unownedSince.size,
-      corrupt: this.#corrupt.size,
-      transfers: this.#transfers.size,
+      held: this.#hold.leases.size,
+      letGo: this.#hold.letGo.size,
+      requests: this.#handovers.requests.size,
+      handed: this.#handovers.handed.size,
+      watching: this.#handovers.watching.size,
+      unownedSince: taking.unownedSince,
+      corrupt: taking.corrupt,
+      transfers: this.#handovers.transfers.size,
       roster: this.#view.size,
-      deadSince: this.#deadSince.size,
+      deadSince: taking.deadSince,
       observedMembers: this.#view.observed,
       loops: this.#loops.length,
       listeners: this.countListeners(),
@@ -604,7 +381,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    */
   noteLeasesChanged(): void {
     this.#members.noteChanged();
-    this.#listingDue = true;
+    this.#taking.listingDue = true;
     this.#wakeRenew?.();
   }
 
@@ -615,7 +392,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    * eligibility rule now accepts leases it refused, as when a multi-stream consumer learns of a stream).
    */
   listSoon(): void {
-    this.#listingDue = true;
+    this.#taking.listingDue = true;
     this.#wakeTake?.();
   }
 
@@ -626,35 +403,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    * again on every retry) and any write after loss (`LeaseLostError`); an unknown outcome is re-read and
    * retried, never assumed. A partition's end is announced to the group (its children become takeable).
    */
-  async checkpoint(lease: LeaseTenure, position: Position): Promise<void> {
-    const { leaseKey } = lease;
-    if (typeof position !== 'string' || position.length === 0) {
-      throw new CheckpointBehindError(`[${PKG}] checkpoint position must be a non-empty string, got ${describeValue(position)}`);
-    }
-    const held = this.#requireHeld(lease);
-    const startedAt = this.#clock.now();
-    let wrote = false;
-    await this.#onLease(held, async () => {
-      this.#requireHeld(lease);
-      const next = (record: LeaseRecord): LeaseState | null => {
-        const current = record.checkpoint;
-        if (current !== null && (!Checkpoint.isSentinel(current) || current === Checkpoint.SHARD_END)) {
-          const order = this.#compare(position, current, leaseKey);
-          if (order < 0) {
-            throw new CheckpointBehindError(
-              `[${PKG}] checkpoint ${describeValue(position)} of lease ${describeValue(leaseKey)} is behind the stored ${describeValue(current)}`,
-            );
-          }
-          if (order === 0) return null;
-        }
-        return { ...stateOf(record), checkpoint: position };
-      };
-      wrote = await this.#writeHeld(leaseKey, held, next, 'checkpoint');
-    });
-    if (wrote) {
-      if (position === Checkpoint.SHARD_END) this.noteLeasesChanged();
-      this.emit('checkpointed', { leaseKey, position, durationMs: this.#clock.now() - startedAt });
-    }
+  checkpoint(lease: LeaseTenure, position: Position): Promise<void> {
+    return this.#writes.checkpoint(lease, position);
   }
 
   /**
@@ -669,51 +419,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    * applied, or thrown as a `StorageOutcomeUnknownError` when it did not or cannot be told. The lease
    * record written is adopted, so this worker's next write on the lease follows it.
    */
-  async checkpointThrough(lease: LeaseTenure, position: Position, write: CheckpointWrite): Promise<void> {
-    const { leaseKey } = lease;
-    const held = this.#requireHeld(lease);
-    const startedAt = this.#clock.now();
-    await this.#onLease(held, async () => {
-      this.#requireHeld(lease);
-      const before = held.record;
-      const current = before.checkpoint;
-      if (current !== null && (!Checkpoint.isSentinel(current) || current === Checkpoint.SHARD_END) && this.#compare(position, current, leaseKey) <= 0) {
-        throw new CheckpointBehindError(
-          `[${PKG}] checkpoint ${describeValue(position)} of lease ${describeValue(leaseKey)} is not ahead of the stored ${describeValue(current)}`,
-        );
-      }
-      const next: LeaseState = { ...stateOf(before), checkpoint: position };
-      const outcome = await write(before, next);
-      if (this.#held.get(leaseKey) !== held) throw this.#lostError(leaseKey);
-      let stored: LeaseRecord | null;
-      if (outcome.status === 'applied') {
-        stored = outcome.record;
-      } else if (outcome.status === 'conflict') {
-        stored = outcome.current;
-      } else {
-        try {
-          stored = await this.#storage.getLease(this.group, leaseKey);
-        } catch (error) {
-          throw new StorageOutcomeUnknownError(
-            `[${PKG}] checkpoint of lease ${describeValue(leaseKey)} may or may not have applied, and it could not be read back`,
-            { cause: error },
-          );
-        }
-      }
-      const applied = stored !== null && stored.version === before.version + 1 && this.#stillMine(held, stored) && sameState(stored, next);
-      if (!this.#stillMine(held, stored)) {
-        this.#lose(leaseKey, held, stored === null ? 'deleted' : 'taken');
-        throw this.#lostError(leaseKey);
-      }
-      held.record = stored;
-      if (!applied) {
-        throw new StorageOutcomeUnknownError(`[${PKG}] checkpoint of lease ${describeValue(leaseKey)} through the caller's write did not apply`, {
-          cause: outcome.status === 'unknown' ? outcome.error : undefined,
-        });
-      }
-    });
-    if (position === Checkpoint.SHARD_END) this.noteLeasesChanged();
-    this.emit('checkpointed', { leaseKey, position, durationMs: this.#clock.now() - startedAt });
+  checkpointThrough(lease: LeaseTenure, position: Position, write: CheckpointWrite): Promise<void> {
+    return this.#writes.checkpointThrough(lease, position, write);
   }
 
   /**
@@ -721,26 +428,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    * removed), conditionally like a checkpoint; for facts the owner publishes about its lease, such as a
    * stall. A no-op when nothing changes.
    */
-  async annotate(lease: LeaseTenure, fields: Readonly<Record<string, string | null>>): Promise<void> {
-    const held = this.#requireHeld(lease);
-    await this.#onLease(held, async () => {
-      this.#requireHeld(lease);
-      await this.#writeHeld(
-        lease.leaseKey,
-        held,
-        (record) => {
-          const metadata: Record<string, string> = { ...record.metadata };
-          let changed = false;
-          for (const [name, value] of Object.entries(fields)) {
-            if (value === null ? name in metadata : metadata[name] !== value) changed = true;
-            if (value === null) delete metadata[name];
-            else metadata[name] = value;
-          }
-          return changed ? { ...stateOf(record), metadata } : null;
-        },
-        'annotate',
-      );
-    });
+  annotate(lease: LeaseTenure, fields: Readonly<Record<string, string | null>>): Promise<void> {
+    return this.#writes.annotate(lease, fields);
   }
 
   /**
@@ -752,54 +441,17 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    * attempt and returns the checkpoint and fields, or `null` when there is nothing to write. Returns the
    * record written, or `null`. Refused once the lease is lost (`LeaseLostError`), as every write.
    */
-  async moveCheckpoint(
+  moveCheckpoint(
     lease: LeaseTenure,
     decide: (stored: LeaseRecord) => { checkpoint: Position; metadata: Readonly<Record<string, string | null>> } | null,
   ): Promise<LeaseRecord | null> {
-    const { leaseKey } = lease;
-    const held = this.#requireHeld(lease);
-    let written: LeaseRecord | null = null;
-    let reopened = false;
-    await this.#onLease(held, async () => {
-      this.#requireHeld(lease);
-      let stored: LeaseRecord | null;
-      try {
-        stored = await this.#storage.getLease(this.group, leaseKey);
-      } catch (error) {
-        throw new StorageUnavailableError(`[${PKG}] lease ${describeValue(leaseKey)} could not be read before moving its checkpoint`, { cause: error });
-      }
-      if (this.#held.get(leaseKey) !== held) throw this.#lostError(leaseKey);
-      if (!this.#stillMine(held, stored)) {
-        this.#lose(leaseKey, held, stored === null ? 'deleted' : 'taken');
-        throw this.#lostError(leaseKey);
-      }
-      if (stored.version > held.record.version) held.record = stored;
-      const wrote = await this.#writeHeld(
-        leaseKey,
-        held,
-        (record) => {
-          const change = decide(record);
-          if (change === null) return null;
-          const metadata: Record<string, string> = { ...record.metadata };
-          for (const [name, value] of Object.entries(change.metadata)) {
-            if (value === null) delete metadata[name];
-            else metadata[name] = value;
-          }
-          reopened = record.checkpoint === Checkpoint.SHARD_END && change.checkpoint !== Checkpoint.SHARD_END;
-          return { ...stateOf(record), checkpoint: change.checkpoint, metadata };
-        },
-        'move-checkpoint',
-      );
-      if (wrote) written = held.record;
-    });
-    // A finished lease moved back holds its children back again: the group looks at its leases.
-    if (written && reopened) this.noteLeasesChanged();
-    return written;
+    return this.#writes.moveCheckpoint(lease, decide);
   }
+
 
   /** Gives up one lease now: stops its work (its signal fires) and writes it free for others. */
   async release(leaseKey: string): Promise<void> {
-    await this.#release([leaseKey], true);
+    await this.#handovers.release([leaseKey], true);
   }
 
   // ---------------------------------------------------------------- loops
@@ -828,7 +480,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       // From its join to its first listing, and while a cold start waits for the members to stop joining,
       // the roster is read every quarter tick: workers started together then see the last join, and deal,
       // within a fraction of a tick of each other rather than each at its own tick.
-      const quarter = kind === 'take' && (this.#coldWait || (this.#members.current !== null && this.#listedAt === null));
+      const quarter = kind === 'take' && (this.#taking.coldWait || (this.#members.current !== null && this.#taking.listedAt === null));
       const period = kind === 'renew' && this.#members.heartbeatFailed ? Math.min(intervalMs / 4, 1_000) : quarter ? (intervalMs / 4) * jitter : intervalMs * jitter;
       const wait = Math.max(0, period - (this.#clock.now() - tickStartedAt));
       if (woken) waker.abort();
@@ -850,18 +502,18 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     if (this.#state !== 'running') return;
     if (change.kind === 'rewind') {
       // For the owner alone, and nothing to list: the lease's ownership did not change.
-      if (this.#held.has(change.leaseKey)) this.emit('rewind-requested', { leaseKey: change.leaseKey });
+      if (this.#hold.leases.has(change.leaseKey)) this.emit('rewind-requested', { leaseKey: change.leaseKey });
       return;
     }
-    if (change.kind === 'created' || change.kind === 'released') this.#listingDue = true;
+    if (change.kind === 'created' || change.kind === 'released') this.#taking.listingDue = true;
     // A lease handed over unasked (a rebalance, or an owner leaving) is read at once: it may be this worker's.
-    if (change.kind === 'handed-off' && !this.#requests.has(change.leaseKey) && !this.#watching.has(change.leaseKey)) this.#announced.add(change.leaseKey);
+    if (change.kind === 'handed-off' && !this.#handovers.requests.has(change.leaseKey) && !this.#handovers.watching.has(change.leaseKey)) this.#handovers.announced.add(change.leaseKey);
     this.#wakeTake?.();
   }
 
-  // ---------------------------------------------------------------- heartbeats and self-fencing
+  // ---------------------------------------------------------------- the loops' ticks
   // The member record, its writes and the roster's reads are in membership.ts; the hold they buy fences
-  // the leases here.
+  // the leases in hold.ts; what a take tick does is in taking.ts.
 
   /** The renew loop's tick: one heartbeat, its failure reported, never thrown into the loop. */
   async #renewTick(): Promise<void> {
@@ -872,1003 +524,11 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     }
   }
 
-  /**
-   * Makes the lease's signal judge the hold itself whenever it is looked at. The watchdog timer fires at
-   * the hold's end, but a process that was paused past it may run user code (an I/O completion, an earlier
-   * timer) before that timer: reading `signal.aborted`, `signal.reason` or `signal.throwIfAborted()` then
-   * fences the lease first, so user code never sees a lease as held past its hold.
-   */
-  #guardSignal(leaseKey: string, held: Held): void {
-    const signal = held.controller.signal;
-    const proto = AbortSignal.prototype;
-    // The prototype's getters, read with this signal as the receiver (the own properties below shadow them).
-    const aborted = (): boolean => Reflect.get<AbortSignal, 'aborted'>(proto, 'aborted', signal);
-    const reason = (): unknown => Reflect.get(proto, 'reason', signal);
-    const check = (): void => {
-      if (aborted() || held.leaving || this.#skipSelfFencing || this.#held.get(leaseKey) !== held) return;
-      if (this.#clock.now() >= this.#members.heldUntil) this.#lose(leaseKey, held, 'self-fenced');
-    };
-    Object.defineProperties(signal, {
-      aborted: { configurable: true, get: () => (check(), aborted()) },
-      reason: { configurable: true, get: (): unknown => (check(), reason()) },
-      throwIfAborted: {
-        configurable: true,
-        value: () => {
-          check();
-          if (aborted()) throw reason();
-        },
-      },
-    });
-  }
-
-  /** Drops every lease once the hold has passed: past it, this worker must not act on them, answered or not. */
-  #fenceExpired(): void {
-    if (this.#skipSelfFencing) return;
-    if (this.#clock.now() < this.#members.heldUntil) return;
-    for (const [leaseKey, held] of this.#held) {
-      if (held.leaving) continue;
-      this.#lose(leaseKey, held, 'self-fenced');
-      // Storage still names this incarnation: once a heartbeat holds again, the next listing takes it back.
-      this.#listingDue = true;
-    }
-  }
-
-  /** Keeps one timer at the hold's end while anything is held; heartbeats only push it later. */
-  #armWatchdog(): void {
-    if (this.#skipSelfFencing || this.#state === 'stopped' || ![...this.#held.values()].some((held) => !held.leaving)) return;
-    const at = this.#members.heldUntil;
-    if (this.#watchdog !== null && this.#watchdog.at <= at) return;
-    this.#watchdog?.controller.abort();
-    const watchdog = { at, controller: new AbortController() };
-    this.#watchdog = watchdog;
-    this.#clock.sleep(Math.max(0, at - this.#clock.now()), watchdog.controller.signal).then(
-      () => {
-        if (this.#watchdog !== watchdog) return;
-        this.#watchdog = null;
-        this.#fenceExpired();
-        this.#armWatchdog();
-      },
-      () => undefined,
-    );
-  }
-
-  // ---------------------------------------------------------------- handing off and releasing
-
-  /**
-   * Hands a lease to the member that asked for it: drains it, then writes the new owner and its
-   * incarnation in one conditional write. A drain that does not finish in time stops the work anyway; the
-   * lease is then written over a lease duration later, the time a lapse would have taken.
-   */
-  async #handOff(leaseKey: string, held: Held): Promise<void> {
-    const request = held.handoff;
-    if (!request) return;
-    const drained = await this.#drain(leaseKey, held, 'handoff', this.#handoffTimeoutMs);
-    if (this.#held.get(leaseKey) !== held) return;
-    if (!drained) {
-      this.#lose(leaseKey, held, 'handoff-timeout');
-      const transfer = this.#clock
-        .sleep(this.leaseDurationMs, this.#lifetime.signal)
-        .then(() => this.#transfer(leaseKey, held, request, false))
-        .catch(() => undefined)
-        .finally(() => this.#transfers.delete(transfer));
-      this.#transfers.add(transfer);
-      return;
-    }
-    await this.#onLease(held, async () => {
-      if (this.#held.get(leaseKey) !== held || !this.isHeld(leaseKey)) return;
-      this.#stopWork(leaseKey, held);
-      await this.#transfer(leaseKey, held, request, true);
-    }).catch((error: unknown) => this.#report(error, 'handoff'));
-  }
-
-  async #transfer(leaseKey: string, held: Held, request: { to: string; incarnation: string; seenAt: number }, report: boolean): Promise<void> {
-    const recipient = this.#view.get(request.to);
-    if (recipient?.status !== 'alive' || recipient.incarnation !== request.incarnation) {
-      // It left or died meanwhile: the lease stays this worker's in storage, and the next listing takes it back.
-      this.#forget(leaseKey, held);
-      this.#listingDue = true;
-      if (report) this.emit('lost', { leaseKey, fencingToken: held.record.epoch, reason: 'handoff-timeout' });
-      return;
-    }
-    let record = held.record;
-    let outcome: WriteResult<LeaseRecord> | undefined;
-    for (let attempt = 0; attempt < 2; attempt++) {
-      [outcome] = await this.#update(
-        [{ leaseKey, expectedVersion: record.version, next: { ...stateOf(record), owner: request.to, incarnation: request.incarnation, epoch: record.epoch + 1 }, notify: 'handed-off' }],
-        'handoff',
-      );
-      // A write of ours that finished after the work stopped (a checkpoint) moved the version: go on from it.
-      if (outcome?.status !== 'conflict' || !this.#stillMine(held, outcome.current)) break;
-      record = outcome.current;
-    }
-    this.#forget(leaseKey, held);
-    // A lease still naming this incarnation is nobody else's to take: the next listing takes it back.
-    if (outcome?.status !== 'applied') this.#listingDue = true;
-    if (outcome?.status === 'applied') {
-      // The members balance on each other's counts: publish the new one now, not a heartbeat later.
-      this.#wakeRenew?.();
-      this.#handed.set(leaseKey, { to: request.to, incarnation: request.incarnation, epoch: outcome.record.epoch, until: this.#clock.now() + this.leaseDurationMs * 3 });
-    }
-    if (!report) return;
-    if (outcome?.status === 'applied') this.emit('handed-off', { leaseKey, to: request.to, durationMs: this.#clock.now() - request.seenAt });
-    else this.emit('lost', { leaseKey, fencingToken: held.record.epoch, reason: 'handoff-timeout' });
-  }
-
-  /** Runs `onDrain`, bounded by `timeoutMs`; true when it finished in time and the lease is still held. */
-  async #drain(leaseKey: string, held: Held, reason: DrainReason, timeoutMs: number): Promise<boolean> {
-    if (!this.#onDrain) return this.isHeld(leaseKey);
-    const timer = new AbortController();
-    try {
-      const finished = await Promise.race([
-        this.#onDrain(this.#handle(held), reason).then(
-          () => true,
-          (error: unknown) => {
-            this.#report(error, 'drain');
-            return true;
-          },
-        ),
-        this.#clock.sleep(timeoutMs, timer.signal).then(() => false, () => false),
-      ]);
-      return finished && this.#held.get(leaseKey) === held && this.isHeld(leaseKey);
-    } finally {
-      timer.abort();
-    }
-  }
-
-  async #release(leaseKeys: readonly string[], announce: boolean): Promise<void> {
-    const leaving = leaseKeys
-      .map((leaseKey) => [leaseKey, this.#held.get(leaseKey)] as const)
-      .filter((entry): entry is readonly [string, Held] => entry[1] !== undefined && this.isHeld(entry[0]));
-    if (leaving.length === 0) return;
-    // Work stops first (signals fire, no new checkpoint is accepted), then the writes in flight finish.
-    for (const [leaseKey, held] of leaving) this.#stopWork(leaseKey, held);
-    await this.#onLeases(leaving.map(([, held]) => held), async () => {
-      let released = 0;
-      let pending: ReadonlyArray<readonly [string, Held]> = leaving;
-      for (let attempt = 1; pending.length > 0; attempt++) {
-        const results = await this.#update(
-          pending.map(([leaseKey, held]) => ({
-            leaseKey,
-            expectedVersion: held.record.version,
-            next: { ...stateOf(held.record), owner: null, incarnation: null },
-            notify: 'released' as const,
-          })),
-          'release',
-        );
-        const again: Array<readonly [string, Held]> = [];
-        pending.forEach(([leaseKey, held], i) => {
-          const outcome = results[i];
-          // Another client's write that left the lease ours in the same tenure (an operator's rewind request
-          // added to its metadata) moved its version: release the record it carries, within the hold.
-          const retry =
-            outcome?.status === 'conflict' &&
-            this.#stillMine(held, outcome.current) &&
-            attempt < 3 &&
-            !this.#releaseWithoutRetry &&
-            (this.#skipSelfFencing || this.#clock.now() < this.#members.heldUntil);
-          if (retry) {
-            held.record = outcome.current;
-            again.push([leaseKey, held]);
-            return;
-          }
-          this.#forget(leaseKey, held);
-          if (outcome?.status === 'applied') {
-            released++;
-            this.emit('released', { leaseKey });
-          } else {
-            this.#listingDue = true;
-            this.emit('lost', { leaseKey, fencingToken: held.record.epoch, reason: 'taken' });
-          }
-        });
-        pending = again;
-      }
-      if (announce && released > 0) this.noteLeasesChanged();
-    });
-  }
-
-  // ---------------------------------------------------------------- reading the roster and taking
-
+  /** The take loop's tick, kept so that stop() can wait for the one in flight before it drains. */
   #takeTick(): Promise<void> {
-    const tick = this.#takeOnce();
+    const tick = this.#taking.tick();
     this.#takeInFlight = tick;
     return tick;
-  }
-
-  async #takeOnce(): Promise<void> {
-    if (this.#state !== 'running') return;
-    try {
-      if (!(await this.#members.readMembers())) return;
-    } catch (error) {
-      if (error instanceof RecordFormatError) this.#fail(error);
-      else this.#report(error, 'roster');
-      return;
-    }
-    if (this.#state !== 'running') return;
-    let now = this.#clock.now();
-    const membership = this.#members.current;
-    if (membership === null) {
-      // A new member takes nothing in the tick it joins: the workers started with it join meanwhile.
-      await this.#members.join(now);
-      return;
-    }
-    if (!this.#members.checkOwnMember(membership)) return;
-    for (const member of this.#view.values()) {
-      if (member.workerId !== this.workerId && member.status === 'alive' && this.#view.expired(member, now)) {
-        if (await this.#members.declareDead(member)) this.#listingDue = true;
-        if (this.#state !== 'running') return;
-      }
-    }
-    for (const [leaseKey, handed] of this.#handed) {
-      const member = this.#view.get(handed.to);
-      if (member?.status === 'alive' && member.incarnation === handed.incarnation && now < handed.until) continue;
-      if (now < handed.until) this.#listingDue = true;
-      this.#handed.delete(leaseKey);
-    }
-    this.#answerRequests(now);
-    await this.#followRequests(now);
-    if (this.#state !== 'running') return;
-    await this.#followAnnounced();
-    if (this.#state !== 'running') return;
-
-    if (this.#members.signatureMoved()) this.#listingDue = true;
-    // A corrupt lease is looked at every tick until it reads back: its repair is announced by nobody.
-    if (this.#corrupt.size > 0) this.#listingDue = true;
-    if (!this.#listingDue && this.#listedAt !== null && now - this.#listedAt < this.#members.safetyListingMs(this.listIntervalMs)) {
-      // Nothing changed: balance on the members' own counts, and list only when a steal needs keys.
-      if (this.#belowOthers() || this.#aboveOthers() || this.#leasesUnheld(now)) this.#listingDue = now - this.#listedAt >= this.takeIntervalMs * 0.9;
-      if (!this.#listingDue) return;
-    }
-    // A cold start waiting for the members to stop joining reads only the roster meanwhile: listing the
-    // whole group every tick of the wait would cost every worker the group's size each tick.
-    if (this.#coldWait && this.#settling(now, membership)) {
-      this.#listingDue = true;
-      return;
-    }
-    let listing: LeaseListing;
-    try {
-      this.#listingDue = false;
-      listing = await this.#storage.listLeases(this.group);
-      // Judge owners on a roster read after the listing: a lease listed with an owner was taken after
-      // its owner joined, so a member missing or dead in this roster is not alive now.
-      if (!this.#members.readRoster(await this.#storage.getRoster(this.group))) return;
-    } catch (error) {
-      this.#listingDue = true;
-      this.#report(error, 'list');
-      return;
-    }
-    if (this.#state !== 'running' || this.#members.current !== membership || !this.#members.checkOwnMember(membership)) return;
-    now = this.#clock.now();
-    this.#listedAt = now;
-    // The signature stays the one read before the listing: a change the roster shows after it (a note of
-    // a lease handed over while the listing was on its way) may be missing from the listing, so the next
-    // tick lists again rather than taking the later roster as seen.
-    const newer = listing.leases.find((lease) => lease.format > RECORD_FORMAT);
-    if (newer) {
-      this.#fail(this.#formatError(`lease ${describeValue(newer.leaseKey)}`, newer.format));
-      return;
-    }
-    await this.#balance(listing, now, membership);
-    await this.#removeLongDead(listing, now);
-  }
-
-  /** Whether the last listing found the group cold (nobody holds anything) and this worker waits to deal. */
-  #coldWait = false;
-
-  /** In a cold start: whether other members joined or left within the last take tick, up to three ticks after this worker joined. */
-  #settling(now: number, membership: Incarnation): boolean {
-    return now - this.#view.othersChangedAt < this.takeIntervalMs * 0.9 && now - membership.joinedAt < 3 * this.takeIntervalMs;
-  }
-
-  /** Dead members, and when this worker first saw them dead at that version. */
-  readonly #deadSince = new Map<string, { version: number; at: number }>();
-  /** The smallest fair share of the last listing: an owner never hands over below it. */
-  #fairFloor = 0;
-
-  /**
-   * Whether, by the members' own counts, this worker is two or more below the most loaded member: it then
-   * lists every tick, to ask for leases and to find the ones handed to it unasked.
-   */
-  #belowOthers(): boolean {
-    // Leases asked for count as on their way: a thief keeps asking, one per tick, without waiting for each.
-    const mine = this.#countHeld() + this.#requests.size;
-    if (mine >= this.#maxLeases) return false;
-    let most = 0;
-    for (const member of this.#view.values()) if (member.status === 'alive' && member.workerId !== this.workerId) most = Math.max(most, member.held);
-    return most >= mine + 2;
-  }
-
-  /**
-   * Whether the members' counts fall short of the leases the last listing found, so that some lease is
-   * held by nobody: handed to a member that has not seen it yet, released, or its owner gone. A member
-   * below its share lists at once (it is the one a lease was most likely handed to); every member lists
-   * once the shortfall has lasted two take ticks, so that a lease handed to a member above its share (an
-   * owner with another view) is never left unread. Members at their share otherwise list nothing.
-   */
-  #leasesUnheld(now: number): boolean {
-    let held = this.#countHeld();
-    for (const member of this.#view.values()) if (member.status === 'alive' && member.workerId !== this.workerId) held += member.held;
-    if (held >= this.#lastWorkable) {
-      this.#unheldSince = null;
-      return false;
-    }
-    this.#unheldSince ??= now;
-    return this.#countHeld() < this.#lastTarget || now - this.#unheldSince >= 2 * this.takeIntervalMs;
-  }
-
-  /** The eligible leases and this worker's share at the last listing, and since when the counts fall short of them. */
-  #lastWorkable = 0;
-  #lastTarget = 0;
-  #unheldSince: number | null = null;
-
-  /** How many leases this worker holds and is not giving away. */
-  #countHeld(): number {
-    let count = 0;
-    for (const held of this.#held.values()) if (!held.leaving) count++;
-    return count;
-  }
-
-  /**
-   * Whether, by the members' own counts, this worker is two or more above a member with room: it then
-   * lists, to hand that member leases unasked.
-   */
-  #aboveOthers(): boolean {
-    const mine = [...this.#held.values()].filter((held) => !held.leaving && !held.handoff).length;
-    if (mine < 2) return false;
-    for (const member of this.#view.values()) {
-      if (member.workerId === this.workerId || member.status !== 'alive' || member.metadata[LEAVING_FIELD] !== undefined) continue;
-      if (member.held + 2 <= mine && member.held < capOf(member)) return true;
-    }
-    return false;
-  }
-
-  /** Answers other members' requests for leases this worker holds, while it holds two or more above them. */
-  #answerRequests(now: number): void {
-    if (this.#state !== 'running') return;
-    let mine = [...this.#held.values()].filter((held) => !held.leaving && !held.handoff).length;
-    const giving = new Map<string, number>();
-    for (const held of this.#held.values()) if (held.handoff) giving.set(held.handoff.to, (giving.get(held.handoff.to) ?? 0) + 1);
-    for (const member of this.#view.values()) {
-      if (member.status !== 'alive' || member.workerId === this.workerId) continue;
-      for (const request of member.requests) {
-        if (request.from !== this.workerId) continue;
-        const held = this.#held.get(request.leaseKey);
-        if (!held || held.leaving || held.handoff || !this.isHeld(request.leaseKey)) continue;
-        const theirs = member.held + (giving.get(member.workerId) ?? 0);
-        // Never below the smallest fair share of the last listing: several thieves answered at once
-        // would otherwise leave this worker the one short of leases.
-        if (mine < theirs + 2 || mine - 1 < this.#fairFloor) continue;
-        held.handoff = { to: member.workerId, incarnation: member.incarnation, seenAt: now };
-        giving.set(member.workerId, (giving.get(member.workerId) ?? 0) + 1);
-        mine--;
-        this.emit('handoff-requested', { leaseKey: request.leaseKey, to: member.workerId });
-        void this.#handOff(request.leaseKey, held);
-      }
-    }
-  }
-
-  /**
-   * Looks up the leases this worker asked for: one handed to it is held from now, without a write. A
-   * request the owner will not answer is withdrawn from the member record, but its lease is still watched
-   * until an answer already under way could have landed: an owner may have begun the handover before it
-   * saw the request withdrawn.
-   */
-  async #followRequests(now: number): Promise<void> {
-    if (this.#requests.size === 0 && this.#watching.size === 0) return;
-    const membership = this.#members.current;
-    if (!membership?.record) return;
-    // How long an answer can take: seen at the owner's next tick, drained, handed over (a lease duration
-    // later if the drain timed out).
-    const answerableMs = this.#handoffTimeoutMs + this.leaseDurationMs + this.renewIntervalMs + 2 * this.takeIntervalMs;
-    let changed = false;
-    const entries = [...this.#requests].map(([leaseKey, request]) => ({ leaseKey, request, open: true }))
-      .concat([...this.#watching].map(([leaseKey, request]) => ({ leaseKey, request, open: false })));
-    for (const { leaseKey, request, open } of entries) {
-      let lease: LeaseRecord | null;
-      try {
-        lease = await this.#storage.getLease(this.group, leaseKey);
-      } catch (error) {
-        this.#report(error, 'get');
-        continue;
-      }
-      if (this.#state !== 'running' || this.#members.current !== membership) return;
-      const expired = now - request.at > answerableMs;
-      if (lease && lease.owner === this.workerId && lease.incarnation === membership.incarnation && lease.format <= RECORD_FORMAT) {
-        this.#requests.delete(leaseKey);
-        this.#watching.delete(leaseKey);
-        changed = true;
-        if (this.#held.has(leaseKey)) continue;
-        // Not an answer: a tenure this worker held and let go (it took the lease itself meanwhile, and
-        // finished or lost it; a read that left before that may arrive after), or a finished lease. The
-        // listings decide, as for a handover the change feed announced.
-        if (lease.checkpoint === Checkpoint.SHARD_END || this.#letGo.get(leaseKey) === lease.epoch) {
-          this.#listingDue = true;
-          continue;
-        }
-        // Handed more than this worker may hold (an offer and an answer crossed): the rest goes back.
-        if (this.#countHeld() >= this.#maxLeases) await this.#giveBack([lease]);
-        else this.#hold(lease, 'handoff', this.#clock.now());
-      } else if (!lease || lease.owner !== request.from || expired) {
-        this.#requests.delete(leaseKey);
-        this.#watching.delete(leaseKey);
-        changed ||= open;
-        // Whatever became of it, the next listing shows it (and takes back one that names this worker).
-        this.#listingDue = true;
-      } else if (open && !this.#stillWorthAsking(request.from)) {
-        this.#requests.delete(leaseKey);
-        this.#watching.set(leaseKey, request);
-        changed = true;
-      }
-    }
-    if (changed) this.#wakeRenew?.();
-  }
-
-  /**
-   * Reads the leases the change feed announced handed over unasked: one handed to this worker, in a tenure
-   * it never held, is held from now without a write, as a listing would find and hold it. Anything else
-   * (another member's, or one of a tenure this worker held and lost, which it takes back in a new tenure)
-   * is left to the listings. Every worker hears every handover of the group, and the take tick waits for
-   * these reads before it lists and takes (the next tick, which declares the dead, after it): they go
-   * `ANNOUNCED_READS_IN_FLIGHT` at once, and when more were announced the tick lists instead, so that a
-   * rebalance announcing hundreds of handovers between two ticks makes the tick late by one round trip, not
-   * by one per handover.
-   */
-  async #followAnnounced(): Promise<void> {
-    if (this.#announced.size === 0) return;
-    const membership = this.#members.current;
-    const keys = [...this.#announced].filter((leaseKey) => !this.#held.has(leaseKey));
-    this.#announced.clear();
-    if (!membership?.record) return;
-    // More announced than one round of reads (a rebalance, or a member stopping with many leases): none
-    // is read. Leases go unasked only to members below their share, so those list (one round trip finds
-    // every lease handed to them); a stopping member's leases go to anyone, and its leave moves the roster
-    // digest, which brings everyone's listing. At 100 workers, every worker reading every handover of a
-    // rebalance queued heartbeats behind thousands of reads on a shared pool or pipeline, and every worker
-    // listing instead did the same with listings: both lost leases to self-fencing.
-    if (keys.length > ANNOUNCED_READS_IN_FLIGHT) {
-      if (this.#countHeld() < this.#lastTarget) this.#listingDue = true;
-      return;
-    }
-    const limit = concurrencyLimit(ANNOUNCED_READS_IN_FLIGHT);
-    const reads = keys.map((leaseKey) =>
-      this.#held.has(leaseKey)
-        ? null
-        : limit(() => this.#storage.getLease(this.group, leaseKey)).then(
-            (lease) => ({ lease }),
-            (error: unknown) => ({ error }),
-          ),
-    );
-    for (const [i, leaseKey] of keys.entries()) {
-      const read = await reads[i];
-      if (!read || this.#held.has(leaseKey)) continue;
-      if ('error' in read) {
-        this.#report(read.error, 'get');
-        this.#listingDue = true;
-        continue;
-      }
-      if (this.#state !== 'running' || this.#members.current !== membership) return;
-      const { lease } = read;
-      if (!lease || lease.format > RECORD_FORMAT || lease.owner !== this.workerId || lease.incarnation !== membership.incarnation || this.#held.has(leaseKey)) continue;
-      if (lease.checkpoint === Checkpoint.SHARD_END || this.#letGo.get(leaseKey) === lease.epoch || lease.epoch < (this.#handed.get(leaseKey)?.epoch ?? -Infinity)) {
-        this.#listingDue = true;
-        continue;
-      }
-      // Handed more than this worker may hold (an offer and an answer crossed): the rest goes back.
-      if (this.#countHeld() >= this.#maxLeases) await this.#giveBack([lease]);
-      else if (this.#hold(lease, 'handoff', this.#clock.now())) this.#wakeRenew?.();
-    }
-  }
-
-  /**
-   * Whether the member asked is, by its own latest count, still two or more above this worker: otherwise
-   * it will not answer (it judges by the same counts), and waiting for it would hold back other requests.
-   */
-  #stillWorthAsking(from: string): boolean {
-    const member = this.#view.get(from);
-    if (!member || member.status !== 'alive') return false;
-    const mine = this.#countHeld();
-    return member.held >= mine + 2 && member.held - 1 >= this.#fairFloor;
-  }
-
-  /**
-   * Balances on a fresh listing: takes this worker's fair share of the leases without a live owner (the
-   * same split on every worker, from the sorted members and keys), holds the leases handed to it, hands
-   * its own excess to members below their share, and asks the most loaded members for leases when none
-   * is left to take and none is on its way.
-   */
-  async #balance(listing: LeaseListing, now: number, membership: Incarnation): Promise<void> {
-    const corrupt = this.#noticeCorrupt(listing.corrupt);
-    // Without a hold (no heartbeat has applied lately) a take could not be counted as held: it would only
-    // move the lease's epoch and strand it, naming an incarnation others still see alive.
-    const holding = this.#skipSelfFencing || this.#clock.now() < this.#members.heldUntil;
-    const leases = listing.leases;
-    const all = new Map(leases.map((lease) => [lease.leaseKey, lease]));
-    this.#noticeLosses(all, corrupt, membership);
-    const alive = this.#view.alive();
-    const isMine = (lease: LeaseRecord): boolean => lease.owner === this.workerId && lease.incarnation === membership.incarnation;
-    for (const [leaseKey, epoch] of this.#letGo) {
-      const lease = all.get(leaseKey);
-      if (!lease || !isMine(lease) || lease.epoch !== epoch) this.#letGo.delete(leaseKey);
-    }
-    const ownerOf = (lease: LeaseRecord): string | null => {
-      if (lease.owner === null) return null;
-      if (lease.owner === this.workerId) return isMine(lease) && this.#held.has(lease.leaseKey) ? this.workerId : null;
-      // A member whose record cannot be read may be alive: its leases wait for an operator.
-      if (this.#view.isCorrupt(lease.owner)) return lease.owner;
-      return alive.get(lease.owner) === lease.incarnation ? lease.owner : null;
-    };
-    // A finished lease still naming this incarnation that it no longer holds (a release whose outcome was
-    // lost) is given back, so that the leader may clean it up: nobody else may judge it free. So is one
-    // this worker may not take (not eligible here: a stream of a multi-stream group it no longer reads),
-    // which it would never take back: named by a live incarnation, nobody could take or delete it.
-    const leftovers = leases.filter(
-      (lease) => isMine(lease) && !this.#held.has(lease.leaseKey) && (lease.checkpoint === Checkpoint.SHARD_END || !this.#isEligible(lease, all, corrupt)),
-    );
-    if (leftovers.length > 0) await this.#giveBack(leftovers);
-    const workable = leases.filter((lease) => lease.checkpoint !== Checkpoint.SHARD_END && this.#isEligible(lease, all, corrupt));
-    // Leases are dealt to the live members that are not leaving, this one included while it runs.
-    const members = [...alive.keys()].filter((workerId) => workerId === this.workerId || this.#view.get(workerId)?.metadata[LEAVING_FIELD] === undefined).sort();
-    const counts = new Map<string, number>(members.map((workerId) => [workerId, 0]));
-    const unowned: LeaseRecord[] = [];
-    for (const lease of workable) {
-      const owner = ownerOf(lease);
-      if (owner === null) unowned.push(lease);
-      else if (counts.has(owner)) counts.set(owner, (counts.get(owner) ?? 0) + 1);
-    }
-    // A group's cold start (nobody holds anything) waits until the members stop joining for a take tick,
-    // at most three ticks after this worker joined: workers started over a few seconds then each take their
-    // share once, instead of the first taking everything and handing most of it on.
-    this.#coldWait = unowned.length > 0 && [...counts.values()].every((count) => count === 0) && !unowned.some(isMine);
-    if (this.#coldWait && this.#settling(now, membership)) {
-      this.#listingDue = true;
-      return;
-    }
-    this.#coldWait = false;
-    const unownedKeys = new Set(unowned.map((lease) => lease.leaseKey));
-    for (const leaseKey of this.#unownedSince.keys()) if (!unownedKeys.has(leaseKey)) this.#unownedSince.delete(leaseKey);
-    for (const lease of unowned) if (!this.#unownedSince.has(lease.leaseKey)) this.#unownedSince.set(lease.leaseKey, now);
-    const mine = counts.get(this.workerId) ?? 0;
-    const n = Math.max(1, members.length);
-    // Each member's share, by rank, with the caps members publish: the same on every worker.
-    const capOfMember = (workerId: string): number => (workerId === this.workerId ? this.#maxLeases : capOf(this.#view.get(workerId)));
-    const targets = shares(members, workable.length, capOfMember);
-    // An owner never hands over below the smallest share of a member its cap does not hold back.
-    const even = members.filter((workerId) => (targets.get(workerId) ?? 0) < capOfMember(workerId)).map((workerId) => targets.get(workerId) ?? 0);
-    this.#fairFloor = Math.min(this.#maxLeases, even.length > 0 ? Math.min(...even) : Math.floor(workable.length / n));
-    const target = (rank: number): number => targets.get(members[rank] as string) ?? 0;
-    this.#lastWorkable = workable.length;
-    this.#lastTarget = targets.get(this.workerId) ?? 0;
-    this.#unheldSince = null;
-
-    // Leases storage names this incarnation for, not held: every other worker sees them as this worker's,
-    // so only this worker may take them. Handed to it (a tenure it never held), it holds them as they are;
-    // lost by it (self-fencing, a handover that did not land), it takes them back in a new tenure.
-    // (Not the ones it just handed over, which a listing read before the handover still shows as its own.)
-    const before = (lease: LeaseRecord): boolean => lease.epoch < (this.#handed.get(lease.leaseKey)?.epoch ?? -Infinity);
-    const named = unowned.filter((lease) => isMine(lease) && !before(lease));
-    const handed = named.filter((lease) => this.#letGo.get(lease.leaseKey) !== lease.epoch);
-    const takeBack = named.filter((lease) => this.#letGo.get(lease.leaseKey) === lease.epoch);
-
-    // The same split on every worker that read the same records: sorted keys, dealt to the sorted
-    // members by how far each is below its target, the rest round-robin.
-    const sorted = unowned.filter((lease) => !isMine(lease)).sort((a, b) => (a.leaseKey < b.leaseKey ? -1 : a.leaseKey > b.leaseKey ? 1 : 0));
-    const dealtTo = new Map<string, number>();
-    const portion: LeaseRecord[] = [];
-    let next = 0;
-    const deal = (workerId: string): void => {
-      dealtTo.set(workerId, (dealtTo.get(workerId) ?? 0) + 1);
-      if (workerId === this.workerId) portion.push(sorted[next] as LeaseRecord);
-      next++;
-    };
-    members.forEach((workerId, rank) => {
-      const deficit = Math.max(0, target(rank) - (counts.get(workerId) ?? 0));
-      for (let i = 0; i < deficit && next < sorted.length; i++) deal(workerId);
-    });
-    // What is left (members above their share hold the rest) goes round robin to those with room.
-    const roomy = members.filter((workerId) => (counts.get(workerId) ?? 0) + (dealtTo.get(workerId) ?? 0) < capOfMember(workerId));
-    for (let i = 0; next < sorted.length && roomy.length > 0; i++) deal(roomy[i % roomy.length] as string);
-    // A lease left without a live owner for a take tick and a half is anyone's: a member that did not take its
-    // portion (stopping, stuck, or not yet aware of the lease) never keeps it waiting.
-    const dealt = new Set(portion);
-    const stale = sorted.filter((lease) => now - (this.#unownedSince.get(lease.leaseKey) ?? now) >= this.takeIntervalMs * 1.5 && !dealt.has(lease));
-    const extra = shuffled(stale, this.#random).slice(0, Math.ceil(stale.length / n));
-    const room = Math.max(0, this.#maxLeases - mine);
-    const keep = holding ? handed.slice(0, room) : [];
-    let kept = 0;
-    for (const lease of keep) if (this.#hold(lease, 'handoff', this.#clock.now())) kept++;
-    // Handed more than this worker may hold: the rest goes back to the group.
-    if (holding && handed.length > keep.length) await this.#giveBack(handed.slice(keep.length));
-    if (this.#state !== 'running') return;
-    const takeable = holding ? [...takeBack, ...portion, ...extra].slice(0, Math.max(0, room - keep.length)) : [];
-    const taken = (await this.#take(takeable, membership)) + kept;
-    if (this.#state !== 'running') return;
-    await this.#freeForTheGroup(sorted);
-    if (this.#state !== 'running') return;
-    // Members balance on each other's counts: publish the new one now, not a heartbeat later.
-    if (taken > 0) this.#wakeRenew?.();
-    // Leases still without a live owner are looked at again next tick, until somebody holds them.
-    if (unowned.length > taken && mine + taken < this.#maxLeases) this.#listingDue = true;
-    if (taken < takeable.length + keep.length) {
-      // Workers with different views picked the same leases: look again shortly, not at the next tick.
-      this.#listingDue = true;
-      this.#clock.sleep(this.#random.next() * 200, this.#lifetime.signal).then(() => this.#wakeTake?.(), () => undefined);
-    }
-
-    // What every member will hold once the leases just dealt are taken: the same on every worker that
-    // read the same records, so that members above their share and members below it agree on the moves.
-    const load = new Map(members.map((workerId) => [workerId, (counts.get(workerId) ?? 0) + (dealtTo.get(workerId) ?? 0)]));
-    load.set(this.workerId, (load.get(this.workerId) ?? 0) + named.length);
-    // A handover of this worker's that landed after the listing was read is its recipient's already.
-    for (const [leaseKey, handed] of this.#handed) {
-      const listed = all.get(leaseKey);
-      if (!listed || !isMine(listed) || !before(listed) || this.#held.has(leaseKey) || !load.has(handed.to)) continue;
-      load.set(handed.to, (load.get(handed.to) ?? 0) + 1);
-    }
-    const moves = planMoves(members, load, capOfMember);
-    if (holding) this.#offer(moves.filter((move) => move.from === this.workerId).map((move) => move.to), now);
-    // A member due to hand this worker leases is the one asked for them: an owner answers a request and
-    // its own offer with the same lease count, so that a lease never moves twice for one place.
-    const givers = new Map<string, number>();
-    for (const move of moves) if (move.to === this.workerId) givers.set(move.from, (givers.get(move.from) ?? 0) + 1);
-    const rank = members.indexOf(this.workerId);
-    const wanted = (rank < 0 ? 0 : target(rank)) - mine - taken;
-    const asked = this.#requests.size;
-    if (holding && wanted - asked > 0 && this.#maxSteals > 0 && unowned.length <= taken) {
-      this.#requestHandoffs(workable, counts, ownerOf, mine + taken + asked, wanted - asked, now, givers);
-    }
-  }
-
-  /**
-   * Frees the leases of the members this worker declared dead that it did not take itself, with the change
-   * feed's `released`, in one batch (DESIGN section 4, "Watchers and the roster digest"). In a group of
-   * watchers only the dead member's few watchers were woken at its expiry; the others would learn of the
-   * death from the digest at their next take tick, up to a tick later. The feed wakes them at once, and
-   * each takes its portion of the freed leases as it deals them. Only with a change feed (nobody would
-   * hear the frees without one) and while this worker reads as a watcher (every member of a group that
-   * reads the whole roster judges expiry itself, at the same moment). The write is conditional on the
-   * listed version, as a take is: a lease taken or written since is left as it is.
-   */
-  async #freeForTheGroup(unowned: readonly LeaseRecord[]): Promise<void> {
-    const declared = this.#members.takeDeclared();
-    if (declared === null) return;
-    if (this.#subscription === null || !this.#members.readsWatched()) return;
-    const namesTheDead = (lease: LeaseRecord | null): lease is LeaseRecord => lease !== null && lease.owner !== null && declared.get(lease.owner) === lease.incarnation;
-    let orphans = unowned.filter((lease) => namesTheDead(lease) && !this.#held.has(lease.leaseKey));
-    if (orphans.length === 0) return;
-    // Those woken read the whole roster first: the digest's advance for the death goes out before the frees.
-    await this.#members.advancing;
-    for (let attempt = 1; orphans.length > 0 && attempt <= 2 && this.#state === 'running'; attempt++) {
-      const results = await this.#update(
-        orphans.map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...stateOf(lease), owner: null, incarnation: null }, notify: 'released' as const })),
-        'free-dead',
-      );
-      // A lease written since the listing without being taken (an operator's rewind request in its
-      // metadata) still names the dead: freed on the record the conflict carries. One taken is left be.
-      orphans = results.flatMap((outcome) =>
-        outcome.status === 'conflict' && outcome.current !== null && (this.#freeRetryIgnoresOwner || namesTheDead(outcome.current)) ? [outcome.current] : [],
-      );
-    }
-  }
-
-  /**
-   * Writes free the leases that name this incarnation but that it will not hold, so that others may take
-   * them. One that was not written free is looked at again at the next listing, at its next tick: nothing
-   * else would list again for it.
-   */
-  async #giveBack(leases: readonly LeaseRecord[]): Promise<void> {
-    const results = await this.#update(
-      leases.map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...stateOf(lease), owner: null, incarnation: null }, notify: 'released' as const })),
-      'release',
-    );
-    if (results.some((result) => result.status !== 'applied')) this.#listingDue = true;
-  }
-
-  /**
-   * Hands leases to members below their share without being asked, one per entry of `recipients`: the
-   * moves this worker's part of the plan calls for, less the handovers already under way (answered
-   * requests and earlier offers), to those members first. Each is drained and written to its recipient as
-   * an answered request is. The recipients did not ask: they see the members' counts fall short of the
-   * leases (see `#leasesUnheld`), list, and hold them; nobody else lists for it.
-   */
-  #offer(recipients: readonly string[], now: number): void {
-    if (this.#state !== 'running' || recipients.length === 0) return;
-    const underWay = new Map<string, number>();
-    let others = 0;
-    for (const held of this.#held.values()) if (held.handoff) underWay.set(held.handoff.to, (underWay.get(held.handoff.to) ?? 0) + 1);
-    const due: string[] = [];
-    for (const to of recipients) {
-      const pending = underWay.get(to) ?? 0;
-      if (pending > 0) underWay.set(to, pending - 1);
-      else due.push(to);
-    }
-    for (const pending of underWay.values()) others += pending;
-    const free = shuffled(
-      [...this.#held.entries()].filter(([leaseKey, held]) => !held.leaving && !held.handoff && this.isHeld(leaseKey)),
-      this.#random,
-    );
-    for (const to of due.slice(others)) {
-      const member = this.#view.get(to);
-      const entry = free.pop();
-      if (!entry || member?.status !== 'alive') break;
-      const [leaseKey, held] = entry;
-      held.handoff = { to, incarnation: member.incarnation, seenAt: now };
-      this.emit('handoff-offered', { leaseKey, to });
-      void this.#handOff(leaseKey, held);
-    }
-  }
-
-  /**
-   * Removes members dead for ten lease durations (as this worker saw them) that no lease names any more,
-   * so that workers that come and go (new ids each deploy) do not fill the roster. A removed worker id
-   * that joins again gets a version above any it had, so nobody confuses it with the one removed.
-   */
-  async #removeLongDead(listing: LeaseListing, now: number): Promise<void> {
-    const named = new Set(listing.leases.map((lease) => lease.owner));
-    for (const member of this.#view.values()) {
-      if (member.status !== 'dead') {
-        this.#deadSince.delete(member.workerId);
-        continue;
-      }
-      const since = this.#deadSince.get(member.workerId);
-      if (since === undefined || since.version !== member.version) {
-        this.#deadSince.set(member.workerId, { version: member.version, at: now });
-        continue;
-      }
-      if (now - since.at < this.leaseDurationMs * 10 || named.has(member.workerId) || member.workerId === this.workerId) continue;
-      try {
-        const outcome = await this.#storage.removeMember(this.group, member.workerId, member.version);
-        this.emit('storage', { operation: 'remove-member', applied: outcome.status === 'applied' ? 1 : 0, conflict: outcome.status === 'conflict' ? 1 : 0, unknown: outcome.status === 'unknown' ? 1 : 0 });
-        if (outcome.status !== 'conflict') this.#members.announce();
-      } catch (error) {
-        this.#report(error, 'remove-member');
-      }
-      this.#deadSince.delete(member.workerId);
-    }
-    for (const workerId of this.#deadSince.keys()) if (!this.#view.has(workerId)) this.#deadSince.delete(workerId);
-  }
-
-  /** Reports each newly corrupt lease once; returns the keys of every corrupt lease now. */
-  #noticeCorrupt(errors: readonly Error[]): Set<string> {
-    const keys = new Set<string>();
-    for (const error of errors) {
-      const leaseKey = (error as { leaseKey?: unknown }).leaseKey;
-      if (typeof leaseKey !== 'string') continue;
-      keys.add(leaseKey);
-      if (!this.#corrupt.has(leaseKey)) {
-        this.emit('corrupt-lease', { leaseKey, error });
-        this.#report(error, 'list');
-      }
-    }
-    for (const leaseKey of this.#corrupt) if (!keys.has(leaseKey)) this.#corrupt.delete(leaseKey);
-    for (const leaseKey of keys) this.#corrupt.add(leaseKey);
-    return keys;
-  }
-
-  /** A held lease that storage shows with another owner, incarnation or epoch, or not at all, is lost. */
-  #noticeLosses(all: ReadonlyMap<string, LeaseRecord>, corrupt: ReadonlySet<string>, membership: Incarnation): void {
-    for (const [leaseKey, held] of this.#held) {
-      if (held.leaving || corrupt.has(leaseKey)) continue;
-      const stored = all.get(leaseKey);
-      if (stored === undefined) this.#lose(leaseKey, held, 'deleted');
-      else if (stored.version > held.record.version) {
-        if (this.#stillMine(held, stored) && stored.incarnation === membership.incarnation) held.record = stored;
-        else this.#lose(leaseKey, held, 'taken');
-      }
-    }
-  }
-
-  /** Takes leases without a live owner (free, or their owner's membership dead) in one batched write. */
-  async #take(leases: readonly LeaseRecord[], membership: Incarnation): Promise<number> {
-    if (leases.length === 0) return 0;
-    const sentAt = this.#clock.now();
-    const results = await this.#update(
-      leases.map((lease) => ({
-        leaseKey: lease.leaseKey,
-        expectedVersion: lease.version,
-        next: { ...stateOf(lease), owner: this.workerId, incarnation: membership.incarnation, epoch: lease.epoch + 1 },
-      })),
-      'take',
-    );
-    let taken = 0;
-    leases.forEach((lease, i) => {
-      const outcome = results[i] as WriteResult<LeaseRecord>;
-      // A conflict or an unknown outcome grants nothing: the next listing tells the truth.
-      if (outcome.status !== 'applied') {
-        this.#listingDue = true;
-        return;
-      }
-      if (this.#hold(outcome.record, lease.owner === null ? 'free' : 'expired', sentAt)) taken++;
-    });
-    return taken;
-  }
-
-  /**
-   * Counts a lease naming this worker's incarnation as held, if the membership it was written under still
-   * holds (its last heartbeat's hold has not run out); otherwise it is taken again at a later listing.
-   */
-  #hold(record: LeaseRecord, how: 'free' | 'expired' | 'handoff', sentAt: number): boolean {
-    const membership = this.#members.current;
-    if (this.#state === 'stopped' || !membership || record.incarnation !== membership.incarnation) return false;
-    if (!this.#skipSelfFencing && (this.#clock.now() >= this.#members.heldUntil || sentAt >= this.#members.heldUntil)) {
-      this.#listingDue = true;
-      return false;
-    }
-    const held: Held = { record, controller: new AbortController(), handoff: null, leaving: false, chain: Promise.resolve(), busy: 0 };
-    this.#guardSignal(record.leaseKey, held);
-    this.#held.set(record.leaseKey, held);
-    this.emit('acquired', { leaseKey: record.leaseKey, fencingToken: record.epoch, how, checkpoint: record.checkpoint });
-    this.#armWatchdog();
-    return true;
-  }
-
-  /**
-   * Balances by cooperative handoff: asks the members due to hand this worker leases (`givers`, by the
-   * plan every worker computes), then the most loaded members (above this one by two or more, so that
-   * nobody ends below the thief), to hand over one lease each, up to `maxStealsPerTick`. The requests
-   * travel in this worker's member record, written at once.
-   */
-  #requestHandoffs(
-    workable: readonly LeaseRecord[],
-    counts: Map<string, number>,
-    ownerOf: (lease: LeaseRecord) => string | null,
-    mine: number,
-    wanted: number,
-    now: number,
-    givers: Map<string, number>,
-  ): void {
-    let have = mine;
-    let asked = 0;
-    const room = limits.maxRequests - this.#requests.size;
-    for (let steals = 0; steals < Math.min(wanted, this.#maxSteals, room); steals++) {
-      let victim: string | null = null;
-      for (const [workerId, count] of counts) {
-        if (workerId === this.workerId || count < have + 2 || count - 1 < this.#fairFloor) continue;
-        // A member that by its own latest count is not two above would not answer (it judges by that count).
-        if ((this.#view.get(workerId)?.held ?? 0) < have + 2) continue;
-        // The members due to hand leases to this worker are asked first, the most loaded of them.
-        const due = (givers.get(workerId) ?? 0) > 0;
-        const victimDue = victim !== null && (givers.get(victim) ?? 0) > 0;
-        if (victim === null || (due && !victimDue) || (due === victimDue && count > (counts.get(victim) ?? 0))) victim = workerId;
-      }
-      if (victim !== null && (givers.get(victim) ?? 0) > 0) givers.set(victim, (givers.get(victim) ?? 0) - 1);
-      if (victim === null) break;
-      const chosen = shuffled(
-        workable.filter((lease) => ownerOf(lease) === victim && !this.#requests.has(lease.leaseKey) && !this.#watching.has(lease.leaseKey)),
-        this.#random,
-      )[0];
-      if (!chosen) break;
-      this.#requests.set(chosen.leaseKey, { from: victim, at: now });
-      counts.set(victim, (counts.get(victim) ?? 0) - 1);
-      have++;
-      asked++;
-      this.emit('steal-requested', { leaseKey: chosen.leaseKey, from: victim });
-    }
-    if (asked > 0) this.#wakeRenew?.();
-  }
-
-  // ---------------------------------------------------------------- writes and bookkeeping
-
-  /**
-   * One conditional write on a held lease, retried (at most twice) when only an
-   * unknown outcome of our own moved its version. `next` sees the stored record each time and may refuse
-   * (throw) or find nothing to write (`null`). Returns whether a write applied.
-   */
-  async #writeHeld(leaseKey: string, held: Held, next: (record: LeaseRecord) => LeaseState | null, operation: string): Promise<boolean> {
-    for (let attempt = 0; attempt < 3; attempt++) {
-      const expected = held.record.version;
-      const state = next(held.record);
-      if (state === null) return false;
-      const [outcome] = await this.#update([{ leaseKey, expectedVersion: expected, next: state }], operation);
-      if (this.#held.get(leaseKey) !== held) throw this.#lostError(leaseKey);
-      if (outcome?.status === 'applied') {
-        held.record = outcome.record;
-        return true;
-      }
-      let current: LeaseRecord | null;
-      if (outcome?.status === 'conflict') {
-        current = outcome.current;
-      } else {
-        // Unknown: read back what is stored before deciding anything.
-        try {
-          current = await this.#storage.getLease(this.group, leaseKey);
-        } catch (error) {
-          throw new StorageOutcomeUnknownError(
-            `[${PKG}] ${operation} of lease ${describeValue(leaseKey)} may or may not have applied, and it could not be read back`,
-            { cause: error },
-          );
-        }
-        if (current && current.version === expected + 1 && this.#stillMine(held, current) && sameState(current, state)) {
-          held.record = current;
-          return true;
-        }
-      }
-      if (!this.#stillMine(held, current)) {
-        this.#lose(leaseKey, held, current === null ? 'deleted' : 'taken');
-        throw this.#lostError(leaseKey);
-      }
-      held.record = current;
-      if (!this.isHeld(leaseKey)) throw this.#lostError(leaseKey);
-    }
-    throw new StorageOutcomeUnknownError(`[${PKG}] ${operation} of lease ${describeValue(leaseKey)} did not apply after 3 attempts`);
-  }
-
-  async #update(updates: LeaseUpdate[], operation: string): Promise<WriteResult<LeaseRecord>[]> {
-    const newer = updates.find((update) => update.next.format > RECORD_FORMAT);
-    if (newer) {
-      // Written by a newer core whose rules this one does not know: never overwrite it; stop instead.
-      const error = this.#formatError(`lease ${describeValue(newer.leaseKey)}`, newer.next.format);
-      this.#fail(error);
-      return updates.map(() => ({ status: 'unknown', error }));
-    }
-    try {
-      const results = await this.#storage.updateLeases(this.group, updates);
-      const tally = { operation, applied: 0, conflict: 0, unknown: 0 };
-      for (const outcome of results) {
-        tally[outcome.status]++;
-        if (outcome.status === 'unknown') this.#report(outcome.error, operation);
-      }
-      this.emit('storage', tally);
-      return results;
-    } catch (error) {
-      this.emit('storage', { operation, applied: 0, conflict: 0, unknown: updates.length });
-      this.#report(error, operation);
-      const unknown = error instanceof LeaseholdError ? error : new StorageUnavailableError(`[${PKG}] ${operation} failed`, { cause: error });
-      return updates.map(() => ({ status: 'unknown', error: unknown }));
-    }
-  }
-
-  /** Runs `fn` after every write already queued on the lease, and before any queued later. */
-  #onLease<T>(held: Held, fn: () => Promise<T>): Promise<T> {
-    return this.#onLeases([held], fn);
-  }
-
-  /** Runs `fn` (one batched write) once every lease in `leases` is free of earlier writes. */
-  #onLeases<T>(leases: readonly Held[], fn: () => Promise<T>): Promise<T> {
-    const before = Promise.all(leases.map((held) => held.chain));
-    for (const held of leases) held.busy++;
-    const run = before.then(fn);
-    const done = run.then(
-      () => undefined,
-      () => undefined,
-    );
-    for (const held of leases) {
-      held.chain = done.then(() => {
-        held.busy--;
-      });
-    }
-    return run;
-  }
-
-  /** The held lease of `lease`'s tenure, or a `LeaseLostError`: held by key alone is not enough. */
-  #requireHeld(lease: LeaseTenure): Held {
-    const { leaseKey } = lease;
-    const held = this.#held.get(leaseKey);
-    if (!held || !this.isHeld(leaseKey)) {
-      if (held && !held.leaving) this.#fenceExpired();
-      throw this.#lostError(leaseKey);
-    }
-    if (!this.#checkpointPerKey && held.record.epoch !== lease.fencingToken) {
-      throw new LeaseLostError(
-        `[${PKG}] lease ${describeValue(leaseKey)} is held in tenure ${held.record.epoch}, not in tenure ${describeValue(lease.fencingToken)} the write belongs to`,
-        leaseKey,
-      );
-    }
-    return held;
-  }
-
-  #lostError(leaseKey: string): LeaseLostError {
-    return new LeaseLostError(`[${PKG}] worker ${describeValue(this.workerId)} does not hold lease ${describeValue(leaseKey)}`, leaseKey);
-  }
-
-  /** Stops user work on a lease this worker is about to give away. */
-  #stopWork(leaseKey: string, held: Held): void {
-    held.leaving = true;
-    held.controller.abort(new AbortedError(`[${PKG}] lease ${describeValue(leaseKey)} is being given away`));
-  }
-
-  #forget(leaseKey: string, held: Held): void {
-    if (this.#held.get(leaseKey) !== held) return;
-    this.#held.delete(leaseKey);
-    this.#letGo.set(leaseKey, held.record.epoch);
   }
 
   /**
@@ -1876,39 +536,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    * drops every lease and request, and joins again as a new incarnation.
    */
   #loseEverything(): void {
-    this.#requests.clear();
-    this.#watching.clear();
-    for (const [leaseKey, held] of this.#held) this.#lose(leaseKey, held, 'expelled');
-    // Leases naming the old incarnation are not this worker's any more, whatever their tenure.
-    this.#letGo.clear();
-  }
-
-  #lose(leaseKey: string, held: Held, reason: LossReason): void {
-    if (this.#held.get(leaseKey) !== held) return;
-    this.#held.delete(leaseKey);
-    this.#letGo.set(leaseKey, held.record.epoch);
-    held.leaving = true;
-    held.controller.abort(this.#lostError(leaseKey));
-    // Whoever has it now (or nobody, if a write's outcome was lost), the next listing tells.
-    this.#listingDue = true;
-    this.emit('lost', { leaseKey, fencingToken: held.record.epoch, reason });
-  }
-
-  #stillMine(held: Held, current: LeaseRecord | null): current is LeaseRecord {
-    return current !== null && current.owner === this.workerId && current.epoch === held.record.epoch && current.incarnation === held.record.incarnation;
-  }
-
-  #handle(held: Held): HeldLease {
-    const record = held.record;
-    return {
-      leaseKey: record.leaseKey,
-      fencingToken: record.epoch,
-      signal: held.controller.signal,
-      checkpoint: record.checkpoint,
-      parentKeys: record.parentKeys,
-      metadata: record.metadata,
-      draining: held.handoff !== null || this.#state === 'stopping',
-    };
+    this.#handovers.dropRequests();
+    this.#hold.loseEverything();
   }
 
   #report(error: unknown, operation: string): void {
@@ -1929,19 +558,4 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     this.emit('fatal', { error });
     void this.stop();
   }
-}
-
-function sameState(record: LeaseRecord, state: LeaseState): boolean {
-  return (
-    record.owner === state.owner &&
-    record.epoch === state.epoch &&
-    record.checkpoint === state.checkpoint &&
-    record.incarnation === state.incarnation &&
-    sameFields(record.metadata, state.metadata)
-  );
-}
-
-function sameFields(a: Readonly<Record<string, string>>, b: Readonly<Record<string, string>>): boolean {
-  const keys = Object.keys(a);
-  return keys.length === Object.keys(b).length && keys.every((key) => a[key] === b[key]);
 }

@@ -1,0 +1,621 @@
+/**
+ * Taking and dealing (DESIGN section 4, "Taking, on a listing", and the declarer's frees of "Watchers and
+ * the roster digest"): the take tick that reads the roster and decides when to list, the deal of the leases
+ * without a live owner (the same split on every worker that read the same records), the takes themselves,
+ * the leases given back or freed for the group, the handovers this worker offers to members below their
+ * share, and the clean-up of members long dead. The pure policy (fair shares, the moves between members) is
+ * in balance.ts; the handovers themselves and the steal requests are carried out by handovers.ts; the hold
+ * decides whether a lease taken counts.
+ */
+import { shuffled, type Clock, type Random } from '../clock.js';
+import { describeValue, type LeaseholdError, RecordFormatError } from '../errors.js';
+import { hasRewindRequest } from '../rewind.js';
+import { Checkpoint, leaseStateOf, RECORD_FORMAT, type CheckpointStorage, type LeaseListing, type LeaseRecord, type WriteResult } from '../storage.js';
+import { capOf, planMoves, shares } from './balance.js';
+import type { LeaseCoordinatorEvents } from './events.js';
+import type { FencedWrites } from './fenced-writes.js';
+import type { Handovers } from './handovers.js';
+import type { Held } from './held.js';
+import type { Hold } from './hold.js';
+import { LEAVING_FIELD, type Incarnation, type Membership } from './membership.js';
+import type { RosterView } from './roster-view.js';
+
+const stateOf = leaseStateOf;
+
+/**
+ * Decides whether a lease may be taken now; the default lets a child start only after its parents ended.
+ * `all` holds every readable lease of the group, `corrupt` the keys of those that cannot be read.
+ */
+export type EligibilityPredicate = (lease: LeaseRecord, all: ReadonlyMap<string, LeaseRecord>, corrupt: ReadonlySet<string>) => boolean;
+
+/**
+ * A lease whose parents have all reached `SHARD_END`, or whose leases are gone, is eligible (DESIGN
+ * section 4, taking, rule 1). A parent's lease is deleted only once the parent finished or left the stream, and a
+ * child's lease is created only while each parent has a lease or is retired (DESIGN section 5), so a
+ * missing parent is a finished one. A parent whose lease cannot be read is not known to be finished, nor
+ * is one that carries a rewind request: it is about to be read again, before its children.
+ */
+export const parentsFinished: EligibilityPredicate = (lease, all, corrupt) =>
+  lease.parentKeys.every((parentKey) => {
+    if (corrupt.has(parentKey)) return false;
+    const parent = all.get(parentKey);
+    return parent === undefined || (parent.checkpoint === Checkpoint.SHARD_END && !hasRewindRequest(parent));
+  });
+
+/** What taking needs back from the coordinator that owns it. */
+export interface TakingHost {
+  state(): 'new' | 'running' | 'stopping' | 'stopped';
+  /** Aborts when the coordinator stops: a retry after a contended take goes with it. */
+  readonly lifetime: AbortSignal;
+  /** Sends a heartbeat now: the members balance on each other's counts. */
+  wakeRenew(): void;
+  /** Runs a take tick now. */
+  wakeTake(): void;
+  /** Whether the coordinator listens to the store's change feed. */
+  subscribed(): boolean;
+  emit<K extends keyof LeaseCoordinatorEvents>(name: K, event: LeaseCoordinatorEvents[K]): void;
+  report(error: unknown, operation: string): void;
+  /** A record this worker must not write was met: stop. */
+  fail(error: LeaseholdError): void;
+  /** The error for a record of a newer format than this worker knows. */
+  formatError(what: string, format: number): RecordFormatError;
+}
+
+export interface TakingOptions {
+  readonly storage: CheckpointStorage;
+  readonly group: string;
+  readonly workerId: string;
+  readonly leaseDurationMs: number;
+  readonly takeIntervalMs: number;
+  readonly listIntervalMs: number;
+  readonly maxLeases: number;
+  readonly maxSteals: number;
+  readonly isEligible: EligibilityPredicate;
+  readonly clock: Clock;
+  readonly random: Random;
+  readonly members: Membership;
+  readonly view: RosterView;
+  readonly hold: Hold;
+  readonly writes: FencedWrites;
+  readonly handovers: Handovers;
+  /** Unsafe: leases are held whatever the hold says. */
+  readonly skipSelfFencing: boolean;
+  /** Unsafe: a dead member's lease whose free conflicted is freed again on the current record, whoever it names now. */
+  readonly freeRetryIgnoresOwner: boolean;
+  readonly host: TakingHost;
+}
+
+/** The take tick, and who takes which lease without a live owner. */
+export class Taking {
+  readonly #storage: CheckpointStorage;
+  readonly #group: string;
+  readonly #workerId: string;
+  readonly #leaseDurationMs: number;
+  readonly #takeIntervalMs: number;
+  readonly #listIntervalMs: number;
+  readonly #maxLeases: number;
+  readonly #maxSteals: number;
+  readonly #isEligible: EligibilityPredicate;
+  readonly #clock: Clock;
+  readonly #random: Random;
+  readonly #members: Membership;
+  readonly #view: RosterView;
+  readonly #hold: Hold;
+  readonly #held: ReadonlyMap<string, Held>;
+  readonly #letGo: Map<string, number>;
+  readonly #writes: FencedWrites;
+  readonly #handovers: Handovers;
+  readonly #skipSelfFencing: boolean;
+  readonly #freeRetryIgnoresOwner: boolean;
+  readonly #host: TakingHost;
+  /** Whether the next take tick lists the leases, whatever the roster says. */
+  listingDue = true;
+  /** When the leases were last listed; `null` before the first listing. */
+  #listedAt: number | null = null;
+  /** Keys first seen without a live owner, and when: a lease left unowned past a tick is anyone's to take. */
+  readonly #unownedSince = new Map<string, number>();
+  /** Keys reported as corrupt, so that each is reported once while it stays corrupt. */
+  readonly #corrupt = new Set<string>();
+  /** Whether the last listing found the group cold (nobody holds anything) and this worker waits to deal. */
+  #coldWait = false;
+  /** Dead members, and when this worker first saw them dead at that version. */
+  readonly #deadSince = new Map<string, { version: number; at: number }>();
+  /** The smallest fair share of the last listing: an owner never hands over below it. */
+  #fairFloor = 0;
+  /** The eligible leases and this worker's share at the last listing, and since when the counts fall short of them. */
+  #lastWorkable = 0;
+  #lastTarget = 0;
+  #unheldSince: number | null = null;
+
+  constructor(options: TakingOptions) {
+    this.#storage = options.storage;
+    this.#group = options.group;
+    this.#workerId = options.workerId;
+    this.#leaseDurationMs = options.leaseDurationMs;
+    this.#takeIntervalMs = options.takeIntervalMs;
+    this.#listIntervalMs = options.listIntervalMs;
+    this.#maxLeases = options.maxLeases;
+    this.#maxSteals = options.maxSteals;
+    this.#isEligible = options.isEligible;
+    this.#clock = options.clock;
+    this.#random = options.random;
+    this.#members = options.members;
+    this.#view = options.view;
+    this.#hold = options.hold;
+    this.#held = options.hold.leases;
+    this.#letGo = options.hold.letGo;
+    this.#writes = options.writes;
+    this.#handovers = options.handovers;
+    this.#skipSelfFencing = options.skipSelfFencing;
+    this.#freeRetryIgnoresOwner = options.freeRetryIgnoresOwner;
+    this.#host = options.host;
+  }
+
+  /** When the leases were last listed; `null` before the first listing. */
+  get listedAt(): number | null {
+    return this.#listedAt;
+  }
+
+  /** Whether a cold start waits for the members to stop joining before it deals. */
+  get coldWait(): boolean {
+    return this.#coldWait;
+  }
+
+  /** The smallest fair share of the last listing: an owner never hands over below it. */
+  get fairFloor(): number {
+    return this.#fairFloor;
+  }
+
+  /** This worker's share at the last listing. */
+  get lastTarget(): number {
+    return this.#lastTarget;
+  }
+
+  /** The sizes of taking's bookkeeping, for the coordinator's diagnostics. */
+  diagnostics(): { unownedSince: number; corrupt: number; deadSince: number } {
+    return { unownedSince: this.#unownedSince.size, corrupt: this.#corrupt.size, deadSince: this.#deadSince.size };
+  }
+
+  /**
+   * One take tick: reads the roster (declaring the expired dead), follows the handovers under way, and,
+   * when something changed or the safety interval passed, lists the leases and balances on them.
+   */
+  async tick(): Promise<void> {
+    if (this.#host.state() !== 'running') return;
+    try {
+      if (!(await this.#members.readMembers())) return;
+    } catch (error) {
+      if (error instanceof RecordFormatError) this.#host.fail(error);
+      else this.#host.report(error, 'roster');
+      return;
+    }
+    if (this.#host.state() !== 'running') return;
+    let now = this.#clock.now();
+    const membership = this.#members.current;
+    if (membership === null) {
+      // A new member takes nothing in the tick it joins: the workers started with it join meanwhile.
+      await this.#members.join(now);
+      return;
+    }
+    if (!this.#members.checkOwnMember(membership)) return;
+    for (const member of this.#view.values()) {
+      if (member.workerId !== this.#workerId && member.status === 'alive' && this.#view.expired(member, now)) {
+        if (await this.#members.declareDead(member)) this.listingDue = true;
+        if (this.#host.state() !== 'running') return;
+      }
+    }
+    for (const [leaseKey, handed] of this.#handovers.handed) {
+      const member = this.#view.get(handed.to);
+      if (member?.status === 'alive' && member.incarnation === handed.incarnation && now < handed.until) continue;
+      if (now < handed.until) this.listingDue = true;
+      this.#handovers.handed.delete(leaseKey);
+    }
+    this.#handovers.answerRequests(now);
+    await this.#handovers.followRequests(now);
+    if (this.#host.state() !== 'running') return;
+    await this.#handovers.followAnnounced();
+    if (this.#host.state() !== 'running') return;
+
+    if (this.#members.signatureMoved()) this.listingDue = true;
+    // A corrupt lease is looked at every tick until it reads back: its repair is announced by nobody.
+    if (this.#corrupt.size > 0) this.listingDue = true;
+    if (!this.listingDue && this.#listedAt !== null && now - this.#listedAt < this.#members.safetyListingMs(this.#listIntervalMs)) {
+      // Nothing changed: balance on the members' own counts, and list only when a steal needs keys.
+      if (this.#belowOthers() || this.#aboveOthers() || this.#leasesUnheld(now)) this.listingDue = now - this.#listedAt >= this.#takeIntervalMs * 0.9;
+      if (!this.listingDue) return;
+    }
+    // A cold start waiting for the members to stop joining reads only the roster meanwhile: listing the
+    // whole group every tick of the wait would cost every worker the group's size each tick.
+    if (this.#coldWait && this.#settling(now, membership)) {
+      this.listingDue = true;
+      return;
+    }
+    let listing: LeaseListing;
+    try {
+      this.listingDue = false;
+      listing = await this.#storage.listLeases(this.#group);
+      // Judge owners on a roster read after the listing: a lease listed with an owner was taken after
+      // its owner joined, so a member missing or dead in this roster is not alive now.
+      if (!this.#members.readRoster(await this.#storage.getRoster(this.#group))) return;
+    } catch (error) {
+      this.listingDue = true;
+      this.#host.report(error, 'list');
+      return;
+    }
+    if (this.#host.state() !== 'running' || this.#members.current !== membership || !this.#members.checkOwnMember(membership)) return;
+    now = this.#clock.now();
+    this.#listedAt = now;
+    // The signature stays the one read before the listing: a change the roster shows after it (a note of
+    // a lease handed over while the listing was on its way) may be missing from the listing, so the next
+    // tick lists again rather than taking the later roster as seen.
+    const newer = listing.leases.find((lease) => lease.format > RECORD_FORMAT);
+    if (newer) {
+      this.#host.fail(this.#host.formatError(`lease ${describeValue(newer.leaseKey)}`, newer.format));
+      return;
+    }
+    await this.#balance(listing, now, membership);
+    await this.#removeLongDead(listing, now);
+  }
+
+  /** In a cold start: whether other members joined or left within the last take tick, up to three ticks after this worker joined. */
+  #settling(now: number, membership: Incarnation): boolean {
+    return now - this.#view.othersChangedAt < this.#takeIntervalMs * 0.9 && now - membership.joinedAt < 3 * this.#takeIntervalMs;
+  }
+
+  /**
+   * Whether, by the members' own counts, this worker is two or more below the most loaded member: it then
+   * lists every tick, to ask for leases and to find the ones handed to it unasked.
+   */
+  #belowOthers(): boolean {
+    // Leases asked for count as on their way: a thief keeps asking, one per tick, without waiting for each.
+    const mine = this.#hold.countHeld() + this.#handovers.requests.size;
+    if (mine >= this.#maxLeases) return false;
+    let most = 0;
+    for (const member of this.#view.values()) if (member.status === 'alive' && member.workerId !== this.#workerId) most = Math.max(most, member.held);
+    return most >= mine + 2;
+  }
+
+  /**
+   * Whether the members' counts fall short of the leases the last listing found, so that some lease is
+   * held by nobody: handed to a member that has not seen it yet, released, or its owner gone. A member
+   * below its share lists at once (it is the one a lease was most likely handed to); every member lists
+   * once the shortfall has lasted two take ticks, so that a lease handed to a member above its share (an
+   * owner with another view) is never left unread. Members at their share otherwise list nothing.
+   */
+  #leasesUnheld(now: number): boolean {
+    let held = this.#hold.countHeld();
+    for (const member of this.#view.values()) if (member.status === 'alive' && member.workerId !== this.#workerId) held += member.held;
+    if (held >= this.#lastWorkable) {
+      this.#unheldSince = null;
+      return false;
+    }
+    this.#unheldSince ??= now;
+    return this.#hold.countHeld() < this.#lastTarget || now - this.#unheldSince >= 2 * this.#takeIntervalMs;
+  }
+
+  /**
+   * Whether, by the members' own counts, this worker is two or more above a member with room: it then
+   * lists, to hand that member leases unasked.
+   */
+  #aboveOthers(): boolean {
+    const mine = [...this.#held.values()].filter((held) => !held.leaving && !held.handoff).length;
+    if (mine < 2) return false;
+    for (const member of this.#view.values()) {
+      if (member.workerId === this.#workerId || member.status !== 'alive' || member.metadata[LEAVING_FIELD] !== undefined) continue;
+      if (member.held + 2 <= mine && member.held < capOf(member)) return true;
+    }
+    return false;
+  }
+
+  /**
+   * Balances on a fresh listing: takes this worker's fair share of the leases without a live owner (the
+   * same split on every worker, from the sorted members and keys), holds the leases handed to it, hands
+   * its own excess to members below their share, and asks the most loaded members for leases when none
+   * is left to take and none is on its way.
+   */
+  async #balance(listing: LeaseListing, now: number, membership: Incarnation): Promise<void> {
+    const corrupt = this.#noticeCorrupt(listing.corrupt);
+    // Without a hold (no heartbeat has applied lately) a take could not be counted as held: it would only
+    // move the lease's epoch and strand it, naming an incarnation others still see alive.
+    const holding = this.#skipSelfFencing || this.#clock.now() < this.#members.heldUntil;
+    const leases = listing.leases;
+    const all = new Map(leases.map((lease) => [lease.leaseKey, lease]));
+    this.#noticeLosses(all, corrupt, membership);
+    const alive = this.#view.alive();
+    const isMine = (lease: LeaseRecord): boolean => lease.owner === this.#workerId && lease.incarnation === membership.incarnation;
+    for (const [leaseKey, epoch] of this.#letGo) {
+      const lease = all.get(leaseKey);
+      if (!lease || !isMine(lease) || lease.epoch !== epoch) this.#letGo.delete(leaseKey);
+    }
+    const ownerOf = (lease: LeaseRecord): string | null => {
+      if (lease.owner === null) return null;
+      if (lease.owner === this.#workerId) return isMine(lease) && this.#held.has(lease.leaseKey) ? this.#workerId : null;
+      // A member whose record cannot be read may be alive: its leases wait for an operator.
+      if (this.#view.isCorrupt(lease.owner)) return lease.owner;
+      return alive.get(lease.owner) === lease.incarnation ? lease.owner : null;
+    };
+    // A finished lease still naming this incarnation that it no longer holds (a release whose outcome was
+    // lost) is given back, so that the leader may clean it up: nobody else may judge it free. So is one
+    // this worker may not take (not eligible here: a stream of a multi-stream group it no longer reads),
+    // which it would never take back: named by a live incarnation, nobody could take or delete it.
+    const leftovers = leases.filter(
+      (lease) => isMine(lease) && !this.#held.has(lease.leaseKey) && (lease.checkpoint === Checkpoint.SHARD_END || !this.#isEligible(lease, all, corrupt)),
+    );
+    if (leftovers.length > 0) await this.giveBack(leftovers);
+    const workable = leases.filter((lease) => lease.checkpoint !== Checkpoint.SHARD_END && this.#isEligible(lease, all, corrupt));
+    // Leases are dealt to the live members that are not leaving, this one included while it runs.
+    const members = [...alive.keys()].filter((workerId) => workerId === this.#workerId || this.#view.get(workerId)?.metadata[LEAVING_FIELD] === undefined).sort();
+    const counts = new Map<string, number>(members.map((workerId) => [workerId, 0]));
+    const unowned: LeaseRecord[] = [];
+    for (const lease of workable) {
+      const owner = ownerOf(lease);
+      if (owner === null) unowned.push(lease);
+      else if (counts.has(owner)) counts.set(owner, (counts.get(owner) ?? 0) + 1);
+    }
+    // A group's cold start (nobody holds anything) waits until the members stop joining for a take tick,
+    // at most three ticks after this worker joined: workers started over a few seconds then each take their
+    // share once, instead of the first taking everything and handing most of it on.
+    this.#coldWait = unowned.length > 0 && [...counts.values()].every((count) => count === 0) && !unowned.some(isMine);
+    if (this.#coldWait && this.#settling(now, membership)) {
+      this.listingDue = true;
+      return;
+    }
+    this.#coldWait = false;
+    const unownedKeys = new Set(unowned.map((lease) => lease.leaseKey));
+    for (const leaseKey of this.#unownedSince.keys()) if (!unownedKeys.has(leaseKey)) this.#unownedSince.delete(leaseKey);
+    for (const lease of unowned) if (!this.#unownedSince.has(lease.leaseKey)) this.#unownedSince.set(lease.leaseKey, now);
+    const mine = counts.get(this.#workerId) ?? 0;
+    const n = Math.max(1, members.length);
+    // Each member's share, by rank, with the caps members publish: the same on every worker.
+    const capOfMember = (workerId: string): number => (workerId === this.#workerId ? this.#maxLeases : capOf(this.#view.get(workerId)));
+    const targets = shares(members, workable.length, capOfMember);
+    // An owner never hands over below the smallest share of a member its cap does not hold back.
+    const even = members.filter((workerId) => (targets.get(workerId) ?? 0) < capOfMember(workerId)).map((workerId) => targets.get(workerId) ?? 0);
+    this.#fairFloor = Math.min(this.#maxLeases, even.length > 0 ? Math.min(...even) : Math.floor(workable.length / n));
+    const target = (rank: number): number => targets.get(members[rank] as string) ?? 0;
+    this.#lastWorkable = workable.length;
+    this.#lastTarget = targets.get(this.#workerId) ?? 0;
+    this.#unheldSince = null;
+
+    // Leases storage names this incarnation for, not held: every other worker sees them as this worker's,
+    // so only this worker may take them. Handed to it (a tenure it never held), it holds them as they are;
+    // lost by it (self-fencing, a handover that did not land), it takes them back in a new tenure.
+    // (Not the ones it just handed over, which a listing read before the handover still shows as its own.)
+    const before = (lease: LeaseRecord): boolean => lease.epoch < (this.#handovers.handed.get(lease.leaseKey)?.epoch ?? -Infinity);
+    const named = unowned.filter((lease) => isMine(lease) && !before(lease));
+    const handed = named.filter((lease) => this.#letGo.get(lease.leaseKey) !== lease.epoch);
+    const takeBack = named.filter((lease) => this.#letGo.get(lease.leaseKey) === lease.epoch);
+
+    // The same split on every worker that read the same records: sorted keys, dealt to the sorted
+    // members by how far each is below its target, the rest round-robin.
+    const sorted = unowned.filter((lease) => !isMine(lease)).sort((a, b) => (a.leaseKey < b.leaseKey ? -1 : a.leaseKey > b.leaseKey ? 1 : 0));
+    const dealtTo = new Map<string, number>();
+    const portion: LeaseRecord[] = [];
+    let next = 0;
+    const deal = (workerId: string): void => {
+      dealtTo.set(workerId, (dealtTo.get(workerId) ?? 0) + 1);
+      if (workerId === this.#workerId) portion.push(sorted[next] as LeaseRecord);
+      next++;
+    };
+    members.forEach((workerId, rank) => {
+      const deficit = Math.max(0, target(rank) - (counts.get(workerId) ?? 0));
+      for (let i = 0; i < deficit && next < sorted.length; i++) deal(workerId);
+    });
+    // What is left (members above their share hold the rest) goes round robin to those with room.
+    const roomy = members.filter((workerId) => (counts.get(workerId) ?? 0) + (dealtTo.get(workerId) ?? 0) < capOfMember(workerId));
+    for (let i = 0; next < sorted.length && roomy.length > 0; i++) deal(roomy[i % roomy.length] as string);
+    // A lease left without a live owner for a take tick and a half is anyone's: a member that did not take its
+    // portion (stopping, stuck, or not yet aware of the lease) never keeps it waiting.
+    const dealt = new Set(portion);
+    const stale = sorted.filter((lease) => now - (this.#unownedSince.get(lease.leaseKey) ?? now) >= this.#takeIntervalMs * 1.5 && !dealt.has(lease));
+    const extra = shuffled(stale, this.#random).slice(0, Math.ceil(stale.length / n));
+    const room = Math.max(0, this.#maxLeases - mine);
+    const keep = holding ? handed.slice(0, room) : [];
+    let kept = 0;
+    for (const lease of keep) if (this.#hold.add(lease, 'handoff', this.#clock.now())) kept++;
+    // Handed more than this worker may hold: the rest goes back to the group.
+    if (holding && handed.length > keep.length) await this.giveBack(handed.slice(keep.length));
+    if (this.#host.state() !== 'running') return;
+    const takeable = holding ? [...takeBack, ...portion, ...extra].slice(0, Math.max(0, room - keep.length)) : [];
+    const taken = (await this.#take(takeable, membership)) + kept;
+    if (this.#host.state() !== 'running') return;
+    await this.#freeForTheGroup(sorted);
+    if (this.#host.state() !== 'running') return;
+    // Members balance on each other's counts: publish the new one now, not a heartbeat later.
+    if (taken > 0) this.#host.wakeRenew();
+    // Leases still without a live owner are looked at again next tick, until somebody holds them.
+    if (unowned.length > taken && mine + taken < this.#maxLeases) this.listingDue = true;
+    if (taken < takeable.length + keep.length) {
+      // Workers with different views picked the same leases: look again shortly, not at the next tick.
+      this.listingDue = true;
+      this.#clock.sleep(this.#random.next() * 200, this.#host.lifetime).then(() => this.#host.wakeTake(), () => undefined);
+    }
+
+    // What every member will hold once the leases just dealt are taken: the same on every worker that
+    // read the same records, so that members above their share and members below it agree on the moves.
+    const load = new Map(members.map((workerId) => [workerId, (counts.get(workerId) ?? 0) + (dealtTo.get(workerId) ?? 0)]));
+    load.set(this.#workerId, (load.get(this.#workerId) ?? 0) + named.length);
+    // A handover of this worker's that landed after the listing was read is its recipient's already.
+    for (const [leaseKey, handed] of this.#handovers.handed) {
+      const listed = all.get(leaseKey);
+      if (!listed || !isMine(listed) || !before(listed) || this.#held.has(leaseKey) || !load.has(handed.to)) continue;
+      load.set(handed.to, (load.get(handed.to) ?? 0) + 1);
+    }
+    const moves = planMoves(members, load, capOfMember);
+    if (holding) this.#offer(moves.filter((move) => move.from === this.#workerId).map((move) => move.to), now);
+    // A member due to hand this worker leases is the one asked for them: an owner answers a request and
+    // its own offer with the same lease count, so that a lease never moves twice for one place.
+    const givers = new Map<string, number>();
+    for (const move of moves) if (move.to === this.#workerId) givers.set(move.from, (givers.get(move.from) ?? 0) + 1);
+    const rank = members.indexOf(this.#workerId);
+    const wanted = (rank < 0 ? 0 : target(rank)) - mine - taken;
+    const asked = this.#handovers.requests.size;
+    if (holding && wanted - asked > 0 && this.#maxSteals > 0 && unowned.length <= taken) {
+      this.#handovers.requestHandoffs(workable, counts, ownerOf, mine + taken + asked, wanted - asked, now, givers);
+    }
+  }
+
+  /**
+   * Frees the leases of the members this worker declared dead that it did not take itself, with the change
+   * feed's `released`, in one batch (DESIGN section 4, "Watchers and the roster digest"). In a group of
+   * watchers only the dead member's few watchers were woken at its expiry; the others would learn of the
+   * death from the digest at their next take tick, up to a tick later. The feed wakes them at once, and
+   * each takes its portion of the freed leases as it deals them. Only with a change feed (nobody would
+   * hear the frees without one) and while this worker reads as a watcher (every member of a group that
+   * reads the whole roster judges expiry itself, at the same moment). The write is conditional on the
+   * listed version, as a take is: a lease taken or written since is left as it is.
+   */
+  async #freeForTheGroup(unowned: readonly LeaseRecord[]): Promise<void> {
+    const declared = this.#members.takeDeclared();
+    if (declared === null) return;
+    if (!this.#host.subscribed() || !this.#members.readsWatched()) return;
+    const namesTheDead = (lease: LeaseRecord | null): lease is LeaseRecord => lease !== null && lease.owner !== null && declared.get(lease.owner) === lease.incarnation;
+    let orphans = unowned.filter((lease) => namesTheDead(lease) && !this.#held.has(lease.leaseKey));
+    if (orphans.length === 0) return;
+    // Those woken read the whole roster first: the digest's advance for the death goes out before the frees.
+    await this.#members.advancing;
+    for (let attempt = 1; orphans.length > 0 && attempt <= 2 && this.#host.state() === 'running'; attempt++) {
+      const results = await this.#writes.update(
+        orphans.map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...stateOf(lease), owner: null, incarnation: null }, notify: 'released' as const })),
+        'free-dead',
+      );
+      // A lease written since the listing without being taken (an operator's rewind request in its
+      // metadata) still names the dead: freed on the record the conflict carries. One taken is left be.
+      orphans = results.flatMap((outcome) =>
+        outcome.status === 'conflict' && outcome.current !== null && (this.#freeRetryIgnoresOwner || namesTheDead(outcome.current)) ? [outcome.current] : [],
+      );
+    }
+  }
+
+  /**
+   * Writes free the leases that name this incarnation but that it will not hold, so that others may take
+   * them. One that was not written free is looked at again at the next listing, at its next tick: nothing
+   * else would list again for it.
+   */
+  async giveBack(leases: readonly LeaseRecord[]): Promise<void> {
+    const results = await this.#writes.update(
+      leases.map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...stateOf(lease), owner: null, incarnation: null }, notify: 'released' as const })),
+      'release',
+    );
+    if (results.some((result) => result.status !== 'applied')) this.listingDue = true;
+  }
+
+  /**
+   * Hands leases to members below their share without being asked, one per entry of `recipients`: the
+   * moves this worker's part of the plan calls for, less the handovers already under way (answered
+   * requests and earlier offers), to those members first. Each is drained and written to its recipient as
+   * an answered request is. The recipients did not ask: they see the members' counts fall short of the
+   * leases (see `#leasesUnheld`), list, and hold them; nobody else lists for it.
+   */
+  #offer(recipients: readonly string[], now: number): void {
+    if (this.#host.state() !== 'running' || recipients.length === 0) return;
+    const underWay = new Map<string, number>();
+    let others = 0;
+    for (const held of this.#held.values()) if (held.handoff) underWay.set(held.handoff.to, (underWay.get(held.handoff.to) ?? 0) + 1);
+    const due: string[] = [];
+    for (const to of recipients) {
+      const pending = underWay.get(to) ?? 0;
+      if (pending > 0) underWay.set(to, pending - 1);
+      else due.push(to);
+    }
+    for (const pending of underWay.values()) others += pending;
+    const free = shuffled(
+      [...this.#held.entries()].filter(([leaseKey, held]) => !held.leaving && !held.handoff && this.#hold.isHeld(leaseKey)),
+      this.#random,
+    );
+    for (const to of due.slice(others)) {
+      const member = this.#view.get(to);
+      const entry = free.pop();
+      if (!entry || member?.status !== 'alive') break;
+      const [leaseKey, held] = entry;
+      held.handoff = { to, incarnation: member.incarnation, seenAt: now };
+      this.#host.emit('handoff-offered', { leaseKey, to });
+      void this.#handovers.handOff(leaseKey, held);
+    }
+  }
+
+  /**
+   * Removes members dead for ten lease durations (as this worker saw them) that no lease names any more,
+   * so that workers that come and go (new ids each deploy) do not fill the roster. A removed worker id
+   * that joins again gets a version above any it had, so nobody confuses it with the one removed.
+   */
+  async #removeLongDead(listing: LeaseListing, now: number): Promise<void> {
+    const named = new Set(listing.leases.map((lease) => lease.owner));
+    for (const member of this.#view.values()) {
+      if (member.status !== 'dead') {
+        this.#deadSince.delete(member.workerId);
+        continue;
+      }
+      const since = this.#deadSince.get(member.workerId);
+      if (since === undefined || since.version !== member.version) {
+        this.#deadSince.set(member.workerId, { version: member.version, at: now });
+        continue;
+      }
+      if (now - since.at < this.#leaseDurationMs * 10 || named.has(member.workerId) || member.workerId === this.#workerId) continue;
+      try {
+        const outcome = await this.#storage.removeMember(this.#group, member.workerId, member.version);
+        this.#host.emit('storage', { operation: 'remove-member', applied: outcome.status === 'applied' ? 1 : 0, conflict: outcome.status === 'conflict' ? 1 : 0, unknown: outcome.status === 'unknown' ? 1 : 0 });
+        if (outcome.status !== 'conflict') this.#members.announce();
+      } catch (error) {
+        this.#host.report(error, 'remove-member');
+      }
+      this.#deadSince.delete(member.workerId);
+    }
+    for (const workerId of this.#deadSince.keys()) if (!this.#view.has(workerId)) this.#deadSince.delete(workerId);
+  }
+
+  /** Reports each newly corrupt lease once; returns the keys of every corrupt lease now. */
+  #noticeCorrupt(errors: readonly Error[]): Set<string> {
+    const keys = new Set<string>();
+    for (const error of errors) {
+      const leaseKey = (error as { leaseKey?: unknown }).leaseKey;
+      if (typeof leaseKey !== 'string') continue;
+      keys.add(leaseKey);
+      if (!this.#corrupt.has(leaseKey)) {
+        this.#host.emit('corrupt-lease', { leaseKey, error });
+        this.#host.report(error, 'list');
+      }
+    }
+    for (const leaseKey of this.#corrupt) if (!keys.has(leaseKey)) this.#corrupt.delete(leaseKey);
+    for (const leaseKey of keys) this.#corrupt.add(leaseKey);
+    return keys;
+  }
+
+  /** A held lease that storage shows with another owner, incarnation or epoch, or not at all, is lost. */
+  #noticeLosses(all: ReadonlyMap<string, LeaseRecord>, corrupt: ReadonlySet<string>, membership: Incarnation): void {
+    for (const [leaseKey, held] of this.#held) {
+      if (held.leaving || corrupt.has(leaseKey)) continue;
+      const stored = all.get(leaseKey);
+      if (stored === undefined) this.#hold.lose(leaseKey, held, 'deleted');
+      else if (stored.version > held.record.version) {
+        if (this.#hold.stillMine(held, stored) && stored.incarnation === membership.incarnation) held.record = stored;
+        else this.#hold.lose(leaseKey, held, 'taken');
+      }
+    }
+  }
+
+  /** Takes leases without a live owner (free, or their owner's membership dead) in one batched write. */
+  async #take(leases: readonly LeaseRecord[], membership: Incarnation): Promise<number> {
+    if (leases.length === 0) return 0;
+    const sentAt = this.#clock.now();
+    const results = await this.#writes.update(
+      leases.map((lease) => ({
+        leaseKey: lease.leaseKey,
+        expectedVersion: lease.version,
+        next: { ...stateOf(lease), owner: this.#workerId, incarnation: membership.incarnation, epoch: lease.epoch + 1 },
+      })),
+      'take',
+    );
+    let taken = 0;
+    leases.forEach((lease, i) => {
+      const outcome = results[i] as WriteResult<LeaseRecord>;
+      // A conflict or an unknown outcome grants nothing: the next listing tells the truth.
+      if (outcome.status !== 'applied') {
+        this.listingDue = true;
+        return;
+      }
+      if (this.#hold.add(outcome.record, lease.owner === null ? 'free' : 'expired', sentAt)) taken++;
+    });
+    return taken;
+  }
+}
