@@ -839,25 +839,13 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       },
       onError: (error, operation) => this.#report(error, operation),
     }, this.#unsafe));
-    this.#leaderWork = leaderLoop(
-      async () => {
-        try {
-          const report = await sync.run(signal);
-          if (report.created.length > 0 || report.deleted.length > 0 || report.missing.length > 0 || report.rewound.length > 0) {
-            this.#logger.info({ term, ...report }, 'shard sync');
-          }
-          this.emit('shard-sync', report);
-          if (report.complete && elector.record?.metadata[BORN_FIELD] === undefined) {
-            await elector.annotate({ [BORN_FIELD]: new Date(this.#clock.wallTime()).toISOString() });
-          }
-        } catch (error) {
-          if (!signal.aborted) this.#report(error, 'shard-sync');
-        }
-      },
-      this.#shardSyncIntervalMs,
-      this.#clock,
-      signal,
-    );
+    this.#leaderRounds(elector, signal, () => sync.run(signal), (report) => {
+      if (report.created.length > 0 || report.deleted.length > 0 || report.missing.length > 0 || report.rewound.length > 0) {
+        this.#logger.info({ term, ...report }, 'shard sync');
+      }
+      this.emit('shard-sync', report);
+      return report.complete;
+    });
   }
 
   /** The leader's chores in a multi-stream group: each stream's shard sync, and streams that left (see {@link MultiStreamSync}). */
@@ -877,17 +865,30 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       isLeader: () => !signal.aborted && elector.isLeader(),
       onError: (error, operation) => this.#report(error, operation),
     }, this.#unsafe));
+    this.#leaderRounds(elector, signal, () => sync.run(signal), (report) => {
+      for (const [streamId, round] of Object.entries(report.streams)) {
+        if (round.created.length > 0 || round.deleted.length > 0 || round.missing.length > 0) this.#logger.info({ term, streamId, ...round }, 'shard sync');
+        this.emit('shard-sync', { ...round, streamId });
+      }
+      if (report.deleted.length > 0) this.#logger.info({ term, deleted: report.deleted }, 'leases of removed streams deleted');
+      this.emit('streams-sync', report);
+      return report.born;
+    });
+  }
+
+  /**
+   * The leader's rounds, one a shard sync interval until its term ends, in one- and multi-stream groups
+   * alike: a round runs the sync, tells what it did (`told`, which says whether the group is born now),
+   * and the first born round notes so in the leader record, which workers wait for before they take
+   * leases. A round that fails is reported; the next one tries again. `run` hands back the sync's own
+   * promise, and `told` runs at once after it, so a round awaits exactly what the sync and the note do.
+   */
+  #leaderRounds<R>(elector: LeaderElector, signal: AbortSignal, run: () => Promise<R>, told: (report: R) => boolean): void {
     this.#leaderWork = leaderLoop(
       async () => {
         try {
-          const report = await sync.run(signal);
-          for (const [streamId, round] of Object.entries(report.streams)) {
-            if (round.created.length > 0 || round.deleted.length > 0 || round.missing.length > 0) this.#logger.info({ term, streamId, ...round }, 'shard sync');
-            this.emit('shard-sync', { ...round, streamId });
-          }
-          if (report.deleted.length > 0) this.#logger.info({ term, deleted: report.deleted }, 'leases of removed streams deleted');
-          this.emit('streams-sync', report);
-          if (report.born && elector.record?.metadata[BORN_FIELD] === undefined) {
+          const report = await run();
+          if (told(report) && elector.record?.metadata[BORN_FIELD] === undefined) {
             await elector.annotate({ [BORN_FIELD]: new Date(this.#clock.wallTime()).toISOString() });
           }
         } catch (error) {
