@@ -2,8 +2,8 @@
  * What the command line reads off a lease about its health: a stall the worker reported on it, a record
  * format newer than this command line's core knows, a finished shard.
  */
-import { Checkpoint, RecordFormatError, STALL_FIELDS, type LeaseRecord } from '@leasehold/core';
-import { describeValue, RECORD_FORMAT } from '@leasehold/core/adapter';
+import { Checkpoint, RecordFormatError, type LeaseRecord } from '@leasehold/core';
+import { describeValue, RECORD_FORMAT, STALL_FIELDS } from '@leasehold/core/adapter';
 import { PKG } from './pkg.js';
 
 /** A stall a worker reported on a lease it holds (core writes `leasehold.stalledSince` and `leasehold.stalledReason`). */

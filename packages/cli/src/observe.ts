@@ -6,7 +6,8 @@
  * Wall clocks of workers are never compared, and a lease's version says nothing about its owner: leases
  * are written only when their owner or checkpoint changes.
  */
-import { VersionWatch, type CorruptRecordError, type LeaseRecord, type MemberRecord, type Roster, type Storage } from '@leasehold/core';
+import type { CorruptRecordError, LeaseRecord, MemberRecord, Roster, Storage } from '@leasehold/core';
+import { VersionWatch } from '@leasehold/core/adapter';
 
 /** A monotonic clock in milliseconds. */
 export type Now = () => number;

@@ -1,4 +1,5 @@
-import { Consumer, MemorySource, REWIND_FIELDS, rewindRequestOf, type Storage } from '@leasehold/core';
+import { Consumer, MemorySource, type Storage } from '@leasehold/core';
+import { REWIND_FIELDS, rewindRequestOf } from '@leasehold/core/adapter';
 import { describe, expect, it } from 'vitest';
 import { dynamoBackend, freshName, heartbeater, join, leasehold, postgresBackend, redisBackend, seed, sharedBackends, type TestBackend } from './support.js';
 

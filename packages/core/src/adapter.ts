@@ -1,8 +1,9 @@
 /**
- * `@leasehold/core/adapter`: what an author of a storage adapter or a shard source needs and a user of
- * the consumer, the coordinator or the elector does not. The contract itself (`CheckpointStorage`,
- * `LeaderStore`, `ShardSource` and the record types) and the errors an adapter throws are exported by
- * `@leasehold/core`, since users name them too; the conformance suite is in `@leasehold/core/testing`.
+ * `@leasehold/core/adapter`: what an author of a storage adapter, a shard source or a tool that reads a
+ * group's records needs, and a user of the consumer, the coordinator or the elector does not. The contract
+ * itself (`CheckpointStorage`, `LeaderStore`, `ShardSource` and the record types) and the errors an adapter
+ * throws are exported by `@leasehold/core`, since users name them too; the conformance suite is in
+ * `@leasehold/core/testing`.
  */
 export {
   limits,
@@ -35,3 +36,11 @@ export { describeValue } from './errors.js';
 export { checkWatcherReads, WATCHER_READS, type WatcherReads } from './watcher-reads.js';
 export { optionKeys, nestedOptionHints, refuseUnknownOptions, type OptionHints } from './known-options.js';
 export { abortReason, systemClock, systemRandom } from './clock.js';
+// For tools that read a group's records from outside it (the CLI's `status`, `health` and `rewind`): the
+// metadata fields the runtime writes, and the observed-expiry rule the coordinator judges liveness by.
+export { VersionWatch, type Sighting } from './observed-expiry.js';
+export { STALL_FIELDS, BORN_FIELD } from './consumer/consumer.js';
+export { STREAMS_FIELD, parseStreamBirths, type StreamBirths } from './consumer/stream-sync.js';
+export { REWIND_FIELDS, REWIND_MARKER_FIELD, rewindRequestOf, hasRewindRequest } from './rewind.js';
+// The leader's shard sync on its own, for a source's author to measure the listings it makes of a source.
+export { ShardSync, type ShardSyncOptions } from './consumer/leader-duties.js';

@@ -51,7 +51,6 @@ export {
 export type { ShardInfo, SourceRecord, RecordsBatch, EndOfShard, ShardBatch, ReadOptions, ShardSource } from './source.js';
 export type { Clock, Random } from './clock.js';
 export { compareNumericPositions } from './position.js';
-export { VersionWatch, type Sighting } from './observed-expiry.js';
 export { MemoryStorage, type MemoryStorageOptions } from './memory/memory-storage.js';
 export type { TypedEmitter, Listener } from './events.js';
 export {
@@ -74,22 +73,17 @@ export {
 } from './leader/elector.js';
 export { type MemoryWriteEvent } from './memory/memory-storage.js';
 export { MemorySource, type MemorySourceOptions } from './memory/memory-source.js';
-export { Consumer, STALL_FIELDS, BORN_FIELD } from './consumer/consumer.js';
+export { Consumer } from './consumer/consumer.js';
 export { type ConsumerEvents, type StallReason } from './consumer/events.js';
-export { syncShards, ShardSync, type ShardSyncReport, type ShardSyncOptions } from './consumer/leader-duties.js';
+export type { ShardSyncReport } from './consumer/leader-duties.js';
+export type { MultiStreamSyncReport } from './consumer/stream-sync.js';
 export { streamLeaseKey, parseStreamLeaseKey } from './stream-keys.js';
 export { type StreamSpec, type StreamList } from './consumer/options.js';
-export { STREAMS_FIELD, parseStreamBirths, type MultiStreamSyncReport, type StreamBirths } from './consumer/stream-sync.js';
 export {
   planRewind,
   applyRewind,
   awaitRewind,
-  settleRewinds,
   parseRewindTarget,
-  rewindRequestOf,
-  hasRewindRequest,
-  REWIND_FIELDS,
-  REWIND_MARKER_FIELD,
   type RewindTarget,
   type RewindSelection,
   type RewindPlan,
@@ -103,7 +97,6 @@ export {
   type PlanRewindOptions,
   type ApplyRewindOptions,
   type AwaitRewindOptions,
-  type SettleRewindsOptions,
 } from './rewind.js';
 export type {
   ConsumerOptions,
@@ -118,4 +111,4 @@ export type {
   ShardHooks,
   Logger,
 } from './consumer/options.js';
-export { attachMetrics, defaultMeter, type Instrumented } from './metrics.js';
+export { attachMetrics, type Instrumented } from './metrics.js';

@@ -1,12 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import {
-  BORN_FIELD,
   Checkpoint,
   Consumer,
   MemorySource,
   MemoryStorage,
   SourceError,
-  STALL_FIELDS,
   type CheckpointStorage,
   type ConsumerOptions,
   type Position,
@@ -15,7 +13,7 @@ import {
   type ShardSource,
   type SourceRecord,
 } from '../src/index.js';
-import { leaderStateOf } from '../src/adapter.js';
+import { BORN_FIELD, leaderStateOf, STALL_FIELDS } from '../src/adapter.js';
 import { seededRandom, VirtualScheduler, withUnsafe, type ConsumerUnsafe } from '../src/testing/index.js';
 import { decoder, GROUP, perKey, range, world } from './support/consumer-world.js';
 import { run } from './support/virtual.js';

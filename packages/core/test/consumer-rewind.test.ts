@@ -6,13 +6,11 @@ import {
   Checkpoint,
   MemoryStorage,
   planRewind,
-  REWIND_FIELDS,
-  rewindRequestOf,
   type BatchContext,
   type Consumer,
   type RewindTarget,
 } from '../src/index.js';
-import { leaseStateOf } from '../src/adapter.js';
+import { leaseStateOf, REWIND_FIELDS, rewindRequestOf } from '../src/adapter.js';
 import { run } from './support/virtual.js';
 import { GROUP, perKey, range, world, type Seen } from './support/consumer-world.js';
 

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { VersionWatch } from '../src/index.js';
+import {  } from '../src/index.js';
+import { VersionWatch } from '../src/adapter.js';
 
 describe('VersionWatch (observed expiry)', () => {
   it('expires a record whose version stood still for the duration from the moment this observer first saw it', () => {

@@ -8,10 +8,6 @@ import {
   MemoryStorage,
   parseRewindTarget,
   planRewind,
-  REWIND_FIELDS,
-  REWIND_MARKER_FIELD,
-  rewindRequestOf,
-  settleRewinds,
   type LeaseChange,
   type LeaseRecord,
   type LeaseUpdate,
@@ -19,7 +15,8 @@ import {
   type RewindTarget,
   type WriteResult,
 } from '../src/index.js';
-import { leaseStateOf, RECORD_FORMAT } from '../src/adapter.js';
+import { settleRewinds } from '../src/rewind.js';
+import { leaseStateOf, RECORD_FORMAT, REWIND_FIELDS, REWIND_MARKER_FIELD, rewindRequestOf } from '../src/adapter.js';
 import { seededRandom, VirtualScheduler } from '../src/testing/index.js';
 import { run } from './support/virtual.js';
 

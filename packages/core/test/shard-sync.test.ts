@@ -3,15 +3,13 @@ import {
   Checkpoint,
   MemorySource,
   MemoryStorage,
-  ShardSync,
   type LeaseRecord,
   type MemberRecord,
   type NewLease,
   type ShardInfo,
-  type ShardSyncOptions,
   type WriteResult,
 } from '../src/index.js';
-import { RECORD_FORMAT, leaseStateOf, memberStateOf, result } from '../src/adapter.js';
+import { RECORD_FORMAT, leaseStateOf, memberStateOf, result, ShardSync, type ShardSyncOptions } from '../src/adapter.js';
 import { StorageOutcomeUnknownError } from '../src/errors.js';
 import { VIRTUAL_EPOCH_MS, VirtualScheduler } from '../src/testing/virtual-time.js';
 import { withUnsafe, type ShardSyncUnsafe } from '../src/testing/index.js';

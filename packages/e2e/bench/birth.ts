@@ -13,8 +13,8 @@
  *
  * Writes bench/results/birth.json.
  */
-import { Checkpoint, Consumer, MemorySource, ShardSync, type Storage } from '@leasehold/core';
-import { systemClock } from '@leasehold/core/adapter';
+import { Checkpoint, Consumer, MemorySource, type Storage } from '@leasehold/core';
+import { ShardSync, systemClock } from '@leasehold/core/adapter';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';

@@ -6,8 +6,8 @@
  * incarnation the lease names. Records that cannot be read back are listed with their error instead of
  * failing the command; stalls the workers reported are shown per lease.
  */
-import { Checkpoint, parseStreamBirths, parseStreamLeaseKey, STREAMS_FIELD, type HandoffRequest, type LeaderRecord, type LeaseRecord, type MemberRecord, type Storage } from '@leasehold/core';
-import { RECORD_FORMAT } from '@leasehold/core/adapter';
+import { Checkpoint, parseStreamLeaseKey, type HandoffRequest, type LeaderRecord, type LeaseRecord, type MemberRecord, type Storage } from '@leasehold/core';
+import { parseStreamBirths, RECORD_FORMAT, STREAMS_FIELD } from '@leasehold/core/adapter';
 import { openBackend } from '../connect.js';
 import { isNewerFormat, stallOf, type Stall } from '../health.js';
 import { memberLiveness, monotonicNow, Observer, ownerLiveness, unreadableMembers, type Age, type MemberLiveness, type Now, type OwnerLiveness } from '../observe.js';

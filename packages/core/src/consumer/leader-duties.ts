@@ -283,14 +283,6 @@ function finishedAndSettled(
   return children.every(known);
 }
 
-/**
- * One round of the leader's chores with fresh state (see {@link ShardSync}); a leader running rounds
- * over time uses one `ShardSync`, which remembers what it saw between rounds.
- */
-export function syncShards(options: ShardSyncOptions, signal: AbortSignal = new AbortController().signal): Promise<ShardSyncReport> {
-  return new ShardSync(options).run(signal);
-}
-
 /** Parents before children (the listing's order otherwise); a cycle, which no stream has, keeps listing order. */
 function topological(shards: readonly ShardInfo[]): ShardInfo[] {
   const byId = new Map(shards.map((shard) => [shard.shardId, shard]));
