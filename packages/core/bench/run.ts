@@ -9,7 +9,7 @@
  *
  *   pnpm bench                   everything, 200 seeds for the crash, stop and join scenarios
  *   pnpm bench --seeds 50        fewer seeds, for a quick look
- *   pnpm bench --only steady     one section: steady, cold, crash (crash, stop, join)
+ *   pnpm bench --only steady     one section: steady, cold, crash (crash, stop, join), view
  *   pnpm bench --fleet           also run 1,000 × 100,000 in steady state (minutes of CPU, see the README);
  *                                without it, its row is 100 × 10,000's per-worker rates at its sizes, NOT MEASURED
  *   pnpm bench --fleet --fleet-minutes 2   a shorter steady window for it (10 simulated minutes by default)
@@ -28,7 +28,8 @@
  * 4. issue 28's goal table from sections 1-3, the one-record roster's and the whole roster reads'
  *    figures beside this run's;
  * 5. the monthly DynamoDB on-demand bill of coordination, measured, beside the one-record roster's, the
- *    whole roster reads' and KCL 2.x's, computed from its published behaviour.
+ *    whole roster reads' and KCL 2.x's, computed from its published behaviour;
+ * 6. a watcher's CPU per take tick in its view of the roster at 10, 100 and 1,000 members (`roster-view-cpu.ts`).
  *
  * Prints tables with pass/fail against the targets and writes bench/results/lease-coordinator.json.
  */
@@ -53,6 +54,7 @@ import {
   GROUP,
 } from './cluster.js';
 import { membersKey } from './roster-size.js';
+import { viewSection } from './roster-view-cpu.js';
 import { limits } from '../src/adapter.js';
 import { DIGEST_SORT_KEY, digestKey, kclMonthly, KCL_RENEWALS_PER_LEASE_MINUTE, KCL_SCANS_PER_WORKER_MINUTE, MINUTES_PER_MONTH, monthlyUsd, pagedReadUnits, USD_PER_MILLION_RRU, USD_PER_MILLION_WRU } from './billing.js';
 import { addOpUsage, addUsage, emptyOpUsage, emptyUsage, hottestItem, hottestPartition, mostWrittenItem, PARTITION_RCU, PARTITION_WCU, partitionShare, totalOf, type Backend, type OpUsage } from './meter.js';
@@ -1195,7 +1197,7 @@ async function main(): Promise<void> {
   const fleetWindowMs = Number(values['fleet-minutes']) * 60_000;
   if (!Number.isFinite(fleetWindowMs) || fleetWindowMs <= 0) throw new Error(`--fleet-minutes must be a positive number of simulated minutes, got ${JSON.stringify(values['fleet-minutes'])}`);
   const seeds = Array.from({ length: Number(values.seeds) }, (_, i) => Number(values.from) + i);
-  const only = new Set(values.only ?? ['steady', 'cold', 'crash']);
+  const only = new Set(values.only ?? ['steady', 'cold', 'crash', 'view']);
   console.log(
     `lease coordinator, simulated time (leaseDuration ${LEASE_MS} ms, heartbeat every ${HEARTBEAT_MS} ms, take tick every ${TAKE_MS} ms, list every 600 s unless signalled, latency 1-20 ms each way, clock rates 1 ± ${MAX_DRIFT})`,
   );
@@ -1240,6 +1242,17 @@ async function main(): Promise<void> {
       console.error(`${moving.failures} runs did not reach their condition within ${CAP_MS / LEASE_MS} x leaseDuration`);
       failed = true;
     }
+  }
+  if (only.has('view')) {
+    const at = now();
+    const rows = viewSection();
+    sections.view = since(at);
+    results.rosterView = rows;
+    console.log("\nA watcher's CPU per take tick in its view of the roster (readSome of the 4 members it reads, then signature):");
+    table(['members', 'us CPU per tick', 'ratio to 10 members'], rows.map((row) => [row.members.toLocaleString('en-US'), fmt(row.microsPerTick, 1), fmt(row.ratioTo10)]));
+    // Flat in the group's size: at most 3 times the cost at 10 members with 100 times the members (sorting
+    // the whole roster each tick, as the view did before, cost 37 times as much at 1,000 members as at 10).
+    failed ||= rows[rows.length - 1]!.ratioTo10 > 3;
   }
   if (steadyResults !== undefined) {
     results.goals = { targets: GOALS, rows: goalSection(steadyResults, cold, crashLarge) };

@@ -109,4 +109,35 @@ describe('RosterView', () => {
     rosterView.read(roster([member('a', 3, { changes: 1 })]), 4_000);
     expect(rosterView.signature()).not.toBe(first);
   });
+
+  it('keeps both judgements true across reads of a few members and its own writes: a watcher\'s heartbeat read moves neither, a death it wrote moves both', () => {
+    const { rosterView } = view();
+    rosterView.read(roster([member('me', 1), member('a', 1), member('b', 1), member('c', 1)]), 1_000);
+    const first = rosterView.signature();
+    rosterView.readSome(roster([member('a', 2), member('b', 2)]), ['a', 'b'], 3_000);
+    expect(rosterView.othersChangedAt).toBe(1_000);
+    expect(rosterView.signature()).toBe(first);
+    rosterView.readSome(roster([member('a', 1, { incarnation: 'a-2' })]), ['a'], 5_000);
+    expect(rosterView.othersChangedAt).toBe(5_000);
+    const rejoined = rosterView.signature();
+    expect(rejoined).not.toBe(first);
+    // This worker declared c dead: the next read, of other members only, notes the change it wrote.
+    rosterView.set(member('c', 2, { status: 'dead' }));
+    expect(rosterView.signature()).not.toBe(rejoined);
+    const declared = rosterView.signature();
+    rosterView.readSome(roster([member('b', 3)]), ['b'], 7_000);
+    expect(rosterView.othersChangedAt).toBe(7_000);
+    rosterView.readSome(roster([member('b', 4, { changes: 1 })]), ['b'], 9_000);
+    expect(rosterView.othersChangedAt).toBe(7_000);
+    expect(rosterView.signature()).not.toBe(declared);
+    const counted = rosterView.signature();
+    rosterView.readSome(roster([], ['b']), ['b'], 11_000);
+    expect(rosterView.othersChangedAt).toBe(11_000);
+    expect(rosterView.signature()).toContain('b\u0000corrupt');
+    expect(rosterView.signature()).not.toBe(counted);
+    // The same members read whole give the same signature as the reads of a few built up.
+    const whole = view().rosterView;
+    whole.read(roster([member('me', 1), member('a', 1, { incarnation: 'a-2' }), member('c', 2, { status: 'dead' })], ['b']), 0);
+    expect(rosterView.signature()).toBe(whole.signature());
+  });
 });

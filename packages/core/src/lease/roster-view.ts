@@ -13,6 +13,13 @@ import type { MemberRecord, Roster } from '../storage.js';
 /** One write of a member record, as observed expiry watches it: a new incarnation or version is a move. */
 const writeOf = (member: MemberRecord): string => `${member.incarnation}\u0000${member.version}`;
 
+/** What the roster's signature holds of one member: a heartbeat (a new version only) leaves it as it was. */
+const signaturePart = (member: MemberRecord): string => `${member.workerId}\u0000${member.incarnation}\u0000${member.status}\u0000${member.changes}`;
+
+/** Whether two reads of a member (or its absence) leave the roster's signature as it was. */
+const sameInSignature = (a: MemberRecord | undefined, b: MemberRecord | undefined): boolean =>
+  a === undefined || b === undefined ? a === b : signaturePart(a) === signaturePart(b);
+
 /** The worker id a roster's `CorruptRecordError` names. */
 const workerIdOf = (error: Error): string => (error as { workerId?: string }).workerId ?? '';
 
@@ -36,9 +43,17 @@ export class RosterView {
   #reportedCorrupt = new Set<string>();
   /** When each member (or its unreadable record) was last read, on the observer's clock. */
   #readAt = new Map<string, number>();
-  /** The other live members (ids and incarnations) as last read, and when that set last changed. */
-  #others: string | null = null;
+  /**
+   * The other live members (incarnation by worker id) as of the last read, and when that set last changed.
+   * Kept up to date by the members each read names and each {@link set} touched, so that a watcher's read
+   * of a few members costs a few lookups, not a sort of the whole roster.
+   */
+  #others: Map<string, string> | null = null;
   #othersChangedAt = -Infinity;
+  /** The members {@link set} replaced since the last read: the next read checks them against `#others`. */
+  #touched = new Set<string>();
+  /** {@link signature}, until a member or a corrupt record it names changes. */
+  #signature: string | null = null;
 
   constructor(options: RosterViewOptions) {
     this.#workerId = options.workerId;
@@ -52,6 +67,7 @@ export class RosterView {
    * not reported since they last could be, for the caller to report once.
    */
   read(roster: Roster, now: number): Error[] {
+    this.#signature = null;
     this.#members = new Map(roster.members.map((member) => [member.workerId, member]));
     this.#corrupt = new Set(roster.corrupt.map(workerIdOf));
     this.#readAt = new Map([...this.#members.keys(), ...this.#corrupt].map((workerId) => [workerId, now]));
@@ -71,6 +87,7 @@ export class RosterView {
     for (const workerId of workerIds) {
       this.#readAt.set(workerId, now);
       const member = found.get(workerId);
+      if (this.#corrupt.has(workerId) !== corrupt.has(workerId) || !sameInSignature(this.#members.get(workerId), member)) this.#signature = null;
       if (corrupt.has(workerId)) this.#corrupt.add(workerId);
       else this.#corrupt.delete(workerId);
       if (member) {
@@ -101,16 +118,34 @@ export class RosterView {
         else this.#reportedCorrupt.delete(workerId);
       }
     }
-    const others = [...this.#members.values()]
-      .filter((member) => member.status === 'alive' && member.workerId !== this.#workerId)
-      .map((member) => `${member.workerId}\u0000${member.incarnation}`)
-      .sort()
-      .join('\u0001');
-    if (others !== this.#others) {
-      this.#others = others;
-      this.#othersChangedAt = now;
-    }
+    if (this.#othersMoved(readOnly)) this.#othersChangedAt = now;
+    this.#touched.clear();
     return fresh;
+  }
+
+  /** Whether the other live members (ids and incarnations) differ from those of the last read, which they replace. */
+  #othersMoved(readOnly: readonly string[] | undefined): boolean {
+    const previous = this.#others;
+    if (previous === null || readOnly === undefined) {
+      const others = new Map<string, string>();
+      for (const member of this.#members.values()) {
+        if (member.status === 'alive' && member.workerId !== this.#workerId) others.set(member.workerId, member.incarnation);
+      }
+      this.#others = others;
+      if (previous === null || previous.size !== others.size) return true;
+      for (const [workerId, incarnation] of others) if (previous.get(workerId) !== incarnation) return true;
+      return false;
+    }
+    let moved = false;
+    for (const workerId of [...readOnly, ...this.#touched]) {
+      const member = this.#members.get(workerId);
+      const incarnation = member?.status === 'alive' && workerId !== this.#workerId ? member.incarnation : undefined;
+      if (previous.get(workerId) === incarnation) continue;
+      moved = true;
+      if (incarnation === undefined) previous.delete(workerId);
+      else previous.set(workerId, incarnation);
+    }
+    return moved;
   }
 
   /** A member as last read (or as a write of this worker left it), if the roster holds it. */
@@ -124,7 +159,9 @@ export class RosterView {
 
   /** Records a member as this worker's own write of it left it (a declaration of death, applied or met). */
   set(member: MemberRecord): void {
+    if (!sameInSignature(this.#members.get(member.workerId), member)) this.#signature = null;
     this.#members.set(member.workerId, member);
+    this.#touched.add(member.workerId);
   }
 
   values(): IterableIterator<MemberRecord> {
@@ -183,12 +220,12 @@ export class RosterView {
 
   /** What, in the roster, calls for a new listing: who is alive in which incarnation, their change counters, and the corrupt. */
   signature(): string {
+    if (this.#signature !== null) return this.#signature;
     const parts: string[] = [];
-    for (const member of [...this.#members.values()].sort((a, b) => (a.workerId < b.workerId ? -1 : 1))) {
-      parts.push(`${member.workerId}\u0000${member.incarnation}\u0000${member.status}\u0000${member.changes}`);
-    }
+    for (const member of [...this.#members.values()].sort((a, b) => (a.workerId < b.workerId ? -1 : 1))) parts.push(signaturePart(member));
     for (const workerId of [...this.#corrupt].sort()) parts.push(`${workerId}\u0000corrupt`);
-    return parts.join('\u0001');
+    this.#signature = parts.join('\u0001');
+    return this.#signature;
   }
 
   /** The live members (incarnation by worker id) as last read, the observer included while it is a member. */
