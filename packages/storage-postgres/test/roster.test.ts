@@ -12,7 +12,7 @@ import { decodeMember, encodeMemberState, limits, memberStateOf, RECORD_FORMAT }
 import pg from 'pg';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { PostgresStorage, SCHEMA_VERSION } from '../src/index.js';
-import { EARLIER_ROSTER_MARKER } from '../src/postgres-storage.js';
+import { EARLIER_ROSTER_MARKER } from '../src/earlier-roster.js';
 import { countingPool, freshSchemaName, serverConfig, useServer, waitFor } from './support.js';
 
 const server = useServer('lh_roster', 12);
