@@ -399,8 +399,7 @@ describe('RedisStorage on a redis-server of its own', () => {
   });
 
   it('a restart that lost every write is reported as a RegressionError, and the group stays refused', async () => {
-    const client = connect(server.port);
-    try {
+    await withClients(server.port, 1, async (client) => {
       const storage = new RedisStorage({ client });
       const group = `restart-${randomUUID()}`;
       await createLeases(storage, group, 3);
@@ -417,14 +416,11 @@ describe('RedisStorage on a redis-server of its own', () => {
       await expect(storage.getLeader(group)).rejects.toBe(error);
       // A group this storage never saw is unaffected.
       applied(await storage.createLease({ group: `${group}-other`, leaseKey: 'k' }));
-    } finally {
-      client.disconnect();
-    }
+    });
   });
 
   it('a restart from an older snapshot is reported: the version that went back, and the lease that vanished', async () => {
-    const client = connect(server.port);
-    try {
+    await withClients(server.port, 1, async (client) => {
       const storage = new RedisStorage({ client });
       const group = `snapshot-${randomUUID()}`;
       let lease = applied(await storage.createLease({ group, leaseKey: 'kept', owner: 'a', epoch: 1 }));
@@ -465,14 +461,11 @@ describe('RedisStorage on a redis-server of its own', () => {
       await expect(leaders.getLeader(third)).rejects.toThrow(
         `[storage-redis] leader record of group ${JSON.stringify(third)} went back from version 2 to version 1`,
       );
-    } finally {
-      client.disconnect();
-    }
+    });
   });
 
   it('a write whose reply shows lost writes is unknown, carrying the RegressionError, and the group is refused from then on', async () => {
-    const client = connect(server.port);
-    try {
+    await withClients(server.port, 1, async (client) => {
       const storage = new RedisStorage({ client });
       const group = `write-regression-${randomUUID()}`;
       let lease = applied(await storage.createLease({ group, leaseKey: 'k', owner: 'a', epoch: 1 }));
@@ -495,14 +488,11 @@ describe('RedisStorage on a redis-server of its own', () => {
       await server.restart({ fromSnapshot: false });
       const deleted = await fresh.deleteLease(other, 'k', created.version);
       expect(deleted.status === 'unknown' && deleted.error).toBeInstanceOf(RegressionError);
-    } finally {
-      client.disconnect();
-    }
+    });
   });
 
   it('a lease deleted through another client and listed afterwards is not mistaken for a loss', async () => {
-    const client = connect(server.port);
-    try {
+    await withClients(server.port, 1, async (client) => {
       const watcher = new RedisStorage({ client });
       const deleter = new RedisStorage({ client });
       const group = `deleted-${randomUUID()}`;
@@ -515,8 +505,6 @@ describe('RedisStorage on a redis-server of its own', () => {
       const again = applied(await watcher.createLease({ group, leaseKey: first!.leaseKey }, { recreate: true }));
       expect(again.version).toBe(first!.version + 1);
       expect(again.epoch).toBe(first!.epoch);
-    } finally {
-      client.disconnect();
-    }
+    });
   });
 });

@@ -238,8 +238,7 @@ describe('RedisStorage roster on a redis-server of its own', () => {
   });
 
   it('a restart that lost the roster, or brought back an older one, is a RegressionError: thrown by a read, carried by a write', async () => {
-    const client = connect(server.port);
-    try {
+    await withClients(server.port, 1, async (client) => {
       const storage = new RedisStorage({ client });
       const group = `restart-${randomUUID()}`;
       const member = applied(await storage.putMember(group, 'a', null, state('a-1')));
@@ -265,8 +264,6 @@ describe('RedisStorage roster on a redis-server of its own', () => {
       expect(outcome.status === 'unknown' && outcome.error).toBeInstanceOf(RegressionError);
       expect(outcome.status === 'unknown' && outcome.error.message).toMatch(/^\[storage-redis\] roster of group .* was seen at member version 1 and is gone; /);
       await expect(writer.getRoster(other)).rejects.toBeInstanceOf(RegressionError);
-    } finally {
-      client.disconnect();
-    }
+    });
   });
 });

@@ -187,8 +187,7 @@ describe('RedisStorage watchers\' reads on a redis-server of its own', () => {
   });
 
   it('a restart that brought back an older digest is a RegressionError, and the group is refused from then on', async () => {
-    const client = connect(server.port);
-    try {
+    await withClients(server.port, 1, async (client) => {
       const storage = new RedisStorage({ client });
       const group = `restart-${randomUUID()}`;
       await storage.advanceRosterDigest(group);
@@ -205,8 +204,6 @@ describe('RedisStorage watchers\' reads on a redis-server of its own', () => {
       await expect(storage.getMembers(group, ['a'])).rejects.toBe(error);
       // A fresh storage, which never saw the lost value, reads what Redis has.
       expect(await new RedisStorage({ client }).getRosterDigest(group)).toBe(1);
-    } finally {
-      client.disconnect();
-    }
+    });
   });
 });
