@@ -21,6 +21,7 @@ import { Producer } from '../src/producer.js';
 import { parseReport, type StatsReport, type WorkerReport } from '../src/reports.js';
 import { prepareStorage } from '../src/storage-url.js';
 import type { CompiledWorkers } from './workers.js';
+import { waitFor } from './wait-for.js';
 
 const PACKAGE_DIR = fileURLToPath(new URL('..', import.meta.url));
 const SHARDS = 100;
@@ -53,17 +54,6 @@ export interface MemoryEnvironment {
 function peakRss(pid: number): number {
   const line = readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').find((each) => each.startsWith('VmHWM:'))!;
   return Number(line.split(/\s+/)[1]) * 1024;
-}
-
-async function waitFor(condition: () => boolean, timeoutMs: number, failure?: () => string | undefined): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    const failed = failure?.();
-    if (failed !== undefined) throw new Error(failed);
-    if (Date.now() > deadline) return false;
-    await sleep(50);
-  }
-  return true;
 }
 
 /** One worker of `system` in a group of its own over `streamName`, with its reports. */

@@ -31,6 +31,7 @@ import { parseReport, now, type RecordReport, type WorkerReport } from '../src/r
 import { prepareStorage } from '../src/storage-url.js';
 import { memoryRounds, type MemorySample } from './memory.js';
 import { readPlain, type PlainRead } from './plain-loop.js';
+import { waitFor } from './wait-for.js';
 import { buildWorkers } from './workers.js';
 
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
@@ -124,18 +125,6 @@ async function openGroup(
       await Promise.all(workers.map((worker) => worker.stop(5_000)));
     },
   };
-}
-
-/** Waits until `condition` holds; false after `timeoutMs`; throws with `failure()` when it says so. */
-async function waitFor(condition: () => boolean, timeoutMs: number, failure?: () => string | undefined): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    const failed = failure?.();
-    if (failed !== undefined) throw new Error(failed);
-    if (Date.now() > deadline) return false;
-    await sleep(50);
-  }
-  return true;
 }
 
 const records = (reports: readonly WorkerReport[]): RecordReport[] => reports.filter((report): report is RecordReport => report.type === 'record');

@@ -7,11 +7,11 @@
  */
 import { applyRewind, awaitRewind, planRewind, type RewindPlan, type RewindProgress } from '@leasehold/core';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Cluster } from './cluster.js';
-import { createStream, isOpen, kinesisClient, listShards, splitShard, type KinesisEndpoint } from './kinesis.js';
+import { createStream, isOpen, listShards, splitShard, type KinesisEndpoint } from './kinesis.js';
 import { deliveriesOf } from './ledger.js';
-import { Producer, type ProducedRecord } from './producer.js';
+import type { ProducedRecord } from './producer.js';
 import { now, type RecordReport, type WorkerReport } from './reports.js';
+import { setUpScenario } from './scenario-setup.js';
 import { openStorage } from './storage-url.js';
 
 /** Options of {@link runRewindScenario}. */
@@ -83,22 +83,15 @@ export async function runRewindScenario(options: RewindScenarioOptions): Promise
   const perPhase = options.recordsPerPhase ?? 200;
   const streamName = `leasehold-rw-${options.runId}`;
   const group = `group-rw-${options.runId}`;
-  const client = kinesisClient(options.kinesis);
-  const producer = new Producer(client, streamName, KEYS);
-  const cluster = new Cluster({
-    streamName,
-    kinesisEndpoint: options.kinesis.endpoint,
-    region: options.kinesis.region,
-    storageUrl: options.storageUrl,
-    group,
-    leaseDurationMs: 3_000,
-    takeIntervalMs: 500,
-    // One shard sync (at the election): a finished parent is not cleaned up while the test looks at it.
-    shardSyncIntervalMs: 120_000,
-    maxRecordsPerCall: 50,
-    // Slow enough that a handover's drain is still under way when the rewind lands.
-    batchDelayMs: 300,
-  });
+  const { client, producer, cluster } = setUpScenario(
+    { kinesis: options.kinesis, storageUrl: options.storageUrl, streamName, group, keys: KEYS },
+    {
+      // One shard sync (at the election): a finished parent is not cleaned up while the test looks at it.
+      shardSyncIntervalMs: 120_000,
+      // Slow enough that a handover's drain is still under way when the rewind lands.
+      batchDelayMs: 300,
+    },
+  );
   const opened = await openStorage(options.storageUrl);
   const delivered = (records: readonly ProducedRecord[], since: number): boolean => {
     const seen = new Set(deliveriesOf(cluster.reports).filter((report) => report.at >= since).map((report) => `${report.key}/${report.seq}`));

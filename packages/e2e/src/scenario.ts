@@ -3,10 +3,11 @@
  * one SIGKILLed while busy, a split, a merge, one stopped gracefully, a fourth joining (a rebalance by
  * handoff), and the ledger at the end.
  */
-import { Cluster, type ClusterOptions, type WorkerProcess } from './cluster.js';
-import { adjacentOpenShards, createStream, isOpen, kinesisClient, listShards, mergeShards, splitShard, type KinesisEndpoint } from './kinesis.js';
+import type { Cluster, ClusterOptions, WorkerProcess } from './cluster.js';
+import { adjacentOpenShards, createStream, isOpen, listShards, mergeShards, splitShard, type KinesisEndpoint } from './kinesis.js';
 import { checkLedger, type LedgerResult } from './ledger.js';
-import { Producer, type ProducedRecord } from './producer.js';
+import type { Producer, ProducedRecord } from './producer.js';
+import { setUpScenario } from './scenario-setup.js';
 import type { WorkerReport } from './reports.js';
 import type { SinkTarget } from './sink.js';
 import { openStorage } from './storage-url.js';
@@ -96,22 +97,10 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
   const keys = Array.from({ length: options.keys ?? 40 }, (_, i) => `key-${String(i).padStart(2, '0')}`);
   const streamName = `leasehold-${options.runId}`;
   const group = `group-${options.runId}`;
-  const client = kinesisClient(options.kinesis);
-  const producer = new Producer(client, streamName, keys);
-  const cluster = new Cluster({
-    streamName,
-    kinesisEndpoint: options.kinesis.endpoint,
-    region: options.kinesis.region,
-    storageUrl: options.storageUrl,
-    group,
-    leaseDurationMs: 3_000,
-    takeIntervalMs: 500,
-    shardSyncIntervalMs: 1_000,
-    maxRecordsPerCall: 50,
-    batchDelayMs: 100,
-    ...options.timing,
-    ...(options.sink ? { sink: options.sink } : {}),
-  });
+  const { client, producer, cluster } = setUpScenario(
+    { kinesis: options.kinesis, storageUrl: options.storageUrl, streamName, group, keys },
+    { shardSyncIntervalMs: 1_000, batchDelayMs: 100, ...options.timing, ...(options.sink ? { sink: options.sink } : {}) },
+  );
   options.onCluster?.(cluster, producer);
   const after = (at: number, report: WorkerReport): boolean => report.at > at;
   try {

@@ -9,7 +9,6 @@ import {
   type PutItemCommandInput,
 } from '@aws-sdk/client-dynamodb';
 import {
-  CorruptRecordError,
   InvalidConfigError,
   InvalidInputError,
   StorageOutcomeUnknownError,
@@ -33,12 +32,7 @@ import {
   type WriteResult,
 } from '@leasehold/core';
 import {
-  decodeLeader,
-  decodeLease,
-  decodeMember,
   describeValue,
-  encodeLeaderState,
-  encodeLeaseState,
   encodeMemberState,
   leaderStateOf,
   leaseStateOf,
@@ -62,11 +56,31 @@ import {
 import { batchGetItems } from './batch-get.js';
 import { blockingMembers, earlierMembersError, earlierRosterKey, isMarked, markingUpdate } from './earlier-roster.js';
 import {
-  DIGEST_PARTITION_SUFFIX,
-  DIGEST_SORT_KEY,
-  LEADER_SORT_KEY,
+  corruptDigest,
+  corruptOutcome,
+  counterOf,
+  digestItemKey,
+  digestOf,
+  isRemoved,
+  isTombstone,
+  isVersion,
+  leaderAttributes,
+  leaderItemKey,
+  leaderOf,
+  leaseAttributes,
+  leaseItemKey,
+  leaseKeyOf,
+  leaseOf,
+  memberConflict,
+  memberItemKey,
+  memberOf,
+  membersPartitionKey,
+  numberOf,
+  workerIdOf,
+  type Item,
+} from './items.js';
+import {
   LEASE_PREFIX,
-  MEMBERS_PARTITION_SUFFIX,
   MEMBER_PREFIX,
   PKG,
   attr,
@@ -95,8 +109,6 @@ export interface DynamoDBStorageOptions {
 }
 
 const OPTION_KEYS = optionKeys<DynamoDBStorageOptions>({ client: true, tableName: true, writeConcurrency: true });
-
-type Item = Record<string, AttributeValue>;
 
 /** What one conditional write came back with, before its conflict is interpreted. */
 type Sent =
@@ -728,137 +740,6 @@ export class DynamoDBStorage implements Storage {
     const output = await this.#client.send(new GetItemCommand({ TableName: this.#tableName, Key: key, ConsistentRead: true }));
     return output.Item;
   }
-}
-
-function leaseItemKey(group: string, leaseKey: string): Item {
-  return { [attr.pk]: { S: group }, [attr.sk]: { S: `${LEASE_PREFIX}${leaseKey}` } };
-}
-
-function leaderItemKey(group: string): Item {
-  return { [attr.pk]: { S: group }, [attr.sk]: { S: LEADER_SORT_KEY } };
-}
-
-/** The members' partition key of a group: see `schema.ts` for why it never collides with another group's. */
-function membersPartitionKey(group: string): string {
-  return `${group}${MEMBERS_PARTITION_SUFFIX}`;
-}
-
-function memberItemKey(group: string, workerId: string): Item {
-  return { [attr.pk]: { S: membersPartitionKey(group) }, [attr.sk]: { S: `${MEMBER_PREFIX}${workerId}` } };
-}
-
-/** The roster digest's item: a partition key of its own (see `schema.ts`). */
-function digestItemKey(group: string): Item {
-  return { [attr.pk]: { S: `${group}${DIGEST_PARTITION_SUFFIX}` }, [attr.sk]: { S: DIGEST_SORT_KEY } };
-}
-
-function digestOf(group: string, item: Item): number {
-  const digest = numberOf(item[attr.digest]);
-  if (typeof digest === 'number' && Number.isSafeInteger(digest) && digest >= 0) return digest;
-  throw corruptDigest(group, item[attr.digest]);
-}
-
-function corruptDigest(group: string, value: AttributeValue | undefined): CorruptRecordError {
-  return new CorruptRecordError(`[${PKG}] stored roster digest of group ${describeValue(group)} is corrupt: digest is ${describeValue(value)}`, { group });
-}
-
-function leaseAttributes(version: number, state: LeaseState, writeId: string): Item {
-  return {
-    [attr.version]: { N: String(version) },
-    [attr.epoch]: { N: String(state.epoch) },
-    [attr.state]: { S: encodeLeaseState(state) },
-    [attr.writeId]: { S: writeId },
-  };
-}
-
-function leaderAttributes(version: number, state: LeaderState, writeId: string): Item {
-  return {
-    [attr.version]: { N: String(version) },
-    [attr.term]: { N: String(state.term) },
-    [attr.state]: { S: encodeLeaderState(state) },
-    [attr.writeId]: { S: writeId },
-  };
-}
-
-function isTombstone(item: Item): boolean {
-  return item[attr.deleted] !== undefined;
-}
-
-function leaseKeyOf(group: string, item: Item): string {
-  const sortKey = item[attr.sk]?.S;
-  if (sortKey === undefined || !sortKey.startsWith(LEASE_PREFIX)) {
-    throw new CorruptRecordError(`[${PKG}] an item of group ${describeValue(group)} has sort key ${describeValue(sortKey)}, not a lease's`, { group });
-  }
-  return sortKey.slice(LEASE_PREFIX.length);
-}
-
-function numberOf(value: AttributeValue | undefined): unknown {
-  return value?.N === undefined ? value : Number(value.N);
-}
-
-function leaseOf(group: string, leaseKey: string, item: Item): LeaseRecord {
-  return decodeLease(group, leaseKey, numberOf(item[attr.version]), item[attr.state]?.S, 'storage-dynamodb');
-}
-
-function leaderOf(group: string, item: Item): LeaderRecord {
-  return decodeLeader(group, numberOf(item[attr.version]), item[attr.state]?.S, 'storage-dynamodb');
-}
-
-function isRemoved(item: Item): boolean {
-  return item[attr.removed] !== undefined;
-}
-
-/** The worker id of a member item; its sort key starts with `member:`, as the roster's query asks. */
-function workerIdOf(item: Item): string {
-  return (item[attr.sk]?.S ?? '').slice(MEMBER_PREFIX.length);
-}
-
-function memberOf(group: string, workerId: string, item: Item): MemberRecord {
-  return decodeMember(group, workerId, numberOf(item[attr.version]), item[attr.state]?.S, PKG);
-}
-
-/**
- * A conflict carrying the member as its item holds it: none for a missing item or a tombstone. A corrupt
- * member, or a tombstone whose version is not one, makes it `unknown`.
- */
-function memberConflict(group: string, workerId: string, item: Item | undefined): WriteResult<MemberRecord> {
-  if (item === undefined) return result.conflict(null);
-  if (isRemoved(item)) {
-    const version = numberOf(item[attr.version]);
-    if (isVersion(version)) return result.conflict(null);
-    return result.unknown(
-      new CorruptRecordError(
-        `[${PKG}] stored tombstone of member ${describeValue(workerId)} of group ${describeValue(group)} is corrupt: version is ${describeValue(item[attr.version])}`,
-        { group, workerId },
-      ),
-    );
-  }
-  try {
-    return result.conflict(memberOf(group, workerId, item));
-  } catch (error) {
-    return corruptOutcome(error);
-  }
-}
-
-function isVersion(value: unknown): value is number {
-  return typeof value === 'number' && Number.isSafeInteger(value) && value >= 1;
-}
-
-function counterOf(item: Item, name: string, group: string, leaseKey: string): number {
-  const value = numberOf(item[name]);
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
-    throw new CorruptRecordError(
-      `[${PKG}] stored tombstone of lease ${describeValue(leaseKey)} of group ${describeValue(group)} is corrupt: ${name} is ${describeValue(item[name])}`,
-      { group, leaseKey },
-    );
-  }
-  return value;
-}
-
-/** `unknown` carrying the `CorruptRecordError` of a record a write met; any other error is thrown. */
-function corruptOutcome(error: unknown): Unknown {
-  if (error instanceof CorruptRecordError) return result.unknown(error);
-  throw error;
 }
 
 function ambiguous(what: string): StorageOutcomeUnknownError {

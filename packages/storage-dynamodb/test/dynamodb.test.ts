@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import {
   ConditionalCheckFailedException,
   CreateTableCommand,
@@ -9,6 +9,7 @@ import {
   UpdateItemCommand,
   type AttributeValue,
   type DynamoDBClient,
+  type DynamoDBClientConfig,
 } from '@aws-sdk/client-dynamodb';
 import {
   CorruptRecordError,
@@ -23,21 +24,14 @@ import {
   type WriteResult,
 } from '@leasehold/core';
 import { leaderStateOf, leaseStateOf, limits, memberStateOf } from '@leasehold/core/adapter';
-import type { RunningDynalite } from '@leasehold/local-stack';
 import { DynamoDBStorage, checkTable, createTable } from '../src/index.js';
 import { checkItemSize, itemBytes } from '../src/schema.js';
-import { injectFaults, localClient, memberState, meter, randomTableName, sortKeyOf, startLocalDynamo, type Injection, type Metered } from './support.js';
+import { injectFaults, localClient, memberState, meter, randomTableName, sortKeyOf, useDynalite, type Injection, type Metered } from './support.js';
 
-let dynalite: RunningDynalite;
-const tableName = randomTableName('dynamodb');
-const opened: DynamoDBClient[] = [];
+const dynamo = useDynalite('dynamodb');
+const { tableName } = dynamo;
+const client = (config?: DynamoDBClientConfig): DynamoDBClient => dynamo.client(config);
 let groupCount = 0;
-
-function client(config: Parameters<typeof localClient>[1] = {}): DynamoDBClient {
-  const made = localClient(dynalite.endpoint, config);
-  opened.push(made);
-  return made;
-}
 
 function group(): string {
   return `group-${process.pid}-${groupCount++}`;
@@ -67,15 +61,23 @@ function lostResponse(): Error {
   return Object.assign(new Error('injected: the response was lost after the request was sent'), { name: 'TimeoutError' });
 }
 
-beforeAll(async () => {
-  dynalite = await startLocalDynamo();
-  await createTable(client(), tableName);
-});
-
-afterAll(async () => {
-  for (const made of opened) made.destroy();
-  await dynalite?.close();
-});
+/**
+ * A storage whose first `UpdateItem` attempt is handed to `first` instead of being sent as it is; every
+ * later attempt is sent. `first` plays what happened to it: lost on the way, or applied with its answer lost.
+ */
+function storageFailingFirstUpdate(first: (send: () => Promise<unknown>) => Promise<unknown>): DynamoDBStorage {
+  let failed = false;
+  return new DynamoDBStorage({
+    client: injectingClient(async (command, send) => {
+      if (command === 'UpdateItemCommand' && !failed) {
+        failed = true;
+        return first(send);
+      }
+      return send();
+    }),
+    tableName,
+  });
+}
 
 describe('DynamoDBStorage options and table', () => {
   it('refuses a table name outside 3 to 255 of [a-zA-Z0-9_.-] before sending anything', () => {
@@ -294,18 +296,10 @@ describe('DynamoDBStorage on DynamoDB', () => {
     const g = group();
     const other = new DynamoDBStorage({ client: client(), tableName });
     const lease = appliedRecord(await other.createLease({ group: g, leaseKey: 'k' }));
-    let failed = false;
-    const storage = new DynamoDBStorage({
-      client: injectingClient(async (command, send) => {
-        if (command === 'UpdateItemCommand' && !failed) {
-          failed = true;
-          // The first attempt never reaches DynamoDB; meanwhile another worker takes the lease.
-          appliedRecord((await other.updateLeases(g, [{ leaseKey: 'k', expectedVersion: lease.version, next: { ...leaseStateOf(lease), owner: 'other', epoch: 1 } }]))[0]);
-          throw lostResponse();
-        }
-        return send();
-      }),
-      tableName,
+    const storage = storageFailingFirstUpdate(async () => {
+      // The first attempt never reaches DynamoDB; meanwhile another worker takes the lease.
+      appliedRecord((await other.updateLeases(g, [{ leaseKey: 'k', expectedVersion: lease.version, next: { ...leaseStateOf(lease), owner: 'other', epoch: 1 } }]))[0]);
+      throw lostResponse();
     });
     const [outcome] = await storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: lease.version, next: { ...leaseStateOf(lease), owner: 'me', epoch: 1 } }]);
     expect(outcome?.status).toBe('conflict');
@@ -316,20 +310,12 @@ describe('DynamoDBStorage on DynamoDB', () => {
     const g = group();
     const other = new DynamoDBStorage({ client: client(), tableName });
     const lease = appliedRecord(await other.createLease({ group: g, leaseKey: 'k' }));
-    let failed = false;
-    const storage = new DynamoDBStorage({
-      client: injectingClient(async (command, send) => {
-        if (command === 'UpdateItemCommand' && !failed) {
-          failed = true;
-          await send();
-          // The renewal applied but its response was lost; another worker writes before the retry arrives.
-          const mine = (await other.getLease(g, 'k'))!;
-          appliedRecord((await other.updateLeases(g, [{ leaseKey: 'k', expectedVersion: mine.version, next: { ...leaseStateOf(mine), owner: 'thief', incarnation: 'thief-1', epoch: mine.epoch + 1 } }]))[0]);
-          throw lostResponse();
-        }
-        return send();
-      }),
-      tableName,
+    const storage = storageFailingFirstUpdate(async (send) => {
+      await send();
+      // The renewal applied but its response was lost; another worker writes before the retry arrives.
+      const mine = (await other.getLease(g, 'k'))!;
+      appliedRecord((await other.updateLeases(g, [{ leaseKey: 'k', expectedVersion: mine.version, next: { ...leaseStateOf(mine), owner: 'thief', incarnation: 'thief-1', epoch: mine.epoch + 1 } }]))[0]);
+      throw lostResponse();
     });
     const [outcome] = await storage.updateLeases(g, [{ leaseKey: 'k', expectedVersion: lease.version, next: { ...leaseStateOf(lease), owner: 'me', epoch: 1 } }]);
     expect(outcome?.status).toBe('unknown');
@@ -756,20 +742,12 @@ describe('DynamoDBStorage roster', () => {
     const g = group();
     const other = new DynamoDBStorage({ client: client(), tableName });
     const joined = appliedRecord(await other.putMember(g, 'w', null, memberState()));
-    let failed = false;
-    const storage = new DynamoDBStorage({
-      client: injectingClient(async (command, send) => {
-        if (command === 'UpdateItemCommand' && !failed) {
-          failed = true;
-          await send();
-          // The heartbeat applied but its response was lost; another worker declares the member dead before the retry.
-          const mine = (await other.getRoster(g)).members[0] as MemberRecord;
-          appliedRecord(await other.putMember(g, 'w', mine.version, { ...memberStateOf(mine), status: 'dead' }));
-          throw lostResponse();
-        }
-        return send();
-      }),
-      tableName,
+    const storage = storageFailingFirstUpdate(async (send) => {
+      await send();
+      // The heartbeat applied but its response was lost; another worker declares the member dead before the retry.
+      const mine = (await other.getRoster(g)).members[0] as MemberRecord;
+      appliedRecord(await other.putMember(g, 'w', mine.version, { ...memberStateOf(mine), status: 'dead' }));
+      throw lostResponse();
     });
     const outcome = await storage.putMember(g, 'w', joined.version, memberState({ held: 4 }));
     expect(outcome.status === 'unknown' && outcome.error.message).toBe(

@@ -2,7 +2,6 @@ import { createHash } from 'node:crypto';
 import {
   CorruptRecordError,
   InvalidConfigError,
-  RecordFormatError,
   StorageSchemaError,
   StorageUnavailableError,
   type ChangeSubscription,
@@ -25,7 +24,6 @@ import {
 } from '@leasehold/core';
 import {
   decodeLease,
-  decodeMember,
   decodeLeader,
   describeValue,
   encodeLeaderState,
@@ -36,7 +34,6 @@ import {
   listingOf,
   memberStateOf,
   result,
-  rosterOf,
   validateGroup,
   validateLeaderState,
   validateLeaseKey,
@@ -64,15 +61,24 @@ import {
 } from './errors.js';
 import { runTransaction, type TransactionEnd } from './pg-transaction.js';
 import { checkpointInTransaction, validateTransaction, type TransactionContext, type TransactionOptions } from './transaction.js';
+import { PKG, SCHEMA_VERSION, statements, tableNames, type Statements, type TableNames } from './schema.js';
+import { aliveInEarlierRoster, EARLIER_ROSTER_MARKER, earlierRosterMarker, membersStillInEarlierRoster, type EarlierJoin } from './earlier-roster.js';
+import { DDL_RACE_CODES, migrateOn, type MigrationResult } from './migrate.js';
 import {
-  migrationsTableDdl,
-  PKG,
-  SCHEMA_VERSION,
-  statements,
-  tableNames,
-  type Statements,
-  type TableNames,
-} from './schema.js';
+  batchValues,
+  decodeStoredMember,
+  rosterOfRows,
+  toNumber,
+  type CreateLeaseRow,
+  type LeaseRow,
+  type MemberOutcomeRow,
+  type MemberRow,
+  type OutcomeRow,
+  type VersionRow,
+  type WriteOutcome,
+} from './rows.js';
+
+export type { MigrationResult } from './migrate.js';
 
 /** Options of {@link PostgresStorage}. */
 export interface PostgresStorageOptions {
@@ -128,59 +134,6 @@ const OPTION_KEYS = optionKeys<PostgresStorageOptions>({
   preparedStatements: true,
 });
 
-/** What `migrate()` did. */
-export interface MigrationResult {
-  /** The schema version found before (0 when the tables did not exist). */
-  readonly fromVersion: number;
-  /** The schema version now. */
-  readonly toVersion: number;
-}
-
-interface OutcomeRow extends QueryResultRow {
-  applied_version: string | null;
-  current_found: boolean;
-  current_version: string | null;
-  current_state: string | null;
-}
-
-interface CreateLeaseRow extends QueryResultRow {
-  applied_version: string | null;
-  applied_epoch: string | null;
-  current_version: string | null;
-  current_state: string | null;
-  current_live: boolean | null;
-}
-
-interface LeaseRow extends QueryResultRow {
-  lease_key: string;
-  version: string | null;
-  state: string | null;
-}
-
-interface VersionRow extends QueryResultRow {
-  version: string | null;
-  state: string | null;
-}
-
-interface MemberOutcomeRow extends QueryResultRow {
-  applied_version: string | null;
-  /** The member as stored when the write was refused: `{"v": version, "s": state}`, parsed by pg. */
-  current: unknown;
-  /** Of a join: the group's roster-table row is not known clear of the earlier release yet, and nothing was written. */
-  earlier_roster?: boolean;
-}
-
-interface MemberRow extends QueryResultRow {
-  worker_id: string;
-  version: string;
-  state: string | null;
-}
-
-/** How a join beside the roster row of schema version 2 ended: its own outcome, the members alive there, or a lost COMMIT answer. */
-type EarlierJoin = { readonly row: MemberOutcomeRow | undefined } | { readonly alive: readonly string[] } | { readonly lost: unknown };
-
-type WriteOutcome<R> = { rows: R[] } | { unknown: LeaseholdError };
-
 const DEFAULTS = {
   schema: 'public',
   leaseTable: 'leasehold_leases',
@@ -193,15 +146,6 @@ const DEFAULTS = {
 
 /** Statements refused by a deadlock or serialization failure rolled back whole; they are sent again this often. */
 const MAX_ATTEMPTS = 3;
-
-/** Codes of concurrent DDL colliding on a catalog index (duplicate object): the migration is run again. */
-const DDL_RACE_CODES = new Set(['23505', '42P06', '42P07', '42710']);
-
-/** A bigint column as pg returns it (a string), as the number the contract uses; `null` stays `null`. */
-function toNumber(value: string | number | null | undefined): number | null {
-  if (value === null || value === undefined) return null;
-  return Number(value);
-}
 
 const heardPools = new WeakSet<Pool>();
 
@@ -305,67 +249,15 @@ export class PostgresStorage implements Storage {
 
   async #migrateOnce(): Promise<MigrationResult> {
     const client = await this.#connect('migrate');
-    const key = `${this.#names.leaseTable}/${this.#names.leaderTable}`;
     let failure: unknown;
     try {
-      await client.query('BEGIN');
-      await client.query(this.#sql.lockMigrations);
-      for (const ddl of migrationsTableDdl(this.#names)) await client.query(ddl);
-      const found = await client.query<{ version: number }>(this.#sql.readVersion, [key]);
-      const fromVersion = found.rows[0]?.version ?? 0;
-      if (fromVersion > SCHEMA_VERSION) {
-        throw new StorageSchemaError(
-          `[${PKG}] the tables of ${this.#where} are at schema version ${fromVersion}, newer than this release's ${SCHEMA_VERSION}; upgrade @leasehold/storage-postgres`,
-        );
-      }
-      for (const ddl of this.#sql.migrate(fromVersion)) await client.query(ddl);
-      if (fromVersion === 1) await this.#upgradeLeases(client);
-      if (fromVersion < SCHEMA_VERSION) await client.query(this.#sql.recordVersion, [key, SCHEMA_VERSION]);
-      await client.query('COMMIT');
-      return { fromVersion, toVersion: SCHEMA_VERSION };
+      return await migrateOn(client, this.#names, this.#sql, this.#where);
     } catch (error) {
       failure = error;
-      await client.query('ROLLBACK').catch(() => undefined);
-      if (error instanceof StorageSchemaError) throw error;
-      if (isServerError(error)) {
-        throw new StorageSchemaError(`[${PKG}] migrate of ${this.#where} failed: ${error.message}`, { cause: error });
-      }
-      throw readFailed('migrate', error);
+      throw error;
     } finally {
       this.#release(client, failure);
     }
-  }
-
-  /**
-   * Schema version 1 stored leases with a `pendingOwner` and no `incarnation`; this release's core reads
-   * such a lease as corrupt. Each is rewritten as a free-standing lease of the new shape: no incarnation
-   * (its owner holds it in no membership, so core treats it as expired) and no pending owner (handoff
-   * requests now live in the roster). Its version moves, as every writer's does, so that a worker of the
-   * previous release still holding the old version conflicts instead of writing the old shape back. A
-   * state that is not JSON is left as it is, to be reported as corrupt.
-   */
-  async #upgradeLeases(client: PoolClient): Promise<void> {
-    const { rows } = await client.query<{ group_name: string; lease_key: string; version: string; state: string }>(this.#sql.leasesToUpgrade);
-    const groups: string[] = [];
-    const keys: string[] = [];
-    const versions: string[] = [];
-    const states: string[] = [];
-    for (const row of rows) {
-      let fields: Record<string, unknown>;
-      try {
-        fields = JSON.parse(row.state) as Record<string, unknown>;
-      } catch {
-        continue;
-      }
-      if (typeof fields !== 'object' || fields === null || Array.isArray(fields) || Object.hasOwn(fields, 'incarnation')) continue;
-      delete fields.pendingOwner;
-      groups.push(row.group_name);
-      keys.push(row.lease_key);
-      versions.push(row.version);
-      states.push(JSON.stringify({ ...fields, incarnation: null }));
-    }
-    if (groups.length === 0) return;
-    await client.query(this.#sql.upgradeLeases, [JSON.stringify(groups), JSON.stringify(keys), versions.join(','), JSON.stringify(states)]);
   }
 
   async listLeases(group: string): Promise<LeaseListing> {
@@ -696,22 +588,9 @@ export class PostgresStorage implements Storage {
         this.#release(client, failure);
       }
       if ('lost' in end) return { unknown: outcomeUnknown('putMember', end.lost) };
-      if ('alive' in end) throw this.#membersStillInEarlierRoster(group, end.alive);
+      if ('alive' in end) throw membersStillInEarlierRoster(group, end.alive, `${this.#names.schema}.${this.#names.rosterTable}`);
       return end;
     }
-  }
-
-  #membersStillInEarlierRoster(group: string, alive: readonly string[]): RecordFormatError {
-    const where = `${this.#names.schema}.${this.#names.rosterTable}`;
-    const listed = alive.slice(0, 10).map((workerId) => describeValue(workerId)).join(', ');
-    const more = alive.length > 10 ? ` and ${alive.length - 10} more` : '';
-    return new RecordFormatError(
-      `[${PKG}] group ${describeValue(group)} still has members alive in the roster table ${where} of an earlier release (one row per group): ${listed}${more}; ` +
-        'this worker does not join beside them, which would split the group in two. Stop the workers of the earlier release ' +
-        '(the roster is marked now: each one still running stops at its next roster read), ' +
-        "or remove the members of those that are gone with the earlier release's leasehold member remove; then start this worker again",
-      EARLIER_FORMAT,
-    );
   }
 
   async removeMember(group: string, workerId: string, expectedVersion: number): Promise<DeleteResult<MemberRecord>> {
@@ -912,85 +791,7 @@ function isPool(value: unknown): value is Pool {
   return typeof value === 'object' && value !== null && typeof (value as { connect?: unknown }).connect === 'function';
 }
 
-/**
- * The worker id of the member a join writes into the group's row of the roster table of schema version 2
- * (see `#joinBesideEarlierRoster`). A worker of the earlier release stops on it with a `RecordFormatError`
- * naming it, so the name says what happened and what to do.
- */
-export const EARLIER_ROSTER_MARKER = '(leasehold) members moved to one row each: upgrade';
-
-/** The record format of every member an earlier release wrote in the roster table (its core's `RECORD_FORMAT`). */
-const EARLIER_FORMAT = 1;
-
-/**
- * The marker's state: a member of a format above the earlier core's, which that core reads (it decodes any
- * positive format) and then stops on, as it stops on every record of a newer format. Dead, holding
- * nothing, naming the table the members moved to.
- */
-function earlierRosterMarker(movedTo: string): string {
-  return encodeMemberState(
-    memberStateOf({
-      format: EARLIER_FORMAT + 1,
-      incarnation: 'storage-postgres schema version 3',
-      leaseDurationMs: 10_000,
-      status: 'dead',
-      held: 0,
-      changes: 0,
-      requests: [],
-      metadata: { movedTo },
-    }),
-  );
-}
-
-/**
- * The worker ids of the members of an earlier release's roster row still alive there: decoded as that
- * release's core decodes them, of its format, with status `alive`. A member that cannot be read back names
- * no worker that could be proven alive, and the marker is of a later format.
- */
-function aliveInEarlierRoster(group: string, members: unknown): string[] {
-  if (typeof members !== 'object' || members === null || Array.isArray(members)) return [];
-  const alive: string[] = [];
-  for (const [workerId, stored] of Object.entries(members as Record<string, unknown>)) {
-    let member: MemberRecord;
-    try {
-      member = decodeStoredMember(group, workerId, stored);
-    } catch {
-      continue;
-    }
-    if (member.format === EARLIER_FORMAT && member.status === 'alive') alive.push(workerId);
-  }
-  return alive.sort();
-}
-
-/** The members of a group's rows as `getRoster` and `getMembers` read them; a row that cannot be decoded is in `corrupt`. */
-function rosterOfRows(group: string, rows: readonly MemberRow[]): Roster {
-  return rosterOf(group, rows, (row) => decodeMember(group, row.worker_id, toNumber(row.version), row.state, PKG));
-}
-
-/** A member as `{"v": version, "s": state}`, as statements return it and the earlier roster row stores it; anything else is corrupt. */
-function decodeStoredMember(group: string, workerId: string, stored: unknown): MemberRecord {
-  const entry = typeof stored === 'object' && stored !== null && !Array.isArray(stored) ? (stored as { v?: unknown; s?: unknown }) : {};
-  return decodeMember(group, workerId, entry.v, entry.s, PKG);
-}
-
 function asLeaseholdError(operation: string, error: unknown): LeaseholdError {
   if (error instanceof CorruptRecordError || error instanceof StorageUnavailableError || error instanceof StorageSchemaError) return error;
   return outcomeUnknown(operation, error);
-}
-
-/** Joins the JSON states of a batch: JSON text never holds a raw control character, so none can be split. */
-const STATE_SEPARATOR = '\u001e';
-
-function batchValues(group: string, updates: readonly LeaseUpdate[], states: readonly string[], channel: string): unknown[] {
-  const keys: string[] = [];
-  const expected: number[] = [];
-  const epochs: number[] = [];
-  const notify: Array<string | null> = [];
-  for (const update of updates) {
-    keys.push(update.leaseKey);
-    expected.push(update.expectedVersion);
-    epochs.push(update.next.epoch);
-    notify.push(update.notify ?? null);
-  }
-  return [group, JSON.stringify(keys), expected.join(','), states.join(STATE_SEPARATOR), epochs.join(','), JSON.stringify(notify), channel];
 }

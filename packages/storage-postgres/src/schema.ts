@@ -320,7 +320,7 @@ export function statements(names: TableNames): Statements {
       LEFT JOIN ${leaders} AS current ON updated.version IS NULL AND current.group_name = $1`,
 
     // Leases written before the roster named a pending owner and no incarnation; migrate() rewrites them
-    // (see upgradeLease in postgres-storage.ts), moving each version as every writer does.
+    // (see upgradeLeases in migrate.ts), moving each version as every writer does.
     leasesToUpgrade: `SELECT group_name, lease_key, version, state FROM ${leases}
       WHERE live AND state IS NOT NULL AND (state LIKE '%"pendingOwner":%' OR state NOT LIKE '%"incarnation":%')`,
     upgradeLeases: `UPDATE ${leases} AS t SET version = t.version + 1, state = u.state

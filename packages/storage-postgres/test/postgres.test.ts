@@ -5,27 +5,15 @@ import {
   StorageUnavailableError,
   type LeaseChange,
   type LeaseState,
-  type WriteResult,
 } from '@leasehold/core';
 import { leaderStateOf, leaseStateOf, memberStateOf } from '@leasehold/core/adapter';
 import pg from 'pg';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { PostgresStorage, SCHEMA_VERSION } from '../src/index.js';
 import { quoteIdentifier } from '../src/schema.js';
-import { countingPool, freshSchemaName, serverConfig, useServer, waitFor } from './support.js';
+import { applied, countingPool, freshSchemaName, serverConfig, useMigratedServer, waitFor } from './support.js';
 
-const server = useServer('lh_postgres', 12);
-const storage = (options: Partial<ConstructorParameters<typeof PostgresStorage>[0]> = {}): PostgresStorage =>
-  new PostgresStorage({ pool: server.pool(), schema: server.schema, ...options });
-
-beforeAll(async () => {
-  await storage().migrate();
-});
-
-function applied<T>(outcome: WriteResult<T> | undefined): T {
-  if (outcome?.status !== 'applied') throw new Error(`expected applied, got ${JSON.stringify(outcome)}`);
-  return outcome.record;
-}
+const { server, storage } = useMigratedServer('lh_postgres', 12);
 
 describe('PostgresStorage options', () => {
   it('refuses a table name that would break out of its quotes, and the table it names survives', async () => {

@@ -10,32 +10,18 @@ import {
 } from '@leasehold/core';
 import { decodeMember, encodeMemberState, limits, memberStateOf, RECORD_FORMAT } from '@leasehold/core/adapter';
 import pg from 'pg';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { PostgresStorage, SCHEMA_VERSION } from '../src/index.js';
-import { EARLIER_ROSTER_MARKER } from '../src/postgres-storage.js';
-import { countingPool, freshSchemaName, serverConfig, useServer, waitFor } from './support.js';
+import { EARLIER_ROSTER_MARKER } from '../src/earlier-roster.js';
+import { applied, countingPool, freshSchemaName, member, serverConfig, terminateWaiting, useMigratedServer, waitFor } from './support.js';
 
-const server = useServer('lh_roster', 12);
-const storage = (options: Partial<ConstructorParameters<typeof PostgresStorage>[0]> = {}): PostgresStorage =>
-  new PostgresStorage({ pool: server.pool(), schema: server.schema, ...options });
+const { server, storage } = useMigratedServer('lh_roster', 12);
 const members = (): string => `"${server.schema}".leasehold_members`;
-
-beforeAll(async () => {
-  await storage().migrate();
-});
-
-function applied<T>(outcome: WriteResult<T> | undefined): T {
-  if (outcome?.status !== 'applied') throw new Error(`expected applied, got ${JSON.stringify(outcome)}`);
-  return outcome.record;
-}
 
 function conflict<T>(outcome: WriteResult<T> | { status: 'applied' } | undefined): T | null {
   if (outcome?.status !== 'conflict') throw new Error(`expected a conflict, got ${JSON.stringify(outcome)}`);
   return outcome.current;
 }
-
-const member = (fields: Partial<MemberState> = {}): MemberState =>
-  memberStateOf({ format: RECORD_FORMAT, incarnation: 'inc-1', leaseDurationMs: 10_000, status: 'alive', held: 0, changes: 0, requests: [], metadata: {}, ...fields });
 
 interface StoredMember {
   worker_id: string;
@@ -332,13 +318,7 @@ describe('PostgresStorage roster failures', () => {
       await blocker.query('BEGIN');
       await blocker.query(`SELECT 1 FROM ${members()} WHERE group_name = $1 AND worker_id = 'w' FOR UPDATE`, [group]);
       const heartbeat = adapter.putMember(group, 'w', first.version, member({ held: 1 }));
-      let pid: number | undefined;
-      expect(await waitFor(async () => {
-        const { rows: waiting } = await server.pool().query(`SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%leasehold_members%'`);
-        pid = waiting[0]?.pid;
-        return pid !== undefined;
-      })).toBe(true);
-      await server.pool().query('SELECT pg_terminate_backend($1)', [pid]);
+      await terminateWaiting(server.pool(), '%leasehold_members%');
       const outcome = await heartbeat;
       expect(outcome.status).toBe('unknown');
       expect(outcome.status === 'unknown' && outcome.error).toBeInstanceOf(StorageOutcomeUnknownError);
@@ -624,13 +604,7 @@ describe('PostgresStorage beside the roster row of an earlier release', () => {
       await blocker.query('BEGIN');
       await blocker.query(`SELECT 1 FROM "${server.schema}".leasehold_rosters WHERE group_name = $1 FOR UPDATE`, [group]);
       const join = adapter.putMember(group, 'new', null, member());
-      let pid: number | undefined;
-      expect(await waitFor(async () => {
-        const { rows: waiting } = await server.pool().query(`SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%leasehold_rosters%FOR UPDATE%'`);
-        pid = waiting[0]?.pid;
-        return pid !== undefined;
-      })).toBe(true);
-      await server.pool().query('SELECT pg_terminate_backend($1)', [pid]);
+      await terminateWaiting(server.pool(), '%leasehold_rosters%FOR UPDATE%');
       const outcome = await join;
       expect(outcome.status).toBe('unknown');
       expect(outcome.status === 'unknown' && outcome.error).toBeInstanceOf(StorageOutcomeUnknownError);

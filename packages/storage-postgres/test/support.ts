@@ -4,9 +4,12 @@
  * tests passed and left behind otherwise, to be read.
  */
 import { randomUUID } from 'node:crypto';
+import type { MemberState, WriteResult } from '@leasehold/core';
+import { memberStateOf, RECORD_FORMAT } from '@leasehold/core/adapter';
 import { openTestPool, postgresTarget } from '@leasehold/local-stack';
 import pg from 'pg';
-import { afterAll, beforeAll, beforeEach } from 'vitest';
+import { afterAll, beforeAll, beforeEach, expect } from 'vitest';
+import { PostgresStorage } from '../src/index.js';
 
 export const serverConfig: pg.PoolConfig = { ...postgresTarget() };
 
@@ -48,6 +51,48 @@ export function useServer(prefix: string, max = 10): { pool: () => pg.Pool; sche
     },
     schema,
   };
+}
+
+/**
+ * `useServer` with this release's tables migrated into the file's schema before its tests; `storage`
+ * builds a storage on them, with `options` over the pool and schema.
+ */
+export function useMigratedServer(
+  prefix: string,
+  max = 10,
+): { server: ReturnType<typeof useServer>; storage: (options?: Partial<ConstructorParameters<typeof PostgresStorage>[0]>) => PostgresStorage } {
+  const server = useServer(prefix, max);
+  const storage = (options: Partial<ConstructorParameters<typeof PostgresStorage>[0]> = {}): PostgresStorage =>
+    new PostgresStorage({ pool: server.pool(), schema: server.schema, ...options });
+  beforeAll(async () => {
+    await storage().migrate();
+  });
+  return { server, storage };
+}
+
+/** The record of a write that must have applied; anything else fails the test with the outcome. */
+export function applied<T>(outcome: WriteResult<T> | undefined): T {
+  if (outcome?.status !== 'applied') throw new Error(`expected applied, got ${JSON.stringify(outcome)}`);
+  return outcome.record;
+}
+
+/** An alive member's state of this release's format, with `fields` over the defaults. */
+export const member = (fields: Partial<MemberState> = {}): MemberState =>
+  memberStateOf({ format: RECORD_FORMAT, incarnation: 'inc-1', leaseDurationMs: 10_000, status: 'alive', held: 0, changes: 0, requests: [], metadata: {}, ...fields });
+
+/**
+ * Ends the server process of the statement waiting for a lock whose text is LIKE `pattern`, once one
+ * waits, so that its client's connection dies in the middle of it. The test fails if none waits within
+ * 10 s.
+ */
+export async function terminateWaiting(pool: pg.Pool, pattern: string): Promise<void> {
+  let pid: number | undefined;
+  expect(await waitFor(async () => {
+    const { rows: waiting } = await pool.query(`SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '${pattern}'`);
+    pid = waiting[0]?.pid;
+    return pid !== undefined;
+  })).toBe(true);
+  await pool.query('SELECT pg_terminate_backend($1)', [pid]);
 }
 
 /** Polls `check` every 20 ms until it returns true or `timeoutMs` passes; returns the last answer. */

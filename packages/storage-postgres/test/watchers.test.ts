@@ -9,32 +9,15 @@ import {
   StorageOutcomeUnknownError,
   StorageSchemaError,
   StorageUnavailableError,
-  type MemberRecord,
-  type MemberState,
-  type WriteResult,
 } from '@leasehold/core';
-import { memberStateOf, RECORD_FORMAT } from '@leasehold/core/adapter';
+import { memberStateOf } from '@leasehold/core/adapter';
 import pg from 'pg';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { PostgresStorage } from '../src/index.js';
-import { countingPool, freshSchemaName, serverConfig, useServer, waitFor } from './support.js';
+import { applied, countingPool, freshSchemaName, member, serverConfig, useMigratedServer, waitFor } from './support.js';
 
-const server = useServer('lh_watch', 12);
-const storage = (options: Partial<ConstructorParameters<typeof PostgresStorage>[0]> = {}): PostgresStorage =>
-  new PostgresStorage({ pool: server.pool(), schema: server.schema, ...options });
+const { server, storage } = useMigratedServer('lh_watch', 12);
 const members = (): string => `"${server.schema}".leasehold_members`;
-
-beforeAll(async () => {
-  await storage().migrate();
-});
-
-function applied(outcome: WriteResult<MemberRecord> | undefined): MemberRecord {
-  if (outcome?.status !== 'applied') throw new Error(`expected applied, got ${JSON.stringify(outcome)}`);
-  return outcome.record;
-}
-
-const member = (fields: Partial<MemberState> = {}): MemberState =>
-  memberStateOf({ format: RECORD_FORMAT, incarnation: 'inc-1', leaseDurationMs: 10_000, status: 'alive', held: 0, changes: 0, requests: [], metadata: {}, ...fields });
 
 /** The stored rows of a group, tombstones and the digest's row included, as the table holds them. */
 interface StoredRow {

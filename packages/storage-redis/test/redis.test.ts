@@ -17,18 +17,8 @@ import { leaderStateOf, leaseStateOf } from '@leasehold/core/adapter';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisStorage } from '../src/index.js';
-import { connectShared, deletePrefix, OwnServer, sendDuringKill, SHARED_HOST, SHARED_PORT } from './servers.js';
-
-function connect(port: number): Redis {
-  const client = new Redis({ host: port === SHARED_PORT ? SHARED_HOST : '127.0.0.1', port, retryStrategy: (attempt: number) => Math.min(attempt * 20, 500) });
-  client.on('error', () => undefined);
-  return client;
-}
-
-function applied<T>(outcome: WriteResult<T> | undefined): T {
-  if (outcome?.status !== 'applied') throw new Error(`expected applied, got ${JSON.stringify(outcome)}`);
-  return outcome.record;
-}
+import { OwnServer, sendDuringKill, SHARED_HOST, SHARED_PORT } from './servers.js';
+import { applied, connect, onSharedServer, withClients } from './support.js';
 
 function renewals(leases: readonly LeaseRecord[], owner: string) {
   return leases.map((lease) => ({
@@ -97,37 +87,28 @@ describe('RedisStorage options', () => {
 });
 
 describe('RedisStorage on the shared server', () => {
-  const keyPrefix = `leasehold-redis-test-${randomUUID().slice(0, 8)}:`;
-  let client: Redis;
-
-  beforeAll(async () => {
-    client = await connectShared();
-  });
-
-  afterAll(async () => {
-    await deletePrefix(client, keyPrefix);
-    await client.quit();
-  });
+  const sharedServer = onSharedServer('leasehold-redis-test');
+  const { keyPrefix } = sharedServer;
 
   it('keeps every key of a group under the prefix and one hash tag that encodes the group, braces included', async () => {
-    const storage = new RedisStorage({ client, keyPrefix });
+    const storage = new RedisStorage({ client: sharedServer.client, keyPrefix });
     const group = `g}{${randomUUID()}`;
     applied(await storage.createLease({ group, leaseKey: 'k' }));
     applied(await storage.createLeader({ group }));
     const tag = `{${Buffer.from(group).toString('base64url')}}`;
-    const keys = (await client.keys(`${keyPrefix}${tag}*`)).sort();
+    const keys = (await sharedServer.client.keys(`${keyPrefix}${tag}*`)).sort();
     expect(keys).toEqual([`${keyPrefix}${tag}:incarnation`, `${keyPrefix}${tag}:leader`, `${keyPrefix}${tag}:leases`]);
   });
 
   it('lists a group larger than one page completely when pages are small', async () => {
-    const storage = new RedisStorage({ client, keyPrefix, listPageSize: 7 });
+    const storage = new RedisStorage({ client: sharedServer.client, keyPrefix, listPageSize: 7 });
     const group = `paged-${randomUUID()}`;
     await createLeases(storage, group, 300);
     expect((await storage.listLeases(group)).leases.length).toBe(300);
   });
 
   it('splits a batch larger than maxBatchSize into several calls and still returns one result per update, in order', async () => {
-    const storage = new RedisStorage({ client, keyPrefix, maxBatchSize: 16 });
+    const storage = new RedisStorage({ client: sharedServer.client, keyPrefix, maxBatchSize: 16 });
     const group = `chunked-${randomUUID()}`;
     await createLeases(storage, group, 50);
     const { leases } = await storage.listLeases(group);
@@ -137,7 +118,7 @@ describe('RedisStorage on the shared server', () => {
 
   it('a lease whose epoch was written lower, then deleted and created again, gets its highest epoch back, as in MemoryStorage', async () => {
     const group = `epochs-${randomUUID()}`;
-    for (const storage of [new RedisStorage({ client, keyPrefix }), new MemoryStorage()]) {
+    for (const storage of [new RedisStorage({ client: sharedServer.client, keyPrefix }), new MemoryStorage()]) {
       const created = applied(await storage.createLease({ group, leaseKey: 'k', owner: 'a', epoch: 5 }));
       const lowered = applied((await storage.updateLeases(group, [{ leaseKey: 'k', expectedVersion: created.version, next: { ...created, epoch: 2 } }]))[0]);
       expect(lowered.epoch).toBe(2);
@@ -150,24 +131,24 @@ describe('RedisStorage on the shared server', () => {
   const hashOf = (group: string, name: 'leases' | 'tombstones' | 'leader'): string => `${keyPrefix}{${Buffer.from(group).toString('base64url')}}:${name}`;
 
   it('reports a stored lease that is not in its format as a CorruptRecordError naming the lease', async () => {
-    const storage = new RedisStorage({ client, keyPrefix });
+    const storage = new RedisStorage({ client: sharedServer.client, keyPrefix });
     const group = `corrupt-${randomUUID()}`;
     applied(await storage.createLease({ group, leaseKey: 'k' }));
-    await client.hset(hashOf(group, 'leases'), 'k', 'not a lease');
+    await sharedServer.client.hset(hashOf(group, 'leases'), 'k', 'not a lease');
     const error = await storage.getLease(group, 'k').catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(CorruptRecordError);
     expect((error as Error).message).toBe(`[storage-redis] stored lease "k" of group ${JSON.stringify(group)} is corrupt: malformed header in "not a lease"`);
-    await client.hset(hashOf(group, 'leases'), 'k', '2:0:token:{"owner":5}');
+    await sharedServer.client.hset(hashOf(group, 'leases'), 'k', '2:0:token:{"owner":5}');
     await expect(storage.getLease(group, 'k')).rejects.toThrow(
       `[storage-redis] stored lease "k" of group ${JSON.stringify(group)} is corrupt: state lacks format, checkpoint, parentKeys, incarnation, metadata`,
     );
   });
 
   it('lists hash fields of the wrong shape in corrupt, one error naming each, and every other lease of the group, across pages', async () => {
-    const storage = new RedisStorage({ client, keyPrefix, listPageSize: 2 });
+    const storage = new RedisStorage({ client: sharedServer.client, keyPrefix, listPageSize: 2 });
     const group = `corrupt-list-${randomUUID()}`;
     await createLeases(storage, group, 6);
-    await client.hset(hashOf(group, 'leases'), 'shardId-000001', 'not a lease', 'shardId-000004', '7:1:token:[]');
+    await sharedServer.client.hset(hashOf(group, 'leases'), 'shardId-000001', 'not a lease', 'shardId-000004', '7:1:token:[]');
     const { leases, corrupt } = await storage.listLeases(group);
     expect(leases.map((lease) => lease.leaseKey).sort()).toEqual(['shardId-000000', 'shardId-000002', 'shardId-000003', 'shardId-000005']);
     expect(corrupt.every((error) => error instanceof CorruptRecordError)).toBe(true);
@@ -178,11 +159,11 @@ describe('RedisStorage on the shared server', () => {
   });
 
   it('a batch that meets a corrupt lease applies the others and gives unknown with the CorruptRecordError for it alone; create and delete on it are unknown too, and it is never overwritten', async () => {
-    const storage = new RedisStorage({ client, keyPrefix });
+    const storage = new RedisStorage({ client: sharedServer.client, keyPrefix });
     const group = `corrupt-batch-${randomUUID()}`;
     await createLeases(storage, group, 3);
     const { leases } = await storage.listLeases(group);
-    await client.hset(hashOf(group, 'leases'), 'shardId-000001', 'not a lease');
+    await sharedServer.client.hset(hashOf(group, 'leases'), 'shardId-000001', 'not a lease');
     const results = await storage.updateLeases(group, renewals(leases, 'renewer'));
     expect(results.map((outcome) => outcome.status)).toEqual(leases.map((lease) => (lease.leaseKey === 'shardId-000001' ? 'unknown' : 'applied')));
     const failed = results.find((outcome) => outcome.status === 'unknown');
@@ -193,30 +174,30 @@ describe('RedisStorage on the shared server', () => {
     expect(created.status === 'unknown' && created.error).toBeInstanceOf(CorruptRecordError);
     const deleted = await storage.deleteLease(group, 'shardId-000001', 1);
     expect(deleted.status === 'unknown' && deleted.error).toBeInstanceOf(CorruptRecordError);
-    expect(await client.hget(hashOf(group, 'leases'), 'shardId-000001')).toBe('not a lease');
+    expect(await sharedServer.client.hget(hashOf(group, 'leases'), 'shardId-000001')).toBe('not a lease');
   });
 
   it('a corrupt tombstone makes a create of its key unknown, with or without recreate, and leaves it as it was', async () => {
-    const storage = new RedisStorage({ client, keyPrefix });
+    const storage = new RedisStorage({ client: sharedServer.client, keyPrefix });
     const group = `corrupt-tombstone-${randomUUID()}`;
     const lease = applied(await storage.createLease({ group, leaseKey: 'k' }));
     expect((await storage.deleteLease(group, 'k', lease.version)).status).toBe('applied');
-    await client.hset(hashOf(group, 'tombstones'), 'k', 'gone');
+    await sharedServer.client.hset(hashOf(group, 'tombstones'), 'k', 'gone');
     for (const recreate of [false, true]) {
       const outcome = await storage.createLease({ group, leaseKey: 'k' }, { recreate });
       expect(outcome.status === 'unknown' && outcome.error.message).toBe(
         `[storage-redis] stored lease "k" of group ${JSON.stringify(group)} is corrupt: malformed tombstone "gone"`,
       );
     }
-    expect(await client.hget(hashOf(group, 'tombstones'), 'k')).toBe('gone');
-    expect(await client.hexists(hashOf(group, 'leases'), 'k')).toBe(0);
+    expect(await sharedServer.client.hget(hashOf(group, 'tombstones'), 'k')).toBe('gone');
+    expect(await sharedServer.client.hexists(hashOf(group, 'leases'), 'k')).toBe(0);
   });
 
   it('a corrupt leader record is an error naming the group on read, and unknown for a write that meets it', async () => {
-    const storage = new RedisStorage({ client, keyPrefix });
+    const storage = new RedisStorage({ client: sharedServer.client, keyPrefix });
     const group = `corrupt-leader-${randomUUID()}`;
     const leader = applied(await storage.createLeader({ group, holder: 'w', term: 1 }));
-    await client.set(hashOf(group, 'leader'), '5:token:{"holder":"w"}');
+    await sharedServer.client.set(hashOf(group, 'leader'), '5:token:{"holder":"w"}');
     await expect(storage.getLeader(group)).rejects.toThrow(
       `[storage-redis] stored leader record of group ${JSON.stringify(group)} is corrupt: state lacks format, term, metadata`,
     );
@@ -226,7 +207,7 @@ describe('RedisStorage on the shared server', () => {
   });
 
   it('keeps format 2 and fields core does not name through create, batched update, get, list, conflicts and a recreate', async () => {
-    const storage = new RedisStorage({ client, keyPrefix });
+    const storage = new RedisStorage({ client: sharedServer.client, keyPrefix });
     const group = `later-${randomUUID()}`;
     const later = { format: 2, shardRange: { start: '0', end: '9'.repeat(39) }, tags: ['a', 1.5, true, null, { deep: [] }] };
     const created = applied(await storage.createLease({ group, leaseKey: 'one', owner: 'a', epoch: 3, ...later }));
@@ -261,15 +242,15 @@ describe('RedisStorage on the shared server', () => {
   });
 
   it('does not create a deleted key again without recreate: a conflict with no current lease, and the tombstone stays as it was', async () => {
-    const storage = new RedisStorage({ client, keyPrefix });
+    const storage = new RedisStorage({ client: sharedServer.client, keyPrefix });
     const group = `deleted-${randomUUID()}`;
     const lease = applied(await storage.createLease({ group, leaseKey: 'k', owner: 'a', epoch: 4 }));
     expect((await storage.deleteLease(group, 'k', lease.version)).status).toBe('applied');
-    const tombstone = await client.hget(hashOf(group, 'tombstones'), 'k');
+    const tombstone = await sharedServer.client.hget(hashOf(group, 'tombstones'), 'k');
     expect(tombstone).toMatch(/^1:4:/);
     expect(await storage.createLease({ group, leaseKey: 'k' })).toEqual({ status: 'conflict', current: null });
     expect(await storage.createLease({ group, leaseKey: 'k' }, { recreate: false })).toEqual({ status: 'conflict', current: null });
-    expect(await client.hget(hashOf(group, 'tombstones'), 'k')).toBe(tombstone);
+    expect(await sharedServer.client.hget(hashOf(group, 'tombstones'), 'k')).toBe(tombstone);
     expect(await storage.listLeases(group)).toEqual({ leases: [], corrupt: [] });
     expect(applied(await storage.createLease({ group, leaseKey: 'k' }, { recreate: true }))).toMatchObject({ version: 2, epoch: 4, owner: null });
     expect(applied(await storage.createLease({ group, leaseKey: 'never-had-one' }, { recreate: true })).version).toBe(1);
@@ -289,7 +270,7 @@ describe('RedisStorage on the shared server', () => {
         { group, leaseKey: 'k', kind: 'released' },
       ]);
       await subscription.close();
-      expect(await client.exists(`${keyPrefix}client:inner:{${Buffer.from(group).toString('base64url')}}:leases`)).toBe(1);
+      expect(await sharedServer.client.exists(`${keyPrefix}client:inner:{${Buffer.from(group).toString('base64url')}}:leases`)).toBe(1);
     } finally {
       await storage.close();
       await prefixed.quit();
@@ -297,14 +278,14 @@ describe('RedisStorage on the shared server', () => {
   });
 
   it('close() ends its own pub/sub connection and leaves the caller\'s client open', async () => {
-    const storage = new RedisStorage({ client, keyPrefix });
+    const storage = new RedisStorage({ client: sharedServer.client, keyPrefix });
     const group = `closing-${randomUUID()}`;
     const channel = `${keyPrefix}{${Buffer.from(group).toString('base64url')}}:changes`;
     await storage.subscribe(group, () => undefined);
-    expect(await client.pubsub('NUMSUB', channel)).toEqual([channel, 1]);
+    expect(await sharedServer.client.pubsub('NUMSUB', channel)).toEqual([channel, 1]);
     await storage.close();
-    await expect.poll(() => client.pubsub('NUMSUB', channel), { timeout: 5000 }).toEqual([channel, 0]);
-    expect(await client.ping()).toBe('PONG');
+    await expect.poll(() => sharedServer.client.pubsub('NUMSUB', channel), { timeout: 5000 }).toEqual([channel, 0]);
+    expect(await sharedServer.client.ping()).toBe('PONG');
   });
 });
 
@@ -320,9 +301,7 @@ describe('RedisStorage on a redis-server of its own', () => {
   });
 
   it('SCRIPT FLUSH in the middle of a run: the scripts reload and every operation succeeds', async () => {
-    const client = connect(server.port);
-    const admin = connect(server.port);
-    try {
+    await withClients(server.port, 2, async (client, admin) => {
       const storage = new RedisStorage({ client });
       const group = `flush-${randomUUID()}`;
       await createLeases(storage, group, 20);
@@ -335,17 +314,11 @@ describe('RedisStorage on a redis-server of its own', () => {
         applied(await storage.updateLeader(group, leader.version, leaderStateOf({ holder: `round-${round}`, term: round + 1 })));
       }
       expect((await storage.listLeases(group)).leases.every((lease) => lease.owner === 'round-19' && lease.version === 21)).toBe(true);
-    } finally {
-      client.disconnect();
-      admin.disconnect();
-    }
+    });
   });
 
   it('the connection killed mid-run (CLIENT KILL): each write is applied, unknown or typed, never a false conflict, and the next call works', async () => {
-    const client = connect(server.port);
-    const admin = connect(server.port);
-    const killer = connect(server.port);
-    try {
+    await withClients(server.port, 3, async (client, admin, killer) => {
       const storage = new RedisStorage({ client });
       const group = `killed-${randomUUID()}`;
       await createLeases(storage, group, 5);
@@ -382,18 +355,11 @@ describe('RedisStorage on a redis-server of its own', () => {
       const { leases } = await storage.listLeases(group);
       expect((await storage.updateLeases(group, renewals(leases, 'after'))).every((outcome) => outcome.status === 'applied')).toBe(true);
       expect(applied(await storage.createLeader({ group, holder: 'after' })).holder).toBe('after');
-    } finally {
-      client.disconnect();
-      admin.disconnect();
-      killer.disconnect();
-    }
+    });
   });
 
   it('a write resent by the client after its reply was lost is recognised as applied, for every kind of write', async () => {
-    const client = connect(server.port);
-    const admin = connect(server.port);
-    const killer = connect(server.port);
-    try {
+    await withClients(server.port, 3, async (client, admin, killer) => {
       const storage = new RedisStorage({ client });
       const group = `resent-${randomUUID()}`;
       for (let round = 0; round < 4; round++) {
@@ -407,11 +373,7 @@ describe('RedisStorage on a redis-server of its own', () => {
       const leader = applied(await sendDuringKill(admin, killer, () => storage.createLeader({ group, holder: 'a', term: 1 })));
       const next = applied(await sendDuringKill(admin, killer, () => storage.updateLeader(group, leader.version, { ...leaderStateOf(leader), holder: 'b', term: 2 })));
       expect(await storage.getLeader(group)).toEqual(next);
-    } finally {
-      client.disconnect();
-      admin.disconnect();
-      killer.disconnect();
-    }
+    });
   });
 
   it('a connection that cannot come back turns writes into unknown results and reads into StorageUnavailableError', async () => {
@@ -437,8 +399,7 @@ describe('RedisStorage on a redis-server of its own', () => {
   });
 
   it('a restart that lost every write is reported as a RegressionError, and the group stays refused', async () => {
-    const client = connect(server.port);
-    try {
+    await withClients(server.port, 1, async (client) => {
       const storage = new RedisStorage({ client });
       const group = `restart-${randomUUID()}`;
       await createLeases(storage, group, 3);
@@ -455,14 +416,11 @@ describe('RedisStorage on a redis-server of its own', () => {
       await expect(storage.getLeader(group)).rejects.toBe(error);
       // A group this storage never saw is unaffected.
       applied(await storage.createLease({ group: `${group}-other`, leaseKey: 'k' }));
-    } finally {
-      client.disconnect();
-    }
+    });
   });
 
   it('a restart from an older snapshot is reported: the version that went back, and the lease that vanished', async () => {
-    const client = connect(server.port);
-    try {
+    await withClients(server.port, 1, async (client) => {
       const storage = new RedisStorage({ client });
       const group = `snapshot-${randomUUID()}`;
       let lease = applied(await storage.createLease({ group, leaseKey: 'kept', owner: 'a', epoch: 1 }));
@@ -503,14 +461,11 @@ describe('RedisStorage on a redis-server of its own', () => {
       await expect(leaders.getLeader(third)).rejects.toThrow(
         `[storage-redis] leader record of group ${JSON.stringify(third)} went back from version 2 to version 1`,
       );
-    } finally {
-      client.disconnect();
-    }
+    });
   });
 
   it('a write whose reply shows lost writes is unknown, carrying the RegressionError, and the group is refused from then on', async () => {
-    const client = connect(server.port);
-    try {
+    await withClients(server.port, 1, async (client) => {
       const storage = new RedisStorage({ client });
       const group = `write-regression-${randomUUID()}`;
       let lease = applied(await storage.createLease({ group, leaseKey: 'k', owner: 'a', epoch: 1 }));
@@ -533,14 +488,11 @@ describe('RedisStorage on a redis-server of its own', () => {
       await server.restart({ fromSnapshot: false });
       const deleted = await fresh.deleteLease(other, 'k', created.version);
       expect(deleted.status === 'unknown' && deleted.error).toBeInstanceOf(RegressionError);
-    } finally {
-      client.disconnect();
-    }
+    });
   });
 
   it('a lease deleted through another client and listed afterwards is not mistaken for a loss', async () => {
-    const client = connect(server.port);
-    try {
+    await withClients(server.port, 1, async (client) => {
       const watcher = new RedisStorage({ client });
       const deleter = new RedisStorage({ client });
       const group = `deleted-${randomUUID()}`;
@@ -553,8 +505,6 @@ describe('RedisStorage on a redis-server of its own', () => {
       const again = applied(await watcher.createLease({ group, leaseKey: first!.leaseKey }, { recreate: true }));
       expect(again.version).toBe(first!.version + 1);
       expect(again.epoch).toBe(first!.epoch);
-    } finally {
-      client.disconnect();
-    }
+    });
   });
 });

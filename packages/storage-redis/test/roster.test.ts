@@ -3,60 +3,26 @@
  * at a time by a script that touches only that member's field and the counter.
  */
 import { randomUUID } from 'node:crypto';
-import {
-  CorruptRecordError,
-  RegressionError,
-  type MemberRecord,
-  type MemberState,
-  type WriteResult,
-} from '@leasehold/core';
-import { RECORD_FORMAT } from '@leasehold/core/adapter';
+import { CorruptRecordError, RegressionError } from '@leasehold/core';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisStorage } from '../src/index.js';
 import { groupKeys } from '../src/keys.js';
-import { connectShared, deletePrefix, OwnServer, sendDuringKill, SHARED_HOST, SHARED_PORT } from './servers.js';
-
-function state(incarnation: string, changes: Partial<MemberState> = {}): MemberState {
-  return { format: RECORD_FORMAT, incarnation, leaseDurationMs: 10_000, status: 'alive', held: 0, changes: 0, requests: [], metadata: {}, ...changes };
-}
-
-function applied(outcome: WriteResult<MemberRecord> | undefined): MemberRecord {
-  if (outcome?.status !== 'applied') throw new Error(`expected applied, got ${JSON.stringify(outcome)}`);
-  return outcome.record;
-}
-
-function connect(port: number): Redis {
-  const client = new Redis({ host: port === SHARED_PORT ? SHARED_HOST : '127.0.0.1', port, retryStrategy: (attempt: number) => Math.min(attempt * 20, 500) });
-  client.on('error', () => undefined);
-  return client;
-}
-
-function byWorker(members: readonly MemberRecord[]): MemberRecord[] {
-  return [...members].sort((a, b) => (a.workerId < b.workerId ? -1 : a.workerId > b.workerId ? 1 : 0));
-}
+import { OwnServer, sendDuringKill, SHARED_PORT } from './servers.js';
+import { applied, byWorker, connect, onSharedServer, state, withClients } from './support.js';
 
 describe('RedisStorage roster on the shared server', () => {
-  const keyPrefix = `leasehold-roster-test-${randomUUID().slice(0, 8)}:`;
-  let client: Redis;
+  const sharedServer = onSharedServer('leasehold-roster-test');
+  const { keyPrefix } = sharedServer;
   const rosterKey = (group: string): string => groupKeys(keyPrefix, group).roster;
 
-  beforeAll(async () => {
-    client = await connectShared();
-  });
-
-  afterAll(async () => {
-    await deletePrefix(client, keyPrefix);
-    await client.quit();
-  });
-
   it('keeps the roster in one hash under the group\'s hash tag: a field per member, and the counter under the empty field', async () => {
-    const storage = new RedisStorage({ client, keyPrefix });
+    const storage = new RedisStorage({ client: sharedServer.client, keyPrefix });
     const group = `layout}{${randomUUID()}`;
     for (const workerId of ['a', 'b', '__proto__']) applied(await storage.putMember(group, workerId, null, state(`${workerId}-1`)));
     const tag = `{${Buffer.from(group).toString('base64url')}}`;
-    expect(await client.keys(`${keyPrefix}${tag}*`)).toEqual([`${keyPrefix}${tag}:roster`]);
-    const raw = await client.call('HGETALL', rosterKey(group)) as string[];
+    expect(await sharedServer.client.keys(`${keyPrefix}${tag}*`)).toEqual([`${keyPrefix}${tag}:roster`]);
+    const raw = await sharedServer.client.call('HGETALL', rosterKey(group)) as string[];
     const fields = new Map<string, string>();
     for (let i = 0; i < raw.length; i += 2) fields.set(raw[i]!, raw[i + 1]!);
     expect([...fields.keys()].sort()).toEqual(['', '__proto__', 'a', 'b']);
@@ -109,14 +75,14 @@ describe('RedisStorage roster on the shared server', () => {
       for (const outcome of outcomes) {
         if (outcome.status !== 'applied') expect(outcome).toEqual({ status: 'conflict', current: winner });
       }
-      expect((await new RedisStorage({ client, keyPrefix }).getRoster(group)).members).toEqual([winner]);
+      expect((await new RedisStorage({ client: sharedServer.client, keyPrefix }).getRoster(group)).members).toEqual([winner]);
     } finally {
       for (const own of clients) own.disconnect();
     }
   });
 
   it('remove-then-join gives the worker id a version greater than any member of the group ever had', async () => {
-    const storage = new RedisStorage({ client, keyPrefix });
+    const storage = new RedisStorage({ client: sharedServer.client, keyPrefix });
     const group = `rejoin-${randomUUID()}`;
     const a = applied(await storage.putMember(group, 'a', null, state('a-1')));
     let b = applied(await storage.putMember(group, 'b', null, state('b-1')));
@@ -125,16 +91,16 @@ describe('RedisStorage roster on the shared server', () => {
     expect(await storage.removeMember(group, 'b', b.version)).toEqual({ status: 'applied' });
     expect((await storage.getRoster(group)).members).toEqual([]);
     // The group's counter outlives its last member: the hash stays, with the counter alone.
-    expect(await client.hkeys(rosterKey(group))).toEqual(['']);
-    expect(await client.hget(rosterKey(group), '')).toMatch(/^3:/);
+    expect(await sharedServer.client.hkeys(rosterKey(group))).toEqual(['']);
+    expect(await sharedServer.client.hget(rosterKey(group), '')).toMatch(/^3:/);
     const again = applied(await storage.putMember(group, 'a', null, state('a-2')));
     expect(again.version).toBe(4);
     expect(again.version).toBeGreaterThan(b.version);
   });
 
   it('a conflict carries the member as stored when the write was refused, or none', async () => {
-    const first = new RedisStorage({ client, keyPrefix });
-    const second = new RedisStorage({ client, keyPrefix });
+    const first = new RedisStorage({ client: sharedServer.client, keyPrefix });
+    const second = new RedisStorage({ client: sharedServer.client, keyPrefix });
     const group = `conflict-${randomUUID()}`;
     const joined = applied(await first.putMember(group, 'w', null, state('w-1')));
     const moved = applied(await second.putMember(group, 'w', joined.version, state('w-1', { status: 'dead', metadata: { why: 'declared dead' } })));
@@ -147,11 +113,11 @@ describe('RedisStorage roster on the shared server', () => {
   });
 
   it('a member value that is not a member is listed in corrupt, naming it, while the others read; writes at another version are unknown and leave it', async () => {
-    const storage = new RedisStorage({ client, keyPrefix });
+    const storage = new RedisStorage({ client: sharedServer.client, keyPrefix });
     const group = `corrupt-${randomUUID()}`;
     const good = applied(await storage.putMember(group, 'good', null, state('g-1')));
     const bad = applied(await storage.putMember(group, 'bad', null, state('b-1')));
-    await client.hset(rosterKey(group), 'bad', 'not a member');
+    await sharedServer.client.hset(rosterKey(group), 'bad', 'not a member');
     const roster = await storage.getRoster(group);
     expect(roster.members).toEqual([good]);
     expect(roster.corrupt).toHaveLength(1);
@@ -166,17 +132,17 @@ describe('RedisStorage roster on the shared server', () => {
       expect(outcome.status).toBe('unknown');
       expect(outcome.status === 'unknown' && outcome.error).toMatchObject({ code: 'ERR_CORRUPT_RECORD', workerId: 'bad' });
     }
-    expect(await client.hget(rosterKey(group), 'bad')).toBe('not a member');
+    expect(await sharedServer.client.hget(rosterKey(group), 'bad')).toBe('not a member');
     // A good member is written as before, beside it.
     applied(await storage.putMember(group, 'good', good.version, state('g-1')));
   });
 
   it('a corrupt member whose header holds a version is replaced by a write at that version, or removed by a delete at it', async () => {
-    const storage = new RedisStorage({ client, keyPrefix });
+    const storage = new RedisStorage({ client: sharedServer.client, keyPrefix });
     const group = `corrupt-versioned-${randomUUID()}`;
     applied(await storage.putMember(group, 'a', null, state('a-1')));
     applied(await storage.putMember(group, 'b', null, state('b-1')));
-    await client.hset(rosterKey(group), 'a', '7:someone:{"format":1}', 'b', '8:someone:[]', '', '8');
+    await sharedServer.client.hset(rosterKey(group), 'a', '7:someone:{"format":1}', 'b', '8:someone:[]', '', '8');
     expect((await storage.getRoster(group)).corrupt.map((error) => error.workerId).sort()).toEqual(['a', 'b']);
     expect((await storage.putMember(group, 'a', 6, state('a-1'))).status).toBe('unknown');
     expect(applied(await storage.putMember(group, 'a', 7, state('a-2'))).version).toBe(9);
@@ -187,21 +153,21 @@ describe('RedisStorage roster on the shared server', () => {
   });
 
   it('a counter that is not a number: the members still read, and a write is unknown naming the counter', async () => {
-    const storage = new RedisStorage({ client, keyPrefix });
+    const storage = new RedisStorage({ client: sharedServer.client, keyPrefix });
     const group = `bad-counter-${randomUUID()}`;
     const member = applied(await storage.putMember(group, 'a', null, state('a-1')));
-    await client.hset(rosterKey(group), '', 'many');
+    await sharedServer.client.hset(rosterKey(group), '', 'many');
     expect(await storage.getRoster(group)).toEqual({ group, members: [member], corrupt: [] });
     const outcome = await storage.putMember(group, 'a', member.version, state('a-1'));
     expect(outcome.status === 'unknown' && outcome.error.message).toBe(
       `[storage-redis] stored version counter of the roster of group ${JSON.stringify(group)} is corrupt: "many"`,
     );
     expect((await storage.removeMember(group, 'a', member.version)).status).toBe('unknown');
-    expect(await client.hget(rosterKey(group), '')).toBe('many');
+    expect(await sharedServer.client.hget(rosterKey(group), '')).toBe('many');
   });
 
   it('member writes publish nothing on the change feed', async () => {
-    const storage = new RedisStorage({ client, keyPrefix });
+    const storage = new RedisStorage({ client: sharedServer.client, keyPrefix });
     const group = `quiet-${randomUUID()}`;
     const heard: unknown[] = [];
     const subscription = await storage.subscribe(group, (change) => heard.push(change));
@@ -238,9 +204,7 @@ describe('RedisStorage roster on a redis-server of its own', () => {
   }
 
   it('reading a roster of 100 members is one command on one key; a heartbeat reads and writes one field and the counter', async () => {
-    const client = connect(server.port);
-    const admin = connect(server.port);
-    try {
+    await withClients(server.port, 2, async (client, admin) => {
       const storage = new RedisStorage({ client });
       const group = `cost-${randomUUID()}`;
       const members = await Promise.all(Array.from({ length: 100 }, (_, i) => storage.putMember(group, `worker-${i}`, null, state(`w${i}`)).then(applied)));
@@ -254,17 +218,11 @@ describe('RedisStorage roster on a redis-server of its own', () => {
       applied(await storage.putMember(group, 'worker-0', members[0]!.version, state('w0')));
       const write = await commandCalls(admin);
       expect(Object.fromEntries([...write].filter(([name]) => name !== 'config|resetstat' && name !== 'info'))).toEqual({ evalsha: 1, hmget: 1, hset: 1 });
-    } finally {
-      client.disconnect();
-      admin.disconnect();
-    }
+    });
   });
 
   it('a member write resent by the client after its reply was lost is recognised as applied: join, heartbeat and remove', async () => {
-    const client = connect(server.port);
-    const admin = connect(server.port);
-    const killer = connect(server.port);
-    try {
+    await withClients(server.port, 3, async (client, admin, killer) => {
       const storage = new RedisStorage({ client });
       const group = `resent-${randomUUID()}`;
       for (let round = 0; round < 4; round++) {
@@ -276,16 +234,11 @@ describe('RedisStorage roster on a redis-server of its own', () => {
         expect(await sendDuringKill(admin, killer, () => storage.removeMember(group, workerId, beat.version))).toEqual({ status: 'applied' });
         expect((await storage.getRoster(group)).members).toEqual([]);
       }
-    } finally {
-      client.disconnect();
-      admin.disconnect();
-      killer.disconnect();
-    }
+    });
   });
 
   it('a restart that lost the roster, or brought back an older one, is a RegressionError: thrown by a read, carried by a write', async () => {
-    const client = connect(server.port);
-    try {
+    await withClients(server.port, 1, async (client) => {
       const storage = new RedisStorage({ client });
       const group = `restart-${randomUUID()}`;
       const member = applied(await storage.putMember(group, 'a', null, state('a-1')));
@@ -311,8 +264,6 @@ describe('RedisStorage roster on a redis-server of its own', () => {
       expect(outcome.status === 'unknown' && outcome.error).toBeInstanceOf(RegressionError);
       expect(outcome.status === 'unknown' && outcome.error.message).toMatch(/^\[storage-redis\] roster of group .* was seen at member version 1 and is gone; /);
       await expect(writer.getRoster(other)).rejects.toBeInstanceOf(RegressionError);
-    } finally {
-      client.disconnect();
-    }
+    });
   });
 });

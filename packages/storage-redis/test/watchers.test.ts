@@ -10,51 +10,21 @@ import {
   RegressionError,
   StorageOutcomeUnknownError,
   StorageUnavailableError,
-  type MemberRecord,
-  type MemberState,
-  type WriteResult,
 } from '@leasehold/core';
-import { limits, RECORD_FORMAT } from '@leasehold/core/adapter';
+import { limits } from '@leasehold/core/adapter';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisStorage } from '../src/index.js';
 import { groupKeys } from '../src/keys.js';
-import { connectShared, corruptMember, deletePrefix, OwnServer, SHARED_HOST, SHARED_PORT } from './servers.js';
-
-function state(incarnation: string, changes: Partial<MemberState> = {}): MemberState {
-  return { format: RECORD_FORMAT, incarnation, leaseDurationMs: 10_000, status: 'alive', held: 0, changes: 0, requests: [], metadata: {}, ...changes };
-}
-
-function applied(outcome: WriteResult<MemberRecord> | undefined): MemberRecord {
-  if (outcome?.status !== 'applied') throw new Error(`expected applied, got ${JSON.stringify(outcome)}`);
-  return outcome.record;
-}
-
-function connect(port: number): Redis {
-  const client = new Redis({ host: port === SHARED_PORT ? SHARED_HOST : '127.0.0.1', port, retryStrategy: (attempt: number) => Math.min(attempt * 20, 500) });
-  client.on('error', () => undefined);
-  return client;
-}
-
-function byWorker(members: readonly MemberRecord[]): MemberRecord[] {
-  return [...members].sort((a, b) => (a.workerId < b.workerId ? -1 : a.workerId > b.workerId ? 1 : 0));
-}
+import { corruptMember, OwnServer, SHARED_PORT } from './servers.js';
+import { applied, byWorker, connect, onSharedServer, state, withClients } from './support.js';
 
 describe('RedisStorage watchers\' reads on the shared server', () => {
-  const keyPrefix = `leasehold-watch-test-${randomUUID().slice(0, 8)}:`;
-  let client: Redis;
-
-  beforeAll(async () => {
-    client = await connectShared();
-  });
-
-  afterAll(async () => {
-    await deletePrefix(client, keyPrefix);
-    await client.quit();
-  });
+  const sharedServer = onSharedServer('leasehold-watch-test');
+  const { keyPrefix } = sharedServer;
 
   it('getMembers reads exactly the named members, each as getRoster gives it: absent and removed ones are left out, a repeated id is read once', async () => {
-    const storage = new RedisStorage({ client, keyPrefix });
+    const storage = new RedisStorage({ client: sharedServer.client, keyPrefix });
     const group = `members-${randomUUID()}`;
     for (const workerId of ['a', 'b', 'c', 'd']) applied(await storage.putMember(group, workerId, null, state(`${workerId}-1`, { held: 2 })));
     const c = (await storage.getRoster(group)).members.find((member) => member.workerId === 'c')!;
@@ -69,11 +39,11 @@ describe('RedisStorage watchers\' reads on the shared server', () => {
   });
 
   it('a named member that cannot be read back is in corrupt, naming its worker id exactly as getRoster reports it, while the others read', async () => {
-    const storage = new RedisStorage({ client, keyPrefix });
+    const storage = new RedisStorage({ client: sharedServer.client, keyPrefix });
     const group = `corrupt-${randomUUID()}`;
     const good = applied(await storage.putMember(group, 'good', null, state('g-1')));
     applied(await storage.putMember(group, 'bad', null, state('b-1')));
-    await corruptMember(client, groupKeys(keyPrefix, group).roster, 'bad');
+    await corruptMember(sharedServer.client, groupKeys(keyPrefix, group).roster, 'bad');
     const read = await storage.getMembers(group, ['bad', 'good', 'bad']);
     expect(read.members).toEqual([good]);
     expect(read.corrupt).toHaveLength(1);
@@ -98,12 +68,12 @@ describe('RedisStorage watchers\' reads on the shared server', () => {
     await expect(storage.advanceRosterDigest(7 as unknown as string)).rejects.toThrow('[storage-redis] group must be a string, got 7');
     expect(idle.status).toBe('wait');
     // Sixteen, the limit, are read.
-    const shared = new RedisStorage({ client, keyPrefix });
+    const shared = new RedisStorage({ client: sharedServer.client, keyPrefix });
     expect(await shared.getMembers(`limit-${randomUUID()}`, ids(16))).toMatchObject({ members: [], corrupt: [] });
   });
 
   it('the digest of a group never advanced is 0; each advance adds one and returns the value it wrote; each group has its own', async () => {
-    const storage = new RedisStorage({ client, keyPrefix });
+    const storage = new RedisStorage({ client: sharedServer.client, keyPrefix });
     const group = `digest-${randomUUID()}`;
     const other = `${group}-other`;
     expect(await storage.getRosterDigest(group)).toBe(0);
@@ -111,7 +81,7 @@ describe('RedisStorage watchers\' reads on the shared server', () => {
     expect(await storage.getRosterDigest(group)).toBe(3);
     expect(await storage.getRosterDigest(other)).toBe(0);
     expect(await storage.advanceRosterDigest(other)).toBe(1);
-    expect(await new RedisStorage({ client, keyPrefix }).getRosterDigest(group)).toBe(3);
+    expect(await new RedisStorage({ client: sharedServer.client, keyPrefix }).getRosterDigest(group)).toBe(3);
   });
 
   it('50 advances at once from 10 clients end at 50: each value is returned once, none is lost', async () => {
@@ -128,31 +98,31 @@ describe('RedisStorage watchers\' reads on the shared server', () => {
   });
 
   it('the digest is a key of its own beside the roster, under the group\'s hash tag: getRoster never sees it, and member writes leave it alone', async () => {
-    const storage = new RedisStorage({ client, keyPrefix });
+    const storage = new RedisStorage({ client: sharedServer.client, keyPrefix });
     const group = `layout}{${randomUUID()}`;
     const a = applied(await storage.putMember(group, 'a', null, state('a-1')));
     await storage.advanceRosterDigest(group);
     await storage.advanceRosterDigest(group);
     applied(await storage.putMember(group, 'a', a.version, state('a-1', { held: 1 })));
     const tag = `{${Buffer.from(group).toString('base64url')}}`;
-    expect((await client.keys(`${keyPrefix}${tag}*`)).sort()).toEqual([`${keyPrefix}${tag}:roster`, `${keyPrefix}${tag}:roster-digest`]);
+    expect((await sharedServer.client.keys(`${keyPrefix}${tag}*`)).sort()).toEqual([`${keyPrefix}${tag}:roster`, `${keyPrefix}${tag}:roster-digest`]);
     expect(groupKeys(keyPrefix, group).rosterDigest).toBe(`${keyPrefix}${tag}:roster-digest`);
-    expect(await client.type(`${keyPrefix}${tag}:roster-digest`)).toBe('string');
-    expect(await client.get(`${keyPrefix}${tag}:roster-digest`)).toBe('2');
-    expect((await client.hkeys(`${keyPrefix}${tag}:roster`)).sort()).toEqual(['', 'a']);
+    expect(await sharedServer.client.type(`${keyPrefix}${tag}:roster-digest`)).toBe('string');
+    expect(await sharedServer.client.get(`${keyPrefix}${tag}:roster-digest`)).toBe('2');
+    expect((await sharedServer.client.hkeys(`${keyPrefix}${tag}:roster`)).sort()).toEqual(['', 'a']);
     expect((await storage.getRoster(group)).members.map((member) => member.workerId)).toEqual(['a']);
     expect(await storage.getRosterDigest(group)).toBe(2);
   });
 
   it('a digest that is not a number is a CorruptRecordError naming the group, and an advance of it is unknown', async () => {
-    const storage = new RedisStorage({ client, keyPrefix });
+    const storage = new RedisStorage({ client: sharedServer.client, keyPrefix });
     const group = `bad-digest-${randomUUID()}`;
-    await client.set(groupKeys(keyPrefix, group).rosterDigest, 'many');
+    await sharedServer.client.set(groupKeys(keyPrefix, group).rosterDigest, 'many');
     const error = await storage.getRosterDigest(group).catch((caught: unknown) => caught);
     expect(error).toBeInstanceOf(CorruptRecordError);
     expect(error).toMatchObject({ group, message: `[storage-redis] stored roster digest of group ${JSON.stringify(group)} is corrupt: "many"` });
     await expect(storage.advanceRosterDigest(group)).rejects.toThrow(StorageOutcomeUnknownError);
-    expect(await client.get(groupKeys(keyPrefix, group).rosterDigest)).toBe('many');
+    expect(await sharedServer.client.get(groupKeys(keyPrefix, group).rosterDigest)).toBe('many');
   });
 });
 
@@ -179,9 +149,7 @@ describe('RedisStorage watchers\' reads on a redis-server of its own', () => {
   }
 
   it('getMembers of 3 in a roster of 100 is one command reading their fields; a digest read is one GET, an advance one INCR', async () => {
-    const client = connect(server.port);
-    const admin = connect(server.port);
-    try {
+    await withClients(server.port, 2, async (client, admin) => {
       const storage = new RedisStorage({ client });
       const group = `cost-${randomUUID()}`;
       await Promise.all(Array.from({ length: 100 }, (_, i) => storage.putMember(group, `worker-${i}`, null, state(`w${i}`)).then(applied)));
@@ -192,10 +160,7 @@ describe('RedisStorage watchers\' reads on a redis-server of its own', () => {
       expect(await commandsOf(admin, async () => expect((await storage.getMembers(group, watched)).members).toHaveLength(3))).toEqual({ evalsha: 1, hmget: 1 });
       expect(await commandsOf(admin, () => storage.getRosterDigest(group))).toEqual({ evalsha: 1, get: 1 });
       expect(await commandsOf(admin, () => storage.advanceRosterDigest(group))).toEqual({ incr: 1 });
-    } finally {
-      client.disconnect();
-      admin.disconnect();
-    }
+    });
   });
 
   it('a connection that cannot come back: getMembers and a digest read throw StorageUnavailableError, an advance throws StorageOutcomeUnknownError', async () => {
@@ -222,8 +187,7 @@ describe('RedisStorage watchers\' reads on a redis-server of its own', () => {
   });
 
   it('a restart that brought back an older digest is a RegressionError, and the group is refused from then on', async () => {
-    const client = connect(server.port);
-    try {
+    await withClients(server.port, 1, async (client) => {
       const storage = new RedisStorage({ client });
       const group = `restart-${randomUUID()}`;
       await storage.advanceRosterDigest(group);
@@ -240,8 +204,6 @@ describe('RedisStorage watchers\' reads on a redis-server of its own', () => {
       await expect(storage.getMembers(group, ['a'])).rejects.toBe(error);
       // A fresh storage, which never saw the lost value, reads what Redis has.
       expect(await new RedisStorage({ client }).getRosterDigest(group)).toBe(1);
-    } finally {
-      client.disconnect();
-    }
+    });
   });
 });
