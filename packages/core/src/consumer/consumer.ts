@@ -8,7 +8,7 @@ import type { ShardSource, SourceRecord } from '../source.js';
 import { Checkpoint, type CheckpointStorage, type LeaderStore, type Position } from '../storage.js';
 import { leaderLoop, ShardSync } from './leader-duties.js';
 import { resolveFailurePolicy, resolveGivingUp, type GivingUp, type ResolvedFailurePolicy } from './failure-policy.js';
-import type { ConsumerEvents, StallReason } from './events.js';
+import type { ConsumerEvents } from './events.js';
 import type { ConsumerOptions, InitialPosition, Logger, StreamList } from './options.js';
 import { unsafeOf, withUnsafe, type ConsumerUnsafe } from '../unsafe.js';
 import { ShardPump, type PumpOutcome, type PumpReporter } from './shard-pump.js';
@@ -19,13 +19,13 @@ import { parseStreamLeaseKey } from '../stream-keys.js';
 import { resolveStreams, type StreamSource } from './streams.js';
 import { parentPending, REWIND_FIELDS, REWIND_MARKER_FIELD, rewindRequestOf } from '../rewind.js';
 import { applyOwnRewind, type OwnRewind } from './owner-rewind.js';
+import { StallWatch } from './stalls.js';
 
 const PKG = 'core';
 
 const silent: Logger = { debug() {}, info() {}, warn() {}, error() {} };
 
-/** The lease metadata fields a worker writes while a shard it holds is stalled (read by `leasehold status`). */
-export const STALL_FIELDS = { since: 'leasehold.stalledSince', reason: 'leasehold.stalledReason' } as const;
+export { STALL_FIELDS } from './stalls.js';
 
 /** The leader record metadata field set once the group's first complete shard sync is done. */
 export const BORN_FIELD = 'leasehold.shardsSynced';
@@ -90,7 +90,6 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
   readonly #retry: { initialDelayMs: number; maxDelayMs: number; maxAttempts: number };
   readonly #failurePolicy: ResolvedFailurePolicy<R>;
   readonly #givingUp: GivingUp;
-  readonly #stallAfterMs: number;
   readonly #unsafe: ConsumerUnsafe;
   readonly #random: Random;
   readonly #pumps = new Map<string, ShardPump<R>>();
@@ -102,8 +101,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
   readonly #failures = new Map<string, { count: number; since: number; stopped?: boolean }>();
   /** Shards whose reader starts again after a backoff, or whose lease is being given back: not to reconcile. */
   readonly #settling = new Set<string>();
-  /** Shards reported stalled, with the tenure the report was written in. */
-  readonly #stalled = new Map<string, { fencingToken: number }>();
+  readonly #stalls: StallWatch;
   /** Rewind requests being applied, one after another per shard. */
   readonly #rewinds = new Map<string, Promise<void>>();
   /** Per shard, how many rewinds paused its readers: a reader made before the last one refuses its contexts' checkpoints. */
@@ -155,7 +153,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       maxDelayMs: positive(PKG, 'retry.maxDelayMs', options.retry?.maxDelayMs ?? 10_000),
       maxAttempts: positiveInteger(PKG, 'retry.maxAttempts', options.retry?.maxAttempts ?? 3),
     };
-    this.#stallAfterMs = positive(PKG, 'stallAfterMs', options.stallAfterMs ?? 60_000);
+    const stallAfterMs = positive(PKG, 'stallAfterMs', options.stallAfterMs ?? 60_000);
     this.#streamRefreshMs = positive(PKG, 'streamRefreshIntervalMs', options.streamRefreshIntervalMs ?? this.#shardSyncIntervalMs);
     this.#removedStreamGraceMs = nonNegative(PKG, 'removedStreamGraceMs', options.removedStreamGraceMs ?? 3_600_000);
     this.#unsafe = unsafeOf(options);
@@ -191,6 +189,19 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
           onDemoted: (term) => this.emit('leader-demoted', { term }),
         }, { skipSelfFencing: this.#unsafe.skipSelfFencing }))
       : undefined;
+    this.#stalls = new StallWatch({
+      coordinator: this.coordinator,
+      clock: this.#clock,
+      logger: this.#logger,
+      stallAfterMs,
+      host: {
+        reconcile: () => this.#reconcile(),
+        pump: (shardId) => this.#pumps.get(shardId),
+        failedSince: (shardId) => this.#failures.get(shardId)?.since,
+        emit: (name, event) => this.emit(name, event),
+        report: (error, operation) => this.#report(error, operation),
+      },
+    });
     this.#wire();
   }
 
@@ -216,7 +227,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       drains: this.#drains.size,
       failures: this.#failures.size,
       settling: this.#settling.size,
-      stalled: this.#stalled.size,
+      stalled: this.#stalls.size,
       rewinds: this.#rewinds.size,
       streams: this.#streams.size,
       everSeen: this.#everSeen.size,
@@ -252,7 +263,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
     if (this.elector && !this.#unsafe.birthRace) await this.#awaitBirth(this.elector);
     if (this.#state !== 'running') return;
     await this.coordinator.start();
-    this.#background.push(this.#watchStalls());
+    this.#background.push(this.#stalls.watch(this.#lifetime.signal));
     if (this.elector) this.#background.push(this.#watchRewinds(this.elector));
   }
 
@@ -590,73 +601,6 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
     this.emit('shard-ended', { shardId, childShardIds: [] });
   }
 
-  /**
-   * Every quarter of `stallAfterMs`, looks at each held shard: one whose handler call has not returned,
-   * whose source has not answered, or that nobody reads, for `stallAfterMs`, is reported once (event, log,
-   * and two metadata fields on its lease), and reported resumed when it moves again.
-   */
-  async #watchStalls(): Promise<void> {
-    const signal = this.#lifetime.signal;
-    while (!signal.aborted) {
-      try {
-        await this.#clock.sleep(this.#stallAfterMs / 4, signal);
-      } catch {
-        return;
-      }
-      this.#reconcile();
-      const now = this.#clock.now();
-      const held = new Map(this.coordinator.heldLeases().map((lease) => [lease.leaseKey, lease]));
-      for (const shardId of this.#stalled.keys()) if (!held.has(shardId)) this.#stalled.delete(shardId);
-      for (const lease of held.values()) {
-        const stall = this.#stallOf(lease.leaseKey, now);
-        const reported = this.#stalled.get(lease.leaseKey);
-        if (stall && !reported) this.#reportStalled(lease, stall);
-        else if (!stall && reported) this.#reportResumed(lease);
-      }
-    }
-  }
-
-  #reportStalled(lease: HeldLease, stall: { reason: StallReason; sinceMs: number; error?: Error | undefined }): void {
-    const shardId = lease.leaseKey;
-    const { reason, sinceMs, error } = stall;
-    this.#stalled.set(shardId, { fencingToken: lease.fencingToken });
-    if (error) {
-      const message =
-        reason === 'give-up-limit'
-          ? 'shard stalled: too many records given up in a row; the shard holds at the next one and retries it until a record succeeds'
-          : 'shard stalled: the handler failed with an error that is not the records\' fault; nothing is given up, the records are retried';
-      this.#logger.error({ shardId, reason, err: error }, message);
-    } else {
-      this.#logger.warn({ shardId, reason, sinceMs }, 'shard stalled');
-    }
-    this.emit('shard-stalled', { shardId, reason, sinceMs, ...(error ? { error } : {}) });
-    const since = new Date(this.#clock.wallTime() - sinceMs).toISOString();
-    this.#annotate(lease, { [STALL_FIELDS.since]: since, [STALL_FIELDS.reason]: reason });
-  }
-
-  #reportResumed(lease: HeldLease): void {
-    this.#stalled.delete(lease.leaseKey);
-    this.emit('shard-resumed', { shardId: lease.leaseKey });
-    this.#annotate(lease, { [STALL_FIELDS.since]: null, [STALL_FIELDS.reason]: null });
-  }
-
-  #stallOf(shardId: string, now: number): { reason: StallReason; sinceMs: number } | undefined {
-    const pump = this.#pumps.get(shardId);
-    // A shard held back at records it does not give up is stalled from the first moment (reported then).
-    const held = pump?.heldBack;
-    if (held) return { reason: held.reason, sinceMs: now - held.since };
-    let stall: { reason: StallReason; since: number };
-    if (!pump) stall = { reason: 'failed', since: this.#failures.get(shardId)?.since ?? now };
-    else if (pump.handlingSince !== null) stall = { reason: 'handler', since: pump.handlingSince };
-    else stall = { reason: 'reader', since: pump.lastReadAt };
-    const sinceMs = now - stall.since;
-    return sinceMs >= this.#stallAfterMs ? { reason: stall.reason, sinceMs } : undefined;
-  }
-
-  #annotate(lease: HeldLease, fields: Record<string, string | null>): void {
-    this.coordinator.annotate(lease, fields).catch((error: unknown) => this.#report(error, 'annotate'));
-  }
-
   #reporter(lease: HeldLease): PumpReporter {
     return {
       started: (shardId, position) => {
@@ -693,10 +637,10 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       },
       heldBack: (_shardId, reason, error) => {
         if (this.coordinator.lease(lease.leaseKey)?.fencingToken !== lease.fencingToken) return;
-        this.#reportStalled(lease, { reason, sinceMs: 0, error });
+        this.#stalls.reportStalled(lease, { reason, sinceMs: 0, error });
       },
       resumed: () => {
-        if (this.#stalled.get(lease.leaseKey)?.fencingToken === lease.fencingToken) this.#reportResumed(lease);
+        if (this.#stalls.reportedIn(lease)) this.#stalls.reportResumed(lease);
       },
       stopped: (shardId, error) => {
         this.#logger.error({ shardId, err: error }, 'shard stopped after a handler failure');
