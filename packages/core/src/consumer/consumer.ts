@@ -1,25 +1,24 @@
 import { systemClock, systemRandom, type Clock, type Random } from '../clock.js';
-import { AbortedError, describeValue, InvalidConfigError, LeaseholdError, LeaseLostError, StorageOutcomeUnknownError } from '../errors.js';
+import { AbortedError, describeValue, InvalidConfigError, LeaseholdError, LeaseLostError } from '../errors.js';
 import { TypedEmitter } from '../events.js';
 import { LeaderElector } from '../leader/elector.js';
 import { LeaseCoordinator, parentsFinished, type HeldLease } from '../lease/coordinator.js';
 import { nonNegative, positive, positiveInteger } from '../lease/timing.js';
 import type { ShardSource, SourceRecord } from '../source.js';
 import { Checkpoint, type CheckpointStorage, type LeaderStore, type Position } from '../storage.js';
-import { leaderLoop, ShardSync } from './leader-duties.js';
 import { resolveFailurePolicy, resolveGivingUp, type GivingUp, type ResolvedFailurePolicy } from './failure-policy.js';
 import type { ConsumerEvents } from './events.js';
 import type { ConsumerOptions, InitialPosition, Logger, StreamList } from './options.js';
 import { unsafeOf, withUnsafe, type ConsumerUnsafe } from '../unsafe.js';
 import { ShardPump, type PumpOutcome, type PumpReporter } from './shard-pump.js';
 import { attachMetrics, defaultMeter } from '../metrics.js';
-import { parseStreamBirths, MultiStreamSync, STREAMS_FIELD } from './stream-sync.js';
 import { refuseUnknownConsumerOptions } from './option-keys.js';
 import { parseStreamLeaseKey } from '../stream-keys.js';
 import { resolveStreams, type StreamSource } from './streams.js';
 import { parentPending, REWIND_FIELDS, REWIND_MARKER_FIELD, rewindRequestOf } from '../rewind.js';
 import { applyOwnRewind, type OwnRewind } from './owner-rewind.js';
 import { StallWatch } from './stalls.js';
+import { LeaderRounds } from './leader-rounds.js';
 
 const PKG = 'core';
 
@@ -27,11 +26,7 @@ const silent: Logger = { debug() {}, info() {}, warn() {}, error() {} };
 
 export { STALL_FIELDS } from './stalls.js';
 
-/** The leader record metadata field set once the group's first complete shard sync is done. */
-export const BORN_FIELD = 'leasehold.shardsSynced';
-
-/** The leader record metadata field that keeps where the group's birth shards start, once `LATEST` is pinned. */
-export const BIRTH_POSITION_FIELD = 'leasehold.birthPosition';
+export { BIRTH_POSITION_FIELD, BORN_FIELD } from './leader-rounds.js';
 
 /** After this many failed reads of one shard in a row, its lease is given back for the group to retry elsewhere. */
 const MAX_PUMP_FAILURES = 5;
@@ -80,13 +75,10 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
   /** Every stream this worker read, for the positions of a removed stream's shards still winding down. */
   readonly #everSeen = new Map<string, StreamSource<R>>();
   readonly #streamRefreshMs: number;
-  readonly #removedStreamGraceMs: number;
-  readonly #leaderStore: LeaderStore | undefined;
   readonly #storage: CheckpointStorage;
   readonly #clock: Clock;
   readonly #logger: Logger;
   readonly #initialPosition: Position;
-  readonly #shardSyncIntervalMs: number;
   readonly #retry: { initialDelayMs: number; maxDelayMs: number; maxAttempts: number };
   readonly #failurePolicy: ResolvedFailurePolicy<R>;
   readonly #givingUp: GivingUp;
@@ -109,7 +101,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
   readonly #lifetime = new AbortController();
   #state: 'new' | 'running' | 'stopping' | 'stopped' = 'new';
   #stopping: Promise<void> | null = null;
-  #leaderWork: Promise<void> = Promise.resolve();
+  readonly #leader: LeaderRounds<R>;
   #background: Promise<void>[] = [];
 
   constructor(options: ConsumerOptions<R>) {
@@ -147,15 +139,15 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
     this.#clock = options.clock ?? systemClock;
     this.#logger = options.logger ?? silent;
     this.#initialPosition = initialPositionOf(options.initialPosition);
-    this.#shardSyncIntervalMs = positive(PKG, 'shardSyncIntervalMs', options.shardSyncIntervalMs ?? 60_000);
+    const shardSyncIntervalMs = positive(PKG, 'shardSyncIntervalMs', options.shardSyncIntervalMs ?? 60_000);
     this.#retry = {
       initialDelayMs: positive(PKG, 'retry.initialDelayMs', options.retry?.initialDelayMs ?? 100),
       maxDelayMs: positive(PKG, 'retry.maxDelayMs', options.retry?.maxDelayMs ?? 10_000),
       maxAttempts: positiveInteger(PKG, 'retry.maxAttempts', options.retry?.maxAttempts ?? 3),
     };
     const stallAfterMs = positive(PKG, 'stallAfterMs', options.stallAfterMs ?? 60_000);
-    this.#streamRefreshMs = positive(PKG, 'streamRefreshIntervalMs', options.streamRefreshIntervalMs ?? this.#shardSyncIntervalMs);
-    this.#removedStreamGraceMs = nonNegative(PKG, 'removedStreamGraceMs', options.removedStreamGraceMs ?? 3_600_000);
+    this.#streamRefreshMs = positive(PKG, 'streamRefreshIntervalMs', options.streamRefreshIntervalMs ?? shardSyncIntervalMs);
+    const removedStreamGraceMs = nonNegative(PKG, 'removedStreamGraceMs', options.removedStreamGraceMs ?? 3_600_000);
     this.#unsafe = unsafeOf(options);
     const random = (this.#random = options.random ?? systemRandom);
     const lease = options.lease ?? {};
@@ -171,7 +163,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       isEligible: this.#streamList ? (lease, all, corrupt) => this.#sourceOf(lease.leaseKey) !== undefined && parentsFinished(lease, all, corrupt) : undefined,
       onDrain: (held) => this.#drain(held),
     }, { skipSelfFencing: this.#unsafe.skipSelfFencing, checkpointPerKey: this.#unsafe.checkpointPerKey, releaseWithoutRetry: this.#unsafe.releaseWithoutRetry }));
-    const leaderStore = (this.#leaderStore = options.leaderStore ?? (isLeaderStore(options.storage) ? options.storage : undefined));
+    const leaderStore = options.leaderStore ?? (isLeaderStore(options.storage) ? options.storage : undefined);
     // The leader keeps the lease timing unless told otherwise: one set of numbers for a worker's liveness.
     const leader = options.leader ?? {};
     this.elector = leaderStore
@@ -185,10 +177,32 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
           safetyMarginMs: leader.safetyMarginMs ?? lease.safetyMarginMs,
           clock: this.#clock,
           random,
-          onElected: (term, signal) => this.#lead(term, signal),
+          onElected: (term, signal) => this.#leader.lead(this.elector as LeaderElector, term, signal),
           onDemoted: (term) => this.emit('leader-demoted', { term }),
         }, { skipSelfFencing: this.#unsafe.skipSelfFencing }))
       : undefined;
+    this.#leader = new LeaderRounds<R>({
+      group: options.group,
+      source: this.#source,
+      multiStream: this.#streamList !== undefined,
+      storage: this.#storage,
+      leaderStore,
+      coordinator: this.coordinator,
+      initialPosition: this.#initialPosition,
+      shardSyncIntervalMs,
+      removedStreamGraceMs,
+      clock: this.#clock,
+      logger: this.#logger,
+      unsafe: this.#unsafe,
+      signal: this.#lifetime.signal,
+      host: {
+        running: () => this.#state === 'running',
+        streams: () => this.#refreshStreams().catch((error: unknown) => (this.#report(error, 'streams'), this.#streams)),
+        initialPositionOf: (source) => this.#initialPositionOf(source),
+        emit: (name, event) => this.emit(name, event),
+        report: (error, operation) => this.#report(error, operation),
+      },
+    });
     this.#stalls = new StallWatch({
       coordinator: this.coordinator,
       clock: this.#clock,
@@ -260,7 +274,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       if (typeof this.#streamList === 'function') this.#background.push(this.#watchStreams());
     }
     if (this.elector) await this.elector.start();
-    if (this.elector && !this.#unsafe.birthRace) await this.#awaitBirth(this.elector);
+    if (this.elector && !this.#unsafe.birthRace) await this.#leader.awaitBirth(this.elector);
     if (this.#state !== 'running') return;
     await this.coordinator.start();
     this.#background.push(this.#stalls.watch(this.#lifetime.signal));
@@ -360,7 +374,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       this.#logger.info({ group: this.group, workerId: this.workerId }, 'consumer stopping');
       // Leave a little of the time for the releases after the drains, and for stepping down.
       await this.coordinator.stop({ timeoutMs: Math.max(0, timeoutMs - Math.min(timeoutMs / 10, 1_000)) });
-      await this.#until(deadline, Promise.all([this.elector?.stop(), this.#leaderWork, ...this.#background]));
+      await this.#until(deadline, Promise.all([this.elector?.stop(), this.#leader.work, ...this.#background]));
       await this.#until(deadline, Promise.all([...this.#pumps.values()].map((pump) => pump.done)));
       this.#logger.info({ group: this.group, workerId: this.workerId }, 'consumer stopped');
     }
@@ -383,27 +397,6 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
   /** `await using consumer = ...`: stops it gracefully at the end of the scope. */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.stop();
-  }
-
-  /** Waits until the leader record says the group's first complete shard sync is done (DESIGN section 5). */
-  async #awaitBirth(elector: LeaderElector): Promise<void> {
-    const takeIntervalMs = this.coordinator.takeIntervalMs;
-    const store = this.#leaderStore as LeaderStore;
-    // The leader record is read here every quarter of a take tick, not only when the elector next looks
-    // (a renew interval): the workers of a new group then start taking within a fraction of a tick of each
-    // other and deal the shards between them at once, instead of the leader taking them all first.
-    let record = elector.record;
-    while (this.#state === 'running' && elector.record?.metadata[BORN_FIELD] === undefined && record?.metadata[BORN_FIELD] === undefined) {
-      try {
-        await this.#clock.sleep(takeIntervalMs / 4, this.#lifetime.signal);
-      } catch {
-        return;
-      }
-      record = await store.getLeader(this.group).catch((error: unknown) => {
-        this.#report(error, 'leader read');
-        return record;
-      });
-    }
   }
 
   #wire(): void {
@@ -755,94 +748,6 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       }
     }
     if (!this.#pumps.has(leaseKey)) this.#startPump(leaseKey, false);
-  }
-
-  #lead(term: number, signal: AbortSignal): void {
-    this.#logger.info({ term }, 'elected leader');
-    this.emit('leader-elected', { term });
-    if (this.#streamList) {
-      this.#leadStreams(term, signal);
-      return;
-    }
-    const elector = this.elector as LeaderElector;
-    const sync = new ShardSync(withUnsafe({
-      group: this.group,
-      source: this.#source as ShardSource<R>,
-      storage: this.#storage,
-      initialPosition: this.#initialPosition,
-      clock: this.#clock,
-      onLeasesChanged: () => this.coordinator.noteLeasesChanged(),
-      isLeader: () => !signal.aborted && elector.isLeader(),
-      pinBirth: async (pinned) => {
-        const recorded = elector.record?.metadata[BIRTH_POSITION_FIELD];
-        if (recorded !== undefined) return recorded;
-        if (!(await elector.annotate({ [BIRTH_POSITION_FIELD]: pinned }))) {
-          throw new StorageOutcomeUnknownError(`[${PKG}] the group's birth position could not be recorded in the leader record; the next round tries again`);
-        }
-        return pinned;
-      },
-      onError: (error, operation) => this.#report(error, operation),
-    }, this.#unsafe));
-    this.#leaderRounds(elector, signal, () => sync.run(signal), (report) => {
-      if (report.created.length > 0 || report.deleted.length > 0 || report.missing.length > 0 || report.rewound.length > 0) {
-        this.#logger.info({ term, ...report }, 'shard sync');
-      }
-      this.emit('shard-sync', report);
-      return report.complete;
-    });
-  }
-
-  /** The leader's chores in a multi-stream group: each stream's shard sync, and streams that left (see {@link MultiStreamSync}). */
-  #leadStreams(term: number, signal: AbortSignal): void {
-    const elector = this.elector as LeaderElector;
-    const sync = new MultiStreamSync(withUnsafe({
-      group: this.group,
-      storage: this.#storage,
-      clock: this.#clock,
-      // The leader resolves the list before each round; if that fails it syncs the streams it knew.
-      streams: () => this.#refreshStreams().catch((error: unknown) => (this.#report(error, 'streams'), this.#streams)),
-      initialPositionOf: (stream) => this.#initialPositionOf(stream as unknown as ShardSource<R>),
-      removedStreamGraceMs: this.#removedStreamGraceMs,
-      births: () => parseStreamBirths(elector.record?.metadata[STREAMS_FIELD]),
-      writeBirths: (next) => elector.annotate({ [STREAMS_FIELD]: JSON.stringify(next) }),
-      onLeasesChanged: () => this.coordinator.noteLeasesChanged(),
-      isLeader: () => !signal.aborted && elector.isLeader(),
-      onError: (error, operation) => this.#report(error, operation),
-    }, this.#unsafe));
-    this.#leaderRounds(elector, signal, () => sync.run(signal), (report) => {
-      for (const [streamId, round] of Object.entries(report.streams)) {
-        if (round.created.length > 0 || round.deleted.length > 0 || round.missing.length > 0) this.#logger.info({ term, streamId, ...round }, 'shard sync');
-        this.emit('shard-sync', { ...round, streamId });
-      }
-      if (report.deleted.length > 0) this.#logger.info({ term, deleted: report.deleted }, 'leases of removed streams deleted');
-      this.emit('streams-sync', report);
-      return report.born;
-    });
-  }
-
-  /**
-   * The leader's rounds, one a shard sync interval until its term ends, in one- and multi-stream groups
-   * alike: a round runs the sync, tells what it did (`told`, which says whether the group is born now),
-   * and the first born round notes so in the leader record, which workers wait for before they take
-   * leases. A round that fails is reported; the next one tries again. `run` hands back the sync's own
-   * promise, and `told` runs at once after it, so a round awaits exactly what the sync and the note do.
-   */
-  #leaderRounds<R>(elector: LeaderElector, signal: AbortSignal, run: () => Promise<R>, told: (report: R) => boolean): void {
-    this.#leaderWork = leaderLoop(
-      async () => {
-        try {
-          const report = await run();
-          if (told(report) && elector.record?.metadata[BORN_FIELD] === undefined) {
-            await elector.annotate({ [BORN_FIELD]: new Date(this.#clock.wallTime()).toISOString() });
-          }
-        } catch (error) {
-          if (!signal.aborted) this.#report(error, 'shard-sync');
-        }
-      },
-      this.#shardSyncIntervalMs,
-      this.#clock,
-      signal,
-    );
   }
 
   #report(error: unknown, operation: string): void {
