@@ -1,37 +1,32 @@
 import { systemClock, systemRandom, type Clock, type Random } from '../clock.js';
-import { AbortedError, describeValue, InvalidConfigError, LeaseholdError, LeaseLostError, StorageOutcomeUnknownError } from '../errors.js';
+import { AbortedError, describeValue, InvalidConfigError, LeaseholdError, LeaseLostError } from '../errors.js';
 import { TypedEmitter } from '../events.js';
 import { LeaderElector } from '../leader/elector.js';
 import { LeaseCoordinator, parentsFinished, type HeldLease } from '../lease/coordinator.js';
 import { nonNegative, positive, positiveInteger } from '../lease/timing.js';
 import type { ShardSource, SourceRecord } from '../source.js';
 import { Checkpoint, type CheckpointStorage, type LeaderStore, type Position } from '../storage.js';
-import { leaderLoop, ShardSync } from './leader-duties.js';
 import { resolveFailurePolicy, resolveGivingUp, type GivingUp, type ResolvedFailurePolicy } from './failure-policy.js';
-import type { ConsumerEvents, StallReason } from './events.js';
+import type { ConsumerEvents } from './events.js';
 import type { ConsumerOptions, InitialPosition, Logger, StreamList } from './options.js';
 import { unsafeOf, withUnsafe, type ConsumerUnsafe } from '../unsafe.js';
 import { ShardPump, type PumpOutcome, type PumpReporter } from './shard-pump.js';
 import { attachMetrics, defaultMeter } from '../metrics.js';
-import { parseStreamBirths, MultiStreamSync, STREAMS_FIELD } from './stream-sync.js';
 import { refuseUnknownConsumerOptions } from './option-keys.js';
 import { parseStreamLeaseKey } from '../stream-keys.js';
 import { resolveStreams, type StreamSource } from './streams.js';
 import { parentPending, REWIND_FIELDS, REWIND_MARKER_FIELD, rewindRequestOf } from '../rewind.js';
 import { applyOwnRewind, type OwnRewind } from './owner-rewind.js';
+import { StallWatch } from './stalls.js';
+import { LeaderRounds } from './leader-rounds.js';
 
 const PKG = 'core';
 
 const silent: Logger = { debug() {}, info() {}, warn() {}, error() {} };
 
-/** The lease metadata fields a worker writes while a shard it holds is stalled (read by `leasehold status`). */
-export const STALL_FIELDS = { since: 'leasehold.stalledSince', reason: 'leasehold.stalledReason' } as const;
+export { STALL_FIELDS } from './stalls.js';
 
-/** The leader record metadata field set once the group's first complete shard sync is done. */
-export const BORN_FIELD = 'leasehold.shardsSynced';
-
-/** The leader record metadata field that keeps where the group's birth shards start, once `LATEST` is pinned. */
-export const BIRTH_POSITION_FIELD = 'leasehold.birthPosition';
+export { BIRTH_POSITION_FIELD, BORN_FIELD } from './leader-rounds.js';
 
 /** After this many failed reads of one shard in a row, its lease is given back for the group to retry elsewhere. */
 const MAX_PUMP_FAILURES = 5;
@@ -80,17 +75,13 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
   /** Every stream this worker read, for the positions of a removed stream's shards still winding down. */
   readonly #everSeen = new Map<string, StreamSource<R>>();
   readonly #streamRefreshMs: number;
-  readonly #removedStreamGraceMs: number;
-  readonly #leaderStore: LeaderStore | undefined;
   readonly #storage: CheckpointStorage;
   readonly #clock: Clock;
   readonly #logger: Logger;
   readonly #initialPosition: Position;
-  readonly #shardSyncIntervalMs: number;
   readonly #retry: { initialDelayMs: number; maxDelayMs: number; maxAttempts: number };
   readonly #failurePolicy: ResolvedFailurePolicy<R>;
   readonly #givingUp: GivingUp;
-  readonly #stallAfterMs: number;
   readonly #unsafe: ConsumerUnsafe;
   readonly #random: Random;
   readonly #pumps = new Map<string, ShardPump<R>>();
@@ -102,8 +93,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
   readonly #failures = new Map<string, { count: number; since: number; stopped?: boolean }>();
   /** Shards whose reader starts again after a backoff, or whose lease is being given back: not to reconcile. */
   readonly #settling = new Set<string>();
-  /** Shards reported stalled, with the tenure the report was written in. */
-  readonly #stalled = new Map<string, { fencingToken: number }>();
+  readonly #stalls: StallWatch;
   /** Rewind requests being applied, one after another per shard. */
   readonly #rewinds = new Map<string, Promise<void>>();
   /** Per shard, how many rewinds paused its readers: a reader made before the last one refuses its contexts' checkpoints. */
@@ -111,7 +101,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
   readonly #lifetime = new AbortController();
   #state: 'new' | 'running' | 'stopping' | 'stopped' = 'new';
   #stopping: Promise<void> | null = null;
-  #leaderWork: Promise<void> = Promise.resolve();
+  readonly #leader: LeaderRounds<R>;
   #background: Promise<void>[] = [];
 
   constructor(options: ConsumerOptions<R>) {
@@ -149,15 +139,15 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
     this.#clock = options.clock ?? systemClock;
     this.#logger = options.logger ?? silent;
     this.#initialPosition = initialPositionOf(options.initialPosition);
-    this.#shardSyncIntervalMs = positive(PKG, 'shardSyncIntervalMs', options.shardSyncIntervalMs ?? 60_000);
+    const shardSyncIntervalMs = positive(PKG, 'shardSyncIntervalMs', options.shardSyncIntervalMs ?? 60_000);
     this.#retry = {
       initialDelayMs: positive(PKG, 'retry.initialDelayMs', options.retry?.initialDelayMs ?? 100),
       maxDelayMs: positive(PKG, 'retry.maxDelayMs', options.retry?.maxDelayMs ?? 10_000),
       maxAttempts: positiveInteger(PKG, 'retry.maxAttempts', options.retry?.maxAttempts ?? 3),
     };
-    this.#stallAfterMs = positive(PKG, 'stallAfterMs', options.stallAfterMs ?? 60_000);
-    this.#streamRefreshMs = positive(PKG, 'streamRefreshIntervalMs', options.streamRefreshIntervalMs ?? this.#shardSyncIntervalMs);
-    this.#removedStreamGraceMs = nonNegative(PKG, 'removedStreamGraceMs', options.removedStreamGraceMs ?? 3_600_000);
+    const stallAfterMs = positive(PKG, 'stallAfterMs', options.stallAfterMs ?? 60_000);
+    this.#streamRefreshMs = positive(PKG, 'streamRefreshIntervalMs', options.streamRefreshIntervalMs ?? shardSyncIntervalMs);
+    const removedStreamGraceMs = nonNegative(PKG, 'removedStreamGraceMs', options.removedStreamGraceMs ?? 3_600_000);
     this.#unsafe = unsafeOf(options);
     const random = (this.#random = options.random ?? systemRandom);
     const lease = options.lease ?? {};
@@ -173,7 +163,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       isEligible: this.#streamList ? (lease, all, corrupt) => this.#sourceOf(lease.leaseKey) !== undefined && parentsFinished(lease, all, corrupt) : undefined,
       onDrain: (held) => this.#drain(held),
     }, { skipSelfFencing: this.#unsafe.skipSelfFencing, checkpointPerKey: this.#unsafe.checkpointPerKey, releaseWithoutRetry: this.#unsafe.releaseWithoutRetry }));
-    const leaderStore = (this.#leaderStore = options.leaderStore ?? (isLeaderStore(options.storage) ? options.storage : undefined));
+    const leaderStore = options.leaderStore ?? (isLeaderStore(options.storage) ? options.storage : undefined);
     // The leader keeps the lease timing unless told otherwise: one set of numbers for a worker's liveness.
     const leader = options.leader ?? {};
     this.elector = leaderStore
@@ -187,10 +177,45 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
           safetyMarginMs: leader.safetyMarginMs ?? lease.safetyMarginMs,
           clock: this.#clock,
           random,
-          onElected: (term, signal) => this.#lead(term, signal),
+          onElected: (term, signal) => this.#leader.lead(this.elector as LeaderElector, term, signal),
           onDemoted: (term) => this.emit('leader-demoted', { term }),
         }, { skipSelfFencing: this.#unsafe.skipSelfFencing }))
       : undefined;
+    this.#leader = new LeaderRounds<R>({
+      group: options.group,
+      source: this.#source,
+      multiStream: this.#streamList !== undefined,
+      storage: this.#storage,
+      leaderStore,
+      coordinator: this.coordinator,
+      initialPosition: this.#initialPosition,
+      shardSyncIntervalMs,
+      removedStreamGraceMs,
+      clock: this.#clock,
+      logger: this.#logger,
+      unsafe: this.#unsafe,
+      signal: this.#lifetime.signal,
+      host: {
+        running: () => this.#state === 'running',
+        streams: () => this.#refreshStreams().catch((error: unknown) => (this.#report(error, 'streams'), this.#streams)),
+        initialPositionOf: (source) => this.#initialPositionOf(source),
+        emit: (name, event) => this.emit(name, event),
+        report: (error, operation) => this.#report(error, operation),
+      },
+    });
+    this.#stalls = new StallWatch({
+      coordinator: this.coordinator,
+      clock: this.#clock,
+      logger: this.#logger,
+      stallAfterMs,
+      host: {
+        reconcile: () => this.#reconcile(),
+        pump: (shardId) => this.#pumps.get(shardId),
+        failedSince: (shardId) => this.#failures.get(shardId)?.since,
+        emit: (name, event) => this.emit(name, event),
+        report: (error, operation) => this.#report(error, operation),
+      },
+    });
     this.#wire();
   }
 
@@ -216,7 +241,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       drains: this.#drains.size,
       failures: this.#failures.size,
       settling: this.#settling.size,
-      stalled: this.#stalled.size,
+      stalled: this.#stalls.size,
       rewinds: this.#rewinds.size,
       streams: this.#streams.size,
       everSeen: this.#everSeen.size,
@@ -249,10 +274,10 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       if (typeof this.#streamList === 'function') this.#background.push(this.#watchStreams());
     }
     if (this.elector) await this.elector.start();
-    if (this.elector && !this.#unsafe.birthRace) await this.#awaitBirth(this.elector);
+    if (this.elector && !this.#unsafe.birthRace) await this.#leader.awaitBirth(this.elector);
     if (this.#state !== 'running') return;
     await this.coordinator.start();
-    this.#background.push(this.#watchStalls());
+    this.#background.push(this.#stalls.watch(this.#lifetime.signal));
     if (this.elector) this.#background.push(this.#watchRewinds(this.elector));
   }
 
@@ -349,7 +374,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       this.#logger.info({ group: this.group, workerId: this.workerId }, 'consumer stopping');
       // Leave a little of the time for the releases after the drains, and for stepping down.
       await this.coordinator.stop({ timeoutMs: Math.max(0, timeoutMs - Math.min(timeoutMs / 10, 1_000)) });
-      await this.#until(deadline, Promise.all([this.elector?.stop(), this.#leaderWork, ...this.#background]));
+      await this.#until(deadline, Promise.all([this.elector?.stop(), this.#leader.work, ...this.#background]));
       await this.#until(deadline, Promise.all([...this.#pumps.values()].map((pump) => pump.done)));
       this.#logger.info({ group: this.group, workerId: this.workerId }, 'consumer stopped');
     }
@@ -372,27 +397,6 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
   /** `await using consumer = ...`: stops it gracefully at the end of the scope. */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.stop();
-  }
-
-  /** Waits until the leader record says the group's first complete shard sync is done (DESIGN section 5). */
-  async #awaitBirth(elector: LeaderElector): Promise<void> {
-    const takeIntervalMs = this.coordinator.takeIntervalMs;
-    const store = this.#leaderStore as LeaderStore;
-    // The leader record is read here every quarter of a take tick, not only when the elector next looks
-    // (a renew interval): the workers of a new group then start taking within a fraction of a tick of each
-    // other and deal the shards between them at once, instead of the leader taking them all first.
-    let record = elector.record;
-    while (this.#state === 'running' && elector.record?.metadata[BORN_FIELD] === undefined && record?.metadata[BORN_FIELD] === undefined) {
-      try {
-        await this.#clock.sleep(takeIntervalMs / 4, this.#lifetime.signal);
-      } catch {
-        return;
-      }
-      record = await store.getLeader(this.group).catch((error: unknown) => {
-        this.#report(error, 'leader read');
-        return record;
-      });
-    }
   }
 
   #wire(): void {
@@ -590,73 +594,6 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
     this.emit('shard-ended', { shardId, childShardIds: [] });
   }
 
-  /**
-   * Every quarter of `stallAfterMs`, looks at each held shard: one whose handler call has not returned,
-   * whose source has not answered, or that nobody reads, for `stallAfterMs`, is reported once (event, log,
-   * and two metadata fields on its lease), and reported resumed when it moves again.
-   */
-  async #watchStalls(): Promise<void> {
-    const signal = this.#lifetime.signal;
-    while (!signal.aborted) {
-      try {
-        await this.#clock.sleep(this.#stallAfterMs / 4, signal);
-      } catch {
-        return;
-      }
-      this.#reconcile();
-      const now = this.#clock.now();
-      const held = new Map(this.coordinator.heldLeases().map((lease) => [lease.leaseKey, lease]));
-      for (const shardId of this.#stalled.keys()) if (!held.has(shardId)) this.#stalled.delete(shardId);
-      for (const lease of held.values()) {
-        const stall = this.#stallOf(lease.leaseKey, now);
-        const reported = this.#stalled.get(lease.leaseKey);
-        if (stall && !reported) this.#reportStalled(lease, stall);
-        else if (!stall && reported) this.#reportResumed(lease);
-      }
-    }
-  }
-
-  #reportStalled(lease: HeldLease, stall: { reason: StallReason; sinceMs: number; error?: Error | undefined }): void {
-    const shardId = lease.leaseKey;
-    const { reason, sinceMs, error } = stall;
-    this.#stalled.set(shardId, { fencingToken: lease.fencingToken });
-    if (error) {
-      const message =
-        reason === 'give-up-limit'
-          ? 'shard stalled: too many records given up in a row; the shard holds at the next one and retries it until a record succeeds'
-          : 'shard stalled: the handler failed with an error that is not the records\' fault; nothing is given up, the records are retried';
-      this.#logger.error({ shardId, reason, err: error }, message);
-    } else {
-      this.#logger.warn({ shardId, reason, sinceMs }, 'shard stalled');
-    }
-    this.emit('shard-stalled', { shardId, reason, sinceMs, ...(error ? { error } : {}) });
-    const since = new Date(this.#clock.wallTime() - sinceMs).toISOString();
-    this.#annotate(lease, { [STALL_FIELDS.since]: since, [STALL_FIELDS.reason]: reason });
-  }
-
-  #reportResumed(lease: HeldLease): void {
-    this.#stalled.delete(lease.leaseKey);
-    this.emit('shard-resumed', { shardId: lease.leaseKey });
-    this.#annotate(lease, { [STALL_FIELDS.since]: null, [STALL_FIELDS.reason]: null });
-  }
-
-  #stallOf(shardId: string, now: number): { reason: StallReason; sinceMs: number } | undefined {
-    const pump = this.#pumps.get(shardId);
-    // A shard held back at records it does not give up is stalled from the first moment (reported then).
-    const held = pump?.heldBack;
-    if (held) return { reason: held.reason, sinceMs: now - held.since };
-    let stall: { reason: StallReason; since: number };
-    if (!pump) stall = { reason: 'failed', since: this.#failures.get(shardId)?.since ?? now };
-    else if (pump.handlingSince !== null) stall = { reason: 'handler', since: pump.handlingSince };
-    else stall = { reason: 'reader', since: pump.lastReadAt };
-    const sinceMs = now - stall.since;
-    return sinceMs >= this.#stallAfterMs ? { reason: stall.reason, sinceMs } : undefined;
-  }
-
-  #annotate(lease: HeldLease, fields: Record<string, string | null>): void {
-    this.coordinator.annotate(lease, fields).catch((error: unknown) => this.#report(error, 'annotate'));
-  }
-
   #reporter(lease: HeldLease): PumpReporter {
     return {
       started: (shardId, position) => {
@@ -693,10 +630,10 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       },
       heldBack: (_shardId, reason, error) => {
         if (this.coordinator.lease(lease.leaseKey)?.fencingToken !== lease.fencingToken) return;
-        this.#reportStalled(lease, { reason, sinceMs: 0, error });
+        this.#stalls.reportStalled(lease, { reason, sinceMs: 0, error });
       },
       resumed: () => {
-        if (this.#stalled.get(lease.leaseKey)?.fencingToken === lease.fencingToken) this.#reportResumed(lease);
+        if (this.#stalls.reportedIn(lease)) this.#stalls.reportResumed(lease);
       },
       stopped: (shardId, error) => {
         this.#logger.error({ shardId, err: error }, 'shard stopped after a handler failure');
@@ -811,94 +748,6 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       }
     }
     if (!this.#pumps.has(leaseKey)) this.#startPump(leaseKey, false);
-  }
-
-  #lead(term: number, signal: AbortSignal): void {
-    this.#logger.info({ term }, 'elected leader');
-    this.emit('leader-elected', { term });
-    if (this.#streamList) {
-      this.#leadStreams(term, signal);
-      return;
-    }
-    const elector = this.elector as LeaderElector;
-    const sync = new ShardSync(withUnsafe({
-      group: this.group,
-      source: this.#source as ShardSource<R>,
-      storage: this.#storage,
-      initialPosition: this.#initialPosition,
-      clock: this.#clock,
-      onLeasesChanged: () => this.coordinator.noteLeasesChanged(),
-      isLeader: () => !signal.aborted && elector.isLeader(),
-      pinBirth: async (pinned) => {
-        const recorded = elector.record?.metadata[BIRTH_POSITION_FIELD];
-        if (recorded !== undefined) return recorded;
-        if (!(await elector.annotate({ [BIRTH_POSITION_FIELD]: pinned }))) {
-          throw new StorageOutcomeUnknownError(`[${PKG}] the group's birth position could not be recorded in the leader record; the next round tries again`);
-        }
-        return pinned;
-      },
-      onError: (error, operation) => this.#report(error, operation),
-    }, this.#unsafe));
-    this.#leaderRounds(elector, signal, () => sync.run(signal), (report) => {
-      if (report.created.length > 0 || report.deleted.length > 0 || report.missing.length > 0 || report.rewound.length > 0) {
-        this.#logger.info({ term, ...report }, 'shard sync');
-      }
-      this.emit('shard-sync', report);
-      return report.complete;
-    });
-  }
-
-  /** The leader's chores in a multi-stream group: each stream's shard sync, and streams that left (see {@link MultiStreamSync}). */
-  #leadStreams(term: number, signal: AbortSignal): void {
-    const elector = this.elector as LeaderElector;
-    const sync = new MultiStreamSync(withUnsafe({
-      group: this.group,
-      storage: this.#storage,
-      clock: this.#clock,
-      // The leader resolves the list before each round; if that fails it syncs the streams it knew.
-      streams: () => this.#refreshStreams().catch((error: unknown) => (this.#report(error, 'streams'), this.#streams)),
-      initialPositionOf: (stream) => this.#initialPositionOf(stream as unknown as ShardSource<R>),
-      removedStreamGraceMs: this.#removedStreamGraceMs,
-      births: () => parseStreamBirths(elector.record?.metadata[STREAMS_FIELD]),
-      writeBirths: (next) => elector.annotate({ [STREAMS_FIELD]: JSON.stringify(next) }),
-      onLeasesChanged: () => this.coordinator.noteLeasesChanged(),
-      isLeader: () => !signal.aborted && elector.isLeader(),
-      onError: (error, operation) => this.#report(error, operation),
-    }, this.#unsafe));
-    this.#leaderRounds(elector, signal, () => sync.run(signal), (report) => {
-      for (const [streamId, round] of Object.entries(report.streams)) {
-        if (round.created.length > 0 || round.deleted.length > 0 || round.missing.length > 0) this.#logger.info({ term, streamId, ...round }, 'shard sync');
-        this.emit('shard-sync', { ...round, streamId });
-      }
-      if (report.deleted.length > 0) this.#logger.info({ term, deleted: report.deleted }, 'leases of removed streams deleted');
-      this.emit('streams-sync', report);
-      return report.born;
-    });
-  }
-
-  /**
-   * The leader's rounds, one a shard sync interval until its term ends, in one- and multi-stream groups
-   * alike: a round runs the sync, tells what it did (`told`, which says whether the group is born now),
-   * and the first born round notes so in the leader record, which workers wait for before they take
-   * leases. A round that fails is reported; the next one tries again. `run` hands back the sync's own
-   * promise, and `told` runs at once after it, so a round awaits exactly what the sync and the note do.
-   */
-  #leaderRounds<R>(elector: LeaderElector, signal: AbortSignal, run: () => Promise<R>, told: (report: R) => boolean): void {
-    this.#leaderWork = leaderLoop(
-      async () => {
-        try {
-          const report = await run();
-          if (told(report) && elector.record?.metadata[BORN_FIELD] === undefined) {
-            await elector.annotate({ [BORN_FIELD]: new Date(this.#clock.wallTime()).toISOString() });
-          }
-        } catch (error) {
-          if (!signal.aborted) this.#report(error, 'shard-sync');
-        }
-      },
-      this.#shardSyncIntervalMs,
-      this.#clock,
-      signal,
-    );
   }
 
   #report(error: unknown, operation: string): void {
