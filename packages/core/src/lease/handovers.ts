@@ -6,17 +6,15 @@
  * pure plan in balance.ts); this module carries the moves out, and gives back through {@link HandoversHost}
  * what taking knows (the fair floor and this worker's share) and the coordinator's state.
  */
-import { shuffled, type Clock, type Random } from '../clock.js';
+import { shuffled } from '../clock.js';
 import { concurrencyLimit } from '../concurrency.js';
 import { limits } from '../validation.js';
-import { Checkpoint, leaseStateOf, RECORD_FORMAT, type CheckpointStorage, type LeaseRecord, type LeaseUpdate, type WriteResult } from '../storage.js';
+import { Checkpoint, leaseStateOf, RECORD_FORMAT, type LeaseRecord, type LeaseUpdate, type WriteResult } from '../storage.js';
 import { capOf } from './balance.js';
+import type { LeaseParts } from './parts.js';
 import type { LeaseCoordinatorEvents } from './events.js';
-import type { FencedWrites } from './fenced-writes.js';
 import type { DrainReason, HandoffTarget, Held, HeldLease } from './held.js';
-import type { Hold } from './hold.js';
-import { LEAVING_FIELD, type Membership } from './membership.js';
-import type { RosterView } from './roster-view.js';
+import { LEAVING_FIELD } from './membership.js';
 
 const stateOf = leaseStateOf;
 
@@ -47,52 +45,25 @@ export interface HandoversHost {
   report(error: unknown, operation: string): void;
 }
 
-export interface HandoversOptions {
-  readonly storage: CheckpointStorage;
-  readonly group: string;
-  readonly workerId: string;
-  readonly leaseDurationMs: number;
+export interface HandoversOptions extends LeaseParts {
   readonly renewIntervalMs: number;
-  readonly takeIntervalMs: number;
   readonly handoffTimeoutMs: number;
-  readonly maxLeases: number;
-  readonly maxSteals: number;
   readonly onDrain: ((lease: HeldLease, reason: DrainReason) => Promise<void>) | undefined;
-  readonly clock: Clock;
-  readonly random: Random;
-  readonly members: Membership;
-  readonly view: RosterView;
-  readonly hold: Hold;
-  readonly writes: FencedWrites;
   /** Unsafe: a release that conflicts with another client's same-tenure write (a rewind request) is taken for a loss. */
   readonly releaseWithoutRetry: boolean;
-  /** Unsafe: leases are held whatever the hold says. */
-  readonly skipSelfFencing: boolean;
   readonly host: HandoversHost;
 }
 
 /** The requests this worker made and answers, and the handovers and releases it carries out. */
 export class Handovers {
-  readonly #storage: CheckpointStorage;
-  readonly #group: string;
-  readonly #workerId: string;
-  readonly #leaseDurationMs: number;
   readonly #renewIntervalMs: number;
-  readonly #takeIntervalMs: number;
   readonly #handoffTimeoutMs: number;
-  readonly #maxLeases: number;
-  readonly #maxSteals: number;
   readonly #onDrain: ((lease: HeldLease, reason: DrainReason) => Promise<void>) | undefined;
-  readonly #clock: Clock;
-  readonly #random: Random;
-  readonly #members: Membership;
-  readonly #view: RosterView;
-  readonly #hold: Hold;
+  /** The group, the store, the clock, the limits and the parts built before this one, as the coordinator gave them. */
+  readonly #parts: LeaseParts;
   readonly #held: ReadonlyMap<string, Held>;
   readonly #letGo: Map<string, number>;
-  readonly #writes: FencedWrites;
   readonly #releaseWithoutRetry: boolean;
-  readonly #skipSelfFencing: boolean;
   readonly #host: HandoversHost;
   /** Leases this worker asked for, by key: whom it asked, and when. */
   readonly requests = new Map<string, { from: string; at: number }>();
@@ -109,26 +80,13 @@ export class Handovers {
   readonly transfers = new Set<Promise<void>>();
 
   constructor(options: HandoversOptions) {
-    this.#storage = options.storage;
-    this.#group = options.group;
-    this.#workerId = options.workerId;
-    this.#leaseDurationMs = options.leaseDurationMs;
     this.#renewIntervalMs = options.renewIntervalMs;
-    this.#takeIntervalMs = options.takeIntervalMs;
     this.#handoffTimeoutMs = options.handoffTimeoutMs;
-    this.#maxLeases = options.maxLeases;
-    this.#maxSteals = options.maxSteals;
     this.#onDrain = options.onDrain;
-    this.#clock = options.clock;
-    this.#random = options.random;
-    this.#members = options.members;
-    this.#view = options.view;
-    this.#hold = options.hold;
+    this.#parts = options;
     this.#held = options.hold.leases;
     this.#letGo = options.hold.letGo;
-    this.#writes = options.writes;
     this.#releaseWithoutRetry = options.releaseWithoutRetry;
-    this.#skipSelfFencing = options.skipSelfFencing;
     this.#host = options.host;
   }
 
@@ -146,23 +104,23 @@ export class Handovers {
     const asked = [...this.requests.keys(), ...this.watching.keys()];
     this.requests.clear();
     this.watching.clear();
-    const current = this.#members.current;
+    const current = this.#parts.members.current;
     const incarnation = current?.record ? current.incarnation : null;
     if (asked.length === 0 || incarnation === null) return;
     const updates: LeaseUpdate[] = [];
     for (const leaseKey of asked) {
       let lease: LeaseRecord | null;
       try {
-        lease = await this.#storage.getLease(this.#group, leaseKey);
+        lease = await this.#parts.storage.getLease(this.#parts.group, leaseKey);
       } catch (error) {
         this.#host.report(error, 'get');
         continue;
       }
-      if (lease && lease.format <= RECORD_FORMAT && lease.owner === this.#workerId && lease.incarnation === incarnation && !this.#held.has(leaseKey)) {
+      if (lease && lease.format <= RECORD_FORMAT && lease.owner === this.#parts.workerId && lease.incarnation === incarnation && !this.#held.has(leaseKey)) {
         updates.push({ leaseKey, expectedVersion: lease.version, next: { ...stateOf(lease), owner: null, incarnation: null }, notify: 'released' });
       }
     }
-    if (updates.length > 0) await this.#writes.update(updates, 'withdraw');
+    if (updates.length > 0) await this.#parts.writes.update(updates, 'withdraw');
   }
 
   /**
@@ -174,32 +132,32 @@ export class Handovers {
    */
   async handOverOrRelease(leaseKeys: readonly string[]): Promise<void> {
     const load = new Map<string, number>();
-    for (const member of this.#view.values()) {
-      if (member.workerId === this.#workerId || member.status !== 'alive' || member.metadata[LEAVING_FIELD] !== undefined) continue;
-      if (this.#view.isCorrupt(member.workerId)) continue;
+    for (const member of this.#parts.view.values()) {
+      if (member.workerId === this.#parts.workerId || member.status !== 'alive' || member.metadata[LEAVING_FIELD] !== undefined) continue;
+      if (this.#parts.view.isCorrupt(member.workerId)) continue;
       load.set(member.workerId, member.held);
     }
     const free: string[] = [];
     const handovers: Promise<void>[] = [];
     for (const leaseKey of leaseKeys) {
       const held = this.#held.get(leaseKey);
-      if (!held || !this.#hold.isHeld(leaseKey)) continue;
+      if (!held || !this.#parts.hold.isHeld(leaseKey)) continue;
       let to: string | undefined;
       for (const [workerId, count] of load) {
-        if (count >= capOf(this.#view.get(workerId))) continue;
+        if (count >= capOf(this.#parts.view.get(workerId))) continue;
         if (to === undefined || count < load.get(to)! || (count === load.get(to)! && workerId < to)) to = workerId;
       }
-      const recipient = to === undefined ? undefined : this.#view.get(to);
+      const recipient = to === undefined ? undefined : this.#parts.view.get(to);
       if (recipient === undefined) {
         free.push(leaseKey);
         continue;
       }
       load.set(recipient.workerId, (load.get(recipient.workerId) ?? 0) + 1);
-      this.#hold.stopWork(leaseKey, held);
+      this.#parts.hold.stopWork(leaseKey, held);
       handovers.push(
-        this.#writes.onLease(held, async () => {
+        this.#parts.writes.onLease(held, async () => {
           if (this.#held.get(leaseKey) !== held) return;
-          await this.#transfer(leaseKey, held, { to: recipient.workerId, incarnation: recipient.incarnation, seenAt: this.#clock.now() }, true);
+          await this.#transfer(leaseKey, held, { to: recipient.workerId, incarnation: recipient.incarnation, seenAt: this.#parts.clock.now() }, true);
         }).catch((error: unknown) => this.#host.report(error, 'handoff')),
       );
     }
@@ -217,28 +175,28 @@ export class Handovers {
     const drained = await this.drain(leaseKey, held, 'handoff', this.#handoffTimeoutMs);
     if (this.#held.get(leaseKey) !== held) return;
     if (!drained) {
-      this.#hold.lose(leaseKey, held, 'handoff-timeout');
-      const transfer = this.#clock
-        .sleep(this.#leaseDurationMs, this.#host.lifetime)
+      this.#parts.hold.lose(leaseKey, held, 'handoff-timeout');
+      const transfer = this.#parts.clock
+        .sleep(this.#parts.leaseDurationMs, this.#host.lifetime)
         .then(() => this.#transfer(leaseKey, held, request, false))
         .catch(() => undefined)
         .finally(() => this.transfers.delete(transfer));
       this.transfers.add(transfer);
       return;
     }
-    await this.#writes.onLease(held, async () => {
-      if (this.#held.get(leaseKey) !== held || !this.#hold.isHeld(leaseKey)) return;
-      this.#hold.stopWork(leaseKey, held);
+    await this.#parts.writes.onLease(held, async () => {
+      if (this.#held.get(leaseKey) !== held || !this.#parts.hold.isHeld(leaseKey)) return;
+      this.#parts.hold.stopWork(leaseKey, held);
       await this.#transfer(leaseKey, held, request, true);
     }).catch((error: unknown) => this.#host.report(error, 'handoff'));
   }
 
   /** Writes the lease to its recipient, if it is still the live incarnation that was chosen. */
   async #transfer(leaseKey: string, held: Held, request: HandoffTarget, report: boolean): Promise<void> {
-    const recipient = this.#view.get(request.to);
+    const recipient = this.#parts.view.get(request.to);
     if (recipient?.status !== 'alive' || recipient.incarnation !== request.incarnation) {
       // It left or died meanwhile: the lease stays this worker's in storage, and the next listing takes it back.
-      this.#hold.forget(leaseKey, held);
+      this.#parts.hold.forget(leaseKey, held);
       this.#host.listingDue();
       if (report) this.#host.emit('lost', { leaseKey, fencingToken: held.record.epoch, reason: 'handoff-timeout' });
       return;
@@ -246,43 +204,43 @@ export class Handovers {
     let record = held.record;
     let outcome: WriteResult<LeaseRecord> | undefined;
     for (let attempt = 0; attempt < 2; attempt++) {
-      [outcome] = await this.#writes.update(
+      [outcome] = await this.#parts.writes.update(
         [{ leaseKey, expectedVersion: record.version, next: { ...stateOf(record), owner: request.to, incarnation: request.incarnation, epoch: record.epoch + 1 }, notify: 'handed-off' }],
         'handoff',
       );
       // A write of ours that finished after the work stopped (a checkpoint) moved the version: go on from it.
-      if (outcome?.status !== 'conflict' || !this.#hold.stillMine(held, outcome.current)) break;
+      if (outcome?.status !== 'conflict' || !this.#parts.hold.stillMine(held, outcome.current)) break;
       record = outcome.current;
     }
-    this.#hold.forget(leaseKey, held);
+    this.#parts.hold.forget(leaseKey, held);
     // A lease still naming this incarnation is nobody else's to take: the next listing takes it back.
     if (outcome?.status !== 'applied') this.#host.listingDue();
     if (outcome?.status === 'applied') {
       // The members balance on each other's counts: publish the new one now, not a heartbeat later.
       this.#host.wakeRenew();
-      this.handed.set(leaseKey, { to: request.to, incarnation: request.incarnation, epoch: outcome.record.epoch, until: this.#clock.now() + this.#leaseDurationMs * 3 });
+      this.handed.set(leaseKey, { to: request.to, incarnation: request.incarnation, epoch: outcome.record.epoch, until: this.#parts.clock.now() + this.#parts.leaseDurationMs * 3 });
     }
     if (!report) return;
-    if (outcome?.status === 'applied') this.#host.emit('handed-off', { leaseKey, to: request.to, durationMs: this.#clock.now() - request.seenAt });
+    if (outcome?.status === 'applied') this.#host.emit('handed-off', { leaseKey, to: request.to, durationMs: this.#parts.clock.now() - request.seenAt });
     else this.#host.emit('lost', { leaseKey, fencingToken: held.record.epoch, reason: 'handoff-timeout' });
   }
 
   /** Runs `onDrain`, bounded by `timeoutMs`; true when it finished in time and the lease is still held. */
   async drain(leaseKey: string, held: Held, reason: DrainReason, timeoutMs: number): Promise<boolean> {
-    if (!this.#onDrain) return this.#hold.isHeld(leaseKey);
+    if (!this.#onDrain) return this.#parts.hold.isHeld(leaseKey);
     const timer = new AbortController();
     try {
       const finished = await Promise.race([
-        this.#onDrain(this.#hold.handle(held), reason).then(
+        this.#onDrain(this.#parts.hold.handle(held), reason).then(
           () => true,
           (error: unknown) => {
             this.#host.report(error, 'drain');
             return true;
           },
         ),
-        this.#clock.sleep(timeoutMs, timer.signal).then(() => false, () => false),
+        this.#parts.clock.sleep(timeoutMs, timer.signal).then(() => false, () => false),
       ]);
-      return finished && this.#held.get(leaseKey) === held && this.#hold.isHeld(leaseKey);
+      return finished && this.#held.get(leaseKey) === held && this.#parts.hold.isHeld(leaseKey);
     } finally {
       timer.abort();
     }
@@ -292,15 +250,15 @@ export class Handovers {
   async release(leaseKeys: readonly string[], announce: boolean): Promise<void> {
     const leaving = leaseKeys
       .map((leaseKey) => [leaseKey, this.#held.get(leaseKey)] as const)
-      .filter((entry): entry is readonly [string, Held] => entry[1] !== undefined && this.#hold.isHeld(entry[0]));
+      .filter((entry): entry is readonly [string, Held] => entry[1] !== undefined && this.#parts.hold.isHeld(entry[0]));
     if (leaving.length === 0) return;
     // Work stops first (signals fire, no new checkpoint is accepted), then the writes in flight finish.
-    for (const [leaseKey, held] of leaving) this.#hold.stopWork(leaseKey, held);
-    await this.#writes.onLeases(leaving.map(([, held]) => held), async () => {
+    for (const [leaseKey, held] of leaving) this.#parts.hold.stopWork(leaseKey, held);
+    await this.#parts.writes.onLeases(leaving.map(([, held]) => held), async () => {
       let released = 0;
       let pending: ReadonlyArray<readonly [string, Held]> = leaving;
       for (let attempt = 1; pending.length > 0; attempt++) {
-        const results = await this.#writes.update(
+        const results = await this.#parts.writes.update(
           pending.map(([leaseKey, held]) => ({
             leaseKey,
             expectedVersion: held.record.version,
@@ -316,16 +274,16 @@ export class Handovers {
           // added to its metadata) moved its version: release the record it carries, within the hold.
           const retry =
             outcome?.status === 'conflict' &&
-            this.#hold.stillMine(held, outcome.current) &&
+            this.#parts.hold.stillMine(held, outcome.current) &&
             attempt < 3 &&
             !this.#releaseWithoutRetry &&
-            (this.#skipSelfFencing || this.#clock.now() < this.#members.heldUntil);
+            (this.#parts.skipSelfFencing || this.#parts.clock.now() < this.#parts.members.heldUntil);
           if (retry) {
             held.record = outcome.current;
             again.push([leaseKey, held]);
             return;
           }
-          this.#hold.forget(leaseKey, held);
+          this.#parts.hold.forget(leaseKey, held);
           if (outcome?.status === 'applied') {
             released++;
             this.#host.emit('released', { leaseKey });
@@ -346,12 +304,12 @@ export class Handovers {
     let mine = [...this.#held.values()].filter((held) => !held.leaving && !held.handoff).length;
     const giving = new Map<string, number>();
     for (const held of this.#held.values()) if (held.handoff) giving.set(held.handoff.to, (giving.get(held.handoff.to) ?? 0) + 1);
-    for (const member of this.#view.values()) {
-      if (member.status !== 'alive' || member.workerId === this.#workerId) continue;
+    for (const member of this.#parts.view.values()) {
+      if (member.status !== 'alive' || member.workerId === this.#parts.workerId) continue;
       for (const request of member.requests) {
-        if (request.from !== this.#workerId) continue;
+        if (request.from !== this.#parts.workerId) continue;
         const held = this.#held.get(request.leaseKey);
-        if (!held || held.leaving || held.handoff || !this.#hold.isHeld(request.leaseKey)) continue;
+        if (!held || held.leaving || held.handoff || !this.#parts.hold.isHeld(request.leaseKey)) continue;
         const theirs = member.held + (giving.get(member.workerId) ?? 0);
         // Never below the smallest fair share of the last listing: several thieves answered at once
         // would otherwise leave this worker the one short of leases.
@@ -373,25 +331,25 @@ export class Handovers {
    */
   async followRequests(now: number): Promise<void> {
     if (this.requests.size === 0 && this.watching.size === 0) return;
-    const membership = this.#members.current;
+    const membership = this.#parts.members.current;
     if (!membership?.record) return;
     // How long an answer can take: seen at the owner's next tick, drained, handed over (a lease duration
     // later if the drain timed out).
-    const answerableMs = this.#handoffTimeoutMs + this.#leaseDurationMs + this.#renewIntervalMs + 2 * this.#takeIntervalMs;
+    const answerableMs = this.#handoffTimeoutMs + this.#parts.leaseDurationMs + this.#renewIntervalMs + 2 * this.#parts.takeIntervalMs;
     let changed = false;
     const entries = [...this.requests].map(([leaseKey, request]) => ({ leaseKey, request, open: true }))
       .concat([...this.watching].map(([leaseKey, request]) => ({ leaseKey, request, open: false })));
     for (const { leaseKey, request, open } of entries) {
       let lease: LeaseRecord | null;
       try {
-        lease = await this.#storage.getLease(this.#group, leaseKey);
+        lease = await this.#parts.storage.getLease(this.#parts.group, leaseKey);
       } catch (error) {
         this.#host.report(error, 'get');
         continue;
       }
-      if (this.#host.state() !== 'running' || this.#members.current !== membership) return;
+      if (this.#host.state() !== 'running' || this.#parts.members.current !== membership) return;
       const expired = now - request.at > answerableMs;
-      if (lease && lease.owner === this.#workerId && lease.incarnation === membership.incarnation && lease.format <= RECORD_FORMAT) {
+      if (lease && lease.owner === this.#parts.workerId && lease.incarnation === membership.incarnation && lease.format <= RECORD_FORMAT) {
         this.requests.delete(leaseKey);
         this.watching.delete(leaseKey);
         changed = true;
@@ -404,8 +362,8 @@ export class Handovers {
           continue;
         }
         // Handed more than this worker may hold (an offer and an answer crossed): the rest goes back.
-        if (this.#hold.countHeld() >= this.#maxLeases) await this.#host.giveBack([lease]);
-        else this.#hold.add(lease, 'handoff', this.#clock.now());
+        if (this.#parts.hold.countHeld() >= this.#parts.maxLeases) await this.#host.giveBack([lease]);
+        else this.#parts.hold.add(lease, 'handoff', this.#parts.clock.now());
       } else if (!lease || lease.owner !== request.from || expired) {
         this.requests.delete(leaseKey);
         this.watching.delete(leaseKey);
@@ -433,7 +391,7 @@ export class Handovers {
    */
   async followAnnounced(): Promise<void> {
     if (this.announced.size === 0) return;
-    const membership = this.#members.current;
+    const membership = this.#parts.members.current;
     const keys = [...this.announced].filter((leaseKey) => !this.#held.has(leaseKey));
     this.announced.clear();
     if (!membership?.record) return;
@@ -444,14 +402,14 @@ export class Handovers {
     // rebalance queued heartbeats behind thousands of reads on a shared pool or pipeline, and every worker
     // listing instead did the same with listings: both lost leases to self-fencing.
     if (keys.length > ANNOUNCED_READS_IN_FLIGHT) {
-      if (this.#hold.countHeld() < this.#host.lastTarget()) this.#host.listingDue();
+      if (this.#parts.hold.countHeld() < this.#host.lastTarget()) this.#host.listingDue();
       return;
     }
     const limit = concurrencyLimit(ANNOUNCED_READS_IN_FLIGHT);
     const reads = keys.map((leaseKey) =>
       this.#held.has(leaseKey)
         ? null
-        : limit(() => this.#storage.getLease(this.#group, leaseKey)).then(
+        : limit(() => this.#parts.storage.getLease(this.#parts.group, leaseKey)).then(
             (lease) => ({ lease }),
             (error: unknown) => ({ error }),
           ),
@@ -464,16 +422,16 @@ export class Handovers {
         this.#host.listingDue();
         continue;
       }
-      if (this.#host.state() !== 'running' || this.#members.current !== membership) return;
+      if (this.#host.state() !== 'running' || this.#parts.members.current !== membership) return;
       const { lease } = read;
-      if (!lease || lease.format > RECORD_FORMAT || lease.owner !== this.#workerId || lease.incarnation !== membership.incarnation || this.#held.has(leaseKey)) continue;
+      if (!lease || lease.format > RECORD_FORMAT || lease.owner !== this.#parts.workerId || lease.incarnation !== membership.incarnation || this.#held.has(leaseKey)) continue;
       if (lease.checkpoint === Checkpoint.SHARD_END || this.#letGo.get(leaseKey) === lease.epoch || lease.epoch < (this.handed.get(leaseKey)?.epoch ?? -Infinity)) {
         this.#host.listingDue();
         continue;
       }
       // Handed more than this worker may hold (an offer and an answer crossed): the rest goes back.
-      if (this.#hold.countHeld() >= this.#maxLeases) await this.#host.giveBack([lease]);
-      else if (this.#hold.add(lease, 'handoff', this.#clock.now())) this.#host.wakeRenew();
+      if (this.#parts.hold.countHeld() >= this.#parts.maxLeases) await this.#host.giveBack([lease]);
+      else if (this.#parts.hold.add(lease, 'handoff', this.#parts.clock.now())) this.#host.wakeRenew();
     }
   }
 
@@ -482,9 +440,9 @@ export class Handovers {
    * it will not answer (it judges by the same counts), and waiting for it would hold back other requests.
    */
   #stillWorthAsking(from: string): boolean {
-    const member = this.#view.get(from);
+    const member = this.#parts.view.get(from);
     if (!member || member.status !== 'alive') return false;
-    const mine = this.#hold.countHeld();
+    const mine = this.#parts.hold.countHeld();
     return member.held >= mine + 2 && member.held - 1 >= this.#host.fairFloor();
   }
 
@@ -506,12 +464,12 @@ export class Handovers {
     let have = mine;
     let asked = 0;
     const room = limits.maxRequests - this.requests.size;
-    for (let steals = 0; steals < Math.min(wanted, this.#maxSteals, room); steals++) {
+    for (let steals = 0; steals < Math.min(wanted, this.#parts.maxSteals, room); steals++) {
       let victim: string | null = null;
       for (const [workerId, count] of counts) {
-        if (workerId === this.#workerId || count < have + 2 || count - 1 < this.#host.fairFloor()) continue;
+        if (workerId === this.#parts.workerId || count < have + 2 || count - 1 < this.#host.fairFloor()) continue;
         // A member that by its own latest count is not two above would not answer (it judges by that count).
-        if ((this.#view.get(workerId)?.held ?? 0) < have + 2) continue;
+        if ((this.#parts.view.get(workerId)?.held ?? 0) < have + 2) continue;
         // The members due to hand leases to this worker are asked first, the most loaded of them.
         const due = (givers.get(workerId) ?? 0) > 0;
         const victimDue = victim !== null && (givers.get(victim) ?? 0) > 0;
@@ -521,7 +479,7 @@ export class Handovers {
       if (victim === null) break;
       const chosen = shuffled(
         workable.filter((lease) => ownerOf(lease) === victim && !this.requests.has(lease.leaseKey) && !this.watching.has(lease.leaseKey)),
-        this.#random,
+        this.#parts.random,
       )[0];
       if (!chosen) break;
       this.requests.set(chosen.leaseKey, { from: victim, at: now });

@@ -7,18 +7,16 @@
  * in balance.ts; the handovers themselves and the steal requests are carried out by handovers.ts; the hold
  * decides whether a lease taken counts.
  */
-import { shuffled, type Clock, type Random } from '../clock.js';
+import { shuffled } from '../clock.js';
 import { describeValue, type LeaseholdError, RecordFormatError } from '../errors.js';
 import { hasRewindRequest } from '../rewind.js';
-import { Checkpoint, leaseStateOf, RECORD_FORMAT, type CheckpointStorage, type LeaseListing, type LeaseRecord, type WriteResult } from '../storage.js';
+import { Checkpoint, leaseStateOf, RECORD_FORMAT, type LeaseListing, type LeaseRecord, type WriteResult } from '../storage.js';
 import { capOf, planMoves, shares } from './balance.js';
+import type { LeaseParts } from './parts.js';
 import type { LeaseCoordinatorEvents } from './events.js';
-import type { FencedWrites } from './fenced-writes.js';
 import type { Handovers } from './handovers.js';
 import type { Held } from './held.js';
-import type { Hold } from './hold.js';
-import { LEAVING_FIELD, type Incarnation, type Membership } from './membership.js';
-import type { RosterView } from './roster-view.js';
+import { LEAVING_FIELD, type Incarnation } from './membership.js';
 
 const stateOf = leaseStateOf;
 
@@ -61,25 +59,10 @@ export interface TakingHost {
   formatError(what: string, format: number): RecordFormatError;
 }
 
-export interface TakingOptions {
-  readonly storage: CheckpointStorage;
-  readonly group: string;
-  readonly workerId: string;
-  readonly leaseDurationMs: number;
-  readonly takeIntervalMs: number;
+export interface TakingOptions extends LeaseParts {
   readonly listIntervalMs: number;
-  readonly maxLeases: number;
-  readonly maxSteals: number;
   readonly isEligible: EligibilityPredicate;
-  readonly clock: Clock;
-  readonly random: Random;
-  readonly members: Membership;
-  readonly view: RosterView;
-  readonly hold: Hold;
-  readonly writes: FencedWrites;
   readonly handovers: Handovers;
-  /** Unsafe: leases are held whatever the hold says. */
-  readonly skipSelfFencing: boolean;
   /** Unsafe: a dead member's lease whose free conflicted is freed again on the current record, whoever it names now. */
   readonly freeRetryIgnoresOwner: boolean;
   readonly host: TakingHost;
@@ -87,25 +70,13 @@ export interface TakingOptions {
 
 /** The take tick, and who takes which lease without a live owner. */
 export class Taking {
-  readonly #storage: CheckpointStorage;
-  readonly #group: string;
-  readonly #workerId: string;
-  readonly #leaseDurationMs: number;
-  readonly #takeIntervalMs: number;
   readonly #listIntervalMs: number;
-  readonly #maxLeases: number;
-  readonly #maxSteals: number;
   readonly #isEligible: EligibilityPredicate;
-  readonly #clock: Clock;
-  readonly #random: Random;
-  readonly #members: Membership;
-  readonly #view: RosterView;
-  readonly #hold: Hold;
+  /** The group, the store, the clock, the limits and the parts built before this one, as the coordinator gave them. */
+  readonly #parts: LeaseParts;
   readonly #held: ReadonlyMap<string, Held>;
   readonly #letGo: Map<string, number>;
-  readonly #writes: FencedWrites;
   readonly #handovers: Handovers;
-  readonly #skipSelfFencing: boolean;
   readonly #freeRetryIgnoresOwner: boolean;
   readonly #host: TakingHost;
   /** Whether the next take tick lists the leases, whatever the roster says. */
@@ -128,25 +99,12 @@ export class Taking {
   #unheldSince: number | null = null;
 
   constructor(options: TakingOptions) {
-    this.#storage = options.storage;
-    this.#group = options.group;
-    this.#workerId = options.workerId;
-    this.#leaseDurationMs = options.leaseDurationMs;
-    this.#takeIntervalMs = options.takeIntervalMs;
     this.#listIntervalMs = options.listIntervalMs;
-    this.#maxLeases = options.maxLeases;
-    this.#maxSteals = options.maxSteals;
     this.#isEligible = options.isEligible;
-    this.#clock = options.clock;
-    this.#random = options.random;
-    this.#members = options.members;
-    this.#view = options.view;
-    this.#hold = options.hold;
+    this.#parts = options;
     this.#held = options.hold.leases;
     this.#letGo = options.hold.letGo;
-    this.#writes = options.writes;
     this.#handovers = options.handovers;
-    this.#skipSelfFencing = options.skipSelfFencing;
     this.#freeRetryIgnoresOwner = options.freeRetryIgnoresOwner;
     this.#host = options.host;
   }
@@ -183,29 +141,29 @@ export class Taking {
   async tick(): Promise<void> {
     if (this.#host.state() !== 'running') return;
     try {
-      if (!(await this.#members.readMembers())) return;
+      if (!(await this.#parts.members.readMembers())) return;
     } catch (error) {
       if (error instanceof RecordFormatError) this.#host.fail(error);
       else this.#host.report(error, 'roster');
       return;
     }
     if (this.#host.state() !== 'running') return;
-    let now = this.#clock.now();
-    const membership = this.#members.current;
+    let now = this.#parts.clock.now();
+    const membership = this.#parts.members.current;
     if (membership === null) {
       // A new member takes nothing in the tick it joins: the workers started with it join meanwhile.
-      await this.#members.join(now);
+      await this.#parts.members.join(now);
       return;
     }
-    if (!this.#members.checkOwnMember(membership)) return;
-    for (const member of this.#view.values()) {
-      if (member.workerId !== this.#workerId && member.status === 'alive' && this.#view.expired(member, now)) {
-        if (await this.#members.declareDead(member)) this.listingDue = true;
+    if (!this.#parts.members.checkOwnMember(membership)) return;
+    for (const member of this.#parts.view.values()) {
+      if (member.workerId !== this.#parts.workerId && member.status === 'alive' && this.#parts.view.expired(member, now)) {
+        if (await this.#parts.members.declareDead(member)) this.listingDue = true;
         if (this.#host.state() !== 'running') return;
       }
     }
     for (const [leaseKey, handed] of this.#handovers.handed) {
-      const member = this.#view.get(handed.to);
+      const member = this.#parts.view.get(handed.to);
       if (member?.status === 'alive' && member.incarnation === handed.incarnation && now < handed.until) continue;
       if (now < handed.until) this.listingDue = true;
       this.#handovers.handed.delete(leaseKey);
@@ -216,12 +174,12 @@ export class Taking {
     await this.#handovers.followAnnounced();
     if (this.#host.state() !== 'running') return;
 
-    if (this.#members.signatureMoved()) this.listingDue = true;
+    if (this.#parts.members.signatureMoved()) this.listingDue = true;
     // A corrupt lease is looked at every tick until it reads back: its repair is announced by nobody.
     if (this.#corrupt.size > 0) this.listingDue = true;
-    if (!this.listingDue && this.#listedAt !== null && now - this.#listedAt < this.#members.safetyListingMs(this.#listIntervalMs)) {
+    if (!this.listingDue && this.#listedAt !== null && now - this.#listedAt < this.#parts.members.safetyListingMs(this.#listIntervalMs)) {
       // Nothing changed: balance on the members' own counts, and list only when a steal needs keys.
-      if (this.#belowOthers() || this.#aboveOthers() || this.#leasesUnheld(now)) this.listingDue = now - this.#listedAt >= this.#takeIntervalMs * 0.9;
+      if (this.#belowOthers() || this.#aboveOthers() || this.#leasesUnheld(now)) this.listingDue = now - this.#listedAt >= this.#parts.takeIntervalMs * 0.9;
       if (!this.listingDue) return;
     }
     // A cold start waiting for the members to stop joining reads only the roster meanwhile: listing the
@@ -233,17 +191,17 @@ export class Taking {
     let listing: LeaseListing;
     try {
       this.listingDue = false;
-      listing = await this.#storage.listLeases(this.#group);
+      listing = await this.#parts.storage.listLeases(this.#parts.group);
       // Judge owners on a roster read after the listing: a lease listed with an owner was taken after
       // its owner joined, so a member missing or dead in this roster is not alive now.
-      if (!this.#members.readRoster(await this.#storage.getRoster(this.#group))) return;
+      if (!this.#parts.members.readRoster(await this.#parts.storage.getRoster(this.#parts.group))) return;
     } catch (error) {
       this.listingDue = true;
       this.#host.report(error, 'list');
       return;
     }
-    if (this.#host.state() !== 'running' || this.#members.current !== membership || !this.#members.checkOwnMember(membership)) return;
-    now = this.#clock.now();
+    if (this.#host.state() !== 'running' || this.#parts.members.current !== membership || !this.#parts.members.checkOwnMember(membership)) return;
+    now = this.#parts.clock.now();
     this.#listedAt = now;
     // The signature stays the one read before the listing: a change the roster shows after it (a note of
     // a lease handed over while the listing was on its way) may be missing from the listing, so the next
@@ -259,7 +217,7 @@ export class Taking {
 
   /** In a cold start: whether other members joined or left within the last take tick, up to three ticks after this worker joined. */
   #settling(now: number, membership: Incarnation): boolean {
-    return now - this.#view.othersChangedAt < this.#takeIntervalMs * 0.9 && now - membership.joinedAt < 3 * this.#takeIntervalMs;
+    return now - this.#parts.view.othersChangedAt < this.#parts.takeIntervalMs * 0.9 && now - membership.joinedAt < 3 * this.#parts.takeIntervalMs;
   }
 
   /**
@@ -268,10 +226,10 @@ export class Taking {
    */
   #belowOthers(): boolean {
     // Leases asked for count as on their way: a thief keeps asking, one per tick, without waiting for each.
-    const mine = this.#hold.countHeld() + this.#handovers.requests.size;
-    if (mine >= this.#maxLeases) return false;
+    const mine = this.#parts.hold.countHeld() + this.#handovers.requests.size;
+    if (mine >= this.#parts.maxLeases) return false;
     let most = 0;
-    for (const member of this.#view.values()) if (member.status === 'alive' && member.workerId !== this.#workerId) most = Math.max(most, member.held);
+    for (const member of this.#parts.view.values()) if (member.status === 'alive' && member.workerId !== this.#parts.workerId) most = Math.max(most, member.held);
     return most >= mine + 2;
   }
 
@@ -283,14 +241,14 @@ export class Taking {
    * owner with another view) is never left unread. Members at their share otherwise list nothing.
    */
   #leasesUnheld(now: number): boolean {
-    let held = this.#hold.countHeld();
-    for (const member of this.#view.values()) if (member.status === 'alive' && member.workerId !== this.#workerId) held += member.held;
+    let held = this.#parts.hold.countHeld();
+    for (const member of this.#parts.view.values()) if (member.status === 'alive' && member.workerId !== this.#parts.workerId) held += member.held;
     if (held >= this.#lastWorkable) {
       this.#unheldSince = null;
       return false;
     }
     this.#unheldSince ??= now;
-    return this.#hold.countHeld() < this.#lastTarget || now - this.#unheldSince >= 2 * this.#takeIntervalMs;
+    return this.#parts.hold.countHeld() < this.#lastTarget || now - this.#unheldSince >= 2 * this.#parts.takeIntervalMs;
   }
 
   /**
@@ -300,8 +258,8 @@ export class Taking {
   #aboveOthers(): boolean {
     const mine = [...this.#held.values()].filter((held) => !held.leaving && !held.handoff).length;
     if (mine < 2) return false;
-    for (const member of this.#view.values()) {
-      if (member.workerId === this.#workerId || member.status !== 'alive' || member.metadata[LEAVING_FIELD] !== undefined) continue;
+    for (const member of this.#parts.view.values()) {
+      if (member.workerId === this.#parts.workerId || member.status !== 'alive' || member.metadata[LEAVING_FIELD] !== undefined) continue;
       if (member.held + 2 <= mine && member.held < capOf(member)) return true;
     }
     return false;
@@ -317,21 +275,21 @@ export class Taking {
     const corrupt = this.#noticeCorrupt(listing.corrupt);
     // Without a hold (no heartbeat has applied lately) a take could not be counted as held: it would only
     // move the lease's epoch and strand it, naming an incarnation others still see alive.
-    const holding = this.#skipSelfFencing || this.#clock.now() < this.#members.heldUntil;
+    const holding = this.#parts.skipSelfFencing || this.#parts.clock.now() < this.#parts.members.heldUntil;
     const leases = listing.leases;
     const all = new Map(leases.map((lease) => [lease.leaseKey, lease]));
     this.#noticeLosses(all, corrupt, membership);
-    const alive = this.#view.alive();
-    const isMine = (lease: LeaseRecord): boolean => lease.owner === this.#workerId && lease.incarnation === membership.incarnation;
+    const alive = this.#parts.view.alive();
+    const isMine = (lease: LeaseRecord): boolean => lease.owner === this.#parts.workerId && lease.incarnation === membership.incarnation;
     for (const [leaseKey, epoch] of this.#letGo) {
       const lease = all.get(leaseKey);
       if (!lease || !isMine(lease) || lease.epoch !== epoch) this.#letGo.delete(leaseKey);
     }
     const ownerOf = (lease: LeaseRecord): string | null => {
       if (lease.owner === null) return null;
-      if (lease.owner === this.#workerId) return isMine(lease) && this.#held.has(lease.leaseKey) ? this.#workerId : null;
+      if (lease.owner === this.#parts.workerId) return isMine(lease) && this.#held.has(lease.leaseKey) ? this.#parts.workerId : null;
       // A member whose record cannot be read may be alive: its leases wait for an operator.
-      if (this.#view.isCorrupt(lease.owner)) return lease.owner;
+      if (this.#parts.view.isCorrupt(lease.owner)) return lease.owner;
       return alive.get(lease.owner) === lease.incarnation ? lease.owner : null;
     };
     // A finished lease still naming this incarnation that it no longer holds (a release whose outcome was
@@ -344,7 +302,7 @@ export class Taking {
     if (leftovers.length > 0) await this.giveBack(leftovers);
     const workable = leases.filter((lease) => lease.checkpoint !== Checkpoint.SHARD_END && this.#isEligible(lease, all, corrupt));
     // Leases are dealt to the live members that are not leaving, this one included while it runs.
-    const members = [...alive.keys()].filter((workerId) => workerId === this.#workerId || this.#view.get(workerId)?.metadata[LEAVING_FIELD] === undefined).sort();
+    const members = [...alive.keys()].filter((workerId) => workerId === this.#parts.workerId || this.#parts.view.get(workerId)?.metadata[LEAVING_FIELD] === undefined).sort();
     const counts = new Map<string, number>(members.map((workerId) => [workerId, 0]));
     const unowned: LeaseRecord[] = [];
     for (const lease of workable) {
@@ -364,17 +322,17 @@ export class Taking {
     const unownedKeys = new Set(unowned.map((lease) => lease.leaseKey));
     for (const leaseKey of this.#unownedSince.keys()) if (!unownedKeys.has(leaseKey)) this.#unownedSince.delete(leaseKey);
     for (const lease of unowned) if (!this.#unownedSince.has(lease.leaseKey)) this.#unownedSince.set(lease.leaseKey, now);
-    const mine = counts.get(this.#workerId) ?? 0;
+    const mine = counts.get(this.#parts.workerId) ?? 0;
     const n = Math.max(1, members.length);
     // Each member's share, by rank, with the caps members publish: the same on every worker.
-    const capOfMember = (workerId: string): number => (workerId === this.#workerId ? this.#maxLeases : capOf(this.#view.get(workerId)));
+    const capOfMember = (workerId: string): number => (workerId === this.#parts.workerId ? this.#parts.maxLeases : capOf(this.#parts.view.get(workerId)));
     const targets = shares(members, workable.length, capOfMember);
     // An owner never hands over below the smallest share of a member its cap does not hold back.
     const even = members.filter((workerId) => (targets.get(workerId) ?? 0) < capOfMember(workerId)).map((workerId) => targets.get(workerId) ?? 0);
-    this.#fairFloor = Math.min(this.#maxLeases, even.length > 0 ? Math.min(...even) : Math.floor(workable.length / n));
+    this.#fairFloor = Math.min(this.#parts.maxLeases, even.length > 0 ? Math.min(...even) : Math.floor(workable.length / n));
     const target = (rank: number): number => targets.get(members[rank] as string) ?? 0;
     this.#lastWorkable = workable.length;
-    this.#lastTarget = targets.get(this.#workerId) ?? 0;
+    this.#lastTarget = targets.get(this.#parts.workerId) ?? 0;
     this.#unheldSince = null;
 
     // Leases storage names this incarnation for, not held: every other worker sees them as this worker's,
@@ -394,7 +352,7 @@ export class Taking {
     let next = 0;
     const deal = (workerId: string): void => {
       dealtTo.set(workerId, (dealtTo.get(workerId) ?? 0) + 1);
-      if (workerId === this.#workerId) portion.push(sorted[next] as LeaseRecord);
+      if (workerId === this.#parts.workerId) portion.push(sorted[next] as LeaseRecord);
       next++;
     };
     members.forEach((workerId, rank) => {
@@ -407,12 +365,12 @@ export class Taking {
     // A lease left without a live owner for a take tick and a half is anyone's: a member that did not take its
     // portion (stopping, stuck, or not yet aware of the lease) never keeps it waiting.
     const dealt = new Set(portion);
-    const stale = sorted.filter((lease) => now - (this.#unownedSince.get(lease.leaseKey) ?? now) >= this.#takeIntervalMs * 1.5 && !dealt.has(lease));
-    const extra = shuffled(stale, this.#random).slice(0, Math.ceil(stale.length / n));
-    const room = Math.max(0, this.#maxLeases - mine);
+    const stale = sorted.filter((lease) => now - (this.#unownedSince.get(lease.leaseKey) ?? now) >= this.#parts.takeIntervalMs * 1.5 && !dealt.has(lease));
+    const extra = shuffled(stale, this.#parts.random).slice(0, Math.ceil(stale.length / n));
+    const room = Math.max(0, this.#parts.maxLeases - mine);
     const keep = holding ? handed.slice(0, room) : [];
     let kept = 0;
-    for (const lease of keep) if (this.#hold.add(lease, 'handoff', this.#clock.now())) kept++;
+    for (const lease of keep) if (this.#parts.hold.add(lease, 'handoff', this.#parts.clock.now())) kept++;
     // Handed more than this worker may hold: the rest goes back to the group.
     if (holding && handed.length > keep.length) await this.giveBack(handed.slice(keep.length));
     if (this.#host.state() !== 'running') return;
@@ -424,17 +382,17 @@ export class Taking {
     // Members balance on each other's counts: publish the new one now, not a heartbeat later.
     if (taken > 0) this.#host.wakeRenew();
     // Leases still without a live owner are looked at again next tick, until somebody holds them.
-    if (unowned.length > taken && mine + taken < this.#maxLeases) this.listingDue = true;
+    if (unowned.length > taken && mine + taken < this.#parts.maxLeases) this.listingDue = true;
     if (taken < takeable.length + keep.length) {
       // Workers with different views picked the same leases: look again shortly, not at the next tick.
       this.listingDue = true;
-      this.#clock.sleep(this.#random.next() * 200, this.#host.lifetime).then(() => this.#host.wakeTake(), () => undefined);
+      this.#parts.clock.sleep(this.#parts.random.next() * 200, this.#host.lifetime).then(() => this.#host.wakeTake(), () => undefined);
     }
 
     // What every member will hold once the leases just dealt are taken: the same on every worker that
     // read the same records, so that members above their share and members below it agree on the moves.
     const load = new Map(members.map((workerId) => [workerId, (counts.get(workerId) ?? 0) + (dealtTo.get(workerId) ?? 0)]));
-    load.set(this.#workerId, (load.get(this.#workerId) ?? 0) + named.length);
+    load.set(this.#parts.workerId, (load.get(this.#parts.workerId) ?? 0) + named.length);
     // A handover of this worker's that landed after the listing was read is its recipient's already.
     for (const [leaseKey, handed] of this.#handovers.handed) {
       const listed = all.get(leaseKey);
@@ -442,15 +400,15 @@ export class Taking {
       load.set(handed.to, (load.get(handed.to) ?? 0) + 1);
     }
     const moves = planMoves(members, load, capOfMember);
-    if (holding) this.#offer(moves.filter((move) => move.from === this.#workerId).map((move) => move.to), now);
+    if (holding) this.#offer(moves.filter((move) => move.from === this.#parts.workerId).map((move) => move.to), now);
     // A member due to hand this worker leases is the one asked for them: an owner answers a request and
     // its own offer with the same lease count, so that a lease never moves twice for one place.
     const givers = new Map<string, number>();
-    for (const move of moves) if (move.to === this.#workerId) givers.set(move.from, (givers.get(move.from) ?? 0) + 1);
-    const rank = members.indexOf(this.#workerId);
+    for (const move of moves) if (move.to === this.#parts.workerId) givers.set(move.from, (givers.get(move.from) ?? 0) + 1);
+    const rank = members.indexOf(this.#parts.workerId);
     const wanted = (rank < 0 ? 0 : target(rank)) - mine - taken;
     const asked = this.#handovers.requests.size;
-    if (holding && wanted - asked > 0 && this.#maxSteals > 0 && unowned.length <= taken) {
+    if (holding && wanted - asked > 0 && this.#parts.maxSteals > 0 && unowned.length <= taken) {
       this.#handovers.requestHandoffs(workable, counts, ownerOf, mine + taken + asked, wanted - asked, now, givers);
     }
   }
@@ -466,16 +424,16 @@ export class Taking {
    * listed version, as a take is: a lease taken or written since is left as it is.
    */
   async #freeForTheGroup(unowned: readonly LeaseRecord[]): Promise<void> {
-    const declared = this.#members.takeDeclared();
+    const declared = this.#parts.members.takeDeclared();
     if (declared === null) return;
-    if (!this.#host.subscribed() || !this.#members.readsWatched()) return;
+    if (!this.#host.subscribed() || !this.#parts.members.readsWatched()) return;
     const namesTheDead = (lease: LeaseRecord | null): lease is LeaseRecord => lease !== null && lease.owner !== null && declared.get(lease.owner) === lease.incarnation;
     let orphans = unowned.filter((lease) => namesTheDead(lease) && !this.#held.has(lease.leaseKey));
     if (orphans.length === 0) return;
     // Those woken read the whole roster first: the digest's advance for the death goes out before the frees.
-    await this.#members.advancing;
+    await this.#parts.members.advancing;
     for (let attempt = 1; orphans.length > 0 && attempt <= 2 && this.#host.state() === 'running'; attempt++) {
-      const results = await this.#writes.update(
+      const results = await this.#parts.writes.update(
         orphans.map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...stateOf(lease), owner: null, incarnation: null }, notify: 'released' as const })),
         'free-dead',
       );
@@ -493,7 +451,7 @@ export class Taking {
    * else would list again for it.
    */
   async giveBack(leases: readonly LeaseRecord[]): Promise<void> {
-    const results = await this.#writes.update(
+    const results = await this.#parts.writes.update(
       leases.map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...stateOf(lease), owner: null, incarnation: null }, notify: 'released' as const })),
       'release',
     );
@@ -520,11 +478,11 @@ export class Taking {
     }
     for (const pending of underWay.values()) others += pending;
     const free = shuffled(
-      [...this.#held.entries()].filter(([leaseKey, held]) => !held.leaving && !held.handoff && this.#hold.isHeld(leaseKey)),
-      this.#random,
+      [...this.#held.entries()].filter(([leaseKey, held]) => !held.leaving && !held.handoff && this.#parts.hold.isHeld(leaseKey)),
+      this.#parts.random,
     );
     for (const to of due.slice(others)) {
-      const member = this.#view.get(to);
+      const member = this.#parts.view.get(to);
       const entry = free.pop();
       if (!entry || member?.status !== 'alive') break;
       const [leaseKey, held] = entry;
@@ -541,7 +499,7 @@ export class Taking {
    */
   async #removeLongDead(listing: LeaseListing, now: number): Promise<void> {
     const named = new Set(listing.leases.map((lease) => lease.owner));
-    for (const member of this.#view.values()) {
+    for (const member of this.#parts.view.values()) {
       if (member.status !== 'dead') {
         this.#deadSince.delete(member.workerId);
         continue;
@@ -551,17 +509,17 @@ export class Taking {
         this.#deadSince.set(member.workerId, { version: member.version, at: now });
         continue;
       }
-      if (now - since.at < this.#leaseDurationMs * 10 || named.has(member.workerId) || member.workerId === this.#workerId) continue;
+      if (now - since.at < this.#parts.leaseDurationMs * 10 || named.has(member.workerId) || member.workerId === this.#parts.workerId) continue;
       try {
-        const outcome = await this.#storage.removeMember(this.#group, member.workerId, member.version);
+        const outcome = await this.#parts.storage.removeMember(this.#parts.group, member.workerId, member.version);
         this.#host.emit('storage', { operation: 'remove-member', applied: outcome.status === 'applied' ? 1 : 0, conflict: outcome.status === 'conflict' ? 1 : 0, unknown: outcome.status === 'unknown' ? 1 : 0 });
-        if (outcome.status !== 'conflict') this.#members.announce();
+        if (outcome.status !== 'conflict') this.#parts.members.announce();
       } catch (error) {
         this.#host.report(error, 'remove-member');
       }
       this.#deadSince.delete(member.workerId);
     }
-    for (const workerId of this.#deadSince.keys()) if (!this.#view.has(workerId)) this.#deadSince.delete(workerId);
+    for (const workerId of this.#deadSince.keys()) if (!this.#parts.view.has(workerId)) this.#deadSince.delete(workerId);
   }
 
   /** Reports each newly corrupt lease once; returns the keys of every corrupt lease now. */
@@ -586,10 +544,10 @@ export class Taking {
     for (const [leaseKey, held] of this.#held) {
       if (held.leaving || corrupt.has(leaseKey)) continue;
       const stored = all.get(leaseKey);
-      if (stored === undefined) this.#hold.lose(leaseKey, held, 'deleted');
+      if (stored === undefined) this.#parts.hold.lose(leaseKey, held, 'deleted');
       else if (stored.version > held.record.version) {
-        if (this.#hold.stillMine(held, stored) && stored.incarnation === membership.incarnation) held.record = stored;
-        else this.#hold.lose(leaseKey, held, 'taken');
+        if (this.#parts.hold.stillMine(held, stored) && stored.incarnation === membership.incarnation) held.record = stored;
+        else this.#parts.hold.lose(leaseKey, held, 'taken');
       }
     }
   }
@@ -597,12 +555,12 @@ export class Taking {
   /** Takes leases without a live owner (free, or their owner's membership dead) in one batched write. */
   async #take(leases: readonly LeaseRecord[], membership: Incarnation): Promise<number> {
     if (leases.length === 0) return 0;
-    const sentAt = this.#clock.now();
-    const results = await this.#writes.update(
+    const sentAt = this.#parts.clock.now();
+    const results = await this.#parts.writes.update(
       leases.map((lease) => ({
         leaseKey: lease.leaseKey,
         expectedVersion: lease.version,
-        next: { ...stateOf(lease), owner: this.#workerId, incarnation: membership.incarnation, epoch: lease.epoch + 1 },
+        next: { ...stateOf(lease), owner: this.#parts.workerId, incarnation: membership.incarnation, epoch: lease.epoch + 1 },
       })),
       'take',
     );
@@ -614,7 +572,7 @@ export class Taking {
         this.listingDue = true;
         return;
       }
-      if (this.#hold.add(outcome.record, lease.owner === null ? 'free' : 'expired', sentAt)) taken++;
+      if (this.#parts.hold.add(outcome.record, lease.owner === null ? 'free' : 'expired', sentAt)) taken++;
     });
     return taken;
   }
