@@ -55,6 +55,7 @@ import {
 } from '@leasehold/core/adapter';
 import { batchGetItems } from './batch-get.js';
 import { blockingMembers, earlierMembersError, earlierRosterKey, isMarked, markingUpdate } from './earlier-roster.js';
+import { holdsMarker, markerPut, oldKeyBlockers, oldKeyMembersError, singleKeyQuery } from './single-members-key.js';
 import {
   corruptDigest,
   corruptOutcome,
@@ -74,7 +75,7 @@ import {
   memberConflict,
   memberItemKey,
   memberOf,
-  membersPartitionKey,
+  memberBucketKeys,
   numberOf,
   workerIdOf,
   type Item,
@@ -352,6 +353,20 @@ export class DynamoDBStorage implements Storage {
 
   async getRoster(group: string): Promise<Roster> {
     validateGroup(group, PKG);
+    // One Query per bucket, sent together; the members come back in sort key order, as one Query of one
+    // key returned them.
+    const buckets = await Promise.all(memberBucketKeys(group).map((key) => this.#membersUnder(group, key)));
+    const items = buckets
+      .flat()
+      .map((item) => ({ item, order: Buffer.from(item[attr.sk]?.S ?? '', 'utf8') }))
+      .sort((a, b) => Buffer.compare(a.order, b.order))
+      .map(({ item }) => item);
+    // A member that cannot be read back is reported by its worker id and never hides the others.
+    return rosterOf(group, items, (item) => memberOf(group, workerIdOf(item), item));
+  }
+
+  /** Every member item under one bucket's partition key, tombstones left out. */
+  async #membersUnder(group: string, partitionKey: string): Promise<Item[]> {
     const items: Item[] = [];
     let startKey: Item | undefined;
     // Pages follow the sort key (`member:<workerId>`), which no write moves: a member present throughout
@@ -363,7 +378,7 @@ export class DynamoDBStorage implements Storage {
             TableName: this.#tableName,
             KeyConditionExpression: '#pk = :pk AND begins_with(#sk, :member)',
             ExpressionAttributeNames: { '#pk': attr.pk, '#sk': attr.sk },
-            ExpressionAttributeValues: { ':pk': { S: membersPartitionKey(group) }, ':member': { S: MEMBER_PREFIX } },
+            ExpressionAttributeValues: { ':pk': { S: partitionKey }, ':member': { S: MEMBER_PREFIX } },
             ConsistentRead: true,
             ExclusiveStartKey: startKey,
           }),
@@ -372,8 +387,7 @@ export class DynamoDBStorage implements Storage {
       for (const item of page.Items ?? []) if (!isRemoved(item)) items.push(item);
       startKey = page.LastEvaluatedKey;
     } while (startKey !== undefined && Object.keys(startKey).length > 0);
-    // A member that cannot be read back is reported by its worker id and never hides the others.
-    return rosterOf(group, items, (item) => memberOf(group, workerIdOf(item), item));
+    return items;
   }
 
   /**
@@ -446,7 +460,10 @@ export class DynamoDBStorage implements Storage {
       expectedVersion === null
         ? `join of member ${describeValue(workerId)} in group ${describeValue(group)}`
         : `write of member ${describeValue(workerId)} at version ${expectedVersion} in group ${describeValue(group)}`;
-    if (expectedVersion === null) await this.#refuseBesideEarlierRoster(group);
+    if (expectedVersion === null) {
+      await this.#refuseBesideEarlierRoster(group);
+      await this.#refuseBesideSingleMembersKey(group);
+    }
     const state = memberStateOf(next);
     const key = memberItemKey(group, workerId);
     const writeId = randomBytes(12).toString('base64url');
@@ -552,6 +569,40 @@ export class DynamoDBStorage implements Storage {
     }
     const error = earlierMembersError(group, blockingMembers(group, item));
     if (error !== undefined) throw error;
+  }
+
+  /**
+   * One group, one roster (see `single-members-key.ts`): a join reads the members' partition key of the
+   * release before; unless it holds the marker, puts the marker there, so that a worker of the release
+   * before stops, now or whenever it starts; and throws a `RecordFormatError`
+   * naming the members still alive under that key. Once marked, a join pays one Query.
+   */
+  async #refuseBesideSingleMembersKey(group: string): Promise<void> {
+    const what = `read the members of an earlier release of group ${describeValue(group)}`;
+    let items = await this.#singleKeyItems(what, group);
+    if (!holdsMarker(items)) {
+      const sent = await this.#send(() => this.#client.send(new PutItemCommand(markerPut(this.#tableName, group, randomBytes(12).toString('base64url')))));
+      if (sent.kind === 'failed') {
+        const outcome = await this.#failedWrite(sent.error, `marking of the members' key of an earlier release of group ${describeValue(group)}`);
+        // Nothing of the join was sent: no record of it can have changed.
+        throw new StorageUnavailableError(`${outcome.error.message}; the join was not sent`, { cause: outcome.error });
+      }
+      // Applied, or another join marked the key first: either way the key is read again, after the marking.
+      items = await this.#singleKeyItems(what, group);
+    }
+    const error = oldKeyMembersError(group, oldKeyBlockers(group, items));
+    if (error !== undefined) throw error;
+  }
+
+  async #singleKeyItems(what: string, group: string): Promise<Item[]> {
+    const items: Item[] = [];
+    let startKey: Item | undefined;
+    do {
+      const page = await this.#read(what, () => this.#client.send(new QueryCommand(singleKeyQuery(this.#tableName, group, startKey))));
+      items.push(...(page.Items ?? []));
+      startKey = page.LastEvaluatedKey;
+    } while (startKey !== undefined && Object.keys(startKey).length > 0);
+    return items;
   }
 
   async getLeader(group: string): Promise<LeaderRecord | null> {

@@ -15,8 +15,8 @@ import {
   type Unknown,
   type WriteResult,
 } from '@leasehold/core';
-import { decodeLeader, decodeLease, decodeMember, describeValue, encodeLeaderState, encodeLeaseState, result } from '@leasehold/core/adapter';
-import { DIGEST_PARTITION_SUFFIX, DIGEST_SORT_KEY, LEADER_SORT_KEY, LEASE_PREFIX, MEMBERS_PARTITION_SUFFIX, MEMBER_PREFIX, PKG, attr } from './schema.js';
+import { decodeLeader, decodeLease, decodeMember, describeValue, encodeLeaderState, encodeLeaseState, keyBucket, result } from '@leasehold/core/adapter';
+import { DIGEST_PARTITION_SUFFIX, DIGEST_SORT_KEY, LEADER_SORT_KEY, LEASE_PREFIX, MEMBER_BUCKETS, MEMBERS_PARTITION_SUFFIX, MEMBER_PREFIX, PKG, attr } from './schema.js';
 
 export type Item = Record<string, AttributeValue>;
 
@@ -28,13 +28,30 @@ export function leaderItemKey(group: string): Item {
   return { [attr.pk]: { S: group }, [attr.sk]: { S: LEADER_SORT_KEY } };
 }
 
-/** The members' partition key of a group: see `schema.ts` for why it never collides with another group's. */
-export function membersPartitionKey(group: string): string {
-  return `${group}${MEMBERS_PARTITION_SUFFIX}`;
+/**
+ * The bucket of a worker id, 0 to `MEMBER_BUCKETS - 1`: core's `keyBucket`, a hash of the id's UTF-8 bytes
+ * that never changes between releases. Part of the table's layout: a member is only ever found under its
+ * bucket's key.
+ */
+export function memberBucket(workerId: string): number {
+  return keyBucket(workerId, MEMBER_BUCKETS);
+}
+
+/**
+ * The partition key of one bucket of a group's members, `<group>#members#<bucket>`: see `schema.ts` for
+ * why it never collides with another group's.
+ */
+export function memberBucketKey(group: string, bucket: number): string {
+  return `${group}${MEMBERS_PARTITION_SUFFIX}#${bucket}`;
+}
+
+/** The partition key every bucket of a group's members has, in bucket order: what a roster read queries. */
+export function memberBucketKeys(group: string): string[] {
+  return Array.from({ length: MEMBER_BUCKETS }, (_, bucket) => memberBucketKey(group, bucket));
 }
 
 export function memberItemKey(group: string, workerId: string): Item {
-  return { [attr.pk]: { S: membersPartitionKey(group) }, [attr.sk]: { S: `${MEMBER_PREFIX}${workerId}` } };
+  return { [attr.pk]: { S: memberBucketKey(group, memberBucket(workerId)) }, [attr.sk]: { S: `${MEMBER_PREFIX}${workerId}` } };
 }
 
 /** The roster digest's item: a partition key of its own (see `schema.ts`). */

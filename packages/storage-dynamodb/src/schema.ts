@@ -5,24 +5,43 @@
  * `earlier-roster.ts`). Every lease sort key starts with `lease:` and the other two do not, so no lease key
  * can collide with them, and a `begins_with` key condition lists a group's leases without reading either.
  *
- * Each member is an item of its own: `pk` = `<group>#members`, `sk` = `member:<workerId>`, holding its
- * `version`, its state JSON `state`, the `writeId` of the write that stored it, and `removed` once it is a
- * tombstone. A heartbeat writes that one item (a few hundred bytes: one write unit at any group size) and
- * `getRoster` is one strongly consistent `Query` of the members' partition key. The members have a
- * partition key of their own so that heartbeats and roster reads never land on the key every lease
- * renewal and listing uses.
+ * Each member is an item of its own: `pk` = `<group>#members#<bucket>`, `sk` = `member:<workerId>`, holding
+ * its `version`, its state JSON `state`, the `writeId` of the write that stored it, and `removed` once it
+ * is a tombstone. The bucket, 0 to 3, is a hash of the worker id (`memberBucket` in `items.ts`). A
+ * heartbeat writes that one item (a few hundred bytes: one write unit at any group size), a watcher's read
+ * of a few members is one `BatchGetItem` of their keys, and `getRoster` is one strongly consistent `Query`
+ * per bucket, the four sent together. The members have partition keys of their own so that heartbeats
+ * and roster reads never land on the key every lease renewal and listing uses.
  *
- * Why no item of one group is ever read as another group's, although `x#members` is a valid group name
- * whose leases share a partition key with the members of group `x`:
- * - members of two groups never share a partition key: `<group>#members` is the group followed by a fixed
- *   suffix, so two different groups give two different keys;
+ * Why four keys and not one (the layout of the release before, `<group>#members`, which
+ * `single-members-key.ts` keeps apart): DynamoDB serves at most 1,000 write units and 3,000 read units a
+ * second from one partition, and one partition key's traffic starts on one partition. At 1,000 workers
+ * with the default timing every worker reads its 3 watched members and itself every 2 s take tick (about
+ * 2,000 item reads a second, 1 read unit each), the whole roster reads (one every 100 s per worker, about
+ * 60 read units each) add about 600, and heartbeats write about 154 units a second: about 2,600 read units
+ * a second, 86% of a partition on one key, against about 650 (22%) on each of four. A hash of the worker
+ * id spreads the members evenly whatever their names. The cost: a roster read is four Queries, each billed
+ * at least 1 read unit, where one Query of a group under 4 KB (about 16 members) billed 1. A group of up
+ * to 16 members reads its whole roster every take tick (core's `wholeRosterUpTo`), so at 10 workers the
+ * group reads 20 units a second instead of 5 (about $6 a month on demand instead of $1.60); larger groups
+ * read it whole only when the roster digest moved or every refresh interval. Eight keys would hold a
+ * third of a partition up to about 3,000 workers instead of 1,500, at twice that cost for every small
+ * group. Four is part of the layout: changing it moves every member, a change of format.
+ *
+ * Why no item of one group is ever read as another group's, although `x#members#3` is a valid group name
+ * whose leases share a partition key with the members of group `x` in bucket 3:
+ * - members of two groups never share a partition key: `<group>#members#<bucket>` is the group followed
+ *   by a suffix of fixed length (`#members#` and one digit), so two different groups, or two buckets of
+ *   one group, give two different keys;
  * - every read names a sort key or a sort-key prefix of one kind: a member is `member:<workerId>` and is
  *   only ever read by that key or by `begins_with(sk, "member:")`; a lease, the leader record and the
  *   earlier roster item are `lease:...`, `leader` and `roster`, none of which starts with `member:`, and
  *   `member:...` neither starts with `lease:` nor equals `leader` or `roster`. So on the one partition key
- *   `x#members`, group `x#members`'s leases and leader and group `x`'s members sit side by side and no
- *   read of one finds the other. (They do share that key's throughput: a group named `<other>#members` is
- *   the one case where heartbeats land beside leases.)
+ *   `x#members#3`, group `x#members#3`'s leases and leader and group `x`'s members of bucket 3 sit side by
+ *   side and no read of one finds the other. (They do share that key's throughput: a group named
+ *   `<other>#members#<digit>` is the one case where heartbeats land beside leases.)
+ * - a bucket's key never equals the members' key of the release before (`<group>#members`, which ends in
+ *   `#members`, not in a digit) nor a digest's key (which ends in `#digest`).
  *
  * A removed member is a tombstone (`removed`, its last `version`, no state) rather than nothing, so that
  * the worker id's next join continues above every version it had: versions grow per worker id, and no
@@ -31,14 +50,14 @@
  * The roster digest is one item under a partition key of its own: `pk` = `<group>#digest`, `sk` =
  * `digest`, holding the counter `digest` (N), moved by `ADD` alone. Why a key of its own: every worker
  * reads it every take tick, strongly consistently, so at 1,000 workers and a 2 s tick it takes 500 reads
- * a second of 1 read unit each (the item is its keys and a number: 40 bytes for a 17-byte group name). On the members' key it would add those 500 to
- * the watchers' reads there (each worker reads its 2 watched members every tick, 1,000 items a second at
- * 1,000 workers, 1,500 with its own member) and to 300 heartbeat write units a second; on the group's key,
- * to every listing and leader read. Alone it is a sixth of a partition's 3,000 read units a second, and
+ * a second of 1 read unit each (the item is its keys and a number: 40 bytes for a 17-byte group name). On
+ * the members' keys it would add those 500 to one bucket's watchers' reads and heartbeats; on the group's
+ * key, to every listing and leader read. Alone it is a sixth of a partition's 3,000 read units a second, and
  * nothing else waits behind it. An advance writes 1 unit, once per membership change, not per heartbeat.
  *
  * Why the digest never meets another group's item: its partition key is the group followed by `#digest`,
- * so two groups' digests never share a key, and it never equals a members' key, which ends in `#members`.
+ * so two groups' digests never share a key, and it never equals a members' key, which ends in a digit (or,
+ * in the release before, in `#members`).
  * It may equal the partition key of a group named `<g>#digest` (whose leases, leader and earlier roster
  * item live there), and its sort key `digest` is none of theirs (`lease:...`, `leader`, `roster`) and is
  * not `member:...`: it is only ever read by its exact key, and the listings' `begins_with("lease:")` and
@@ -64,7 +83,7 @@ export const PKG = 'storage-dynamodb';
 
 /** Attribute names of every item. */
 export const attr = {
-  /** Partition key: the group, `<group>#members` for its members, `<group>#digest` for its roster digest. */
+  /** Partition key: the group, `<group>#members#<bucket>` for its members, `<group>#digest` for its roster digest. */
   pk: 'pk',
   /** Sort key: `lease:<leaseKey>`, `leader`, `member:<workerId>`, or `digest`. */
   sk: 'sk',
@@ -88,8 +107,13 @@ export const attr = {
 
 export const LEASE_PREFIX = 'lease:';
 export const LEADER_SORT_KEY = 'leader';
-/** Suffix of the group that makes the members' partition key: `<group>#members`. */
+/**
+ * Suffix of the group that makes the members' partition keys: `<group>#members#<bucket>` (and the one
+ * key of the release before, `<group>#members`).
+ */
 export const MEMBERS_PARTITION_SUFFIX = '#members';
+/** How many partition keys a group's members are spread over (see above): part of the layout. */
+export const MEMBER_BUCKETS = 4;
 /** Prefix of a member's sort key: `member:<workerId>`. */
 export const MEMBER_PREFIX = 'member:';
 /** Suffix of the group that makes the roster digest's partition key: `<group>#digest`. */

@@ -6,6 +6,7 @@ import type { Storage } from '@leasehold/core';
 import { runConformanceSuite } from '@leasehold/core/testing';
 import { afterAll, beforeAll, describe, it } from 'vitest';
 import { DynamoDBStorage } from '../src/index.js';
+import { memberItemKey } from '../src/items.js';
 import { localClient, randomTableName } from './support.js';
 
 // dynalite runs in a process of its own here, so that the emulator and the suite's clients do not take
@@ -75,7 +76,7 @@ runConformanceSuite(
         const output = await client.send(
           new UpdateItemCommand({
             TableName: tableName,
-            Key: { pk: { S: `${group}#members` }, sk: { S: `member:${workerId}` } },
+            Key: memberItemKey(group, workerId),
             UpdateExpression: 'SET #version = #version + :one, #state = :state',
             ExpressionAttributeNames: { '#version': 'version', '#state': 'state' },
             ExpressionAttributeValues: { ':one': { N: '1' }, ':state': { S: '{"status":' } },

@@ -25,6 +25,7 @@ import {
 } from '@leasehold/core';
 import { leaderStateOf, leaseStateOf, limits, memberStateOf } from '@leasehold/core/adapter';
 import { DynamoDBStorage, checkTable, createTable } from '../src/index.js';
+import { memberBucket, memberBucketKeys, memberItemKey } from '../src/items.js';
 import { checkItemSize, itemBytes } from '../src/schema.js';
 import { injectFaults, localClient, memberState, meter, randomTableName, sortKeyOf, useDynalite, type Injection, type Metered } from './support.js';
 
@@ -513,7 +514,7 @@ describe('DynamoDBStorage corrupt items', () => {
 
 /** The key of a member's item, read around the adapter. */
 function memberKey(g: string, workerId: string): Record<string, AttributeValue> {
-  return { pk: { S: `${g}#members` }, sk: { S: `member:${workerId}` } };
+  return memberItemKey(g, workerId);
 }
 
 async function readMember(g: string, workerId: string): Promise<Record<string, AttributeValue> | undefined> {
@@ -527,7 +528,7 @@ function meteringClient(): { client: DynamoDBClient; log: Metered[] } {
 }
 
 describe('DynamoDBStorage roster', () => {
-  it('keeps each member in an item of its own under <group>#members, apart from the leases and the leader, which never list it', async () => {
+  it('keeps each member in an item of its own under <group>#members#<bucket of its worker id>, apart from the leases and the leader, which never list it', async () => {
     const storage = new DynamoDBStorage({ client: client(), tableName });
     const g = group();
     for (const leaseKey of ['member:w1', 'roster', 'leader', 'w1']) appliedRecord(await storage.createLease({ group: g, leaseKey }));
@@ -542,28 +543,36 @@ describe('DynamoDBStorage roster', () => {
     expect(item?.version).toEqual({ N: '1' });
     expect(JSON.parse(item?.state?.S ?? 'null')).toEqual(memberState());
     expect(item?.writeId?.S).toMatch(/^[A-Za-z0-9_-]{16}$/);
-    // A fresh group: the earlier release's roster item holds the marker alone.
+    expect(memberKey(g, 'w1').pk).toEqual({ S: `${g}#members#${memberBucket('w1')}` });
+    // A fresh group: the key of the release before holds its marker alone, the earlier release's roster
+    // item its marker alone.
+    const { Items: before } = await client().send(
+      new QueryCommand({ TableName: tableName, KeyConditionExpression: 'pk = :pk', ExpressionAttributeValues: { ':pk': { S: `${g}#members` } }, ConsistentRead: true }),
+    );
+    expect((before ?? []).map((old) => old.sk?.S)).toEqual(['member:(leasehold) members moved to four keys: upgrade']);
     expect(Object.keys((await readItem(g, 'roster')) ?? {}).filter((name) => name.startsWith('v:'))).toEqual(['v:(leasehold) members moved to one item each: upgrade']);
     expect(await storage.getRoster(group())).toEqual({ group: expect.any(String), members: [], corrupt: [] });
   });
 
-  it("a group named <g>#members keeps its leases and leader on the partition key of <g>'s members, and no read of either group finds the other's items", async () => {
+  it("a group named <g>#members#<bucket> keeps its leases and leader on the partition key of that bucket of <g>'s members, and no read of either group finds the other's items", async () => {
     const storage = new DynamoDBStorage({ client: client(), tableName });
     const g = group();
-    const h = `${g}#members`;
+    // `leader` and `digest` are both in bucket 2: their member sort keys sit beside h's leader record.
+    expect([memberBucket('leader'), memberBucket('digest')]).toEqual([2, 2]);
+    const h = `${g}#members#2`;
     const hLeases = ['member:w1', 'w1', 'leader'];
     for (const leaseKey of hLeases) appliedRecord(await storage.createLease({ group: h, leaseKey }));
     const hLeader = appliedRecord(await storage.createLeader({ group: h, holder: 'h-leader', term: 7 }));
-    const gMember = appliedRecord(await storage.putMember(g, 'w1', null, memberState({ incarnation: 'of-g' })));
-    const gOther = appliedRecord(await storage.putMember(g, 'leader', null, memberState({ incarnation: 'of-g' })));
+    const gMember = appliedRecord(await storage.putMember(g, 'leader', null, memberState({ incarnation: 'of-g' })));
+    const gOther = appliedRecord(await storage.putMember(g, 'digest', null, memberState({ incarnation: 'of-g' })));
     const hMember = appliedRecord(await storage.putMember(h, 'w1', null, memberState({ incarnation: 'of-h' })));
 
     // They do share one partition key: the leases and leader of h, h's earlier-release roster item (the
-    // marker alone), and the members of g.
+    // marker alone), and g's members of bucket 2.
     const { Items } = await client().send(
       new QueryCommand({ TableName: tableName, KeyConditionExpression: 'pk = :pk', ExpressionAttributeValues: { ':pk': { S: h } }, ConsistentRead: true }),
     );
-    expect((Items ?? []).map((item) => item.sk?.S).sort()).toEqual(['leader', 'lease:leader', 'lease:member:w1', 'lease:w1', 'member:leader', 'member:w1', 'roster']);
+    expect((Items ?? []).map((item) => item.sk?.S).sort()).toEqual(['leader', 'lease:leader', 'lease:member:w1', 'lease:w1', 'member:digest', 'member:leader', 'roster']);
 
     expect((await storage.listLeases(h)).leases.map((lease) => lease.leaseKey).sort()).toEqual([...hLeases].sort());
     expect((await storage.listLeases(h)).corrupt).toEqual([]);
@@ -573,8 +582,8 @@ describe('DynamoDBStorage roster', () => {
     expect(await storage.getLeader(g)).toBeNull();
     expect((await storage.listLeases(g)).leases).toEqual([]);
     // Writes of one group never meet the other's items either.
-    expect(await storage.removeMember(h, 'leader', gOther.version)).toEqual({ status: 'conflict', current: null });
-    const beat = appliedRecord(await storage.putMember(g, 'w1', gMember.version, memberState({ incarnation: 'of-g', held: 1 })));
+    expect(await storage.removeMember(h, 'leader', gMember.version)).toEqual({ status: 'conflict', current: null });
+    const beat = appliedRecord(await storage.putMember(g, 'leader', gMember.version, memberState({ incarnation: 'of-g', held: 1 })));
     expect(await storage.getRoster(h)).toEqual({ group: h, members: [hMember], corrupt: [] });
     expect(await storage.getRoster(g)).toEqual({ group: g, members: [gOther, beat], corrupt: [] });
     expect((await storage.listLeases(h)).leases.every((lease) => lease.version === 1)).toBe(true);
@@ -600,18 +609,29 @@ describe('DynamoDBStorage roster', () => {
     const bytes = itemBytes((await readMember(g, workerId(0))) ?? {});
     expect(bytes).toBeGreaterThan(250);
     expect(bytes).toBeLessThan(350);
-    // A roster read pays for the members' bytes: one read unit per started 4 KB of a page.
+    // A roster read is one Query per bucket, each paying for its members' bytes: one read unit per
+    // started 4 KB of a page.
     metered.log.length = 0;
     const roster = await storage.getRoster(g);
     expect(roster.members).toHaveLength(300);
-    expect(metered.log.map((entry) => entry.command)).toEqual(['QueryCommand']);
-    const { Items } = await client().send(
-      new QueryCommand({ TableName: tableName, KeyConditionExpression: 'pk = :pk', ExpressionAttributeValues: { ':pk': { S: `${g}#members` } }, ConsistentRead: true }),
+    expect(roster.members.map((member) => member.workerId)).toEqual(members.map((member) => member.workerId).sort());
+    expect(metered.log.map((entry) => entry.command)).toEqual(Array(4).fill('QueryCommand'));
+    const buckets = await Promise.all(
+      memberBucketKeys(g).map(async (key) => {
+        const { Items } = await client().send(
+          new QueryCommand({ TableName: tableName, KeyConditionExpression: 'pk = :pk', ExpressionAttributeValues: { ':pk': { S: key } }, ConsistentRead: true }),
+        );
+        return Items ?? [];
+      }),
     );
-    const total = (Items ?? []).reduce((sum, item) => sum + itemBytes(item), 0);
+    // No bucket holds more than half of 300 members named alike.
+    expect(Math.max(...buckets.map((items) => items.length))).toBeLessThan(150);
     // itemBytes counts a number's digits plus one, a little over what DynamoDB counts.
-    expect(metered.log[0]?.units).toBeLessThanOrEqual(Math.ceil(total / 4096));
-    expect(metered.log[0]?.units).toBeGreaterThanOrEqual(Math.ceil((total - 300 * 2) / 4096));
+    const most = buckets.reduce((sum, items) => sum + Math.ceil(items.reduce((bytes, item) => bytes + itemBytes(item), 0) / 4096), 0);
+    const least = buckets.reduce((sum, items) => sum + Math.ceil((items.reduce((bytes, item) => bytes + itemBytes(item), 0) - items.length * 2) / 4096), 0);
+    const units = metered.log.reduce((sum, entry) => sum + (entry.units ?? 0), 0);
+    expect(units).toBeLessThanOrEqual(most);
+    expect(units).toBeGreaterThanOrEqual(least);
   });
 
   it('50 members heartbeating at once, each on its own item: every write applies and moves its own version up', async () => {
@@ -652,7 +672,7 @@ describe('DynamoDBStorage roster', () => {
     expect(await storage.removeMember(g, 'w1', beat.version)).toEqual({ status: 'applied' });
     const tombstone = await readMember(g, 'w1');
     expect(tombstone).toEqual({ ...memberKey(g, 'w1'), version: { N: '2' }, removed: { BOOL: true } });
-    expect(itemBytes(tombstone ?? {})).toBe(2 + Buffer.byteLength(`${g}#members`) + 2 + 'member:w1'.length + 'version'.length + 2 + 'removed'.length + 1);
+    expect(itemBytes(tombstone ?? {})).toBe(2 + Buffer.byteLength(`${g}#members#${memberBucket('w1')}`) + 2 + 'member:w1'.length + 'version'.length + 2 + 'removed'.length + 1);
     expect(await storage.getRoster(g)).toEqual({ group: g, members: [other], corrupt: [] });
     // A writer holding the removed version, or any older one, writes nothing.
     for (const stale of [first.version, beat.version]) {

@@ -14,6 +14,7 @@ import {
 import { CorruptRecordError, InvalidInputError, StorageOutcomeUnknownError, StorageSchemaError, StorageUnavailableError, type MemberRecord, type WriteResult } from '@leasehold/core';
 import { limits } from '@leasehold/core/adapter';
 import { DynamoDBStorage } from '../src/index.js';
+import { memberItemKey } from '../src/items.js';
 import { itemBytes } from '../src/schema.js';
 import { injectFaults, memberState, meter, useDynalite, type Injection } from './support.js';
 
@@ -39,7 +40,7 @@ async function corruptMember(g: string, workerId: string): Promise<void> {
   await dynamo.client().send(
     new UpdateItemCommand({
       TableName: dynamo.tableName,
-      Key: { pk: { S: `${g}#members` }, sk: { S: `member:${workerId}` } },
+      Key: memberItemKey(g, workerId),
       UpdateExpression: 'SET #v = #v + :one, #s = :bad',
       ExpressionAttributeNames: { '#v': 'version', '#s': 'state' },
       ExpressionAttributeValues: { ':one': { N: '1' }, ':bad': { S: '{"status":' } },
@@ -192,9 +193,9 @@ describe('DynamoDBStorage roster digest', () => {
   it('each group has its own digest, groups whose names are prefixes of one another included', async () => {
     const reader = storage();
     const g = group();
-    const names = [g, `${g}x`, `${g}#`, `${g}#members`, `${g}-digest`];
+    const names = [g, `${g}x`, `${g}#`, `${g}#members`, `${g}#members#0`, `${g}-digest`];
     for (const [i, name] of names.entries()) for (let n = 0; n <= i; n++) await reader.advanceRosterDigest(name);
-    expect(await Promise.all(names.map((name) => reader.getRosterDigest(name)))).toEqual([1, 2, 3, 4, 5]);
+    expect(await Promise.all(names.map((name) => reader.getRosterDigest(name)))).toEqual([1, 2, 3, 4, 5, 6]);
     expect(await reader.getRosterDigest(`${g}y`)).toBe(0);
   });
 
@@ -303,7 +304,7 @@ describe('DynamoDBStorage watchers: what they cost', () => {
       ['BatchGetItemCommand', 3],
     ]);
     const digestBytes = itemBytes((await readItem(`${g}#digest`, 'digest')) ?? {});
-    const memberBytes = itemBytes((await readItem(`${g}#members`, `member:${workerId(1)}`)) ?? {});
+    const memberBytes = itemBytes((await readItem(memberItemKey(g, workerId(1)).pk?.S ?? '', `member:${workerId(1)}`)) ?? {});
     expect(digestBytes).toBeLessThan(100);
     expect(memberBytes).toBeGreaterThan(250);
     expect(memberBytes).toBeLessThan(350);
