@@ -40,6 +40,12 @@ describe('the simulation harness', () => {
     expect(result?.replay).toMatch(/--unsafe-free-retry-ignores-owner --whole-roster-up-to 0 --trace$/);
   }, 600_000);
 
+  it('catches members that never advance the roster digest within 200 seeds: the join at the end of the faults is seen only at their next whole read, and the group is not balanced in time', async () => {
+    const result = await firstViolation({ skipRosterDigest: true }, { wholeRosterUpTo: 0 });
+    expect(result?.violations.map((violation) => violation.guarantee)).toContain('balance');
+    expect(result?.replay).toMatch(/--unsafe-skip-roster-digest --whole-roster-up-to 0 --trace$/);
+  }, 600_000);
+
   it('runs a group on a store without the watchers\' reads (every member reading the whole roster) through the same faults', async () => {
     for (let seed = 1; seed <= 20; seed++) {
       const result = await simulate({ seed, watcherReads: false });

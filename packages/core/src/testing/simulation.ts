@@ -533,6 +533,19 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
     });
   }
 
+  // The last join, at the end of the fault phase too: a new worker joins as the quiet phase starts, so that
+  // the balance bound measures how soon the members that read only their watched few see a join (the
+  // roster digest's move, DESIGN section 4), not only how soon they see a death.
+  if (enabled('join')) {
+    scheduler.schedule(faultPhaseMs, () => {
+      if (nextWorkerIndex >= limits.maxMembers) return;
+      const index = nextWorkerIndex++;
+      stats.faults++;
+      trace(`${scheduler.now.toFixed(0)} fault join (the last) of a new worker`);
+      pending.push(() => startWorker(index));
+    });
+  }
+
   const afterEach = (): void => {
     while (pending.length > 0) (pending.shift() as () => void)();
   };
