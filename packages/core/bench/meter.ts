@@ -29,7 +29,7 @@ import {
   utf8Bytes,
   writeUnits,
 } from './billing.js';
-import { byUtf8, MEMBER_SORT_PREFIX, membersKey } from './roster-size.js';
+import { byUtf8, MEMBER_SORT_PREFIX, membersKey, rosterQuery, singleMembersKey, type RosterQuery } from './roster-size.js';
 
 export type Backend = 'dynamodb' | 'redis' | 'postgres';
 export const BACKENDS: readonly Backend[] = ['dynamodb', 'redis', 'postgres'];
@@ -41,6 +41,14 @@ export const OLD_ROSTER_SORT_KEY = 'roster';
  * marker member alone, well under 1 KB): 1 write unit. Every later join finds it marked and only reads it.
  */
 const MARKING_WRITE_UNITS = 1;
+/**
+ * What a join's Query of the members' key of the release before bills (`<group>#members`: the marker and
+ * any members of that release, under 4 KB): 1 read unit. The group's first join puts the marker there (1
+ * write unit, the same small item) and queries the key again.
+ */
+const OLD_KEY_QUERY_UNITS = 1;
+/** The marker's worker id under that key, as the DynamoDB adapter writes it. */
+const OLD_KEY_MARKER_WORKER_ID = '(leasehold) members moved to four keys: upgrade';
 
 /** What a kind of call cost: DynamoDB request units, and bytes read and written per backend. */
 export interface OpUsage {
@@ -201,15 +209,13 @@ interface MemberSized extends Sized {
 /** The sizes of a group's records as last seen by any worker: one per cluster. */
 export class Ledger {
   readonly group: string;
-  /** The partition key of the group's member items. */
-  readonly membersKey: string;
   readonly #members = new Map<string, MemberSized>();
   /** The worker ids in sort key order; null when a new one must be placed. */
   #memberOrder: string[] | null = null;
   #liveMembers = 0;
   #liveJson = 0;
-  /** What a roster Query bills, while no member item changed size; null when it must be computed again. */
-  #query: { bytes: number; units: number } | null = null;
+  /** What a roster read bills, while no member item changed size; null when it must be computed again. */
+  #query: RosterQuery | null = null;
   readonly #leases = new Map<string, Sized>();
   /** The lease keys in sort key order; null when a new one must be placed. */
   #leaseOrder: string[] | null = null;
@@ -218,7 +224,11 @@ export class Ledger {
 
   constructor(group: string) {
     this.group = group;
-    this.membersKey = membersKey(group);
+  }
+
+  /** The partition key of a member's item: its bucket's. */
+  membersKey(workerId: string): string {
+    return membersKey(this.group, workerId);
   }
 
   /** Live members the ledger knows. */
@@ -226,27 +236,24 @@ export class Ledger {
     return this.#liveMembers;
   }
 
-  /** A roster Query of every member item the ledger knows (tombstones included): its bytes and read units. */
-  rosterQuery(): { bytes: number; units: number } {
+  /** A roster read of every member item the ledger knows (tombstones included): its bytes and read units, by bucket too. */
+  rosterQuery(): RosterQuery {
     this.#query ??= this.queryOf(() => true);
     return this.#query;
   }
 
   /**
-   * A roster Query of the member items `read` (known to the ledger) and every tombstone: what a read
+   * A roster read of the member items `read` (known to the ledger) and every tombstone: what a read
    * billed that returned other members than the ledger knows.
    */
-  queryOf(read: (workerId: string) => boolean): { bytes: number; units: number } {
+  queryOf(read: (workerId: string) => boolean): RosterQuery {
     this.#memberOrder ??= byUtf8(this.#members.keys(), (workerId) => workerId);
-    const sizes: number[] = [];
-    let bytes = 0;
+    const items: { workerId: string; bytes: number }[] = [];
     for (const workerId of this.#memberOrder) {
       const sized = this.#members.get(workerId)!;
-      if (!sized.removed && !read(workerId)) continue;
-      sizes.push(sized.dynamodb);
-      bytes += sized.dynamodb;
+      if (sized.removed || read(workerId)) items.push({ workerId, bytes: sized.dynamodb });
     }
-    return { bytes, units: Math.max(1, pagedReadUnits(sizes)) };
+    return rosterQuery(this.group, items, true);
   }
 
   /** The bytes of every live member's worker id and state JSON: a roster read on Redis and on Postgres. */
@@ -270,6 +277,8 @@ export class Ledger {
 
   /** Whether a join marked the earlier release's roster item of the group (the first join does). */
   oldRosterMarked = false;
+  /** Whether a join put the marker under the members' key of the release before (the first join does). */
+  oldKeyMarked = false;
 
   /** A member removed at `version`: its item becomes a tombstone that keeps the version. */
   removeMember(workerId: string, version: number): MemberSized {
@@ -391,12 +400,12 @@ export class Meter {
   }
 
   /**
-   * A strongly consistent Query of the members' partition key, tombstones included; Redis reads every
+   * A strongly consistent Query of each bucket's partition key, tombstones included; Redis reads every
    * field of the roster hash, Postgres every live row of the members table.
    */
   getRoster(members: readonly MemberRecord[]): void {
     const op = this.#op('getRoster');
-    let query: { bytes: number; units: number };
+    let query: RosterQuery;
     let json: number;
     if (members.length === this.ledger.liveMembers) {
       query = this.ledger.rosterQuery();
@@ -416,7 +425,7 @@ export class Meter {
     op.read.dynamodb += query.bytes;
     op.read.redis += json;
     op.read.postgres += json;
-    this.#query(this.ledger.membersKey, query.units);
+    for (const [key, units] of query.byKey) this.#query(key, units);
   }
 
   /**
@@ -424,7 +433,9 @@ export class Meter {
    * whose condition failed, on the item it found); Redis writes the member's hash field and Postgres its
    * row: its worker id and state JSON. A join (no expected version) first reads the earlier release's
    * roster item under the group's key (a strongly consistent GetItem of a small item, 1 unit), and the
-   * group's first join marks it (an UpdateItem, 1 unit), as the DynamoDB adapter does.
+   * group's first join marks it (an UpdateItem, 1 unit); then it queries the members' key of the release
+   * before (1 unit), and the group's first join puts the marker there (a PutItem, 1 unit) and queries it
+   * again, as the DynamoDB adapter does.
    */
   putMember(workerId: string, expectedVersion: number | null, outcome: WriteResult<MemberRecord>): void {
     const op = this.#op('putMember');
@@ -437,7 +448,7 @@ export class Meter {
     op.written.dynamodb += billed;
     op.written.redis += after?.json ?? 0;
     op.written.postgres += after?.json ?? 0;
-    this.#itemWrite(this.ledger.membersKey, `${MEMBER_SORT_PREFIX}${workerId}`, units);
+    this.#itemWrite(this.ledger.membersKey(workerId), `${MEMBER_SORT_PREFIX}${workerId}`, units);
     if (expectedVersion === null) {
       op.rru += 1;
       this.#itemRead(this.ledger.group, OLD_ROSTER_SORT_KEY, 1);
@@ -445,6 +456,16 @@ export class Meter {
         this.ledger.oldRosterMarked = true;
         op.wru += MARKING_WRITE_UNITS;
         this.#itemWrite(this.ledger.group, OLD_ROSTER_SORT_KEY, MARKING_WRITE_UNITS);
+      }
+      const oldKey = singleMembersKey(this.ledger.group);
+      op.rru += OLD_KEY_QUERY_UNITS;
+      this.#query(oldKey, OLD_KEY_QUERY_UNITS);
+      if (!this.ledger.oldKeyMarked) {
+        this.ledger.oldKeyMarked = true;
+        op.wru += MARKING_WRITE_UNITS;
+        op.rru += OLD_KEY_QUERY_UNITS;
+        this.#itemWrite(oldKey, `${MEMBER_SORT_PREFIX}${OLD_KEY_MARKER_WORKER_ID}`, MARKING_WRITE_UNITS);
+        this.#query(oldKey, OLD_KEY_QUERY_UNITS);
       }
     }
   }
@@ -467,7 +488,7 @@ export class Meter {
       op.written.redis += utf8Bytes(workerId);
       op.written.postgres += utf8Bytes(workerId);
     }
-    this.#itemWrite(this.ledger.membersKey, `${MEMBER_SORT_PREFIX}${workerId}`, units);
+    this.#itemWrite(this.ledger.membersKey(workerId), `${MEMBER_SORT_PREFIX}${workerId}`, units);
   }
 
   /**
@@ -488,7 +509,7 @@ export class Meter {
         op.read.redis += sized!.json;
         op.read.postgres += sized!.json;
       }
-      this.#itemRead(this.ledger.membersKey, `${MEMBER_SORT_PREFIX}${workerId}`, units);
+      this.#itemRead(this.ledger.membersKey(workerId), `${MEMBER_SORT_PREFIX}${workerId}`, units);
     }
   }
 

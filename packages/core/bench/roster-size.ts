@@ -1,12 +1,13 @@
 /**
  * The sizes DynamoDB bills for a group's members, computed from the layout of `@leasehold/storage-dynamodb`
- * (its `schema.ts` and `dynamodb-storage.ts`): each member is an item of its own under the partition key
- * `<group>#members`, sort key `member:<workerId>`, with `version` (a number), `state` (the member state
+ * (its `schema.ts` and `dynamodb-storage.ts`): each member is an item of its own under one of four
+ * partition keys, `<group>#members#<bucket>` (the bucket is core's `keyBucket` of the worker id), sort key
+ * `member:<workerId>`, with `version` (a number), `state` (the member state
  * JSON of `encodeMemberState`) and `writeId` (16 random base64url characters per write attempt). A removed
  * member keeps its item as a tombstone: its last `version` and `removed` (a boolean), without `state` and
  * `writeId`, so that its worker id's next version continues above it. A worker reads the roster with one
- * strongly consistent Query of the members' partition key, which reads (and bills) the tombstones too: the
- * adapter drops them after the read.
+ * strongly consistent Query of each bucket's partition key, which reads (and bills) the tombstones too:
+ * the adapter drops them after the read.
  *
  * DynamoDB's item size rules: an attribute counts its name's UTF-8 bytes plus its value; a string its
  * UTF-8 bytes; a number one byte per two significant digits plus 1 (see `numberBytes`); a boolean 1 byte.
@@ -15,12 +16,17 @@
  * sizes of the items it reads, rounded up to 4 KB per page of at most 1 MB.
  */
 import { type MemberRecord } from '../src/index.js';
-import { encodeMemberState } from '../src/adapter.js';
+import { encodeMemberState, keyBucket } from '../src/adapter.js';
 
 const bytes = (text: string): number => Buffer.byteLength(text, 'utf8');
 
-/** The suffix that makes a group's members' partition key, `<group>#members`: the leases stay under the group's own. */
+/**
+ * The suffix that makes a group's members' partition keys, `<group>#members#<bucket>`, and the one key of
+ * the release before, `<group>#members`: the leases stay under the group's own.
+ */
 export const MEMBERS_KEY_SUFFIX = '#members';
+/** How many partition keys the members are spread over, as `@leasehold/storage-dynamodb` spreads them. */
+export const MEMBER_BUCKETS = 4;
 /** Prefix of a member item's sort key, `member:<workerId>`. */
 export const MEMBER_SORT_PREFIX = 'member:';
 /** Length of a member item's `writeId`: 12 random bytes in base64url. */
@@ -28,8 +34,14 @@ export const MEMBER_WRITE_ID_LENGTH = 16;
 /** The largest page a DynamoDB Query reads before it returns (and bills) what it read. */
 export const QUERY_PAGE_BYTES = 1024 * 1024;
 
-/** The partition key of a group's member items. */
-export const membersKey = (group: string): string => `${group}${MEMBERS_KEY_SUFFIX}`;
+/** The partition key of a bucket of a group's member items. */
+export const memberBucketKey = (group: string, bucket: number): string => `${group}${MEMBERS_KEY_SUFFIX}#${bucket}`;
+/** The partition key a member's item is under. */
+export const membersKey = (group: string, workerId: string): string => memberBucketKey(group, keyBucket(workerId, MEMBER_BUCKETS));
+/** Every bucket's partition key, in bucket order. */
+export const memberBucketKeys = (group: string): string[] => Array.from({ length: MEMBER_BUCKETS }, (_, bucket) => memberBucketKey(group, bucket));
+/** The one members' key of the release before, `<group>#members`, which a join of this release reads. */
+export const singleMembersKey = (group: string): string => `${group}${MEMBERS_KEY_SUFFIX}`;
 
 /**
  * A DynamoDB number's billed bytes: one byte per two digits, the digits paired from the decimal point (a
@@ -46,7 +58,7 @@ export function numberBytes(value: number): number {
 
 /** The bytes every member item has, live or removed: its keys and `version`. */
 function memberKeyBytes(group: string, workerId: string, version: number): number {
-  return bytes('pk') + bytes(membersKey(group)) + bytes('sk') + bytes(`${MEMBER_SORT_PREFIX}${workerId}`) + bytes('version') + numberBytes(version);
+  return bytes('pk') + bytes(membersKey(group, workerId)) + bytes('sk') + bytes(`${MEMBER_SORT_PREFIX}${workerId}`) + bytes('version') + numberBytes(version);
 }
 
 /** A live member's item: keys, `version`, `state` and `writeId`; `id` models another worker id's length. */
@@ -87,12 +99,26 @@ export function byUtf8<T>(items: Iterable<T>, keyOf: (item: T) => string): T[] {
     .map(({ item }) => item);
 }
 
+/** What a roster read bills: its bytes, its read units, and the units of each bucket's Query by partition key. */
+export interface RosterQuery {
+  bytes: number;
+  units: number;
+  byKey: Map<string, number>;
+}
+
 /**
- * What one roster Query bills: the members' items (tombstones included) in sort key order, paged.
- * `items` are each item's worker id and size; a Query that finds nothing still costs one read unit.
+ * What one roster read bills: one Query per bucket, each of the bucket's items (tombstones included) in
+ * sort key order, paged. `items` are each item's worker id and size (`sorted`: already in the worker ids'
+ * UTF-8 order); a Query that finds nothing still costs one read unit.
  */
-export function rosterQuery(items: Iterable<{ workerId: string; bytes: number }>): { bytes: number; units: number } {
+export function rosterQuery(group: string, items: Iterable<{ workerId: string; bytes: number }>, sorted = false): RosterQuery {
+  const buckets = new Map(memberBucketKeys(group).map((key) => [key, [] as number[]]));
+  let bytes = 0;
   // The sort keys share the `member:` prefix, so the worker ids' order is theirs.
-  const sorted = byUtf8(items, (item) => item.workerId).map((item) => item.bytes);
-  return { bytes: sorted.reduce((sum, size) => sum + size, 0), units: Math.max(1, pagedReadUnits(sorted)) };
+  for (const item of sorted ? items : byUtf8(items, (entry) => entry.workerId)) {
+    buckets.get(membersKey(group, item.workerId))!.push(item.bytes);
+    bytes += item.bytes;
+  }
+  const byKey = new Map([...buckets].map(([key, sizes]) => [key, Math.max(1, pagedReadUnits(sizes))]));
+  return { bytes, units: [...byKey.values()].reduce((sum, units) => sum + units, 0), byKey };
 }

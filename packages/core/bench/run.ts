@@ -53,7 +53,7 @@ import {
   type Counts,
   GROUP,
 } from './cluster.js';
-import { membersKey } from './roster-size.js';
+import { MEMBER_BUCKETS, MEMBER_SORT_PREFIX, memberBucketKey, memberBucketKeys, membersKey } from './roster-size.js';
 import { viewSection } from './roster-view-cpu.js';
 import { limits } from '../src/adapter.js';
 import { DIGEST_SORT_KEY, digestKey, kclMonthly, KCL_RENEWALS_PER_LEASE_MINUTE, KCL_SCANS_PER_WORKER_MINUTE, MINUTES_PER_MONTH, monthlyUsd, pagedReadUnits, USD_PER_MILLION_RRU, USD_PER_MILLION_WRU } from './billing.js';
@@ -459,11 +459,14 @@ const pct = (value: number): string => `${(value * 100).toFixed(value < 0.1 ? 1 
 /** A member's sort key carries a 54-byte worker id: shortened for a table. */
 const shortItem = (item: string): string => (item.length > 24 ? `${item.slice(0, 24)}...` : item);
 
-/** The partition key each storage method's requests land on (DynamoDB's layout). */
-function partitionOf(name: string): string {
-  if (name === 'getRosterDigest' || name === 'advanceRosterDigest') return digestKey(GROUP);
-  if (name === 'getRoster' || name === 'getMembers' || name === 'putMember' || name === 'removeMember') return membersKey(GROUP);
-  return GROUP;
+/**
+ * The partition keys each storage method's requests land on (DynamoDB's layout): a member's calls on the
+ * four keys its members are spread over, evenly (the hash spreads them so), a roster read on each of them.
+ */
+function partitionsOf(name: string): string[] {
+  if (name === 'getRosterDigest' || name === 'advanceRosterDigest') return [digestKey(GROUP)];
+  if (name === 'getRoster' || name === 'getMembers' || name === 'putMember' || name === 'removeMember') return memberBucketKeys(GROUP);
+  return [GROUP];
 }
 
 const scaleBytes = (bytes: Record<Backend, number>, by: number): Record<Backend, number> => ({ dynamodb: bytes.dynamodb * by, redis: bytes.redis * by, postgres: bytes.postgres * by });
@@ -480,7 +483,9 @@ function scaleToFleet(r: SteadyResult): SteadyResult {
   const { workers, leases } = FLEET;
   const seconds = r.windowMs / 1_000;
   const minutes = seconds / 60;
-  const rosterUnits = Math.max(1, pagedReadUnits(Array.from({ length: workers }, () => r.meanMemberItemBytes)));
+  // A roster read is one Query per bucket, each of a quarter of the members.
+  const bucketQueryUnits = Math.max(1, pagedReadUnits(Array.from({ length: Math.ceil(workers / MEMBER_BUCKETS) }, () => r.meanMemberItemBytes)));
+  const rosterUnits = bucketQueryUnits * MEMBER_BUCKETS;
   const listing: Listing = {
     everyMs: safetyListingMs(workers),
     dynamodbBytes: r.meanLeaseItemBytes * leases,
@@ -504,13 +509,18 @@ function scaleToFleet(r: SteadyResult): SteadyResult {
     calls[name] = count;
     const items = name === 'getRoster' ? count * workers : (r.itemsReadBy[name] ?? 0) * by;
     if (items > 0) itemsReadBy[name] = items;
-    const key = partitions.get(partitionOf(name)) ?? { writes: 0, wru: 0, reads: 0, rru: 0 };
-    // Each item of a BatchGetItem is a read of its own; a Query one request; a write one per call.
-    if (scaled.wru > 0) key.writes += count;
-    else key.reads += name === 'getMembers' ? items : count;
-    key.wru += scaled.wru;
-    key.rru += scaled.rru;
-    partitions.set(partitionOf(name), key);
+    const keys = partitionsOf(name);
+    for (const partition of keys) {
+      const key = partitions.get(partition) ?? { writes: 0, wru: 0, reads: 0, rru: 0 };
+      // Each item of a BatchGetItem is a read of its own; a Query one request (a roster read one on each
+      // bucket's key); a write one per call.
+      const share = 1 / keys.length;
+      if (scaled.wru > 0) key.writes += count * share;
+      else key.reads += name === 'getMembers' ? items * share : name === 'getRoster' ? count : count * share;
+      key.wru += scaled.wru * share;
+      key.rru += scaled.rru * share;
+      partitions.set(partition, key);
+    }
   }
   const perSecond = (name: string): number => (calls[name] ?? 0) / seconds;
   // The two candidates for the hottest item: the digest (read by every worker each tick) and a member's
@@ -518,7 +528,7 @@ function scaleToFleet(r: SteadyResult): SteadyResult {
   const digestItem = { item: DIGEST_SORT_KEY, partition: digestKey(GROUP), writesPerSecond: perSecond('advanceRosterDigest'), readsPerSecond: perSecond('getRosterDigest') };
   const memberItem = {
     item: r.mostWritten.item,
-    partition: membersKey(GROUP),
+    partition: membersKey(GROUP, r.mostWritten.item.slice(MEMBER_SORT_PREFIX.length)),
     writesPerSecond: perSecond('putMember') / workers,
     readsPerSecond: (itemsReadBy.getMembers ?? 0) / seconds / workers + perSecond('getRoster'),
   };
@@ -974,7 +984,7 @@ interface GoalRow {
   hottest: HottestItem;
   mostWritten: HottestItem;
   hottestPartition: HottestPartition;
-  /** The members' and the digest's partition keys. */
+  /** The busiest of the members' partition keys, and the digest's. */
   membersKey: KeyLoad | undefined;
   digestKey: KeyLoad | undefined;
   itemsWrittenPerLeaseMinute: number;
@@ -1005,6 +1015,11 @@ interface GoalRow {
   wholeRoster?: WholeRosterFigures;
 }
 
+/** The load nearest a partition's limits among `loads`. */
+function hottestOf(loads: readonly (KeyLoad | undefined)[]): KeyLoad | undefined {
+  return loads.reduce<KeyLoad | undefined>((a, b) => (b !== undefined && (a === undefined || b.shareOfPartition > a.shareOfPartition) ? b : a), undefined);
+}
+
 function goalSection(steadyResults: readonly SteadyResult[], cold: readonly ColdResult[] | undefined, crashLarge: { workers: number; leases: number; p99InLeases: number } | undefined): GoalRow[] {
   const rows: GoalRow[] = steadyResults.map((r) => {
     const coldRuns = cold?.filter((c) => c.workers === r.workers && c.leases === r.leases) ?? [];
@@ -1022,7 +1037,7 @@ function goalSection(steadyResults: readonly SteadyResult[], cold: readonly Cold
       hottest: r.hottest,
       mostWritten: r.mostWritten,
       hottestPartition: r.hottestPartition,
-      membersKey: r.partitions[membersKey(GROUP)],
+      membersKey: hottestOf(memberBucketKeys(GROUP).map((key) => r.partitions[key])),
       digestKey: r.partitions[digestKey(GROUP)],
       itemsWrittenPerLeaseMinute: r.itemsWrittenPerLeaseMinute,
       bytesReadPerWorkerSecond: r.bytesReadPerWorkerSecond.dynamodb,
@@ -1096,7 +1111,7 @@ function goalSection(steadyResults: readonly SteadyResult[], cold: readonly Cold
   console.log('\n   the members\' key and the digest\'s, requests a second now: writes/s (WCU/s), reads/s (RCU/s)');
   const keyText = (load: KeyLoad | undefined): string => (load === undefined ? '-' : `${rate(load.writesPerSecond)} (${rate(load.wcuPerSecond)}), ${fmt(load.readsPerSecond, 1)} (${fmt(load.rcuPerSecond, 1)}), ${pct(load.shareOfPartition)}`);
   table(
-    ['shape', `${membersKey(GROUP)}: writes/s (WCU/s), reads/s (RCU/s), share`, `${digestKey(GROUP)}: writes/s (WCU/s), reads/s (RCU/s), share`],
+    ['shape', `the busiest of ${memberBucketKey(GROUP, 0)} to #${MEMBER_BUCKETS - 1}: writes/s (WCU/s), reads/s (RCU/s), share`, `${digestKey(GROUP)}: writes/s (WCU/s), reads/s (RCU/s), share`],
     rows.map((row) => [rowName(row), keyText(row.membersKey), keyText(row.digestKey)]),
   );
   console.log('\n   moving leases (sections 2 and 3 of this run, with watchers): "-" where not measured at that shape');

@@ -20,7 +20,7 @@ import {
   rosterQuery,
   writeUnits,
 } from '../bench/billing.js';
-import { byUtf8, numberBytes } from '../bench/roster-size.js';
+import { byUtf8, membersKey, numberBytes } from '../bench/roster-size.js';
 import { emptyUsage, hottestItem, hottestPartition, Ledger, Meter, mostWrittenItem } from '../bench/meter.js';
 
 /** A worker id as long as a cloud host's default one: 54 bytes. */
@@ -105,33 +105,41 @@ describe('DynamoDB item sizes and units, by the rules AWS documents', () => {
     expect(Buffer.byteLength(leaseJson)).toBe(leaseJsonBytes(lease) - 'shard-000001'.length);
   });
 
-  it('a member is an item of its own: pk <group>#members, sk member:<workerId>, version, state JSON and a 16-character write id', () => {
-    // pk bench#members, sk member:w1, version 7, state, writeId.
-    expect(memberItemBytes(member)).toBe(2 + 13 + 2 + 9 + 7 + 2 + 5 + Buffer.byteLength(memberJson) + 7 + 16);
+  it("a member is an item of its own: pk <group>#members#<its worker id's bucket>, sk member:<workerId>, version, state JSON and a 16-character write id", () => {
+    // pk bench#members#3 (w1's bucket), sk member:w1, version 7, state, writeId.
+    expect(membersKey('bench', 'w1')).toBe('bench#members#3');
+    expect(memberItemBytes(member)).toBe(2 + 15 + 2 + 9 + 7 + 2 + 5 + Buffer.byteLength(memberJson) + 7 + 16);
     expect(memberItemBytes(member, REAL_ID) - memberItemBytes(member)).toBe(REAL_ID.length - 2);
   });
 
   it.each([
-    { what: 'with a 2-byte worker id', id: 'w1', bytes: 188, wcu: 1 },
-    { what: "with a cloud host's 54-byte worker id", id: REAL_ID, bytes: 240, wcu: 1 },
+    { what: 'with a 2-byte worker id', id: 'w1', bytes: 190, wcu: 1 },
+    { what: "with a cloud host's 54-byte worker id", id: REAL_ID, bytes: 242, wcu: 1 },
   ])('a heartbeat of a member $what writes a $bytes-byte item: $wcu write unit at any group size', ({ id, bytes, wcu }) => {
     expect(memberItemBytes(member, id)).toBe(bytes);
     expect(writeUnits(memberItemBytes(member, id))).toBe(wcu);
   });
 
   it("a removed member's tombstone keeps its keys and last version, and removed, without its state and write id", () => {
-    // pk bench#members, sk member:w1, version 8, removed (a boolean, 1 byte).
-    expect(memberTombstoneBytes('bench', 'w1', 8)).toBe(2 + 13 + 2 + 9 + 7 + 2 + 7 + 1);
+    // pk bench#members#3, sk member:w1, version 8, removed (a boolean, 1 byte).
+    expect(memberTombstoneBytes('bench', 'w1', 8)).toBe(2 + 15 + 2 + 9 + 7 + 2 + 7 + 1);
   });
 
   it.each([
-    { what: 'no member', sizes: [] as number[], bytes: 0, units: 1 },
-    { what: '10 members of 300 bytes', sizes: Array.from({ length: 10 }, () => 300), bytes: 3_000, units: 1 },
-    { what: '1,000 members of 300 bytes', sizes: Array.from({ length: 1_000 }, () => 300), bytes: 300_000, units: 74 },
-    // 3,495 items fill the first page (1,048,500 bytes: 256 units), the other 505 the second (151,500: 37).
-    { what: '4,000 members of 300 bytes, two pages', sizes: Array.from({ length: 4_000 }, () => 300), bytes: 1_200_000, units: 293 },
-  ])('a roster Query of $what reads $bytes bytes for $units read units (at least 1)', ({ sizes, bytes, units }) => {
-    expect(rosterQuery(sizes.map((size, i) => ({ workerId: `w${i}`, bytes: size })))).toEqual({ bytes, units });
+    { what: 'no member', sizes: [] as number[], bytes: 0, byBucket: [1, 1, 1, 1] },
+    // w0 to w9 fall 0, 4, 3 and 3 to the buckets: each Query under 4 KB, the empty one too, 1 unit.
+    { what: '10 members of 300 bytes', sizes: Array.from({ length: 10 }, () => 300), bytes: 3_000, byBucket: [1, 1, 1, 1] },
+    // 241, 239, 263 and 257 members: 72,300 bytes (18 units), 71,700 (18), 78,900 (20), 77,100 (19).
+    { what: '1,000 members of 300 bytes', sizes: Array.from({ length: 1_000 }, () => 300), bytes: 300_000, byBucket: [18, 18, 20, 19] },
+    // 1,026, 970, 989 and 1,015 members, each bucket one page under 1 MB (in one Query: two pages, 293 units).
+    { what: '4,000 members of 300 bytes', sizes: Array.from({ length: 4_000 }, () => 300), bytes: 1_200_000, byBucket: [76, 72, 73, 75] },
+  ])("a roster read of $what is one Query per bucket: $bytes bytes, each bucket's units at least 1", ({ sizes, bytes, byBucket }) => {
+    const read = rosterQuery('bench', sizes.map((size, i) => ({ workerId: `w${i}`, bytes: size })));
+    expect(read).toEqual({ bytes, units: byBucket.reduce((sum, units) => sum + units, 0), byKey: new Map(byBucket.map((units, bucket) => [`bench#members#${bucket}`, units])) });
+  });
+
+  it('a Query of more than 1 MB is paged: 3,495 items of 300 bytes fill the first page (1,048,500 bytes: 256 units), the other 505 the second (151,500: 37)', () => {
+    expect(pagedReadUnits(Array.from({ length: 4_000 }, () => 300))).toBe(293);
   });
 
   it('sort keys are in the order of their UTF-8 bytes, as DynamoDB keeps them', () => {
@@ -154,16 +162,21 @@ describe('the meter, on the layout of member items', () => {
   const memberOf = (workerId: string, version: number): MemberRecord => ({ ...member, workerId, version });
   const applied = (record: MemberRecord) => ({ status: 'applied', record }) as const;
 
-  it("bills a heartbeat as one UpdateItem of the member's own item, a join also as one read of the earlier release's roster item, and the group's first join its marking", () => {
+  it("bills a heartbeat as one UpdateItem of the member's own item, a join also as reads of the layouts before, and the group's first join their markings", () => {
     const meter = new Meter(new Ledger('bench'));
     meter.putMember('w1', null, applied(memberOf('w1', 1)));
     meter.putMember('w1', 1, applied(memberOf('w1', 2)));
-    expect(meter.usage.byOp.putMember).toMatchObject({ calls: 2, wru: 3, rru: 1, written: { dynamodb: 2 * memberItemBytes(memberOf('w1', 2)), redis: 2 * memberJsonBytes(member), postgres: 2 * memberJsonBytes(member) } });
-    expect(meter.usage.byItem.get('member:w1')).toMatchObject({ partition: 'bench#members', writes: 2, wru: 2 });
-    expect(meter.usage.byPartition.get('bench#members')).toMatchObject({ writes: 2, wru: 2, reads: 0 });
+    // The join: its item (1), the earlier roster item read (1) and marked (1), the old members' key
+    // queried (1), marked (1) and queried again (1); the heartbeat: its item (1).
+    expect(meter.usage.byOp.putMember).toMatchObject({ calls: 2, wru: 4, rru: 3, written: { dynamodb: 2 * memberItemBytes(memberOf('w1', 2)), redis: 2 * memberJsonBytes(member), postgres: 2 * memberJsonBytes(member) } });
+    expect(meter.usage.byItem.get('member:w1')).toMatchObject({ partition: 'bench#members#3', writes: 2, wru: 2 });
+    expect(meter.usage.byPartition.get('bench#members#3')).toMatchObject({ writes: 2, wru: 2, reads: 0 });
     expect(meter.usage.byPartition.get('bench')).toMatchObject({ writes: 1, wru: 1, reads: 1, rru: 1 });
+    expect(meter.usage.byPartition.get('bench#members')).toMatchObject({ writes: 1, wru: 1, reads: 2, queries: 2, rru: 2 });
+    // A later join only reads each: the earlier roster item once, the old members' key once.
     meter.putMember('w2', null, applied(memberOf('w2', 1)));
     expect(meter.usage.byPartition.get('bench')).toMatchObject({ writes: 1, reads: 2 });
+    expect(meter.usage.byPartition.get('bench#members')).toMatchObject({ writes: 1, reads: 3, queries: 3 });
   });
 
   it("bills a write whose condition failed on the item it found, and one that found nothing as 1 write unit", () => {
@@ -175,7 +188,7 @@ describe('the meter, on the layout of member items', () => {
     expect(writeUnits(memberItemBytes(current))).toBe(2);
   });
 
-  it('bills a roster read as one Query of every member item, the tombstones of removed members included', () => {
+  it("bills a roster read as one Query of each bucket's member items, the tombstones of removed members included", () => {
     const ledger = new Ledger('bench');
     const meter = new Meter(ledger);
     for (const [i, workerId] of ['w1', 'w2', 'w3'].entries()) meter.putMember(workerId, null, applied(memberOf(workerId, i + 1)));
@@ -183,9 +196,11 @@ describe('the meter, on the layout of member items', () => {
     meter.usage = emptyUsage();
     meter.getRoster([memberOf('w1', 1), memberOf('w2', 2)]);
     const items = [memberItemBytes(memberOf('w1', 1)), memberItemBytes(memberOf('w2', 2)), memberTombstoneBytes('bench', 'w3', 3)];
-    const expected = rosterQuery(items.map((bytes, i) => ({ workerId: `w${i + 1}`, bytes })));
+    const expected = rosterQuery('bench', items.map((bytes, i) => ({ workerId: `w${i + 1}`, bytes })));
+    // w1 and w2 in bucket 3, w3's tombstone in bucket 1, buckets 0 and 2 empty: 1 unit each.
+    expect(expected.units).toBe(4);
     expect(meter.usage.byOp.getRoster).toMatchObject({ rru: expected.units, read: { dynamodb: expected.bytes, redis: 2 * memberJsonBytes(member), postgres: 2 * memberJsonBytes(member) } });
-    expect(meter.usage.byPartition.get('bench#members')).toMatchObject({ reads: 1, queries: 1, rru: expected.units });
+    for (const bucket of [0, 1, 2, 3]) expect(meter.usage.byPartition.get(`bench#members#${bucket}`)).toMatchObject({ reads: 1, queries: 1, rru: 1 });
   });
 
   it("bills a read that returns other members than the ledger knows by what it returned, and learns them", () => {
@@ -194,7 +209,7 @@ describe('the meter, on the layout of member items', () => {
     meter.putMember('w1', null, applied(memberOf('w1', 1)));
     // w2 joined through a client the ledger did not see; the next read finds it.
     meter.getRoster([memberOf('w1', 1), memberOf('w2', 2)]);
-    const both = rosterQuery([{ workerId: 'w1', bytes: memberItemBytes(memberOf('w1', 1)) }, { workerId: 'w2', bytes: memberItemBytes(memberOf('w2', 2)) }]);
+    const both = rosterQuery('bench', [{ workerId: 'w1', bytes: memberItemBytes(memberOf('w1', 1)) }, { workerId: 'w2', bytes: memberItemBytes(memberOf('w2', 2)) }]);
     expect(meter.usage.byOp.getRoster).toMatchObject({ read: { dynamodb: both.bytes, redis: 2 * memberJsonBytes(member) } });
     expect(ledger.liveMembers).toBe(2);
     expect(ledger.rosterQuery()).toEqual(both);
@@ -206,9 +221,10 @@ describe('the meter, on the layout of member items', () => {
     meter.putMember('w2', null, applied(memberOf('w2', 2)));
     meter.putMember('w1', 1, applied(memberOf('w1', 3)));
     for (let i = 0; i < 3; i++) meter.getRoster([memberOf('w1', 3), memberOf('w2', 2)]);
-    expect(hottestItem(meter.usage)).toEqual({ item: 'member:w1', partition: 'bench#members', writes: 2, wru: 2, reads: 3, rru: 3 });
-    // bench#members: 3 WCU and 3 RCU in a second, 0.3% of a partition's 1,000 WCU; bench: the joins' reads.
-    expect(hottestPartition(meter.usage, 1)).toMatchObject({ partition: 'bench#members', share: 3 / 1_000 });
+    expect(hottestItem(meter.usage)).toEqual({ item: 'member:w1', partition: 'bench#members#3', writes: 2, wru: 2, reads: 3, rru: 3 });
+    // bench#members#3 (w1 and w2): 3 WCU in a second, 0.3% of a partition's 1,000 WCU; bench#members (the
+    // key of the release before): the marker and the joins' 3 Queries, 0.1%; bench: the joins' reads.
+    expect(hottestPartition(meter.usage, 1)).toMatchObject({ partition: 'bench#members#3', share: 3 / 1_000 });
   });
 });
 
@@ -231,8 +247,11 @@ describe("the meter, on the watchers' reads and the roster digest", () => {
     const bytes = memberItemBytes(memberOf('w1', 1)) + memberItemBytes(big) + memberTombstoneBytes('bench', 'w3', 3);
     const json = memberJsonBytes(memberOf('w1', 1)) + memberJsonBytes(big);
     expect(meter.usage.byOp.getMembers).toMatchObject({ calls: 1, rru: 1 + 2 + 1 + 1, read: { dynamodb: bytes, redis: json, postgres: json } });
-    expect(meter.usage.byItem.get('member:w2')).toMatchObject({ partition: 'bench#members', reads: 1, rru: 2 });
-    expect(meter.usage.byPartition.get('bench#members')).toMatchObject({ reads: 4, queries: 0, rru: 5 });
+    expect(meter.usage.byItem.get('member:w2')).toMatchObject({ partition: 'bench#members#3', reads: 1, rru: 2 });
+    // w1 and w2 in bucket 3, w3 in bucket 1, w4 in bucket 2.
+    expect(meter.usage.byPartition.get('bench#members#3')).toMatchObject({ reads: 2, queries: 0, rru: 3 });
+    expect(meter.usage.byPartition.get('bench#members#1')).toMatchObject({ reads: 1, queries: 0, rru: 1 });
+    expect(meter.usage.byPartition.get('bench#members#2')).toMatchObject({ reads: 1, queries: 0, rru: 1 });
   });
 
   it('bills the digest as one small item under a partition key of its own: a read 1 read unit, an advance 1 write unit', () => {
