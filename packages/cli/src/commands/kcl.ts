@@ -14,7 +14,7 @@ import { pollOf, UNREADABLE_WATCH_MS } from '../guard.js';
 import { isNewerFormat, newerFormatError } from '../health.js';
 import { isLeaseItem, kclItemOf, MalformedKclLeaseError, parseKclItem, type KclItem, type KclLease } from '../kcl/lease.js';
 import { exportPlanOf, importPlanOf, type ExportRow, type ImportPlan } from '../kcl/mapping.js';
-import { openKclTable, watchKclTable, type KclTable, type KclTableTarget } from '../kcl/table.js';
+import { openKclTable, watchKclTable, type KclTableTarget } from '../kcl/table.js';
 import { watchRoster } from '../observe.js';
 import { checkGroup, readGroup, readKnownGroup, table, type Io } from '../shared.js';
 import { PKG } from '../pkg.js';

@@ -295,7 +295,7 @@ function kclCheckpointOf(lease: LeaseRecord, birthPosition: string | undefined, 
 function childIdsOf(leaseKey: string, text: string): string[] {
   try {
     const parsed: unknown = JSON.parse(text);
-    if (Array.isArray(parsed) && parsed.every((id) => typeof id === 'string')) return [...(parsed as string[])].sort();
+    if (Array.isArray(parsed) && parsed.every((id) => typeof id === 'string')) return [...parsed].sort();
   } catch {
     // reported below
   }
