@@ -84,7 +84,7 @@ export function importPlanOf(leases: readonly KclLease[], choices: ImportChoices
   const multiStream = multi.length > 0;
   const selected = selectStreams(leases, multiStream, choices.streams);
   const rows = selected.map((lease) => importRowOf(lease, multiStream, choices));
-  return { multiStream, rows: parentsFirst(rows) };
+  return { multiStream, rows: parentsFirst(rows, multiStream) };
 }
 
 function selectStreams(leases: readonly KclLease[], multiStream: boolean, streams: readonly string[]): readonly KclLease[] {
@@ -174,8 +174,8 @@ function leaseholdCheckpointOf(lease: KclLease, initialTimestampMs: number | und
   }
 }
 
-/** Orders rows so that every parent in the set comes before its children, then by lease key. */
-function parentsFirst(rows: readonly ImportRow[]): ImportRow[] {
+/** Orders rows by stream, so that every parent in the set comes before its children, then by lease key. */
+function parentsFirst(rows: readonly ImportRow[], multiStream: boolean): ImportRow[] {
   const byKey = new Map(rows.map((row) => [row.leaseKey, row]));
   const depth = new Map<string, number>();
   const depthOf = (key: string, seen: Set<string>): number => {
@@ -188,7 +188,11 @@ function parentsFirst(rows: readonly ImportRow[]): ImportRow[] {
     depth.set(key, value);
     return value;
   };
-  return [...rows].sort((a, b) => depthOf(a.leaseKey, new Set()) - depthOf(b.leaseKey, new Set()) || (a.leaseKey < b.leaseKey ? -1 : a.leaseKey > b.leaseKey ? 1 : 0));
+  const streamOf = (row: ImportRow): string => (multiStream ? (parseStreamLeaseKey(row.leaseKey)?.streamId ?? '') : '');
+  const bytewise = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+  return [...rows].sort(
+    (a, b) => bytewise(streamOf(a), streamOf(b)) || depthOf(a.leaseKey, new Set()) - depthOf(b.leaseKey, new Set()) || bytewise(a.leaseKey, b.leaseKey),
+  );
 }
 
 /** One lease of an export: the Leasehold lease and the KCL lease written for it. */
