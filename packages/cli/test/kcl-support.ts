@@ -3,7 +3,8 @@
  * (KCL 2.x: `leaseKey`, `leaseOwner`, `leaseCounter`, `checkpoint`, `checkpointSubSequenceNumber`,
  * `pendingCheckpoint*`, `ownerSwitchesSinceCheckpoint`, `parentShardId`, `childShardIds`, hash key range;
  * 3.x adds `throughputKBps`, `checkpointOwner`, `entityType`; multi-stream leases add `streamName` and
- * `shardId`), and a stand-in for a KCL worker that keeps renewing its lease.
+ * `shardId`), the tables the tests import (one stream with a split and a merge, two streams with every
+ * attribute), and a stand-in for a KCL worker that keeps renewing its lease.
  */
 import { CreateTableCommand, DynamoDBClient, PutItemCommand, ScanCommand, UpdateItemCommand, type AttributeValue } from '@aws-sdk/client-dynamodb';
 import { freshName } from './support.js';
@@ -101,4 +102,63 @@ export function kclRenewer(client: DynamoDBClient, tableName: string, leaseKey: 
 /** The `--kcl-*` options naming a table on dynalite. */
 export function kclArgs(endpoint: string, tableName: string): string[] {
   return ['--kcl-table', tableName, '--kcl-region', 'us-east-1', '--kcl-endpoint', endpoint];
+}
+
+export const SEQ = {
+  s1: '49655802218836443958227395874624049733543284513093844994',
+  s2: '49655802218836443958227395874624049733543284513093845010',
+  s2pending: '49655802218836443958227395874624049733543284513093845026',
+  s3: '49655802218836443958227395874624049733543284513093845042',
+};
+export const HALF = '170141183460469231731687303715884105727';
+
+/**
+ * One stream's KCL table (KCL 2.x layout, one lease in KCL 3.x's): shard 0 split into 2 and 3, then 3
+ * merged with 1 into 4. Shard 0 is finished, 2 is checkpointed inside an aggregated record with a
+ * prepared checkpoint after it, 4 was never read.
+ */
+export function singleStreamLeases(): KclLeaseSpec[] {
+  return [
+    { leaseKey: 'shardId-000000000000', leaseOwner: 'kcl-worker-1', leaseCounter: 4211, checkpoint: 'SHARD_END', checkpointSubSequenceNumber: 0, ownerSwitchesSinceCheckpoint: 0, childShardIds: ['shardId-000000000002', 'shardId-000000000003'], startingHashKey: '0', endingHashKey: HALF },
+    { leaseKey: 'shardId-000000000001', leaseOwner: 'kcl-worker-2', leaseCounter: 3907, checkpoint: SEQ.s1, checkpointSubSequenceNumber: 0, ownerSwitchesSinceCheckpoint: 1 },
+    { leaseKey: 'shardId-000000000002', leaseOwner: 'kcl-worker-1', leaseCounter: 12, checkpoint: SEQ.s2, checkpointSubSequenceNumber: 1, pendingCheckpoint: SEQ.s2pending, pendingCheckpointSubSequenceNumber: 0, pendingCheckpointState: new Uint8Array([1, 2, 3]), ownerSwitchesSinceCheckpoint: 0, parentShardId: ['shardId-000000000000'] },
+    { leaseKey: 'shardId-000000000003', leaseOwner: 'kcl-worker-2', leaseCounter: 9, checkpoint: SEQ.s3, checkpointSubSequenceNumber: 0, ownerSwitchesSinceCheckpoint: 0, parentShardId: ['shardId-000000000000'], throughputKBps: 12.5, entityType: 'LEASE' },
+    { leaseKey: 'shardId-000000000004', leaseCounter: 1, checkpoint: 'TRIM_HORIZON', checkpointSubSequenceNumber: 0, ownerSwitchesSinceCheckpoint: 0, parentShardId: ['shardId-000000000001', 'shardId-000000000003'] },
+  ];
+}
+
+export const ACCOUNT = '123456789012';
+export const ORDERS = `${ACCOUNT}:orders:1714557600`;
+export const PAYMENTS = `${ACCOUNT}:payments:1714557700`;
+
+/** A multi-stream KCL 3.x table: two streams, a split in one, every attribute KCL writes. */
+export function multiStreamLeases(): KclLeaseSpec[] {
+  const lease = (streamName: string, shardId: string, rest: Omit<KclLeaseSpec, 'leaseKey' | 'streamName' | 'shardId'>): KclLeaseSpec => ({
+    leaseKey: `${streamName}:${shardId}`,
+    streamName,
+    shardId,
+    entityType: 'LEASE',
+    ...rest,
+  });
+  return [
+    lease(ORDERS, 'shardId-000000000000', { leaseOwner: 'kcl-a', leaseCounter: 77, checkpoint: 'SHARD_END', checkpointSubSequenceNumber: 0, ownerSwitchesSinceCheckpoint: 0, childShardIds: ['shardId-000000000001', 'shardId-000000000002'], startingHashKey: '0', endingHashKey: '340282366920938463463374607431768211455', throughputKBps: 0 }),
+    lease(ORDERS, 'shardId-000000000001', { leaseOwner: 'kcl-a', leaseCounter: 31, checkpoint: SEQ.s1, checkpointSubSequenceNumber: 3, pendingCheckpoint: SEQ.s2, pendingCheckpointSubSequenceNumber: 0, pendingCheckpointState: new Uint8Array([7, 7]), ownerSwitchesSinceCheckpoint: 2, parentShardId: ['shardId-000000000000'], startingHashKey: '0', endingHashKey: HALF, throughputKBps: 3.25, checkpointOwner: 'kcl-b' }),
+    lease(ORDERS, 'shardId-000000000002', { leaseCounter: 2, checkpoint: 'TRIM_HORIZON', checkpointSubSequenceNumber: 0, ownerSwitchesSinceCheckpoint: 0, parentShardId: ['shardId-000000000000'], startingHashKey: '170141183460469231731687303715884105728', endingHashKey: '340282366920938463463374607431768211455' }),
+    lease(PAYMENTS, 'shardId-000000000000', { leaseOwner: 'kcl-b', leaseCounter: 5120, checkpoint: SEQ.s3, checkpointSubSequenceNumber: 0, ownerSwitchesSinceCheckpoint: 0, startingHashKey: '0', endingHashKey: '340282366920938463463374607431768211455', throughputKBps: 101.5 }),
+    lease(PAYMENTS, 'shardId-000000000001', { leaseCounter: 1, checkpoint: 'LATEST', checkpointSubSequenceNumber: 0, ownerSwitchesSinceCheckpoint: 0 }),
+  ];
+}
+
+/** Items as plain values with sets sorted, so that two scans compare as values. */
+export function normalise(items: Map<string, Record<string, AttributeValue>>): Record<string, unknown> {
+  return Object.fromEntries(
+    [...items].map(([key, item]) => [
+      key,
+      Object.fromEntries(
+        Object.entries(item)
+          .sort(([a], [b]) => (a < b ? -1 : 1))
+          .map(([name, value]) => [name, value.SS ? { SS: [...value.SS].sort() } : value.B ? { B: Buffer.from(value.B).toString('base64') } : value]),
+      ),
+    ]),
+  );
 }
