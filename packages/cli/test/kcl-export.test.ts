@@ -101,6 +101,27 @@ describe('leasehold import kcl of a multi-stream table, and export kcl', () => {
     expect((JSON.parse(again.stdout) as { leases: { leaseKey: string; checkpoint: string }[] }).leases.find((lease) => lease.leaseKey === 'shardId-000000000001')?.checkpoint).toBe(SEQ.s3);
   });
 
+  it('export --replace into the application\'s own table deletes the leases the group finished and cleaned up, and leaves the streams it did not import alone', async () => {
+    const table = await kclTable(env.client, multiStreamLeases());
+    const target = await backend();
+    const group = freshName('g');
+    const imported = await leasehold('import', 'kcl', ...kclArgs(env.dynalite.endpoint, table), '--storage', target.url, '--group', group, '--stream', 'orders', '--apply', '--observe-ms', '200');
+    expect(imported.code, imported.stderr).toBe(0);
+    // The leader deletes a finished lease once its children have theirs.
+    const finished = await target.storage.getLease(group, `${ORDERS}:shardId-000000000000`);
+    expect((await target.storage.deleteLease(group, `${ORDERS}:shardId-000000000000`, finished?.version ?? 0)).status).toBe('applied');
+
+    const exported = await leasehold('export', 'kcl', '--storage', target.url, '--group', group, ...kclArgs(env.dynalite.endpoint, table), '--replace', '--apply', '--observe-ms', '200');
+    expect(exported.code, exported.stderr).toBe(0);
+    expect(exported.stdout).toContain(`left alone: 2 leases of the table are of streams the group does not read (${PAYMENTS}:shardId-000000000000, ${PAYMENTS}:shardId-000000000001)`);
+    expect(exported.stdout).toContain('0 leases written, 1 replaced, 1 already there, 1 deleted');
+    const items = await scanTable(env.client, table);
+    expect([...items.keys()].sort()).toEqual([`${ORDERS}:shardId-000000000001`, `${ORDERS}:shardId-000000000002`, `${PAYMENTS}:shardId-000000000000`, `${PAYMENTS}:shardId-000000000001`]);
+    expect(items.get(`${PAYMENTS}:shardId-000000000000`)?.leaseOwner).toEqual({ S: 'kcl-b' });
+    expect(items.get(`${ORDERS}:shardId-000000000001`)).toMatchObject({ checkpoint: { S: SEQ.s1 }, checkpointSubSequenceNumber: { N: '3' } });
+    expect(items.get(`${ORDERS}:shardId-000000000001`)?.leaseOwner).toBeUndefined();
+  });
+
   it('export --apply refuses while the group has a live member', async () => {
     const target = await backend();
     const group = freshName('g');

@@ -288,12 +288,14 @@ interface ExportActions {
   readonly replace: string[];
   readonly same: string[];
   readonly remove: string[];
+  /** Leases of streams the group does not read (or of the other layout): left alone, whatever --replace says. */
+  readonly others: string[];
 }
 
 /** What the export does to each lease of the table. */
 function exportActions(rows: readonly ExportRow[], items: readonly KclItem[]): ExportActions {
   const stored = new Map(items.filter(isLeaseItem).map((item) => [item.leaseKey?.S ?? '', item]));
-  const actions: ExportActions = { create: [], replace: [], same: [], remove: [] };
+  const actions: ExportActions = { create: [], replace: [], same: [], remove: [], others: [] };
   for (const row of rows) {
     const existing = stored.get(row.leaseKey);
     if (existing === undefined) actions.create.push(row.leaseKey);
@@ -301,7 +303,16 @@ function exportActions(rows: readonly ExportRow[], items: readonly KclItem[]): E
     else actions.replace.push(row.leaseKey);
   }
   const keys = new Set(rows.map((row) => row.leaseKey));
-  actions.remove.push(...[...stored.keys()].filter((key) => !keys.has(key)).sort());
+  // Only the leases of the group's own streams are the group's to delete: a group that imported some
+  // streams of a multi-stream table leaves the others' checkpoints to the KCL application.
+  const streams = new Set(rows.map((row) => row.kcl.streamName));
+  const multiStream = rows.some((row) => row.kcl.streamName !== undefined);
+  for (const [key, item] of [...stored].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
+    if (keys.has(key)) continue;
+    const streamName = item.streamName?.S;
+    const ours = multiStream ? streamName !== undefined && streams.has(streamName) : streamName === undefined;
+    (ours ? actions.remove : actions.others).push(key);
+  }
   return actions;
 }
 
@@ -326,6 +337,7 @@ function printExportPlan(rows: readonly ExportRow[], actions: ExportActions, con
         tableExists: context.tableExists,
         leases: rows.map((row) => ({ leaseKey: row.leaseKey, checkpoint: row.checkpoint, kclLeaseKey: row.kcl.leaseKey, kclCheckpoint: row.kclCheckpoint, action: actionOf(row.leaseKey), notes: row.notes })),
         remove: actions.remove,
+        leftAlone: actions.others,
       })}\n`,
     );
     return;
@@ -338,6 +350,9 @@ function printExportPlan(rows: readonly ExportRow[], actions: ExportActions, con
     )}\n`,
   );
   for (const row of rows) for (const note of row.notes) io.out(`note: ${row.leaseKey}: ${note}\n`);
+  if (actions.others.length > 0) {
+    io.out(`left alone: ${actions.others.length} leases of the table are of streams the group does not read (${actions.others.join(', ')})\n`);
+  }
   if (actions.remove.length > 0) {
     io.out(`the table has ${actions.remove.length} leases the group does not (finished and cleaned up, or never Leasehold's): ${actions.remove.join(', ')}; ${context.replace ? 'deleted' : 'deleted only with --replace'}\n`);
   }
