@@ -317,7 +317,7 @@ function exportActions(rows: readonly ExportRow[], items: readonly KclItem[]): E
 }
 
 /** An item as text with its attributes in order and its sets sorted: equal leases give equal text. */
-export function canonicalItem(item: KclItem): string {
+function canonicalItem(item: KclItem): string {
   const entries = Object.entries(item)
     .map(([name, value]) => [name, value.SS === undefined ? value : { SS: [...value.SS].sort() }] as const)
     .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
