@@ -39,6 +39,7 @@ const LONGEST_FIRST = [
   'packages/core/test/conformance-suite.test.ts',
   'packages/storage-redis/test/conformance.test.ts',
   'packages/cli/test/status.test.ts',
+  'packages/cli/test/kcl-resume.test.ts',
   'packages/core/test/consumer-simulation-unsafe.test.ts',
   'packages/storage-dynamodb/test/dynamodb.test.ts',
   'packages/core/test/simulation-busy-rebalance.test.ts',

@@ -4,6 +4,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { STORAGE_ENV } from '@leasehold/connect';
+import { InvalidConfigError } from '@leasehold/core';
+import { describeValue } from '@leasehold/core/adapter';
 import { Command, CommanderError, Option } from 'commander';
 import { checkpointReset, checkpointSet } from './commands/checkpoint.js';
 import { doctor } from './commands/doctor.js';
@@ -13,7 +15,9 @@ import { setup } from './commands/setup.js';
 import { copy } from './commands/copy.js';
 import { rewind } from './commands/rewind.js';
 import { status } from './commands/status.js';
+import { exportKcl, importKcl } from './commands/kcl.js';
 import { errorLine, EXIT, exitCodeOf, parseCount, type Io } from './shared.js';
+import { PKG } from './pkg.js';
 
 const STORAGE_HELP = 'postgres://..., redis://... or dynamodb://TABLE?region=...&endpoint=...';
 
@@ -207,6 +211,68 @@ function build(io: Io): Command {
       await copy({ ...options, observeMs: parseCount('--observe-ms', options.observeMs, 0) }, io);
     });
 
+  const kclHelp = {
+    table: 'the KCL application\'s lease table in DynamoDB (by default named after the application)',
+    region: 'the region of the KCL table (default: the AWS default chain)',
+    endpoint: 'an endpoint for the KCL table (an emulator, a VPC endpoint)',
+    observe: 'with --apply, watch the KCL table this long for KCL workers that still renew leases (KCL renews every third of its failover time, 10 s by default)',
+  };
+  interface KclCommandLine {
+    storage: string;
+    group: string;
+    kclTable: string;
+    kclRegion?: string;
+    kclEndpoint?: string;
+    apply: boolean;
+    observeMs: string;
+    json: boolean;
+  }
+  const kclOf = (options: KclCommandLine) => ({
+    storage: options.storage,
+    group: options.group,
+    kcl: { table: options.kclTable, region: options.kclRegion, endpoint: options.kclEndpoint },
+    apply: options.apply,
+    observeMs: parseCount('--observe-ms', options.observeMs, 1),
+    json: options.json,
+  });
+
+  program
+    .command('import')
+    .description('bring checkpoints kept by another consumer library into a Leasehold group')
+    .command('kcl')
+    .description("write a KCL application's leases and checkpoints (KCL 1.x, 2.x, 3.x lease tables, one stream or several) as a Leasehold group's: a dry run unless --apply")
+    .requiredOption('--kcl-table <name>', kclHelp.table)
+    .option('--kcl-region <region>', kclHelp.region)
+    .option('--kcl-endpoint <url>', kclHelp.endpoint)
+    .addOption(storageOption())
+    .requiredOption('--group <name>', 'the Leasehold consumer group to write (it must not have these leases yet)')
+    .option('--stream <name>', 'only the leases of this stream of a multi-stream KCL table, by stream name or account:stream:epoch (repeat for more; default: every stream)', (value: string, previous: string[]) => [...previous, value], [] as string[])
+    .option('--kcl-initial-timestamp <time>', "the KCL application's AT_TIMESTAMP initial position (ISO time or milliseconds since the epoch), for leases KCL keeps at AT_TIMESTAMP")
+    .option('--apply', 'write the leases, once the KCL workers are seen stopped and the group has no live member', false)
+    .option('--observe-ms <ms>', kclHelp.observe, '10000')
+    .option('--json', 'print the plan as one JSON document', false)
+    .action(async (options: KclCommandLine & { stream: string[]; kclInitialTimestamp?: string }) => {
+      await importKcl({ ...kclOf(options), streams: options.stream, initialTimestampMs: parseTime('--kcl-initial-timestamp', options.kclInitialTimestamp) }, io);
+    });
+
+  program
+    .command('export')
+    .description("write a Leasehold group's leases and checkpoints in another consumer library's form, to roll back")
+    .command('kcl')
+    .description("write a Leasehold group's leases and checkpoints into a KCL lease table (created if absent): a dry run unless --apply")
+    .addOption(storageOption())
+    .requiredOption('--group <name>', 'the Leasehold consumer group to read')
+    .requiredOption('--kcl-table <name>', kclHelp.table)
+    .option('--kcl-region <region>', kclHelp.region)
+    .option('--kcl-endpoint <url>', kclHelp.endpoint)
+    .option('--replace', 'overwrite leases of the KCL table that differ from the group\'s, and delete those the group does not have', false)
+    .option('--apply', 'write the KCL table, once the group has no live member and no KCL worker renews in the table', false)
+    .option('--observe-ms <ms>', kclHelp.observe, '10000')
+    .option('--json', 'print the plan as one JSON document', false)
+    .action(async (options: KclCommandLine & { replace: boolean }) => {
+      await exportKcl({ ...kclOf(options), replace: options.replace }, io);
+    });
+
   program
     .command('doctor')
     .description("check connectivity, tables, permissions and the settings safety needs; with --group, that group's leases too")
@@ -218,6 +284,14 @@ function build(io: Io): Command {
     });
 
   return program;
+}
+
+/** An ISO time or milliseconds since the epoch, or an `InvalidConfigError` naming the option. */
+function parseTime(option: string, value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const ms = /^\d+$/.test(value) ? Number(value) : Date.parse(value);
+  if (!Number.isSafeInteger(ms) || ms < 0) throw new InvalidConfigError(`[${PKG}] ${option} must be an ISO time or milliseconds since the epoch, got ${describeValue(value)}`);
+  return ms;
 }
 
 /**

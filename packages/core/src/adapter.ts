@@ -41,6 +41,7 @@ export { abortReason, systemClock, systemRandom } from './clock.js';
 // metadata fields the runtime writes, and the observed-expiry rule the coordinator judges liveness by.
 export { VersionWatch, type Sighting } from './observed-expiry.js';
 export { STALL_FIELDS, BORN_FIELD } from './consumer/consumer.js';
+export { BIRTH_POSITION_FIELD } from './consumer/leader-rounds.js';
 export { STREAMS_FIELD, parseStreamBirths, type StreamBirths } from './consumer/stream-sync.js';
 export { REWIND_FIELDS, REWIND_MARKER_FIELD, rewindRequestOf, hasRewindRequest } from './rewind.js';
 // The leader's shard sync on its own, for a source's author to measure the listings it makes of a source.

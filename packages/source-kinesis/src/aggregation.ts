@@ -7,6 +7,7 @@ import type { _Record } from '@aws-sdk/client-kinesis';
 import { describeValue } from '@leasehold/core/adapter';
 import { MalformedRecordError } from './errors.js';
 import type { KinesisRecord } from './record.js';
+import { kinesisPosition } from './positions.js';
 
 /** The parts of aws-kinesis-agg that are used here (its own typings need aws-sdk v2 and aws-lambda). */
 interface DeaggregatedUserRecord {
@@ -98,7 +99,7 @@ export function userRecordsOf(
   decoded.forEach((user, index) => {
     if (skipping && index <= skip.subSequenceNumber) return;
     into.push({
-      position: index === last ? sequenceNumber : `${sequenceNumber}:${index}`,
+      position: index === last ? sequenceNumber : kinesisPosition(sequenceNumber, index),
       data: Buffer.from(user.data, 'base64'),
       partitionKey: user.partitionKey,
       approximateArrivalTimestampMs: arrival,

@@ -2,3 +2,4 @@ export { KinesisSource, type KinesisSourceOptions, type EnhancedFanOutOptions } 
 export type { KinesisRecord } from './record.js';
 export type { MalformedAggregatePolicy } from './aggregation.js';
 export { StreamNotFoundError, ShardNotFoundError, ConsumerNotFoundError, AccessDeniedError, MalformedRecordError } from './errors.js';
+export { kinesisPosition, kinesisPositionParts } from './positions.js';
