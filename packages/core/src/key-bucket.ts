@@ -20,10 +20,15 @@ export function keyBucket(name: string, buckets: number): number {
     hash ^= byte;
     hash = Math.imul(hash, 0x01000193);
   }
+  return mixed(hash) % buckets;
+}
+
+/** MurmurHash3's 32-bit finalizer: every bit of `hash` moves every bit of the result. Unsigned. */
+export function mixed(hash: number): number {
   hash ^= hash >>> 16;
   hash = Math.imul(hash, 0x85ebca6b);
   hash ^= hash >>> 13;
   hash = Math.imul(hash, 0xc2b2ae35);
   hash ^= hash >>> 16;
-  return (hash >>> 0) % buckets;
+  return hash >>> 0;
 }

@@ -21,9 +21,10 @@
  * group's old roster afresh without ever reading the marker.
  */
 import type { AttributeValue, UpdateItemCommandInput } from '@aws-sdk/client-dynamodb';
-import { CorruptRecordError, RecordFormatError, type MemberState } from '@leasehold/core';
-import { decodeMember, describeValue, encodeMemberState } from '@leasehold/core/adapter';
-import { PKG, attr } from './schema.js';
+import { type MemberState, type RecordFormatError } from '@leasehold/core';
+import { encodeMemberState } from '@leasehold/core/adapter';
+import { blockingMembersError, blockingMembersOf, type BlockingMembers } from './layout-guard.js';
+import { attr } from './schema.js';
 
 type Item = Record<string, AttributeValue>;
 
@@ -108,55 +109,26 @@ export function markingUpdate(tableName: string, group: string, writeId: string)
   };
 }
 
-/** The members of the earlier item a join must not run beside: alive, or unreadable (so maybe alive). */
-export interface EarlierMembers {
-  readonly alive: readonly string[];
-  readonly unreadable: readonly string[];
-  /** The greatest record format among the live members (the earlier release's, 1, when none is readable). */
-  readonly format: number;
-}
-
 /** Sorts the members of the earlier item, the marker aside, into those a join must not run beside. */
-export function blockingMembers(group: string, item: Item): EarlierMembers {
-  const alive: string[] = [];
-  const unreadable: string[] = [];
-  let format = EARLIER_RECORD_FORMAT;
-  for (const workerId of earlierMemberIds(item)) {
-    if (workerId === MOVED_MARKER_WORKER_ID) continue;
-    try {
-      const member = decodeMember(
-        group,
-        workerId,
-        numberOf(item[`${earlierAttr.versionPrefix}${workerId}`]),
-        item[`${earlierAttr.memberPrefix}${workerId}`]?.M?.[earlierAttr.state]?.S,
-        PKG,
-      );
-      if (member.status === 'alive') {
-        alive.push(workerId);
-        format = Math.max(format, member.format);
-      }
-    } catch (error) {
-      if (!(error instanceof CorruptRecordError)) throw error;
-      unreadable.push(workerId);
-    }
-  }
-  return { alive: alive.sort(), unreadable: unreadable.sort(), format };
+export function blockingMembers(group: string, item: Item): BlockingMembers {
+  const members = earlierMemberIds(item).map((workerId) => ({
+    workerId,
+    version: numberOf(item[`${earlierAttr.versionPrefix}${workerId}`]),
+    state: item[`${earlierAttr.memberPrefix}${workerId}`]?.M?.[earlierAttr.state]?.S,
+  }));
+  return blockingMembersOf(group, members, MOVED_MARKER_WORKER_ID, EARLIER_RECORD_FORMAT);
 }
 
 /** The error that refuses a join beside members of the earlier layout; `undefined` when there are none. */
-export function earlierMembersError(group: string, members: EarlierMembers): RecordFormatError | undefined {
-  if (members.alive.length === 0 && members.unreadable.length === 0) return undefined;
-  const named = [
-    ...(members.alive.length > 0 ? [`alive: ${members.alive.map(describeValue).join(', ')}`] : []),
-    ...(members.unreadable.length > 0 ? [`unreadable (so maybe alive): ${members.unreadable.map(describeValue).join(', ')}`] : []),
-  ].join('; ');
-  return new RecordFormatError(
-    `[${PKG}] group ${describeValue(group)} still has members in the roster item of an earlier release of @leasehold/storage-dynamodb (sk "${EARLIER_ROSTER_SORT_KEY}"), ${named}. ` +
-      'This release keeps each member in an item of its own, and joining beside them would split the group in two, so it did not join. ' +
-      `Stop the earlier release's workers (each stops by itself at its next roster read, now that the item holds the member ${describeValue(MOVED_MARKER_WORKER_ID)} of record format ${MOVED_MARKER_STATE.format}), ` +
-      "or remove the members of workers that no longer run with the earlier release's `leasehold member remove`; then start this worker again",
-    members.format,
-  );
+export function earlierMembersError(group: string, members: BlockingMembers): RecordFormatError | undefined {
+  return blockingMembersError(group, members, {
+    where: `in the roster item of an earlier release of @leasehold/storage-dynamodb (sk "${EARLIER_ROSTER_SORT_KEY}")`,
+    now: 'keeps each member in an item of its own',
+    release: "the earlier release's",
+    holder: 'the item',
+    markerWorkerId: MOVED_MARKER_WORKER_ID,
+    markerFormat: MOVED_MARKER_STATE.format,
+  });
 }
 
 /** The worker id of every member the earlier item holds, readable or not. */

@@ -23,9 +23,10 @@
  * (the marker and the old members' tombstones: one read unit for a few dozen).
  */
 import type { AttributeValue, PutItemCommandInput, QueryCommandInput } from '@aws-sdk/client-dynamodb';
-import { CorruptRecordError, RecordFormatError, type MemberState } from '@leasehold/core';
-import { decodeMember, describeValue, encodeMemberState } from '@leasehold/core/adapter';
-import { MEMBERS_PARTITION_SUFFIX, MEMBER_PREFIX, PKG, attr } from './schema.js';
+import { type MemberState, type RecordFormatError } from '@leasehold/core';
+import { describeValue, encodeMemberState } from '@leasehold/core/adapter';
+import { blockingMembersError, blockingMembersOf, type BlockingMembers } from './layout-guard.js';
+import { MEMBERS_PARTITION_SUFFIX, MEMBER_PREFIX, attr } from './schema.js';
 
 type Item = Record<string, AttributeValue>;
 
@@ -94,49 +95,26 @@ export function markerPut(tableName: string, group: string, writeId: string): Pu
   };
 }
 
-/** The members under the old key a join must not run beside: alive, or unreadable (so maybe alive). */
-export interface OldKeyMembers {
-  readonly alive: readonly string[];
-  readonly unreadable: readonly string[];
-  /** The greatest record format among the live members (the release before's, 1, when none is readable). */
-  readonly format: number;
-}
-
 /** Sorts the member items under the old key, the marker and tombstones aside, into those a join must not run beside. */
-export function oldKeyBlockers(group: string, items: readonly Item[]): OldKeyMembers {
-  const alive: string[] = [];
-  const unreadable: string[] = [];
-  let format = PREVIOUS_RECORD_FORMAT;
-  for (const item of items) {
-    const workerId = (item[attr.sk]?.S ?? '').slice(MEMBER_PREFIX.length);
-    if (workerId === SPREAD_MARKER_WORKER_ID || item[attr.removed] !== undefined) continue;
-    try {
-      const version = item[attr.version]?.N === undefined ? item[attr.version] : Number(item[attr.version]?.N);
-      const member = decodeMember(group, workerId, version, item[attr.state]?.S, PKG);
-      if (member.status === 'alive') {
-        alive.push(workerId);
-        format = Math.max(format, member.format);
-      }
-    } catch (error) {
-      if (!(error instanceof CorruptRecordError)) throw error;
-      unreadable.push(workerId);
-    }
-  }
-  return { alive: alive.sort(), unreadable: unreadable.sort(), format };
+export function oldKeyBlockers(group: string, items: readonly Item[]): BlockingMembers {
+  const members = items
+    .filter((item) => item[attr.removed] === undefined)
+    .map((item) => ({
+      workerId: (item[attr.sk]?.S ?? '').slice(MEMBER_PREFIX.length),
+      version: item[attr.version]?.N === undefined ? item[attr.version] : Number(item[attr.version]?.N),
+      state: item[attr.state]?.S,
+    }));
+  return blockingMembersOf(group, members, SPREAD_MARKER_WORKER_ID, PREVIOUS_RECORD_FORMAT);
 }
 
 /** The error that refuses a join beside members under the old key; `undefined` when there are none. */
-export function oldKeyMembersError(group: string, members: OldKeyMembers): RecordFormatError | undefined {
-  if (members.alive.length === 0 && members.unreadable.length === 0) return undefined;
-  const named = [
-    ...(members.alive.length > 0 ? [`alive: ${members.alive.map(describeValue).join(', ')}`] : []),
-    ...(members.unreadable.length > 0 ? [`unreadable (so maybe alive): ${members.unreadable.map(describeValue).join(', ')}`] : []),
-  ].join('; ');
-  return new RecordFormatError(
-    `[${PKG}] group ${describeValue(group)} still has members under the one members' partition key of the release before of @leasehold/storage-dynamodb (pk ${describeValue(singleMembersKey(group))}), ${named}. ` +
-      'This release spreads the members over four partition keys, and joining beside them would split the group in two, so it did not join. ' +
-      `Stop the release before's workers (each stops by itself at its next roster read, now that the key holds the member ${describeValue(SPREAD_MARKER_WORKER_ID)} of record format ${SPREAD_MARKER_STATE.format}), ` +
-      "or remove the members of workers that no longer run with the release before's `leasehold member remove`; then start this worker again",
-    members.format,
-  );
+export function oldKeyMembersError(group: string, members: BlockingMembers): RecordFormatError | undefined {
+  return blockingMembersError(group, members, {
+    where: `under the one members' partition key of the release before of @leasehold/storage-dynamodb (pk ${describeValue(singleMembersKey(group))})`,
+    now: 'spreads the members over four partition keys',
+    release: "the release before's",
+    holder: 'the key',
+    markerWorkerId: SPREAD_MARKER_WORKER_ID,
+    markerFormat: SPREAD_MARKER_STATE.format,
+  });
 }

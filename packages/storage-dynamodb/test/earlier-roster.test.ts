@@ -11,7 +11,7 @@ import { RecordFormatError, StorageUnavailableError, type MemberRecord, type Mem
 import { decodeMember, encodeMemberState, RECORD_FORMAT } from '@leasehold/core/adapter';
 import { DynamoDBStorage } from '../src/index.js';
 import { MOVED_MARKER_WORKER_ID } from '../src/earlier-roster.js';
-import { useDynalite } from './support.js';
+import { loggedStorage as logged, useDynalite } from './support.js';
 
 type Item = Record<string, AttributeValue>;
 
@@ -76,15 +76,7 @@ function earlierRoster(g: string, item: Item): MemberRecord[] {
 
 /** A storage whose requests are logged as `<command> <sort key>`. */
 function loggedStorage(): { storage: DynamoDBStorage; sent: string[] } {
-  const sent: string[] = [];
-  const made = client();
-  type Add = (middleware: unknown, options: { step: 'initialize'; name: string }) => void;
-  const middleware = (next: (args: { input: { Key?: Item } }) => Promise<unknown>, context: { commandName?: string }) => async (args: { input: { Key?: Item } }) => {
-    sent.push(`${context.commandName ?? ''} ${args.input.Key?.sk?.S ?? ''}`.trim());
-    return next(args);
-  };
-  (made.middlewareStack.add as Add).call(made.middlewareStack, middleware, { step: 'initialize', name: 'logRequests' });
-  return { storage: new DynamoDBStorage({ client: made, tableName }), sent };
+  return logged(client(), tableName);
 }
 
 describe('DynamoDBStorage beside the roster item of an earlier release', () => {

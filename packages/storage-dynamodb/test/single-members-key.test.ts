@@ -11,7 +11,7 @@ import { RecordFormatError, StorageUnavailableError, type MemberRecord, type Mem
 import { decodeMember, encodeMemberState, RECORD_FORMAT } from '@leasehold/core/adapter';
 import { DynamoDBStorage } from '../src/index.js';
 import { SPREAD_MARKER_WORKER_ID } from '../src/single-members-key.js';
-import { useDynalite } from './support.js';
+import { loggedStorage as logged, useDynalite } from './support.js';
 
 type Item = Record<string, AttributeValue>;
 
@@ -83,15 +83,7 @@ async function previousRoster(g: string): Promise<MemberRecord[]> {
 
 /** A storage whose requests are logged as `<command> <sort key>`. */
 function loggedStorage(): { storage: DynamoDBStorage; sent: string[] } {
-  const sent: string[] = [];
-  const made = client();
-  type Add = (middleware: unknown, options: { step: 'initialize'; name: string }) => void;
-  const middleware = (next: (args: { input: { Key?: Item } }) => Promise<unknown>, context: { commandName?: string }) => async (args: { input: { Key?: Item } }) => {
-    sent.push(`${context.commandName ?? ''} ${args.input.Key?.sk?.S ?? ''}`.trim());
-    return next(args);
-  };
-  (made.middlewareStack.add as Add).call(made.middlewareStack, middleware, { step: 'initialize', name: 'logRequests' });
-  return { storage: new DynamoDBStorage({ client: made, tableName }), sent };
+  return logged(client(), tableName);
 }
 
 describe('DynamoDBStorage beside the members of the release before, under one partition key', () => {

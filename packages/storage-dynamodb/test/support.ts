@@ -4,7 +4,7 @@ import type { MemberState } from '@leasehold/core';
 import { RECORD_FORMAT } from '@leasehold/core/adapter';
 import { startDynalite, type RunningDynalite } from '@leasehold/local-stack';
 import { afterAll, beforeAll } from 'vitest';
-import { createTable } from '../src/index.js';
+import { createTable, DynamoDBStorage } from '../src/index.js';
 
 /** A client of a local dynalite: fixed region and dummy credentials, everything else as the caller says. */
 export function localClient(endpoint: string, config: DynamoDBClientConfig = {}): DynamoDBClient {
@@ -119,4 +119,21 @@ export function meter(client: DynamoDBClient): { client: DynamoDBClient; log: Me
 /** A member's state as a worker heartbeats it. */
 export function memberState(overrides: Partial<MemberState> = {}): MemberState {
   return { format: RECORD_FORMAT, incarnation: 'inc-1', leaseDurationMs: 10_000, status: 'alive', held: 0, changes: 0, requests: [], metadata: {}, ...overrides };
+}
+
+/**
+ * A storage whose requests are logged as `<command> <sort key>` (the command alone when it names no key),
+ * for tests that check which requests a call sends.
+ */
+export function loggedStorage(client: DynamoDBClient, tableName: string): { storage: DynamoDBStorage; sent: string[] } {
+  const sent: string[] = [];
+  type Add = (middleware: unknown, options: { step: 'initialize'; name: string }) => void;
+  const middleware =
+    (next: (args: { input: { Key?: Record<string, AttributeValue> } }) => Promise<unknown>, context: { commandName?: string }) =>
+    async (args: { input: { Key?: Record<string, AttributeValue> } }) => {
+      sent.push(`${context.commandName ?? ''} ${args.input.Key?.sk?.S ?? ''}`.trim());
+      return next(args);
+    };
+  (client.middlewareStack.add as Add).call(client.middlewareStack, middleware, { step: 'initialize', name: 'logRequests' });
+  return { storage: new DynamoDBStorage({ client, tableName }), sent };
 }

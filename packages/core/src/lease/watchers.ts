@@ -6,6 +6,7 @@
  * read whole, so two workers with the same view agree on it, and a member whose watchers all died gets new
  * ones at the first whole read after their deaths are declared.
  */
+import { mixed } from '../key-bucket.js';
 
 /**
  * FNV-1a over the id's UTF-16 code units, then MurmurHash3's finalizer, so that ids that differ only in
@@ -17,12 +18,7 @@ function hashOf(workerId: string): number {
     hash ^= workerId.charCodeAt(i);
     hash = Math.imul(hash, 0x01000193);
   }
-  hash ^= hash >>> 16;
-  hash = Math.imul(hash, 0x85ebca6b);
-  hash ^= hash >>> 13;
-  hash = Math.imul(hash, 0xc2b2ae35);
-  hash ^= hash >>> 16;
-  return hash >>> 0;
+  return mixed(hash);
 }
 
 /** The worker ids in ring order: by hash, then by id (two ids with one hash still have one order). */
