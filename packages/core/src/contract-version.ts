@@ -4,7 +4,7 @@
  * of the contract fails at once with one error that says what to read, instead of later with many that do
  * not.
  */
-import { ContractVersionError, InvalidConfigError } from './errors.js';
+import { ContractVersionError, describeValue, InvalidConfigError } from './errors.js';
 import { STORAGE_CONTRACT_VERSION } from './storage.js';
 
 /** Where the upgrade notes are, as a reader of the repository or of the package finds them. */
@@ -40,7 +40,7 @@ export function checkContractVersion(storage: unknown, role = 'storage', pkg = '
   const name = adapterName(storage);
   const core = STORAGE_CONTRACT_VERSION;
   if (typeof declared !== 'number' || !Number.isSafeInteger(declared) || declared < 1) {
-    const what = declared === undefined ? 'declares no storage contract version (no contractVersion property)' : `declares contractVersion ${JSON.stringify(declared) ?? String(declared)}, which is not a contract version`;
+    const what = declared === undefined ? 'declares no storage contract version (no contractVersion property)' : `declares contractVersion ${describeValue(declared)}, which is not a contract version`;
     throw new ContractVersionError(
       `[${pkg}] ${role}, ${name}, ${what}; this core implements storage contract version ${core}. ` +
         `An adapter declares the version it was written for: one written before version ${core} must make the changes of ${NOTES}, ${sections(0)} it missed, then declare contractVersion = ${core}`,

@@ -45,7 +45,7 @@ const newer = STORAGE_CONTRACT_VERSION + 1;
 const cases: Array<{ what: string; storage: () => Storage; message: RegExp; adapterVersion: number | undefined }> = [
   {
     what: 'an adapter declaring an older contract version',
-    storage: () => new OtherContractStorage(older) as Storage,
+    storage: () => new OtherContractStorage(older),
     message: new RegExp(
       `OtherContractStorage, implements storage contract version ${older}, but this core implements version ${STORAGE_CONTRACT_VERSION}: make the changes of UPGRADING\\.md, section "Contract version ${STORAGE_CONTRACT_VERSION}", then declare contractVersion = ${STORAGE_CONTRACT_VERSION}`,
     ),
@@ -61,7 +61,7 @@ const cases: Array<{ what: string; storage: () => Storage; message: RegExp; adap
   },
   {
     what: 'an adapter declaring a newer contract version',
-    storage: () => new OtherContractStorage(newer) as Storage,
+    storage: () => new OtherContractStorage(newer),
     message: new RegExp(
       `OtherContractStorage, implements storage contract version ${newer}, newer than version ${STORAGE_CONTRACT_VERSION} that this core implements: upgrade @leasehold/core .*UPGRADING\\.md, section "Contract versions"`,
     ),
