@@ -105,6 +105,13 @@ interface StoredRow {
  * `LeaderStore`; the constructor creates its tables if they are missing.
  */
 export class SqliteStorage implements Storage {
+  /**
+   * The storage contract version this adapter was written for (UPGRADING.md): core refuses an adapter of
+   * another version when it is handed one. Written as a number, not as core's `STORAGE_CONTRACT_VERSION`, so
+   * that a newer core's contract is taken on only by changing the adapter.
+   */
+  readonly contractVersion = 8;
+
   readonly #database: Database.Database;
   readonly #sql: ReturnType<typeof prepare>;
 

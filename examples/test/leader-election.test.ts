@@ -109,6 +109,7 @@ function cluster(store: (workerId: string) => LeaderStore, scheduler: VirtualSch
 /** A view of a store that one instance reaches through, and that a test can cut off like a network. */
 function partitionable(store: LeaderStore): LeaderStore & { cut: boolean } {
   const view = {
+    contractVersion: store.contractVersion,
     cut: false,
     check(): void {
       if (view.cut) throw new StorageUnavailableError('[test] partitioned from the store');

@@ -5,7 +5,7 @@
  */
 import type { DynamoDBClient, DynamoDBClientConfig } from '@aws-sdk/client-dynamodb';
 import { InvalidConfigError, MemoryStorage, StorageUnavailableError, type Storage } from '@leasehold/core';
-import { describeValue, optionKeys, refuseUnknownOptions } from '@leasehold/core/adapter';
+import { checkContractVersion, describeValue, optionKeys, refuseUnknownOptions } from '@leasehold/core/adapter';
 import type { DynamoDBStorage } from '@leasehold/storage-dynamodb';
 import type { PostgresStorage } from '@leasehold/storage-postgres';
 import type { RedisStorage } from '@leasehold/storage-redis';
@@ -117,6 +117,19 @@ export async function openStorage(url: string | StorageTarget, options?: OpenSto
 export async function openStorage(url: string | StorageTarget, options: OpenStorageOptions = {}): Promise<OpenedStorage> {
   const target = typeof url === 'string' ? parseStorageUrl(url) : url;
   const settings = checkOptions(options);
+  const opened = await openTarget(target, settings);
+  // The adapters are peers: an installed one of another storage contract version than this core's is
+  // refused here, with the error that names both, before anything reads or writes through it.
+  try {
+    checkContractVersion(opened.storage, `the ${target.kind} storage of ${target.display}`, PKG);
+  } catch (error) {
+    await opened.close().catch(() => undefined);
+    throw error;
+  }
+  return opened;
+}
+
+async function openTarget(target: StorageTarget, settings: Settings): Promise<OpenedStorage> {
   switch (target.kind) {
     case 'postgres':
       return openPostgres(target, settings);

@@ -31,9 +31,10 @@ export {
   rosterOf,
   corruptRecord,
 } from './codec.js';
-export { RECORD_FORMAT, leaseStateOf, leaderStateOf, memberStateOf, result } from './storage.js';
+export { STORAGE_CONTRACT_VERSION, RECORD_FORMAT, leaseStateOf, leaderStateOf, memberStateOf, result } from './storage.js';
 export { describeValue } from './errors.js';
 export { keyBucket } from './key-bucket.js';
+export { checkContractVersion } from './contract-version.js';
 export { checkWatcherReads, WATCHER_READS, type WatcherReads } from './watcher-reads.js';
 export { optionKeys, nestedOptionHints, refuseUnknownOptions, type OptionHints } from './known-options.js';
 export { abortReason, systemClock, systemRandom } from './clock.js';

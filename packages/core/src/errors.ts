@@ -91,6 +91,24 @@ export class RecordFormatError extends LeaseholdError {
   }
 }
 
+/**
+ * A storage handed to core was written for another version of the storage contract than the one this core
+ * implements (`STORAGE_CONTRACT_VERSION`), or declares none: nothing was started. The message names both
+ * versions, the adapter, and the sections of `UPGRADING.md` that say what changed.
+ */
+export class ContractVersionError extends LeaseholdError {
+  /** The contract version the storage declares (`contractVersion`), or `undefined` when it declares none. */
+  readonly adapterVersion: number | undefined;
+  /** The contract version this core implements. */
+  readonly coreVersion: number;
+
+  constructor(message: string, versions: { adapterVersion: number | undefined; coreVersion: number }, options?: { cause?: unknown }) {
+    super('ERR_CONTRACT_VERSION', message, options);
+    this.adapterVersion = versions.adapterVersion;
+    this.coreVersion = versions.coreVersion;
+  }
+}
+
 /** The worker no longer holds the lease: the write it tried (renew, checkpoint, release) was refused. */
 export class LeaseLostError extends LeaseholdError {
   /** The lease that was lost. */

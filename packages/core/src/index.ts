@@ -19,9 +19,11 @@ export {
   StorageOutcomeUnknownError,
   SourceError,
   AbortedError,
+  ContractVersionError,
 } from './errors.js';
 export {
   Checkpoint,
+  STORAGE_CONTRACT_VERSION,
   type Position,
   type LeaseState,
   type LeaseRecord,

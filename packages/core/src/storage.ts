@@ -50,6 +50,17 @@ export const Checkpoint = {
 export const RECORD_FORMAT = 1;
 
 /**
+ * The version of the storage contract this core implements: the rules of this file and of DESIGN section 3,
+ * as the conformance suite checks them. It moves by one with every change that an adapter written for the
+ * version before must follow (a new operation, a new rule, a changed record type); `UPGRADING.md` has a
+ * section for each ("Contract version N"). An adapter declares the version it was written for as its
+ * `contractVersion`, a number written in its own code (never this constant, which would follow core without
+ * the adapter following the contract), and core refuses a storage of any other version when it is handed
+ * one, with a `ContractVersionError`.
+ */
+export const STORAGE_CONTRACT_VERSION = 8;
+
+/**
  * The fields of a lease that core writes; an adapter stores them whole and gives them back unchanged.
  *
  * A state may also carry fields this version of core does not name (added by a later core without a
@@ -333,6 +344,14 @@ export interface ChangeSubscription extends AsyncDisposable {
  */
 export interface CheckpointStorage {
   /**
+   * The version of the storage contract the adapter was written for ({@link STORAGE_CONTRACT_VERSION} of
+   * the core it was written against), as a number in the adapter's own code: `readonly contractVersion = 8`.
+   * Core refuses a storage of another version, or of none, with a `ContractVersionError` when it is handed
+   * one (`UPGRADING.md` says what each version changed).
+   */
+  readonly contractVersion: typeof STORAGE_CONTRACT_VERSION;
+
+  /**
    * Every lease of the group, in any order, complete however many there are (pages are the adapter's
    * business); a stored lease that cannot be read back is in `corrupt`, not in `leases`. A lease that
    * exists throughout the listing is listed exactly once however other clients delete and create leases
@@ -493,6 +512,14 @@ export interface NewLeader extends Partial<LeaderState> {
  * lists, and a lease may have any key. Leader writes publish nothing on the change feed.
  */
 export interface LeaderStore {
+  /**
+   * The version of the storage contract the adapter was written for ({@link STORAGE_CONTRACT_VERSION} of
+   * the core it was written against), as a number in the adapter's own code: `readonly contractVersion = 8`.
+   * Core refuses a storage of another version, or of none, with a `ContractVersionError` when it is handed
+   * one (`UPGRADING.md` says what each version changed).
+   */
+  readonly contractVersion: typeof STORAGE_CONTRACT_VERSION;
+
   /** The group's leader record, or `null` if none was ever created. */
   getLeader(group: string): Promise<LeaderRecord | null>;
   /** Creates the group's leader record if it has none; otherwise a conflict with the current one. */

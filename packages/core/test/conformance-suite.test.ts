@@ -6,8 +6,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MemoryStorage, type Storage } from '../src/index.js';
-import { runConformanceSuite, type ConformanceTarget, type TestApi } from '../src/testing/index.js';
+import { ContractVersionError, MemoryStorage, STORAGE_CONTRACT_VERSION, type Storage } from '../src/index.js';
+import { leaderContract, runConformanceSuite, type ConformanceTarget, type TestApi } from '../src/testing/index.js';
 import {
   AcceptsStaleWriteFromOwnerStorage,
   BatchFailsWholeOnCorruptStorage,
@@ -135,6 +135,7 @@ async function expectFailing(target: Omit<ConformanceTarget, 'name'>, titles: re
 const shared = (storage: Storage): Omit<ConformanceTarget, 'name'> => ({ createStorage: async () => storage });
 
 const T = {
+  contractVersion: `the adapter declares the storage contract version this core implements (contractVersion ${STORAGE_CONTRACT_VERSION})`,
   staleUpdate: 'an update at a stale version is a conflict carrying the current lease, and changes nothing',
   roundTrip: 'every field round-trips through create, update, get and list, including invented metadata keys',
   laterFields: 'the format and fields core does not name round-trip exactly through create, update, get, list and a conflict\'s current record',
@@ -269,6 +270,46 @@ describe('the conformance suite', () => {
       [crossProcess(T.increments)]: 'not checked between processes: the target does not say how to open a client in another process (crossProcess)',
       [T.txnApplies]: 'not checked: the target offers no transactional checkpoint (transactionalCheckpoint)',
     });
+  });
+
+  it('fails an adapter of an older contract version in its first test, with the one ContractVersionError, and skips every other test', async () => {
+    const older = STORAGE_CONTRACT_VERSION - 1;
+    /** An adapter written for the contract version before this core's: it may break any rule that changed since. */
+    class OlderContractStorage extends Passthrough {
+      constructor(inner: Storage) {
+        super(inner);
+        Object.defineProperty(this, 'contractVersion', { value: older });
+      }
+    }
+    const outcomes = await runSuite(perClient((store) => new OlderContractStorage(store)));
+    const [first] = outcomes.values();
+    expect(first?.title).toBe(T.contractVersion);
+    expect(titlesWith(outcomes, 'failed')).toEqual([T.contractVersion]);
+    expect(titlesWith(outcomes, 'passed')).toEqual([]);
+    expect(titlesWith(outcomes, 'skipped')).toHaveLength(outcomes.size - 1);
+    const error = outcomes.get(T.contractVersion)?.error;
+    expect(error).toBeInstanceOf(ContractVersionError);
+    expect((error as Error).message).toBe(
+      `[testing] subject's storage, OlderContractStorage, implements storage contract version ${older}, but this core implements version ${STORAGE_CONTRACT_VERSION}: ` +
+        `make the changes of UPGRADING.md, section "Contract version ${STORAGE_CONTRACT_VERSION}", then declare contractVersion = ${STORAGE_CONTRACT_VERSION} (or use a core of contract version ${older})`,
+    );
+    for (const outcome of outcomes.values()) {
+      if (outcome.status === 'skipped') expect(outcome.note, outcome.title).toBe(`not checked: the adapter is of another storage contract version (${(error as Error).message})`);
+    }
+  });
+
+  it('fails each test of a group run on its own with the ContractVersionError, when the run has no contract version test', async () => {
+    class NoContractStorage extends Passthrough {
+      constructor(inner: Storage) {
+        super(inner);
+        Object.defineProperty(this, 'contractVersion', { value: undefined });
+      }
+    }
+    const tests: Array<(context?: unknown) => Promise<void>> = [];
+    const store = new MemoryStorage();
+    leaderContract({ describe: (_name, fn) => fn(), it: (_title, fn) => tests.push(fn) }, { name: 'subject', createStorage: async () => new NoContractStorage(store) });
+    expect(tests.length).toBeGreaterThan(0);
+    for (const test of tests) await expect(test()).rejects.toBeInstanceOf(ContractVersionError);
   });
 
   it('passes an adapter without the watchers\' reads, saying it did not check their rules', async () => {

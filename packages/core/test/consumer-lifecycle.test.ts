@@ -60,6 +60,7 @@ class FailingReads implements ShardSource {
 /** The storage without its leader record methods: a consumer with no leader, no shard sync and no birth gate. */
 function leaderless(storage: MemoryStorage): CheckpointStorage {
   return {
+    contractVersion: storage.contractVersion,
     listLeases: (group) => storage.listLeases(group),
     getLease: (group, leaseKey) => storage.getLease(group, leaseKey),
     createLease: (lease, options) => storage.createLease(lease, options),

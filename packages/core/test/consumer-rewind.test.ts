@@ -31,7 +31,12 @@ function rewindWorld(shards = 1) {
 /** The same store seen through a client without a change feed, as DynamoDB is. */
 function withoutFeed(storage: MemoryStorage): MemoryStorage {
   return new Proxy(storage, {
-    get: (target, name) => (name === 'subscribe' ? undefined : (Reflect.get(target, name) as (...args: unknown[]) => unknown).bind(target)),
+    get: (target, name) => {
+      if (name === 'subscribe') return undefined;
+      // Operations bound to the store, values (its contractVersion) as they are.
+      const value: unknown = Reflect.get(target, name, target);
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    },
   });
 }
 

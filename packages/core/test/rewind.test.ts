@@ -20,6 +20,12 @@ import { leaseStateOf, RECORD_FORMAT, REWIND_FIELDS, REWIND_MARKER_FIELD, rewind
 import { seededRandom, VirtualScheduler } from '../src/testing/index.js';
 import { run } from './support/virtual.js';
 
+/** A member of `storage` for a proxy that replaces some of its operations: operations bound to it, values (its contractVersion) as they are. */
+function ownOf(storage: object, name: string | symbol): unknown {
+  const value: unknown = Reflect.get(storage, name);
+  return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(storage) : value;
+}
+
 const GROUP = 'orders';
 
 async function group(leases: readonly Omit<NewLease, 'group'>[], members: readonly { workerId: string; status?: 'alive' | 'dead' }[] = []) {
@@ -235,7 +241,7 @@ describe('applyRewind', () => {
       return storage.updateLeases(g, updates);
     };
     const busy = new Proxy(storage, {
-      get: (target, name) => (name === 'updateLeases' ? updateLeases : (Reflect.get(target, name) as (...args: unknown[]) => unknown).bind(target)),
+      get: (target, name) => (name === 'updateLeases' ? updateLeases : ownOf(target, name)),
     });
     // One read of the group: the write gets through without reading it again.
     await applyRewind(rewind, { storage: busy, maxAttempts: 1 });
@@ -258,7 +264,7 @@ describe('applyRewind', () => {
       return storage.updateLeases(g, updates);
     };
     const racing = new Proxy(storage, {
-      get: (target, name) => (name === 'updateLeases' ? updateLeases : (Reflect.get(target, name) as (...args: unknown[]) => unknown).bind(target)),
+      get: (target, name) => (name === 'updateLeases' ? updateLeases : ownOf(target, name)),
     });
     await applyRewind(rewind, { storage: racing, maxAttempts: 1 });
     expect(await lease('parent')).toMatchObject({ checkpoint: Checkpoint.SHARD_END });
@@ -277,7 +283,7 @@ describe('applyRewind', () => {
       return storage.updateLeases(g, updates);
     };
     const jittery = new Proxy(storage, {
-      get: (target, name) => (name === 'updateLeases' ? updateLeases : (Reflect.get(target, name) as (...args: unknown[]) => unknown).bind(target)),
+      get: (target, name) => (name === 'updateLeases' ? updateLeases : ownOf(target, name)),
     });
     await expect(applyRewind(rewind, { storage: jittery, maxAttempts: 3 })).rejects.toThrow(/could not be written to "busy" after 3 attempts: they kept changing/);
     await expect(applyRewind(rewind, { storage, maxAttempts: 0 })).rejects.toThrow(InvalidConfigError);

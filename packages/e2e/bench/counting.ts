@@ -35,6 +35,7 @@ export function counting(inner: Storage, tally: () => Tally): Storage {
     t.itemsWritten += written;
   };
   return {
+    contractVersion: inner.contractVersion,
     listLeases: async (group) => {
       const listing = await inner.listLeases(group);
       count('listLeases', listing.leases.length + listing.corrupt.length, 0);

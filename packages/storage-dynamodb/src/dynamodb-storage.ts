@@ -133,6 +133,9 @@ const TRUE: AttributeValue = { BOOL: true };
  * {@link DynamoDBStorage.createTable} (or the `createTable` function) before first use.
  */
 export class DynamoDBStorage implements Storage {
+  /** The storage contract version this adapter implements (UPGRADING.md); core refuses any other. */
+  readonly contractVersion = 8;
+
   readonly #client: DynamoDBClient;
   readonly #tableName: string;
   readonly #writeConcurrency: number;

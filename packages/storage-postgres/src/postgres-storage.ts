@@ -174,6 +174,9 @@ function ignoreClientError(): void {}
  * once with {@link PostgresStorage.migrate}.
  */
 export class PostgresStorage implements Storage {
+  /** The storage contract version this adapter implements (UPGRADING.md); core refuses any other. */
+  readonly contractVersion = 8;
+
   readonly #pool: Pool;
   readonly #names: TableNames;
   readonly #sql: Statements;

@@ -105,6 +105,9 @@ interface Channel {
  * keep Redis from losing acknowledged writes).
  */
 export class RedisStorage implements Storage {
+  /** The storage contract version this adapter implements (UPGRADING.md); core refuses any other. */
+  readonly contractVersion = 8;
+
   readonly #client: Redis | Cluster;
   readonly #prefix: string;
   readonly #listPageSize: number;

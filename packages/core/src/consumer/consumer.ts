@@ -1,6 +1,7 @@
 import { systemClock, systemRandom, type Clock, type Random } from '../clock.js';
 import { AbortedError, describeValue, InvalidConfigError, LeaseholdError, LeaseLostError } from '../errors.js';
 import { TypedEmitter } from '../events.js';
+import { checkContractVersion } from '../contract-version.js';
 import { LeaderElector } from '../leader/elector.js';
 import { LeaseCoordinator, parentsFinished, type HeldLease } from '../lease/coordinator.js';
 import { nonNegative, positive, positiveInteger } from '../lease/timing.js';
@@ -121,6 +122,9 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
     } else if (!options.source || typeof options.source.read !== 'function' || typeof options.source.listShards !== 'function') {
       throw new InvalidConfigError(`[${PKG}] source must implement ShardSource, got ${describeValue(options.source)}`);
     }
+    // Before any part is made, so that a storage of another contract version is the one error a user sees.
+    if (typeof options.storage === 'object' && options.storage !== null) checkContractVersion(options.storage, "Consumer's storage", PKG);
+    if (options.leaderStore !== undefined) checkContractVersion(options.leaderStore, "Consumer's leaderStore", PKG);
     const policy = options.checkpointing ?? 'batch';
     if (policy !== 'batch' && policy !== 'manual') {
       if (typeof policy !== 'object' || policy === null || (policy.everyRecords === undefined && policy.everyMs === undefined)) {

@@ -1,5 +1,6 @@
 import type { Clock } from '../clock.js';
 import { concurrencyLimit } from '../concurrency.js';
+import { checkContractVersion } from '../contract-version.js';
 import type { ShardInfo, ShardSource } from '../source.js';
 import { hasRewindRequest, settleRewinds } from '../rewind.js';
 import { Checkpoint, RECORD_FORMAT, type CheckpointStorage, type LeaseRecord, type Position } from '../storage.js';
@@ -26,7 +27,7 @@ export interface ShardSyncReport {
 }
 
 /** What a shard sync round uses of the lease table. */
-export type ShardSyncStorage = Pick<CheckpointStorage, 'listLeases' | 'getRoster' | 'createLease' | 'deleteLease' | 'getLease' | 'updateLeases'>;
+export type ShardSyncStorage = Pick<CheckpointStorage, 'contractVersion' | 'listLeases' | 'getRoster' | 'createLease' | 'deleteLease' | 'getLease' | 'updateLeases'>;
 
 /** Options of {@link ShardSync}. */
 export interface ShardSyncOptions {
@@ -88,6 +89,7 @@ export class ShardSync {
   #pinned: Position | undefined;
 
   constructor(options: ShardSyncOptions) {
+    checkContractVersion(options.storage, "ShardSync's storage");
     this.#options = options;
   }
 

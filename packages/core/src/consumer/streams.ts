@@ -134,6 +134,7 @@ export function streamView(
     }),
   };
   return {
+    contractVersion: storage.contractVersion,
     listLeases: () => Promise.resolve(narrowed),
     getRoster: (group) => storage.getRoster(group),
     createLease: (lease, options) => storage.createLease(lease, options),

@@ -1,6 +1,7 @@
 import { systemClock, systemRandom, type Clock, type Random } from '../clock.js';
 import { AbortedError, describeValue, InvalidConfigError, LeaseholdError, RecordFormatError, StorageUnavailableError } from '../errors.js';
 import { TypedEmitter } from '../events.js';
+import { checkContractVersion } from '../contract-version.js';
 import { holdMs, resolveHoldTiming, resolveIdentity } from '../lease/timing.js';
 import { VersionWatch } from '../observed-expiry.js';
 import { leaderStateOf, RECORD_FORMAT, type LeaderRecord, type LeaderStore, type WriteResult } from '../storage.js';
@@ -113,6 +114,7 @@ export class LeaderElector extends TypedEmitter<LeaderElectorEvents> implements 
     if (!options.store || typeof options.store.updateLeader !== 'function') {
       throw new InvalidConfigError(`[${PKG}] store must implement LeaderStore, got ${describeValue(options.store)}`);
     }
+    checkContractVersion(options.store, "LeaderElector's store", PKG);
     const timing = resolveHoldTiming(PKG, options, { leaseDurationMs: 'leaseDurationMs', renewIntervalMs: 'renewIntervalMs' });
     this.#store = options.store;
     this.#clock = options.clock ?? systemClock;

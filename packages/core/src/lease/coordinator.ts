@@ -14,6 +14,7 @@ import type { RosterView } from './roster-view.js';
 import { compareNumericPositions } from '../position.js';
 import { limits } from '../validation.js';
 import { checkWatcherReads } from '../watcher-reads.js';
+import { checkContractVersion } from '../contract-version.js';
 import { unsafeOf } from '../unsafe.js';
 import { refuseUnknownOptions } from '../known-options.js';
 import { RECORD_FORMAT, type ChangeSubscription, type CheckpointStorage, type LeaseChange, type LeaseRecord, type Position } from '../storage.js';
@@ -98,6 +99,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     if (!options.storage || typeof options.storage.updateLeases !== 'function' || typeof options.storage.putMember !== 'function') {
       throw new InvalidConfigError(`[${PKG}] storage must implement CheckpointStorage (leases and roster), got ${describeValue(options.storage)}`);
     }
+    checkContractVersion(options.storage, "LeaseCoordinator's storage", PKG);
     const leaseDurationMs = positive(PKG, 'leaseDurationMs', options.leaseDurationMs ?? 10_000);
     const timing = resolveHoldTiming(
       PKG,

@@ -14,6 +14,7 @@ import {
   validateWorkerIds,
 } from '../validation.js';
 import {
+  STORAGE_CONTRACT_VERSION,
   leaderStateOf,
   leaseStateOf,
   memberStateOf,
@@ -83,6 +84,8 @@ const PKG = 'memory-storage';
  * change stored state except through the contract. Use it in unit tests and to learn the contract.
  */
 export class MemoryStorage implements Storage {
+  /** The storage contract version this store implements: core's own, since it ships with core. */
+  readonly contractVersion = STORAGE_CONTRACT_VERSION;
   readonly #groups = new Map<string, Map<string, Slot>>();
   readonly #leaders = new Map<string, LeaderRecord>();
   readonly #rosters = new Map<string, RosterSlot>();

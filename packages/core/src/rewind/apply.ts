@@ -4,6 +4,7 @@
  */
 import { systemClock, systemRandom } from '../clock.js';
 import { describeValue, InvalidConfigError, InvalidInputError, LeaseholdError } from '../errors.js';
+import { checkContractVersion } from '../contract-version.js';
 import type { CheckpointStorage, LeaderStore, LeaseRecord } from '../storage.js';
 import { decide } from './plan.js';
 import { carries } from './request.js';
@@ -84,6 +85,7 @@ export async function applyRewind(plan: RewindPlan, options: ApplyRewindOptions)
   }
   const { storage } = options;
   if (!storage || typeof storage.updateLeases !== 'function') throw new InvalidConfigError(`[${PKG}] storage must implement CheckpointStorage, got ${describeValue(storage)}`);
+  checkContractVersion(storage, "applyRewind's storage", PKG);
   const maxAttempts = options.maxAttempts ?? 5;
   if (!Number.isSafeInteger(maxAttempts) || maxAttempts < 1) throw new InvalidConfigError(`[${PKG}] maxAttempts must be a positive integer, got ${describeValue(maxAttempts)}`);
   const clock = options.clock ?? systemClock;

@@ -4,6 +4,7 @@
  */
 import { systemClock } from '../clock.js';
 import { describeValue, InvalidConfigError, InvalidInputError } from '../errors.js';
+import { checkContractVersion } from '../contract-version.js';
 import type { LeaseRecord } from '../storage.js';
 import { hasRewindRequest, REWIND_FIELDS, rewindRequestOf } from './request.js';
 import { settleAndMark } from './settle.js';
@@ -24,6 +25,7 @@ export async function awaitRewind(rewind: AppliedRewind, options: AwaitRewindOpt
   }
   const { storage, timeoutMs } = options;
   if (!storage || typeof storage.listLeases !== 'function') throw new InvalidConfigError(`[${PKG}] storage must implement CheckpointStorage, got ${describeValue(storage)}`);
+  checkContractVersion(storage, "awaitRewind's storage", PKG);
   if (typeof timeoutMs !== 'number' || !(timeoutMs >= 0)) throw new InvalidConfigError(`[${PKG}] timeoutMs must be a non-negative number of milliseconds, got ${describeValue(timeoutMs)}`);
   const pollIntervalMs = options.pollIntervalMs ?? 500;
   if (typeof pollIntervalMs !== 'number' || !(pollIntervalMs > 0) || !Number.isFinite(pollIntervalMs)) {

@@ -5,6 +5,7 @@
  */
 import { systemClock, systemRandom } from '../clock.js';
 import { describeValue, InvalidConfigError, InvalidInputError } from '../errors.js';
+import { checkContractVersion } from '../contract-version.js';
 import { limits } from '../validation.js';
 import { parseStreamLeaseKey } from '../stream-keys.js';
 import { Checkpoint, RECORD_FORMAT, type LeaseRecord, type Position } from '../storage.js';
@@ -97,6 +98,7 @@ export async function planRewind(options: PlanRewindOptions): Promise<RewindPlan
   if (!storage || typeof storage.listLeases !== 'function' || typeof storage.getRoster !== 'function') {
     throw new InvalidConfigError(`[${PKG}] storage must implement CheckpointStorage, got ${describeValue(storage)}`);
   }
+  checkContractVersion(storage, "planRewind's storage", PKG);
   if (typeof group !== 'string' || group.length === 0) throw new InvalidInputError(`[${PKG}] group must be a non-empty string, got ${describeValue(group)}`);
   const clock = options.clock ?? systemClock;
   const random = options.random ?? systemRandom;

@@ -5,7 +5,8 @@
  */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { LeaseholdError } from '../errors.js';
+import { checkContractVersion } from '../contract-version.js';
+import { ContractVersionError, LeaseholdError } from '../errors.js';
 import { encodeMemberState } from '../codec.js';
 import { limits } from '../validation.js';
 import { leaseStateOf, memberStateOf, RECORD_FORMAT } from '../storage.js';
@@ -153,6 +154,42 @@ export type Body = (context: Context) => Promise<void>;
 /** Where a test's clients live: in this process, or in other processes (opened per test, or shared by a group's tests). */
 type Mode = 'in-process' | 'cross-process' | { readonly processes: (count: number) => Promise<Storage[]> };
 
+/** Targets whose run starts with the contract version test (`contractVersionContract`). */
+const versionTested = new WeakSet<ConformanceTarget>();
+/** Each target's contract version check, made once on one client of its own. */
+const versionChecks = new WeakMap<ConformanceTarget, Promise<ContractVersionError | undefined>>();
+
+/** Says that `target`'s run has the contract version test, so that its other tests skip on a mismatch instead of failing with the same error. */
+export function versionTestedOn(target: ConformanceTarget): void {
+  versionTested.add(target);
+}
+
+/**
+ * The `ContractVersionError` core would throw when handed a client of `target`, or `undefined` when the
+ * target declares the contract version of this core. Checked once per target; a target that could not open
+ * a client is asked again by the next test.
+ */
+export function contractVersionOf(target: ConformanceTarget): Promise<ContractVersionError | undefined> {
+  let check = versionChecks.get(target);
+  if (check === undefined) {
+    check = (async () => {
+      const storage = await target.createStorage();
+      try {
+        checkContractVersion(storage, `${target.name}'s storage`, 'testing');
+        return undefined;
+      } catch (error) {
+        if (error instanceof ContractVersionError) return error;
+        throw error;
+      } finally {
+        await target.closeStorage?.(storage).catch(() => undefined);
+      }
+    })();
+    check.catch(() => versionChecks.delete(target));
+    versionChecks.set(target, check);
+  }
+  return check;
+}
+
 export function define(t: TestApi, target: ConformanceTarget, title: string, body: Body, mode: Mode = 'in-process'): void {
   t.it(
     title,
@@ -181,6 +218,13 @@ export function define(t: TestApi, target: ConformanceTarget, title: string, bod
         },
       };
       try {
+        // An adapter of another contract version fails the one test that says so; the rules it was not
+        // written for are not judged (or, when that test is not in the run, each fails with its error).
+        const mismatch = await contractVersionOf(target);
+        if (mismatch !== undefined) {
+          if (versionTested.has(target)) context.notChecked(`not checked: the adapter is of another storage contract version (${mismatch.message})`);
+          throw mismatch;
+        }
         if (mode !== 'in-process' && !target.crossProcess) {
           context.notChecked(
             `not checked between processes: ${target.notApplicable?.crossProcess ?? 'the target does not say how to open a client in another process (crossProcess)'}`,

@@ -13,6 +13,10 @@
  * the contract's documentation uses. A test that needs a hook the target does not provide is skipped,
  * and its skip note says what was not checked.
  *
+ * The first test, "contract version" in `conformance-contract-version.ts`, checks that the adapter declares
+ * the storage contract version of this core; when it does not, that test fails with the
+ * `ContractVersionError` core would throw and every other test is skipped.
+ *
  * The rules live in one file per group of tests, so that a failing test's name leads to its file: "lease
  * contract" in `conformance-leases.ts`, "leader contract" in `conformance-leader.ts`, "roster contract" in
  * `conformance-roster.ts`, "listing, names and limits" in `conformance-limits.ts`, "concurrency",
@@ -22,6 +26,7 @@
  * `conformance-watchers.ts` and "transactional checkpoint" in `conformance-transactions.ts`. What they
  * share is in `conformance-kit.ts`; `@leasehold/core/testing` exports each group's `*Contract` from its file.
  */
+import { contractVersionContract } from './conformance-contract-version.js';
 import { badInputContract } from './conformance-bad-input.js';
 import { changeFeedContract } from './conformance-change-feed.js';
 import { concurrencyContract, monotonicityContract, readsWhileWritingContract } from './conformance-concurrency.js';
@@ -37,6 +42,8 @@ import type { ConformanceTarget, TestApi } from './conformance-kit.js';
 
 /** Runs every group of the conformance suite. */
 export function runConformanceSuite(t: TestApi, target: ConformanceTarget): void {
+  // First: an adapter of another contract version fails this one test, and the others are skipped.
+  contractVersionContract(t, target);
   leaseContract(t, target);
   leaderContract(t, target);
   rosterContract(t, target);

@@ -48,6 +48,8 @@ export class FaultyStorage implements Storage {
   readonly #clock: VirtualClock;
   readonly #random: Random;
   readonly plan: FaultPlan;
+  /** The inner store's contract version: a wrapper is the store it wraps, as core checks it. */
+  readonly contractVersion: Storage['contractVersion'];
 
   /** The watchers' reads, present when the inner store has them (see {@link Storage.getMembers}; a store with only some is refused). */
   readonly getMembers?: (group: string, workerIds: readonly string[]) => Promise<Roster>;
@@ -56,6 +58,7 @@ export class FaultyStorage implements Storage {
 
   constructor(inner: Storage, clock: VirtualClock, random: Random, plan: FaultPlan = noFaults()) {
     this.#inner = inner;
+    this.contractVersion = inner.contractVersion;
     this.#clock = clock;
     this.#random = random;
     this.plan = plan;

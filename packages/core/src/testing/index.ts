@@ -1,5 +1,6 @@
 export { runConformanceSuite } from './conformance.js';
 export type { ConformanceTarget, TransactionalCheckpoint, UserWrite, ProxyFaults, BreakableFaults, TestApi } from './conformance-kit.js';
+export { contractVersionContract } from './conformance-contract-version.js';
 export { leaseContract } from './conformance-leases.js';
 export { leaderContract } from './conformance-leader.js';
 export { rosterContract } from './conformance-roster.js';

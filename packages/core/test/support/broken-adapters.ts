@@ -316,7 +316,12 @@ export class BatchFailsWholeOnCorruptStorage extends MemoryStorage {
 
 /** A client of a shared store that passes every call through; the base of the wrappers below. */
 export class Passthrough implements Storage {
-  constructor(protected readonly inner: Storage) {}
+  /** The wrapped store's contract version: a wrapper is the store it wraps, as core checks it. */
+  readonly contractVersion: Storage['contractVersion'];
+
+  constructor(protected readonly inner: Storage) {
+    this.contractVersion = inner.contractVersion;
+  }
 
   listLeases(group: string): Promise<LeaseListing> {
     return this.inner.listLeases(group);

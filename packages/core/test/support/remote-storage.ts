@@ -8,6 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { createConnection, createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 import {
+  STORAGE_CONTRACT_VERSION,
   LeaseholdError,
   MemoryStorage,
   StorageOutcomeUnknownError,
@@ -177,6 +178,7 @@ class ConnectionLost extends Error {}
  * its own write by its token).
  */
 export class RemoteStorage implements Storage {
+  readonly contractVersion = STORAGE_CONTRACT_VERSION;
   readonly #address: { host: string; port: number };
   readonly #bug: RemoteBug | undefined;
   readonly #resends: boolean;

@@ -6,6 +6,7 @@
  */
 import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import {
+  STORAGE_CONTRACT_VERSION,
   type CreateLeaseOptions,
   type DeleteResult,
   type LeaderRecord,
@@ -56,6 +57,7 @@ interface Contents {
 let writes = 0;
 
 export class UnlockedFileStorage implements Storage {
+  readonly contractVersion = STORAGE_CONTRACT_VERSION;
   constructor(private readonly file: string) {}
 
   /** Creates the file, empty. */
