@@ -11,7 +11,7 @@ import { RecordFormatError, StorageUnavailableError, type MemberRecord, type Mem
 import { decodeMember, encodeMemberState, RECORD_FORMAT } from '@leasehold/core/adapter';
 import { DynamoDBStorage } from '../src/index.js';
 import { SPREAD_MARKER_WORKER_ID } from '../src/single-members-key.js';
-import { loggedStorage as logged, useDynalite } from './support.js';
+import { loggedStorage as logged, memberState, useDynalite } from './support.js';
 
 type Item = Record<string, AttributeValue>;
 
@@ -24,9 +24,6 @@ function group(): string {
   return `group-${process.pid}-${groupCount++}`;
 }
 
-function memberState(overrides: Partial<MemberState> = {}): MemberState {
-  return { format: RECORD_FORMAT, incarnation: 'inc-1', leaseDurationMs: 10_000, status: 'alive', held: 0, changes: 0, requests: [], metadata: {}, ...overrides };
-}
 
 const oldKey = (g: string, workerId: string): Item => ({ pk: { S: `${g}#members` }, sk: { S: `member:${workerId}` } });
 
