@@ -149,6 +149,26 @@ export async function dynamo(): Promise<{ dynalite: RunningDynalite; client: Dyn
   return { dynalite, client };
 }
 
+/**
+ * The dynalite of one test file: started before its first test, stopped after its last; `env()` is it
+ * (with a client), `backend()` a fresh table in it.
+ */
+export function useDynamo(): { env: () => { dynalite: RunningDynalite; client: DynamoDBClient }; backend: () => Promise<TestBackend> } {
+  let started: { dynalite: RunningDynalite; client: DynamoDBClient } | undefined;
+  beforeAll(async () => {
+    started = await dynamo();
+  });
+  afterAll(async () => {
+    started?.client.destroy();
+    await started?.dynalite.close();
+  });
+  const env = (): { dynalite: RunningDynalite; client: DynamoDBClient } => {
+    if (started === undefined) throw new Error('dynalite is not started: call useDynamo() at the top of the test file');
+    return started;
+  };
+  return { env, backend: () => dynamoBackend(env()) };
+}
+
 /** A fresh table in dynalite (unless `created` is false); dynalite drops everything when it stops. */
 export async function dynamoBackend(env: { dynalite: RunningDynalite; client: DynamoDBClient }, { created = true } = {}): Promise<TestBackend> {
   const tableName = freshName('cli');
