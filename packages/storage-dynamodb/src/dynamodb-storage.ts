@@ -7,6 +7,7 @@ import {
   type AttributeValue,
   type DynamoDBClient,
   type PutItemCommandInput,
+  type QueryCommandInput,
 } from '@aws-sdk/client-dynamodb';
 import {
   InvalidConfigError,
@@ -54,8 +55,7 @@ import {
   refuseUnknownOptions,
 } from '@leasehold/core/adapter';
 import { batchGetItems } from './batch-get.js';
-import { blockingMembers, earlierMembersError, earlierRosterKey, isMarked, markingUpdate } from './earlier-roster.js';
-import { holdsMarker, markerPut, oldKeyBlockers, oldKeyMembersError, singleKeyQuery } from './single-members-key.js';
+import { refuseBesideEarlierLayouts, type JoinCheckIo } from './join-check.js';
 import {
   corruptDigest,
   corruptOutcome,
@@ -370,28 +370,49 @@ export class DynamoDBStorage implements Storage {
 
   /** Every member item under one bucket's partition key, tombstones left out. */
   async #membersUnder(group: string, partitionKey: string): Promise<Item[]> {
-    const items: Item[] = [];
-    let startKey: Item | undefined;
     // Pages follow the sort key (`member:<workerId>`), which no write moves: a member present throughout
     // the read is on exactly one page, however the others heartbeat, join and leave.
+    const items = await this.#queryAll(`read the roster of group ${describeValue(group)}`, (startKey) => ({
+      TableName: this.#tableName,
+      KeyConditionExpression: '#pk = :pk AND begins_with(#sk, :member)',
+      ExpressionAttributeNames: { '#pk': attr.pk, '#sk': attr.sk },
+      ExpressionAttributeValues: { ':pk': { S: partitionKey }, ':member': { S: MEMBER_PREFIX } },
+      ConsistentRead: true,
+      ExclusiveStartKey: startKey,
+    }));
+    return items.filter((item) => !isRemoved(item));
+  }
+
+  /** Every item of a Query, page after page until `LastEvaluatedKey` is empty. */
+  async #queryAll(what: string, input: (startKey: Item | undefined) => QueryCommandInput): Promise<Item[]> {
+    const items: Item[] = [];
+    let startKey: Item | undefined;
     do {
-      const page = await this.#read(`read the roster of group ${describeValue(group)}`, () =>
-        this.#client.send(
-          new QueryCommand({
-            TableName: this.#tableName,
-            KeyConditionExpression: '#pk = :pk AND begins_with(#sk, :member)',
-            ExpressionAttributeNames: { '#pk': attr.pk, '#sk': attr.sk },
-            ExpressionAttributeValues: { ':pk': { S: partitionKey }, ':member': { S: MEMBER_PREFIX } },
-            ConsistentRead: true,
-            ExclusiveStartKey: startKey,
-          }),
-        ),
-      );
-      for (const item of page.Items ?? []) if (!isRemoved(item)) items.push(item);
+      const page = await this.#read(what, () => this.#client.send(new QueryCommand(input(startKey))));
+      items.push(...(page.Items ?? []));
       startKey = page.LastEvaluatedKey;
     } while (startKey !== undefined && Object.keys(startKey).length > 0);
     return items;
   }
+
+  /** What the join's checks of the layouts before use (`join-check.ts`). */
+  #joinCheckIo(): JoinCheckIo {
+    return {
+      tableName: this.#tableName,
+      getItem: (what, key) => this.#read(what, () => this.#getItem(key)),
+      queryAll: (what, input) => this.#queryAll(what, input),
+      mark: async (what, request) => {
+        const sent = await this.#send(() => request(this.#client));
+        if (sent.kind === 'failed') {
+          const outcome = await this.#failedWrite(sent.error, what);
+          // Nothing of the join was sent: no record of it can have changed.
+          throw new StorageUnavailableError(`${outcome.error.message}; the join was not sent`, { cause: outcome.error });
+        }
+        return sent.kind === 'applied' ? sent.attributes : sent.item;
+      },
+    };
+  }
+
 
   /**
    * One strongly consistent `BatchGetItem` of the members' items (keys DynamoDB leaves unprocessed are sent
@@ -463,10 +484,7 @@ export class DynamoDBStorage implements Storage {
       expectedVersion === null
         ? `join of member ${describeValue(workerId)} in group ${describeValue(group)}`
         : `write of member ${describeValue(workerId)} at version ${expectedVersion} in group ${describeValue(group)}`;
-    if (expectedVersion === null) {
-      await this.#refuseBesideEarlierRoster(group);
-      await this.#refuseBesideSingleMembersKey(group);
-    }
+    if (expectedVersion === null) await refuseBesideEarlierLayouts(group, this.#joinCheckIo());
     const state = memberStateOf(next);
     const key = memberItemKey(group, workerId);
     const writeId = randomBytes(12).toString('base64url');
@@ -546,66 +564,6 @@ export class DynamoDBStorage implements Storage {
     // this removal's own first attempt (followed by a join).
     if (met.retried) return result.unknown(ambiguous(what));
     return memberConflict(group, workerId, met.item);
-  }
-
-  /**
-   * One group, one roster (see `earlier-roster.ts`): a join first reads the earlier release's roster item
-   * of the group; unless it holds the marker, marks it (creating it for a group the earlier release never
-   * ran), so that a worker of the earlier release stops, now or whenever it starts; and throws a
-   * `RecordFormatError` naming the members still alive in it. Once marked, a join pays one read.
-   */
-  async #refuseBesideEarlierRoster(group: string): Promise<void> {
-    const key = earlierRosterKey(group);
-    const what = `read the roster item of an earlier release of group ${describeValue(group)}`;
-    let item = await this.#read(what, () => this.#getItem(key));
-    if (item === undefined || !isMarked(item)) {
-      const sent = await this.#send(() => this.#client.send(new UpdateItemCommand(markingUpdate(this.#tableName, group, randomBytes(12).toString('base64url')))));
-      if (sent.kind === 'failed') {
-        const outcome = await this.#failedWrite(sent.error, `marking of the roster item of an earlier release of group ${describeValue(group)}`);
-        // Nothing of the join was sent: no record of it can have changed.
-        throw new StorageUnavailableError(`${outcome.error.message}; the join was not sent`, { cause: outcome.error });
-      }
-      // Applied: the item after the marking. Refused: another join marked it first, and the item as it
-      // was refused holds the marker too. A backend that returns neither gets a read, which is later still.
-      item = (sent.kind === 'applied' ? sent.attributes : sent.item) ?? (await this.#read(what, () => this.#getItem(key)));
-      if (item === undefined) return;
-    }
-    const error = earlierMembersError(group, blockingMembers(group, item));
-    if (error !== undefined) throw error;
-  }
-
-  /**
-   * One group, one roster (see `single-members-key.ts`): a join reads the members' partition key of the
-   * release before; unless it holds the marker, puts the marker there, so that a worker of the release
-   * before stops, now or whenever it starts; and throws a `RecordFormatError`
-   * naming the members still alive under that key. Once marked, a join pays one Query.
-   */
-  async #refuseBesideSingleMembersKey(group: string): Promise<void> {
-    const what = `read the members of an earlier release of group ${describeValue(group)}`;
-    let items = await this.#singleKeyItems(what, group);
-    if (!holdsMarker(items)) {
-      const sent = await this.#send(() => this.#client.send(new PutItemCommand(markerPut(this.#tableName, group, randomBytes(12).toString('base64url')))));
-      if (sent.kind === 'failed') {
-        const outcome = await this.#failedWrite(sent.error, `marking of the members' key of an earlier release of group ${describeValue(group)}`);
-        // Nothing of the join was sent: no record of it can have changed.
-        throw new StorageUnavailableError(`${outcome.error.message}; the join was not sent`, { cause: outcome.error });
-      }
-      // Applied, or another join marked the key first: either way the key is read again, after the marking.
-      items = await this.#singleKeyItems(what, group);
-    }
-    const error = oldKeyMembersError(group, oldKeyBlockers(group, items));
-    if (error !== undefined) throw error;
-  }
-
-  async #singleKeyItems(what: string, group: string): Promise<Item[]> {
-    const items: Item[] = [];
-    let startKey: Item | undefined;
-    do {
-      const page = await this.#read(what, () => this.#client.send(new QueryCommand(singleKeyQuery(this.#tableName, group, startKey))));
-      items.push(...(page.Items ?? []));
-      startKey = page.LastEvaluatedKey;
-    } while (startKey !== undefined && Object.keys(startKey).length > 0);
-    return items;
   }
 
   async getLeader(group: string): Promise<LeaderRecord | null> {
