@@ -73,7 +73,8 @@ try {
     const tarball = join(scratch, added[0]);
     tarballs.push(tarball);
 
-    // The packed manifest: no workspace protocol left, and only dist, the README and the manifest inside.
+    // The packed manifest: no workspace protocol left, and only dist, the README, the changelog, the
+    // upgrade notes and the manifest inside. Core must carry UPGRADING.md: a ContractVersionError names it.
     const manifest = JSON.parse(run('tar', ['-xzOf', tarball, 'package/package.json'], scratch));
     for (const field of ['dependencies', 'peerDependencies', 'optionalDependencies', 'devDependencies']) {
       for (const [dependency, range] of Object.entries(manifest[field] ?? {})) {
@@ -81,8 +82,9 @@ try {
       }
     }
     const files = run('tar', ['-tzf', tarball], scratch).trim().split('\n');
-    const stray = files.filter((file) => !/^package\/(dist\/|package\.json$|README\.md$|LICENSE)/.test(file));
-    assert.deepEqual(stray, [], `${manifest.name} packs only dist, README and package.json`);
+    const stray = files.filter((file) => !/^package\/(dist\/|package\.json$|README\.md$|CHANGELOG\.md$|UPGRADING\.md$|LICENSE)/.test(file));
+    assert.deepEqual(stray, [], `${manifest.name} packs only dist, README, CHANGELOG, UPGRADING and package.json`);
+    if (name === 'core') assert.ok(files.includes('package/UPGRADING.md'), '@leasehold/core packs the UPGRADING.md its ContractVersionError names');
     step(`  ${added[0]}: ${files.length} files, peers ${JSON.stringify(manifest.peerDependencies ?? {})}`);
   }
 
