@@ -8,6 +8,8 @@
  *                                              minutes a seed; like every run, its faults crash the leader and
  *                                              a tenth of the group at once, and it ends by crashing both together
  *   pnpm sim --seed 1234 --trace               replay one seed and print its events
+ *   pnpm sim --seeds 200 --no-change-feed      only runs without a change feed (a third of the seeds, by default),
+ *                                              as on the DynamoDB adapter; --change-feed runs only with one
  *   pnpm sim --consumer --seeds 1000           the consumer simulation (whole runtime, resharding source)
  *   pnpm sim --consumer --seed 77 --trace      replay one consumer seed
  *   pnpm sim --consumer --seeds 200 --exactly-once
@@ -45,6 +47,9 @@ const { values } = parseArgs({
     'unsafe-skip-roster-digest': { type: 'boolean', default: false },
     'unsafe-ring-keeps-the-dead': { type: 'boolean', default: false },
     'unsafe-free-retry-ignores-owner': { type: 'boolean', default: false },
+    'unsafe-adoption-ignores-cap': { type: 'boolean', default: false },
+    'no-change-feed': { type: 'boolean', default: false },
+    'change-feed': { type: 'boolean', default: false },
     'no-watcher-reads': { type: 'boolean', default: false },
     'whole-roster-up-to': { type: 'string' },
     consumer: { type: 'boolean', default: false },
@@ -113,7 +118,9 @@ if (values.consumer) {
     ...(values['unsafe-skip-roster-digest'] ? { skipRosterDigest: true } : {}),
     ...(values['unsafe-ring-keeps-the-dead'] ? { ringKeepsTheDead: true } : {}),
     ...(values['unsafe-free-retry-ignores-owner'] ? { freeRetryIgnoresOwner: true } : {}),
+    ...(values['unsafe-adoption-ignores-cap'] ? { adoptionIgnoresCap: true } : {}),
   };
+  if (values['no-change-feed'] && values['change-feed']) throw new Error('--change-feed and --no-change-feed exclude each other');
   for (const seed of seeds) {
     const config: SimulationConfig = {
       seed,
@@ -125,6 +132,7 @@ if (values.consumer) {
           ? { ...(Object.keys(unsafe).length > 0 ? { unsafe } : {}), ...(values['whole-roster-up-to'] !== undefined ? { wholeRosterUpTo: Number(values['whole-roster-up-to']) } : {}) }
           : undefined,
       ...(values['no-watcher-reads'] ? { watcherReads: false } : {}),
+      ...(values['no-change-feed'] ? { changeFeed: false } : values['change-feed'] ? { changeFeed: true } : {}),
       trace,
     };
     const result = await simulate(config);

@@ -32,6 +32,11 @@ export interface CoordinatorUnsafe {
    * that names: a lease another worker took meanwhile is written free under it.
    */
   freeRetryIgnoresOwner?: boolean | undefined;
+  /**
+   * Without a change feed, the declarer of a dead member takes its leases beyond its own portion whatever
+   * its `maxLeasesPerWorker`: it holds more than its cap.
+   */
+  adoptionIgnoresCap?: boolean | undefined;
 }
 
 /** The leader elector's switches. */

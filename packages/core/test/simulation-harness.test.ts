@@ -40,6 +40,20 @@ describe('the simulation harness', () => {
     expect(result?.replay).toMatch(/--unsafe-free-retry-ignores-owner --whole-roster-up-to 0 --trace$/);
   }, 600_000);
 
+  it('catches a declarer that, without a change feed, takes a dead member\'s leases beyond its maxLeasesPerWorker, within 200 seeds', async () => {
+    const result = await firstViolation({ adoptionIgnoresCap: true }, { wholeRosterUpTo: 0 });
+    expect(result?.violations.some((violation) => violation.guarantee === 'balance' && /above its maxLeasesPerWorker/.test(violation.detail))).toBe(true);
+    expect(result?.replay).toMatch(/--unsafe-adoption-ignores-cap --whole-roster-up-to 0 --trace$/);
+  }, 600_000);
+
+  it('runs a group without a change feed (the DynamoDB adapter has none; a third of the seeds by default) through the same faults', async () => {
+    for (let seed = 1; seed <= 20; seed++) {
+      const result = await simulate({ seed, changeFeed: false, coordinator: { wholeRosterUpTo: 0 } });
+      expect(result.violations).toEqual([]);
+      expect(result.replay).toMatch(/--no-change-feed/);
+    }
+  }, 600_000);
+
   it('catches members that never advance the roster digest within 200 seeds: the join at the end of the faults is seen only at their next whole read, and the group is not balanced in time', async () => {
     const result = await firstViolation({ skipRosterDigest: true }, { wholeRosterUpTo: 0 });
     expect(result?.violations.map((violation) => violation.guarantee)).toContain('balance');

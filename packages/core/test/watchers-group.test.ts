@@ -111,38 +111,75 @@ describe('watchers and the roster digest', () => {
     expect(took).toBeGreaterThan(10_000 * 1.01 + 6_500 + 3 * TICK * 1.05 + 1_000);
   });
 
+  /**
+   * Nine members over 90 leases of their own and a member, `ghost`, that never heartbeats and names ten
+   * more: runs until the ten are held, then until the group is balanced. `caps` gives members a
+   * maxLeasesPerWorker.
+   */
+  const deathWith = async (useChangeFeed: boolean, caps: Record<string, number> = {}, unsafe?: CoordinatorUnsafe) => {
+    const { scheduler, storage, start } = group(unsafe);
+    for (const leaseKey of keys(90)) await storage.createLease({ group: GROUP, leaseKey });
+    await storage.putMember(GROUP, 'ghost', null, member('inc-ghost', { held: 10 }));
+    for (const leaseKey of keys(10, 'ghost-')) await storage.createLease({ group: GROUP, leaseKey, owner: 'ghost', incarnation: 'inc-ghost', epoch: 1 });
+    const workers: LeaseCoordinator[] = [];
+    let declaredAt = Infinity;
+    let declarer = '';
+    let freed = 0;
+    let mostHeld = 0;
+    const takers = new Set<string>();
+    for (const workerId of ids(9)) {
+      const coordinator = await start(workerId, { useChangeFeed, ...(caps[workerId] !== undefined ? { maxLeasesPerWorker: caps[workerId] } : {}) });
+      coordinator.on('member-dead', ({ workerId: dead }) => {
+        if (dead !== 'ghost' || scheduler.now >= declaredAt) return;
+        declaredAt = scheduler.now;
+        declarer = workerId;
+      });
+      coordinator.on('storage', ({ operation, applied }) => operation === 'free-dead' && (freed += applied));
+      coordinator.on('acquired', ({ leaseKey, how }) => {
+        // Who took a lease of the dead (not who was handed one later).
+        if (leaseKey.startsWith('ghost-') && how !== 'handoff') takers.add(workerId);
+        mostHeld = Math.max(mostHeld, coordinator.heldLeases().length);
+      });
+      workers.push(coordinator);
+    }
+    const ghostHeld = () => workers.reduce((sum, w) => sum + w.heldLeases().filter((lease) => lease.leaseKey.startsWith('ghost-')).length, 0);
+    await until(scheduler, () => ghostHeld() === 10, 120_000);
+    const after = scheduler.now - declaredAt;
+    const counts = () => workers.map((w) => w.heldLeases().length);
+    const balancedAfter = await until(scheduler, () => Math.max(...counts()) - Math.min(...counts()) <= 1, 60_000);
+    const declarerHeldMost = mostHeld;
+    await run(scheduler, Promise.all(workers.map((w) => w.stop())));
+    return { after, freed, takers, declarer, balancedAfter, mostHeld: declarerHeldMost };
+  };
+
   it('with a change feed, a dead member\'s leases are held by the members that do not watch it a fraction of a take tick after its declaration: the declarer frees them, and the feed wakes the rest', async () => {
-    const deathWith = async (useChangeFeed: boolean) => {
-      const { scheduler, storage, start } = group();
-      for (const leaseKey of keys(90)) await storage.createLease({ group: GROUP, leaseKey });
-      await storage.putMember(GROUP, 'ghost', null, member('inc-ghost', { held: 10 }));
-      for (const leaseKey of keys(10, 'ghost-')) await storage.createLease({ group: GROUP, leaseKey, owner: 'ghost', incarnation: 'inc-ghost', epoch: 1 });
-      const workers: LeaseCoordinator[] = [];
-      let declaredAt = Infinity;
-      let freed = 0;
-      const takers = new Set<string>();
-      for (const workerId of ids(9)) {
-        const coordinator = await start(workerId, { useChangeFeed });
-        coordinator.on('member-dead', ({ workerId: dead }) => dead === 'ghost' && (declaredAt = Math.min(declaredAt, scheduler.now)));
-        coordinator.on('storage', ({ operation, applied }) => operation === 'free-dead' && (freed += applied));
-        coordinator.on('acquired', ({ leaseKey }) => leaseKey.startsWith('ghost-') && takers.add(workerId));
-        workers.push(coordinator);
-      }
-      const ghostHeld = () => workers.reduce((sum, w) => sum + w.heldLeases().filter((lease) => lease.leaseKey.startsWith('ghost-')).length, 0);
-      await until(scheduler, () => ghostHeld() === 10, 120_000);
-      const after = scheduler.now - declaredAt;
-      await run(scheduler, Promise.all(workers.map((w) => w.stop())));
-      return { after, freed, takers };
-    };
     const fed = await deathWith(true);
     // Nine members over 100 leases: the declarer keeps its share of the ten, the other eight take the rest.
     expect(fed.freed).toBeGreaterThanOrEqual(8);
     expect(fed.takers.size).toBeGreaterThan(3);
     expect(fed.after).toBeLessThan(TICK / 4);
-    // Without the feed nobody frees, and the members that do not watch the dead one take at their next tick.
+    expect(fed.balancedAfter).toBeLessThan(Infinity);
+  });
+
+  it('without a change feed, the declarer takes all of a dead member\'s leases at its declaration, nothing waits for the others\' next tick, and the plan of moves hands the excess on until the group is balanced', async () => {
     const unfed = await deathWith(false);
     expect(unfed.freed).toBe(0);
-    expect(unfed.after).toBeGreaterThan(TICK / 4);
+    expect([...unfed.takers]).toEqual([unfed.declarer]);
+    expect(unfed.after).toBeLessThan(TICK / 4);
+    // Its ten (its share) and the ten it adopted, then handed on: max - min <= 1 within a few ticks.
+    expect(unfed.mostHeld).toBe(20);
+    expect(unfed.balancedAfter).toBeLessThanOrEqual(10 * TICK);
+  });
+
+  it('without a change feed, a declarer with a maxLeasesPerWorker adopts only what its cap leaves room for, and the rest waits for the others\' next tick', async () => {
+    const caps = Object.fromEntries(ids(9).map((workerId) => [workerId, 14]));
+    const capped = await deathWith(false, caps);
+    expect(capped.mostHeld).toBe(14);
+    expect(capped.takers.size).toBeGreaterThan(1);
+    expect(capped.balancedAfter).toBeLessThan(Infinity);
+    // The unsafe switch adopts whatever the cap: the declarer holds more than it may.
+    const uncapped = await deathWith(false, caps, { adoptionIgnoresCap: true });
+    expect(uncapped.mostHeld).toBeGreaterThan(14);
   });
 
   it('gives a member that joins a quiet group its share within four take ticks: every member reads the whole roster when the join moves the digest', async () => {

@@ -229,6 +229,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       isEligible: options.isEligible ?? parentsFinished,
       handovers: this.#handovers,
       freeRetryIgnoresOwner: unsafe.freeRetryIgnoresOwner ?? false,
+      adoptionIgnoresCap: unsafe.adoptionIgnoresCap ?? false,
       host: { state, lifetime: this.#lifetime.signal, wakeRenew, wakeTake, subscribed: () => this.#subscription !== null, emit, report, fail, formatError },
     });
   }

@@ -358,7 +358,8 @@ export class Membership {
 
   /**
    * The members this worker declared dead itself (its conditional write applied), by incarnation: at its
-   * next listing the coordinator frees the leases they held that it does not take (`#freeForTheGroup`).
+   * next listing the coordinator frees the leases they held that it does not take, with a change feed, or
+   * takes them as well, without one (`Taking`).
    */
   readonly #declared = new Map<string, string>();
 

@@ -65,6 +65,8 @@ export interface TakingOptions extends LeaseParts {
   readonly handovers: Handovers;
   /** Unsafe: a dead member's lease whose free conflicted is freed again on the current record, whoever it names now. */
   readonly freeRetryIgnoresOwner: boolean;
+  /** Unsafe: without a change feed, the declarer takes the dead member's leases whatever its `maxLeasesPerWorker`. */
+  readonly adoptionIgnoresCap: boolean;
   readonly host: TakingHost;
 }
 
@@ -78,6 +80,7 @@ export class Taking {
   readonly #letGo: Map<string, number>;
   readonly #handovers: Handovers;
   readonly #freeRetryIgnoresOwner: boolean;
+  readonly #adoptionIgnoresCap: boolean;
   readonly #host: TakingHost;
   /** Whether the next take tick lists the leases, whatever the roster says. */
   listingDue = true;
@@ -106,6 +109,7 @@ export class Taking {
     this.#letGo = options.hold.letGo;
     this.#handovers = options.handovers;
     this.#freeRetryIgnoresOwner = options.freeRetryIgnoresOwner;
+    this.#adoptionIgnoresCap = options.adoptionIgnoresCap;
     this.#host = options.host;
   }
 
@@ -368,16 +372,20 @@ export class Taking {
     const stale = sorted.filter((lease) => now - (this.#unownedSince.get(lease.leaseKey) ?? now) >= this.#parts.takeIntervalMs * 1.5 && !dealt.has(lease));
     const extra = shuffled(stale, this.#parts.random).slice(0, Math.ceil(stale.length / n));
     const room = Math.max(0, this.#parts.maxLeases - mine);
+    // The members this worker declared dead since its last listing: it frees or adopts their leases.
+    const declared = this.#parts.members.takeDeclared();
+    const adopted = this.#adoptable(sorted, declared, new Set([...portion, ...extra]));
     const keep = holding ? handed.slice(0, room) : [];
     let kept = 0;
     for (const lease of keep) if (this.#parts.hold.add(lease, 'handoff', this.#parts.clock.now())) kept++;
     // Handed more than this worker may hold: the rest goes back to the group.
     if (holding && handed.length > keep.length) await this.giveBack(handed.slice(keep.length));
     if (this.#host.state() !== 'running') return;
-    const takeable = holding ? [...takeBack, ...portion, ...extra].slice(0, Math.max(0, room - keep.length)) : [];
+    const ordinary = [...takeBack, ...portion, ...extra];
+    const takeable = !holding ? [] : this.#adoptionIgnoresCap ? [...ordinary.slice(0, Math.max(0, room - keep.length)), ...adopted] : [...ordinary, ...adopted].slice(0, Math.max(0, room - keep.length));
     const taken = (await this.#take(takeable, membership)) + kept;
     if (this.#host.state() !== 'running') return;
-    await this.#freeForTheGroup(sorted);
+    await this.#freeForTheGroup(sorted, declared);
     if (this.#host.state() !== 'running') return;
     // Members balance on each other's counts: publish the new one now, not a heartbeat later.
     if (taken > 0) this.#host.wakeRenew();
@@ -414,6 +422,20 @@ export class Taking {
   }
 
   /**
+   * Without a change feed, the leases of the members this worker declared dead beyond its portion, which it
+   * takes as well (DESIGN section 4, "Watchers and the roster digest"): nothing would wake the members that
+   * do not watch the dead one before their next take tick, up to a tick later, while the declarer is awake
+   * and has just listed. At most its own share more (so that a declarer of several members at once does
+   * not take a crowd's leases), and its cap still holds (the caller's slice); the plan of moves hands the
+   * excess on at its next ticks, each lease drained and handed over without a lapse. Only while this worker
+   * reads as a watcher: in a group whose members all read the whole roster, each judges the expiry itself.
+   */
+  #adoptable(unowned: readonly LeaseRecord[], declared: ReadonlyMap<string, string> | null, dealt: ReadonlySet<LeaseRecord>): LeaseRecord[] {
+    if (declared === null || this.#host.subscribed() || !this.#parts.members.readsWatched()) return [];
+    return unowned.filter((lease) => !dealt.has(lease) && !this.#held.has(lease.leaseKey) && lease.owner !== null && declared.get(lease.owner) === lease.incarnation).slice(0, Math.max(1, this.#lastTarget));
+  }
+
+  /**
    * Frees the leases of the members this worker declared dead that it did not take itself, with the change
    * feed's `released`, in one batch (DESIGN section 4, "Watchers and the roster digest"). In a group of
    * watchers only the dead member's few watchers were woken at its expiry; the others would learn of the
@@ -423,8 +445,7 @@ export class Taking {
    * reads the whole roster judges expiry itself, at the same moment). The write is conditional on the
    * listed version, as a take is: a lease taken or written since is left as it is.
    */
-  async #freeForTheGroup(unowned: readonly LeaseRecord[]): Promise<void> {
-    const declared = this.#parts.members.takeDeclared();
+  async #freeForTheGroup(unowned: readonly LeaseRecord[], declared: ReadonlyMap<string, string> | null): Promise<void> {
     if (declared === null) return;
     if (!this.#host.subscribed() || !this.#parts.members.readsWatched()) return;
     const namesTheDead = (lease: LeaseRecord | null): lease is LeaseRecord => lease !== null && lease.owner !== null && declared.get(lease.owner) === lease.incarnation;

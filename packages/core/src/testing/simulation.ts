@@ -40,6 +40,11 @@ export interface SimulationConfig {
    * runs the group as on an adapter without them, every member reading the whole roster every tick.
    */
   watcherReads?: boolean;
+  /**
+   * Whether the coordinators listen to the store's change feed (`useChangeFeed`). Drawn from the seed
+   * when not given: a third of the runs go without one, as on the DynamoDB adapter, which has none.
+   */
+  changeFeed?: boolean;
   /** Records a line per notable event, for replaying a failure by eye. */
   trace?: (line: string) => void;
 }
@@ -144,7 +149,9 @@ export function replayCommand(config: SimulationConfig & { workers: number; leas
     unsafe?.skipRosterDigest ? '--unsafe-skip-roster-digest' : '',
     unsafe?.ringKeepsTheDead ? '--unsafe-ring-keeps-the-dead' : '',
     unsafe?.freeRetryIgnoresOwner ? '--unsafe-free-retry-ignores-owner' : '',
+    unsafe?.adoptionIgnoresCap ? '--unsafe-adoption-ignores-cap' : '',
     config.watcherReads === false ? '--no-watcher-reads' : '',
+    config.changeFeed === false ? '--no-change-feed' : config.changeFeed === true ? '--change-feed' : '',
     config.coordinator?.wholeRosterUpTo !== undefined ? `--whole-roster-up-to ${config.coordinator.wholeRosterUpTo}` : '',
   ].filter(Boolean);
   return `pnpm sim ${flags.join(' ')} --trace`;
@@ -175,6 +182,7 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
   // small (the default), drawn apart from the run's randomness; a run may also set it.
   const wholeRosterUpTo = config.coordinator?.wholeRosterUpTo ?? (seededRandom((config.seed * 104_723) >>> 0).next() < 0.5 ? 0 : 16);
   const watcherReads = config.watcherReads ?? true;
+  const changeFeed = config.changeFeed ?? seededRandom((config.seed * 7_919 + 17) >>> 0).next() >= 1 / 3;
   const violations: Violation[] = [];
   const stats = { acquisitions: 0, handoffs: 0, checkpoints: 0, faults: 0, leaderCrashes: 0, mostCrashedAtOnce: 0 };
   const violate = (guarantee: Violation['guarantee'], detail: string): void => {
@@ -290,6 +298,7 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
         maxClockDrift,
         watchers: watcherCount,
         wholeRosterUpTo,
+        useChangeFeed: changeFeed,
         onDrain: async (lease) => {
           await worker.work.get(lease.leaseKey);
         },
@@ -321,6 +330,10 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
       let candidates = acquirers.get(leaseKey);
       if (!candidates) acquirers.set(leaseKey, (candidates = new Set()));
       candidates.add(worker);
+      // maxLeasesPerWorker bounds what a worker holds at every instant, not only once the group is balanced.
+      if (Number.isFinite(worker.cap) && worker.coordinator.heldLeases().length > worker.cap) {
+        violate('balance', `${workerId} holds ${worker.coordinator.heldLeases().length} leases, above its maxLeasesPerWorker ${worker.cap}`);
+      }
       if (how === 'handoff') stats.handoffs++;
       trace(`${scheduler.now.toFixed(0)} ${workerId} acquired ${leaseKey} (${how})`);
       void work(worker, leaseKey);
