@@ -23,8 +23,12 @@ describe('leasehold import kcl of a multi-stream table, and export kcl', () => {
     expect(unknown.stderr).toContain(`--stream "refunds" names no stream of the KCL table; its streams are "${ORDERS}", "${PAYMENTS}"`);
   });
 
-  it('import then export gives back the KCL table: every attribute KCL reads, the leases free', async () => {
-    for (const leases of [multiStreamLeases(), singleStreamLeases()]) {
+  // Eight CLI processes each: one table a test, with room for a machine whose cores are busy.
+  it.each([
+    ['multi-stream', multiStreamLeases],
+    ['single-stream', singleStreamLeases],
+  ])('import then export gives back the %s KCL table: every attribute KCL reads, the leases free', async (_layout, make) => {
+    for (const leases of [make()]) {
       const source = await kclTable(dynamoEnv().client, leases);
       const target = await backend();
       const group = freshName('g');
@@ -54,7 +58,7 @@ describe('leasehold import kcl of a multi-stream table, and export kcl', () => {
       const again = await leasehold('export', 'kcl', '--storage', target.url, '--group', group, ...kclArgs(dynamoEnv().dynalite.endpoint, rollback), '--apply', '--observe-ms', '200');
       expect(again.stdout).toContain(`0 leases written, 0 replaced, ${leases.length} already there, 0 deleted`);
     }
-  });
+  }, 180_000);
 
   it('export writes a moved checkpoint with its sub-sequence, a whole record as every sub-record of it, and refuses a differing table unless --replace', async () => {
     const target = await backend();

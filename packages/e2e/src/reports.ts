@@ -47,6 +47,11 @@ export interface FencedReport extends Base {
   readonly outcome: 'applied' | 'replay' | 'refused';
   readonly records: number;
   readonly written: number;
+  /**
+   * The worker was told (SIGUSR2) to stop after its next batch committed to the sink, and this is that
+   * batch: it waits, before its checkpoint, until it is killed.
+   */
+  readonly holding?: true;
 }
 
 /**

@@ -126,7 +126,9 @@ export async function runScenario(options: ScenarioOptions): Promise<ScenarioRes
       120_000,
     );
     if (options.killAt === 'sink-commit') {
-      await killOnReport(cluster, victim, (report) => report.type === 'fenced' && report.outcome === 'applied' && report.written > 0, `${victim}'s sink to commit a batch`);
+      // The victim holds after its next commit, before the checkpoint: the kill lands between them.
+      cluster.workers.get(victim)!.child.kill('SIGUSR2');
+      await killOnReport(cluster, victim, (report) => report.type === 'fenced' && report.holding === true, `${victim}'s sink to commit a batch`);
     }
     const killed = await kill(cluster, victim);
     await producing;

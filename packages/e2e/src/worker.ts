@@ -121,12 +121,27 @@ if (sinkMode === 'transactional' && opened.kind !== 'postgres') {
 const sinkUrl = sinkMode === 'fenced' ? required('sink-url') : undefined;
 const sink = sinkUrl === undefined ? undefined : sinks!.sinkPool(sinkUrl, 4);
 
-/** The fenced write of a batch, reported with what the fence did; a zombie's refusal is reported and thrown. */
-async function writeThroughFence(context: BatchContext, rows: readonly SinkRow[]): Promise<void> {
+/**
+ * SIGUSR2 asks this worker to stop, for good, after its next batch that commits rows to the sink and
+ * before that batch's checkpoint: a test that kills it then knows the kill falls between the two, however
+ * slowly the machine carries the report and the kill.
+ */
+let holdAfterCommit = false;
+process.on('SIGUSR2', () => {
+  holdAfterCommit = true;
+});
+
+/**
+ * The fenced write of a batch, reported with what the fence did; a zombie's refusal is reported and thrown.
+ * Resolves with whether the worker holds here (see SIGUSR2).
+ */
+async function writeThroughFence(context: BatchContext, rows: readonly SinkRow[]): Promise<boolean> {
   const base = { type: 'fenced', shardId: context.shardId, fencingToken: context.fencingToken, position: context.position, records: rows.length } as const;
   try {
     const { outcome, written } = await sinks!.writeFenced(sink!, sinkUrl!, context, workerId, rows);
-    report({ ...base, outcome, written });
+    const holding = holdAfterCommit && outcome === 'applied' && written > 0;
+    report({ ...base, outcome, written, ...(holding ? { holding: true as const } : {}) });
+    return holding;
   } catch (error) {
     if (error instanceof LeaseLostError) report({ ...base, outcome: 'refused', written: 0 });
     throw error;
@@ -168,7 +183,8 @@ const consumer = new Consumer({
     if (sinkMode === undefined) return work();
     const rows = records.map((record) => ({ ...parsePayload(record.data), position: record.position }));
     if (sinkMode === 'transactional') return sinks!.writeInTransaction(opened.storage as PostgresStorage, required('storage'), context, workerId, rows, work);
-    await writeThroughFence(context, rows);
+    // Asked to hold: the batch is committed, its checkpoint is never written; the kill comes meanwhile.
+    if (await writeThroughFence(context, rows)) await new Promise<never>(() => undefined);
     // The work runs after the sink committed and before the runtime's checkpoint: a kill here replays
     // the batch to the next owner, and the fence keeps it out.
     await work();
