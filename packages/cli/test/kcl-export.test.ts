@@ -28,36 +28,35 @@ describe('leasehold import kcl of a multi-stream table, and export kcl', () => {
     ['multi-stream', multiStreamLeases],
     ['single-stream', singleStreamLeases],
   ])('import then export gives back the %s KCL table: every attribute KCL reads, the leases free', async (_layout, make) => {
-    for (const leases of [make()]) {
-      const source = await kclTable(dynamoEnv().client, leases);
-      const target = await backend();
-      const group = freshName('g');
-      const imported = await leasehold('import', 'kcl', ...kclArgs(dynamoEnv().dynalite.endpoint, source), '--storage', target.url, '--group', group, '--apply', '--observe-ms', '200');
-      expect(imported.code, imported.stderr).toBe(0);
+    const leases = make();
+    const source = await kclTable(dynamoEnv().client, leases);
+    const target = await backend();
+    const group = freshName('g');
+    const imported = await leasehold('import', 'kcl', ...kclArgs(dynamoEnv().dynalite.endpoint, source), '--storage', target.url, '--group', group, '--apply', '--observe-ms', '200');
+    expect(imported.code, imported.stderr).toBe(0);
 
-      const rollback = freshName('kcl');
-      const dry = await leasehold('export', 'kcl', '--storage', target.url, '--group', group, ...kclArgs(dynamoEnv().dynalite.endpoint, rollback));
-      expect(dry.code, dry.stderr).toBe(0);
-      expect(dry.stdout).toContain(`export of group ${group} in`);
-      expect(dry.stdout).toContain('(to be created)');
-      expect(dry.stdout).toContain('dry run: nothing was written');
-      const exported = await leasehold('export', 'kcl', '--storage', target.url, '--group', group, ...kclArgs(dynamoEnv().dynalite.endpoint, rollback), '--apply', '--observe-ms', '200');
-      expect(exported.code, exported.stderr).toBe(0);
-      expect(exported.stdout).toContain(`exported group "${group}" to KCL table "${rollback}": ${leases.length} leases written, 0 replaced, 0 already there, 0 deleted (table created)`);
+    const rollback = freshName('kcl');
+    const dry = await leasehold('export', 'kcl', '--storage', target.url, '--group', group, ...kclArgs(dynamoEnv().dynalite.endpoint, rollback));
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(dry.stdout).toContain(`export of group ${group} in`);
+    expect(dry.stdout).toContain('(to be created)');
+    expect(dry.stdout).toContain('dry run: nothing was written');
+    const exported = await leasehold('export', 'kcl', '--storage', target.url, '--group', group, ...kclArgs(dynamoEnv().dynalite.endpoint, rollback), '--apply', '--observe-ms', '200');
+    expect(exported.code, exported.stderr).toBe(0);
+    expect(exported.stdout).toContain(`exported group "${group}" to KCL table "${rollback}": ${leases.length} leases written, 0 replaced, 0 already there, 0 deleted (table created)`);
 
-      // The leases go back free (no owner, no handoff under way), so that KCL workers take them at once.
-      const expected = await scanTable(dynamoEnv().client, source);
-      for (const item of expected.values()) {
-        delete item.leaseOwner;
-        delete item.checkpointOwner;
-      }
-      const actual = await scanTable(dynamoEnv().client, rollback);
-      expect(normalise(actual)).toEqual(normalise(expected));
-
-      // A second export finds every lease already there.
-      const again = await leasehold('export', 'kcl', '--storage', target.url, '--group', group, ...kclArgs(dynamoEnv().dynalite.endpoint, rollback), '--apply', '--observe-ms', '200');
-      expect(again.stdout).toContain(`0 leases written, 0 replaced, ${leases.length} already there, 0 deleted`);
+    // The leases go back free (no owner, no handoff under way), so that KCL workers take them at once.
+    const expected = await scanTable(dynamoEnv().client, source);
+    for (const item of expected.values()) {
+      delete item.leaseOwner;
+      delete item.checkpointOwner;
     }
+    const actual = await scanTable(dynamoEnv().client, rollback);
+    expect(normalise(actual)).toEqual(normalise(expected));
+
+    // A second export finds every lease already there.
+    const again = await leasehold('export', 'kcl', '--storage', target.url, '--group', group, ...kclArgs(dynamoEnv().dynalite.endpoint, rollback), '--apply', '--observe-ms', '200');
+    expect(again.stdout).toContain(`0 leases written, 0 replaced, ${leases.length} already there, 0 deleted`);
   }, 180_000);
 
   it('export writes a moved checkpoint with its sub-sequence, a whole record as every sub-record of it, and refuses a differing table unless --replace', async () => {
