@@ -143,10 +143,17 @@ export async function runRewindScenario(options: RewindScenarioOptions): Promise
         await sleep(100);
       }
     })();
-    await cluster.start('worker-2');
-    const handing = await offered;
-    const rebalance = { ...(await round(firstTarget, afterFirst)), handing: handing.type === 'handoff-offered' ? handing.shardId : '' };
-    trickling = false;
+    // Its failure is thrown where it is awaited below; if the round throws first, the trickle stops with
+    // it, and a put refused by the emulator shutting down afterwards is nobody's unhandled rejection.
+    trickle.catch(() => undefined);
+    let rebalance: RewindScenarioResult['rebalance'];
+    try {
+      await cluster.start('worker-2');
+      const handing = await offered;
+      rebalance = { ...(await round(firstTarget, afterFirst)), handing: handing.type === 'handoff-offered' ? handing.shardId : '' };
+    } finally {
+      trickling = false;
+    }
     await trickle;
     await cluster.waitFor(() => delivered(producer.produced, 0), 'every record to be processed', 180_000);
     await cluster.waitFor(() => cluster.heldBy('worker-1').size === 1 && cluster.heldBy('worker-2').size === 1, 'the two workers to hold a shard each', 120_000);
