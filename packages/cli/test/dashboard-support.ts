@@ -25,7 +25,7 @@ export function countingStorage(inner: Storage): { storage: Storage; calls: Map<
  * A storage a worker loses, as a worker whose process was killed (or cut off from its storage) does: once
  * `cut()` is called, every call fails and nothing is written, so its member record stops moving.
  */
-export function severableStorage(inner: Storage): { storage: Storage; cut(): void } {
+export function severableStorage(inner: Storage): { storage: Storage; cut: () => void } {
   let severed = false;
   const storage = new Proxy(inner, {
     get(target, name, receiver) {

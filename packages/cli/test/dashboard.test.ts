@@ -75,6 +75,22 @@ describe('leasehold dashboard: the snapshot', () => {
     expect(snapshot.lag).toEqual({ available: false, reason: expect.stringContaining('not available') });
   });
 
+  it('keeps a parent the leader deleted in the lineage, so that its children are still drawn one generation after it', async () => {
+    const storage = new MemoryStorage();
+    const group = freshName('orders');
+    await seedGroup(storage, group);
+    const watch = new GroupWatch({ group, display: 'memory:', stallMs: 60_000 });
+    await watch.read(storage);
+    const parent = (await storage.listLeases(group)).leases.find((lease) => lease.leaseKey === 'shard-1') as LeaseRecord;
+    expect((await storage.deleteLease(group, 'shard-1', parent.version)).status).toBe('applied');
+    const snapshot = await watch.read(storage);
+    expect(snapshot.retired).toEqual([{ leaseKey: 'shard-1', streamId: null, parentKeys: [], generation: 0 }]);
+    expect(snapshot.leases.map((lease) => [lease.leaseKey, lease.generation])).toEqual([
+      ['shard-2', 1],
+      ['shard-3', 1],
+    ]);
+  });
+
   it('lists a lease that cannot be read back with its error, and still shows the rest of the group', async () => {
     const backend = await postgresBackend(shared.pool);
     try {

@@ -53,7 +53,7 @@ export const PAGE = `<!doctype html>
 <main>
   <section class="wide"><h2>Members</h2><p class="note">Liveness as this dashboard observes it: a member expires once its record has not moved for its own lease duration, on this machine's monotonic clock.</p><div id="members"></div></section>
   <section class="wide"><h2>Leases</h2><div id="leases"></div></section>
-  <section><h2>Shard lineage</h2><p class="note">Generations left to right, parents before children.</p><div id="lineage"></div></section>
+  <section><h2>Shard lineage</h2><p class="note">Generations left to right, parents before children; grey: finished and cleaned up by the leader.</p><div id="lineage"></div></section>
   <section><h2>Timeline</h2><p class="note">What changed while this dashboard watched, newest first.</p><ul id="timeline"></ul></section>
   <section class="wide" id="corrupt-section" hidden><h2>Records that cannot be read back</h2><div id="corrupt"></div></section>
   <section class="wide" id="actions" hidden>
@@ -120,7 +120,7 @@ function leaseState(lease) {
   if (lease.owner !== null && lease.ownerLiveness !== "alive") return "dead";
   return "free";
 }
-var COLORS = { alive: "#1a7f37", expired: "#bf8700", dead: "#cf222e", free: "#6e7781", finished: "#0969da", stalled: "#bc4c00", rewind: "#8250df", corrupt: "#000" };
+var COLORS = { alive: "#1a7f37", expired: "#bf8700", dead: "#cf222e", free: "#6e7781", finished: "#0969da", stalled: "#bc4c00", rewind: "#8250df", deleted: "#afb8c1" };
 
 function renderMembers(snapshot) {
   var rows = snapshot.members.map(function (member) {
@@ -188,7 +188,9 @@ function renderLineage(snapshot) {
   var box = document.getElementById("lineage");
   var parts = [];
   var keys = new Set(snapshot.leases.map(function (lease) { return lease.leaseKey; }));
-  streamsOf(snapshot.leases).forEach(function (entry) {
+  var retired = snapshot.retired.map(function (lease) { return { leaseKey: lease.leaseKey, streamId: lease.streamId, parentKeys: lease.parentKeys, generation: lease.generation, retired: true }; });
+  retired.forEach(function (lease) { keys.add(lease.leaseKey); });
+  streamsOf(retired.concat(snapshot.leases)).forEach(function (entry) {
     var leases = entry[1];
     var columns = [];
     leases.forEach(function (lease) { (columns[lease.generation] = columns[lease.generation] || []).push(lease); });
@@ -204,7 +206,7 @@ function renderLineage(snapshot) {
       });
     });
     leases.forEach(function (lease) {
-      var at = where.get(lease.leaseKey), kind = leaseState(lease);
+      var at = where.get(lease.leaseKey), kind = lease.retired ? "deleted" : leaseState(lease);
       var node = svg("g", { "data-node": lease.leaseKey, "data-generation": lease.generation, "data-state": kind, "data-parents": lease.parentKeys.join(",") });
       node.append(svg("rect", { x: at.x, y: at.y, width: 120, height: 18, rx: 4, fill: COLORS[kind] }));
       var label = lease.leaseKey.length > 18 ? "…" + lease.leaseKey.slice(-17) : lease.leaseKey;

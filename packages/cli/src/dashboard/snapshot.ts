@@ -40,10 +40,24 @@ export interface DashboardMember extends MemberView {
   readonly leaving: boolean;
 }
 
+/**
+ * A lease gone from the group that a lease still names as its parent: a finished shard the leader cleaned
+ * up. The lineage keeps it so that children are still drawn after their parents.
+ */
+export interface RetiredLease {
+  readonly leaseKey: string;
+  readonly streamId: string | null;
+  /** Its parents as last seen by this dashboard; empty when it was gone before the dashboard started. */
+  readonly parentKeys: readonly string[];
+  readonly generation: number;
+}
+
 /** The group at one read, as the page gets it. */
 export interface Snapshot extends Omit<StatusView, 'leases' | 'members'> {
   readonly members: DashboardMember[];
   readonly leases: DashboardLease[];
+  /** The deleted ancestors the leases name, for the lineage. */
+  readonly retired: RetiredLease[];
   /** When the read was taken, by this machine's wall clock (for people only). */
   readonly takenAt: string;
   /** The threshold of `checkpointStalled`, in milliseconds. */
@@ -92,6 +106,8 @@ export class GroupWatch {
   readonly #members: Observer;
   readonly #leaders: Observer;
   readonly #checkpoints = new CheckpointWatch();
+  /** The parent keys of every lease seen, while a lease still descends from it. */
+  readonly #lineage = new Map<string, readonly string[]>();
   #started: number | undefined;
 
   constructor(options: GroupWatchOptions) {
@@ -114,7 +130,8 @@ export class GroupWatch {
       const age = ages.get(lease.leaseKey);
       return age?.movedMs !== null && age?.movedMs !== undefined && age.movedMs < stallMs;
     });
-    const generations = generationsOf(view.leases);
+    const retired = this.#retired(view.leases);
+    const generations = generationsOf([...view.leases, ...retired]);
     const leases = view.leases.map((lease): DashboardLease => {
       const age = ages.get(lease.leaseKey) ?? { movedMs: null, atLeastMs: 0 };
       const finished = lease.checkpoint === Checkpoint.SHARD_END;
@@ -133,7 +150,31 @@ export class GroupWatch {
       };
     });
     const members = view.members.map((member): DashboardMember => ({ ...member, leaving: member.metadata[LEAVING_FIELD] !== undefined }));
-    return { ...view, members, leases, takenAt: new Date().toISOString(), stallMs, lag: NO_LAG };
+    return {
+      ...view,
+      members,
+      leases,
+      retired: retired.map((lease) => ({ ...lease, streamId: parseStreamLeaseKey(lease.leaseKey)?.streamId ?? null, generation: generations.get(lease.leaseKey) ?? 0 })),
+      takenAt: new Date().toISOString(),
+      stallMs,
+      lag: NO_LAG,
+    };
+  }
+
+  /** The ancestors of `leases` that are gone, with their parents as remembered; forgets those no lease descends from. */
+  #retired(leases: readonly { leaseKey: string; parentKeys: readonly string[] }[]): Array<{ leaseKey: string; parentKeys: readonly string[] }> {
+    for (const lease of leases) this.#lineage.set(lease.leaseKey, lease.parentKeys);
+    const present = new Set(leases.map((lease) => lease.leaseKey));
+    const wanted = new Set<string>();
+    const stack = leases.flatMap((lease) => lease.parentKeys);
+    while (stack.length > 0) {
+      const key = stack.pop() as string;
+      if (wanted.has(key)) continue;
+      wanted.add(key);
+      stack.push(...(this.#lineage.get(key) ?? []));
+    }
+    for (const key of this.#lineage.keys()) if (!present.has(key) && !wanted.has(key)) this.#lineage.delete(key);
+    return [...wanted].filter((key) => !present.has(key)).sort().map((leaseKey) => ({ leaseKey, parentKeys: this.#lineage.get(leaseKey) ?? [] }));
   }
 }
 
