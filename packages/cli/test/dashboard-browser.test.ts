@@ -7,11 +7,11 @@
  * split shows as two children of their parent in the lineage, a rewind shows on the shards it moves.
  */
 import { existsSync } from 'node:fs';
-import { applyRewind, Consumer, MemorySource, MemoryStorage, parseRewindTarget, planRewind, type Storage } from '@leasehold/core';
+import { applyRewind, MemoryStorage, parseRewindTarget, planRewind } from '@leasehold/core';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDashboard, type RunningDashboard } from '../src/dashboard/server.js';
-import { severableStorage } from './dashboard-support.js';
+import { startInProcessGroup, type InProcessGroup } from './dashboard-support.js';
 import { freshName } from './support.js';
 
 const CHROMIUM = process.env.LEASEHOLD_CHROMIUM ?? '/usr/bin/chromium';
@@ -24,57 +24,27 @@ if (!present && process.env.CI === undefined) process.stderr.write(`dashboard br
 const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 const WAIT = { timeout: 30_000, intervals: [100, 250, 500] };
 
-interface Worker {
-  readonly consumer: Consumer;
-  readonly cut?: () => void;
-}
-
 describe.skipIf(!present && process.env.CI === undefined)('leasehold dashboard in a browser', () => {
-  const group = freshName('orders');
   const storage = new MemoryStorage();
-  const source = new MemorySource(4, { batchSize: 20 });
-  const workers = new Map<string, Worker>();
-  let producer: ReturnType<typeof setInterval> | undefined;
+  let running: InProcessGroup | undefined;
   let dashboard: RunningDashboard | undefined;
   let browser: Browser | undefined;
   let page: Page;
-
-  const startWorker = async (workerId: string, store: Storage, cut?: () => void): Promise<void> => {
-    const consumer = new Consumer({
-      group,
-      source,
-      storage: store,
-      workerId,
-      initialPosition: 'TRIM_HORIZON',
-      shardSyncIntervalMs: 300,
-      lease: { leaseDurationMs: 2_000, takeIntervalMs: 200 },
-      processBatch: () => undefined,
-    });
-    await consumer.start();
-    workers.set(workerId, { consumer, ...(cut ? { cut } : {}) });
-  };
+  const group = (): InProcessGroup => running as InProcessGroup;
 
   beforeAll(async () => {
     if (!present) throw new Error(INSTALL);
-    await startWorker('worker-a', storage);
-    await startWorker('worker-b', storage);
-    const severable = severableStorage(storage);
-    await startWorker('worker-c', severable.storage, severable.cut);
-    let n = 0;
-    producer = setInterval(() => {
-      for (let i = 0; i < 8; i++) source.put(`key-${n++ % 16}`, `record-${n}`);
-    }, 100);
-    dashboard = await startDashboard({ storage, display: 'memory:', group, intervalMs: 200, stallMs: 60_000 });
+    running = await startInProcessGroup(storage, freshName('orders'), ['worker-a', 'worker-b', 'worker-c'], { shards: 4, severable: ['worker-c'] });
+    dashboard = await startDashboard({ storage, display: 'memory:', group: running.group, intervalMs: 200, stallMs: 60_000 });
     browser = await chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS, timeout: 30_000 });
     page = await browser.newPage();
     await page.goto(dashboard.url);
   }, 60_000);
 
   afterAll(async () => {
-    clearInterval(producer);
     await browser?.close();
     await dashboard?.close();
-    await Promise.all([...workers.values()].map(({ consumer }) => consumer.stop({ timeoutMs: 2_000 }).catch(() => undefined)));
+    await running?.stop();
   });
 
   /** The lease rows of the page: key, owner and state as drawn. */
@@ -92,7 +62,7 @@ describe.skipIf(!present && process.env.CI === undefined)('leasehold dashboard i
     const ofC = (await leaseRows()).filter((row) => row.owner === 'worker-c').map((row) => row.lease);
     expect(await liveness('worker-c')).toBe('alive');
 
-    workers.get('worker-c')?.cut?.();
+    group().workers.get('worker-c')?.cut?.();
 
     // Observed not heartbeating for its lease duration; the others may declare it dead as soon.
     await expect.poll(() => liveness('worker-c'), WAIT).toMatch(/^(expired|dead)$/);
@@ -104,7 +74,7 @@ describe.skipIf(!present && process.env.CI === undefined)('leasehold dashboard i
 
   it('draws a split shard as its two children, one generation after it, in the lineage graph', async () => {
     const parent = (await leaseRows()).find((row) => row.state === 'alive')?.lease as string;
-    const [first, second] = source.split(parent);
+    const [first, second] = group().source.split(parent);
     // The graph as drawn: the nodes naming the parent, with their generations, and the parent's generation.
     const lineage = (): Promise<{ children: string[]; generations: number[] }> =>
       page.evaluate((key) => {
@@ -124,7 +94,7 @@ describe.skipIf(!present && process.env.CI === undefined)('leasehold dashboard i
 
   it('shows a rewind on the shards it moves', async () => {
     const target = (await leaseRows()).find((row) => row.state === 'alive' && row.owner === 'worker-a')?.lease as string;
-    const plan = await planRewind({ storage, group, to: parseRewindTarget('trim-horizon'), select: { leaseKeys: [target] } });
+    const plan = await planRewind({ storage, group: group().group, to: parseRewindTarget('trim-horizon'), select: { leaseKeys: [target] } });
     await applyRewind(plan, { storage });
     await expect.poll(async () => (await leaseRows()).find((row) => row.lease === target)?.rewind, WAIT).toBe(plan.rewindId);
     await expect.poll(() => page.locator(`#timeline li[data-lease="${target}"]`).filter({ hasText: plan.rewindId }).count(), WAIT).toBeGreaterThan(0);

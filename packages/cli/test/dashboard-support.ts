@@ -3,7 +3,7 @@
  * client of the dashboard's server-sent events.
  */
 import { request } from 'node:http';
-import { StorageUnavailableError, type Storage } from '@leasehold/core';
+import { Consumer, MemorySource, StorageUnavailableError, type Storage } from '@leasehold/core';
 
 /** A storage that passes every call on and counts them by method. */
 export function countingStorage(inner: Storage): { storage: Storage; calls: Map<string, number>; total(): number } {
@@ -83,4 +83,52 @@ export async function eventually<T>(read: () => T | Promise<T>, check: (value: T
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; last: ${JSON.stringify(value)?.slice(0, 2000)}`);
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
+}
+
+/** A group of workers of core's Consumer in this process, on a stream in memory, with records flowing. */
+export interface InProcessGroup {
+  readonly group: string;
+  readonly source: MemorySource;
+  /** Each worker, and for those started `severable`, how to cut it off from the storage. */
+  readonly workers: Map<string, { readonly consumer: Consumer; readonly cut?: () => void }>;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts `workerIds` as workers of `group` on `storage` over a stream of `shards` shards in memory (lease
+ * duration 2 s), and puts 80 records a second on it until stopped. The workers named in `severable` can be
+ * cut off from the storage, as a killed worker is.
+ */
+export async function startInProcessGroup(storage: Storage, group: string, workerIds: readonly string[], options: { shards: number; severable?: readonly string[] }): Promise<InProcessGroup> {
+  const source = new MemorySource(options.shards, { batchSize: 20 });
+  const workers = new Map<string, { consumer: Consumer; cut?: () => void }>();
+  for (const workerId of workerIds) {
+    const severable = options.severable?.includes(workerId) ? severableStorage(storage) : undefined;
+    const consumer = new Consumer({
+      group,
+      source,
+      storage: severable?.storage ?? storage,
+      workerId,
+      initialPosition: 'TRIM_HORIZON',
+      shardSyncIntervalMs: 300,
+      lease: { leaseDurationMs: 2_000, takeIntervalMs: 200 },
+      processBatch: () => undefined,
+    });
+    await consumer.start();
+    workers.set(workerId, { consumer, ...(severable ? { cut: severable.cut } : {}) });
+  }
+  let n = 0;
+  const producer = setInterval(() => {
+    for (let i = 0; i < 8; i++) source.put(`key-${n++ % 16}`, `record-${n}`);
+  }, 100);
+  return {
+    group,
+    source,
+    workers,
+    async stop() {
+      clearInterval(producer);
+      // A worker cut off cannot release anything: its stop gives up after its timeout.
+      await Promise.all([...workers.values()].map(({ consumer }) => consumer.stop({ timeoutMs: 2_000 }).catch(() => undefined)));
+    },
+  };
 }

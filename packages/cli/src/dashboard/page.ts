@@ -195,21 +195,24 @@ function renderLineage(snapshot) {
     var columns = [];
     leases.forEach(function (lease) { (columns[lease.generation] = columns[lease.generation] || []).push(lease); });
     var where = new Map();
-    var width = 150, height = 26, maxRows = 0;
+    // Nodes wide enough for the longest key (Kinesis shard ids are 20 characters), up to a limit.
+    var nodeWidth = Math.min(260, Math.max(90, 10 + 7 * Math.max.apply(null, leases.map(function (lease) { return lease.leaseKey.length; }))));
+    var width = nodeWidth + 36, height = 26, maxRows = 0;
     columns.forEach(function (column, x) { (column || []).forEach(function (lease, y) { where.set(lease.leaseKey, { x: 8 + x * width, y: 8 + y * height }); maxRows = Math.max(maxRows, y + 1); }); });
     var picture = svg("svg", { width: 16 + columns.length * width, height: 16 + maxRows * height, role: "img", "aria-label": "lineage" + (entry[0] ? " of " + entry[0] : "") });
     leases.forEach(function (lease) {
       lease.parentKeys.forEach(function (parentKey) {
         if (!keys.has(parentKey) || !where.has(parentKey)) return;
         var from = where.get(parentKey), to = where.get(lease.leaseKey);
-        picture.append(svg("line", { x1: from.x + 120, y1: from.y + 9, x2: to.x, y2: to.y + 9, stroke: "#8c959f", "data-edge": parentKey + ">" + lease.leaseKey }));
+        picture.append(svg("line", { x1: from.x + nodeWidth, y1: from.y + 9, x2: to.x, y2: to.y + 9, stroke: "#8c959f", "data-edge": parentKey + ">" + lease.leaseKey }));
       });
     });
     leases.forEach(function (lease) {
       var at = where.get(lease.leaseKey), kind = lease.retired ? "deleted" : leaseState(lease);
       var node = svg("g", { "data-node": lease.leaseKey, "data-generation": lease.generation, "data-state": kind, "data-parents": lease.parentKeys.join(",") });
-      node.append(svg("rect", { x: at.x, y: at.y, width: 120, height: 18, rx: 4, fill: COLORS[kind] }));
-      var label = lease.leaseKey.length > 18 ? "…" + lease.leaseKey.slice(-17) : lease.leaseKey;
+      node.append(svg("rect", { x: at.x, y: at.y, width: nodeWidth, height: 18, rx: 4, fill: COLORS[kind] }));
+      var fits = Math.floor((nodeWidth - 10) / 7);
+      var label = lease.leaseKey.length > fits ? "…" + lease.leaseKey.slice(-(fits - 1)) : lease.leaseKey;
       node.append(svg("text", { x: at.x + 4, y: at.y + 13, fill: "#fff", text: label }));
       node.append(svg("title", { text: lease.leaseKey + ": " + kind + (lease.owner ? " (" + lease.owner + ")" : "") }));
       picture.append(node);
