@@ -297,7 +297,14 @@ document.getElementById("checkpoint-form").addEventListener("submit", function (
 });
 
 var events = new EventSource("/events");
-events.addEventListener("state", function (message) { state = JSON.parse(message.data); render(); });
+var TIMELINE_LIMIT = 500;
+// The first message carries the whole timeline; each later one only the events its read added.
+events.addEventListener("state", function (message) {
+  var next = JSON.parse(message.data);
+  if (!next.timeline) next.timeline = (state ? state.timeline : []).concat(next.added || []).slice(-TIMELINE_LIMIT);
+  state = next;
+  render();
+});
 events.addEventListener("error", function () { var c = document.getElementById("connection"); c.textContent = "disconnected, reconnecting…"; c.className = "error"; });
 </script>
 </body>

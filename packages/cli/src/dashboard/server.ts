@@ -171,9 +171,11 @@ class Feed {
   }
 
   async #poll(): Promise<void> {
+    let added: TimelineEvent[] = [];
     try {
       const snapshot = await this.#watch.read(this.#options.storage);
-      if (this.#latest !== undefined) this.#timeline.push(...changesBetween(this.#latest, snapshot));
+      added = this.#latest === undefined ? [] : changesBetween(this.#latest, snapshot);
+      this.#timeline.push(...added);
       const limit = this.#options.timelineLimit ?? 500;
       if (this.#timeline.length > limit) this.#timeline.splice(0, this.#timeline.length - limit);
       this.#latest = snapshot;
@@ -182,7 +184,9 @@ class Feed {
       // The page keeps the last snapshot and says the storage did not answer; the loop goes on.
       this.#error = error instanceof Error ? error.message : String(error);
     }
-    const message = this.message();
+    // Open pages have the timeline up to the last read: each read sends them only the events it added.
+    const { timeline: _whole, ...rest } = this.state();
+    const message = `event: state\ndata: ${JSON.stringify({ ...rest, added })}\n\n`;
     for (const client of this.#clients) client.write(message);
   }
 
@@ -191,6 +195,7 @@ class Feed {
     return { snapshot: this.#latest ?? null, timeline: this.#timeline, error: this.#error ?? null, actions: this.#options.actions !== undefined, intervalMs: this.#options.intervalMs };
   }
 
+  /** The first message of a page that opens: the whole state, the timeline so far included. */
   message(): string {
     return `event: state\ndata: ${JSON.stringify(this.state())}\n\n`;
   }
