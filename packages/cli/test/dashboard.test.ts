@@ -272,7 +272,7 @@ describe('leasehold dashboard: actions', () => {
     expect((await storage.getRoster(group)).members.map((member) => member.workerId)).toEqual(['worker-a', 'worker-b']);
   });
 
-  it('runs leasehold member remove for a confirmed same-origin request with the token, and refuses one without confirm, token or origin', async () => {
+  it('runs leasehold member remove for a confirmed same-origin request with the token, refuses one without confirm, token or origin, and plans a rewind unconfirmed', async () => {
     const backend = await postgresBackend(shared.pool);
     try {
       const group = freshName('orders');
@@ -295,6 +295,13 @@ describe('leasehold dashboard: actions', () => {
       expect(result).toMatchObject({ action: 'member-remove', code: 0 });
       expect(result.out).toContain('removed dead member (incarnation "worker-b-inc") "worker-b"');
       expect((await backend.storage.getRoster(group)).members.map((member) => member.workerId)).toEqual(['worker-a']);
+
+      // A plan writes nothing and needs no confirmation: leasehold rewind's dry run.
+      const planned = await post(running, { action: 'rewind-plan', to: 'trim-horizon', shards: ['shard-3'] });
+      const plan = (await planned.json()) as { code: number; out: string };
+      expect(plan.code).toBe(0);
+      expect(plan.out).toContain(`rewind of group "${group}" to trim-horizon`);
+      expect(plan.out).toContain('dry run: nothing was written');
     } finally {
       await backend.close();
     }
