@@ -12,3 +12,11 @@ export {
   type WatchOptions,
   type Versioned,
 } from './observe.js';
+export {
+  startDashboard,
+  checkDashboardOptions,
+  type DashboardOptions,
+  type RunningDashboard,
+} from './dashboard/server.js';
+export type { Snapshot, DashboardLease, DashboardMember, RetiredLease } from './dashboard/snapshot.js';
+export type { TimelineEvent, TimelineKind } from './dashboard/timeline.js';

@@ -13,6 +13,7 @@ import { leaseCreate, leaseDelete } from './commands/lease.js';
 import { memberList, memberRemove } from './commands/member.js';
 import { setup } from './commands/setup.js';
 import { copy } from './commands/copy.js';
+import { dashboard } from './commands/dashboard.js';
 import { rewind } from './commands/rewind.js';
 import { status } from './commands/status.js';
 import { exportKcl, importKcl } from './commands/kcl.js';
@@ -69,6 +70,33 @@ function build(io: Io): Command {
           iterations: options.iterations === undefined ? undefined : parseCount('--iterations', options.iterations, 1),
           observeMs: parseCount('--observe-ms', options.observeMs, 0),
           memberRows: parseCount('--member-rows', options.memberRows, 1),
+        },
+        io,
+      );
+    });
+
+  program
+    .command('dashboard')
+    .description("serve a live web page of a group: members and their liveness, leases, the shard lineage and a timeline of changes (read-only unless --allow-actions)")
+    .addOption(storageOption())
+    .requiredOption('--group <name>', 'the consumer group')
+    .option('--host <host>', 'the address to listen on; another than 127.0.0.1, ::1 or localhost needs --token', '127.0.0.1')
+    .option('--port <n>', 'the port to listen on (0: a free port)', '8740')
+    .option('--interval-ms <ms>', 'how often the group is read, whatever the number of open pages (100 to 60000)', '1000')
+    .option('--stall-ms <ms>', 'show a held shard stalled once its checkpoint stood this long while others moved', '60000')
+    .addOption(new Option('--token <token>', 'a secret every request must carry (?token= once, then a cookie); needed on a host other than loopback').env('LEASEHOLD_DASHBOARD_TOKEN'))
+    .option('--allow-actions', 'offer member remove, rewind and checkpoint set on the page, through the commands of the same name and their guards', false)
+    .action(async (options: { storage: string; group: string; host: string; port: string; intervalMs: string; stallMs: string; token?: string; allowActions: boolean }) => {
+      await dashboard(
+        {
+          storage: options.storage,
+          group: options.group,
+          host: options.host,
+          port: parsePort(options.port),
+          intervalMs: parseCount('--interval-ms', options.intervalMs, 0),
+          stallMs: parseCount('--stall-ms', options.stallMs, 1),
+          token: options.token,
+          allowActions: options.allowActions,
         },
         io,
       );
@@ -284,6 +312,13 @@ function build(io: Io): Command {
     });
 
   return program;
+}
+
+/** A TCP port, 0 to 65535, or an `InvalidConfigError` naming the value. */
+function parsePort(value: string): number {
+  const port = parseCount('--port', value, 0);
+  if (port > 65_535) throw new InvalidConfigError(`[${PKG}] --port must be from 0 to 65535, got ${describeValue(value)}`);
+  return port;
 }
 
 /** An ISO time or milliseconds since the epoch, or an `InvalidConfigError` naming the option. */

@@ -59,15 +59,20 @@ function bad(url: string, why: string): InvalidConfigError {
   return new InvalidConfigError(`[${PKG}] storage URL ${describeValue(hidePassword(url))} ${why}`);
 }
 
-/** The URL with any password replaced by `***`, safe to print. */
+/** Query parameters that carry a secret: libpq and pg take a password (and a client key's) there too. */
+const SECRET_PARAMS = ['password', 'sslpassword'];
+
+/** The URL with any password (in its user part or its query) replaced by `***`, safe to print. */
 export function hidePassword(url: string): string {
   try {
     const parsed = new URL(url);
-    if (parsed.password === '') return url;
-    parsed.password = '***';
+    const secrets = SECRET_PARAMS.filter((name) => parsed.searchParams.has(name));
+    if (parsed.password === '' && secrets.length === 0) return url;
+    if (parsed.password !== '') parsed.password = '***';
+    for (const name of secrets) parsed.searchParams.set(name, '***');
     return parsed.toString();
   } catch {
-    return url.replace(/\/\/([^/@:]*):[^/@]*@/, '//$1:***@');
+    return url.replace(/\/\/([^/@:]*):[^/@]*@/, '//$1:***@').replace(/([?&](?:ssl)?password=)[^&#]*/gi, '$1***');
   }
 }
 

@@ -64,6 +64,12 @@ describe('parseStorageUrl', () => {
     expect(hidePassword('redis://:hunter2@cache:6379')).toBe('redis://:***@cache:6379');
     expect(hidePassword('postgres://app@db/prod')).toBe('postgres://app@db/prod');
   });
+
+  it('hides a password given as a query parameter, as libpq and pg take one', () => {
+    expect(hidePassword('postgres://app@db/prod?password=hunter2&schema=s')).toBe('postgres://app@db/prod?password=***&schema=s');
+    expect(hidePassword('postgres://app:pw@db/prod?sslpassword=key-secret')).toBe('postgres://app:***@db/prod?sslpassword=***');
+    expect(parseStorageUrl('postgres://app@db/prod?password=hunter2').display).not.toContain('hunter2');
+  });
 });
 
 describe('storageUrlFromEnv', () => {

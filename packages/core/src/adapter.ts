@@ -45,5 +45,6 @@ export { STALL_FIELDS, BORN_FIELD } from './consumer/consumer.js';
 export { BIRTH_POSITION_FIELD } from './consumer/leader-rounds.js';
 export { STREAMS_FIELD, parseStreamBirths, type StreamBirths } from './consumer/stream-sync.js';
 export { REWIND_FIELDS, REWIND_MARKER_FIELD, rewindRequestOf, hasRewindRequest } from './rewind.js';
+export { LEAVING_FIELD } from './lease/membership.js';
 // The leader's shard sync on its own, for a source's author to measure the listings it makes of a source.
 export { ShardSync, type ShardSyncOptions } from './consumer/leader-duties.js';

@@ -4,6 +4,7 @@
  *   npm run demo                                      # leases in dynalite, started in this process
  *   npm run demo -- --storage postgres://root@127.0.0.1:5432/test
  *   npm run demo -- --storage redis://127.0.0.1:6379
+ *   npm run demo -- --dashboard                      # and serve leasehold dashboard's page of the group
  */
 import { startDynalite, startKinesisLocal, type RunningDynalite } from '@leasehold/local-stack';
 import { randomBytes } from 'node:crypto';
@@ -24,11 +25,12 @@ const { values: args } = parseArgs({
   options: {
     storage: { type: 'string' },
     records: { type: 'string', default: '600' },
+    dashboard: { type: 'boolean', default: false },
     help: { type: 'boolean', short: 'h' },
   },
 });
 if (args.help) {
-  process.stdout.write('usage: npm run demo [-- --storage postgres://... | redis://... | dynamodb://TABLE?endpoint=...] [--records N per phase]\n');
+  process.stdout.write('usage: npm run demo [-- --storage postgres://... | redis://... | dynamodb://TABLE?endpoint=...] [--records N per phase] [--dashboard]\n');
   process.exit(0);
 }
 const recordsPerPhase = Number(args.records);
@@ -99,6 +101,21 @@ let progress = '';
 let table: string[] = [];
 let group = '';
 let final: string[] = [];
+/** With --dashboard: `leasehold dashboard`'s server for the group, on the demo's storage reader, once the group is known. */
+let dashboard: Promise<{ close(): Promise<void> } | undefined> = Promise.resolve(undefined);
+
+async function startDemoDashboard(name: string): Promise<{ close(): Promise<void> } | undefined> {
+  try {
+    // Loaded only when asked for: the demo without the flag runs as it always did.
+    const { startDashboard } = await import('@leasehold/cli');
+    const running = await startDashboard({ storage: viewer.storage, display: viewer.display, group: name, intervalMs: 1_000, stallMs: 30_000 });
+    screen.log(`${elapsed()}  dashboard of ${name}: ${running.url}`);
+    return running;
+  } catch (error) {
+    screen.log(`${elapsed()}  the dashboard did not start: ${(error as Error).message}`);
+    return undefined;
+  }
+}
 
 const refresh = (): void => screen.live([progress, ...table].filter((line) => line !== ''));
 let reading = false;
@@ -173,6 +190,7 @@ try {
       cluster = running;
       producer = records;
       group = `group-${runId}`;
+      if (args.dashboard) dashboard = startDemoDashboard(group);
       running.onReport((report) => {
         if (report.type === 'ended') screen.log(`${elapsed()}  ${report.worker}: ${report.shardId} reached its end; children ${report.childShardIds.join(', ')}`);
         if (report.type === 'handed-off') screen.log(`${elapsed()}  ${report.worker}: handed ${report.shardId} off to ${report.to}`);
@@ -206,6 +224,7 @@ try {
   }
 } finally {
   clearInterval(timer);
+  await (await dashboard)?.close();
   await viewer.close();
   await dynalite?.close();
   await kinesis.close();

@@ -121,7 +121,7 @@ export async function status(options: StatusOptions, io: Io): Promise<void> {
 }
 
 /** The group's roster digest, or `undefined` for a store that keeps none. */
-function readRosterDigest(storage: Storage, group: string): Promise<number | undefined> {
+export function readRosterDigest(storage: Storage, group: string): Promise<number | undefined> {
   return storage.getRosterDigest?.(group) ?? Promise.resolve(undefined);
 }
 
@@ -180,7 +180,12 @@ function render(view: StatusView, options: StatusOptions, io: Io, screen: number
   return screen === 1 ? text : `\n${text}`;
 }
 
-function viewOf(
+/**
+ * One screen of a group: its members judged by `members` (fed this read), its leases with their owners'
+ * liveness, its leader aged by `leaders`, its corrupt records and streams. `leasehold dashboard` builds
+ * its snapshots on it too.
+ */
+export function viewOf(
   group: string,
   storage: string,
   state: GroupState,
