@@ -465,7 +465,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   /**
    * Judges the resume hint `lease` carries for a reader starting at its checkpoint in its tenure: the token
    * when it was written for exactly this tenure and checkpoint and is younger than `maxAgeMs` (its age at
-   * the handover, plus this worker's own clock since it sent the read that found the lease), else why not.
+   * the handover, plus this worker's own clock since it found the lease), else why not.
    * `anyCheckpoint` is the simulation's unsafe switch: the checkpoint is not compared.
    */
   resumeHint(lease: HeldLease, maxAgeMs: number, anyCheckpoint = false): ResumeVerdict {

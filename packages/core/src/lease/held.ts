@@ -47,7 +47,7 @@ export interface Held {
   chain: Promise<void>;
   /** How many writes on this lease are queued or in flight. */
   busy: number;
-  /** When this worker sent the read that found the lease as `record` holds it at first, by its clock. */
+  /** When this worker found the lease as `record` holds it at first (sent the listing or read, or had its answer), by its clock. */
   readonly readAt: number;
   /** The reader's offer of a resume hint, written with the lease when it is handed over. */
   resume: ResumeOffer | null;
