@@ -37,6 +37,13 @@ export interface RecordsBatch<R extends SourceRecord = SourceRecord> {
   readonly position: Position;
   /** How far the reader is behind the tip of the partition, if the source knows. */
   readonly millisBehindLatest?: number | undefined;
+  /**
+   * Optional: a short-lived, source-specific token from which a read of this partition starts right after
+   * `position` without looking that position up again (for Kinesis, the `NextShardIterator` of the call
+   * that returned this batch). A stopping owner hands it to the next one with the lease (DESIGN section 4,
+   * "Releasing"); it is good for {@link ShardSource.resumeHintMaxAgeMs} after the batch was received.
+   */
+  readonly resumeHint?: string | undefined;
 }
 
 /** The end of a closed partition: every record was handed over; the children may start once all their parents end. */
@@ -60,6 +67,13 @@ export type ShardBatch<R extends SourceRecord = SourceRecord> = RecordsBatch<R> 
 export interface ReadOptions {
   /** Cancels the read: the iterable ends (or throws an `AbortedError`) soon after it fires. */
   readonly signal?: AbortSignal | undefined;
+  /**
+   * A {@link RecordsBatch.resumeHint} of this source whose batch ended exactly at the read's `from`: the
+   * source may start from it instead of looking `from` up. One it cannot use (malformed, of another
+   * partition, expired, refused by the stream) is dropped and the read starts from `from`, so the records
+   * read are the same either way.
+   */
+  readonly resumeHint?: string | undefined;
 }
 
 /** A partitioned stream that the consumer runtime reads. */
@@ -76,6 +90,13 @@ export interface ShardSource<R extends SourceRecord = SourceRecord> {
    * code is `ERR_SHARD_NOT_FOUND`.
    */
   read(shardId: string, from: Position, options?: ReadOptions): AsyncIterable<ShardBatch<R>>;
+
+  /**
+   * Optional: how long after its batch was received a {@link RecordsBatch.resumeHint} may still be given
+   * to {@link read}, in ms: below the stream's own expiry of the token, with a margin. Without it, or
+   * with a source that gives no hints, every read starts from its position.
+   */
+  readonly resumeHintMaxAgeMs?: number | undefined;
 
   /** Negative, zero or positive as `a` is before, at or after `b` in one partition. */
   comparePositions(a: Position, b: Position): number;

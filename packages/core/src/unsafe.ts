@@ -114,6 +114,12 @@ export interface ConsumerUnsafe {
    * it was to hand over again.
    */
   checkpointAfterRewind?: boolean;
+  /**
+   * A reader starts from the resume hint its lease was handed over with whatever checkpoint the hint was
+   * made for (its tenure and age are still checked): one made for a batch the last owner never finished
+   * skips the rest of that batch.
+   */
+  resumeHintAnyCheckpoint?: boolean;
 }
 
 

@@ -209,5 +209,35 @@ describe('MemorySource', () => {
   it('refuses a shard count that is not a positive whole number, and a negative list lag', () => {
     expect(() => new MemorySource(0)).toThrow('[core] a MemorySource needs a positive whole number of shards, got 0');
     expect(() => new MemorySource(1, { listLagMs: -1 })).toThrow('[core] listLagMs must be a non-negative number, got -1');
+    expect(() => new MemorySource(1, { resumeHintTtlMs: -5 })).toThrow('[core] resumeHintTtlMs must be a non-negative number, got -5');
+  });
+
+  it('reads on from a batch\'s resume hint without looking its position up; a hint malformed, of another shard or expired starts from the position', async () => {
+    const { scheduler, source } = world(2);
+    const [first, second] = (await source.listShards()).map((shard) => shard.shardId) as [string, string];
+    const positions = keys.slice(0, 140).map((key) => source.put(key, 'x', first));
+    source.put('other', 'x', second);
+    const batches = source.read(first, Checkpoint.TRIM_HORIZON)[Symbol.asyncIterator]();
+    const batch = (await batches.next()).value as ShardBatch;
+    await batches.return?.(undefined);
+    if (batch.kind !== 'records' || batch.resumeHint === undefined) throw new Error('expected a batch with a resume hint');
+    const hint = batch.resumeHint;
+    const readFrom = async (resumeHint: string): Promise<string | undefined> => {
+      const reader = source.read(first, batch.position, { resumeHint })[Symbol.asyncIterator]();
+      const next = (await reader.next()).value as ShardBatch;
+      await reader.return?.(undefined);
+      return next.kind === 'records' ? next.records[0]?.position : undefined;
+    };
+    const after = positions[positions.indexOf(batch.position) + 1];
+    const starts = { ...source.starts };
+    expect(await readFrom(hint)).toBe(after);
+    expect(source.starts.fromHint - starts.fromHint).toBe(1);
+    const otherShard = JSON.stringify({ ...JSON.parse(hint), shardId: second });
+    for (const refused of ['not a hint', otherShard]) expect(await readFrom(refused)).toBe(after);
+    expect(source.starts.fromPosition - starts.fromPosition).toBe(2);
+    await scheduler.advance(300_000);
+    expect(await readFrom(hint)).toBe(after);
+    expect(source.starts).toEqual({ fromHint: starts.fromHint + 1, fromPosition: starts.fromPosition + 3 });
+    expect(source.resumeHintMaxAgeMs).toBe(240_000);
   });
 });

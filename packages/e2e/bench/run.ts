@@ -480,9 +480,10 @@ interface HandoffSample {
   /**
    * Per shard, the steps in ms: the stopping worker's release or handover after SIGTERM, the take (or hold)
    * after it, the reader's start after the take, the first record after the start, and of that last step
-   * how long the record did not exist yet (put after the reader's start: the producer's pace, not the handoff's).
+   * how long the record did not exist yet (put after the reader's start: the producer's pace, not the handoff's),
+   * and the GetShardIterator calls the new owner made for the shard from the take to its first record.
    */
-  readonly steps: ReadonlyArray<{ release: number; take: number; start: number; firstRecord: number; notYetPut: number }>;
+  readonly steps: ReadonlyArray<{ release: number; take: number; start: number; firstRecord: number; notYetPut: number; iterators: number }>;
 }
 
 async function gracefulStop(group: Group, workers: readonly WorkerProcess[], streamName: string, producer: Producer): Promise<HandoffSample | string> {
@@ -520,6 +521,9 @@ async function gracefulStop(group: Group, workers: readonly WorkerProcess[], str
       start: started - (taken?.at ?? NaN),
       firstRecord: (first?.at ?? NaN) - started,
       notYetPut: Math.max(0, putAt - started),
+      iterators: after.filter(
+        (report) => report.type === 'get-shard-iterator' && report.worker === taken?.worker && report.shardId === shardId && report.at >= (taken?.at ?? Infinity) && report.at <= (first?.at ?? -Infinity),
+      ).length,
     };
   });
   return { totalMs: total, emulatorMs, steps };
@@ -680,7 +684,7 @@ try {
       const result = await attempt('handoff', () => handoff(system));
       log(`handoff ${system}: ${JSON.stringify(result)}`);
       if (typeof result === 'string') {
-        handoffs.push([system, result, '-', '-', '-', '-', '-', '-', '-']);
+        handoffs.push([system, result, '-', '-', '-', '-', '-', '-', '-', '-', '-']);
         continue;
       }
       const steps = result.samples.flatMap((sample) => sample.steps);
@@ -695,13 +699,15 @@ try {
         ms(median(steps.map((step) => step.firstRecord))),
         ms(median(steps.map((step) => step.notYetPut))),
         ms(median(result.samples.map((sample) => sample.emulatorMs))),
+        steps.length === 0 ? '-' : (steps.reduce((sum, step) => sum + step.iterators, 0) / steps.length).toFixed(2),
         `${result.samples.length}${result.failures.length > 0 ? ` (${result.failures.join('; ')})` : ''}`,
       ]);
     }
     table(
       `handoff: SIGTERM to the first record handed over elsewhere, the slowest of the stopped worker's shards (ms; lease ${LEASE_MS} ms, take tick 500 ms); steps are medians per shard; emulator: the bench's own GetShardIterator and GetRecords right after each stop, the floor of the reader's start;\n` +
-        `  not yet put: of "start to first record", the time until that record was put at all (the producer puts 20 records, then waits 100 ms), which no handoff can shorten`,
-      ['system', 'median', 'max', 'SIGTERM to release/hand-over', 'release to take/hold', 'take to reader start', 'start to first record', 'of which not yet put', 'emulator iterator+read', 'stops'],
+        `  not yet put: of "start to first record", the time until that record was put at all (the producer puts 20 records, then waits 100 ms), which no handoff can shorten;\n` +
+        '  GetShardIterator: calls the new owner made per handed-over shard, from its take to its first record (mean)',
+      ['system', 'median', 'max', 'SIGTERM to release/hand-over', 'release to take/hold', 'take to reader start', 'start to first record', 'of which not yet put', 'emulator iterator+read', 'GetShardIterator', 'stops'],
       handoffs,
     );
   }

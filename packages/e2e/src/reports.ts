@@ -95,6 +95,8 @@ export type WorkerReport =
   | (Base & { readonly type: 'leader'; readonly term: number })
   /** The worker's source listed the stream's shards (ListShards, one report per call). */
   | (Base & { readonly type: 'list-shards' })
+  /** The worker's source asked for a shard iterator (GetShardIterator, one report per call). */
+  | (Base & { readonly type: 'get-shard-iterator'; readonly shardId: string })
   /** The worker got SIGTERM and begins its graceful stop. */
   | (Base & { readonly type: 'stopping' })
   /** The worker's coordinator wrote a lease free (a graceful stop, or a finished shard given back). */

@@ -92,13 +92,15 @@ process.stdin.on('error', () => process.exit(1));
 process.stdin.resume();
 
 const client = kinesisClient({ endpoint: required('kinesis-endpoint'), region: required('region') });
-// Listings of the whole stream are what resharding costs a worker: the bench counts them.
+// Listings of the whole stream are what resharding costs a worker, and iterators what a reader's start
+// costs: the bench counts them.
 client.middlewareStack.add(
   (next, context) => (input) => {
     if (context.commandName === 'ListShardsCommand') report({ type: 'list-shards' });
+    if (context.commandName === 'GetShardIteratorCommand') report({ type: 'get-shard-iterator', shardId: String((input.input as { ShardId?: unknown }).ShardId) });
     return next(input);
   },
-  { step: 'initialize', name: 'reportListShards' },
+  { step: 'initialize', name: 'reportCalls' },
 );
 const source = new KinesisSource({ client, streamName: required('stream'), maxRecordsPerCall: number('max-records-per-call'), idleDelayMs: number('idle-delay-ms') });
 const sinkMode = args.sink as SinkMode | undefined;

@@ -33,6 +33,7 @@ import type { ReaderContext, StreamRef } from './context.js';
 import { isTransient, ShardNotFoundError, toSourceError, type ErrorScope } from './errors.js';
 import { subscribeShard, type FanOutContext } from './fan-out.js';
 import { pollShard } from './polling.js';
+import { RESUME_HINT_MAX_AGE_MS } from './resume-hint.js';
 import { startingPointOf } from './positions.js';
 import { BatchQueue } from './queue.js';
 import { SharedTask } from './shared-task.js';
@@ -124,6 +125,11 @@ export class KinesisSource implements ShardSource<KinesisRecord> {
   private readonly prefetchMaxRecords: number;
   private readonly prefetchMaxBytes: number;
   private readonly fanOut: FanOutContext | undefined;
+  /**
+   * How long a batch's resume hint (its GetRecords call's `NextShardIterator`) can start the next owner's
+   * read: 4 minutes, under Kinesis's 5. Polling reads only; a fan-out read gives no hints.
+   */
+  readonly resumeHintMaxAgeMs: number | undefined;
 
   constructor(options: KinesisSourceOptions) {
     if (typeof options !== 'object' || options === null) {
@@ -171,6 +177,7 @@ export class KinesisSource implements ShardSource<KinesisRecord> {
       childShardsOf: (shardId, signal) => this.childShardsOf(shardId, signal),
     };
     this.fanOut = options.enhancedFanOut === undefined ? undefined : this.fanOutContext(options.enhancedFanOut, client);
+    this.resumeHintMaxAgeMs = this.fanOut === undefined ? RESUME_HINT_MAX_AGE_MS : undefined;
   }
 
   /** Every shard of the stream, open and closed, with parents and hash key range (ListShards, all pages). */
@@ -221,7 +228,7 @@ export class KinesisSource implements ShardSource<KinesisRecord> {
     const queue = new BatchQueue(this.prefetchMaxRecords, this.prefetchMaxBytes);
     const work =
       this.fanOut === undefined
-        ? pollShard(this.ctx, shardId, from, queue, controller.signal)
+        ? pollShard(this.ctx, shardId, from, queue, controller.signal, options.resumeHint)
         : subscribeShard(this.ctx, this.fanOut, shardId, from, queue, controller.signal);
     const reader = work.catch((error: unknown) => {
       if (!controller.signal.aborted) queue.push({ kind: 'error', error });

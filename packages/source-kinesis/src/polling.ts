@@ -12,6 +12,7 @@ import { backoffDelayMs } from './backoff.js';
 import type { ReaderContext } from './context.js';
 import { isExpiredIterator, isTransient, toSourceError } from './errors.js';
 import { skipOf, startingPointOf, type StartingPoint } from './positions.js';
+import { iteratorOfHint, resumeHintOf } from './resume-hint.js';
 import { endOfShard } from './shard-end.js';
 import { bytesOf, type BatchQueue } from './queue.js';
 import type { KinesisRecord } from './record.js';
@@ -25,13 +26,18 @@ export function caughtUp(output: GetRecordsOutput, limit: number): boolean {
   return (output.Records?.length ?? 0) < limit && (output.MillisBehindLatest ?? 0) === 0;
 }
 
-/** Reads `shardId` after `from` into `queue` until the shard ends, an error is reported or `signal` fires. */
+/**
+ * Reads `shardId` after `from` into `queue` until the shard ends, an error is reported or `signal` fires;
+ * from `resumeHint`'s iterator when it carries one for this shard (made for exactly `from`, as the consumer
+ * makes sure), with a fresh iterator for `from` if Kinesis refuses it.
+ */
 export async function pollShard(
   ctx: ReaderContext,
   shardId: string,
   from: Position,
   queue: BatchQueue,
   signal: AbortSignal,
+  resumeHint?: string,
 ): Promise<void> {
   let position = from;
   let start = startingPointOf(from);
@@ -88,7 +94,9 @@ export async function pollShard(
   };
 
   if (start.type === 'SHARD_END') return end(undefined);
-  let iterator = await iteratorFor(start);
+  // A hint is an iterator after a whole GetRecords answer: never one for a position inside an aggregate.
+  let hinted = skip === undefined ? iteratorOfHint(resumeHint, shardId) : undefined;
+  let iterator = hinted ?? (await iteratorFor(start));
   if (iterator === undefined) return end(undefined);
   await queue.waitForRoom(signal);
   let next: Promise<GetRecordsOutput> | undefined = getRecords(iterator);
@@ -102,7 +110,10 @@ export async function pollShard(
     } catch (error) {
       next = undefined;
       if (signal.aborted) throw error;
-      if (isExpiredIterator(error)) {
+      // A handed-over iterator that fails in any way (expired, refused, or an emulator's unnamed error) is
+      // not tried again: a fresh one for the position reads the same records.
+      if (isExpiredIterator(error) || hinted !== undefined) {
+        hinted = undefined;
         // Resume exactly where the consumer's records stop: nothing lost, nothing repeated.
         start = restartPointOf(position, start);
         skip = skipOf(start);
@@ -115,6 +126,7 @@ export async function pollShard(
       continue;
     }
 
+    hinted = undefined;
     const rawRecords = output.Records ?? [];
     const following = output.NextShardIterator ?? undefined;
     gapMs = caughtUp(output, ctx.maxRecordsPerCall) ? ctx.idleDelayMs : ctx.minCallIntervalMs;
@@ -131,7 +143,7 @@ export async function pollShard(
     if (last !== undefined) position = last.position;
     queue.push({
       kind: 'batch',
-      batch: { kind: 'records', records, position, millisBehindLatest: output.MillisBehindLatest },
+      batch: { kind: 'records', records, position, millisBehindLatest: output.MillisBehindLatest, ...(following === undefined ? {} : { resumeHint: resumeHintOf(shardId, following) }) },
       bytes: bytesOf(records),
     });
 

@@ -1,51 +1,20 @@
 import { abortReason, type Clock, type Random } from '../clock.js';
 import { AbortedError, CheckpointBehindError, describeValue, InvalidInputError, LeaseholdError, SourceError } from '../errors.js';
-import type { CheckpointWrite, HeldLease, LeaseCoordinator } from '../lease/coordinator.js';
+import type { CheckpointWrite, HeldLease, LeaseCoordinator, ResumeOffer } from '../lease/coordinator.js';
 import type { EndOfShard, RecordsBatch, ShardBatch, ShardInfo, ShardSource, SourceRecord } from '../source.js';
 import { Checkpoint, type CheckpointStorage, type Position } from '../storage.js';
 import { isRecordError, type GivingUp, type ResolvedFailurePolicy, type ResolvedPoisonPolicy } from './failure-policy.js';
 import type { BatchContext, BatchResponse, CheckpointPolicy, ConsumerOptions, GiveUpReason, Logger, ShardHooks } from './options.js';
 import { unsafeOf, type ConsumerUnsafe } from '../unsafe.js';
+import { resumeHintFor } from './resume.js';
+import type { HoldReason, PumpOutcome, PumpReporter } from './pump-types.js';
 
-/** The runtime's events about one shard's processing, reported to the consumer. */
-export interface PumpReporter {
-  started(shardId: string, position: Position): void;
-  batch(shardId: string, records: number, bytes: number, millisBehindLatest: number | undefined, durationMs: number): void;
-  checkpointed(shardId: string, position: Position): void;
-  handlerFailed(shardId: string, attempt: number, error: Error): void;
-  /** A failing call of `records` records was split in two, of `left` and `right` records. */
-  bisected(shardId: string, records: number, left: number, right: number, error: Error): void;
-  /** `records` records are handed to the handler again after `delayMs`, for their `attempt`th time. */
-  retried(shardId: string, records: number, attempt: number, delayMs: number): void;
-  deadLettered(shardId: string, positions: readonly Position[], attempts: number, reason: GiveUpReason, error: Error): void;
-  deadLetterFailed(shardId: string, positions: readonly Position[], attempt: number, error: Error, retryInMs: number): void;
-  recordSkipped(shardId: string, position: Position, error: Error, how: { reason: GiveUpReason; attempts: number; deadLettered: boolean }): void;
-  ended(shardId: string, childShardIds: readonly string[]): void;
-  stopped(shardId: string, error: Error): void;
-  /** The shard holds at records it does not give up (their error is not theirs, or too many were given up in a row), and retries them. */
-  heldBack(shardId: string, reason: HoldReason, error: Error): void;
-  /** A shard held back moves again. */
-  resumed(shardId: string): void;
-  error(error: Error, operation: string): void;
-}
+export type { HoldReason, PumpOutcome, PumpReporter } from './pump-types.js';
 
 /** The furthest position one handler call checkpointed through its context, or `null`. */
 interface CallCheckpoints {
   through: Position | null;
 }
-
-/**
- * Why a shard holds at records instead of giving them up: their handler's error is not their fault
- * (`handler-error`), or giving up ran away (`give-up-limit`: `maxRecordsGivenUpInARow` given up in a row).
- */
-export type HoldReason = 'handler-error' | 'give-up-limit';
-
-/** How a pump ended: the consumer restarts a failed one (with backoff) or gives its lease back. */
-export type PumpOutcome =
-  | { kind: 'finished' } // the shard reached its end and its lease was given back
-  | { kind: 'left' } // the lease was lost, handed over or released: nothing more to do here
-  | { kind: 'stopped'; error: Error } // the handler failed under the 'stop' policy: the lease is kept
-  | { kind: 'failed'; error: Error }; // reading or finishing failed
 
 interface PumpSettings<R extends SourceRecord> {
   group: string;
@@ -114,6 +83,8 @@ export class ShardPump<R extends SourceRecord> {
   #lastReadAt: number;
   /** When the handler call in flight began, or `null` when none is. */
   #handlingSince: number | null = null;
+  /** The resume hint after the batch last handed to the handler, offered for a handover (the recipient judges it). */
+  #offer: ResumeOffer | null = null;
 
   constructor(settings: PumpSettings<R>, lease: HeldLease) {
     this.#settings = settings;
@@ -168,6 +139,7 @@ export class ShardPump<R extends SourceRecord> {
         this.#settings.reporter.error(asError(error), 'shutdownRequested');
       }
     }
+    if (this.#offer) this.#settings.coordinator.offerResume(this.#lease, this.#offer);
     this.#reading.abort(new AbortedError(`[core] shard ${describeValue(this.shardId)} is being handed over`));
   }
 
@@ -237,11 +209,14 @@ export class ShardPump<R extends SourceRecord> {
     reporter.started(this.shardId, from);
     await this.#hook(() => hooks.shardStarted?.(this.shardId, from), 'shardStarted');
     this.#sinceCheckpoint = { records: 0, since: clock.now() };
-    const batches = source.read(this.shardId, from, { signal: this.#reading.signal })[Symbol.asyncIterator]();
+    const resumeHint = resumeHintFor(source, this.#settings.coordinator, this.#lease, this.#settings.logger, this.#unsafe.resumeHintAnyCheckpoint === true);
+    const batches = source.read(this.shardId, from, { signal: this.#reading.signal, resumeHint })[Symbol.asyncIterator]();
     let outcome: PumpOutcome = { kind: 'left' };
     try {
       let next = batches.next();
       next.catch(() => undefined); // a read may reject once aborted; the loop below reads the outcome
+      // A batch's resume hint is no older than the call for it: its age is counted from then.
+      let askedAt = clock.now();
       for (;;) {
         const result = await abortable(next, this.#reading.signal);
         this.#lastReadAt = clock.now();
@@ -256,9 +231,11 @@ export class ShardPump<R extends SourceRecord> {
           outcome = { kind: 'finished' };
           break;
         }
+        this.#offer = batch.resumeHint === undefined ? null : { position: batch.position, hint: batch.resumeHint, receivedAt: askedAt };
         // Read the next batch while this one is processed (the source bounds how far it reads ahead).
         next = batches.next();
         next.catch(() => undefined);
+        askedAt = clock.now();
         const processing = this.#process(batch);
         this.#inFlight = processing.then(() => undefined, () => undefined);
         const keepGoing = await processing;

@@ -37,12 +37,15 @@ export class StreamSource<R extends SourceRecord = SourceRecord> implements Shar
   readonly inner: ShardSource<R>;
   /** The stream's own initial position, if its spec gave one. */
   readonly initialPosition: InitialPosition | undefined;
+  /** The inner source's: its hints are read back by it, under the shard's own id. */
+  readonly resumeHintMaxAgeMs: number | undefined;
   readonly #prefix: string;
 
   constructor(streamId: string, inner: ShardSource<R>, initialPosition?: InitialPosition) {
     this.streamId = validateStreamId(streamId);
     this.inner = inner;
     this.initialPosition = initialPosition;
+    this.resumeHintMaxAgeMs = inner.resumeHintMaxAgeMs;
     this.#prefix = `${streamId}${STREAM_SEPARATOR}`;
     if (inner.isShardGone) this.isShardGone = (key, options) => (inner.isShardGone as NonNullable<ShardSource['isShardGone']>)(this.#shard(key), options);
   }

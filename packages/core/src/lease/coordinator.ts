@@ -23,6 +23,7 @@ import { FencedWrites, type CheckpointWrite } from './fenced-writes.js';
 import { Handovers } from './handovers.js';
 import type { DrainReason, Held, HeldLease, LeaseTenure } from './held.js';
 import { Hold } from './hold.js';
+import { judgeResume, type ResumeOffer, type ResumeVerdict } from './resume-hint.js';
 import { COORDINATOR_KEYS, type LeaseCoordinatorOptions } from './options.js';
 import { parentsFinished, Taking, type EligibilityPredicate } from './taking.js';
 import type { LeaseCoordinatorEvents, LossReason } from './events.js';
@@ -30,7 +31,7 @@ import type { LeaseCoordinatorEvents, LossReason } from './events.js';
 const PKG = 'core';
 
 export type { CheckpointWrite, DrainReason, EligibilityPredicate, HeldLease, LeaseCoordinatorOptions, LeaseTenure };
-export type { LeaseCoordinatorEvents, LossReason };
+export type { LeaseCoordinatorEvents, LossReason, ResumeOffer, ResumeVerdict };
 export { parentsFinished };
 
 /** Member metadata of a worker that is stopping; defined with the membership, still exported from here. */
@@ -451,6 +452,28 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     return this.#writes.moveCheckpoint(lease, decide);
   }
 
+
+  /**
+   * Offers the source's resume hint of the lease's reader (the token after the last batch it handed to
+   * the handler) for the lease's handover, in `lease`'s tenure only: the handover's write carries it to the
+   * recipient, which judges it (DESIGN section 4, "Releasing"). A release writes none.
+   */
+  offerResume(lease: LeaseTenure, offer: ResumeOffer): void {
+    const held = this.#hold.leases.get(lease.leaseKey);
+    if (held && held.record.epoch === lease.fencingToken) held.resume = offer;
+  }
+
+  /**
+   * Judges the resume hint `lease` carries for a reader starting at its checkpoint in its tenure: the token
+   * when it was written for exactly this tenure and checkpoint and is younger than `maxAgeMs` (its age at
+   * the handover, plus this worker's own clock since it found the lease), else why not.
+   * `anyCheckpoint` is the simulation's unsafe switch: the checkpoint is not compared.
+   */
+  resumeHint(lease: HeldLease, maxAgeMs: number, anyCheckpoint = false): ResumeVerdict {
+    const held = this.#hold.leases.get(lease.leaseKey);
+    if (!held || held.record.epoch !== lease.fencingToken) return { refused: 'epoch' };
+    return judgeResume(lease, this.#clock.now() - held.readAt, maxAgeMs, anyCheckpoint);
+  }
 
   /** Gives up one lease now: stops its work (its signal fires) and writes it free for others. */
   async release(leaseKey: string): Promise<void> {

@@ -30,10 +30,12 @@ import {
 import type { LeaseCoordinatorEvents } from './events.js';
 import type { Held, LeaseTenure } from './held.js';
 import type { Hold } from './hold.js';
+import { RESUME_FIELD, withoutResume } from './resume-hint.js';
 
 const PKG = 'core';
 
-const stateOf = leaseStateOf;
+/** The state core writes: every write but a handover's drops a resume hint (it is for one tenure's first read only). */
+const stateOf = (lease: LeaseRecord): LeaseState => withoutResume(leaseStateOf(lease));
 
 /**
  * A conditional write of a lease made by the caller in one atomic step with its own writes (see
@@ -199,8 +201,8 @@ export class FencedWrites {
         lease.leaseKey,
         held,
         (record) => {
-          const metadata: Record<string, string> = { ...record.metadata };
-          let changed = false;
+          const metadata: Record<string, string> = { ...stateOf(record).metadata };
+          let changed = Object.hasOwn(record.metadata, RESUME_FIELD);
           for (const [name, value] of Object.entries(fields)) {
             if (value === null ? name in metadata : metadata[name] !== value) changed = true;
             if (value === null) delete metadata[name];
@@ -250,7 +252,7 @@ export class FencedWrites {
         (record) => {
           const change = decide(record);
           if (change === null) return null;
-          const metadata: Record<string, string> = { ...record.metadata };
+          const metadata: Record<string, string> = { ...stateOf(record).metadata };
           for (const [name, value] of Object.entries(change.metadata)) {
             if (value === null) delete metadata[name];
             else metadata[name] = value;

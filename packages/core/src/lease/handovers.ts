@@ -9,14 +9,16 @@
 import { shuffled } from '../clock.js';
 import { concurrencyLimit } from '../concurrency.js';
 import { limits } from '../validation.js';
-import { Checkpoint, leaseStateOf, RECORD_FORMAT, type LeaseRecord, type LeaseUpdate, type WriteResult } from '../storage.js';
+import { Checkpoint, leaseStateOf, RECORD_FORMAT, type LeaseRecord, type LeaseState, type LeaseUpdate, type WriteResult } from '../storage.js';
 import { capOf } from './balance.js';
 import type { LeaseParts } from './parts.js';
 import type { LeaseCoordinatorEvents } from './events.js';
 import type { DrainReason, HandoffTarget, Held, HeldLease } from './held.js';
 import { LEAVING_FIELD } from './membership.js';
+import { withoutResume, withResume } from './resume-hint.js';
 
-const stateOf = leaseStateOf;
+/** The state core writes: every write drops a resume hint (it is for one tenure's first read only); a handover adds its own. */
+const stateOf = (lease: LeaseRecord): LeaseState => withoutResume(leaseStateOf(lease));
 
 /**
  * How many leases announced handed over a worker reads at once (a take tick waits for them): 16, as many
@@ -205,7 +207,16 @@ export class Handovers {
     let outcome: WriteResult<LeaseRecord> | undefined;
     for (let attempt = 0; attempt < 2; attempt++) {
       [outcome] = await this.#parts.writes.update(
-        [{ leaseKey, expectedVersion: record.version, next: { ...stateOf(record), owner: request.to, incarnation: request.incarnation, epoch: record.epoch + 1 }, notify: 'handed-off' }],
+        [
+          {
+            leaseKey,
+            expectedVersion: record.version,
+            // The reader's position token goes with the lease, bound to the tenure this write starts: the
+            // recipient uses it only at the checkpoint it carries (DESIGN section 4, "Releasing").
+            next: withResume({ ...stateOf(record), owner: request.to, incarnation: request.incarnation, epoch: record.epoch + 1 }, held.resume, this.#parts.clock.now()),
+            notify: 'handed-off',
+          },
+        ],
         'handoff',
       );
       // A write of ours that finished after the work stopped (a checkpoint) moved the version: go on from it.

@@ -5,6 +5,7 @@
  * handovers) can name them without importing the coordinator; coordinator.ts exports the public ones.
  */
 import type { LeaseRecord, Position } from '../storage.js';
+import type { ResumeOffer } from './resume-hint.js';
 
 /** Why the coordinator is about to give a lease away; passed to `LeaseCoordinatorOptions.onDrain`. */
 export type DrainReason = 'handoff' | 'shutdown';
@@ -46,4 +47,8 @@ export interface Held {
   chain: Promise<void>;
   /** How many writes on this lease are queued or in flight. */
   busy: number;
+  /** When this worker found the lease as `record` holds it at first (sent the listing or read, or had its answer), by its clock. */
+  readonly readAt: number;
+  /** The reader's offer of a resume hint, written with the lease when it is handed over. */
+  resume: ResumeOffer | null;
 }

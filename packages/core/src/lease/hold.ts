@@ -153,7 +153,7 @@ export class Hold {
       this.#host.listingDue();
       return false;
     }
-    const held: Held = { record, controller: new AbortController(), handoff: null, leaving: false, chain: Promise.resolve(), busy: 0 };
+    const held: Held = { record, controller: new AbortController(), handoff: null, leaving: false, chain: Promise.resolve(), busy: 0, readAt: sentAt, resume: null };
     this.#guardSignal(record.leaseKey, held);
     this.#held.set(record.leaseKey, held);
     this.#host.emit('acquired', { leaseKey: record.leaseKey, fencingToken: record.epoch, how, checkpoint: record.checkpoint });

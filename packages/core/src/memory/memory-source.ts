@@ -42,6 +42,12 @@ export interface MemorySourceOptions {
   listLagMs?: number;
   /** The random source for the listing's lag. Default: `Math.random`. */
   random?: Random;
+  /**
+   * How long a batch's resume hint can start a read, in ms of `clock`, as a Kinesis shard iterator lasts 5
+   * minutes: an older one is refused and the read starts from its position. Default 300,000; 0 gives no
+   * hints at all (a source without them).
+   */
+  resumeHintTtlMs?: number;
 }
 
 /**
@@ -70,6 +76,11 @@ export class MemorySource implements ShardSource {
   #listingsFailUntil = -Infinity;
   #sequence = 0;
   #nextShard = 0;
+  readonly #hintTtlMs: number;
+  /** How long after its batch a hint may be given back: four fifths of its lifetime, as Kinesis's 4 of 5 minutes. */
+  readonly resumeHintMaxAgeMs: number | undefined;
+  /** Reads started from a resume hint, and reads started by looking their position up. */
+  readonly starts = { fromHint: 0, fromPosition: 0 };
 
   constructor(shardCount = 1, options: MemorySourceOptions = {}) {
     if (!Number.isInteger(shardCount) || shardCount < 1) {
@@ -83,6 +94,11 @@ export class MemorySource implements ShardSource {
       throw new InvalidConfigError(`[${PKG}] listLagMs must be a non-negative number, got ${describeValue(options.listLagMs)}`);
     }
     this.#random = options.random ?? systemRandom;
+    this.#hintTtlMs = options.resumeHintTtlMs ?? 300_000;
+    if (!Number.isFinite(this.#hintTtlMs) || this.#hintTtlMs < 0) {
+      throw new InvalidConfigError(`[${PKG}] resumeHintTtlMs must be a non-negative number, got ${describeValue(options.resumeHintTtlMs)}`);
+    }
+    this.resumeHintMaxAgeMs = this.#hintTtlMs > 0 ? (this.#hintTtlMs * 4) / 5 : undefined;
     // The hash key space split evenly among the initial shards, as CreateStream does; they have always
     // existed, for any listing however stale.
     const width = HASH_SPACE / BigInt(shardCount);
@@ -226,7 +242,10 @@ export class MemorySource implements ShardSource {
       // Each pass is one fetch (a GetRecords call): it may fail, and the shard may have left the stream.
       const shard = this.#fetchable(shardId);
       if (index === undefined) {
-        index = this.#startIndex(shard, from);
+        // A hint is trusted as the stream trusts an iterator: the read goes on from where it points.
+        const hinted = this.#hintedIndex(shardId, options.resumeHint);
+        index = hinted ?? this.#startIndex(shard, from);
+        this.starts[hinted === undefined ? 'fromPosition' : 'fromHint']++;
         if (index > 0) position = (shard.records[index - 1] as SourceRecord).position;
       }
       const batch = shard.records.slice(index, index + this.#batchSize);
@@ -234,7 +253,7 @@ export class MemorySource implements ShardSource {
         index += batch.length;
         position = (batch[batch.length - 1] as SourceRecord).position;
         answeredAt = this.#clock.now();
-        yield { kind: 'records', records: batch, position, millisBehindLatest: shard.records.length - index === 0 ? 0 : undefined };
+        yield { kind: 'records', records: batch, position, millisBehindLatest: shard.records.length - index === 0 ? 0 : undefined, ...this.#hint(shardId, index) };
         continue;
       }
       if (shard.closedAt !== null) {
@@ -246,7 +265,7 @@ export class MemorySource implements ShardSource {
       // Caught up: answer with an empty batch now and then, as a Kinesis poll does, so a reader looks alive.
       if (this.#clock.now() - answeredAt >= EMPTY_BATCH_EVERY_MS) {
         answeredAt = this.#clock.now();
-        yield { kind: 'records', records: [], position, millisBehindLatest: 0 };
+        yield { kind: 'records', records: [], position, millisBehindLatest: 0, ...this.#hint(shardId, index) };
         continue;
       }
       try {
@@ -255,6 +274,26 @@ export class MemorySource implements ShardSource {
         return;
       }
     }
+  }
+
+  /** The resume hint after a batch: where the next read of the shard begins, and when the hint was made. */
+  #hint(shardId: string, index: number): { resumeHint?: string } {
+    return this.#hintTtlMs > 0 ? { resumeHint: JSON.stringify({ shardId, index, at: this.#clock.now() }) } : {};
+  }
+
+  /** The index a hint of this shard points at, or `undefined` for none, a malformed one, another shard's or an expired one. */
+  #hintedIndex(shardId: string, resumeHint: string | undefined): number | undefined {
+    if (resumeHint === undefined || this.#hintTtlMs === 0) return undefined;
+    let hint: unknown;
+    try {
+      hint = JSON.parse(resumeHint);
+    } catch {
+      return undefined;
+    }
+    const { shardId: shard, index, at } = (typeof hint === 'object' && hint !== null ? hint : {}) as Record<string, unknown>;
+    if (shard !== shardId || !Number.isSafeInteger(index) || (index as number) < 0 || typeof at !== 'number') return undefined;
+    if (this.#clock.now() - at >= this.#hintTtlMs || (index as number) > (this.#shards.get(shardId)?.records.length ?? -1)) return undefined;
+    return index as number;
   }
 
   #infoOf(shard: MemoryShard, asOf = this.#clock.now()): ShardInfo {

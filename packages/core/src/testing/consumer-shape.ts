@@ -180,6 +180,7 @@ const UNSAFE_FLAGS: ReadonlyArray<[keyof ConsumerUnsafe, string]> = [
   ['checkpointAfterRewind', '--unsafe-checkpoint-after-rewind'],
   ['deleteBeforeParents', '--unsafe-delete-before-parents'],
   ['releaseWithoutRetry', '--unsafe-release-without-retry'],
+  ['resumeHintAnyCheckpoint', '--unsafe-hint-any-checkpoint'],
 ];
 
 /** The command-line flag of each unsafe switch, for `pnpm sim --consumer`. */

@@ -17,6 +17,8 @@ export class ProcessSource<R extends SourceRecord = SourceRecord> implements Sha
   readonly #onBatch: ((shardId: string, batch: ShardBatch<R>) => void) | undefined;
   /** Asked at each shard's end whether to drop the children the end names (a source that names none). */
   readonly #withholdChildShards: (() => boolean) | undefined;
+  /** The shared source's: its hints travel through this process unchanged. */
+  readonly resumeHintMaxAgeMs: number | undefined;
 
   constructor(
     inner: ShardSource<R>,
@@ -35,6 +37,7 @@ export class ProcessSource<R extends SourceRecord = SourceRecord> implements Sha
     this.#latencyMs = options.latencyMs ?? (() => 0);
     this.#onBatch = options.onBatch;
     this.#withholdChildShards = options.withholdChildShards;
+    this.resumeHintMaxAgeMs = inner.resumeHintMaxAgeMs;
   }
 
   async listShards(options?: ReadOptions): Promise<ShardInfo[]> {

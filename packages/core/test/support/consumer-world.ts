@@ -3,6 +3,7 @@ import {
   MemorySource,
   MemoryStorage,
   type ConsumerOptions,
+  type MemorySourceOptions,
   type SourceRecord,
 } from '../../src/index.js';
 import { seededRandom, VirtualScheduler, type VirtualClock, withUnsafe, type ConsumerUnsafe } from '../../src/testing/index.js';
@@ -17,10 +18,10 @@ export interface Seen {
   value: number;
 }
 
-export function world(shards = 2) {
+export function world(shards = 2, sourceOptions: MemorySourceOptions = {}) {
   const scheduler = new VirtualScheduler();
   const sourceClock = scheduler.clock();
-  const source = new MemorySource(shards, { clock: sourceClock, batchSize: 10 });
+  const source = new MemorySource(shards, { clock: sourceClock, batchSize: 10, ...sourceOptions });
   const storage = new MemoryStorage();
   const seen: Seen[] = [];
   let seed = 1;
