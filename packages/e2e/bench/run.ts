@@ -13,6 +13,7 @@
  * extra node flags. The other parts run the Leasehold workers under tsx; BENCH_COMPILED=1 runs them as
  * plain JavaScript too. The drain also compares CPU time per record: the workers' (from /proc, from the
  * first reader's start to the last record) against the plain loop's process over its reads.
+ * BENCH_DRAIN_ROUNDS=5 runs each drain five times per system and adds a row of medians.
  * BENCH_TRACE=1 prints each shard's timeline of a drain, with its origin on the reports' clock.
  */
 import { GetRecordsCommand, GetShardIteratorCommand } from '@aws-sdk/client-kinesis';
@@ -293,6 +294,28 @@ const cpuOf = (workersMs: number, before: PlainRead, after: PlainRead): Pick<Dra
   cpuPer1k: workersMs / (DRAIN_RECORDS / 1000),
   plainCpuPer1k: (before.cpuMs + after.cpuMs) / 2 / (DRAIN_RECORDS / 1000),
 });
+
+// BENCH_DRAIN_ROUNDS=5: each drain (cold and burst) that many times per system, with a row of medians.
+const DRAIN_ROUNDS = Math.max(1, Number(process.env.BENCH_DRAIN_ROUNDS ?? 1));
+
+/**
+ * The median of each figure over the rounds that drained (a ratio shown from these medians is the
+ * ratio of the medians); the first failure when none did.
+ */
+function medianDrain(results: ReadonlyArray<DrainResult | string>): DrainResult | string {
+  const done = results.filter((result): result is DrainResult => typeof result !== 'string');
+  if (done.length === 0) return results[0] ?? '-';
+  const of = (figure: (result: DrainResult) => number | undefined): number => median(done.map(figure).filter((value): value is number => value !== undefined));
+  const fresh = done.every((result) => result.fresh !== undefined) ? { rate: of((result) => result.fresh?.rate), cpuPer1k: of((result) => result.fresh?.cpuPer1k) } : undefined;
+  return {
+    rate: of((result) => result.rate),
+    plain: of((result) => result.plain),
+    unpaced: of((result) => result.unpaced),
+    cpuPer1k: of((result) => result.cpuPer1k),
+    plainCpuPer1k: of((result) => result.plainCpuPer1k),
+    ...(fresh === undefined ? {} : { fresh }),
+  };
+}
 
 /** A burst is timed from the moment reading can begin (the consumer's resume) to the last record. */
 const burstRate = (read: PlainRead): number => DRAIN_RECORDS / ((read.last - read.from) / 1000);
@@ -645,11 +668,18 @@ try {
             `${result.cpuPer1k.toFixed(0)} / ${result.plainCpuPer1k.toFixed(0)}${withFresh && result.fresh ? ` / ${result.fresh.cpuPer1k.toFixed(0)}` : ''}`,
           ];
     for (const system of SYSTEMS) {
-      const cold = selected('cold') || !selected('burst') ? await attempt('drain', () => drain(system)) : '-';
-      log(`drain ${system}: ${JSON.stringify(cold)}`);
-      const burst = system !== 'lifion-kinesis' && (selected('burst') || !selected('cold')) ? await attempt('burst drain', () => burstDrain(system)) : '-';
-      log(`burst drain ${system}: ${JSON.stringify(burst)}`);
-      drains.push([system, ...cells(cold, true), ...cells(burst, false)]);
+      const colds: Array<DrainResult | string> = [];
+      const bursts: Array<DrainResult | string> = [];
+      for (let round = 1; round <= DRAIN_ROUNDS; round++) {
+        const cold = selected('cold') || !selected('burst') ? await attempt('drain', () => drain(system)) : '-';
+        log(`drain ${system}: ${JSON.stringify(cold)}`);
+        const burst = system !== 'lifion-kinesis' && (selected('burst') || !selected('cold')) ? await attempt('burst drain', () => burstDrain(system)) : '-';
+        log(`burst drain ${system}: ${JSON.stringify(burst)}`);
+        colds.push(cold);
+        bursts.push(burst);
+        drains.push([DRAIN_ROUNDS > 1 ? `${system} #${round}` : system, ...cells(cold, true), ...cells(burst, false)]);
+      }
+      if (DRAIN_ROUNDS > 1) drains.push([`${system} median`, ...cells(medianDrain(colds), true), ...cells(medianDrain(bursts), false)]);
     }
     table(
       `drain: ${DRAIN_RECORDS} records, 4 shards, 3 workers, no-op handler, checkpoint per batch, against a plain GetRecords loop in one process over the same stream, read just before and after,\n` +
