@@ -86,4 +86,5 @@ try {
   client.destroy();
   await emulator.close();
 }
-process.exit(0);
+// Once stdout is flushed: a pipe is written asynchronously, and the kept-alive sockets would hold the process open.
+process.stdout.write('', () => process.exit(0));
