@@ -30,6 +30,7 @@ import { checkLedger } from '../src/ledger.js';
 import { Producer } from '../src/producer.js';
 import { parseReport, now, type RecordReport, type WorkerReport } from '../src/reports.js';
 import { prepareStorage } from '../src/storage-url.js';
+import { DRAIN_ROUNDS, median, medianDrain, type DrainResult } from './drain-rounds.js';
 import { memoryRounds, type MemorySample } from './memory.js';
 import { readPlain, type PlainRead } from './plain-loop.js';
 import { waitFor } from './wait-for.js';
@@ -234,17 +235,6 @@ function trace(what: string, reports: readonly WorkerReport[], origin: number): 
 /** When records were handed over: each record report, or each batch report (`--report batches`). */
 const handedAt = (reports: readonly WorkerReport[]): number[] => reports.filter((report) => report.type === 'record' || report.type === 'batch').map((report) => report.at);
 
-/** Records per second through the consumer, through the plain loop (the mean of its reads before and after), and through the plain loop unpaced. */
-interface DrainResult {
-  readonly rate: number;
-  readonly plain: number;
-  readonly unpaced: number;
-  /** CPU ms per 1,000 records: the three workers together over the drain, and the plain loop's process (the mean of its two reads). */
-  readonly cpuPer1k: number;
-  readonly plainCpuPer1k: number;
-  /** Cold start only: the plain loop in a fresh process of its own (bench/plain-worker.ts), read just before and after: records/s and CPU ms per 1,000 records. */
-  readonly fresh?: { readonly rate: number; readonly cpuPer1k: number };
-}
 
 /** The plain loop of a cold drain in a fresh process, as the consumer's workers are, over the whole stream. */
 async function freshPlainDrain(streamName: string): Promise<{ rate: number; cpuPer1k: number }> {
@@ -294,28 +284,6 @@ const cpuOf = (workersMs: number, before: PlainRead, after: PlainRead): Pick<Dra
   cpuPer1k: workersMs / (DRAIN_RECORDS / 1000),
   plainCpuPer1k: (before.cpuMs + after.cpuMs) / 2 / (DRAIN_RECORDS / 1000),
 });
-
-// BENCH_DRAIN_ROUNDS=5: each drain (cold and burst) that many times per system, with a row of medians.
-const DRAIN_ROUNDS = Math.max(1, Number(process.env.BENCH_DRAIN_ROUNDS ?? 1));
-
-/**
- * The median of each figure over the rounds that drained (a ratio shown from these medians is the
- * ratio of the medians); the first failure when none did.
- */
-function medianDrain(results: ReadonlyArray<DrainResult | string>): DrainResult | string {
-  const done = results.filter((result): result is DrainResult => typeof result !== 'string');
-  if (done.length === 0) return results[0] ?? '-';
-  const of = (figure: (result: DrainResult) => number | undefined): number => median(done.map(figure).filter((value): value is number => value !== undefined));
-  const fresh = done.every((result) => result.fresh !== undefined) ? { rate: of((result) => result.fresh?.rate), cpuPer1k: of((result) => result.fresh?.cpuPer1k) } : undefined;
-  return {
-    rate: of((result) => result.rate),
-    plain: of((result) => result.plain),
-    unpaced: of((result) => result.unpaced),
-    cpuPer1k: of((result) => result.cpuPer1k),
-    plainCpuPer1k: of((result) => result.plainCpuPer1k),
-    ...(fresh === undefined ? {} : { fresh }),
-  };
-}
 
 /** A burst is timed from the moment reading can begin (the consumer's resume) to the last record. */
 const burstRate = (read: PlainRead): number => DRAIN_RECORDS / ((read.last - read.from) / 1000);
@@ -489,10 +457,6 @@ async function failover(system: System): Promise<{ kill: string; graceful: strin
 
 // ---- handoff ----
 
-const median = (values: readonly number[]): number => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted.length === 0 ? NaN : (sorted[Math.floor((sorted.length - 1) / 2)]! + sorted[Math.ceil((sorted.length - 1) / 2)]!) / 2;
-};
 
 /** One graceful stop: per shard of the stopped worker, the moments of each step, from the workers' reports. */
 interface HandoffSample {
