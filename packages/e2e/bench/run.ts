@@ -13,6 +13,7 @@
  * extra node flags. The other parts run the Leasehold workers under tsx; BENCH_COMPILED=1 runs them as
  * plain JavaScript too. The drain also compares CPU time per record: the workers' (from /proc, from the
  * first reader's start to the last record) against the plain loop's process over its reads.
+ * BENCH_DRAIN_ROUNDS=5 runs each drain five times per system and adds a row of medians.
  * BENCH_TRACE=1 prints each shard's timeline of a drain, with its origin on the reports' clock.
  */
 import { GetRecordsCommand, GetShardIteratorCommand } from '@aws-sdk/client-kinesis';
@@ -29,6 +30,7 @@ import { checkLedger } from '../src/ledger.js';
 import { Producer } from '../src/producer.js';
 import { parseReport, now, type RecordReport, type WorkerReport } from '../src/reports.js';
 import { prepareStorage } from '../src/storage-url.js';
+import { DRAIN_ROUNDS, median, medianDrain, type DrainResult } from './drain-rounds.js';
 import { memoryRounds, type MemorySample } from './memory.js';
 import { readPlain, type PlainRead } from './plain-loop.js';
 import { waitFor } from './wait-for.js';
@@ -233,17 +235,6 @@ function trace(what: string, reports: readonly WorkerReport[], origin: number): 
 /** When records were handed over: each record report, or each batch report (`--report batches`). */
 const handedAt = (reports: readonly WorkerReport[]): number[] => reports.filter((report) => report.type === 'record' || report.type === 'batch').map((report) => report.at);
 
-/** Records per second through the consumer, through the plain loop (the mean of its reads before and after), and through the plain loop unpaced. */
-interface DrainResult {
-  readonly rate: number;
-  readonly plain: number;
-  readonly unpaced: number;
-  /** CPU ms per 1,000 records: the three workers together over the drain, and the plain loop's process (the mean of its two reads). */
-  readonly cpuPer1k: number;
-  readonly plainCpuPer1k: number;
-  /** Cold start only: the plain loop in a fresh process of its own (bench/plain-worker.ts), read just before and after: records/s and CPU ms per 1,000 records. */
-  readonly fresh?: { readonly rate: number; readonly cpuPer1k: number };
-}
 
 /** The plain loop of a cold drain in a fresh process, as the consumer's workers are, over the whole stream. */
 async function freshPlainDrain(streamName: string): Promise<{ rate: number; cpuPer1k: number }> {
@@ -466,10 +457,6 @@ async function failover(system: System): Promise<{ kill: string; graceful: strin
 
 // ---- handoff ----
 
-const median = (values: readonly number[]): number => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted.length === 0 ? NaN : (sorted[Math.floor((sorted.length - 1) / 2)]! + sorted[Math.ceil((sorted.length - 1) / 2)]!) / 2;
-};
 
 /** One graceful stop: per shard of the stopped worker, the moments of each step, from the workers' reports. */
 interface HandoffSample {
@@ -649,11 +636,18 @@ try {
             `${result.cpuPer1k.toFixed(0)} / ${result.plainCpuPer1k.toFixed(0)}${withFresh && result.fresh ? ` / ${result.fresh.cpuPer1k.toFixed(0)}` : ''}`,
           ];
     for (const system of SYSTEMS) {
-      const cold = selected('cold') || !selected('burst') ? await attempt('drain', () => drain(system)) : '-';
-      log(`drain ${system}: ${JSON.stringify(cold)}`);
-      const burst = system !== 'lifion-kinesis' && (selected('burst') || !selected('cold')) ? await attempt('burst drain', () => burstDrain(system)) : '-';
-      log(`burst drain ${system}: ${JSON.stringify(burst)}`);
-      drains.push([system, ...cells(cold, true), ...cells(burst, false)]);
+      const colds: Array<DrainResult | string> = [];
+      const bursts: Array<DrainResult | string> = [];
+      for (let round = 1; round <= DRAIN_ROUNDS; round++) {
+        const cold = selected('cold') || !selected('burst') ? await attempt('drain', () => drain(system)) : '-';
+        log(`drain ${system}: ${JSON.stringify(cold)}`);
+        const burst = system !== 'lifion-kinesis' && (selected('burst') || !selected('cold')) ? await attempt('burst drain', () => burstDrain(system)) : '-';
+        log(`burst drain ${system}: ${JSON.stringify(burst)}`);
+        colds.push(cold);
+        bursts.push(burst);
+        drains.push([DRAIN_ROUNDS > 1 ? `${system} #${round}` : system, ...cells(cold, true), ...cells(burst, false)]);
+      }
+      if (DRAIN_ROUNDS > 1) drains.push([`${system} median`, ...cells(medianDrain(colds), true), ...cells(medianDrain(bursts), false)]);
     }
     table(
       `drain: ${DRAIN_RECORDS} records, 4 shards, 3 workers, no-op handler, checkpoint per batch, against a plain GetRecords loop in one process over the same stream, read just before and after,\n` +

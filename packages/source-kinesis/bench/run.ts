@@ -10,13 +10,13 @@
  */
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
 
-const { GetRecordsCommand, GetShardIteratorCommand, KinesisClient, PutRecordsCommand, CreateStreamCommand, DescribeStreamSummaryCommand } =
-  await import('@aws-sdk/client-kinesis');
-type Client = InstanceType<typeof KinesisClient>;
-const { NodeHttpHandler } = await import('@smithy/node-http-handler');
+const { GetRecordsCommand, GetShardIteratorCommand, PutRecordsCommand } = await import('@aws-sdk/client-kinesis');
+type Client = import('@aws-sdk/client-kinesis').KinesisClient;
 const { startKinesisLocal } = await import('@leasehold/local-stack');
 const { Checkpoint } = await import('@leasehold/core');
 const { KinesisSource } = await import('../src/index.js');
+const { clientFor, createStream } = await import('../test/support.js');
+const { putSpread } = await import('./fixture.js');
 
 const SHARDS = 4;
 const RECORDS_PER_SHARD = Number(process.env.BENCH_RECORDS_PER_SHARD ?? 2_500);
@@ -26,23 +26,9 @@ const PAYLOAD = Buffer.alloc(100, 'x');
 const BUDGET_SECONDS = Number(process.env.BENCH_BUDGET_SECONDS ?? 8);
 
 const emulator = await startKinesisLocal();
-const client = new KinesisClient({
-  endpoint: emulator.endpoint,
-  region: emulator.region,
-  credentials: emulator.credentials,
-  requestHandler: new NodeHttpHandler(),
-});
+const client = clientFor(emulator);
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function createStream(streamName: string, shardCount: number): Promise<void> {
-  await client.send(new CreateStreamCommand({ StreamName: streamName, ShardCount: shardCount }));
-  for (;;) {
-    const summary = await client.send(new DescribeStreamSummaryCommand({ StreamName: streamName }));
-    if (summary.StreamDescriptionSummary?.StreamStatus === 'ACTIVE') return;
-    await sleep(50);
-  }
-}
 
 const putRecords = async (streamName: string, count: number): Promise<void> => {
   for (let put = 0; put < count; put += 500) {
@@ -56,9 +42,8 @@ const putRecords = async (streamName: string, count: number): Promise<void> => {
  * `BENCH_BUDGET_SECONDS`, after `backlog` records were put, while `trickle` records are put every 200 ms.
  * 100 records a call, so that a call is quick and the pace, not the emulator, sets the rate.
  */
-async function callsPerSecond(name: string, { backlog, trickle }: { backlog: number; trickle: number }): Promise<{ calls: number; records: number }> {
-  const streamName = `budget-${name}`;
-  await createStream(streamName, 1);
+async function callsPerSecond({ backlog, trickle }: { backlog: number; trickle: number }): Promise<{ calls: number; records: number }> {
+  const { streamName } = await createStream(client, 1);
   await putRecords(streamName, backlog);
   let calls = 0;
   // The same client, counting what it sends (KinesisSource needs only `send`).
@@ -92,21 +77,9 @@ async function callsPerSecond(name: string, { backlog, trickle }: { backlog: num
 }
 
 try {
-  const streamName = 'bench';
-  await createStream(streamName, SHARDS);
-  // Explicit hash keys spread the records evenly: shard i owns the i-th quarter of the key space.
-  const quarter = 2n ** 128n / BigInt(SHARDS);
-  const counts = new Map<string, number>();
-  for (let i = 0; i < SHARDS * RECORDS_PER_SHARD; i += 500) {
-    const entries = Array.from({ length: 500 }, (_, j) => ({
-      Data: PAYLOAD,
-      PartitionKey: `k${i + j}`,
-      ExplicitHashKey: (quarter * BigInt((i + j) % SHARDS) + 1n).toString(),
-    }));
-    const output = await client.send(new PutRecordsCommand({ StreamName: streamName, Records: entries }));
-    for (const record of output.Records ?? []) counts.set(record.ShardId!, (counts.get(record.ShardId!) ?? 0) + 1);
-  }
-  const shardIds = [...counts.keys()].sort();
+  const { streamName } = await createStream(client, SHARDS);
+  const counts = await putSpread(client, streamName, SHARDS, SHARDS * RECORDS_PER_SHARD, PAYLOAD);
+  const shardIds = [...counts.keys()];
   const total = [...counts.values()].reduce((a, b) => a + b, 0);
 
   const plainLoop = async (): Promise<number> => {
@@ -160,9 +133,9 @@ try {
   console.log(`  ratio KinesisSource / plain loop: ${(median(source) / median(plain)).toFixed(2)} (target >= 0.9)`);
 
   const budgets: Array<[string, { calls: number; records: number }]> = [
-    ['caught up, nothing new', await callsPerSecond('idle', { backlog: 0, trickle: 0 })],
-    ['caught up, 5 records every 200 ms', await callsPerSecond('trickle', { backlog: 0, trickle: 5 })],
-    ['behind (a backlog of 10,000 records)', await callsPerSecond('behind', { backlog: 10_000, trickle: 0 })],
+    ['caught up, nothing new', await callsPerSecond({ backlog: 0, trickle: 0 })],
+    ['caught up, 5 records every 200 ms', await callsPerSecond({ backlog: 0, trickle: 5 })],
+    ['behind (a backlog of 10,000 records)', await callsPerSecond({ backlog: 10_000, trickle: 0 })],
   ];
   console.log(`read budget: GetRecords calls per second per shard, default options but 100 records a call (Kinesis allows 5 per shard for all readers together), ${BUDGET_SECONDS} s each`);
   for (const [name, { calls, records }] of budgets) console.log(`  ${name.padEnd(38)} ${calls.toFixed(2)} calls/s  ${records.toFixed(0).padStart(6)} records/s`);

@@ -28,6 +28,7 @@ import {
 } from '@leasehold/core';
 import { abortReason, describeValue, optionKeys, refuseUnknownOptions, systemClock, systemRandom } from '@leasehold/core/adapter';
 import type { MalformedAggregatePolicy } from './aggregation.js';
+import { sendCancellable } from './send.js';
 import { backoffDelayMs } from './backoff.js';
 import type { ReaderContext, StreamRef } from './context.js';
 import { isTransient, ShardNotFoundError, toSourceError, type ErrorScope } from './errors.js';
@@ -188,7 +189,7 @@ export class KinesisSource implements ShardSource<KinesisRecord> {
     do {
       const input: ListShardsCommandInput = nextToken === undefined ? { ...this.ctx.stream } : { NextToken: nextToken };
       const output = await this.withRetries({ action: 'ListShards' }, signal, () =>
-        this.ctx.client.send(new ListShardsCommand(input), { abortSignal: signal }),
+        sendCancellable(this.ctx.client, signal, (options) => this.ctx.client.send(new ListShardsCommand(input), options)),
       );
       for (const shard of output.Shards ?? []) {
         const ending = shard.SequenceNumberRange?.EndingSequenceNumber;
@@ -269,7 +270,7 @@ export class KinesisSource implements ShardSource<KinesisRecord> {
     if (signal.aborted) throw abortReason(signal);
     const { client, stream } = this.ctx;
     try {
-      await client.send(new GetShardIteratorCommand({ ...stream, ShardId: shardId, ShardIteratorType: 'TRIM_HORIZON' }), { abortSignal: signal });
+      await sendCancellable(client, signal, (options) => client.send(new GetShardIteratorCommand({ ...stream, ShardId: shardId, ShardIteratorType: 'TRIM_HORIZON' }), options));
       return false;
     } catch (error) {
       if (signal.aborted) throw abortReason(signal);
@@ -278,7 +279,7 @@ export class KinesisSource implements ShardSource<KinesisRecord> {
     }
     // Kinesis named the shard; only a stream that is there makes that certain.
     try {
-      await client.send(new DescribeStreamSummaryCommand({ ...stream }), { abortSignal: signal });
+      await sendCancellable(client, signal, (options) => client.send(new DescribeStreamSummaryCommand({ ...stream }), options));
     } catch (error) {
       if (signal.aborted) throw abortReason(signal);
       throw toSourceError(error, { stream: this.ctx.streamLabel, action: 'DescribeStreamSummary' });
@@ -305,7 +306,7 @@ export class KinesisSource implements ShardSource<KinesisRecord> {
   async #describeIdentity(signal: AbortSignal): Promise<string> {
     const { client, stream } = this.ctx;
     const { StreamDescriptionSummary: summary } = await this.withRetries({ action: 'DescribeStreamSummary' }, signal, () =>
-      client.send(new DescribeStreamSummaryCommand({ ...stream }), { abortSignal: signal }),
+      sendCancellable(client, signal, (options) => client.send(new DescribeStreamSummaryCommand({ ...stream }), options)),
     );
     const arn = summary?.StreamARN ?? stream.StreamARN;
     const account = arn?.split(':')[4];
@@ -358,7 +359,7 @@ export class KinesisSource implements ShardSource<KinesisRecord> {
       this.ctx.stream.StreamARN ??
       (
         await this.withRetries({ action: 'DescribeStreamSummary' }, signal, () =>
-          client.send(new DescribeStreamSummaryCommand({ ...this.ctx.stream }), { abortSignal: signal }),
+          sendCancellable(client, signal, (options) => client.send(new DescribeStreamSummaryCommand({ ...this.ctx.stream }), options)),
         )
       ).StreamDescriptionSummary?.StreamARN;
     if (streamArn === undefined) throw new SourceError('ERR_SOURCE', `[source-kinesis] stream ${describeValue(this.ctx.streamLabel)} has no ARN`);
@@ -368,7 +369,7 @@ export class KinesisSource implements ShardSource<KinesisRecord> {
       try {
         description = (
           await this.withRetries({ action: 'DescribeStreamConsumer', consumer: consumerName }, signal, () =>
-            client.send(new DescribeStreamConsumerCommand({ StreamARN: streamArn, ConsumerName: consumerName }), { abortSignal: signal }),
+            sendCancellable(client, signal, (options) => client.send(new DescribeStreamConsumerCommand({ StreamARN: streamArn, ConsumerName: consumerName }), options)),
           )
         ).ConsumerDescription;
       } catch (error) {
@@ -377,7 +378,7 @@ export class KinesisSource implements ShardSource<KinesisRecord> {
         // No consumer of that name yet: register it (a stream that is missing fails the registration too).
         try {
           await this.withRetries({ action: 'RegisterStreamConsumer', consumer: consumerName }, signal, () =>
-            client.send(new RegisterStreamConsumerCommand({ StreamARN: streamArn, ConsumerName: consumerName }), { abortSignal: signal }),
+            sendCancellable(client, signal, (options) => client.send(new RegisterStreamConsumerCommand({ StreamARN: streamArn, ConsumerName: consumerName }), options)),
           );
         } catch (registerError) {
           // Another worker registered it first: reuse theirs.

@@ -13,6 +13,7 @@ import type { ReaderContext } from './context.js';
 import { isExpiredIterator, isTransient, toSourceError } from './errors.js';
 import { skipOf, startingPointOf, type StartingPoint } from './positions.js';
 import { iteratorOfHint, resumeHintOf } from './resume-hint.js';
+import { sendCancellable } from './send.js';
 import { endOfShard } from './shard-end.js';
 import { bytesOf, type BatchQueue } from './queue.js';
 import type { KinesisRecord } from './record.js';
@@ -65,9 +66,9 @@ export async function pollShard(
     for (;;) {
       try {
         const output = await paced('iterator', () =>
-          ctx.client.send(new GetShardIteratorCommand({ ...ctx.stream, ShardId: shardId, ...iteratorRequestOf(point) }), {
-            abortSignal: signal,
-          }),
+          sendCancellable(ctx.client, signal, (options) =>
+            ctx.client.send(new GetShardIteratorCommand({ ...ctx.stream, ShardId: shardId, ...iteratorRequestOf(point) }), options),
+          ),
         );
         failures = 0;
         return output.ShardIterator;
@@ -81,7 +82,10 @@ export async function pollShard(
   const getRecords = (iterator: string): Promise<GetRecordsOutput> => {
     const fetched = paced(
       'records',
-      () => ctx.client.send(new GetRecordsCommand({ ShardIterator: iterator, Limit: ctx.maxRecordsPerCall, ...arnOf(ctx) }), { abortSignal: signal }),
+      () =>
+        sendCancellable(ctx.client, signal, (options) =>
+          ctx.client.send(new GetRecordsCommand({ ShardIterator: iterator, Limit: ctx.maxRecordsPerCall, ...arnOf(ctx) }), options),
+        ),
       gapMs,
     );
     // Awaited below, after the previous batch is handed over; until then a failure must not go unhandled.

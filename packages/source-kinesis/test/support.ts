@@ -3,6 +3,7 @@ import {
   DescribeStreamSummaryCommand,
   KinesisClient,
   PutRecordsCommand,
+  type KinesisClientConfig,
   type PutRecordsRequestEntry,
 } from '@aws-sdk/client-kinesis';
 import { NodeHttpHandler } from '@smithy/node-http-handler';
@@ -22,13 +23,14 @@ export async function startEmulator(): Promise<RunningKinesisLocal> {
   }
 }
 
-/** A client for the emulator: plain HTTP/1.1, dummy credentials. */
-export function clientFor(emulator: RunningKinesisLocal): KinesisClient {
+/** A client for the emulator: plain HTTP/1.1, dummy credentials; `config` adds to it. */
+export function clientFor(emulator: Pick<RunningKinesisLocal, 'endpoint' | 'region' | 'credentials'>, config: Partial<KinesisClientConfig> = {}): KinesisClient {
   return new KinesisClient({
     endpoint: emulator.endpoint,
     region: emulator.region,
     credentials: emulator.credentials,
     requestHandler: new NodeHttpHandler(),
+    ...config,
   });
 }
 
