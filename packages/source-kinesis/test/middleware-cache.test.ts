@@ -1,21 +1,14 @@
 import { GetRecordsCommand, ListShardsCommand, type KinesisClient } from '@aws-sdk/client-kinesis';
 import { AbortedError, Checkpoint } from '@leasehold/core';
-import type { RunningKinesisLocal } from '@leasehold/local-stack';
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { KinesisSource } from '../src/index.js';
-import { clientFor, createStream, putRecords, readRecords, startEmulator, textEntries } from './support.js';
+import { createStream, putRecords, readRecords, textEntries, useEmulator } from './support.js';
 
-let emulator: RunningKinesisLocal;
+const kinesis = useEmulator();
 let client: KinesisClient;
 
-beforeAll(async () => {
-  emulator = await startEmulator();
-  client = clientFor(emulator);
-});
-
-afterAll(async () => {
-  client?.destroy();
-  await emulator?.close();
+beforeAll(() => {
+  client = kinesis.client();
 });
 
 afterEach(() => {
@@ -28,7 +21,7 @@ describe('KinesisSource over a client built with cacheMiddleware: true', () => {
   it('keeps the client resolving each command middleware stack once', async () => {
     const { streamName } = await createStream(client, 1);
     await putRecords(client, streamName, textEntries('r', 30));
-    const cached = clientFor(emulator, { cacheMiddleware: true });
+    const cached = kinesis.client({ cacheMiddleware: true });
     const getRecords = vi.spyOn(GetRecordsCommand.prototype, 'resolveMiddleware');
     const listShards = vi.spyOn(ListShardsCommand.prototype, 'resolveMiddleware');
     const source = new KinesisSource({ client: cached, streamName, maxRecordsPerCall: 5 });
@@ -46,7 +39,7 @@ describe('KinesisSource over a client built with cacheMiddleware: true', () => {
   it('still ends a read with an AbortedError at once when the signal fires during a GetRecords that does not answer', async () => {
     const { streamName } = await createStream(client, 1);
     await putRecords(client, streamName, textEntries('r', 10));
-    const cached = clientFor(emulator, { cacheMiddleware: true });
+    const cached = kinesis.client({ cacheMiddleware: true });
     let getRecordsSent!: () => void;
     const sent = new Promise<void>((resolve) => (getRecordsSent = resolve));
     // Every GetRecords hangs: only the signal can end the read.

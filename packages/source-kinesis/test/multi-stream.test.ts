@@ -1,25 +1,15 @@
 import { DescribeStreamConsumerCommand, DescribeStreamSummaryCommand, SplitShardCommand, type KinesisClient } from '@aws-sdk/client-kinesis';
 import { Consumer, MemoryStorage, parseStreamLeaseKey, type ConsumerOptions, type StreamSpec } from '@leasehold/core';
-import type { RunningKinesisLocal } from '@leasehold/local-stack';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { KinesisSource } from '../src/index.js';
-import { HASH_HIGH, clientFor, createStream, putRecords, startEmulator, textEntries, waitUntilActive } from './support.js';
+import { HASH_HIGH, createStream, putRecords, textEntries, useEmulator, waitUntilActive } from './support.js';
 
-let emulator: RunningKinesisLocal;
+const kinesis = useEmulator();
 /** One client per stream, as a stream of another account (its own credentials) would have. */
 const clients: KinesisClient[] = [];
 
-beforeAll(async () => {
-  emulator = await startEmulator();
-});
-
-afterAll(async () => {
-  for (const client of clients) client.destroy();
-  await emulator?.close();
-});
-
 function newClient(): KinesisClient {
-  const client = clientFor(emulator);
+  const client = kinesis.client();
   clients.push(client);
   return client;
 }

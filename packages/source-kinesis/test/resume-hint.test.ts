@@ -1,28 +1,16 @@
 import type { KinesisClient } from '@aws-sdk/client-kinesis';
 import { Checkpoint, Consumer, MemoryStorage, type ConsumerOptions, type RecordsBatch } from '@leasehold/core';
-import type { RunningKinesisLocal } from '@leasehold/local-stack';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { KinesisSource, type KinesisRecord } from '../src/index.js';
-import { clientFor, createStream, putRecords, startEmulator, text, textEntries } from './support.js';
+import { createStream, putRecords, text, textEntries, useEmulator } from './support.js';
 
 const SHARD = 'shardId-000000000000';
 
-let emulator: RunningKinesisLocal;
-const clients: KinesisClient[] = [];
-
-beforeAll(async () => {
-  emulator = await startEmulator();
-});
-
-afterAll(async () => {
-  for (const client of clients) client.destroy();
-  await emulator?.close();
-});
+const kinesis = useEmulator();
 
 /** A client that counts the GetShardIterator calls made through it, and may fail its first `failGetRecords` GetRecords calls with `failWith`. */
 function countingClient(failGetRecords = 0, failWith = 'ExpiredIteratorException') {
-  const client = clientFor(emulator);
-  clients.push(client);
+  const client = kinesis.client();
   const calls = { getShardIterator: 0, getRecords: 0 };
   let failing = failGetRecords;
   client.middlewareStack.add(

@@ -9,6 +9,7 @@ import {
 import { NodeHttpHandler } from '@smithy/node-http-handler';
 import type { Clock, ShardBatch } from '@leasehold/core';
 import { startKinesisLocal, type RunningKinesisLocal } from '@leasehold/local-stack';
+import { afterAll, beforeAll } from 'vitest';
 import type { KinesisRecord, KinesisSource } from '../src/index.js';
 
 /** Starts kinesis-local for a test file; a failure names the command that runs it by hand. */
@@ -21,6 +22,34 @@ export async function startEmulator(): Promise<RunningKinesisLocal> {
       { cause: error },
     );
   }
+}
+
+/**
+ * kinesis-local for the test file that calls it: started before its tests and closed after them, the
+ * clients `client()` made destroyed first. Each `client(config)` is a new client (`clientFor`).
+ */
+export function useEmulator(): { emulator: () => RunningKinesisLocal; client: (config?: Partial<KinesisClientConfig>) => KinesisClient } {
+  let running: RunningKinesisLocal | undefined;
+  const clients: KinesisClient[] = [];
+  beforeAll(async () => {
+    running = await startEmulator();
+  });
+  afterAll(async () => {
+    for (const client of clients.splice(0)) client.destroy();
+    await running?.close();
+  });
+  const emulator = (): RunningKinesisLocal => {
+    if (running === undefined) throw new Error('kinesis-local is not running: useEmulator() starts it before the tests');
+    return running;
+  };
+  return {
+    emulator,
+    client: (config = {}) => {
+      const client = clientFor(emulator(), config);
+      clients.push(client);
+      return client;
+    },
+  };
 }
 
 /** A client for the emulator: plain HTTP/1.1, dummy credentials; `config` adds to it. */
