@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { judgeResume, RESUME_FIELD, withoutResume, withResume } from '../src/lease/resume-hint.js';
+import { updateOf } from '../src/rewind/writes.js';
 import { leaseStateOf, type LeaseRecord } from '../src/storage.js';
 import { run } from './support/virtual.js';
 import { GROUP, perKey, range, world } from './support/consumer-world.js';
@@ -44,6 +45,16 @@ describe('the resume hint a handover carries', () => {
     // Too large to carry: the handover is written without it.
     expect(withResume(next, { position: '41', hint: 'x'.repeat(2_049), receivedAt: 0 }, 0)).toBe(next);
     expect(withResume({ ...next, metadata: { big: 'y'.repeat(16 * 1024 - 20) } }, { position: '41', hint: 'short', receivedAt: 0 }, 0).metadata[RESUME_FIELD]).toBeUndefined();
+  });
+
+  it('is dropped by an operator\'s rewind, requested of the owner or applied at once, like every other write but a handover', () => {
+    const lease = { group: GROUP, leaseKey: 's', version: 3, ...withResume({ ...leaseStateOf({ owner: 'b', incarnation: 'ib', epoch: 8, checkpoint: '41' }), metadata: { other: 'kept' } }, { position: '41', hint: 'it', receivedAt: 0 }, 0) } as LeaseRecord;
+    expect(lease.metadata[RESUME_FIELD]).toBeDefined();
+    for (const how of ['request', 'direct'] as const) {
+      const update = updateOf(lease, { how, to: '10' }, 'rw-1', '2026-12-04T00:00:00.000Z');
+      expect(update.next.metadata[RESUME_FIELD], how).toBeUndefined();
+      expect(update.next.metadata.other, how).toBe('kept');
+    }
   });
 });
 

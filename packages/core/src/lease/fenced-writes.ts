@@ -18,7 +18,6 @@ import {
 } from '../errors.js';
 import {
   Checkpoint,
-  leaseStateOf,
   RECORD_FORMAT,
   type CheckpointStorage,
   type LeaseRecord,
@@ -30,12 +29,12 @@ import {
 import type { LeaseCoordinatorEvents } from './events.js';
 import type { Held, LeaseTenure } from './held.js';
 import type { Hold } from './hold.js';
-import { RESUME_FIELD, withoutResume } from './resume-hint.js';
+import { RESUME_FIELD, stateWithoutResume } from './resume-hint.js';
 
 const PKG = 'core';
 
 /** The state core writes: every write but a handover's drops a resume hint (it is for one tenure's first read only). */
-const stateOf = (lease: LeaseRecord): LeaseState => withoutResume(leaseStateOf(lease));
+const stateOf = stateWithoutResume;
 
 /**
  * A conditional write of a lease made by the caller in one atomic step with its own writes (see

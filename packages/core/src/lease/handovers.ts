@@ -9,16 +9,16 @@
 import { shuffled } from '../clock.js';
 import { concurrencyLimit } from '../concurrency.js';
 import { limits } from '../validation.js';
-import { Checkpoint, leaseStateOf, RECORD_FORMAT, type LeaseRecord, type LeaseState, type LeaseUpdate, type WriteResult } from '../storage.js';
+import { Checkpoint, RECORD_FORMAT, type LeaseRecord, type LeaseUpdate, type WriteResult } from '../storage.js';
 import { capOf } from './balance.js';
 import type { LeaseParts } from './parts.js';
 import type { LeaseCoordinatorEvents } from './events.js';
 import type { DrainReason, HandoffTarget, Held, HeldLease } from './held.js';
 import { LEAVING_FIELD } from './membership.js';
-import { withoutResume, withResume } from './resume-hint.js';
+import { stateWithoutResume, withResume } from './resume-hint.js';
 
 /** The state core writes: every write drops a resume hint (it is for one tenure's first read only); a handover adds its own. */
-const stateOf = (lease: LeaseRecord): LeaseState => withoutResume(leaseStateOf(lease));
+const stateOf = stateWithoutResume;
 
 /**
  * How many leases announced handed over a worker reads at once (a take tick waits for them): 16, as many

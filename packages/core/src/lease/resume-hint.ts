@@ -7,7 +7,7 @@
  * for the tenure and the checkpoint it holds the lease in, and while it is young enough by the sender's
  * age plus its own clock since it read the lease: wall clocks of two workers are never compared.
  */
-import type { LeaseState, Position } from '../storage.js';
+import { leaseStateOf, type LeaseRecord, type LeaseState, type Position } from '../storage.js';
 import { limits } from '../validation.js';
 
 /** The lease metadata field that carries a resume hint from a handover's write to the recipient. */
@@ -38,6 +38,11 @@ export function withoutResume<S extends LeaseState>(state: S): S {
   const metadata = { ...state.metadata };
   delete metadata[RESUME_FIELD];
   return { ...state, metadata };
+}
+
+/** The state of `lease` as every write of core but a handover's sends it: without a resume hint. */
+export function stateWithoutResume(lease: LeaseRecord): LeaseState {
+  return withoutResume(leaseStateOf(lease));
 }
 
 /**

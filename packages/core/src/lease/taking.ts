@@ -10,17 +10,17 @@
 import { shuffled } from '../clock.js';
 import { describeValue, type LeaseholdError, RecordFormatError } from '../errors.js';
 import { hasRewindRequest } from '../rewind.js';
-import { Checkpoint, leaseStateOf, RECORD_FORMAT, type LeaseListing, type LeaseRecord, type LeaseState, type WriteResult } from '../storage.js';
+import { Checkpoint, RECORD_FORMAT, type LeaseListing, type LeaseRecord, type WriteResult } from '../storage.js';
 import { capOf, planMoves, shares } from './balance.js';
 import type { LeaseParts } from './parts.js';
 import type { LeaseCoordinatorEvents } from './events.js';
 import type { Handovers } from './handovers.js';
 import type { Held } from './held.js';
 import { LEAVING_FIELD, type Incarnation } from './membership.js';
-import { withoutResume } from './resume-hint.js';
+import { stateWithoutResume } from './resume-hint.js';
 
 /** The state core writes: a take or a free drops a resume hint (it is for the tenure a handover started only). */
-const stateOf = (lease: LeaseRecord): LeaseState => withoutResume(leaseStateOf(lease));
+const stateOf = stateWithoutResume;
 
 /**
  * Decides whether a lease may be taken now; the default lets a child start only after its parents ended.

@@ -4,6 +4,7 @@
  * given rewind. The coordinator, the consumer and the leader's duties read these on every lease, so they
  * live apart from planning and writing rewinds.
  */
+import { stateWithoutResume } from '../lease/resume-hint.js';
 import { Checkpoint, leaseStateOf, type CheckpointStorage, type LeaseRecord, type Position } from '../storage.js';
 
 /** The lease metadata fields of a rewind. */
@@ -59,9 +60,10 @@ export function hasRewindRequest(lease: Pick<LeaseRecord, 'metadata'>): boolean 
  * id recorded. Owner, epoch, incarnation and every other field are kept.
  */
 export function rewoundState(lease: LeaseRecord, request: Pick<RewindRequest, 'id' | 'to'>): ReturnType<typeof leaseStateOf> {
-  const metadata: Record<string, string> = { ...lease.metadata, [REWIND_FIELDS.rewound]: request.id };
+  const state = stateWithoutResume(lease);
+  const metadata: Record<string, string> = { ...state.metadata, [REWIND_FIELDS.rewound]: request.id };
   delete metadata[REWIND_FIELDS.request];
-  return { ...leaseStateOf(lease), checkpoint: request.to, metadata };
+  return { ...state, checkpoint: request.to, metadata };
 }
 
 /**

@@ -4,7 +4,8 @@
  * leases.
  */
 import { describeValue, LeaseholdError, RecordFormatError } from '../errors.js';
-import { leaderStateOf, leaseStateOf, RECORD_FORMAT, type LeaderStore, type LeaseRecord, type LeaseUpdate } from '../storage.js';
+import { leaderStateOf, RECORD_FORMAT, type LeaderStore, type LeaseRecord, type LeaseUpdate } from '../storage.js';
+import { stateWithoutResume } from '../lease/resume-hint.js';
 import { REWIND_FIELDS, REWIND_MARKER_FIELD, rewoundState, type RewindRequest } from './request.js';
 import type { AppliedRewind, RewindMove } from './types.js';
 
@@ -13,11 +14,13 @@ const PKG = 'core';
 export function updateOf(lease: LeaseRecord, move: Pick<RewindMove, 'how' | 'to'>, rewindId: string, requestedAt: string): LeaseUpdate {
   if (move.how === 'direct') return { leaseKey: lease.leaseKey, expectedVersion: lease.version, next: rewoundState(lease, { id: rewindId, to: move.to }) };
   const request: RewindRequest = { id: rewindId, to: move.to, requestedAt };
+  // A resume hint a handover left is dropped, as by every write of core but a handover's.
+  const state = stateWithoutResume(lease);
   return {
     leaseKey: lease.leaseKey,
     expectedVersion: lease.version,
     // Only the request is added: owner, epoch, incarnation and checkpoint stay as they are.
-    next: { ...leaseStateOf(lease), metadata: { ...lease.metadata, [REWIND_FIELDS.request]: JSON.stringify(request) } },
+    next: { ...state, metadata: { ...state.metadata, [REWIND_FIELDS.request]: JSON.stringify(request) } },
     notify: 'rewind',
   };
 }
