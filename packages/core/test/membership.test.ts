@@ -735,6 +735,34 @@ describe('membership: owners hand their excess to members below their share', ()
     await run(scheduler, Promise.all(workers.map((coordinator) => coordinator.stop())));
   });
 
+  it('on a cold start with a lull of more than a take tick between two bursts of joins, waits for the second burst and takes each lease once', async () => {
+    const { scheduler, ready, worker } = world(keys(100));
+    await ready;
+    const workers: LeaseCoordinator[] = [];
+    let acquisitions = 0;
+    const starts: Promise<void>[] = [];
+    // Four workers within 600 ms, nothing for 2.2 s (more than a take tick), then six more within a second.
+    for (const gap of [0, 200, 200, 200, 2_200, 200, 200, 200, 200, 200]) {
+      await scheduler.advance(gap);
+      const { coordinator } = worker(`w${workers.length}`, { useChangeFeed: false });
+      coordinator.on('acquired', () => acquisitions++);
+      workers.push(coordinator);
+      starts.push(coordinator.start());
+    }
+    await run(scheduler, Promise.all(starts));
+    const lastStart = scheduler.now;
+    let balancedAt = -1;
+    for (let t = 0; t < 20_000 && balancedAt < 0; t += 100) {
+      await scheduler.advance(100);
+      if (workers.every((coordinator) => coordinator.heldLeases().length === 10)) balancedAt = scheduler.now;
+    }
+    expect(balancedAt).toBeGreaterThan(0);
+    // The first burst did not deal among itself: no lease was taken and then handed on.
+    expect(acquisitions).toBe(100);
+    expect(balancedAt - lastStart).toBeLessThanOrEqual(4 * 2_000 * 1.05);
+    await run(scheduler, Promise.all(workers.map((coordinator) => coordinator.stop())));
+  });
+
   it('on a cold start, workers started within a take tick of each other take their shares within a quarter tick of each other', async () => {
     const { scheduler, ready, worker } = world(keys(12));
     await ready;

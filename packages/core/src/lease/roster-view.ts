@@ -50,6 +50,8 @@ export class RosterView {
    */
   #others: Map<string, string> | null = null;
   #othersChangedAt = -Infinity;
+  /** Whether any read showed another live member. */
+  #othersSeen = false;
   /** The members {@link set} replaced since the last read: the next read checks them against `#others`. */
   #touched = new Set<string>();
   /** {@link signature}, until a member or a corrupt record it names changes. */
@@ -119,6 +121,7 @@ export class RosterView {
       }
     }
     if (this.#othersMoved(readOnly)) this.#othersChangedAt = now;
+    if (!this.#othersSeen && (this.#others?.size ?? 0) > 0) this.#othersSeen = true;
     this.#touched.clear();
     return fresh;
   }
@@ -191,6 +194,11 @@ export class RosterView {
   /** When the set of other live members (ids and incarnations) last changed, on this worker's clock. */
   get othersChangedAt(): number {
     return this.#othersChangedAt;
+  }
+
+  /** Whether any read so far showed another live member: a worker that never saw one started alone. */
+  get othersSeen(): boolean {
+    return this.#othersSeen;
   }
 
   /**

@@ -22,6 +22,11 @@ import { stateWithoutResume } from './resume-hint.js';
 /** The state core writes: a take or a free drops a resume hint (it is for the tenure a handover started only). */
 const stateOf = stateWithoutResume;
 
+/** How long, in take ticks, a cold start waits for a view of the members that has seen others to stand still. */
+const COLD_QUIET_TICKS = 1.4;
+/** The same for a worker that has seen no other member yet. */
+const COLD_QUIET_TICKS_ALONE = 0.9;
+
 /**
  * Decides whether a lease may be taken now; the default lets a child start only after its parents ended.
  * `all` holds every readable lease of the group, `corrupt` the keys of those that cannot be read.
@@ -221,9 +226,16 @@ export class Taking {
     await this.#removeLongDead(listing, now);
   }
 
-  /** In a cold start: whether other members joined or left within the last take tick, up to three ticks after this worker joined. */
+  /**
+   * In a cold start: whether the members may still be joining, up to three ticks after this worker joined.
+   * A worker that has seen no other member waits until its view stood still for 0.9 of a take tick; one
+   * that has seen others join (a group starting together, or spread over seconds) waits for 1.4 ticks
+   * of stillness, so that a lull of more than a tick between two joins does not split the deal between
+   * the workers started before it and those started after (DESIGN section 4, "Cold start").
+   */
   #settling(now: number, membership: Incarnation): boolean {
-    return now - this.#parts.view.othersChangedAt < this.#parts.takeIntervalMs * 0.9 && now - membership.joinedAt < 3 * this.#parts.takeIntervalMs;
+    const quiet = (this.#parts.view.othersSeen ? COLD_QUIET_TICKS : COLD_QUIET_TICKS_ALONE) * this.#parts.takeIntervalMs;
+    return now - this.#parts.view.othersChangedAt < quiet && now - membership.joinedAt < 3 * this.#parts.takeIntervalMs;
   }
 
   /**
