@@ -688,6 +688,8 @@ interface ColdSample {
   /** Simulated ms from the last worker's start (its join tick) until balanced, or null. */
   fromLastJoinMs: number | null;
   acquisitions: number;
+  /** Listings of the leases, per worker. */
+  listings: number;
 }
 
 async function coldStart(seed: number, workers: number, leases: number, startSpreadMs: number): Promise<ColdSample> {
@@ -700,6 +702,7 @@ async function coldStart(seed: number, workers: number, leases: number, startSpr
       fromFirstMs: ms === null ? null : ms - first,
       fromLastJoinMs: ms === null ? null : ms - last,
       acquisitions: c.workers.reduce((sum, worker) => sum + worker.acquisitions, 0),
+      listings: c.workers.reduce((sum, worker) => sum + (worker.storage.counts.calls.listLeases ?? 0), 0) / workers,
     };
   } finally {
     dispose(c);
@@ -717,6 +720,7 @@ interface ColdResult {
   fromFirst: Summary;
   fromLastJoin: Summary;
   acquisitions: Summary;
+  listings: Summary;
   pass: boolean;
   samples: ColdSample[];
 }
@@ -743,6 +747,7 @@ async function coldSection(seedCount: number): Promise<ColdResult[]> {
         fromFirst: summarize(samples.map((s) => s.fromFirstMs)),
         fromLastJoin,
         acquisitions,
+        listings: summarize(samples.map((s) => s.listings)),
         pass: fromLastJoin.failures === 0 && fromLastJoin.max <= COLD_LIMIT_MS && acquisitions.max <= 1.05 * leases,
         samples,
       });
@@ -752,7 +757,7 @@ async function coldSection(seedCount: number): Promise<ColdResult[]> {
   console.log(`   target: within 3 take ticks after the join tick (${fmt(COLD_LIMIT_MS / 1_000, 2)} s after the last worker's join, jitter and a round trip included), acquisitions <= 1.05 x leases`);
   console.log(`   before (main, 10 x 1,000): balanced after ${RENEWALS.coldStart10x1000.seconds} s with ${RENEWALS.coldStart10x1000.acquisitions.toLocaleString('en')} acquisitions`);
   table(
-    ['shape', 'starts within', 'seeds', 's after first start p50/max', 's after last join p50/max', 'take ticks (max)', 'acquisitions p50/max', 'x leases (max)', ''],
+    ['shape', 'starts within', 'seeds', 's after first start p50/max', 's after last join p50/max', 'take ticks (max)', 'acquisitions p50/max', 'x leases (max)', 'listings/worker max', ''],
     results.map((r) => [
       `${r.workers} x ${r.leases.toLocaleString('en')}`,
       `${fmt(r.startSpreadMs / 1_000, 1)} s`,
@@ -762,6 +767,7 @@ async function coldSection(seedCount: number): Promise<ColdResult[]> {
       fmt(r.fromLastJoin.max / TAKE_MS, 1),
       `${fmt(r.acquisitions.p50, 0)} / ${fmt(r.acquisitions.max, 0)}`,
       fmt(r.acquisitions.max / r.leases, 3),
+      fmt(r.listings.max, 2),
       verdict(r.pass),
     ]),
   );

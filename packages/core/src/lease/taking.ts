@@ -194,8 +194,10 @@ export class Taking {
       if (!this.listingDue) return;
     }
     // A cold start waiting for the members to stop joining reads only the roster meanwhile: listing the
-    // whole group every tick of the wait would cost every worker the group's size each tick.
-    if (this.#coldWait && this.#settling(now, membership)) {
+    // whole group every tick of the wait would cost every worker the group's size each tick. A worker that
+    // has not listed yet, in a group whose members all say they hold nothing, waits the same way before its
+    // first listing: it would only learn from it that the group is cold, and list again once it settled.
+    if ((this.#coldWait || (this.#listedAt === null && this.#membersHoldNothing())) && this.#settling(now, membership)) {
       this.listingDue = true;
       return;
     }
@@ -236,6 +238,13 @@ export class Taking {
   #settling(now: number, membership: Incarnation): boolean {
     const quiet = (this.#parts.view.othersSeen ? COLD_QUIET_TICKS : COLD_QUIET_TICKS_ALONE) * this.#parts.takeIntervalMs;
     return now - this.#parts.view.othersChangedAt < quiet && now - membership.joinedAt < 3 * this.#parts.takeIntervalMs;
+  }
+
+  /** Whether this worker and every live member it knows of say they hold no lease: what a cold start looks like before a listing. */
+  #membersHoldNothing(): boolean {
+    if (this.#parts.hold.countHeld() > 0) return false;
+    for (const member of this.#parts.view.values()) if (member.status === 'alive' && member.workerId !== this.#parts.workerId && member.held > 0) return false;
+    return true;
   }
 
   /**
