@@ -56,6 +56,7 @@ import {
 import { MEMBER_BUCKETS, MEMBER_SORT_PREFIX, memberBucketKey, memberBucketKeys, membersKey } from './roster-size.js';
 import { viewSection } from './roster-view-cpu.js';
 import { limits } from '../src/adapter.js';
+import { shuffled } from '../src/clock.js';
 import { DIGEST_SORT_KEY, digestKey, kclMonthly, KCL_RENEWALS_PER_LEASE_MINUTE, KCL_SCANS_PER_WORKER_MINUTE, MINUTES_PER_MONTH, monthlyUsd, pagedReadUnits, USD_PER_MILLION_RRU, USD_PER_MILLION_WRU } from './billing.js';
 import { addOpUsage, addUsage, emptyOpUsage, emptyUsage, hottestItem, hottestPartition, mostWrittenItem, PARTITION_RCU, PARTITION_WCU, partitionShare, totalOf, type Backend, type OpUsage } from './meter.js';
 
@@ -785,6 +786,8 @@ interface Sample {
   takeTicks?: number;
   moved?: number;
   minimumMoves?: number;
+  /** Crash only: the survivors' listings of the leases from the crash until balanced again, per survivor. */
+  listings?: number;
 }
 
 /** `workers` workers, `leases` leases; one's clock is killed at a random moment after balance. Until its leases are held elsewhere. */
@@ -796,9 +799,36 @@ async function crash(seed: number, workers = 4, leases = 32, startSpreadMs = 2 *
     const orphans = await ownedBy(c, victim);
     victim.clock.kill();
     victim.alive = false;
+    const listed = (): number => c.live().reduce((sum, worker) => sum + (worker.storage.counts.calls.listLeases ?? 0), 0);
+    const listedBefore = listed();
     const ms = await advanceUntil(c.scheduler, () => heldElsewhere(c, orphans, victim));
     const rest = await advanceUntil(c.scheduler, () => balanced(c));
-    return { ms, balancedMs: ms === null || rest === null ? null : ms + rest };
+    return { ms, balancedMs: ms === null || rest === null ? null : ms + rest, listings: (listed() - listedBefore) / c.live().length };
+  } finally {
+    dispose(c);
+  }
+}
+
+/**
+ * 100 workers, 10,000 leases, with the change feed; a quarter of them crash at once (as the e2e scale bench
+ * kills one process of four). Until every lease of the crashed is held elsewhere, and the survivors' listings.
+ */
+async function massCrash(seed: number): Promise<Sample> {
+  const c = await cluster(seed, 100, 10_000, { startSpreadMs: TAKE_MS / 2 });
+  try {
+    await settled(c, 100);
+    const victims = shuffled(c.workers, c.random).slice(0, 25);
+    const gone = new Set(victims.map((worker) => worker.coordinator.workerId));
+    const orphans = (await c.store.listLeases(GROUP)).leases.filter((lease) => lease.owner !== null && gone.has(lease.owner)).map((lease) => lease.leaseKey);
+    const listed = (): number => c.live().reduce((sum, worker) => sum + (worker.storage.counts.calls.listLeases ?? 0), 0);
+    for (const victim of victims) {
+      victim.clock.kill();
+      victim.alive = false;
+    }
+    const listedBefore = listed();
+    const ms = await advanceUntil(c.scheduler, () => orphans.every((leaseKey) => c.live().some((worker) => worker.coordinator.isHeld(leaseKey))), { stepMs: 100, precise: false });
+    const rest = await advanceUntil(c.scheduler, () => balanced(c), { stepMs: 100, precise: false });
+    return { ms, balancedMs: ms === null || rest === null ? null : ms + rest, listings: (listed() - listedBefore) / c.live().length };
   } finally {
     dispose(c);
   }
@@ -882,7 +912,9 @@ function withLeases(s: Summary): Summary & { p50InLeases: number; p99InLeases: n
 }
 
 async function movingSection(seeds: readonly number[]): Promise<{ runs: Record<string, Sample[]>; summary: Record<string, unknown>; failures: number; crashPass: boolean; crashLarge: { workers: number; leases: number; p99InLeases: number } }> {
-  const runs: Record<string, Sample[]> = { crash: [], crashLarge: [], crashWatched: [], crashWatchedNoFeed: [], gracefulStop: [], join: [] };
+  const runs: Record<string, Sample[]> = { crash: [], crashLarge: [], crashWatched: [], crashWatchedNoFeed: [], crashMass: [], gracefulStop: [], join: [] };
+  // A quarter of 100 x 10,000 at once: a few seeds (each costs seconds of CPU), reported, not gated.
+  for (const seed of seeds.slice(0, 3)) runs.crashMass!.push(await massCrash(seed + 7_000_000));
   for (const seed of seeds) {
     runs.crash!.push(await crash(seed));
     runs.gracefulStop!.push(await gracefulStop(seed + 1_000_000));
@@ -949,6 +981,13 @@ async function movingSection(seeds: readonly number[]): Promise<{ runs: Record<s
     row.ratio,
     row.target ?? '',
   ]);
+  // What a crash costs the survivors in listings of the whole group, from the crash until balanced again.
+  const mass = summarize(runs.crashMass!.map((sample) => sample.ms));
+  lines.push([`crash of 25 of 100 w at once, 10,000 l: all held elsewhere (${runs.crashMass!.length} trials)`, fmt(inLeases(mass.p50), 3), fmt(inLeases(mass.p99), 3), fmt(inLeases(mass.max), 3), String(mass.failures), '', '', '']);
+  for (const [name, label] of [['crashMass', '25 of 100 w at once, 10,000 l'], ['crashLarge', '10 w, 1,000 l'], ['crashWatched', `watchers, ${WATCHED_WORKERS} w, 1,000 l`], ['crashWatchedNoFeed', `watchers, no feed, ${WATCHED_WORKERS} w, 1,000 l`]] as const) {
+    const listings = summarize(runs[name]!.map((sample) => sample.listings ?? null));
+    lines.push([`crash (${label}): listings per survivor (count)`, fmt(listings.p50, 2), fmt(listings.p99, 2), fmt(listings.max, 2), String(listings.failures), '', '', '']);
+  }
   // The joiner's listings include the ones a handoff prompted, not only the 2 s ticks.
   lines.push(['join: joiner listings (count)', fmt(joinTicks.p50, 0), fmt(joinTicks.p99, 0), fmt(joinTicks.max, 0), String(joinTicks.failures), `${minimumMoves}`, fmt(joinTicks.p50 / minimumMoves, 2), '']);
   lines.push(['join: leases moved (count)', fmt(joinMoved.p50, 0), fmt(joinMoved.p99, 0), fmt(joinMoved.max, 0), String(joinMoved.failures), `min ${minimumMoves}`, fmt(joinMoved.p50 / minimumMoves, 2) + ' x min', '']);

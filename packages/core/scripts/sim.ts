@@ -48,6 +48,7 @@ const { values } = parseArgs({
     'unsafe-ring-keeps-the-dead': { type: 'boolean', default: false },
     'unsafe-free-retry-ignores-owner': { type: 'boolean', default: false },
     'unsafe-adoption-ignores-cap': { type: 'boolean', default: false },
+    'unsafe-shortfall-ignored': { type: 'boolean', default: false },
     'no-change-feed': { type: 'boolean', default: false },
     'change-feed': { type: 'boolean', default: false },
     'no-watcher-reads': { type: 'boolean', default: false },
@@ -119,6 +120,7 @@ if (values.consumer) {
     ...(values['unsafe-ring-keeps-the-dead'] ? { ringKeepsTheDead: true } : {}),
     ...(values['unsafe-free-retry-ignores-owner'] ? { freeRetryIgnoresOwner: true } : {}),
     ...(values['unsafe-adoption-ignores-cap'] ? { adoptionIgnoresCap: true } : {}),
+    ...(values['unsafe-shortfall-ignored'] ? { shortfallIgnored: true } : {}),
   };
   if (values['no-change-feed'] && values['change-feed']) throw new Error('--change-feed and --no-change-feed exclude each other');
   for (const seed of seeds) {

@@ -37,6 +37,12 @@ export interface CoordinatorUnsafe {
    * its `maxLeasesPerWorker`: it holds more than its cap.
    */
   adoptionIgnoresCap?: boolean | undefined;
+  /**
+   * A member never lists because the members' counts fall short of the leases its last listing found: a
+   * lease dealt to a member that does not take it (its hold lapsed, its take failed) waits for a listing
+   * something else brings, up to the safety-net interval.
+   */
+  shortfallIgnored?: boolean | undefined;
 }
 
 /** The leader elector's switches. */

@@ -47,6 +47,12 @@ describe('the simulation harness', () => {
     expect(result?.replay).toMatch(/--unsafe-adoption-ignores-cap --whole-roster-up-to 0 --trace$/);
   }, 600_000);
 
+  it('catches members that never list when the members\' counts fall short of the leases they listed, within 200 seeds: a lease handed or freed while nobody was looking waits, and the group is not whole or not balanced in time', async () => {
+    const result = await firstViolation({ shortfallIgnored: true });
+    expect(result?.violations.some((violation) => violation.guarantee === 'liveness' || violation.guarantee === 'balance')).toBe(true);
+    expect(result?.replay).toMatch(/--unsafe-shortfall-ignored --trace$/);
+  }, 600_000);
+
   it('runs a group without a change feed (the DynamoDB adapter has none; a third of the seeds by default) through the same faults', async () => {
     for (let seed = 1; seed <= 20; seed++) {
       const result = await simulate({ seed, changeFeed: false, coordinator: { wholeRosterUpTo: 0 } });

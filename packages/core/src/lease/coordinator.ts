@@ -231,6 +231,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       handovers: this.#handovers,
       freeRetryIgnoresOwner: unsafe.freeRetryIgnoresOwner ?? false,
       adoptionIgnoresCap: unsafe.adoptionIgnoresCap ?? false,
+      shortfallIgnored: unsafe.shortfallIgnored ?? false,
       host: { state, lifetime: this.#lifetime.signal, wakeRenew, wakeTake, subscribed: () => this.#subscription !== null, emit, report, fail, formatError },
     });
   }

@@ -74,6 +74,8 @@ export interface TakingOptions extends LeaseParts {
   readonly freeRetryIgnoresOwner: boolean;
   /** Unsafe: without a change feed, the declarer takes the dead member's leases whatever its `maxLeasesPerWorker`. */
   readonly adoptionIgnoresCap: boolean;
+  /** Unsafe: counts falling short of the last listing never bring a listing. */
+  readonly shortfallIgnored: boolean;
   readonly host: TakingHost;
 }
 
@@ -88,6 +90,7 @@ export class Taking {
   readonly #handovers: Handovers;
   readonly #freeRetryIgnoresOwner: boolean;
   readonly #adoptionIgnoresCap: boolean;
+  readonly #shortfallIgnored: boolean;
   readonly #host: TakingHost;
   /** Whether the next take tick lists the leases, whatever the roster says. */
   listingDue = true;
@@ -117,6 +120,7 @@ export class Taking {
     this.#handovers = options.handovers;
     this.#freeRetryIgnoresOwner = options.freeRetryIgnoresOwner;
     this.#adoptionIgnoresCap = options.adoptionIgnoresCap;
+    this.#shortfallIgnored = options.shortfallIgnored;
     this.#host = options.host;
   }
 
@@ -268,6 +272,7 @@ export class Taking {
    * owner with another view) is never left unread. Members at their share otherwise list nothing.
    */
   #leasesUnheld(now: number): boolean {
+    if (this.#shortfallIgnored) return false;
     let held = this.#parts.hold.countHeld();
     for (const member of this.#parts.view.values()) if (member.status === 'alive' && member.workerId !== this.#parts.workerId) held += member.held;
     if (held >= this.#lastWorkable) {

@@ -150,6 +150,7 @@ export function replayCommand(config: SimulationConfig & { workers: number; leas
     unsafe?.ringKeepsTheDead ? '--unsafe-ring-keeps-the-dead' : '',
     unsafe?.freeRetryIgnoresOwner ? '--unsafe-free-retry-ignores-owner' : '',
     unsafe?.adoptionIgnoresCap ? '--unsafe-adoption-ignores-cap' : '',
+    unsafe?.shortfallIgnored ? '--unsafe-shortfall-ignored' : '',
     config.watcherReads === false ? '--no-watcher-reads' : '',
     config.changeFeed === false ? '--no-change-feed' : config.changeFeed === true ? '--change-feed' : '',
     config.coordinator?.wholeRosterUpTo !== undefined ? `--whole-roster-up-to ${config.coordinator.wholeRosterUpTo}` : '',
