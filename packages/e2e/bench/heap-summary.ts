@@ -107,12 +107,12 @@ function load(file: string): Snapshot {
   }
   const retained = new Float64Array(count);
   const dominator = new Int32Array(count).fill(-1);
-  for (let index = 0; index < reached; index++) retained[postOrder[index]!] += selfSize[postOrder[index]!]!;
+  for (let index = 0; index < reached; index++) retained[postOrder[index]!] = selfSize[postOrder[index]!]!;
   for (let index = 0; index < rootIndex; index++) {
     const node = postOrder[index]!;
     const parent = postOrder[idom[index]!]!;
     dominator[node] = parent;
-    retained[parent] += retained[node]!;
+    retained[parent] = retained[parent]! + retained[node]!;
   }
   return {
     count,
@@ -176,6 +176,24 @@ function summarize(file: string, snapshot: Snapshot, top: number): void {
   const kinds = [...byKind(snapshot)].sort((a, b) => b[1].size - a[1].size).slice(0, top);
   console.log('by constructor (self size):');
   for (const [kind, { count, size }] of kinds) console.log(`  ${mb(size).padStart(7)} MB ${String(count).padStart(8)}  ${kind}`);
+  const types = new Map<string, number>();
+  for (let node = 0; node < snapshot.count; node++) if (snapshot.reachable[node] === 1) types.set(snapshot.typeOf(node), (types.get(snapshot.typeOf(node)) ?? 0) + snapshot.selfSize[node]!);
+  console.log(`by node type (self size): ${[...types].sort((a, b) => b[1] - a[1]).map(([type, size]) => `${type} ${mb(size)}`).join(', ')} MB`);
+  // Retained size by constructor, each object counted once: not inside another of its own kind.
+  const outermost = new Map<string, { count: number; size: number }>();
+  for (let node = 1; node < snapshot.count; node++) {
+    if (snapshot.reachable[node] === 0 || snapshot.typeOf(node) !== 'object') continue;
+    const kind = kindOf(snapshot, node);
+    let nested = false;
+    for (let at = snapshot.dominator[node]!; at > 0 && !nested; at = snapshot.dominator[at]!) nested = snapshot.typeOf(at) === 'object' && kindOf(snapshot, at) === kind;
+    if (nested) continue;
+    const entry = outermost.get(kind) ?? { count: 0, size: 0 };
+    entry.count++;
+    entry.size += snapshot.retained[node]!;
+    outermost.set(kind, entry);
+  }
+  console.log('retained by constructor (objects inside one of their own kind counted with it):');
+  for (const [kind, { count, size }] of [...outermost].sort((a, b) => b[1].size - a[1].size).slice(0, top)) console.log(`  ${mb(size).padStart(7)} MB ${String(count).padStart(8)}  ${kind}`);
   // The largest retainers below the synthetic roots, each with the dominators above it.
   const nodes: number[] = [];
   for (let node = 1; node < snapshot.count; node++) if (snapshot.reachable[node] === 1 && snapshot.typeOf(node) !== 'synthetic') nodes.push(node);
@@ -200,10 +218,28 @@ function summarize(file: string, snapshot: Snapshot, top: number): void {
   }
 }
 
-const { values, positionals } = parseArgs({ allowPositionals: true, options: { top: { type: 'string', default: '25' } } });
+/** What holds the objects of `kind` (`--holders Map`): their retained size grouped by the chain of dominators above them. */
+function holders(snapshot: Snapshot, kind: string, top: number): void {
+  const chains = new Map<string, { count: number; size: number }>();
+  for (let node = 1; node < snapshot.count; node++) {
+    if (snapshot.reachable[node] === 0 || kindOf(snapshot, node) !== kind) continue;
+    const above = chain(snapshot, node, 4).replace(/@\d+/g, '');
+    const entry = chains.get(above) ?? { count: 0, size: 0 };
+    entry.count++;
+    entry.size += snapshot.retained[node]!;
+    chains.set(above, entry);
+  }
+  console.log(`${kind} by what holds it (retained size):`);
+  for (const [above, { count, size }] of [...chains].sort((a, b) => b[1].size - a[1].size).slice(0, top)) console.log(`  ${mb(size).padStart(7)} MB ${String(count).padStart(6)}  < ${above}`);
+}
+
+const { values, positionals } = parseArgs({ allowPositionals: true, options: { top: { type: 'string', default: '25' }, holders: { type: 'string', multiple: true } } });
 const top = Number(values.top);
 const snapshots = positionals.map((file) => [file, load(file)] as const);
-for (const [file, snapshot] of snapshots) summarize(file, snapshot, top);
+for (const [file, snapshot] of snapshots) {
+  summarize(file, snapshot, top);
+  for (const kind of values.holders ?? []) holders(snapshot, kind, top);
+}
 if (snapshots.length === 2) {
   const [first, second] = snapshots.map(([, snapshot]) => byKind(snapshot)) as [Map<string, { count: number; size: number }>, Map<string, { count: number; size: number }>];
   const kinds = new Set([...first.keys(), ...second.keys()]);

@@ -51,6 +51,8 @@ export interface MemoryEnvironment {
   readonly workers: CompiledWorkers;
   /** Extra `node` flags, the same for both systems (such as `--max-semi-space-size=1`, to see what the young generation costs). */
   readonly nodeFlags?: readonly string[];
+  /** How long a worker holds every shard before its peak is read (the idle process: twice that). Default 5,000 ms. */
+  readonly holdMs?: number;
   /** Where each worker writes a heap snapshot after its peak is read; none when not given. */
   readonly snapshotDir?: string;
 }
@@ -133,7 +135,7 @@ async function measure(env: MemoryEnvironment, system: MemorySystem, streamName:
   try {
     if (system === 'sdk-v3 idle') {
       // Nothing to read: as long as a reading worker takes to hold every shard and then HOLD_MS.
-      await sleep(2 * HOLD_MS);
+      await sleep(2 * (env.holdMs ?? HOLD_MS));
       const sample = { system, peakRss: peakRss(worker.child.pid!), usage: reports.findLast((report): report is StatsReport => report.type === 'stats')! };
       if (env.snapshotDir !== undefined) await snapshot(env, worker, reports, system, round);
       return sample;
@@ -148,7 +150,7 @@ async function measure(env: MemoryEnvironment, system: MemorySystem, streamName:
       return shards.size === SHARDS;
     }, 120_000);
     if (!all) return `held ${shards.size} of ${SHARDS} shards within 120 s`;
-    await sleep(HOLD_MS);
+    await sleep(env.holdMs ?? HOLD_MS);
     const usage = reports.findLast((report): report is StatsReport => report.type === 'stats');
     if (usage === undefined) return 'no stats report';
     const sample = { system, peakRss: peakRss(worker.child.pid!), usage };
