@@ -7,7 +7,7 @@
  */
 import { GetRecordsCommand, GetShardIteratorCommand, type GetRecordsOutput } from '@aws-sdk/client-kinesis';
 import type { Position } from '@leasehold/core';
-import { userRecordsOf, type MalformedAggregatePolicy, type SkipThrough } from './aggregation.js';
+import { userRecordsOfAll, type SkipThrough } from './aggregation.js';
 import { backoffDelayMs } from './backoff.js';
 import type { ReaderContext } from './context.js';
 import { isExpiredIterator, isTransient, toSourceError } from './errors.js';
@@ -16,7 +16,6 @@ import { iteratorOfHint, resumeHintOf } from './resume-hint.js';
 import { sendCancellable } from './send.js';
 import { endOfShard } from './shard-end.js';
 import { bytesOf, type BatchQueue } from './queue.js';
-import type { KinesisRecord } from './record.js';
 
 /**
  * Whether a GetRecords answer shows the reader caught up: fewer records than it asked for, and nothing
@@ -126,7 +125,7 @@ export async function pollShard(
     gapMs = caughtUp(output, ctx.maxRecordsPerCall) ? ctx.idleDelayMs : ctx.minCallIntervalMs;
     // The next call goes out before this answer is decoded and handed over, when the batch leaves room.
     next = following !== undefined && queue.hasRoomFor(rawRecords.length, rawBytesOf(rawRecords)) ? getRecords(following) : undefined;
-    const records = decode(rawRecords, shardId, ctx.malformedAggregates, skip);
+    const records = userRecordsOfAll(rawRecords, shardId, ctx.malformedAggregates, skip);
     // An AT_SEQUENCE_NUMBER read returns the partly done record first: only it has sub-records to skip.
     if (rawRecords.length > 0) skip = undefined;
     const last = records[records.length - 1];
@@ -163,17 +162,6 @@ export async function pollShard(
     iterator = answer.following;
     if (next === undefined) await queue.waitForRoom(signal);
   }
-}
-
-/** The user records of a GetRecords answer, in order (a function of its own: see `handOver`). */
-function decode(rawRecords: NonNullable<GetRecordsOutput['Records']>, shardId: string, malformed: MalformedAggregatePolicy, skip: SkipThrough | undefined): KinesisRecord[] {
-  const records: KinesisRecord[] = [];
-  let skipping = skip;
-  for (const raw of rawRecords) {
-    userRecordsOf(raw, shardId, malformed, skipping, records);
-    skipping = undefined;
-  }
-  return records;
 }
 
 function rawBytesOf(records: NonNullable<GetRecordsOutput['Records']>): number {
