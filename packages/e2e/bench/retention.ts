@@ -31,11 +31,11 @@ async function alive(refs: ReadonlyArray<WeakRef<object>>): Promise<number> {
 }
 
 /**
- * The Kinesis source: one GetRecords answers three records, the next one nothing (the shard is caught up),
- * the third never answers. The handed records and the SDK's are let go of once the consumer took the
- * empty batch and asked for the next.
+ * The Kinesis source: one GetRecords answers three records; with `emptyBetween` the next one answers
+ * nothing (the shard is caught up); the last one never answers. The handed records and the SDK's are let
+ * go of once the consumer asked for the batch that does not come.
  */
-async function sourceRead(): Promise<{ handed: number; sdk: number; of: number }> {
+async function sourceRead(emptyBetween: boolean): Promise<{ handed: number; sdk: number; of: number }> {
   const sdkRecords: Array<WeakRef<object>> = [];
   let calls = 0;
   const client = {
@@ -43,8 +43,8 @@ async function sourceRead(): Promise<{ handed: number; sdk: number; of: number }
       if (command instanceof GetShardIteratorCommand) return { ShardIterator: 'iterator' };
       if (!(command instanceof GetRecordsCommand)) throw new Error(`unexpected ${String(command)}`);
       const call = calls++;
-      if (call === 1) return { Records: [], NextShardIterator: 'iterator', MillisBehindLatest: 0 };
-      if (call > 1) return new Promise(() => undefined);
+      if (call === 1 && emptyBetween) return { Records: [], NextShardIterator: 'iterator', MillisBehindLatest: 0 };
+      if (call > 0) return new Promise(() => undefined);
       const records: NonNullable<GetRecordsOutput['Records']> = [1, 2, 3].map((n) => ({ Data: Buffer.from(`payload ${n}`), PartitionKey: 'k', SequenceNumber: SEQ(n) }));
       for (const record of records) sdkRecords.push(new WeakRef(record));
       return { Records: records, NextShardIterator: 'iterator', MillisBehindLatest: 0 };
@@ -53,7 +53,7 @@ async function sourceRead(): Promise<{ handed: number; sdk: number; of: number }
   const source = new KinesisSource({ client, streamName: 's', idleDelayMs: 200 });
   const batches = source.read('shardId-000000000000', Checkpoint.TRIM_HORIZON)[Symbol.asyncIterator]();
   const handed = await firstRecords(batches);
-  await batches.next();
+  if (emptyBetween) await batches.next();
   // Left waiting: the call never answers (the process exits at the end).
   void batches.next().catch(() => undefined);
   await sleep(600); // the reader's next call is out, and unanswered
@@ -109,8 +109,13 @@ async function consumerPump(): Promise<{ handed: number; of: number }> {
   return result;
 }
 
-const read = await sourceRead();
+let alives = 0;
+for (const emptyBetween of [false, true]) {
+  const read = await sourceRead(emptyBetween);
+  alives += read.handed + read.sdk;
+  process.stdout.write(`source read, next batch awaited${emptyBetween ? ' after an empty one' : ''}: handed records alive ${read.handed} of ${read.of}, SDK records alive ${read.sdk} of ${read.of}\n`);
+}
 const pump = await consumerPump();
-process.stdout.write(`source read, next batch awaited: handed records alive ${read.handed} of ${read.of}, SDK records alive ${read.sdk} of ${read.of}\n`);
+alives += pump.handed;
 process.stdout.write(`consumer, handler resolved, next batch awaited: handed records alive ${pump.handed} of ${pump.of}\n`);
-process.exit(read.handed + read.sdk + pump.handed === 0 ? 0 : 1);
+process.exit(alives === 0 ? 0 : 1);
