@@ -4,7 +4,7 @@
  * the source's read and its reader are all suspended then, and a suspended async function keeps the
  * registers it used). Each check holds weak references to the records, waits for the next batch, collects
  * garbage and counts what is still alive; it exits non-zero if anything is. It needs a collector it can
- * call, so it runs outside the test suite:
+ * call, so it runs in a process of its own (test/retention.test.ts runs it so, against the built packages):
  *
  *   node --expose-gc --import tsx bench/retention.ts     (from packages/e2e, after a build)
  */
