@@ -5,13 +5,15 @@
  * group of its own. The systems take turns, `rounds` times each; the peak RSS (VmHWM) is read once the
  * worker has handed over records of every shard and held them all for a few seconds, with the worker's
  * own figures at that moment (src/stats.ts: heap used, each heap space's committed size, the RSS's
- * anonymous and file-backed parts).
+ * anonymous and file-backed parts). With `snapshotDir` each worker also writes a heap snapshot there right
+ * after its peak is read (`<system>-<round>.heapsnapshot`, for bench/heap-summary.ts).
  */
 import type { KinesisClient } from '@aws-sdk/client-kinesis';
 import type { RunningDynalite, RunningKinesisLocal } from '@leasehold/local-stack';
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, renameSync } from 'node:fs';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
@@ -49,6 +51,34 @@ export interface MemoryEnvironment {
   readonly workers: CompiledWorkers;
   /** Extra `node` flags, the same for both systems (such as `--max-semi-space-size=1`, to see what the young generation costs). */
   readonly nodeFlags?: readonly string[];
+  /** How long a worker holds every shard before its peak is read (the idle process: twice that). Default 5,000 ms. */
+  readonly holdMs?: number;
+  /** Where each worker writes a heap snapshot after its peak is read; none when not given. */
+  readonly snapshotDir?: string;
+}
+
+/** The signal that makes a worker write its heap snapshot: one that no worker handles and whose default is to ignore it. */
+const SNAPSHOT_SIGNAL = 'SIGWINCH';
+
+function nodeFlagsOf(env: MemoryEnvironment): string[] {
+  const flags = [...(env.nodeFlags ?? [])];
+  if (env.snapshotDir !== undefined) flags.push(`--heapsnapshot-signal=${SNAPSHOT_SIGNAL}`, `--diagnostic-dir=${env.snapshotDir}`);
+  return flags;
+}
+
+/**
+ * Has the worker write its heap snapshot and names it after `system` and `round`: it is written on the
+ * worker's main thread, so the first stats report after the signal comes once it is complete.
+ */
+async function snapshot(env: MemoryEnvironment, worker: WorkerProcess, reports: WorkerReport[], system: MemorySystem, round: number): Promise<void> {
+  const dir = env.snapshotDir!;
+  const pid = worker.child.pid!;
+  const before = reports.length;
+  process.kill(pid, SNAPSHOT_SIGNAL);
+  const written = await waitFor(() => reports.slice(before).some((report) => report.type === 'stats'), 120_000);
+  const file = readdirSync(dir).find((name) => name.includes(`.${pid}.`) && name.endsWith('.heapsnapshot'));
+  if (!written || file === undefined) throw new Error(`no heap snapshot of ${system} in ${dir}`);
+  renameSync(join(dir, file), join(dir, `${system.replace(/[^a-z0-9]+/g, '-')}-${round}.heapsnapshot`));
 }
 
 function peakRss(pid: number): number {
@@ -74,7 +104,7 @@ async function startWorker(env: MemoryEnvironment, system: MemorySystem, streamN
       batchDelayMs: 0,
       idleDelayMs: 1_000,
       workerScript: env.workers.leasehold,
-      nodeFlags: env.nodeFlags ?? [],
+      nodeFlags: nodeFlagsOf(env),
       statsIntervalMs: 1_000,
     });
     const worker = await cluster.start('m1');
@@ -84,7 +114,7 @@ async function startWorker(env: MemoryEnvironment, system: MemorySystem, streamN
     system === 'lifion-kinesis'
       ? [env.workers.lifion, '--stream', streamName, '--kinesis-endpoint', env.kinesis.endpoint, '--dynamodb-endpoint', env.dynalite.endpoint, '--table', `lifion-${runId}`, '--group', group]
       : [env.workers.plain, '--stream', streamName, '--kinesis-endpoint', env.kinesis.endpoint, '--mode', system === 'sdk-v3 idle' ? 'idle' : 'read'];
-  const child = spawn(process.execPath, [...(env.nodeFlags ?? []), ...flags, '--worker-id', 'm1', '--stats-interval-ms', '1000'], {
+  const child = spawn(process.execPath, [...nodeFlagsOf(env), ...flags, '--worker-id', 'm1', '--stats-interval-ms', '1000'], {
     cwd: PACKAGE_DIR,
     env: { ...process.env, AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', AWS_SDK_JS_SUPPRESS_MAINTENANCE_MODE_MESSAGE: '1' },
     stdio: ['pipe', 'pipe', 'pipe'],
@@ -100,13 +130,15 @@ async function startWorker(env: MemoryEnvironment, system: MemorySystem, streamN
 }
 
 /** One measurement: a fresh group's worker reads the stream until it handed over records of every shard. */
-async function measure(env: MemoryEnvironment, system: MemorySystem, streamName: string): Promise<MemorySample | string> {
+async function measure(env: MemoryEnvironment, system: MemorySystem, streamName: string, round: number): Promise<MemorySample | string> {
   const { reports, worker, close } = await startWorker(env, system, streamName);
   try {
     if (system === 'sdk-v3 idle') {
       // Nothing to read: as long as a reading worker takes to hold every shard and then HOLD_MS.
-      await sleep(2 * HOLD_MS);
-      return { system, peakRss: peakRss(worker.child.pid!), usage: reports.findLast((report): report is StatsReport => report.type === 'stats')! };
+      await sleep(2 * (env.holdMs ?? HOLD_MS));
+      const sample = { system, peakRss: peakRss(worker.child.pid!), usage: reports.findLast((report): report is StatsReport => report.type === 'stats')! };
+      if (env.snapshotDir !== undefined) await snapshot(env, worker, reports, system, round);
+      return sample;
     }
     const shards = new Set<string>();
     let read = 0;
@@ -118,10 +150,12 @@ async function measure(env: MemoryEnvironment, system: MemorySystem, streamName:
       return shards.size === SHARDS;
     }, 120_000);
     if (!all) return `held ${shards.size} of ${SHARDS} shards within 120 s`;
-    await sleep(HOLD_MS);
+    await sleep(env.holdMs ?? HOLD_MS);
     const usage = reports.findLast((report): report is StatsReport => report.type === 'stats');
     if (usage === undefined) return 'no stats report';
-    return { system, peakRss: peakRss(worker.child.pid!), usage };
+    const sample = { system, peakRss: peakRss(worker.child.pid!), usage };
+    if (env.snapshotDir !== undefined) await snapshot(env, worker, reports, system, round);
+    return sample;
   } finally {
     await close();
   }
@@ -137,7 +171,7 @@ export async function memoryRounds(env: MemoryEnvironment, systems: readonly Mem
   for (let round = 0; round < rounds; round++) {
     for (const system of systems) {
       try {
-        const sample = await measure(env, system, streamName);
+        const sample = await measure(env, system, streamName, round);
         if (typeof sample === 'string') failures.push(`${system}: ${sample}`);
         else samples.push(sample);
       } catch (error) {

@@ -10,7 +10,9 @@
  * BENCH_SYSTEMS=leasehold/redis,... only those systems; BENCH_HANDOFFS=5 sets the graceful stops measured
  * per backend. The memory part (bench/memory.ts) runs both workers compiled to plain JavaScript;
  * BENCH_MEMORY_ROUNDS=3 sets its turns per system, BENCH_MEMORY_NODE_FLAGS=--flag,... gives both the same
- * extra node flags. The other parts run the Leasehold workers under tsx; BENCH_COMPILED=1 runs them as
+ * extra node flags, BENCH_MEMORY_SNAPSHOTS=DIR has each worker write a heap snapshot into DIR after its peak is
+ * read (bench/heap-summary.ts reads them), BENCH_MEMORY_HOLD_MS=30000 holds every shard that long before the peak
+ * is read (default 5,000). The other parts run the Leasehold workers under tsx; BENCH_COMPILED=1 runs them as
  * plain JavaScript too. The drain also compares CPU time per record: the workers' (from /proc, from the
  * first reader's start to the last record) against the plain loop's process over its reads.
  * BENCH_DRAIN_ROUNDS=5 runs each drain five times per system and adds a row of medians.
@@ -733,9 +735,11 @@ try {
   if (selected('memory')) {
     const rounds = Number(process.env.BENCH_MEMORY_ROUNDS ?? 3);
     const nodeFlags = listed('BENCH_MEMORY_NODE_FLAGS') ?? [];
+    const snapshotDir = process.env.BENCH_MEMORY_SNAPSHOTS;
+    const holdMs = process.env.BENCH_MEMORY_HOLD_MS === undefined ? undefined : Number(process.env.BENCH_MEMORY_HOLD_MS);
     // The raw SDK v3 reader and its idle floor are baselines, measured in every run beside the systems.
     const systems = [...(['leasehold/redis', 'lifion-kinesis'] as const).filter((system) => SYSTEMS.includes(system)), 'sdk-v3 loop', 'sdk-v3 idle'] as const;
-    const result = await attempt('memory', () => memoryRounds({ kinesis, dynalite, client, workers: buildWorkers(), nodeFlags }, systems, rounds));
+    const result = await attempt('memory', () => memoryRounds({ kinesis, dynalite, client, workers: buildWorkers(), nodeFlags, ...(snapshotDir === undefined ? {} : { snapshotDir }), ...(holdMs === undefined ? {} : { holdMs }) }, systems, rounds));
     if (typeof result === 'string') log(`memory: ${result}`);
     else {
       const mb = (bytes: number | undefined): string => (bytes !== undefined && Number.isFinite(bytes) ? (bytes / 1024 / 1024).toFixed(0) : '-');

@@ -127,3 +127,18 @@ function whole(record: _Record, sequenceNumber: string, data: Uint8Array, arriva
   });
   return into;
 }
+
+/**
+ * The user records of one answer's (or one event's) records, in order; `skip` applies to the first record
+ * only (an AT_SEQUENCE_NUMBER read returns the partly done record first). A function of its own, so that
+ * a reader's suspended frame keeps none of the records it decoded.
+ */
+export function userRecordsOfAll(rawRecords: readonly _Record[], shardId: string, malformed: MalformedAggregatePolicy, skip: SkipThrough | undefined): KinesisRecord[] {
+  const records: KinesisRecord[] = [];
+  let skipping = skip;
+  for (const raw of rawRecords) {
+    userRecordsOf(raw, shardId, malformed, skipping, records);
+    skipping = undefined;
+  }
+  return records;
+}

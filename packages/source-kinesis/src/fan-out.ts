@@ -12,14 +12,13 @@ import {
   type SubscribeToShardEventStream,
 } from '@aws-sdk/client-kinesis';
 import type { Position } from '@leasehold/core';
-import { userRecordsOf, type SkipThrough } from './aggregation.js';
+import { userRecordsOfAll, type SkipThrough } from './aggregation.js';
 import { backoffDelayMs } from './backoff.js';
 import type { ReaderContext } from './context.js';
 import { ConsumerNotFoundError, isTransient, toSourceError } from './errors.js';
 import { skipOf, startingPointOf, type StartingPoint } from './positions.js';
 import { endOfShard } from './shard-end.js';
 import { bytesOf, type BatchQueue } from './queue.js';
-import type { KinesisRecord } from './record.js';
 
 /** What the fan-out reader needs beyond the polling context. */
 export interface FanOutContext {
@@ -66,6 +65,34 @@ export async function subscribeShard(
     await ctx.clock.sleep(backoffDelayMs(failures++, ctx.backoffBaseMs, ctx.backoffMaxMs, ctx.random), signal);
   };
 
+  /**
+   * Takes the subscription's next event and hands its records over. The event lives in this call's frame
+   * alone, which ends here: the loop, suspended while the next event is awaited, keeps none of its records.
+   */
+  const handOverNext = async (
+    events: AsyncIterator<SubscribeToShardEventStream>,
+  ): Promise<'exhausted' | { kind: 'end'; childShards: SubscribeToShardEvent['ChildShards'] } | { kind: 'next'; continuation: string }> => {
+    const message = await events.next();
+    if (message.done === true) return 'exhausted';
+    const event = eventOf(message.value);
+    const rawRecords = event.Records ?? [];
+    const records = userRecordsOfAll(rawRecords, shardId, ctx.malformedAggregates, skip);
+    if (rawRecords.length > 0) skip = undefined;
+    const last = records[records.length - 1];
+    if (last !== undefined) position = last.position;
+    failures = 0;
+    // An event without records is handed over too, as polling does with an empty GetRecords: the consumer
+    // learns that the shard is caught up, and its time-based checkpoint runs on an idle shard. The queue
+    // keeps only the latest of such batches in a row.
+    queue.push({
+      kind: 'batch',
+      batch: { kind: 'records', records, position, millisBehindLatest: event.MillisBehindLatest },
+      bytes: bytesOf(records),
+    });
+    const next = event.ContinuationSequenceNumber;
+    return next === undefined || next === null ? { kind: 'end', childShards: event.ChildShards } : { kind: 'next', continuation: next };
+  };
+
   for (;;) {
     const waitMs = lastSubscribeAt + fanOut.minSubscribeIntervalMs - ctx.clock.now();
     if (waitMs > 0) await ctx.clock.sleep(waitMs, signal);
@@ -77,31 +104,24 @@ export async function subscribeShard(
         new SubscribeToShardCommand({ ConsumerARN: consumerArn, ShardId: shardId, StartingPosition: startingPosition }),
         { abortSignal: signal },
       );
-      for await (const message of output.EventStream ?? []) {
-        const event = eventOf(message);
-        const records: KinesisRecord[] = [];
-        for (const raw of event.Records ?? []) {
-          userRecordsOf(raw, shardId, ctx.malformedAggregates, skip, records);
-          skip = undefined;
+      const events = output.EventStream?.[Symbol.asyncIterator]();
+      let exhausted = events === undefined;
+      try {
+        while (!exhausted) {
+          const step = await handOverNext(events!);
+          if (step === 'exhausted') exhausted = true;
+          else if (step.kind === 'end') {
+            queue.push({ kind: 'end', end: await endOfShard(ctx, shardId, step.childShards, signal) });
+            return;
+          } else {
+            continuation = step.continuation;
+            // Backpressure: the next event is read only when the consumer has room for it.
+            await queue.waitForRoom(signal);
+          }
         }
-        const last = records[records.length - 1];
-        if (last !== undefined) position = last.position;
-        failures = 0;
-        // An event without records is handed over too, as polling does with an empty GetRecords: the consumer
-        // learns that the shard is caught up, and its time-based checkpoint runs on an idle shard. The queue
-        // keeps only the latest of such batches in a row.
-        queue.push({
-          kind: 'batch',
-          batch: { kind: 'records', records, position, millisBehindLatest: event.MillisBehindLatest },
-          bytes: bytesOf(records),
-        });
-        if (event.ContinuationSequenceNumber === undefined || event.ContinuationSequenceNumber === null) {
-          queue.push({ kind: 'end', end: await endOfShard(ctx, shardId, event.ChildShards, signal) });
-          return;
-        }
-        continuation = event.ContinuationSequenceNumber;
-        // Backpressure: the next event is read only when the consumer has room for it.
-        await queue.waitForRoom(signal);
+      } finally {
+        // As a for-await loop would: a subscription left before its end is closed.
+        if (!exhausted) await events?.return?.().catch(() => undefined);
       }
       // The subscription ran its five minutes: subscribe again after the continuation.
     } catch (error) {

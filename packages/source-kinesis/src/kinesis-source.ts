@@ -236,15 +236,11 @@ export class KinesisSource implements ShardSource<KinesisRecord> {
     });
 
     try {
-      for (;;) {
-        const item = await queue.take(controller.signal);
-        if (item.kind === 'error') throw item.error;
-        if (item.kind === 'end') {
-          yield item.end;
-          return;
-        }
-        yield item.batch;
-      }
+      // Each batch goes through `nextBatch`, whose frame ends as it hands the batch over: this generator,
+      // suspended between batches, keeps none that the consumer is done with (a suspended generator keeps
+      // the registers it used).
+      const reading = { ended: false };
+      while (!reading.ended) yield await nextBatch(queue, controller.signal, reading);
     } finally {
       external?.removeEventListener('abort', onAbort);
       controller.abort(new AbortedError(`[source-kinesis] read of shard ${describeValue(shardId)} stopped`));
@@ -393,6 +389,15 @@ export class KinesisSource implements ShardSource<KinesisRecord> {
       await this.ctx.clock.sleep(500, signal);
     }
   }
+}
+
+/** The next item of `queue` as the read hands it over: a batch, or the shard's end (`reading.ended` set); an error is thrown. */
+async function nextBatch(queue: BatchQueue, signal: AbortSignal, reading: { ended: boolean }): Promise<ShardBatch<KinesisRecord>> {
+  const item = await queue.take(signal);
+  if (item.kind === 'error') throw item.error;
+  if (item.kind === 'batch') return item.batch;
+  reading.ended = true;
+  return item.end;
 }
 
 function checkShardId(shardId: unknown): asserts shardId is string {

@@ -7,7 +7,7 @@
  */
 import { GetRecordsCommand, GetShardIteratorCommand, type GetRecordsOutput } from '@aws-sdk/client-kinesis';
 import type { Position } from '@leasehold/core';
-import { userRecordsOf, type SkipThrough } from './aggregation.js';
+import { userRecordsOfAll, type SkipThrough } from './aggregation.js';
 import { backoffDelayMs } from './backoff.js';
 import type { ReaderContext } from './context.js';
 import { isExpiredIterator, isTransient, toSourceError } from './errors.js';
@@ -16,7 +16,6 @@ import { iteratorOfHint, resumeHintOf } from './resume-hint.js';
 import { sendCancellable } from './send.js';
 import { endOfShard } from './shard-end.js';
 import { bytesOf, type BatchQueue } from './queue.js';
-import type { KinesisRecord } from './record.js';
 
 /**
  * Whether a GetRecords answer shows the reader caught up: fewer records than it asked for, and nothing
@@ -93,8 +92,8 @@ export async function pollShard(
     return fetched;
   };
 
-  const end = async (output: GetRecordsOutput | undefined): Promise<void> => {
-    queue.push({ kind: 'end', end: await endOfShard(ctx, shardId, output?.ChildShards, signal) });
+  const end = async (childShards: GetRecordsOutput['ChildShards']): Promise<void> => {
+    queue.push({ kind: 'end', end: await endOfShard(ctx, shardId, childShards, signal) });
   };
 
   if (start.type === 'SHARD_END') return end(undefined);
@@ -105,14 +104,44 @@ export async function pollShard(
   await queue.waitForRoom(signal);
   let next: Promise<GetRecordsOutput> | undefined = getRecords(iterator);
 
-  for (;;) {
+  /**
+   * Awaits the answer in flight and hands its records over. The answer lives in this call's frame alone,
+   * which ends here: the loop below, suspended while the next answer is awaited, keeps neither the SDK's
+   * records nor the last of them (a suspended async function keeps the registers it used).
+   */
+  const handOver = async (current: string): Promise<{ following: string | undefined; childShards: GetRecordsOutput['ChildShards'] } | { failed: unknown }> => {
     let output: GetRecordsOutput;
     try {
-      next ??= getRecords(iterator);
+      next ??= getRecords(current);
       output = await next;
       failures = 0;
     } catch (error) {
       next = undefined;
+      return { failed: error };
+    }
+    hinted = undefined;
+    const rawRecords = output.Records ?? [];
+    const following = output.NextShardIterator ?? undefined;
+    gapMs = caughtUp(output, ctx.maxRecordsPerCall) ? ctx.idleDelayMs : ctx.minCallIntervalMs;
+    // The next call goes out before this answer is decoded and handed over, when the batch leaves room.
+    next = following !== undefined && queue.hasRoomFor(rawRecords.length, rawBytesOf(rawRecords)) ? getRecords(following) : undefined;
+    const records = userRecordsOfAll(rawRecords, shardId, ctx.malformedAggregates, skip);
+    // An AT_SEQUENCE_NUMBER read returns the partly done record first: only it has sub-records to skip.
+    if (rawRecords.length > 0) skip = undefined;
+    const last = records[records.length - 1];
+    if (last !== undefined) position = last.position;
+    queue.push({
+      kind: 'batch',
+      batch: { kind: 'records', records, position, millisBehindLatest: output.MillisBehindLatest, ...(following === undefined ? {} : { resumeHint: resumeHintOf(shardId, following) }) },
+      bytes: bytesOf(records),
+    });
+    return { following, childShards: following === undefined ? output.ChildShards : undefined };
+  };
+
+  for (;;) {
+    const answer = await handOver(iterator);
+    if ('failed' in answer) {
+      const error = answer.failed;
       if (signal.aborted) throw error;
       // A handed-over iterator that fails in any way (expired, refused, or an emulator's unnamed error) is
       // not tried again: a fresh one for the position reads the same records.
@@ -129,30 +158,8 @@ export async function pollShard(
       await retryLater(error, 'GetRecords');
       continue;
     }
-
-    hinted = undefined;
-    const rawRecords = output.Records ?? [];
-    const following = output.NextShardIterator ?? undefined;
-    gapMs = caughtUp(output, ctx.maxRecordsPerCall) ? ctx.idleDelayMs : ctx.minCallIntervalMs;
-    // The next call goes out before this answer is decoded and handed over, when the batch leaves room.
-    next = following !== undefined && queue.hasRoomFor(rawRecords.length, rawBytesOf(rawRecords)) ? getRecords(following) : undefined;
-
-    const records: KinesisRecord[] = [];
-    for (const raw of rawRecords) {
-      userRecordsOf(raw, shardId, ctx.malformedAggregates, skip, records);
-      // An AT_SEQUENCE_NUMBER read returns the partly done record first: only it has sub-records to skip.
-      skip = undefined;
-    }
-    const last = records[records.length - 1];
-    if (last !== undefined) position = last.position;
-    queue.push({
-      kind: 'batch',
-      batch: { kind: 'records', records, position, millisBehindLatest: output.MillisBehindLatest, ...(following === undefined ? {} : { resumeHint: resumeHintOf(shardId, following) }) },
-      bytes: bytesOf(records),
-    });
-
-    if (following === undefined) return end(output);
-    iterator = following;
+    if (answer.following === undefined) return end(answer.childShards);
+    iterator = answer.following;
     if (next === undefined) await queue.waitForRoom(signal);
   }
 }

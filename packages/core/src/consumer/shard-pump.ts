@@ -11,6 +11,13 @@ import type { HoldReason, PumpOutcome, PumpReporter } from './pump-types.js';
 
 export type { HoldReason, PumpOutcome, PumpReporter } from './pump-types.js';
 
+/** A shard's read as the pump takes it: the batch asked for next, and since when. */
+interface Reader<R extends SourceRecord> {
+  readonly batches: AsyncIterator<ShardBatch<R>>;
+  next: Promise<IteratorResult<ShardBatch<R>>>;
+  askedAt: number;
+}
+
 /** The furthest position one handler call checkpointed through its context, or `null`. */
 interface CallCheckpoints {
   through: Position | null;
@@ -213,36 +220,14 @@ export class ShardPump<R extends SourceRecord> {
     const batches = source.read(this.shardId, from, { signal: this.#reading.signal, resumeHint })[Symbol.asyncIterator]();
     let outcome: PumpOutcome = { kind: 'left' };
     try {
-      let next = batches.next();
-      next.catch(() => undefined); // a read may reject once aborted; the loop below reads the outcome
       // A batch's resume hint is no older than the call for it: its age is counted from then.
-      let askedAt = clock.now();
+      const reader: Reader<R> = { batches, next: batches.next(), askedAt: clock.now() };
+      reader.next.catch(() => undefined); // a read may reject once aborted; the loop below reads the outcome
       for (;;) {
-        const result = await abortable(next, this.#reading.signal);
-        this.#lastReadAt = clock.now();
-        if (result === undefined || this.#stopping()) break;
-        if (result.done) {
-          // A source ends a shard with its end marker; ending without one is a failure to read.
-          throw new SourceError('ERR_READ_ENDED', `[core] the read of shard ${describeValue(this.shardId)} ended without reaching the shard's end`);
-        }
-        const batch: ShardBatch<R> = result.value;
-        if (batch.kind === 'end') {
-          await this.#finish(batch);
-          outcome = { kind: 'finished' };
-          break;
-        }
-        this.#offer = batch.resumeHint === undefined ? null : { position: batch.position, hint: batch.resumeHint, receivedAt: askedAt };
-        // Read the next batch while this one is processed (the source bounds how far it reads ahead).
-        next = batches.next();
-        next.catch(() => undefined);
-        askedAt = clock.now();
-        const processing = this.#process(batch);
-        this.#inFlight = processing.then(() => undefined, () => undefined);
-        const keepGoing = await processing;
-        if (keepGoing !== true) {
-          if (keepGoing !== false) outcome = keepGoing;
-          break;
-        }
+        const step = await this.#step(reader);
+        if (step === true) continue;
+        if (step !== false) outcome = step;
+        break;
       }
     } catch (error) {
       if (!this.#reading.signal.aborted && !this.#lease.signal.aborted) {
@@ -255,6 +240,39 @@ export class ShardPump<R extends SourceRecord> {
       if (this.#lease.signal.aborted && !this.#draining) await this.#hook(() => hooks.leaseLost?.(this.shardId), 'leaseLost');
     }
     return outcome;
+  }
+
+  /**
+   * Takes the next batch and hands it to the handler, reading the one after meanwhile; `true` to go on,
+   * else how the shard stops (`false`: it left). The batch lives in this call's frame alone, which ends
+   * with the handler's call: the pump, suspended while the next batch is awaited, does not keep the records
+   * of one it is done with (a suspended async function keeps the registers it used).
+   */
+  async #step(reader: Reader<R>): Promise<boolean | PumpOutcome> {
+    const { clock } = this.#settings;
+    const result = await abortable(reader.next, this.#reading.signal);
+    this.#lastReadAt = clock.now();
+    if (result === undefined || this.#stopping()) return false;
+    if (result.done) {
+      // A source ends a shard with its end marker; ending without one is a failure to read.
+      throw new SourceError('ERR_READ_ENDED', `[core] the read of shard ${describeValue(this.shardId)} ended without reaching the shard's end`);
+    }
+    const batch: ShardBatch<R> = result.value;
+    if (batch.kind === 'end') {
+      await this.#finish(batch);
+      return { kind: 'finished' };
+    }
+    this.#offer = batch.resumeHint === undefined ? null : { position: batch.position, hint: batch.resumeHint, receivedAt: reader.askedAt };
+    // Read the next batch while this one is processed (the source bounds how far it reads ahead).
+    reader.next = reader.batches.next();
+    reader.next.catch(() => undefined);
+    reader.askedAt = clock.now();
+    const processing = this.#process(batch);
+    this.#inFlight = processing.then(
+      () => undefined,
+      () => undefined,
+    );
+    return processing;
   }
 
   #stopping(): boolean {
