@@ -15,7 +15,7 @@
  *    processes) the child holding `worker-000`, the worker whose id sorts first (rank 0 of the group's deal
  *    order). For each lease the killed child held (asked just before the kill), the time from the kill
  *    until a live worker acquired it: p50, p99 and max in lease durations; then the time until the
- *    survivors are balanced again.
+ *    survivors are balanced again. `--crashes 1` runs the first only, `--crashes 0` neither.
  *
  * Every phase is given a time limit (`--limit`, default 600 s, for the cold start; `--crash-limit`,
  * default 120 s, for each crash, from the kill to the survivors' balance) and reports where it stood when
@@ -55,6 +55,7 @@ const { values } = parseArgs({
     steady: { type: 'string', default: '60' },
     limit: { type: 'string', default: '600' },
     'crash-limit': { type: 'string', default: '120' },
+    crashes: { type: 'string', default: '2' },
     label: { type: 'string', default: 'run' },
   },
 });
@@ -70,6 +71,9 @@ const PROCESSES = wholeNumber('processes', values.processes, 2);
 const STEADY_S = wholeNumber('steady', values.steady, 1);
 const LIMIT_S = wholeNumber('limit', values.limit, 1);
 const CRASH_LIMIT_S = wholeNumber('crash-limit', values['crash-limit'], 1);
+/** How many of the two crashes to run: 0 measures the cold start and the steady window only. */
+const CRASHES = wholeNumber('crashes', values.crashes, 0);
+if (CRASHES > 2) throw new RangeError(`--crashes must be 0, 1 or 2, not ${CRASHES}`);
 if (PROCESSES > WORKERS) throw new RangeError(`--processes (${PROCESSES}) must not exceed --workers (${WORKERS})`);
 if (!/^[\w.-]+$/.test(values.label)) throw new RangeError(`--label must be letters, digits, '.', '_' or '-', not ${JSON.stringify(values.label)}`);
 for (const backend of values.backend ?? []) {
@@ -383,7 +387,7 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
     );
 
     // 3. Crash take-over: the last child, then the one holding worker-000 (rank 0 of the deal).
-    const victims = PROCESSES >= 3 ? [children.length - 1, 0] : [children.length - 1];
+    const victims = (PROCESSES >= 3 ? [children.length - 1, 0] : [children.length - 1]).slice(0, CRASHES);
     const crashes: Record<string, unknown>[] = [];
     for (const victimIndex of victims) {
       const victim = children[victimIndex]!;
