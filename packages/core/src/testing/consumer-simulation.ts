@@ -13,7 +13,8 @@
  * This file holds the run loop: it draws the world's timeline, sets up the store, the streams, the records
  * and the resharding, lets the processes (`consumer-processes.ts`) and the faults (`consumer-faults.ts`)
  * play out, then lets the group drain and checks what must hold at the end. The shape a seed draws is in
- * `consumer-shape.ts`, the running checks in `consumer-checks.ts`, the rewinds in `consumer-rewinds.ts`.
+ * `consumer-shape.ts`, the running checks in `consumer-checks.ts` (the entries they keep in
+ * `consumer-ledger-entries.ts`), the rewinds in `consumer-rewinds.ts`.
  */
 import { seededRandom } from '../clock.js';
 import type { InitialPosition } from '../consumer/options.js';

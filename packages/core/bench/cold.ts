@@ -1,0 +1,100 @@
+/**
+ * Section 2: cold start without a change feed (10 x 1,000 and 100 x 10,000, the workers started within
+ * half a take interval, one and two): the time to balanced, counted in take ticks after the last worker's
+ * join tick, the acquisitions and the listings per worker.
+ */
+import { advanceUntil, balanced, cluster, dispose, TAKE_MS } from './cluster.js';
+import { RENEWALS } from './before.js';
+import { fmt, summarize, table, verdict, type Summary } from './shared.js';
+
+interface ColdSample {
+  /** Simulated ms from the first worker's start until balanced, or null. */
+  fromFirstMs: number | null;
+  /** Simulated ms from the last worker's start (its join tick) until balanced, or null. */
+  fromLastJoinMs: number | null;
+  acquisitions: number;
+  /** Listings of the leases, per worker. */
+  listings: number;
+}
+
+async function coldStart(seed: number, workers: number, leases: number, startSpreadMs: number): Promise<ColdSample> {
+  const c = await cluster(seed, workers, leases, { startSpreadMs, coordinator: { useChangeFeed: false } });
+  try {
+    const ms = await advanceUntil(c.scheduler, () => c.workers.length === workers && balanced(c), { stepMs: 100, precise: false, capMs: 10 * 60_000 });
+    const first = Math.min(...c.workers.map((worker) => worker.startedAt));
+    const last = Math.max(...c.workers.map((worker) => worker.startedAt));
+    return {
+      fromFirstMs: ms === null ? null : ms - first,
+      fromLastJoinMs: ms === null ? null : ms - last,
+      acquisitions: c.workers.reduce((sum, worker) => sum + worker.acquisitions, 0),
+      listings: c.workers.reduce((sum, worker) => sum + (worker.storage.counts.calls.listLeases ?? 0), 0) / workers,
+    };
+  } finally {
+    dispose(c);
+  }
+}
+
+/** Within 3 take ticks after the join tick: 3 take intervals at their longest jitter (+5%), plus a round trip. */
+const COLD_LIMIT_MS = 3 * TAKE_MS * 1.05 + 40;
+
+export interface ColdResult {
+  workers: number;
+  leases: number;
+  startSpreadMs: number;
+  seeds: number;
+  fromFirst: Summary;
+  fromLastJoin: Summary;
+  acquisitions: Summary;
+  listings: Summary;
+  pass: boolean;
+  samples: ColdSample[];
+}
+
+export async function coldSection(seedCount: number): Promise<ColdResult[]> {
+  const results: ColdResult[] = [];
+  const cases = [
+    { workers: 10, leases: 1_000, seeds: seedCount },
+    { workers: 100, leases: 10_000, seeds: Math.max(2, Math.ceil(seedCount / 20)) },
+  ];
+  // Started together (within half a take interval), spread over one take interval, and over two (as the
+  // other scenarios start).
+  for (const startSpreadMs of [TAKE_MS / 2, TAKE_MS, 2 * TAKE_MS]) {
+    for (const { workers, leases, seeds } of cases) {
+      const samples: ColdSample[] = [];
+      for (let seed = 1; seed <= seeds; seed++) samples.push(await coldStart(3_000_000 + seed, workers, leases, startSpreadMs));
+      const fromLastJoin = summarize(samples.map((s) => s.fromLastJoinMs));
+      const acquisitions = summarize(samples.map((s) => s.acquisitions));
+      results.push({
+        workers,
+        leases,
+        startSpreadMs,
+        seeds,
+        fromFirst: summarize(samples.map((s) => s.fromFirstMs)),
+        fromLastJoin,
+        acquisitions,
+        listings: summarize(samples.map((s) => s.listings)),
+        pass: fromLastJoin.failures === 0 && fromLastJoin.max <= COLD_LIMIT_MS && acquisitions.max <= 1.05 * leases,
+        samples,
+      });
+    }
+  }
+  console.log(`\n2. cold start without a change feed (useChangeFeed: false): every lease held, max - min <= 1`);
+  console.log(`   target: within 3 take ticks after the join tick (${fmt(COLD_LIMIT_MS / 1_000, 2)} s after the last worker's join, jitter and a round trip included), acquisitions <= 1.05 x leases`);
+  console.log(`   before (main, 10 x 1,000): balanced after ${RENEWALS.coldStart10x1000.seconds} s with ${RENEWALS.coldStart10x1000.acquisitions.toLocaleString('en')} acquisitions`);
+  table(
+    ['shape', 'starts within', 'seeds', 's after first start p50/max', 's after last join p50/max', 'take ticks (max)', 'acquisitions p50/max', 'x leases (max)', 'listings/worker max', ''],
+    results.map((r) => [
+      `${r.workers} x ${r.leases.toLocaleString('en')}`,
+      `${fmt(r.startSpreadMs / 1_000, 1)} s`,
+      String(r.seeds),
+      `${fmt(r.fromFirst.p50 / 1_000)} / ${fmt(r.fromFirst.max / 1_000)}`,
+      `${fmt(r.fromLastJoin.p50 / 1_000)} / ${fmt(r.fromLastJoin.max / 1_000)}` + (r.fromLastJoin.failures > 0 ? ` (${r.fromLastJoin.failures} never)` : ''),
+      fmt(r.fromLastJoin.max / TAKE_MS, 1),
+      `${fmt(r.acquisitions.p50, 0)} / ${fmt(r.acquisitions.max, 0)}`,
+      fmt(r.acquisitions.max / r.leases, 3),
+      fmt(r.listings.max, 2),
+      verdict(r.pass),
+    ]),
+  );
+  return results;
+}

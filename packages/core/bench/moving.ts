@@ -1,0 +1,212 @@
+/**
+ * Section 3: moving leases, over many seeds. How long until a crashed worker's leases are held elsewhere
+ * (4 x 32, 10 x 1,000, a group of watchers with and without the change feed, and a quarter of 100 x 10,000
+ * at once) and the survivors' listings until balanced again; a stopped worker's; an 11th worker joining 10,
+ * with its listings and the leases moved. Counted in lease durations, beside KCL's.
+ */
+import { advanceUntil, balanced, cluster, dispose, heldElsewhere, LEASE_MS, ownedBy, settled, TAKE_MS, type ClusterOptions, GROUP } from './cluster.js';
+import { shuffled } from '../src/clock.js';
+import { fmt, summarize, table, verdict, type Summary } from './shared.js';
+
+interface Sample {
+  /** Simulated ms from the event until the measured condition held, or null if it never did within the cap. */
+  ms: number | null;
+  /** Simulated ms from the event until the assignment was balanced again. */
+  balancedMs: number | null;
+  /** Join only: the joiner's take ticks that listed, the leases moved, and the fewest moves that balance. */
+  takeTicks?: number;
+  moved?: number;
+  minimumMoves?: number;
+  /** Crash only: the survivors' listings of the leases from the crash until balanced again, per survivor. */
+  listings?: number;
+}
+
+/** `workers` workers, `leases` leases; one's clock is killed at a random moment after balance. Until its leases are held elsewhere. */
+async function crash(seed: number, workers = 4, leases = 32, startSpreadMs = 2 * TAKE_MS, coordinator: ClusterOptions['coordinator'] = {}): Promise<Sample> {
+  const c = await cluster(seed, workers, leases, { startSpreadMs, coordinator });
+  try {
+    await settled(c, workers);
+    const victim = c.workers[Math.floor(c.random.next() * c.workers.length)]!;
+    const orphans = await ownedBy(c, victim);
+    victim.clock.kill();
+    victim.alive = false;
+    const listed = (): number => c.live().reduce((sum, worker) => sum + (worker.storage.counts.calls.listLeases ?? 0), 0);
+    const listedBefore = listed();
+    const ms = await advanceUntil(c.scheduler, () => heldElsewhere(c, orphans, victim));
+    const rest = await advanceUntil(c.scheduler, () => balanced(c));
+    return { ms, balancedMs: ms === null || rest === null ? null : ms + rest, listings: (listed() - listedBefore) / c.live().length };
+  } finally {
+    dispose(c);
+  }
+}
+
+/**
+ * 100 workers, 10,000 leases, with the change feed; a quarter of them crash at once (as the e2e scale bench
+ * kills one process of four). Until every lease of the crashed is held elsewhere, and the survivors' listings.
+ */
+async function massCrash(seed: number): Promise<Sample> {
+  const c = await cluster(seed, 100, 10_000, { startSpreadMs: TAKE_MS / 2 });
+  try {
+    await settled(c, 100);
+    const victims = shuffled(c.workers, c.random).slice(0, 25);
+    const gone = new Set(victims.map((worker) => worker.coordinator.workerId));
+    const orphans = (await c.store.listLeases(GROUP)).leases.filter((lease) => lease.owner !== null && gone.has(lease.owner)).map((lease) => lease.leaseKey);
+    const listed = (): number => c.live().reduce((sum, worker) => sum + (worker.storage.counts.calls.listLeases ?? 0), 0);
+    for (const victim of victims) {
+      victim.clock.kill();
+      victim.alive = false;
+    }
+    const listedBefore = listed();
+    const ms = await advanceUntil(c.scheduler, () => orphans.every((leaseKey) => c.live().some((worker) => worker.coordinator.isHeld(leaseKey))), { stepMs: 100, precise: false });
+    const rest = await advanceUntil(c.scheduler, () => balanced(c), { stepMs: 100, precise: false });
+    return { ms, balancedMs: ms === null || rest === null ? null : ms + rest, listings: (listed() - listedBefore) / c.live().length };
+  } finally {
+    dispose(c);
+  }
+}
+
+/** A group above `wholeRosterUpTo` (16), whose members read the digest and their watched few. */
+const WATCHED_WORKERS = 24;
+
+/** 4 workers, 32 leases; one calls stop() at a random moment after balance. Until its leases are held elsewhere. */
+async function gracefulStop(seed: number): Promise<Sample> {
+  const c = await cluster(seed, 4, 32);
+  try {
+    await settled(c, 4);
+    const leaving = c.workers[Math.floor(c.random.next() * c.workers.length)]!;
+    const orphans = await ownedBy(c, leaving);
+    leaving.alive = false; // no longer counts as a holder: its leases must be held by the others
+    void leaving.coordinator.stop();
+    const ms = await advanceUntil(c.scheduler, () => heldElsewhere(c, orphans, leaving));
+    const rest = await advanceUntil(c.scheduler, () => balanced(c));
+    return { ms, balancedMs: ms === null || rest === null ? null : ms + rest };
+  } finally {
+    dispose(c);
+  }
+}
+
+/** 10 workers hold 100 leases; an 11th joins at a random moment. Until balanced, with the joiner's listings and the moves. */
+async function join(seed: number): Promise<Sample> {
+  const workers = 10;
+  const leases = 100;
+  const c = await cluster(seed, workers, leases);
+  try {
+    await settled(c, workers);
+    let moved = 0;
+    for (const worker of c.workers) worker.coordinator.on('acquired', () => moved++);
+    const joiner = c.add();
+    joiner.coordinator.on('acquired', () => moved++);
+    const ms = await advanceUntil(c.scheduler, () => balanced(c));
+    // Balanced means the joiner holds floor(100 / 11) = 9 (or 10): each of those is one move at least.
+    const minimumMoves = Math.floor(leases / (workers + 1));
+    return { ms, balancedMs: ms, takeTicks: joiner.storage.lists, moved, minimumMoves };
+  } finally {
+    dispose(c);
+  }
+}
+const inLeases = (ms: number): number => ms / LEASE_MS;
+
+/** ours / KCL against both ends of KCL's range. */
+function ratioRange(oursMs: number, kclLow: number, kclHigh: number): string {
+  return `${fmt(inLeases(oursMs) / kclHigh, 3)}-${fmt(inLeases(oursMs) / kclLow, 3)}`;
+}
+
+function withLeases(s: Summary): Summary & { p50InLeases: number; p99InLeases: number } {
+  return { ...s, p50InLeases: inLeases(s.p50), p99InLeases: inLeases(s.p99) };
+}
+
+export async function movingSection(seeds: readonly number[]): Promise<{ runs: Record<string, Sample[]>; summary: Record<string, unknown>; failures: number; crashPass: boolean; crashLarge: { workers: number; leases: number; p99InLeases: number } }> {
+  const runs: Record<string, Sample[]> = { crash: [], crashLarge: [], crashWatched: [], crashWatchedNoFeed: [], crashMass: [], gracefulStop: [], join: [] };
+  // A quarter of 100 x 10,000 at once: a few seeds (each costs seconds of CPU), reported, not gated.
+  for (const seed of seeds.slice(0, 3)) runs.crashMass!.push(await massCrash(seed + 7_000_000));
+  for (const seed of seeds) {
+    runs.crash!.push(await crash(seed));
+    runs.gracefulStop!.push(await gracefulStop(seed + 1_000_000));
+    runs.join!.push(await join(seed + 2_000_000));
+  }
+  // Fewer trials at a larger shape: each lists 1,000 leases per take tick around the crash.
+  for (const seed of seeds.slice(0, Math.max(10, Math.ceil(seeds.length / 4)))) {
+    // Started within half a take interval: spread wider, a 1,000-lease cluster balances by steals, one per tick (section 2).
+    runs.crashLarge!.push(await crash(seed + 4_000_000, 10, 1_000, TAKE_MS / 2));
+    // Above wholeRosterUpTo (16): only the dead member's watchers see it expire. With the store's change
+    // feed its declarer frees its leases and the feed wakes the rest; without one (the DynamoDB adapter)
+    // the rest learn of the death from the digest at their next tick.
+    runs.crashWatched!.push(await crash(seed + 5_000_000, WATCHED_WORKERS, 1_000, TAKE_MS / 2));
+    runs.crashWatchedNoFeed!.push(await crash(seed + 5_000_000, WATCHED_WORKERS, 1_000, TAKE_MS / 2, { useChangeFeed: false }));
+  }
+
+  const crashTake = summarize(runs.crash!.map((s) => s.ms));
+  const crashBalance = summarize(runs.crash!.map((s) => s.balancedMs));
+  const crashLargeTake = summarize(runs.crashLarge!.map((s) => s.ms));
+  const crashLargeBalance = summarize(runs.crashLarge!.map((s) => s.balancedMs));
+  const crashWatchedTake = summarize(runs.crashWatched!.map((s) => s.ms));
+  const crashWatchedNoFeedTake = summarize(runs.crashWatchedNoFeed!.map((s) => s.ms));
+  const crashWatchedBalance = summarize(runs.crashWatched!.map((s) => s.balancedMs));
+  const crashWatchedNoFeedBalance = summarize(runs.crashWatchedNoFeed!.map((s) => s.balancedMs));
+  const stopTake = summarize(runs.gracefulStop!.map((s) => s.ms));
+  const stopBalance = summarize(runs.gracefulStop!.map((s) => s.balancedMs));
+  const joinBalance = summarize(runs.join!.map((s) => s.ms));
+  const joinTicks = summarize(runs.join!.map((s) => s.takeTicks));
+  const joinMoved = summarize(runs.join!.map((s) => s.moved));
+  const minimumMoves = runs.join![0]?.minimumMoves ?? 9;
+  const crashPass =
+    crashTake.failures === 0 &&
+    crashLargeTake.failures === 0 &&
+    crashWatchedTake.failures === 0 &&
+    crashWatchedNoFeedTake.failures === 0 &&
+    inLeases(crashTake.p99) <= 1.2 &&
+    inLeases(crashLargeTake.p99) <= 1.2 &&
+    inLeases(crashWatchedTake.p99) <= 1.2 &&
+    inLeases(crashWatchedNoFeedTake.p99) <= 1.2;
+
+  // KCL, as the comparison states it: a crashed worker's leases are taken 10 to 30 s later (1 to 3 ×
+  // leaseDuration), one lease is stolen per 20 s tick, and a gracefully stopped worker's leases wait for expiry.
+  const kclJoin = (minimumMoves * 20_000) / LEASE_MS;
+  const rows: Array<{ scenario: string; s: Summary; kcl: string; ratio: string; target?: string }> = [
+    { scenario: `crash: leases held elsewhere (4 w, 32 l, ${crashTake.n + crashTake.failures} trials)`, s: crashTake, kcl: '1-3', ratio: ratioRange(crashTake.p50, 1, 3), target: `p99 <= 1.2: ${verdict(crashTake.failures === 0 && inLeases(crashTake.p99) <= 1.2)}` },
+    { scenario: 'crash: balanced again', s: crashBalance, kcl: '', ratio: '' },
+    { scenario: `crash: leases held elsewhere (10 w, 1,000 l, ${crashLargeTake.n + crashLargeTake.failures} trials)`, s: crashLargeTake, kcl: '1-3', ratio: ratioRange(crashLargeTake.p50, 1, 3), target: `p99 <= 1.2: ${verdict(crashLargeTake.failures === 0 && inLeases(crashLargeTake.p99) <= 1.2)}` },
+    { scenario: 'crash (10 w, 1,000 l): balanced again', s: crashLargeBalance, kcl: '', ratio: '' },
+    { scenario: `crash, watchers: leases held elsewhere (${WATCHED_WORKERS} w, 1,000 l, ${crashWatchedTake.n + crashWatchedTake.failures} trials)`, s: crashWatchedTake, kcl: '1-3', ratio: ratioRange(crashWatchedTake.p50, 1, 3), target: `p99 <= 1.2: ${verdict(crashWatchedTake.failures === 0 && inLeases(crashWatchedTake.p99) <= 1.2)}` },
+    { scenario: 'crash, watchers: balanced again', s: crashWatchedBalance, kcl: '', ratio: '' },
+    { scenario: `crash, watchers, no change feed (DynamoDB) (${WATCHED_WORKERS} w, 1,000 l)`, s: crashWatchedNoFeedTake, kcl: '1-3', ratio: ratioRange(crashWatchedNoFeedTake.p50, 1, 3), target: `p99 <= 1.2: ${verdict(crashWatchedNoFeedTake.failures === 0 && inLeases(crashWatchedNoFeedTake.p99) <= 1.2)}` },
+    { scenario: 'crash, watchers, no change feed: balanced again', s: crashWatchedNoFeedBalance, kcl: '', ratio: '' },
+    { scenario: 'stop(): leases held elsewhere (4 w, 32 l)', s: stopTake, kcl: '1-3', ratio: ratioRange(stopTake.p50, 1, 3) },
+    { scenario: 'stop(): balanced again', s: stopBalance, kcl: '', ratio: '' },
+    { scenario: 'join 10 w / 100 l: balanced', s: joinBalance, kcl: fmt(kclJoin, 0), ratio: fmt(inLeases(joinBalance.p50) / kclJoin, 4) },
+  ];
+  const lines = rows.map((row) => [
+    row.scenario,
+    fmt(inLeases(row.s.p50), 3),
+    fmt(inLeases(row.s.p99), 3),
+    fmt(inLeases(row.s.max), 3),
+    String(row.s.failures),
+    row.kcl,
+    row.ratio,
+    row.target ?? '',
+  ]);
+  // What a crash costs the survivors in listings of the whole group, from the crash until balanced again.
+  const mass = summarize(runs.crashMass!.map((sample) => sample.ms));
+  lines.push([`crash of 25 of 100 w at once, 10,000 l: all held elsewhere (${runs.crashMass!.length} trials)`, fmt(inLeases(mass.p50), 3), fmt(inLeases(mass.p99), 3), fmt(inLeases(mass.max), 3), String(mass.failures), '', '', '']);
+  for (const [name, label] of [['crashMass', '25 of 100 w at once, 10,000 l'], ['crashLarge', '10 w, 1,000 l'], ['crashWatched', `watchers, ${WATCHED_WORKERS} w, 1,000 l`], ['crashWatchedNoFeed', `watchers, no feed, ${WATCHED_WORKERS} w, 1,000 l`]] as const) {
+    const listings = summarize(runs[name]!.map((sample) => sample.listings ?? null));
+    lines.push([`crash (${label}): listings per survivor (count)`, fmt(listings.p50, 2), fmt(listings.p99, 2), fmt(listings.max, 2), String(listings.failures), '', '', '']);
+  }
+  // The joiner's listings include the ones a handoff prompted, not only the 2 s ticks.
+  lines.push(['join: joiner listings (count)', fmt(joinTicks.p50, 0), fmt(joinTicks.p99, 0), fmt(joinTicks.max, 0), String(joinTicks.failures), `${minimumMoves}`, fmt(joinTicks.p50 / minimumMoves, 2), '']);
+  lines.push(['join: leases moved (count)', fmt(joinMoved.p50, 0), fmt(joinMoved.p99, 0), fmt(joinMoved.max, 0), String(joinMoved.failures), `min ${minimumMoves}`, fmt(joinMoved.p50 / minimumMoves, 2) + ' x min', '']);
+  console.log(`\n3. moving leases, ${seeds.length} seeds per scenario: the crashed worker's clock is killed at a random phase after balance (a random 0-1 lease duration later)`);
+  table(['scenario (x leaseDuration)', 'p50', 'p99', 'max', 'fail', 'KCL', 'ours/KCL (p50)', 'target'], lines);
+  console.log(`   KCL: a crashed worker's leases are taken 10 to 30 s later (1 to 3 x leaseDuration), one lease is stolen per 20 s tick (join: ${minimumMoves} x 20 s = ${kclJoin} x leaseDuration), and a gracefully stopped worker's leases wait for expiry (1 to 3 x leaseDuration).`);
+
+  const summary = {
+    crash: { workers: 4, leases: 32, heldElsewhere: withLeases(crashTake), balancedAgain: withLeases(crashBalance), kclInLeases: [1, 3], targetP99InLeases: 1.2 },
+    crashLarge: { workers: 10, leases: 1_000, heldElsewhere: withLeases(crashLargeTake), balancedAgain: withLeases(crashLargeBalance), targetP99InLeases: 1.2 },
+    crashWatched: { workers: WATCHED_WORKERS, leases: 1_000, heldElsewhere: withLeases(crashWatchedTake), balancedAgain: withLeases(crashWatchedBalance), targetP99InLeases: 1.2 },
+    crashWatchedNoFeed: { workers: WATCHED_WORKERS, leases: 1_000, changeFeed: false, heldElsewhere: withLeases(crashWatchedNoFeedTake), balancedAgain: withLeases(crashWatchedNoFeedBalance), targetP99InLeases: 1.2 },
+    gracefulStop: { workers: 4, leases: 32, heldElsewhere: withLeases(stopTake), balancedAgain: withLeases(stopBalance), kclInLeases: [1, 3] },
+    join: { workers: 10, leases: 100, balanced: withLeases(joinBalance), joinerListings: joinTicks, leasesMoved: joinMoved, minimumMoves, kclInLeases: kclJoin },
+  };
+  const failures = crashTake.failures + crashLargeTake.failures + crashWatchedTake.failures + crashWatchedNoFeedTake.failures + stopTake.failures + joinBalance.failures;
+  return { runs, summary, failures, crashPass, crashLarge: { workers: 10, leases: 1_000, p99InLeases: inLeases(crashLargeTake.p99) } };
+}
