@@ -657,6 +657,11 @@ export class RedisStorage implements Storage {
       // Connection errors are retried by ioredis; without a listener they would be printed as unhandled.
       subscriber.on('error', () => undefined);
       subscriber.on('message', (channel: string, message: string) => this.#deliver(channel, message));
+      // A note heard just before the connection dropped names a message that was lost with it: forget it, so
+      // that it cannot name a later message of the same lease.
+      subscriber.on('close', () => {
+        for (const channel of this.#channels.values()) channel.note = undefined;
+      });
       this.#subscriber = subscriber;
     }
     return this.#subscriber;
