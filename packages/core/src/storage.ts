@@ -289,6 +289,17 @@ export interface LeaseChange {
   readonly group: string;
   readonly leaseKey: string;
   readonly kind: LeaseChangeKind;
+  /**
+   * Optional: the worker id the lease names as its owner after the write that published this change
+   * (`null` when that write left it free), so that a worker can tell a handover to another member from one
+   * to itself without reading the lease. When an adapter gives it, it MUST be the `owner` of the state the
+   * applied write set (for `created`, the owner the lease was created with), never a guess or a later
+   * owner's. When it is absent (`undefined`: an adapter that does not give it, or a message written by an
+   * earlier release of one that does), readers must assume the lease could now name anyone. It is a hint,
+   * like the whole feed: core never depends on it for safety, and a worker that skips a handover it names
+   * for another member still finds any lease of its own at a listing.
+   */
+  readonly owner?: string | null | undefined;
 }
 
 /** An open subscription to a change feed; close it (or `await using` it) to stop listening. */

@@ -161,6 +161,7 @@ const T = {
   corruptBatch: 'a batch item on a corrupt lease at another version is unknown, carrying the CorruptRecordError, for that item only: the others apply',
   feedDelivers: 'a release published by one client reaches a subscriber on another client, and no other group',
   feedKinds: 'each change reaches subscribers with the kind it was written with: created for a new lease, handed-off, rewind and released',
+  feedOwner: 'a change that names an owner names the one its write set: created with the lease\'s owner, handed-off to the new one, rewind to the one kept, released to none, each item of a batch its own',
   feedApplied: 'only writes that applied are published: a batch mixing applied and refused items publishes the applied ones, a refused create nothing',
   feedRenewals: 'updates without notify publish nothing: renewals and checkpoints are not changes',
   feedOwn: 'a subscriber hears the changes its own client writes, as well as another client\'s',
@@ -477,6 +478,8 @@ describe('the conformance suite', () => {
       ['no-created', [T.feedKinds]],
       ['drops-rewind', [T.feedKinds]],
       ['skips-own-writes', [T.feedOwn]],
+      ['owner-before-write', [T.feedOwner]],
+      ['owner-of-first-item', [T.feedOwner]],
     ];
     for (const [bug, titles] of cases) {
       it(bug, () => {

@@ -383,6 +383,48 @@ describe('LeaseCoordinator balancing and handoff', () => {
   });
 });
 
+describe('LeaseCoordinator reading handovers the change feed announces', () => {
+  it('a lease handed over unasked is read by the member it was handed to, and by no other member', async () => {
+    const scheduler = new VirtualScheduler();
+    const storage = new MemoryStorage();
+    const keys = Array.from({ length: 6 }, (_, i) => `shard-${i}`);
+    for (const leaseKey of keys) await storage.createLease({ group: GROUP, leaseKey });
+    // Each worker's own client, counting the leases it reads one by one.
+    const reads = new Map<string, string[]>();
+    const workers = ['a', 'b', 'c'].map((workerId, i) => {
+      const clock = scheduler.clock();
+      const read: string[] = [];
+      reads.set(workerId, read);
+      const client = new (class extends FaultyStorage {
+        override async getLease(group: string, leaseKey: string): Promise<LeaseRecord | null> {
+          read.push(leaseKey);
+          return super.getLease(group, leaseKey);
+        }
+      })(storage, clock, seededRandom(i + 1), noFaults());
+      return new LeaseCoordinator({ storage: client, group: GROUP, workerId, clock, random: seededRandom(i + 1) });
+    });
+    for (const coordinator of workers) await started(scheduler, coordinator);
+    await scheduler.advance(60_000);
+    expect(workers.map((coordinator) => coordinator.heldLeases().length)).toEqual([2, 2, 2]);
+    const [leaving, ...staying] = workers as [LeaseCoordinator, ...LeaseCoordinator[]];
+    // The leaving member hands each of its leases to a member that stays; the change feed announces each.
+    const handed = new Map<string, string>();
+    leaving.on('handed-off', ({ leaseKey, to }) => handed.set(leaseKey, to));
+    for (const read of reads.values()) read.length = 0;
+    await run(scheduler, leaving.stop());
+    await scheduler.advance(1_000);
+    expect(handed.size).toBe(2);
+    for (const coordinator of staying) {
+      const mine = [...handed].filter(([, to]) => to === coordinator.workerId).map(([leaseKey]) => leaseKey);
+      const others = [...handed.keys()].filter((leaseKey) => !mine.includes(leaseKey));
+      expect(mine.every((leaseKey) => coordinator.isHeld(leaseKey)), `${coordinator.workerId} holds the leases handed to it`).toBe(true);
+      expect(reads.get(coordinator.workerId)?.filter((leaseKey) => mine.includes(leaseKey)).sort(), `${coordinator.workerId} read each lease handed to it once`).toEqual(mine.sort());
+      expect(reads.get(coordinator.workerId)?.filter((leaseKey) => others.includes(leaseKey)), `${coordinator.workerId} read leases handed to another member`).toEqual([]);
+    }
+    await run(scheduler, Promise.all(staying.map((coordinator) => coordinator.stop())));
+  });
+});
+
 describe('LeaseCoordinator checkpoints', () => {
   it('moves a checkpoint forward and refuses one behind it', async () => {
     const { scheduler, ready, worker, storage } = world(['shard-0']);

@@ -212,7 +212,7 @@ describe('applyRewind', () => {
     expect(held).toMatchObject({ checkpoint: '20', owner: 'w1', incarnation: 'w1-inc', epoch: 4 });
     expect(rewindRequestOf(held)).toEqual({ id: rewind.rewindId, to: 'TRIM_HORIZON', requestedAt: rewind.requestedAt });
     expect(held.metadata.mine).toBe('kept');
-    expect(heard).toEqual([{ group: GROUP, leaseKey: 'held', kind: 'rewind' }]);
+    expect(heard).toEqual([{ group: GROUP, leaseKey: 'held', kind: 'rewind', owner: 'w1' }]);
     expect(await storage.getLeader(GROUP)).toMatchObject({ holder: 'w1', term: 3, metadata: { 'leasehold.shardsSynced': 'yes', [REWIND_MARKER_FIELD]: rewind.rewindId } });
   });
 

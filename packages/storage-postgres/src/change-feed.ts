@@ -11,14 +11,20 @@ const KINDS: ReadonlySet<string> = new Set<LeaseChangeKind>(['released', 'handed
 const FIRST_RETRY_MS = 100;
 const MAX_RETRY_MS = 5000;
 
-/** Parses a NOTIFY payload into a change, or `undefined` if it is not one of ours. */
-function parseChange(payload: string | undefined): LeaseChange | undefined {
+/**
+ * Parses a NOTIFY payload, `{"group", "leaseKey", "kind", "owner"}`, into a change, or `undefined` if it is
+ * not one of ours. `owner` (the owner the write set, `null` for none) is absent from the payloads of
+ * earlier releases, whose parsers ignore it: the change's owner is then unknown. Other fields are ignored
+ * too, so a later release may add some.
+ */
+export function parseChange(payload: string | undefined): LeaseChange | undefined {
   if (payload === undefined) return undefined;
   try {
-    const value = JSON.parse(payload) as { group?: unknown; leaseKey?: unknown; kind?: unknown };
+    const value = JSON.parse(payload) as { group?: unknown; leaseKey?: unknown; kind?: unknown; owner?: unknown };
     if (typeof value.group !== 'string' || typeof value.leaseKey !== 'string' || typeof value.kind !== 'string') return undefined;
     if (!KINDS.has(value.kind)) return undefined;
-    return { group: value.group, leaseKey: value.leaseKey, kind: value.kind as LeaseChangeKind };
+    const change = { group: value.group, leaseKey: value.leaseKey, kind: value.kind as LeaseChangeKind };
+    return typeof value.owner === 'string' || value.owner === null ? { ...change, owner: value.owner } : change;
   } catch {
     return undefined;
   }

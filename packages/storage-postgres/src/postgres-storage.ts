@@ -66,6 +66,7 @@ import { aliveInEarlierRoster, EARLIER_ROSTER_MARKER, earlierRosterMarker, membe
 import { DDL_RACE_CODES, migrateOn, type MigrationResult } from './migrate.js';
 import {
   batchValues,
+  ownerPayload,
   decodeStoredMember,
   rosterOfRows,
   toNumber,
@@ -299,6 +300,7 @@ export class PostgresStorage implements Storage {
       JSON.stringify(rest).slice(1),
       recreate,
       this.#names.channel,
+      ownerPayload(state.owner),
     ]);
     if ('unknown' in outcome) return result.unknown(outcome.unknown);
     const [row] = outcome.rows;
@@ -363,7 +365,7 @@ export class PostgresStorage implements Storage {
     const values = [group, update.leaseKey, update.expectedVersion, encodeLeaseState(update.next), update.next.epoch];
     const outcome = update.notify === undefined
       ? await this.#write<{ applied_version: string }>('updateLeases', this.#sql.updateOneLease, values)
-      : await this.#write<{ applied_version: string }>('updateLeases', this.#sql.updateOneLeaseAndNotify, [...values, update.notify, this.#names.channel]);
+      : await this.#write<{ applied_version: string }>('updateLeases', this.#sql.updateOneLeaseAndNotify, [...values, update.notify, this.#names.channel, ownerPayload(update.next.owner)]);
     if ('unknown' in outcome) return result.unknown(outcome.unknown);
     const [row] = outcome.rows;
     if (row) return result.applied({ group, leaseKey: update.leaseKey, version: Number(row.applied_version), ...leaseStateOf(update.next) });

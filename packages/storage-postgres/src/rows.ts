@@ -71,16 +71,35 @@ export function decodeStoredMember(group: string, workerId: string, stored: unkn
 /** Joins the JSON states of a batch: JSON text never holds a raw control character, so none can be split. */
 const STATE_SEPARATOR = '\u001e';
 
+/**
+ * The largest owner, as JSON text, a change's NOTIFY payload names. A group and a key of 512 bytes each
+ * take up to 3,074 bytes of JSON apiece (a control character is escaped in six), which leaves 1,700 of
+ * PostgreSQL's 8,000-byte payload limit for the owner with room to spare.
+ */
+const OWNER_PAYLOAD_BYTES = 1700;
+
+/**
+ * The owner a change's payload names, as JSON text (`null` for a write that leaves the lease free), or
+ * `null` to leave it out: an owner too long for the payload (only a worker id of control characters gets
+ * there) is heard as unknown, never as free. Taken from the state the write stores, never read back.
+ */
+export function ownerPayload(owner: string | null): string | null {
+  const json = JSON.stringify(owner);
+  return Buffer.byteLength(json) <= OWNER_PAYLOAD_BYTES ? json : null;
+}
+
 export function batchValues(group: string, updates: readonly LeaseUpdate[], states: readonly string[], channel: string): unknown[] {
   const keys: string[] = [];
   const expected: number[] = [];
   const epochs: number[] = [];
   const notify: Array<string | null> = [];
+  const owners: Array<string | null> = [];
   for (const update of updates) {
     keys.push(update.leaseKey);
     expected.push(update.expectedVersion);
     epochs.push(update.next.epoch);
     notify.push(update.notify ?? null);
+    owners.push(update.notify === undefined ? null : ownerPayload(update.next.owner));
   }
-  return [group, JSON.stringify(keys), expected.join(','), states.join(STATE_SEPARATOR), epochs.join(','), JSON.stringify(notify), channel];
+  return [group, JSON.stringify(keys), expected.join(','), states.join(STATE_SEPARATOR), epochs.join(','), JSON.stringify(notify), channel, JSON.stringify(owners)];
 }

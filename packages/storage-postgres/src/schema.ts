@@ -111,6 +111,16 @@ export interface Statements {
 }
 
 /** Builds the statements of one installation. */
+/**
+ * The SQL of a change's NOTIFY payload, as JSON text: `{"group", "leaseKey", "kind", "owner"}`, where
+ * `owner` is the JSON text of the owner the write stores (see `ownerPayload` in rows.ts), or SQL NULL to
+ * leave the owner out. Parsers of earlier releases read the first three fields and ignore the owner.
+ */
+function changePayload(group: string, leaseKey: string, kind: string, owner: string): string {
+  const base = `'group', ${group}, 'leaseKey', ${leaseKey}, 'kind', ${kind}`;
+  return `CASE WHEN ${owner} IS NULL THEN json_build_object(${base}) ELSE json_build_object(${base}, 'owner', ${owner}::json) END::text`;
+}
+
 export function statements(names: TableNames): Statements {
   const schema = quoteIdentifier(names.schema);
   const leases = `${schema}.${quoteIdentifier(names.leaseTable)}`;
@@ -214,7 +224,7 @@ export function statements(names: TableNames): Statements {
     // epoch no lower than the key ever had. The revived state is the caller's JSON with the epoch put first:
     // $5 is that JSON without its epoch and without its opening brace. A live row, or a tombstone without
     // $6, is left alone; a live row is read back as the conflict's current row. A lease created is published
-    // on channel $7 as `created` (delivered at commit, so only a create that applied is ever published).
+    // on channel $7 as `created`, naming owner $8 (delivered at commit, so only a create that applied is ever published).
     createLease: `WITH created AS (
         INSERT INTO ${leases} AS t (group_name, lease_key, version, live, high_epoch, state)
         VALUES ($1, $2, 1, true, $3, $4)
@@ -229,7 +239,7 @@ export function statements(names: TableNames): Statements {
       SELECT created.version AS applied_version, created.high_epoch AS applied_epoch,
              current.version AS current_version, current.state AS current_state, current.live AS current_live,
              CASE WHEN created.version IS NOT NULL
-               THEN pg_notify($7, json_build_object('group', $1::text, 'leaseKey', $2::text, 'kind', 'created')::text)
+               THEN pg_notify($7, ${changePayload('$1::text', '$2::text', `'created'`, '$8::text')})
              END AS notified
       FROM (SELECT 1) AS one
       LEFT JOIN created ON true
@@ -241,17 +251,19 @@ export function statements(names: TableNames): Statements {
     // for it (delivered at commit, so only writes that applied are ever published).
     //
     // The columns travel as text, not as PostgreSQL arrays, which the driver escapes element by element in
-    // JavaScript: keys and kinds as JSON arrays, numbers joined by commas, and the states (JSON documents
-    // already) joined by U+001E, a control character that JSON never contains unescaped.
+    // JavaScript: keys, kinds and the owners the changes name (each as JSON text, or null to leave it out)
+    // as JSON arrays, numbers joined by commas, and the states (JSON documents already) joined by U+001E,
+    // a control character that JSON never contains unescaped.
     updateLeases: `WITH input AS (
-        SELECT u.lease_key, u.expected, u.state, u.epoch, u.notify, u.ord
+        SELECT u.lease_key, u.expected, u.state, u.epoch, u.notify, u.owner, u.ord
         FROM ROWS FROM (
           json_array_elements_text($2::json),
           unnest(string_to_array($3::text, ',')::bigint[]),
           unnest(string_to_array($4::text, E'\\x1e')),
           unnest(string_to_array($5::text, ',')::bigint[]),
-          json_array_elements_text($6::json)
-      ) WITH ORDINALITY AS u(lease_key, expected, state, epoch, notify, ord)
+          json_array_elements_text($6::json),
+          json_array_elements_text($8::json)
+      ) WITH ORDINALITY AS u(lease_key, expected, state, epoch, notify, owner, ord)
       ),
       updated AS (
         UPDATE ${leases} AS t
@@ -263,7 +275,7 @@ export function statements(names: TableNames): Statements {
       SELECT updated.version AS applied_version,
              current.lease_key IS NOT NULL AS current_found, current.version AS current_version, current.state AS current_state,
              CASE WHEN updated.version IS NOT NULL AND input.notify IS NOT NULL
-               THEN pg_notify($7, json_build_object('group', $1::text, 'leaseKey', input.lease_key, 'kind', input.notify)::text)
+               THEN pg_notify($7, ${changePayload('$1::text', 'input.lease_key', 'input.notify', 'input.owner')})
              END AS notified
       FROM input
       LEFT JOIN updated ON updated.lease_key = input.lease_key
@@ -282,7 +294,7 @@ export function statements(names: TableNames): Statements {
       SET version = version + 1, state = $4, high_epoch = GREATEST(high_epoch, $5::bigint)
       WHERE group_name = $1 AND lease_key = $2 AND live AND version = $3
       RETURNING version AS applied_version,
-        pg_notify($7, json_build_object('group', $1::text, 'leaseKey', $2::text, 'kind', $6::text)::text) AS notified`,
+        pg_notify($7, ${changePayload('$1::text', '$2::text', '$6::text', '$8::text')}) AS notified`,
 
     // A delete leaves a tombstone: the row keeps its version and highest epoch, and loses its state.
     deleteLease: `WITH deleted AS (

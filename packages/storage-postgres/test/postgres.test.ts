@@ -4,6 +4,7 @@ import {
   StorageSchemaError,
   StorageUnavailableError,
   type LeaseChange,
+  type LeaseRecord,
   type LeaseState,
 } from '@leasehold/core';
 import { leaderStateOf, leaseStateOf, memberStateOf } from '@leasehold/core/adapter';
@@ -554,10 +555,10 @@ describe('PostgresStorage change feed', () => {
       applied((await writer.updateLeases(group, [{ leaseKey: 'k', expectedVersion: lease.version, next: { ...leaseStateOf(lease), owner: 'b', epoch: 2, incarnation: 'b-1' }, notify: 'handed-off' }]))[0]);
       expect(await waitFor(() => heard.length === 4)).toBe(true);
       expect(heard).toEqual([
-        { group, leaseKey: 'k', kind: 'created' },
-        { group, leaseKey: 'k', kind: 'created' },
-        { group, leaseKey: 'k', kind: 'handed-off' },
-        { group, leaseKey: 'k', kind: 'handed-off' },
+        { group, leaseKey: 'k', kind: 'created', owner: 'a' },
+        { group, leaseKey: 'k', kind: 'created', owner: 'a' },
+        { group, leaseKey: 'k', kind: 'handed-off', owner: 'b' },
+        { group, leaseKey: 'k', kind: 'handed-off', owner: 'b' },
       ]);
 
       await first.close();
@@ -571,20 +572,88 @@ describe('PostgresStorage change feed', () => {
     }
   });
 
-  it('publishes a change whose group and key are 512 bytes of characters JSON must escape', async () => {
+  it('publishes a change whose group, key and owner are 512 bytes of characters JSON must escape, leaving out an owner the payload has no room for', async () => {
     const adapter = storage();
-    const group = `${freshSchemaName('g')}${'\u0001'.repeat(400)}`;
-    const leaseKey = '"\\'.repeat(256);
+    // Each of 512 bytes, nearly all of it escaped in six characters: the largest payload there is.
+    const prefix = freshSchemaName('g');
+    const group = `${prefix}${'\u0001'.repeat(512 - Buffer.byteLength(prefix))}`;
+    const leaseKey = `${'\u0002'.repeat(480)}${'"\\'.repeat(16)}`;
     const heard: LeaseChange[] = [];
     const subscription = await adapter.subscribe(group, (change) => heard.push(change));
     try {
+      const owner = '\u0001'.repeat(512);
       const lease = applied(await adapter.createLease({ group, leaseKey, owner: 'a' }));
-      applied((await adapter.updateLeases(group, [{ leaseKey, expectedVersion: lease.version, next: { ...leaseStateOf(lease), owner: null }, notify: 'released' }]))[0]);
-      expect(await waitFor(() => heard.length === 2)).toBe(true);
-      expect(heard).toEqual([
-        { group, leaseKey, kind: 'created' },
-        { group, leaseKey, kind: 'released' },
+      const handed = applied((await adapter.updateLeases(group, [{ leaseKey, expectedVersion: lease.version, next: { ...leaseStateOf(lease), owner }, notify: 'handed-off' }]))[0]);
+      applied((await adapter.updateLeases(group, [{ leaseKey, expectedVersion: handed.version, next: { ...leaseStateOf(handed), owner: null }, notify: 'released' }]))[0]);
+      expect(await waitFor(() => heard.length === 3)).toBe(true);
+      expect(heard).toStrictEqual([
+        { group, leaseKey, kind: 'created', owner: 'a' },
+        { group, leaseKey, kind: 'handed-off' },
+        { group, leaseKey, kind: 'released', owner: null },
       ]);
+    } finally {
+      await subscription.close();
+    }
+  });
+
+  /** The parser of the releases before payloads named an owner, as they shipped. */
+  function parseAsEarlierRelease(payload: string): { group: string; leaseKey: string; kind: string } | undefined {
+    const value = JSON.parse(payload) as { group?: unknown; leaseKey?: unknown; kind?: unknown };
+    if (typeof value.group !== 'string' || typeof value.leaseKey !== 'string' || typeof value.kind !== 'string') return undefined;
+    if (!['released', 'handed-off', 'created', 'rewind'].includes(value.kind)) return undefined;
+    return { group: value.group, leaseKey: value.leaseKey, kind: value.kind };
+  }
+
+  it('a NOTIFY payload names the owner the write set, single or batched, and the parser of earlier releases reads it as before', async () => {
+    const adapter = storage();
+    const group = freshSchemaName('g');
+    const raw = new pg.Client(serverConfig);
+    await raw.connect();
+    const payloads: string[] = [];
+    raw.on('notification', (message) => {
+      if (message.payload !== undefined && (JSON.parse(message.payload) as { group?: string }).group === group) payloads.push(message.payload);
+    });
+    try {
+      await raw.query(`LISTEN ${quoteIdentifier(adapter.channel)}`);
+      const leases = [];
+      for (const leaseKey of ['a', 'b']) leases.push(applied(await adapter.createLease({ group, leaseKey, owner: 'w', epoch: 1 })));
+      const [a, b] = leases as [LeaseRecord, LeaseRecord];
+      // A batch of two handovers to different owners, then one update alone (the other statement).
+      const batch = await adapter.updateLeases(group, [
+        { leaseKey: 'a', expectedVersion: a.version, next: { ...leaseStateOf(a), owner: 'x', epoch: 2 }, notify: 'handed-off' },
+        { leaseKey: 'b', expectedVersion: b.version, next: { ...leaseStateOf(b), owner: 'y', epoch: 2 }, notify: 'handed-off' },
+      ]);
+      const handed = applied(batch[0]);
+      applied((await adapter.updateLeases(group, [{ leaseKey: 'a', expectedVersion: handed.version, next: { ...leaseStateOf(handed), owner: null }, notify: 'released' }]))[0]);
+      expect(await waitFor(() => payloads.length === 5)).toBe(true);
+      expect(payloads.map((payload) => JSON.parse(payload) as unknown)).toEqual([
+        { group, leaseKey: 'a', kind: 'created', owner: 'w' },
+        { group, leaseKey: 'b', kind: 'created', owner: 'w' },
+        { group, leaseKey: 'a', kind: 'handed-off', owner: 'x' },
+        { group, leaseKey: 'b', kind: 'handed-off', owner: 'y' },
+        { group, leaseKey: 'a', kind: 'released', owner: null },
+      ]);
+      expect(payloads.map(parseAsEarlierRelease)).toEqual([
+        { group, leaseKey: 'a', kind: 'created' },
+        { group, leaseKey: 'b', kind: 'created' },
+        { group, leaseKey: 'a', kind: 'handed-off' },
+        { group, leaseKey: 'b', kind: 'handed-off' },
+        { group, leaseKey: 'a', kind: 'released' },
+      ]);
+    } finally {
+      await raw.end();
+    }
+  });
+
+  it('a payload of an earlier release, with no owner, is heard with none', async () => {
+    const adapter = storage();
+    const group = freshSchemaName('g');
+    const heard: LeaseChange[] = [];
+    const subscription = await adapter.subscribe(group, (change) => heard.push(change));
+    try {
+      await server.pool().query('SELECT pg_notify($1, $2)', [adapter.channel, JSON.stringify({ group, leaseKey: 'k', kind: 'handed-off' })]);
+      expect(await waitFor(() => heard.length === 1)).toBe(true);
+      expect(heard).toStrictEqual([{ group, leaseKey: 'k', kind: 'handed-off' }]);
     } finally {
       await subscription.close();
     }

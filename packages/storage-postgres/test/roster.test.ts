@@ -206,7 +206,7 @@ describe('PostgresStorage roster', () => {
       expect((await adapter.getRoster(group.toUpperCase())).members).toEqual([]);
       applied(await adapter.createLease({ group, leaseKey: 'marker' }));
       expect(await waitFor(() => heard.length > 0)).toBe(true);
-      expect(heard).toEqual([{ group, leaseKey: 'marker', kind: 'created' }]);
+      expect(heard).toEqual([{ group, leaseKey: 'marker', kind: 'created', owner: null }]);
     } finally {
       await subscription.close();
     }

@@ -84,6 +84,13 @@ export interface RedisStorageOptions {
 const OPTION_KEYS = optionKeys<RedisStorageOptions>({ client: true, keyPrefix: true, listPageSize: true, maxBatchSize: true });
 
 const CHANGE_KINDS: ReadonlySet<string> = new Set<LeaseChangeKind>(['released', 'handed-off', 'created', 'rewind']);
+/**
+ * The prefix of an owner note, `owner:<worker id>\0<change message>`, published on a group's channel just
+ * before the change message `<kind>:<lease key>` it names the owner of. The change message is the one every
+ * release publishes and reads; a release that does not know notes drops one as a change of unknown kind.
+ * Names never hold a NUL, so the first one ends the owner.
+ */
+const OWNER_NOTE = 'owner:';
 const TOMBSTONE_PAGE = 1000;
 const KEY_CACHE_SIZE = 10_000;
 
@@ -93,6 +100,8 @@ interface Channel {
   readonly group: string;
   readonly listeners: Set<Listener>;
   ready: Promise<void>;
+  /** The owner note heard last, until the next message: it names the owner of that message alone. */
+  note: { readonly owner: string; readonly message: string } | undefined;
 }
 
 /**
@@ -285,7 +294,7 @@ export class RedisStorage implements Storage {
     const subscriber = this.#subscriberConnection();
     let channel = this.#channels.get(keys.channel);
     if (!channel) {
-      const created: Channel = { group, listeners: new Set(), ready: Promise.resolve() };
+      const created: Channel = { group, listeners: new Set(), ready: Promise.resolve(), note: undefined };
       created.ready = subscriber.subscribe(keys.channel).then(
         () => undefined,
         (error: unknown) => {
@@ -525,7 +534,7 @@ export class RedisStorage implements Storage {
     const changes: string[] = [];
     updates.forEach((update, i) => {
       args.push(update.leaseKey, String(update.expectedVersion), encodeLeaseValue(update.expectedVersion + 1, update.next, token));
-      if (update.notify !== undefined) changes.push(String(i + 1), update.notify);
+      if (update.notify !== undefined) changes.push(String(i + 1), update.notify, ownerNoted(update));
     });
     args.push(...changes);
     const sentAt = this.#marks.begin();
@@ -648,6 +657,11 @@ export class RedisStorage implements Storage {
       // Connection errors are retried by ioredis; without a listener they would be printed as unhandled.
       subscriber.on('error', () => undefined);
       subscriber.on('message', (channel: string, message: string) => this.#deliver(channel, message));
+      // A note heard just before the connection dropped names a message that was lost with it: forget it, so
+      // that it cannot name a later message of the same lease.
+      subscriber.on('close', () => {
+        for (const channel of this.#channels.values()) channel.note = undefined;
+      });
       this.#subscriber = subscriber;
     }
     return this.#subscriber;
@@ -655,11 +669,22 @@ export class RedisStorage implements Storage {
 
   #deliver(channelName: string, message: string): void {
     const channel = this.#channels.get(channelName);
+    if (!channel) return;
+    const note = channel.note;
+    channel.note = undefined;
+    if (message.startsWith(OWNER_NOTE)) {
+      const end = message.indexOf('\0', OWNER_NOTE.length);
+      if (end > OWNER_NOTE.length) channel.note = { owner: message.slice(OWNER_NOTE.length, end), message: message.slice(end + 1) };
+      return;
+    }
     const split = message.indexOf(':');
-    if (!channel || split < 0) return;
+    if (split < 0) return;
     const kind = message.slice(0, split);
     if (!CHANGE_KINDS.has(kind)) return;
-    const change: LeaseChange = { group: channel.group, leaseKey: message.slice(split + 1), kind: kind as LeaseChangeKind };
+    const leaseKey = message.slice(split + 1);
+    // Without a note just before it (a writer of an earlier release, or a note lost), the owner is unknown.
+    const change: LeaseChange =
+      note?.message === message ? { group: channel.group, leaseKey, kind: kind as LeaseChangeKind, owner: note.owner } : { group: channel.group, leaseKey, kind: kind as LeaseChangeKind };
     for (const listener of [...channel.listeners]) {
       try {
         listener(change);
@@ -702,6 +727,15 @@ function positiveInteger(name: string, value: unknown, fallback: number): number
     throw new InvalidConfigError(`[${PKG}] ${name} must be a positive integer, got ${describeValue(value)}`);
   }
   return value;
+}
+
+/**
+ * The owner to note before an update's change, or '' for none: given for `handed-off` alone, the change a
+ * worker reads the lease for only when it is the new owner. Notes cost a second message per change to every
+ * subscriber, so kinds whose readers do not need the owner go without.
+ */
+function ownerNoted(update: LeaseUpdate): string {
+  return update.notify === 'handed-off' && typeof update.next.owner === 'string' ? update.next.owner : '';
 }
 
 function messageOf(error: unknown): string {

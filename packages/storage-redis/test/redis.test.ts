@@ -277,6 +277,65 @@ describe('RedisStorage on the shared server', () => {
     }
   });
 
+  describe('the owner of a handover on the change feed, between releases', () => {
+    /** The parser of the releases before owner notes, as they shipped: `kind:lease key`, any other kind dropped. */
+    function parseAsEarlierRelease(message: string): { kind: string; leaseKey: string } | undefined {
+      const split = message.indexOf(':');
+      if (split < 0) return undefined;
+      const kind = message.slice(0, split);
+      if (!['released', 'handed-off', 'created', 'rewind'].includes(kind)) return undefined;
+      return { kind, leaseKey: message.slice(split + 1) };
+    }
+
+    const channelOf = (group: string): string => `${keyPrefix}{${Buffer.from(group).toString('base64url')}}:changes`;
+
+    it('a handover goes out as the message earlier releases read, after a note naming its owner that their parser drops, and is heard with that owner', async () => {
+      const storage = new RedisStorage({ client: sharedServer.client, keyPrefix });
+      const raw = sharedServer.client.duplicate();
+      try {
+        const group = `owner-note-${randomUUID()}`;
+        const messages: string[] = [];
+        raw.on('message', (_channel: string, message: string) => messages.push(message));
+        await raw.subscribe(channelOf(group));
+        const heard: LeaseChange[] = [];
+        await storage.subscribe(group, (change) => heard.push(change));
+        // A key with a colon: the change message ends with the whole key, as before.
+        const lease = applied(await storage.createLease({ group, leaseKey: 'shard:1', owner: 'a', epoch: 1 }));
+        applied((await storage.updateLeases(group, [{ leaseKey: 'shard:1', expectedVersion: lease.version, next: { ...leaseStateOf(lease), owner: 'b', epoch: 2 }, notify: 'handed-off' }]))[0]);
+        await expect.poll(() => heard.length, { timeout: 5000 }).toBe(2);
+        expect(messages).toEqual(['created:shard:1', 'owner:b\0handed-off:shard:1', 'handed-off:shard:1']);
+        expect(messages.map(parseAsEarlierRelease)).toEqual([{ kind: 'created', leaseKey: 'shard:1' }, undefined, { kind: 'handed-off', leaseKey: 'shard:1' }]);
+        expect(heard).toStrictEqual([
+          { group, leaseKey: 'shard:1', kind: 'created' },
+          { group, leaseKey: 'shard:1', kind: 'handed-off', owner: 'b' },
+        ]);
+      } finally {
+        await raw.quit();
+        await storage.close();
+      }
+    });
+
+    it('a change message of an earlier release, with no note just before it naming it, is heard with no owner', async () => {
+      const storage = new RedisStorage({ client: sharedServer.client, keyPrefix });
+      try {
+        const group = `no-note-${randomUUID()}`;
+        const heard: LeaseChange[] = [];
+        await storage.subscribe(group, (change) => heard.push(change));
+        // As an earlier release publishes a handover; then a note for another lease, and a change it does not name.
+        await sharedServer.client.publish(channelOf(group), 'handed-off:k');
+        await sharedServer.client.publish(channelOf(group), 'owner:x\0handed-off:other');
+        await sharedServer.client.publish(channelOf(group), 'handed-off:k2');
+        await expect.poll(() => heard.length, { timeout: 5000 }).toBe(2);
+        expect(heard).toStrictEqual([
+          { group, leaseKey: 'k', kind: 'handed-off' },
+          { group, leaseKey: 'k2', kind: 'handed-off' },
+        ]);
+      } finally {
+        await storage.close();
+      }
+    });
+  });
+
   it('close() ends its own pub/sub connection and leaves the caller\'s client open', async () => {
     const storage = new RedisStorage({ client: sharedServer.client, keyPrefix });
     const group = `closing-${randomUUID()}`;

@@ -533,8 +533,15 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       return;
     }
     if (change.kind === 'created' || change.kind === 'released') this.#taking.listingDue = true;
-    // A lease handed over unasked (a rebalance, or an owner leaving) is read at once: it may be this worker's.
-    if (change.kind === 'handed-off' && !this.#handovers.requests.has(change.leaseKey) && !this.#handovers.watching.has(change.leaseKey)) this.#handovers.announced.add(change.leaseKey);
+    if (change.kind === 'handed-off' && !this.#handovers.requests.has(change.leaseKey) && !this.#handovers.watching.has(change.leaseKey)) {
+      // A lease handed over unasked (a rebalance, or an owner leaving) is read at once: it may be this
+      // worker's. A change that names its new owner is for that owner alone: any other worker would read a
+      // lease that is not its own (at 100 workers, 99 reads per handover) and wake its take loop for
+      // nothing. A change that names none could be anyone's. Either way a lease missed here is found at a
+      // listing, as one whose announcement was lost.
+      if (typeof change.owner === 'string' && change.owner !== this.workerId) return;
+      this.#handovers.announced.add(change.leaseKey);
+    }
     this.#wakeTake?.();
   }
 

@@ -76,7 +76,10 @@ export class Handovers {
   readonly handed = new Map<string, { to: string; incarnation: string; epoch: number; until: number }>();
   /** Requests withdrawn whose leases are still watched, in case the owner's answer was already under way. */
   readonly watching = new Map<string, { from: string; at: number }>();
-  /** Leases the change feed announced handed over, unasked: read at the next tick, and held when handed to this worker. */
+  /**
+   * Leases the change feed announced handed over unasked, to this worker or to an owner it does not name:
+   * read at the next tick, and held when handed to this worker.
+   */
   readonly announced = new Set<string>();
   /** Handovers waiting out a drain that timed out. */
   readonly transfers = new Set<Promise<void>>();
@@ -394,8 +397,9 @@ export class Handovers {
    * Reads the leases the change feed announced handed over unasked: one handed to this worker, in a tenure
    * it never held, is held from now without a write, as a listing would find and hold it. Anything else
    * (another member's, or one of a tenure this worker held and lost, which it takes back in a new tenure)
-   * is left to the listings. Every worker hears every handover of the group, and the take tick waits for
-   * these reads before it lists and takes (the next tick, which declares the dead, after it): they go
+   * is left to the listings. Every worker hears every handover of the group, but only those announced to
+   * it are here: ones whose change names it as the new owner, or names no owner (an adapter or an earlier
+   * release that does not give it). The take tick waits for these reads before it lists and takes (the next tick, which declares the dead, after it): they go
    * `ANNOUNCED_READS_IN_FLIGHT` at once, and when more were announced the tick lists instead, so that a
    * rebalance announcing hundreds of handovers between two ticks makes the tick late by one round trip, not
    * by one per handover.

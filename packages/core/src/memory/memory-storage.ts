@@ -135,7 +135,7 @@ export class MemoryStorage implements Storage {
     const record = freezeLease({ group, leaseKey, version: slot.highVersion + 1, ...leaseStateOf(state), epoch });
     this.#store(slot, record);
     this.#onWrite?.({ kind: 'lease', group, leaseKey, before: null, after: record });
-    this.#publish({ group, leaseKey, kind: 'created' });
+    this.#publish({ group, leaseKey, kind: 'created', owner: record.owner });
     return result.applied(record);
   }
 
@@ -158,7 +158,7 @@ export class MemoryStorage implements Storage {
       this.#store(slot, record);
       this.#onWrite?.({ kind: 'lease', group, leaseKey: update.leaseKey, before: current, after: record });
       results.push(result.applied(record));
-      if (update.notify) changes.push({ group, leaseKey: update.leaseKey, kind: update.notify });
+      if (update.notify) changes.push({ group, leaseKey: update.leaseKey, kind: update.notify, owner: record.owner });
     }
     for (const change of changes) this.#publish(change);
     return results;

@@ -30,7 +30,10 @@ async function waitUntil(condition: () => boolean, what: string, timeoutMs = 5_0
 }
 
 interface Heard {
+  /** The changes heard, without the optional owner, which the rules on kinds and delivery do not judge. */
   readonly changes: LeaseChange[];
+  /** The changes heard as the adapter delivered them, with the owner when it gives one. */
+  readonly delivered: LeaseChange[];
   close(): Promise<void>;
 }
 
@@ -44,11 +47,15 @@ function feedOf(storage: Storage, target: ConformanceTarget, context: Context): 
 
 async function listen(storage: Storage, group: string, target: ConformanceTarget, context: Context): Promise<Heard> {
   const changes: LeaseChange[] = [];
-  const subscription = await feedOf(storage, target, context)(group, (change) => changes.push(change));
+  const delivered: LeaseChange[] = [];
+  const subscription = await feedOf(storage, target, context)(group, (change) => {
+    delivered.push(change);
+    changes.push({ group: change.group, leaseKey: change.leaseKey, kind: change.kind });
+  });
   let closing: Promise<void> | undefined;
   const close = (): Promise<void> => (closing ??= subscription.close());
   context.cleanup(close);
-  return { changes, close };
+  return { changes, delivered, close };
 }
 
 /**
@@ -109,6 +116,44 @@ export function changeFeedContract(t: TestApi, target: ConformanceTarget): void 
         { group: g, leaseKey: 'k', kind: 'rewind' },
         { group: g, leaseKey: 'k', kind: 'released' },
       ]);
+    });
+
+    define(t, target, 'a change that names an owner names the one its write set: created with the lease\'s owner, handed-off to the new one, rewind to the one kept, released to none, each item of a batch its own', async (context) => {
+      const [writer, reader] = (await context.clients(2)) as [Storage, Storage];
+      const g = context.group();
+      const heard = await listen(reader, g, target, context);
+      // What each change must name, by lease and kind (each lease has each kind once).
+      const expected = new Map<string, string | null>();
+      let current = applied(await writer.createLease({ group: g, leaseKey: 'k', owner: 'a', epoch: 1 }), 'create');
+      expected.set('k created', 'a');
+      for (const [kind, step, owner] of [
+        ['handed-off', { owner: 'b', epoch: 2, incarnation: 'i-b' }, 'b'],
+        ['rewind', { metadata: { 'leasehold.rewind': '{"id":"r1","to":"TRIM_HORIZON","requestedAt":"2024-01-01T00:00:00.000Z"}' } }, 'b'],
+        ['released', { owner: null, incarnation: null }, null],
+      ] as const) {
+        const [outcome] = await writer.updateLeases(g, [{ leaseKey: 'k', expectedVersion: current.version, next: { ...leaseStateOf(current), ...step }, notify: kind }]);
+        current = applied(outcome, kind);
+        expected.set(`k ${kind}`, owner);
+      }
+      // A batch handing each lease to a different member: each change names its own lease's new owner.
+      const keys = ['x', 'y', 'z'];
+      await createMany(writer, g, keys, () => ({ owner: 'w', epoch: 1 }));
+      const leases = byKey(await listed(writer, g));
+      const results = await writer.updateLeases(g, keys.map((leaseKey, i) => {
+        const lease = leases.get(leaseKey) as LeaseRecord;
+        expected.set(`${leaseKey} created`, 'w');
+        expected.set(`${leaseKey} handed-off`, `to-${i}`);
+        return { leaseKey, expectedVersion: lease.version, next: { ...leaseStateOf(lease), owner: `to-${i}`, epoch: lease.epoch + 1, incarnation: `i-${i}` }, notify: 'handed-off' as const };
+      }));
+      results.forEach((outcome, i) => applied(outcome, `handover of ${keys[i]}`));
+      await settle(writer, g, heard);
+      const named = heard.delivered.filter((change) => !change.leaseKey.startsWith('marker-') && change.owner !== undefined);
+      if (named.length === 0) context.notChecked('not checked: the adapter names no owner on the changes it publishes (LeaseChange.owner is optional)');
+      for (const change of named) {
+        const want = expected.get(`${change.leaseKey} ${change.kind}`);
+        assert.ok(want !== undefined, `a change nobody wrote was heard: ${show(change)}`);
+        assert.equal(change.owner, want, `the ${change.kind} change of ${change.leaseKey} names owner ${show(change.owner)}, but the write set ${show(want)}`);
+      }
     });
 
     define(t, target, 'only writes that applied are published: a batch mixing applied and refused items publishes the applied ones, a refused create nothing', async (context) => {

@@ -643,7 +643,9 @@ export type FeedBug =
   | 'no-created'
   | 'drops-rewind'
   | 'skips-own-writes'
-  | 'publishes-member-writes';
+  | 'publishes-member-writes'
+  | 'owner-before-write'
+  | 'owner-of-first-item';
 
 /** A client of a shared store with a change feed on a shared {@link Bus}; `bug` breaks one rule of the feed. */
 export class FeedClient extends Passthrough {
@@ -657,11 +659,13 @@ export class FeedClient extends Passthrough {
 
   override async createLease(lease: NewLease, options?: CreateLeaseOptions): Promise<WriteResult<LeaseRecord>> {
     const outcome = await super.createLease(lease, options);
-    if (outcome.status === 'applied' && this.bug !== 'no-created') this.#publish(lease.group, lease.leaseKey, 'created');
+    if (outcome.status === 'applied' && this.bug !== 'no-created') this.#publish(lease.group, lease.leaseKey, 'created', outcome.record.owner);
     return outcome;
   }
 
   override async updateLeases(group: string, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[]> {
+    // The bug 'owner-before-write': each change names the owner the lease had before the write (read first).
+    const before = this.bug === 'owner-before-write' ? await Promise.all(updates.map(async (update) => (await super.getLease(group, update.leaseKey))?.owner ?? null)) : [];
     const results = await super.updateLeases(group, updates);
     const anyApplied = results.some((outcome) => outcome.status === 'applied');
     updates.forEach((update, i) => {
@@ -669,7 +673,9 @@ export class FeedClient extends Passthrough {
       // The bug 'drops-rewind': a feed that knows only the kinds it was written for, and drops a newer one.
       if (update.notify === 'rewind' && this.bug === 'drops-rewind') return;
       if (update.notify && (wasApplied || (this.bug === 'publishes-refused-items' && anyApplied))) {
-        this.#publish(group, update.leaseKey, this.bug === 'one-kind' ? 'released' : update.notify);
+        // The bug 'owner-of-first-item': every change of a batch names the owner its first item set.
+        const owner = this.bug === 'owner-before-write' ? before[i] : this.bug === 'owner-of-first-item' ? (updates[0]?.next.owner ?? null) : update.next.owner;
+        this.#publish(group, update.leaseKey, this.bug === 'one-kind' ? 'released' : update.notify, owner);
       } else if (!update.notify && wasApplied && this.bug === 'publishes-renewals') {
         this.#publish(group, update.leaseKey, 'handed-off');
       }
@@ -702,8 +708,10 @@ export class FeedClient extends Passthrough {
     return { close, [Symbol.asyncDispose]: close };
   }
 
-  #publish(group: string, leaseKey: string, kind: LeaseChangeKind): void {
-    this.bus.publish({ group, leaseKey, kind }, this);
+  /** Publishes a change; it names `owner` only when the client is one of the bugs about owners, as a feed may leave it out. */
+  #publish(group: string, leaseKey: string, kind: LeaseChangeKind, owner?: string | null): void {
+    const names = this.bug === 'owner-before-write' || this.bug === 'owner-of-first-item';
+    this.bus.publish(names ? { group, leaseKey, kind, owner: owner ?? null } : { group, leaseKey, kind }, this);
   }
 }
 

@@ -5,7 +5,10 @@
 -- KEYS[1] leases hash, KEYS[2] tombstones hash, KEYS[3] incarnation marker, KEYS[4] highest-epoch hash
 -- ARGV[1] change feed channel, ARGV[2] number of updates, then three per update:
 --   lease key, expected version, new value;
--- then two per change to publish if its update applies: update number (from 1), change kind
+-- then three per change to publish if its update applies: update number (from 1), change kind, and the
+-- owner the new value names ('' for none given). The change goes out as `kind:lease key`, the message
+-- every release reads; an owner is published just before it, on the same channel, as a note
+-- `owner:<owner>\0<the change's message>` that releases which do not know it drop as an unknown kind.
 -- Returns { incarnation, per update: 1 (applied) | current value (conflict) | { tombstone or nil } (no lease) }
 local leases, tombstones, epochs = KEYS[1], KEYS[2], KEYS[4]
 local count = tonumber(ARGV[2])
@@ -50,8 +53,12 @@ for i = 1, count do
   end
 end
 if #writes > 0 then redis.call('HSET', leases, unpack(writes)) end
-for j = 3 * count + 3, #ARGV, 2 do
+for j = 3 * count + 3, #ARGV, 3 do
   local i = tonumber(ARGV[j])
-  if applied[i] then redis.call('PUBLISH', ARGV[1], ARGV[j + 1] .. ':' .. fields[i]) end
+  if applied[i] then
+    local message = ARGV[j + 1] .. ':' .. fields[i]
+    if ARGV[j + 2] ~= '' then redis.call('PUBLISH', ARGV[1], 'owner:' .. ARGV[j + 2] .. '\0' .. message) end
+    redis.call('PUBLISH', ARGV[1], message)
+  end
 end
 return out
