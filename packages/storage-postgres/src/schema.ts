@@ -110,7 +110,6 @@ export interface Statements {
   readonly unlisten: string;
 }
 
-/** Builds the statements of one installation. */
 /**
  * The SQL of a change's NOTIFY payload, as JSON text: `{"group", "leaseKey", "kind", "owner"}`, where
  * `owner` is the JSON text of the owner the write stores (see `ownerPayload` in rows.ts), or SQL NULL to
@@ -121,6 +120,7 @@ function changePayload(group: string, leaseKey: string, kind: string, owner: str
   return `CASE WHEN ${owner} IS NULL THEN json_build_object(${base}) ELSE json_build_object(${base}, 'owner', ${owner}::json) END::text`;
 }
 
+/** Builds the statements of one installation. */
 export function statements(names: TableNames): Statements {
   const schema = quoteIdentifier(names.schema);
   const leases = `${schema}.${quoteIdentifier(names.leaseTable)}`;
