@@ -237,7 +237,7 @@ export class Taking {
    * A worker that has seen no other member waits until its view stood still for 0.9 of a take tick; one
    * that has seen others join (a group starting together, or spread over seconds) waits for 1.4 ticks
    * of stillness, so that a lull of more than a tick between two joins does not split the deal between
-   * the workers started before it and those started after (DESIGN section 4, "Cold start").
+   * the workers started before it and those started after (DESIGN section 4, taking, step 3).
    */
   #settling(now: number, membership: Incarnation): boolean {
     const quiet = (this.#parts.view.othersSeen ? COLD_QUIET_TICKS : COLD_QUIET_TICKS_ALONE) * this.#parts.takeIntervalMs;
