@@ -536,6 +536,29 @@ function scripted(leaseKeys: string[]) {
 }
 
 describe('LeaseCoordinator tenures and fencing', () => {
+  it('waits on stop for a release begun before it, so that the lease is written free and not left to lapse', async () => {
+    const { scheduler, storage, ready, worker } = scripted(['shard-0']);
+    await ready;
+    const { coordinator } = worker('a');
+    await run(scheduler, coordinator.start());
+    await scheduler.advance(coordinator.takeIntervalMs * 1.06);
+    expect(coordinator.heldLeases().map((lease) => lease.leaseKey)).toEqual(['shard-0']);
+    const lost: string[] = [];
+    coordinator.on('lost', ({ leaseKey, reason }) => lost.push(`${leaseKey} ${reason}`));
+    // The release's write is on its way (a stream that left the list, or user code) when stop() begins.
+    const write = storage.holdNext('update', 'shard-0');
+    const releasing = coordinator.release('shard-0');
+    await run(scheduler, write.called);
+    const stopping = coordinator.stop();
+    await scheduler.advance(500);
+    write.release();
+    await run(scheduler, Promise.all([releasing, stopping]));
+    expect(lost).toEqual([]);
+    expect(await storage.getLease(GROUP, 'shard-0')).toMatchObject({ owner: null, incarnation: null });
+    // Nothing lapsed, so the worker left the roster rather than waiting to expire.
+    expect((await storage.getRoster(GROUP)).members.find((member) => member.workerId === 'a')?.status).toBe('dead');
+  });
+
   it('refuses a checkpoint from an earlier tenure of the same worker once it took the lease again', async () => {
     const { scheduler, ready, worker, storage } = world(['shard-0']);
     await ready;

@@ -302,6 +302,9 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       const releasable = drained.filter((entry) => entry.done).map((entry) => entry.leaseKey);
       await this.#until(deadline, this.#handovers.handOverOrRelease(releasable));
       await this.#until(deadline, this.#handovers.withdraw());
+      // A release begun before the stop (a stream that left the list, user code's release()) stopped its
+      // lease's work, so the stop neither drained nor handed it over: its write decides, not a lapse.
+      await this.#until(deadline, Promise.all(this.#handovers.releasing));
       const lapsing = this.#hold.leases.size;
       for (const [leaseKey, held] of this.#hold.leases) this.#hold.lose(leaseKey, held, 'shutdown-timeout');
       // With nothing left to lapse, leaving the roster lets others act at once; otherwise the membership

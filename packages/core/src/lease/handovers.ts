@@ -83,6 +83,8 @@ export class Handovers {
   readonly announced = new Set<string>();
   /** Handovers waiting out a drain that timed out. */
   readonly transfers = new Set<Promise<void>>();
+  /** Releases under way (their work stopped, their writes not yet answered): stop() waits for them. */
+  readonly releasing = new Set<Promise<void>>();
 
   constructor(options: HandoversOptions) {
     this.#renewIntervalMs = options.renewIntervalMs;
@@ -268,6 +270,17 @@ export class Handovers {
     if (leaving.length === 0) return;
     // Work stops first (signals fire, no new checkpoint is accepted), then the writes in flight finish.
     for (const [leaseKey, held] of leaving) this.#parts.hold.stopWork(leaseKey, held);
+    const writing = this.#writeFree(leaving, announce);
+    this.releasing.add(writing);
+    try {
+      await writing;
+    } finally {
+      this.releasing.delete(writing);
+    }
+  }
+
+  /** Writes free the leases whose work `release` stopped, once their writes in flight finished. */
+  async #writeFree(leaving: ReadonlyArray<readonly [string, Held]>, announce: boolean): Promise<void> {
     await this.#parts.writes.onLeases(leaving.map(([, held]) => held), async () => {
       let released = 0;
       let pending: ReadonlyArray<readonly [string, Held]> = leaving;
