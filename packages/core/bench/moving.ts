@@ -4,7 +4,7 @@
  * at once) and the survivors' listings until balanced again; a stopped worker's; an 11th worker joining 10,
  * with its listings and the leases moved. Counted in lease durations, beside KCL's.
  */
-import { advanceUntil, balanced, cluster, dispose, heldElsewhere, LEASE_MS, ownedBy, settled, TAKE_MS, type ClusterOptions, GROUP } from './cluster.js';
+import { advanceUntil, balanced, cluster, dispose, heldElsewhere, LEASE_MS, ownedBy, settled, TAKE_MS, type Cluster, type ClusterOptions, GROUP } from './cluster.js';
 import { shuffled } from '../src/clock.js';
 import { fmt, summarize, table, verdict, type Summary } from './shared.js';
 
@@ -21,6 +21,11 @@ interface Sample {
   listings?: number;
 }
 
+/** The listings of the leases the live workers of `c` made so far. */
+function survivorListings(c: Cluster): number {
+  return c.live().reduce((sum, worker) => sum + (worker.storage.counts.calls.listLeases ?? 0), 0);
+}
+
 /** `workers` workers, `leases` leases; one's clock is killed at a random moment after balance. Until its leases are held elsewhere. */
 async function crash(seed: number, workers = 4, leases = 32, startSpreadMs = 2 * TAKE_MS, coordinator: ClusterOptions['coordinator'] = {}): Promise<Sample> {
   const c = await cluster(seed, workers, leases, { startSpreadMs, coordinator });
@@ -30,11 +35,10 @@ async function crash(seed: number, workers = 4, leases = 32, startSpreadMs = 2 *
     const orphans = await ownedBy(c, victim);
     victim.clock.kill();
     victim.alive = false;
-    const listed = (): number => c.live().reduce((sum, worker) => sum + (worker.storage.counts.calls.listLeases ?? 0), 0);
-    const listedBefore = listed();
+    const listedBefore = survivorListings(c);
     const ms = await advanceUntil(c.scheduler, () => heldElsewhere(c, orphans, victim));
     const rest = await advanceUntil(c.scheduler, () => balanced(c));
-    return { ms, balancedMs: ms === null || rest === null ? null : ms + rest, listings: (listed() - listedBefore) / c.live().length };
+    return { ms, balancedMs: ms === null || rest === null ? null : ms + rest, listings: (survivorListings(c) - listedBefore) / c.live().length };
   } finally {
     dispose(c);
   }
@@ -51,15 +55,14 @@ async function massCrash(seed: number): Promise<Sample> {
     const victims = shuffled(c.workers, c.random).slice(0, 25);
     const gone = new Set(victims.map((worker) => worker.coordinator.workerId));
     const orphans = (await c.store.listLeases(GROUP)).leases.filter((lease) => lease.owner !== null && gone.has(lease.owner)).map((lease) => lease.leaseKey);
-    const listed = (): number => c.live().reduce((sum, worker) => sum + (worker.storage.counts.calls.listLeases ?? 0), 0);
     for (const victim of victims) {
       victim.clock.kill();
       victim.alive = false;
     }
-    const listedBefore = listed();
+    const listedBefore = survivorListings(c);
     const ms = await advanceUntil(c.scheduler, () => orphans.every((leaseKey) => c.live().some((worker) => worker.coordinator.isHeld(leaseKey))), { stepMs: 100, precise: false });
     const rest = await advanceUntil(c.scheduler, () => balanced(c), { stepMs: 100, precise: false });
-    return { ms, balancedMs: ms === null || rest === null ? null : ms + rest, listings: (listed() - listedBefore) / c.live().length };
+    return { ms, balancedMs: ms === null || rest === null ? null : ms + rest, listings: (survivorListings(c) - listedBefore) / c.live().length };
   } finally {
     dispose(c);
   }
