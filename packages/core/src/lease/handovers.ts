@@ -413,9 +413,9 @@ export class Handovers {
    * is left to the listings. Every worker hears every handover of the group, but only those announced to
    * it are here: ones whose change names it as the new owner, or names no owner (an adapter or an earlier
    * release that does not give it). The take tick waits for these reads before it lists and takes (the
-   * next tick, which declares the dead, after it): they go `ANNOUNCED_READS_IN_FLIGHT` at once, and when more were announced the tick lists instead, so that a
-   * rebalance announcing hundreds of handovers between two ticks makes the tick late by one round trip, not
-   * by one per handover.
+   * next tick, which declares the dead, after it): they go `ANNOUNCED_READS_IN_FLIGHT` at once, and when
+   * more were announced the tick lists instead, so that a rebalance announcing hundreds of handovers
+   * between two ticks makes the tick late by one round trip, not by one per handover.
    */
   async followAnnounced(): Promise<void> {
     if (this.announced.size === 0) return;
