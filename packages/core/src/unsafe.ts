@@ -28,8 +28,9 @@ export interface CoordinatorUnsafe {
   /** The watchers' ring keeps the members declared dead: a member whose watchers all died is watched by nobody alive. */
   ringKeepsTheDead?: boolean | undefined;
   /**
-   * A dead member's lease whose free conflicted is freed again on the record the conflict carries, whoever
-   * that names: a lease another worker took meanwhile is written free under it.
+   * A dead member's lease whose deal or free by its declarer conflicted is written again on the record the
+   * conflict carries, whoever that names: a lease another worker took meanwhile is written to another
+   * member, or free, under it.
    */
   freeRetryIgnoresOwner?: boolean | undefined;
   /**

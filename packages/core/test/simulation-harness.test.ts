@@ -35,9 +35,11 @@ describe('the simulation harness', () => {
     expect(result?.replay).toMatch(/--unsafe-ring-keeps-the-dead --whole-roster-up-to 0 --trace$/);
   }, 600_000);
 
-  it('catches a declarer that frees a dead member\'s lease again on the record its conflict carries, whoever that names, within 200 seeds', async () => {
-    const result = await firstViolation({ freeRetryIgnoresOwner: true }, { wholeRosterUpTo: 0 });
-    expect(result?.violations.some((violation) => violation.guarantee === 'single-owner' && /written free while/.test(violation.detail))).toBe(true);
+  // The members that did not declare a death leave its leases to the declarer's deal for a take tick and a
+  // half, so a deal rarely conflicts with a take: the first seed that shows the defect is 421.
+  it('catches a declarer that deals or frees a dead member\'s lease again on the record its conflict carries, whoever that names, within 500 seeds', async () => {
+    const result = await firstViolation({ freeRetryIgnoresOwner: true }, { wholeRosterUpTo: 0 }, 500);
+    expect(result?.violations.some((violation) => violation.guarantee === 'single-owner' && /written free while|got .* while .* still held it/.test(violation.detail))).toBe(true);
     expect(result?.replay).toMatch(/--unsafe-free-retry-ignores-owner --whole-roster-up-to 0 --trace$/);
   }, 600_000);
 

@@ -19,15 +19,27 @@ function member(incarnation: string, fields: Partial<MemberState> = {}): MemberS
 function group(unsafe?: CoordinatorUnsafe) {
   const scheduler = new VirtualScheduler();
   const storage = new MemoryStorage();
+  /** The listings of the leases each worker made so far. */
+  const listings = new Map<string, number>();
   let seed = 1;
   const start = async (workerId: string, options: Partial<LeaseCoordinatorOptions> = {}): Promise<LeaseCoordinator> => {
     const clock = scheduler.clock();
-    const view = new FaultyStorage(storage, clock, seededRandom(seed), noFaults());
+    const faulty = new FaultyStorage(storage, clock, seededRandom(seed), noFaults());
+    const view = new Proxy(faulty, {
+      get: (target, name) => {
+        const value: unknown = Reflect.get(target, name, target);
+        if (typeof value !== 'function') return value;
+        return (...args: unknown[]) => {
+          if (name === 'listLeases') listings.set(workerId, (listings.get(workerId) ?? 0) + 1);
+          return (value as (...args: unknown[]) => unknown).apply(target, args);
+        };
+      },
+    });
     const coordinator = new LeaseCoordinator(withUnsafe({ storage: view, group: GROUP, workerId, clock, random: seededRandom(seed++), useChangeFeed: false, wholeRosterUpTo: 0, ...options }, unsafe));
     await run(scheduler, coordinator.start());
     return coordinator;
   };
-  return { scheduler, storage, start };
+  return { scheduler, storage, start, listings };
 }
 
 /** Runs until `done` holds, in steps of 100 ms, for at most `limitMs`; returns how long it took, or `Infinity`. */
@@ -117,7 +129,7 @@ describe('watchers and the roster digest', () => {
    * maxLeasesPerWorker.
    */
   const deathWith = async (useChangeFeed: boolean, caps: Record<string, number> = {}, unsafe?: CoordinatorUnsafe) => {
-    const { scheduler, storage, start } = group(unsafe);
+    const { scheduler, storage, start, listings } = group(unsafe);
     for (const leaseKey of keys(90)) await storage.createLease({ group: GROUP, leaseKey });
     await storage.putMember(GROUP, 'ghost', null, member('inc-ghost', { held: 10 }));
     for (const leaseKey of keys(10, 'ghost-')) await storage.createLease({ group: GROUP, leaseKey, owner: 'ghost', incarnation: 'inc-ghost', epoch: 1 });
@@ -125,19 +137,28 @@ describe('watchers and the roster digest', () => {
     let declaredAt = Infinity;
     let declarer = '';
     let freed = 0;
+    let dealt = 0;
     let mostHeld = 0;
     const takers = new Set<string>();
+    const dealtTo = new Set<string>();
+    let listedBefore = new Map<string, number>();
     for (const workerId of ids(9)) {
       const coordinator = await start(workerId, { useChangeFeed, ...(caps[workerId] !== undefined ? { maxLeasesPerWorker: caps[workerId] } : {}) });
       coordinator.on('member-dead', ({ workerId: dead }) => {
         if (dead !== 'ghost' || scheduler.now >= declaredAt) return;
         declaredAt = scheduler.now;
         declarer = workerId;
+        listedBefore = new Map(listings);
       });
-      coordinator.on('storage', ({ operation, applied }) => operation === 'free-dead' && (freed += applied));
+      coordinator.on('storage', ({ operation, applied }) => {
+        // The declarer's writes of the dead member's leases: to the members its deal names, or free.
+        if (operation === 'deal-dead') dealt += applied;
+        if (operation === 'free-dead') freed += applied;
+      });
       coordinator.on('acquired', ({ leaseKey, how }) => {
-        // Who took a lease of the dead (not who was handed one later).
+        // Who took a lease of the dead, and who was handed one (by the declarer's deal, or later by the plan of moves).
         if (leaseKey.startsWith('ghost-') && how !== 'handoff') takers.add(workerId);
+        if (leaseKey.startsWith('ghost-') && how === 'handoff' && scheduler.now - declaredAt < TICK) dealtTo.add(workerId);
         mostHeld = Math.max(mostHeld, coordinator.heldLeases().length);
       });
       workers.push(coordinator);
@@ -148,15 +169,21 @@ describe('watchers and the roster digest', () => {
     const counts = () => workers.map((w) => w.heldLeases().length);
     const balancedAfter = await until(scheduler, () => Math.max(...counts()) - Math.min(...counts()) <= 1, 60_000);
     const declarerHeldMost = mostHeld;
+    // Who listed the leases from the declaration until the group was balanced again.
+    const listedSince = new Set(ids(9).filter((workerId) => (listings.get(workerId) ?? 0) > (listedBefore.get(workerId) ?? 0)));
     await run(scheduler, Promise.all(workers.map((w) => w.stop())));
-    return { after, freed, takers, declarer, balancedAfter, mostHeld: declarerHeldMost };
+    return { after, freed, dealt, takers, dealtTo, listedSince, declarer, balancedAfter, mostHeld: declarerHeldMost };
   };
 
-  it('with a change feed, a dead member\'s leases are held by the members that do not watch it a fraction of a take tick after its declaration: the declarer frees them, and the feed wakes the rest', async () => {
+  it('with a change feed, a dead member\'s leases are held by the members that do not watch it a fraction of a take tick after its declaration: the declarer deals them, the feed tells each member its own, and only the declarer lists', async () => {
     const fed = await deathWith(true);
-    // Nine members over 100 leases: the declarer keeps its share of the ten, the other eight take the rest.
-    expect(fed.freed).toBeGreaterThanOrEqual(8);
-    expect(fed.takers.size).toBeGreaterThan(3);
+    // Nine members over 100 leases: the declarer keeps its share of the ten and writes the rest to the
+    // members its deal gives them to, who hold them as handed over; nobody else takes or lists.
+    expect(fed.dealt).toBeGreaterThanOrEqual(8);
+    expect(fed.freed).toBe(0);
+    expect([...fed.takers]).toEqual([fed.declarer]);
+    expect(fed.dealtTo.size).toBeGreaterThan(3);
+    expect([...fed.listedSince]).toEqual([fed.declarer]);
     expect(fed.after).toBeLessThan(TICK / 4);
     expect(fed.balancedAfter).toBeLessThan(Infinity);
   });

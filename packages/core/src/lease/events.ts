@@ -15,6 +15,11 @@ export type LossReason =
 
 /** The events of a {@link LeaseCoordinator}. */
 export interface LeaseCoordinatorEvents {
+  /**
+   * A lease is held from now: taken free, taken from a dead member (`expired`), or written to this worker
+   * by another (`handoff`: by an owner handing it over, or by the member that declared its owner dead and
+   * dealt its leases, DESIGN section 4).
+   */
   acquired: { leaseKey: string; fencingToken: number; how: 'free' | 'expired' | 'handoff'; checkpoint: Position | null };
   /** A heartbeat applied: every lease in `leaseKeys` is held for another hold. */
   renewed: { leaseKeys: string[]; durationMs: number };

@@ -11,7 +11,7 @@ import { describeValue, InvalidConfigError, LeaseholdError, MemberExpelledError,
 import { limits } from '../validation.js';
 import { memberStateOf, RECORD_FORMAT, type CheckpointStorage, type MemberRecord, type MemberState, type Roster, type WriteResult } from '../storage.js';
 import { MAX_LEASES_FIELD } from './balance.js';
-import { RosterView } from './roster-view.js';
+import { movedByDeathsOnly, RosterView, type SignatureMembers } from './roster-view.js';
 import { watchedBy } from './watchers.js';
 import type { LeaseCoordinatorEvents } from './events.js';
 
@@ -135,6 +135,8 @@ export class Membership {
   readonly view: RosterView;
   /** The roster's signature at the last take tick: a move brings a listing. */
   #rosterSignature = '';
+  /** The members that signature was made of. */
+  #signatureMembers: SignatureMembers = new Map();
   #heartbeatFailed = false;
   #incarnations = 0;
 
@@ -185,14 +187,18 @@ export class Membership {
   }
 
   /**
-   * Whether the roster's signature moved since the last take tick that asked: members, incarnations,
-   * statuses and change counters, what calls for a listing.
+   * How the roster's signature moved since the last take tick that asked (members, incarnations, statuses
+   * and change counters, what calls for a listing): not at all, only by live members turning dead and dead
+   * members removed (`deaths`: the dead member's declarer deals its leases, section 4, "Why the declarer
+   * deals"), or otherwise.
    */
-  signatureMoved(): boolean {
+  signatureMoved(): 'none' | 'deaths' | 'other' {
     const signature = this.view.signature();
-    const moved = signature !== this.#rosterSignature;
+    if (signature === this.#rosterSignature) return 'none';
+    const before = this.#signatureMembers;
     this.#rosterSignature = signature;
-    return moved;
+    this.#signatureMembers = this.view.signatureMembers();
+    return movedByDeathsOnly(before, this.#signatureMembers) ? 'deaths' : 'other';
   }
 
   /** The member state this worker writes now: its incarnation, duration, count, changes and requests. */

@@ -16,6 +16,30 @@ const writeOf = (member: MemberRecord): string => `${member.incarnation}\u0000${
 /** What the roster's signature holds of one member: a heartbeat (a new version only) leaves it as it was. */
 const signaturePart = (member: MemberRecord): string => `${member.workerId}\u0000${member.incarnation}\u0000${member.status}\u0000${member.changes}`;
 
+/** What the roster's signature holds, member by member: each member as read, or `corrupt` for one that cannot be read back. */
+export type SignatureMembers = ReadonlyMap<string, MemberRecord | 'corrupt'>;
+
+/**
+ * Whether the signature moved from `before` to `after` only by live members turning dead (the same
+ * incarnation and change counter: a declaration of death or a leave) and dead members removed: changes
+ * after which a member that did not declare the death has nothing to list for, when the declarer deals
+ * the dead member's leases (DESIGN section 4, "Why the declarer deals"). A join, a new incarnation, a
+ * change counter's move or a record that cannot be read back is another change.
+ */
+export function movedByDeathsOnly(before: SignatureMembers, after: SignatureMembers): boolean {
+  for (const [workerId, now] of after) {
+    const was = before.get(workerId);
+    if (was === undefined || was === 'corrupt' || now === 'corrupt') {
+      if (was !== now) return false;
+      continue;
+    }
+    if (signaturePart(was) === signaturePart(now)) continue;
+    if (!(was.status === 'alive' && now.status === 'dead' && was.incarnation === now.incarnation && was.changes === now.changes)) return false;
+  }
+  for (const [workerId, was] of before) if (!after.has(workerId) && (was === 'corrupt' || was.status !== 'dead')) return false;
+  return true;
+}
+
 /** Whether two reads of a member (or its absence) leave the roster's signature as it was. */
 const sameInSignature = (a: MemberRecord | undefined, b: MemberRecord | undefined): boolean =>
   a === undefined || b === undefined ? a === b : signaturePart(a) === signaturePart(b);
@@ -234,6 +258,13 @@ export class RosterView {
     for (const workerId of [...this.#corrupt].sort()) parts.push(`${workerId}\u0000corrupt`);
     this.#signature = parts.join('\u0001');
     return this.#signature;
+  }
+
+  /** The members and unreadable records the signature is made of, as a copy that later reads leave as it is. */
+  signatureMembers(): SignatureMembers {
+    const members = new Map<string, MemberRecord | 'corrupt'>(this.#members);
+    for (const workerId of this.#corrupt) members.set(workerId, 'corrupt');
+    return members;
   }
 
   /** The live members (incarnation by worker id) as last read, the observer included while it is a member. */

@@ -70,7 +70,7 @@ export interface TakingOptions extends LeaseParts {
   readonly listIntervalMs: number;
   readonly isEligible: EligibilityPredicate;
   readonly handovers: Handovers;
-  /** Unsafe: a dead member's lease whose free conflicted is freed again on the current record, whoever it names now. */
+  /** Unsafe: a dead member's lease whose deal or free conflicted is written again on the current record, whoever it names now. */
   readonly freeRetryIgnoresOwner: boolean;
   /** Unsafe: without a change feed, the declarer takes the dead member's leases whatever its `maxLeasesPerWorker`. */
   readonly adoptionIgnoresCap: boolean;
@@ -189,7 +189,10 @@ export class Taking {
     await this.#handovers.followAnnounced();
     if (this.#host.state() !== 'running') return;
 
-    if (this.#parts.members.signatureMoved()) this.listingDue = true;
+    // A death (or a dead member's removal) alone brings no listing where the declarer deals the dead
+    // member's leases: the members it deals them to hear so from the change feed. Any other move does.
+    const moved = this.#parts.members.signatureMoved();
+    if (moved === 'other' || (moved === 'deaths' && !this.#declarerDeals())) this.listingDue = true;
     // A corrupt lease is looked at every tick until it reads back: its repair is announced by nobody.
     if (this.#corrupt.size > 0) this.listingDue = true;
     if (!this.listingDue && this.#listedAt !== null && now - this.#listedAt < this.#parts.members.safetyListingMs(this.#listIntervalMs)) {
@@ -379,12 +382,27 @@ export class Taking {
     // The same split on every worker that read the same records: sorted keys, dealt to the sorted
     // members by how far each is below its target, the rest round-robin.
     const sorted = unowned.filter((lease) => !isMine(lease)).sort((a, b) => (a.leaseKey < b.leaseKey ? -1 : a.leaseKey > b.leaseKey ? 1 : 0));
+    // The members this worker declared dead since its last listing: it deals, frees or adopts their leases.
+    const declared = this.#parts.members.takeDeclared();
+    // A lease of a member another worker declared dead lately is that worker's to deal: the members its
+    // deal names hear of their leases from the change feed, so none takes it here (a take would only race
+    // the deal's write). Left undealt for a take tick and a half (its declarer stopped, its write failed),
+    // it is anyone's, as any lease left without a live owner is.
+    const dealsElsewhere = (lease: LeaseRecord): boolean => {
+      if (!this.#declarerDeals() || lease.owner === null || declared?.get(lease.owner) === lease.incarnation) return false;
+      const owner = this.#parts.view.get(lease.owner);
+      return owner?.status === 'dead' && owner.incarnation === lease.incarnation && now - (this.#unownedSince.get(lease.leaseKey) ?? now) < this.#parts.takeIntervalMs * 1.5;
+    };
     const dealtTo = new Map<string, number>();
     const portion: LeaseRecord[] = [];
+    /** Who the deal gives each lease to: the declarer of a dead member writes its leases to them. */
+    const recipients = new Map<string, string>();
     let next = 0;
     const deal = (workerId: string): void => {
       dealtTo.set(workerId, (dealtTo.get(workerId) ?? 0) + 1);
-      if (workerId === this.#parts.workerId) portion.push(sorted[next] as LeaseRecord);
+      const lease = sorted[next] as LeaseRecord;
+      recipients.set(lease.leaseKey, workerId);
+      if (workerId === this.#parts.workerId && !dealsElsewhere(lease)) portion.push(lease);
       next++;
     };
     members.forEach((workerId, rank) => {
@@ -400,8 +418,6 @@ export class Taking {
     const stale = sorted.filter((lease) => now - (this.#unownedSince.get(lease.leaseKey) ?? now) >= this.#parts.takeIntervalMs * 1.5 && !dealt.has(lease));
     const extra = shuffled(stale, this.#parts.random).slice(0, Math.ceil(stale.length / n));
     const room = Math.max(0, this.#parts.maxLeases - mine);
-    // The members this worker declared dead since its last listing: it frees or adopts their leases.
-    const declared = this.#parts.members.takeDeclared();
     const adopted = this.#adoptable(sorted, declared, new Set([...portion, ...extra]));
     const keep = holding ? handed.slice(0, room) : [];
     let kept = 0;
@@ -413,12 +429,13 @@ export class Taking {
     const takeable = !holding ? [] : this.#adoptionIgnoresCap ? [...ordinary.slice(0, Math.max(0, room - keep.length)), ...adopted] : [...ordinary, ...adopted].slice(0, Math.max(0, room - keep.length));
     const taken = (await this.#take(takeable, membership)) + kept;
     if (this.#host.state() !== 'running') return;
-    await this.#freeForTheGroup(sorted, declared);
+    await this.#dealForTheGroup(sorted, declared, recipients);
     if (this.#host.state() !== 'running') return;
     // Members balance on each other's counts: publish the new one now, not a heartbeat later.
     if (taken > 0) this.#host.wakeRenew();
     // Leases still without a live owner are looked at again next tick, until somebody holds them.
-    if (unowned.length > taken && mine + taken < this.#parts.maxLeases) this.listingDue = true;
+    // (Not those another declarer deals: their recipients hear of them.)
+    if (unowned.filter((lease) => !dealsElsewhere(lease)).length > taken && mine + taken < this.#parts.maxLeases) this.listingDue = true;
     if (taken < takeable.length + keep.length) {
       // Workers with different views picked the same leases: look again shortly, not at the next tick.
       this.listingDue = true;
@@ -464,31 +481,54 @@ export class Taking {
   }
 
   /**
-   * Frees the leases of the members this worker declared dead that it did not take itself, with the change
-   * feed's `released`, in one batch (DESIGN section 4, "Watchers and the roster digest"). In a group of
-   * watchers only the dead member's few watchers were woken at its expiry; the others would learn of the
-   * death from the digest at their next take tick, up to a tick later. The feed wakes them at once, and
-   * each takes its portion of the freed leases as it deals them. Only with a change feed (nobody would
-   * hear the frees without one) and while this worker reads as a watcher (every member of a group that
-   * reads the whole roster judges expiry itself, at the same moment). The write is conditional on the
-   * listed version, as a take is: a lease taken or written since is left as it is.
+   * Whether the declarer of a death deals the dead member's leases to the members (DESIGN section 4, "Why
+   * the declarer deals"): with a change feed, to tell them, and while this worker reads as a watcher (every
+   * member of a group that reads the whole roster judges expiry itself, at the same moment, and takes its
+   * own portion). Members that do not declare a death then have nothing to list for it.
    */
-  async #freeForTheGroup(unowned: readonly LeaseRecord[], declared: ReadonlyMap<string, string> | null): Promise<void> {
-    if (declared === null) return;
-    if (!this.#host.subscribed() || !this.#parts.members.readsWatched()) return;
+  #declarerDeals(): boolean {
+    return this.#host.subscribed() && this.#parts.members.readsWatched();
+  }
+
+  /**
+   * Writes the leases of the members this worker declared dead that it did not take itself to the members
+   * its deal gives them to, in one batch, each announced `handed-off` with its new owner (DESIGN section 4,
+   * "Why the declarer deals"). In a group of watchers only the dead member's few watchers were woken at its
+   * expiry; the rest would each list to find their portion. The recipient hears the change that names it
+   * and holds the lease from the record it reads, as it holds a lease handed over unasked; nobody else
+   * lists for the death. A lease the deal gives nobody (no member has room) or gives this worker beyond
+   * its room is written free, with the feed's `released`, for whoever has room. Each write is conditional
+   * on the listed version, as a take is: a lease taken or written since is left as it is, and a new
+   * tenure's epoch fences the dead member's writes.
+   */
+  async #dealForTheGroup(unowned: readonly LeaseRecord[], declared: ReadonlyMap<string, string> | null, recipients: ReadonlyMap<string, string>): Promise<void> {
+    if (declared === null || !this.#declarerDeals()) return;
     const namesTheDead = (lease: LeaseRecord | null): lease is LeaseRecord => lease !== null && lease.owner !== null && declared.get(lease.owner) === lease.incarnation;
-    let orphans = unowned.filter((lease) => namesTheDead(lease) && !this.#held.has(lease.leaseKey));
+    const orphans = unowned.filter((lease) => namesTheDead(lease) && !this.#held.has(lease.leaseKey));
     if (orphans.length === 0) return;
-    // Those woken read the whole roster first: the digest's advance for the death goes out before the frees.
+    // Those it wakes read the whole roster first: the digest's advance for the death goes out before the deal.
     await this.#parts.members.advancing;
-    for (let attempt = 1; orphans.length > 0 && attempt <= 2 && this.#host.state() === 'running'; attempt++) {
+    // Each to the member the deal gave it, at that member's incarnation as this worker read it.
+    const dealt = new Map<string, { owner: string | null; incarnation: string | null }>();
+    for (const lease of orphans) {
+      const to = recipients.get(lease.leaseKey);
+      const member = to === undefined || to === this.#parts.workerId ? undefined : this.#parts.view.get(to);
+      dealt.set(lease.leaseKey, member?.status === 'alive' ? { owner: member.workerId, incarnation: member.incarnation } : { owner: null, incarnation: null });
+    }
+    let pending = orphans;
+    for (let attempt = 1; pending.length > 0 && attempt <= 2 && this.#host.state() === 'running'; attempt++) {
       const results = await this.#parts.writes.update(
-        orphans.map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...stateOf(lease), owner: null, incarnation: null }, notify: 'released' as const })),
-        'free-dead',
+        pending.map((lease) => {
+          const { owner, incarnation } = dealt.get(lease.leaseKey) as { owner: string | null; incarnation: string | null };
+          return owner === null
+            ? { leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...stateOf(lease), owner: null, incarnation: null }, notify: 'released' as const }
+            : { leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...stateOf(lease), owner, incarnation, epoch: lease.epoch + 1 }, notify: 'handed-off' as const };
+        }),
+        'deal-dead',
       );
       // A lease written since the listing without being taken (an operator's rewind request in its
-      // metadata) still names the dead: freed on the record the conflict carries. One taken is left be.
-      orphans = results.flatMap((outcome) =>
+      // metadata) still names the dead: written again on the record the conflict carries. One taken is left be.
+      pending = results.flatMap((outcome) =>
         outcome.status === 'conflict' && outcome.current !== null && (this.#freeRetryIgnoresOwner || namesTheDead(outcome.current)) ? [outcome.current] : [],
       );
     }
