@@ -19,6 +19,8 @@ interface Sample {
   minimumMoves?: number;
   /** Crash only: the survivors' listings of the leases from the crash until balanced again, per survivor. */
   listings?: number;
+  /** Mass crash only: the survivors' acquisitions from the crash until balanced again, per lease the crashed held. */
+  acquisitionsPerLease?: number;
 }
 
 /** The listings of the leases the live workers of `c` made so far. */
@@ -60,9 +62,11 @@ async function massCrash(seed: number): Promise<Sample> {
       victim.alive = false;
     }
     const listedBefore = survivorListings(c);
+    const acquiredBefore = c.live().reduce((sum, worker) => sum + worker.acquisitions, 0);
     const ms = await advanceUntil(c.scheduler, () => orphans.every((leaseKey) => c.live().some((worker) => worker.coordinator.isHeld(leaseKey))), { stepMs: 100, precise: false });
     const rest = await advanceUntil(c.scheduler, () => balanced(c), { stepMs: 100, precise: false });
-    return { ms, balancedMs: ms === null || rest === null ? null : ms + rest, listings: (survivorListings(c) - listedBefore) / c.live().length };
+    const acquired = c.live().reduce((sum, worker) => sum + worker.acquisitions, 0) - acquiredBefore;
+    return { ms, balancedMs: ms === null || rest === null ? null : ms + rest, listings: (survivorListings(c) - listedBefore) / c.live().length, acquisitionsPerLease: acquired / orphans.length };
   } finally {
     dispose(c);
   }
@@ -191,6 +195,11 @@ export async function movingSection(seeds: readonly number[]): Promise<{ runs: R
   // What a crash costs the survivors in listings of the whole group, from the crash until balanced again.
   const mass = summarize(runs.crashMass!.map((sample) => sample.ms));
   lines.push([`crash of 25 of 100 w at once, 10,000 l: all held elsewhere (${runs.crashMass!.length} trials)`, fmt(inLeases(mass.p50), 3), fmt(inLeases(mass.p99), 3), fmt(inLeases(mass.max), 3), String(mass.failures), '', '', '']);
+  const massBalance = summarize(runs.crashMass!.map((sample) => sample.balancedMs));
+  lines.push(['crash of 25 of 100 w at once: balanced again', fmt(inLeases(massBalance.p50), 3), fmt(inLeases(massBalance.p99), 3), fmt(inLeases(massBalance.max), 3), String(massBalance.failures), '', '', '']);
+  // Each lease of the crashed is acquired once at best; a lease dealt, then handed on to balance, twice.
+  const massAcquisitions = summarize(runs.crashMass!.map((sample) => sample.acquisitionsPerLease ?? null));
+  lines.push(['crash of 25 of 100 w at once: acquisitions per lease of the crashed (count)', fmt(massAcquisitions.p50, 2), fmt(massAcquisitions.p99, 2), fmt(massAcquisitions.max, 2), String(massAcquisitions.failures), '', '', '']);
   for (const [name, label] of [['crashMass', '25 of 100 w at once, 10,000 l'], ['crashLarge', '10 w, 1,000 l'], ['crashWatched', `watchers, ${WATCHED_WORKERS} w, 1,000 l`], ['crashWatchedNoFeed', `watchers, no feed, ${WATCHED_WORKERS} w, 1,000 l`]] as const) {
     const listings = summarize(runs[name]!.map((sample) => sample.listings ?? null));
     lines.push([`crash (${label}): listings per survivor (count)`, fmt(listings.p50, 2), fmt(listings.p99, 2), fmt(listings.max, 2), String(listings.failures), '', '', '']);

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { CorruptRecordError } from '../src/errors.js';
-import { RosterView } from '../src/lease/roster-view.js';
+import { movedByDeathsOnly, RosterView } from '../src/lease/roster-view.js';
 import { RECORD_FORMAT, type MemberRecord, type Roster } from '../src/storage.js';
 
 const GROUP = 'orders';
@@ -98,6 +98,42 @@ describe('RosterView', () => {
     rosterView.read(roster([member('me', 4), member('a', 4), member('b', 2, { status: 'dead' })]), 7_000);
     expect(rosterView.othersChangedAt).toBe(7_000);
     expect([...rosterView.alive().keys()].sort()).toEqual(['a', 'me']);
+  });
+
+  it('tells how long it saw a member\'s write stand still, between the first read that showed it and the last, never by time alone', () => {
+    const { rosterView } = view();
+    rosterView.read(roster([member('me', 1), member('a', 5)]), 1_000);
+    expect(rosterView.stillFor(member('a', 5))).toBe(0);
+    rosterView.read(roster([member('me', 1), member('a', 5)]), 8_500);
+    expect(rosterView.stillFor(member('a', 5))).toBe(7_500);
+    // Not read since: the same, however late it is asked.
+    rosterView.readSome(roster([member('me', 2)]), ['me'], 30_000);
+    expect(rosterView.stillFor(member('a', 5))).toBe(7_500);
+    // A heartbeat starts it over, and a write this worker has not read is not known to stand still.
+    rosterView.read(roster([member('me', 2), member('a', 6)]), 31_000);
+    expect(rosterView.stillFor(member('a', 6))).toBe(0);
+    expect(rosterView.stillFor(member('a', 7))).toBe(0);
+  });
+
+  it('tells a roster that moved only by deaths and removals of the dead from one that moved otherwise', () => {
+    const { rosterView } = view();
+    rosterView.read(roster([member('a', 1), member('b', 1), member('c', 1, { status: 'dead' })]), 0);
+    const before = rosterView.signatureMembers();
+    // b declared dead (same incarnation and change counter), c removed: deaths only.
+    rosterView.read(roster([member('a', 2), member('b', 2, { status: 'dead' })]), 2_000);
+    expect(movedByDeathsOnly(before, rosterView.signatureMembers())).toBe(true);
+    // A join, a new incarnation, a change counter's move, a live member gone or a corrupt record is another change.
+    for (const after of [
+      roster([member('a', 1), member('b', 1), member('c', 1, { status: 'dead' }), member('d', 1)]),
+      roster([member('a', 2, { incarnation: 'a-2' }), member('b', 1), member('c', 1, { status: 'dead' })]),
+      roster([member('a', 2, { changes: 1 }), member('b', 1), member('c', 1, { status: 'dead' })]),
+      roster([member('a', 2, { status: 'dead', changes: 1 }), member('b', 1), member('c', 1, { status: 'dead' })]),
+      roster([member('a', 1), member('c', 1, { status: 'dead' })]),
+      roster([member('a', 1), member('b', 1)], ['c']),
+    ]) {
+      rosterView.read(after, 4_000);
+      expect(movedByDeathsOnly(before, rosterView.signatureMembers())).toBe(false);
+    }
   });
 
   it('signs the roster by who is alive in which incarnation and their change counters, not by heartbeats', () => {

@@ -209,6 +209,29 @@ describe('watchers and the roster digest', () => {
     expect(uncapped.mostHeld).toBeGreaterThan(14);
   });
 
+  it('has a member dealt more of a dead member\'s leases than it reads one by one hold them within half a take tick of the declaration', async () => {
+    // Two members of 40 leases each and a member, `ghost`, that never heartbeats and names 40 more: the
+    // declarer keeps 20 and deals 20 to the other, which held its share (40 of 120 over three) at its last
+    // listing. Twenty announced are more than it reads one by one (16): it lists and holds them.
+    const { scheduler, storage, start } = group();
+    await storage.putMember(GROUP, 'ghost', null, member('inc-ghost', { held: 40 }));
+    for (const leaseKey of keys(40, 'ghost-')) await storage.createLease({ group: GROUP, leaseKey, owner: 'ghost', incarnation: 'inc-ghost', epoch: 1 });
+    for (const leaseKey of keys(80)) await storage.createLease({ group: GROUP, leaseKey });
+    const workers: LeaseCoordinator[] = [];
+    let declaredAt = Infinity;
+    for (const workerId of ids(2)) {
+      const coordinator = await start(workerId, { useChangeFeed: true });
+      coordinator.on('member-dead', () => (declaredAt = Math.min(declaredAt, scheduler.now)));
+      workers.push(coordinator);
+    }
+    await until(scheduler, () => declaredAt < Infinity, 60_000);
+    const ghostHeld = () => workers.reduce((sum, w) => sum + w.heldLeases().filter((lease) => lease.leaseKey.startsWith('ghost-')).length, 0);
+    const took = await until(scheduler, () => ghostHeld() === 40, 60_000);
+    expect(workers.map((w) => w.heldLeases().length)).toEqual([60, 60]);
+    expect(took).toBeLessThan(TICK / 2);
+    await run(scheduler, Promise.all(workers.map((w) => w.stop())));
+  });
+
   it('gives a member that joins a quiet group its share within four take ticks: every member reads the whole roster when the join moves the digest', async () => {
     expect(await joinOfTheEleventh()).toBeLessThanOrEqual(4 * TICK * 1.05);
   });

@@ -81,6 +81,8 @@ export class Handovers {
    * read at the next tick, and held when handed to this worker.
    */
   readonly announced = new Set<string>();
+  /** Whether a change among {@link announced} named this worker as the new owner (not only none). */
+  announcedByName = false;
   /** Handovers waiting out a drain that timed out. */
   readonly transfers = new Set<Promise<void>>();
   /** Releases under way (their work stopped, their writes not yet answered): stop() waits for them. */
@@ -421,7 +423,9 @@ export class Handovers {
     if (this.announced.size === 0) return;
     const membership = this.#parts.members.current;
     const keys = [...this.announced].filter((leaseKey) => !this.#held.has(leaseKey));
+    const byName = this.announcedByName;
     this.announced.clear();
+    this.announcedByName = false;
     if (!membership?.record) return;
     // More announced than one round of reads (a rebalance, or a member stopping with many leases): none
     // is read. Leases go unasked only to members below their share, so those list (one round trip finds
@@ -430,7 +434,9 @@ export class Handovers {
     // rebalance queued heartbeats behind thousands of reads on a shared pool or pipeline, and every worker
     // listing instead did the same with listings: both lost leases to self-fencing.
     if (keys.length > ANNOUNCED_READS_IN_FLIGHT) {
-      if (this.#parts.hold.countHeld() < this.#host.lastTarget()) this.#host.listingDue();
+      // Leases announced by name are this worker's whatever its share (a declarer's deal of a dead
+      // member's leases gives members above it too): it lists for them.
+      if (byName || this.#parts.hold.countHeld() < this.#host.lastTarget()) this.#host.listingDue();
       return;
     }
     const limit = concurrencyLimit(ANNOUNCED_READS_IN_FLIGHT);

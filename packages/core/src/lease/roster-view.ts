@@ -237,6 +237,18 @@ export class RosterView {
   }
 
   /**
+   * How long this worker has seen a member's record stand still: from the first read that showed its
+   * current write to the last read of it; 0 when no read showed that write twice. Like {@link expired},
+   * never how long ago that read was: a member this worker stopped reading is judged on its reads.
+   */
+  stillFor(member: MemberRecord): number {
+    const readAt = this.#readAt.get(member.workerId);
+    const seen = this.#observations.get(member.workerId);
+    if (readAt === undefined || seen === undefined || seen.version !== String(writeOf(member))) return 0;
+    return Math.max(0, readAt - seen.seenAt);
+  }
+
+  /**
    * The moment the first live member other than this worker, among `watched` (default: every member),
    * would expire if it stays still; `Infinity` when none is watched.
    */

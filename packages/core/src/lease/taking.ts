@@ -12,6 +12,7 @@ import { describeValue, type LeaseholdError, RecordFormatError } from '../errors
 import { hasRewindRequest } from '../rewind.js';
 import { Checkpoint, RECORD_FORMAT, type LeaseListing, type LeaseRecord, type WriteResult } from '../storage.js';
 import { capOf, planMoves, shares } from './balance.js';
+import { hashOf } from './watchers.js';
 import type { LeaseParts } from './parts.js';
 import type { LeaseCoordinatorEvents } from './events.js';
 import type { Handovers } from './handovers.js';
@@ -21,6 +22,9 @@ import { stateWithoutResume } from './resume-hint.js';
 
 /** The state core writes: a take or a free drops a resume hint (it is for the tenure a handover started only). */
 const stateOf = stateWithoutResume;
+
+/** A member whose record stood still for this part of its lease duration gets none of a dead member's leases (a heartbeat comes every 0.65). */
+const SUSPECT_STILL = 0.75;
 
 /** How long, in take ticks, a cold start waits for a view of the members that has seen others to stand still. */
 const COLD_QUIET_TICKS = 1.4;
@@ -357,11 +361,24 @@ export class Taking {
     const unownedKeys = new Set(unowned.map((lease) => lease.leaseKey));
     for (const leaseKey of this.#unownedSince.keys()) if (!unownedKeys.has(leaseKey)) this.#unownedSince.delete(leaseKey);
     for (const lease of unowned) if (!this.#unownedSince.has(lease.leaseKey)) this.#unownedSince.set(lease.leaseKey, now);
+    // The members this worker declared dead since its last listing: it deals, frees or adopts their leases.
+    const declared = this.#parts.members.takeDeclared();
+    // A lease of a member another worker declared dead lately is that worker's to deal: the members its
+    // deal names hear of their leases from the change feed, so none takes it here (a take would only race
+    // the deal's write). Left undealt for a take tick and a half (its declarer stopped, its write failed),
+    // it is anyone's, as any lease left without a live owner is.
+    const dealsElsewhere = (lease: LeaseRecord): boolean => {
+      if (!this.#declarerDeals() || lease.owner === null || declared?.get(lease.owner) === lease.incarnation) return false;
+      const owner = this.#parts.view.get(lease.owner);
+      return owner?.status === 'dead' && owner.incarnation === lease.incarnation && now - (this.#unownedSince.get(lease.leaseKey) ?? now) < this.#parts.takeIntervalMs * 1.5;
+    };
+    // Those leases are counted as dealt already: the shares are of the rest, which this deal is of.
+    const inFlight = unowned.filter(dealsElsewhere).length;
     const mine = counts.get(this.#parts.workerId) ?? 0;
     const n = Math.max(1, members.length);
     // Each member's share, by rank, with the caps members publish: the same on every worker.
     const capOfMember = (workerId: string): number => (workerId === this.#parts.workerId ? this.#parts.maxLeases : capOf(this.#parts.view.get(workerId)));
-    const targets = shares(members, workable.length, capOfMember);
+    const targets = shares(members, workable.length - inFlight, capOfMember);
     // An owner never hands over below the smallest share of a member its cap does not hold back.
     const even = members.filter((workerId) => (targets.get(workerId) ?? 0) < capOfMember(workerId)).map((workerId) => targets.get(workerId) ?? 0);
     this.#fairFloor = Math.min(this.#parts.maxLeases, even.length > 0 ? Math.min(...even) : Math.floor(workable.length / n));
@@ -381,18 +398,7 @@ export class Taking {
 
     // The same split on every worker that read the same records: sorted keys, dealt to the sorted
     // members by how far each is below its target, the rest round-robin.
-    const sorted = unowned.filter((lease) => !isMine(lease)).sort((a, b) => (a.leaseKey < b.leaseKey ? -1 : a.leaseKey > b.leaseKey ? 1 : 0));
-    // The members this worker declared dead since its last listing: it deals, frees or adopts their leases.
-    const declared = this.#parts.members.takeDeclared();
-    // A lease of a member another worker declared dead lately is that worker's to deal: the members its
-    // deal names hear of their leases from the change feed, so none takes it here (a take would only race
-    // the deal's write). Left undealt for a take tick and a half (its declarer stopped, its write failed),
-    // it is anyone's, as any lease left without a live owner is.
-    const dealsElsewhere = (lease: LeaseRecord): boolean => {
-      if (!this.#declarerDeals() || lease.owner === null || declared?.get(lease.owner) === lease.incarnation) return false;
-      const owner = this.#parts.view.get(lease.owner);
-      return owner?.status === 'dead' && owner.incarnation === lease.incarnation && now - (this.#unownedSince.get(lease.leaseKey) ?? now) < this.#parts.takeIntervalMs * 1.5;
-    };
+    const sorted = unowned.filter((lease) => !isMine(lease) && !dealsElsewhere(lease)).sort((a, b) => (a.leaseKey < b.leaseKey ? -1 : a.leaseKey > b.leaseKey ? 1 : 0));
     const dealtTo = new Map<string, number>();
     const portion: LeaseRecord[] = [];
     /** Who the deal gives each lease to: the declarer of a dead member writes its leases to them. */
@@ -402,7 +408,7 @@ export class Taking {
       dealtTo.set(workerId, (dealtTo.get(workerId) ?? 0) + 1);
       const lease = sorted[next] as LeaseRecord;
       recipients.set(lease.leaseKey, workerId);
-      if (workerId === this.#parts.workerId && !dealsElsewhere(lease)) portion.push(lease);
+      if (workerId === this.#parts.workerId) portion.push(lease);
       next++;
     };
     members.forEach((workerId, rank) => {
@@ -412,6 +418,37 @@ export class Taking {
     // What is left (members above their share hold the rest) goes round robin to those with room.
     const roomy = members.filter((workerId) => (counts.get(workerId) ?? 0) + (dealtTo.get(workerId) ?? 0) < capOfMember(workerId));
     for (let i = 0; next < sorted.length && roomy.length > 0; i++) deal(roomy[i % roomy.length] as string);
+    // The leases this worker deals for the members it declared dead go to members seen heartbeating: a
+    // member whose record stood still for most of a lease duration may have died in the same crash, and
+    // a lease dealt to it would wait for its own declaration. Its leases go to the least loaded of the
+    // rest (by the listing and this deal), ties broken by a hash of the lease key, so that declarers
+    // dealing at once do not all favour the same members.
+    if (declared !== null && this.#declarerDeals()) {
+      const suspect = (workerId: string): boolean => {
+        const member = this.#parts.view.get(workerId);
+        return member === undefined || this.#parts.view.stillFor(member) >= SUSPECT_STILL * member.leaseDurationMs;
+      };
+      const healthy = members.filter((workerId) => workerId !== this.#parts.workerId && !suspect(workerId));
+      for (const lease of sorted) {
+        const to = recipients.get(lease.leaseKey);
+        if (to === undefined || to === this.#parts.workerId || lease.owner === null || declared.get(lease.owner) !== lease.incarnation || !suspect(to)) continue;
+        let best: string | undefined;
+        let bestLoad = Infinity;
+        let bestTie = Infinity;
+        for (const workerId of healthy) {
+          const load = (counts.get(workerId) ?? 0) + (dealtTo.get(workerId) ?? 0);
+          if (load >= capOfMember(workerId)) continue;
+          const tie = hashOf(`${lease.leaseKey}\u0000${workerId}`);
+          if (load < bestLoad || (load === bestLoad && tie < bestTie)) [best, bestLoad, bestTie] = [workerId, load, tie];
+        }
+        dealtTo.set(to, (dealtTo.get(to) ?? 1) - 1);
+        if (best === undefined) recipients.delete(lease.leaseKey);
+        else {
+          recipients.set(lease.leaseKey, best);
+          dealtTo.set(best, (dealtTo.get(best) ?? 0) + 1);
+        }
+      }
+    }
     // A lease left without a live owner for a take tick and a half is anyone's: a member that did not take its
     // portion (stopping, stuck, or not yet aware of the lease) never keeps it waiting.
     const dealt = new Set(portion);

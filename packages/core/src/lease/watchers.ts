@@ -12,7 +12,7 @@ import { mixed } from '../key-bucket.js';
  * FNV-1a over the id's UTF-16 code units, then MurmurHash3's finalizer, so that ids that differ only in
  * their last characters (`host-1`, `host-2`, ...) land far apart: cheap, stable across processes and releases.
  */
-function hashOf(workerId: string): number {
+export function hashOf(workerId: string): number {
   let hash = 0x811c9dc5;
   for (let i = 0; i < workerId.length; i++) {
     hash ^= workerId.charCodeAt(i);
