@@ -14,7 +14,8 @@
  * 3. Crash take-over: the child holding the last workers is killed with SIGKILL, then (with 3 or more
  *    processes) the child holding `worker-000`, the worker whose id sorts first (rank 0 of the group's deal
  *    order). For each lease the killed child held (asked just before the kill), the time from the kill
- *    until a live worker acquired it: p50, p99 and max in lease durations; then the time until the
+ *    until a live worker acquired it: p50, p99 and max in lease durations, split into when its owner was
+ *    first declared dead and the time from that declaration to the take; then the time until the
  *    survivors are balanced again. `--crashes 1` runs the first only, `--crashes 0` neither.
  *
  * Every phase is given a time limit (`--limit`, default 600 s, for the cold start; `--crash-limit`,
@@ -417,6 +418,14 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
       const window = await collect();
       const durations = [...takenAt.values()].map((at) => (at - killedAt) / LEASE_DURATION_MS).sort((a, b) => a - b);
       const deadSeen = memberDead.slice(deadBefore).filter((entry) => victim.workers.some((w) => workerId(w) === entry.dead));
+      // Where the take-over's time goes: until the owner was declared dead, and from then until the take.
+      const declaredAt = new Map<string, number>();
+      for (const entry of deadSeen) declaredAt.set(entry.dead, Math.min(declaredAt.get(entry.dead) ?? Infinity, entry.at));
+      const ownerOf = new Map(Object.entries(list.held).flatMap(([owner, keys]) => keys.map((leaseKey) => [leaseKey, owner] as const)));
+      const afterDeclaration = [...takenAt].flatMap(([leaseKey, at]) => {
+        const declared = declaredAt.get(ownerOf.get(leaseKey) ?? '');
+        return declared === undefined ? [] : [Math.max(0, at - declared) / LEASE_DURATION_MS];
+      }).sort((a, b) => a - b);
       const crash = {
         killed: label,
         killedWorkers: victim.workers.map(workerId),
@@ -426,6 +435,9 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
         takeOverInLeaseDurations:
           durations.length === 0 ? null : { p50: round(percentile(durations, 0.5)), p99: round(percentile(durations, 0.99)), max: round(durations.at(-1)!) },
         firstDeclaredDeadSeconds: deadSeen.length === 0 ? null : round((Math.min(...deadSeen.map((entry) => entry.at)) - killedAt) / 1_000, 2),
+        lastDeclaredDeadSeconds: declaredAt.size === 0 ? null : round((Math.max(...declaredAt.values()) - killedAt) / 1_000, 2),
+        fromDeclarationInLeaseDurations:
+          afterDeclaration.length === 0 ? null : { p50: round(percentile(afterDeclaration, 0.5)), p99: round(percentile(afterDeclaration, 0.99)), max: round(afterDeclaration.at(-1)!) },
         rebalanced,
         secondsToRebalanced: rebalanced ? round((Math.max(rebalancedAt, killedAt) - killedAt) / 1_000, 2) : null,
         limitSeconds: CRASH_LIMIT_S,
@@ -440,7 +452,9 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
       log(
         `${backend}: take-over of ${crash.takenOver} of ${crash.leases} leases${takenOver ? '' : ` (the rest not within ${CRASH_LIMIT_S} s)`}: ` +
           (t === null ? 'none' : `p50 ${t.p50}, p99 ${t.p99}, max ${t.max} lease durations`) +
-          `; first declared dead after ${crash.firstDeclaredDeadSeconds} s; ` +
+          `; declared dead ${crash.firstDeclaredDeadSeconds}-${crash.lastDeclaredDeadSeconds} s after the kill` +
+          (crash.fromDeclarationInLeaseDurations === null ? '' : `, taken p50 ${crash.fromDeclarationInLeaseDurations.p50}, p99 ${crash.fromDeclarationInLeaseDurations.p99} lease durations after its owner's declaration`) +
+          '; ' +
           (rebalanced ? `balanced again ${crash.secondsToRebalanced} s after the kill` : `not balanced again within ${CRASH_LIMIT_S} s (${where()})`) +
           `; ${crash.acquisitions} acquisitions; CPU: children ${window.childrenCores} cores, machine ${window.machineCores}` +
           (window.serverCores === null ? '' : `, dynalite ${window.serverCores}`) +
