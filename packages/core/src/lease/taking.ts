@@ -26,8 +26,11 @@ const stateOf = stateWithoutResume;
 /** A member whose record stood still for this part of its lease duration gets none of a dead member's leases (a heartbeat comes every 0.65). */
 const SUSPECT_STILL = 0.75;
 
-/** How long, in take ticks, a dead member's leases are left to its declarer's deal before they are anyone's. */
-const DEAL_GRACE_TICKS = 1.5;
+/**
+ * How long, in take ticks, a lease without a live owner waits for the member dealt it (or, for a dead
+ * member's lease, for its declarer's deal) before it is anyone's.
+ */
+const ANYONES_AFTER_TICKS = 1.5;
 
 /** How long, in take ticks, a cold start waits for a view of the members that has seen others to stand still. */
 const COLD_QUIET_TICKS = 1.4;
@@ -119,6 +122,8 @@ export class Taking {
   #unheldSince: number | null = null;
   /** The members this worker has seen dead, at which incarnation, and since when: a death's declarer deals its leases meanwhile. */
   readonly #deathsSeen = new Map<string, { incarnation: string; at: number }>();
+  /** The most leases a member may hold: this worker's `maxLeasesPerWorker`, or the cap another publishes. */
+  readonly #capOf = (workerId: string): number => (workerId === this.#parts.workerId ? this.#parts.maxLeases : capOf(this.#parts.view.get(workerId)));
 
   constructor(options: TakingOptions) {
     this.#listIntervalMs = options.listIntervalMs;
@@ -335,8 +340,7 @@ export class Taking {
     }
     if (!load.has(this.#parts.workerId)) return false;
     members.sort();
-    const capOfMember = (workerId: string): number => (workerId === this.#parts.workerId ? this.#parts.maxLeases : capOf(this.#parts.view.get(workerId)));
-    return planMoves(members, load, capOfMember).some((move) => move.from === this.#parts.workerId);
+    return planMoves(members, load, this.#capOf).some((move) => move.from === this.#parts.workerId);
   }
 
   /**
@@ -405,15 +409,15 @@ export class Taking {
     const dealsElsewhere = (lease: LeaseRecord): boolean => {
       if (!this.#declarerDeals() || lease.owner === null || declared?.get(lease.owner) === lease.incarnation) return false;
       const owner = this.#parts.view.get(lease.owner);
-      return owner?.status === 'dead' && owner.incarnation === lease.incarnation && now - (this.#unownedSince.get(lease.leaseKey) ?? now) < this.#parts.takeIntervalMs * DEAL_GRACE_TICKS;
+      return owner?.status === 'dead' && owner.incarnation === lease.incarnation && now - (this.#unownedSince.get(lease.leaseKey) ?? now) < this.#parts.takeIntervalMs * ANYONES_AFTER_TICKS;
     };
     // Those leases are counted as dealt already: the shares are of the rest, which this deal is of.
-    const inFlight = unowned.filter(dealsElsewhere).length;
+    const inFlight = new Set(unowned.filter(dealsElsewhere));
     const mine = counts.get(this.#parts.workerId) ?? 0;
     const n = Math.max(1, members.length);
     // Each member's share, by rank, with the caps members publish: the same on every worker.
-    const capOfMember = (workerId: string): number => (workerId === this.#parts.workerId ? this.#parts.maxLeases : capOf(this.#parts.view.get(workerId)));
-    const targets = shares(members, workable.length - inFlight, capOfMember);
+    const capOfMember = this.#capOf;
+    const targets = shares(members, workable.length - inFlight.size, capOfMember);
     // An owner never hands over below the smallest share of a member its cap does not hold back.
     const even = members.filter((workerId) => (targets.get(workerId) ?? 0) < capOfMember(workerId)).map((workerId) => targets.get(workerId) ?? 0);
     this.#fairFloor = Math.min(this.#parts.maxLeases, even.length > 0 ? Math.min(...even) : Math.floor(workable.length / n));
@@ -433,7 +437,7 @@ export class Taking {
 
     // The same split on every worker that read the same records: sorted keys, dealt to the sorted
     // members by how far each is below its target, the rest round-robin.
-    const sorted = unowned.filter((lease) => !isMine(lease) && !dealsElsewhere(lease)).sort((a, b) => (a.leaseKey < b.leaseKey ? -1 : a.leaseKey > b.leaseKey ? 1 : 0));
+    const sorted = unowned.filter((lease) => !isMine(lease) && !inFlight.has(lease)).sort((a, b) => (a.leaseKey < b.leaseKey ? -1 : a.leaseKey > b.leaseKey ? 1 : 0));
     const dealtTo = new Map<string, number>();
     const portion: LeaseRecord[] = [];
     /** Who the deal gives each lease to: the declarer of a dead member writes its leases to them. */
@@ -487,7 +491,7 @@ export class Taking {
     // A lease left without a live owner for a take tick and a half is anyone's: a member that did not take its
     // portion (stopping, stuck, or not yet aware of the lease) never keeps it waiting.
     const dealt = new Set(portion);
-    const stale = sorted.filter((lease) => now - (this.#unownedSince.get(lease.leaseKey) ?? now) >= this.#parts.takeIntervalMs * 1.5 && !dealt.has(lease));
+    const stale = sorted.filter((lease) => now - (this.#unownedSince.get(lease.leaseKey) ?? now) >= this.#parts.takeIntervalMs * ANYONES_AFTER_TICKS && !dealt.has(lease));
     const extra = shuffled(stale, this.#parts.random).slice(0, Math.ceil(stale.length / n));
     const room = Math.max(0, this.#parts.maxLeases - mine);
     const adopted = this.#adoptable(sorted, declared, new Set([...portion, ...extra]));
@@ -507,7 +511,7 @@ export class Taking {
     if (taken > 0) this.#host.wakeRenew();
     // Leases still without a live owner are looked at again next tick, until somebody holds them.
     // (Not those another declarer deals: their recipients hear of them.)
-    if (unowned.filter((lease) => !dealsElsewhere(lease)).length > taken && mine + taken < this.#parts.maxLeases) this.listingDue = true;
+    if (unowned.length - inFlight.size > taken && mine + taken < this.#parts.maxLeases) this.listingDue = true;
     if (taken < takeable.length + keep.length) {
       // Workers with different views picked the same leases: look again shortly, not at the next tick.
       this.listingDue = true;
