@@ -87,7 +87,6 @@ async function main(): Promise<void> {
     steadyResults = await steadySection(values.fleet === true ? fleetWindowMs : null);
     sections.steady = since(at);
     results.steady = steadyResults;
-    failed ||= steadyResults.some((r) => r.measured && (r.itemsWrittenPerLeaseMinute > 0.5 || r.itemsReadPerLeaseMinute > 0.3 * r.workers));
   }
   if (only.has('cold')) {
     const at = now();
@@ -122,7 +121,13 @@ async function main(): Promise<void> {
     failed ||= rows[rows.length - 1]!.ratioTo10 > 3;
   }
   if (steadyResults !== undefined) {
-    results.goals = { targets: GOALS, rows: goalSection(steadyResults, cold, crashLarge) };
+    const goalRows = goalSection(steadyResults, cold, crashLarge);
+    results.goals = { targets: GOALS, rows: goalRows };
+    // The steady gate is issue 28's own goals on every measured shape (1 WCU a heartbeat, 0.1 items written
+    // per lease per minute, 4 KB read per worker per second, no item or key over a third of a partition).
+    // Items read per lease per minute once had a target (0.3 x workers) from when the roster was one item;
+    // with member items a small group reads its members in one Query billed by bytes, which the goals count.
+    failed ||= goalRows.some((row) => row.measured && !(row.writesMeetGoals && row.readsMeetGoals));
     results.monthlyCost = {
       prices: { usdPerMillionWru: USD_PER_MILLION_WRU, usdPerMillionRru: USD_PER_MILLION_RRU, minutesPerMonth: MINUTES_PER_MONTH },
       kcl: { renewalsPerLeaseMinute: KCL_RENEWALS_PER_LEASE_MINUTE, scansPerWorkerMinute: KCL_SCANS_PER_WORKER_MINUTE },
