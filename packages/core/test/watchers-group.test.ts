@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidConfigError, LeaseCoordinator, MemoryStorage, type LeaseCoordinatorOptions, type MemberState } from '../src/index.js';
 import { RECORD_FORMAT } from '../src/adapter.js';
+import { leaseStateOf } from '../src/storage.js';
 import { ringOrder, watchersOf } from '../src/lease/watchers.js';
 import { seededRandom, FaultyStorage, noFaults, VirtualScheduler, withUnsafe, type CoordinatorUnsafe } from '../src/testing/index.js';
 import { run } from './support/virtual.js';
@@ -230,6 +231,120 @@ describe('watchers and the roster digest', () => {
     expect(workers.map((w) => w.heldLeases().length)).toEqual([60, 60]);
     expect(took).toBeLessThan(TICK / 2);
     await run(scheduler, Promise.all(workers.map((w) => w.stop())));
+  });
+
+  it('deals none of a dead member\'s leases to a member seen standing still for most of its lease duration: they go to members seen heartbeating, and wait for no second declaration', async () => {
+    // Three live members, `ghost` (lease duration 10 s) and `frozen` (13 s), neither of which ever
+    // heartbeats, 12 leases each. When ghost's death is declared, frozen has stood still for 10 s or more,
+    // over 0.75 of its 13: the deal gives it nothing, though it is the least loaded of the members alive.
+    const { scheduler, storage, start } = group();
+    await storage.putMember(GROUP, 'ghost', null, member('inc-ghost', { held: 12 }));
+    await storage.putMember(GROUP, 'frozen', null, member('inc-frozen', { held: 12, leaseDurationMs: 13_000 }));
+    for (const leaseKey of keys(12, 'ghost-')) await storage.createLease({ group: GROUP, leaseKey, owner: 'ghost', incarnation: 'inc-ghost', epoch: 1 });
+    for (const leaseKey of keys(12, 'frozen-')) await storage.createLease({ group: GROUP, leaseKey, owner: 'frozen', incarnation: 'inc-frozen', epoch: 1 });
+    for (const leaseKey of keys(36)) await storage.createLease({ group: GROUP, leaseKey });
+    const workers: LeaseCoordinator[] = [];
+    const declared = new Map<string, number>();
+    let dealt = 0;
+    for (const workerId of ids(3)) {
+      const coordinator = await start(workerId, { useChangeFeed: true });
+      coordinator.on('member-dead', ({ workerId: dead }) => declared.set(dead, Math.min(declared.get(dead) ?? Infinity, scheduler.now)));
+      coordinator.on('storage', ({ operation, applied }) => operation === 'deal-dead' && (dealt += applied));
+      workers.push(coordinator);
+    }
+    await until(scheduler, () => declared.has('ghost'), 60_000);
+    // Frozen's record was written at 0 and read as it is ever since.
+    const frozenStill = scheduler.now;
+    // From ghost's declaration until its leases are all held: any of them written to frozen, as seen in the
+    // store each 100 ms, and how long that took.
+    const toFrozen = new Set<string>();
+    const ghostHeld = (): number => workers.reduce((sum, w) => sum + w.heldLeases().filter((lease) => lease.leaseKey.startsWith('ghost-')).length, 0);
+    for (;;) {
+      for (const lease of (await storage.listLeases(GROUP)).leases) if (lease.leaseKey.startsWith('ghost-') && lease.owner === 'frozen') toFrozen.add(lease.leaseKey);
+      if (ghostHeld() === 12 || scheduler.now - declared.get('ghost')! >= 30_000) break;
+      await scheduler.advance(100);
+    }
+    const took = scheduler.now - declared.get('ghost')!;
+    await until(scheduler, () => declared.has('frozen'), 60_000);
+    await run(scheduler, Promise.all(workers.map((w) => w.stop())));
+    // Ghost was declared before frozen's own lease duration ran out, and after 0.75 of it.
+    expect(frozenStill).toBeGreaterThanOrEqual(0.75 * 13_000);
+    expect(declared.get('frozen')!).toBeGreaterThan(declared.get('ghost')!);
+    expect(dealt).toBeGreaterThan(0);
+    expect([...toFrozen]).toEqual([]);
+    // Held at once by the members the deal named: not at frozen's declaration, seconds later.
+    expect(took).toBeLessThan(TICK / 2);
+  });
+
+  /**
+   * Five coordinators and `puppet`, a member the test plays (it heartbeats with the count of the leases the
+   * store says it owns), 12 leases each. The puppet hands two of its leases to worker-00: by the roster's
+   * counts worker-00 holds 14, the puppet 10 and the rest 12, two above the puppet. Which members list from
+   * that handover until the puppet holds 12 again, and how long that takes.
+   */
+  const offersToAMemberTwoBelow = async (useChangeFeed: boolean) => {
+    const { scheduler, storage, start, listings } = group();
+    // It heartbeats every take tick and a quarter, with the count of the leases it owns in the store, so that
+    // every member's tick sees its count after the handover.
+    const puppet = { version: null as number | null, beats: true, held: 12, nextBeat: 0 };
+    const owned = async (): Promise<number> => (await storage.listLeases(GROUP)).leases.filter((lease) => lease.owner === 'puppet').length;
+    const beat = async (): Promise<void> => {
+      puppet.held = await owned();
+      puppet.nextBeat = scheduler.now + 1.25 * TICK;
+      const result = await storage.putMember(GROUP, 'puppet', puppet.version, member('inc-puppet', { held: puppet.held }));
+      if (result.status === 'applied') puppet.version = result.record.version;
+    };
+    for (const leaseKey of keys(12, 'puppet-')) await storage.createLease({ group: GROUP, leaseKey, owner: 'puppet', incarnation: 'inc-puppet', epoch: 1 });
+    for (const leaseKey of keys(60)) await storage.createLease({ group: GROUP, leaseKey });
+    await beat();
+    const heartbeats = (async () => {
+      const clock = scheduler.clock();
+      while (puppet.beats) {
+        await clock.sleep(100);
+        if (scheduler.now >= puppet.nextBeat) await beat();
+      }
+    })();
+    const workers: LeaseCoordinator[] = [];
+    for (const workerId of ids(5)) workers.push(await start(workerId, { useChangeFeed, wholeRosterUpTo: 16 }));
+    const held = () => workers.map((w) => w.heldLeases().length);
+    expect(await until(scheduler, () => held().every((n) => n === 12), 60_000)).toBeLessThan(Infinity);
+    await scheduler.advance(10 * TICK);
+    // The handover, as a member hands leases over: the recipient's incarnation, the epoch moved, announced.
+    const recipient = (await storage.getRoster(GROUP)).members.find((m) => m.workerId === 'worker-00')!;
+    const given = (await storage.listLeases(GROUP)).leases.filter((lease) => lease.owner === 'puppet').slice(0, 2);
+    const results = await storage.updateLeases(
+      GROUP,
+      given.map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: leaseStateOf({ ...lease, owner: 'worker-00', incarnation: recipient.incarnation, epoch: lease.epoch + 1 }), notify: 'handed-off' as const })),
+    );
+    expect(results.map((result) => result.status)).toEqual(['applied', 'applied']);
+    await beat();
+    const listedBefore = new Map(listings);
+    const took = await until(scheduler, () => puppet.held === 12 && held().every((n) => n === 12), 10 * TICK);
+    const puppetHolds = puppet.held;
+    // A tick more for any listing the balance brought.
+    await scheduler.advance(TICK);
+    const listed = ids(5).filter((workerId) => (listings.get(workerId) ?? 0) > (listedBefore.get(workerId) ?? 0));
+    puppet.beats = false;
+    await run(scheduler, Promise.all(workers.map((w) => w.stop())));
+    await run(scheduler, heartbeats);
+    return { took, listed, puppetHolds };
+  };
+
+  it('with a change feed, a member two below the rest by the roster\'s counts brings a listing from the members the plan of moves takes leases from, not from every member above it', async () => {
+    const fed = await offersToAMemberTwoBelow(true);
+    // The plan moves two leases from worker-00 (14) to the puppet (10): worker-00 lists and hands them over.
+    // A member that ticks before worker-00's count shows 14 computes the plan on 12s and 10 and may find
+    // itself its giver (worker-04, last in order, here); the three others above the puppet never list.
+    expect(fed.listed).toContain('worker-00');
+    expect(fed.listed.length).toBeLessThanOrEqual(2);
+    expect(fed.puppetHolds).toBe(12);
+    expect(fed.took).toBeLessThanOrEqual(2 * TICK);
+  });
+
+  it('without a change feed, every member two above another lists to offer it leases: the one the recipient hears of at its next tick balances sooner', async () => {
+    const unfed = await offersToAMemberTwoBelow(false);
+    expect(unfed.listed).toEqual(ids(5));
+    expect(unfed.puppetHolds).toBe(12);
   });
 
   it('gives a member that joins a quiet group its share within four take ticks: every member reads the whole roster when the join moves the digest', async () => {
