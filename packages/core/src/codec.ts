@@ -5,7 +5,7 @@
  */
 import { CorruptRecordError, describeValue } from './errors.js';
 import type { LeaderRecord, LeaderState, LeaseListing, LeaseRecord, LeaseState, MemberRecord, MemberState, Roster } from './storage.js';
-import { leaderStateOf, leaseStateOf, memberStateOf } from './storage.js';
+import { leaderStateOf, leaseRecordOf, leaseStateOf, memberStateOf } from './storage.js';
 import { validateLeaderState, validateLeaseState, validateMemberState } from './validation.js';
 
 /** Which record a message names. */
@@ -83,8 +83,11 @@ function parseJson(text: unknown, where: Where, pkg: string): Record<string, unk
 }
 
 function requireFields(fields: object, names: readonly string[], where: Where, pkg: string): void {
-  const missing = names.filter((name) => !(name in fields));
-  if (missing.length > 0) throw corruptRecord(where, `state lacks ${missing.join(', ')}`, { pkg });
+  for (const name of names) {
+    if (name in fields) continue;
+    const missing = names.filter((each) => !(each in fields));
+    throw corruptRecord(where, `state lacks ${missing.join(', ')}`, { pkg });
+  }
 }
 
 function checkStoredVersion(version: unknown, where: Where, pkg: string): number {
@@ -138,7 +141,7 @@ function decodeAll<Row, R>(rows: Iterable<Row>, decode: (row: Row) => R): { reco
  */
 export function decodeLease(group: string, leaseKey: string, version: unknown, state: unknown, pkg = 'core'): LeaseRecord {
   const stored = decodeStored<LeaseState>({ group, leaseKey }, version, state, LEASE_REQUIRED, validateLeaseState, pkg);
-  return { group, leaseKey, version: stored.version, ...leaseStateOf(stored.state) };
+  return leaseRecordOf(group, leaseKey, stored.version, stored.state);
 }
 
 /** Rebuilds a stored leader record from its parts, checking every field. */

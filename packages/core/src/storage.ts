@@ -552,8 +552,12 @@ const REQUEST_NAMED = new Set(['leaseKey', 'from']);
 
 /** Copies the fields of `value` that `named` does not hold (fields a later core added), one level deep. */
 function copyUnnamed(value: object, named: ReadonlySet<string>, into: Record<string, unknown>): void {
-  for (const name in value) {
-    if (named.has(name) || !Object.prototype.hasOwnProperty.call(value, name)) continue;
+  // Own enumerable string keys, as `for...in` with `hasOwnProperty` gives them, without walking the
+  // prototype chain: this runs for every lease of every listing.
+  const names = Object.keys(value);
+  for (let i = 0; i < names.length; i++) {
+    const name = names[i] as string;
+    if (named.has(name)) continue;
     const field = (value as Record<string, unknown>)[name];
     if (field === undefined) continue;
     into[name] = Array.isArray(field) ? [...(field as unknown[])] : typeof field === 'object' && field !== null ? { ...field } : field;
@@ -577,6 +581,27 @@ export function leaseStateOf(lease: Partial<LeaseState>): LeaseState {
   };
   copyUnnamed(lease, LEASE_NAMED, state as unknown as Record<string, unknown>);
   return state;
+}
+
+/**
+ * A lease record: its identity and {@link leaseStateOf} its state, built as one object (a listing builds
+ * one per lease; `{ group, leaseKey, version, ...leaseStateOf(state) }` would build two).
+ */
+export function leaseRecordOf(group: string, leaseKey: string, version: number, lease: Partial<LeaseState>): LeaseRecord {
+  const record: LeaseRecord = {
+    group,
+    leaseKey,
+    version,
+    format: lease.format ?? RECORD_FORMAT,
+    owner: lease.owner ?? null,
+    epoch: lease.epoch ?? 0,
+    checkpoint: lease.checkpoint ?? null,
+    parentKeys: lease.parentKeys ? [...lease.parentKeys] : [],
+    incarnation: lease.incarnation ?? null,
+    metadata: lease.metadata ? { ...lease.metadata } : {},
+  };
+  copyUnnamed(lease, LEASE_NAMED, record as unknown as Record<string, unknown>);
+  return record;
 }
 
 /** The full state of a leader record, every field but its identity, with defaults for what it left out. */

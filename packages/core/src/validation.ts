@@ -79,16 +79,19 @@ function checkMetadata(pkg: string, value: unknown): void {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
     throw new InvalidInputError(`[${pkg}] metadata must be an object of strings, got ${describeValue(value)}`);
   }
-  for (const [key, entry] of Object.entries(value)) {
+  let size = 2;
+  const keys = Object.keys(value);
+  for (let i = 0; i < keys.length; i++) {
+    const key = keys[i] as string;
+    const entry: unknown = (value as Record<string, unknown>)[key];
     if (key.length === 0 || key.includes('\u0000') || byteLength(key) > limits.maxMetadataKeyBytes) {
       throw new InvalidInputError(`[${pkg}] metadata key ${describeValue(key)} is empty, too long or contains NUL`);
     }
     if (typeof entry !== 'string') {
       throw new InvalidInputError(`[${pkg}] metadata value of ${describeValue(key)} must be a string, got ${describeValue(entry)}`);
     }
+    size += key.length + entry.length + 6;
   }
-  let size = 2;
-  for (const [key, entry] of Object.entries(value as Record<string, string>)) size += key.length + entry.length + 6;
   // Escapes can at most double a string and UTF-8 at most triple it: only a large map needs exact counting.
   const bytes = size * 6 <= limits.maxMetadataBytes ? size : Buffer.byteLength(JSON.stringify(value), 'utf8');
   if (bytes > limits.maxMetadataBytes) {
@@ -112,8 +115,12 @@ function isJsonValue(value: unknown, depth = 0): boolean {
 /** Fields core does not name (written by a later core) must be JSON values, within their own size limit. */
 function checkExtensions(pkg: string, state: object, known: ReadonlySet<string>, whose = ''): void {
   let extensions: Record<string, unknown> | undefined;
-  for (const [name, value] of Object.entries(state)) {
-    if (known.has(name) || value === undefined) continue;
+  const names = Object.keys(state);
+  for (let i = 0; i < names.length; i++) {
+    const name = names[i] as string;
+    if (known.has(name)) continue;
+    const value: unknown = (state as Record<string, unknown>)[name];
+    if (value === undefined) continue;
     if (name.length === 0 || name.includes('\u0000') || byteLength(name) > limits.maxMetadataKeyBytes || name === '__proto__') {
       throw new InvalidInputError(`[${pkg}] ${whose}field name ${describeValue(name)} is empty, too long, contains NUL or is __proto__`);
     }

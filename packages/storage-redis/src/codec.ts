@@ -107,7 +107,9 @@ export function decodeStoredLease(group: string, leaseKey: string, raw: unknown)
   const [version, epoch] = header.numbers as [number, number];
   const body = parseBody(header.rest);
   // An unparsable body goes to core's decoder as text, which names exactly what is wrong with it.
-  const record = decodeLease(group, leaseKey, version, body === null ? header.rest : { ...body, epoch }, 'storage-redis');
+  // The body was parsed here: the epoch goes into it, not into a copy (a listing decodes every lease).
+  if (body !== null) body.epoch = epoch;
+  const record = decodeLease(group, leaseKey, version, body ?? header.rest, 'storage-redis');
   return { record, token: header.token };
 }
 

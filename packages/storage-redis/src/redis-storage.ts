@@ -580,7 +580,7 @@ export class RedisStorage implements Storage {
 
   /** Leases seen alive before a listing and missing from it must have been deleted: their tombstones say so. */
   async #checkVanished(group: string, keys: GroupKeys, sentAt: number, listed: ReadonlyMap<string, unknown>): Promise<void> {
-    const missing = [...this.#marks.liveKeys(group, sentAt).keys()].filter((leaseKey) => !listed.has(leaseKey));
+    const missing = this.#marks.vanishedFrom(group, sentAt, listed);
     for (let start = 0; start < missing.length; start += TOMBSTONE_PAGE) {
       const page = missing.slice(start, start + TOMBSTONE_PAGE);
       const reply = await this.#read(() => `read tombstones of group ${describeValue(group)}`, () =>

@@ -61,13 +61,13 @@ export class Watermarks {
     if (found) throw found;
   }
 
-  /** Every lease key of the group that was last seen alive, with the version it was seen at. */
-  liveKeys(group: string, sentAt: number): Map<string, number> {
-    const keys = new Map<string, number>();
+  /** The lease keys of the group last seen alive (before `sentAt`) that `listed` does not hold. */
+  vanishedFrom(group: string, sentAt: number, listed: ReadonlyMap<string, unknown>): string[] {
+    const vanished: string[] = [];
     for (const [leaseKey, mark] of this.#marks(group).leases) {
-      if (!mark.deleted && mark.at < sentAt) keys.set(leaseKey, mark.version);
+      if (!mark.deleted && mark.at < sentAt && !listed.has(leaseKey)) vanished.push(leaseKey);
     }
-    return keys;
+    return vanished;
   }
 
   incarnation(group: string, sentAt: number, value: string | null): void {
