@@ -4,7 +4,7 @@
  * the consumer, so the algorithms carry no metrics code. Names and units follow OpenTelemetry's semantic
  * conventions (dot-separated namespaces, UCUM units, durations in seconds); the table is in core's README.
  */
-import { metrics, type Attributes, type Meter } from '@opentelemetry/api';
+import { createNoopMeter, metrics, type Attributes, type Meter } from '@opentelemetry/api';
 import type { ConsumerEvents } from './consumer/events.js';
 import type { TypedEmitter } from './events.js';
 import type { LeaderElector } from './leader/elector.js';
@@ -32,6 +32,9 @@ export interface Instrumented {
  * `leasehold.group` and `leasehold.worker.id`. Returns a function that stops recording.
  */
 export function attachMetrics(meter: Meter, identity: { group: string; workerId: string }, parts: Instrumented): () => void {
+  // The API's no-op meter (what the global provider gives until an SDK registers one, and forever to a
+  // meter taken before) records nothing: no listener is attached, so that events cost no attributes.
+  if (meter === createNoopMeter()) return () => undefined;
   const base: Attributes = { 'leasehold.group': identity.group, 'leasehold.worker.id': identity.workerId };
   const offs: Array<() => void> = [];
   const { coordinator, elector, consumer, streamOf } = parts;

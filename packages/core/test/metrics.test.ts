@@ -1,6 +1,7 @@
 import { AggregationTemporality, InMemoryMetricExporter, MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics';
 import { describe, expect, it } from 'vitest';
-import { Consumer, MemorySource, MemoryStorage } from '../src/index.js';
+import { createNoopMeter, type Meter } from '@opentelemetry/api';
+import { attachMetrics, Consumer, MemorySource, MemoryStorage } from '../src/index.js';
 import { seededRandom, VirtualScheduler } from '../src/testing/index.js';
 import { run } from './support/virtual.js';
 
@@ -99,6 +100,17 @@ describe('metrics', () => {
     ]);
     await run(scheduler, consumer.stop());
     await provider.shutdown();
+  });
+
+  it('attaches no listener to the API\'s no-op meter, what the global provider gives before an SDK registers one, so that events build no attributes', () => {
+    let listeners = 0;
+    const consumer = { on: () => (listeners++, () => undefined) };
+    const detach = attachMetrics(createNoopMeter(), { group: 'g', workerId: 'w' }, { consumer });
+    expect(listeners).toBe(0);
+    detach();
+    // Any other meter is instrumented: one that wraps the no-op meter records nothing, but is not it.
+    attachMetrics(Object.create(createNoopMeter()) as Meter, { group: 'g', workerId: 'w' }, { consumer });
+    expect(listeners).toBeGreaterThan(10);
   });
 
   it('records nothing and needs no SDK when metrics are off or no provider is registered', async () => {
