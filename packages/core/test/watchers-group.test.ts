@@ -17,7 +17,7 @@ function member(incarnation: string, fields: Partial<MemberState> = {}): MemberS
 }
 
 /** A group of coordinators on one memory store, each behind its own fault-free view, on virtual time. */
-function group(unsafe?: CoordinatorUnsafe) {
+function group(unsafe?: CoordinatorUnsafe, { listingMs = 0 }: { listingMs?: number } = {}) {
   const scheduler = new VirtualScheduler();
   const storage = new MemoryStorage();
   /** The listings of the leases each worker made so far. */
@@ -31,7 +31,11 @@ function group(unsafe?: CoordinatorUnsafe) {
         const value: unknown = Reflect.get(target, name, target);
         if (typeof value !== 'function') return value;
         return (...args: unknown[]) => {
-          if (name === 'listLeases') listings.set(workerId, (listings.get(workerId) ?? 0) + 1);
+          if (name === 'listLeases') {
+            listings.set(workerId, (listings.get(workerId) ?? 0) + 1);
+            // A listing that takes its time, as one of a large group on a busy machine does.
+            if (listingMs > 0) return clock.sleep(listingMs).then(() => (value as (...args: unknown[]) => unknown).apply(target, args));
+          }
           return (value as (...args: unknown[]) => unknown).apply(target, args);
         };
       },
@@ -208,6 +212,29 @@ describe('watchers and the roster digest', () => {
     // The unsafe switch adopts whatever the cap: the declarer holds more than it may.
     const uncapped = await deathWith(false, caps, { adoptionIgnoresCap: true });
     expect(uncapped.mostHeld).toBeGreaterThan(14);
+  });
+
+  it('with a change feed, deals a dead member\'s leases from its last listing at the declaration, before the listing the declaration brings: a listing that takes seconds holds none of them back', async () => {
+    // Listings of 4 s each. Nine members and `ghost`, which never heartbeats, 10 leases each.
+    const { scheduler, storage, start } = group(undefined, { listingMs: 4_000 });
+    for (const leaseKey of keys(90)) await storage.createLease({ group: GROUP, leaseKey });
+    await storage.putMember(GROUP, 'ghost', null, member('inc-ghost', { held: 10 }));
+    for (const leaseKey of keys(10, 'ghost-')) await storage.createLease({ group: GROUP, leaseKey, owner: 'ghost', incarnation: 'inc-ghost', epoch: 1 });
+    const workers: LeaseCoordinator[] = [];
+    let declaredAt = Infinity;
+    for (const workerId of ids(9)) {
+      const coordinator = await start(workerId, { useChangeFeed: true });
+      coordinator.on('member-dead', ({ workerId: dead }) => dead === 'ghost' && (declaredAt = Math.min(declaredAt, scheduler.now)));
+      workers.push(coordinator);
+    }
+    const ghostHeld = () => workers.reduce((sum, w) => sum + w.heldLeases().filter((lease) => lease.leaseKey.startsWith('ghost-')).length, 0);
+    await until(scheduler, () => declaredAt < Infinity, 60_000);
+    const took = await until(scheduler, () => ghostHeld() === 10, 30_000);
+    const counts = workers.map((w) => w.heldLeases().length);
+    await run(scheduler, Promise.all(workers.map((w) => w.stop())));
+    expect(took).toBeLessThan(1_000);
+    // Dealt as the listing would have: 100 leases over nine, 11 or 12 each.
+    expect(Math.max(...counts) - Math.min(...counts)).toBeLessThanOrEqual(1);
   });
 
   it('has a member dealt more of a dead member\'s leases than it reads one by one hold them within half a take tick of the declaration', async () => {

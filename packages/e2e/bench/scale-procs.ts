@@ -426,6 +426,11 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
         const declared = declaredAt.get(ownerOf.get(leaseKey) ?? '');
         return declared === undefined ? [] : [Math.max(0, at - declared) / LEASE_DURATION_MS];
       }).sort((a, b) => a - b);
+      // The other part, per lease: from the kill to its owner's declaration.
+      const untilDeclaration = [...takenAt.keys()].flatMap((leaseKey) => {
+        const declared = declaredAt.get(ownerOf.get(leaseKey) ?? '');
+        return declared === undefined ? [] : [Math.max(0, declared - killedAt) / LEASE_DURATION_MS];
+      }).sort((a, b) => a - b);
       const crash = {
         killed: label,
         killedWorkers: victim.workers.map(workerId),
@@ -436,6 +441,9 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
           durations.length === 0 ? null : { p50: round(percentile(durations, 0.5)), p99: round(percentile(durations, 0.99)), max: round(durations.at(-1)!) },
         firstDeclaredDeadSeconds: deadSeen.length === 0 ? null : round((Math.min(...deadSeen.map((entry) => entry.at)) - killedAt) / 1_000, 2),
         lastDeclaredDeadSeconds: declaredAt.size === 0 ? null : round((Math.max(...declaredAt.values()) - killedAt) / 1_000, 2),
+        declaredDeadSeconds: [...declaredAt.values()].map((at) => round((at - killedAt) / 1_000, 2)).sort((a, b) => a - b),
+        untilDeclarationInLeaseDurations:
+          untilDeclaration.length === 0 ? null : { p50: round(percentile(untilDeclaration, 0.5)), p99: round(percentile(untilDeclaration, 0.99)), max: round(untilDeclaration.at(-1)!) },
         fromDeclarationInLeaseDurations:
           afterDeclaration.length === 0 ? null : { p50: round(percentile(afterDeclaration, 0.5)), p99: round(percentile(afterDeclaration, 0.99)), max: round(afterDeclaration.at(-1)!) },
         rebalanced,
@@ -453,6 +461,7 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
         `${backend}: take-over of ${crash.takenOver} of ${crash.leases} leases${takenOver ? '' : ` (the rest not within ${CRASH_LIMIT_S} s)`}: ` +
           (t === null ? 'none' : `p50 ${t.p50}, p99 ${t.p99}, max ${t.max} lease durations`) +
           `; declared dead ${crash.firstDeclaredDeadSeconds}-${crash.lastDeclaredDeadSeconds} s after the kill` +
+          (crash.untilDeclarationInLeaseDurations === null ? '' : ` (a lease's owner declared p50 ${crash.untilDeclarationInLeaseDurations.p50}, p99 ${crash.untilDeclarationInLeaseDurations.p99} lease durations after the kill)`) +
           (crash.fromDeclarationInLeaseDurations === null ? '' : `, taken p50 ${crash.fromDeclarationInLeaseDurations.p50}, p99 ${crash.fromDeclarationInLeaseDurations.p99} lease durations after its owner's declaration`) +
           '; ' +
           (rebalanced ? `balanced again ${crash.secondsToRebalanced} s after the kill` : `not balanced again within ${CRASH_LIMIT_S} s (${where()})`) +

@@ -4,6 +4,7 @@
  * (test/balance-plan.test.ts). The coordinator decides when to act and carries the moves out.
  */
 import type { MemberRecord } from '../storage.js';
+import { hashOf } from './watchers.js';
 
 /** Member metadata of a worker with `maxLeasesPerWorker` set: others hand it no more than that. */
 export const MAX_LEASES_FIELD = 'leasehold.maxLeases';
@@ -69,4 +70,61 @@ export function planMoves(members: readonly string[], load: ReadonlyMap<string, 
     if (deficit === 0 && ++r < receivers.length) deficit = (end.get(receivers[r] as string) ?? 0) - of(receivers[r] as string);
   }
   return moves;
+}
+
+/**
+ * The deal of `sorted` (leases without a live owner, by key) to `members` (sorted, with their `counts`):
+ * the same on every worker that read the same counts. Each member below its target by rank is dealt up to
+ * it, and what is left goes round robin to those with room. With `away`, a lease `away.ofDead` names that
+ * was dealt to a member other than `self` that `away.standingStill` names goes instead to the least loaded
+ * of the others (by the counts and this deal), ties broken by a hash of the lease key and the member, so
+ * that declarers dealing at once do not all favour the same members. Returns who each lease is dealt to,
+ * and how many each member was dealt.
+ */
+export function dealOut<L extends { readonly leaseKey: string }>(
+  sorted: readonly L[],
+  members: readonly string[],
+  counts: ReadonlyMap<string, number>,
+  target: (rank: number) => number,
+  capOf: (workerId: string) => number,
+  self: string,
+  away: { ofDead: (lease: L) => boolean; standingStill: (workerId: string) => boolean } | null,
+): { recipients: Map<string, string>; dealtTo: Map<string, number> } {
+  const dealtTo = new Map<string, number>();
+  const recipients = new Map<string, string>();
+  let next = 0;
+  const deal = (workerId: string): void => {
+    dealtTo.set(workerId, (dealtTo.get(workerId) ?? 0) + 1);
+    recipients.set((sorted[next] as L).leaseKey, workerId);
+    next++;
+  };
+  members.forEach((workerId, rank) => {
+    const deficit = Math.max(0, target(rank) - (counts.get(workerId) ?? 0));
+    for (let i = 0; i < deficit && next < sorted.length; i++) deal(workerId);
+  });
+  // What is left (members above their share hold the rest) goes round robin to those with room.
+  const roomy = members.filter((workerId) => (counts.get(workerId) ?? 0) + (dealtTo.get(workerId) ?? 0) < capOf(workerId));
+  for (let i = 0; next < sorted.length && roomy.length > 0; i++) deal(roomy[i % roomy.length] as string);
+  if (away === null) return { recipients, dealtTo };
+  const healthy = members.filter((workerId) => workerId !== self && !away.standingStill(workerId));
+  for (const lease of sorted) {
+    const to = recipients.get(lease.leaseKey);
+    if (to === undefined || to === self || !away.ofDead(lease) || !away.standingStill(to)) continue;
+    let best: string | undefined;
+    let bestLoad = Infinity;
+    let bestTie = Infinity;
+    for (const workerId of healthy) {
+      const load = (counts.get(workerId) ?? 0) + (dealtTo.get(workerId) ?? 0);
+      if (load >= capOf(workerId)) continue;
+      const tie = hashOf(`${lease.leaseKey}\u0000${workerId}`);
+      if (load < bestLoad || (load === bestLoad && tie < bestTie)) [best, bestLoad, bestTie] = [workerId, load, tie];
+    }
+    dealtTo.set(to, (dealtTo.get(to) ?? 1) - 1);
+    if (best === undefined) recipients.delete(lease.leaseKey);
+    else {
+      recipients.set(lease.leaseKey, best);
+      dealtTo.set(best, (dealtTo.get(best) ?? 0) + 1);
+    }
+  }
+  return { recipients, dealtTo };
 }

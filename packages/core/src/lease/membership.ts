@@ -369,6 +369,16 @@ export class Membership {
    */
   readonly #declared = new Map<string, string>();
 
+  /** Whether this worker's own declaration of `workerId` at `incarnation` applied since its last listing. */
+  declaredHere(workerId: string, incarnation: string): boolean {
+    return this.#declared.get(workerId) === incarnation;
+  }
+
+  /** The members this worker watches (chosen from the ring at its last whole read). */
+  watchedMembers(): ReadonlySet<string> {
+    return this.#watched;
+  }
+
   /** The members declared dead by this worker since the last call, by incarnation; `null` when none were. */
   takeDeclared(): Map<string, string> | null {
     if (this.#declared.size === 0) return null;

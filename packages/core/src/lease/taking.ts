@@ -11,8 +11,7 @@ import { shuffled } from '../clock.js';
 import { describeValue, type LeaseholdError, RecordFormatError } from '../errors.js';
 import { hasRewindRequest } from '../rewind.js';
 import { Checkpoint, RECORD_FORMAT, type LeaseListing, type LeaseRecord, type WriteResult } from '../storage.js';
-import { capOf, planMoves, shares } from './balance.js';
-import { hashOf } from './watchers.js';
+import { capOf, dealOut, planMoves, shares } from './balance.js';
 import type { LeaseParts } from './parts.js';
 import type { LeaseCoordinatorEvents } from './events.js';
 import type { Handovers } from './handovers.js';
@@ -122,6 +121,11 @@ export class Taking {
   #unheldSince: number | null = null;
   /** The members this worker has seen dead, at which incarnation, and since when: a death's declarer deals its leases meanwhile. */
   readonly #deathsSeen = new Map<string, { incarnation: string; at: number }>();
+  /**
+   * The leases the last listing showed each watched member holding, by worker id, with the incarnation
+   * that held them: what this worker deals at once if it declares that member dead (`#dealAtDeclaration`).
+   */
+  readonly #watchedHeld = new Map<string, { incarnation: string; leases: LeaseRecord[] }>();
   /** The most leases a member may hold: this worker's `maxLeasesPerWorker`, or the cap another publishes. */
   readonly #capOf = (workerId: string): number => (workerId === this.#parts.workerId ? this.#parts.maxLeases : capOf(this.#parts.view.get(workerId)));
 
@@ -188,6 +192,8 @@ export class Taking {
     for (const member of this.#parts.view.values()) {
       if (member.workerId !== this.#parts.workerId && member.status === 'alive' && this.#parts.view.expired(member, now)) {
         if (await this.#parts.members.declareDead(member)) this.listingDue = true;
+        if (this.#host.state() !== 'running') return;
+        if (this.#parts.members.declaredHere(member.workerId, member.incarnation)) await this.#dealAtDeclaration(member.workerId, member.incarnation, membership);
         if (this.#host.state() !== 'running') return;
       }
     }
@@ -388,6 +394,18 @@ export class Taking {
       if (owner === null) unowned.push(lease);
       else if (counts.has(owner)) counts.set(owner, (counts.get(owner) ?? 0) + 1);
     }
+    // The leases of the members this worker watches, for it to deal at once should it declare one dead.
+    this.#watchedHeld.clear();
+    if (this.#declarerDeals()) {
+      const watched = this.#parts.members.watchedMembers();
+      for (const lease of workable) {
+        const owner = lease.owner;
+        if (owner === null || lease.incarnation === null || !watched.has(owner) || ownerOf(lease) !== owner) continue;
+        let known = this.#watchedHeld.get(owner);
+        if (known === undefined) this.#watchedHeld.set(owner, (known = { incarnation: lease.incarnation, leases: [] }));
+        known.leases.push(lease);
+      }
+    }
     // A group's cold start (nobody holds anything) waits until the members stop joining for a take tick,
     // at most three ticks after this worker joined: workers started over a few seconds then each take their
     // share once, instead of the first taking everything and handing most of it on.
@@ -438,56 +456,7 @@ export class Taking {
     // The same split on every worker that read the same records: sorted keys, dealt to the sorted
     // members by how far each is below its target, the rest round-robin.
     const sorted = unowned.filter((lease) => !isMine(lease) && !inFlight.has(lease)).sort((a, b) => (a.leaseKey < b.leaseKey ? -1 : a.leaseKey > b.leaseKey ? 1 : 0));
-    const dealtTo = new Map<string, number>();
-    const portion: LeaseRecord[] = [];
-    /** Who the deal gives each lease to: the declarer of a dead member writes its leases to them. */
-    const recipients = new Map<string, string>();
-    let next = 0;
-    const deal = (workerId: string): void => {
-      dealtTo.set(workerId, (dealtTo.get(workerId) ?? 0) + 1);
-      const lease = sorted[next] as LeaseRecord;
-      recipients.set(lease.leaseKey, workerId);
-      if (workerId === this.#parts.workerId) portion.push(lease);
-      next++;
-    };
-    members.forEach((workerId, rank) => {
-      const deficit = Math.max(0, target(rank) - (counts.get(workerId) ?? 0));
-      for (let i = 0; i < deficit && next < sorted.length; i++) deal(workerId);
-    });
-    // What is left (members above their share hold the rest) goes round robin to those with room.
-    const roomy = members.filter((workerId) => (counts.get(workerId) ?? 0) + (dealtTo.get(workerId) ?? 0) < capOfMember(workerId));
-    for (let i = 0; next < sorted.length && roomy.length > 0; i++) deal(roomy[i % roomy.length] as string);
-    // The leases this worker deals for the members it declared dead go to members seen heartbeating: a
-    // member whose record stood still for most of a lease duration may have died in the same crash, and
-    // a lease dealt to it would wait for its own declaration. Its leases go to the least loaded of the
-    // rest (by the listing and this deal), ties broken by a hash of the lease key, so that declarers
-    // dealing at once do not all favour the same members.
-    if (declared !== null && this.#declarerDeals()) {
-      const suspect = (workerId: string): boolean => {
-        const member = this.#parts.view.get(workerId);
-        return member === undefined || this.#parts.view.stillFor(member) >= SUSPECT_STILL * member.leaseDurationMs;
-      };
-      const healthy = members.filter((workerId) => workerId !== this.#parts.workerId && !suspect(workerId));
-      for (const lease of sorted) {
-        const to = recipients.get(lease.leaseKey);
-        if (to === undefined || to === this.#parts.workerId || lease.owner === null || declared.get(lease.owner) !== lease.incarnation || !suspect(to)) continue;
-        let best: string | undefined;
-        let bestLoad = Infinity;
-        let bestTie = Infinity;
-        for (const workerId of healthy) {
-          const load = (counts.get(workerId) ?? 0) + (dealtTo.get(workerId) ?? 0);
-          if (load >= capOfMember(workerId)) continue;
-          const tie = hashOf(`${lease.leaseKey}\u0000${workerId}`);
-          if (load < bestLoad || (load === bestLoad && tie < bestTie)) [best, bestLoad, bestTie] = [workerId, load, tie];
-        }
-        dealtTo.set(to, (dealtTo.get(to) ?? 1) - 1);
-        if (best === undefined) recipients.delete(lease.leaseKey);
-        else {
-          recipients.set(lease.leaseKey, best);
-          dealtTo.set(best, (dealtTo.get(best) ?? 0) + 1);
-        }
-      }
-    }
+    const { recipients, portion, dealtTo } = this.#dealOut(sorted, members, counts, target, declared);
     // A lease left without a live owner for a take tick and a half is anyone's: a member that did not take its
     // portion (stopping, stuck, or not yet aware of the lease) never keeps it waiting.
     const dealt = new Set(portion);
@@ -564,6 +533,60 @@ export class Taking {
    */
   #declarerDeals(): boolean {
     return this.#host.subscribed() && this.#parts.members.readsWatched();
+  }
+
+  /** The deal of `sorted` by {@link dealOut}, leases this worker declared dead kept from members seen standing still; and this worker's portion. */
+  #dealOut(
+    sorted: readonly LeaseRecord[],
+    members: readonly string[],
+    counts: ReadonlyMap<string, number>,
+    target: (rank: number) => number,
+    declared: ReadonlyMap<string, string> | null,
+  ): { recipients: Map<string, string>; portion: LeaseRecord[]; dealtTo: Map<string, number> } {
+    const self = this.#parts.workerId;
+    // A member whose record stood still for most of a lease duration may have died in the same crash as
+    // the members this worker declared dead: a lease of theirs dealt to it would wait for its own declaration.
+    const standingStill = (workerId: string): boolean => {
+      const member = this.#parts.view.get(workerId);
+      return member === undefined || this.#parts.view.stillFor(member) >= SUSPECT_STILL * member.leaseDurationMs;
+    };
+    const away = declared !== null && this.#declarerDeals() ? { ofDead: (lease: LeaseRecord) => lease.owner !== null && declared.get(lease.owner) === lease.incarnation, standingStill } : null;
+    const { recipients, dealtTo } = dealOut(sorted, members, counts, target, this.#capOf, self, away);
+    return { recipients, portion: sorted.filter((lease) => recipients.get(lease.leaseKey) === self), dealtTo };
+  }
+
+  /**
+   * Deals the leases a member this worker just declared dead held at this worker's last listing, at once,
+   * before the listing its declaration brings (DESIGN section 4, "Why the declarer deals"): under load a
+   * listing of the whole group takes seconds, and the leases would wait for it. The deal is the listing's
+   * (`#dealOut`) on the members' own counts; this worker takes its own portion, and writes the rest to
+   * their members as the listing's deal does. The records are as listed,
+   * maybe long ago: each write is conditional on the listed version, and one that conflicts is written
+   * again on the current record only if it still names the dead incarnation. What the dead member took
+   * since that listing, and whatever did not land, the listing that follows finds and deals.
+   */
+  async #dealAtDeclaration(dead: string, incarnation: string, membership: Incarnation): Promise<void> {
+    const known = this.#watchedHeld.get(dead);
+    this.#watchedHeld.delete(dead);
+    if (known === undefined || known.incarnation !== incarnation || !this.#declarerDeals()) return;
+    const leases = known.leases.filter((lease) => !this.#held.has(lease.leaseKey)).sort((a, b) => (a.leaseKey < b.leaseKey ? -1 : a.leaseKey > b.leaseKey ? 1 : 0));
+    if (leases.length === 0) return;
+    // The listing's deal, on the roster's counts: the leases the group holds and these.
+    const self = this.#parts.workerId;
+    const members = [...this.#parts.view.alive().keys()].filter((workerId) => workerId === self || this.#parts.view.get(workerId)?.metadata[LEAVING_FIELD] === undefined).sort();
+    const counts = new Map(members.map((workerId) => [workerId, workerId === self ? this.#parts.hold.countHeld() : (this.#parts.view.get(workerId)?.held ?? 0)]));
+    let total = leases.length;
+    for (const count of counts.values()) total += count;
+    const targets = shares(members, total, this.#capOf);
+    const { recipients, portion } = this.#dealOut(leases, members, counts, (rank) => targets.get(members[rank] as string) ?? 0, new Map([[dead, incarnation]]));
+    const holding = this.#parts.skipSelfFencing || this.#parts.clock.now() < this.#parts.members.heldUntil;
+    if (holding && (await this.#take(portion, membership)) > 0) this.#host.wakeRenew();
+    if (this.#host.state() !== 'running') return;
+    await this.#dealForTheGroup(
+      leases.filter((lease) => recipients.has(lease.leaseKey) && recipients.get(lease.leaseKey) !== self),
+      new Map([[dead, incarnation]]),
+      recipients,
+    );
   }
 
   /**
