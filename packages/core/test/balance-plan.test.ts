@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { planMoves, shares } from '../src/lease/balance.js';
+import { dealOut, planMoves, shares } from '../src/lease/balance.js';
 
 /** Applies the moves to the loads and returns the final loads, in member order. */
 function apply(members: string[], loads: number[], moves: { from: string; to: string }[]): number[] {
@@ -79,5 +79,49 @@ describe('shares: how many leases each member should hold', () => {
   ])('$total leases over $members with caps $caps: $expected', ({ members, total, caps, expected }) => {
     const capOf = (workerId: string): number => (caps as Record<string, number>)[workerId] ?? uncapped();
     expect(Object.fromEntries(shares(members, total, capOf))).toEqual(expected);
+  });
+});
+
+describe('dealOut: who each lease without a live owner is dealt to, alike on every worker with the same counts', () => {
+  const members = ['w0', 'w1', 'w2', 'w3'];
+  const leasesOf = (n: number, owner: string | null = null) => Array.from({ length: n }, (_, i) => ({ leaseKey: `k${String(i).padStart(2, '0')}`, owner }));
+  const counted = (recipients: Map<string, string>) => members.map((workerId) => [...recipients.values()].filter((to) => to === workerId).length);
+  const targetsOf = (counts: Map<string, number>, dealt: number) => {
+    let total = dealt;
+    for (const count of counts.values()) total += count;
+    const targets = shares(members, total, noCap);
+    return (rank: number) => targets.get(members[rank]!) ?? 0;
+  };
+
+  it('fills each member up to its share by rank, the extra lease to the first ranks, in key order', () => {
+    const counts = new Map([['w0', 10], ['w1', 10], ['w2', 8], ['w3', 10]]);
+    const { recipients } = dealOut(leasesOf(6), members, counts, targetsOf(counts, 6), noCap, 'w0', null);
+    // 44 over four: 11 each; w2 is dealt three, the rest one each.
+    expect(counted(recipients)).toEqual([1, 1, 3, 1]);
+    expect(recipients.get('k00')).toBe('w0');
+    expect([...recipients.keys()]).toHaveLength(6);
+  });
+
+  it('deals what is left past every share round robin to the members with room, none past its cap', () => {
+    const counts = new Map([['w0', 0], ['w1', 0], ['w2', 0], ['w3', 0]]);
+    const caps = (workerId: string) => (workerId === 'w1' ? 1 : Infinity);
+    const { recipients } = dealOut(leasesOf(9), members, counts, () => 0, caps, 'w0', null);
+    // w1 leaves the round at its cap: w0, w1, w2, w3, w0, then w3, w0, w2, w3.
+    expect(counted(recipients)).toEqual([3, 1, 2, 3]);
+  });
+
+  it('gives a dead member\'s lease dealt to a member standing still to the least loaded of the others, and never moves this worker\'s own portion', () => {
+    const counts = new Map([['w0', 10], ['w1', 10], ['w2', 10], ['w3', 10]]);
+    const leases = leasesOf(8, 'dead');
+    const plain = dealOut(leases, members, counts, targetsOf(counts, 8), noCap, 'w0', null);
+    expect(counted(plain.recipients)).toEqual([2, 2, 2, 2]);
+    const away = { ofDead: (lease: { owner: string | null }) => lease.owner === 'dead', standingStill: (workerId: string) => workerId === 'w2' || workerId === 'w0' };
+    const { recipients, dealtTo } = dealOut(leases, members, counts, targetsOf(counts, 8), noCap, 'w0', away);
+    // w2's two go to w1 and w3 (one each: the least loaded, then a tie broken by a hash); w0 is this worker.
+    expect(counted(recipients)).toEqual([2, 3, 0, 3]);
+    expect([...dealtTo.entries()].filter(([, n]) => n > 0).map(([workerId, n]) => `${workerId}:${n}`).sort()).toEqual(['w0:2', 'w1:3', 'w3:3']);
+    // A lease of a live member is never moved: only the dead's.
+    const live = dealOut(leasesOf(8, 'alive'), members, counts, targetsOf(counts, 8), noCap, 'w0', away);
+    expect(counted(live.recipients)).toEqual([2, 2, 2, 2]);
   });
 });

@@ -17,14 +17,17 @@ function member(incarnation: string, fields: Partial<MemberState> = {}): MemberS
 }
 
 /** A group of coordinators on one memory store, each behind its own fault-free view, on virtual time. */
-function group(unsafe?: CoordinatorUnsafe, { listingMs = 0 }: { listingMs?: number } = {}) {
+function group(unsafe?: CoordinatorUnsafe, slow: { listingMs: number } = { listingMs: 0 }) {
   const scheduler = new VirtualScheduler();
   const storage = new MemoryStorage();
   /** The listings of the leases each worker made so far. */
   const listings = new Map<string, number>();
+  /** Each worker's clock: killing it crashes the worker (it never runs again). */
+  const clocks = new Map<string, ReturnType<VirtualScheduler['clock']>>();
   let seed = 1;
   const start = async (workerId: string, options: Partial<LeaseCoordinatorOptions> = {}): Promise<LeaseCoordinator> => {
     const clock = scheduler.clock();
+    clocks.set(workerId, clock);
     const faulty = new FaultyStorage(storage, clock, seededRandom(seed), noFaults());
     const view = new Proxy(faulty, {
       get: (target, name) => {
@@ -34,7 +37,7 @@ function group(unsafe?: CoordinatorUnsafe, { listingMs = 0 }: { listingMs?: numb
           if (name === 'listLeases') {
             listings.set(workerId, (listings.get(workerId) ?? 0) + 1);
             // A listing that takes its time, as one of a large group on a busy machine does.
-            if (listingMs > 0) return clock.sleep(listingMs).then(() => (value as (...args: unknown[]) => unknown).apply(target, args));
+            if (slow.listingMs > 0) return clock.sleep(slow.listingMs).then(() => (value as (...args: unknown[]) => unknown).apply(target, args));
           }
           return (value as (...args: unknown[]) => unknown).apply(target, args);
         };
@@ -44,7 +47,7 @@ function group(unsafe?: CoordinatorUnsafe, { listingMs = 0 }: { listingMs?: numb
     await run(scheduler, coordinator.start());
     return coordinator;
   };
-  return { scheduler, storage, start, listings };
+  return { scheduler, storage, start, listings, clocks };
 }
 
 /** Runs until `done` holds, in steps of 100 ms, for at most `limitMs`; returns how long it took, or `Infinity`. */
@@ -235,6 +238,33 @@ describe('watchers and the roster digest', () => {
     expect(took).toBeLessThan(1_000);
     // Dealt as the listing would have: 100 leases over nine, 11 or 12 each.
     expect(Math.max(...counts) - Math.min(...counts)).toBeLessThanOrEqual(1);
+  });
+
+  it('with a change feed, deals a crashed member\'s leases at its declaration after a cold start, the listings that follow taking seconds', async () => {
+    // Listings are quick until the group is balanced, then take 4 s each.
+    const slow = { listingMs: 0 };
+    const { scheduler, storage, start, clocks } = group(undefined, slow);
+    for (const leaseKey of keys(100)) await storage.createLease({ group: GROUP, leaseKey });
+    const workers: LeaseCoordinator[] = [];
+    let declaredAt = Infinity;
+    for (const workerId of ids(10)) {
+      const coordinator = await start(workerId, { useChangeFeed: true });
+      coordinator.on('member-dead', ({ workerId: dead }) => dead === 'worker-03' && (declaredAt = Math.min(declaredAt, scheduler.now)));
+      workers.push(coordinator);
+    }
+    expect(await until(scheduler, () => workers.every((w) => w.heldLeases().length === 10), 60_000)).toBeLessThan(Infinity);
+    await scheduler.advance(5 * TICK);
+    // One listing each, in the cold start: none showed the crashed member holding anything.
+    slow.listingMs = 4_000;
+    const crashed = workers[3]!;
+    const theirs = new Set(crashed.heldLeases().map((lease) => lease.leaseKey));
+    clocks.get('worker-03')!.kill();
+    const survivors = workers.filter((w) => w !== crashed);
+    const heldElsewhere = () => survivors.reduce((sum, w) => sum + w.heldLeases().filter((lease) => theirs.has(lease.leaseKey)).length, 0);
+    await until(scheduler, () => declaredAt < Infinity, 60_000);
+    const took = await until(scheduler, () => heldElsewhere() === 10, 30_000);
+    await run(scheduler, Promise.all(survivors.map((w) => w.stop())));
+    expect(took).toBeLessThan(1_000);
   });
 
   it('has a member dealt more of a dead member\'s leases than it reads one by one hold them within half a take tick of the declaration', async () => {

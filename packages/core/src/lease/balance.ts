@@ -102,9 +102,19 @@ export function dealOut<L extends { readonly leaseKey: string }>(
     const deficit = Math.max(0, target(rank) - (counts.get(workerId) ?? 0));
     for (let i = 0; i < deficit && next < sorted.length; i++) deal(workerId);
   });
-  // What is left (members above their share hold the rest) goes round robin to those with room.
+  // What is left (members above their share hold the rest) goes round robin to those with room, each
+  // leaving the round once its cap is reached.
   const roomy = members.filter((workerId) => (counts.get(workerId) ?? 0) + (dealtTo.get(workerId) ?? 0) < capOf(workerId));
-  for (let i = 0; next < sorted.length && roomy.length > 0; i++) deal(roomy[i % roomy.length] as string);
+  for (let turn = 0; next < sorted.length && roomy.length > 0; ) {
+    const at = turn % roomy.length;
+    const workerId = roomy[at] as string;
+    if ((counts.get(workerId) ?? 0) + (dealtTo.get(workerId) ?? 0) >= capOf(workerId)) {
+      roomy.splice(at, 1);
+      continue;
+    }
+    deal(workerId);
+    turn++;
+  }
   if (away === null) return { recipients, dealtTo };
   const healthy = members.filter((workerId) => workerId !== self && !away.standingStill(workerId));
   for (const lease of sorted) {

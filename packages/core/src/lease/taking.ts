@@ -122,8 +122,8 @@ export class Taking {
   /** The members this worker has seen dead, at which incarnation, and since when: a death's declarer deals its leases meanwhile. */
   readonly #deathsSeen = new Map<string, { incarnation: string; at: number }>();
   /**
-   * The leases the last listing showed each watched member holding, by worker id, with the incarnation
-   * that held them: what this worker deals at once if it declares that member dead (`#dealAtDeclaration`).
+   * The leases the last listing showed each watched member holding, or its deal gave it, by worker id,
+   * with the incarnation: what this worker deals at once if it declares that member dead (`#dealAtDeclaration`).
    */
   readonly #watchedHeld = new Map<string, { incarnation: string; leases: LeaseRecord[] }>();
   /** The most leases a member may hold: this worker's `maxLeasesPerWorker`, or the cap another publishes. */
@@ -457,6 +457,19 @@ export class Taking {
     // members by how far each is below its target, the rest round-robin.
     const sorted = unowned.filter((lease) => !isMine(lease) && !inFlight.has(lease)).sort((a, b) => (a.leaseKey < b.leaseKey ? -1 : a.leaseKey > b.leaseKey ? 1 : 0));
     const { recipients, portion, dealtTo } = this.#dealOut(sorted, members, counts, target, declared);
+    // What this deal gives the members this worker watches counts as theirs too (every member computes the
+    // same deal, and takes its portion): after a cold start, no listing showed anyone holding anything.
+    if (this.#declarerDeals()) {
+      const watched = this.#parts.members.watchedMembers();
+      for (const lease of sorted) {
+        const to = recipients.get(lease.leaseKey);
+        const incarnation = to === undefined ? undefined : alive.get(to);
+        if (to === undefined || incarnation === undefined || !watched.has(to)) continue;
+        let known = this.#watchedHeld.get(to);
+        if (known === undefined) this.#watchedHeld.set(to, (known = { incarnation, leases: [] }));
+        if (known.incarnation === incarnation) known.leases.push(lease);
+      }
+    }
     // A lease left without a live owner for a take tick and a half is anyone's: a member that did not take its
     // portion (stopping, stuck, or not yet aware of the lease) never keeps it waiting.
     const dealt = new Set(portion);
