@@ -570,17 +570,7 @@ function copyUnnamed(value: object, named: ReadonlySet<string>, into: Record<str
  * read: `{ ...leaseStateOf(record), owner: null }` keeps what a newer core added.
  */
 export function leaseStateOf(lease: Partial<LeaseState>): LeaseState {
-  const state: LeaseState = {
-    format: lease.format ?? RECORD_FORMAT,
-    owner: lease.owner ?? null,
-    epoch: lease.epoch ?? 0,
-    checkpoint: lease.checkpoint ?? null,
-    parentKeys: lease.parentKeys ? [...lease.parentKeys] : [],
-    incarnation: lease.incarnation ?? null,
-    metadata: lease.metadata ? { ...lease.metadata } : {},
-  };
-  copyUnnamed(lease, LEASE_NAMED, state as unknown as Record<string, unknown>);
-  return state;
+  return withLeaseState({}, lease);
 }
 
 /**
@@ -588,20 +578,21 @@ export function leaseStateOf(lease: Partial<LeaseState>): LeaseState {
  * one per lease; `{ group, leaseKey, version, ...leaseStateOf(state) }` would build two).
  */
 export function leaseRecordOf(group: string, leaseKey: string, version: number, lease: Partial<LeaseState>): LeaseRecord {
-  const record: LeaseRecord = {
-    group,
-    leaseKey,
-    version,
-    format: lease.format ?? RECORD_FORMAT,
-    owner: lease.owner ?? null,
-    epoch: lease.epoch ?? 0,
-    checkpoint: lease.checkpoint ?? null,
-    parentKeys: lease.parentKeys ? [...lease.parentKeys] : [],
-    incarnation: lease.incarnation ?? null,
-    metadata: lease.metadata ? { ...lease.metadata } : {},
-  };
-  copyUnnamed(lease, LEASE_NAMED, record as unknown as Record<string, unknown>);
-  return record;
+  return withLeaseState({ group, leaseKey, version }, lease);
+}
+
+/** Writes the fields of {@link leaseStateOf} into `into`, and returns it. */
+function withLeaseState<T extends object>(into: T, lease: Partial<LeaseState>): T & LeaseState {
+  const state = into as T & { -readonly [K in keyof LeaseState]: LeaseState[K] };
+  state.format = lease.format ?? RECORD_FORMAT;
+  state.owner = lease.owner ?? null;
+  state.epoch = lease.epoch ?? 0;
+  state.checkpoint = lease.checkpoint ?? null;
+  state.parentKeys = lease.parentKeys ? [...lease.parentKeys] : [];
+  state.incarnation = lease.incarnation ?? null;
+  state.metadata = lease.metadata ? { ...lease.metadata } : {};
+  copyUnnamed(lease, LEASE_NAMED, state);
+  return state;
 }
 
 /** The full state of a leader record, every field but its identity, with defaults for what it left out. */
