@@ -569,14 +569,15 @@ export class Taking {
   }
 
   /**
-   * Deals the leases a member this worker just declared dead held at this worker's last listing, at once,
-   * before the listing its declaration brings (DESIGN section 4, "Why the declarer deals"): under load a
-   * listing of the whole group takes seconds, and the leases would wait for it. The deal is the listing's
+   * Deals the leases a member this worker just declared dead held at this worker's last listing (or that
+   * listing's deal gave it), at once, before the listing its declaration brings (DESIGN section 4, "Why the
+   * declarer deals before it lists"): under load a listing of the whole group takes seconds, and the leases
+   * would wait for it. The deal is the listing's
    * (`#dealOut`) on the members' own counts; this worker takes its own portion, and writes the rest to
-   * their members as the listing's deal does. The records are as listed,
-   * maybe long ago: each write is conditional on the listed version, and one that conflicts is written
-   * again on the current record only if it still names the dead incarnation. What the dead member took
-   * since that listing, and whatever did not land, the listing that follows finds and deals.
+   * their members as the listing's deal does. The records are as listed, maybe long ago: each write is
+   * conditional on the listed version, and one that conflicts is written again on the current record only
+   * if it still names the dead incarnation. What the dead member took since that listing, and whatever did
+   * not land, the listing that follows finds and deals.
    */
   async #dealAtDeclaration(dead: string, incarnation: string, membership: Incarnation): Promise<void> {
     const known = this.#watchedHeld.get(dead);
