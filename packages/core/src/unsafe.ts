@@ -99,7 +99,9 @@ export interface ConsumerUnsafe {
   ignoreBatchResponse?: boolean;
   /**
    * A handler call that checkpointed part of its records (`checkpointWith` or `checkpoint`) and then
-   * failed has them handed over again: only a call that committed all of its records counts as done.
+   * failed has them handed over again: only a call that committed all of its records counts as done. Nor
+   * are records the lease's stored checkpoint covers in the tenure (an earlier call's unknown outcome that
+   * applied, learned from a later conflict) taken out of a retry.
    */
   retryCheckpointedPrefix?: boolean;
   /**

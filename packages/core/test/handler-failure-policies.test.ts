@@ -5,6 +5,7 @@ import {
   InvalidConfigError,
   MemoryStorage,
   StorageSchemaError,
+  StorageUnavailableError,
   type CheckpointWrite,
   type ConsumerOptions,
   type FailedRecords,
@@ -115,6 +116,47 @@ describe('a handler call that checkpointed part of its batch and then failed', (
       expect((await world.lease())?.checkpoint).toBe('10');
     });
   }
+
+  it('a commit whose outcome was unknown and could not be read back, but applied, is found by the next commit\'s conflict: the records it covered are not handed over again, and every effect applies once', async () => {
+    const world = failureWorld();
+    let readsFail = false;
+    // The store as the worker sees it: a read of the lease fails while `readsFail` is set.
+    const storage = new Proxy(world.storage, {
+      get: (target, name) => {
+        const value: unknown = Reflect.get(target, name, target);
+        if (name === 'getLease') return async (...args: Parameters<MemoryStorage['getLease']>) => {
+          if (readsFail) throw new StorageUnavailableError('[test] the lease cannot be read now');
+          return target.getLease(...args);
+        };
+        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    let calls = 0;
+    const processBatch: ConsumerOptions['processBatch'] = async (records, context) => {
+      world.handed.push(records.map(valueOf));
+      if (++calls === 1) {
+        // Records 1-4 commit with their effects, but the answer is lost and the read back fails.
+        const fourth = records[3] as SourceRecord;
+        await context.checkpointWith(async (current, next) => {
+          const [outcome] = await world.storage.updateLeases(GROUP, [{ leaseKey: context.shardId, expectedVersion: current.version, next }]);
+          if (outcome?.status === 'applied') for (const record of records.slice(0, 4)) world.effects.set(valueOf(record), (world.effects.get(valueOf(record)) ?? 0) + 1);
+          readsFail = true;
+          return { status: 'unknown', error: new StorageUnavailableError('[test] the answer was lost') };
+        }, fourth.position);
+      }
+      readsFail = false;
+      await world.commit(records, context, context.position);
+    };
+    const worker = world.consumer({ storage, processBatch });
+    world.produce(10);
+    await run(world.scheduler, worker.start());
+    await world.until(() => world.effects.get(10) === 1);
+    await run(world.scheduler, worker.stop());
+    // The first call, the retry whose commit conflicted with the stored checkpoint 4, then only 5-10.
+    expect(world.handed).toEqual([range(1, 10), range(1, 10), range(5, 10)]);
+    expect(range(1, 10).map((value) => world.effects.get(value) ?? 0)).toEqual(range(1, 10).map(() => 1));
+    expect((await world.lease())?.checkpoint).toBe('10');
+  });
 
   it('a plain checkpoint of part of the batch counts those records as done too: only the rest is handed over again', async () => {
     const world = failureWorld();

@@ -551,6 +551,16 @@ export class ShardPump<R extends SourceRecord> {
    * failed) and the error when not all are. A report naming no record of the call fails the whole call.
    */
   async #call(records: readonly R[], batch: RecordsBatch<R>, position: Position): Promise<{ done: number; error: Error | null; reported: boolean }> {
+    // Records the lease's stored checkpoint covers in this tenure are done: an earlier call's checkpoint
+    // whose outcome was unknown (and could not be read back) applied after all, its writes with it
+    // (`checkpointWith`), and this worker learned so from a later write's conflict. Handing them over
+    // again would apply their effects twice.
+    const covered = this.#unsafe.retryCheckpointedPrefix ? 0 : this.#storedPrefix(records);
+    if (covered === records.length) return { done: records.length, error: null, reported: false };
+    if (covered > 0) {
+      const rest = await this.#call(records.slice(covered), batch, position);
+      return { done: covered + rest.done, error: rest.error, reported: rest.reported };
+    }
     let response: void | BatchResponse;
     const call: CallCheckpoints = { through: null };
     try {
@@ -646,6 +656,16 @@ export class ShardPump<R extends SourceRecord> {
   #through(call: CallCheckpoints, target: Position): void {
     if (Checkpoint.isSentinel(target)) return;
     if (call.through === null || this.#settings.source.comparePositions(target, call.through) > 0) call.through = target;
+  }
+
+  /** How many of `records`, from the first, the lease's stored checkpoint covers in this pump's tenure. */
+  #storedPrefix(records: readonly R[]): number {
+    const held = this.#settings.coordinator.lease(this.shardId);
+    const stored = held?.fencingToken === this.#lease.fencingToken ? held.checkpoint : null;
+    if (stored === null || Checkpoint.isSentinel(stored)) return 0;
+    let covered = 0;
+    while (covered < records.length && this.#settings.source.comparePositions((records[covered] as R).position, stored) <= 0) covered++;
+    return covered;
   }
 
   /** Whether the lease, held in this pump's tenure, stores a checkpoint at or past `position` (a record's, not a sentinel). */
