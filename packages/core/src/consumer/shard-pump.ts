@@ -658,21 +658,25 @@ export class ShardPump<R extends SourceRecord> {
     if (call.through === null || this.#settings.source.comparePositions(target, call.through) > 0) call.through = target;
   }
 
-  /** How many of `records`, from the first, the lease's stored checkpoint covers in this pump's tenure. */
-  #storedPrefix(records: readonly R[]): number {
+  /** The lease's stored checkpoint, when it is a record's and the lease is held in this pump's tenure; `null` otherwise. */
+  #storedCheckpoint(): Position | null {
     const held = this.#settings.coordinator.lease(this.shardId);
     const stored = held?.fencingToken === this.#lease.fencingToken ? held.checkpoint : null;
-    if (stored === null || Checkpoint.isSentinel(stored)) return 0;
+    return stored === null || Checkpoint.isSentinel(stored) ? null : stored;
+  }
+
+  /** How many of `records`, from the first, the lease's stored checkpoint covers in this pump's tenure. */
+  #storedPrefix(records: readonly R[]): number {
+    const stored = this.#storedCheckpoint();
     let covered = 0;
-    while (covered < records.length && this.#settings.source.comparePositions((records[covered] as R).position, stored) <= 0) covered++;
+    while (stored !== null && covered < records.length && this.#settings.source.comparePositions((records[covered] as R).position, stored) <= 0) covered++;
     return covered;
   }
 
   /** Whether the lease, held in this pump's tenure, stores a checkpoint at or past `position` (a record's, not a sentinel). */
   #storedCovers(position: Position): boolean {
-    const held = this.#settings.coordinator.lease(this.shardId);
-    const stored = held?.fencingToken === this.#lease.fencingToken ? held.checkpoint : null;
-    return stored !== null && !Checkpoint.isSentinel(stored) && this.#settings.source.comparePositions(stored, position) >= 0;
+    const stored = this.#storedCheckpoint();
+    return stored !== null && this.#settings.source.comparePositions(stored, position) >= 0;
   }
 
   /** Waits before the handler gets `records` records again after their `attempt`th failure; `false` when the pump stops meanwhile. */

@@ -400,10 +400,7 @@ export class Taking {
       const watched = this.#parts.members.watchedMembers();
       for (const lease of workable) {
         const owner = lease.owner;
-        if (owner === null || lease.incarnation === null || !watched.has(owner) || ownerOf(lease) !== owner) continue;
-        let known = this.#watchedHeld.get(owner);
-        if (known === undefined) this.#watchedHeld.set(owner, (known = { incarnation: lease.incarnation, leases: [] }));
-        known.leases.push(lease);
+        if (owner !== null && lease.incarnation !== null && watched.has(owner) && ownerOf(lease) === owner) this.#keepWatched(owner, lease.incarnation, lease);
       }
     }
     // A group's cold start (nobody holds anything) waits until the members stop joining for a take tick,
@@ -464,10 +461,7 @@ export class Taking {
       for (const lease of sorted) {
         const to = recipients.get(lease.leaseKey);
         const incarnation = to === undefined ? undefined : alive.get(to);
-        if (to === undefined || incarnation === undefined || !watched.has(to)) continue;
-        let known = this.#watchedHeld.get(to);
-        if (known === undefined) this.#watchedHeld.set(to, (known = { incarnation, leases: [] }));
-        if (known.incarnation === incarnation) known.leases.push(lease);
+        if (to !== undefined && incarnation !== undefined && watched.has(to)) this.#keepWatched(to, incarnation, lease);
       }
     }
     // A lease left without a live owner for a take tick and a half is anyone's: a member that did not take its
@@ -546,6 +540,13 @@ export class Taking {
    */
   #declarerDeals(): boolean {
     return this.#host.subscribed() && this.#parts.members.readsWatched();
+  }
+
+  /** Keeps `lease` as one `workerId` holds at `incarnation`, for a deal at its declaration. */
+  #keepWatched(workerId: string, incarnation: string, lease: LeaseRecord): void {
+    let known = this.#watchedHeld.get(workerId);
+    if (known === undefined) this.#watchedHeld.set(workerId, (known = { incarnation, leases: [] }));
+    if (known.incarnation === incarnation) known.leases.push(lease);
   }
 
   /** The deal of `sorted` by {@link dealOut}, leases this worker declared dead kept from members seen standing still; and this worker's portion. */
