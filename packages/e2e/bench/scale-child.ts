@@ -8,13 +8,14 @@
  *   released, joined, member-dead and error, each with its worker's index and the wall-clock time);
  * - on `collect` it answers with its storage calls and items, CPU time and event-loop delay since the
  *   previous `collect` (`collected`), and starts counting anew;
- * - on `held` it answers with the lease keys each of its coordinators holds (`held`);
+ * - on `held` it answers with the lease keys each of its coordinators holds and when each last wrote its
+ *   own member record (`held`);
  * - SIGTERM stops its coordinators and closes its clients; the end of the IPC channel (its parent died)
  *   ends it at once.
  *
  *   node --import tsx bench/scale-child.ts --location JSON --group G --first 0 --count 25
  */
-import { LeaseCoordinator } from '@leasehold/core';
+import { LeaseCoordinator, type Storage } from '@leasehold/core';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { now } from '../src/reports.js';
@@ -47,7 +48,7 @@ export type FromChild =
   | { type: 'ready' }
   | { type: 'events'; events: ChildEvent[] }
   | Collected
-  | { type: 'held'; held: Record<string, string[]> }
+  | { type: 'held'; held: Record<string, string[]>; heartbeats: Record<string, number> }
   | { type: 'fatal'; worker: string; message: string };
 
 const { values } = parseArgs({
@@ -73,12 +74,22 @@ process.on('disconnect', () => process.exit(1));
 
 const attached = await attach(location, { postgresPool: Number(values['postgres-pool']) });
 let tally = emptyTally();
-const storage = counting(attached.storage, () => tally);
+/** When each coordinator's own member record last took a write (join or heartbeat), by wall clock when the answer came. */
+const heartbeats = new Map<string, number>();
+const noted = (inner: Storage): Storage => ({
+  ...inner,
+  putMember: async (group, workerId, version, next) => {
+    const result = await inner.putMember(group, workerId, version, next);
+    if (result.status === 'applied' && next.status === 'alive' && coordinators.some((c) => c.workerId === workerId)) heartbeats.set(workerId, now());
+    return result;
+  },
+});
+const storage = noted(counting(attached.storage, () => tally));
 let pending: ChildEvent[] = [];
 const coordinators: LeaseCoordinator[] = [];
 for (let i = first; i < first + count; i++) {
   const workerId = `worker-${String(i).padStart(3, '0')}`;
-  const coordinator = new LeaseCoordinator({ storage: attached.storageFor ? counting(attached.storageFor(i), () => tally) : storage, group, workerId });
+  const coordinator = new LeaseCoordinator({ storage: attached.storageFor ? noted(counting(attached.storageFor(i), () => tally)) : storage, group, workerId });
   coordinator.on('acquired', ({ leaseKey }) => pending.push(['acquired', i, leaseKey, now()]));
   coordinator.on('lost', ({ leaseKey, reason }) => pending.push(['lost', i, leaseKey, now(), reason]));
   coordinator.on('handed-off', ({ leaseKey }) => pending.push(['handed-off', i, leaseKey, now()]));
@@ -116,7 +127,11 @@ process.on('message', (message: ToChild) => {
       return;
     }
     case 'held':
-      send({ type: 'held', held: Object.fromEntries(coordinators.map((c, i) => [`worker-${String(first + i).padStart(3, '0')}`, c.heldLeases().map((lease) => lease.leaseKey)])) });
+      send({
+        type: 'held',
+        held: Object.fromEntries(coordinators.map((c, i) => [`worker-${String(first + i).padStart(3, '0')}`, c.heldLeases().map((lease) => lease.leaseKey)])),
+        heartbeats: Object.fromEntries(heartbeats),
+      });
       return;
   }
 });

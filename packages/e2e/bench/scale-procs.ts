@@ -35,6 +35,7 @@ import { availableParallelism, getPriority, loadavg } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { watchersOf } from '@leasehold/core/testing';
 import { WorkerProcess } from '../src/cluster.js';
 import { now } from '../src/reports.js';
 import { BACKENDS, createLeases, OPEN, runId, type Backend, type Opened } from './backends.js';
@@ -46,6 +47,8 @@ process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
 /** The coordinators' default timing, which this bench does not change. */
 const LEASE_DURATION_MS = 10_000;
 const TAKE_TICK_MS = 2_000;
+/** How many members watch each member's liveness (the default). */
+const WATCHERS = 3;
 
 const { values } = parseArgs({
   options: {
@@ -200,7 +203,7 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
   const held = new Map<number, Set<string>>();
   const killed = new Set<number>();
   const firstJoin = new Map<number, number>();
-  const memberDead: Array<{ dead: string; at: number }> = [];
+  const memberDead: Array<{ dead: string; at: number; by: number }> = [];
   const fatal: string[] = [];
   let acquisitions = 0;
   let lastEventAt = 0;
@@ -234,7 +237,7 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
         if (!firstJoin.has(worker)) firstJoin.set(worker, at);
         return;
       case 'member-dead':
-        memberDead.push({ dead: subject, at });
+        memberDead.push({ dead: subject, at, by: worker });
         return;
     }
   };
@@ -301,7 +304,7 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
   };
   /** Whether the children's own lists agree with the events: every lease held once, as the events say. */
   const confirm = async (): Promise<boolean> => {
-    const lists = await Promise.all(live().map((child) => child.request<{ type: 'held'; held: Record<string, string[]> }>({ type: 'held' }, 'held')));
+    const lists = await Promise.all(live().map((child) => child.request<{ type: 'held'; held: Record<string, string[]>; heartbeats: Record<string, number> }>({ type: 'held' }, 'held')));
     const all = lists.flatMap((list) => Object.values(list.held));
     return balance(all, LEASES).ok;
   };
@@ -394,7 +397,9 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
       const victim = children[victimIndex]!;
       const survivors = live().filter((child) => child !== victim);
       const liveWorkers = held.size;
-      const list = await victim.request<{ type: 'held'; held: Record<string, string[]> }>({ type: 'held' }, 'held');
+      const list = await victim.request<{ type: 'held'; held: Record<string, string[]>; heartbeats: Record<string, number> }>({ type: 'held' }, 'held');
+      // The ring as it stood before the kill: who watched each of the victims.
+      const ringBefore = [...held.keys()].map(workerId);
       const leases = new Set(Object.values(list.held).flat());
       await collect();
       const takenAt = new Map<string, number>();
@@ -431,6 +436,26 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
         const declared = declaredAt.get(ownerOf.get(leaseKey) ?? '');
         return declared === undefined ? [] : [Math.max(0, declared - killedAt) / LEASE_DURATION_MS];
       }).sort((a, b) => a - b);
+      // Per dead member: when its last heartbeat before the kill was answered, when it was declared and by
+      // whom, and how many of its watchers on the ring before the kill died with it. A watcher's expiry is
+      // a lease duration from its first read of that heartbeat, at most a take tick after it: past 1.2 L
+      // from the heartbeat, a declaration is late.
+      const victims = new Set(victim.workers.map(workerId));
+      const members = victim.workers.map(workerId).map((dead) => {
+        const watchers = watchersOf(dead, ringBefore, WATCHERS);
+        const first = deadSeen.filter((entry) => entry.dead === dead).sort((a, b) => a.at - b.at)[0];
+        const heartbeat = list.heartbeats[dead];
+        return {
+          dead,
+          leases: list.held[dead]?.length ?? 0,
+          watchersDead: watchers.filter((watcher) => victims.has(watcher)).length,
+          declaredBy: first === undefined ? null : workerId(first.by),
+          byWatcher: first === undefined ? null : watchers.includes(workerId(first.by)),
+          heartbeatBeforeKill: heartbeat === undefined ? null : round((killedAt - heartbeat) / LEASE_DURATION_MS),
+          declaredAfterKill: first === undefined ? null : round((first.at - killedAt) / LEASE_DURATION_MS),
+          declaredAfterHeartbeat: first === undefined || heartbeat === undefined ? null : round((first.at - heartbeat) / LEASE_DURATION_MS),
+        };
+      });
       const crash = {
         killed: label,
         killedWorkers: victim.workers.map(workerId),
@@ -442,6 +467,7 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
         firstDeclaredDeadSeconds: deadSeen.length === 0 ? null : round((Math.min(...deadSeen.map((entry) => entry.at)) - killedAt) / 1_000, 2),
         lastDeclaredDeadSeconds: declaredAt.size === 0 ? null : round((Math.max(...declaredAt.values()) - killedAt) / 1_000, 2),
         declaredDeadSeconds: [...declaredAt.values()].map((at) => round((at - killedAt) / 1_000, 2)).sort((a, b) => a - b),
+        declarations: members.sort((a, b) => (b.declaredAfterKill ?? Infinity) - (a.declaredAfterKill ?? Infinity)),
         untilDeclarationInLeaseDurations:
           untilDeclaration.length === 0 ? null : { p50: round(percentile(untilDeclaration, 0.5)), p99: round(percentile(untilDeclaration, 0.99)), max: round(untilDeclaration.at(-1)!) },
         fromDeclarationInLeaseDurations:

@@ -41,6 +41,7 @@ export {
 } from './consumer-simulation.js';
 export { ProcessSource } from './process-source.js';
 export { seededRandom, shuffled } from '../clock.js';
+export { ringOrder, watchersOf } from '../lease/watchers.js';
 export {
   withUnsafe,
   type UnsafeSwitches,
