@@ -267,6 +267,36 @@ describe('watchers and the roster digest', () => {
     expect(took).toBeLessThan(1_000);
   });
 
+  it('with a change feed, the members that handed leases to a member that then died do not list for them: its declarer deals them with the rest', async () => {
+    const { scheduler, storage, start, listings, clocks } = group();
+    for (const leaseKey of keys(100)) await storage.createLease({ group: GROUP, leaseKey });
+    const workers: LeaseCoordinator[] = [];
+    const handers = new Set<string>();
+    let declarer: string | undefined;
+    for (const workerId of ids(10)) {
+      const coordinator = await start(workerId, { useChangeFeed: true });
+      coordinator.on('handed-off', ({ to }) => to === 'joiner' && handers.add(workerId));
+      coordinator.on('member-dead', ({ workerId: dead }) => dead === 'joiner' && (declarer ??= workerId));
+      workers.push(coordinator);
+    }
+    expect(await until(scheduler, () => workers.every((w) => w.heldLeases().length === 10), 60_000)).toBeLessThan(Infinity);
+    // A member joins, is handed its share unasked by the members above it, and dies a take tick later:
+    // well within the three lease durations a hander keeps track of what it handed.
+    const joiner = await start('joiner', { useChangeFeed: true });
+    expect(await until(scheduler, () => joiner.heldLeases().length >= 9, 60_000)).toBeLessThan(Infinity);
+    await scheduler.advance(TICK);
+    const theirs = new Set(joiner.heldLeases().map((lease) => lease.leaseKey));
+    clocks.get('joiner')!.kill();
+    const before = new Map(listings);
+    const heldElsewhere = () => workers.reduce((sum, w) => sum + w.heldLeases().filter((lease) => theirs.has(lease.leaseKey)).length, 0);
+    expect(await until(scheduler, () => heldElsewhere() === theirs.size, 60_000)).toBeLessThan(Infinity);
+    const listedSince = [...handers].filter((workerId) => workerId !== declarer && (listings.get(workerId) ?? 0) > (before.get(workerId) ?? 0));
+    await run(scheduler, Promise.all(workers.map((w) => w.stop())));
+    expect(handers.size).toBeGreaterThan(3);
+    expect(declarer).toBeDefined();
+    expect(listedSince).toEqual([]);
+  });
+
   it('has a member dealt more of a dead member\'s leases than it reads one by one hold them within half a take tick of the declaration', async () => {
     // Two members of 40 leases each and a member, `ghost`, that never heartbeats and names 40 more: the
     // declarer keeps 20 and deals 20 to the other, which held its share (40 of 120 over three) at its last

@@ -206,7 +206,14 @@ export class Taking {
     for (const [leaseKey, handed] of this.#handovers.handed) {
       const member = this.#parts.view.get(handed.to);
       if (member?.status === 'alive' && member.incarnation === handed.incarnation && now < handed.until) continue;
-      if (now < handed.until) this.listingDue = true;
+      // A recipient gone since (removed, or back in a new incarnation) may have left the lease unread: list
+      // to take it back. One dead at the incarnation it was handed to is not listed for: its leases, this one
+      // among them, are its declarer's to deal (without a change feed every member lists for the death), and
+      // a lease left without a live owner after that brings a listing of its own (`#leasesUnheld`). In a crash
+      // of many, every member that had handed a lease to one of the dead listed for it: 28-37% of the
+      // survivors' listings (core bench, 25 of 100 x 10,000).
+      const deadAsHanded = member?.status === 'dead' && member.incarnation === handed.incarnation;
+      if (now < handed.until && !deadAsHanded) this.listingDue = true;
       this.#handovers.handed.delete(leaseKey);
     }
     this.#handovers.answerRequests(now);
