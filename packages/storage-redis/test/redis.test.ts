@@ -107,6 +107,32 @@ describe('RedisStorage on the shared server', () => {
     expect((await storage.listLeases(group)).leases.length).toBe(300);
   });
 
+  it('decodes a listing a slice at a time, the event loop turning between slices: what fell due when the answer came runs before the listing is handed back', async () => {
+    const client = sharedServer.client.duplicate();
+    try {
+      const group = `slices-${randomUUID()}`;
+      await createLeases(new RedisStorage({ client, keyPrefix }), group, 2_000);
+      // The listing's script, as the adapter defined it on this client: wrapped to note when its answer came.
+      const command = Object.keys(client).find((name) => name.startsWith('leasehold_listLeases_'));
+      expect(command).toBeDefined();
+      const methods = client as unknown as Record<string, (...args: unknown[]) => Promise<unknown>>;
+      const original = methods[command!]!;
+      let ranBetween = false;
+      methods[command!] = (...args: unknown[]) =>
+        original.apply(client, args).then((reply) => {
+          // Due as soon as the loop turns: a heartbeat's timer, in a process of many coordinators.
+          setImmediate(() => (ranBetween = true));
+          return reply;
+        });
+      const storage = new RedisStorage({ client, keyPrefix, listPageSize: 10_000 });
+      const listing = await storage.listLeases(group);
+      expect(listing.leases).toHaveLength(2_000);
+      expect(ranBetween).toBe(true);
+    } finally {
+      client.disconnect();
+    }
+  });
+
   it('splits a batch larger than maxBatchSize into several calls and still returns one result per update, in order', async () => {
     const storage = new RedisStorage({ client: sharedServer.client, keyPrefix, maxBatchSize: 16 });
     const group = `chunked-${randomUUID()}`;
