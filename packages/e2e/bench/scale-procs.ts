@@ -351,7 +351,10 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
     const balancedAt = lastEventAt;
     const coldWindow = await collect();
     const confirmed = balanced ? await confirm() : false;
-    if (balanced && !confirmed) log(`${backend}: the events said balanced, the children's own lists do not agree`);
+    // Events that said balanced while the children's own lists did not (a lease lost and taken back, its
+    // events not yet flushed): not balanced, and not a wait that ran out either.
+    const unconfirmed = balanced && !confirmed;
+    if (unconfirmed) log(`${backend}: the events said balanced, the children's own lists do not agree`);
     balanced &&= confirmed;
     const lastJoinAt = Math.max(...firstJoin.values());
     const cold = {
@@ -368,7 +371,7 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
       window: coldWindow,
     };
     log(
-      `${backend}: cold start ${balanced ? `balanced in ${cold.secondsToBalanced} s, ${cold.secondsAfterLastJoin} s (${cold.takeTicksAfterLastJoin} take ticks) after the last join at ${cold.lastJoinSeconds} s` : `did not balance within ${LIMIT_S} s (${where()})`}; ` +
+      `${backend}: cold start ${balanced ? `balanced in ${cold.secondsToBalanced} s, ${cold.secondsAfterLastJoin} s (${cold.takeTicksAfterLastJoin} take ticks) after the last join at ${cold.lastJoinSeconds} s` : unconfirmed ? `not balanced: the events said so ${round((balancedAt - startedAt) / 1_000, 2)} s after the start, the children's own lists did not (${where()})` : `did not balance within ${LIMIT_S} s (${where()})`}; ` +
         `${acquisitions} acquisitions (${cold.acquisitionsPerLease} per lease); ${coldWindow.tally.itemsRead} items read, ${coldWindow.tally.itemsWritten} written (${JSON.stringify(coldWindow.tally.calls)}); ` +
         `CPU: children ${coldWindow.childrenCores} cores, machine ${coldWindow.machineCores} of ${availableParallelism()}` +
         (coldWindow.serverCores === null ? '' : `, dynalite ${coldWindow.serverCores}`) +
