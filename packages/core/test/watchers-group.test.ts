@@ -60,6 +60,21 @@ async function until(scheduler: VirtualScheduler, done: () => boolean, limitMs: 
   return scheduler.now - from;
 }
 
+/**
+ * Starts `workerIds` with a change feed, one after another; `declaredAt()` is when the first of them
+ * declared `dead` dead (`Infinity` until one did).
+ */
+async function startFed(g: ReturnType<typeof group>, workerIds: readonly string[], dead: string) {
+  const workers: LeaseCoordinator[] = [];
+  let at = Infinity;
+  for (const workerId of workerIds) {
+    const coordinator = await g.start(workerId, { useChangeFeed: true });
+    coordinator.on('member-dead', ({ workerId: declared }) => declared === dead && (at = Math.min(at, g.scheduler.now)));
+    workers.push(coordinator);
+  }
+  return { workers, declaredAt: () => at };
+}
+
 /** How long a member that joins a quiet group of ten takes to hold its share, and the group. */
 async function joinOfTheEleventh(unsafe?: CoordinatorUnsafe): Promise<number> {
   const { scheduler, storage, start } = group(unsafe);
@@ -219,19 +234,14 @@ describe('watchers and the roster digest', () => {
 
   it('with a change feed, deals a dead member\'s leases from its last listing at the declaration, before the listing the declaration brings: a listing that takes seconds holds none of them back', async () => {
     // Listings of 4 s each. Nine members and `ghost`, which never heartbeats, 10 leases each.
-    const { scheduler, storage, start } = group(undefined, { listingMs: 4_000 });
+    const g = group(undefined, { listingMs: 4_000 });
+    const { scheduler, storage } = g;
     for (const leaseKey of keys(90)) await storage.createLease({ group: GROUP, leaseKey });
     await storage.putMember(GROUP, 'ghost', null, member('inc-ghost', { held: 10 }));
     for (const leaseKey of keys(10, 'ghost-')) await storage.createLease({ group: GROUP, leaseKey, owner: 'ghost', incarnation: 'inc-ghost', epoch: 1 });
-    const workers: LeaseCoordinator[] = [];
-    let declaredAt = Infinity;
-    for (const workerId of ids(9)) {
-      const coordinator = await start(workerId, { useChangeFeed: true });
-      coordinator.on('member-dead', ({ workerId: dead }) => dead === 'ghost' && (declaredAt = Math.min(declaredAt, scheduler.now)));
-      workers.push(coordinator);
-    }
+    const { workers, declaredAt } = await startFed(g, ids(9), 'ghost');
     const ghostHeld = () => workers.reduce((sum, w) => sum + w.heldLeases().filter((lease) => lease.leaseKey.startsWith('ghost-')).length, 0);
-    await until(scheduler, () => declaredAt < Infinity, 60_000);
+    await until(scheduler, () => declaredAt() < Infinity, 60_000);
     const took = await until(scheduler, () => ghostHeld() === 10, 30_000);
     const counts = workers.map((w) => w.heldLeases().length);
     await run(scheduler, Promise.all(workers.map((w) => w.stop())));
@@ -243,15 +253,10 @@ describe('watchers and the roster digest', () => {
   it('with a change feed, deals a crashed member\'s leases at its declaration after a cold start, the listings that follow taking seconds', async () => {
     // Listings are quick until the group is balanced, then take 4 s each.
     const slow = { listingMs: 0 };
-    const { scheduler, storage, start, clocks } = group(undefined, slow);
+    const g = group(undefined, slow);
+    const { scheduler, storage, clocks } = g;
     for (const leaseKey of keys(100)) await storage.createLease({ group: GROUP, leaseKey });
-    const workers: LeaseCoordinator[] = [];
-    let declaredAt = Infinity;
-    for (const workerId of ids(10)) {
-      const coordinator = await start(workerId, { useChangeFeed: true });
-      coordinator.on('member-dead', ({ workerId: dead }) => dead === 'worker-03' && (declaredAt = Math.min(declaredAt, scheduler.now)));
-      workers.push(coordinator);
-    }
+    const { workers, declaredAt } = await startFed(g, ids(10), 'worker-03');
     expect(await until(scheduler, () => workers.every((w) => w.heldLeases().length === 10), 60_000)).toBeLessThan(Infinity);
     await scheduler.advance(5 * TICK);
     // One listing each, in the cold start: none showed the crashed member holding anything.
@@ -261,7 +266,7 @@ describe('watchers and the roster digest', () => {
     clocks.get('worker-03')!.kill();
     const survivors = workers.filter((w) => w !== crashed);
     const heldElsewhere = () => survivors.reduce((sum, w) => sum + w.heldLeases().filter((lease) => theirs.has(lease.leaseKey)).length, 0);
-    await until(scheduler, () => declaredAt < Infinity, 60_000);
+    await until(scheduler, () => declaredAt() < Infinity, 60_000);
     const took = await until(scheduler, () => heldElsewhere() === 10, 30_000);
     await run(scheduler, Promise.all(survivors.map((w) => w.stop())));
     expect(took).toBeLessThan(1_000);
