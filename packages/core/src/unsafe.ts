@@ -44,6 +44,13 @@ export interface CoordinatorUnsafe {
    * something else brings, up to the safety-net interval.
    */
   shortfallIgnored?: boolean | undefined;
+  /**
+   * A listing that cannot read a lease (corrupt) forgets the tenure this worker let go of it (a handover
+   * that did not drain in time, a loss): once repaired, a lease still naming this incarnation in that
+   * tenure is held as if handed to it, in the same tenure, and the let-go tenure's deferred handover
+   * writes it to another member under it.
+   */
+  letGoForgetsUnreadable?: boolean | undefined;
 }
 
 /** The leader elector's switches. */
@@ -95,6 +102,8 @@ export interface ConsumerUnsafe {
   skipSelfFencing?: boolean;
   /** Passed to the coordinator: a release refused by a rewind request's write is taken for a loss, and the lease lapses. */
   releaseWithoutRetry?: boolean;
+  /** Passed to the coordinator: a listing that cannot read a lease forgets the tenure the worker let go of it (see the coordinator's switch). */
+  letGoForgetsUnreadable?: boolean;
   /** A handler's report of its first failed record (`{ failedAt }`) is ignored: the whole batch counts as done. */
   ignoreBatchResponse?: boolean;
   /**

@@ -6,9 +6,12 @@ import { consumerSimulationSeedList } from './support/consumer-simulation-seeds.
 // the stop-handover check blamed the handler policy for a lease its worker lost to self-fencing while
 // storage failed (the check now leaves such leases to the lease rules). Seed 90011: a commit's outcome was
 // unknown and could not be read back, but had applied; the next commit's conflict showed the checkpoint
-// past four records, and the retry handed them over again, applying their effects twice.
+// past four records, and the retry handed them over again, applying their effects twice. Seed 100563: a
+// lease was corrupted while its owner let a tenure of it go (a handover that did not drain in time); the
+// listing that could not read it made the owner forget that tenure, so once repaired it held the lease
+// again in that same tenure, and the tenure's deferred handover wrote it to another worker under it.
 consumerSimulationSeedList(
-  'with effects committed with their checkpoints (exactly once), seeds 1 to 100, 97049, 40047 and 90011',
-  [...Array.from({ length: 100 }, (_, i) => i + 1), 97049, 40047, 90011],
+  'with effects committed with their checkpoints (exactly once), seeds 1 to 100, 97049, 40047, 90011 and 100563',
+  [...Array.from({ length: 100 }, (_, i) => i + 1), 97049, 40047, 90011, 100563],
   { exactlyOnce: true },
 );

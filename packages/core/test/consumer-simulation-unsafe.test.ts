@@ -7,9 +7,18 @@ const SEEDS = 200;
 /**
  * Each unsafe switch brings back one defect the consumer runtime had; the simulation must catch each
  * within 200 seeds, through the guarantee that defect breaks first (its own symptom, where one exists
- * apart from a stall), on a seed the runtime passes without it.
+ * apart from a stall), on a seed the runtime passes without it. A defect that needs a rarer schedule than
+ * 200 seeds draw names the seeds that found it (`seeds`), and must be caught on one of them.
  */
-const switches: ReadonlyArray<{ name: keyof ConsumerUnsafe; defect: string; breaks: readonly ConsumerGuarantee[]; multiStream?: boolean; exactlyOnce?: boolean; rewind?: boolean }> = [
+const switches: ReadonlyArray<{
+  name: keyof ConsumerUnsafe;
+  defect: string;
+  breaks: readonly ConsumerGuarantee[];
+  multiStream?: boolean;
+  exactlyOnce?: boolean;
+  rewind?: boolean;
+  seeds?: readonly number[];
+}> = [
   { name: 'childrenAtInitialPosition', defect: 'children start at the initial position, losing what was written to them before', breaks: ['delivery', 'progress'] },
   { name: 'oneGenerationSync', defect: 'shard sync creates leases of finished ancestors again', breaks: ['resurrection'] },
   { name: 'birthRace', defect: 'children run before parents that have no lease yet', breaks: ['order'] },
@@ -32,6 +41,15 @@ const switches: ReadonlyArray<{ name: keyof ConsumerUnsafe; defect: string; brea
   { name: 'crossStreamSync', defect: "a stream's shard sync deletes other streams' leases that nobody holds", breaks: ['deletion', 'removed-stream'], multiStream: true },
   // A defect of rewinds: run on rewinding seeds only.
   { name: 'checkpointAfterRewind', defect: "a batch's context of before a rewind checkpoints over it", breaks: ['fencing', 'delivery'], rewind: true },
+  // Needs a lease corrupted while its owner lets a tenure of it go (a handover that did not drain in
+  // time), repaired before that tenure's deferred handover: seeds 1-200 draw no such schedule.
+  {
+    name: 'letGoForgetsUnreadable',
+    defect: 'a lease repaired after a listing could not read it is held again in the tenure its worker let go, and that tenure\'s deferred handover writes it away under it',
+    breaks: ['single-owner'],
+    exactlyOnce: true,
+    seeds: [100563],
+  },
 ];
 
 const caught = new Map<string, string>();
@@ -47,9 +65,10 @@ async function firstViolation(
   multiStream: boolean | undefined,
   exactlyOnce: boolean | undefined,
   rewind: boolean | undefined,
+  seeds: readonly number[] = Array.from({ length: SEEDS }, (_, i) => i + 1),
 ): Promise<{ seeds: number; passedOver: number[]; result: ConsumerSimulationResult } | undefined> {
   const passedOver: number[] = [];
-  for (let seed = 1; seed <= SEEDS; seed++) {
+  for (const seed of seeds) {
     const result = await simulateConsumers({ seed, unsafe, multiStream, exactlyOnce, rewind });
     if (!result.violations.some((violation) => breaks.includes(violation.guarantee))) continue;
     if ((await simulateConsumers({ seed, multiStream, exactlyOnce, rewind })).violations.length > 0) {
@@ -62,13 +81,13 @@ async function firstViolation(
 }
 
 describe('the consumer simulation catches each unsafe switch of the runtime', () => {
-  for (const { name, defect, breaks, multiStream, exactlyOnce, rewind } of switches) {
-    it(`catches ${name} (${defect}) within ${SEEDS} seeds`, async () => {
-      const found = await firstViolation({ [name]: true }, breaks, multiStream, exactlyOnce, rewind);
+  for (const { name, defect, breaks, multiStream, exactlyOnce, rewind, seeds } of switches) {
+    it(`catches ${name} (${defect}) ${seeds ? `on seed ${seeds.join(' or ')}` : `within ${SEEDS} seeds`}`, async () => {
+      const found = await firstViolation({ [name]: true }, breaks, multiStream, exactlyOnce, rewind, seeds);
       caught.set(
         name,
         found
-          ? `${found.seeds} seeds (${[...new Set(found.result.violations.map((violation) => violation.guarantee))].join(', ')}; ${found.result.replay})` +
+          ? `${seeds ? `seed ${found.seeds}` : `${found.seeds} seeds`} (${[...new Set(found.result.violations.map((violation) => violation.guarantee))].join(', ')}; ${found.result.replay})` +
               (found.passedOver.length > 0 ? `, passing over seeds ${found.passedOver.join(' ')} that fail without the switch` : '')
           : `not caught in ${SEEDS} seeds`,
       );

@@ -82,7 +82,7 @@ function world(leaseKeys: string[] = [], { watcherReads = true } = {}) {
     coordinator.on('renewed', ({ durationMs }) => (sent.last = scheduler.now - durationMs));
     return { coordinator, faults, clock, view, sent };
   };
-  return { scheduler, storage, ready, worker };
+  return { scheduler, storage, memory, ready, worker };
 }
 
 /** Starts a worker and runs past its join tick to its first take tick. */
@@ -835,4 +835,39 @@ describe('membership: owners hand their excess to members below their share', ()
     expect(acquired.get(handed)).toEqual({ how: 'handoff', fencingToken: handedEpoch });
     await run(scheduler, w.coordinator.stop());
   });
+
+  for (const unsafe of [false, true]) {
+    it(
+      unsafe
+        ? 'with the unsafe switch, a lease it lost whose record a listing could not read is held again in the lost tenure once repaired (the switch brings the defect back)'
+        : 'a lease it lost whose record a listing could not read is still taken back in a new tenure once repaired, not held in the tenure it lost',
+      async () => {
+        const { scheduler, ready, worker, storage, memory } = world(keys(1));
+        await ready;
+        const w = worker('a', { useChangeFeed: false, unsafe: { letGoForgetsUnreadable: unsafe } });
+        await joined(scheduler, w.coordinator);
+        const [lost] = keys(1) as [string];
+        const lostEpoch = (await storage.getLease(GROUP, lost))!.epoch;
+        // Cut off past its hold: it fences itself, while storage still names its incarnation.
+        w.faults.cutOff = true;
+        await scheduler.advance(12_000);
+        expect(w.coordinator.isHeld(lost)).toBe(false);
+        // The lease is damaged before the worker lists again, and its listings find it unreadable.
+        memory.corrupt(GROUP, lost);
+        w.faults.cutOff = false;
+        const corruptSeen: string[] = [];
+        w.coordinator.on('corrupt-lease', ({ leaseKey }) => corruptSeen.push(leaseKey));
+        await scheduler.advance(6_000);
+        expect(corruptSeen).toEqual([lost]);
+        // Restored as it was: it names the worker's incarnation, in the tenure the worker lost.
+        memory.repair(GROUP, lost);
+        const acquired: Array<{ how: string; fencingToken: number }> = [];
+        w.coordinator.on('acquired', ({ how, fencingToken }) => acquired.push({ how, fencingToken }));
+        await scheduler.advance(10_000);
+        expect(acquired).toEqual([unsafe ? { how: 'handoff', fencingToken: lostEpoch } : { how: 'expired', fencingToken: lostEpoch + 1 }]);
+        expect((await storage.getLease(GROUP, lost))!.epoch).toBe(unsafe ? lostEpoch : lostEpoch + 1);
+        await run(scheduler, w.coordinator.stop());
+      },
+    );
+  }
 });

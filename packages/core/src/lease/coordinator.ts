@@ -232,6 +232,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       freeRetryIgnoresOwner: unsafe.freeRetryIgnoresOwner ?? false,
       adoptionIgnoresCap: unsafe.adoptionIgnoresCap ?? false,
       shortfallIgnored: unsafe.shortfallIgnored ?? false,
+      letGoForgetsUnreadable: unsafe.letGoForgetsUnreadable ?? false,
       host: { state, lifetime: this.#lifetime.signal, wakeRenew, wakeTake, subscribed: () => this.#subscription !== null, emit, report, fail, formatError },
     });
   }

@@ -85,6 +85,8 @@ export interface TakingOptions extends LeaseParts {
   readonly adoptionIgnoresCap: boolean;
   /** Unsafe: counts falling short of the last listing never bring a listing. */
   readonly shortfallIgnored: boolean;
+  /** Unsafe: a listing that cannot read a lease (corrupt) forgets the tenure this worker let go of it. */
+  readonly letGoForgetsUnreadable: boolean;
   readonly host: TakingHost;
 }
 
@@ -100,6 +102,7 @@ export class Taking {
   readonly #freeRetryIgnoresOwner: boolean;
   readonly #adoptionIgnoresCap: boolean;
   readonly #shortfallIgnored: boolean;
+  readonly #letGoForgetsUnreadable: boolean;
   readonly #host: TakingHost;
   /** Whether the next take tick lists the leases, whatever the roster says. */
   listingDue = true;
@@ -139,6 +142,7 @@ export class Taking {
     this.#freeRetryIgnoresOwner = options.freeRetryIgnoresOwner;
     this.#adoptionIgnoresCap = options.adoptionIgnoresCap;
     this.#shortfallIgnored = options.shortfallIgnored;
+    this.#letGoForgetsUnreadable = options.letGoForgetsUnreadable;
     this.#host = options.host;
   }
 
@@ -372,7 +376,12 @@ export class Taking {
     this.#noticeLosses(all, corrupt, membership);
     const alive = this.#parts.view.alive();
     const isMine = (lease: LeaseRecord): boolean => lease.owner === this.#parts.workerId && lease.incarnation === membership.incarnation;
+    // A tenure let go is forgotten once its lease is gone or moved on; not while the lease cannot be read:
+    // repaired, it may still name this incarnation in that tenure, which must then be taken back in a new
+    // one, not held as a lease handed to it (the let-go tenure's work, or its deferred handover, would
+    // still write under it).
     for (const [leaseKey, epoch] of this.#letGo) {
+      if (corrupt.has(leaseKey) && !this.#letGoForgetsUnreadable) continue;
       const lease = all.get(leaseKey);
       if (!lease || !isMine(lease) || lease.epoch !== epoch) this.#letGo.delete(leaseKey);
     }

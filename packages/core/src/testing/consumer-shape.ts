@@ -181,6 +181,7 @@ const UNSAFE_FLAGS: ReadonlyArray<[keyof ConsumerUnsafe, string]> = [
   ['deleteBeforeParents', '--unsafe-delete-before-parents'],
   ['releaseWithoutRetry', '--unsafe-release-without-retry'],
   ['resumeHintAnyCheckpoint', '--unsafe-hint-any-checkpoint'],
+  ['letGoForgetsUnreadable', '--unsafe-let-go-forgets-unreadable'],
 ];
 
 /** The command-line flag of each unsafe switch, for `pnpm sim --consumer`. */
