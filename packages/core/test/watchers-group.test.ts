@@ -302,28 +302,46 @@ describe('watchers and the roster digest', () => {
     expect(listedSince).toEqual([]);
   });
 
-  it('has a member dealt more of a dead member\'s leases than it reads one by one hold them within half a take tick of the declaration', async () => {
-    // Two members of 40 leases each and a member, `ghost`, that never heartbeats and names 40 more: the
-    // declarer keeps 20 and deals 20 to the other, which held its share (40 of 120 over three) at its last
-    // listing. Twenty announced are more than it reads one by one (16): it lists and holds them.
-    const { scheduler, storage, start } = group();
-    await storage.putMember(GROUP, 'ghost', null, member('inc-ghost', { held: 40 }));
-    for (const leaseKey of keys(40, 'ghost-')) await storage.createLease({ group: GROUP, leaseKey, owner: 'ghost', incarnation: 'inc-ghost', epoch: 1 });
-    for (const leaseKey of keys(80)) await storage.createLease({ group: GROUP, leaseKey });
-    const workers: LeaseCoordinator[] = [];
-    let declaredAt = Infinity;
-    for (const workerId of ids(2)) {
-      const coordinator = await start(workerId, { useChangeFeed: true });
-      coordinator.on('member-dead', () => (declaredAt = Math.min(declaredAt, scheduler.now)));
-      workers.push(coordinator);
-    }
-    await until(scheduler, () => declaredAt < Infinity, 60_000);
-    const ghostHeld = () => workers.reduce((sum, w) => sum + w.heldLeases().filter((lease) => lease.leaseKey.startsWith('ghost-')).length, 0);
-    const took = await until(scheduler, () => ghostHeld() === 40, 60_000);
-    expect(workers.map((w) => w.heldLeases().length)).toEqual([60, 60]);
-    expect(took).toBeLessThan(TICK / 2);
-    await run(scheduler, Promise.all(workers.map((w) => w.stop())));
-  });
+  for (const { ghostLeases, lists } of [
+    { ghostLeases: 40, lists: false },
+    { ghostLeases: 300, lists: true },
+  ]) {
+    it(
+      lists
+        ? 'has a member dealt more of a dead member\'s leases than it reads by key (128) list for them, and hold them within a take tick of the declaration'
+        : 'has a member dealt more of a dead member\'s leases than one round of reads (16) read each by key, without a listing, and hold them within half a take tick of the declaration',
+      async () => {
+        // Two members of 40 leases each and a member, `ghost`, that never heartbeats and names more: the
+        // declarer keeps half of them and deals the other half to the other member, which hears each
+        // handover by name on the change feed: 20 it reads by key, 150 it lists for.
+        const { scheduler, storage, start, listings } = group();
+        await storage.putMember(GROUP, 'ghost', null, member('inc-ghost', { held: ghostLeases }));
+        for (const leaseKey of keys(ghostLeases, 'ghost-')) await storage.createLease({ group: GROUP, leaseKey, owner: 'ghost', incarnation: 'inc-ghost', epoch: 1 });
+        for (const leaseKey of keys(80)) await storage.createLease({ group: GROUP, leaseKey });
+        const workers: LeaseCoordinator[] = [];
+        let declaredAt = Infinity;
+        let declarer: string | undefined;
+        let listedBefore = new Map<string, number>();
+        for (const workerId of ids(2)) {
+          const coordinator = await start(workerId, { useChangeFeed: true });
+          coordinator.on('member-dead', () => {
+            if (declaredAt < Infinity) return;
+            [declaredAt, declarer, listedBefore] = [scheduler.now, workerId, new Map(listings)];
+          });
+          workers.push(coordinator);
+        }
+        await until(scheduler, () => declaredAt < Infinity, 60_000);
+        const ghostHeld = () => workers.reduce((sum, w) => sum + w.heldLeases().filter((lease) => lease.leaseKey.startsWith('ghost-')).length, 0);
+        const took = await until(scheduler, () => ghostHeld() === ghostLeases, 60_000);
+        const half = (80 + ghostLeases) / 2;
+        expect(workers.map((w) => w.heldLeases().length)).toEqual([half, half]);
+        const recipient = ids(2).find((workerId) => workerId !== declarer) as string;
+        expect((listings.get(recipient) ?? 0) - (listedBefore.get(recipient) ?? 0)).toBe(lists ? 1 : 0);
+        expect(took).toBeLessThan(lists ? TICK : TICK / 2);
+        await run(scheduler, Promise.all(workers.map((w) => w.stop())));
+      },
+    );
+  }
 
   it('deals none of a dead member\'s leases to a member seen standing still for most of its lease duration: they go to members seen heartbeating, and wait for no second declaration', async () => {
     // Three live members, `ghost` (lease duration 10 s) and `frozen` (13 s), neither of which ever

@@ -545,7 +545,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       // listing, as one whose announcement was lost.
       if (typeof change.owner === 'string' && change.owner !== this.workerId) return;
       this.#handovers.announced.add(change.leaseKey);
-      if (change.owner === this.workerId) this.#handovers.announcedByName = true;
+      if (change.owner === this.workerId) this.#handovers.announcedByName.add(change.leaseKey);
     }
     this.#wakeTake?.();
   }

@@ -26,6 +26,15 @@ const stateOf = stateWithoutResume;
  */
 const ANNOUNCED_READS_IN_FLIGHT = 16;
 
+/**
+ * How many leases announced handed to this worker by name it reads by key, `ANNOUNCED_READS_IN_FLIGHT` at
+ * a time, before it lists instead: 128, eight rounds of reads. A lease announced by name is this worker's
+ * to hold, so each read finds one; a listing reads the whole group to find them (10,000 leases at 100
+ * workers). A mass crash deals a few dozen to each survivor (25 of 100 workers: 2,500 leases to 75, most
+ * in a lease duration), more than one round of reads between two ticks.
+ */
+const NAMED_READS_MAX = 128;
+
 /** What handovers need back from the coordinator that owns them, and from taking. */
 export interface HandoversHost {
   state(): 'new' | 'running' | 'stopping' | 'stopped';
@@ -81,8 +90,8 @@ export class Handovers {
    * read at the next tick, and held when handed to this worker.
    */
   readonly announced = new Set<string>();
-  /** Whether a change among {@link announced} named this worker as the new owner (not only none). */
-  announcedByName = false;
+  /** Those of {@link announced} whose change named this worker as the new owner (not only none). */
+  readonly announcedByName = new Set<string>();
   /** Handovers waiting out a drain that timed out. */
   readonly transfers = new Set<Promise<void>>();
   /** Releases under way (their work stopped, their writes not yet answered): stop() waits for them. */
@@ -415,30 +424,40 @@ export class Handovers {
    * is left to the listings. Every worker hears every handover of the group, but only those announced to
    * it are here: ones whose change names it as the new owner, or names no owner (an adapter or an earlier
    * release that does not give it). The take tick waits for these reads before it lists and takes (the
-   * next tick, which declares the dead, after it): they go `ANNOUNCED_READS_IN_FLIGHT` at once, and when
-   * more were announced the tick lists instead, so that a rebalance announcing hundreds of handovers
-   * between two ticks makes the tick late by one round trip, not by one per handover.
+   * next tick, which declares the dead, after it): they go `ANNOUNCED_READS_IN_FLIGHT` at once. When more
+   * naming no owner were announced, or more than `NAMED_READS_MAX` naming this worker, the tick lists
+   * instead, so that a rebalance announcing hundreds of handovers between two ticks makes the tick late by
+   * a few round trips, not by one per handover.
    */
   async followAnnounced(): Promise<void> {
     if (this.announced.size === 0) return;
     const membership = this.#parts.members.current;
-    const keys = [...this.announced].filter((leaseKey) => !this.#held.has(leaseKey));
-    const byName = this.announcedByName;
+    const unheld = [...this.announced].filter((leaseKey) => !this.#held.has(leaseKey));
+    let named = unheld.filter((leaseKey) => this.announcedByName.has(leaseKey));
+    let unnamed = unheld.filter((leaseKey) => !this.announcedByName.has(leaseKey));
     this.announced.clear();
-    this.announcedByName = false;
+    this.announcedByName.clear();
     if (!membership?.record) return;
-    // More announced than one round of reads (a rebalance, or a member stopping with many leases): none
-    // is read. Leases go unasked only to members below their share, so those list (one round trip finds
-    // every lease handed to them); a stopping member's leases go to anyone, and its leave moves the roster
-    // digest, which brings everyone's listing. At 100 workers, every worker reading every handover of a
-    // rebalance queued heartbeats behind thousands of reads on a shared pool or pipeline, and every worker
-    // listing instead did the same with listings: both lost leases to self-fencing.
-    if (keys.length > ANNOUNCED_READS_IN_FLIGHT) {
-      // Leases announced by name are this worker's whatever its share (a declarer's deal of a dead
-      // member's leases gives members above it too): it lists for them.
-      if (byName || this.#parts.hold.countHeld() < this.#host.lastTarget()) this.#host.listingDue();
-      return;
+    // More announced to no one in particular than one round of reads (a rebalance, or a member stopping
+    // with many leases, on an adapter whose feed names no owner): none of them is read. Leases go unasked
+    // only to members below their share, so those list (one round trip finds every lease handed to them);
+    // a stopping member's leases go to anyone, and its leave moves the roster digest, which brings
+    // everyone's listing. At 100 workers, every worker reading every handover of a rebalance queued
+    // heartbeats behind thousands of reads on a shared pool or pipeline, and every worker listing instead
+    // did the same with listings: both lost leases to self-fencing.
+    if (unnamed.length > ANNOUNCED_READS_IN_FLIGHT) {
+      if (this.#parts.hold.countHeld() < this.#host.lastTarget()) this.#host.listingDue();
+      unnamed = [];
     }
+    // Leases announced by name are this worker's whatever its share (a declarer's deal of a dead member's
+    // leases gives members above it too), each read finding one: read by key up to `NAMED_READS_MAX`,
+    // listed for beyond (DESIGN section 4, "Why the declarer deals").
+    if (named.length > NAMED_READS_MAX) {
+      this.#host.listingDue();
+      named = [];
+    }
+    const keys = [...named, ...unnamed];
+    if (keys.length === 0) return;
     const limit = concurrencyLimit(ANNOUNCED_READS_IN_FLIGHT);
     const reads = keys.map((leaseKey) =>
       this.#held.has(leaseKey)
