@@ -25,10 +25,12 @@ import { counting, emptyTally, loopDelay, LOOP_RESOLUTION_MS, type LoopDelay, ty
 /**
  * One event: [what, worker index, subject, wall-clock ms, detail]. The subject is a lease key, the
  * incarnation joined (`joined`), the worker declared dead (`member-dead`) or `operation: error name`
- * (`error`); the detail is the reason of a `lost`.
+ * (`error`); the detail is the reason of a `lost`, or for `written` (a lease write of this process that
+ * names a new owner for someone else to hear of, or writes the lease free: a deal, a handover, a free;
+ * worker -1, the writer not being known to the shared client) the worker the write names, empty when free.
  */
 export type ChildEvent = [
-  kind: 'acquired' | 'lost' | 'handed-off' | 'released' | 'joined' | 'member-dead' | 'error',
+  kind: 'acquired' | 'lost' | 'handed-off' | 'released' | 'joined' | 'member-dead' | 'error' | 'written',
   worker: number,
   subject: string,
   at: number,
@@ -82,6 +84,14 @@ const noted = (inner: Storage): Storage => ({
     const result = await inner.putMember(group, workerId, version, next);
     if (result.status === 'applied' && next.status === 'alive' && coordinators.some((c) => c.workerId === workerId)) heartbeats.set(workerId, now());
     return result;
+  },
+  updateLeases: async (group, updates) => {
+    const results = await inner.updateLeases(group, updates);
+    const at = now();
+    updates.forEach((update, i) => {
+      if (update.notify !== undefined && results[i]?.status === 'applied') pending.push(['written', -1, update.leaseKey, at, update.next.owner ?? '']);
+    });
+    return results;
   },
 });
 const storage = noted(counting(attached.storage, () => tally));

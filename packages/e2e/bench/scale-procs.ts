@@ -211,8 +211,13 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
   let errors = new Map<string, number>();
   const bump = (counts: Map<string, number>, key: string): void => void counts.set(key, (counts.get(key) ?? 0) + 1);
   let onAcquired: ((worker: number, leaseKey: string, at: number) => void) | null = null;
+  let onWritten: ((leaseKey: string, at: number, to: string) => void) | null = null;
 
   const apply = ([kind, worker, subject, at, detail]: ChildEvent): void => {
+    if (kind === 'written') {
+      onWritten?.(subject, at, detail ?? '');
+      return;
+    }
     if (killed.has(worker)) return;
     lastEventAt = Math.max(lastEventAt, at);
     const mine = held.get(worker)!;
@@ -406,11 +411,22 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
       const leases = new Set(Object.values(list.held).flat());
       await collect();
       const takenAt = new Map<string, number>();
+      const takenBy = new Map<string, string>();
+      /** The writes of each of the victims' leases after the kill that named an owner for others to hear of, or freed it. */
+      const written = new Map<string, Array<{ at: number; to: string }>>();
       const acquiredBefore = acquisitions;
       const deadBefore = memberDead.length;
       const killedAt = now();
-      onAcquired = (_worker, leaseKey, at) => {
-        if (leases.has(leaseKey) && !takenAt.has(leaseKey) && at >= killedAt) takenAt.set(leaseKey, at);
+      onAcquired = (worker, leaseKey, at) => {
+        if (!leases.has(leaseKey) || takenAt.has(leaseKey) || at < killedAt) return;
+        takenAt.set(leaseKey, at);
+        takenBy.set(leaseKey, workerId(worker));
+      };
+      onWritten = (leaseKey, at, to) => {
+        if (!leases.has(leaseKey) || takenAt.has(leaseKey) || at < killedAt) return;
+        const writes = written.get(leaseKey) ?? [];
+        writes.push({ at, to });
+        written.set(leaseKey, writes);
       };
       await victim.process.kill();
       for (const worker of victim.workers) {
@@ -459,6 +475,39 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
           declaredAfterHeartbeat: first === undefined || heartbeat === undefined ? null : round((first.at - heartbeat) / LEASE_DURATION_MS),
         };
       });
+      // Each lease's way to its new owner: taken by it on a listing with nothing written for it before
+      // ('taken'), dealt to it by a declarer or a handover ('dealt'), or first written to a member that died
+      // in this crash ('via a victim', a second move), or free ('via free'), or to a live member other than
+      // the one that took it ('via another'); the take-over's tail is told apart by way.
+      const wayOf = (leaseKey: string): string => {
+        const writes = written.get(leaseKey) ?? [];
+        if (writes.some((write) => victims.has(write.to))) return 'via a victim';
+        if (writes.some((write) => write.to === '')) return 'via free';
+        if (writes.some((write) => write.to !== takenBy.get(leaseKey))) return 'via another';
+        return writes.length === 0 ? 'taken' : 'dealt';
+      };
+      const slowest = [...takenAt].sort((a, b) => b[1] - a[1]).slice(0, Math.max(1, Math.ceil(takenAt.size * 0.05)));
+      const byWay = new Map<string, number[]>();
+      for (const [leaseKey, at] of takenAt) {
+        const way = wayOf(leaseKey);
+        byWay.set(way, [...(byWay.get(way) ?? []), (at - killedAt) / LEASE_DURATION_MS]);
+      }
+      // For the leases dealt: from the owner's declaration to the deal's write, and from that write to the recipient's take.
+      const dealtSteps = [...takenAt].flatMap(([leaseKey, at]) => {
+        const write = written.get(leaseKey)?.at(-1);
+        const declared = declaredAt.get(ownerOf.get(leaseKey) ?? '');
+        return write === undefined || declared === undefined || wayOf(leaseKey) !== 'dealt' ? [] : [{ toWrite: Math.max(0, write.at - declared) / LEASE_DURATION_MS, toTake: Math.max(0, at - write.at) / LEASE_DURATION_MS }];
+      });
+      const spread = (values: number[]): { n: number; p50: number; p99: number; max: number } => {
+        const sorted = [...values].sort((a, b) => a - b);
+        return { n: sorted.length, p50: round(percentile(sorted, 0.5)), p99: round(percentile(sorted, 0.99)), max: round(sorted.at(-1) ?? NaN) };
+      };
+      const ways = {
+        takeOverByWay: Object.fromEntries([...byWay].map(([way, values]) => [way, spread(values)])),
+        slowestFivePercentByWay: Object.fromEntries([...new Set(slowest.map(([leaseKey]) => wayOf(leaseKey)))].map((way) => [way, slowest.filter(([leaseKey]) => wayOf(leaseKey) === way).length])),
+        dealtDeclarationToWrite: dealtSteps.length === 0 ? null : spread(dealtSteps.map((step) => step.toWrite)),
+        dealtWriteToTake: dealtSteps.length === 0 ? null : spread(dealtSteps.map((step) => step.toTake)),
+      };
       const crash = {
         killed: label,
         killedWorkers: victim.workers.map(workerId),
@@ -481,6 +530,7 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
         waitedSeconds: round((takenOverAt - killedAt) / 1_000, 1),
         acquisitions: acquisitions - acquiredBefore,
         acquisitionsPerLeaseTakenOver: leases.size === 0 ? null : round((acquisitions - acquiredBefore) / leases.size),
+        ...ways,
         standing: standing(),
         window,
       };
@@ -494,11 +544,13 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
           (crash.fromDeclarationInLeaseDurations === null ? '' : `, taken p50 ${crash.fromDeclarationInLeaseDurations.p50}, p99 ${crash.fromDeclarationInLeaseDurations.p99} lease durations after its owner's declaration`) +
           '; ' +
           (rebalanced ? `balanced again ${crash.secondsToRebalanced} s after the kill` : `not balanced again within ${CRASH_LIMIT_S} s (${where()})`) +
-          `; ${crash.acquisitions} acquisitions; CPU: children ${window.childrenCores} cores, machine ${window.machineCores}` +
+          `; ${crash.acquisitions} acquisitions; ways (p99 L): ${Object.entries(crash.takeOverByWay).map(([way, x]) => `${way} ${x.n} (${x.p99})`).join(', ')}, slowest 5% ${JSON.stringify(crash.slowestFivePercentByWay)}` +
+          `; CPU: children ${window.childrenCores} cores, machine ${window.machineCores}` +
           (window.serverCores === null ? '' : `, dynalite ${window.serverCores}`) +
           troubles(window),
       );
       onAcquired = null;
+      onWritten = null;
     }
 
     const extra = opened.inspect ? await opened.inspect(group) : {};
