@@ -464,15 +464,22 @@ async function failover(system: System): Promise<{ kill: string; graceful: strin
 interface HandoffSample {
   /** SIGTERM sent to the first record handed over elsewhere, the longest over the worker's shards. */
   readonly totalMs: number;
+  /**
+   * SIGTERM sent to the new owners' first reads answered (one GetRecords each, maybe empty), the longest
+   * over the worker's shards: the handoff itself, before the records' arrival and the reader's pace.
+   */
+  readonly toFirstReadMs: number;
   /** The emulator's own GetShardIterator then GetRecords on one of the shards, by the bench right after: the floor of "start to first record". */
   readonly emulatorMs: number;
   /**
    * Per shard, the steps in ms: the stopping worker's release or handover after SIGTERM, the take (or hold)
    * after it, the reader's start after the take, the first record after the start, and of that last step
    * how long the record did not exist yet (put after the reader's start: the producer's pace, not the handoff's),
-   * and the GetShardIterator calls the new owner made for the shard from the take to its first record.
+   * and the GetShardIterator calls the new owner made for the shard from the take to its first record; the
+   * reader's start to its first answer, and whether that answer held no record (the reader then waits its
+   * idle delay, `idleDelayMs`, before the next).
    */
-  readonly steps: ReadonlyArray<{ release: number; take: number; start: number; firstRecord: number; notYetPut: number; iterators: number }>;
+  readonly steps: ReadonlyArray<{ release: number; take: number; start: number; firstRead: number; firstReadEmpty: boolean; firstRecord: number; notYetPut: number; iterators: number }>;
 }
 
 async function gracefulStop(group: Group, workers: readonly WorkerProcess[], streamName: string, producer: Producer): Promise<HandoffSample | string> {
@@ -504,10 +511,14 @@ async function gracefulStop(group: Group, workers: readonly WorkerProcess[], str
     const started = after.find((report) => report.type === 'started' && report.worker === taken?.worker && report.shardId === shardId)?.at ?? NaN;
     const first = after.find((report): report is RecordReport => report.type === 'record' && report.worker === taken?.worker && report.shardId === shardId);
     const putAt = producer.produced.find((record) => record.shardId === shardId && record.position === first?.position)?.putAt ?? NaN;
+    const read = after.find((report): report is Extract<WorkerReport, { type: 'first-read' }> => report.type === 'first-read' && report.worker === taken?.worker && report.shardId === shardId && report.at >= started);
     return {
       release: released - stoppedAt,
       take: (taken?.at ?? NaN) - released,
       start: started - (taken?.at ?? NaN),
+      firstRead: (read?.at ?? NaN) - started,
+      firstReadEmpty: read?.records === 0,
+      readAt: read?.at ?? NaN,
       firstRecord: (first?.at ?? NaN) - started,
       notYetPut: Math.max(0, putAt - started),
       iterators: after.filter(
@@ -515,7 +526,8 @@ async function gracefulStop(group: Group, workers: readonly WorkerProcess[], str
       ).length,
     };
   });
-  return { totalMs: total, emulatorMs, steps };
+  const toFirstReadMs = Math.max(...steps.map((step) => step.readAt - stoppedAt));
+  return { totalMs: total, toFirstReadMs, emulatorMs, steps: steps.map(({ readAt: _, ...step }) => step) };
 }
 
 /**
@@ -680,18 +692,23 @@ try {
       const result = await attempt('handoff', () => handoff(system));
       log(`handoff ${system}: ${JSON.stringify(result)}`);
       if (typeof result === 'string') {
-        handoffs.push([system, result, '-', '-', '-', '-', '-', '-', '-', '-', '-']);
+        handoffs.push([system, result, ...Array<string>(13).fill('-')]);
         continue;
       }
       const steps = result.samples.flatMap((sample) => sample.steps);
       const totals = result.samples.map((sample) => sample.totalMs);
+      const toReads = result.samples.map((sample) => sample.toFirstReadMs);
       handoffs.push([
         system,
+        ms(median(toReads)),
+        ms(Math.max(...toReads)),
         ms(median(totals)),
         ms(Math.max(...totals)),
         ms(median(steps.map((step) => step.release))),
         ms(median(steps.map((step) => step.take))),
         ms(median(steps.map((step) => step.start))),
+        ms(median(steps.map((step) => step.firstRead))),
+        `${steps.filter((step) => step.firstReadEmpty).length}/${steps.length}`,
         ms(median(steps.map((step) => step.firstRecord))),
         ms(median(steps.map((step) => step.notYetPut))),
         ms(median(result.samples.map((sample) => sample.emulatorMs))),
@@ -700,10 +717,11 @@ try {
       ]);
     }
     table(
-      `handoff: SIGTERM to the first record handed over elsewhere, the slowest of the stopped worker's shards (ms; lease ${LEASE_MS} ms, take tick 500 ms); steps are medians per shard; emulator: the bench's own GetShardIterator and GetRecords right after each stop, the floor of the reader's start;\n` +
+      `handoff: SIGTERM to the first read answered elsewhere, and to the first record handed over elsewhere, the slowest of the stopped worker's shards (ms; lease ${LEASE_MS} ms, take tick 500 ms); steps are medians per shard;\n` +
+        '  first read: the new owner\'s first GetRecords answered (the handoff\'s end); empty: first reads that held no record, after which the reader waits its idle delay (1,000 ms, the pace of any caught-up reader, the stopped one too) before the next;\n' +
         `  not yet put: of "start to first record", the time until that record was put at all (the producer puts 20 records, then waits 100 ms), which no handoff can shorten;\n` +
-        '  GetShardIterator: calls the new owner made per handed-over shard, from its take to its first record (mean)',
-      ['system', 'median', 'max', 'SIGTERM to release/hand-over', 'release to take/hold', 'take to reader start', 'start to first record', 'of which not yet put', 'emulator iterator+read', 'GetShardIterator', 'stops'],
+        '  emulator: the bench\'s own GetShardIterator and GetRecords right after each stop, the floor of the reader\'s start; GetShardIterator: calls the new owner made per handed-over shard, from its take to its first record (mean)',
+      ['system', 'to first read, median', 'max', 'to first record, median', 'max', 'SIGTERM to release/hand-over', 'release to take/hold', 'take to reader start', 'start to first read', 'first reads empty', 'start to first record', 'of which not yet put', 'emulator iterator+read', 'GetShardIterator', 'stops'],
       handoffs,
     );
   }

@@ -97,6 +97,8 @@ export type WorkerReport =
   | (Base & { readonly type: 'list-shards' })
   /** The worker's source asked for a shard iterator (GetShardIterator, one report per call). */
   | (Base & { readonly type: 'get-shard-iterator'; readonly shardId: string })
+  /** A reader of the shard got its first answer (one GetRecords, maybe empty) since it started. */
+  | (Base & { readonly type: 'first-read'; readonly shardId: string; readonly records: number })
   /** The worker got SIGTERM and begins its graceful stop. */
   | (Base & { readonly type: 'stopping' })
   /** The worker's coordinator wrote a lease free (a graceful stop, or a finished shard given back). */

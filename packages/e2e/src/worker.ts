@@ -10,7 +10,7 @@
  * (leases in any backend) into the sink table of that Postgres schema through `fencedWrite`, before the
  * ordinary checkpoint (see sink.ts).
  */
-import { Consumer, LeaseLostError, type BatchContext } from '@leasehold/core';
+import { Consumer, LeaseLostError, type BatchContext, type Position, type ReadOptions, type ShardBatch } from '@leasehold/core';
 import { KinesisSource } from '@leasehold/source-kinesis';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
@@ -102,7 +102,26 @@ client.middlewareStack.add(
   },
   { step: 'initialize', name: 'reportCalls' },
 );
-const source = new KinesisSource({ client, streamName: required('stream'), maxRecordsPerCall: number('max-records-per-call'), idleDelayMs: number('idle-delay-ms') });
+const kinesis = new KinesisSource({ client, streamName: required('stream'), maxRecordsPerCall: number('max-records-per-call'), idleDelayMs: number('idle-delay-ms') });
+// Each reader's first answer (one GetRecords, even an empty one), with how many records it held: when a
+// new owner began reading is the handoff's end, whatever the records' arrival and the reader's pace do after.
+const readReported = (shardId: string, from: Position, options?: ReadOptions): AsyncIterable<ShardBatch> => ({
+  async *[Symbol.asyncIterator]() {
+    let first = true;
+    for await (const batch of kinesis.read(shardId, from, options)) {
+      if (first) report({ type: 'first-read', shardId, records: batch.kind === 'records' ? batch.records.length : 0 });
+      first = false;
+      yield batch;
+    }
+  },
+});
+const source = new Proxy(kinesis, {
+  get: (target, name) => {
+    if (name === 'read') return readReported;
+    const value: unknown = Reflect.get(target, name, target);
+    return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+  },
+});
 const sinkMode = args.sink as SinkMode | undefined;
 // The sink's Postgres client is loaded only by a worker that writes into it: a worker of another backend
 // does not carry pg, as an application of that backend would not.
