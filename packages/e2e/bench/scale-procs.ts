@@ -502,11 +502,18 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
         const sorted = [...values].sort((a, b) => a - b);
         return { n: sorted.length, p50: round(percentile(sorted, 0.5)), p99: round(percentile(sorted, 0.99)), max: round(sorted.at(-1) ?? NaN) };
       };
+      // For the leases dealt first to a member that died in this crash: from that member's declaration to the take.
+      const viaVictimSteps = [...takenAt].flatMap(([leaseKey, at]) => {
+        const victim = (written.get(leaseKey) ?? []).filter((write) => victims.has(write.to)).at(-1)?.to;
+        const declared = victim === undefined ? undefined : declaredAt.get(victim);
+        return declared === undefined ? [] : [Math.max(0, at - declared) / LEASE_DURATION_MS];
+      });
       const ways = {
         takeOverByWay: Object.fromEntries([...byWay].map(([way, values]) => [way, spread(values)])),
         slowestFivePercentByWay: Object.fromEntries([...new Set(slowest.map(([leaseKey]) => wayOf(leaseKey)))].map((way) => [way, slowest.filter(([leaseKey]) => wayOf(leaseKey) === way).length])),
         dealtDeclarationToWrite: dealtSteps.length === 0 ? null : spread(dealtSteps.map((step) => step.toWrite)),
         dealtWriteToTake: dealtSteps.length === 0 ? null : spread(dealtSteps.map((step) => step.toTake)),
+        viaVictimFromItsDeclaration: viaVictimSteps.length === 0 ? null : spread(viaVictimSteps),
       };
       const crash = {
         killed: label,
