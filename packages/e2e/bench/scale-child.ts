@@ -1,7 +1,7 @@
 /**
  * One process of the multi-process scale benchmark (`scale-procs.ts`): it opens its own clients of the
- * run's records (`attach`), builds `--count` lease coordinators with the default timing, named
- * `worker-NNN` from `--first` on, and talks to its parent over the IPC channel:
+ * run's records (`attach`), builds a lease coordinator with the default timing for each index of
+ * `--workers` (comma-separated; index N is named `worker-NNN`), and talks to its parent over the IPC channel:
  *
  * - it sends `ready` once its coordinators are built, and starts them all at once on `go`;
  * - it sends its coordinators' events in batches every 100 ms (`events`: acquired, lost, handed-off,
@@ -13,7 +13,7 @@
  * - SIGTERM stops its coordinators and closes its clients; the end of the IPC channel (its parent died)
  *   ends it at once.
  *
- *   node --import tsx bench/scale-child.ts --location JSON --group G --first 0 --count 25
+ *   node --import tsx bench/scale-child.ts --location JSON --group G --workers 0,1,2,3
  */
 import { LeaseCoordinator, type Storage } from '@leasehold/core';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
@@ -57,20 +57,18 @@ const { values } = parseArgs({
   options: {
     location: { type: 'string' },
     group: { type: 'string' },
-    first: { type: 'string' },
-    count: { type: 'string' },
+    workers: { type: 'string' },
     'postgres-pool': { type: 'string', default: '8' },
   },
 });
-if (values.location === undefined || values.group === undefined || values.first === undefined || values.count === undefined || !process.send) {
-  process.stderr.write('scale-child: --location, --group, --first and --count are required, and it runs with an IPC channel (spawned by scale-procs.ts)\n');
+const indices = (values.workers ?? '').split(',').filter((part) => part !== '').map(Number);
+if (values.location === undefined || values.group === undefined || indices.length === 0 || !indices.every((i) => Number.isInteger(i) && i >= 0) || !process.send) {
+  process.stderr.write('scale-child: --location, --group and --workers (whole numbers, comma-separated) are required, and it runs with an IPC channel (spawned by scale-procs.ts)\n');
   process.exit(2);
 }
 const send = (message: FromChild): void => void process.send!(message);
 const location = JSON.parse(values.location) as Location;
 const group = values.group;
-const first = Number(values.first);
-const count = Number(values.count);
 
 process.on('disconnect', () => process.exit(1));
 
@@ -97,7 +95,7 @@ const noted = (inner: Storage): Storage => ({
 const storage = noted(counting(attached.storage, () => tally));
 let pending: ChildEvent[] = [];
 const coordinators: LeaseCoordinator[] = [];
-for (let i = first; i < first + count; i++) {
+for (const i of indices) {
   const workerId = `worker-${String(i).padStart(3, '0')}`;
   const coordinator = new LeaseCoordinator({ storage: attached.storageFor ? noted(counting(attached.storageFor(i), () => tally)) : storage, group, workerId });
   coordinator.on('acquired', ({ leaseKey }) => pending.push(['acquired', i, leaseKey, now()]));
@@ -139,7 +137,7 @@ process.on('message', (message: ToChild) => {
     case 'held':
       send({
         type: 'held',
-        held: Object.fromEntries(coordinators.map((c, i) => [`worker-${String(first + i).padStart(3, '0')}`, c.heldLeases().map((lease) => lease.leaseKey)])),
+        held: Object.fromEntries(coordinators.map((c) => [c.workerId, c.heldLeases().map((lease) => lease.leaseKey)])),
         heartbeats: Object.fromEntries(heartbeats),
       });
       return;

@@ -13,7 +13,9 @@
  *    per second, counted as `scale.ts` counts them, and the children's CPU.
  * 3. Crash take-over: the child holding the last workers is killed with SIGKILL, then (with 3 or more
  *    processes) the child holding `worker-000`, the worker whose id sorts first (rank 0 of the group's deal
- *    order). For each lease the killed child held (asked just before the kill), the time from the kill
+ *    order). Each child holds a contiguous part of the workers, or with `--assign shuffled` a part of
+ *    them shuffled by `--assign-seed`: the ring is a hash of the ids, so the contiguous parts always leave
+ *    the same member (worker-076) with all three of its watchers in the first crash's process. For each lease the killed child held (asked just before the kill), the time from the kill
  *    until a live worker acquired it: p50, p99 and max in lease durations, split into when its owner was
  *    first declared dead and the time from that declaration to the take; then the time until the
  *    survivors are balanced again. `--crashes 1` runs the first only, `--crashes 0` neither.
@@ -35,7 +37,7 @@ import { availableParallelism, getPriority, loadavg } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { watchersOf } from '@leasehold/core/testing';
+import { seededRandom, shuffled, watchersOf } from '@leasehold/core/testing';
 import { WorkerProcess } from '../src/cluster.js';
 import { now } from '../src/reports.js';
 import { BACKENDS, createLeases, OPEN, runId, type Backend, type Opened } from './backends.js';
@@ -60,6 +62,8 @@ const { values } = parseArgs({
     limit: { type: 'string', default: '600' },
     'crash-limit': { type: 'string', default: '120' },
     crashes: { type: 'string', default: '2' },
+    assign: { type: 'string', default: 'contiguous' },
+    'assign-seed': { type: 'string', default: '1' },
     label: { type: 'string', default: 'run' },
   },
 });
@@ -78,6 +82,14 @@ const CRASH_LIMIT_S = wholeNumber('crash-limit', values['crash-limit'], 1);
 /** How many of the two crashes to run: 0 measures the cold start and the steady window only. */
 const CRASHES = wholeNumber('crashes', values.crashes, 0);
 if (CRASHES > 2) throw new RangeError(`--crashes must be 0, 1 or 2, not ${CRASHES}`);
+/**
+ * Which workers each process holds: `contiguous` (worker-000.. in the first, and so on), or `shuffled`
+ * by `--assign-seed`. The ring is a hash of the ids, so contiguous parts always leave the same members
+ * with all their watchers in the first crash's process; shuffled ones draw other crashes.
+ */
+if (values.assign !== 'contiguous' && values.assign !== 'shuffled') throw new RangeError(`--assign must be contiguous or shuffled, not ${JSON.stringify(values.assign)}`);
+const ASSIGN_SEED = wholeNumber('assign-seed', values['assign-seed'], 0);
+const ORDER = values.assign === 'shuffled' ? shuffled(Array.from({ length: WORKERS }, (_, i) => i), seededRandom(ASSIGN_SEED)) : Array.from({ length: WORKERS }, (_, i) => i);
 if (PROCESSES > WORKERS) throw new RangeError(`--processes (${PROCESSES}) must not exceed --workers (${WORKERS})`);
 if (!/^[\w.-]+$/.test(values.label)) throw new RangeError(`--label must be letters, digits, '.', '_' or '-', not ${JSON.stringify(values.label)}`);
 for (const backend of values.backend ?? []) {
@@ -126,11 +138,10 @@ class Child {
   constructor(
     readonly index: number,
     readonly process: WorkerProcess,
-    first: number,
-    count: number,
+    workers: readonly number[],
     onMessage: (message: FromChild) => void,
   ) {
-    this.workers = Array.from({ length: count }, (_, i) => first + i);
+    this.workers = [...workers].sort((a, b) => a - b);
     process.child.on('message', (message: FromChild) => {
       const waiting = this.#replies.get(message.type)?.shift();
       if (waiting) waiting(message);
@@ -330,11 +341,11 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
       const count = Math.floor(WORKERS / PROCESSES) + (index < WORKERS % PROCESSES ? 1 : 0);
       const child = spawn(
         process.execPath,
-        ['--import', 'tsx', CHILD, '--location', JSON.stringify(opened.location), '--group', group, '--first', String(next), '--count', String(count)],
+        ['--import', 'tsx', CHILD, '--location', JSON.stringify(opened.location), '--group', group, '--workers', ORDER.slice(next, next + count).join(',')],
         { cwd: PACKAGE_DIR, env: { ...process.env, TSX_TSCONFIG_PATH: `${PACKAGE_DIR}tsconfig.json` }, stdio: ['ignore', 'inherit', 'pipe', 'ipc'] },
       );
-      children.push(new Child(index, new WorkerProcess(`process-${index}`, child), next, count, onMessage));
-      for (let i = next; i < next + count; i++) held.set(i, new Set());
+      children.push(new Child(index, new WorkerProcess(`process-${index}`, child), ORDER.slice(next, next + count), onMessage));
+      for (const i of ORDER.slice(next, next + count)) held.set(i, new Set());
       next += count;
     }
     await Promise.all(
@@ -399,7 +410,8 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
     );
 
     // 3. Crash take-over: the last child, then the one holding worker-000 (rank 0 of the deal).
-    const victims = (PROCESSES >= 3 ? [children.length - 1, 0] : [children.length - 1]).slice(0, CRASHES);
+    const holdingZero = children.findIndex((child) => child.workers.includes(0));
+    const victims = (PROCESSES >= 3 ? [children.length - 1, holdingZero === children.length - 1 ? 0 : holdingZero] : [children.length - 1]).slice(0, CRASHES);
     const crashes: Record<string, unknown>[] = [];
     for (const victimIndex of victims) {
       const victim = children[victimIndex]!;
@@ -433,7 +445,8 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
         killed.add(worker);
         held.delete(worker);
       }
-      const label = `process ${victimIndex} (${workerId(victim.workers[0]!)}..${workerId(victim.workers.at(-1)!)}, ${victim.workers.length} of ${liveWorkers} live workers${victim.workers.includes(0) ? ', holding worker-000, rank 0 of the deal' : ''})`;
+      const which = values.assign === 'shuffled' ? `workers shuffled by seed ${ASSIGN_SEED}` : `${workerId(victim.workers[0]!)}..${workerId(victim.workers.at(-1)!)}`;
+      const label = `process ${victimIndex} (${which}, ${victim.workers.length} of ${liveWorkers} live workers${victim.workers.includes(0) ? ', holding worker-000, rank 0 of the deal' : ''})`;
       log(`${backend}: killed ${label}, which held ${leases.size} leases; ${survivors.length} processes left`);
       const takenOver = await waitUntil(() => takenAt.size === leases.size, killedAt, CRASH_LIMIT_S, () => `${takenAt.size} of ${leases.size} taken over; ${where()}`);
       const takenOverAt = now();
@@ -551,7 +564,7 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
           (crash.fromDeclarationInLeaseDurations === null ? '' : `, taken p50 ${crash.fromDeclarationInLeaseDurations.p50}, p99 ${crash.fromDeclarationInLeaseDurations.p99} lease durations after its owner's declaration`) +
           '; ' +
           (rebalanced ? `balanced again ${crash.secondsToRebalanced} s after the kill` : `not balanced again within ${CRASH_LIMIT_S} s (${where()})`) +
-          `; ${crash.acquisitions} acquisitions; ways (p99 L): ${Object.entries(crash.takeOverByWay).map(([way, x]) => `${way} ${x.n} (${x.p99})`).join(', ')}, slowest 5% ${JSON.stringify(crash.slowestFivePercentByWay)}` +
+          `; ${crash.declarations.filter((entry) => entry.watchersDead === WATCHERS).length} dead with all ${WATCHERS} watchers; ${crash.acquisitions} acquisitions; ways (p99 L): ${Object.entries(crash.takeOverByWay).map(([way, x]) => `${way} ${x.n} (${x.p99})`).join(', ')}, slowest 5% ${JSON.stringify(crash.slowestFivePercentByWay)}` +
           `; CPU: children ${window.childrenCores} cores, machine ${window.machineCores}` +
           (window.serverCores === null ? '' : `, dynalite ${window.serverCores}`) +
           troubles(window),
@@ -561,7 +574,7 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
     }
 
     const extra = opened.inspect ? await opened.inspect(group) : {};
-    return { backend, workers: WORKERS, leases: LEASES, processes: PROCESSES, coldStart: cold, steady, crashes, fatal, ...extra };
+    return { backend, workers: WORKERS, leases: LEASES, processes: PROCESSES, assign: values.assign, assignSeed: ASSIGN_SEED, coldStart: cold, steady, crashes, fatal, ...extra };
   } finally {
     await cleanUp?.();
   }
