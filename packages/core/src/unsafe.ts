@@ -21,6 +21,12 @@ export interface CoordinatorUnsafe {
    */
   releaseWithoutRetry?: boolean | undefined;
   /**
+   * A stopping worker's handover that leaves the lease its own (the recipient left meanwhile, or other
+   * clients' writes, such as an operator's rewind requests, kept moving its version) is given up instead
+   * of written free: the lease is left naming the stopped worker, to lapse.
+   */
+  stopHandoverKeeps?: boolean | undefined;
+  /**
    * Member writes others must look at (joins, deaths, requests, held counts) never advance the roster
    * digest: members that read only the digest and their watched few learn of them at the next whole read.
    */
@@ -104,6 +110,8 @@ export interface ConsumerUnsafe {
   releaseWithoutRetry?: boolean;
   /** Passed to the coordinator: a listing that cannot read a lease forgets the tenure the worker let go of it (see the coordinator's switch). */
   letGoForgetsUnreadable?: boolean;
+  /** Passed to the coordinator: a stopping worker's handover that leaves the lease its own is given up, the lease left to lapse. */
+  stopHandoverKeeps?: boolean;
   /** A handler's report of its first failed record (`{ failedAt }`) is ignored: the whole batch counts as done. */
   ignoreBatchResponse?: boolean;
   /**

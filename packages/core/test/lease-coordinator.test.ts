@@ -726,6 +726,54 @@ describe('LeaseCoordinator when stopping', () => {
     });
   }
 
+  for (const unsafe of [false, true]) {
+    it(unsafe
+      ? 'with the unsafe switch, a stopping worker whose handover an operator\'s writes keep refusing gives it up, and the lease stays named to lapse (the switch brings the defect back)'
+      : 'a stopping worker whose handover an operator\'s writes keep refusing writes the lease free instead, the request kept on it', async () => {
+      const { scheduler, ready, worker, storage } = world(['shard-0']);
+      await ready;
+      // The tool's write of a request (owner, incarnation and epoch kept, the version moved), made just
+      // before each of the stopping owner's handover writes: every handover conflicts, its tenure intact.
+      let requests = 0;
+      const requestRewind = async (): Promise<void> => {
+        const lease = (await storage.getLease(GROUP, 'shard-0')) as LeaseRecord;
+        const metadata = { ...lease.metadata, 'leasehold.rewind': JSON.stringify({ id: `r${++requests}`, to: 'TRIM_HORIZON', requestedAt: 0 }) };
+        await storage.updateLeases(GROUP, [{ leaseKey: 'shard-0', expectedVersion: lease.version, next: { ...leaseStateOf(lease), metadata } }]);
+      };
+      const contested = new Proxy(storage, {
+        get: (target, name) => {
+          const value: unknown = Reflect.get(target, name, target);
+          if (name !== 'updateLeases') return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+          return async (group: string, updates: LeaseUpdate[]) => {
+            if (updates.some((update) => update.notify === 'handed-off')) await requestRewind();
+            return target.updateLeases(group, updates);
+          };
+        },
+      });
+      const owner = worker('owner', { storage: contested, unsafe: { stopHandoverKeeps: unsafe } });
+      await joined(scheduler, owner.coordinator);
+      expect(owner.coordinator.heldLeases().map((lease) => lease.leaseKey)).toEqual(['shard-0']);
+      const other = worker('other');
+      await joined(scheduler, other.coordinator);
+      expect(other.coordinator.heldLeases()).toEqual([]);
+      const lost: string[] = [];
+      owner.coordinator.on('lost', ({ leaseKey, reason }) => lost.push(`${leaseKey} ${reason}`));
+      await run(scheduler, owner.coordinator.stop());
+      const stored = (await storage.getLease(GROUP, 'shard-0')) as LeaseRecord;
+      // Both handover writes were refused by a request written just before them.
+      expect(requests).toBe(2);
+      expect(stored.metadata['leasehold.rewind']).toContain('r2');
+      if (unsafe) {
+        expect(stored.owner).toBe('owner');
+        expect(lost).toEqual(['shard-0 handoff-timeout']);
+      } else {
+        expect(stored.owner).toBeNull();
+        expect(lost).toEqual([]);
+      }
+      await run(scheduler, other.coordinator.stop());
+    });
+  }
+
   it('returns from stop() by its deadline when a drain never finishes', async () => {
     const { scheduler, ready, worker } = world(['shard-0']);
     await ready;

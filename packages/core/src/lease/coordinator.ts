@@ -209,6 +209,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       handoffTimeoutMs: this.#handoffTimeoutMs,
       onDrain: options.onDrain,
       releaseWithoutRetry: unsafe.releaseWithoutRetry ?? false,
+      stopHandoverKeeps: unsafe.stopHandoverKeeps ?? false,
       host: {
         state,
         lifetime: this.#lifetime.signal,

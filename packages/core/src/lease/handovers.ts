@@ -62,6 +62,8 @@ export interface HandoversOptions extends LeaseParts {
   readonly onDrain: ((lease: HeldLease, reason: DrainReason) => Promise<void>) | undefined;
   /** Unsafe: a release that conflicts with another client's same-tenure write (a rewind request) is taken for a loss. */
   readonly releaseWithoutRetry: boolean;
+  /** Unsafe: a stopping worker's handover that leaves the lease its own is given up, the lease left to lapse. */
+  readonly stopHandoverKeeps: boolean;
   readonly host: HandoversHost;
 }
 
@@ -75,6 +77,7 @@ export class Handovers {
   readonly #held: ReadonlyMap<string, Held>;
   readonly #letGo: Map<string, number>;
   readonly #releaseWithoutRetry: boolean;
+  readonly #stopHandoverKeeps: boolean;
   readonly #host: HandoversHost;
   /** Leases this worker asked for, by key: whom it asked, and when. */
   readonly requests = new Map<string, { from: string; at: number }>();
@@ -105,6 +108,7 @@ export class Handovers {
     this.#held = options.hold.leases;
     this.#letGo = options.hold.letGo;
     this.#releaseWithoutRetry = options.releaseWithoutRetry;
+    this.#stopHandoverKeeps = options.stopHandoverKeeps;
     this.#host = options.host;
   }
 
@@ -173,10 +177,16 @@ export class Handovers {
       load.set(recipient.workerId, (load.get(recipient.workerId) ?? 0) + 1);
       this.#parts.hold.stopWork(leaseKey, held);
       handovers.push(
-        this.#parts.writes.onLease(held, async () => {
-          if (this.#held.get(leaseKey) !== held) return;
-          await this.#transfer(leaseKey, held, { to: recipient.workerId, incarnation: recipient.incarnation, seenAt: this.#parts.clock.now() }, true);
-        }).catch((error: unknown) => this.#host.report(error, 'handoff')),
+        this.#parts.writes
+          .onLease(held, async () => {
+            if (this.#held.get(leaseKey) !== held) return false;
+            const to = { to: recipient.workerId, incarnation: recipient.incarnation, seenAt: this.#parts.clock.now() };
+            return this.#transfer(leaseKey, held, to, true, !this.#stopHandoverKeeps);
+          })
+          // A handover that left the lease this worker's, as it was (the recipient left, or other clients'
+          // writes kept moving its version), is written free instead: a stopping worker lists no more.
+          .then((kept) => (kept ? this.#freeing([[leaseKey, held]]) : undefined))
+          .catch((error: unknown) => this.#host.report(error, 'handoff')),
       );
     }
     await Promise.all([...handovers, this.release(free, false)]);
@@ -196,7 +206,9 @@ export class Handovers {
       this.#parts.hold.lose(leaseKey, held, 'handoff-timeout');
       const transfer = this.#parts.clock
         .sleep(this.#parts.leaseDurationMs, this.#host.lifetime)
-        .then(() => this.#transfer(leaseKey, held, request, false))
+        .then(async () => {
+          await this.#transfer(leaseKey, held, request, false);
+        })
         .catch(() => undefined)
         .finally(() => this.transfers.delete(transfer));
       this.transfers.add(transfer);
@@ -209,15 +221,20 @@ export class Handovers {
     }).catch((error: unknown) => this.#host.report(error, 'handoff'));
   }
 
-  /** Writes the lease to its recipient, if it is still the live incarnation that was chosen. */
-  async #transfer(leaseKey: string, held: Held, request: HandoffTarget, report: boolean): Promise<void> {
+  /**
+   * Writes the lease to its recipient, if it is still the live incarnation that was chosen. With
+   * `orFree` (a stopping worker's handover), a handover that leaves the lease this worker's as it was is
+   * not given up: it returns `true`, the lease still held, for the caller to write it free.
+   */
+  async #transfer(leaseKey: string, held: Held, request: HandoffTarget, report: boolean, orFree = false): Promise<boolean> {
     const recipient = this.#parts.view.get(request.to);
+    if (orFree && (recipient?.status !== 'alive' || recipient.incarnation !== request.incarnation)) return true;
     if (recipient?.status !== 'alive' || recipient.incarnation !== request.incarnation) {
       // It left or died meanwhile: the lease stays this worker's in storage, and the next listing takes it back.
       this.#parts.hold.forget(leaseKey, held);
       this.#host.listingDue();
       if (report) this.#host.emit('lost', { leaseKey, fencingToken: held.record.epoch, reason: 'handoff-timeout' });
-      return;
+      return false;
     }
     let record = held.record;
     let outcome: WriteResult<LeaseRecord> | undefined;
@@ -239,6 +256,10 @@ export class Handovers {
       if (outcome?.status !== 'conflict' || !this.#parts.hold.stillMine(held, outcome.current)) break;
       record = outcome.current;
     }
+    if (orFree && outcome?.status === 'conflict' && this.#parts.hold.stillMine(held, outcome.current)) {
+      held.record = outcome.current;
+      return true;
+    }
     this.#parts.hold.forget(leaseKey, held);
     // A lease still naming this incarnation is nobody else's to take: the next listing takes it back.
     if (outcome?.status !== 'applied') this.#host.listingDue();
@@ -247,9 +268,10 @@ export class Handovers {
       this.#host.wakeRenew();
       this.handed.set(leaseKey, { to: request.to, incarnation: request.incarnation, epoch: outcome.record.epoch, until: this.#parts.clock.now() + this.#parts.leaseDurationMs * 3 });
     }
-    if (!report) return;
+    if (!report) return false;
     if (outcome?.status === 'applied') this.#host.emit('handed-off', { leaseKey, to: request.to, durationMs: this.#parts.clock.now() - request.seenAt });
     else this.#host.emit('lost', { leaseKey, fencingToken: held.record.epoch, reason: 'handoff-timeout' });
+    return false;
   }
 
   /** Runs `onDrain`, bounded by `timeoutMs`; true when it finished in time and the lease is still held. */
@@ -281,6 +303,11 @@ export class Handovers {
     if (leaving.length === 0) return;
     // Work stops first (signals fire, no new checkpoint is accepted), then the writes in flight finish.
     for (const [leaseKey, held] of leaving) this.#parts.hold.stopWork(leaseKey, held);
+    await this.#freeing(leaving, announce);
+  }
+
+  /** Writes free leases whose work stopped, counted among the releases under way while it does. */
+  async #freeing(leaving: ReadonlyArray<readonly [string, Held]>, announce = false): Promise<void> {
     const writing = this.#writeFree(leaving, announce);
     this.releasing.add(writing);
     try {

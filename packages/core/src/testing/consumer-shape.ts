@@ -182,6 +182,7 @@ const UNSAFE_FLAGS: ReadonlyArray<[keyof ConsumerUnsafe, string]> = [
   ['releaseWithoutRetry', '--unsafe-release-without-retry'],
   ['resumeHintAnyCheckpoint', '--unsafe-hint-any-checkpoint'],
   ['letGoForgetsUnreadable', '--unsafe-let-go-forgets-unreadable'],
+  ['stopHandoverKeeps', '--unsafe-stop-handover-keeps'],
 ];
 
 /** The command-line flag of each unsafe switch, for `pnpm sim --consumer`. */
