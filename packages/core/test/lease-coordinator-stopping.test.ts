@@ -1,0 +1,161 @@
+import { describe, expect, it } from 'vitest';
+import type { LeaseRecord, LeaseUpdate } from '../src/index.js';
+import { leaseStateOf } from '../src/adapter.js';
+import { GROUP, joined, member, scripted, started, world, writeRewindRequest } from './support/lease-world.js';
+import { run } from './support/virtual.js';
+
+describe('LeaseCoordinator when stopping', () => {
+  it('requests no handoff once stop() began, even from a take tick already in flight', async () => {
+    const { scheduler, ready, worker, storage } = scripted(['s-0', 's-1', 's-2', 's-3']);
+    await ready;
+    const owner = worker('owner', { maxLeasesPerWorker: 4 });
+    await joined(scheduler, owner.coordinator);
+    expect(owner.coordinator.heldLeases()).toHaveLength(4);
+    const asked: string[] = [];
+    owner.coordinator.on('handoff-requested', ({ leaseKey }) => asked.push(leaseKey));
+    const thief = worker('thief');
+    let stopCalled = false;
+    const requestedWhileStopping: string[] = [];
+    thief.coordinator.on('steal-requested', ({ leaseKey }) => {
+      if (stopCalled) requestedWhileStopping.push(leaseKey);
+    });
+    await started(scheduler, thief.coordinator); // its join tick: it lists and takes nothing yet
+    // A lease appears; the feed wakes the thief's first listing, which takes it, and that write waits
+    // while stop() begins. Still below its share with nothing free, it would go on to ask the owner.
+    await storage.createLease({ group: GROUP, leaseKey: 'free' });
+    const write = storage.holdNext('update', 'free');
+    let called = false;
+    while (!called && scheduler.now < 60_000) {
+      called = await Promise.race([write.called.then(() => true), scheduler.advance(10).then(() => false)]);
+    }
+    expect(called).toBe(true);
+    stopCalled = true;
+    const stopping = thief.coordinator.stop();
+    write.release();
+    await run(scheduler, stopping);
+    await scheduler.advance(5_000);
+    expect(requestedWhileStopping).toEqual([]);
+    expect(asked).toEqual([]);
+    const thiefMember = (await storage.getRoster(GROUP)).members.find((m) => m.workerId === 'thief');
+    expect(thiefMember).toMatchObject({ status: 'dead', requests: [] });
+    expect(owner.coordinator.heldLeases()).toHaveLength(4);
+    await run(scheduler, owner.coordinator.stop());
+  });
+
+  it('withdraws its own handoff requests and gives back a lease handed to it while it stopped', async () => {
+    const { scheduler, ready, worker, storage } = scripted([]);
+    await ready;
+    // Another member holds four leases; the leaver, with none, asks it for two.
+    await storage.putMember(GROUP, 'someone', null, member('inc-someone', { held: 4 }));
+    for (let i = 0; i < 4; i++) {
+      await storage.createLease({ group: GROUP, leaseKey: `k${i}`, owner: 'someone', incarnation: 'inc-someone', epoch: 3 });
+    }
+    const leaver = worker('leaver', { maxStealsPerTick: 2, useChangeFeed: false });
+    const requested: string[] = [];
+    leaver.coordinator.on('steal-requested', ({ leaseKey, from }) => {
+      expect(from).toBe('someone');
+      requested.push(leaseKey);
+    });
+    await joined(scheduler, leaver.coordinator);
+    await scheduler.advance(100);
+    expect(requested).toHaveLength(2);
+    const before = (await storage.getRoster(GROUP)).members.find((m) => m.workerId === 'leaver');
+    expect(before?.requests.map((request) => request.leaseKey).sort()).toEqual([...requested].sort());
+    // The owner answers one request just as the leaver stops: it would otherwise hold that lease for nobody.
+    const [handed, pending] = requested as [string, string];
+    const lease = (await storage.getLease(GROUP, handed)) as LeaseRecord;
+    await storage.updateLeases(GROUP, [
+      { leaseKey: handed, expectedVersion: lease.version, next: { ...leaseStateOf(lease), owner: 'leaver', incarnation: leaver.coordinator.incarnation, epoch: 4 }, notify: 'handed-off' },
+    ]);
+    await run(scheduler, leaver.coordinator.stop());
+    const leases = new Map((await storage.listLeases(GROUP)).leases.map((record) => [record.leaseKey, record]));
+    expect(leases.get(handed)).toMatchObject({ owner: null, incarnation: null, epoch: 4 });
+    expect(leases.get(pending)).toMatchObject({ owner: 'someone', incarnation: 'inc-someone', epoch: 3 });
+    const after = (await storage.getRoster(GROUP)).members.find((m) => m.workerId === 'leaver');
+    expect(after).toMatchObject({ status: 'dead', requests: [] });
+  });
+
+  for (const unsafe of [false, true]) {
+    it(unsafe
+      ? 'with the unsafe release without retry, a release refused by an operator\'s rewind request is taken for a loss, and the lease stays named (the switch brings the defect back)'
+      : 'releases on stop a lease whose version an operator\'s rewind request moved while it drained, sending the release again on the record the conflict carries, and the request stays on the free lease', async () => {
+      const { scheduler, ready, worker, storage } = world(['shard-0']);
+      await ready;
+      const requestRewind = async (): Promise<void> => expect(await writeRewindRequest(storage, 'r1')).toBe('applied');
+      const alone = worker('alone', { onDrain: requestRewind, unsafe: { releaseWithoutRetry: unsafe } });
+      await joined(scheduler, alone.coordinator);
+      expect(alone.coordinator.heldLeases().map((lease) => lease.leaseKey)).toEqual(['shard-0']);
+      const lost: string[] = [];
+      alone.coordinator.on('lost', ({ leaseKey }) => lost.push(leaseKey));
+      await run(scheduler, alone.coordinator.stop());
+      const stored = (await storage.getLease(GROUP, 'shard-0')) as LeaseRecord;
+      expect(stored.metadata['leasehold.rewind']).toContain('r1');
+      if (unsafe) {
+        expect(stored.owner).toBe('alone');
+        expect(lost).toEqual(['shard-0']);
+      } else {
+        expect(stored.owner).toBeNull();
+        expect(lost).toEqual([]);
+      }
+    });
+  }
+
+  for (const unsafe of [false, true]) {
+    it(unsafe
+      ? 'with the unsafe switch, a stopping worker whose handover an operator\'s writes keep refusing gives it up, and the lease stays named to lapse (the switch brings the defect back)'
+      : 'a stopping worker whose handover an operator\'s writes keep refusing writes the lease free instead, the request kept on it', async () => {
+      const { scheduler, ready, worker, storage } = world(['shard-0']);
+      await ready;
+      // The tool's write of a request (owner, incarnation and epoch kept, the version moved), made just
+      // before each of the stopping owner's handover writes: every handover conflicts, its tenure intact.
+      let requests = 0;
+      const requestRewind = async (): Promise<void> => void (await writeRewindRequest(storage, `r${++requests}`));
+      const contested = new Proxy(storage, {
+        get: (target, name) => {
+          const value: unknown = Reflect.get(target, name, target);
+          if (name !== 'updateLeases') return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+          return async (group: string, updates: LeaseUpdate[]) => {
+            if (updates.some((update) => update.notify === 'handed-off')) await requestRewind();
+            return target.updateLeases(group, updates);
+          };
+        },
+      });
+      const owner = worker('owner', { storage: contested, unsafe: { stopHandoverKeeps: unsafe } });
+      await joined(scheduler, owner.coordinator);
+      expect(owner.coordinator.heldLeases().map((lease) => lease.leaseKey)).toEqual(['shard-0']);
+      const other = worker('other');
+      await joined(scheduler, other.coordinator);
+      expect(other.coordinator.heldLeases()).toEqual([]);
+      const lost: string[] = [];
+      owner.coordinator.on('lost', ({ leaseKey, reason }) => lost.push(`${leaseKey} ${reason}`));
+      await run(scheduler, owner.coordinator.stop());
+      const stored = (await storage.getLease(GROUP, 'shard-0')) as LeaseRecord;
+      // Both handover writes were refused by a request written just before them.
+      expect(requests).toBe(2);
+      expect(stored.metadata['leasehold.rewind']).toContain('r2');
+      if (unsafe) {
+        expect(stored.owner).toBe('owner');
+        expect(lost).toEqual(['shard-0 handoff-timeout']);
+      } else {
+        expect(stored.owner).toBeNull();
+        expect(lost).toEqual([]);
+      }
+      await run(scheduler, other.coordinator.stop());
+    });
+  }
+
+  it('returns from stop() by its deadline when a drain never finishes', async () => {
+    const { scheduler, ready, worker } = world(['shard-0']);
+    await ready;
+    const { coordinator } = worker('a', { onDrain: () => new Promise<void>(() => undefined) });
+    await joined(scheduler, coordinator);
+    expect(coordinator.isHeld('shard-0')).toBe(true);
+    const stoppedAt = scheduler.now;
+    let returnedAt = -1;
+    const stopping = coordinator.stop({ timeoutMs: 1_000 }).then(() => (returnedAt = scheduler.now));
+    const second = coordinator.stop({ timeoutMs: 60_000 });
+    await run(scheduler, Promise.all([stopping, second]));
+    expect(returnedAt - stoppedAt).toBeLessThanOrEqual(1_000);
+    expect(coordinator.isHeld('shard-0')).toBe(false);
+  });
+});
