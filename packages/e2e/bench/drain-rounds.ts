@@ -13,6 +13,10 @@ export interface DrainResult {
   readonly plainCpuPer1k: number;
   /** Cold start only: the plain loop in a fresh process of its own (bench/plain-worker.ts), read just before and after: records/s and CPU ms per 1,000 records. */
   readonly fresh?: { readonly rate: number; readonly cpuPer1k: number };
+  /** The plain loop in three fresh processes, each over its share of the shards as a worker holds them (bench/plain-processes.ts). */
+  readonly processes?: { readonly rate: number; readonly cpuPer1k: number };
+  /** Cold start only: the workers' CPU ms per 1,000 records, each worker's counted from its own first reader's start (as each plain process's is from its own reads). */
+  readonly cpuPer1kFromOwnStarts?: number;
 }
 
 // BENCH_DRAIN_ROUNDS=5: each drain (cold and burst) that many times per system, with a row of medians.
@@ -27,6 +31,7 @@ export function medianDrain(results: ReadonlyArray<DrainResult | string>): Drain
   if (done.length === 0) return results[0] ?? '-';
   const of = (figure: (result: DrainResult) => number | undefined): number => median(done.map(figure).filter((value): value is number => value !== undefined));
   const fresh = done.every((result) => result.fresh !== undefined) ? { rate: of((result) => result.fresh?.rate), cpuPer1k: of((result) => result.fresh?.cpuPer1k) } : undefined;
+  const processes = done.every((result) => result.processes !== undefined) ? { rate: of((result) => result.processes?.rate), cpuPer1k: of((result) => result.processes?.cpuPer1k) } : undefined;
   return {
     rate: of((result) => result.rate),
     plain: of((result) => result.plain),
@@ -34,6 +39,8 @@ export function medianDrain(results: ReadonlyArray<DrainResult | string>): Drain
     cpuPer1k: of((result) => result.cpuPer1k),
     plainCpuPer1k: of((result) => result.plainCpuPer1k),
     ...(fresh === undefined ? {} : { fresh }),
+    ...(processes === undefined ? {} : { processes }),
+    ...(done.every((result) => result.cpuPer1kFromOwnStarts !== undefined) ? { cpuPer1kFromOwnStarts: of((result) => result.cpuPer1kFromOwnStarts) } : {}),
   };
 }
 

@@ -8,6 +8,7 @@
 import { GetRecordsCommand, GetShardIteratorCommand, type KinesisClient } from '@aws-sdk/client-kinesis';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { now } from '../src/reports.js';
+import { monotonicUs } from './cpu-profile.js';
 
 export interface PlainRead {
   /** When it asked for its iterators, and when it began reading (every iterator in hand). */
@@ -19,6 +20,9 @@ export interface PlainRead {
   readonly count: number;
   /** The process's CPU time (user and system, ms) from its first GetShardIterator to its last answer. */
   readonly cpuMs: number;
+  /** That span on the monotonic clock of V8's CPU profiles (microseconds), to cut a profile by. */
+  readonly startUs: number;
+  readonly endUs: number;
   /** Per shard, each answer as `<records>@<ms from the start of reading>`, for a trace. */
   readonly pages: ReadonlyMap<string, readonly string[]>;
 }
@@ -30,6 +34,7 @@ export async function readPlain(
   { after, pace }: { after?: ReadonlyMap<string, string> | undefined; pace: boolean },
 ): Promise<PlainRead> {
   const cpuAtStart = process.cpuUsage();
+  const startUs = monotonicUs();
   const start = now();
   const iterators = await Promise.all(
     shardIds.map(async (shardId) => {
@@ -66,5 +71,5 @@ export async function readPlain(
     }),
   );
   const cpu = process.cpuUsage(cpuAtStart);
-  return { start, from, first, last, count, cpuMs: (cpu.user + cpu.system) / 1000, pages };
+  return { start, from, first, last, count, cpuMs: (cpu.user + cpu.system) / 1000, startUs, endUs: monotonicUs(), pages };
 }

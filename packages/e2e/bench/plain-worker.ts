@@ -7,9 +7,13 @@
  * one ListShards and then waits: the floor under any worker that reads Kinesis with SDK v3. With
  * `--mode drain` it is the drain bench's plain loop (plain-loop.ts) in a fresh process, as the consumer's
  * workers are (run.ts runs the same loop in the long-lived bench process, its JIT and heap warmed up),
- * paced, over every shard from TRIM_HORIZON; it writes its figures as one JSON line and exits.
+ * paced, over every shard from TRIM_HORIZON; it writes its figures as one JSON line and exits. With
+ * `--mode follow` it reads its shards from TRIM_HORIZON on and on as a consumer's reader does (1,000 records a
+ * call, five calls a second while behind, one a second once caught up), each answer with records reported as
+ * one `answer` line: the burst drain's baseline in processes of its own (plain-processes.ts). `--shards a,b`
+ * reads only those shards (drain and follow), as one of several processes sharing a stream.
  *
- *   node bench/dist/bench/plain-worker.js --stream S --kinesis-endpoint URL --worker-id W [--mode idle|drain]
+ *   node bench/dist/bench/plain-worker.js --stream S --kinesis-endpoint URL --worker-id W [--mode idle|drain|follow] [--shards a,b]
  */
 import { GetRecordsCommand, GetShardIteratorCommand, type KinesisClient } from '@aws-sdk/client-kinesis';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -31,6 +35,7 @@ const { values: args } = parseArgs({
     'worker-id': { type: 'string' },
     mode: { type: 'string', default: 'read' },
     'stats-interval-ms': { type: 'string', default: '0' },
+    shards: { type: 'string' },
   },
 });
 const workerId = args['worker-id'] ?? 'plain';
@@ -78,7 +83,22 @@ process.on('SIGTERM', () => {
   process.exit(0);
 });
 
-const shards = await listShards(client, args.stream!);
+/** A shard read on and on with the consumer's reader's pace, each answer with records reported as it comes. */
+async function followShard(kinesis: KinesisClient, streamName: string, shardId: string): Promise<void> {
+  let iterator = (await kinesis.send(new GetShardIteratorCommand({ StreamName: streamName, ShardId: shardId, ShardIteratorType: 'TRIM_HORIZON' }))).ShardIterator;
+  while (iterator !== undefined) {
+    const started = Date.now();
+    const page = await kinesis.send(new GetRecordsCommand({ ShardIterator: iterator, Limit: 1_000 }));
+    const records = page.Records?.length ?? 0;
+    if (records > 0) write({ type: 'answer', shardId, records });
+    iterator = page.NextShardIterator;
+    const caughtUp = records < 1_000 && (page.MillisBehindLatest ?? 0) === 0;
+    await sleep(Math.max(0, (caughtUp ? IDLE_DELAY_MS : MIN_CALL_INTERVAL_MS) - (Date.now() - started)));
+  }
+}
+
+const listed = await listShards(client, args.stream!);
+const shards = args.shards === undefined ? listed : listed.filter((shard) => args.shards!.split(',').includes(shard.ShardId!));
 if (args.mode === 'drain') {
   const { pages: _pages, ...read } = await readPlain(client, args.stream!, shards.map((shard) => shard.ShardId!), { pace: true });
   write({ type: 'drained', ...read });
@@ -87,4 +107,7 @@ if (args.mode === 'drain') {
 write({ type: 'ready', pid: process.pid });
 if (args.mode === 'read') {
   await Promise.all(shards.map((shard) => readShard(client, args.stream!, shard.ShardId!)));
+}
+if (args.mode === 'follow') {
+  await Promise.all(shards.map((shard) => followShard(client, args.stream!, shard.ShardId!)));
 }

@@ -17,12 +17,16 @@
  * first reader's start to the last record) against the plain loop's process over its reads.
  * BENCH_DRAIN_ROUNDS=5 runs each drain five times per system and adds a row of medians.
  * BENCH_TRACE=1 prints each shard's timeline of a drain, with its origin on the reports' clock.
+ * BENCH_CPU_PROFILE=DIR runs the Leasehold workers under `node --cpu-prof` into DIR and writes there, for each
+ * drain, the span its CPU figure covers (`window-<kind>-<n>.json`); bench/cpu-profile-summary.ts says where
+ * the workers' CPU went in that span. BENCH_DRAIN_NODE_FLAGS=--flag,... gives the drains' Leasehold workers and
+ * the plain loop's three fresh processes the same extra node flags.
  */
 import { GetRecordsCommand, GetShardIteratorCommand } from '@aws-sdk/client-kinesis';
 import { startDynalite, startKinesisLocal } from '@leasehold/local-stack';
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
@@ -32,9 +36,10 @@ import { checkLedger } from '../src/ledger.js';
 import { Producer } from '../src/producer.js';
 import { parseReport, now, type RecordReport, type WorkerReport } from '../src/reports.js';
 import { prepareStorage } from '../src/storage-url.js';
+import { DRAIN_RECORDS, drainBenches, drainedAll } from './drain.js';
 import { DRAIN_ROUNDS, median, medianDrain, type DrainResult } from './drain-rounds.js';
+import type { Group, System } from './group.js';
 import { memoryRounds, type MemorySample } from './memory.js';
-import { readPlain, type PlainRead } from './plain-loop.js';
 import { waitFor } from './wait-for.js';
 import { buildWorkers } from './workers.js';
 
@@ -45,7 +50,6 @@ const PACKAGE_DIR = fileURLToPath(new URL('..', import.meta.url));
 const LIFION_WORKER = fileURLToPath(new URL('./lifion-worker.ts', import.meta.url));
 const log = (line: string): void => void process.stdout.write(`${line}\n`);
 
-type System = 'leasehold/postgres' | 'leasehold/redis' | 'leasehold/dynamodb' | 'lifion-kinesis';
 const ALL_SYSTEMS: System[] = ['leasehold/postgres', 'leasehold/redis', 'leasehold/dynamodb', 'lifion-kinesis'];
 const listed = (name: string): string[] | undefined => process.env[name]?.split(',').map((item) => item.trim()).filter((item) => item !== '');
 const SYSTEMS = ALL_SYSTEMS.filter((system) => listed('BENCH_SYSTEMS')?.includes(system) ?? true);
@@ -54,13 +58,11 @@ const compiled = process.env.BENCH_COMPILED === '1' ? buildWorkers() : undefined
 /** The compiled workers for the fresh plain loop, built at its first use. */
 let builtWorkers = compiled;
 const selected = (part: string): boolean => listed('BENCH_ONLY')?.includes(part) ?? true;
+// BENCH_CPU_PROFILE=DIR: each Leasehold worker writes a V8 CPU profile into DIR when it exits.
+const cpuProfileDir = process.env.BENCH_CPU_PROFILE;
+if (cpuProfileDir !== undefined) mkdirSync(cpuProfileDir, { recursive: true });
+const drainNodeFlags = listed('BENCH_DRAIN_NODE_FLAGS') ?? [];
 
-/** The workers of one measured group, whichever library runs in them. */
-interface Group {
-  readonly reports: WorkerReport[];
-  start(workerId: string): Promise<WorkerProcess>;
-  close(): Promise<void>;
-}
 
 const kinesis = await startKinesisLocal({ env: { SHARD_LIMIT: '1000' } });
 const dynalite = await startDynalite();
@@ -102,6 +104,7 @@ async function openGroup(
       // The source's own default: a caught-up shard is read once a second.
       idleDelayMs: 1_000,
       ...(compiled === undefined ? {} : { workerScript: compiled.leasehold }),
+      nodeFlags: [...drainNodeFlags, ...(cpuProfileDir === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${cpuProfileDir}`])],
     });
     return { reports: cluster.reports, start: (workerId) => cluster.start(workerId), close: () => cluster.close() };
   }
@@ -140,6 +143,19 @@ async function freshStream(shards: number): Promise<string> {
   return name;
 }
 
+const { drain, burstDrain } = drainBenches({
+  client,
+  kinesisEndpoint: kinesis.endpoint,
+  packageDir: PACKAGE_DIR,
+  plainScript: () => (builtWorkers ??= buildWorkers()).plain,
+  openGroup,
+  freshStream,
+  keys,
+  log,
+  cpuProfileDir,
+  nodeFlags: drainNodeFlags,
+});
+
 /** Keeps producing until stopped. */
 function keepProducing(producer: Producer): { stop(): Promise<void> } {
   let going = true;
@@ -155,258 +171,6 @@ function keepProducing(producer: Producer): { stop(): Promise<void> } {
       await loop;
     },
   };
-}
-
-// ---- drain throughput ----
-
-const DRAIN_RECORDS = 20_000;
-
-const CLOCK_TICKS_PER_SECOND = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
-
-/** A process's CPU time so far (user and system, ms), from /proc: a worker's, read by the bench. */
-function cpuMsOf(pid: number): number {
-  // The fields after the command name (which may hold spaces), from field 3: utime and stime are 14 and 15.
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS_PER_SECOND;
-}
-
-/** The CPU time (ms) of `workers` together, so far. */
-const cpuMsOfAll = (workers: readonly WorkerProcess[]): number => workers.reduce((sum, worker) => sum + cpuMsOf(worker.child.pid!), 0);
-
-/**
- * The plain loop (plain-loop.ts) in the bench process, over every shard of the stream; its record count
- * checked against `expected`. A cold start is timed from its GetShardIterator calls, as the
- * consumer is from its first reader's start; a burst from the moment every iterator is in hand, as the
- * consumer (which holds its iterators) is from its resume. The empty answer that shows a shard caught up
- * is not counted: the clock stops at the last answer with records. `pace` keeps Kinesis's limit of five GetRecords a second
- * per shard, as the consumer does by default (kinesis-local does not enforce it); `unpaced` reads as fast
- * as the emulator answers, which Kinesis itself would throttle.
- */
-async function plainDrain(
-  streamName: string,
-  { after, expected = DRAIN_RECORDS, pace = true }: { after?: ReadonlyMap<string, string>; expected?: number; pace?: boolean } = {},
-): Promise<PlainRead> {
-  const shards = await listShards(client, streamName);
-  const read = await readPlain(client, streamName, shards.map((shard) => shard.ShardId!), { after, pace });
-  if (process.env.BENCH_TRACE === '1') for (const [shardId, line] of [...read.pages].sort()) log(`  plain${pace ? '' : ' unpaced'} ${shardId}: ${line.join(' ')}`);
-  if (read.count !== expected) throw new Error(`the plain loop read ${read.count} of ${expected} records`);
-  return read;
-}
-
-/**
- * Whether every record `producer` put was handed over, read from the reports as they arrive (a full ledger
- * check every poll would cost the workers CPU): each shard's reader reached the shard's last record, and,
- * read in order, handed over everything before it.
- */
-function drainedAll(group: Group, producer: Producer): () => boolean {
-  const lastOf = new Map<string, bigint>();
-  for (const record of producer.produced) lastOf.set(record.shardId, BigInt(record.position) > (lastOf.get(record.shardId) ?? -1n) ? BigInt(record.position) : lastOf.get(record.shardId)!);
-  const reached = new Map<string, bigint>();
-  let read = 0;
-  return () => {
-    for (; read < group.reports.length; read++) {
-      const report = group.reports[read]!;
-      if (report.type !== 'record' && report.type !== 'batch') continue;
-      const at = BigInt((report.type === 'record' ? report.position : report.last).split(':')[0]!);
-      if (at > (reached.get(report.shardId) ?? -1n)) reached.set(report.shardId, at);
-    }
-    return [...lastOf].every(([shardId, last]) => (reached.get(shardId) ?? -1n) >= last);
-  };
-}
-
-/**
- * With BENCH_TRACE=1, each shard's timeline of a drain, in ms from `origin`: who took it, when its reader
- * started, and when each batch (its size) was handed over.
- */
-function trace(what: string, reports: readonly WorkerReport[], origin: number): void {
-  if (process.env.BENCH_TRACE !== '1') return;
-  const shards = new Map<string, string[]>();
-  const at = (ms: number): string => String(Math.round(ms - origin));
-  for (const report of reports) {
-    if (!('shardId' in report)) continue;
-    const line = shards.get(report.shardId) ?? [];
-    if (report.type === 'acquired') line.push(`${report.worker} took@${at(report.at)}`);
-    if (report.type === 'started') line.push(`start@${at(report.at)}`);
-    if (report.type === 'batch') line.push(`${report.records}@${at(report.at)}`);
-    shards.set(report.shardId, line);
-  }
-  log(`  ${what} origin ${origin.toFixed(1)}`);
-  for (const [shardId, line] of [...shards].sort()) log(`  ${what} ${shardId}: ${line.join(' ')}`);
-}
-
-/** When records were handed over: each record report, or each batch report (`--report batches`). */
-const handedAt = (reports: readonly WorkerReport[]): number[] => reports.filter((report) => report.type === 'record' || report.type === 'batch').map((report) => report.at);
-
-
-/** The plain loop of a cold drain in a fresh process, as the consumer's workers are, over the whole stream. */
-async function freshPlainDrain(streamName: string): Promise<{ rate: number; cpuPer1k: number }> {
-  const worker = (builtWorkers ??= buildWorkers()).plain;
-  const output = await new Promise<string>((resolve, reject) => {
-    const child = spawn(process.execPath, [worker, '--stream', streamName, '--kinesis-endpoint', kinesis.endpoint, '--mode', 'drain'], {
-      cwd: PACKAGE_DIR,
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
-    child.on('error', reject);
-    child.on('exit', (code) => (code === 0 ? resolve(stdout) : reject(new Error(`the fresh plain loop exited with ${String(code)}: ${stderr.slice(0, 200)}`))));
-  });
-  const line = output.split('\n').find((each) => each.includes('"drained"'));
-  if (line === undefined) throw new Error('the fresh plain loop reported nothing');
-  const figures = JSON.parse(line) as { start: number; last: number; count: number; cpuMs: number };
-  if (figures.count !== DRAIN_RECORDS) throw new Error(`the fresh plain loop read ${figures.count} of ${DRAIN_RECORDS} records`);
-  return { rate: DRAIN_RECORDS / ((figures.last - figures.start) / 1000), cpuPer1k: figures.cpuMs / (DRAIN_RECORDS / 1000) };
-}
-
-/**
- * Waits until `drained`, reading the workers' CPU time as soon as the first reader started (or at once,
- * `from` 'now') and again when the last record was handed over, each seen within 10 ms: what the
- * workers spent on the drain, their start-up left out. Undefined when it did not end within `timeoutMs`.
- */
-async function drainCpu(group: Group, workers: readonly WorkerProcess[], drained: () => boolean, timeoutMs: number, from: 'first start' | 'now'): Promise<number | undefined> {
-  let atFirstStart = from === 'now' ? cpuMsOfAll(workers) : undefined;
-  const deadline = Date.now() + timeoutMs;
-  for (let read = 0; ; ) {
-    if (atFirstStart === undefined) {
-      // lifion-kinesis reports no reader start: its first record stands in for it.
-      for (; read < group.reports.length && atFirstStart === undefined; read++) {
-        if (['started', 'record', 'batch'].includes(group.reports[read]!.type)) atFirstStart = cpuMsOfAll(workers);
-      }
-    }
-    if (drained()) return cpuMsOfAll(workers) - (atFirstStart ?? cpuMsOfAll(workers));
-    if (Date.now() > deadline) return undefined;
-    await sleep(10);
-  }
-}
-
-/** CPU ms per 1,000 records of the consumer's workers and of the plain loop (the mean of its two reads). */
-const cpuOf = (workersMs: number, before: PlainRead, after: PlainRead): Pick<DrainResult, 'cpuPer1k' | 'plainCpuPer1k'> => ({
-  cpuPer1k: workersMs / (DRAIN_RECORDS / 1000),
-  plainCpuPer1k: (before.cpuMs + after.cpuMs) / 2 / (DRAIN_RECORDS / 1000),
-});
-
-/** A burst is timed from the moment reading can begin (the consumer's resume) to the last record. */
-const burstRate = (read: PlainRead): number => DRAIN_RECORDS / ((read.last - read.from) / 1000);
-
-/**
- * Records per second through three workers, and through the plain loop over the same stream read just
- * before and just after them (the emulator's speed drifts as the machine's load does; the mean of the two
- * brackets the consumer's run).
- */
-async function drain(system: System): Promise<DrainResult | string> {
-  const streamName = await freshStream(4);
-  const producer = new Producer(client, streamName, keys(48));
-  await producer.put(DRAIN_RECORDS);
-  const coldRate = (read: PlainRead): number => DRAIN_RECORDS / ((read.last - read.start) / 1000);
-  const freshBefore = await freshPlainDrain(streamName);
-  const readBefore = await plainDrain(streamName);
-  const plainBefore = coldRate(readBefore);
-  const group = await openGroup(system, streamName, 1_000, { report: 'batches' });
-  let rate: number;
-  let cpuMs: number;
-  try {
-    const drained = drainedAll(group, producer);
-    const workers = await Promise.all(['d1', 'd2', 'd3'].map((id) => group.start(id)));
-    const spent = await drainCpu(group, workers, drained, 180_000, 'first start');
-    if (spent === undefined) return 'did not drain in 180 s';
-    cpuMs = spent;
-    // From the first reader's start (its GetShardIterator), as the plain loop is timed from its own;
-    // lifion-kinesis reports no reader start, so it is timed from its first record (in its favour).
-    const handed = handedAt(group.reports);
-    const starts = group.reports.filter((report) => report.type === 'started').map((report) => report.at);
-    const first = Math.min(...(starts.length > 0 ? starts : handed));
-    const last = Math.max(...handed);
-    rate = DRAIN_RECORDS / ((last - first) / 1000);
-    trace('cold', group.reports, first);
-  } finally {
-    await group.close();
-  }
-  const readAfter = await plainDrain(streamName);
-  const plainAfter = coldRate(readAfter);
-  const unpaced = coldRate(await plainDrain(streamName, { pace: false }));
-  const freshAfter = await freshPlainDrain(streamName);
-  const fresh = { rate: (freshBefore.rate + freshAfter.rate) / 2, cpuPer1k: (freshBefore.cpuPer1k + freshAfter.cpuPer1k) / 2 };
-  return { rate, plain: (plainBefore + plainAfter) / 2, unpaced, ...cpuOf(cpuMs, readBefore, readAfter), fresh };
-}
-
-/** The shards each worker holds by its reports. */
-function holdings(reports: readonly WorkerReport[]): Map<string, Set<string>> {
-  const held = new Map<string, Set<string>>();
-  for (const report of reports) {
-    if (report.type === 'started') held.set(report.worker, (held.get(report.worker) ?? new Set()).add(report.shardId));
-    if (report.type === 'lost' || report.type === 'handed-off' || report.type === 'ended') held.get(report.worker)?.delete(report.shardId);
-  }
-  return held;
-}
-
-/** Each shard's last record that `producer` put. */
-function lastPositions(producer: Producer): Map<string, string> {
-  const last = new Map<string, string>();
-  for (const record of producer.produced) {
-    const before = last.get(record.shardId);
-    if (before === undefined || BigInt(record.position) > BigInt(before)) last.set(record.shardId, record.position);
-  }
-  return last;
-}
-
-const WARM_UP_RECORDS = 4_000;
-
-/**
- * The data path without the cold start: three workers share the four shards of a stream and drain a
- * warm-up of 4,000 records (as a running consumer has, its code compiled by the JIT; the plain
- * loop reads them too), then, caught up, they are paused (SIGSTOP, with leases long enough to outlast it),
- * the records are put, the plain loop reads them, and the workers resume together (SIGCONT). Records per
- * second from the resume to the last record handed over, against the plain loop over the same records
- * just before and after.
- */
-async function burstDrain(system: System): Promise<DrainResult | string> {
-  const streamName = await freshStream(4);
-  const producer = new Producer(client, streamName, keys(48));
-  // Leases far longer than the pause: on a loaded machine putting the burst can take minutes.
-  const group = await openGroup(system, streamName, 1_000, { leaseDurationMs: 1_800_000, report: 'batches' });
-  let rate: number;
-  let readBefore: PlainRead;
-  let cpuMs: number;
-  let warmedUp: Map<string, string>;
-  try {
-    const workers = await Promise.all(['d1', 'd2', 'd3'].map((id) => group.start(id)));
-    const settled = (): boolean => {
-      const held = [...holdings(group.reports).values()].map((shards) => shards.size);
-      return held.length === 3 && held.every((n) => n >= 1) && held.reduce((a, b) => a + b, 0) === 4;
-    };
-    if (!(await waitFor(settled, 60_000))) return 'the workers did not share the shards within 60 s';
-    await producer.put(WARM_UP_RECORDS);
-    if (!(await waitFor(drainedAll(group, producer), 60_000))) return 'the warm-up did not drain within 60 s';
-    warmedUp = lastPositions(producer);
-    await plainDrain(streamName, { expected: WARM_UP_RECORDS });
-    await sleep(2_000);
-    for (const worker of workers) worker.child.kill('SIGSTOP');
-    const pausedAt = now();
-    try {
-      await producer.put(DRAIN_RECORDS);
-      readBefore = await plainDrain(streamName, { after: warmedUp });
-    } finally {
-      for (const worker of workers) worker.child.kill('SIGCONT');
-    }
-    const resumedAt = now();
-    const drained = drainedAll(group, producer);
-    // The workers were stopped until the resume: their CPU from here on is the burst's.
-    const spent = await drainCpu(group, workers, drained, 180_000, 'now');
-    if (spent === undefined) return 'did not drain in 180 s';
-    cpuMs = spent;
-    // A lease that moved after the resume (the pause outlasted a hold) makes this a failover, not a burst.
-    const moved = group.reports.filter((report) => report.at >= resumedAt && (report.type === 'acquired' || report.type === 'lost'));
-    if (moved.length > 0) return `not a burst: ${moved.length} lease moves after the resume (paused ${Math.round((resumedAt - pausedAt) / 1000)} s)`;
-    rate = DRAIN_RECORDS / ((Math.max(...handedAt(group.reports)) - resumedAt) / 1000);
-    trace('burst', group.reports.filter((report) => report.at >= resumedAt), resumedAt);
-  } finally {
-    await group.close();
-  }
-  const readAfter = await plainDrain(streamName, { after: warmedUp });
-  const unpaced = burstRate(await plainDrain(streamName, { after: warmedUp, pace: false }));
-  return { rate, plain: (burstRate(readBefore) + burstRate(readAfter)) / 2, unpaced, ...cpuOf(cpuMs, readBefore, readAfter) };
 }
 
 // ---- failover ----
@@ -640,14 +404,17 @@ try {
     const drains: string[][] = [];
     const cells = (result: DrainResult | string, withFresh: boolean): string[] =>
       typeof result === 'string'
-        ? [result, ...Array<string>(withFresh ? 6 : 4).fill('-')]
+        ? [result, ...Array<string>(withFresh ? 7 : 5).fill('-')]
         : [
             String(Math.round(result.rate)),
             String(Math.round(result.plain)),
             `${(result.rate / result.plain).toFixed(2)}x`,
             ...(withFresh ? (result.fresh ? [String(Math.round(result.fresh.rate)), `${(result.rate / result.fresh.rate).toFixed(2)}x`] : ['-', '-']) : []),
             String(Math.round(result.unpaced)),
-            `${result.cpuPer1k.toFixed(0)} / ${result.plainCpuPer1k.toFixed(0)}${withFresh && result.fresh ? ` / ${result.fresh.cpuPer1k.toFixed(0)}` : ''}`,
+            `${result.cpuPer1k.toFixed(0)} / ${result.plainCpuPer1k.toFixed(0)}${withFresh && result.fresh ? ` / ${result.fresh.cpuPer1k.toFixed(0)}` : ''}${result.processes ? ` / ${result.processes.cpuPer1k.toFixed(0)}` : ''}`,
+            result.processes
+              ? `${(result.cpuPer1k / result.plainCpuPer1k).toFixed(2)}x / ${(result.cpuPer1k / result.processes.cpuPer1k).toFixed(2)}x${result.cpuPer1kFromOwnStarts === undefined ? '' : ` (${(result.cpuPer1kFromOwnStarts / result.processes.cpuPer1k).toFixed(2)}x)`}`
+              : '-',
           ];
     for (const system of SYSTEMS) {
       const colds: Array<DrainResult | string> = [];
@@ -669,8 +436,9 @@ try {
         '  cold start: workers start on the backlog (records/s from the first shard reader\'s start, lifion-kinesis from its first record, to the last record; the plain loop from its GetShardIterator calls); ' +
         'burst: workers sharing the shards, warmed up and caught up, are paused while the backlog is put and resumed together (records/s from the resume to the last record; the plain loop from its start).\n' +
         '  fresh: the same plain loop in a fresh process of its own, as the workers are (the plain loop runs in the bench process, warmed up).\n' +
-        '  CPU/1k: ms of CPU per 1,000 records over the same span, the three workers together / the plain loop\'s process / the fresh one\'s (storage servers and the emulator not counted)',
-      ['system', 'cold start records/s', 'plain loop', 'vs plain', 'fresh', 'vs fresh', 'unpaced', 'CPU/1k', 'burst records/s', 'plain loop', 'vs plain', 'unpaced', 'CPU/1k'],
+        '  3 fresh: the plain loop in three fresh processes at once, each over its share of the shards as the workers hold them (2, 1, 1); in a burst they read the warm-up with the workers, are paused with them and read the burst once the workers have drained it.\n' +
+        '  CPU/1k: ms of CPU per 1,000 records over the same span, the three workers together / the plain loop\'s process / (cold) the fresh one\'s / the three fresh processes together (storage servers and the emulator not counted); CPU ratio: the workers\' to the plain loop\'s / to the three fresh processes\' (cold: in brackets, each worker\'s CPU counted from its own first reader\'s start, as each plain process\'s is from its own reads)',
+      ['system', 'cold start records/s', 'plain loop', 'vs plain', 'fresh', 'vs fresh', 'unpaced', 'CPU/1k', 'CPU ratio', 'burst records/s', 'plain loop', 'vs plain', 'unpaced', 'CPU/1k', 'CPU ratio'],
       drains,
     );
   }
