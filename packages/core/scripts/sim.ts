@@ -8,6 +8,8 @@
  *                                              minutes a seed; like every run, its faults crash the leader and
  *                                              a tenth of the group at once, and it ends by crashing both together
  *   pnpm sim --seed 1234 --trace               replay one seed and print its events
+ *   pnpm sim --seeds 200 --slow-listings       adds to the faults a member's lease listings stalling while its
+ *                                              heartbeats go on (off by default: the fixed seeds keep their schedules)
  *   pnpm sim --seeds 200 --no-change-feed      only runs without a change feed (a third of the seeds, by default),
  *                                              as on the DynamoDB adapter; --change-feed runs only with one
  *   pnpm sim --consumer --seeds 1000           the consumer simulation (whole runtime, resharding source)
@@ -49,7 +51,9 @@ const { values } = parseArgs({
     'unsafe-free-retry-ignores-owner': { type: 'boolean', default: false },
     'unsafe-adoption-ignores-cap': { type: 'boolean', default: false },
     'unsafe-shortfall-ignored': { type: 'boolean', default: false },
+    'unsafe-roster-before-listing': { type: 'boolean', default: false },
     'no-change-feed': { type: 'boolean', default: false },
+    'slow-listings': { type: 'boolean', default: false },
     'change-feed': { type: 'boolean', default: false },
     'no-watcher-reads': { type: 'boolean', default: false },
     'whole-roster-up-to': { type: 'string' },
@@ -121,6 +125,7 @@ if (values.consumer) {
     ...(values['unsafe-free-retry-ignores-owner'] ? { freeRetryIgnoresOwner: true } : {}),
     ...(values['unsafe-adoption-ignores-cap'] ? { adoptionIgnoresCap: true } : {}),
     ...(values['unsafe-shortfall-ignored'] ? { shortfallIgnored: true } : {}),
+    ...(values['unsafe-roster-before-listing'] ? { rosterBeforeListing: true } : {}),
   };
   if (values['no-change-feed'] && values['change-feed']) throw new Error('--change-feed and --no-change-feed exclude each other');
   for (const seed of seeds) {
@@ -135,6 +140,7 @@ if (values.consumer) {
           : undefined,
       ...(values['no-watcher-reads'] ? { watcherReads: false } : {}),
       ...(values['no-change-feed'] ? { changeFeed: false } : values['change-feed'] ? { changeFeed: true } : {}),
+      ...(values['slow-listings'] ? { faults: { slowListings: true } } : {}),
       trace,
     };
     const result = await simulate(config);

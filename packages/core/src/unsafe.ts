@@ -57,6 +57,12 @@ export interface CoordinatorUnsafe {
    * writes it to another member under it.
    */
   letGoForgetsUnreadable?: boolean | undefined;
+  /**
+   * A take tick judges the listed owners on a roster read before its listing instead of after it: a member
+   * that joined while the listing was on its way, and took leases, is missing from that roster, so its
+   * leases look ownerless and are taken from it while it holds them.
+   */
+  rosterBeforeListing?: boolean | undefined;
 }
 
 /** The leader elector's switches. */

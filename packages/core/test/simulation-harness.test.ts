@@ -55,6 +55,29 @@ describe('the simulation harness', () => {
     expect(result?.replay).toMatch(/--unsafe-shortfall-ignored --trace$/);
   }, 600_000);
 
+  // The rule had no switch before; seeds 1-500 catch it 6 times, the first at 161 (slow listings do not catch it more often).
+  it('catches a take tick that judges the listed owners on a roster read before its listing within 200 seeds: a member that joined meanwhile has its leases taken while it holds them', async () => {
+    const result = await firstViolation({ rosterBeforeListing: true });
+    expect(result?.violations.some((violation) => violation.guarantee === 'single-owner' && /got .* while .* still held it/.test(violation.detail))).toBe(true);
+    expect(result?.replay).toMatch(/--unsafe-roster-before-listing( |$)/);
+  }, 600_000);
+
+  it('runs groups whose members\' listings stall while their heartbeats go on (opt-in) through the same faults, and names the option in the replay', async () => {
+    let stalls = 0;
+    for (let seed = 1; seed <= 40; seed++) {
+      const result = await simulate({ seed, faults: { slowListings: true }, trace: (line) => void (/fault slowListings/.test(line) && stalls++) });
+      expect(result.violations).toEqual([]);
+      expect(result.replay).toMatch(/--slow-listings --trace$/);
+    }
+    expect(stalls).toBeGreaterThan(10);
+  }, 600_000);
+
+  it('draws no slow listings unless a run turns them on, so that the fixed seeds keep their schedules', async () => {
+    let stalls = 0;
+    for (let seed = 1; seed <= 20; seed++) await simulate({ seed, trace: (line) => void (/fault slowListings/.test(line) && stalls++) });
+    expect(stalls).toBe(0);
+  }, 600_000);
+
   it('runs a group without a change feed (the DynamoDB adapter has none; a third of the seeds by default) through the same faults', async () => {
     for (let seed = 1; seed <= 20; seed++) {
       const result = await simulate({ seed, changeFeed: false, coordinator: { wholeRosterUpTo: 0 } });

@@ -234,6 +234,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       adoptionIgnoresCap: unsafe.adoptionIgnoresCap ?? false,
       shortfallIgnored: unsafe.shortfallIgnored ?? false,
       letGoForgetsUnreadable: unsafe.letGoForgetsUnreadable ?? false,
+      rosterBeforeListing: unsafe.rosterBeforeListing ?? false,
       host: { state, lifetime: this.#lifetime.signal, wakeRenew, wakeTake, subscribed: () => this.#subscription !== null, emit, report, fail, formatError },
     });
   }

@@ -87,6 +87,8 @@ export interface TakingOptions extends LeaseParts {
   readonly shortfallIgnored: boolean;
   /** Unsafe: a listing that cannot read a lease (corrupt) forgets the tenure this worker let go of it. */
   readonly letGoForgetsUnreadable: boolean;
+  /** Unsafe: the listed owners are judged on a roster read before the listing. */
+  readonly rosterBeforeListing: boolean;
   readonly host: TakingHost;
 }
 
@@ -103,6 +105,7 @@ export class Taking {
   readonly #adoptionIgnoresCap: boolean;
   readonly #shortfallIgnored: boolean;
   readonly #letGoForgetsUnreadable: boolean;
+  readonly #rosterBeforeListing: boolean;
   readonly #host: TakingHost;
   /** Whether the next take tick lists the leases, whatever the roster says. */
   listingDue = true;
@@ -143,6 +146,7 @@ export class Taking {
     this.#adoptionIgnoresCap = options.adoptionIgnoresCap;
     this.#shortfallIgnored = options.shortfallIgnored;
     this.#letGoForgetsUnreadable = options.letGoForgetsUnreadable;
+    this.#rosterBeforeListing = options.rosterBeforeListing;
     this.#host = options.host;
   }
 
@@ -248,10 +252,11 @@ export class Taking {
     let listing: LeaseListing;
     try {
       this.listingDue = false;
+      const rosterFirst = this.#rosterBeforeListing ? await this.#parts.storage.getRoster(this.#parts.group) : undefined;
       listing = await this.#parts.storage.listLeases(this.#parts.group);
       // Judge owners on a roster read after the listing: a lease listed with an owner was taken after
       // its owner joined, so a member missing or dead in this roster is not alive now.
-      if (!this.#parts.members.readRoster(await this.#parts.storage.getRoster(this.#parts.group))) return;
+      if (!this.#parts.members.readRoster(rosterFirst ?? (await this.#parts.storage.getRoster(this.#parts.group)))) return;
     } catch (error) {
       this.listingDue = true;
       this.#host.report(error, 'list');

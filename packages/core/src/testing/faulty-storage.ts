@@ -31,6 +31,13 @@ export interface FaultPlan {
   ambiguousAfterApply: number;
   /** While true, the caller is cut off from storage: every call fails after a timeout, nothing applies. */
   cutOff: boolean;
+  /**
+   * While above 0, each lease listing of the caller stalls this long (milliseconds of its clock), part of it
+   * before the store is read and the rest after: a slow page, or an answer decoded while the process is
+   * busy. The loop that listed waits; the caller's other loops (its heartbeats) go on, and the listing it
+   * gets back may be older than what it has heard since.
+   */
+  listingStallMs?: number;
 }
 
 /** A plan with no faults and no latency. */
@@ -76,8 +83,14 @@ export class FaultyStorage implements Storage {
     }
   }
 
-  listLeases(group: string): Promise<LeaseListing> {
-    return this.#call(() => this.#inner.listLeases(group), false);
+  async listLeases(group: string): Promise<LeaseListing> {
+    const stallMs = this.plan.listingStallMs ?? 0;
+    if (stallMs <= 0) return this.#call(() => this.#inner.listLeases(group), false);
+    const beforeMs = stallMs * this.#random.next();
+    await this.#clock.sleep(beforeMs);
+    const listing = await this.#call(() => this.#inner.listLeases(group), false);
+    await this.#clock.sleep(stallMs - beforeMs);
+    return listing;
   }
 
   getLease(group: string, leaseKey: string): Promise<LeaseRecord | null> {

@@ -31,7 +31,7 @@ export interface SimulationConfig {
   leases?: number;
   /** Virtual milliseconds of faults before the quiet phase. Default 30,000. */
   faultPhaseMs?: number;
-  /** Which faults may happen. Default: all. */
+  /** Which faults may happen. Default: all but the opt-in ones (`slowListings`), which only `true` turns on. */
   faults?: Partial<Record<FaultKind, boolean>>;
   /** Lease timing and test-only weakening passed to every coordinator. */
   coordinator?: Pick<LeaseCoordinatorOptions, 'leaseDurationMs' | 'renewIntervalMs' | 'takeIntervalMs' | 'maxClockDrift' | 'watchers' | 'wholeRosterUpTo'> & { unsafe?: CoordinatorUnsafe | undefined };
@@ -72,7 +72,14 @@ export type FaultKind =
    */
   | 'massCrash'
   /** A member crashes together with every member that watches it (see `watchers`). */
-  | 'watcherCrash';
+  | 'watcherCrash'
+  /**
+   * A member's lease listings stall (see `FaultPlan.listingStallMs`) for a while: its take loop waits on
+   * them and acts on listings older than what its heartbeats and the change feed have told it since,
+   * while its heartbeats go on. Drawn only when `faults.slowListings` is true (`--slow-listings`), so
+   * that the seeds of the default mix keep their schedules.
+   */
+  | 'slowListings';
 
 /** A broken guarantee, with the moment and the detail. */
 export interface Violation {
@@ -108,7 +115,9 @@ export interface SimulationResult {
 }
 
 const GROUP = 'simulated';
-const ALL_FAULTS: FaultKind[] = ['crash', 'pause', 'cutOff', 'latency', 'errors', 'ambiguous', 'drift', 'gracefulStop', 'join', 'mixedDurations', 'capped', 'leaderCrash', 'massCrash', 'watcherCrash'];
+const ALL_FAULTS: FaultKind[] = ['crash', 'pause', 'cutOff', 'latency', 'errors', 'ambiguous', 'drift', 'gracefulStop', 'join', 'mixedDurations', 'capped', 'leaderCrash', 'massCrash', 'watcherCrash', 'slowListings'];
+/** The faults a run draws only when its config turns them on. */
+const OPT_IN_FAULTS: readonly FaultKind[] = ['slowListings'];
 
 interface SimWorker {
   index: number;
@@ -151,9 +160,11 @@ export function replayCommand(config: SimulationConfig & { workers: number; leas
     unsafe?.freeRetryIgnoresOwner ? '--unsafe-free-retry-ignores-owner' : '',
     unsafe?.adoptionIgnoresCap ? '--unsafe-adoption-ignores-cap' : '',
     unsafe?.shortfallIgnored ? '--unsafe-shortfall-ignored' : '',
+    unsafe?.rosterBeforeListing ? '--unsafe-roster-before-listing' : '',
     config.watcherReads === false ? '--no-watcher-reads' : '',
     config.changeFeed === false ? '--no-change-feed' : config.changeFeed === true ? '--change-feed' : '',
     config.coordinator?.wholeRosterUpTo !== undefined ? `--whole-roster-up-to ${config.coordinator.wholeRosterUpTo}` : '',
+    config.faults?.slowListings === true ? '--slow-listings' : '',
   ].filter(Boolean);
   return `pnpm sim ${flags.join(' ')} --trace`;
 }
@@ -170,7 +181,7 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
   if (!Number.isInteger(leaseCount) || leaseCount < 1) throw new InvalidConfigError(`[simulation] leases must be a positive integer, got ${describeValue(config.leases)}`);
   if (!Number.isFinite(faultPhaseMs) || faultPhaseMs < 0) throw new InvalidConfigError(`[simulation] faultPhaseMs must be a non-negative number, got ${describeValue(config.faultPhaseMs)}`);
   const random = seededRandom(config.seed);
-  const enabled = (kind: FaultKind): boolean => config.faults?.[kind] ?? true;
+  const enabled = (kind: FaultKind): boolean => config.faults?.[kind] ?? !OPT_IN_FAULTS.includes(kind);
   const scheduler = new VirtualScheduler();
   const trace = config.trace ?? (() => undefined);
   const leaseDurationMs = config.coordinator?.leaseDurationMs ?? 10_000;
@@ -506,6 +517,14 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
           scheduler.schedule(Math.min(scheduler.now + duration, faultPhaseMs), () => (plan.cutOff = false));
           return;
         }
+        case 'slowListings': {
+          const plan = (victim as SimWorker).plan;
+          plan.listingStallMs = duration;
+          scheduler.schedule(Math.min(scheduler.now + duration, faultPhaseMs), () => {
+            if (plan.listingStallMs === duration) plan.listingStallMs = 0;
+          });
+          return;
+        }
         case 'gracefulStop': {
           if (alive.length <= 1) return;
           const leaving = victim as SimWorker;
@@ -570,6 +589,7 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
     worker.plan.errorBeforeSend = 0;
     worker.plan.ambiguousAfterApply = 0;
     worker.plan.cutOff = false;
+    worker.plan.listingStallMs = 0;
   }
   const quietFrom = scheduler.now;
   const live = living;
