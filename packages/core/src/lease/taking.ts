@@ -4,14 +4,15 @@
  * without a live owner (the same split on every worker that read the same records), the takes themselves,
  * the leases given back or freed for the group, the handovers this worker offers to members below their
  * share, and the clean-up of members long dead. The pure policy (fair shares, the moves between members) is
- * in balance.ts; the handovers themselves and the steal requests are carried out by handovers.ts; the hold
+ * in balance.ts; the deal of the members this worker declares dead in declarer-deal.ts; the handovers themselves and the steal requests are carried out by handovers.ts; the hold
  * decides whether a lease taken counts.
  */
 import { shuffled } from '../clock.js';
 import { describeValue, type LeaseholdError, RecordFormatError } from '../errors.js';
 import { hasRewindRequest } from '../rewind.js';
 import { Checkpoint, RECORD_FORMAT, type LeaseListing, type LeaseRecord, type WriteResult } from '../storage.js';
-import { capOf, dealOut, planMoves, shares } from './balance.js';
+import { capOf, planMoves, shares } from './balance.js';
+import { DeclarerDeal } from './declarer-deal.js';
 import type { LeaseParts } from './parts.js';
 import type { LeaseCoordinatorEvents } from './events.js';
 import type { Handovers } from './handovers.js';
@@ -21,9 +22,6 @@ import { stateWithoutResume } from './resume-hint.js';
 
 /** The state core writes: a take or a free drops a resume hint (it is for the tenure a handover started only). */
 const stateOf = stateWithoutResume;
-
-/** A member whose record stood still for this part of its lease duration gets none of a dead member's leases (a heartbeat comes every 0.65). */
-const SUSPECT_STILL = 0.75;
 
 /**
  * How long, in take ticks, a lease without a live owner waits for the member dealt it (or, for a dead
@@ -101,7 +99,6 @@ export class Taking {
   readonly #held: ReadonlyMap<string, Held>;
   readonly #letGo: Map<string, number>;
   readonly #handovers: Handovers;
-  readonly #freeRetryIgnoresOwner: boolean;
   readonly #adoptionIgnoresCap: boolean;
   readonly #shortfallIgnored: boolean;
   readonly #letGoForgetsUnreadable: boolean;
@@ -127,13 +124,10 @@ export class Taking {
   #unheldSince: number | null = null;
   /** The members this worker has seen dead, at which incarnation, and since when: a death's declarer deals its leases meanwhile. */
   readonly #deathsSeen = new Map<string, { incarnation: string; at: number }>();
-  /**
-   * The leases the last listing showed each watched member holding, or its deal gave it, by worker id,
-   * with the incarnation: what this worker deals at once if it declares that member dead (`#dealAtDeclaration`).
-   */
-  readonly #watchedHeld = new Map<string, { incarnation: string; leases: LeaseRecord[] }>();
   /** The most leases a member may hold: this worker's `maxLeasesPerWorker`, or the cap another publishes. */
   readonly #capOf = (workerId: string): number => (workerId === this.#parts.workerId ? this.#parts.maxLeases : capOf(this.#parts.view.get(workerId)));
+  /** The deal of the members this worker declares dead. */
+  readonly #deal: DeclarerDeal;
 
   constructor(options: TakingOptions) {
     this.#listIntervalMs = options.listIntervalMs;
@@ -142,12 +136,18 @@ export class Taking {
     this.#held = options.hold.leases;
     this.#letGo = options.hold.letGo;
     this.#handovers = options.handovers;
-    this.#freeRetryIgnoresOwner = options.freeRetryIgnoresOwner;
     this.#adoptionIgnoresCap = options.adoptionIgnoresCap;
     this.#shortfallIgnored = options.shortfallIgnored;
     this.#letGoForgetsUnreadable = options.letGoForgetsUnreadable;
     this.#rosterBeforeListing = options.rosterBeforeListing;
     this.#host = options.host;
+    this.#deal = new DeclarerDeal({
+      parts: options,
+      host: options.host,
+      capOf: this.#capOf,
+      take: (leases, membership) => this.#take(leases, membership),
+      freeRetryIgnoresOwner: options.freeRetryIgnoresOwner,
+    });
   }
 
   /** When the leases were last listed; `null` before the first listing. */
@@ -201,7 +201,7 @@ export class Taking {
       if (member.workerId !== this.#parts.workerId && member.status === 'alive' && this.#parts.view.expired(member, now)) {
         if (await this.#parts.members.declareDead(member)) this.listingDue = true;
         if (this.#host.state() !== 'running') return;
-        if (this.#parts.members.declaredHere(member.workerId, member.incarnation)) await this.#dealAtDeclaration(member.workerId, member.incarnation, membership);
+        if (this.#parts.members.declaredHere(member.workerId, member.incarnation)) await this.#deal.dealAtDeclaration(member.workerId, member.incarnation, membership);
         if (this.#host.state() !== 'running') return;
       }
     }
@@ -233,7 +233,7 @@ export class Taking {
     // A death (or a dead member's removal) alone brings no listing where the declarer deals the dead
     // member's leases: the members it deals them to hear so from the change feed. Any other move does.
     const moved = this.#parts.members.signatureMoved();
-    if (moved === 'other' || (moved === 'deaths' && !this.#declarerDeals())) this.listingDue = true;
+    if (moved === 'other' || (moved === 'deaths' && !this.#deal.dealsHere())) this.listingDue = true;
     // A corrupt lease is looked at every tick until it reads back: its repair is announced by nobody.
     if (this.#corrupt.size > 0) this.listingDue = true;
     if (!this.listingDue && this.#listedAt !== null && now - this.#listedAt < this.#parts.members.safetyListingMs(this.#listIntervalMs)) {
@@ -330,7 +330,7 @@ export class Taking {
     // listing slower for the others', is what would hold the deals back. The wait for the members that
     // are not below their share runs from the last death seen.
     let since = this.#unheldSince;
-    if (this.#declarerDeals()) for (const death of this.#deathsSeen.values()) since = Math.max(since, death.at);
+    if (this.#deal.dealsHere()) for (const death of this.#deathsSeen.values()) since = Math.max(since, death.at);
     return this.#parts.hold.countHeld() < this.#lastTarget || now - since >= 2 * this.#parts.takeIntervalMs;
   }
 
@@ -416,12 +416,12 @@ export class Taking {
       else if (counts.has(owner)) counts.set(owner, (counts.get(owner) ?? 0) + 1);
     }
     // The leases of the members this worker watches, for it to deal at once should it declare one dead.
-    this.#watchedHeld.clear();
-    if (this.#declarerDeals()) {
+    this.#deal.clearWatched();
+    if (this.#deal.dealsHere()) {
       const watched = this.#parts.members.watchedMembers();
       for (const lease of workable) {
         const owner = lease.owner;
-        if (owner !== null && lease.incarnation !== null && watched.has(owner) && ownerOf(lease) === owner) this.#keepWatched(owner, lease.incarnation, lease);
+        if (owner !== null && lease.incarnation !== null && watched.has(owner) && ownerOf(lease) === owner) this.#deal.keepWatched(owner, lease.incarnation, lease);
       }
     }
     // A group's cold start (nobody holds anything) waits until the members stop joining for a take tick,
@@ -443,7 +443,7 @@ export class Taking {
     // the deal's write). Left undealt for a take tick and a half (its declarer stopped, its write failed),
     // it is anyone's, as any lease left without a live owner is.
     const dealsElsewhere = (lease: LeaseRecord): boolean => {
-      if (!this.#declarerDeals() || lease.owner === null || declared?.get(lease.owner) === lease.incarnation) return false;
+      if (!this.#deal.dealsHere() || lease.owner === null || declared?.get(lease.owner) === lease.incarnation) return false;
       const owner = this.#parts.view.get(lease.owner);
       return owner?.status === 'dead' && owner.incarnation === lease.incarnation && now - (this.#unownedSince.get(lease.leaseKey) ?? now) < this.#parts.takeIntervalMs * ANYONES_AFTER_TICKS;
     };
@@ -474,15 +474,15 @@ export class Taking {
     // The same split on every worker that read the same records: sorted keys, dealt to the sorted
     // members by how far each is below its target, the rest round-robin.
     const sorted = unowned.filter((lease) => !isMine(lease) && !inFlight.has(lease)).sort((a, b) => (a.leaseKey < b.leaseKey ? -1 : a.leaseKey > b.leaseKey ? 1 : 0));
-    const { recipients, portion, dealtTo } = this.#dealOut(sorted, members, counts, target, declared);
+    const { recipients, portion, dealtTo } = this.#deal.dealOut(sorted, members, counts, target, declared);
     // What this deal gives the members this worker watches counts as theirs too (every member computes the
     // same deal, and takes its portion): after a cold start, no listing showed anyone holding anything.
-    if (this.#declarerDeals()) {
+    if (this.#deal.dealsHere()) {
       const watched = this.#parts.members.watchedMembers();
       for (const lease of sorted) {
         const to = recipients.get(lease.leaseKey);
         const incarnation = to === undefined ? undefined : alive.get(to);
-        if (to !== undefined && incarnation !== undefined && watched.has(to)) this.#keepWatched(to, incarnation, lease);
+        if (to !== undefined && incarnation !== undefined && watched.has(to)) this.#deal.keepWatched(to, incarnation, lease);
       }
     }
     // A lease left without a live owner for a take tick and a half is anyone's: a member that did not take its
@@ -491,7 +491,7 @@ export class Taking {
     const stale = sorted.filter((lease) => now - (this.#unownedSince.get(lease.leaseKey) ?? now) >= this.#parts.takeIntervalMs * ANYONES_AFTER_TICKS && !dealt.has(lease));
     const extra = shuffled(stale, this.#parts.random).slice(0, Math.ceil(stale.length / n));
     const room = Math.max(0, this.#parts.maxLeases - mine);
-    const adopted = this.#adoptable(sorted, declared, new Set([...portion, ...extra]));
+    const adopted = this.#deal.adoptable(sorted, declared, new Set([...portion, ...extra]), this.#lastTarget);
     const keep = holding ? handed.slice(0, room) : [];
     let kept = 0;
     for (const lease of keep) if (this.#parts.hold.add(lease, 'handoff', this.#parts.clock.now())) kept++;
@@ -502,7 +502,7 @@ export class Taking {
     const takeable = !holding ? [] : this.#adoptionIgnoresCap ? [...ordinary.slice(0, Math.max(0, room - keep.length)), ...adopted] : [...ordinary, ...adopted].slice(0, Math.max(0, room - keep.length));
     const taken = (await this.#take(takeable, membership)) + kept;
     if (this.#host.state() !== 'running') return;
-    await this.#dealForTheGroup(sorted, declared, recipients);
+    await this.#deal.dealForTheGroup(sorted, declared, recipients);
     if (this.#host.state() !== 'running') return;
     // Members balance on each other's counts: publish the new one now, not a heartbeat later.
     if (taken > 0) this.#host.wakeRenew();
@@ -536,136 +536,6 @@ export class Taking {
     const asked = this.#handovers.requests.size;
     if (holding && wanted - asked > 0 && this.#parts.maxSteals > 0 && unowned.length <= taken) {
       this.#handovers.requestHandoffs(workable, counts, ownerOf, mine + taken + asked, wanted - asked, now, givers);
-    }
-  }
-
-  /**
-   * Without a change feed, the leases of the members this worker declared dead beyond its portion, which it
-   * takes as well (DESIGN section 4, "Watchers and the roster digest"): nothing would wake the members that
-   * do not watch the dead one before their next take tick, up to a tick later, while the declarer is awake
-   * and has just listed. At most its own share more (so that a declarer of several members at once does
-   * not take a crowd's leases), and its cap still holds (the caller's slice); the plan of moves hands the
-   * excess on at its next ticks, each lease drained and handed over without a lapse. Only while this worker
-   * reads as a watcher: in a group whose members all read the whole roster, each judges the expiry itself.
-   */
-  #adoptable(unowned: readonly LeaseRecord[], declared: ReadonlyMap<string, string> | null, dealt: ReadonlySet<LeaseRecord>): LeaseRecord[] {
-    if (declared === null || this.#host.subscribed() || !this.#parts.members.readsWatched()) return [];
-    return unowned.filter((lease) => !dealt.has(lease) && !this.#held.has(lease.leaseKey) && lease.owner !== null && declared.get(lease.owner) === lease.incarnation).slice(0, Math.max(1, this.#lastTarget));
-  }
-
-  /**
-   * Whether the declarer of a death deals the dead member's leases to the members (DESIGN section 4, "Why
-   * the declarer deals"): with a change feed, to tell them, and while this worker reads as a watcher (every
-   * member of a group that reads the whole roster judges expiry itself, at the same moment, and takes its
-   * own portion). Members that do not declare a death then have nothing to list for it.
-   */
-  #declarerDeals(): boolean {
-    return this.#host.subscribed() && this.#parts.members.readsWatched();
-  }
-
-  /** Keeps `lease` as one `workerId` holds at `incarnation`, for a deal at its declaration. */
-  #keepWatched(workerId: string, incarnation: string, lease: LeaseRecord): void {
-    let known = this.#watchedHeld.get(workerId);
-    if (known === undefined) this.#watchedHeld.set(workerId, (known = { incarnation, leases: [] }));
-    if (known.incarnation === incarnation) known.leases.push(lease);
-  }
-
-  /** The deal of `sorted` by {@link dealOut}, leases this worker declared dead kept from members seen standing still; and this worker's portion. */
-  #dealOut(
-    sorted: readonly LeaseRecord[],
-    members: readonly string[],
-    counts: ReadonlyMap<string, number>,
-    target: (rank: number) => number,
-    declared: ReadonlyMap<string, string> | null,
-  ): { recipients: Map<string, string>; portion: LeaseRecord[]; dealtTo: Map<string, number> } {
-    const self = this.#parts.workerId;
-    // A member whose record stood still for most of a lease duration may have died in the same crash as
-    // the members this worker declared dead: a lease of theirs dealt to it would wait for its own declaration.
-    const standingStill = (workerId: string): boolean => {
-      const member = this.#parts.view.get(workerId);
-      return member === undefined || this.#parts.view.stillFor(member) >= SUSPECT_STILL * member.leaseDurationMs;
-    };
-    const away = declared !== null && this.#declarerDeals() ? { ofDead: (lease: LeaseRecord) => lease.owner !== null && declared.get(lease.owner) === lease.incarnation, standingStill } : null;
-    const { recipients, dealtTo } = dealOut(sorted, members, counts, target, this.#capOf, self, away);
-    return { recipients, portion: sorted.filter((lease) => recipients.get(lease.leaseKey) === self), dealtTo };
-  }
-
-  /**
-   * Deals the leases a member this worker just declared dead held at this worker's last listing (or that
-   * listing's deal gave it), at once, before the listing its declaration brings (DESIGN section 4, "Why the
-   * declarer deals before it lists"): under load a listing of the whole group takes seconds, and the leases
-   * would wait for it. The deal is the listing's
-   * (`#dealOut`) on the members' own counts; this worker takes its own portion, and writes the rest to
-   * their members as the listing's deal does. The records are as listed, maybe long ago: each write is
-   * conditional on the listed version, and one that conflicts is written again on the current record only
-   * if it still names the dead incarnation. What the dead member took since that listing, and whatever did
-   * not land, the listing that follows finds and deals.
-   */
-  async #dealAtDeclaration(dead: string, incarnation: string, membership: Incarnation): Promise<void> {
-    const known = this.#watchedHeld.get(dead);
-    this.#watchedHeld.delete(dead);
-    if (known === undefined || known.incarnation !== incarnation || !this.#declarerDeals()) return;
-    const leases = known.leases.filter((lease) => !this.#held.has(lease.leaseKey)).sort((a, b) => (a.leaseKey < b.leaseKey ? -1 : a.leaseKey > b.leaseKey ? 1 : 0));
-    if (leases.length === 0) return;
-    // The listing's deal, on the roster's counts: the leases the group holds and these.
-    const self = this.#parts.workerId;
-    const members = [...this.#parts.view.alive().keys()].filter((workerId) => workerId === self || this.#parts.view.get(workerId)?.metadata[LEAVING_FIELD] === undefined).sort();
-    const counts = new Map(members.map((workerId) => [workerId, workerId === self ? this.#parts.hold.countHeld() : (this.#parts.view.get(workerId)?.held ?? 0)]));
-    let total = leases.length;
-    for (const count of counts.values()) total += count;
-    const targets = shares(members, total, this.#capOf);
-    const { recipients, portion } = this.#dealOut(leases, members, counts, (rank) => targets.get(members[rank] as string) ?? 0, new Map([[dead, incarnation]]));
-    const holding = this.#parts.skipSelfFencing || this.#parts.clock.now() < this.#parts.members.heldUntil;
-    if (holding && (await this.#take(portion, membership)) > 0) this.#host.wakeRenew();
-    if (this.#host.state() !== 'running') return;
-    await this.#dealForTheGroup(
-      leases.filter((lease) => recipients.has(lease.leaseKey) && recipients.get(lease.leaseKey) !== self),
-      new Map([[dead, incarnation]]),
-      recipients,
-    );
-  }
-
-  /**
-   * Writes the leases of the members this worker declared dead that it did not take itself to the members
-   * its deal gives them to, in one batch, each announced `handed-off` with its new owner (DESIGN section 4,
-   * "Why the declarer deals"). In a group of watchers only the dead member's few watchers were woken at its
-   * expiry; the rest would each list to find their portion. The recipient hears the change that names it
-   * and holds the lease from the record it reads, as it holds a lease handed over unasked; nobody else
-   * lists for the death. A lease the deal gives nobody (no member has room) or gives this worker beyond
-   * its room is written free, with the feed's `released`, for whoever has room. Each write is conditional
-   * on the listed version, as a take is: a lease taken or written since is left as it is, and a new
-   * tenure's epoch fences the dead member's writes.
-   */
-  async #dealForTheGroup(unowned: readonly LeaseRecord[], declared: ReadonlyMap<string, string> | null, recipients: ReadonlyMap<string, string>): Promise<void> {
-    if (declared === null || !this.#declarerDeals()) return;
-    const namesTheDead = (lease: LeaseRecord | null): lease is LeaseRecord => lease !== null && lease.owner !== null && declared.get(lease.owner) === lease.incarnation;
-    const orphans = unowned.filter((lease) => namesTheDead(lease) && !this.#held.has(lease.leaseKey));
-    if (orphans.length === 0) return;
-    // Those it wakes read the whole roster first: the digest's advance for the death goes out before the deal.
-    await this.#parts.members.advancing;
-    // Each to the member the deal gave it, at that member's incarnation as this worker read it.
-    const dealt = new Map<string, { owner: string | null; incarnation: string | null }>();
-    for (const lease of orphans) {
-      const to = recipients.get(lease.leaseKey);
-      const member = to === undefined || to === this.#parts.workerId ? undefined : this.#parts.view.get(to);
-      dealt.set(lease.leaseKey, member?.status === 'alive' ? { owner: member.workerId, incarnation: member.incarnation } : { owner: null, incarnation: null });
-    }
-    let pending = orphans;
-    for (let attempt = 1; pending.length > 0 && attempt <= 2 && this.#host.state() === 'running'; attempt++) {
-      const results = await this.#parts.writes.update(
-        pending.map((lease) => {
-          const { owner, incarnation } = dealt.get(lease.leaseKey) as { owner: string | null; incarnation: string | null };
-          return owner === null
-            ? { leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...stateOf(lease), owner: null, incarnation: null }, notify: 'released' as const }
-            : { leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...stateOf(lease), owner, incarnation, epoch: lease.epoch + 1 }, notify: 'handed-off' as const };
-        }),
-        'deal-dead',
-      );
-      // A lease written since the listing without being taken (an operator's rewind request in its
-      // metadata) still names the dead: written again on the record the conflict carries. One taken is left be.
-      pending = results.flatMap((outcome) =>
-        outcome.status === 'conflict' && outcome.current !== null && (this.#freeRetryIgnoresOwner || namesTheDead(outcome.current)) ? [outcome.current] : [],
-      );
     }
   }
 
