@@ -9,7 +9,8 @@
  *                                              a tenth of the group at once, and it ends by crashing both together
  *   pnpm sim --seed 1234 --trace               replay one seed and print its events
  *   pnpm sim --seeds 200 --slow-listings       adds to the faults a member's lease listings stalling while its
- *                                              heartbeats go on (off by default: the fixed seeds keep their schedules)
+ *                                              heartbeats go on (off by default: the fixed seeds keep their
+ *                                              schedules); with --consumer too
  *   pnpm sim --seeds 200 --no-change-feed      only runs without a change feed (a third of the seeds, by default),
  *                                              as on the DynamoDB adapter; --change-feed runs only with one
  *   pnpm sim --consumer --seeds 1000           the consumer simulation (whole runtime, resharding source)
@@ -99,6 +100,7 @@ if (values.consumer) {
       unsafe: Object.keys(unsafe).length > 0 ? unsafe : undefined,
       exactlyOnce: values['exactly-once'],
       rewind,
+      ...(values['slow-listings'] ? { faults: { slowListings: true } } : {}),
       trace,
     };
     const result = await simulateConsumers(config);

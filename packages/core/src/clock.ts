@@ -78,3 +78,21 @@ export function abortReason(signal: AbortSignal | undefined): Error {
   if (reason instanceof AbortedError) return reason;
   return new AbortedError('operation aborted', { cause: reason });
 }
+
+/**
+ * `read`, or a rejection with `signal`'s reason as soon as the signal aborts first: for a read whose
+ * answer is of no use once the signal fired (a stopping worker's listing), so that nothing waits for a
+ * store slow to answer it. The read itself goes on unawaited and its answer is dropped. Never for a
+ * write, whose outcome must be known.
+ */
+export function unlessAborted<T>(read: Promise<T>, signal: AbortSignal): Promise<T> {
+  // Once given up, the read's failure is nobody's to hear.
+  read.catch(() => undefined);
+  if (signal.aborted) return Promise.reject(abortReason(signal));
+  let onAbort = (): void => undefined;
+  const aborted = new Promise<never>((_resolve, reject) => {
+    onAbort = () => reject(abortReason(signal));
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+  return Promise.race([read, aborted]).finally(() => signal.removeEventListener('abort', onAbort));
+}

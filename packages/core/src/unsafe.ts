@@ -63,6 +63,18 @@ export interface CoordinatorUnsafe {
    * leases look ownerless and are taken from it while it holds them.
    */
   rosterBeforeListing?: boolean | undefined;
+  /**
+   * A stop waits for the take tick's listing in flight however long the store takes to answer it (before
+   * it drains and hands its leases over): a listing stalled past the stop's timeout leaves the leases to
+   * lapse.
+   */
+  stopWaitsForListing?: boolean | undefined;
+  /**
+   * A newer record of a held lease that carries an operator's rewind request, adopted after a write's
+   * conflict or from a listing, is not announced to the runtime: an owner that held the lease from a record
+   * older than the request (and saw the request's mark before it held it) never applies it.
+   */
+  adoptedRequestIgnored?: boolean | undefined;
 }
 
 /** The leader elector's switches. */
@@ -86,6 +98,8 @@ export interface ShardSyncUnsafe {
   deleteBeforeParents?: boolean;
   /** Create leases without a checkpoint, so that a child's reader starts at the initial position. */
   childrenAtInitialPosition?: boolean;
+  /** Wait for the listing and roster read in flight after the term ended: a stop waits for a slow store. */
+  stopWaitsForListing?: boolean;
 }
 
 /** A multi-stream group's sync's switches. */
@@ -118,6 +132,10 @@ export interface ConsumerUnsafe {
   letGoForgetsUnreadable?: boolean;
   /** Passed to the coordinator: a stopping worker's handover that leaves the lease its own is given up, the lease left to lapse. */
   stopHandoverKeeps?: boolean;
+  /** Passed to the coordinator and shard sync: a stop waits for a take tick's or the leader's listing in flight, however slow. */
+  stopWaitsForListing?: boolean;
+  /** Passed to the coordinator: a newer record of a held lease carrying a rewind request is adopted without announcing it. */
+  adoptedRequestIgnored?: boolean;
   /** A handler's report of its first failed record (`{ failedAt }`) is ignored: the whole batch counts as done. */
   ignoreBatchResponse?: boolean;
   /**

@@ -144,6 +144,56 @@ describe('LeaseCoordinator when stopping', () => {
     });
   }
 
+  for (const unsafe of [false, true]) {
+    it(unsafe
+      ? 'with the unsafe switch, a stopping worker waits for its take tick\'s listing that the store never answers, and its whole timeout goes by with its lease not handed over (the switch brings the defect back)'
+      : 'a stopping worker gives up its take tick\'s listing that the store is slow to answer, and hands its lease over at once', async () => {
+      const { scheduler, ready, worker, storage } = world(['shard-0']);
+      await ready;
+      // The owner's view of the store: once stalled, its listings never answer; its other calls do.
+      let stalled = false;
+      let listingsWaiting = 0;
+      const slow = new Proxy(storage, {
+        get: (target, name) => {
+          const value: unknown = Reflect.get(target, name, target);
+          if (name !== 'listLeases') return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+          return async (group: string) => {
+            if (!stalled) return target.listLeases(group);
+            listingsWaiting++;
+            return new Promise<never>(() => undefined);
+          };
+        },
+      });
+      const owner = worker('owner', { storage: slow, unsafe: { stopWaitsForListing: unsafe } });
+      await joined(scheduler, owner.coordinator);
+      const other = worker('other');
+      await joined(scheduler, other.coordinator);
+      expect(owner.coordinator.heldLeases().map((lease) => lease.leaseKey)).toEqual(['shard-0']);
+      stalled = true;
+      owner.coordinator.listSoon();
+      while (listingsWaiting === 0 && scheduler.now < 60_000) await scheduler.advance(10);
+      expect(listingsWaiting).toBe(1);
+      const lost: string[] = [];
+      owner.coordinator.on('lost', ({ leaseKey, reason }) => lost.push(`${leaseKey} ${reason}`));
+      const acquired: string[] = [];
+      other.coordinator.on('acquired', ({ leaseKey, how }) => acquired.push(`${leaseKey} ${how}`));
+      const stoppedAt = scheduler.now;
+      let returnedAt = -1;
+      await run(scheduler, owner.coordinator.stop({ timeoutMs: 10_000 }).then(() => (returnedAt = scheduler.now)));
+      if (unsafe) {
+        // The whole timeout spent on the listing: nothing was handed over by the deadline.
+        expect(returnedAt - stoppedAt).toBeGreaterThanOrEqual(10_000);
+        expect(lost).toEqual(['shard-0 shutdown-timeout']);
+      } else {
+        expect(returnedAt - stoppedAt).toBeLessThan(1_000);
+        expect(lost).toEqual([]);
+        expect(acquired).toEqual(['shard-0 handoff']);
+        expect((await storage.getLease(GROUP, 'shard-0'))?.owner).toBe('other');
+      }
+      await run(scheduler, other.coordinator.stop());
+    });
+  }
+
   it('returns from stop() by its deadline when a drain never finishes', async () => {
     const { scheduler, ready, worker } = world(['shard-0']);
     await ready;

@@ -15,7 +15,7 @@ import {
 } from '../src/index.js';
 import { RECORD_FORMAT, leaseStateOf, result } from '../src/adapter.js';
 import { seededRandom, FaultyStorage, noFaults, VirtualScheduler } from '../src/testing/index.js';
-import { GROUP, joined, member, scripted, started, tenure, world } from './support/lease-world.js';
+import { GROUP, joined, member, scripted, started, tenure, world, writeRewindRequest } from './support/lease-world.js';
 import { run } from './support/virtual.js';
 
 describe('LeaseCoordinator options', () => {
@@ -369,6 +369,27 @@ describe('LeaseCoordinator reading handovers the change feed announces', () => {
 });
 
 describe('LeaseCoordinator checkpoints', () => {
+  for (const unsafe of [false, true]) {
+    it(unsafe
+      ? 'with the unsafe switch, an owner without a change feed whose checkpoint meets a rewind request written since it read the lease adopts the record and says nothing (the switch brings the defect back)'
+      : 'tells its runtime of a rewind request that a checkpoint\'s conflict brings, when no change feed told it', async () => {
+      const { scheduler, ready, worker, storage } = world(['shard-0']);
+      await ready;
+      const { coordinator } = worker('owner', { useChangeFeed: false, unsafe: { adoptedRequestIgnored: unsafe } });
+      await joined(scheduler, coordinator);
+      const requested: string[] = [];
+      coordinator.on('rewind-requested', ({ leaseKey }) => requested.push(leaseKey));
+      expect(await writeRewindRequest(storage, 'r1')).toBe('applied');
+      await run(scheduler, coordinator.checkpoint(tenure(coordinator, 'shard-0'), '100'));
+      // The checkpoint is written on the newer record, the request kept on it for the owner to apply.
+      const stored = (await storage.getLease(GROUP, 'shard-0')) as LeaseRecord;
+      expect(stored.checkpoint).toBe('100');
+      expect(stored.metadata['leasehold.rewind']).toContain('r1');
+      expect(requested).toEqual(unsafe ? [] : ['shard-0']);
+      await run(scheduler, coordinator.stop());
+    });
+  }
+
   it('moves a checkpoint forward and refuses one behind it', async () => {
     const { scheduler, ready, worker, storage } = world(['shard-0']);
     await ready;

@@ -97,6 +97,11 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
   readonly #stalls: StallWatch;
   /** Rewind requests being applied, one after another per shard. */
   readonly #rewinds = new Map<string, Promise<void>>();
+  /**
+   * The unreadable rewind request last reported for each lease: the owner may hear of one request twice
+   * (the change feed, then the newer record a write's conflict brings), and reports it once.
+   */
+  readonly #unreadableReported = new Map<string, string>();
   /** Per shard, how many rewinds paused its readers: a reader made before the last one refuses its contexts' checkpoints. */
   readonly #rewindCounts = new Map<string, number>();
   readonly #lifetime = new AbortController();
@@ -166,7 +171,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       // In a multi-stream group a worker takes only leases of the streams it reads.
       isEligible: this.#streamList ? (lease, all, corrupt) => this.#sourceOf(lease.leaseKey) !== undefined && parentsFinished(lease, all, corrupt) : undefined,
       onDrain: (held) => this.#drain(held),
-    }, { skipSelfFencing: this.#unsafe.skipSelfFencing, checkpointPerKey: this.#unsafe.checkpointPerKey, releaseWithoutRetry: this.#unsafe.releaseWithoutRetry, letGoForgetsUnreadable: this.#unsafe.letGoForgetsUnreadable, stopHandoverKeeps: this.#unsafe.stopHandoverKeeps }));
+    }, { skipSelfFencing: this.#unsafe.skipSelfFencing, checkpointPerKey: this.#unsafe.checkpointPerKey, releaseWithoutRetry: this.#unsafe.releaseWithoutRetry, letGoForgetsUnreadable: this.#unsafe.letGoForgetsUnreadable, stopHandoverKeeps: this.#unsafe.stopHandoverKeeps, stopWaitsForListing: this.#unsafe.stopWaitsForListing, adoptedRequestIgnored: this.#unsafe.adoptedRequestIgnored }));
     const leaderStore = options.leaderStore ?? (isLeaderStore(options.storage) ? options.storage : undefined);
     // The leader keeps the lease timing unless told otherwise: one set of numbers for a worker's liveness.
     const leader = options.leader ?? {};
@@ -734,7 +739,8 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       return;
     }
     this.#settling.delete(leaseKey);
-    if (outcome.kind === 'unreadable') {
+    if (outcome.kind === 'unreadable' && this.#unreadableReported.get(leaseKey) !== outcome.value) {
+      this.#unreadableReported.set(leaseKey, outcome.value);
       this.#report(
         new LeaseholdError('ERR_REWIND_UNREADABLE', `[${PKG}] lease ${describeValue(leaseKey)} carries a rewind request that cannot be read (${describeValue(outcome.value)}): it is not applied, and its children wait for it; rewind it again`),
         'rewind',

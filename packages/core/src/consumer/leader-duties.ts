@@ -1,4 +1,4 @@
-import type { Clock } from '../clock.js';
+import { unlessAborted, type Clock } from '../clock.js';
 import { concurrencyLimit } from '../concurrency.js';
 import { checkContractVersion } from '../contract-version.js';
 import type { ShardInfo, ShardSource } from '../source.js';
@@ -98,15 +98,17 @@ export class ShardSync {
     const unsafe = unsafeOf(this.#options);
     let shards: ShardInfo[];
     let listing: Awaited<ReturnType<CheckpointStorage['listLeases']>>;
+    // Reads are given up once the term ends (a stop steps down first): nothing waits for a slow store.
+    const read = <T>(answer: Promise<T>): Promise<T> => (unsafe.stopWaitsForListing ? answer : unlessAborted(answer, signal));
     if (unsafe.deleteOnStaleView) {
       shards = await source.listShards({ signal });
-      listing = await storage.listLeases(group);
+      listing = await read(storage.listLeases(group));
     } else {
-      listing = await storage.listLeases(group);
+      listing = await read(storage.listLeases(group));
       shards = await source.listShards({ signal });
     }
     // Who holds what is judged on a roster read after the listing (see step 3).
-    const roster = await storage.getRoster(group);
+    const roster = await read(storage.getRoster(group));
     const alive = new Map(roster.members.filter((member) => member.status === 'alive').map((member) => [member.workerId, member.incarnation]));
     const unreadable = new Set(roster.corrupt.map((error) => error.workerId));
     const heldByAnyone = (lease: LeaseRecord): boolean =>

@@ -4,7 +4,7 @@
  * listing fails is skipped this round and touches nothing), and deletes the leases of a stream that left
  * the group's list once it has been gone for the grace period and nobody holds them.
  */
-import type { Clock } from '../clock.js';
+import { unlessAborted, type Clock } from '../clock.js';
 import { describeValue, StorageOutcomeUnknownError } from '../errors.js';
 import { RECORD_FORMAT, type CheckpointStorage, type LeaseRecord, type Position } from '../storage.js';
 import type { ShardSource } from '../source.js';
@@ -99,7 +99,8 @@ export class MultiStreamSync {
     // The list first, then the leases: a stream added meanwhile is synced next round; one removed
     // meanwhile still has its leases counted as listed, and waits its grace from the next round on.
     const streams = await this.#options.streams();
-    const listing = await storage.listLeases(group);
+    // Given up once the term ends (a stop steps down first), as a single stream's sync gives up its reads.
+    const listing = unsafeOf(this.#options).stopWaitsForListing ? await storage.listLeases(group) : await unlessAborted(storage.listLeases(group), signal);
     for (const stream of streams.values()) {
       if (signal.aborted || !isLeader()) return { ...report, complete: false, born: false };
       const birth = this.#options.births()[stream.streamId];

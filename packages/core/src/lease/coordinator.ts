@@ -85,6 +85,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   #stopping: Promise<void> | null = null;
   #state: 'new' | 'running' | 'stopping' | 'stopped' = 'new';
   readonly #lifetime = new AbortController();
+  /** Aborts when stop() begins: a take tick abandons the listing it waits for (a read has no effect to await). */
+  readonly #winding = new AbortController();
   #wakeTake: (() => void) | null = null;
   #wakeRenew: (() => void) | null = null;
   #loops: Promise<void>[] = [];
@@ -191,7 +193,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     const noteLeasesChanged = (): void => this.noteLeasesChanged();
     const formatError = (what: string, format: number): RecordFormatError => this.#formatError(what, format);
     const common = { storage: this.#storage, group: this.group, workerId: this.workerId, clock: this.#clock };
-    this.#hold = new Hold({ ...common, members: this.#members, skipSelfFencing, host: { state, listingDue, emit } });
+    this.#hold = new Hold({ ...common, members: this.#members, skipSelfFencing, adoptedRequestIgnored: unsafe.adoptedRequestIgnored ?? false, host: { state, listingDue, emit } });
     this.#writes = new FencedWrites({
       ...common,
       hold: this.#hold,
@@ -235,7 +237,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       shortfallIgnored: unsafe.shortfallIgnored ?? false,
       letGoForgetsUnreadable: unsafe.letGoForgetsUnreadable ?? false,
       rosterBeforeListing: unsafe.rosterBeforeListing ?? false,
-      host: { state, lifetime: this.#lifetime.signal, wakeRenew, wakeTake, subscribed: () => this.#subscription !== null, emit, report, fail, formatError },
+      stopWaitsForListing: unsafe.stopWaitsForListing ?? false,
+      host: { state, lifetime: this.#lifetime.signal, stopping: this.#winding.signal, wakeRenew, wakeTake, subscribed: () => this.#subscription !== null, emit, report, fail, formatError },
     });
   }
 
@@ -288,6 +291,9 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     this.#state = 'stopping';
     if (wasRunning) {
       this.#wakeTake?.();
+      // A tick in its listing gives it up at once; one in its writes is awaited, so that a lease it takes
+      // is in the hold before the leases are drained and handed over.
+      this.#winding.abort(new AbortedError(`[${PKG}] lease coordinator ${this.workerId} is stopping`));
       await this.#until(deadline, this.#takeInFlight);
       // The heartbeat that says this worker is leaving goes out while its leases drain: the releases wait
       // for both, so nobody deals a released lease back to it, and the round trip costs the handoff nothing.

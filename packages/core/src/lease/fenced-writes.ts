@@ -306,7 +306,7 @@ export class FencedWrites {
         this.#hold.lose(leaseKey, held, current === null ? 'deleted' : 'taken');
         throw this.#hold.lostError(leaseKey);
       }
-      held.record = current;
+      this.#hold.adopt(held, current);
       if (!this.#hold.isHeld(leaseKey)) throw this.#hold.lostError(leaseKey);
     }
     throw new StorageOutcomeUnknownError(`[${PKG}] ${operation} of lease ${describeValue(leaseKey)} did not apply after 3 attempts`);

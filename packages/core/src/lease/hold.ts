@@ -9,6 +9,7 @@
  */
 import type { Clock } from '../clock.js';
 import { AbortedError, describeValue, LeaseLostError } from '../errors.js';
+import { REWIND_FIELDS } from '../rewind.js';
 import type { LeaseRecord } from '../storage.js';
 import type { LeaseCoordinatorEvents, LossReason } from './events.js';
 import type { Held, HeldLease } from './held.js';
@@ -32,6 +33,8 @@ export interface HoldOptions {
   readonly members: Membership;
   /** Unsafe: leases are held whatever the hold says. */
   readonly skipSelfFencing: boolean;
+  /** Unsafe: a newer record of a held lease that carries an operator's rewind request is adopted without a word to the owner's runtime. */
+  readonly adoptedRequestIgnored?: boolean;
   readonly host: HoldHost;
 }
 
@@ -41,6 +44,7 @@ export class Hold {
   readonly #clock: Clock;
   readonly #members: Membership;
   readonly #skipSelfFencing: boolean;
+  readonly #adoptedRequestIgnored: boolean;
   readonly #host: HoldHost;
   readonly #held = new Map<string, Held>();
   /**
@@ -57,6 +61,7 @@ export class Hold {
     this.#clock = options.clock;
     this.#members = options.members;
     this.#skipSelfFencing = options.skipSelfFencing;
+    this.#adoptedRequestIgnored = options.adoptedRequestIgnored ?? false;
     this.#host = options.host;
   }
 
@@ -159,6 +164,22 @@ export class Hold {
     this.#host.emit('acquired', { leaseKey: record.leaseKey, fencingToken: record.epoch, how, checkpoint: record.checkpoint });
     this.armWatchdog();
     return true;
+  }
+
+  /**
+   * Takes `record`, a newer record of the same tenure, as the lease's: one that carries an operator's rewind
+   * request the held record did not is announced (`rewind-requested`) as the change feed announces it. A
+   * record the hold started from may be older than the request (a listing read before it was written, the
+   * request's mark on the leader record seen before the lease was held), and without a change feed the
+   * owner would otherwise not learn of it: the conflict its next write meets, or a later listing, brings it.
+   */
+  adopt(held: Held, record: LeaseRecord): void {
+    const before = held.record.metadata[REWIND_FIELDS.request];
+    held.record = record;
+    const request = record.metadata[REWIND_FIELDS.request];
+    if (request !== undefined && request !== before && !this.#adoptedRequestIgnored && this.#held.get(record.leaseKey) === held) {
+      this.#host.emit('rewind-requested', { leaseKey: record.leaseKey });
+    }
   }
 
   /** How many leases this worker holds and is not giving away. */

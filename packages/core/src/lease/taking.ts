@@ -7,7 +7,7 @@
  * in balance.ts; the deal of the members this worker declares dead in declarer-deal.ts; the handovers themselves and the steal requests are carried out by handovers.ts; the hold
  * decides whether a lease taken counts.
  */
-import { shuffled } from '../clock.js';
+import { shuffled, unlessAborted } from '../clock.js';
 import { describeValue, type LeaseholdError, RecordFormatError } from '../errors.js';
 import { hasRewindRequest } from '../rewind.js';
 import { Checkpoint, RECORD_FORMAT, type LeaseListing, type LeaseRecord, type WriteResult } from '../storage.js';
@@ -59,6 +59,8 @@ export interface TakingHost {
   state(): 'new' | 'running' | 'stopping' | 'stopped';
   /** Aborts when the coordinator stops: a retry after a contended take goes with it. */
   readonly lifetime: AbortSignal;
+  /** Aborts when the coordinator's stop begins: a listing in flight is given up, so that the stop need not wait for it. */
+  readonly stopping: AbortSignal;
   /** Sends a heartbeat now: the members balance on each other's counts. */
   wakeRenew(): void;
   /** Runs a take tick now. */
@@ -87,6 +89,8 @@ export interface TakingOptions extends LeaseParts {
   readonly letGoForgetsUnreadable: boolean;
   /** Unsafe: the listed owners are judged on a roster read before the listing. */
   readonly rosterBeforeListing: boolean;
+  /** Unsafe: a stop waits for a take tick's listing in flight, however long the store takes to answer. */
+  readonly stopWaitsForListing: boolean;
   readonly host: TakingHost;
 }
 
@@ -103,6 +107,7 @@ export class Taking {
   readonly #shortfallIgnored: boolean;
   readonly #letGoForgetsUnreadable: boolean;
   readonly #rosterBeforeListing: boolean;
+  readonly #stopWaitsForListing: boolean;
   readonly #host: TakingHost;
   /** Whether the next take tick lists the leases, whatever the roster says. */
   listingDue = true;
@@ -140,6 +145,7 @@ export class Taking {
     this.#shortfallIgnored = options.shortfallIgnored;
     this.#letGoForgetsUnreadable = options.letGoForgetsUnreadable;
     this.#rosterBeforeListing = options.rosterBeforeListing;
+    this.#stopWaitsForListing = options.stopWaitsForListing;
     this.#host = options.host;
     this.#deal = new DeclarerDeal({
       parts: options,
@@ -252,14 +258,14 @@ export class Taking {
     let listing: LeaseListing;
     try {
       this.listingDue = false;
-      const rosterFirst = this.#rosterBeforeListing ? await this.#parts.storage.getRoster(this.#parts.group) : undefined;
-      listing = await this.#parts.storage.listLeases(this.#parts.group);
+      const rosterFirst = this.#rosterBeforeListing ? await this.#unlessStopping(this.#parts.storage.getRoster(this.#parts.group)) : undefined;
+      listing = await this.#unlessStopping(this.#parts.storage.listLeases(this.#parts.group));
       // Judge owners on a roster read after the listing: a lease listed with an owner was taken after
       // its owner joined, so a member missing or dead in this roster is not alive now.
-      if (!this.#parts.members.readRoster(rosterFirst ?? (await this.#parts.storage.getRoster(this.#parts.group)))) return;
+      if (!this.#parts.members.readRoster(rosterFirst ?? (await this.#unlessStopping(this.#parts.storage.getRoster(this.#parts.group))))) return;
     } catch (error) {
       this.listingDue = true;
-      this.#host.report(error, 'list');
+      if (!this.#host.stopping.aborted) this.#host.report(error, 'list');
       return;
     }
     if (this.#host.state() !== 'running' || this.#parts.members.current !== membership || !this.#parts.members.checkOwnMember(membership)) return;
@@ -284,6 +290,16 @@ export class Taking {
    * of stillness, so that a lull of more than a tick between two joins does not split the deal between
    * the workers started before it and those started after (DESIGN section 4, taking, step 3).
    */
+  /**
+   * A read of the take tick, given up once the coordinator's stop begins: the stop awaits the tick before
+   * it drains (so that a lease the tick takes is handed over with the rest), and a listing the store is
+   * slow to answer (a large group, a stalled connection) would spend the stop's time for nothing, since a
+   * stopping worker takes nothing more.
+   */
+  #unlessStopping<T>(read: Promise<T>): Promise<T> {
+    return this.#stopWaitsForListing ? read : unlessAborted(read, this.#host.stopping);
+  }
+
   #settling(now: number, membership: Incarnation): boolean {
     const quiet = (this.#parts.view.othersSeen ? COLD_QUIET_TICKS : COLD_QUIET_TICKS_ALONE) * this.#parts.takeIntervalMs;
     return now - this.#parts.view.othersChangedAt < quiet && now - membership.joinedAt < 3 * this.#parts.takeIntervalMs;
@@ -640,7 +656,7 @@ export class Taking {
       const stored = all.get(leaseKey);
       if (stored === undefined) this.#parts.hold.lose(leaseKey, held, 'deleted');
       else if (stored.version > held.record.version) {
-        if (this.#parts.hold.stillMine(held, stored) && stored.incarnation === membership.incarnation) held.record = stored;
+        if (this.#parts.hold.stillMine(held, stored) && stored.incarnation === membership.incarnation) this.#parts.hold.adopt(held, stored);
         else this.#parts.hold.lose(leaseKey, held, 'taken');
       }
     }

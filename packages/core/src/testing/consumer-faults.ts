@@ -25,6 +25,7 @@ const ALL_FAULTS: readonly ConsumerFaultKind[] = [
   'overrun',
   'corrupt',
   'trim',
+  'slowListings',
 ];
 
 /** Schedules the run's faults; the worker starts are already scheduled, so the draws follow theirs. */
@@ -77,6 +78,17 @@ export function scheduleFaults(run: SimRun, processes: SimProcesses): void {
           log(`fault: ${victim.workerId} cut off from storage until ${until.toFixed(0)}`);
           victim.plan.cutOff = true;
           scheduler.schedule(until, () => (victim.plan.cutOff = false));
+          return;
+        }
+        case 'slowListings': {
+          if (!victim) return;
+          const stallMs = LEASE_DURATION_MS * (0.3 + draw.duration * 1.7);
+          const until = Math.min(scheduler.now + stallMs, faultPhaseMs);
+          log(`fault: ${victim.workerId}'s lease listings stall ${stallMs.toFixed(0)} ms each until ${until.toFixed(0)}`);
+          victim.plan.listingStallMs = stallMs;
+          scheduler.schedule(until, () => {
+            if (victim.plan.listingStallMs === stallMs) victim.plan.listingStallMs = 0;
+          });
           return;
         }
         case 'leaderChange': {

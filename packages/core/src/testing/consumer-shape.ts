@@ -26,7 +26,7 @@ export interface ConsumerSimulationConfig {
   multiStream?: boolean;
   /** Virtual milliseconds of records, resharding and faults before the quiet phase. Default 40,000. */
   faultPhaseMs?: number;
-  /** Which faults may happen. Default: all. */
+  /** Which faults may happen. Default: all but `slowListings`, which only `true` turns on (the fixed seeds keep their schedules). */
   faults?: Partial<Record<ConsumerFaultKind, boolean>>;
   /** Deliberately unsafe runtime behaviours, passed to every `Consumer`, to prove the checks catch them. */
   unsafe?: ConsumerUnsafe;
@@ -64,7 +64,8 @@ export type ConsumerFaultKind =
   | 'corrupt' // a lease record becomes unreadable until the schedule repairs it
   | 'trim' // a closed shard leaves the stream
   | 'streams' // in a multi-stream group: the list changes, a stream's listing fails, a process cannot read the list
-  | 'downstream'; // a process's handler fails every call (its downstream is down), and the process is stopped meanwhile
+  | 'downstream' // a process's handler fails every call (its downstream is down), and the process is stopped meanwhile
+  | 'slowListings'; // a process's lease listings stall while its heartbeats go on (only when `faults.slowListings` is true)
 
 /** A broken guarantee, with the moment and the detail. */
 export interface ConsumerViolation {
@@ -183,6 +184,8 @@ const UNSAFE_FLAGS: ReadonlyArray<[keyof ConsumerUnsafe, string]> = [
   ['resumeHintAnyCheckpoint', '--unsafe-hint-any-checkpoint'],
   ['letGoForgetsUnreadable', '--unsafe-let-go-forgets-unreadable'],
   ['stopHandoverKeeps', '--unsafe-stop-handover-keeps'],
+  ['stopWaitsForListing', '--unsafe-stop-waits-for-listing'],
+  ['adoptedRequestIgnored', '--unsafe-adopted-request-ignored'],
 ];
 
 /** The command-line flag of each unsafe switch, for `pnpm sim --consumer`. */
@@ -294,6 +297,7 @@ export function consumerReplayCommand(config: ConsumerSimulationConfig): string 
     config.faultPhaseMs !== undefined ? `--fault-ms ${config.faultPhaseMs}` : '',
     config.exactlyOnce ? '--exactly-once' : '',
     config.rewind === true ? '--rewind' : config.rewind === false ? '--no-rewind' : '',
+    config.faults?.slowListings === true ? '--slow-listings' : '',
     ...UNSAFE_FLAGS.map(([name, flag]) => (config.unsafe?.[name] ? flag : '')),
   ].filter(Boolean);
   return `pnpm sim ${flags.join(' ')} --trace`;

@@ -83,7 +83,7 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
       streams: multiStream.streams.map((stream) => ({ ...stream, shards: config.shards ?? stream.shards })),
     },
   };
-  const enabled = (kind: ConsumerFaultKind): boolean => config.faults?.[kind] ?? true;
+  const enabled = (kind: ConsumerFaultKind): boolean => config.faults?.[kind] ?? kind !== 'slowListings';
   if (!enabled('listLag')) shape.listLagMs = 0;
   const multi = shape.multiStream;
   if (multi) {
@@ -362,6 +362,7 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
       worker.plan.errorBeforeSend = 0;
       worker.plan.ambiguousAfterApply = 0;
       worker.plan.cutOff = false;
+      worker.plan.listingStallMs = 0;
       worker.storage.onLeaseWrite = null;
     }
     const quietFrom = scheduler.now;

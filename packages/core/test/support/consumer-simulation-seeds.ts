@@ -47,7 +47,7 @@ export const FOUND_SEEDS: ReadonlyArray<{ seed: number; found: string; multiStre
 export function consumerSimulationSeedList(
   title: string,
   seeds: readonly ConsumerSeed[],
-  options: Pick<ConsumerSimulationConfig, 'exactlyOnce' | 'multiStream' | 'rewind'> = {},
+  options: Pick<ConsumerSimulationConfig, 'exactlyOnce' | 'multiStream' | 'rewind' | 'faults'> = {},
 ): void {
   const configs = seeds.map((seed): ConsumerSimulationConfig => {
     if (typeof seed === 'number') return { seed, ...options };

@@ -1,0 +1,20 @@
+import { consumerSimulationSeedList } from './support/consumer-simulation-seeds.js';
+
+// The opt-in fault of lease listings that stall while their worker's heartbeats go on (`pnpm sim --consumer
+// --slow-listings`), on seeds 1-100. Seeds 53 and 90 found that a stop waited for a take tick's listing
+// (53: its leases were not handed over in time and lapsed) or the leader's (90: the stop took its whole
+// timeout) however long the store took to answer; a stopping worker now gives such a read up.
+consumerSimulationSeedList(
+  'with stalled lease listings, seeds 1 to 100',
+  Array.from({ length: 100 }, (_, i) => i + 1),
+  { faults: { slowListings: true } },
+);
+
+// Seed 183 (rewinding) found that an owner without a change feed that held a lease from a listing read
+// before a rewind request was written on it, having seen the request's mark on the leader record before
+// it held the lease, never applied the request: it now hears of it from the newer record its next write's
+// conflict (or a listing) brings.
+consumerSimulationSeedList('rewinding, with stalled lease listings, seeds 151 to 200 (183 among them)', Array.from({ length: 50 }, (_, i) => i + 151), {
+  rewind: true,
+  faults: { slowListings: true },
+});
