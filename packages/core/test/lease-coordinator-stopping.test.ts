@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { LeaseRecord, LeaseUpdate } from '../src/index.js';
 import { leaseStateOf } from '../src/adapter.js';
-import { GROUP, joined, member, scripted, started, world, writeRewindRequest } from './support/lease-world.js';
+import { GROUP, joined, member, overriding, scripted, started, world, writeRewindRequest } from './support/lease-world.js';
 import { run } from './support/virtual.js';
 
 describe('LeaseCoordinator when stopping', () => {
@@ -110,15 +110,9 @@ describe('LeaseCoordinator when stopping', () => {
       // before each of the stopping owner's handover writes: every handover conflicts, its tenure intact.
       let requests = 0;
       const requestRewind = async (): Promise<void> => void (await writeRewindRequest(storage, `r${++requests}`));
-      const contested = new Proxy(storage, {
-        get: (target, name) => {
-          const value: unknown = Reflect.get(target, name, target);
-          if (name !== 'updateLeases') return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
-          return async (group: string, updates: LeaseUpdate[]) => {
-            if (updates.some((update) => update.notify === 'handed-off')) await requestRewind();
-            return target.updateLeases(group, updates);
-          };
-        },
+      const contested = overriding(storage, 'updateLeases', (target) => async (group: string, updates: readonly LeaseUpdate[]) => {
+        if (updates.some((update) => update.notify === 'handed-off')) await requestRewind();
+        return target.updateLeases(group, updates);
       });
       const owner = worker('owner', { storage: contested, unsafe: { stopHandoverKeeps: unsafe } });
       await joined(scheduler, owner.coordinator);
@@ -153,16 +147,10 @@ describe('LeaseCoordinator when stopping', () => {
       // The owner's view of the store: once stalled, its listings never answer; its other calls do.
       let stalled = false;
       let listingsWaiting = 0;
-      const slow = new Proxy(storage, {
-        get: (target, name) => {
-          const value: unknown = Reflect.get(target, name, target);
-          if (name !== 'listLeases') return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
-          return async (group: string) => {
-            if (!stalled) return target.listLeases(group);
-            listingsWaiting++;
-            return new Promise<never>(() => undefined);
-          };
-        },
+      const slow = overriding(storage, 'listLeases', (target) => async (group: string) => {
+        if (!stalled) return target.listLeases(group);
+        listingsWaiting++;
+        return new Promise<never>(() => undefined);
       });
       const owner = worker('owner', { storage: slow, unsafe: { stopWaitsForListing: unsafe } });
       await joined(scheduler, owner.coordinator);

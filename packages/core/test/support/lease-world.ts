@@ -143,3 +143,15 @@ export async function writeRewindRequest(storage: MemoryStorage, id: string): Pr
   const [outcome] = await storage.updateLeases(GROUP, [{ leaseKey: 'shard-0', expectedVersion: lease.version, next: { ...leaseStateOf(lease), metadata } }]);
   return outcome?.status;
 }
+
+/** `storage` with its method `name` replaced by what `replace` makes of it; every other call goes to it as is. */
+export function overriding<K extends keyof MemoryStorage>(storage: MemoryStorage, name: K, replace: (target: MemoryStorage) => MemoryStorage[K]): MemoryStorage {
+  const replacement = replace(storage);
+  return new Proxy(storage, {
+    get: (target, key) => {
+      if (key === name) return replacement;
+      const value: unknown = Reflect.get(target, key, target);
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    },
+  });
+}
