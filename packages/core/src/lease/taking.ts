@@ -4,7 +4,8 @@
  * without a live owner (the same split on every worker that read the same records), the takes themselves,
  * the leases given back or freed for the group, the handovers this worker offers to members below their
  * share, and the clean-up of members long dead. The pure policy (fair shares, the moves between members) is
- * in balance.ts; the deal of the members this worker declares dead in declarer-deal.ts; the handovers themselves and the steal requests are carried out by handovers.ts; the hold
+ * in balance.ts; the deal of the members this worker declares dead in declarer-deal.ts; the handovers
+ * themselves and the steal requests are carried out by handovers.ts; the hold
  * decides whether a lease taken counts.
  */
 import { shuffled, unlessAborted } from '../clock.js';
