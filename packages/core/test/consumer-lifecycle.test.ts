@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import {
   Checkpoint,
@@ -213,6 +214,21 @@ describe('Consumer: readers that fail', () => {
       { attempt: 2, released: false },
     ]);
     expect(new Set(seen)).toEqual(new Set(range(1, 30).map((n) => `r${n}`)));
+    await run(scheduler, worker.stop());
+  });
+
+  it('a reader started again after each failed read leaves nothing on its lease\'s signal: a lease held for long outlives many readers', async () => {
+    const { scheduler, memory, source, seen, worker, failures } = failing();
+    for (let i = 1; i <= 30; i++) memory.put('k', `r${i}`);
+    // Four failures in a row: the fifth would give the lease back.
+    source.failures.set('shard-0000', 4);
+    await run(scheduler, worker.start());
+    await scheduler.advance(30_000);
+    expect(failures.map((failure) => failure.released)).toEqual([false, false, false, false]);
+    expect(seen).toHaveLength(30);
+    const lease = worker.coordinator.lease('shard-0000');
+    // The reader of now, and nothing of the four before it.
+    expect(getEventListeners(lease!.signal, 'abort')).toHaveLength(1);
     await run(scheduler, worker.stop());
   });
 

@@ -101,17 +101,22 @@ export class ShardPump<R extends SourceRecord> {
     this.#checkpointed = lease.checkpoint;
     this.#rewindsAtStart = settings.rewinds();
     this.#lastReadAt = settings.clock.now();
-    lease.signal.addEventListener('abort', () => this.#reading.abort(lease.signal.reason), { once: true });
     this.#reading.signal.addEventListener('abort', () => this.#yield.abort(this.#reading.signal.reason), { once: true });
   }
 
   /** Starts pumping; the returned promise settles, never rejecting, with how the pump ended. */
   start(): Promise<PumpOutcome> {
-    this.#done = this.#run().catch((error: unknown): PumpOutcome => {
-      if (this.#lease.signal.aborted || this.#draining) return { kind: 'left' };
-      this.#settings.reporter.error(asError(error), 'pump');
-      return { kind: 'failed', error: asError(error) };
-    });
+    // Removed once the pump ends: a lease held for long outlives many pumps (failed reads, rewinds), and
+    // each listener left on its signal would keep its pump alive.
+    const leaseLost = (): void => this.#reading.abort(this.#lease.signal.reason);
+    this.#lease.signal.addEventListener('abort', leaseLost, { once: true });
+    this.#done = this.#run()
+      .catch((error: unknown): PumpOutcome => {
+        if (this.#lease.signal.aborted || this.#draining) return { kind: 'left' };
+        this.#settings.reporter.error(asError(error), 'pump');
+        return { kind: 'failed', error: asError(error) };
+      })
+      .finally(() => this.#lease.signal.removeEventListener('abort', leaseLost));
     return this.#done;
   }
 
