@@ -18,7 +18,7 @@
  * a lease carries, read by the coordinator, the consumer and the leader), `types.ts`, `view.ts` (the
  * group as read), `plan.ts`, `writes.ts`, `apply.ts`, `settle.ts` and `await.ts`.
  */
-export { REWIND_FIELDS, REWIND_MARKER_FIELD, hasRewindRequest, parentPending, rewindRequestOf, rewoundState, type RewindRequest } from './rewind/request.js';
+export { REWIND_FIELDS, REWIND_MARKER_FIELD, hasRewindRequest, parentPending, rewindRequestOf, rewoundCheckpoint, rewoundState, type RewindRequest } from './rewind/request.js';
 export type {
   AppliedRewind,
   ApplyRewindOptions,

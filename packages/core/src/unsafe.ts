@@ -170,6 +170,19 @@ export interface ConsumerUnsafe {
    * skips the rest of that batch.
    */
   resumeHintAnyCheckpoint?: boolean;
+  /**
+   * Given to the simulation's rewind tool (`applyRewind`): a lease that records the tool's rewind as applied
+   * but carries a later rewind's request counts as not reached yet, so the tool writes its request again
+   * over the later one: that rewind is lost, and the owner moves the lease back a second time.
+   */
+  rewindRequestedAgain?: boolean;
+  /**
+   * Given to the simulation's rewind tool (`planRewind`, `applyRewind`): a rewind that reads a finished
+   * lease again also moves the leases whose line runs through a lease that cannot be read back, before
+   * that lease (which may descend from the finished one) carries the request: one is taken and read
+   * before its ancestors are read again.
+   */
+  rewindBehindUnreadable?: boolean;
 }
 
 

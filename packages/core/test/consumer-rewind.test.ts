@@ -302,6 +302,36 @@ describe('rewinding a live group', () => {
     await run(scheduler, worker.stop());
   });
 
+  it('an owner given a request of the rewind its lease records already removes it and reads on from its checkpoint: a rewind moves a lease once', async () => {
+    const { scheduler, storage, seen, consumer, produce, rewind } = rewindWorld(1);
+    const worker = consumer('w1');
+    const events: string[] = [];
+    watch(worker, events);
+    await run(scheduler, worker.start());
+    produce(['a'], 5);
+    await scheduler.advance(3_000);
+    const { plan } = await rewind('trim-horizon');
+    await scheduler.advance(3_000);
+    produce(['a'], 5, 6);
+    await scheduler.advance(3_000);
+    expect(perKey(seen).get('a')).toEqual([...range(1, 5), ...range(1, 10)]);
+    // The same rewind's request again, as a tool without the rule wrote it after the owner read on.
+    const lease = (await storage.getLease(GROUP, 'shard-0000'))!;
+    expect(lease.metadata[REWIND_FIELDS.rewound]).toBe(plan.rewindId);
+    const request = JSON.stringify({ id: plan.rewindId, to: Checkpoint.TRIM_HORIZON, requestedAt: plan.requestedAt });
+    await storage.updateLeases(GROUP, [{ leaseKey: 'shard-0000', expectedVersion: lease.version, next: { ...leaseStateOf(lease), metadata: { ...lease.metadata, [REWIND_FIELDS.request]: request } }, notify: 'rewind' }]);
+    events.length = 0;
+    await scheduler.advance(1_000);
+    produce(['a'], 5, 11);
+    await scheduler.advance(3_000);
+    expect(perKey(seen).get('a')).toEqual([...range(1, 5), ...range(1, 15)]);
+    const after = (await storage.getLease(GROUP, 'shard-0000'))!;
+    expect(rewindRequestOf(after)).toBeUndefined();
+    expect(after.checkpoint).not.toBe(Checkpoint.TRIM_HORIZON);
+    expect(events.filter((event) => event.includes('rewound'))).toEqual([]);
+    await run(scheduler, worker.stop());
+  });
+
   it('a handler that kept the context of a batch from before the rewind cannot move the rewound checkpoint forward', async () => {
     const { scheduler, consumer, produce, rewind, storage } = rewindWorld(1);
     let kept: BatchContext | undefined;

@@ -14,6 +14,10 @@ import { consumerSimulationSeedList } from './support/consumer-simulation-seeds.
 // owner) hid the grandchild from a rewind of the parent, which read the grandchild first (its switch,
 // deleteBeforeParents, is shown by shard-sync.test.ts: the runs reach it too rarely for a bounded search);
 // seed 102217 that a worker stopping while its handler failed every call gave up the handover of a lease
-// whose version the rewind tool's retried requests moved twice, and left it to lapse.
-consumerSimulationSeedList('rewinding the live group, seeds that found a rewind defect and a few more', [22, 25, 5244, 5137, 5010, 6170, 5513, 102217], { rewind: true });
+// whose version the rewind tool's retried requests moved twice, and left it to lapse; seed 104788 that a
+// rewind's tool wrote its request again over a later rewind's on a lease it had moved already, whose owner
+// then moved it back over what it had read since; seed 103304 that a rewind reset a lease whose parent
+// could not be read back, and the lease was read before that parent, which descended from a finished
+// lease the rewind read again.
+consumerSimulationSeedList('rewinding the live group, seeds that found a rewind defect and a few more', [22, 25, 5244, 5137, 5010, 6170, 5513, 102217, 104788, 103304], { rewind: true });
 

@@ -17,7 +17,7 @@ import {
 } from '../src/index.js';
 import { settleRewinds } from '../src/rewind.js';
 import { leaseStateOf, RECORD_FORMAT, REWIND_FIELDS, REWIND_MARKER_FIELD, rewindRequestOf } from '../src/adapter.js';
-import { seededRandom, VirtualScheduler } from '../src/testing/index.js';
+import { seededRandom, VirtualScheduler, withUnsafe } from '../src/testing/index.js';
 import { run } from './support/virtual.js';
 
 /** A member of `storage` for a proxy that replaces some of its operations: operations bound to it, values (its contractVersion) as they are. */
@@ -160,6 +160,28 @@ describe('planRewind', () => {
     expect(await lease('parent')).toMatchObject({ checkpoint: Checkpoint.TRIM_HORIZON });
   });
 
+  it('leaves a lease whose line runs through a lease that cannot be read back as it is, when the rewind reads a finished lease again, naming that lease', async () => {
+    const { storage, plan } = await group([
+      { leaseKey: 'grandparent', checkpoint: Checkpoint.SHARD_END },
+      { leaseKey: 'parent', checkpoint: Checkpoint.SHARD_END, parentKeys: ['grandparent'] },
+      { leaseKey: 'child', checkpoint: '40', parentKeys: ['parent'] },
+      { leaseKey: 'grandchild', checkpoint: null, parentKeys: ['child'] },
+      { leaseKey: 'other', checkpoint: '70' },
+    ]);
+    // Only the leases' own records tell their lines: the damaged parent may descend from the grandparent.
+    storage.corrupt(GROUP, 'parent');
+    const everything = await plan('trim-horizon');
+    expect(everything.moves.map((move) => [move.leaseKey, move.how])).toEqual([
+      ['grandparent', 'after-descendants'],
+      ['other', 'direct'],
+    ]);
+    expect(everything.unchanged.map((note) => note.leaseKey).sort()).toEqual(['child', 'grandchild']);
+    expect(everything.unchanged.find((note) => note.leaseKey === 'child')?.reason).toContain('descends from parent, whose lease cannot be read back');
+    // A rewind that reads no finished lease again moves them: nothing it writes can be read again before them.
+    const some = await plan('trim-horizon', { leaseKeys: ['child'] });
+    expect(some.moves.map((move) => [move.leaseKey, move.how])).toEqual([['child', 'direct']]);
+  });
+
   it('latest is pinned to the moment of the request and leaves finished leases as they are', async () => {
     const { plan, clock } = await group([{ leaseKey: 'done', checkpoint: Checkpoint.SHARD_END }, { leaseKey: 'open', checkpoint: '9', parentKeys: ['done'] }]);
     const rewind = await plan('latest');
@@ -273,6 +295,33 @@ describe('applyRewind', () => {
     expect(rewindRequestOf(await lease('child'))).toEqual({ id: rewind.rewindId, to: 'TRIM_HORIZON', requestedAt: rewind.requestedAt });
   });
 
+  /** A lease its owner moved by `earlier`, and read on from, that carries a later rewind's request now; then `earlier`'s tool sends its writes again. */
+  async function twoRewindsOfOneLease(unsafe?: { rewindRequestedAgain: boolean }) {
+    const { storage, scheduler, clock, plan, lease } = await group([{ leaseKey: 'held', checkpoint: '50', ...owned('w1') }], [{ workerId: 'w1' }]);
+    const earlier = await plan({ time: 1_000 });
+    const applied = await applyRewind(earlier, { storage, clock });
+    const requested = await lease('held');
+    await storage.updateLeases(GROUP, [{ leaseKey: 'held', expectedVersion: requested.version, next: { ...leaseStateOf(requested), checkpoint: '60', metadata: { [REWIND_FIELDS.rewound]: earlier.rewindId } } }]);
+    const later = await applyRewind(await planRewind({ storage, group: GROUP, to: 'trim-horizon', clock, random: seededRandom(8) }), { storage, clock });
+    expect(later.rewindId).not.toBe(earlier.rewindId);
+    // Its first answer lost, the earlier rewind's tool sends its writes again.
+    await applyRewind(earlier, withUnsafe({ storage, clock }, unsafe));
+    return { storage, scheduler, clock, applied, later, held: await lease('held') };
+  }
+
+  it('does not write its request again on a lease it moved already that carries a later rewind\'s request, and counts that lease as moved', async () => {
+    const { storage, scheduler, clock, applied, later, held } = await twoRewindsOfOneLease();
+    expect(rewindRequestOf(held)?.id).toBe(later.rewindId);
+    const progress = await run(scheduler, awaitRewind(applied, { storage, clock, timeoutMs: 1_000, pollIntervalMs: 100 }));
+    expect(progress.leases).toEqual([expect.objectContaining({ leaseKey: 'held', state: 'applied' })]);
+  });
+
+  it('with the unsafe rewindRequestedAgain, the earlier rewind writes its request over the later one (the switch brings the defect back)', async () => {
+    const { applied, held } = await twoRewindsOfOneLease({ rewindRequestedAgain: true });
+    expect(rewindRequestOf(held)?.id).toBe(applied.rewindId);
+    expect(held.checkpoint).toBe('60');
+  });
+
   it('gives up after a bounded number of attempts when a lease keeps changing, naming it', async () => {
     const { storage, plan } = await group([{ leaseKey: 'busy', checkpoint: '10' }]);
     const rewind = await plan('trim-horizon');
@@ -358,6 +407,18 @@ describe('settling a rewind', () => {
     expect(await lease('orphan')).toMatchObject({ checkpoint: '3', owner: 'gone', metadata: { [REWIND_FIELDS.rewound]: 'r8' } });
     expect(rewindRequestOf(await lease('late-child'))).toEqual({ id: 'r9', to: 'TRIM_HORIZON', requestedAt: '2024-01-01T00:00:00.000Z' });
     expect((await lease('parent')).checkpoint).toBe(Checkpoint.SHARD_END);
+  });
+
+  it('a request of a rewind the lease records already is removed with its checkpoint kept: a rewind moves a lease once', async () => {
+    const { storage, lease } = await group([{ leaseKey: 'free', checkpoint: '90', metadata: { [REWIND_FIELDS.rewound]: 'r1' } }]);
+    // As a tool without the rule wrote it: the request of r1 on a lease r1 moved, read on since.
+    const stored = await lease('free');
+    const request = JSON.stringify({ id: 'r1', to: 'TRIM_HORIZON', requestedAt: '2026-01-01T00:00:00.000Z' });
+    await storage.updateLeases(GROUP, [{ leaseKey: 'free', expectedVersion: stored.version, next: { ...leaseStateOf(stored), metadata: { ...stored.metadata, [REWIND_FIELDS.request]: request } } }]);
+    const written = await settleRewinds({ storage, group: GROUP, leases: [await lease('free')], heldByAnyone: () => false });
+    expect(written).toHaveLength(1);
+    expect(await lease('free')).toMatchObject({ checkpoint: '90', metadata: { [REWIND_FIELDS.rewound]: 'r1' } });
+    expect(rewindRequestOf(await lease('free'))).toBeUndefined();
   });
 
   it('awaitRewind refuses a negative timeout', async () => {

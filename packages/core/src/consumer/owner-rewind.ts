@@ -1,5 +1,5 @@
 import type { HeldLease, LeaseCoordinator } from '../lease/coordinator.js';
-import { parentPending, REWIND_FIELDS, rewindRequestOf, type RewindRequest } from '../rewind.js';
+import { parentPending, REWIND_FIELDS, rewindRequestOf, rewoundCheckpoint, type RewindRequest } from '../rewind.js';
 import { Checkpoint, type CheckpointStorage, type Position } from '../storage.js';
 
 /** What the owner of a lease did with the rewind request it carries. */
@@ -47,9 +47,12 @@ export async function applyOwnRewind(options: OwnRewindOptions): Promise<OwnRewi
     // The request stored now, which may be a later rewind's than the one read above.
     const current = rewindRequestOf(record);
     if (current === undefined || record.checkpoint === Checkpoint.SHARD_END) return null;
-    applied = current;
+    // A request of the rewind this lease records already is removed, the checkpoint kept: a rewind moves a
+    // lease once, and moving it again would take back what was read since its replay.
+    applied = record.metadata[REWIND_FIELDS.rewound] === current.id ? undefined : current;
     from = record.checkpoint;
-    return { checkpoint: current.to, metadata: { [REWIND_FIELDS.request]: null, [REWIND_FIELDS.rewound]: current.id } };
+    // (A lease that records a rewind has a checkpoint: that rewind set it.)
+    return { checkpoint: rewoundCheckpoint(record, current) ?? current.to, metadata: { [REWIND_FIELDS.request]: null, [REWIND_FIELDS.rewound]: current.id } };
   });
   if (written === null || applied === undefined) return { kind: 'none' };
   return { kind: 'rewound', request: applied, from, parentFirst: await parentPending(storage, group, written) };

@@ -5,6 +5,7 @@
 import { systemClock, systemRandom } from '../clock.js';
 import { describeValue, InvalidConfigError, InvalidInputError, LeaseholdError } from '../errors.js';
 import { checkContractVersion } from '../contract-version.js';
+import { unsafeOf } from '../unsafe.js';
 import type { CheckpointStorage, LeaderStore, LeaseRecord } from '../storage.js';
 import { decide } from './plan.js';
 import { carries } from './request.js';
@@ -27,10 +28,18 @@ const QUICK_RETRIES = 10;
  * listing each time would lose the race to it for ever. Stops at the first generation left with a write
  * that did not apply, and returns its keys (the caller reads the group again).
  */
-async function writeMoves(storage: CheckpointStorage, group: string, view: GroupView, moves: readonly RewindMove[], rewindId: string, requestedAt: string): Promise<string[]> {
+async function writeMoves(
+  storage: CheckpointStorage,
+  group: string,
+  view: GroupView,
+  moves: readonly RewindMove[],
+  rewindId: string,
+  requestedAt: string,
+  appliedIgnored: boolean,
+): Promise<string[]> {
   const due = moves.filter((move) => {
     const lease = view.leases.get(move.leaseKey);
-    return lease !== undefined && !carries(lease, rewindId);
+    return lease !== undefined && !carries(lease, rewindId, appliedIgnored);
   });
   const dueKeys = new Set(due.map((move) => move.leaseKey));
   const generation = new Map<string, number>();
@@ -57,7 +66,7 @@ async function writeMoves(storage: CheckpointStorage, group: string, view: Group
         if (outcome?.status === 'applied') return;
         const current = outcome?.status === 'conflict' ? outcome.current : null;
         if (outcome?.status === 'conflict' && current === null) return; // deleted meanwhile: its shard finished
-        if (current !== null && carries(current, rewindId)) return;
+        if (current !== null && carries(current, rewindId, appliedIgnored)) return;
         if (current === null || !view.judges(current) || attempt + 1 >= QUICK_RETRIES) {
           failed.push(move.leaseKey);
           return;
@@ -92,16 +101,18 @@ export async function applyRewind(plan: RewindPlan, options: ApplyRewindOptions)
   const random = options.random ?? systemRandom;
   const startedAt = clock.now();
   const latest = plan.target === 'latest';
+  const unsafe = unsafeOf(options);
+  const appliedIgnored = unsafe.rewindRequestedAgain === true;
   const moves = new Map<string, RewindMove>();
   let failed: string[] = [];
   for (let attempt = 0; attempt < maxAttempts; attempt++) {
     // Out of step with owners that checkpoint at a steady pace, as their batches come.
     if (attempt > 0) await clock.sleep((50 + random.next() * 200) * attempt);
     const view = await readView(storage, plan.group);
-    const decided = decide(view, plan.selected, plan.to, latest);
+    const decided = decide(view, plan.selected, plan.to, latest, unsafe.rewindBehindUnreadable === true);
     // The first sight of each lease is the one reported: a later read shows it moved already.
     for (const move of decided.moves) if (!moves.has(move.leaseKey)) moves.set(move.leaseKey, move);
-    failed = await writeMoves(storage, plan.group, view, decided.moves, plan.rewindId, plan.requestedAt);
+    failed = await writeMoves(storage, plan.group, view, decided.moves, plan.rewindId, plan.requestedAt, appliedIgnored);
     if (failed.length === 0) break;
   }
   if (failed.length > 0) {

@@ -64,6 +64,8 @@ export async function awaitRewind(rewind: AppliedRewind, options: AwaitRewindOpt
 
 function stateOf(lease: LeaseRecord | undefined, rewindId: string): RewindLeaseProgress['state'] {
   if (lease === undefined) return 'gone';
+  // Moved by this rewind, whatever later rewind's request it carries now.
+  if (lease.metadata[REWIND_FIELDS.rewound] === rewindId) return 'applied';
   const request = rewindRequestOf(lease);
   if (request !== undefined) return request.id === rewindId ? 'pending' : 'superseded';
   if (hasRewindRequest(lease)) return 'pending';

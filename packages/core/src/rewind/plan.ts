@@ -6,6 +6,7 @@
 import { systemClock, systemRandom } from '../clock.js';
 import { describeValue, InvalidConfigError, InvalidInputError } from '../errors.js';
 import { checkContractVersion } from '../contract-version.js';
+import { unsafeOf } from '../unsafe.js';
 import { limits } from '../validation.js';
 import { parseStreamLeaseKey } from '../stream-keys.js';
 import { Checkpoint, RECORD_FORMAT, type LeaseRecord, type Position } from '../storage.js';
@@ -81,6 +82,19 @@ function checkpointOfTarget(to: RewindTarget, nowMs: number, selected: number): 
   throw new InvalidInputError(`[${PKG}] rewind target must be 'trim-horizon', 'latest', { time } or { position }, got ${describeValue(to)}`);
 }
 
+/** The first lease in the line `lease` descends from that cannot be read back, or `undefined`. */
+function unreadableAncestor(view: GroupView, lease: LeaseRecord, seen = new Set<string>()): string | undefined {
+  for (const parentKey of lease.parentKeys) {
+    if (view.corrupt.has(parentKey)) return parentKey;
+    const parent = view.leases.get(parentKey);
+    if (parent === undefined || seen.has(parentKey)) continue;
+    seen.add(parentKey);
+    const found = unreadableAncestor(view, parent, seen);
+    if (found !== undefined) return found;
+  }
+  return undefined;
+}
+
 /** Where a lease that descends from a finished lease moves: to the rewind's time, or to its start. */
 export function descendantTarget(to: Position): Position {
   return Checkpoint.timestampOf(to) !== undefined ? to : Checkpoint.TRIM_HORIZON;
@@ -110,7 +124,7 @@ export async function planRewind(options: PlanRewindOptions): Promise<RewindPlan
   const selected = selectedKeys(view, group, select);
   const rewindId = `${Math.trunc(nowMs).toString(36)}-${Math.floor(random.next() * 36 ** 6).toString(36).padStart(6, '0')}`;
   const requestedAt = new Date(nowMs).toISOString();
-  const decided = decide(view, selected, to, target === 'latest');
+  const decided = decide(view, selected, to, target === 'latest', unsafeOf(options).rewindBehindUnreadable === true);
   const notReplayable: RewindNote[] = [...decided.notReplayable];
   if (select.leaseKeys === undefined) {
     for (const key of [...view.corrupt].sort()) {
@@ -171,7 +185,13 @@ function selectedKeys(view: GroupView, group: string, select: RewindSelection): 
 }
 
 /** The moves of a rewind on the group as `view` shows it, ancestors first. */
-export function decide(view: GroupView, selected: readonly string[], to: Position, latest: boolean): { moves: RewindMove[]; unchanged: RewindNote[]; notReplayable: RewindNote[] } {
+export function decide(
+  view: GroupView,
+  selected: readonly string[],
+  to: Position,
+  latest: boolean,
+  behindUnreadableMoved = false,
+): { moves: RewindMove[]; unchanged: RewindNote[]; notReplayable: RewindNote[] } {
   const unchanged: RewindNote[] = [];
   const notReplayable: RewindNote[] = [];
   const targets = new Map<string, { to: Position; descendantOf: string | undefined }>();
@@ -197,10 +217,23 @@ export function decide(view: GroupView, selected: readonly string[], to: Positio
       targets.set(descendant, { to: descendantTarget(to), descendantOf: own?.descendantOf ?? key });
     }
   }
+  // A lease whose line runs through a lease that cannot be read back may descend from a finished lease
+  // read again here: moved now, before that lease carries the request, it could be taken and read before
+  // it. It is left as it is; once the lease can be read, settling resets it, ancestors first, if it does.
+  // `behindUnreadableMoved` is the simulation's unsafe switch that moves it anyway (seed 103304).
+  const readAgain = !behindUnreadableMoved && [...targets.keys()].some((key) => isFinished(view.leases.get(key) as LeaseRecord));
   const moves: RewindMove[] = [];
   for (const key of ancestorsFirst(view, targets.keys())) {
     const lease = view.leases.get(key) as LeaseRecord;
     const target = targets.get(key) as { to: Position; descendantOf: string | undefined };
+    const unreadable = readAgain ? unreadableAncestor(view, lease) : undefined;
+    if (unreadable !== undefined) {
+      unchanged.push({
+        leaseKey: key,
+        reason: `it descends from ${unreadable}, whose lease cannot be read back (see leasehold doctor --group): once it can, the rewind resets it if it descends from a finished lease read again; rewind it again otherwise`,
+      });
+      continue;
+    }
     const owner = view.ownerOf(lease);
     // A descendant is written even where it stands already: a worker that listed the group before the
     // finished lease's request landed may take it, at the version it listed, and read it before its

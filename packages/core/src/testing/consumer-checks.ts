@@ -6,7 +6,7 @@
  */
 import type { MemoryWriteEvent } from '../memory/memory-storage.js';
 import { compareNumericPositions } from '../position.js';
-import { hasRewindRequest, REWIND_FIELDS } from '../rewind.js';
+import { hasRewindRequest, REWIND_FIELDS, rewindRequestOf } from '../rewind.js';
 import type { SourceRecord } from '../source.js';
 import { Checkpoint, type LeaseRecord, type Position } from '../storage.js';
 import type { RecordEntry, ShardEntry, StartingPoint, StreamEntry } from './consumer-ledger-entries.js';
@@ -526,6 +526,12 @@ export class ConsumerLedger {
     // is the tenure's to checkpoint without handing it over (a reader that starts at a timestamp skips it).
     // A timestamp in the future stands for every record that arrives before it, so it is resolved when used.
     const tenure = `${leaseKey}#${after.epoch}`;
+    // A rewind moves a lease once: its request written again on a lease it moved already would replace a
+    // later rewind's request, or move the lease back a second time over what was read since the replay.
+    const requested = rewindRequestOf(after);
+    if (requested !== undefined && requested.id !== rewindRequestOf(before)?.id && after.metadata[REWIND_FIELDS.rewound] === requested.id) {
+      this.#violate('rewind', `rewind ${requested.id} requested again on ${leaseKey}, which it moved already (checkpoint ${String(after.checkpoint)}, version ${after.version})`);
+    }
     if (this.#rewindOf(before, after)) {
       this.#rewound(after, tenure);
       return;

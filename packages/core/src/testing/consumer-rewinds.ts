@@ -16,6 +16,7 @@ import type { BatchContext } from '../consumer/options.js';
 import { InvalidInputError } from '../errors.js';
 import { applyRewind, awaitRewind, planRewind, type RewindSelection, type RewindTarget } from '../rewind.js';
 import { Checkpoint, type Storage } from '../storage.js';
+import { withUnsafe, type ConsumerUnsafe } from '../unsafe.js';
 import type { ConsumerGuarantee, ConsumerLedger } from './consumer-checks.js';
 import { FaultyStorage } from './faulty-storage.js';
 import { VirtualClock, type VirtualScheduler } from './virtual-time.js';
@@ -86,6 +87,8 @@ export interface RewindWorld {
   readonly wallOf: (ms: number) => number;
   readonly log: (line: string) => void;
   readonly violate: (guarantee: ConsumerGuarantee, detail: string) => void;
+  /** The simulation's unsafe switches: the tool reads its own (`rewindRequestedAgain`, `rewindBehindUnreadable`). */
+  readonly unsafe?: ConsumerUnsafe | undefined;
 }
 
 /** The tool's runs under way, and the handlers' late checkpoints. */
@@ -147,10 +150,10 @@ export function scheduleRewinds(world: RewindWorld): SimulatedRewinds {
     if (!chosen) return;
     for (let attempt = 1; ; attempt++) {
       try {
-        const planned = await planRewind({ storage, group, to: chosen.to, select: chosen.select, clock, random });
+        const planned = await planRewind(withUnsafe({ storage, group, to: chosen.to, select: chosen.select, clock, random }, world.unsafe));
         ledger.rewindPlanned(planned.rewindId, planned.to);
         log(`rewind ${n} (${planned.rewindId}): ${chosen.described}: ${planned.moves.map((move) => `${move.leaseKey} ${move.how}`).join(', ') || 'nothing to move'}`);
-        const applied = await applyRewind(planned, { storage, clock, random });
+        const applied = await applyRewind(planned, withUnsafe({ storage, clock, random }, world.unsafe));
         const progress = await awaitRewind(applied, { storage, clock, timeoutMs: Math.max(1, deadline - scheduler.now), pollIntervalMs: 500 });
         log(`rewind ${n} (${planned.rewindId}): ${progress.complete ? 'complete' : 'incomplete'} after ${progress.elapsedMs.toFixed(0)} ms`);
         if (!progress.complete) {

@@ -186,6 +186,8 @@ const UNSAFE_FLAGS: ReadonlyArray<[keyof ConsumerUnsafe, string]> = [
   ['stopHandoverKeeps', '--unsafe-stop-handover-keeps'],
   ['stopWaitsForListing', '--unsafe-stop-waits-for-listing'],
   ['adoptedRequestIgnored', '--unsafe-adopted-request-ignored'],
+  ['rewindRequestedAgain', '--unsafe-rewind-requested-again'],
+  ['rewindBehindUnreadable', '--unsafe-rewind-behind-unreadable'],
 ];
 
 /** The command-line flag of each unsafe switch, for `pnpm sim --consumer`. */

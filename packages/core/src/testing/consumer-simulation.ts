@@ -246,7 +246,7 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
     // An operator's tool rewinds the live group now and then; every rewind must complete, once faults
     // stop, in time for its replay to be delivered within the quiet phase.
     const rewinds = shape.rewind
-      ? scheduleRewinds({ shape: shape.rewind, seed: config.seed, group: GROUP, scheduler, storage: memory, ledger, faultPhaseMs, completeWithinMs: progressBoundMs, wallOf, log, violate })
+      ? scheduleRewinds({ shape: shape.rewind, seed: config.seed, group: GROUP, scheduler, storage: memory, ledger, faultPhaseMs, completeWithinMs: progressBoundMs, wallOf, log, violate, unsafe: config.unsafe })
       : null;
 
     // ---------------------------------------------------------------- records arrive all along
