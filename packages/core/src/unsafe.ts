@@ -58,6 +58,11 @@ export interface CoordinatorUnsafe {
    */
   letGoForgetsUnreadable?: boolean | undefined;
   /**
+   * A stop waits for the take tick in flight before it drains any lease: meanwhile the readers go on taking
+   * new batches, of a stream that left the worker's list too (it no longer learns of that once stopping).
+   */
+  drainAfterTakeTick?: boolean | undefined;
+  /**
    * A take tick judges the listed owners on a roster read before its listing instead of after it: a member
    * that joined while the listing was on its way, and took leases, is missing from that roster, so its
    * leases look ownerless and are taken from it while it holds them.
@@ -136,6 +141,8 @@ export interface ConsumerUnsafe {
   stopWaitsForListing?: boolean;
   /** Passed to the coordinator: a newer record of a held lease carrying a rewind request is adopted without announcing it. */
   adoptedRequestIgnored?: boolean;
+  /** Passed to the coordinator: a stop drains its leases only once its take tick in flight is done, its readers reading on meanwhile. */
+  drainAfterTakeTick?: boolean;
   /** A handler's report of its first failed record (`{ failedAt }`) is ignored: the whole batch counts as done. */
   ignoreBatchResponse?: boolean;
   /**

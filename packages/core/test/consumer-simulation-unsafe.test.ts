@@ -95,6 +95,15 @@ const switches: ReadonlyArray<{
     rewind: true,
     seeds: [103304],
   },
+  // Needs a multi-stream worker that stops while a take tick is in flight (its listing stalled) and
+  // shortly after a stream left the group's list, before its next look at the list: seed 327 found it.
+  {
+    name: 'drainAfterTakeTick',
+    defect: 'a stopping worker\'s readers take new batches until its take tick in flight is done, of a stream that left its list too',
+    breaks: ['removed-stream'],
+    slowListings: true,
+    seeds: [327],
+  },
 ];
 
 const caught = new Map<string, string>();

@@ -91,6 +91,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   #wakeRenew: (() => void) | null = null;
   #loops: Promise<void>[] = [];
   #takeInFlight: Promise<void> = Promise.resolve();
+  /** The simulation's unsafe switch: a stop drains its leases only once the take tick in flight is done. */
+  readonly #drainAfterTakeTick: boolean;
   #subscription: ChangeSubscription | null = null;
 
   constructor(options: LeaseCoordinatorOptions) {
@@ -194,6 +196,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     const formatError = (what: string, format: number): RecordFormatError => this.#formatError(what, format);
     const common = { storage: this.#storage, group: this.group, workerId: this.workerId, clock: this.#clock };
     this.#hold = new Hold({ ...common, members: this.#members, skipSelfFencing, adoptedRequestIgnored: unsafe.adoptedRequestIgnored ?? false, host: { state, listingDue, emit } });
+    this.#drainAfterTakeTick = unsafe.drainAfterTakeTick ?? false;
     this.#writes = new FencedWrites({
       ...common,
       hold: this.#hold,
@@ -294,19 +297,26 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       // A tick in its listing gives it up at once; one in its writes is awaited, so that a lease it takes
       // is in the hold before the leases are drained and handed over.
       this.#winding.abort(new AbortedError(`[${PKG}] lease coordinator ${this.workerId} is stopping`));
+      // The leases held now drain at once: their readers take no new batch while the tick finishes (a
+      // stopping worker no longer learns of a stream leaving its list, say). Those the tick takes drain
+      // after it.
+      const drains = new Map<Held, Promise<{ leaseKey: string; done: boolean }>>();
+      const drainHeld = (): void => {
+        for (const [leaseKey, held] of this.#hold.leases) {
+          if (drains.has(held)) continue;
+          drains.set(held, this.#handovers.drain(leaseKey, held, 'shutdown', Math.max(0, drainDeadline - this.#clock.now())).then((done) => ({ leaseKey, done })));
+        }
+      };
+      // (`drainAfterTakeTick` is the simulation's unsafe switch that waits for the tick first, as before.)
+      if (!this.#drainAfterTakeTick) drainHeld();
       await this.#until(deadline, this.#takeInFlight);
+      drainHeld();
       // The heartbeat that says this worker is leaving goes out while its leases drain: the releases wait
       // for both, so nobody deals a released lease back to it, and the round trip costs the handoff nothing.
       const leaving = this.#hold.leases.size > 0 ? this.#until(drainDeadline, this.#members.heartbeat()) : Promise.resolve();
       // The roster is read again meanwhile, so that the leases go to members alive and staying now.
       const roster = this.#hold.leases.size > 0 ? this.#until(drainDeadline, this.#storage.getRoster(this.group).then((read) => void this.#members.readRoster(read))) : Promise.resolve();
-      const entries = [...this.#hold.leases.entries()];
-      const drained = await Promise.all(
-        entries.map(async ([leaseKey, held]) => ({
-          leaseKey,
-          done: await this.#handovers.drain(leaseKey, held, 'shutdown', Math.max(0, drainDeadline - this.#clock.now())),
-        })),
-      );
+      const drained = await Promise.all(drains.values());
       await Promise.all([leaving, roster]);
       const releasable = drained.filter((entry) => entry.done).map((entry) => entry.leaseKey);
       await this.#until(deadline, this.#handovers.handOverOrRelease(releasable));

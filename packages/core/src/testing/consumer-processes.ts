@@ -203,6 +203,19 @@ export function simulatedProcesses(run: SimRun): SimProcesses {
   const reportedGone = new Set<string>();
 
   /**
+   * The last position of the batch in flight of a tenure that handed over up to `handed`: the batch read
+   * that holds it (a failing batch is handed over in parts), or `handed` when none of the last read does.
+   */
+  const inFlightEnd = (worker: SimWorker, tenure: string, handed: number): number => {
+    const ranges = worker.batchesRead.get(tenure.slice(0, tenure.lastIndexOf('#'))) ?? [];
+    for (let i = ranges.length - 1; i >= 0; i--) {
+      const [first, last] = ranges[i] as readonly [number, number];
+      if (first <= handed && handed <= last) return last;
+    }
+    return handed;
+  };
+
+  /**
    * Multi-stream: a process reads only the streams its list names. Once its `streams` function answered
    * without a stream, it hands over nothing of it but what its batch in flight still holds (a drain
    * finishes that batch: retries and halves of it); and a stream that left the group's list, it must
@@ -231,7 +244,20 @@ export function simulatedProcesses(run: SimRun): SimProcesses {
     } else if (since === undefined && !ledger.isListed(streamId)) {
       const unlistedAt = ledger.unlistedAt(streamId) ?? scheduler.now;
       const from = Math.max(unlistedAt, worker.startedAtMs, worker.clock.pausedUntil, worker.listFailsUntil);
-      if (scheduler.now - from > refreshMs / (1 - MAX_CLOCK_DRIFT) + 250) {
+      const bound = refreshMs / (1 - MAX_CLOCK_DRIFT) + 250;
+      // A worker that began stopping before it was due to learn of the removal drains what it had in flight
+      // then, as one that learned of it does.
+      const stopped = worker.stoppedListing;
+      if (stopped !== null && stopped.at - from <= bound) {
+        const inFlight = stopped.handedMax.get(tenure) ?? -Infinity;
+        const beyond = positions.filter((position) => position > inFlight);
+        if (beyond.length > 0) {
+          report(
+            `${worker.workerId} handed over records of ${shardId} (tenure ${fencingToken}) from position ${beyond[0]} on while it stopped, ${(scheduler.now - unlistedAt).toFixed(0)} ms after stream ${streamId} left the group's list` +
+              (inFlight === -Infinity ? ' (nothing of that tenure was in flight at the stop)' : ` (its batch in flight at the stop reached ${inFlight})`),
+          );
+        }
+      } else if (scheduler.now - from > bound) {
         report(
           `${worker.workerId} handed over records of ${shardId} ${(scheduler.now - unlistedAt).toFixed(0)} ms after stream ${streamId} left the group's list, and its streams() has not answered since (refresh interval ${refreshMs.toFixed(0)} ms)`,
         );
@@ -254,7 +280,7 @@ export function simulatedProcesses(run: SimRun): SimProcesses {
       worker.unlistedSince.set(streamId, scheduler.now);
       const frozen = new Map<string, number>();
       for (const [tenure, position] of worker.handedMax) {
-        if (ledger.shards.get(tenure.slice(0, tenure.lastIndexOf('#')))?.streamId === streamId) frozen.set(tenure, position);
+        if (ledger.shards.get(tenure.slice(0, tenure.lastIndexOf('#')))?.streamId === streamId) frozen.set(tenure, inFlightEnd(worker, tenure, position));
       }
       worker.frozen.set(streamId, frozen);
     }
@@ -296,7 +322,20 @@ export function simulatedProcesses(run: SimRun): SimProcesses {
         new ProcessSource(stream.source, clock, workerRandom, {
           latencyMs: (r) => (enabled('storage') ? r.next() * 10 : 0),
           withholdChildShards: () => childShardsRandom.next() < 1 / 3,
-          onBatch: trace ? (shardId, batch) => batch.kind === 'end' && log(`${workerId} read the end of ${keyOf(stream, shardId)}`) : undefined,
+          onBatch: (shardId, batch) => {
+            if (batch.kind === 'end') {
+              if (trace) log(`${workerId} read the end of ${keyOf(stream, shardId)}`);
+              return;
+            }
+            if (!multi || batch.records.length === 0) return;
+            const key = keyOf(stream, shardId);
+            const read = self.worker?.batchesRead;
+            const ranges = read?.get(key) ?? [];
+            ranges.push([Number(batch.records[0]?.position), Number(batch.records[batch.records.length - 1]?.position)]);
+            // The batch in flight and the one read ahead while it is handled: a few are enough.
+            if (ranges.length > 4) ranges.shift();
+            read?.set(key, ranges);
+          },
         }),
       ]),
     );
@@ -358,6 +397,8 @@ export function simulatedProcesses(run: SimRun): SimProcesses {
       unlistedSince: new Map(),
       frozen: new Map(),
       handedMax: new Map(),
+      stoppedListing: null,
+      batchesRead: new Map(),
     };
     self.worker = worker;
     consumer.on('record-skipped', ({ shardId, position, deadLettered, reason }) => {
@@ -405,6 +446,8 @@ export function simulatedProcesses(run: SimRun): SimProcesses {
   const pendingStops = new Set<SimWorker>();
   const gracefulStop = (worker: SimWorker, timeoutMs: number, whileFailing = false): void => {
     worker.stopping = true;
+    // A stopping worker refreshes its list no more: what it drains from then on is what it had in flight.
+    worker.stoppedListing = { at: scheduler.now, handedMax: new Map([...worker.handedMax].map(([tenure, handed]) => [tenure, inFlightEnd(worker, tenure, handed)])) };
     pendingStops.add(worker);
     const began = scheduler.now;
     const heldAtStop = new Set(worker.consumer.coordinator.heldLeases().map((lease) => lease.leaseKey));

@@ -188,6 +188,7 @@ const UNSAFE_FLAGS: ReadonlyArray<[keyof ConsumerUnsafe, string]> = [
   ['adoptedRequestIgnored', '--unsafe-adopted-request-ignored'],
   ['rewindRequestedAgain', '--unsafe-rewind-requested-again'],
   ['rewindBehindUnreadable', '--unsafe-rewind-behind-unreadable'],
+  ['drainAfterTakeTick', '--unsafe-drain-after-take-tick'],
 ];
 
 /** The command-line flag of each unsafe switch, for `pnpm sim --consumer`. */

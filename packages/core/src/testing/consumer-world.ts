@@ -56,6 +56,17 @@ export interface SimWorker {
   readonly frozen: Map<string, Map<string, number>>;
   /** Multi-stream: the greatest position handed over per tenure (`<leaseKey>#<epoch>`). */
   readonly handedMax: Map<string, number>;
+  /**
+   * Multi-stream: once it began stopping (its list is not refreshed any more), when it began and the
+   * greatest position of each tenure handed over before: what its drains may still hand over.
+   */
+  stoppedListing: { readonly at: number; readonly handedMax: ReadonlyMap<string, number> } | null;
+  /**
+   * Multi-stream: per lease key, the first and last positions of the last few batches its source gave
+   * this worker: a batch in flight may be handed over in parts (halves of a failing batch), and its drain
+   * finishes all of it.
+   */
+  readonly batchesRead: Map<string, Array<readonly [number, number]>>;
   /** Its handler fails every call, as when its downstream is down. */
   downstreamDown: boolean;
   /** A call of its handler is overrunning its lease now. */
