@@ -18,6 +18,7 @@ import { consumerSimulationSeedList } from './support/consumer-simulation-seeds.
 // rewind's tool wrote its request again over a later rewind's on a lease it had moved already, whose owner
 // then moved it back over what it had read since; seed 103304 that a rewind reset a lease whose parent
 // could not be read back, and the lease was read before that parent, which descended from a finished
-// lease the rewind read again.
-consumerSimulationSeedList('rewinding the live group, seeds that found a rewind defect and a few more', [22, 25, 5244, 5137, 5010, 6170, 5513, 102217, 104788, 103304], { rewind: true });
+// lease the rewind read again. Seed 101840 stops a worker whose handler fails every call while requests it
+// sent during a storage cut-off still time out (the stop's time is then not judged).
+consumerSimulationSeedList('rewinding the live group, seeds that found a rewind defect and a few more', [22, 25, 5244, 5137, 5010, 6170, 5513, 102217, 104788, 103304, 101840], { rewind: true });
 

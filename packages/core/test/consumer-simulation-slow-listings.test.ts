@@ -3,10 +3,12 @@ import { consumerSimulationSeedList } from './support/consumer-simulation-seeds.
 // The opt-in fault of lease listings that stall while their worker's heartbeats go on (`pnpm sim --consumer
 // --slow-listings`), on seeds 1-100. Seeds 53 and 90 found that a stop waited for a take tick's listing
 // (53: its leases were not handed over in time and lapsed) or the leader's (90: the stop took its whole
-// timeout) however long the store took to answer; a stopping worker now gives such a read up.
+// timeout) however long the store took to answer; a stopping worker now gives such a read up. Seed 327
+// found that a stop waited for its take tick's writes before draining, its readers reading on meanwhile a
+// stream that had left the list; a stop now drains the leases it holds at once.
 consumerSimulationSeedList(
-  'with stalled lease listings, seeds 1 to 100',
-  Array.from({ length: 100 }, (_, i) => i + 1),
+  'with stalled lease listings, seeds 1 to 100 and 327',
+  [...Array.from({ length: 100 }, (_, i) => i + 1), 327],
   { faults: { slowListings: true } },
 );
 
