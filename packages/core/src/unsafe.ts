@@ -143,6 +143,12 @@ export interface ConsumerUnsafe {
   adoptedRequestIgnored?: boolean;
   /** Passed to the coordinator: a stop drains its leases only once its take tick in flight is done, its readers reading on meanwhile. */
   drainAfterTakeTick?: boolean;
+  /**
+   * An owner's rewind whose write's outcome is unknown (applied, and not read back) lets a reader start
+   * before a retry read the lease back: it reads on from the checkpoint of before the rewind, and its
+   * checkpoints move the rewound lease forward past records it was to hand over again.
+   */
+  rewindUnknownReadsOn?: boolean;
   /** A handler's report of its first failed record (`{ failedAt }`) is ignored: the whole batch counts as done. */
   ignoreBatchResponse?: boolean;
   /**

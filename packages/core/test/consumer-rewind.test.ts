@@ -8,6 +8,9 @@ import {
   planRewind,
   type BatchContext,
   type Consumer,
+  StorageOutcomeUnknownError,
+  StorageUnavailableError,
+  type LeaseUpdate,
   type RewindTarget,
 } from '../src/index.js';
 import { leaseStateOf, REWIND_FIELDS, rewindRequestOf } from '../src/adapter.js';
@@ -330,6 +333,59 @@ describe('rewinding a live group', () => {
     expect(after.checkpoint).not.toBe(Checkpoint.TRIM_HORIZON);
     expect(events.filter((event) => event.includes('rewound'))).toEqual([]);
     await run(scheduler, worker.stop());
+  });
+
+  /** A held shard rewound to the stream's start, whose owner's write of the rewind applies but answers with an unknown outcome, and cannot be read back at once. */
+  async function rewindWithUnknownOutcome(unsafe?: { rewindUnknownReadsOn: boolean }) {
+    const { scheduler, storage, seen, consumer, produce, rewind } = rewindWorld(1);
+    let failing = 0;
+    const flaky = new Proxy(storage, {
+      get: (target, name) => {
+        if (name === 'updateLeases') {
+          return async (group: string, updates: readonly LeaseUpdate[]) => {
+            const results = await target.updateLeases(group, updates);
+            // The owner's move applies; its answer is lost, and the next two reads fail.
+            if (failing === 0 && updates.some((update) => update.next.metadata[REWIND_FIELDS.rewound] !== undefined && update.next.owner !== null)) {
+              failing = 2;
+              return results.map(() => ({ status: 'unknown', error: new StorageOutcomeUnknownError('[test] the answer was lost') }));
+            }
+            return results;
+          };
+        }
+        if (name === 'getLease') {
+          return async (group: string, leaseKey: string) => {
+            if (failing > 0) {
+              failing--;
+              throw new StorageUnavailableError('[test] connection refused');
+            }
+            return target.getLease(group, leaseKey);
+          };
+        }
+        const value: unknown = Reflect.get(target, name, target);
+        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    const worker = consumer('w1', { storage: flaky, retry: { initialDelayMs: 100, maxDelayMs: 1_000 }, unsafe });
+    await run(scheduler, worker.start());
+    produce(['a'], 10);
+    await scheduler.advance(3_000);
+    const before = seen.length;
+    const { progress } = await rewind('trim-horizon');
+    await scheduler.advance(5_000);
+    await run(scheduler, worker.stop());
+    return { progress, replayed: perKey(seen.slice(before)).get('a') ?? [], lease: (await storage.getLease(GROUP, 'shard-0000'))! };
+  }
+
+  it('an owner whose rewind write\'s outcome is unknown reads nothing until it has read the lease back, and then reads from the rewound checkpoint', async () => {
+    const { progress, replayed, lease } = await rewindWithUnknownOutcome();
+    expect(progress.complete).toBe(true);
+    expect(replayed).toEqual(range(1, 10));
+    expect(lease.checkpoint).not.toBe(Checkpoint.TRIM_HORIZON);
+  });
+
+  it('with the unsafe rewindUnknownReadsOn, the reader reads on from the checkpoint of before and moves the rewound lease past the replay (the switch brings the defect back)', async () => {
+    const { replayed } = await rewindWithUnknownOutcome({ rewindUnknownReadsOn: true });
+    expect(replayed).toEqual([]);
   });
 
   it('a handler that kept the context of a batch from before the rewind cannot move the rewound checkpoint forward', async () => {

@@ -19,6 +19,12 @@ import { consumerSimulationSeedList } from './support/consumer-simulation-seeds.
 // then moved it back over what it had read since; seed 103304 that a rewind reset a lease whose parent
 // could not be read back, and the lease was read before that parent, which descended from a finished
 // lease the rewind read again. Seed 101840 stops a worker whose handler fails every call while requests it
-// sent during a storage cut-off still time out (the stop's time is then not judged).
-consumerSimulationSeedList('rewinding the live group, seeds that found a rewind defect and a few more', [22, 25, 5244, 5137, 5010, 6170, 5513, 102217, 104788, 103304, 101840], { rewind: true });
+// sent during a storage cut-off still time out (the stop's time is then not judged). Seeds 108717, 108846,
+// 110801 and 110810 found that an owner whose write of a rewind applied with its answer lost, and could not
+// be read back, read on from the checkpoint of before the rewind and moved the rewound lease past the replay.
+consumerSimulationSeedList(
+  'rewinding the live group, seeds that found a rewind defect and a few more',
+  [22, 25, 5244, 5137, 5010, 6170, 5513, 102217, 104788, 103304, 101840, 108717, 108846, 110801, 110810],
+  { rewind: true },
+);
 

@@ -95,6 +95,15 @@ const switches: ReadonlyArray<{
     rewind: true,
     seeds: [103304],
   },
+  // Needs an owner's write of a rewind that applies with its answer lost and cannot be read back at once:
+  // 4 of rewinding seeds 108001-111000 draw it (110810 among them).
+  {
+    name: 'rewindUnknownReadsOn',
+    defect: 'an owner whose rewind write\'s outcome is unknown reads on from the checkpoint of before the rewind, and checkpoints over it',
+    breaks: ['delivery'],
+    rewind: true,
+    seeds: [110810],
+  },
   // Needs a multi-stream worker that stops while a take tick is in flight (its listing stalled) and
   // shortly after a stream left the group's list, before its next look at the list: seed 327 found it.
   {

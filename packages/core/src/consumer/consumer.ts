@@ -16,7 +16,7 @@ import { attachMetrics, defaultMeter } from '../metrics.js';
 import { refuseUnknownConsumerOptions } from './option-keys.js';
 import { parseStreamLeaseKey } from '../stream-keys.js';
 import { resolveStreams, type StreamSource } from './streams.js';
-import { parentPending, REWIND_FIELDS, REWIND_MARKER_FIELD, rewindRequestOf } from '../rewind.js';
+import { parentPending, REWIND_FIELDS, REWIND_MARKER_FIELD, rewindRequestOf, type RewindRequest } from '../rewind.js';
 import { applyOwnRewind, type OwnRewind } from './owner-rewind.js';
 import { StallWatch } from './stalls.js';
 import { LeaderRounds } from './leader-rounds.js';
@@ -102,6 +102,12 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
    * (the change feed, then the newer record a write's conflict brings), and reports it once.
    */
   readonly #unreadableReported = new Map<string, string>();
+  /**
+   * Per shard, the rewind request whose write's outcome is unknown (it may have applied, and could not be
+   * read back): no reader starts until a retry has read the lease back, for one started from the record
+   * held before would read on from the checkpoint of before the rewind, and checkpoint over it.
+   */
+  readonly #unknownRewinds = new Map<string, RewindRequest>();
   /** Per shard, how many rewinds paused its readers: a reader made before the last one refuses its contexts' checkpoints. */
   readonly #rewindCounts = new Map<string, number>();
   readonly #lifetime = new AbortController();
@@ -413,15 +419,20 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
     coordinator.on('acquired', ({ leaseKey }) => this.#startPump(leaseKey));
     coordinator.on('lost', ({ leaseKey, reason }) => {
       this.#rewindCounts.delete(leaseKey);
+      this.#unknownRewinds.delete(leaseKey);
       this.#logger.warn({ shardId: leaseKey, reason }, 'lease lost');
       this.emit('lease-lost', { shardId: leaseKey, reason });
     });
     coordinator.on('handed-off', ({ leaseKey, to }) => {
       this.#rewindCounts.delete(leaseKey);
+      this.#unknownRewinds.delete(leaseKey);
       this.emit('lease-handed-off', { shardId: leaseKey, to });
     });
     // Readers of a tenure that ended are fenced by it: the count matters only within one.
-    coordinator.on('released', ({ leaseKey }) => this.#rewindCounts.delete(leaseKey));
+    coordinator.on('released', ({ leaseKey }) => {
+      this.#rewindCounts.delete(leaseKey);
+      this.#unknownRewinds.delete(leaseKey);
+    });
     coordinator.on('rewind-requested', ({ leaseKey }) => this.#rewindRequested(leaseKey));
     coordinator.on('corrupt-lease', ({ leaseKey, error }) => {
       this.#logger.error({ shardId: leaseKey, err: error }, 'corrupt lease: nobody takes it until it is repaired or deleted');
@@ -457,6 +468,8 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       });
       return;
     }
+    // A rewind whose write's outcome is unknown starts the reader itself, once a retry read the lease back.
+    if (this.#unknownRewinds.has(leaseKey) && !this.#unsafe.rewindUnknownReadsOn) return;
     const previous = this.#pumps.get(leaseKey);
     if (previous) {
       // Re-acquired while the last pump of the shard is still winding down: start after it stopped.
@@ -724,9 +737,22 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
         // Every reader of the shard made so far, also one that ended before (a failed read), is of before the rewind.
         this.#rewindCounts.set(leaseKey, (this.#rewindCounts.get(leaseKey) ?? 0) + 1);
       };
-      outcome = await applyOwnRewind({ coordinator: this.coordinator, storage: this.#storage, group: this.group, lease, stopReading });
+      outcome = await applyOwnRewind({
+        coordinator: this.coordinator,
+        storage: this.#storage,
+        group: this.group,
+        lease,
+        stopReading,
+        applying: (request) => {
+          if (!this.#unsafe.rewindUnknownReadsOn) this.#unknownRewinds.set(leaseKey, request);
+        },
+        unknown: this.#unknownRewinds.get(leaseKey),
+      });
+      this.#unknownRewinds.delete(leaseKey);
     } catch (error) {
       if (!(error instanceof LeaseLostError)) {
+        // The request a failed attempt was writing stays in #unknownRewinds (set right before the write):
+        // no reader starts before the retry has read the lease back.
         this.#report(error, 'rewind');
         // Tried again after a backoff (the request is still there), with nobody reading meanwhile.
         void this.#clock

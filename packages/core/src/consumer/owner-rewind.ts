@@ -22,6 +22,14 @@ export interface OwnRewindOptions {
   readonly lease: HeldLease;
   /** Stops the shard's reader once its batch in flight is done and checkpointed; resolves once it stopped. */
   readonly stopReading: () => Promise<void>;
+  /** Told of the request right before the write that applies it, so that a write whose outcome is unknown can be settled. */
+  readonly applying?: ((request: RewindRequest) => void) | undefined;
+  /**
+   * The request an earlier attempt wrote with an unknown outcome (the write may have applied, and it could
+   * not be read back): when the lease records it applied, its record is held as stored and the rewind
+   * reported as applied. Without this, the reader would read on from the checkpoint of before.
+   */
+  readonly unknown?: RewindRequest | undefined;
 }
 
 /**
@@ -36,6 +44,14 @@ export async function applyOwnRewind(options: OwnRewindOptions): Promise<OwnRewi
   const stored = await storage.getLease(group, lease.leaseKey);
   const request = stored === null ? undefined : rewindRequestOf(stored);
   if (stored === null || stored.checkpoint === Checkpoint.SHARD_END || stored.epoch !== lease.fencingToken) return { kind: 'none' };
+  const unknown = options.unknown;
+  if (unknown !== undefined && request === undefined) {
+    // The earlier write's outcome is settled by the record: held as stored (nothing is written), so that the
+    // reader starts where the lease says; and reported as applied when it records that request.
+    const adopted = await coordinator.moveCheckpoint(lease, () => null).then(() => coordinator.lease(lease.leaseKey));
+    if (adopted === undefined || stored.metadata[REWIND_FIELDS.rewound] !== unknown.id) return { kind: 'none' };
+    return { kind: 'rewound', request: unknown, from: null, parentFirst: await parentPending(storage, group, stored) };
+  }
   if (request === undefined) {
     const value = stored.metadata[REWIND_FIELDS.request];
     return value === undefined ? { kind: 'none' } : { kind: 'unreadable', value };
@@ -51,6 +67,7 @@ export async function applyOwnRewind(options: OwnRewindOptions): Promise<OwnRewi
     // lease once, and moving it again would take back what was read since its replay.
     applied = record.metadata[REWIND_FIELDS.rewound] === current.id ? undefined : current;
     from = record.checkpoint;
+    options.applying?.(current);
     // (A lease that records a rewind has a checkpoint: that rewind set it.)
     return { checkpoint: rewoundCheckpoint(record, current) ?? current.to, metadata: { [REWIND_FIELDS.request]: null, [REWIND_FIELDS.rewound]: current.id } };
   });

@@ -189,6 +189,7 @@ const UNSAFE_FLAGS: ReadonlyArray<[keyof ConsumerUnsafe, string]> = [
   ['rewindRequestedAgain', '--unsafe-rewind-requested-again'],
   ['rewindBehindUnreadable', '--unsafe-rewind-behind-unreadable'],
   ['drainAfterTakeTick', '--unsafe-drain-after-take-tick'],
+  ['rewindUnknownReadsOn', '--unsafe-rewind-unknown-reads-on'],
 ];
 
 /** The command-line flag of each unsafe switch, for `pnpm sim --consumer`. */
