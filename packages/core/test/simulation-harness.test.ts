@@ -86,6 +86,12 @@ describe('the simulation harness', () => {
     }
   }, 600_000);
 
+  it('measures liveness from a worker\'s self-fence in the quiet phase, where latency stays: seed 106889 (a heartbeat outlasting its hold 17 s after faults stopped) owns every lease within the bound from it', async () => {
+    const result = await simulate({ seed: 106889 });
+    expect(result.violations).toEqual([]);
+    expect(result.replay).toMatch(/--seed 106889 /);
+  }, 600_000);
+
   it('catches members that never advance the roster digest within 200 seeds: the join at the end of the faults is seen only at their next whole read, and the group is not balanced in time', async () => {
     const result = await firstViolation({ skipRosterDigest: true }, { wholeRosterUpTo: 0 });
     expect(result?.violations.map((violation) => violation.guarantee)).toContain('balance');

@@ -380,10 +380,24 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
       return ledger.leases.get(shardId) === undefined && locate(shardId).stream.listingFailsUntil > scheduler.now;
     };
     let drainedAfterMs = -1;
+    // A listed stream the leader has not created a lease of yet: with LATEST its start is pinned when it
+    // is, so nothing of it counts as owed before; the run has not drained while one waits (its listing
+    // failing aside), and it must get its leases within the progress bound.
+    const unborn = (): SimStream[] =>
+      streams.filter((stream) => ledger.isListed(stream.streamId) && ledger.birthWallMsOf(stream.streamId) === null && stream.listingFailsUntil <= scheduler.now);
+    const unbornReported = new Set<string>();
     while (scheduler.now - quietFrom <= quietLimitMs) {
       // Owed records, and records handed over that neither succeeded nor were given up yet.
       const owed = ledger.unfinished();
-      if (owed.size === 0 && pendingStops.size === 0 && ![...corrupted.values()].includes(Infinity) && (rewinds?.settled() ?? true)) {
+      const waitingForBirth = unborn();
+      for (const stream of waitingForBirth) {
+        const since = Math.max(quietFrom, stream.listingFailsUntil);
+        if (scheduler.now - since > progressBoundMs && !unbornReported.has(stream.streamId)) {
+          unbornReported.add(stream.streamId);
+          violate('progress', `stream ${stream.streamId || '(the only one)'} is in the group's list and has no lease ${(scheduler.now - since).toFixed(0)} ms after faults stopped`);
+        }
+      }
+      if (owed.size === 0 && waitingForBirth.length === 0 && pendingStops.size === 0 && ![...corrupted.values()].includes(Infinity) && (rewinds?.settled() ?? true)) {
         drainedAfterMs = scheduler.now - quietFrom;
         break;
       }

@@ -175,6 +175,8 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
   const workerCount = config.workers ?? shape.workers;
   const leaseCount = config.leases ?? shape.leases;
   const faultPhaseMs = config.faultPhaseMs ?? 30_000;
+  /** The last self-fence of a worker in the quiet phase (a latency spike outlasting its hold), or -Infinity. */
+  let lastQuietFenceAt = -Infinity;
   if (!Number.isInteger(workerCount) || workerCount < 1 || workerCount > limits.maxMembers) {
     throw new InvalidConfigError(`[simulation] workers must be an integer from 1 to ${limits.maxMembers} (limits.maxMembers), got ${describeValue(config.workers)}`);
   }
@@ -350,7 +352,12 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
       trace(`${scheduler.now.toFixed(0)} ${workerId} acquired ${leaseKey} (${how})`);
       void work(worker, leaseKey);
     });
-    worker.coordinator.on('lost', ({ leaseKey, reason }) => trace(`${scheduler.now.toFixed(0)} ${workerId} lost ${leaseKey} (${reason})`));
+    worker.coordinator.on('lost', ({ leaseKey, reason }) => {
+      trace(`${scheduler.now.toFixed(0)} ${workerId} lost ${leaseKey} (${reason})`);
+      // Latency stays in the quiet phase: a heartbeat slow enough to outlast the hold self-fences its worker,
+      // whose leases are taken again as after any fault.
+      if (reason === 'self-fenced' && scheduler.now >= faultPhaseMs) lastQuietFenceAt = Math.max(lastQuietFenceAt, scheduler.now);
+    });
     worker.coordinator.on('handed-off', ({ leaseKey, to }) => trace(`${scheduler.now.toFixed(0)} ${workerId} handed ${leaseKey} to ${to}`));
     worker.coordinator.on('steal-requested', ({ leaseKey, from }) => trace(`${scheduler.now.toFixed(0)} ${workerId} asked ${from} for ${leaseKey}`));
     worker.coordinator.on('released', ({ leaseKey }) => trace(`${scheduler.now.toFixed(0)} ${workerId} released ${leaseKey}`));
@@ -634,7 +641,8 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
   const cascadeMs = Math.max(0, ...cascades.map(({ at, rounds }) => at - quietFrom + rounds * roundMs));
   const ownedBound = leaseDurationMs * (1 + maxClockDrift) + 3 * takeIntervalMs * 1.05 + renewIntervalMs + 3_500 + cascadeMs;
   let ownedAfterMs = -1;
-  while (scheduler.now - quietFrom <= ownedBound) {
+  // From when faults stopped, or from a worker's self-fence since (see lastQuietFenceAt).
+  while (scheduler.now - Math.max(quietFrom, lastQuietFenceAt) <= ownedBound) {
     noteLeader();
     const { leases } = await storage.listLeases(GROUP);
     if (owned(leases)) {
@@ -644,8 +652,15 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
     await scheduler.advance(100, afterEach);
   }
   if (ownedAfterMs < 0) {
-    const missing = unowned((await storage.listLeases(GROUP)).leases);
-    violate('liveness', `${missing.length} eligible leases without a live holder ${ownedBound.toFixed(0)} ms after faults stopped: ${missing.slice(0, 5).join(', ')}`);
+    const { leases } = await storage.listLeases(GROUP);
+    const missing = unowned(leases);
+    // When the live workers cannot hold every eligible lease, the ones below their cap say what is missing.
+    const belowCap = capacity() >= eligible(leases).length ? [] : live().filter((worker) => worker.coordinator.heldLeases().length < worker.cap);
+    violate(
+      'liveness',
+      `${missing.length} eligible leases without a live holder ${ownedBound.toFixed(0)} ms after faults stopped${lastQuietFenceAt > quietFrom ? ` and a worker's self-fence at ${lastQuietFenceAt.toFixed(0)} ms` : ''}: ${missing.slice(0, 5).join(', ')}` +
+        (belowCap.length > 0 ? `; below their cap, with ${eligible(leases).length} eligible leases and room for ${capacity()}: ${belowCap.map((worker) => `${worker.workerId} ${worker.coordinator.heldLeases().length}/${worker.cap}`).join(', ')}` : ''),
+    );
   }
 
   // Balance: max - min <= 1 soon after every lease is owned, whatever the number of leases to move:
