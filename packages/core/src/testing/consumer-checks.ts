@@ -60,6 +60,7 @@ export class ConsumerLedger {
   readonly leases = new Map<string, LeaseRecord | null>();
 
   readonly #now: () => number;
+  readonly #effectCommitted: ((entry: RecordEntry) => boolean) | undefined;
   readonly #wallOf: (ms: number) => number;
   readonly #violate: Violate;
   readonly #perKey = new Map<string, number>();
@@ -102,8 +103,15 @@ export class ConsumerLedger {
     violate: Violate;
     deadLetterConfigured?: boolean;
     removedStreamGraceMs?: number;
+    /**
+     * Exactly-once runs: whether a record's effect was committed. A rewind that moves a lease past a record
+     * whose handler succeeded but whose commit was refused (its tenure ended first) skips that effect, as
+     * it skips a record never handled.
+     */
+    effectCommitted?: (entry: RecordEntry) => boolean;
   }) {
     this.#deadLetterConfigured = options.deadLetterConfigured ?? false;
+    this.#effectCommitted = options.effectCommitted;
     this.#now = options.now;
     this.#wallOf = options.wallOf;
     this.#violate = options.violate;
@@ -608,8 +616,9 @@ export class ConsumerLedger {
     for (const index of shard.records) {
       const entry = this.records[index] as RecordEntry;
       if (Number(entry.position) <= covered) {
-        // Moved past: the operator skips it, or the replay an earlier rewind owed of it.
-        if (!this.handled(entry)) entry.skippedByRewind = true;
+        // Moved past: the operator skips it, or the replay an earlier rewind owed of it (and, in an
+        // exactly-once run, an effect that was not committed).
+        if (!this.handled(entry) || this.#effectCommitted?.(entry) === false) entry.skippedByRewind = true;
         if (entry.replayHandedAtMs === null) entry.replayOf = null;
         continue;
       }

@@ -165,6 +165,9 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
     });
 
     const poisonPolicy = typeof shape.onHandlerError === 'object' ? shape.onHandlerError : null;
+    // The sink of exactly-once runs: each record's effect, counted when the lease write that carries it
+    // applies (in the store, atomically with it, whatever the writer later hears of the outcome).
+    const sink = new Map<number, number>();
     const ledger = new ConsumerLedger({
       start,
       now: () => scheduler.now,
@@ -173,12 +176,10 @@ export async function simulateConsumers(config: ConsumerSimulationConfig): Promi
       deadLetterConfigured: poisonPolicy?.deadLetter ?? false,
       // The leader keeps a removed stream's leases for the grace on its own clock: at least this long.
       removedStreamGraceMs: graceMs / (1 + MAX_CLOCK_DRIFT) - 1,
+      effectCommitted: config.exactlyOnce ? (entry) => (sink.get(entry.index) ?? 0) > 0 : undefined,
     });
     // Poison records drawn apart from the world's timeline, so that the rest of the run is as without them.
     const poisonRandom = seededRandom(config.seed ^ 0x5ee_d1e);
-    // The sink of exactly-once runs: each record's effect, counted when the lease write that carries it
-    // applies (in the store, atomically with it, whatever the writer later hears of the outcome).
-    const sink = new Map<number, number>();
     const pendingEffects = new Map<string, { owner: string | null; epoch: number; checkpoint: string | null; indices: readonly number[] }>();
     const applyEffects = (event: MemoryWriteEvent): void => {
       if (event.kind !== 'lease' || event.after === null) return;
