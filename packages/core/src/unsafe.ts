@@ -101,6 +101,8 @@ export interface ShardSyncUnsafe {
   deleteOnStaleView?: boolean;
   /** Delete a finished lease whose parent still has a lease: a rewind of the parent cannot find it to read again. */
   deleteBeforeParents?: boolean;
+  /** Delete the lease of a shard gone from the stream while its parent still has a lease: its children become eligible before the parent is done. */
+  goneBeforeParents?: boolean;
   /** Create leases without a checkpoint, so that a child's reader starts at the initial position. */
   childrenAtInitialPosition?: boolean;
   /** Wait for the listing and roster read in flight after the term ended: a stop waits for a slow store. */
@@ -125,6 +127,8 @@ export interface ConsumerUnsafe {
   deleteOnStaleView?: boolean;
   /** The leader deletes a finished lease while its parent still has a lease, so a rewind of the parent replays its grandchildren before it. */
   deleteBeforeParents?: boolean;
+  /** The leader deletes the lease of a shard gone from the stream (trimmed) while its parent is still read: the grandchildren are read before the parent's last records. */
+  goneBeforeParents?: boolean;
   /** A checkpoint is fenced by worker and key only, not by the tenure (fencing token) it was made in. */
   checkpointPerKey?: boolean;
   /** A pump that failed for good keeps its lease, renewed with nobody reading. */

@@ -13,8 +13,18 @@ import { consumerSimulationSeedList } from './support/consumer-simulation-seeds.
 // 104181: a stream added with LATEST while the leader was cut off got its leases only as the run ended;
 // nothing of it counted as owed before (its start is pinned when its leases are made), so the run was
 // judged drained and stopped before anybody read it. A listed stream without a lease now holds the run.
+// Seed 106122: the leader deleted the lease of a child trimmed from the stream while its parent was still
+// read, and a grandchild was read before the parent's last records.
 consumerSimulationSeedList(
-  'with effects committed with their checkpoints (exactly once), seeds 1 to 100, 97049, 40047, 90011, 100563 and 104181',
-  [...Array.from({ length: 100 }, (_, i) => i + 1), 97049, 40047, 90011, 100563, 104181],
+  'with effects committed with their checkpoints (exactly once), seeds 1 to 100, 97049, 40047, 90011, 100563, 104181 and 106122',
+  [...Array.from({ length: 100 }, (_, i) => i + 1), 97049, 40047, 90011, 100563, 104181, 106122],
   { exactlyOnce: true },
 );
+
+// The same while an operator's tool rewinds the live group. Seed 7 found that the check counted an effect
+// as owed when a rewind forward (to latest) moved its lease past a record whose handler had succeeded but
+// whose commit was refused (its tenure had ended first): the operator skips that effect as any other.
+consumerSimulationSeedList('with effects committed with their checkpoints while the group is rewound, seeds 1 to 100', Array.from({ length: 100 }, (_, i) => i + 1), {
+  exactlyOnce: true,
+  rewind: true,
+});

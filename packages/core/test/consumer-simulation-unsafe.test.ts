@@ -104,6 +104,15 @@ const switches: ReadonlyArray<{
     rewind: true,
     seeds: [110810],
   },
+  // Needs a child shard trimmed from the stream while its parent's handler overruns, and a grandchild taken
+  // meanwhile: seed 106122 (exactly-once) found it.
+  {
+    name: 'goneBeforeParents',
+    defect: 'the leader deletes the lease of a trimmed shard while its parent is still read, and a grandchild is read first',
+    breaks: ['order'],
+    exactlyOnce: true,
+    seeds: [106122],
+  },
   // Needs a multi-stream worker that stops while a take tick is in flight (its listing stalled) and
   // shortly after a stream left the group's list, before its next look at the list: seed 327 found it.
   {

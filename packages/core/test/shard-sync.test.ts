@@ -349,6 +349,38 @@ describe('shard sync: deletes', () => {
     expect(await keys()).toEqual(['shard-0001']);
   });
 
+  /** shard-0000 split, held by w1 and still read; one child gone from the stream (trimmed), nobody holding it. */
+  async function goneUnderAReadParent() {
+    const w = world(1);
+    const { source, storage, sync, signal } = w;
+    await sync().run(signal);
+    const [gone, sibling] = source.split('shard-0000');
+    await sync().run(signal);
+    await join(storage, 'w1');
+    const parent = (await storage.getLease(GROUP, 'shard-0000')) as LeaseRecord;
+    await storage.updateLeases(GROUP, [{ leaseKey: 'shard-0000', expectedVersion: parent.version, next: { ...leaseStateOf(parent), owner: 'w1', incarnation: 'i-w1', epoch: 1, checkpoint: '5' } }]);
+    const trimmed = viewOf(source, async () => (await source.listShards()).filter((shard) => shard.shardId !== gone), (shardId) => shardId === gone);
+    return { ...w, gone: gone as string, sibling: sibling as string, trimmed };
+  }
+
+  it('keeps the lease of a shard gone from the stream while its parent still has a lease, so that its children wait for the parent', async () => {
+    const { storage, sync, signal, finish, gone, trimmed } = await goneUnderAReadParent();
+    const first = await sync({ source: trimmed }).run(signal);
+    expect(first.deleted).toEqual([]);
+    expect(first.missing).toEqual([gone]);
+    expect(await storage.getLease(GROUP, gone)).not.toBeNull();
+    // The parent read to its end and given back: deleted first, then the gone child.
+    await finish('shard-0000');
+    const parent = (await storage.getLease(GROUP, 'shard-0000')) as LeaseRecord;
+    await storage.updateLeases(GROUP, [{ leaseKey: 'shard-0000', expectedVersion: parent.version, next: { ...leaseStateOf(parent), owner: null, incarnation: null } }]);
+    expect((await sync({ source: trimmed }).run(signal)).deleted).toEqual(['shard-0000', gone]);
+  });
+
+  it('with the unsafe goneBeforeParents, the gone child is deleted under its parent still read (the switch brings the defect back)', async () => {
+    const { sync, signal, gone, trimmed } = await goneUnderAReadParent();
+    expect((await sync({ source: trimmed, unsafe: { goneBeforeParents: true } }).run(signal)).deleted).toEqual([gone]);
+  });
+
   it('a source that cannot answer whether a shard is gone costs that lease only: the round goes on', async () => {
     const { source, storage, sync, signal } = world(2);
     await sync().run(signal);

@@ -208,7 +208,11 @@ export class ShardSync {
     if (stopped || signal.aborted) return report;
     report.complete = report.pending.length === 0;
 
-    // Deleting.
+    // Deleting. A lease stays while a parent of it still has a lease (or one that cannot be read), until the
+    // parent's is deleted, oldest generation first: finished or gone from the stream, a lease deleted under
+    // a parent still being read would make its children eligible, and a rewind of the parent could not find
+    // them through it.
+    const parentStands = (lease: LeaseRecord): boolean => lease.parentKeys.some((parent) => (leases.has(parent) || corrupt.has(parent)) && !report.deleted.includes(parent));
     for (const lease of [...leases.values()]) {
       if (signal.aborted) return report;
       const key = lease.leaseKey;
@@ -219,14 +223,15 @@ export class ShardSync {
         finishedAndSettled(lease, inStream, lineage, hasLease) &&
         !heldByAnyone(lease) &&
         !hasRewindRequest(lease) &&
-        (unsafe.deleteBeforeParents || !lease.parentKeys.some((parent) => (leases.has(parent) || corrupt.has(parent)) && !report.deleted.includes(parent)))
+        (unsafe.deleteBeforeParents || !parentStands(lease))
       ) {
-        // (A finished lease carrying a rewind request is read again soon: it stays. One whose parent still has
-        // a lease stays until the parent's is deleted, oldest generation first: a rewind of the parent must
-        // find every descendant to read again after it, which it cannot through a deleted lease.)
+        // (A finished lease carrying a rewind request is read again soon: it stays.)
         await this.#delete(lease, report);
       } else if (lease.checkpoint !== Checkpoint.SHARD_END && !inStream.has(key)) {
-        const gone = !heldByAnyone(lease) && (await this.#confirmedGone(key, signal));
+        // A shard gone from the stream (trimmed) while a parent is still read: its children would be taken
+        // and read before that parent's last records (seed 106122 of the exactly-once consumer simulation;
+        // unsafe switch goneBeforeParents).
+        const gone = !heldByAnyone(lease) && (unsafe.goneBeforeParents || !parentStands(lease)) && (await this.#confirmedGone(key, signal));
         if (!gone || !(await this.#delete(lease, report))) report.missing.push(key);
       }
     }

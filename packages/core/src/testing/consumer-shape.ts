@@ -180,6 +180,7 @@ const UNSAFE_FLAGS: ReadonlyArray<[keyof ConsumerUnsafe, string]> = [
   ['crossStreamSync', '--unsafe-cross-stream-sync'],
   ['checkpointAfterRewind', '--unsafe-checkpoint-after-rewind'],
   ['deleteBeforeParents', '--unsafe-delete-before-parents'],
+  ['goneBeforeParents', '--unsafe-gone-before-parents'],
   ['releaseWithoutRetry', '--unsafe-release-without-retry'],
   ['resumeHintAnyCheckpoint', '--unsafe-hint-any-checkpoint'],
   ['letGoForgetsUnreadable', '--unsafe-let-go-forgets-unreadable'],
