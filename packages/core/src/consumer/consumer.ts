@@ -99,7 +99,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
   readonly #rewinds = new Map<string, Promise<void>>();
   /**
    * The unreadable rewind request last reported for each lease: the owner may hear of one request twice
-   * (the change feed, then the newer record a write's conflict brings), and reports it once.
+   * (the change feed, then the newer record a write's conflict brings), and reports it once a tenure.
    */
   readonly #unreadableReported = new Map<string, string>();
   /**
@@ -258,6 +258,9 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       settling: this.#settling.size,
       stalled: this.#stalls.size,
       rewinds: this.#rewinds.size,
+      rewindCounts: this.#rewindCounts.size,
+      unknownRewinds: this.#unknownRewinds.size,
+      unreadableReported: this.#unreadableReported.size,
       streams: this.#streams.size,
       everSeen: this.#everSeen.size,
       background: this.#background.length,
@@ -418,21 +421,15 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
     const { coordinator } = this;
     coordinator.on('acquired', ({ leaseKey }) => this.#startPump(leaseKey));
     coordinator.on('lost', ({ leaseKey, reason }) => {
-      this.#rewindCounts.delete(leaseKey);
-      this.#unknownRewinds.delete(leaseKey);
+      this.#tenureEnded(leaseKey);
       this.#logger.warn({ shardId: leaseKey, reason }, 'lease lost');
       this.emit('lease-lost', { shardId: leaseKey, reason });
     });
     coordinator.on('handed-off', ({ leaseKey, to }) => {
-      this.#rewindCounts.delete(leaseKey);
-      this.#unknownRewinds.delete(leaseKey);
+      this.#tenureEnded(leaseKey);
       this.emit('lease-handed-off', { shardId: leaseKey, to });
     });
-    // Readers of a tenure that ended are fenced by it: the count matters only within one.
-    coordinator.on('released', ({ leaseKey }) => {
-      this.#rewindCounts.delete(leaseKey);
-      this.#unknownRewinds.delete(leaseKey);
-    });
+    coordinator.on('released', ({ leaseKey }) => this.#tenureEnded(leaseKey));
     coordinator.on('rewind-requested', ({ leaseKey }) => this.#rewindRequested(leaseKey));
     coordinator.on('corrupt-lease', ({ leaseKey, error }) => {
       this.#logger.error({ shardId: leaseKey, err: error }, 'corrupt lease: nobody takes it until it is repaired or deleted');
@@ -708,6 +705,17 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       // A finished lease moved back (the marker changes again then) can be taken: list.
       this.coordinator.listSoon();
     }
+  }
+
+  /**
+   * A tenure of the lease ended (lost, handed off, released): what this worker kept about its rewinds goes
+   * with it. Readers of a tenure that ended are fenced by it, so the count of rewinds matters only within
+   * one; an unreadable request is reported again in a later tenure.
+   */
+  #tenureEnded(leaseKey: string): void {
+    this.#rewindCounts.delete(leaseKey);
+    this.#unknownRewinds.delete(leaseKey);
+    this.#unreadableReported.delete(leaseKey);
   }
 
   /** Applies the rewind request a held lease may carry, after any being applied to it already. */
