@@ -360,7 +360,7 @@ describe('shard sync: deletes', () => {
     const parent = (await storage.getLease(GROUP, 'shard-0000')) as LeaseRecord;
     await storage.updateLeases(GROUP, [{ leaseKey: 'shard-0000', expectedVersion: parent.version, next: { ...leaseStateOf(parent), owner: 'w1', incarnation: 'i-w1', epoch: 1, checkpoint: '5' } }]);
     const trimmed = viewOf(source, async () => (await source.listShards()).filter((shard) => shard.shardId !== gone), (shardId) => shardId === gone);
-    return { ...w, gone: gone as string, sibling: sibling as string, trimmed };
+    return { ...w, gone, sibling, trimmed };
   }
 
   it('keeps the lease of a shard gone from the stream while its parent still has a lease, so that its children wait for the parent', async () => {
