@@ -103,6 +103,8 @@ export interface ShardSyncUnsafe {
   deleteBeforeParents?: boolean;
   /** Delete the lease of a shard gone from the stream while its parent still has a lease: its children become eligible before the parent is done. */
   goneBeforeParents?: boolean;
+  /** Settling a rewind leaves a descendant nobody holds that never started unwritten: a take on a listing from before the request reads it first. */
+  unstartedLeftAlone?: boolean;
   /** Create leases without a checkpoint, so that a child's reader starts at the initial position. */
   childrenAtInitialPosition?: boolean;
   /** Wait for the listing and roster read in flight after the term ended: a stop waits for a slow store. */
@@ -129,6 +131,12 @@ export interface ConsumerUnsafe {
   deleteBeforeParents?: boolean;
   /** The leader deletes the lease of a shard gone from the stream (trimmed) while its parent is still read: the grandchildren are read before the parent's last records. */
   goneBeforeParents?: boolean;
+  /**
+   * Passed to shard sync and given to the simulation's rewind tool: settling a rewind leaves a descendant
+   * of a finished lease unwritten when nobody holds it and it never started, so a worker that listed the
+   * group before the finished lease's request takes it at the version it listed and reads it first.
+   */
+  unstartedLeftAlone?: boolean;
   /** A checkpoint is fenced by worker and key only, not by the tenure (fencing token) it was made in. */
   checkpointPerKey?: boolean;
   /** A pump that failed for good keeps its lease, renewed with nobody reading. */

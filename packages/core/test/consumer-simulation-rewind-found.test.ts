@@ -22,9 +22,11 @@ import { consumerSimulationSeedList } from './support/consumer-simulation-seeds.
 // sent during a storage cut-off still time out (the stop's time is then not judged). Seeds 108717, 108846,
 // 110801 and 110810 found that an owner whose write of a rewind applied with its answer lost, and could not
 // be read back, read on from the checkpoint of before the rewind and moved the rewound lease past the replay.
+// Seed 116943 found that settling left a child nobody held and nobody had started unwritten, so a worker
+// that had listed it before the request took it and read it while its parent was moved back.
 consumerSimulationSeedList(
   'rewinding the live group, seeds that found a rewind defect and a few more',
-  [22, 25, 5244, 5137, 5010, 6170, 5513, 102217, 104788, 103304, 101840, 108717, 108846, 110801, 110810],
+  [22, 25, 5244, 5137, 5010, 6170, 5513, 102217, 104788, 103304, 101840, 108717, 108846, 110801, 110810, 116943],
   { rewind: true },
 );
 

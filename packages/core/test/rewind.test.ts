@@ -409,6 +409,35 @@ describe('settling a rewind', () => {
     expect((await lease('parent')).checkpoint).toBe(Checkpoint.SHARD_END);
   });
 
+  /** A finished parent carrying a request, with a child created since that nobody holds and nobody started; a worker listed the child before the request. */
+  async function unstartedChild() {
+    const { storage, lease } = await group([
+      { leaseKey: 'parent', checkpoint: Checkpoint.SHARD_END },
+      { leaseKey: 'child', checkpoint: Checkpoint.TRIM_HORIZON, parentKeys: ['parent'] },
+    ]);
+    const listed = await lease('child');
+    const parent = await lease('parent');
+    const request = JSON.stringify({ id: 'r1', to: 'TRIM_HORIZON', requestedAt: '2026-01-01T00:00:00.000Z' });
+    await storage.updateLeases(GROUP, [{ leaseKey: 'parent', expectedVersion: parent.version, next: { ...leaseStateOf(parent), metadata: { [REWIND_FIELDS.request]: request } } }]);
+    const takeAsListed = async () => (await storage.updateLeases(GROUP, [{ leaseKey: 'child', expectedVersion: listed.version, next: { ...leaseStateOf(listed), ...owned('w2') } }]))[0]?.status;
+    return { storage, lease, takeAsListed };
+  }
+
+  it('writes a descendant nobody holds that never started, so that a take on a listing from before the request conflicts, and then moves the finished parent', async () => {
+    const { storage, lease, takeAsListed } = await unstartedChild();
+    await settleRewinds({ storage, group: GROUP, leases: [await lease('parent'), await lease('child')], heldByAnyone: () => false });
+    expect((await lease('child')).metadata[REWIND_FIELDS.rewound]).toBe('r1');
+    expect(await lease('parent')).toMatchObject({ checkpoint: 'TRIM_HORIZON', metadata: { [REWIND_FIELDS.rewound]: 'r1' } });
+    expect(await takeAsListed()).toBe('conflict');
+  });
+
+  it('with the unsafe unstartedLeftAlone, that descendant is left as it is and the take on the old listing holds it under the parent read again (the switch brings the defect back)', async () => {
+    const { storage, lease, takeAsListed } = await unstartedChild();
+    await settleRewinds({ storage, group: GROUP, leases: [await lease('parent'), await lease('child')], heldByAnyone: () => false, unstartedLeftAlone: true });
+    expect((await lease('parent')).checkpoint).toBe('TRIM_HORIZON');
+    expect(await takeAsListed()).toBe('applied');
+  });
+
   it('a request of a rewind the lease records already is removed with its checkpoint kept: a rewind moves a lease once', async () => {
     const { storage, lease } = await group([{ leaseKey: 'free', checkpoint: '90', metadata: { [REWIND_FIELDS.rewound]: 'r1' } }]);
     // As a tool without the rule wrote it: the request of r1 on a lease r1 moved, read on since.

@@ -238,7 +238,15 @@ export class ShardSync {
     // Rewinds: what no owner applies (a request on a lease nobody holds, a finished lease whose descendants stopped).
     if (!signal.aborted) {
       const standing = [...leases.values()].filter((lease) => !report.deleted.includes(lease.leaseKey));
-      const rewound = await settleRewinds({ storage, group, leases: standing, heldByAnyone, unreadable: [...corrupt], mayWrite: () => !signal.aborted && isLeader() });
+      const rewound = await settleRewinds({
+        storage,
+        group,
+        leases: standing,
+        heldByAnyone,
+        unreadable: [...corrupt],
+        mayWrite: () => !signal.aborted && isLeader(),
+        unstartedLeftAlone: unsafe.unstartedLeftAlone,
+      });
       report.rewound.push(...rewound.map((lease) => lease.leaseKey));
     }
     if (report.created.length > 0 || report.deleted.length > 0 || report.rewound.length > 0) this.#options.onLeasesChanged?.();

@@ -123,7 +123,7 @@ export async function applyRewind(plan: RewindPlan, options: ApplyRewindOptions)
   }
   const marker = await markGroup(storage, plan.group, plan.rewindId, maxAttempts);
   const view = await readView(storage, plan.group);
-  await settleAndMark(storage, plan, view);
+  await settleAndMark(storage, plan, view, unsafe.unstartedLeftAlone === true);
   const ordered = ancestorsFirst(viewOf([...view.leases.values()], [], [], []), moves.keys()).map((key) => moves.get(key) as RewindMove);
   return { ...plan, moves: ordered, startedAt, marker };
 }

@@ -5,6 +5,7 @@
 import { systemClock } from '../clock.js';
 import { describeValue, InvalidConfigError, InvalidInputError } from '../errors.js';
 import { checkContractVersion } from '../contract-version.js';
+import { unsafeOf } from '../unsafe.js';
 import type { LeaseRecord } from '../storage.js';
 import { hasRewindRequest, REWIND_FIELDS, rewindRequestOf } from './request.js';
 import { settleAndMark } from './settle.js';
@@ -32,6 +33,7 @@ export async function awaitRewind(rewind: AppliedRewind, options: AwaitRewindOpt
     throw new InvalidConfigError(`[${PKG}] pollIntervalMs must be a positive number of milliseconds, got ${describeValue(pollIntervalMs)}`);
   }
   const clock = options.clock ?? systemClock;
+  const unstartedLeftAlone = unsafeOf(options).unstartedLeftAlone === true;
   const deadline = clock.now() + timeoutMs;
   const states = new Map<string, RewindLeaseProgress>(
     rewind.moves.map((move) => [move.leaseKey, { leaseKey: move.leaseKey, how: move.how, state: 'pending', appliedAfterMs: undefined }]),
@@ -39,7 +41,7 @@ export async function awaitRewind(rewind: AppliedRewind, options: AwaitRewindOpt
   let reported = false;
   for (;;) {
     const view = await readView(storage, rewind.group);
-    for (const record of await settleAndMark(storage, rewind, view)) view.leases.set(record.leaseKey, record);
+    for (const record of await settleAndMark(storage, rewind, view, unstartedLeftAlone)) view.leases.set(record.leaseKey, record);
     const now = clock.now();
     let changed = false;
     for (const [leaseKey, progress] of states) {

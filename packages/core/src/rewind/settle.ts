@@ -25,6 +25,12 @@ export interface SettleRewindsOptions {
   readonly unreadable?: readonly string[] | undefined;
   /** Asked right before each write (the leader: whether it still leads). Default: always. */
   readonly mayWrite?: (() => boolean) | undefined;
+  /**
+   * The simulation's unsafe switch: a descendant nobody holds that never started is left as it is (not
+   * written): a worker that listed the group before the finished lease's request takes it at the version
+   * it listed, and reads it before its parent is read again.
+   */
+  readonly unstartedLeftAlone?: boolean | undefined;
 }
 
 /**
@@ -33,7 +39,8 @@ export interface SettleRewindsOptions {
  *
  * 1. a lease that descends from a finished lease carrying a request, and does not carry that rewind yet
  *    (created meanwhile, or a write of the tool's did not land), is reset as the tool resets one: a
- *    request when someone holds it, directly otherwise;
+ *    request when someone holds it, directly otherwise, also when it never started: the write makes a
+ *    take at the version a worker listed before the request conflict, as the tool's does;
  * 2. a request on a lease nobody holds (its owner died, or it was never taken since) is applied directly;
  * 3. a finished lease's request is applied once nobody holds it and every lease that descends from it
  *    carries the rewind with no request left (it is reset, and its owner, if any, gave it back without
@@ -65,7 +72,8 @@ export async function settleRewinds(options: SettleRewindsOptions): Promise<Leas
     if (!request || !isFinished(lease) || lease.format > RECORD_FORMAT) continue;
     for (const descendant of ancestorsFirst(view, descendantsOf(view, key))) {
       const found = view.leases.get(descendant) as LeaseRecord;
-      if (found.format > RECORD_FORMAT || carries(found, request.id) || (!held(found) && !hasRewindRequest(found) && neverStarted(found))) continue;
+      if (found.format > RECORD_FORMAT || carries(found, request.id)) continue;
+      if (options.unstartedLeftAlone === true && !held(found) && !hasRewindRequest(found) && neverStarted(found)) continue;
       const how: RewindHow = held(found) || isFinished(found) ? 'request' : 'direct';
       if (!(await write(updateOf(found, { how, to: descendantTarget(request.to) }, request.id, request.requestedAt)))) return written;
     }
@@ -94,13 +102,19 @@ export async function settleRewinds(options: SettleRewindsOptions): Promise<Leas
  * Settles what no owner can on the group as `view` shows it; when that moved a finished lease back (it can
  * be taken now), marks the leader record again, so that workers without a change feed list the group.
  */
-export async function settleAndMark(storage: CheckpointStorage & Partial<LeaderStore>, rewind: Pick<RewindPlan, 'group' | 'rewindId'>, view: GroupView): Promise<LeaseRecord[]> {
+export async function settleAndMark(
+  storage: CheckpointStorage & Partial<LeaderStore>,
+  rewind: Pick<RewindPlan, 'group' | 'rewindId'>,
+  view: GroupView,
+  unstartedLeftAlone = false,
+): Promise<LeaseRecord[]> {
   const settled = await settleRewinds({
     storage,
     group: rewind.group,
     leases: [...view.leases.values()],
     heldByAnyone: (lease) => view.ownerOf(lease) !== null,
     unreadable: [...view.corrupt],
+    unstartedLeftAlone,
   });
   const reopened = settled.find((record) => view.leases.get(record.leaseKey)?.checkpoint === Checkpoint.SHARD_END && record.checkpoint !== Checkpoint.SHARD_END);
   // A request written on a lease a worker holds (a descendant of a finished lease, reached once it could be

@@ -87,7 +87,7 @@ export interface RewindWorld {
   readonly wallOf: (ms: number) => number;
   readonly log: (line: string) => void;
   readonly violate: (guarantee: ConsumerGuarantee, detail: string) => void;
-  /** The simulation's unsafe switches: the tool reads its own (`rewindRequestedAgain`, `rewindBehindUnreadable`). */
+  /** The simulation's unsafe switches: the tool reads its own (`rewindRequestedAgain`, `rewindBehindUnreadable`, `unstartedLeftAlone`). */
   readonly unsafe?: ConsumerUnsafe | undefined;
 }
 
@@ -154,7 +154,7 @@ export function scheduleRewinds(world: RewindWorld): SimulatedRewinds {
         ledger.rewindPlanned(planned.rewindId, planned.to);
         log(`rewind ${n} (${planned.rewindId}): ${chosen.described}: ${planned.moves.map((move) => `${move.leaseKey} ${move.how}`).join(', ') || 'nothing to move'}`);
         const applied = await applyRewind(planned, withUnsafe({ storage, clock, random }, world.unsafe));
-        const progress = await awaitRewind(applied, { storage, clock, timeoutMs: Math.max(1, deadline - scheduler.now), pollIntervalMs: 500 });
+        const progress = await awaitRewind(applied, withUnsafe({ storage, clock, timeoutMs: Math.max(1, deadline - scheduler.now), pollIntervalMs: 500 }, world.unsafe));
         log(`rewind ${n} (${planned.rewindId}): ${progress.complete ? 'complete' : 'incomplete'} after ${progress.elapsedMs.toFixed(0)} ms`);
         if (!progress.complete) {
           const pending = progress.leases.filter((lease) => lease.state === 'pending').map((lease) => `${lease.leaseKey} (${lease.how})`);

@@ -181,6 +181,7 @@ const UNSAFE_FLAGS: ReadonlyArray<[keyof ConsumerUnsafe, string]> = [
   ['checkpointAfterRewind', '--unsafe-checkpoint-after-rewind'],
   ['deleteBeforeParents', '--unsafe-delete-before-parents'],
   ['goneBeforeParents', '--unsafe-gone-before-parents'],
+  ['unstartedLeftAlone', '--unsafe-unstarted-left-alone'],
   ['releaseWithoutRetry', '--unsafe-release-without-retry'],
   ['resumeHintAnyCheckpoint', '--unsafe-hint-any-checkpoint'],
   ['letGoForgetsUnreadable', '--unsafe-let-go-forgets-unreadable'],
