@@ -12,6 +12,7 @@ import type { ConsumerEvents } from './events.js';
 import type { ConsumerOptions, InitialPosition, Logger, StreamList } from './options.js';
 import { unsafeOf, withUnsafe, type ConsumerUnsafe } from '../unsafe.js';
 import { ShardPump, type PumpOutcome, type PumpReporter } from './shard-pump.js';
+import { pumpReporter } from './pump-reporter.js';
 import { attachMetrics, defaultMeter } from '../metrics.js';
 import { refuseUnknownConsumerOptions } from './option-keys.js';
 import { parseStreamLeaseKey } from '../stream-keys.js';
@@ -614,52 +615,16 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
   }
 
   #reporter(lease: HeldLease): PumpReporter {
-    return {
-      started: (shardId, position) => {
-        this.#logger.info({ shardId, position, fencingToken: lease.fencingToken }, 'shard started');
-        this.emit('shard-started', { shardId, position, fencingToken: lease.fencingToken });
+    return pumpReporter(
+      {
+        logger: this.#logger,
+        emit: (name, event) => this.emit(name, event),
+        stillHeld: (held) => this.coordinator.lease(held.leaseKey)?.fencingToken === held.fencingToken,
+        stalls: this.#stalls,
+        report: (error, operation) => this.#report(error, operation),
       },
-      batch: (shardId, records, bytes, millisBehindLatest, durationMs) =>
-        this.emit('batch-processed', { shardId, records, bytes, millisBehindLatest, durationMs }),
-      checkpointed: (shardId, position) => this.emit('checkpointed', { shardId, position }),
-      handlerFailed: (shardId, attempt, error) => {
-        this.#logger.warn({ shardId, attempt, err: error }, 'handler failed');
-        this.emit('handler-failed', { shardId, attempt, error });
-      },
-      bisected: (shardId, records, left, right, error) => {
-        this.#logger.warn({ shardId, records, left, right, err: error }, 'handler failed; the records are split in two to find the failing one');
-        this.emit('batch-bisected', { shardId, records, left, right, error });
-      },
-      retried: (shardId, records, attempt, delayMs) => this.emit('batch-retried', { shardId, records, attempt, delayMs }),
-      deadLettered: (shardId, positions, attempts, reason, error) => {
-        this.#logger.warn({ shardId, positions, attempts, reason, err: error }, 'records given up and dead-lettered; they are skipped');
-        this.emit('records-dead-lettered', { shardId, positions, attempts, reason, error });
-      },
-      deadLetterFailed: (shardId, positions, attempt, error, retryInMs) => {
-        this.#logger.error({ shardId, positions, attempt, retryInMs, err: error }, 'the dead-letter handler failed; the shard waits and it is called again');
-        this.emit('dead-letter-failed', { shardId, positions, attempt, error, retryInMs });
-      },
-      recordSkipped: (shardId, position, error, { reason, attempts, deadLettered }) => {
-        if (!deadLettered) this.#logger.error({ shardId, position, reason, attempts, err: error }, 'record skipped after repeated handler failures');
-        this.emit('record-skipped', { shardId, position, error, reason, attempts, deadLettered });
-      },
-      ended: (shardId, childShardIds) => {
-        this.#logger.info({ shardId, childShardIds }, 'shard ended');
-        this.emit('shard-ended', { shardId, childShardIds });
-      },
-      heldBack: (_shardId, reason, error) => {
-        if (this.coordinator.lease(lease.leaseKey)?.fencingToken !== lease.fencingToken) return;
-        this.#stalls.reportStalled(lease, { reason, sinceMs: 0, error });
-      },
-      resumed: () => {
-        if (this.#stalls.reportedIn(lease)) this.#stalls.reportResumed(lease);
-      },
-      stopped: (shardId, error) => {
-        this.#logger.error({ shardId, err: error }, 'shard stopped after a handler failure');
-        this.emit('shard-stopped', { shardId, error });
-      },
-      error: (error, operation) => this.#report(error, operation),
-    };
+      lease,
+    );
   }
 
   /** The coordinator is about to give a lease away: finish the batch in flight and checkpoint first. */
