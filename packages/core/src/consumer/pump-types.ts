@@ -1,9 +1,15 @@
 /**
  * What a shard's reader tells the consumer about its processing, and how it ends: the types the consumer
- * and the reader (shard-pump.ts) share.
+ * and the reader (shard-pump.ts, shard-end.ts) share, and how a reader turns what was thrown into an error.
  */
+import { LeaseholdError } from '../errors.js';
 import type { Position } from '../storage.js';
 import type { GiveUpReason } from './options.js';
+
+/** What a reader reports of anything thrown: an Error as it is, anything else wrapped. */
+export function asError(error: unknown): Error {
+  return error instanceof Error ? error : new LeaseholdError('ERR_UNKNOWN', String(error));
+}
 
 /** The runtime's events about one shard's processing, reported to the consumer. */
 export interface PumpReporter {

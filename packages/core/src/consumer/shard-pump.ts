@@ -1,7 +1,7 @@
 import { abortReason, type Clock, type Random } from '../clock.js';
 import { AbortedError, CheckpointBehindError, describeValue, InvalidInputError, LeaseholdError, SourceError } from '../errors.js';
 import type { CheckpointWrite, HeldLease, LeaseCoordinator, ResumeOffer } from '../lease/coordinator.js';
-import type { EndOfShard, RecordsBatch, ShardBatch, ShardInfo, ShardSource, SourceRecord } from '../source.js';
+import type { EndOfShard, RecordsBatch, ShardBatch, ShardSource, SourceRecord } from '../source.js';
 import { Checkpoint, type CheckpointStorage, type Position } from '../storage.js';
 import { isRecordError, type GivingUp, type ResolvedFailurePolicy, type ResolvedPoisonPolicy } from './failure-policy.js';
 import type { BatchContext, BatchResponse, CheckpointPolicy, ConsumerOptions, GiveUpReason, Logger, ShardHooks } from './options.js';
@@ -10,6 +10,8 @@ import { resumeHintFor } from './resume.js';
 import type { HoldReason, PumpOutcome, PumpReporter } from './pump-types.js';
 
 export type { HoldReason, PumpOutcome, PumpReporter } from './pump-types.js';
+import { asError } from './pump-types.js';
+import { createChildLeases } from './shard-end.js';
 
 /** A shard's read as the pump takes it: the batch asked for next, and since when. */
 interface Reader<R extends SourceRecord> {
@@ -728,61 +730,14 @@ export class ShardPump<R extends SourceRecord> {
    * parents come from the end itself when the source named them there, otherwise from a listing.
    */
   async #finish(end: EndOfShard): Promise<void> {
-    const { coordinator, storage, group, hooks, reporter } = this.#settings;
-    const unsafe = this.#unsafe;
+    const { coordinator, storage, group, source, hooks, reporter } = this.#settings;
     const { childShardIds } = end;
     await this.#checkpoint(Checkpoint.SHARD_END);
     this.#draining = true; // the lease is given back below: that is no loss
-    if (childShardIds.length > 0) {
-      const shards = this.#namedChildren(end) ?? (await this.#listShards());
-      for (const childShardId of childShardIds) {
-        const child = shards.find((shard) => shard.shardId === childShardId);
-        if (!child) continue; // the leader's next shard sync creates it from a complete listing
-        const others = child.parentShardIds.filter((parent) => parent !== this.shardId);
-        if (!unsafe.birthRace && !(await this.#allLeased(others))) continue;
-        const outcome = await storage.createLease({
-          group,
-          leaseKey: childShardId,
-          parentKeys: [...child.parentShardIds],
-          checkpoint: unsafe.childrenAtInitialPosition ? null : Checkpoint.TRIM_HORIZON,
-        });
-        if (outcome.status === 'unknown') reporter.error(outcome.error, 'create-child-lease');
-      }
-    }
+    await createChildLeases({ storage, group, source, reporter, unsafe: this.#unsafe, signal: this.#reading.signal }, this.shardId, end);
     reporter.ended(this.shardId, childShardIds);
     await this.#hook(() => hooks.shardEnded?.(this.shardId, childShardIds), 'shardEnded');
     await coordinator.release(this.shardId);
-  }
-
-  /**
-   * The children with their parents as the end named them, when it named every child of `childShardIds`
-   * as a child of this shard; `undefined` otherwise, and the stream is listed.
-   */
-  #namedChildren(end: EndOfShard): readonly ShardInfo[] | undefined {
-    const named = end.childShards;
-    if (named === undefined) return undefined;
-    const complete = end.childShardIds.every((childShardId) => named.some((child) => child.shardId === childShardId && child.parentShardIds.includes(this.shardId)));
-    return complete ? named : undefined;
-  }
-
-  async #listShards(): Promise<ShardInfo[]> {
-    return this.#settings.source.listShards({ signal: this.#reading.signal }).catch((error: unknown) => {
-      this.#settings.reporter.error(asError(error), 'list-shards');
-      return [];
-    });
-  }
-
-  /** Whether every key has a lease now (a read that fails counts as no). */
-  async #allLeased(keys: readonly string[]): Promise<boolean> {
-    const { storage, group, reporter } = this.#settings;
-    for (const key of keys) {
-      const lease = await storage.getLease(group, key).catch((error: unknown) => {
-        reporter.error(asError(error), 'read-parent-lease');
-        return null;
-      });
-      if (lease === null) return false;
-    }
-    return true;
   }
 
   async #hook(call: () => void | Promise<void> | undefined, name: string): Promise<void> {
@@ -818,6 +773,3 @@ function lastOf<T>(items: readonly T[]): T {
   return items[items.length - 1] as T;
 }
 
-function asError(error: unknown): Error {
-  return error instanceof Error ? error : new LeaseholdError('ERR_UNKNOWN', String(error));
-}
