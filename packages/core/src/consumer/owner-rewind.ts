@@ -46,10 +46,11 @@ export async function applyOwnRewind(options: OwnRewindOptions): Promise<OwnRewi
   if (stored === null || stored.checkpoint === Checkpoint.SHARD_END || stored.epoch !== lease.fencingToken) return { kind: 'none' };
   const unknown = options.unknown;
   if (unknown !== undefined && request === undefined) {
-    // The earlier write's outcome is settled by the record: held as stored (nothing is written), so that the
-    // reader starts where the lease says; and reported as applied when it records that request.
-    const adopted = await coordinator.moveCheckpoint(lease, () => null).then(() => coordinator.lease(lease.leaseKey));
-    if (adopted === undefined || stored.metadata[REWIND_FIELDS.rewound] !== unknown.id) return { kind: 'none' };
+    // The earlier write's outcome is settled by the record: held as stored (a move that writes nothing, and
+    // throws once the lease is lost), so that the reader starts where the lease says; and reported as
+    // applied when it records that request.
+    await coordinator.moveCheckpoint(lease, () => null);
+    if (stored.metadata[REWIND_FIELDS.rewound] !== unknown.id) return { kind: 'none' };
     return { kind: 'rewound', request: unknown, from: null, parentFirst: await parentPending(storage, group, stored) };
   }
   if (request === undefined) {
