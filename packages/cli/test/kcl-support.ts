@@ -6,7 +6,7 @@
  * `shardId`), the tables the tests import (one stream with a split and a merge, two streams with every
  * attribute), and a stand-in for a KCL worker that keeps renewing its lease.
  */
-import { CreateTableCommand, DynamoDBClient, PutItemCommand, ScanCommand, UpdateItemCommand, type AttributeValue } from '@aws-sdk/client-dynamodb';
+import { CreateTableCommand, DynamoDBClient, PutItemCommand, ScanCommand, UpdateItemCommand, waitUntilTableExists, type AttributeValue } from '@aws-sdk/client-dynamodb';
 import { freshName } from './support.js';
 
 /** A KCL lease as a test writes it: numbers and strings as KCL stores them, absent fields left out. */
@@ -56,6 +56,9 @@ export async function kclTable(client: DynamoDBClient, leases: readonly (KclLeas
       KeySchema: [{ AttributeName: 'leaseKey', KeyType: 'HASH' }],
     }),
   );
+  // A table is written only once ACTIVE: on a busy machine dynalite is still creating it when the first
+  // PutItem comes (ResourceNotFoundException).
+  await waitUntilTableExists({ client, maxWaitTime: 60, minDelay: 1, maxDelay: 2 }, { TableName: tableName });
   for (const lease of leases) {
     const item = typeof (lease as KclLeaseSpec).leaseKey === 'string' ? kclItem(lease as KclLeaseSpec) : (lease as Record<string, AttributeValue>);
     await client.send(new PutItemCommand({ TableName: tableName, Item: item }));

@@ -1,5 +1,5 @@
 /** Fenced sink updates on dynalite: each sink item refuses a zombie's writes and a replay by its own fence. */
-import { CreateTableCommand, GetItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { CreateTableCommand, GetItemCommand, waitUntilTableExists, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { compareNumericPositions, InvalidConfigError, LeaseLostError } from '@leasehold/core';
 import { seededRandom } from '@leasehold/core/testing';
 import type { RunningDynalite } from '@leasehold/local-stack';
@@ -23,6 +23,8 @@ beforeAll(async () => {
       BillingMode: 'PAY_PER_REQUEST',
     }),
   );
+  // Written only once ACTIVE: on a busy machine dynalite is still creating it when the first write comes.
+  await waitUntilTableExists({ client, maxWaitTime: 60, minDelay: 1, maxDelay: 2 }, { TableName: tableName });
 });
 
 afterAll(async () => {
