@@ -34,6 +34,12 @@ export interface CoordinatorUnsafe {
   /** The watchers' ring keeps the members declared dead: a member whose watchers all died is watched by nobody alive. */
   ringKeepsTheDead?: boolean | undefined;
   /**
+   * A declarer deals a dead member's leases to members that did not answer a move of the roster digest
+   * they had time to answer: to members that died in the same crash, where the leases wait for a second
+   * declaration.
+   */
+  unansweredDealt?: boolean | undefined;
+  /**
    * A dead member's lease whose deal or free by its declarer conflicted is written again on the record the
    * conflict carries, whoever that names: a lease another worker took meanwhile is written to another
    * member, or free, under it.

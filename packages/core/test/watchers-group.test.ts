@@ -387,6 +387,100 @@ describe('watchers and the roster digest', () => {
   });
 
   /**
+   * Three coordinators and two members the test plays, `ghost` (12 leases) and `zombie` (4), each
+   * heartbeating every 0.65 of its lease duration with the digest it read, zombie 5 s after ghost; ghost
+   * stops, and zombie after one more heartbeat, as two members of one crash whose last heartbeats fell
+   * apart. When ghost is declared, zombie has stood still for less than 0.75 of its lease duration, and is
+   * the member furthest below its share: which of ghost's leases are written to zombie, and when ghost's
+   * leases are all held.
+   */
+  const crashOfTwo = async (unsafe?: CoordinatorUnsafe) => {
+    const { scheduler, storage, start } = group(unsafe);
+    const puppets = new Map([
+      ['ghost', { version: null as number | null, next: 0, lastAt: -Infinity, stopAt: 19_600 }],
+      ['zombie', { version: null as number | null, next: 5_000, lastAt: -Infinity, stopAt: 24_600 }],
+    ]);
+    const beat = async (workerId: string): Promise<void> => {
+      const puppet = puppets.get(workerId)!;
+      const held = (await storage.listLeases(GROUP)).leases.filter((lease) => lease.owner === workerId).length;
+      const digest = String(await storage.getRosterDigest(GROUP));
+      const result = await storage.putMember(GROUP, workerId, puppet.version, member(`inc-${workerId}`, { held, metadata: { 'leasehold.digest': digest } }));
+      if (result.status === 'applied') puppet.version = result.record.version;
+      puppet.lastAt = scheduler.now;
+      puppet.next = scheduler.now + 6_500;
+    };
+    for (const leaseKey of keys(12, 'ghost-')) await storage.createLease({ group: GROUP, leaseKey, owner: 'ghost', incarnation: 'inc-ghost', epoch: 1 });
+    for (const leaseKey of keys(4, 'zombie-')) await storage.createLease({ group: GROUP, leaseKey, owner: 'zombie', incarnation: 'inc-zombie', epoch: 1 });
+    for (const leaseKey of keys(36)) await storage.createLease({ group: GROUP, leaseKey });
+    await beat('ghost');
+    const heartbeats = (async () => {
+      const clock = scheduler.clock();
+      for (;;) {
+        const beating = [...puppets].filter(([, puppet]) => scheduler.now < puppet.stopAt);
+        if (beating.length === 0) return;
+        for (const [workerId, puppet] of beating) if (scheduler.now >= puppet.next) await beat(workerId);
+        await clock.sleep(100);
+      }
+    })();
+    const workers: LeaseCoordinator[] = [];
+    const declared = new Map<string, number>();
+    for (const workerId of ids(3)) {
+      const coordinator = await start(workerId, { useChangeFeed: true });
+      coordinator.on('member-dead', ({ workerId: dead }) => declared.set(dead, Math.min(declared.get(dead) ?? Infinity, scheduler.now)));
+      workers.push(coordinator);
+    }
+    await until(scheduler, () => declared.has('ghost'), 60_000);
+    const ghostDeclared = declared.get('ghost')!;
+    const toZombie = new Set<string>();
+    const ghostHeld = (): number => workers.reduce((sum, w) => sum + w.heldLeases().filter((lease) => lease.leaseKey.startsWith('ghost-')).length, 0);
+    while (ghostHeld() < 12 && scheduler.now - ghostDeclared < 30_000) {
+      for (const lease of (await storage.listLeases(GROUP)).leases) if (lease.leaseKey.startsWith('ghost-') && lease.owner === 'zombie') toZombie.add(lease.leaseKey);
+      await scheduler.advance(100);
+    }
+    const took = scheduler.now - ghostDeclared;
+    await until(scheduler, () => declared.has('zombie'), 60_000);
+    await run(scheduler, Promise.all(workers.map((w) => w.stop())));
+    await run(scheduler, heartbeats);
+    const zombieStill = ghostDeclared - puppets.get('zombie')!.lastAt;
+    return { took, toZombie: [...toZombie], zombieStill, zombieDeclared: declared.get('zombie')! - ghostDeclared };
+  };
+
+  it('deals none of a dead member\'s leases to a member that did not answer the digest its watchers moved before the declaration: a member of the same crash that has not yet stood still for 0.75 of its lease duration waits for its own declaration, not with them', async () => {
+    const { took, toZombie, zombieStill, zombieDeclared } = await crashOfTwo();
+    // Zombie had stood still for less than 0.75 of its lease duration when ghost was declared, and was
+    // declared itself seconds later.
+    expect(zombieStill).toBeLessThan(0.75 * 10_000);
+    expect(zombieDeclared).toBeGreaterThan(TICK);
+    expect(toZombie).toEqual([]);
+    expect(took).toBeLessThan(TICK / 2);
+  });
+
+  it('with unansweredDealt, writes a dead member\'s leases to a member of the same crash that did not answer the digest, where they wait for its declaration', async () => {
+    const { took, toZombie, zombieStill } = await crashOfTwo({ unansweredDealt: true });
+    expect(zombieStill).toBeLessThan(0.75 * 10_000);
+    expect(toZombie.length).toBeGreaterThan(0);
+    expect(took).toBeGreaterThan(TICK);
+  });
+
+  it('has every member answer a move of the digest with a heartbeat at its next take tick, saying which digest it read, and no such answer moves the digest again', async () => {
+    const { scheduler, storage, start } = group();
+    for (const leaseKey of keys(40)) await storage.createLease({ group: GROUP, leaseKey });
+    const workers: LeaseCoordinator[] = [];
+    for (const workerId of ids(4)) workers.push(await start(workerId, { useChangeFeed: true }));
+    await scheduler.advance(30_000);
+    expect(workers.map((w) => w.heldLeases().length)).toEqual([10, 10, 10, 10]);
+    const digest = await storage.getRosterDigest(GROUP);
+    // Anyone's write others must look at: here, an outsider's advance.
+    const moved = await storage.advanceRosterDigest(GROUP);
+    await scheduler.advance(1.25 * TICK);
+    const roster = await storage.getRoster(GROUP);
+    expect(roster.members.map((m) => m.metadata['leasehold.digest'])).toEqual(Array(4).fill(String(moved)));
+    // The answers moved nothing further.
+    expect(await storage.getRosterDigest(GROUP)).toBe(digest + 1);
+    await run(scheduler, Promise.all(workers.map((w) => w.stop())));
+  });
+
+  /**
    * Five coordinators and `puppet`, a member the test plays (it heartbeats with the count of the leases the
    * store says it owns), 12 leases each. The puppet hands two of its leases to worker-00: by the roster's
    * counts worker-00 holds 14, the puppet 10 and the rest 12, two above the puppet. Which members list from

@@ -158,6 +158,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       workerId: this.workerId,
       leaseDurationMs: this.leaseDurationMs,
       takeIntervalMs: this.takeIntervalMs,
+      renewIntervalMs: this.renewIntervalMs,
       holdMs: this.holdMs,
       maxLeases,
       clock: this.#clock,
@@ -169,6 +170,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       ringKeepsTheDead,
       ownDurationOnly: unsafe.ownDurationOnly ?? false,
       expiryFactor: unsafe.expiryFactor ?? 1,
+      unansweredDealt: unsafe.unansweredDealt ?? false,
       host: {
         state: () => this.#state,
         lifetime: this.#lifetime.signal,
@@ -183,6 +185,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
         loseEverything: () => this.#loseEverything(),
         listingDue,
         wakeTake,
+        wakeRenew: () => this.#wakeRenew?.(),
         emit,
         report,
         fail,

@@ -16,9 +16,6 @@ import { stateWithoutResume } from './resume-hint.js';
 /** The state core writes: a deal drops a resume hint (it is for the tenure a handover started only). */
 const stateOf = stateWithoutResume;
 
-/** A member whose record stood still for this part of its lease duration gets none of a dead member's leases (a heartbeat comes every 0.65). */
-const SUSPECT_STILL = 0.75;
-
 export interface DeclarerDealOptions {
   readonly parts: LeaseParts;
   readonly host: {
@@ -104,11 +101,11 @@ export class DeclarerDeal {
     declared: ReadonlyMap<string, string> | null,
   ): { recipients: Map<string, string>; portion: LeaseRecord[]; dealtTo: Map<string, number> } {
     const self = this.#parts.workerId;
-    // A member whose record stood still for most of a lease duration may have died in the same crash as
-    // the members this worker declared dead: a lease of theirs dealt to it would wait for its own declaration.
+    // A member that may have died in the same crash as the members this worker declared dead: a lease of
+    // theirs dealt to it would wait for its own declaration.
     const standingStill = (workerId: string): boolean => {
       const member = this.#parts.view.get(workerId);
-      return member === undefined || this.#parts.view.stillFor(member) >= SUSPECT_STILL * member.leaseDurationMs;
+      return member === undefined || this.#parts.members.looksGone(member);
     };
     const away = declared !== null && this.dealsHere() ? { ofDead: (lease: LeaseRecord) => lease.owner !== null && declared.get(lease.owner) === lease.incarnation, standingStill } : null;
     const { recipients, dealtTo } = dealOut(sorted, members, counts, target, this.#capOf, self, away);

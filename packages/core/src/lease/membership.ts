@@ -20,6 +20,31 @@ const PKG = 'core';
 /** Member metadata of a worker that is stopping: others deal it nothing more. */
 export const LEAVING_FIELD = 'leasehold.leaving';
 
+/**
+ * Member metadata: the roster digest the member had read when it wrote its record. A member heartbeats at
+ * its first take tick after the digest moved, so that a declarer can tell a member alive since the move
+ * from one that died before it (DESIGN section 4, "Who answered the digest"). Written by members that read
+ * the digest; a heartbeat that changes only this field advances nothing.
+ */
+export const DIGEST_SEEN_FIELD = 'leasehold.digest';
+
+/** A member whose record stood still for this part of its lease duration may be dead: it is dealt and offered no lease (a heartbeat comes every 0.65). */
+const SUSPECT_STILL = 0.75;
+
+/** A watcher moves the digest for a watched member seen standing still for this part of its expiry (a heartbeat comes every 0.65). */
+const PROMPT_STILL = 0.7;
+
+/** How long, in take ticks, every live member has to answer a move of the digest with a heartbeat: its next tick, and its write. */
+const ANSWER_TICKS = 1.25;
+
+/** The member state as others compare it: without the digest this member had read. */
+function othersLookAt(state: MemberState): string {
+  if (state.metadata[DIGEST_SEEN_FIELD] === undefined) return JSON.stringify(state);
+  const metadata = { ...state.metadata };
+  delete metadata[DIGEST_SEEN_FIELD];
+  return JSON.stringify({ ...state, metadata });
+}
+
 /** One incarnation of this worker in the roster, from its join to its leave or expulsion. */
 export interface Incarnation {
   readonly incarnation: string;
@@ -52,6 +77,8 @@ export interface MembershipHost {
   listingDue(): void;
   /** Wakes the take loop now. */
   wakeTake(): void;
+  /** Sends a heartbeat now: the digest moved, and the member answers with the digest it read. */
+  wakeRenew(): void;
   emit<K extends keyof LeaseCoordinatorEvents>(name: K, event: LeaseCoordinatorEvents[K]): void;
   report(error: unknown, operation: string): void;
   /** A record this worker must not write was met: stop. */
@@ -66,6 +93,8 @@ export interface MembershipOptions {
   readonly workerId: string;
   readonly leaseDurationMs: number;
   readonly takeIntervalMs: number;
+  /** How often this worker heartbeats: a watched member is not suspected before it has missed one. */
+  readonly renewIntervalMs: number;
   readonly holdMs: number;
   readonly maxLeases: number;
   readonly clock: Clock;
@@ -84,6 +113,8 @@ export interface MembershipOptions {
   readonly ownDurationOnly: boolean;
   /** Unsafe: expiry is judged after this multiple of the lease duration. */
   readonly expiryFactor: number;
+  /** Unsafe: a member that did not answer a move of the digest is dealt a dead member's leases all the same. */
+  readonly unansweredDealt: boolean;
   readonly host: MembershipHost;
 }
 
@@ -97,6 +128,7 @@ export class Membership {
   readonly #workerId: string;
   readonly #leaseDurationMs: number;
   readonly #takeIntervalMs: number;
+  readonly #renewIntervalMs: number;
   readonly #holdMs: number;
   readonly #maxLeases: number;
   readonly #clock: Clock;
@@ -104,6 +136,13 @@ export class Membership {
   readonly #host: MembershipHost;
   readonly #ownDurationOnly: boolean;
   readonly #expiryFactor: number;
+  /** Unsafe: a member that did not answer a move of the digest is dealt a dead member's leases all the same. */
+  readonly #unansweredDealt: boolean;
+  /** The moves of the digest this worker saw (or made by a prompt), and when: what a member's heartbeat answers. */
+  #moves: { digest: number; at: number }[] = [];
+  /** The watched members this worker moved the digest for, at the write it saw standing still. */
+  readonly #promptedFor = new Map<string, string>();
+  #promptTimer: WakeTimer | null = null;
   /** Unsafe: member writes never advance the roster digest. */
   readonly #skipRosterDigest: boolean;
   /** Unsafe: the watchers' ring keeps the members declared dead. */
@@ -146,6 +185,7 @@ export class Membership {
     this.#workerId = options.workerId;
     this.#leaseDurationMs = options.leaseDurationMs;
     this.#takeIntervalMs = options.takeIntervalMs;
+    this.#renewIntervalMs = options.renewIntervalMs;
     this.#holdMs = options.holdMs;
     this.#maxLeases = options.maxLeases;
     this.#clock = options.clock;
@@ -158,6 +198,7 @@ export class Membership {
     this.#ringKeepsTheDead = options.ringKeepsTheDead;
     this.#ownDurationOnly = options.ownDurationOnly;
     this.#expiryFactor = options.expiryFactor;
+    this.#unansweredDealt = options.unansweredDealt;
     this.view = new RosterView({ workerId: this.#workerId, now: () => this.#clock.now(), expiryMs: (member) => this.#expiryMs(member) });
   }
 
@@ -210,6 +251,8 @@ export class Membership {
     else delete metadata[LEAVING_FIELD];
     if (Number.isFinite(this.#maxLeases)) metadata[MAX_LEASES_FIELD] = String(this.#maxLeases);
     else delete metadata[MAX_LEASES_FIELD];
+    if (this.#digestSeen !== null && this.readsWatched()) metadata[DIGEST_SEEN_FIELD] = String(this.#digestSeen);
+    else delete metadata[DIGEST_SEEN_FIELD];
     let state: MemberState = {
       ...base,
       metadata,
@@ -391,7 +434,8 @@ export class Membership {
     // Only a heartbeat that writes the state as stored is not for others to look at: every other member
     // write advances the digest once it applied, or may have.
     const before = operation === 'heartbeat' ? this.#current?.record : undefined;
-    const announces = !before || JSON.stringify(memberStateOf(before)) !== JSON.stringify(memberStateOf(next));
+    // (Nor one that changes only the digest it answers: every member writes one after each move.)
+    const announces = !before || othersLookAt(memberStateOf(before)) !== othersLookAt(memberStateOf(next));
     try {
       const outcome = await this.#storage.putMember(this.#group, workerId, expectedVersion, next);
       this.#host.emit('storage', { operation, applied: outcome.status === 'applied' ? 1 : 0, conflict: outcome.status === 'conflict' ? 1 : 0, unknown: outcome.status === 'unknown' ? 1 : 0 });
@@ -446,15 +490,24 @@ export class Membership {
     if (this.#host.state() !== 'running') return false;
     const now = this.#clock.now();
     if (this.#current === null || digest !== this.#digestSeen || now - this.#wholeReadAt >= this.#refreshMs()) {
+      const moved = this.#digestSeen !== null && digest !== this.#digestSeen;
       const roster = await storage.getRoster(this.#group);
       this.#digestSeen = digest;
       this.#wholeReadAt = now;
       this.#unannouncedSince = null;
-      return this.readRoster(roster);
+      if (!this.readRoster(roster)) return false;
+      // Every member answers a move with a heartbeat that says which digest it read.
+      if (moved) {
+        this.#noteMove(digest, now);
+        if (this.#current !== null) this.#host.wakeRenew();
+      }
+      await this.#promptForStill();
+      return true;
     }
     const ids = [...this.#watched, this.#workerId];
     const roster = await (storage.getMembers as (group: string, workerIds: readonly string[]) => Promise<Roster>)(this.#group, ids);
     if (!this.readRoster(roster, ids)) return false;
+    await this.#promptForStill();
     // A change the watched members show and the digest does not (its writer died before advancing it, or
     // the advance failed) is announced by the watcher, a tick later if the digest still does not show it:
     // a whole read, which the digest's move brings, clears it.
@@ -492,7 +545,9 @@ export class Membership {
    * (on a busy connection pool the advance may queue behind the pool's other work past the hold).
    */
   announce(): void {
-    this.#advancing = this.#advancing.then(() => this.#advanceDigest());
+    this.#advancing = this.#advancing.then(async () => {
+      await this.#advanceDigest();
+    });
   }
 
   /** The advances sent after member writes, one after another. */
@@ -501,18 +556,158 @@ export class Membership {
   /**
    * Advances the roster digest after a member write others must look at, so that members that read only
    * their watched few read the whole roster at their next tick. One that fails is owed: the next tick
-   * advances it before reading.
+   * advances it before reading. The value written, or `undefined` when nothing was.
    */
-  async #advanceDigest(): Promise<void> {
-    if (!this.#watcherReads || this.#skipRosterDigest) return;
+  async #advanceDigest(): Promise<number | undefined> {
+    if (!this.#watcherReads || this.#skipRosterDigest) return undefined;
     this.#digestOwed = true;
     try {
-      await (this.#storage.advanceRosterDigest as (group: string) => Promise<number>)(this.#group);
+      const digest = await (this.#storage.advanceRosterDigest as (group: string) => Promise<number>)(this.#group);
       this.#digestOwed = false;
       this.#host.emit('storage', { operation: 'advance-digest', applied: 1, conflict: 0, unknown: 0 });
+      return digest;
     } catch (error) {
       this.#host.emit('storage', { operation: 'advance-digest', applied: 0, conflict: 0, unknown: 1 });
       this.#host.report(error, 'advance-digest');
+      return undefined;
+    }
+  }
+
+  // ---------------------------------------------------------------- who answered the digest
+
+  /** Notes a move of the digest this worker saw or made, and when: the members' heartbeats answer it. */
+  #noteMove(digest: number, at: number): void {
+    this.#moves.push({ digest, at });
+    // A move is looked at until a later one's answers are due: a few ticks' worth is plenty.
+    if (this.#moves.length > 32) this.#moves = this.#moves.slice(-16);
+  }
+
+  /**
+   * Whether `member` may have died without being declared yet: its record stood still for 0.75 of its lease
+   * duration as this worker read it, or it did not answer a move of the digest ({@link unanswered}). A
+   * declarer deals it none of a dead member's leases, and no member offers it one of its own: either would
+   * wait for its declaration.
+   */
+  looksGone(member: MemberRecord): boolean {
+    return this.view.stillFor(member) >= SUSPECT_STILL * member.leaseDurationMs || this.unanswered(member);
+  }
+
+  /**
+   * Whether `member` may be offered a lease of this worker's: it does not {@link looksGone}, and it wrote
+   * since the last move of the digest this worker saw, however recent: it answered the move, or this
+   * worker first saw its current write at the read that saw the move or later (a member that just joined,
+   * whose own write moved it). A handover drains the lease first, and one to a member that died would wait
+   * for its declaration; an offer can wait a tick.
+   */
+  mayBeOffered(member: MemberRecord): boolean {
+    if (this.looksGone(member)) return false;
+    const move = this.#lastMoveBefore(member, 0);
+    const answered = this.#digestAnswered(member);
+    if (move === undefined || answered === undefined || answered >= move.digest) return true;
+    const seenAt = this.view.stillUntil(member, 0);
+    return seenAt !== undefined && seenAt >= move.at;
+  }
+
+  /**
+   * Whether `member` has not answered a move of the digest it had a take tick and a quarter to answer: its
+   * record, read after that time, says it read an older digest (DESIGN section 4, "Who answered the
+   * digest"). It may have died before the move, in the same crash as a member being declared: a declarer
+   * deals it none of the dead member's leases. False for a member that does not say which digest it read
+   * (it reads the whole roster, or runs an earlier release), for this worker, and while no move is that old.
+   */
+  unanswered(member: MemberRecord): boolean {
+    const move = this.#lastMoveBefore(member, ANSWER_TICKS);
+    const answered = this.#digestAnswered(member);
+    return move !== undefined && answered !== undefined && answered < move.digest;
+  }
+
+  /** The digest `member`'s record says it read; `undefined` for this worker, when it does not say, and while this worker reads the whole roster. */
+  #digestAnswered(member: MemberRecord): number | undefined {
+    if (this.#unansweredDealt || member.workerId === this.#workerId || !this.readsWatched()) return undefined;
+    const said = member.metadata[DIGEST_SEEN_FIELD];
+    const answered = said === undefined ? NaN : Number(said);
+    return Number.isSafeInteger(answered) ? answered : undefined;
+  }
+
+  /** The latest move of the digest that `member` had `withinTicks` take ticks to answer before this worker last read it. */
+  #lastMoveBefore(member: MemberRecord, withinTicks: number): { digest: number; at: number } | undefined {
+    const readAt = this.view.readAt(member.workerId);
+    if (readAt === undefined) return undefined;
+    const answerMs = withinTicks * this.#takeIntervalMs;
+    let latest: { digest: number; at: number } | undefined;
+    for (const move of this.#moves) if (move.at + answerMs <= readAt && (latest === undefined || move.digest > latest.digest)) latest = move;
+    return latest;
+  }
+
+  /**
+   * Moves the digest for the watched members seen standing still for {@link PROMPT_STILL} of their expiry,
+   * once for each write seen still: every member answers the move with a heartbeat, so that whoever
+   * declares the still member dead, about 0.3 of a lease duration later, can tell the members that died
+   * with it (no answer) from those alive. Without it, the first deaths of a crash are declared when a member
+   * dead for 0.35 of a lease duration and one alive between two heartbeats 0.65 apart look alike.
+   */
+  async #promptForStill(): Promise<void> {
+    if (this.#current === null || this.#host.state() !== 'running' || !this.readsWatched()) return;
+    for (const workerId of this.#promptedFor.keys()) if (!this.#watched.has(workerId)) this.#promptedFor.delete(workerId);
+    let due = false;
+    for (const workerId of this.#watched) {
+      const member = this.view.get(workerId);
+      const at = member === undefined ? undefined : this.#promptMoment(member);
+      const readAt = this.view.readAt(workerId);
+      if (member === undefined || at === undefined || readAt === undefined || readAt < at) continue;
+      this.#promptedFor.set(workerId, writeIdentity(member));
+      due = true;
+    }
+    this.#armPrompt();
+    if (!due) return;
+    const advance = this.#advancing.then(() => this.#advanceDigest());
+    this.#advancing = advance.then(() => undefined);
+    const digest = await advance;
+    if (digest !== undefined) this.#noteMove(digest, this.#clock.now());
+  }
+
+  /**
+   * When `member`, still at the write this worker last read, is to be announced: `undefined` for a member
+   * not alive, announced already at that write, or whose announcement could not be answered before it
+   * expires (a heartbeat interval close to the lease duration: its declaration's own move prompts then).
+   */
+  #promptMoment(member: MemberRecord): number | undefined {
+    if (member.status !== 'alive' || this.#promptedFor.get(member.workerId) === writeIdentity(member)) return undefined;
+    const expiryMs = this.#expiryMs(member);
+    // Never before a member has missed a heartbeat of this worker's pace.
+    const promptMs = Math.max(PROMPT_STILL * expiryMs, this.#renewIntervalMs + 0.05 * expiryMs);
+    if (promptMs > expiryMs - ANSWER_TICKS * this.#takeIntervalMs) return undefined;
+    return this.view.stillUntil(member, promptMs);
+  }
+
+  /** Wakes at the first watched member's moment to be announced, if it comes before the next tick, to read it and announce it. */
+  #armPrompt(): void {
+    let earliest = Infinity;
+    if (this.readsWatched()) {
+      for (const workerId of this.#watched) {
+        const member = this.view.get(workerId);
+        const at = member === undefined ? undefined : this.#promptMoment(member);
+        if (at !== undefined) earliest = Math.min(earliest, at);
+      }
+    }
+    this.#promptTimer = this.#wakeAt(this.#promptTimer, earliest, () => void this.#checkStill());
+  }
+
+  /** Reads the watched members whose moment to be announced came, and announces those still standing still. */
+  async #checkStill(): Promise<void> {
+    const now = this.#clock.now();
+    const due = [...this.#watched].filter((workerId) => {
+      const member = this.view.get(workerId);
+      const at = member === undefined ? undefined : this.#promptMoment(member);
+      return at !== undefined && at <= now;
+    });
+    if (due.length === 0 || this.#current === null || this.#host.state() !== 'running') return;
+    try {
+      const roster = await (this.#storage.getMembers as (group: string, workerIds: readonly string[]) => Promise<Roster>)(this.#group, due);
+      if (this.#host.state() !== 'running' || !this.readRoster(roster, due)) return;
+      await this.#promptForStill();
+    } catch (error) {
+      this.#host.report(error, 'roster');
     }
   }
 
@@ -533,6 +728,7 @@ export class Membership {
       this.#watched = new Set(watchedBy(this.#workerId, ringed.map((member) => member.workerId), this.#watchers));
     }
     this.#armExpiry();
+    this.#armPrompt();
     return true;
   }
 
@@ -542,27 +738,44 @@ export class Membership {
    * to a take tick later.
    */
   #armExpiry(): void {
-    if (this.#host.state() !== 'running') return;
     const earliest = this.view.nextExpiry(this.readsWatched() ? this.#watched : undefined);
-    if (earliest === Infinity || (this.#expiryTimer !== null && this.#expiryTimer.at === earliest)) return;
-    this.#expiryTimer?.controller.abort();
-    this.#expiryTimer = null;
-    const delay = earliest - this.#clock.now();
-    // Already due (a declaration that failed): the regular tick tries again, never a tight loop.
-    if (delay <= 0 || delay >= this.#takeIntervalMs) return;
-    const timer = { at: earliest, controller: new AbortController() };
-    this.#expiryTimer = timer;
+    this.#expiryTimer = this.#wakeAt(this.#expiryTimer, earliest, () => this.#host.wakeTake());
+  }
+
+  #expiryTimer: WakeTimer | null = null;
+
+  /**
+   * The timer `current` moved to `at` (kept if it is armed for that moment already), running `fire` then;
+   * `null`, with nothing armed, for a moment already due (the regular tick tries again, never a tight loop)
+   * or not before the next tick, and once the coordinator stops.
+   */
+  #wakeAt(current: WakeTimer | null, at: number, fire: () => void): WakeTimer | null {
+    if (this.#host.state() !== 'running' || at === Infinity) return current;
+    if (current !== null && !current.done && current.at === at) return current;
+    current?.controller.abort();
+    const delay = at - this.#clock.now();
+    if (delay <= 0 || delay >= this.#takeIntervalMs) return null;
+    const timer: WakeTimer = { at, controller: new AbortController(), done: false };
     const lifetime = this.#host.lifetime;
     const onStop = (): void => timer.controller.abort();
     lifetime.addEventListener('abort', onStop, { once: true });
-    this.#clock.sleep(Math.max(0, delay) + 1, timer.controller.signal).then(
+    this.#clock.sleep(delay + 1, timer.controller.signal).then(
       () => {
-        if (this.#expiryTimer === timer) this.#expiryTimer = null;
-        this.#host.wakeTake();
+        timer.done = true;
+        fire();
       },
       () => undefined,
     ).finally(() => lifetime.removeEventListener('abort', onStop));
+    return timer;
   }
-
-  #expiryTimer: { at: number; controller: AbortController } | null = null;
 }
+
+/** A wake-up armed for a moment; `done` once it fired (a fired timer is armed again for any moment). */
+interface WakeTimer {
+  readonly at: number;
+  readonly controller: AbortController;
+  done: boolean;
+}
+
+/** One write of a member, as a watcher tells its writes apart. */
+const writeIdentity = (member: MemberRecord): string => `${member.incarnation}\u0000${member.version}`;

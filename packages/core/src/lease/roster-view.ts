@@ -248,6 +248,19 @@ export class RosterView {
     return Math.max(0, readAt - seen.seenAt);
   }
 
+  /** When this worker last read `workerId`'s record, if it read it. */
+  readAt(workerId: string): number | undefined {
+    return this.#readAt.get(workerId);
+  }
+
+  /**
+   * The moment a member, still at the write this worker sees, will have stood still for `durationMs` since
+   * this worker first saw that write; `undefined` when no read showed it.
+   */
+  stillUntil(member: MemberRecord, durationMs: number): number | undefined {
+    return this.#observations.expiresAt(member.workerId, writeOf(member), durationMs);
+  }
+
   /**
    * The moment the first live member other than this worker, among `watched` (default: every member),
    * would expire if it stays still; `Infinity` when none is watched.

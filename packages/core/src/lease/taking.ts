@@ -594,6 +594,8 @@ export class Taking {
     );
     for (const to of due.slice(others)) {
       const member = this.#parts.view.get(to);
+      // Not to a member that may have died (in a crash, the plan's moves are made before its deaths are all declared).
+      if (member !== undefined && member.status === 'alive' && !this.#parts.members.mayBeOffered(member)) continue;
       const entry = free.pop();
       if (!entry || member?.status !== 'alive') break;
       const [leaseKey, held] = entry;
