@@ -36,7 +36,7 @@ class CountingStorage extends FaultyStorage {
       Object.defineProperty(this, name, {
         value: (...params: never[]) => {
           this.calls[name]++;
-          if (name === 'getMembers' && !(params[1] as readonly string[]).includes(this.owner)) this.calls.stillChecks++;
+          if (name === 'getMembers' && !(params[1] as unknown as readonly string[]).includes(this.owner)) this.calls.stillChecks++;
           return read(...params);
         },
       });
@@ -127,6 +127,39 @@ describe('membership: what a worker costs', () => {
       await run(scheduler, a.coordinator.stop());
     }
     expect(Math.abs((perSize[0] as number) - (perSize[1] as number))).toBeLessThanOrEqual(1);
+  });
+
+  it('answers a move of the roster digest with one heartbeat at its next take tick, on top of its regular heartbeats, which keep their pace', async () => {
+    const { scheduler, ready, worker, storage } = world(keys(30));
+    await ready;
+    const workers = ['a', 'b', 'c'].map((id) => worker(id, { wholeRosterUpTo: 0 }));
+    const beats = new Map<string, number[]>(['a', 'b', 'c'].map((id) => [id, []]));
+    workers.forEach((w, i) => w.coordinator.on('renewed', ({ durationMs }) => beats.get(['a', 'b', 'c'][i]!)!.push(scheduler.now - durationMs)));
+    for (const w of workers) await run(scheduler, w.coordinator.start());
+    await scheduler.advance(60_000);
+    const interval = workers[0]!.coordinator.renewIntervalMs;
+    // Half an interval after a's last heartbeat, the digest moves (anyone's write others must look at).
+    const last = beats.get('a')!.at(-1)!;
+    await scheduler.advance(last + interval / 2 - scheduler.now);
+    const movedAt = scheduler.now;
+    const moved = await storage.advanceRosterDigest(GROUP);
+    await scheduler.advance(2 * interval);
+    for (const w of workers) {
+      const id = w.coordinator.workerId;
+      const after = beats.get(id)!.filter((at) => at >= movedAt);
+      const before = beats.get(id)!.filter((at) => at < movedAt).at(-1)!;
+      // The answer, within a take tick and a quarter of the move; then the regular heartbeats, as paced before it.
+      expect(after[0]! - movedAt).toBeLessThanOrEqual(1.25 * 2_000);
+      const regular = after.slice(1);
+      expect(regular.length).toBeGreaterThanOrEqual(2);
+      for (const [i, at] of regular.entries()) {
+        // Each interval jittered by at most 5%, and the writes' latency.
+        expect(at - before).toBeGreaterThanOrEqual((i + 1) * interval * 0.95 - 100);
+        expect(at - before).toBeLessThanOrEqual((i + 1) * interval * 1.05 + 100);
+      }
+      expect((await storage.getRoster(GROUP)).members.find((m) => m.workerId === id)?.metadata['leasehold.digest']).toBe(String(moved));
+    }
+    await run(scheduler, Promise.all(workers.map((w) => w.coordinator.stop())));
   });
 
   it('writes no lease at all in steady state; reads the digest and its watched members every take tick, the whole roster only every 30 ticks, and lists the leases only for the periodic refresh', async () => {

@@ -89,6 +89,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   readonly #winding = new AbortController();
   #wakeTake: (() => void) | null = null;
   #wakeRenew: (() => void) | null = null;
+  /** Sends a heartbeat now without moving the heartbeats' pace: the answer to a move of the roster digest. */
+  #answerRenew: (() => void) | null = null;
   #loops: Promise<void>[] = [];
   #takeInFlight: Promise<void> = Promise.resolve();
   /** The simulation's unsafe switch: a stop drains its leases only once the take tick in flight is done. */
@@ -185,7 +187,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
         loseEverything: () => this.#loseEverything(),
         listingDue,
         wakeTake,
-        wakeRenew: () => this.#wakeRenew?.(),
+        answer: () => this.#answerRenew?.(),
         emit,
         report,
         fail,
@@ -514,17 +516,26 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     // A wake-up that comes while a tick runs is kept for the next sleep: a note of change made during a
     // heartbeat is sent at once after it, not an interval later.
     let woken = false;
+    // Whether every wake-up since the last tick asked to keep the loop's pace: a heartbeat that answers a
+    // move of the roster digest is sent on top of the regular ones, which come when they would have. Every
+    // member answers a move at once; were the answers to set the pace, the whole group would heartbeat in
+    // step after each move, and a crash soon after would have all its deaths declared late together.
+    let keepPace = false;
     let tickStartedAt = this.#clock.now();
     while (active()) {
       const waker = new AbortController();
       const onStop = (): void => waker.abort();
       this.#lifetime.signal.addEventListener('abort', onStop, { once: true });
-      const wake = (): void => {
+      const wake = (keep = false): void => {
+        keepPace = woken ? keepPace && keep : keep;
         woken = true;
         waker.abort();
       };
-      if (kind === 'take') this.#wakeTake = wake;
-      else this.#wakeRenew = wake;
+      if (kind === 'take') this.#wakeTake = () => wake();
+      else {
+        this.#wakeRenew = () => wake();
+        this.#answerRenew = () => wake(true);
+      }
       const jitter = 1 + (this.#random.next() - 0.5) * 0.1;
       // A heartbeat whose outcome is not known is sent again soon: the hold runs out meanwhile. The period
       // runs from the start of the previous tick: a slow round trip must not push the next heartbeat past
@@ -543,9 +554,11 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       } finally {
         this.#lifetime.signal.removeEventListener('abort', onStop);
       }
+      const answering = woken && keepPace;
       woken = false;
+      keepPace = false;
       if (this.#lifetime.signal.aborted || !active()) return;
-      tickStartedAt = this.#clock.now();
+      if (!answering) tickStartedAt = this.#clock.now();
       await tick().catch((error: unknown) => this.#report(error, kind));
     }
   }

@@ -77,8 +77,8 @@ export interface MembershipHost {
   listingDue(): void;
   /** Wakes the take loop now. */
   wakeTake(): void;
-  /** Sends a heartbeat now: the digest moved, and the member answers with the digest it read. */
-  wakeRenew(): void;
+  /** Sends a heartbeat now, on top of the regular ones (their pace is kept): the digest moved, and the member answers with the digest it read. */
+  answer(): void;
   emit<K extends keyof LeaseCoordinatorEvents>(name: K, event: LeaseCoordinatorEvents[K]): void;
   report(error: unknown, operation: string): void;
   /** A record this worker must not write was met: stop. */
@@ -499,7 +499,7 @@ export class Membership {
       // Every member answers a move with a heartbeat that says which digest it read.
       if (moved) {
         this.#noteMove(digest, now);
-        if (this.#current !== null) this.#host.wakeRenew();
+        if (this.#current !== null) this.#host.answer();
       }
       await this.#promptForStill();
       return true;
@@ -593,14 +593,16 @@ export class Membership {
   }
 
   /**
-   * Whether `member` may be offered a lease of this worker's: it does not {@link looksGone}, and it wrote
-   * since the last move of the digest this worker saw, however recent: it answered the move, or this
-   * worker first saw its current write at the read that saw the move or later (a member that just joined,
-   * whose own write moved it). A handover drains the lease first, and one to a member that died would wait
-   * for its declaration; an offer can wait a tick.
+   * Whether `member` may be offered a lease of this worker's: it does not {@link looksGone}, and, while
+   * members are dying (`dying`: this worker saw a death lately), it wrote since the last move of the digest
+   * this worker saw, however recent: it answered the move, or this worker first saw its current write at
+   * the read that saw the move or later (a member that just joined, whose own write moved it). A handover
+   * drains the lease first, and one to a member that died would wait for its declaration; an offer can
+   * wait a tick. (Not otherwise: in a cold start every tick moves the digest.)
    */
-  mayBeOffered(member: MemberRecord): boolean {
+  mayBeOffered(member: MemberRecord, dying: boolean): boolean {
     if (this.looksGone(member)) return false;
+    if (!dying) return true;
     const move = this.#lastMoveBefore(member, 0);
     const answered = this.#digestAnswered(member);
     if (move === undefined || answered === undefined || answered >= move.digest) return true;

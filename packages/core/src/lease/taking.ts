@@ -592,10 +592,12 @@ export class Taking {
       [...this.#held.entries()].filter(([leaseKey, held]) => !held.leaving && !held.handoff && this.#parts.hold.isHeld(leaseKey)),
       this.#parts.random,
     );
+    // Not to a member that may have died: in a crash, the plan's moves are made before its deaths are all declared.
+    let dying = false;
+    for (const death of this.#deathsSeen.values()) if (now - death.at < this.#parts.leaseDurationMs) dying = true;
     for (const to of due.slice(others)) {
       const member = this.#parts.view.get(to);
-      // Not to a member that may have died (in a crash, the plan's moves are made before its deaths are all declared).
-      if (member !== undefined && member.status === 'alive' && !this.#parts.members.mayBeOffered(member)) continue;
+      if (member !== undefined && member.status === 'alive' && !this.#parts.members.mayBeOffered(member, dying)) continue;
       const entry = free.pop();
       if (!entry || member?.status !== 'alive') break;
       const [leaseKey, held] = entry;
