@@ -129,7 +129,7 @@ describe('membership: what a worker costs', () => {
     expect(Math.abs((perSize[0] as number) - (perSize[1] as number))).toBeLessThanOrEqual(1);
   });
 
-  it('answers a move of the roster digest with one heartbeat at its next take tick, on top of its regular heartbeats, which keep their pace', async () => {
+  it('answers a suspect named in the roster with one heartbeat at its next take tick, on top of its regular heartbeats, which keep their pace', async () => {
     const { scheduler, ready, worker, storage } = world(keys(30));
     await ready;
     const workers = ['a', 'b', 'c'].map((id) => worker(id, { wholeRosterUpTo: 0 }));
@@ -142,7 +142,10 @@ describe('membership: what a worker costs', () => {
     const last = beats.get('a')!.at(-1)!;
     await scheduler.advance(last + interval / 2 - scheduler.now);
     const movedAt = scheduler.now;
+    // A member (played by the test, stopping, so that nobody offers it leases) names a suspect at the digest it advanced to, and moves the digest again for its write.
     const moved = await storage.advanceRosterDigest(GROUP);
+    await storage.putMember(GROUP, 'namer', null, { format: RECORD_FORMAT, incarnation: 'inc-namer', leaseDurationMs: 10_000, status: 'alive', held: 0, changes: 0, requests: [], metadata: { 'leasehold.leaving': '1', 'leasehold.suspect.a': String(moved) } });
+    await storage.advanceRosterDigest(GROUP);
     await scheduler.advance(2 * interval);
     for (const w of workers) {
       const id = w.coordinator.workerId;
@@ -150,14 +153,15 @@ describe('membership: what a worker costs', () => {
       const before = beats.get(id)!.filter((at) => at < movedAt).at(-1)!;
       // The answer, within a take tick and a quarter of the move; then the regular heartbeats, as paced before it.
       expect(after[0]! - movedAt).toBeLessThanOrEqual(1.25 * 2_000);
-      const regular = after.slice(1);
-      expect(regular.length).toBeGreaterThanOrEqual(2);
+      // (Until the namer, which never heartbeats, has stood still for 0.7 of its lease duration: its watchers then name it.)
+      const regular = after.slice(1).filter((at) => at < movedAt + 6_900);
+      expect(regular.length).toBeGreaterThanOrEqual(1);
       for (const [i, at] of regular.entries()) {
         // Each interval jittered by at most 5%, and the writes' latency.
         expect(at - before).toBeGreaterThanOrEqual((i + 1) * interval * 0.95 - 100);
         expect(at - before).toBeLessThanOrEqual((i + 1) * interval * 1.05 + 100);
       }
-      expect((await storage.getRoster(GROUP)).members.find((m) => m.workerId === id)?.metadata['leasehold.digest']).toBe(String(moved));
+      expect(Number((await storage.getRoster(GROUP)).members.find((m) => m.workerId === id)?.metadata['leasehold.digest'])).toBeGreaterThanOrEqual(moved);
     }
     await run(scheduler, Promise.all(workers.map((w) => w.coordinator.stop())));
   });

@@ -56,8 +56,8 @@ describe('the simulation harness', () => {
   }, 600_000);
 
   // The rule had no switch before; seeds 1-500 catch it 6 times, the first at 161 (slow listings do not catch it more often).
-  it('catches a take tick that judges the listed owners on a roster read before its listing within 200 seeds: a member that joined meanwhile has its leases taken while it holds them', async () => {
-    const result = await firstViolation({ rosterBeforeListing: true });
+  it('catches a take tick that judges the listed owners on a roster read before its listing within 300 seeds: a member that joined meanwhile has its leases taken while it holds them', async () => {
+    const result = await firstViolation({ rosterBeforeListing: true }, {}, 300);
     expect(result?.violations.some((violation) => violation.guarantee === 'single-owner' && /got .* while .* still held it|both hand records of/.test(violation.detail))).toBe(true);
     expect(result?.replay).toMatch(/--unsafe-roster-before-listing( |$)/);
   }, 600_000);

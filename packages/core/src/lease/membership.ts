@@ -21,12 +21,19 @@ const PKG = 'core';
 export const LEAVING_FIELD = 'leasehold.leaving';
 
 /**
- * Member metadata: the roster digest the member had read when it wrote its record. A member heartbeats at
- * its first take tick after the digest moved, so that a declarer can tell a member alive since the move
- * from one that died before it (DESIGN section 4, "Who answered the digest"). Written by members that read
- * the digest; a heartbeat that changes only this field advances nothing.
+ * Member metadata: the roster digest the member had read when it wrote its record (DESIGN section 4, "Who
+ * answered the digest"). Written by members that read the digest; a heartbeat that changes only this field
+ * advances nothing.
  */
 export const DIGEST_SEEN_FIELD = 'leasehold.digest';
+
+/**
+ * Member metadata, one key per suspect: `leasehold.suspect.<workerId>` = the digest the writer advanced to
+ * when it saw that watched member stand still for 0.7 of its expiry. Every member that reads it answers
+ * with a heartbeat saying it read that digest or a later one, so that a declarer can tell the members alive
+ * since from those that died with the suspect. The writer drops it at a later write; dropping it advances nothing.
+ */
+export const SUSPECT_PREFIX = 'leasehold.suspect.';
 
 /** A member whose record stood still for this part of its lease duration may be dead: it is dealt and offered no lease (a heartbeat comes every 0.65). */
 const SUSPECT_STILL = 0.75;
@@ -37,12 +44,17 @@ const PROMPT_STILL = 0.7;
 /** How long, in take ticks, every live member has to answer a move of the digest with a heartbeat: its next tick, and its write. */
 const ANSWER_TICKS = 1.25;
 
-/** The member state as others compare it: without the digest this member had read. */
+/** The member state as others compare it: without the digest this member had read, nor its suspects. */
 function othersLookAt(state: MemberState): string {
-  if (state.metadata[DIGEST_SEEN_FIELD] === undefined) return JSON.stringify(state);
-  const metadata = { ...state.metadata };
-  delete metadata[DIGEST_SEEN_FIELD];
+  const metadata: Record<string, string> = {};
+  for (const [key, value] of Object.entries(state.metadata)) if (key !== DIGEST_SEEN_FIELD && !key.startsWith(SUSPECT_PREFIX)) metadata[key] = value;
   return JSON.stringify({ ...state, metadata });
+}
+
+/** Whether `next` names a suspect `before` did not (at that digest): others must read it, and answer. */
+function addsSuspect(before: MemberState, next: MemberState): boolean {
+  for (const [key, value] of Object.entries(next.metadata)) if (key.startsWith(SUSPECT_PREFIX) && before.metadata[key] !== value) return true;
+  return false;
 }
 
 /** One incarnation of this worker in the roster, from its join to its leave or expulsion. */
@@ -77,7 +89,7 @@ export interface MembershipHost {
   listingDue(): void;
   /** Wakes the take loop now. */
   wakeTake(): void;
-  /** Sends a heartbeat now, on top of the regular ones (their pace is kept): the digest moved, and the member answers with the digest it read. */
+  /** Sends a heartbeat now, on top of the regular ones (their pace is kept): to answer a suspect named in the roster, or to name one. */
   answer(): void;
   emit<K extends keyof LeaseCoordinatorEvents>(name: K, event: LeaseCoordinatorEvents[K]): void;
   report(error: unknown, operation: string): void;
@@ -138,9 +150,11 @@ export class Membership {
   readonly #expiryFactor: number;
   /** Unsafe: a member that did not answer a move of the digest is dealt a dead member's leases all the same. */
   readonly #unansweredDealt: boolean;
-  /** The moves of the digest this worker saw (or made by a prompt), and when: what a member's heartbeat answers. */
-  #moves: { digest: number; at: number }[] = [];
-  /** The watched members this worker moved the digest for, at the write it saw standing still. */
+  /** The suspects named in the roster (by this worker or others), by name and digest, and when this worker first read each: what the members' heartbeats answer. */
+  #moves: { digest: number; at: number; key: string }[] = [];
+  /** The watched members this worker names as suspects: the write it saw standing still, and the digest it advanced to. */
+  readonly #suspects = new Map<string, { identity: string; digest: number }>();
+  /** The watched members this worker tried to name at the write it saw standing still (an advance that failed is tried at that write once). */
   readonly #promptedFor = new Map<string, string>();
   #promptTimer: WakeTimer | null = null;
   /** Unsafe: member writes never advance the roster digest. */
@@ -253,6 +267,13 @@ export class Membership {
     else delete metadata[MAX_LEASES_FIELD];
     if (this.#digestSeen !== null && this.readsWatched()) metadata[DIGEST_SEEN_FIELD] = String(this.#digestSeen);
     else delete metadata[DIGEST_SEEN_FIELD];
+    // The suspects this worker names: those still alive at the write it saw standing still.
+    for (const key of Object.keys(metadata)) if (key.startsWith(SUSPECT_PREFIX)) delete metadata[key];
+    for (const [workerId, suspect] of this.#suspects) {
+      const member = this.view.get(workerId);
+      if (member?.status === 'alive' && writeIdentity(member) === suspect.identity) metadata[`${SUSPECT_PREFIX}${workerId}`] = String(suspect.digest);
+      else this.#suspects.delete(workerId);
+    }
     let state: MemberState = {
       ...base,
       metadata,
@@ -435,7 +456,8 @@ export class Membership {
     // write advances the digest once it applied, or may have.
     const before = operation === 'heartbeat' ? this.#current?.record : undefined;
     // (Nor one that changes only the digest it answers: every member writes one after each move.)
-    const announces = !before || othersLookAt(memberStateOf(before)) !== othersLookAt(memberStateOf(next));
+    // A write that names a new suspect is for everyone to read.
+    const announces = !before || othersLookAt(memberStateOf(before)) !== othersLookAt(memberStateOf(next)) || addsSuspect(memberStateOf(before), next);
     try {
       const outcome = await this.#storage.putMember(this.#group, workerId, expectedVersion, next);
       this.#host.emit('storage', { operation, applied: outcome.status === 'applied' ? 1 : 0, conflict: outcome.status === 'conflict' ? 1 : 0, unknown: outcome.status === 'unknown' ? 1 : 0 });
@@ -490,17 +512,12 @@ export class Membership {
     if (this.#host.state() !== 'running') return false;
     const now = this.#clock.now();
     if (this.#current === null || digest !== this.#digestSeen || now - this.#wholeReadAt >= this.#refreshMs()) {
-      const moved = this.#digestSeen !== null && digest !== this.#digestSeen;
       const roster = await storage.getRoster(this.#group);
       this.#digestSeen = digest;
       this.#wholeReadAt = now;
       this.#unannouncedSince = null;
       if (!this.readRoster(roster)) return false;
-      // Every member answers a move with a heartbeat that says which digest it read.
-      if (moved) {
-        this.#noteMove(digest, now);
-        if (this.#current !== null) this.#host.answer();
-      }
+      this.#answerSuspects(digest, now);
       await this.#promptForStill();
       return true;
     }
@@ -575,11 +592,32 @@ export class Membership {
 
   // ---------------------------------------------------------------- who answered the digest
 
-  /** Notes a move of the digest this worker saw or made, and when: the members' heartbeats answer it. */
-  #noteMove(digest: number, at: number): void {
-    this.#moves.push({ digest, at });
-    // A move is looked at until a later one's answers are due: a few ticks' worth is plenty.
-    if (this.#moves.length > 32) this.#moves = this.#moves.slice(-16);
+  /**
+   * Notes the suspects the roster just read names, and answers those this worker has not answered with a
+   * heartbeat (which says it read `digest`, at least the suspect's): at most one heartbeat a read. A suspect
+   * named at a digest this worker has not read yet is answered at its next read, which the move brings.
+   */
+  #answerSuspects(digest: number, now: number): void {
+    let answer = false;
+    for (const member of this.view.values()) {
+      if (member.status !== 'alive' || member.workerId === this.#workerId) continue;
+      for (const [key, value] of Object.entries(member.metadata)) {
+        if (!key.startsWith(SUSPECT_PREFIX)) continue;
+        const named = Number(value);
+        const id = `${member.workerId}\u0000${key}\u0000${value}`;
+        if (!Number.isSafeInteger(named) || named > digest || this.#moves.some((move) => move.key === id)) continue;
+        this.#noteMove(named, now, id);
+        answer = true;
+      }
+    }
+    if (answer && this.#current !== null) this.#host.answer();
+  }
+
+  /** Notes a suspect named at `digest`, first read `at`: the members' heartbeats answer it. */
+  #noteMove(digest: number, at: number, key: string): void {
+    this.#moves.push({ digest, at, key });
+    // A suspect is looked at until a later one's answers are due: a few ticks' worth is plenty.
+    if (this.#moves.length > 64) this.#moves = this.#moves.slice(-32);
   }
 
   /**
@@ -632,11 +670,11 @@ export class Membership {
   }
 
   /** The latest move of the digest that `member` had `withinTicks` take ticks to answer before this worker last read it. */
-  #lastMoveBefore(member: MemberRecord, withinTicks: number): { digest: number; at: number } | undefined {
+  #lastMoveBefore(member: MemberRecord, withinTicks: number): { digest: number; at: number; key: string } | undefined {
     const readAt = this.view.readAt(member.workerId);
     if (readAt === undefined) return undefined;
     const answerMs = withinTicks * this.#takeIntervalMs;
-    let latest: { digest: number; at: number } | undefined;
+    let latest: { digest: number; at: number; key: string } | undefined;
     for (const move of this.#moves) if (move.at + answerMs <= readAt && (latest === undefined || move.digest > latest.digest)) latest = move;
     return latest;
   }
@@ -651,21 +689,26 @@ export class Membership {
   async #promptForStill(): Promise<void> {
     if (this.#current === null || this.#host.state() !== 'running' || !this.readsWatched()) return;
     for (const workerId of this.#promptedFor.keys()) if (!this.#watched.has(workerId)) this.#promptedFor.delete(workerId);
-    let due = false;
+    const due: MemberRecord[] = [];
     for (const workerId of this.#watched) {
       const member = this.view.get(workerId);
       const at = member === undefined ? undefined : this.#promptMoment(member);
       const readAt = this.view.readAt(workerId);
       if (member === undefined || at === undefined || readAt === undefined || readAt < at) continue;
       this.#promptedFor.set(workerId, writeIdentity(member));
-      due = true;
+      due.push(member);
     }
     this.#armPrompt();
-    if (!due) return;
+    if (due.length === 0) return;
+    // The digest first: whoever reads a digest at least this one read it after the member stood still.
     const advance = this.#advancing.then(() => this.#advanceDigest());
     this.#advancing = advance.then(() => undefined);
     const digest = await advance;
-    if (digest !== undefined) this.#noteMove(digest, this.#clock.now());
+    if (digest === undefined) return;
+    for (const member of due) this.#suspects.set(member.workerId, { identity: writeIdentity(member), digest });
+    this.#noteMove(digest, this.#clock.now(), `${this.#workerId}\u0000own\u0000${digest}`);
+    // Named in this worker's record, whose write moves the digest again: everyone reads it at its next tick.
+    this.#host.answer();
   }
 
   /**
