@@ -518,13 +518,14 @@ export class Membership {
       this.#unannouncedSince = null;
       if (!this.readRoster(roster)) return false;
       this.#answerSuspects(digest, now);
-      await this.#promptForStill();
+      // Not awaited: the tick's declarations and deals must not wait for the digest's advance.
+      void this.#promptForStill();
       return true;
     }
     const ids = [...this.#watched, this.#workerId];
     const roster = await (storage.getMembers as (group: string, workerIds: readonly string[]) => Promise<Roster>)(this.#group, ids);
     if (!this.readRoster(roster, ids)) return false;
-    await this.#promptForStill();
+    void this.#promptForStill();
     // A change the watched members show and the digest does not (its writer died before advancing it, or
     // the advance failed) is announced by the watcher, a tick later if the digest still does not show it:
     // a whole read, which the digest's move brings, clears it.
