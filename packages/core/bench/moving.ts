@@ -122,10 +122,10 @@ function withLeases(s: Summary): Summary & { p50InLeases: number; p99InLeases: n
   return { ...s, p50InLeases: inLeases(s.p50), p99InLeases: inLeases(s.p99) };
 }
 
-export async function movingSection(seeds: readonly number[]): Promise<{ runs: Record<string, Sample[]>; summary: Record<string, unknown>; failures: number; crashPass: boolean; crashLarge: { workers: number; leases: number; p99InLeases: number } }> {
+export async function movingSection(seeds: readonly number[], massTrials = 3): Promise<{ runs: Record<string, Sample[]>; summary: Record<string, unknown>; failures: number; crashPass: boolean; crashLarge: { workers: number; leases: number; p99InLeases: number } }> {
   const runs: Record<string, Sample[]> = { crash: [], crashLarge: [], crashWatched: [], crashWatchedNoFeed: [], crashMass: [], gracefulStop: [], join: [] };
-  // A quarter of 100 x 10,000 at once: a few seeds (each costs seconds of CPU), reported, not gated.
-  for (const seed of seeds.slice(0, 3)) runs.crashMass!.push(await massCrash(seed + 7_000_000));
+  // A quarter of 100 x 10,000 at once: a few seeds (each costs seconds of CPU; `--mass-trials`), reported, not gated.
+  for (const seed of seeds.slice(0, massTrials)) runs.crashMass!.push(await massCrash(seed + 7_000_000));
   for (const seed of seeds) {
     runs.crash!.push(await crash(seed));
     runs.gracefulStop!.push(await gracefulStop(seed + 1_000_000));

@@ -59,11 +59,14 @@ async function main(): Promise<void> {
       only: { type: 'string', multiple: true },
       fleet: { type: 'boolean', default: false },
       'fleet-minutes': { type: 'string', default: String(FLEET_WINDOW_MS / 60_000) },
+      'mass-trials': { type: 'string', default: '3' },
     },
   });
   const fleetWindowMs = Number(values['fleet-minutes']) * 60_000;
   if (!Number.isFinite(fleetWindowMs) || fleetWindowMs <= 0) throw new Error(`--fleet-minutes must be a positive number of simulated minutes, got ${JSON.stringify(values['fleet-minutes'])}`);
   const seeds = Array.from({ length: Number(values.seeds) }, (_, i) => Number(values.from) + i);
+  const massTrials = Number(values['mass-trials']);
+  if (!Number.isSafeInteger(massTrials) || massTrials < 0) throw new Error(`--mass-trials must be a whole number of trials, got ${JSON.stringify(values['mass-trials'])}`);
   const only = new Set(values.only ?? ['steady', 'cold', 'crash', 'view']);
   console.log(
     `lease coordinator, simulated time (leaseDuration ${LEASE_MS} ms, heartbeat every ${HEARTBEAT_MS} ms, take tick every ${TAKE_MS} ms, list every 600 s unless signalled, latency 1-20 ms each way, clock rates 1 ± ${MAX_DRIFT})`,
@@ -97,7 +100,7 @@ async function main(): Promise<void> {
   }
   if (only.has('crash')) {
     const at = now();
-    const moving = await movingSection(seeds);
+    const moving = await movingSection(seeds, massTrials);
     sections.moving = since(at);
     results.seeds = { from: seeds[0], count: seeds.length };
     results.scenarios = moving.summary;

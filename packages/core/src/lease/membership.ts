@@ -633,20 +633,23 @@ export class Membership {
 
   /**
    * Whether `member` may be offered a lease of this worker's: it does not {@link looksGone}, and, while
-   * members are dying (`dying`: this worker saw a death lately), it wrote since the last move of the digest
-   * this worker saw, however recent: it answered the move, or this worker first saw its current write at
-   * the read that saw the move or later (a member that just joined, whose own write moved it). A handover
-   * drains the lease first, and one to a member that died would wait for its declaration; an offer can
-   * wait a tick. (Not otherwise: in a cold start every tick moves the digest.)
+   * members are dying (`dying`: this worker saw a death lately), it answered a suspect this worker read in
+   * the last lease duration, the earliest: it lived after the crash began. One that has not had a take tick
+   * and a quarter to answer it is offered nothing yet, unless this worker first saw its current write at
+   * that suspect's read or later (a member that just joined). A handover drains the lease first, and one to a
+   * member that died would wait for its declaration; an offer can wait a tick. (Not otherwise: a member
+   * may be named on its own, a false alarm, and the offers would wait for nothing.)
    */
   mayBeOffered(member: MemberRecord, dying: boolean): boolean {
     if (this.looksGone(member)) return false;
-    if (!dying) return true;
-    const move = this.#lastMoveBefore(member, 0);
     const answered = this.#digestAnswered(member);
-    if (move === undefined || answered === undefined || answered >= move.digest) return true;
+    const readAt = this.view.readAt(member.workerId);
+    if (!dying || answered === undefined || readAt === undefined) return true;
+    let first: { digest: number; at: number } | undefined;
+    for (const move of this.#moves) if (move.at >= readAt - this.#leaseDurationMs && move.at <= readAt && (first === undefined || move.digest < first.digest)) first = move;
+    if (first === undefined || answered >= first.digest) return true;
     const seenAt = this.view.stillUntil(member, 0);
-    return seenAt !== undefined && seenAt >= move.at;
+    return seenAt !== undefined && seenAt >= first.at;
   }
 
   /**
