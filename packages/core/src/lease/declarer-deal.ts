@@ -105,7 +105,7 @@ export class DeclarerDeal {
     // theirs dealt to it would wait for its own declaration.
     const standingStill = (workerId: string): boolean => {
       const member = this.#parts.view.get(workerId);
-      return member === undefined || this.#parts.members.looksGone(member);
+      return member === undefined || this.#parts.members.answers.looksGone(member);
     };
     const away = declared !== null && this.dealsHere() ? { ofDead: (lease: LeaseRecord) => lease.owner !== null && declared.get(lease.owner) === lease.incarnation, standingStill } : null;
     const { recipients, dealtTo } = dealOut(sorted, members, counts, target, this.#capOf, self, away);

@@ -13,6 +13,7 @@ import { memberStateOf, RECORD_FORMAT, type CheckpointStorage, type MemberRecord
 import { MAX_LEASES_FIELD } from './balance.js';
 import { movedByDeathsOnly, RosterView, type SignatureMembers } from './roster-view.js';
 import { watchedBy } from './watchers.js';
+import { addsSuspect, Answers, ANSWER_TICKS, othersLookAt, writeIdentity } from './answers.js';
 import type { LeaseCoordinatorEvents } from './events.js';
 
 const PKG = 'core';
@@ -20,42 +21,8 @@ const PKG = 'core';
 /** Member metadata of a worker that is stopping: others deal it nothing more. */
 export const LEAVING_FIELD = 'leasehold.leaving';
 
-/**
- * Member metadata: the roster digest the member had read when it wrote its record (DESIGN section 4, "Who
- * answered the digest"). Written by members that read the digest; a heartbeat that changes only this field
- * advances nothing.
- */
-export const DIGEST_SEEN_FIELD = 'leasehold.digest';
-
-/**
- * Member metadata, one key per suspect: `leasehold.suspect.<workerId>` = the digest the writer advanced to
- * when it saw that watched member stand still for 0.7 of its expiry. Every member that reads it answers
- * with a heartbeat saying it read that digest or a later one, so that a declarer can tell the members alive
- * since from those that died with the suspect. The writer drops it at a later write; dropping it advances nothing.
- */
-export const SUSPECT_PREFIX = 'leasehold.suspect.';
-
-/** A member whose record stood still for this part of its lease duration may be dead: it is dealt and offered no lease (a heartbeat comes every 0.65). */
-const SUSPECT_STILL = 0.75;
-
-/** A watcher moves the digest for a watched member seen standing still for this part of its expiry (a heartbeat comes every 0.65). */
+/** A watcher names a watched member seen standing still for this part of its expiry as a suspect (a heartbeat comes every 0.65). */
 const PROMPT_STILL = 0.7;
-
-/** How long, in take ticks, every live member has to answer a move of the digest with a heartbeat: its next tick, and its write. */
-const ANSWER_TICKS = 1.25;
-
-/** The member state as others compare it: without the digest this member had read, nor its suspects. */
-function othersLookAt(state: MemberState): string {
-  const metadata: Record<string, string> = {};
-  for (const [key, value] of Object.entries(state.metadata)) if (key !== DIGEST_SEEN_FIELD && !key.startsWith(SUSPECT_PREFIX)) metadata[key] = value;
-  return JSON.stringify({ ...state, metadata });
-}
-
-/** Whether `next` names a suspect `before` did not (at that digest): others must read it, and answer. */
-function addsSuspect(before: MemberState, next: MemberState): boolean {
-  for (const [key, value] of Object.entries(next.metadata)) if (key.startsWith(SUSPECT_PREFIX) && before.metadata[key] !== value) return true;
-  return false;
-}
 
 /** One incarnation of this worker in the roster, from its join to its leave or expulsion. */
 export interface Incarnation {
@@ -148,12 +115,8 @@ export class Membership {
   readonly #host: MembershipHost;
   readonly #ownDurationOnly: boolean;
   readonly #expiryFactor: number;
-  /** Unsafe: a member that did not answer a move of the digest is dealt a dead member's leases all the same. */
-  readonly #unansweredDealt: boolean;
-  /** The suspects named in the roster (by this worker or others), by name and digest, and when this worker first read each: what the members' heartbeats answer. */
-  #moves: { digest: number; at: number; key: string }[] = [];
-  /** The watched members this worker names as suspects: the write it saw standing still, and the digest it advanced to. */
-  readonly #suspects = new Map<string, { identity: string; digest: number }>();
+  /** The suspects named, by this worker and the others, and the members' answers to them. */
+  readonly answers: Answers;
   /** The watched members this worker tried to name at the write it saw standing still (an advance that failed is tried at that write once). */
   readonly #promptedFor = new Map<string, string>();
   #promptTimer: WakeTimer | null = null;
@@ -212,8 +175,15 @@ export class Membership {
     this.#ringKeepsTheDead = options.ringKeepsTheDead;
     this.#ownDurationOnly = options.ownDurationOnly;
     this.#expiryFactor = options.expiryFactor;
-    this.#unansweredDealt = options.unansweredDealt;
     this.view = new RosterView({ workerId: this.#workerId, now: () => this.#clock.now(), expiryMs: (member) => this.#expiryMs(member) });
+    this.answers = new Answers({
+      workerId: this.#workerId,
+      takeIntervalMs: this.#takeIntervalMs,
+      leaseDurationMs: this.#leaseDurationMs,
+      view: this.view,
+      readsWatched: () => this.readsWatched(),
+      unansweredDealt: options.unansweredDealt,
+    });
   }
 
   /** This worker's incarnation in the roster since its last join, or `null` while it is not a member. */
@@ -265,15 +235,7 @@ export class Membership {
     else delete metadata[LEAVING_FIELD];
     if (Number.isFinite(this.#maxLeases)) metadata[MAX_LEASES_FIELD] = String(this.#maxLeases);
     else delete metadata[MAX_LEASES_FIELD];
-    if (this.#digestSeen !== null && this.readsWatched()) metadata[DIGEST_SEEN_FIELD] = String(this.#digestSeen);
-    else delete metadata[DIGEST_SEEN_FIELD];
-    // The suspects this worker names: those still alive at the write it saw standing still.
-    for (const key of Object.keys(metadata)) if (key.startsWith(SUSPECT_PREFIX)) delete metadata[key];
-    for (const [workerId, suspect] of this.#suspects) {
-      const member = this.view.get(workerId);
-      if (member?.status === 'alive' && writeIdentity(member) === suspect.identity) metadata[`${SUSPECT_PREFIX}${workerId}`] = String(suspect.digest);
-      else this.#suspects.delete(workerId);
-    }
+    this.answers.writeInto(metadata, this.#digestSeen);
     let state: MemberState = {
       ...base,
       metadata,
@@ -517,7 +479,8 @@ export class Membership {
       this.#wholeReadAt = now;
       this.#unannouncedSince = null;
       if (!this.readRoster(roster)) return false;
-      this.#answerSuspects(digest, now);
+      // A suspect named that this worker has not answered: a heartbeat now says it read the digest.
+      if (this.answers.read(digest, now) && this.#current !== null) this.#host.answer();
       // Not awaited: the tick's declarations and deals must not wait for the digest's advance.
       void this.#promptForStill();
       return true;
@@ -594,96 +557,6 @@ export class Membership {
   // ---------------------------------------------------------------- who answered the digest
 
   /**
-   * Notes the suspects the roster just read names, and answers those this worker has not answered with a
-   * heartbeat (which says it read `digest`, at least the suspect's): at most one heartbeat a read. A suspect
-   * named at a digest this worker has not read yet is answered at its next read, which the move brings.
-   */
-  #answerSuspects(digest: number, now: number): void {
-    let answer = false;
-    for (const member of this.view.values()) {
-      if (member.status !== 'alive' || member.workerId === this.#workerId) continue;
-      for (const [key, value] of Object.entries(member.metadata)) {
-        if (!key.startsWith(SUSPECT_PREFIX)) continue;
-        const named = Number(value);
-        const id = `${member.workerId}\u0000${key}\u0000${value}`;
-        if (!Number.isSafeInteger(named) || named > digest || this.#moves.some((move) => move.key === id)) continue;
-        this.#noteMove(named, now, id);
-        answer = true;
-      }
-    }
-    if (answer && this.#current !== null) this.#host.answer();
-  }
-
-  /** Notes a suspect named at `digest`, first read `at`: the members' heartbeats answer it. */
-  #noteMove(digest: number, at: number, key: string): void {
-    this.#moves.push({ digest, at, key });
-    // A suspect is looked at until a later one's answers are due: a few ticks' worth is plenty.
-    if (this.#moves.length > 64) this.#moves = this.#moves.slice(-32);
-  }
-
-  /**
-   * Whether `member` may have died without being declared yet: its record stood still for 0.75 of its lease
-   * duration as this worker read it, or it did not answer a move of the digest ({@link unanswered}). A
-   * declarer deals it none of a dead member's leases, and no member offers it one of its own: either would
-   * wait for its declaration.
-   */
-  looksGone(member: MemberRecord): boolean {
-    return this.view.stillFor(member) >= SUSPECT_STILL * member.leaseDurationMs || this.unanswered(member);
-  }
-
-  /**
-   * Whether `member` may be offered a lease of this worker's: it does not {@link looksGone}, and, while
-   * members are dying (`dying`: this worker saw a death lately), it answered a suspect this worker read in
-   * the last lease duration, the earliest: it lived after the crash began. One that has not had a take tick
-   * and a quarter to answer it is offered nothing yet, unless this worker first saw its current write at
-   * that suspect's read or later (a member that just joined). A handover drains the lease first, and one to a
-   * member that died would wait for its declaration; an offer can wait a tick. (Not otherwise: a member
-   * may be named on its own, a false alarm, and the offers would wait for nothing.)
-   */
-  mayBeOffered(member: MemberRecord, dying: boolean): boolean {
-    if (this.looksGone(member)) return false;
-    const answered = this.#digestAnswered(member);
-    const readAt = this.view.readAt(member.workerId);
-    if (!dying || answered === undefined || readAt === undefined) return true;
-    let first: { digest: number; at: number } | undefined;
-    for (const move of this.#moves) if (move.at >= readAt - this.#leaseDurationMs && move.at <= readAt && (first === undefined || move.digest < first.digest)) first = move;
-    if (first === undefined || answered >= first.digest) return true;
-    const seenAt = this.view.stillUntil(member, 0);
-    return seenAt !== undefined && seenAt >= first.at;
-  }
-
-  /**
-   * Whether `member` has not answered a move of the digest it had a take tick and a quarter to answer: its
-   * record, read after that time, says it read an older digest (DESIGN section 4, "Who answered the
-   * digest"). It may have died before the move, in the same crash as a member being declared: a declarer
-   * deals it none of the dead member's leases. False for a member that does not say which digest it read
-   * (it reads the whole roster, or runs an earlier release), for this worker, and while no move is that old.
-   */
-  unanswered(member: MemberRecord): boolean {
-    const move = this.#lastMoveBefore(member, ANSWER_TICKS);
-    const answered = this.#digestAnswered(member);
-    return move !== undefined && answered !== undefined && answered < move.digest;
-  }
-
-  /** The digest `member`'s record says it read; `undefined` for this worker, when it does not say, and while this worker reads the whole roster. */
-  #digestAnswered(member: MemberRecord): number | undefined {
-    if (this.#unansweredDealt || member.workerId === this.#workerId || !this.readsWatched()) return undefined;
-    const said = member.metadata[DIGEST_SEEN_FIELD];
-    const answered = said === undefined ? NaN : Number(said);
-    return Number.isSafeInteger(answered) ? answered : undefined;
-  }
-
-  /** The latest move of the digest that `member` had `withinTicks` take ticks to answer before this worker last read it. */
-  #lastMoveBefore(member: MemberRecord, withinTicks: number): { digest: number; at: number; key: string } | undefined {
-    const readAt = this.view.readAt(member.workerId);
-    if (readAt === undefined) return undefined;
-    const answerMs = withinTicks * this.#takeIntervalMs;
-    let latest: { digest: number; at: number; key: string } | undefined;
-    for (const move of this.#moves) if (move.at + answerMs <= readAt && (latest === undefined || move.digest > latest.digest)) latest = move;
-    return latest;
-  }
-
-  /**
    * Moves the digest for the watched members seen standing still for {@link PROMPT_STILL} of their expiry,
    * once for each write seen still: every member answers the move with a heartbeat, so that whoever
    * declares the still member dead, about 0.3 of a lease duration later, can tell the members that died
@@ -709,8 +582,7 @@ export class Membership {
     this.#advancing = advance.then(() => undefined);
     const digest = await advance;
     if (digest === undefined) return;
-    for (const member of due) this.#suspects.set(member.workerId, { identity: writeIdentity(member), digest });
-    this.#noteMove(digest, this.#clock.now(), `${this.#workerId}\u0000own\u0000${digest}`);
+    this.answers.name(due, digest, this.#clock.now());
     // Named in this worker's record, whose write moves the digest again: everyone reads it at its next tick.
     this.#host.answer();
   }
@@ -826,5 +698,3 @@ interface WakeTimer {
   done: boolean;
 }
 
-/** One write of a member, as a watcher tells its writes apart. */
-const writeIdentity = (member: MemberRecord): string => `${member.incarnation}\u0000${member.version}`;

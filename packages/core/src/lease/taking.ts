@@ -597,7 +597,7 @@ export class Taking {
     for (const death of this.#deathsSeen.values()) if (now - death.at < this.#parts.leaseDurationMs) dying = true;
     for (const to of due.slice(others)) {
       const member = this.#parts.view.get(to);
-      if (member !== undefined && member.status === 'alive' && !this.#parts.members.mayBeOffered(member, dying)) continue;
+      if (member !== undefined && member.status === 'alive' && !this.#parts.members.answers.mayBeOffered(member, dying)) continue;
       const entry = free.pop();
       if (!entry || member?.status !== 'alive') break;
       const [leaseKey, held] = entry;
