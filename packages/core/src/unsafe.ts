@@ -34,9 +34,9 @@ export interface CoordinatorUnsafe {
   /** The watchers' ring keeps the members declared dead: a member whose watchers all died is watched by nobody alive. */
   ringKeepsTheDead?: boolean | undefined;
   /**
-   * A declarer deals a dead member's leases to members that did not answer a move of the roster digest
-   * they had time to answer: to members that died in the same crash, where the leases wait for a second
-   * declaration.
+   * A declarer deals a dead member's leases, and owners offer theirs, to members that did not answer a
+   * suspect named in the roster in the time they had: to members that died in the same crash, where the
+   * leases wait for a second declaration.
    */
   unansweredDealt?: boolean | undefined;
   /**

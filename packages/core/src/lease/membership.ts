@@ -92,7 +92,7 @@ export interface MembershipOptions {
   readonly ownDurationOnly: boolean;
   /** Unsafe: expiry is judged after this multiple of the lease duration. */
   readonly expiryFactor: number;
-  /** Unsafe: a member that did not answer a move of the digest is dealt a dead member's leases all the same. */
+  /** Unsafe: a member that did not answer a suspect is dealt and offered leases all the same. */
   readonly unansweredDealt: boolean;
   readonly host: MembershipHost;
 }
@@ -117,7 +117,7 @@ export class Membership {
   readonly #expiryFactor: number;
   /** The suspects named, by this worker and the others, and the members' answers to them. */
   readonly answers: Answers;
-  /** The watched members this worker tried to name at the write it saw standing still (an advance that failed is tried at that write once). */
+  /** The watched members this worker tried to name at the write it saw standing still (once per write; one whose advance of the digest failed is tried again at the next read). */
   readonly #promptedFor = new Map<string, string>();
   #promptTimer: WakeTimer | null = null;
   /** Unsafe: member writes never advance the roster digest. */
@@ -417,8 +417,8 @@ export class Membership {
     // Only a heartbeat that writes the state as stored is not for others to look at: every other member
     // write advances the digest once it applied, or may have.
     const before = operation === 'heartbeat' ? this.#current?.record : undefined;
-    // (Nor one that changes only the digest it answers: every member writes one after each move.)
-    // A write that names a new suspect is for everyone to read.
+    // (Nor one that changes only the digest it read or drops a suspect's name: answers are heartbeats of
+    // every member. A write that names a new suspect is for everyone to read.)
     const announces = !before || othersLookAt(memberStateOf(before)) !== othersLookAt(memberStateOf(next)) || addsSuspect(memberStateOf(before), next);
     try {
       const outcome = await this.#storage.putMember(this.#group, workerId, expectedVersion, next);
@@ -557,8 +557,8 @@ export class Membership {
   // ---------------------------------------------------------------- who answered the digest
 
   /**
-   * Moves the digest for the watched members seen standing still for {@link PROMPT_STILL} of their expiry,
-   * once for each write seen still: every member answers the move with a heartbeat, so that whoever
+   * Names as suspects the watched members seen standing still for {@link PROMPT_STILL} of their expiry, at a
+   * digest advanced for them, once for each write seen still: every member answers with a heartbeat, so that whoever
    * declares the still member dead, about 0.3 of a lease duration later, can tell the members that died
    * with it (no answer) from those alive. Without it, the first deaths of a crash are declared when a member
    * dead for 0.35 of a lease duration and one alive between two heartbeats 0.65 apart look alike.
@@ -581,7 +581,11 @@ export class Membership {
     const advance = this.#advancing.then(() => this.#advanceDigest());
     this.#advancing = advance.then(() => undefined);
     const digest = await advance;
-    if (digest === undefined) return;
+    if (digest === undefined) {
+      // Tried again at the next read (the store is failing: at most once a tick).
+      for (const member of due) this.#promptedFor.delete(member.workerId);
+      return;
+    }
     this.answers.name(due, digest, this.#clock.now());
     // Named in this worker's record, whose write moves the digest again: everyone reads it at its next tick.
     this.#host.answer();
@@ -668,7 +672,7 @@ export class Membership {
   /**
    * The timer `current` moved to `at` (kept if it is armed for that moment already), running `fire` then;
    * `null`, with nothing armed, for a moment already due (the regular tick tries again, never a tight loop)
-   * or not before the next tick, and once the coordinator stops.
+   * or not before the next tick; left as it is once the coordinator stops (its lifetime aborts it).
    */
   #wakeAt(current: WakeTimer | null, at: number, fire: () => void): WakeTimer | null {
     if (this.#host.state() !== 'running' || at === Infinity) return current;
