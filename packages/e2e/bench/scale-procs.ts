@@ -214,6 +214,8 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
   const held = new Map<number, Set<string>>();
   const killed = new Set<number>();
   const firstJoin = new Map<number, number>();
+  /** Each worker's first acquisition: when the cold start's deal reached it. */
+  const firstAcquired = new Map<number, number>();
   const memberDead: Array<{ dead: string; at: number; by: number }> = [];
   const fatal: string[] = [];
   let acquisitions = 0;
@@ -236,6 +238,7 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
       case 'acquired':
         mine.add(subject);
         acquisitions++;
+        if (!firstAcquired.has(worker)) firstAcquired.set(worker, at);
         onAcquired?.(worker, subject, at);
         return;
       case 'lost':
@@ -373,6 +376,9 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
     if (unconfirmed) log(`${backend}: the events said balanced, the children's own lists do not agree`);
     balanced &&= confirmed;
     const lastJoinAt = Math.max(...firstJoin.values());
+    // When each worker first held a lease, after the last join: whether the deal was late for everyone or for a few.
+    const firstTakes = [...firstAcquired.values()].map((at) => (at - lastJoinAt) / 1_000).sort((a, b) => a - b);
+    const firstTakeSeconds = { first: round(firstTakes[0] ?? NaN, 2), p50: round(percentile(firstTakes, 0.5), 2), p90: round(percentile(firstTakes, 0.9), 2), last: round(firstTakes.at(-1) ?? NaN, 2) };
     const cold = {
       balanced,
       limitSeconds: LIMIT_S,
@@ -382,13 +388,14 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
       takeTicksAfterLastJoin: balanced ? round((balancedAt - lastJoinAt) / TAKE_TICK_MS, 2) : null,
       acquisitions,
       acquisitionsPerLease: round(acquisitions / LEASES),
+      firstTakeSeconds,
       standing: standing(),
       joined: firstJoin.size,
       window: coldWindow,
     };
     log(
       `${backend}: cold start ${balanced ? `balanced in ${cold.secondsToBalanced} s, ${cold.secondsAfterLastJoin} s (${cold.takeTicksAfterLastJoin} take ticks) after the last join at ${cold.lastJoinSeconds} s` : unconfirmed ? `not balanced: the events said so ${round((balancedAt - startedAt) / 1_000, 2)} s after the start, the children's own lists did not (${where()})` : `did not balance within ${LIMIT_S} s (${where()})`}; ` +
-        `${acquisitions} acquisitions (${cold.acquisitionsPerLease} per lease); ${coldWindow.tally.itemsRead} items read, ${coldWindow.tally.itemsWritten} written (${JSON.stringify(coldWindow.tally.calls)}); ` +
+        `${acquisitions} acquisitions (${cold.acquisitionsPerLease} per lease); each worker's first take after the last join: first ${firstTakeSeconds.first} s, p50 ${firstTakeSeconds.p50}, p90 ${firstTakeSeconds.p90}, last ${firstTakeSeconds.last}; ${coldWindow.tally.itemsRead} items read, ${coldWindow.tally.itemsWritten} written (${JSON.stringify(coldWindow.tally.calls)}); ` +
         `CPU: children ${coldWindow.childrenCores} cores, machine ${coldWindow.machineCores} of ${availableParallelism()}` +
         (coldWindow.serverCores === null ? '' : `, dynalite ${coldWindow.serverCores}`) +
         troubles(coldWindow),
