@@ -512,8 +512,16 @@ export class Taking {
     const keep = holding ? handed.slice(0, room) : [];
     let kept = 0;
     for (const lease of keep) if (this.#parts.hold.add(lease, 'handoff', this.#parts.clock.now())) kept++;
-    // Handed more than this worker may hold: the rest goes back to the group.
-    if (holding && handed.length > keep.length) await this.giveBack(handed.slice(keep.length));
+    // Handed more than this worker may hold: the rest goes back to the group. Without a change feed to
+    // announce the release, the next heartbeat says the leases changed, so that the members list at their
+    // next tick rather than when their counts have fallen short for two.
+    if (holding && handed.length > keep.length) {
+      await this.giveBack(handed.slice(keep.length));
+      if (!this.#host.subscribed()) {
+        this.#parts.members.noteChanged();
+        this.#host.wakeRenew();
+      }
+    }
     if (this.#host.state() !== 'running') return;
     const ordinary = [...takeBack, ...portion, ...extra];
     const takeable = !holding ? [] : this.#adoptionIgnoresCap ? [...ordinary.slice(0, Math.max(0, room - keep.length)), ...adopted] : [...ordinary, ...adopted].slice(0, Math.max(0, room - keep.length));
