@@ -11,6 +11,11 @@
  *   pnpm sim --seeds 200 --slow-listings       adds to the faults a member's lease listings stalling while its
  *                                              heartbeats go on (off by default: the fixed seeds keep their
  *                                              schedules); with --consumer too
+ *   pnpm sim --seeds 200 --late-leases        adds leases created while the group runs, one of them during the
+ *                                              cold start (off by default, as --slow-listings)
+ *   pnpm sim --seeds 200 --faults latency,lateLeases
+ *                                              draws only the fault kinds named (a replay names them when a run
+ *                                              turned some of the default ones off)
  *   pnpm sim --seeds 200 --no-change-feed      only runs without a change feed (a third of the seeds, by default),
  *                                              as on the DynamoDB adapter; --change-feed runs only with one
  *   pnpm sim --consumer --seeds 1000           the consumer simulation (whole runtime, resharding source)
@@ -28,6 +33,7 @@
 import { parseArgs } from 'node:util';
 import {
   consumerUnsafeFlags,
+  faultsNamed,
   simulate,
   simulateConsumers,
   type ConsumerSimulationConfig,
@@ -53,8 +59,11 @@ const { values } = parseArgs({
     'unsafe-adoption-ignores-cap': { type: 'boolean', default: false },
     'unsafe-shortfall-ignored': { type: 'boolean', default: false },
     'unsafe-roster-before-listing': { type: 'boolean', default: false },
+    'unsafe-cold-listing-ignores-news': { type: 'boolean', default: false },
     'no-change-feed': { type: 'boolean', default: false },
     'slow-listings': { type: 'boolean', default: false },
+    'late-leases': { type: 'boolean', default: false },
+    faults: { type: 'string' },
     'change-feed': { type: 'boolean', default: false },
     'no-watcher-reads': { type: 'boolean', default: false },
     'whole-roster-up-to': { type: 'string' },
@@ -128,6 +137,7 @@ if (values.consumer) {
     ...(values['unsafe-adoption-ignores-cap'] ? { adoptionIgnoresCap: true } : {}),
     ...(values['unsafe-shortfall-ignored'] ? { shortfallIgnored: true } : {}),
     ...(values['unsafe-roster-before-listing'] ? { rosterBeforeListing: true } : {}),
+    ...(values['unsafe-cold-listing-ignores-news'] ? { coldListingIgnoresNews: true } : {}),
   };
   if (values['no-change-feed'] && values['change-feed']) throw new Error('--change-feed and --no-change-feed exclude each other');
   for (const seed of seeds) {
@@ -142,7 +152,11 @@ if (values.consumer) {
           : undefined,
       ...(values['no-watcher-reads'] ? { watcherReads: false } : {}),
       ...(values['no-change-feed'] ? { changeFeed: false } : values['change-feed'] ? { changeFeed: true } : {}),
-      ...(values['slow-listings'] ? { faults: { slowListings: true } } : {}),
+      ...(values.faults !== undefined
+        ? { faults: faultsNamed(values.faults) }
+        : values['slow-listings'] || values['late-leases']
+          ? { faults: { ...(values['slow-listings'] ? { slowListings: true } : {}), ...(values['late-leases'] ? { lateLeases: true } : {}) } }
+          : {}),
       trace,
     };
     const result = await simulate(config);

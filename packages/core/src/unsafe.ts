@@ -75,6 +75,12 @@ export interface CoordinatorUnsafe {
    */
   rosterBeforeListing?: boolean | undefined;
   /**
+   * A large group's cold start deals from the listing it read while the members were joining, whatever
+   * changed in the group's leases since: a lease created or released meanwhile waits, unheld, for the
+   * next listing that something else brings.
+   */
+  coldListingIgnoresNews?: boolean | undefined;
+  /**
    * A stop waits for the take tick's listing in flight however long the store takes to answer it (before
    * it drains and hands its leases over): a listing stalled past the stop's timeout leaves the leases to
    * lapse.

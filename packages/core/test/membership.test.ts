@@ -831,6 +831,85 @@ describe('membership: owners hand their excess to members below their share', ()
     await run(scheduler, Promise.all(workers.map((coordinator) => coordinator.stop())));
   });
 
+  /**
+   * A cold start of six workers started within half a second over 60 free leases, without a change feed,
+   * each listing taking `listingMs`: the group reads as watchers when `wholeRosterUpTo` is below six.
+   * `created` makes a lease while the members are still joining, as a leader's shard sync would, and
+   * tells the group through the first worker's record.
+   */
+  async function slowColdStart({ wholeRosterUpTo, created = false, unsafe }: { wholeRosterUpTo: number; created?: boolean; unsafe?: CoordinatorUnsafe }) {
+    const { scheduler, ready, worker, storage } = world(keys(60));
+    await ready;
+    const listingMs = 2_500;
+    const started = Array.from({ length: 6 }, (_, i) => worker(`w${i}`, { useChangeFeed: false, wholeRosterUpTo, unsafe }));
+    for (const { view, clock } of started) {
+      const list = view.listLeases.bind(view);
+      view.listLeases = async (group: string) => {
+        const listing = await list(group);
+        await clock.sleep(listingMs);
+        return listing;
+      };
+    }
+    const workers = started.map(({ coordinator }) => coordinator);
+    let acquisitions = 0;
+    for (const coordinator of workers) coordinator.on('acquired', () => acquisitions++);
+    const starts: Promise<void>[] = [];
+    for (const coordinator of workers) {
+      starts.push(coordinator.start());
+      await scheduler.advance(100);
+    }
+    await run(scheduler, Promise.all(starts));
+    const lastJoin = scheduler.now - 100;
+    if (created) {
+      await scheduler.advance(1_000);
+      await storage.createLease({ group: GROUP, leaseKey: 'shard-9999' });
+      workers[0]!.noteLeasesChanged();
+    }
+    const total = created ? 61 : 60;
+    let balancedAt = -1;
+    for (let t = 0; t < 30_000 && balancedAt < 0; t += 100) {
+      await scheduler.advance(100);
+      const counts = workers.map((coordinator) => coordinator.heldLeases().length);
+      if (counts.reduce((sum, n) => sum + n, 0) === total && Math.max(...counts) - Math.min(...counts) <= 1) balancedAt = scheduler.now;
+    }
+    const held = workers.reduce((sum, coordinator) => sum + coordinator.heldLeases().length, 0);
+    const listings = started.map(({ view }) => view.calls.listLeases);
+    await run(scheduler, Promise.all(workers.map((coordinator) => coordinator.stop())));
+    return { afterLastJoin: balancedAt < 0 ? Infinity : balancedAt - lastJoin, held, listings, acquisitions, listingMs };
+  }
+
+  it('on a cold start of a group that reads as watchers, lists while the members are still joining and deals from that listing once they stop, so that a slow listing does not come after the wait', async () => {
+    const { afterLastJoin, listings, acquisitions, listingMs } = await slowColdStart({ wholeRosterUpTo: 2 });
+    // The deal waits for 1.4 ticks of stillness (2.8 s) after the last join, and for the listing asked
+    // for at the first tick after the join: the longer of the two, not their sum.
+    expect(afterLastJoin).toBeLessThanOrEqual(1.4 * 2_000 + 1_000);
+    expect(afterLastJoin).toBeLessThan(1.4 * 2_000 + listingMs);
+    // One listing each, as before, and each lease taken once.
+    expect(listings).toEqual([1, 1, 1, 1, 1, 1]);
+    expect(acquisitions).toBe(60);
+  });
+
+  it('on a cold start of a group that reads the whole roster, lists once the members stop joining, its listing after the wait', async () => {
+    const { afterLastJoin, acquisitions, listingMs } = await slowColdStart({ wholeRosterUpTo: 16 });
+    // A listing of a small group is quick: the freshest one is dealt from.
+    expect(afterLastJoin).toBeGreaterThanOrEqual(1.4 * 2_000 + listingMs);
+    expect(acquisitions).toBe(60);
+  });
+
+  it('on a cold start of a group that reads as watchers, takes a lease created while the members were joining: the listing asked for before it is not dealt from', async () => {
+    const { afterLastJoin, held, listings } = await slowColdStart({ wholeRosterUpTo: 2, created: true });
+    expect(held).toBe(61);
+    expect(afterLastJoin).toBeLessThan(30_000);
+    // Each listed again for the change it heard of (and once more a tick after that deal, as a deal on a fresh listing does).
+    for (const count of listings) expect(count).toBeGreaterThanOrEqual(2);
+  });
+
+  it('with coldListingIgnoresNews, deals from a cold start\'s early listing after a lease was created, and leaves that lease unheld', async () => {
+    const { held, listings } = await slowColdStart({ wholeRosterUpTo: 2, created: true, unsafe: { coldListingIgnoresNews: true } });
+    expect(held).toBe(60);
+    expect(listings).toEqual([1, 1, 1, 1, 1, 1]);
+  });
+
   it('hands a member no more than the maxLeasesPerWorker it publishes, and balances the rest among the others', async () => {
     const { scheduler, ready, worker, storage } = world(keys(30));
     await ready;

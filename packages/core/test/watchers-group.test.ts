@@ -22,6 +22,8 @@ function group(unsafe?: CoordinatorUnsafe, slow: { listingMs: number } = { listi
   const storage = new MemoryStorage();
   /** The listings of the leases each worker made so far. */
   const listings = new Map<string, number>();
+  /** Every lease read by key, by whom and when. */
+  const reads: Array<{ workerId: string; leaseKey: string; at: number }> = [];
   /** Each worker's clock: killing it crashes the worker (it never runs again). */
   const clocks = new Map<string, ReturnType<VirtualScheduler['clock']>>();
   let seed = 1;
@@ -34,6 +36,7 @@ function group(unsafe?: CoordinatorUnsafe, slow: { listingMs: number } = { listi
         const value: unknown = Reflect.get(target, name, target);
         if (typeof value !== 'function') return value;
         return (...args: unknown[]) => {
+          if (name === 'getLease') reads.push({ workerId, leaseKey: args[1] as string, at: scheduler.now });
           if (name === 'listLeases') {
             listings.set(workerId, (listings.get(workerId) ?? 0) + 1);
             // A listing that takes its time, as one of a large group on a busy machine does.
@@ -47,7 +50,7 @@ function group(unsafe?: CoordinatorUnsafe, slow: { listingMs: number } = { listi
     await run(scheduler, coordinator.start());
     return coordinator;
   };
-  return { scheduler, storage, start, listings, clocks };
+  return { scheduler, storage, start, listings, clocks, reads };
 }
 
 /** Runs until `done` holds, in steps of 100 ms, for at most `limitMs`; returns how long it took, or `Infinity`. */
@@ -250,11 +253,11 @@ describe('watchers and the roster digest', () => {
     expect(Math.max(...counts) - Math.min(...counts)).toBeLessThanOrEqual(1);
   });
 
-  it('with a change feed, deals a crashed member\'s leases at its declaration after a cold start, the listings that follow taking seconds', async () => {
+  it('with a change feed, deals a crashed member\'s leases at its declaration after a cold start, the listings that follow taking seconds, having read them back when it named the member a suspect', async () => {
     // Listings are quick until the group is balanced, then take 4 s each.
     const slow = { listingMs: 0 };
     const g = group(undefined, slow);
-    const { scheduler, storage, clocks } = g;
+    const { scheduler, storage, clocks, reads } = g;
     for (const leaseKey of keys(100)) await storage.createLease({ group: GROUP, leaseKey });
     const { workers, declaredAt } = await startFed(g, ids(10), 'worker-03');
     expect(await until(scheduler, () => workers.every((w) => w.heldLeases().length === 10), 60_000)).toBeLessThan(Infinity);
@@ -270,6 +273,10 @@ describe('watchers and the roster digest', () => {
     const took = await until(scheduler, () => heldElsewhere() === 10, 30_000);
     await run(scheduler, Promise.all(survivors.map((w) => w.stop())));
     expect(took).toBeLessThan(1_000);
+    // The cold start's deal gave them to it and no listing showed them held since: a watcher read them
+    // back by key when it named the member a suspect, before the declaration, not at it.
+    const before = new Set(reads.filter(({ leaseKey, at }) => theirs.has(leaseKey) && at < declaredAt()).map(({ leaseKey }) => leaseKey));
+    expect(before.size).toBe(10);
   });
 
   it('with a change feed, the members that handed leases to a member that then died do not list for them: its declarer deals them with the rest', async () => {

@@ -188,6 +188,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
         listingDue,
         wakeTake,
         answer: () => this.#answerRenew?.(),
+        suspected: (members) => this.#taking.suspected(members),
         emit,
         report,
         fail,
@@ -246,6 +247,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       letGoForgetsUnreadable: unsafe.letGoForgetsUnreadable ?? false,
       rosterBeforeListing: unsafe.rosterBeforeListing ?? false,
       stopWaitsForListing: unsafe.stopWaitsForListing ?? false,
+      coldListingIgnoresNews: unsafe.coldListingIgnoresNews ?? false,
       host: { state, lifetime: this.#lifetime.signal, stopping: this.#winding.signal, wakeRenew, wakeTake, subscribed: () => this.#subscription !== null, emit, report, fail, formatError },
     });
   }
@@ -413,7 +415,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    */
   noteLeasesChanged(): void {
     this.#members.noteChanged();
-    this.#taking.listingDue = true;
+    this.#taking.leasesChanged();
     this.#wakeRenew?.();
   }
 
@@ -424,7 +426,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
    * eligibility rule now accepts leases it refused, as when a multi-stream consumer learns of a stream).
    */
   listSoon(): void {
-    this.#taking.listingDue = true;
+    this.#taking.leasesChanged();
     this.#wakeTake?.();
   }
 
@@ -570,7 +572,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       if (this.#hold.leases.has(change.leaseKey)) this.emit('rewind-requested', { leaseKey: change.leaseKey });
       return;
     }
-    if (change.kind === 'created' || change.kind === 'released') this.#taking.listingDue = true;
+    if (change.kind === 'created' || change.kind === 'released') this.#taking.leasesChanged();
     if (change.kind === 'handed-off' && !this.#handovers.requests.has(change.leaseKey) && !this.#handovers.watching.has(change.leaseKey)) {
       // A lease handed over unasked (a rebalance, or an owner leaving) is read at once: it may be this
       // worker's. A change that names its new owner is for that owner alone: any other worker would read a

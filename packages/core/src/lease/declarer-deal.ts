@@ -7,7 +7,9 @@
  * its take tick and its listings.
  */
 import { type LeaseRecord } from '../storage.js';
+import { concurrencyLimit } from '../concurrency.js';
 import { dealOut, shares } from './balance.js';
+import { ANNOUNCED_READS_IN_FLIGHT, NAMED_READS_MAX } from './handovers.js';
 import type { Held } from './held.js';
 import { LEAVING_FIELD, type Incarnation } from './membership.js';
 import type { LeaseParts } from './parts.js';
@@ -33,6 +35,15 @@ export interface DeclarerDealOptions {
   readonly freeRetryIgnoresOwner: boolean;
 }
 
+/** What a watched member held at the last listing, or that listing's deal gave it (`dealt`: listed free, not read back yet). */
+interface WatchedHeld {
+  readonly incarnation: string;
+  leases: LeaseRecord[];
+  readonly dealt: Set<string>;
+  /** A read-back of the dealt leases under way. */
+  reading: Promise<void> | null;
+}
+
 /** What this worker deals of the members it declares dead. */
 export class DeclarerDeal {
   readonly #parts: LeaseParts;
@@ -44,8 +55,10 @@ export class DeclarerDeal {
   /**
    * The leases the last listing showed each watched member holding, or its deal gave it, by worker id,
    * with the incarnation: what this worker deals at once if it declares that member dead (`dealAtDeclaration`).
+   * `dealt`: the keys only the deal gave it, kept as listed (free), read back by key when the member is
+   * named a suspect, or at its declaration.
    */
-  readonly #watchedHeld = new Map<string, { incarnation: string; leases: LeaseRecord[] }>();
+  readonly #watchedHeld = new Map<string, WatchedHeld>();
 
   constructor(options: DeclarerDealOptions) {
     this.#parts = options.parts;
@@ -85,11 +98,16 @@ export class DeclarerDeal {
     return this.#host.subscribed() && this.#parts.members.readsWatched();
   }
 
-  /** Keeps `lease` as one `workerId` holds at `incarnation`, for a deal at its declaration. */
-  keepWatched(workerId: string, incarnation: string, lease: LeaseRecord): void {
+  /**
+   * Keeps `lease` as one `workerId` holds at `incarnation`, for a deal at its declaration; `dealt` when a
+   * listing showed it free and the deal gave it to that member, which takes it itself.
+   */
+  keepWatched(workerId: string, incarnation: string, lease: LeaseRecord, dealt = false): void {
     let known = this.#watchedHeld.get(workerId);
-    if (known === undefined) this.#watchedHeld.set(workerId, (known = { incarnation, leases: [] }));
-    if (known.incarnation === incarnation) known.leases.push(lease);
+    if (known === undefined) this.#watchedHeld.set(workerId, (known = { incarnation, leases: [], dealt: new Set(), reading: null }));
+    if (known.incarnation !== incarnation) return;
+    known.leases.push(lease);
+    if (dealt) known.dealt.add(lease.leaseKey);
   }
 
   /** The deal of `sorted` by {@link dealOut}, leases this worker declared dead kept from members seen standing still; and this worker's portion. */
@@ -127,7 +145,12 @@ export class DeclarerDeal {
     const known = this.#watchedHeld.get(dead);
     this.#watchedHeld.delete(dead);
     if (known === undefined || known.incarnation !== incarnation || !this.dealsHere()) return;
-    const leases = known.leases.filter((lease) => !this.#held.has(lease.leaseKey)).sort((a, b) => (a.leaseKey < b.leaseKey ? -1 : a.leaseKey > b.leaseKey ? 1 : 0));
+    // The leases only a deal gave the dead member, read back when it was named a suspect, or now.
+    await this.#readBack(known, dead);
+    if (this.#host.state() !== 'running') return;
+    // Beyond what a read-back reads, the listing the declaration brings finds them.
+    const leases = known.leases.filter((lease) => !this.#held.has(lease.leaseKey) && !known.dealt.has(lease.leaseKey));
+    leases.sort((a, b) => (a.leaseKey < b.leaseKey ? -1 : a.leaseKey > b.leaseKey ? 1 : 0));
     if (leases.length === 0) return;
     // The listing's deal, on the roster's counts: the leases the group holds and these.
     const self = this.#parts.workerId;
@@ -145,6 +168,44 @@ export class DeclarerDeal {
       new Map([[dead, incarnation]]),
       recipients,
     );
+  }
+
+  /**
+   * Reads back, without waiting, the leases only a deal gave `workerId` at `incarnation`: it is about to be
+   * named a suspect, and its declaration, if it comes, deals them at once instead of reading them then.
+   */
+  readBack(workerId: string, incarnation: string): void {
+    const known = this.#watchedHeld.get(workerId);
+    if (known !== undefined && known.incarnation === incarnation && this.dealsHere()) void this.#readBack(known, workerId);
+  }
+
+  /**
+   * The leases only a deal gave a watched member were listed free: whether it took them, and at which
+   * version, only their records say (a free record names nobody: neither a take nor the deal's write would
+   * apply to it). Read by key, `ANNOUNCED_READS_IN_FLIGHT` at a time and as many as a member dealt leases by
+   * name reads (`NAMED_READS_MAX`; a cold start's deal is all most members hold until the group lists
+   * again); those that name the member at its incarnation are kept as read, the rest dropped. A read that
+   * fails leaves its lease to the listing.
+   */
+  #readBack(known: WatchedHeld, workerId: string): Promise<void> {
+    if (known.reading !== null) return known.reading;
+    const unread = known.leases.filter((lease) => known.dealt.has(lease.leaseKey));
+    if (unread.length === 0 || unread.length > NAMED_READS_MAX) return Promise.resolve();
+    const limit = concurrencyLimit(ANNOUNCED_READS_IN_FLIGHT);
+    known.reading = Promise.all(
+      unread.map((lease) =>
+        limit(() => this.#parts.storage.getLease(this.#parts.group, lease.leaseKey)).then(
+          (record) => record,
+          () => null,
+        ),
+      ),
+    ).then((reads) => {
+      const read = new Map(reads.filter((record): record is LeaseRecord => record !== null && record.owner === workerId && record.incarnation === known.incarnation).map((record) => [record.leaseKey, record]));
+      known.leases = known.leases.flatMap((lease) => (!known.dealt.has(lease.leaseKey) ? [lease] : read.has(lease.leaseKey) ? [read.get(lease.leaseKey) as LeaseRecord] : []));
+      known.dealt.clear();
+      known.reading = null;
+    });
+    return known.reading;
   }
 
   /**

@@ -24,7 +24,7 @@ const stateOf = stateWithoutResume;
  * How many leases announced handed over a worker reads at once (a take tick waits for them): 16, as many
  * as the leader's creates, so that a few hundred announced between two ticks cost a few round trips.
  */
-const ANNOUNCED_READS_IN_FLIGHT = 16;
+export const ANNOUNCED_READS_IN_FLIGHT = 16;
 
 /**
  * How many leases announced handed to this worker by name it reads by key, `ANNOUNCED_READS_IN_FLIGHT` at
@@ -33,7 +33,7 @@ const ANNOUNCED_READS_IN_FLIGHT = 16;
  * workers). A mass crash deals a few dozen to each survivor (25 of 100 workers: 2,500 leases to 75, most
  * in a lease duration), more than one round of reads between two ticks.
  */
-const NAMED_READS_MAX = 128;
+export const NAMED_READS_MAX = 128;
 
 /** What handovers need back from the coordinator that owns them, and from taking. */
 export interface HandoversHost {

@@ -58,6 +58,8 @@ export interface MembershipHost {
   wakeTake(): void;
   /** Sends a heartbeat now, on top of the regular ones (their pace is kept): to answer a suspect named in the roster, or to name one. */
   answer(): void;
+  /** Watched members this worker is about to name as suspects: their declaration may come in a third of a lease duration. */
+  suspected(members: readonly MemberRecord[]): void;
   emit<K extends keyof LeaseCoordinatorEvents>(name: K, event: LeaseCoordinatorEvents[K]): void;
   report(error: unknown, operation: string): void;
   /** A record this worker must not write was met: stop. */
@@ -577,6 +579,7 @@ export class Membership {
     }
     this.#armPrompt();
     if (due.length === 0) return;
+    this.#host.suspected(due);
     // The digest first: whoever reads a digest at least this one read it after the member stood still.
     const advance = this.#advancing.then(() => this.#advanceDigest());
     this.#advancing = advance.then(() => undefined);

@@ -92,7 +92,26 @@ export interface TakingOptions extends LeaseParts {
   readonly rosterBeforeListing: boolean;
   /** Unsafe: a stop waits for a take tick's listing in flight, however long the store takes to answer. */
   readonly stopWaitsForListing: boolean;
+  /** Unsafe: a cold start deals from the listing it read while the members were joining, whatever changed in the group's leases since. */
+  readonly coldListingIgnoresNews: boolean;
   readonly host: TakingHost;
+}
+
+/**
+ * The listing a large group's cold start reads while its members are still joining, kept for the deal
+ * once they stop (DESIGN section 4, taking, step 3): with what the worker knew of the group's leases when
+ * it asked, so that a change since (a lease created, released or handed on) sends it to list again.
+ */
+interface ColdListing {
+  /** The listing; `null` once it failed (reported). */
+  readonly listing: Promise<LeaseListing | null>;
+  /** When it was asked for. */
+  readonly at: number;
+  readonly membership: Incarnation;
+  /** This worker's count of the lease changes it heard of, when it asked. */
+  readonly news: number;
+  /** Each member's count of the lease changes it announced in the roster, as read when it asked. */
+  readonly changes: ReadonlyMap<string, number>;
 }
 
 /** The take tick, and who takes which lease without a live owner. */
@@ -109,6 +128,7 @@ export class Taking {
   readonly #letGoForgetsUnreadable: boolean;
   readonly #rosterBeforeListing: boolean;
   readonly #stopWaitsForListing: boolean;
+  readonly #coldListingIgnoresNews: boolean;
   readonly #host: TakingHost;
   /** Whether the next take tick lists the leases, whatever the roster says. */
   listingDue = true;
@@ -120,6 +140,10 @@ export class Taking {
   readonly #corrupt = new Set<string>();
   /** Whether the last listing found the group cold (nobody holds anything) and this worker waits to deal. */
   #coldWait = false;
+  /** A large group's cold start: the listing read while the members were joining, for the deal once they stop. */
+  #coldListing: ColdListing | null = null;
+  /** How many changes of the group's leases this worker heard of (the change feed, its own notes): a cold listing asked for before one is not dealt from. */
+  #leaseNews = 0;
   /** Dead members, and when this worker first saw them dead at that version. */
   readonly #deadSince = new Map<string, { version: number; at: number }>();
   /** The smallest fair share of the last listing: an owner never hands over below it. */
@@ -147,6 +171,7 @@ export class Taking {
     this.#letGoForgetsUnreadable = options.letGoForgetsUnreadable;
     this.#rosterBeforeListing = options.rosterBeforeListing;
     this.#stopWaitsForListing = options.stopWaitsForListing;
+    this.#coldListingIgnoresNews = options.coldListingIgnoresNews;
     this.#host = options.host;
     this.#deal = new DeclarerDeal({
       parts: options,
@@ -155,6 +180,20 @@ export class Taking {
       take: (leases, membership) => this.#take(leases, membership),
       freeRetryIgnoresOwner: options.freeRetryIgnoresOwner,
     });
+  }
+
+  /**
+   * The group's leases changed in a way this worker heard of (a lease created or released on the change
+   * feed, a change this worker made or was told of): the next take tick lists them.
+   */
+  leasesChanged(): void {
+    this.#leaseNews++;
+    this.listingDue = true;
+  }
+
+  /** Watched members about to be named as suspects: what this worker would deal at their declaration is read back now (see `DeclarerDeal.readBack`). */
+  suspected(members: readonly { workerId: string; incarnation: string }[]): void {
+    for (const member of members) this.#deal.readBack(member.workerId, member.incarnation);
   }
 
   /** When the leases were last listed; `null` before the first listing. */
@@ -252,18 +291,35 @@ export class Taking {
     // whole group every tick of the wait would cost every worker the group's size each tick. A worker that
     // has not listed yet, in a group whose members all say they hold nothing, waits the same way before its
     // first listing: it would only learn from it that the group is cold, and list again once it settled.
+    // A large group's cold start asks for that listing at once, and deals from it once the members stop
+    // joining: a listing of a large group, which every member makes at the same moment, takes seconds,
+    // and it then runs while the members join instead of after.
     if ((this.#coldWait || (this.#listedAt === null && this.#membersHoldNothing())) && this.#settling(now, membership)) {
+      if (this.#listedAt === null && this.#coldListing === null && this.#parts.members.readsWatched()) this.#coldListing = this.#askColdListing(now, membership);
       this.listingDue = true;
       return;
     }
-    let listing: LeaseListing;
+    const cold = this.#coldListing;
+    this.#coldListing = null;
+    let listing: LeaseListing | null = null;
+    let listedAt = now;
+    let early = false;
     try {
       this.listingDue = false;
-      const rosterFirst = this.#rosterBeforeListing ? await this.#unlessStopping(this.#parts.storage.getRoster(this.#parts.group)) : undefined;
-      listing = await this.#unlessStopping(this.#parts.storage.listLeases(this.#parts.group));
-      // Judge owners on a roster read after the listing: a lease listed with an owner was taken after
-      // its owner joined, so a member missing or dead in this roster is not alive now.
-      if (!this.#parts.members.readRoster(rosterFirst ?? (await this.#unlessStopping(this.#parts.storage.getRoster(this.#parts.group))))) return;
+      if (cold !== null && cold.membership === membership) {
+        const kept = await this.#unlessStopping(cold.listing);
+        // Owners judged on a roster read after the listing, as below; and the group's lease changes since it was asked for.
+        if (kept !== null && !this.#parts.members.readRoster(await this.#unlessStopping(this.#parts.storage.getRoster(this.#parts.group)))) return;
+        if (kept !== null && this.#coldStillTells(cold)) [listing, listedAt, early] = [kept, cold.at, true];
+      }
+      if (listing === null) {
+        const rosterFirst = this.#rosterBeforeListing ? await this.#unlessStopping(this.#parts.storage.getRoster(this.#parts.group)) : undefined;
+        listing = await this.#unlessStopping(this.#parts.storage.listLeases(this.#parts.group));
+        // Judge owners on a roster read after the listing: a lease listed with an owner was taken after
+        // its owner joined, so a member missing or dead in this roster is not alive now.
+        if (!this.#parts.members.readRoster(rosterFirst ?? (await this.#unlessStopping(this.#parts.storage.getRoster(this.#parts.group))))) return;
+        listedAt = this.#parts.clock.now();
+      }
     } catch (error) {
       this.listingDue = true;
       if (!this.#host.stopping.aborted) this.#host.report(error, 'list');
@@ -271,7 +327,7 @@ export class Taking {
     }
     if (this.#host.state() !== 'running' || this.#parts.members.current !== membership || !this.#parts.members.checkOwnMember(membership)) return;
     now = this.#parts.clock.now();
-    this.#listedAt = now;
+    this.#listedAt = listedAt;
     // The signature stays the one read before the listing: a change the roster shows after it (a note of
     // a lease handed over while the listing was on its way) may be missing from the listing, so the next
     // tick lists again rather than taking the later roster as seen.
@@ -280,7 +336,7 @@ export class Taking {
       this.#host.fail(this.#host.formatError(`lease ${describeValue(newer.leaseKey)}`, newer.format));
       return;
     }
-    await this.#balance(listing, now, membership);
+    await this.#balance(listing, now, membership, early);
     await this.#removeLongDead(listing, now);
   }
 
@@ -299,6 +355,33 @@ export class Taking {
    */
   #unlessStopping<T>(read: Promise<T>): Promise<T> {
     return this.#stopWaitsForListing ? read : unlessAborted(read, this.#host.stopping);
+  }
+
+  /** Asks for a cold start's listing now, noting what this worker knows of the group's lease changes. */
+  #askColdListing(now: number, membership: Incarnation): ColdListing {
+    const listing = this.#parts.storage.listLeases(this.#parts.group).then(
+      (answer) => answer,
+      (error: unknown) => {
+        if (!this.#host.stopping.aborted) this.#host.report(error, 'list');
+        return null;
+      },
+    );
+    const changes = new Map([...this.#parts.view.values()].map((member) => [member.workerId, member.changes]));
+    return { listing, at: now, membership, news: this.#leaseNews, changes };
+  }
+
+  /**
+   * Whether a cold start's listing still tells the group's leases: this worker holds none yet, heard of no
+   * change since it asked, and no member announced one in the roster (a member new since announced none).
+   * Otherwise the worker lists again, as it would have without it. Members that dealt a moment earlier
+   * and hold their portions already do not make it stale: the deal from it is theirs, and this worker's
+   * portion is what it takes (a take of a lease written since conflicts, as any take on an older listing).
+   */
+  #coldStillTells(cold: ColdListing): boolean {
+    if (this.#coldListingIgnoresNews) return true;
+    if (cold.news !== this.#leaseNews || this.#parts.hold.countHeld() > 0) return false;
+    for (const member of this.#parts.view.values()) if (member.changes !== (cold.changes.get(member.workerId) ?? 0)) return false;
+    return true;
   }
 
   #settling(now: number, membership: Incarnation): boolean {
@@ -386,9 +469,10 @@ export class Taking {
    * Balances on a fresh listing: takes this worker's fair share of the leases without a live owner (the
    * same split on every worker, from the sorted members and keys), holds the leases handed to it, hands
    * its own excess to members below their share, and asks the most loaded members for leases when none
-   * is left to take and none is on its way.
+   * is left to take and none is on its way. `early`: the listing is a cold start's, read while the members
+   * were joining.
    */
-  async #balance(listing: LeaseListing, now: number, membership: Incarnation): Promise<void> {
+  async #balance(listing: LeaseListing, now: number, membership: Incarnation, early = false): Promise<void> {
     const corrupt = this.#noticeCorrupt(listing.corrupt);
     // Without a hold (no heartbeat has applied lately) a take could not be counted as held: it would only
     // move the lease's epoch and strand it, naming an incarnation others still see alive.
@@ -444,7 +528,9 @@ export class Taking {
     // A group's cold start (nobody holds anything) waits until the members stop joining for a take tick,
     // at most three ticks after this worker joined: workers started over a few seconds then each take their
     // share once, instead of the first taking everything and handing most of it on.
-    this.#coldWait = unowned.length > 0 && [...counts.values()].every((count) => count === 0) && !unowned.some(isMine);
+    // A cold start's listing read while the members joined may show nothing held where members that dealt
+    // a moment earlier hold their portions already: their own counts say the deal has begun.
+    this.#coldWait = unowned.length > 0 && [...counts.values()].every((count) => count === 0) && !unowned.some(isMine) && (!early || this.#membersHoldNothing());
     if (this.#coldWait && this.#settling(now, membership)) {
       this.listingDue = true;
       return;
@@ -493,13 +579,15 @@ export class Taking {
     const sorted = unowned.filter((lease) => !isMine(lease) && !inFlight.has(lease)).sort((a, b) => (a.leaseKey < b.leaseKey ? -1 : a.leaseKey > b.leaseKey ? 1 : 0));
     const { recipients, portion, dealtTo } = this.#deal.dealOut(sorted, members, counts, target, declared);
     // What this deal gives the members this worker watches counts as theirs too (every member computes the
-    // same deal, and takes its portion): after a cold start, no listing showed anyone holding anything.
+    // same deal, and takes its portion): after a cold start, no listing showed anyone holding anything. Kept
+    // as listed (free), they are read back by key when the member is named a suspect (or at its
+    // declaration): whether it took them, and at which version.
     if (this.#deal.dealsHere()) {
       const watched = this.#parts.members.watchedMembers();
       for (const lease of sorted) {
         const to = recipients.get(lease.leaseKey);
         const incarnation = to === undefined ? undefined : alive.get(to);
-        if (to !== undefined && incarnation !== undefined && watched.has(to)) this.#deal.keepWatched(to, incarnation, lease);
+        if (to !== undefined && incarnation !== undefined && watched.has(to)) this.#deal.keepWatched(to, incarnation, lease, true);
       }
     }
     // A lease left without a live owner for a take tick and a half is anyone's: a member that did not take its
@@ -532,8 +620,10 @@ export class Taking {
     // Members balance on each other's counts: publish the new one now, not a heartbeat later.
     if (taken > 0) this.#host.wakeRenew();
     // Leases still without a live owner are looked at again next tick, until somebody holds them.
-    // (Not those another declarer deals: their recipients hear of them.)
-    if (unowned.length - inFlight.size > taken && mine + taken < this.#parts.maxLeases) this.listingDue = true;
+    // (Not those another declarer deals: their recipients hear of them. Nor, after a large group's cold
+    // start, the portions of the others: every member listing the group again a tick after the deal would
+    // double the cold start's reads; their counts tell whether they took them, and a shortfall lists.)
+    if (unowned.length - inFlight.size > taken && mine + taken < this.#parts.maxLeases && !early) this.listingDue = true;
     if (taken < takeable.length + keep.length) {
       // Workers with different views picked the same leases: look again shortly, not at the next tick.
       this.listingDue = true;

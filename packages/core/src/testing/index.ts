@@ -20,6 +20,7 @@ export {
   simulate,
   shapeOf,
   replayCommand,
+  faultsNamed,
   type SimulationConfig,
   type SimulationResult,
   type Violation,

@@ -31,7 +31,7 @@ export interface SimulationConfig {
   leases?: number;
   /** Virtual milliseconds of faults before the quiet phase. Default 30,000. */
   faultPhaseMs?: number;
-  /** Which faults may happen. Default: all but the opt-in ones (`slowListings`), which only `true` turns on. */
+  /** Which faults may happen. Default: all but the opt-in ones (`slowListings`, `lateLeases`), which only `true` turns on. */
   faults?: Partial<Record<FaultKind, boolean>>;
   /** Lease timing and test-only weakening passed to every coordinator. */
   coordinator?: Pick<LeaseCoordinatorOptions, 'leaseDurationMs' | 'renewIntervalMs' | 'takeIntervalMs' | 'maxClockDrift' | 'watchers' | 'wholeRosterUpTo'> & { unsafe?: CoordinatorUnsafe | undefined };
@@ -79,7 +79,15 @@ export type FaultKind =
    * while its heartbeats go on. Drawn only when `faults.slowListings` is true (`--slow-listings`), so
    * that the seeds of the default mix keep their schedules.
    */
-  | 'slowListings';
+  | 'slowListings'
+  /**
+   * Leases created while the group runs, as a leader's shard sync creates a resharded stream's children:
+   * one while the members of the cold start are still joining (when a large group's members have asked
+   * for the listing they will deal from), two more during the faults, each announced by a live member
+   * (`noteLeasesChanged`, and the change feed where there is one). Drawn only when `faults.lateLeases` is
+   * true (`--late-leases`), apart from the run's randomness, so that the seeds keep their schedules.
+   */
+  | 'lateLeases';
 
 /** A broken guarantee, with the moment and the detail. */
 export interface Violation {
@@ -115,9 +123,9 @@ export interface SimulationResult {
 }
 
 const GROUP = 'simulated';
-const ALL_FAULTS: FaultKind[] = ['crash', 'pause', 'cutOff', 'latency', 'errors', 'ambiguous', 'drift', 'gracefulStop', 'join', 'mixedDurations', 'capped', 'leaderCrash', 'massCrash', 'watcherCrash', 'slowListings'];
+const ALL_FAULTS: FaultKind[] = ['crash', 'pause', 'cutOff', 'latency', 'errors', 'ambiguous', 'drift', 'gracefulStop', 'join', 'mixedDurations', 'capped', 'leaderCrash', 'massCrash', 'watcherCrash', 'slowListings', 'lateLeases'];
 /** The faults a run draws only when its config turns them on. */
-const OPT_IN_FAULTS: readonly FaultKind[] = ['slowListings'];
+const OPT_IN_FAULTS: readonly FaultKind[] = ['slowListings', 'lateLeases'];
 
 interface SimWorker {
   index: number;
@@ -144,6 +152,29 @@ export function shapeOf(seed: number): { workers: number; leases: number } {
   return { workers: 16, leases: 256 };
 }
 
+/**
+ * The flags that give a run its faults: the opt-in ones by name, or, when the run turned any default fault
+ * off, `--faults` with every kind it draws.
+ */
+function faultFlags(faults: SimulationConfig['faults']): string[] {
+  if (faults === undefined) return [];
+  if (Object.values(faults).some((on) => on === false)) {
+    return [`--faults ${ALL_FAULTS.filter((kind) => faults[kind] ?? !OPT_IN_FAULTS.includes(kind)).join(',')}`];
+  }
+  return [faults.slowListings === true ? '--slow-listings' : '', faults.lateLeases === true ? '--late-leases' : ''];
+}
+
+/**
+ * The faults `--faults a,b,c` names: those kinds and no other (an unknown kind is refused, naming it).
+ */
+export function faultsNamed(list: string): Record<FaultKind, boolean> {
+  const named = list.split(',').map((kind) => kind.trim()).filter((kind) => kind !== '');
+  for (const kind of named) {
+    if (!(ALL_FAULTS as string[]).includes(kind)) throw new InvalidConfigError(`[simulation] unknown fault kind ${describeValue(kind)}; the kinds are ${ALL_FAULTS.join(', ')}`);
+  }
+  return Object.fromEntries(ALL_FAULTS.map((kind) => [kind, named.includes(kind)])) as Record<FaultKind, boolean>;
+}
+
 /** The command that replays a run. */
 export function replayCommand(config: SimulationConfig & { workers: number; leases: number }): string {
   const unsafe = config.coordinator?.unsafe;
@@ -161,10 +192,11 @@ export function replayCommand(config: SimulationConfig & { workers: number; leas
     unsafe?.adoptionIgnoresCap ? '--unsafe-adoption-ignores-cap' : '',
     unsafe?.shortfallIgnored ? '--unsafe-shortfall-ignored' : '',
     unsafe?.rosterBeforeListing ? '--unsafe-roster-before-listing' : '',
+    unsafe?.coldListingIgnoresNews ? '--unsafe-cold-listing-ignores-news' : '',
     config.watcherReads === false ? '--no-watcher-reads' : '',
     config.changeFeed === false ? '--no-change-feed' : config.changeFeed === true ? '--change-feed' : '',
     config.coordinator?.wholeRosterUpTo !== undefined ? `--whole-roster-up-to ${config.coordinator.wholeRosterUpTo}` : '',
-    config.faults?.slowListings === true ? '--slow-listings' : '',
+    ...faultFlags(config.faults),
   ].filter(Boolean);
   return `pnpm sim ${flags.join(' ')} --trace`;
 }
@@ -403,10 +435,31 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
   for (let i = 0; i < workerCount; i++) startWorker(i);
 
   // The fault schedule: a fault every few seconds of the fault phase, each drawn from the seed.
-  const faultKinds = ALL_FAULTS.filter((kind) => enabled(kind) && kind !== 'latency' && kind !== 'errors' && kind !== 'ambiguous' && kind !== 'drift' && kind !== 'mixedDurations');
+  const faultKinds = ALL_FAULTS.filter(
+    (kind) => enabled(kind) && kind !== 'latency' && kind !== 'errors' && kind !== 'ambiguous' && kind !== 'drift' && kind !== 'mixedDurations' && kind !== 'lateLeases',
+  );
   let nextWorkerIndex = workerCount;
   const pending: Array<() => void> = [];
   const living = (): SimWorker[] => workers.filter((worker) => worker.alive && !worker.stopping);
+  if (enabled('lateLeases')) {
+    // Drawn apart from the run's randomness: the rest of the run draws as it would without them.
+    const lateRandom = seededRandom((config.seed * 31_337 + 7) >>> 0);
+    const times = [200 + lateRandom.next() * 2_800, 3_000 + lateRandom.next() * (faultPhaseMs - 3_000), 3_000 + lateRandom.next() * (faultPhaseMs - 3_000)];
+    times.forEach((at, i) =>
+      scheduler.schedule(at, () =>
+        pending.push(() => {
+          const leaseKey = `late-${i}`;
+          stats.faults++;
+          void storage.createLease({ group: GROUP, leaseKey }).then(() => {
+            const alive = living();
+            const announcer = alive[Math.floor(lateRandom.next() * alive.length)];
+            trace(`${scheduler.now.toFixed(0)} fault lateLeases created ${leaseKey}, announced by ${announcer?.workerId ?? 'nobody'}`);
+            announcer?.coordinator.noteLeasesChanged();
+          });
+        }),
+      ),
+    );
+  }
   const byIdOrder = (a: SimWorker, b: SimWorker): number => (a.workerId < b.workerId ? -1 : a.workerId > b.workerId ? 1 : 0);
   /** The living worker whose elector leads now; with no leader at the moment, the first by id (the next leader's likeliest place is no better guess). */
   const leaderOf = (among: readonly SimWorker[]): SimWorker | undefined => among.find((worker) => worker.elector.isLeader()) ?? [...among].sort(byIdOrder)[0];
