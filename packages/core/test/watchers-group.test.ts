@@ -253,6 +253,31 @@ describe('watchers and the roster digest', () => {
     expect(Math.max(...counts) - Math.min(...counts)).toBeLessThanOrEqual(1);
   });
 
+  it('with a change feed, deals a dead member\'s leases at its declaration when their versions moved since the listing (its checkpoints): the declarer\'s own portion too, none waiting for the listing', async () => {
+    const slow = { listingMs: 0 };
+    const g = group(undefined, slow);
+    const { scheduler, storage } = g;
+    for (const leaseKey of keys(90)) await storage.createLease({ group: GROUP, leaseKey });
+    await storage.putMember(GROUP, 'ghost', null, member('inc-ghost', { held: 10 }));
+    for (const leaseKey of keys(10, 'ghost-')) await storage.createLease({ group: GROUP, leaseKey, owner: 'ghost', incarnation: 'inc-ghost', epoch: 1 });
+    const { workers, declaredAt } = await startFed(g, ids(9), 'ghost');
+    // Every worker has listed (the ghost holding its ten) and taken its share.
+    await until(scheduler, () => workers.every((w) => w.heldLeases().length === 10), 30_000);
+    await scheduler.advance(1.5 * TICK);
+    expect(declaredAt()).toBe(Infinity);
+    // The ghost's last checkpoints, after those listings: each of its records at a newer version.
+    for (const leaseKey of keys(10, 'ghost-')) {
+      const lease = (await storage.getLease(GROUP, leaseKey))!;
+      await storage.updateLeases(GROUP, [{ leaseKey, expectedVersion: lease.version, next: { ...leaseStateOf(lease), checkpoint: '7' } }]);
+    }
+    slow.listingMs = 4_000;
+    const ghostHeld = () => workers.reduce((sum, w) => sum + w.heldLeases().filter((lease) => lease.leaseKey.startsWith('ghost-')).length, 0);
+    await until(scheduler, () => declaredAt() < Infinity, 60_000);
+    const took = await until(scheduler, () => ghostHeld() === 10, 30_000);
+    await run(scheduler, Promise.all(workers.map((w) => w.stop())));
+    expect(took).toBeLessThan(1_000);
+  });
+
   it('with a change feed, deals a crashed member\'s leases at its declaration after a cold start, the listings that follow taking seconds, having read them back when it named the member a suspect', async () => {
     // Listings are quick until the group is balanced, then take 4 s each.
     const slow = { listingMs: 0 };

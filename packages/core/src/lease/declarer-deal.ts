@@ -29,8 +29,11 @@ export interface DeclarerDealOptions {
   };
   /** The most leases a member may hold. */
   readonly capOf: (workerId: string) => number;
-  /** Takes leases without a live owner in one batched write; how many it holds now. */
-  readonly take: (leases: readonly LeaseRecord[], membership: Incarnation) => Promise<number>;
+  /**
+   * Takes leases without a live owner in one batched write; how many it holds now. With `dead`, a take
+   * that conflicts is tried again once on the record the conflict carries, if that still names `dead`.
+   */
+  readonly take: (leases: readonly LeaseRecord[], membership: Incarnation, dead?: { workerId: string; incarnation: string }) => Promise<number>;
   /** Unsafe: a dead member's lease whose deal or free conflicted is written again on the current record, whoever it names now. */
   readonly freeRetryIgnoresOwner: boolean;
 }
@@ -161,7 +164,9 @@ export class DeclarerDeal {
     const targets = shares(members, total, this.#capOf);
     const { recipients, portion } = this.dealOut(leases, members, counts, (rank) => targets.get(members[rank] as string) ?? 0, new Map([[dead, incarnation]]));
     const holding = this.#parts.skipSelfFencing || this.#parts.clock.now() < this.#parts.members.heldUntil;
-    if (holding && (await this.#take(portion, membership)) > 0) this.#host.wakeRenew();
+    // Taken on the record a conflict carries while it still names the dead incarnation: its checkpoints
+    // moved the versions since the listing, and the listing that follows takes seconds under load.
+    if (holding && (await this.#take(portion, membership, { workerId: dead, incarnation })) > 0) this.#host.wakeRenew();
     if (this.#host.state() !== 'running') return;
     await this.dealForTheGroup(
       leases.filter((lease) => recipients.has(lease.leaseKey) && recipients.get(lease.leaseKey) !== self),

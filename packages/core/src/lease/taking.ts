@@ -177,7 +177,7 @@ export class Taking {
       parts: options,
       host: options.host,
       capOf: this.#capOf,
-      take: (leases, membership) => this.#take(leases, membership),
+      take: (leases, membership, dead) => this.#take(leases, membership, dead),
       freeRetryIgnoresOwner: options.freeRetryIgnoresOwner,
     });
   }
@@ -766,27 +766,36 @@ export class Taking {
   }
 
   /** Takes leases without a live owner (free, or their owner's membership dead) in one batched write. */
-  async #take(leases: readonly LeaseRecord[], membership: Incarnation): Promise<number> {
-    if (leases.length === 0) return 0;
-    const sentAt = this.#parts.clock.now();
-    const results = await this.#parts.writes.update(
-      leases.map((lease) => ({
-        leaseKey: lease.leaseKey,
-        expectedVersion: lease.version,
-        next: { ...stateOf(lease), owner: this.#parts.workerId, incarnation: membership.incarnation, epoch: lease.epoch + 1 },
-      })),
-      'take',
-    );
+  async #take(leases: readonly LeaseRecord[], membership: Incarnation, dead?: { workerId: string; incarnation: string }): Promise<number> {
     let taken = 0;
-    leases.forEach((lease, i) => {
-      const outcome = results[i] as WriteResult<LeaseRecord>;
-      // A conflict or an unknown outcome grants nothing: the next listing tells the truth.
-      if (outcome.status !== 'applied') {
-        this.listingDue = true;
-        return;
-      }
-      if (this.#parts.hold.add(outcome.record, lease.owner === null ? 'free' : 'expired', sentAt)) taken++;
-    });
+    let pending: LeaseRecord[] = [...leases];
+    for (let attempt = 1; pending.length > 0 && attempt <= (dead === undefined ? 1 : 2); attempt++) {
+      const sentAt = this.#parts.clock.now();
+      const tried = pending;
+      const results = await this.#parts.writes.update(
+        tried.map((lease) => ({
+          leaseKey: lease.leaseKey,
+          expectedVersion: lease.version,
+          next: { ...stateOf(lease), owner: this.#parts.workerId, incarnation: membership.incarnation, epoch: lease.epoch + 1 },
+        })),
+        'take',
+      );
+      pending = [];
+      tried.forEach((lease, i) => {
+        const outcome = results[i] as WriteResult<LeaseRecord>;
+        if (outcome.status === 'applied') {
+          if (this.#parts.hold.add(outcome.record, lease.owner === null ? 'free' : 'expired', sentAt)) taken++;
+          return;
+        }
+        // A dead member's lease whose record moved since it was read (its last checkpoints) and still names
+        // it is taken on the record the conflict carries.
+        const current = outcome.status === 'conflict' ? outcome.current : null;
+        if (dead !== undefined && attempt === 1 && current !== null && current.owner === dead.workerId && current.incarnation === dead.incarnation) pending.push(current);
+        // Any other conflict or an unknown outcome grants nothing: the next listing tells the truth.
+        else this.listingDue = true;
+      });
+      if (this.#host.state() !== 'running') break;
+    }
     return taken;
   }
 }
