@@ -4,15 +4,16 @@
  * without a live owner (the same split on every worker that read the same records), the takes themselves,
  * the leases given back or freed for the group, the handovers this worker offers to members below their
  * share, and the clean-up of members long dead. The pure policy (fair shares, the moves between members) is
- * in balance.ts; the deal of the members this worker declares dead in declarer-deal.ts; the handovers
- * themselves and the steal requests are carried out by handovers.ts; the hold
- * decides whether a lease taken counts.
+ * in balance.ts; the deal of the members this worker declares dead in declarer-deal.ts; a large group's
+ * early cold-start listing in cold-listing.ts; the handovers themselves and the steal requests are carried
+ * out by handovers.ts; the hold decides whether a lease taken counts.
  */
 import { shuffled, unlessAborted } from '../clock.js';
 import { describeValue, type LeaseholdError, RecordFormatError } from '../errors.js';
 import { hasRewindRequest } from '../rewind.js';
 import { Checkpoint, RECORD_FORMAT, type LeaseListing, type LeaseRecord, type WriteResult } from '../storage.js';
 import { capOf, planMoves, shares } from './balance.js';
+import { ColdListing } from './cold-listing.js';
 import { DeclarerDeal } from './declarer-deal.js';
 import type { LeaseParts } from './parts.js';
 import type { LeaseCoordinatorEvents } from './events.js';
@@ -97,23 +98,6 @@ export interface TakingOptions extends LeaseParts {
   readonly host: TakingHost;
 }
 
-/**
- * The listing a large group's cold start reads while its members are still joining, kept for the deal
- * once they stop (DESIGN section 4, taking, step 3): with what the worker knew of the group's leases when
- * it asked, so that a change since (a lease created, released or handed on) sends it to list again.
- */
-interface ColdListing {
-  /** The listing; `null` once it failed (reported). */
-  readonly listing: Promise<LeaseListing | null>;
-  /** When it was asked for. */
-  readonly at: number;
-  readonly membership: Incarnation;
-  /** This worker's count of the lease changes it heard of, when it asked. */
-  readonly news: number;
-  /** Each member's count of the lease changes it announced in the roster, as read when it asked. */
-  readonly changes: ReadonlyMap<string, number>;
-}
-
 /** The take tick, and who takes which lease without a live owner. */
 export class Taking {
   readonly #listIntervalMs: number;
@@ -128,7 +112,6 @@ export class Taking {
   readonly #letGoForgetsUnreadable: boolean;
   readonly #rosterBeforeListing: boolean;
   readonly #stopWaitsForListing: boolean;
-  readonly #coldListingIgnoresNews: boolean;
   readonly #host: TakingHost;
   /** Whether the next take tick lists the leases, whatever the roster says. */
   listingDue = true;
@@ -141,9 +124,7 @@ export class Taking {
   /** Whether the last listing found the group cold (nobody holds anything) and this worker waits to deal. */
   #coldWait = false;
   /** A large group's cold start: the listing read while the members were joining, for the deal once they stop. */
-  #coldListing: ColdListing | null = null;
-  /** How many changes of the group's leases this worker heard of (the change feed, its own notes): a cold listing asked for before one is not dealt from. */
-  #leaseNews = 0;
+  readonly #coldListing: ColdListing;
   /** Dead members, and when this worker first saw them dead at that version. */
   readonly #deadSince = new Map<string, { version: number; at: number }>();
   /** The smallest fair share of the last listing: an owner never hands over below it. */
@@ -171,7 +152,7 @@ export class Taking {
     this.#letGoForgetsUnreadable = options.letGoForgetsUnreadable;
     this.#rosterBeforeListing = options.rosterBeforeListing;
     this.#stopWaitsForListing = options.stopWaitsForListing;
-    this.#coldListingIgnoresNews = options.coldListingIgnoresNews;
+    this.#coldListing = new ColdListing({ parts: options, report: (error, operation) => options.host.report(error, operation), stopping: options.host.stopping, ignoresNews: options.coldListingIgnoresNews });
     this.#host = options.host;
     this.#deal = new DeclarerDeal({
       parts: options,
@@ -187,7 +168,7 @@ export class Taking {
    * feed, a change this worker made or was told of): the next take tick lists them.
    */
   leasesChanged(): void {
-    this.#leaseNews++;
+    this.#coldListing.heardOfChange();
     this.listingDue = true;
   }
 
@@ -295,23 +276,23 @@ export class Taking {
     // joining: a listing of a large group, which every member makes at the same moment, takes seconds,
     // and it then runs while the members join instead of after.
     if ((this.#coldWait || (this.#listedAt === null && this.#membersHoldNothing())) && this.#settling(now, membership)) {
-      if (this.#listedAt === null && this.#coldListing === null && this.#parts.members.readsWatched()) this.#coldListing = this.#askColdListing(now, membership);
+      if (this.#listedAt === null && this.#parts.members.readsWatched()) this.#coldListing.ask(now, membership);
       this.listingDue = true;
       return;
     }
-    const cold = this.#coldListing;
-    this.#coldListing = null;
     let listing: LeaseListing | null = null;
     let listedAt = now;
     let early = false;
     try {
       this.listingDue = false;
-      if (cold !== null && cold.membership === membership) {
-        const kept = await this.#unlessStopping(cold.listing);
-        // Owners judged on a roster read after the listing, as below; and the group's lease changes since it was asked for.
-        if (kept !== null && !this.#parts.members.readRoster(await this.#unlessStopping(this.#parts.storage.getRoster(this.#parts.group)))) return;
-        if (kept !== null && this.#coldStillTells(cold)) [listing, listedAt, early] = [kept, cold.at, true];
-      }
+      // Owners judged on a roster read after the listing, as below; and the group's lease changes since it was asked for.
+      const kept = await this.#coldListing.take(
+        membership,
+        (read) => this.#unlessStopping(read),
+        async () => this.#parts.members.readRoster(await this.#unlessStopping(this.#parts.storage.getRoster(this.#parts.group))),
+      );
+      if (kept === 'roster-unread') return;
+      if (kept !== null) [listing, listedAt, early] = [kept.listing, kept.at, true];
       if (listing === null) {
         const rosterFirst = this.#rosterBeforeListing ? await this.#unlessStopping(this.#parts.storage.getRoster(this.#parts.group)) : undefined;
         listing = await this.#unlessStopping(this.#parts.storage.listLeases(this.#parts.group));
@@ -355,33 +336,6 @@ export class Taking {
    */
   #unlessStopping<T>(read: Promise<T>): Promise<T> {
     return this.#stopWaitsForListing ? read : unlessAborted(read, this.#host.stopping);
-  }
-
-  /** Asks for a cold start's listing now, noting what this worker knows of the group's lease changes. */
-  #askColdListing(now: number, membership: Incarnation): ColdListing {
-    const listing = this.#parts.storage.listLeases(this.#parts.group).then(
-      (answer) => answer,
-      (error: unknown) => {
-        if (!this.#host.stopping.aborted) this.#host.report(error, 'list');
-        return null;
-      },
-    );
-    const changes = new Map([...this.#parts.view.values()].map((member) => [member.workerId, member.changes]));
-    return { listing, at: now, membership, news: this.#leaseNews, changes };
-  }
-
-  /**
-   * Whether a cold start's listing still tells the group's leases: this worker holds none yet, heard of no
-   * change since it asked, and no member announced one in the roster (a member new since announced none).
-   * Otherwise the worker lists again, as it would have without it. Members that dealt a moment earlier
-   * and hold their portions already do not make it stale: the deal from it is theirs, and this worker's
-   * portion is what it takes (a take of a lease written since conflicts, as any take on an older listing).
-   */
-  #coldStillTells(cold: ColdListing): boolean {
-    if (this.#coldListingIgnoresNews) return true;
-    if (cold.news !== this.#leaseNews || this.#parts.hold.countHeld() > 0) return false;
-    for (const member of this.#parts.view.values()) if (member.changes !== (cold.changes.get(member.workerId) ?? 0)) return false;
-    return true;
   }
 
   #settling(now: number, membership: Incarnation): boolean {
