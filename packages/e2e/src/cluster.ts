@@ -157,9 +157,33 @@ export class Cluster implements AsyncDisposable {
     while (!condition()) {
       const failed = failure?.();
       if (failed !== undefined) throw new Error(failed);
-      if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+      if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}\n${this.describe()}`);
       await sleep(100);
     }
+  }
+
+  /**
+   * What the group did lately, for a failure's message: each worker's state and the shards its reports say
+   * it holds, the last lease events (takes, releases, losses, handovers, errors) with their times relative
+   * to now, and the end of each worker's stderr.
+   */
+  describe(events = 40): string {
+    const now = Date.now();
+    const lines = [...this.workers.values()].map(
+      (worker) => `${worker.workerId}: ${worker.running ? 'running' : 'exited'}, holds ${[...this.heldBy(worker.workerId)].join(', ') || 'nothing'}`,
+    );
+    const quiet = new Set<WorkerReport['type']>(['record', 'batch', 'checkpointed', 'stats', 'first-read', 'get-shard-iterator', 'list-shards', 'fenced']);
+    const recent = this.reports.filter((report) => !quiet.has(report.type)).slice(-events);
+    lines.push(`the last ${recent.length} lease events (seconds before now):`);
+    for (const report of recent) {
+      const { worker, at, type, ...rest } = report as WorkerReport & Record<string, unknown>;
+      lines.push(`  -${((now - at) / 1_000).toFixed(1)} ${worker} ${type} ${JSON.stringify(rest)}`);
+    }
+    for (const worker of this.workers.values()) {
+      const tail = worker.stderr.trim().slice(-1_000);
+      if (tail !== '') lines.push(`${worker.workerId}'s stderr, its end:\n${tail}`);
+    }
+    return lines.join('\n');
   }
 
   /** The shards a worker holds according to its own reports. */
