@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Consumer, InvalidConfigError, MemorySource, MemoryStorage, type CheckpointWrite, type LeaseRecord, type ShardSource, type WriteResult } from '../src/index.js';
+import { Checkpoint, Consumer, InvalidConfigError, MemorySource, MemoryStorage, type CheckpointWrite, type CreateLeaseOptions, type LeaseRecord, type NewLease, type ShardSource, type WriteResult } from '../src/index.js';
 import { run } from './support/virtual.js';
 
 import { decoder, GROUP, perKey, range, world } from './support/consumer-world.js';
@@ -136,6 +136,58 @@ describe('Consumer', () => {
     // The finished parent is cleaned up by the leader once its children started.
     expect((await storage.listLeases(GROUP)).leases.map((lease) => lease.leaseKey).sort()).toEqual([left, right]);
     await run(scheduler, worker.stop());
+  });
+
+  it("a graceful stop that comes while a shard's end is being finished waits for it: the end is reported, shardEnded called, the children's leases created, and nothing is checkpointed after SHARD_END", async () => {
+    const { scheduler, source, seen, consumer, produce } = world(1);
+    // The children's leases are created slowly: the stop comes between the parent's SHARD_END checkpoint and the end's report.
+    let childCreates = 0;
+    let openGate: () => void = () => undefined;
+    const gate = new Promise<void>((resolve) => (openGate = resolve));
+    class SlowChildren extends MemoryStorage {
+      override async createLease(lease: NewLease, options?: CreateLeaseOptions): Promise<WriteResult<LeaseRecord>> {
+        if (lease.parentKeys !== undefined && lease.parentKeys.length > 0) {
+          childCreates++;
+          await gate;
+        }
+        return super.createLease(lease, options);
+      }
+    }
+    const storage = new SlowChildren();
+    const events: string[] = [];
+    const errors: string[] = [];
+    const worker = consumer('w1', {
+      storage,
+      shardSyncIntervalMs: 3_600_000,
+      hooks: {
+        shardEnded: (shardId) => void events.push(`hook shardEnded ${shardId}`),
+        shutdownRequested: (shardId) => void events.push(`hook shutdownRequested ${shardId}`),
+      },
+    });
+    worker.on('shard-ended', ({ shardId }) => events.push(`ended ${shardId}`));
+    worker.on('error', ({ operation, error }) => errors.push(`${operation}: ${error.message}`));
+    produce(['a', 'b'], 10);
+    await run(scheduler, worker.start());
+    await scheduler.advance(5_000);
+    const [left, right] = source.split('shard-0000');
+    for (let step = 0; step < 1_000 && childCreates === 0; step++) await scheduler.advance(10);
+    expect(childCreates).toBe(1);
+    expect(events).toEqual([]);
+
+    const clock = scheduler.clock();
+    void clock.sleep(2_000).then(openGate);
+    const stopping = worker.stop();
+    await run(scheduler, stopping);
+    // All of it before the stop returned: a process that exits then loses nothing of the end.
+    expect(events).toEqual(['ended shard-0000', 'hook shardEnded shard-0000']);
+    expect(errors).toEqual([]);
+    const { leases } = await storage.listLeases(GROUP);
+    expect(leases.map((lease) => [lease.leaseKey, lease.owner, lease.checkpoint])).toEqual([
+      ['shard-0000', null, Checkpoint.SHARD_END],
+      [left, null, Checkpoint.TRIM_HORIZON],
+      [right, null, Checkpoint.TRIM_HORIZON],
+    ]);
+    for (const values of perKey(seen).values()) expect(values).toEqual(range(1, 10));
   });
 
   it('at a shard\'s end the reader creates the children\'s leases from the children the end names, listing the stream only when it names none', async () => {

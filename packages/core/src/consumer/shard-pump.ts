@@ -142,6 +142,12 @@ export class ShardPump<R extends SourceRecord> {
     this.#draining = true;
     this.#stopRetrying(new AbortedError(`[core] shard ${describeValue(this.shardId)} is being handed over`));
     await this.#inFlight;
+    // The shard reached its end meanwhile: it was finished (shardEnded called) and given back; nothing is
+    // left to checkpoint or to ask of the handler.
+    if (this.#checkpointed === Checkpoint.SHARD_END) {
+      this.#reading.abort(new AbortedError(`[core] shard ${describeValue(this.shardId)} ended`));
+      return;
+    }
     const { hooks, checkpointing } = this.#settings;
     if (checkpointing !== 'manual' && this.#processed !== null && this.#processed !== this.#checkpointed) {
       await this.#checkpoint(this.#processed).catch((error: unknown) => this.#settings.reporter.error(asError(error), 'drain-checkpoint'));
@@ -167,7 +173,7 @@ export class ShardPump<R extends SourceRecord> {
     this.#draining = true;
     this.#stopRetrying(new AbortedError(`[core] shard ${describeValue(this.shardId)} is being rewound`));
     await this.#inFlight;
-    if (this.#settings.checkpointing !== 'manual' && this.#processed !== null && this.#processed !== this.#checkpointed) {
+    if (this.#settings.checkpointing !== 'manual' && this.#processed !== null && this.#processed !== this.#checkpointed && this.#checkpointed !== Checkpoint.SHARD_END) {
       await this.#checkpoint(this.#processed).catch((error: unknown) => this.#settings.reporter.error(asError(error), 'pause-checkpoint'));
     }
     this.#paused = true;
@@ -266,7 +272,15 @@ export class ShardPump<R extends SourceRecord> {
     }
     const batch: ShardBatch<R> = result.value;
     if (batch.kind === 'end') {
-      await this.#finish(batch);
+      // The end's work is in flight as a batch is: a drain that comes meanwhile (a graceful stop, a
+      // handover) waits for it, rather than cutting it short after SHARD_END was checkpointed, which would
+      // leave the end unreported, shardEnded uncalled, and the lease handed on for nothing.
+      const finishing = this.#finish(batch);
+      this.#inFlight = finishing.then(
+        () => undefined,
+        () => undefined,
+      );
+      await finishing;
       return { kind: 'finished' };
     }
     this.#offer = batch.resumeHint === undefined ? null : { position: batch.position, hint: batch.resumeHint, receivedAt: reader.askedAt };
