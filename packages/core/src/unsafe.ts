@@ -187,6 +187,11 @@ export interface ConsumerUnsafe {
    * waits for a failing handler until its timeout, and the lease is left to lapse.
    */
   retryThroughDrain?: boolean;
+  /**
+   * A drain (a graceful stop, a handover) does not wait for a shard's end being finished: once `SHARD_END`
+   * is checkpointed the stop hands the finished lease on and returns before the end is reported.
+   */
+  drainCutsEnd?: boolean;
   /** Records given up under a poison policy are skipped without calling its dead-letter handler. */
   skipWithoutDeadLetter?: boolean;
   /**

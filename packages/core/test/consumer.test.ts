@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Checkpoint, Consumer, InvalidConfigError, MemorySource, MemoryStorage, type CheckpointWrite, type CreateLeaseOptions, type LeaseRecord, type NewLease, type ShardSource, type WriteResult } from '../src/index.js';
+import { Checkpoint, Consumer, InvalidConfigError, MemorySource, MemoryStorage, type CheckpointWrite, type CreateLeaseOptions, type LeaseRecord, type NewLease, type ShardSource, StorageUnavailableError, type WriteResult } from '../src/index.js';
 import { run } from './support/virtual.js';
 
 import { decoder, GROUP, perKey, range, world } from './support/consumer-world.js';
@@ -188,6 +188,40 @@ describe('Consumer', () => {
       [right, null, Checkpoint.TRIM_HORIZON],
     ]);
     for (const values of perKey(seen).values()) expect(values).toEqual(range(1, 10));
+  });
+
+  it("a child's lease that cannot be created at its parent's end (refused before it was sent) is reported and left to the leader: the end is still reported, shardEnded called and the parent given back", async () => {
+    const { scheduler, source, consumer, produce } = world(1);
+    let refused = 0;
+    class RefusesOneChild extends MemoryStorage {
+      override async createLease(lease: NewLease, options?: CreateLeaseOptions): Promise<WriteResult<LeaseRecord>> {
+        if (lease.parentKeys !== undefined && lease.parentKeys.length > 0 && refused === 0) {
+          refused++;
+          throw new StorageUnavailableError('connection refused before the request was sent');
+        }
+        return super.createLease(lease, options);
+      }
+    }
+    const storage = new RefusesOneChild();
+    const events: string[] = [];
+    const errors: string[] = [];
+    const worker = consumer('w1', { storage, shardSyncIntervalMs: 5_000, hooks: { shardEnded: (shardId) => void events.push(`hook shardEnded ${shardId}`) } });
+    worker.on('shard-ended', ({ shardId }) => events.push(`ended ${shardId}`));
+    worker.on('error', ({ operation, error }) => errors.push(`${operation}: ${error.message}`));
+    produce(['a', 'b'], 10);
+    await run(scheduler, worker.start());
+    await scheduler.advance(2_000);
+    const [left, right] = source.split('shard-0000');
+    await scheduler.advance(1_000);
+    expect(refused).toBe(1);
+    expect(events).toEqual(['ended shard-0000', 'hook shardEnded shard-0000']);
+    expect(errors).toEqual(['create-child-lease: connection refused before the request was sent']);
+    // The leader's shard sync creates the child that was refused (and then cleans the finished parent up); both are read.
+    await scheduler.advance(10_000);
+    const { leases } = await storage.listLeases(GROUP);
+    expect(leases.map((lease) => lease.leaseKey).sort()).toEqual([left, right].sort());
+    expect(worker.shards.sort()).toEqual([left, right].sort());
+    await run(scheduler, worker.stop());
   });
 
   it('at a shard\'s end the reader creates the children\'s leases from the children the end names, listing the stream only when it names none', async () => {

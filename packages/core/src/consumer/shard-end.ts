@@ -35,12 +35,16 @@ export async function createChildLeases<R extends SourceRecord>(ctx: ChildLeases
     if (!child) continue; // the leader's next shard sync creates it from a complete listing
     const others = child.parentShardIds.filter((parent) => parent !== shardId);
     if (!unsafe.birthRace && !(await allLeased(ctx, others))) continue;
-    const outcome = await storage.createLease({
-      group,
-      leaseKey: childShardId,
-      parentKeys: [...child.parentShardIds],
-      checkpoint: unsafe.childrenAtInitialPosition ? null : Checkpoint.TRIM_HORIZON,
-    });
+    // A create that fails (unknown, or refused before it was sent) is reported, and the child left to the
+    // leader's next shard sync: the end is still reported and its lease given back.
+    const outcome = await storage
+      .createLease({
+        group,
+        leaseKey: childShardId,
+        parentKeys: [...child.parentShardIds],
+        checkpoint: unsafe.childrenAtInitialPosition ? null : Checkpoint.TRIM_HORIZON,
+      })
+      .catch((error: unknown) => ({ status: 'unknown' as const, error: asError(error) }));
     if (outcome.status === 'unknown') reporter.error(outcome.error, 'create-child-lease');
   }
 }

@@ -144,7 +144,7 @@ export class ShardPump<R extends SourceRecord> {
     await this.#inFlight;
     // The shard reached its end meanwhile: it was finished (shardEnded called) and given back; nothing is
     // left to checkpoint or to ask of the handler.
-    if (this.#checkpointed === Checkpoint.SHARD_END) {
+    if (this.#checkpointed === Checkpoint.SHARD_END && !this.#unsafe.drainCutsEnd) {
       this.#reading.abort(new AbortedError(`[core] shard ${describeValue(this.shardId)} ended`));
       return;
     }
@@ -276,7 +276,7 @@ export class ShardPump<R extends SourceRecord> {
       // handover) waits for it, rather than cutting it short after SHARD_END was checkpointed, which would
       // leave the end unreported, shardEnded uncalled, and the lease handed on for nothing.
       const finishing = this.#finish(batch);
-      this.#inFlight = finishing.then(
+      if (!this.#unsafe.drainCutsEnd) this.#inFlight = finishing.then(
         () => undefined,
         () => undefined,
       );

@@ -25,6 +25,7 @@ export type ConsumerGuarantee =
   | 'progress' // once faults stop, a shard with records to deliver is owned and moves
   | 'stop-deadline' // stop({ timeoutMs }) returns within timeoutMs
   | 'stop-handover' // a stop while the handler fails every call hands the leases over well within its deadline, none left to lapse
+  | 'shard-end' // a worker that checkpointed a shard's end reports it (shard-ended) before its stop returns
   | 'signal' // a handler whose tenure ended sees its signal fired before anything else
   | 'handled' // every record handed over ends succeeded, dead-lettered, or skipped by the policy the user chose
   | 'skip' // nothing is skipped silently: no checkpoint passes, and no skip names, a record neither succeeded nor given up as configured

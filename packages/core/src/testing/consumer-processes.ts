@@ -10,6 +10,7 @@ import { Consumer } from '../consumer/consumer.js';
 import type { BatchContext, BatchResponse, FailedRecords, StreamSpec } from '../consumer/options.js';
 import { withUnsafe } from '../unsafe.js';
 import type { SourceRecord } from '../source.js';
+import { Checkpoint } from '../storage.js';
 import { withoutChangeFeed } from './consumer-rewinds.js';
 import type { FaultPlan } from './faulty-storage.js';
 import { ProcessSource } from './process-source.js';
@@ -304,6 +305,8 @@ export function simulatedProcesses(run: SimRun): SimProcesses {
   };
 
   let nextWorkerIndex = 0;
+  /** Per worker, the shards whose end it checkpointed and has not reported yet (`shard-ended`). */
+  const unreportedEnds = new Map<SimWorker, ReadonlySet<string>>();
   const startWorker = (): SimWorker => {
     const index = nextWorkerIndex++;
     const rate = enabled('drift') ? 1 + (random.next() * 2 - 1) * MAX_CLOCK_DRIFT : 1;
@@ -406,7 +409,15 @@ export function simulatedProcesses(run: SimRun): SimProcesses {
       skipped.add(`${shardId}@${position}`);
       log(`${workerId} skipped ${shardId} at ${position} (${reason}${deadLettered ? ', dead-lettered' : ''})`);
     });
+    // The shards whose end this worker checkpointed and has not reported yet: none when its stop returns,
+    // unless it lost the lease meanwhile.
+    const endsUnreported = new Set<string>();
+    unreportedEnds.set(worker, endsUnreported);
+    consumer.on('shard-ended', ({ shardId }) => endsUnreported.delete(shardId));
+    // A lease lost meanwhile (its drain overran the stop's deadline, its hold ran out) stopped its work: not a drain that cut the end short.
+    consumer.on('lease-lost', ({ shardId }) => endsUnreported.delete(shardId));
     consumer.on('checkpointed', ({ shardId, position }) => {
+      if (position === Checkpoint.SHARD_END) endsUnreported.add(shardId);
       ledger.acknowledged(shardId, position);
       log(`${workerId} checkpointed ${shardId} at ${position}`);
     });
@@ -488,6 +499,8 @@ export function simulatedProcesses(run: SimRun): SimProcesses {
         violate('stop-deadline', `${worker.workerId}'s stop({ timeoutMs: ${timeoutMs.toFixed(0)} }) returned ${(scheduler.now - began).toFixed(0)} ms after it began`);
       }
       if (whileFailing) checkFailingStop(worker, timeoutMs, began, new Set([...heldAtStop].filter((leaseKey) => !lostToStorage.has(leaseKey))), storageFailed.during);
+      const unreported = [...(unreportedEnds.get(worker) ?? [])];
+      if (unreported.length > 0) violate('shard-end', `${worker.workerId}'s stop returned with the end of [${unreported.join(', ')}] checkpointed and not reported: the drain did not wait for it`);
       log(`${worker.workerId} stopped`);
       worker.alive = false;
       worker.clock.kill();

@@ -177,6 +177,7 @@ const UNSAFE_FLAGS: ReadonlyArray<[keyof ConsumerUnsafe, string]> = [
   ['skipWithoutDeadLetter', '--unsafe-skip-without-dead-letter'],
   ['retryCheckpointedPrefix', '--unsafe-retry-checkpointed-prefix'],
   ['retryThroughDrain', '--unsafe-retry-through-drain'],
+  ['drainCutsEnd', '--unsafe-drain-cuts-end'],
   ['crossStreamSync', '--unsafe-cross-stream-sync'],
   ['checkpointAfterRewind', '--unsafe-checkpoint-after-rewind'],
   ['deleteBeforeParents', '--unsafe-delete-before-parents'],
