@@ -1,8 +1,35 @@
 import { describe, expect, it } from 'vitest';
-import { Checkpoint, Consumer, InvalidConfigError, MemorySource, MemoryStorage, type CheckpointWrite, type CreateLeaseOptions, type LeaseRecord, type NewLease, type ShardSource, StorageUnavailableError, type WriteResult } from '../src/index.js';
+import { Checkpoint, Consumer, InvalidConfigError, type ConsumerOptions, MemorySource, MemoryStorage, type CheckpointWrite, type CreateLeaseOptions, type LeaseRecord, type NewLease, type ShardSource, StorageUnavailableError, type WriteResult } from '../src/index.js';
 import { run } from './support/virtual.js';
 
 import { decoder, GROUP, perKey, range, world } from './support/consumer-world.js';
+
+/**
+ * A memory store whose creates of children's leases (leases with parents) call `before` first, and a
+ * consumer on it (made by a world's `consumer`) whose shard ends, hooks and errors are written down in order.
+ */
+function endWatched(consumer: ReturnType<typeof world>['consumer'], before: () => Promise<void>, options: Partial<ConsumerOptions> = {}) {
+  class ChildCreates extends MemoryStorage {
+    override async createLease(lease: NewLease, createOptions?: CreateLeaseOptions): Promise<WriteResult<LeaseRecord>> {
+      if (lease.parentKeys !== undefined && lease.parentKeys.length > 0) await before();
+      return super.createLease(lease, createOptions);
+    }
+  }
+  const storage = new ChildCreates();
+  const events: string[] = [];
+  const errors: string[] = [];
+  const worker = consumer('w1', {
+    storage,
+    ...options,
+    hooks: {
+      shardEnded: (shardId) => void events.push(`hook shardEnded ${shardId}`),
+      shutdownRequested: (shardId) => void events.push(`hook shutdownRequested ${shardId}`),
+    },
+  });
+  worker.on('shard-ended', ({ shardId }) => events.push(`ended ${shardId}`));
+  worker.on('error', ({ operation, error }) => errors.push(`${operation}: ${error.message}`));
+  return { storage, worker, events, errors };
+}
 
 describe('Consumer', () => {
   it('refuses invalid options with an InvalidConfigError naming the value', () => {
@@ -144,28 +171,14 @@ describe('Consumer', () => {
     let childCreates = 0;
     let openGate: () => void = () => undefined;
     const gate = new Promise<void>((resolve) => (openGate = resolve));
-    class SlowChildren extends MemoryStorage {
-      override async createLease(lease: NewLease, options?: CreateLeaseOptions): Promise<WriteResult<LeaseRecord>> {
-        if (lease.parentKeys !== undefined && lease.parentKeys.length > 0) {
-          childCreates++;
-          await gate;
-        }
-        return super.createLease(lease, options);
-      }
-    }
-    const storage = new SlowChildren();
-    const events: string[] = [];
-    const errors: string[] = [];
-    const worker = consumer('w1', {
-      storage,
-      shardSyncIntervalMs: 3_600_000,
-      hooks: {
-        shardEnded: (shardId) => void events.push(`hook shardEnded ${shardId}`),
-        shutdownRequested: (shardId) => void events.push(`hook shutdownRequested ${shardId}`),
+    const { storage, worker, events, errors } = endWatched(
+      consumer,
+      async () => {
+        childCreates++;
+        await gate;
       },
-    });
-    worker.on('shard-ended', ({ shardId }) => events.push(`ended ${shardId}`));
-    worker.on('error', ({ operation, error }) => errors.push(`${operation}: ${error.message}`));
+      { shardSyncIntervalMs: 3_600_000 },
+    );
     produce(['a', 'b'], 10);
     await run(scheduler, worker.start());
     await scheduler.advance(5_000);
@@ -193,21 +206,16 @@ describe('Consumer', () => {
   it("a child's lease that cannot be created at its parent's end (refused before it was sent) is reported and left to the leader: the end is still reported, shardEnded called and the parent given back", async () => {
     const { scheduler, source, consumer, produce } = world(1);
     let refused = 0;
-    class RefusesOneChild extends MemoryStorage {
-      override async createLease(lease: NewLease, options?: CreateLeaseOptions): Promise<WriteResult<LeaseRecord>> {
-        if (lease.parentKeys !== undefined && lease.parentKeys.length > 0 && refused === 0) {
+    const { storage, worker, events, errors } = endWatched(
+      consumer,
+      async () => {
+        if (refused === 0) {
           refused++;
           throw new StorageUnavailableError('connection refused before the request was sent');
         }
-        return super.createLease(lease, options);
-      }
-    }
-    const storage = new RefusesOneChild();
-    const events: string[] = [];
-    const errors: string[] = [];
-    const worker = consumer('w1', { storage, shardSyncIntervalMs: 5_000, hooks: { shardEnded: (shardId) => void events.push(`hook shardEnded ${shardId}`) } });
-    worker.on('shard-ended', ({ shardId }) => events.push(`ended ${shardId}`));
-    worker.on('error', ({ operation, error }) => errors.push(`${operation}: ${error.message}`));
+      },
+      { shardSyncIntervalMs: 5_000 },
+    );
     produce(['a', 'b'], 10);
     await run(scheduler, worker.start());
     await scheduler.advance(2_000);
