@@ -192,6 +192,11 @@ export interface ConsumerUnsafe {
    * is checkpointed the stop hands the finished lease on and returns before the end is reported.
    */
   drainCutsEnd?: boolean;
+  /**
+   * A child's lease whose create throws at its parent's end (refused before it was sent) ends the parent's
+   * reader there: `SHARD_END` is checkpointed, but the end is not reported and the lease not given back.
+   */
+  childCreateEndsReader?: boolean;
   /** Records given up under a poison policy are skipped without calling its dead-letter handler. */
   skipWithoutDeadLetter?: boolean;
   /**

@@ -47,6 +47,7 @@ const switches: ReadonlyArray<{
     breaks: ['shard-end'],
     seeds: [221],
   },
+  { name: 'childCreateEndsReader', defect: "a child's create refused before it was sent ends its parent's reader before the end is reported", breaks: ['shard-end'] },
   // A defect of multi-stream groups: run on multi-stream shapes only.
   { name: 'crossStreamSync', defect: "a stream's shard sync deletes other streams' leases that nobody holds", breaks: ['deletion', 'removed-stream'], multiStream: true },
   // A defect of rewinds: run on rewinding seeds only.

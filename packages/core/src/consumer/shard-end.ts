@@ -37,14 +37,13 @@ export async function createChildLeases<R extends SourceRecord>(ctx: ChildLeases
     if (!unsafe.birthRace && !(await allLeased(ctx, others))) continue;
     // A create that fails (unknown, or refused before it was sent) is reported, and the child left to the
     // leader's next shard sync: the end is still reported and its lease given back.
-    const outcome = await storage
-      .createLease({
-        group,
-        leaseKey: childShardId,
-        parentKeys: [...child.parentShardIds],
-        checkpoint: unsafe.childrenAtInitialPosition ? null : Checkpoint.TRIM_HORIZON,
-      })
-      .catch((error: unknown) => ({ status: 'unknown' as const, error: asError(error) }));
+    const creating = storage.createLease({
+      group,
+      leaseKey: childShardId,
+      parentKeys: [...child.parentShardIds],
+      checkpoint: unsafe.childrenAtInitialPosition ? null : Checkpoint.TRIM_HORIZON,
+    });
+    const outcome = unsafe.childCreateEndsReader ? await creating : await creating.catch((error: unknown) => ({ status: 'unknown' as const, error: asError(error) }));
     if (outcome.status === 'unknown') reporter.error(outcome.error, 'create-child-lease');
   }
 }

@@ -178,6 +178,7 @@ const UNSAFE_FLAGS: ReadonlyArray<[keyof ConsumerUnsafe, string]> = [
   ['retryCheckpointedPrefix', '--unsafe-retry-checkpointed-prefix'],
   ['retryThroughDrain', '--unsafe-retry-through-drain'],
   ['drainCutsEnd', '--unsafe-drain-cuts-end'],
+  ['childCreateEndsReader', '--unsafe-child-create-ends-reader'],
   ['crossStreamSync', '--unsafe-cross-stream-sync'],
   ['checkpointAfterRewind', '--unsafe-checkpoint-after-rewind'],
   ['deleteBeforeParents', '--unsafe-delete-before-parents'],
