@@ -276,6 +276,31 @@ describe('Consumer: readers that fail', () => {
     await run(scheduler, worker.stop());
   });
 
+  it("a stop that comes while a gone shard is being recorded finished waits for it: the shard's end is reported and its lease given back finished, not handed on", async () => {
+    const { scheduler, clock, memory, source, storage, worker } = failing();
+    for (let i = 1; i <= 30; i++) memory.put('k', `r${i}`);
+    source.failures.set('shard-0000', 1);
+    source.error = () => new SourceError('ERR_SHARD_NOT_FOUND', '[test] shard-0000 does not exist');
+    // The source answers whether the shard is gone slowly: the stop comes while it is asked.
+    let asked = 0;
+    let answer: () => void = () => undefined;
+    const answered = new Promise<void>((resolve) => (answer = resolve));
+    source.isShardGone = async () => {
+      asked++;
+      await answered;
+      return true;
+    };
+    const ended: string[] = [];
+    worker.on('shard-ended', ({ shardId }) => ended.push(shardId));
+    await run(scheduler, worker.start());
+    for (let step = 0; step < 1_000 && asked === 0; step++) await scheduler.advance(10);
+    expect(asked).toBe(1);
+    void clock.sleep(1_000).then(answer);
+    await run(scheduler, worker.stop());
+    expect(ended).toEqual(['shard-0000']);
+    expect(await storage.getLease(GROUP, 'shard-0000')).toMatchObject({ checkpoint: Checkpoint.SHARD_END, owner: null });
+  });
+
   it('with the unsafe switch, a failed reader keeps its lease with nobody reading (the switch brings the defect back)', async () => {
     const { scheduler, memory, source, worker, failures } = failing({ unsafe: { keepFailedPump: true } });
     for (let i = 1; i <= 30; i++) memory.put('k', `r${i}`);

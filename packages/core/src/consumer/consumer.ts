@@ -95,6 +95,8 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
   readonly #failures = new Map<string, { count: number; since: number; stopped?: boolean }>();
   /** Shards whose reader starts again after a backoff, or whose lease is being given back: not to reconcile. */
   readonly #settling = new Set<string>();
+  /** Leases being given back after their reader failed (a gone shard recorded finished first): a drain waits for them. */
+  readonly #givingBack = new Map<string, Promise<void>>();
   readonly #stalls: StallWatch;
   /** Rewind requests being applied, one after another per shard. */
   readonly #rewinds = new Map<string, Promise<void>>();
@@ -556,11 +558,17 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       this.emit('shard-failed', { shardId, error: outcome.error, attempt, retryInMs: undefined, released: true });
       this.#failures.set(shardId, { count: gone ? attempt : 0, since: this.#clock.now() });
       this.#settling.add(shardId);
-      void (gone ? this.#retireGone(lease) : Promise.resolve())
+      // A drain that comes meanwhile (a stop, a handover) waits for it, as for a reader's end: a gone shard
+      // is recorded finished and given back, not handed on half-done.
+      const givingBack = (gone ? this.#retireGone(lease) : Promise.resolve())
         .catch((error: unknown) => this.#report(error, 'retire-gone-shard'))
         .then(() => this.coordinator.release(shardId))
         .catch((error: unknown) => this.#report(error, 'release'))
-        .finally(() => this.#settling.delete(shardId));
+        .finally(() => {
+          this.#settling.delete(shardId);
+          this.#givingBack.delete(shardId);
+        });
+      this.#givingBack.set(shardId, givingBack);
       return;
     }
     const { initialDelayMs, maxDelayMs } = this.#retry;
@@ -629,6 +637,8 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
 
   /** The coordinator is about to give a lease away: finish the batch in flight and checkpoint first. */
   #drain(lease: HeldLease): Promise<void> {
+    const givingBack = this.#givingBack.get(lease.leaseKey);
+    if (givingBack) return givingBack;
     // A rewind being applied finishes first; it does not read on once the lease is being given away. The
     // reader stops at once all the same: looking for a request can take a while, and a stream removed from
     // the list must not be read on meanwhile.
