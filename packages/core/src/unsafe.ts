@@ -197,6 +197,12 @@ export interface ConsumerUnsafe {
    * reader there: `SHARD_END` is checkpointed, but the end is not reported and the lease not given back.
    */
   childCreateEndsReader?: boolean;
+  /**
+   * A rewind that found nothing to apply (its request was applied before the lease came here) starts the
+   * reader without looking at the lease's parents, even while the reader's own start is reading them: a
+   * child rewound while it was handed over is read before its parent is read again.
+   */
+  rewindStartSkipsParents?: boolean;
   /** Records given up under a poison policy are skipped without calling its dead-letter handler. */
   skipWithoutDeadLetter?: boolean;
   /**

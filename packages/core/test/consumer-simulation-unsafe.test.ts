@@ -47,6 +47,15 @@ const switches: ReadonlyArray<{
     breaks: ['shard-end'],
     seeds: [221],
   },
+  // Needs a child whose rewind its last owner applied while handing it over, and a rewind event reaching
+  // the recipient while its start reads the parents: found by multi-stream seed 135105.
+  {
+    name: 'rewindStartSkipsParents',
+    defect: 'a rewind that finds nothing to apply starts the reader without looking at the parents, and a child rewound while handed over is read before its parent',
+    breaks: ['order'],
+    multiStream: true,
+    seeds: [135105],
+  },
   { name: 'childCreateEndsReader', defect: "a child's create refused before it was sent ends its parent's reader before the end is reported", breaks: ['shard-end'] },
   // A defect of multi-stream groups: run on multi-stream shapes only.
   { name: 'crossStreamSync', defect: "a stream's shard sync deletes other streams' leases that nobody holds", breaks: ['deletion', 'removed-stream'], multiStream: true },

@@ -95,6 +95,8 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
   readonly #failures = new Map<string, { count: number; since: number; stopped?: boolean }>();
   /** Shards whose reader starts again after a backoff, or whose lease is being given back: not to reconcile. */
   readonly #settling = new Set<string>();
+  /** Rewound leases whose parents a reader's start is reading (whether they are to be read first): nothing else starts their reader meanwhile. */
+  readonly #parentChecks = new Set<string>();
   /** Leases being given back after their reader failed (a gone shard recorded finished first): a drain waits for them. */
   readonly #givingBack = new Map<string, Promise<void>>();
   readonly #stalls: StallWatch;
@@ -495,12 +497,20 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
     }
     // A lease rewound while it was being handed over comes with a parent still to be read (again): its
     // last owner could not give it back, so it is given back unread here. Only a rewound lease can have one.
-    if (applyRewind && !parentsChecked && lease.parentKeys.length > 0 && lease.metadata[REWIND_FIELDS.rewound] !== undefined) {
+    if (!parentsChecked && lease.parentKeys.length > 0 && lease.metadata[REWIND_FIELDS.rewound] !== undefined) {
+      if (this.#parentChecks.has(leaseKey)) return;
       this.#settling.add(leaseKey);
+      this.#parentChecks.add(leaseKey);
       void parentPending(this.#storage, this.group, lease)
-        .then((pending) => (pending ? this.coordinator.release(leaseKey) : this.#startPump(leaseKey, true, true)))
+        .then((pending) => {
+          this.#parentChecks.delete(leaseKey);
+          return pending ? this.coordinator.release(leaseKey) : this.#startPump(leaseKey, true, true);
+        })
         .catch((error: unknown) => this.#report(error, 'release'))
-        .finally(() => this.#settling.delete(leaseKey));
+        .finally(() => {
+          this.#parentChecks.delete(leaseKey);
+          this.#settling.delete(leaseKey);
+        });
       return;
     }
     const pump = new ShardPump<R>(
@@ -766,7 +776,11 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
         return;
       }
     }
-    if (!this.#pumps.has(leaseKey)) this.#startPump(leaseKey, false);
+    // Its parents were read by the rewind it applied; otherwise (nothing applied here) the reader's start
+    // looks at them, unless a start that does is under way: it starts the reader or gives the lease back.
+    if (this.#unsafe.rewindStartSkipsParents) {
+      if (!this.#pumps.has(leaseKey)) this.#startPump(leaseKey, false, true);
+    } else if (!this.#pumps.has(leaseKey) && !this.#parentChecks.has(leaseKey)) this.#startPump(leaseKey, false, outcome.kind === 'rewound');
   }
 
   #report(error: unknown, operation: string): void {

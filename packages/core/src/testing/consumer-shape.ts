@@ -179,6 +179,7 @@ const UNSAFE_FLAGS: ReadonlyArray<[keyof ConsumerUnsafe, string]> = [
   ['retryThroughDrain', '--unsafe-retry-through-drain'],
   ['drainCutsEnd', '--unsafe-drain-cuts-end'],
   ['childCreateEndsReader', '--unsafe-child-create-ends-reader'],
+  ['rewindStartSkipsParents', '--unsafe-rewind-start-skips-parents'],
   ['crossStreamSync', '--unsafe-cross-stream-sync'],
   ['checkpointAfterRewind', '--unsafe-checkpoint-after-rewind'],
   ['deleteBeforeParents', '--unsafe-delete-before-parents'],
