@@ -86,17 +86,32 @@ function componentOf(leaf: ProfileNode, parentOf: ReadonlyMap<number, ProfileNod
   return charged ?? 'node internals (timers, microtasks, sockets, streams)';
 }
 
+/**
+ * How many sampling intervals one sample may stand for. V8 samples a running process at its interval,
+ * idle or not (an idle one as `(idle)`); a much longer gap is time the process did not run at all: stopped
+ * by SIGSTOP (the burst drain pauses the workers after their span), or its sampler starved by a busy
+ * machine. Such a gap is charged as this many intervals, not to whatever the last sample before it held.
+ */
+const MAX_INTERVALS_PER_SAMPLE = 10;
+
+/** The median interval between a profile's samples (microseconds). */
+function sampleInterval(profile: Profile): number {
+  const deltas = profile.timeDeltas.slice(1).filter((delta) => delta > 0).sort((a, b) => a - b);
+  return deltas[Math.floor(deltas.length / 2)] ?? 1_000;
+}
+
 /** Sampled microseconds per component inside [startUs, endUs]. */
 export function chargeProfile(profile: Profile, startUs: number, endUs: number): Map<Component, number> {
   const byId = new Map(profile.nodes.map((node) => [node.id, node]));
   const parentOf = new Map<number, ProfileNode>();
   for (const node of profile.nodes) for (const child of node.children ?? []) parentOf.set(child, node);
   const charged = new Map<Component, number>();
+  const maxWeight = MAX_INTERVALS_PER_SAMPLE * sampleInterval(profile);
   let at = profile.startTime;
   for (let i = 0; i < profile.samples.length; i++) {
     at += profile.timeDeltas[i]!;
     // A sample's time is when it was taken; its weight is the interval up to the next one.
-    const weight = profile.timeDeltas[i + 1] ?? 0;
+    const weight = Math.min(profile.timeDeltas[i + 1] ?? 0, maxWeight);
     if (at < startUs || at > endUs) continue;
     const component = componentOf(byId.get(profile.samples[i]!)!, parentOf);
     if (component !== undefined) charged.set(component, (charged.get(component) ?? 0) + weight);

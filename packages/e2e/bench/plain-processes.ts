@@ -6,7 +6,7 @@
  * after an idle spell), so that what is left between it and the workers is Leasehold's own.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { writeProfileWindow } from './cpu-profile.js';
 
@@ -77,6 +77,7 @@ export async function plainProcessesDrain(target: PlainTarget, shares: readonly 
           child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString('utf8')));
           child.on('error', reject);
           child.on('exit', (code) => {
+            if (process.env.BENCH_WORKER_OUTPUT) writeFileSync(`${process.env.BENCH_WORKER_OUTPUT}/plain-${child.pid}.txt`, stdout);
             const line = stdout.split('\n').find((each) => each.includes('"drained"'));
             if (code !== 0 || line === undefined) reject(new Error(`plain process ${i + 1} exited with ${String(code)} and no figures: ${stderr.slice(0, 200)}`));
             else resolve({ ...(JSON.parse(line) as Omit<Drained, 'pid'>), pid: child.pid! });

@@ -20,7 +20,9 @@
  * BENCH_CPU_PROFILE=DIR runs the Leasehold workers under `node --cpu-prof` into DIR and writes there, for each
  * drain, the span its CPU figure covers (`window-<kind>-<n>.json`); bench/cpu-profile-summary.ts says where
  * the workers' CPU went in that span. BENCH_DRAIN_NODE_FLAGS=--flag,... gives the drains' Leasehold workers and
- * the plain loop's three fresh processes the same extra node flags.
+ * the plain loop's three fresh processes the same extra node flags. BENCH_WORKER_OUTPUT=DIR keeps every line a
+ * worker or a plain-loop process prints that is not a report, a file per process in DIR (with
+ * BENCH_DRAIN_NODE_FLAGS=--trace-gc, each one's collections).
  */
 import { GetRecordsCommand, GetShardIteratorCommand } from '@aws-sdk/client-kinesis';
 import { startDynalite, startKinesisLocal } from '@leasehold/local-stack';

@@ -7,6 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { appendFileSync } from 'node:fs';
 import { parseReport, type WorkerReport } from './reports.js';
 import type { SinkTarget } from './sink.js';
 
@@ -129,7 +130,11 @@ export class Cluster implements AsyncDisposable {
     this.workers.set(workerId, worker);
     createInterface({ input: child.stdout }).on('line', (line) => {
       const report = parseReport(line);
-      if (report === undefined) return;
+      if (report === undefined) {
+        // A benchmark may keep what else a worker prints (BENCH_WORKER_OUTPUT, bench/run.ts), such as --trace-gc's lines.
+        if (process.env.BENCH_WORKER_OUTPUT) appendFileSync(`${process.env.BENCH_WORKER_OUTPUT}/${workerId}-${child.pid}.txt`, `${line}\n`);
+        return;
+      }
       this.reports.push(report);
       for (const listener of this.#listeners) listener(report);
     });

@@ -46,6 +46,15 @@ describe('charging a worker profile to its components', () => {
     expect(Object.fromEntries(charged)).toEqual({ 'AWS SDK (building, signing, HTTP, deserializing)': 1_000 });
   });
 
+  it('charges a gap in the samples (the process stopped) as ten intervals, not to the sample before it', () => {
+    // The Redis sample at 2 ms is followed by a 500 ms gap (SIGSTOP), then 1 ms intervals again.
+    const profile: Profile = { nodes, startTime: 1_000, samples: [4, 5, 5, 5, 5], timeDeltas: [1_000, 500_000, 1_000, 1_000, 1_000] };
+    expect(Object.fromEntries(chargeProfile(profile, 0, 1_000_000))).toEqual({
+      'Redis client and adapter': 10_000,
+      'AWS SDK (building, signing, HTTP, deserializing)': 3_000,
+    });
+  });
+
   it('charges a stack of node\'s frames alone to node internals', () => {
     expect(Object.fromEntries(chargeProfile(profileOf([2, 2]), 0, 10_000))).toEqual({ 'node internals (timers, microtasks, sockets, streams)': 1_000 });
   });
