@@ -38,6 +38,11 @@ export interface RecordsBatch<R extends SourceRecord = SourceRecord> {
   /** How far the reader is behind the tip of the partition, if the source knows. */
   readonly millisBehindLatest?: number | undefined;
   /**
+   * Optional: the sum of the records' `data` lengths, when the source counted them while reading (the
+   * `batch-processed` event's `bytes`); the runtime counts them itself otherwise.
+   */
+  readonly bytes?: number | undefined;
+  /**
    * Optional: a short-lived, source-specific token from which a read of this partition starts right after
    * `position` without looking that position up again (for Kinesis, the `NextShardIterator` of the call
    * that returned this batch). A stopping owner hands it to the next one with the lease (DESIGN section 4,

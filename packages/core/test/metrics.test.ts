@@ -1,7 +1,7 @@
 import { AggregationTemporality, InMemoryMetricExporter, MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics';
 import { describe, expect, it } from 'vitest';
 import { createNoopMeter, type Meter } from '@opentelemetry/api';
-import { attachMetrics, Consumer, MemorySource, MemoryStorage } from '../src/index.js';
+import { attachMetrics, Consumer, MemorySource, MemoryStorage, type ShardSource } from '../src/index.js';
 import { seededRandom, VirtualScheduler } from '../src/testing/index.js';
 import { run } from './support/virtual.js';
 
@@ -61,6 +61,33 @@ describe('metrics', () => {
     expect(applied.length).toBeGreaterThan(0);
     await run(scheduler, consumer.stop());
     await provider.shutdown();
+  });
+
+  it('takes a batch\'s bytes from its source when the source counted them, and counts them itself otherwise', async () => {
+    const bytesSeen = async (sourceCounts: boolean): Promise<number[]> => {
+      const scheduler = new VirtualScheduler();
+      const memory = new MemorySource(1, { clock: scheduler.clock() });
+      for (let i = 0; i < 4; i++) memory.put(`key-${i}`, 'payload!');
+      // A source that says each batch is 1,000 bytes, whatever it holds: the runtime does not count again.
+      const source: ShardSource = {
+        listShards: () => memory.listShards(),
+        comparePositions: (a, b) => memory.comparePositions(a, b),
+        read: (shardId, from, options) => ({
+          async *[Symbol.asyncIterator]() {
+            for await (const batch of memory.read(shardId, from, options)) yield batch.kind === 'records' && sourceCounts && batch.records.length > 0 ? { ...batch, bytes: 1_000 } : batch;
+          },
+        }),
+      };
+      const consumer = new Consumer({ group: 'bytes', source, storage: new MemoryStorage(), workerId: 'w1', clock: scheduler.clock(), random: seededRandom(1), initialPosition: 'TRIM_HORIZON', processBatch: () => undefined });
+      const seen: number[] = [];
+      consumer.on('batch-processed', ({ bytes }) => seen.push(bytes));
+      await run(scheduler, consumer.start());
+      await scheduler.advance(5_000);
+      await run(scheduler, consumer.stop());
+      return seen;
+    };
+    expect(await bytesSeen(false)).toEqual([32]);
+    expect(await bytesSeen(true)).toEqual([1_000]);
   });
 
   it("a multi-stream consumer's shard measurements carry the stream's id", async () => {

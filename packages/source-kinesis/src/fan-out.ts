@@ -18,7 +18,7 @@ import type { ReaderContext } from './context.js';
 import { ConsumerNotFoundError, isTransient, toSourceError } from './errors.js';
 import { skipOf, startingPointOf, type StartingPoint } from './positions.js';
 import { endOfShard } from './shard-end.js';
-import { bytesOf, type BatchQueue } from './queue.js';
+import type { BatchQueue } from './queue.js';
 
 /** What the fan-out reader needs beyond the polling context. */
 export interface FanOutContext {
@@ -76,7 +76,7 @@ export async function subscribeShard(
     if (message.done === true) return 'exhausted';
     const event = eventOf(message.value);
     const rawRecords = event.Records ?? [];
-    const records = userRecordsOfAll(rawRecords, shardId, ctx.malformedAggregates, skip);
+    const { records, bytes } = userRecordsOfAll(rawRecords, shardId, ctx.malformedAggregates, skip);
     if (rawRecords.length > 0) skip = undefined;
     const last = records[records.length - 1];
     if (last !== undefined) position = last.position;
@@ -86,8 +86,8 @@ export async function subscribeShard(
     // keeps only the latest of such batches in a row.
     queue.push({
       kind: 'batch',
-      batch: { kind: 'records', records, position, millisBehindLatest: event.MillisBehindLatest },
-      bytes: bytesOf(records),
+      batch: { kind: 'records', records, position, bytes, millisBehindLatest: event.MillisBehindLatest },
+      bytes,
     });
     const next = event.ContinuationSequenceNumber;
     return next === undefined || next === null ? { kind: 'end', childShards: event.ChildShards } : { kind: 'next', continuation: next };

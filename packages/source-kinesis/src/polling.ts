@@ -15,7 +15,7 @@ import { skipOf, startingPointOf, type StartingPoint } from './positions.js';
 import { iteratorOfHint, resumeHintOf } from './resume-hint.js';
 import { sendCancellable } from './send.js';
 import { endOfShard } from './shard-end.js';
-import { bytesOf, type BatchQueue } from './queue.js';
+import type { BatchQueue } from './queue.js';
 
 /**
  * Whether a GetRecords answer shows the reader caught up: fewer records than it asked for, and nothing
@@ -125,15 +125,15 @@ export async function pollShard(
     gapMs = caughtUp(output, ctx.maxRecordsPerCall) ? ctx.idleDelayMs : ctx.minCallIntervalMs;
     // The next call goes out before this answer is decoded and handed over, when the batch leaves room.
     next = following !== undefined && queue.hasRoomFor(rawRecords.length, rawBytesOf(rawRecords)) ? getRecords(following) : undefined;
-    const records = userRecordsOfAll(rawRecords, shardId, ctx.malformedAggregates, skip);
+    const { records, bytes } = userRecordsOfAll(rawRecords, shardId, ctx.malformedAggregates, skip);
     // An AT_SEQUENCE_NUMBER read returns the partly done record first: only it has sub-records to skip.
     if (rawRecords.length > 0) skip = undefined;
     const last = records[records.length - 1];
     if (last !== undefined) position = last.position;
     queue.push({
       kind: 'batch',
-      batch: { kind: 'records', records, position, millisBehindLatest: output.MillisBehindLatest, ...(following === undefined ? {} : { resumeHint: resumeHintOf(shardId, following) }) },
-      bytes: bytesOf(records),
+      batch: { kind: 'records', records, position, bytes, millisBehindLatest: output.MillisBehindLatest, ...(following === undefined ? {} : { resumeHint: resumeHintOf(shardId, following) }) },
+      bytes,
     });
     return { following, childShards: following === undefined ? output.ChildShards : undefined };
   };

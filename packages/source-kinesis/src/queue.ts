@@ -93,13 +93,6 @@ export class BatchQueue {
   }
 }
 
-/** The payload bytes of a batch's records, for the prefetch bound. */
-export function bytesOf(records: readonly KinesisRecord[]): number {
-  let total = 0;
-  for (const record of records) total += record.data.byteLength;
-  return total;
-}
-
 function isEmptyBatch(item: QueueItem): boolean {
   return item.kind === 'batch' && item.batch.records.length === 0;
 }

@@ -4,7 +4,7 @@ import type { RunningKinesisLocal } from '@leasehold/local-stack';
 import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { userRecordsOf } from '../src/aggregation.js';
+import { userRecordsOf, userRecordsOfAll } from '../src/aggregation.js';
 import { KinesisSource, MalformedRecordError } from '../src/index.js';
 import { aggregate } from './kpl.js';
 import { clientFor, createStream, putRecords, readRecords, startEmulator, text } from './support.js';
@@ -28,6 +28,35 @@ describe('KPL de-aggregation', () => {
     const { data } = aggregate(['a', 'b', 'c', 'd']);
     const records = userRecordsOf({ SequenceNumber: SEQ, Data: data, PartitionKey: 'k' }, 'shard', 'error', { sequenceNumber: SEQ, subSequenceNumber: 1 });
     expect(records.map((record) => Buffer.from(record.data).toString())).toEqual(['c', 'd']);
+  });
+
+  it('converts an answer of plain and aggregated records in order, counting the payload bytes of what it hands over', () => {
+    const SEQ2 = `${SEQ.slice(0, -1)}1`;
+    const SEQ3 = `${SEQ.slice(0, -1)}2`;
+    const arrival = new Date(1_700_000_000_000);
+    const answer = [
+      { SequenceNumber: SEQ, Data: Buffer.from('plain-1'), PartitionKey: 'p1', ApproximateArrivalTimestamp: arrival },
+      { SequenceNumber: SEQ2, Data: aggregate(['aa', 'bbb']).data, PartitionKey: 'k' },
+      { SequenceNumber: SEQ3, Data: Buffer.from('p3'), PartitionKey: 'p3' },
+    ];
+
+    const all = userRecordsOfAll(answer, 'shard', 'error', undefined);
+    expect(all.records.map((record) => [Buffer.from(record.data).toString(), record.position, record.aggregated])).toEqual([
+      ['plain-1', SEQ, false],
+      ['aa', `${SEQ2}:0`, true],
+      ['bbb', SEQ2, true],
+      ['p3', SEQ3, false],
+    ]);
+    expect(all.records[0]).toMatchObject({ partitionKey: 'p1', approximateArrivalTimestampMs: arrival.getTime(), sequenceNumber: SEQ, subSequenceNumber: undefined, explicitHashKey: undefined });
+    // The de-aggregated user records' bytes, not the aggregate's: 7 + 2 + 3 + 2.
+    expect(all.bytes).toBe(14);
+
+    // Resuming at a plain first record (AT_SEQUENCE_NUMBER of a record handed over whole) drops it alone.
+    const resumed = userRecordsOfAll(answer, 'shard', 'error', { sequenceNumber: SEQ, subSequenceNumber: 0 });
+    expect(resumed.records.map((record) => record.position)).toEqual([`${SEQ2}:0`, SEQ2, SEQ3]);
+    expect(resumed.bytes).toBe(7);
+    // A skip names the first record only: the same sequence number later in the answer is not dropped.
+    expect(userRecordsOfAll(answer, 'shard', 'error', { sequenceNumber: SEQ3, subSequenceNumber: 0 }).records).toHaveLength(4);
   });
 
   it('refuses an aggregated record whose MD5 trailer does not match, naming it', () => {

@@ -1,5 +1,5 @@
 import { GetRecordsCommand, GetShardIteratorCommand, ListShardsCommand, type GetRecordsOutput, type KinesisClient } from '@aws-sdk/client-kinesis';
-import { Checkpoint } from '@leasehold/core';
+import { Checkpoint, type ShardBatch } from '@leasehold/core';
 import { seededRandom } from '@leasehold/core/testing';
 import { describe, expect, it } from 'vitest';
 import { KinesisSource, type KinesisSourceOptions } from '../src/index.js';
@@ -205,5 +205,22 @@ describe('the end of a polled shard', () => {
       });
       expect(listed).toHaveLength(1);
     }
+  });
+});
+
+describe('a polled batch', () => {
+  it('carries the payload bytes of its records, counted while they were converted', async () => {
+    const sizes = [3, 0, 17, 1];
+    const shard = fakeShard(({ index }) =>
+      index === 0 ? { Records: sizes.map((size) => ({ Data: Buffer.alloc(size, 1), PartitionKey: 'k', SequenceNumber: '' })), MillisBehindLatest: 0 } : { Records: [], MillisBehindLatest: 0 },
+    );
+    const source = new KinesisSource({ client: shard.client, streamName: 's', clock: shard.clock, random: seededRandom(3) });
+    let first: ShardBatch | undefined;
+    for await (const batch of source.read(SHARD, Checkpoint.TRIM_HORIZON)) {
+      first = batch;
+      break;
+    }
+    expect(first?.kind === 'records' && first.records.map((record) => record.data.byteLength)).toEqual(sizes);
+    expect(first?.kind === 'records' && first.bytes).toBe(21);
   });
 });

@@ -308,8 +308,11 @@ export class ShardPump<R extends SourceRecord> {
       const startedAt = clock.now();
       const ok = await this.#handleWithPolicy(batch);
       if (ok !== true) return ok;
-      let bytes = 0;
-      for (const record of batch.records) bytes += record.data.byteLength;
+      let bytes = batch.bytes;
+      if (bytes === undefined) {
+        bytes = 0;
+        for (const record of batch.records) bytes += record.data.byteLength;
+      }
       reporter.batch(this.shardId, batch.records.length - this.#batchTally.givenUp, bytes, batch.millisBehindLatest, clock.now() - startedAt);
     }
     this.#processed = batch.position;
