@@ -21,6 +21,8 @@ interface Sample {
   listings?: number;
   /** Mass crash only: the survivors' acquisitions from the crash until balanced again, per lease the crashed held. */
   acquisitionsPerLease?: number;
+  /** Large stop only: the items the survivors read from the stop until its leases were held elsewhere. */
+  itemsRead?: number;
 }
 
 /** The listings of the leases the live workers of `c` made so far. */
@@ -92,6 +94,31 @@ async function gracefulStop(seed: number): Promise<Sample> {
   }
 }
 
+/**
+ * 100 workers, 10,000 leases; one calls stop() after balance. Until its leases are held elsewhere, with
+ * the survivors' listings and the items they read meanwhile: without a change feed (DynamoDB) nothing
+ * tells a recipient which leases it was handed, so each lists the whole group to find its one or two.
+ */
+async function largeStop(seed: number, useChangeFeed: boolean): Promise<Sample> {
+  const c = await cluster(seed, 100, 10_000, { startSpreadMs: TAKE_MS / 2, coordinator: { useChangeFeed } });
+  try {
+    await settled(c, 100);
+    const leaving = c.workers[Math.floor(c.random.next() * c.workers.length)]!;
+    const orphans = await ownedBy(c, leaving);
+    const survivors = c.workers.filter((worker) => worker !== leaving);
+    const itemsRead = (): number => survivors.reduce((sum, worker) => sum + worker.storage.counts.itemsRead, 0);
+    const [listedBefore, readBefore] = [survivorListings(c), itemsRead()];
+    leaving.alive = false;
+    void leaving.coordinator.stop();
+    const ms = await advanceUntil(c.scheduler, () => heldElsewhere(c, orphans, leaving), { stepMs: 100, precise: false });
+    const sample = { listings: (survivorListings(c) - listedBefore) / survivors.length, itemsRead: itemsRead() - readBefore };
+    const rest = await advanceUntil(c.scheduler, () => balanced(c), { stepMs: 100, precise: false });
+    return { ms, balancedMs: ms === null || rest === null ? null : ms + rest, ...sample };
+  } finally {
+    dispose(c);
+  }
+}
+
 /** 10 workers hold 100 leases; an 11th joins at a random moment. Until balanced, with the joiner's listings and the moves. */
 async function join(seed: number): Promise<Sample> {
   const workers = 10;
@@ -123,9 +150,14 @@ function withLeases(s: Summary): Summary & { p50InLeases: number; p99InLeases: n
 }
 
 export async function movingSection(seeds: readonly number[], massTrials = 3): Promise<{ runs: Record<string, Sample[]>; summary: Record<string, unknown>; failures: number; crashPass: boolean; crashLarge: { workers: number; leases: number; p99InLeases: number } }> {
-  const runs: Record<string, Sample[]> = { crash: [], crashLarge: [], crashWatched: [], crashWatchedNoFeed: [], crashMass: [], gracefulStop: [], join: [] };
-  // A quarter of 100 x 10,000 at once: a few seeds (each costs seconds of CPU; `--mass-trials`), reported, not gated.
-  for (const seed of seeds.slice(0, massTrials)) runs.crashMass!.push(await massCrash(seed + 7_000_000));
+  const runs: Record<string, Sample[]> = { crash: [], crashLarge: [], crashWatched: [], crashWatchedNoFeed: [], crashMass: [], gracefulStop: [], stopLarge: [], stopLargeNoFeed: [], join: [] };
+  // A quarter of 100 x 10,000 at once, and one of them stopping: a few seeds (each costs seconds of CPU;
+  // `--mass-trials`), reported, not gated.
+  for (const seed of seeds.slice(0, massTrials)) {
+    runs.crashMass!.push(await massCrash(seed + 7_000_000));
+    runs.stopLarge!.push(await largeStop(seed + 8_000_000, true));
+    runs.stopLargeNoFeed!.push(await largeStop(seed + 8_000_000, false));
+  }
   for (const seed of seeds) {
     runs.crash!.push(await crash(seed));
     runs.gracefulStop!.push(await gracefulStop(seed + 1_000_000));
@@ -203,6 +235,14 @@ export async function movingSection(seeds: readonly number[], massTrials = 3): P
   for (const [name, label] of [['crashMass', '25 of 100 w at once, 10,000 l'], ['crashLarge', '10 w, 1,000 l'], ['crashWatched', `watchers, ${WATCHED_WORKERS} w, 1,000 l`], ['crashWatchedNoFeed', `watchers, no feed, ${WATCHED_WORKERS} w, 1,000 l`]] as const) {
     const listings = summarize(runs[name]!.map((sample) => sample.listings ?? null));
     lines.push([`crash (${label}): listings per survivor (count)`, fmt(listings.p50, 2), fmt(listings.p99, 2), fmt(listings.max, 2), String(listings.failures), '', '', '']);
+  }
+  for (const [name, label] of [['stopLarge', 'with a change feed'], ['stopLargeNoFeed', 'no change feed (DynamoDB)']] as const) {
+    const held = summarize(runs[name]!.map((sample) => sample.ms));
+    const listings = summarize(runs[name]!.map((sample) => sample.listings ?? null));
+    const items = summarize(runs[name]!.map((sample) => sample.itemsRead ?? null));
+    lines.push([`stop() of 1 of 100 w, 10,000 l, ${label}: held elsewhere (${runs[name]!.length} trials)`, fmt(inLeases(held.p50), 3), fmt(inLeases(held.p99), 3), fmt(inLeases(held.max), 3), String(held.failures), '', '', '']);
+    lines.push([`stop() of 1 of 100 w, ${label}: listings per survivor until held (count)`, fmt(listings.p50, 2), fmt(listings.p99, 2), fmt(listings.max, 2), String(listings.failures), '', '', '']);
+    lines.push([`stop() of 1 of 100 w, ${label}: items the survivors read until held (count)`, fmt(items.p50, 0), fmt(items.p99, 0), fmt(items.max, 0), String(items.failures), '', '', '']);
   }
   // The joiner's listings include the ones a handoff prompted, not only the 2 s ticks.
   lines.push(['join: joiner listings (count)', fmt(joinTicks.p50, 0), fmt(joinTicks.p99, 0), fmt(joinTicks.max, 0), String(joinTicks.failures), `${minimumMoves}`, fmt(joinTicks.p50 / minimumMoves, 2), '']);
