@@ -57,6 +57,13 @@ export interface CoordinatorUnsafe {
    */
   shortfallIgnored?: boolean | undefined;
   /**
+   * A leave's note of the leases it handed over is taken for one naming every lease the member had, and
+   * its count for leases on their way to their recipients, for as long as the note is read: a lease the
+   * leaver wrote free, or handed to a member that never read it, waits for a listing something else
+   * brings, up to the safety-net interval.
+   */
+  noteTrusted?: boolean | undefined;
+  /**
    * A listing that cannot read a lease (corrupt) forgets the tenure this worker let go of it (a handover
    * that did not drain in time, a loss): once repaired, a lease still naming this incarnation in that
    * tenure is held as if handed to it, in the same tenure, and the let-go tenure's deferred handover

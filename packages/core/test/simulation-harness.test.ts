@@ -57,6 +57,13 @@ describe('the simulation harness', () => {
     expect(result?.replay).toMatch(/--unsafe-shortfall-ignored --trace$/);
   }, 600_000);
 
+  // Seeds 1-200 catch it 3 times, the first at 63 (a lease without a live holder), then 120 and 200 (not balanced).
+  it('catches members that take a leave\'s note of its handovers for one naming every lease it had, whatever it says, within 200 seeds: the leases it wrote free or lost track of wait for a listing something else brings', async () => {
+    const result = await firstViolation({ noteTrusted: true });
+    expect(result?.violations.some((violation) => violation.guarantee === 'liveness' || violation.guarantee === 'balance')).toBe(true);
+    expect(result?.replay).toMatch(/--unsafe-note-trusted --trace$/);
+  }, 600_000);
+
   // The rule had no switch before; seeds 1-1000 catch it 4 times, the first at 269 (3, the first at 296,
   // before a large group's cold start dealt from its early listing; slow listings do not catch it more often).
   it('catches a take tick that judges the listed owners on a roster read before its listing within 300 seeds: a member that joined meanwhile has its leases taken while it holds them', async () => {

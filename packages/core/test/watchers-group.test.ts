@@ -3,6 +3,7 @@ import { InvalidConfigError, LeaseCoordinator, MemoryStorage, type LeaseCoordina
 import { RECORD_FORMAT } from '../src/adapter.js';
 import { leaseStateOf } from '../src/storage.js';
 import { ringOrder, watchersOf } from '../src/lease/watchers.js';
+import { HANDED_FIELD, readNote } from '../src/lease/leave-notes.js';
 import { seededRandom, FaultyStorage, noFaults, VirtualScheduler, withUnsafe, type CoordinatorUnsafe } from '../src/testing/index.js';
 import { run } from './support/virtual.js';
 
@@ -132,6 +133,34 @@ async function deathOfAGhost(unsafe?: CoordinatorUnsafe) {
   const took = scheduler.now - from;
   await run(scheduler, Promise.all(workers.map((w) => w.stop())));
   return { took, declaredBy, takers, watchers: watchersOf('ghost', ids(10), 3) };
+}
+
+/**
+ * Twenty members without a change feed balanced over `leaseKeys`; one stops. How long until its leases are
+ * held by the others, the listings each survivor made from the stop to five take ticks after, the note its
+ * leave left, and the reads by key of its leases.
+ */
+async function gracefulStopOfOneOfTwenty(leaseKeys: readonly string[], unsafe?: CoordinatorUnsafe) {
+  const { scheduler, storage, start, listings, reads } = group(unsafe);
+  for (const leaseKey of leaseKeys) await storage.createLease({ group: GROUP, leaseKey });
+  const workers: LeaseCoordinator[] = [];
+  for (const workerId of ids(20)) workers.push(await start(workerId));
+  const share = leaseKeys.length / 20;
+  expect(await until(scheduler, () => workers.every((w) => w.heldLeases().length === share), 120_000)).toBeLessThan(Infinity);
+  await scheduler.advance(5 * TICK);
+  const leaver = workers[7]!;
+  const survivors = workers.filter((w) => w !== leaver);
+  const orphans = leaver.heldLeases().map((lease) => lease.leaseKey);
+  const listedBefore = new Map(listings);
+  const readsBefore = reads.length;
+  await run(scheduler, leaver.stop());
+  const took = await until(scheduler, () => orphans.every((leaseKey) => survivors.some((w) => w.isHeld(leaseKey))), 60_000);
+  await scheduler.advance(5 * TICK);
+  const listedSince = survivors.map((w) => (listings.get(w.workerId) ?? 0) - (listedBefore.get(w.workerId) ?? 0));
+  const leave = (await storage.getRoster(GROUP)).members.find((m) => m.workerId === leaver.workerId);
+  const readsOfOrphans = reads.slice(readsBefore).filter((read) => orphans.includes(read.leaseKey) && survivors.some((w) => w.workerId === read.workerId && w.isHeld(read.leaseKey)));
+  await run(scheduler, Promise.all(survivors.map((w) => w.stop())));
+  return { took, listedSince, note: readNote(leave?.metadata[HANDED_FIELD]), readsOfOrphans };
 }
 
 describe('watchers and the roster digest', () => {
@@ -606,6 +635,34 @@ describe('watchers and the roster digest', () => {
     const unfed = await offersToAMemberTwoBelow(false);
     expect(unfed.listed).toEqual(ids(5));
     expect(unfed.puppetHolds).toBe(12);
+  });
+
+  it('without a change feed, hands a stopping member\'s leases to members that read them by key from its leave: nobody lists for the stop', async () => {
+    const { took, listedSince, note, readsOfOrphans } = await gracefulStopOfOneOfTwenty(keys(200));
+    // Each recipient reads its own at its next take tick after the leave moved the digest.
+    expect(took).toBeLessThanOrEqual(2 * TICK);
+    expect(listedSince).toEqual(Array(19).fill(0));
+    expect(note).toMatchObject({ complete: true, count: 10 });
+    // Each lease handed over is read once, by key, by the member it was handed to.
+    expect(readsOfOrphans).toHaveLength(10);
+  });
+
+  it('without a change feed, a stopping member whose leave cannot name all its leases has the members list for it, and its leases are all taken', async () => {
+    // Lease keys of 480 bytes that do not compress: a leave names two or three of a member's twelve.
+    let state = 11;
+    const noise = () => Array.from({ length: 480 }, () => ((state = (state * 1103515245 + 12345) % 2 ** 31), 'abcdefghijklmnopqrstuvwxyz0123456789'[state % 36])).join('');
+    const { took, listedSince, note } = await gracefulStopOfOneOfTwenty(Array.from({ length: 240 }, noise));
+    expect(note?.complete).toBe(false);
+    expect(note?.count).toBeLessThan(12);
+    expect(took).toBeLessThanOrEqual(3 * TICK);
+    expect(listedSince.filter((n) => n > 0).length).toBeGreaterThan(0);
+  });
+
+  it('with noteTrusted, a leave that named only some of its leases is taken for one naming all: the rest wait for a listing something else brings', async () => {
+    let state = 11;
+    const noise = () => Array.from({ length: 480 }, () => ((state = (state * 1103515245 + 12345) % 2 ** 31), 'abcdefghijklmnopqrstuvwxyz0123456789'[state % 36])).join('');
+    const { took } = await gracefulStopOfOneOfTwenty(Array.from({ length: 240 }, noise), { noteTrusted: true });
+    expect(took).toBe(Infinity);
   });
 
   it('gives a member that joins a quiet group its share within four take ticks: every member reads the whole roster when the join moves the digest', async () => {

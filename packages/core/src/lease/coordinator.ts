@@ -83,6 +83,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   /** The take tick: when to list, and who takes which lease. */
   readonly #taking: Taking;
   #stopping: Promise<void> | null = null;
+  /** How many times this worker's parts asked for a listing: a stop that asked for one meanwhile (a lease it lost track of) leaves with a note that is not complete. */
+  #listingsAsked = 0;
   #state: 'new' | 'running' | 'stopping' | 'stopped' = 'new';
   readonly #lifetime = new AbortController();
   /** Aborts when stop() begins: a take tick abandons the listing it waits for (a read has no effect to await). */
@@ -145,6 +147,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     const ringKeepsTheDead = unsafe.ringKeepsTheDead ?? false;
     const skipSelfFencing = unsafe.skipSelfFencing ?? false;
     const listingDue = (): void => {
+      this.#listingsAsked++;
       this.#taking.listingDue = true;
     };
     const wakeTake = (): void => this.#wakeTake?.();
@@ -173,6 +176,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       ownDurationOnly: unsafe.ownDurationOnly ?? false,
       expiryFactor: unsafe.expiryFactor ?? 1,
       unansweredDealt: unsafe.unansweredDealt ?? false,
+      noteTrusted: unsafe.noteTrusted ?? false,
       host: {
         state: () => this.#state,
         lifetime: this.#lifetime.signal,
@@ -248,6 +252,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       rosterBeforeListing: unsafe.rosterBeforeListing ?? false,
       stopWaitsForListing: unsafe.stopWaitsForListing ?? false,
       coldListingIgnoresNews: unsafe.coldListingIgnoresNews ?? false,
+      noteTrusted: unsafe.noteTrusted ?? false,
       host: { state, lifetime: this.#lifetime.signal, stopping: this.#winding.signal, wakeRenew, wakeTake, subscribed: () => this.#subscription !== null, emit, report, fail, formatError },
     });
   }
@@ -298,6 +303,9 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     // Drains may use most of the time, not all: the releases after them need a round trip.
     const drainDeadline = deadline - Math.min(timeoutMs / 5, 2_000);
     const wasRunning = this.#state === 'running';
+    const freeWritesAtStop = this.#handovers.freeWrites;
+    const listingsAskedAtStop = this.#listingsAsked;
+    const releasesAtStop = this.#handovers.releasing.size;
     this.#state = 'stopping';
     if (wasRunning) {
       this.#wakeTake?.();
@@ -326,7 +334,14 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       const drained = await Promise.all(drains.values());
       await Promise.all([leaving, roster]);
       const releasable = drained.filter((entry) => entry.done).map((entry) => entry.leaseKey);
-      await this.#until(deadline, this.#handovers.handOverOrRelease(releasable));
+      // What the leave will name: the leases handed over, and whether they were all this worker had.
+      let handedOver: { handed: Map<string, string[]>; complete: boolean } = { handed: new Map(), complete: false };
+      await this.#until(
+        deadline,
+        this.#handovers.handOverOrRelease(releasable).then((outcome) => {
+          handedOver = outcome;
+        }),
+      );
       await this.#until(deadline, this.#handovers.withdraw());
       // A release begun before the stop (a stream that left the list, user code's release()) stopped its
       // lease's work, so the stop neither drained nor handed it over: its write decides, not a lapse.
@@ -335,7 +350,15 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       for (const [leaseKey, held] of this.#hold.leases) this.#hold.lose(leaseKey, held, 'shutdown-timeout');
       // With nothing left to lapse, leaving the roster lets others act at once; otherwise the membership
       // lapses a lease duration after the last heartbeat, and the leases with it.
-      if (lapsing === 0) await this.#until(deadline, this.#members.leave());
+      // A leave that names every lease handed over, none written free meanwhile nor lost track of (a handover
+      // that did not apply asks for a listing), needs nobody to list for it.
+      const complete =
+        handedOver.complete &&
+        drained.length === releasable.length &&
+        releasesAtStop === 0 &&
+        this.#handovers.freeWrites === freeWritesAtStop &&
+        this.#listingsAsked === listingsAskedAtStop;
+      if (lapsing === 0) await this.#until(deadline, this.#members.leave(handedOver.handed, complete));
     }
     this.#state = 'stopped';
     this.#lifetime.abort(new AbortedError(`[${PKG}] lease coordinator ${this.workerId} stopped`));

@@ -99,6 +99,11 @@ export class Handovers {
   readonly transfers = new Set<Promise<void>>();
   /** Releases under way (their work stopped, their writes not yet answered): stop() waits for them. */
   readonly releasing = new Set<Promise<void>>();
+  /**
+   * Leases this worker wrote free, or began to: a stop's leave names its handovers as all it had only when
+   * it wrote none free meanwhile (nobody would hear of those but by a listing).
+   */
+  freeWrites = 0;
 
   constructor(options: HandoversOptions) {
     this.#renewIntervalMs = options.renewIntervalMs;
@@ -142,6 +147,7 @@ export class Handovers {
         updates.push({ leaseKey, expectedVersion: lease.version, next: { ...stateOf(lease), owner: null, incarnation: null }, notify: 'released' });
       }
     }
+    this.freeWrites += updates.length;
     if (updates.length > 0) await this.#parts.writes.update(updates, 'withdraw');
   }
 
@@ -149,10 +155,12 @@ export class Handovers {
    * A stopping worker's drained leases: each is handed straight to a live member that is not leaving, the
    * least loaded by the roster's counts (then by worker id) with room under its cap, in one conditional
    * write per lease (as a rebalance hands one over: the recipient's incarnation, epoch + 1), so that the
-   * recipient holds it without taking it; the change feed tells it at once. With no such member, or when a
-   * handover does not apply, the lease is written free as before.
+   * recipient holds it without taking it; the change feed tells it at once, and the leave names it
+   * (`Membership.leave`). With no such member, or when a handover does not apply, the lease is written free
+   * as before. Returns the leases handed, by recipient, and whether that is every lease of `leaseKeys`.
    */
-  async handOverOrRelease(leaseKeys: readonly string[]): Promise<void> {
+  async handOverOrRelease(leaseKeys: readonly string[]): Promise<{ handed: Map<string, string[]>; complete: boolean }> {
+    const before = new Map(this.handed);
     const load = new Map<string, number>();
     for (const member of this.#parts.view.values()) {
       if (member.workerId === this.#parts.workerId || member.status !== 'alive' || member.metadata[LEAVING_FIELD] !== undefined) continue;
@@ -190,6 +198,15 @@ export class Handovers {
       );
     }
     await Promise.all([...handovers, this.release(free, false)]);
+    const handed = new Map<string, string[]>();
+    let count = 0;
+    for (const leaseKey of leaseKeys) {
+      const entry = this.handed.get(leaseKey);
+      if (entry === undefined || entry === before.get(leaseKey)) continue;
+      handed.set(entry.to, [...(handed.get(entry.to) ?? []), leaseKey]);
+      count++;
+    }
+    return { handed, complete: count === leaseKeys.length };
   }
 
   /**
@@ -319,6 +336,7 @@ export class Handovers {
 
   /** Writes free the leases whose work `release` stopped, once their writes in flight finished. */
   async #writeFree(leaving: ReadonlyArray<readonly [string, Held]>, announce: boolean): Promise<void> {
+    this.freeWrites += leaving.length;
     await this.#parts.writes.onLeases(leaving.map(([, held]) => held), async () => {
       let released = 0;
       let pending: ReadonlyArray<readonly [string, Held]> = leaving;

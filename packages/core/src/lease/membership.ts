@@ -11,8 +11,9 @@ import { describeValue, InvalidConfigError, LeaseholdError, MemberExpelledError,
 import { limits } from '../validation.js';
 import { memberStateOf, RECORD_FORMAT, type CheckpointStorage, type MemberRecord, type MemberState, type Roster, type WriteResult } from '../storage.js';
 import { MAX_LEASES_FIELD } from './balance.js';
-import { movedByDeathsOnly, RosterView, type SignatureMembers } from './roster-view.js';
+import { movedByDeathsOnly, RosterView, turnedDead, type SignatureMembers } from './roster-view.js';
 import { watchedBy } from './watchers.js';
+import { HANDED_FIELD, readNote, writeNote } from './leave-notes.js';
 import { addsSuspect, Answers, ANSWER_TICKS, othersLookAt, writeIdentity } from './answers.js';
 import type { LeaseCoordinatorEvents } from './events.js';
 
@@ -96,6 +97,8 @@ export interface MembershipOptions {
   readonly expiryFactor: number;
   /** Unsafe: a member that did not answer a suspect is dealt and offered leases all the same. */
   readonly unansweredDealt: boolean;
+  /** Unsafe: a leave's note is taken for one naming every lease the member had, whatever it says. */
+  readonly noteTrusted: boolean;
   readonly host: MembershipHost;
 }
 
@@ -126,6 +129,8 @@ export class Membership {
   readonly #skipRosterDigest: boolean;
   /** Unsafe: the watchers' ring keeps the members declared dead. */
   readonly #ringKeepsTheDead: boolean;
+  /** Unsafe: a leave's note is taken for one naming every lease the member had, whatever it says. */
+  readonly #noteTrusted: boolean;
   /** How many members watch each member's liveness. */
   readonly #watchers: number;
   /** Whether the store has the watchers' reads: without them the whole roster is read every take tick. */
@@ -175,6 +180,7 @@ export class Membership {
     this.#wholeRosterUpTo = options.wholeRosterUpTo;
     this.#skipRosterDigest = options.skipRosterDigest;
     this.#ringKeepsTheDead = options.ringKeepsTheDead;
+    this.#noteTrusted = options.noteTrusted;
     this.#ownDurationOnly = options.ownDurationOnly;
     this.#expiryFactor = options.expiryFactor;
     this.view = new RosterView({ workerId: this.#workerId, now: () => this.#clock.now(), expiryMs: (member) => this.#expiryMs(member) });
@@ -217,15 +223,20 @@ export class Membership {
    * How the roster's signature moved since the last take tick that asked (members, incarnations, statuses
    * and change counters, what calls for a listing): not at all, only by live members turning dead and dead
    * members removed (`deaths`: the dead member's declarer deals its leases, section 4, "Why the declarer
-   * deals"), or otherwise.
+   * deals"), only by members leaving with a note that names every lease they handed over and dead members
+   * removed (`handed-leaves`: each recipient reads its own by key, section 4, "A leave that names its
+   * handovers"), or otherwise.
    */
-  signatureMoved(): 'none' | 'deaths' | 'other' {
+  signatureMoved(): 'none' | 'deaths' | 'handed-leaves' | 'other' {
     const signature = this.view.signature();
     if (signature === this.#rosterSignature) return 'none';
     const before = this.#signatureMembers;
     this.#rosterSignature = signature;
     this.#signatureMembers = this.view.signatureMembers();
-    return movedByDeathsOnly(before, this.#signatureMembers) ? 'deaths' : 'other';
+    if (!movedByDeathsOnly(before, this.#signatureMembers)) return 'other';
+    const dead = turnedDead(before, this.#signatureMembers);
+    const handedLeaves = dead.length > 0 && dead.every((member) => this.#noteTrusted || readNote(member.metadata[HANDED_FIELD])?.complete === true);
+    return handedLeaves ? 'handed-leaves' : 'deaths';
   }
 
   /** The member state this worker writes now: its incarnation, duration, count, changes and requests. */
@@ -351,12 +362,20 @@ export class Membership {
     });
   }
 
-  /** Marks this worker's membership dead itself, so that others take what it leaves at once. */
-  async leave(): Promise<void> {
+  /**
+   * Marks this worker's membership dead itself, so that others take what it leaves at once. The leave names
+   * the leases the stop handed over (`handed`, by recipient), as many as fit the record, and says whether
+   * they are all it had (`complete`): each recipient then reads its own by key, and nobody lists for the
+   * leave (DESIGN section 4, "A leave that names its handovers").
+   */
+  async leave(handed: ReadonlyMap<string, readonly string[]> = new Map(), complete = false): Promise<void> {
     await this.#onMember(async () => {
       const membership = this.#current;
       if (!membership?.record) return;
-      const outcome = await this.#putMember(membership.record.version, { ...memberStateOf(membership.record), status: 'dead', held: 0, requests: [] }, 'leave');
+      const state: MemberState = { ...memberStateOf(membership.record), status: 'dead', held: 0, requests: [] };
+      const withNote = (note: string): MemberState => ({ ...state, metadata: { ...state.metadata, [HANDED_FIELD]: note } });
+      const note = writeNote(handed, complete, (value) => Buffer.byteLength(JSON.stringify(withNote(value)), 'utf8') <= limits.maxMemberBytes);
+      const outcome = await this.#putMember(membership.record.version, note === undefined ? state : withNote(note), 'leave');
       if (outcome.status === 'applied') membership.record = null;
     });
     // Others learn of the leave from the digest: its advance goes out before the worker is gone.

@@ -40,6 +40,17 @@ export function movedByDeathsOnly(before: SignatureMembers, after: SignatureMemb
   return true;
 }
 
+/** The members live in `before` that `after` shows dead in the same incarnation: deaths and leaves. */
+export function turnedDead(before: SignatureMembers, after: SignatureMembers): MemberRecord[] {
+  const dead: MemberRecord[] = [];
+  for (const [workerId, now] of after) {
+    const was = before.get(workerId);
+    if (was === undefined || was === 'corrupt' || now === 'corrupt') continue;
+    if (was.status === 'alive' && now.status === 'dead' && was.incarnation === now.incarnation) dead.push(now);
+  }
+  return dead;
+}
+
 /** Whether two reads of a member (or its absence) leave the roster's signature as it was. */
 const sameInSignature = (a: MemberRecord | undefined, b: MemberRecord | undefined): boolean =>
   a === undefined || b === undefined ? a === b : signaturePart(a) === signaturePart(b);

@@ -19,6 +19,7 @@ import type { LeaseParts } from './parts.js';
 import type { LeaseCoordinatorEvents } from './events.js';
 import type { Handovers } from './handovers.js';
 import type { Held } from './held.js';
+import { NotesRead } from './leave-notes.js';
 import { LEAVING_FIELD, type Incarnation } from './membership.js';
 import { stateWithoutResume } from './resume-hint.js';
 
@@ -95,6 +96,8 @@ export interface TakingOptions extends LeaseParts {
   readonly stopWaitsForListing: boolean;
   /** Unsafe: a cold start deals from the listing it read while the members were joining, whatever changed in the group's leases since. */
   readonly coldListingIgnoresNews: boolean;
+  /** Unsafe: a leave's note stands for leases on their way for as long as it is read. */
+  readonly noteTrusted: boolean;
   readonly host: TakingHost;
 }
 
@@ -139,6 +142,8 @@ export class Taking {
   readonly #capOf = (workerId: string): number => (workerId === this.#parts.workerId ? this.#parts.maxLeases : capOf(this.#parts.view.get(workerId)));
   /** The deal of the members this worker declares dead. */
   readonly #deal: DeclarerDeal;
+  /** The notes of the leaves read: the leases a stopping member handed over, named for their recipients. */
+  readonly #notes: NotesRead;
 
   constructor(options: TakingOptions) {
     this.#listIntervalMs = options.listIntervalMs;
@@ -154,6 +159,7 @@ export class Taking {
     this.#stopWaitsForListing = options.stopWaitsForListing;
     this.#coldListing = new ColdListing({ parts: options, report: (error, operation) => options.host.report(error, operation), stopping: options.host.stopping, ignoresNews: options.coldListingIgnoresNews });
     this.#host = options.host;
+    this.#notes = new NotesRead(options.workerId, options.noteTrusted);
     this.#deal = new DeclarerDeal({
       parts: options,
       host: options.host,
@@ -251,6 +257,11 @@ export class Taking {
       if (now < handed.until && !deadAsHanded) this.listingDue = true;
       this.#handovers.handed.delete(leaseKey);
     }
+    // The leases a leave names for this worker are read by key, as the change feed's announcements by name.
+    for (const leaseKey of this.#notes.read(this.#parts.view, now)) {
+      this.#handovers.announced.add(leaseKey);
+      this.#handovers.announcedByName.add(leaseKey);
+    }
     this.#handovers.answerRequests(now);
     await this.#handovers.followRequests(now);
     if (this.#host.state() !== 'running') return;
@@ -258,7 +269,8 @@ export class Taking {
     if (this.#host.state() !== 'running') return;
 
     // A death (or a dead member's removal) alone brings no listing where the declarer deals the dead
-    // member's leases: the members it deals them to hear so from the change feed. Any other move does.
+    // member's leases: the members it deals them to hear so from the change feed. Nor does a leave whose
+    // note names every lease the member handed over: its recipients read them by key. Any other move does.
     const moved = this.#parts.members.signatureMoved();
     if (moved === 'other' || (moved === 'deaths' && !this.#deal.dealsHere())) this.listingDue = true;
     // A corrupt lease is looked at every tick until it reads back: its repair is announced by nobody.
@@ -372,7 +384,9 @@ export class Taking {
    */
   #leasesUnheld(now: number): boolean {
     if (this.#shortfallIgnored) return false;
-    let held = this.#parts.hold.countHeld();
+    // The leases the notes of leaves read in the last two ticks name are on their way to their recipients,
+    // whose counts do not show them yet.
+    let held = this.#parts.hold.countHeld() + this.#notes.onTheirWay(now, 2 * this.#parts.takeIntervalMs);
     for (const member of this.#parts.view.values()) if (member.status === 'alive' && member.workerId !== this.#parts.workerId) held += member.held;
     if (held >= this.#lastWorkable) {
       this.#unheldSince = null;

@@ -191,6 +191,7 @@ export function replayCommand(config: SimulationConfig & { workers: number; leas
     unsafe?.freeRetryIgnoresOwner ? '--unsafe-free-retry-ignores-owner' : '',
     unsafe?.adoptionIgnoresCap ? '--unsafe-adoption-ignores-cap' : '',
     unsafe?.shortfallIgnored ? '--unsafe-shortfall-ignored' : '',
+    unsafe?.noteTrusted ? '--unsafe-note-trusted' : '',
     unsafe?.rosterBeforeListing ? '--unsafe-roster-before-listing' : '',
     unsafe?.coldListingIgnoresNews ? '--unsafe-cold-listing-ignores-news' : '',
     config.watcherReads === false ? '--no-watcher-reads' : '',
