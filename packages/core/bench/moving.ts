@@ -23,6 +23,9 @@ interface Sample {
   acquisitionsPerLease?: number;
   /** Large stop only: the items the survivors read from the stop until its leases were held elsewhere. */
   itemsRead?: number;
+  /** Large stop only: the survivors' listings (per survivor) and the items they read from the stop to five take ticks after it, or to balance if later. */
+  listingsLater?: number;
+  itemsReadLater?: number;
 }
 
 /** The listings of the leases the live workers of `c` made so far. */
@@ -113,7 +116,11 @@ async function largeStop(seed: number, useChangeFeed: boolean): Promise<Sample> 
     const ms = await advanceUntil(c.scheduler, () => heldElsewhere(c, orphans, leaving), { stepMs: 100, precise: false });
     const sample = { listings: (survivorListings(c) - listedBefore) / survivors.length, itemsRead: itemsRead() - readBefore };
     const rest = await advanceUntil(c.scheduler, () => balanced(c), { stepMs: 100, precise: false });
-    return { ms, balancedMs: ms === null || rest === null ? null : ms + rest, ...sample };
+    // And until five take ticks after the stop: a shortfall the survivors saw lists two ticks after it.
+    const since = (ms ?? 0) + (rest ?? 0);
+    if (since < 5 * TAKE_MS) await c.scheduler.advance(5 * TAKE_MS - since);
+    const later = { listingsLater: (survivorListings(c) - listedBefore) / survivors.length, itemsReadLater: itemsRead() - readBefore };
+    return { ms, balancedMs: ms === null || rest === null ? null : ms + rest, ...sample, ...later };
   } finally {
     dispose(c);
   }
@@ -243,6 +250,10 @@ export async function movingSection(seeds: readonly number[], massTrials = 3): P
     lines.push([`stop() of 1 of 100 w, 10,000 l, ${label}: held elsewhere (${runs[name]!.length} trials)`, fmt(inLeases(held.p50), 3), fmt(inLeases(held.p99), 3), fmt(inLeases(held.max), 3), String(held.failures), '', '', '']);
     lines.push([`stop() of 1 of 100 w, ${label}: listings per survivor until held (count)`, fmt(listings.p50, 2), fmt(listings.p99, 2), fmt(listings.max, 2), String(listings.failures), '', '', '']);
     lines.push([`stop() of 1 of 100 w, ${label}: items the survivors read until held (count)`, fmt(items.p50, 0), fmt(items.p99, 0), fmt(items.max, 0), String(items.failures), '', '', '']);
+    const listingsLater = summarize(runs[name]!.map((sample) => sample.listingsLater ?? null));
+    const itemsLater = summarize(runs[name]!.map((sample) => sample.itemsReadLater ?? null));
+    lines.push([`stop() of 1 of 100 w, ${label}: listings per survivor, five take ticks from the stop (count)`, fmt(listingsLater.p50, 2), fmt(listingsLater.p99, 2), fmt(listingsLater.max, 2), String(listingsLater.failures), '', '', '']);
+    lines.push([`stop() of 1 of 100 w, ${label}: items the survivors read, five take ticks from the stop (count)`, fmt(itemsLater.p50, 0), fmt(itemsLater.p99, 0), fmt(itemsLater.max, 0), String(itemsLater.failures), '', '', '']);
   }
   // The joiner's listings include the ones a handoff prompted, not only the 2 s ticks.
   lines.push(['join: joiner listings (count)', fmt(joinTicks.p50, 0), fmt(joinTicks.p99, 0), fmt(joinTicks.max, 0), String(joinTicks.failures), `${minimumMoves}`, fmt(joinTicks.p50 / minimumMoves, 2), '']);
