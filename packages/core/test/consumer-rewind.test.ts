@@ -14,6 +14,7 @@ import {
   type RewindTarget,
 } from '../src/index.js';
 import { leaseStateOf, REWIND_FIELDS, rewindRequestOf } from '../src/adapter.js';
+import type { ConsumerUnsafe } from '../src/testing/index.js';
 import { run } from './support/virtual.js';
 import { GROUP, perKey, range, world, type Seen } from './support/consumer-world.js';
 
@@ -54,7 +55,84 @@ function deliveredSince(seen: readonly Seen[], from: number): Map<string, number
   return perKey(seen.slice(from));
 }
 
+/**
+ * A child rewound by its last owner while that owner handed it over, whose parent is still to be read: the
+ * recipient looks at the parent before it reads the child, and a rewind event that reaches it meanwhile
+ * (the event of the rewind the last owner applied) finds nothing to apply. The parent is held by a worker
+ * whose handler never finishes its first batch, so that it stays unfinished. Returns the child's records
+ * the recipient delivered while it looked at the parent, and whether it still held the child after.
+ */
+async function rewoundChildHandedOver(unsafe?: ConsumerUnsafe) {
+  const { scheduler, source, seen, consumer, produce, storage } = rewindWorld(1);
+  produce(['a', 'b'], 5);
+  const [left] = source.split('shard-0000');
+  produce(['a', 'b'], 5, 6);
+  const holder = consumer('holder', { shardSyncIntervalMs: 600_000, processBatch: () => new Promise<void>(() => undefined) });
+  await run(scheduler, holder.start());
+  await scheduler.advance(10_000);
+  expect(holder.shards).toEqual(['shard-0000']);
+  // The recipient's reads of the parent by key wait while `stalled` is set.
+  let stalled: Promise<void> | null = null;
+  let resume = (): void => undefined;
+  const stalling = new Proxy(storage, {
+    get: (target, name) => {
+      const value: unknown = Reflect.get(target, name, target);
+      if (typeof value !== 'function') return value;
+      if (name === 'getLease') {
+        return async (group: string, leaseKey: string) => {
+          if (leaseKey === 'shard-0000' && stalled) await stalled;
+          return target.getLease(group, leaseKey);
+        };
+      }
+      return (value as (...args: unknown[]) => unknown).bind(target);
+    },
+  });
+  const recipient = consumer('recipient', { storage: stalling, unsafe });
+  await run(scheduler, recipient.start());
+  await scheduler.advance(5_000);
+  expect(recipient.shards).toEqual([]);
+  stalled = new Promise((resolve) => (resume = resolve));
+  // The child, rewound to its start, written to the recipient as a handover writes it.
+  const child = (await storage.getLease(GROUP, left!))!;
+  await storage.updateLeases(GROUP, [
+    {
+      leaseKey: left!,
+      expectedVersion: child.version,
+      next: { ...leaseStateOf(child), owner: 'recipient', incarnation: recipient.coordinator.incarnation!, epoch: child.epoch + 1, checkpoint: Checkpoint.TRIM_HORIZON, metadata: { ...child.metadata, [REWIND_FIELDS.rewound]: 'rewind-1' } },
+      notify: 'handed-off',
+    },
+  ]);
+  let held = false;
+  for (let i = 0; i < 100 && !held; i++) {
+    await scheduler.advance(100);
+    held = recipient.coordinator.isHeld(left!);
+  }
+  expect(held).toBe(true);
+  const from = seen.length;
+  // The event of the rewind its last owner applied reaches the recipient while it looks at the parent.
+  recipient.coordinator.emit('rewind-requested', { leaseKey: left! });
+  await scheduler.advance(5_000);
+  const whileLooking = seen.slice(from).filter((entry) => entry.shardId === left);
+  resume();
+  stalled = null;
+  await scheduler.advance(5_000);
+  const stillHeld = recipient.coordinator.isHeld(left!);
+  await run(scheduler, Promise.all([recipient.stop(), holder.stop({ timeoutMs: 1_000 })]));
+  return { whileLooking, stillHeld };
+}
+
 describe('rewinding a live group', () => {
+  it('a child rewound while handed over, whose parent is still to be read, is given back unread even when a rewind event reaches its recipient while it looks at the parent', async () => {
+    const { whileLooking, stillHeld } = await rewoundChildHandedOver();
+    expect(whileLooking).toEqual([]);
+    expect(stillHeld).toBe(false);
+  });
+
+  it('with the unsafe rewindStartSkipsParents, the rewind event starts the child\'s reader while its parent is still to be read (the switch brings the defect back)', async () => {
+    const { whileLooking } = await rewoundChildHandedOver({ rewindStartSkipsParents: true });
+    expect(whileLooking.length).toBeGreaterThan(0);
+  });
+
   it('a held shard rewound to a time: its owner finishes the batch in flight and hands every record from that time on to the handler again, in order, in the same tenure', async () => {
     const { scheduler, storage, seen, consumer, produce, toolClock, rewind } = rewindWorld(1);
     const worker = consumer('w1');
