@@ -124,6 +124,11 @@ export interface ShardSyncUnsafe {
   goneBeforeParents?: boolean;
   /** Settling a rewind leaves a descendant nobody holds that never started unwritten: a take on a listing from before the request reads it first. */
   unstartedLeftAlone?: boolean;
+  /**
+   * A lease learned from a create's conflict, after the round's roster read, is judged on that roster: a
+   * member that joined meanwhile and took it looks dead, and a rewind request on it is applied directly.
+   */
+  lateRecordJudged?: boolean;
   /** Create leases without a checkpoint, so that a child's reader starts at the initial position. */
   childrenAtInitialPosition?: boolean;
   /** Wait for the listing and roster read in flight after the term ended: a stop waits for a slow store. */
@@ -156,6 +161,12 @@ export interface ConsumerUnsafe {
    * group before the finished lease's request takes it at the version it listed and reads it first.
    */
   unstartedLeftAlone?: boolean;
+  /**
+   * Passed to shard sync: a lease its round learns of from a create's conflict is judged on the roster it
+   * read before: a member that joined meanwhile and took it looks dead, and the round applies a rewind
+   * request on its lease directly while it reads (its child is read before the parent is read again).
+   */
+  lateRecordJudged?: boolean;
   /** A checkpoint is fenced by worker and key only, not by the tenure (fencing token) it was made in. */
   checkpointPerKey?: boolean;
   /** A pump that failed for good keeps its lease, renewed with nobody reading. */

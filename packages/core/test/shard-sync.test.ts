@@ -9,7 +9,7 @@ import {
   type ShardInfo,
   type WriteResult,
 } from '../src/index.js';
-import { RECORD_FORMAT, leaseStateOf, memberStateOf, result, ShardSync, type ShardSyncOptions } from '../src/adapter.js';
+import { RECORD_FORMAT, leaseStateOf, memberStateOf, result, REWIND_FIELDS, rewindRequestOf, ShardSync, type ShardSyncOptions } from '../src/adapter.js';
 import { StorageOutcomeUnknownError } from '../src/errors.js';
 import { VIRTUAL_EPOCH_MS, VirtualScheduler } from '../src/testing/virtual-time.js';
 import { withUnsafe, type ShardSyncUnsafe } from '../src/testing/index.js';
@@ -330,6 +330,47 @@ describe('shard sync: deletes', () => {
     await storage.createLease({ group: GROUP, leaseKey: a, parentKeys: ['shard-0000'], checkpoint: Checkpoint.TRIM_HORIZON });
     const report = await sync({ source: viewOf(source, async () => stale), unsafe: { deleteOnStaleView: true } }).run(signal);
     expect(report.deleted).toContain(a);
+  });
+
+  /**
+   * A round whose listing was read before a child's lease was created (the parent's reader created it at the
+   * shard's end) and whose roster was read before the worker that took the child joined: the create's
+   * conflict brings the child's record, owned by that worker, carrying a rewind request.
+   */
+  async function childLearnedFromConflict(unsafe?: ShardSyncUnsafe) {
+    const { source, storage, sync, signal, finish } = world(1);
+    await sync().run(signal);
+    await finish('shard-0000');
+    const [a] = source.split('shard-0000');
+    const request = JSON.stringify({ id: 'rewind-1', to: Checkpoint.TRIM_HORIZON, requestedAt: new Date(VIRTUAL_EPOCH_MS).toISOString() });
+    await storage.createLease({ group: GROUP, leaseKey: a!, parentKeys: ['shard-0000'], checkpoint: '3', owner: 'joiner', incarnation: 'joiner-1', epoch: 1, metadata: { [REWIND_FIELDS.request]: request } });
+    const before = await storage.listLeases(GROUP);
+    const listing = { ...before, leases: before.leases.filter((lease) => lease.leaseKey !== a) };
+    // The worker that took the child joined after the round's roster read: that roster does not name it.
+    const view = new Proxy(storage, {
+      get: (target, name) => {
+        if (name === 'listLeases') return async () => listing;
+        if (name === 'getRoster') return async () => ({ members: [], corrupt: [] });
+        const value: unknown = Reflect.get(target, name, target);
+        return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    const report = await sync({ storage: view, unsafe }).run(signal);
+    return { report, child: (await storage.getLease(GROUP, a!))! };
+  }
+
+  it('counts as held a lease it learns of from a create\'s conflict whenever it names an owner: one that joined after the roster read is not judged dead, and its rewind request is left to it', async () => {
+    const { report, child } = await childLearnedFromConflict();
+    expect(report.rewound).toEqual([]);
+    expect(child.checkpoint).toBe('3');
+    expect(rewindRequestOf(child)?.id).toBe('rewind-1');
+  });
+
+  it('with the unsafe lateRecordJudged, the owner that joined after the roster read is judged dead and the request applied under it (the switch brings the defect back)', async () => {
+    const { report, child } = await childLearnedFromConflict({ lateRecordJudged: true });
+    expect(report.rewound).toContain(child.leaseKey);
+    expect(child.checkpoint).toBe(Checkpoint.TRIM_HORIZON);
+    expect(child.owner).toBe('joiner');
   });
 
   it('deletes an unfinished lease only when the source confirms its shard gone and nobody holds it', async () => {

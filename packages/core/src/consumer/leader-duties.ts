@@ -81,7 +81,8 @@ export interface ShardSyncOptions {
  *    holds it, and the lease of an unfinished shard only when the source confirms the shard gone and
  *    nobody holds it. Nobody holds a lease that is free or names an incarnation that is not alive in the
  *    roster read after the listing (a lease listed with an owner was taken after its owner joined, so an
- *    owner missing or dead in that roster is dead now). Nothing else is ever deleted; a corrupt lease is
+ *    owner missing or dead in that roster is dead now); a record learned after that roster (a create's
+ *    conflict) is held whenever it names an owner. Nothing else is ever deleted; a corrupt lease is
  *    reported, never touched.
  */
 export class ShardSync {
@@ -111,8 +112,14 @@ export class ShardSync {
     const roster = await read(storage.getRoster(group));
     const alive = new Map(roster.members.filter((member) => member.status === 'alive').map((member) => [member.workerId, member.incarnation]));
     const unreadable = new Set(roster.corrupt.map((error) => error.workerId));
+    /**
+     * Keys whose record this round learned after that roster was read (from a create's conflict: created
+     * meanwhile by a parent's reader, and perhaps taken since): a member that joined after the roster read
+     * would look dead in it, so such a record with an owner is taken for held.
+     */
+    const learnedAfterRoster = new Set<string>();
     const heldByAnyone = (lease: LeaseRecord): boolean =>
-      lease.owner !== null && (unreadable.has(lease.owner) || alive.get(lease.owner) === lease.incarnation);
+      lease.owner !== null && (learnedAfterRoster.has(lease.leaseKey) || unreadable.has(lease.owner) || alive.get(lease.owner) === lease.incarnation);
     const report: ShardSyncReport = { created: [], deleted: [], pending: [], missing: [], corrupt: [], complete: false, rewound: [] };
     const leases = new Map(listing.leases.map((lease) => [lease.leaseKey, lease]));
     const corrupt = new Set<string>();
@@ -189,6 +196,10 @@ export class ShardSync {
       } else if (outcome.status === 'conflict' && outcome.current) {
         arrived.add(key); // created meanwhile, by a parent's reader at its end
         leases.set(key, outcome.current);
+        // (Before, its owner was judged on the roster read before it: a worker that joined meanwhile and took
+        // it looked dead, and the round applied a rewind request on its lease directly while it read, seed
+        // 156412 of the multi-stream consumer simulation; unsafe switch lateRecordJudged.)
+        if (!unsafe.lateRecordJudged) learnedAfterRoster.add(key);
       } else if (outcome.status === 'conflict') {
         deletedBefore.add(key); // its lease was deleted: it finished (or left the stream) before
       } else {

@@ -185,6 +185,7 @@ const UNSAFE_FLAGS: ReadonlyArray<[keyof ConsumerUnsafe, string]> = [
   ['deleteBeforeParents', '--unsafe-delete-before-parents'],
   ['goneBeforeParents', '--unsafe-gone-before-parents'],
   ['unstartedLeftAlone', '--unsafe-unstarted-left-alone'],
+  ['lateRecordJudged', '--unsafe-late-record-judged'],
   ['releaseWithoutRetry', '--unsafe-release-without-retry'],
   ['resumeHintAnyCheckpoint', '--unsafe-hint-any-checkpoint'],
   ['letGoForgetsUnreadable', '--unsafe-let-go-forgets-unreadable'],

@@ -41,6 +41,11 @@ export const FOUND_SEEDS: ReadonlyArray<{ seed: number; found: string; multiStre
   { seed: 20740, multiStream: true, found: "a group whose birth mark could not be written stayed unborn while its only listed stream's listing failed, though that stream was born" },
   { seed: 22401, multiStream: true, found: "a leader paused in the middle of a stream's first birth created again, over its tombstone, a lease finished and deleted meanwhile" },
   { seed: 20244, found: "a stopping worker's release refused by an operator's rewind request (the version moved, the lease still its own) was taken for a loss, and the lease lapsed" },
+  {
+    seed: 156412,
+    multiStream: true,
+    found: "a leader paused in its shard sync judged a lease it learned of from a create's conflict on the roster it read before: a worker that joined meanwhile held it, and the sync applied a rewind request on it directly while it read its child before the parent",
+  },
 ];
 
 /** Runs the given seeds in chunks of 50, one test per chunk (see {@link consumerSimulationSeeds}). */
