@@ -10,10 +10,15 @@
  *   previous `collect` (`collected`), and starts counting anew;
  * - on `held` it answers with the lease keys each of its coordinators holds and when each last wrote its
  *   own member record (`held`);
+ * - on `stop` it stops one of its coordinators gracefully (`stop()`: drains, hands over, leaves) and
+ *   answers `stopped` once that returned;
  * - SIGTERM stops its coordinators and closes its clients; the end of the IPC channel (its parent died)
  *   ends it at once.
  *
- *   node --import tsx bench/scale-child.ts --location JSON --group G --workers 0,1,2,3
+ *   node --import tsx bench/scale-child.ts --location JSON --group G --workers 0,1,2,3 [--no-change-feed]
+ *
+ * `--no-change-feed` runs the coordinators without the store's change feed, as on a store that has none
+ * (DynamoDB), on any backend.
  */
 import { LeaseCoordinator, type Storage } from '@leasehold/core';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
@@ -37,7 +42,7 @@ export type ChildEvent = [
   detail?: string,
 ];
 
-export type ToChild = { type: 'go' } | { type: 'collect' } | { type: 'held' };
+export type ToChild = { type: 'go' } | { type: 'collect' } | { type: 'held' } | { type: 'stop'; worker: number };
 
 export interface Collected {
   type: 'collected';
@@ -51,6 +56,7 @@ export type FromChild =
   | { type: 'events'; events: ChildEvent[] }
   | Collected
   | { type: 'held'; held: Record<string, string[]>; heartbeats: Record<string, number> }
+  | { type: 'stopped'; worker: number }
   | { type: 'fatal'; worker: string; message: string };
 
 const { values } = parseArgs({
@@ -59,6 +65,7 @@ const { values } = parseArgs({
     group: { type: 'string' },
     workers: { type: 'string' },
     'postgres-pool': { type: 'string', default: '8' },
+    'no-change-feed': { type: 'boolean', default: false },
   },
 });
 const indices = (values.workers ?? '').split(',').filter((part) => part !== '').map(Number);
@@ -97,7 +104,12 @@ let pending: ChildEvent[] = [];
 const coordinators: LeaseCoordinator[] = [];
 for (const i of indices) {
   const workerId = `worker-${String(i).padStart(3, '0')}`;
-  const coordinator = new LeaseCoordinator({ storage: attached.storageFor ? noted(counting(attached.storageFor(i), () => tally)) : storage, group, workerId });
+  const coordinator = new LeaseCoordinator({
+    storage: attached.storageFor ? noted(counting(attached.storageFor(i), () => tally)) : storage,
+    group,
+    workerId,
+    ...(values['no-change-feed'] ? { useChangeFeed: false } : {}),
+  });
   coordinator.on('acquired', ({ leaseKey }) => pending.push(['acquired', i, leaseKey, now()]));
   coordinator.on('lost', ({ leaseKey, reason }) => pending.push(['lost', i, leaseKey, now(), reason]));
   coordinator.on('handed-off', ({ leaseKey }) => pending.push(['handed-off', i, leaseKey, now()]));
@@ -132,6 +144,15 @@ process.on('message', (message: ToChild) => {
       tally = emptyTally();
       cpu = process.cpuUsage();
       delay.reset();
+      return;
+    }
+    case 'stop': {
+      const coordinator = coordinators[indices.indexOf(message.worker)];
+      if (!coordinator) return;
+      void coordinator
+        .stop()
+        .catch(() => undefined)
+        .then(() => send({ type: 'stopped', worker: message.worker }));
       return;
     }
     case 'held':

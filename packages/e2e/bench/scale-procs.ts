@@ -19,6 +19,12 @@
  *    until a live worker acquired it: p50, p99 and max in lease durations, split into when its owner was
  *    first declared dead and the time from that declaration to the take; then the time until the
  *    survivors are balanced again. `--crashes 1` runs the first only, `--crashes 0` neither.
+ * 4. Graceful stops (`--stops`, default 1): one worker of the first live process calls `stop()`. The time
+ *    from the call until each of its leases was acquired by a live worker (p50 and max, in milliseconds),
+ *    and from the call to five take ticks after it (or to balance, if later) the survivors' listings of
+ *    the group and the items they read: without a change feed (`--no-change-feed`, every backend runs its
+ *    coordinators without the store's feed, as on DynamoDB) nothing but the stopping worker's leave tells a
+ *    recipient which leases it was handed.
  *
  * Every phase is given a time limit (`--limit`, default 600 s, for the cold start; `--crash-limit`,
  * default 120 s, for each crash, from the kill to the survivors' balance) and reports where it stood when
@@ -65,6 +71,8 @@ const { values } = parseArgs({
     assign: { type: 'string', default: 'contiguous' },
     'assign-seed': { type: 'string', default: '1' },
     label: { type: 'string', default: 'run' },
+    stops: { type: 'string', default: '1' },
+    'no-change-feed': { type: 'boolean', default: false },
   },
 });
 
@@ -79,6 +87,9 @@ const PROCESSES = wholeNumber('processes', values.processes, 2);
 const STEADY_S = wholeNumber('steady', values.steady, 1);
 const LIMIT_S = wholeNumber('limit', values.limit, 1);
 const CRASH_LIMIT_S = wholeNumber('crash-limit', values['crash-limit'], 1);
+/** How many graceful stops to run after the crashes, one worker each. */
+const STOPS = wholeNumber('stops', values.stops, 0);
+const NO_FEED = values['no-change-feed'];
 /** How many of the two crashes to run: 0 measures the cold start and the steady window only. */
 const CRASHES = wholeNumber('crashes', values.crashes, 0);
 if (CRASHES > 2) throw new RangeError(`--crashes must be 0, 1 or 2, not ${CRASHES}`);
@@ -344,7 +355,7 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
       const count = Math.floor(WORKERS / PROCESSES) + (index < WORKERS % PROCESSES ? 1 : 0);
       const child = spawn(
         process.execPath,
-        ['--import', 'tsx', CHILD, '--location', JSON.stringify(opened.location), '--group', group, '--workers', ORDER.slice(next, next + count).join(',')],
+        ['--import', 'tsx', CHILD, '--location', JSON.stringify(opened.location), '--group', group, '--workers', ORDER.slice(next, next + count).join(','), ...(NO_FEED ? ['--no-change-feed'] : [])],
         { cwd: PACKAGE_DIR, env: { ...process.env, TSX_TSCONFIG_PATH: `${PACKAGE_DIR}tsconfig.json` }, stdio: ['ignore', 'inherit', 'pipe', 'ipc'] },
       );
       children.push(new Child(index, new WorkerProcess(`process-${index}`, child), ORDER.slice(next, next + count), onMessage));
@@ -580,8 +591,59 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
       onWritten = null;
     }
 
+    // 4. Graceful stops: one worker of the first live process at a time.
+    const stops: Record<string, unknown>[] = [];
+    for (let n = 0; n < STOPS; n++) {
+      const child = live()[0];
+      const worker = child?.workers.find((w) => held.has(w));
+      if (child === undefined || worker === undefined) break;
+      await waitUntil(() => standing().ok, now(), CRASH_LIMIT_S, where);
+      const list = await child.request<{ type: 'held'; held: Record<string, string[]>; heartbeats: Record<string, number> }>({ type: 'held' }, 'held');
+      const leases = new Set(list.held[workerId(worker)] ?? []);
+      await collect();
+      const acquiredAt = new Map<string, number>();
+      const stoppedAt = now();
+      onAcquired = (by, leaseKey, at) => {
+        if (by !== worker && leases.has(leaseKey) && !acquiredAt.has(leaseKey) && at >= stoppedAt) acquiredAt.set(leaseKey, at);
+      };
+      const returned = child.request<{ type: 'stopped'; worker: number }>({ type: 'stop', worker }, 'stopped', 60_000).then(() => now());
+      const heldElsewhere = await waitUntil(() => acquiredAt.size === leases.size, stoppedAt, CRASH_LIMIT_S, () => `${acquiredAt.size} of ${leases.size} held elsewhere; ${where()}`);
+      const stopReturnedAt = await returned;
+      killed.add(worker);
+      held.delete(worker);
+      const rebalanced = await waitUntil(() => standing().ok, stoppedAt, CRASH_LIMIT_S, where);
+      const wait = stoppedAt + 5 * TAKE_TICK_MS - now();
+      if (wait > 0) await sleep(wait);
+      const window = await collect();
+      const waits = [...acquiredAt.values()].map((at) => at - stoppedAt).sort((a, b) => a - b);
+      const survivors = held.size;
+      const stop = {
+        worker: workerId(worker),
+        changeFeed: !NO_FEED,
+        leases: leases.size,
+        heldElsewhere: acquiredAt.size,
+        allHeldElsewhere: heldElsewhere,
+        heldElsewhereMs: waits.length === 0 ? null : { p50: round(percentile(waits, 0.5), 0), max: round(waits.at(-1)!, 0) },
+        stopReturnedMs: round(stopReturnedAt - stoppedAt, 0),
+        rebalanced,
+        survivors,
+        listingsPerSurvivor: round((window.tally.calls.listLeases ?? 0) / survivors, 2),
+        leaseReadsByKey: window.tally.calls.getLease ?? 0,
+        itemsRead: window.tally.itemsRead,
+        window,
+      };
+      stops.push(stop);
+      log(
+        `${backend}: graceful stop of ${stop.worker} (${stop.leases} leases, ${NO_FEED ? 'no change feed' : 'change feed'}): ${stop.heldElsewhere} held elsewhere` +
+          (stop.heldElsewhereMs === null ? '' : `, p50 ${stop.heldElsewhereMs.p50} ms, max ${stop.heldElsewhereMs.max} ms after stop()`) +
+          `; stop() returned in ${stop.stopReturnedMs} ms; ${rebalanced ? 'balanced' : 'not balanced'}; over ${window.seconds} s: ${stop.listingsPerSurvivor} listings per survivor, ${stop.leaseReadsByKey} leases read by key, ${stop.itemsRead} items read (${JSON.stringify(window.tally.calls)})` +
+          troubles(window),
+      );
+      onAcquired = null;
+    }
+
     const extra = opened.inspect ? await opened.inspect(group) : {};
-    return { backend, workers: WORKERS, leases: LEASES, processes: PROCESSES, assign: values.assign, assignSeed: ASSIGN_SEED, coldStart: cold, steady, crashes, fatal, ...extra };
+    return { backend, workers: WORKERS, leases: LEASES, processes: PROCESSES, assign: values.assign, assignSeed: ASSIGN_SEED, changeFeed: !NO_FEED, coldStart: cold, steady, crashes, stops, fatal, ...extra };
   } finally {
     await cleanUp?.();
   }
@@ -597,7 +659,7 @@ mkdirSync(dir, { recursive: true });
 const file = new URL(`scale-procs-${values.label}.json`, dir);
 for (const backend of backends) {
   results.push(await run(backend));
-  writeFileSync(file, JSON.stringify({ label: values.label, nice: getPriority(), workers: WORKERS, leases: LEASES, processes: PROCESSES, steadySeconds: STEADY_S, limitSeconds: LIMIT_S, crashLimitSeconds: CRASH_LIMIT_S, results }, null, 2) + '\n');
+  writeFileSync(file, JSON.stringify({ label: values.label, nice: getPriority(), workers: WORKERS, leases: LEASES, processes: PROCESSES, changeFeed: !NO_FEED, steadySeconds: STEADY_S, limitSeconds: LIMIT_S, crashLimitSeconds: CRASH_LIMIT_S, results }, null, 2) + '\n');
 }
 
 type Result = {
