@@ -93,10 +93,10 @@ async function rewoundChildHandedOver(unsafe?: ConsumerUnsafe) {
   expect(recipient.shards).toEqual([]);
   stalled = new Promise((resolve) => (resume = resolve));
   // The child, rewound to its start, written to the recipient as a handover writes it.
-  const child = (await storage.getLease(GROUP, left!))!;
+  const child = (await storage.getLease(GROUP, left))!;
   await storage.updateLeases(GROUP, [
     {
-      leaseKey: left!,
+      leaseKey: left,
       expectedVersion: child.version,
       next: { ...leaseStateOf(child), owner: 'recipient', incarnation: recipient.coordinator.incarnation!, epoch: child.epoch + 1, checkpoint: Checkpoint.TRIM_HORIZON, metadata: { ...child.metadata, [REWIND_FIELDS.rewound]: 'rewind-1' } },
       notify: 'handed-off',
@@ -105,18 +105,20 @@ async function rewoundChildHandedOver(unsafe?: ConsumerUnsafe) {
   let held = false;
   for (let i = 0; i < 100 && !held; i++) {
     await scheduler.advance(100);
-    held = recipient.coordinator.isHeld(left!);
+    held = recipient.coordinator.isHeld(left);
   }
   expect(held).toBe(true);
   const from = seen.length;
-  // The event of the rewind its last owner applied reaches the recipient while it looks at the parent.
-  recipient.coordinator.emit('rewind-requested', { leaseKey: left! });
+  // The event of the rewind its last owner applied reaches the recipient while it looks at the parent (a
+  // write that leaves the lease as it is, announced as a rewind).
+  const handed = (await storage.getLease(GROUP, left))!;
+  await storage.updateLeases(GROUP, [{ leaseKey: left, expectedVersion: handed.version, next: leaseStateOf(handed), notify: 'rewind' }]);
   await scheduler.advance(5_000);
   const whileLooking = seen.slice(from).filter((entry) => entry.shardId === left);
   resume();
   stalled = null;
   await scheduler.advance(5_000);
-  const stillHeld = recipient.coordinator.isHeld(left!);
+  const stillHeld = recipient.coordinator.isHeld(left);
   await run(scheduler, Promise.all([recipient.stop(), holder.stop({ timeoutMs: 1_000 })]));
   return { whileLooking, stillHeld };
 }

@@ -343,7 +343,7 @@ describe('shard sync: deletes', () => {
     await finish('shard-0000');
     const [a] = source.split('shard-0000');
     const request = JSON.stringify({ id: 'rewind-1', to: Checkpoint.TRIM_HORIZON, requestedAt: new Date(VIRTUAL_EPOCH_MS).toISOString() });
-    await storage.createLease({ group: GROUP, leaseKey: a!, parentKeys: ['shard-0000'], checkpoint: '3', owner: 'joiner', incarnation: 'joiner-1', epoch: 1, metadata: { [REWIND_FIELDS.request]: request } });
+    await storage.createLease({ group: GROUP, leaseKey: a, parentKeys: ['shard-0000'], checkpoint: '3', owner: 'joiner', incarnation: 'joiner-1', epoch: 1, metadata: { [REWIND_FIELDS.request]: request } });
     const before = await storage.listLeases(GROUP);
     const listing = { ...before, leases: before.leases.filter((lease) => lease.leaseKey !== a) };
     // The worker that took the child joined after the round's roster read: that roster does not name it.
@@ -356,7 +356,7 @@ describe('shard sync: deletes', () => {
       },
     });
     const report = await sync({ storage: view, unsafe }).run(signal);
-    return { report, child: (await storage.getLease(GROUP, a!))! };
+    return { report, child: (await storage.getLease(GROUP, a))! };
   }
 
   it('counts as held a lease it learns of from a create\'s conflict whenever it names an owner: one that joined after the roster read is not judged dead, and its rewind request is left to it', async () => {
