@@ -135,6 +135,13 @@ async function deathOfAGhost(unsafe?: CoordinatorUnsafe) {
   return { took, declaredBy, takers, watchers: watchersOf('ghost', ids(10), 3) };
 }
 
+/** `n` lease keys of 480 bytes that do not compress: a leave names two or three of a member's twelve. */
+function incompressibleKeys(n: number): string[] {
+  let state = 11;
+  const key = () => Array.from({ length: 480 }, () => ((state = (state * 1103515245 + 12345) % 2 ** 31), 'abcdefghijklmnopqrstuvwxyz0123456789'[state % 36])).join('');
+  return Array.from({ length: n }, key);
+}
+
 /**
  * Twenty members without a change feed balanced over `leaseKeys`; one stops. How long until its leases are
  * held by the others, the listings each survivor made from the stop to five take ticks after, the note its
@@ -648,10 +655,7 @@ describe('watchers and the roster digest', () => {
   });
 
   it('without a change feed, a stopping member whose leave cannot name all its leases has the members list for it, and its leases are all taken', async () => {
-    // Lease keys of 480 bytes that do not compress: a leave names two or three of a member's twelve.
-    let state = 11;
-    const noise = () => Array.from({ length: 480 }, () => ((state = (state * 1103515245 + 12345) % 2 ** 31), 'abcdefghijklmnopqrstuvwxyz0123456789'[state % 36])).join('');
-    const { took, listedSince, note } = await gracefulStopOfOneOfTwenty(Array.from({ length: 240 }, noise));
+    const { took, listedSince, note } = await gracefulStopOfOneOfTwenty(incompressibleKeys(240));
     expect(note?.complete).toBe(false);
     expect(note?.count).toBeLessThan(12);
     expect(took).toBeLessThanOrEqual(3 * TICK);
@@ -659,9 +663,7 @@ describe('watchers and the roster digest', () => {
   });
 
   it('with noteTrusted, a leave that named only some of its leases is taken for one naming all: the rest wait for a listing something else brings', async () => {
-    let state = 11;
-    const noise = () => Array.from({ length: 480 }, () => ((state = (state * 1103515245 + 12345) % 2 ** 31), 'abcdefghijklmnopqrstuvwxyz0123456789'[state % 36])).join('');
-    const { took } = await gracefulStopOfOneOfTwenty(Array.from({ length: 240 }, noise), { noteTrusted: true });
+    const { took } = await gracefulStopOfOneOfTwenty(incompressibleKeys(240), { noteTrusted: true });
     expect(took).toBe(Infinity);
   });
 
