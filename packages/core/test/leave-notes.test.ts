@@ -108,6 +108,20 @@ describe('the notes a worker reads', () => {
     expect(notes.onTheirWay(10_000, 4_000)).toBe(0);
   });
 
+  it('says how many leases the notes read within the window name for a worker, by its hash', () => {
+    const handed = new Map([
+      ['me', [shard(1)]],
+      ['other', [shard(2), shard(3)]],
+    ]);
+    const notes = new NotesRead('me', false);
+    expect(notes.namedFor('other', 0, 4_000)).toBe(0);
+    notes.read(roster([dead('leaver', { [HANDED_FIELD]: writeNote(handed, true, () => true)! })]), 1_000);
+    expect(notes.namedFor('other', 2_000, 4_000)).toBe(2);
+    expect(notes.namedFor('me', 2_000, 4_000)).toBe(1);
+    expect(notes.namedFor('nobody', 2_000, 4_000)).toBe(0);
+    expect(notes.namedFor('other', 5_000, 4_000)).toBe(0);
+  });
+
   it('ignores live members, its own leave, and a note that cannot be read, whose leases it does not count', () => {
     const note = writeNote(new Map([['me', [shard(1)]]]), true, () => true)!;
     const notes = new NotesRead('me', false);

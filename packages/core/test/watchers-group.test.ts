@@ -654,6 +654,16 @@ describe('watchers and the roster digest', () => {
     expect(readsOfOrphans).toHaveLength(10);
   });
 
+  it('without a change feed, a stop that gives each recipient several leases brings no listing either: a member that took its own counts the others\' named leases as on their way', async () => {
+    // 100 leases to 19 members, five or six each: one that took its five at its tick would see the others,
+    // whose new counts it has not read yet, five below it, and list to offer them leases.
+    const { took, listedSince, note, readsOfOrphans } = await gracefulStopOfOneOfTwenty(keys(2_000));
+    expect(note).toMatchObject({ complete: true, count: 100 });
+    expect(took).toBeLessThanOrEqual(2 * TICK);
+    expect(listedSince).toEqual(Array(19).fill(0));
+    expect(readsOfOrphans).toHaveLength(100);
+  });
+
   it('without a change feed, a stopping member whose leave cannot name all its leases has the members list for it, and its leases are all taken', async () => {
     const { took, listedSince, note } = await gracefulStopOfOneOfTwenty(incompressibleKeys(240));
     expect(note?.complete).toBe(false);

@@ -108,8 +108,10 @@ export class NotesRead {
   readonly #workerId: string;
   /** Unsafe: a note's count stands for leases on their way for as long as the note is read. */
   readonly #trusted: boolean;
-  /** The notes read, by member: of which incarnation, how many leases they name, and when this worker first read each. */
-  readonly #read = new Map<string, { incarnation: string; count: number; at: number }>();
+  /** The notes read, by member: of which incarnation, how many leases they name (in all and by recipient tag), and when this worker first read each. */
+  readonly #read = new Map<string, { incarnation: string; count: number; byTag: ReadonlyMap<string, number>; at: number }>();
+  /** Recipient tags of the worker ids asked about, so that a tick hashes each id once. */
+  readonly #tags = new Map<string, string>();
 
   constructor(workerId: string, trusted: boolean) {
     this.#workerId = workerId;
@@ -129,11 +131,30 @@ export class NotesRead {
       const value = member.metadata[HANDED_FIELD];
       if (value === undefined || this.#read.get(member.workerId)?.incarnation === member.incarnation) continue;
       const note = readNote(value);
-      this.#read.set(member.workerId, { incarnation: member.incarnation, count: note?.count ?? 0, at: now });
+      const byTag = new Map([...(note?.byTag ?? [])].map(([tag, keys]) => [tag, keys.length]));
+      this.#read.set(member.workerId, { incarnation: member.incarnation, count: note?.count ?? 0, byTag, at: now });
       mine.push(...(note?.byTag.get(this.#tag) ?? []));
     }
     for (const workerId of this.#read.keys()) if (!roster.has(workerId)) this.#read.delete(workerId);
     return mine;
+  }
+
+  /**
+   * How many leases the notes first read within `windowMs` before `now` name for `workerId`: leases on their
+   * way to it, which its count may not show yet. (A tag shared with another worker counts its leases too:
+   * the member then looks fuller than it is for the window, which delays an offer, never a take.)
+   */
+  namedFor(workerId: string, now: number, windowMs: number): number {
+    if (this.#read.size === 0) return 0;
+    let tag = this.#tags.get(workerId);
+    if (tag === undefined) {
+      tag = recipientTag(workerId);
+      if (this.#tags.size >= 4_096) this.#tags.clear();
+      this.#tags.set(workerId, tag);
+    }
+    let count = 0;
+    for (const note of this.#read.values()) if (this.#trusted || now - note.at < windowMs) count += note.byTag.get(tag) ?? 0;
+    return count;
   }
 
   /** How many leases the notes first read within `windowMs` before `now` name: leases on their way to their recipients. */

@@ -11,7 +11,7 @@
 import { shuffled, unlessAborted } from '../clock.js';
 import { describeValue, type LeaseholdError, RecordFormatError } from '../errors.js';
 import { hasRewindRequest } from '../rewind.js';
-import { Checkpoint, RECORD_FORMAT, type LeaseListing, type LeaseRecord, type WriteResult } from '../storage.js';
+import { Checkpoint, RECORD_FORMAT, type LeaseListing, type LeaseRecord, type MemberRecord, type WriteResult } from '../storage.js';
 import { capOf, planMoves, shares } from './balance.js';
 import { ColdListing } from './cold-listing.js';
 import { DeclarerDeal } from './declarer-deal.js';
@@ -277,7 +277,7 @@ export class Taking {
     if (this.#corrupt.size > 0) this.listingDue = true;
     if (!this.listingDue && this.#listedAt !== null && now - this.#listedAt < this.#parts.members.safetyListingMs(this.#listIntervalMs)) {
       // Nothing changed: balance on the members' own counts, and list only when a steal needs keys.
-      if (this.#belowOthers() || this.#aboveOthers() || this.#leasesUnheld(now)) this.listingDue = now - this.#listedAt >= this.#parts.takeIntervalMs * 0.9;
+      if (this.#belowOthers() || this.#aboveOthers(now) || this.#leasesUnheld(now)) this.listingDue = now - this.#listedAt >= this.#parts.takeIntervalMs * 0.9;
       if (!this.listingDue) return;
     }
     // A cold start waiting for the members to stop joining reads only the roster meanwhile: listing the
@@ -404,15 +404,20 @@ export class Taking {
 
   /**
    * Whether, by the members' own counts, this worker is two or more above a member with room: it then
-   * lists, to hand that member leases unasked.
+   * lists, to hand that member leases unasked. A member's count includes the leases a leave read in the last
+   * two ticks names for it: after a stop each recipient takes its own at its own tick, and one that took
+   * five would otherwise see the others, whose new counts it has not read yet, five below it (20 x 2,000
+   * without a feed: every survivor listed for a stop).
    */
-  #aboveOthers(): boolean {
+  #aboveOthers(now: number): boolean {
     const mine = [...this.#held.values()].filter((held) => !held.leaving && !held.handoff).length;
     if (mine < 2) return false;
+    const window = 2 * this.#parts.takeIntervalMs;
+    const countOf = (member: MemberRecord): number => member.held + this.#notes.namedFor(member.workerId, now, window);
     let below = false;
     for (const member of this.#parts.view.values()) {
       if (member.workerId === this.#parts.workerId || member.status !== 'alive' || member.metadata[LEAVING_FIELD] !== undefined) continue;
-      if (member.held + 2 <= mine && member.held < capOf(member)) below = true;
+      if (countOf(member) + 2 <= mine && member.held < capOf(member)) below = true;
     }
     if (!below) return false;
     // With a change feed, only the members the plan of moves takes leases from list for it: the most loaded
@@ -426,7 +431,7 @@ export class Taking {
     for (const member of this.#parts.view.values()) {
       if (member.status !== 'alive' || (member.workerId !== this.#parts.workerId && member.metadata[LEAVING_FIELD] !== undefined)) continue;
       members.push(member.workerId);
-      load.set(member.workerId, member.workerId === this.#parts.workerId ? mine : member.held);
+      load.set(member.workerId, member.workerId === this.#parts.workerId ? mine : countOf(member));
     }
     if (!load.has(this.#parts.workerId)) return false;
     members.sort();
