@@ -51,6 +51,13 @@ export interface CoordinatorUnsafe {
    */
   adoptionIgnoresCap?: boolean | undefined;
   /**
+   * The leases a listing shows naming this worker count as its own in the plan of moves, those it gives
+   * back beyond its `maxLeasesPerWorker` too: a member at its cap handed one more lease (an offer and an
+   * answer crossing) offers one of its own to make room, asks for one back once below, and is over its cap
+   * again; the group does not settle.
+   */
+  givenBackPlanned?: boolean | undefined;
+  /**
    * A member never lists because the members' counts fall short of the leases its last listing found: a
    * lease dealt to a member that does not take it (its hold lapsed, its take failed) waits for a listing
    * something else brings, up to the safety-net interval.

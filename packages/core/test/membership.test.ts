@@ -932,6 +932,79 @@ describe('membership: owners hand their excess to members below their share', ()
     await run(scheduler, Promise.all([a, capped, c].map((w) => w.coordinator.stop())));
   });
 
+  for (const unsafe of [false, true]) {
+    it(
+      unsafe
+        ? 'with givenBackPlanned, a member at its maxLeasesPerWorker handed one lease more counts the one it gives back as its own, and hands one of its own away to make room for it (the switch brings the defect back)'
+        : 'a member at its maxLeasesPerWorker handed one lease more gives that one back and keeps its own: none of its leases moves, and the group holds every lease again',
+      async () => {
+        const { scheduler, ready, worker, storage } = world(keys(30));
+        await ready;
+        const a = worker('a', { useChangeFeed: false });
+        await joined(scheduler, a.coordinator);
+        await scheduler.advance(10_000);
+        const capped = worker('b', { useChangeFeed: false, maxLeasesPerWorker: 3, unsafe: { givenBackPlanned: unsafe } });
+        const c = worker('c', { useChangeFeed: false });
+        await run(scheduler, Promise.all([capped.coordinator.start(), c.coordinator.start()]));
+        await scheduler.advance(60_000);
+        const own = new Map((await storage.listLeases(GROUP)).leases.filter((lease) => lease.owner === 'b').map((lease) => [lease.leaseKey, lease.epoch]));
+        expect(own.size).toBe(3);
+        // An offer and an answer crossed: one more lease of a's is written to b, at its cap, as a handover
+        // writes it (a lets it go, and the write names b's incarnation in a new tenure).
+        const given = a.coordinator.heldLeases()[0]!.leaseKey;
+        await run(scheduler, a.coordinator.release(given));
+        const extra = (await storage.getLease(GROUP, given))!;
+        expect(extra.owner).toBeNull();
+        await storage.updateLeases(GROUP, [
+          { leaseKey: extra.leaseKey, expectedVersion: extra.version, next: { ...extra, owner: 'b', incarnation: capped.coordinator.incarnation, epoch: extra.epoch + 1 }, notify: 'handed-off' },
+        ]);
+        const handedAway: string[] = [];
+        capped.coordinator.on('handed-off', ({ leaseKey }) => handedAway.push(leaseKey));
+        await scheduler.advance(60_000);
+        const after = (await storage.listLeases(GROUP)).leases;
+        if (unsafe) {
+          expect(handedAway.filter((leaseKey) => own.has(leaseKey)).length).toBeGreaterThan(0);
+        } else {
+          expect(handedAway).toEqual([]);
+          for (const [leaseKey, epoch] of own) expect(after.find((lease) => lease.leaseKey === leaseKey)).toMatchObject({ owner: 'b', epoch });
+          expect(capped.coordinator.heldLeases()).toHaveLength(3);
+          expect(after.find((lease) => lease.leaseKey === extra.leaseKey)?.owner).not.toBe('b');
+          expect([a, capped, c].reduce((sum, w) => sum + w.coordinator.heldLeases().length, 0)).toBe(30);
+        }
+        await run(scheduler, Promise.all([a, capped, c].map((w) => w.coordinator.stop())));
+      },
+    );
+  }
+
+  it('a member at its maxLeasesPerWorker that has leases of its own to take back, lost to self-fencing, gives back those it has no room for: nobody else may take them while they name it', async () => {
+    const { scheduler, ready, worker, storage } = world(['x1', 'x2']);
+    await ready;
+    const b = worker('b', { useChangeFeed: false, maxLeasesPerWorker: 2 });
+    await joined(scheduler, b.coordinator);
+    expect(b.coordinator.heldLeases().map((lease) => lease.leaseKey).sort()).toEqual(['x1', 'x2']);
+    // Cut off past its hold: it fences itself, while storage still names its incarnation for both.
+    b.faults.cutOff = true;
+    await scheduler.advance(12_000);
+    expect(b.coordinator.heldLeases()).toEqual([]);
+    // Meanwhile two other leases are handed to it (a tenure it never held): they fill its cap.
+    const incarnation = b.coordinator.incarnation;
+    for (const leaseKey of ['y1', 'y2']) {
+      const { record } = (await storage.createLease({ group: GROUP, leaseKey })) as { record: LeaseRecord };
+      await storage.updateLeases(GROUP, [{ leaseKey, expectedVersion: record.version, next: { ...record, owner: 'b', incarnation, epoch: record.epoch + 1 }, notify: 'handed-off' }]);
+    }
+    b.faults.cutOff = false;
+    await scheduler.advance(10_000);
+    expect(b.coordinator.incarnation).toBe(incarnation);
+    expect(b.coordinator.heldLeases().map((lease) => lease.leaseKey).sort()).toEqual(['y1', 'y2']);
+    for (const leaseKey of ['x1', 'x2']) expect((await storage.getLease(GROUP, leaseKey))?.owner).toBeNull();
+    // A member with room takes them.
+    const a = worker('a', { useChangeFeed: false });
+    await joined(scheduler, a.coordinator);
+    await scheduler.advance(10_000);
+    expect(a.coordinator.heldLeases().map((lease) => lease.leaseKey).sort()).toEqual(['x1', 'x2']);
+    await run(scheduler, Promise.all([a, b].map((w) => w.coordinator.stop())));
+  });
+
   it('a lease handed to a worker in a tenure it never held is held as written; one it lost to self-fencing is taken back in a new tenure', async () => {
     const { scheduler, ready, worker, storage } = world(keys(2));
     await ready;

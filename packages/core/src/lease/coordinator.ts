@@ -247,6 +247,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       handovers: this.#handovers,
       freeRetryIgnoresOwner: unsafe.freeRetryIgnoresOwner ?? false,
       adoptionIgnoresCap: unsafe.adoptionIgnoresCap ?? false,
+      givenBackPlanned: unsafe.givenBackPlanned ?? false,
       shortfallIgnored: unsafe.shortfallIgnored ?? false,
       letGoForgetsUnreadable: unsafe.letGoForgetsUnreadable ?? false,
       rosterBeforeListing: unsafe.rosterBeforeListing ?? false,

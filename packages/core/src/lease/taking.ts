@@ -86,6 +86,8 @@ export interface TakingOptions extends LeaseParts {
   readonly freeRetryIgnoresOwner: boolean;
   /** Unsafe: without a change feed, the declarer takes the dead member's leases whatever its `maxLeasesPerWorker`. */
   readonly adoptionIgnoresCap: boolean;
+  /** Unsafe: the leases a listing names this worker for count as its own in the plan of moves, the ones it gives back beyond its cap too. */
+  readonly givenBackPlanned: boolean;
   /** Unsafe: counts falling short of the last listing never bring a listing. */
   readonly shortfallIgnored: boolean;
   /** Unsafe: a listing that cannot read a lease (corrupt) forgets the tenure this worker let go of it. */
@@ -111,6 +113,7 @@ export class Taking {
   readonly #letGo: Map<string, number>;
   readonly #handovers: Handovers;
   readonly #adoptionIgnoresCap: boolean;
+  readonly #givenBackPlanned: boolean;
   readonly #shortfallIgnored: boolean;
   readonly #letGoForgetsUnreadable: boolean;
   readonly #rosterBeforeListing: boolean;
@@ -153,6 +156,7 @@ export class Taking {
     this.#letGo = options.hold.letGo;
     this.#handovers = options.handovers;
     this.#adoptionIgnoresCap = options.adoptionIgnoresCap;
+    this.#givenBackPlanned = options.givenBackPlanned;
     this.#shortfallIgnored = options.shortfallIgnored;
     this.#letGoForgetsUnreadable = options.letGoForgetsUnreadable;
     this.#rosterBeforeListing = options.rosterBeforeListing;
@@ -573,11 +577,15 @@ export class Taking {
     const keep = holding ? handed.slice(0, room) : [];
     let kept = 0;
     for (const lease of keep) if (this.#parts.hold.add(lease, 'handoff', this.#parts.clock.now())) kept++;
-    // Handed more than this worker may hold: the rest goes back to the group. Without a change feed to
-    // announce the release, the next heartbeat says the leases changed, so that the members list at their
-    // next tick rather than when their counts have fallen short for two.
-    if (holding && handed.length > keep.length) {
-      await this.giveBack(handed.slice(keep.length));
+    // Handed more than this worker may hold, or more of its own to take back than it has room for (lost to
+    // self-fencing while its cap filled up with others): the rest goes back to the group, which sees them as
+    // this worker's until then. Without a change feed to announce the release, the next heartbeat says the
+    // leases changed, so that the members list at their next tick rather than when their counts have
+    // fallen short for two.
+    const takenBack = holding ? Math.min(takeBack.length, Math.max(0, room - keep.length)) : 0;
+    const overflow = holding ? [...handed.slice(keep.length), ...takeBack.slice(takenBack)] : [];
+    if (overflow.length > 0) {
+      await this.giveBack(overflow);
       if (!this.#host.subscribed()) {
         this.#parts.members.noteChanged();
         this.#host.wakeRenew();
@@ -606,7 +614,13 @@ export class Taking {
     // What every member will hold once the leases just dealt are taken: the same on every worker that
     // read the same records, so that members above their share and members below it agree on the moves.
     const load = new Map(members.map((workerId) => [workerId, (counts.get(workerId) ?? 0) + (dealtTo.get(workerId) ?? 0)]));
-    load.set(this.#parts.workerId, (load.get(this.#parts.workerId) ?? 0) + named.length);
+    // Of the leases storage names this worker for, only those it holds from this listing: the rest, beyond its
+    // cap, went back to the group above. Counted as its own, they had it offer one of its held leases to
+    // make room for a lease it did not keep; when that member asked for one back and was handed it with the
+    // lease it gave back (an offer and an answer crossing), it was over its cap again, and gave one more
+    // away: a capped member and the least loaded one passed a lease to and fro for tens of seconds (lease
+    // simulation seed 145900, without a change feed).
+    load.set(this.#parts.workerId, (load.get(this.#parts.workerId) ?? 0) + (this.#givenBackPlanned ? named.length : keep.length + takenBack));
     // A handover of this worker's that landed after the listing was read is its recipient's already.
     for (const [leaseKey, handed] of this.#handovers.handed) {
       const listed = all.get(leaseKey);

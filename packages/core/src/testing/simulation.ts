@@ -190,6 +190,7 @@ export function replayCommand(config: SimulationConfig & { workers: number; leas
     unsafe?.ringKeepsTheDead ? '--unsafe-ring-keeps-the-dead' : '',
     unsafe?.freeRetryIgnoresOwner ? '--unsafe-free-retry-ignores-owner' : '',
     unsafe?.adoptionIgnoresCap ? '--unsafe-adoption-ignores-cap' : '',
+    unsafe?.givenBackPlanned ? '--unsafe-given-back-planned' : '',
     unsafe?.shortfallIgnored ? '--unsafe-shortfall-ignored' : '',
     unsafe?.noteTrusted ? '--unsafe-note-trusted' : '',
     unsafe?.rosterBeforeListing ? '--unsafe-roster-before-listing' : '',
