@@ -110,17 +110,41 @@ async function largeStop(seed: number, useChangeFeed: boolean): Promise<Sample> 
     const orphans = await ownedBy(c, leaving);
     const survivors = c.workers.filter((worker) => worker !== leaving);
     const itemsRead = (): number => survivors.reduce((sum, worker) => sum + worker.storage.counts.itemsRead, 0);
-    const [listedBefore, readBefore] = [survivorListings(c), itemsRead()];
+    // The survivors' own listings: the stopping worker's, counted among the live ones until it stops, are not theirs.
+    const survivorListings = (): number => survivors.reduce((sum, worker) => sum + (worker.storage.counts.calls.listLeases ?? 0), 0);
+    const [listedBefore, readBefore] = [survivorListings(), itemsRead()];
     leaving.alive = false;
     void leaving.coordinator.stop();
     const ms = await advanceUntil(c.scheduler, () => heldElsewhere(c, orphans, leaving), { stepMs: 100, precise: false });
-    const sample = { listings: (survivorListings(c) - listedBefore) / survivors.length, itemsRead: itemsRead() - readBefore };
+    const sample = { listings: (survivorListings() - listedBefore) / survivors.length, itemsRead: itemsRead() - readBefore };
     const rest = await advanceUntil(c.scheduler, () => balanced(c), { stepMs: 100, precise: false });
     // And until five take ticks after the stop: a shortfall the survivors saw lists two ticks after it.
     const since = (ms ?? 0) + (rest ?? 0);
     if (since < 5 * TAKE_MS) await c.scheduler.advance(5 * TAKE_MS - since);
-    const later = { listingsLater: (survivorListings(c) - listedBefore) / survivors.length, itemsReadLater: itemsRead() - readBefore };
+    const later = { listingsLater: (survivorListings() - listedBefore) / survivors.length, itemsReadLater: itemsRead() - readBefore };
     return { ms, balancedMs: ms === null || rest === null ? null : ms + rest, ...sample, ...later };
+  } finally {
+    dispose(c);
+  }
+}
+
+/**
+ * 100 workers, 10,000 leases; a 101st joins once they are balanced. Until the group is balanced again (and
+ * at least five take ticks), with the listings and the items read by the members already there: before,
+ * a join moved the roster so that every one of them listed the whole group.
+ */
+async function largeJoin(seed: number, useChangeFeed: boolean): Promise<Sample> {
+  const c = await cluster(seed, 100, 10_000, { startSpreadMs: TAKE_MS / 2, coordinator: { useChangeFeed } });
+  try {
+    await settled(c, 100);
+    const members = [...c.workers];
+    const itemsRead = (): number => members.reduce((sum, worker) => sum + worker.storage.counts.itemsRead, 0);
+    const listings = (): number => members.reduce((sum, worker) => sum + (worker.storage.counts.calls.listLeases ?? 0), 0);
+    const [listedBefore, readBefore] = [listings(), itemsRead()];
+    const joiner = c.add();
+    const ms = await advanceUntil(c.scheduler, () => balanced(c), { stepMs: 100, precise: false });
+    if ((ms ?? 0) < 5 * TAKE_MS) await c.scheduler.advance(5 * TAKE_MS - (ms ?? 0));
+    return { ms, balancedMs: ms, listings: (listings() - listedBefore) / members.length, itemsRead: itemsRead() - readBefore, takeTicks: joiner.storage.counts.calls.listLeases ?? 0 };
   } finally {
     dispose(c);
   }
@@ -157,13 +181,15 @@ function withLeases(s: Summary): Summary & { p50InLeases: number; p99InLeases: n
 }
 
 export async function movingSection(seeds: readonly number[], massTrials = 3): Promise<{ runs: Record<string, Sample[]>; summary: Record<string, unknown>; failures: number; crashPass: boolean; crashLarge: { workers: number; leases: number; p99InLeases: number } }> {
-  const runs: Record<string, Sample[]> = { crash: [], crashLarge: [], crashWatched: [], crashWatchedNoFeed: [], crashMass: [], gracefulStop: [], stopLarge: [], stopLargeNoFeed: [], join: [] };
+  const runs: Record<string, Sample[]> = { crash: [], crashLarge: [], crashWatched: [], crashWatchedNoFeed: [], crashMass: [], gracefulStop: [], stopLarge: [], stopLargeNoFeed: [], joinLarge: [], joinLargeNoFeed: [], join: [] };
   // A quarter of 100 x 10,000 at once, and one of them stopping: a few seeds (each costs seconds of CPU;
   // `--mass-trials`), reported, not gated.
   for (const seed of seeds.slice(0, massTrials)) {
     runs.crashMass!.push(await massCrash(seed + 7_000_000));
     runs.stopLarge!.push(await largeStop(seed + 8_000_000, true));
     runs.stopLargeNoFeed!.push(await largeStop(seed + 8_000_000, false));
+    runs.joinLarge!.push(await largeJoin(seed + 9_000_000, true));
+    runs.joinLargeNoFeed!.push(await largeJoin(seed + 9_000_000, false));
   }
   for (const seed of seeds) {
     runs.crash!.push(await crash(seed));
@@ -254,6 +280,14 @@ export async function movingSection(seeds: readonly number[], massTrials = 3): P
     const itemsLater = summarize(runs[name]!.map((sample) => sample.itemsReadLater ?? null));
     lines.push([`stop() of 1 of 100 w, ${label}: listings per survivor, five take ticks from the stop (count)`, fmt(listingsLater.p50, 2), fmt(listingsLater.p99, 2), fmt(listingsLater.max, 2), String(listingsLater.failures), '', '', '']);
     lines.push([`stop() of 1 of 100 w, ${label}: items the survivors read, five take ticks from the stop (count)`, fmt(itemsLater.p50, 0), fmt(itemsLater.p99, 0), fmt(itemsLater.max, 0), String(itemsLater.failures), '', '', '']);
+  }
+  for (const [name, label] of [['joinLarge', 'with a change feed'], ['joinLargeNoFeed', 'no change feed (DynamoDB)']] as const) {
+    const balancedAfter = summarize(runs[name]!.map((sample) => sample.ms));
+    const listings = summarize(runs[name]!.map((sample) => sample.listings ?? null));
+    const items = summarize(runs[name]!.map((sample) => sample.itemsRead ?? null));
+    lines.push([`join of a 101st to 100 w, 10,000 l, ${label}: balanced (${runs[name]!.length} trials)`, fmt(inLeases(balancedAfter.p50), 3), fmt(inLeases(balancedAfter.p99), 3), fmt(inLeases(balancedAfter.max), 3), String(balancedAfter.failures), '', '', '']);
+    lines.push([`join of a 101st, ${label}: listings per member already there (count)`, fmt(listings.p50, 2), fmt(listings.p99, 2), fmt(listings.max, 2), String(listings.failures), '', '', '']);
+    lines.push([`join of a 101st, ${label}: items they read, to balance and five take ticks (count)`, fmt(items.p50, 0), fmt(items.p99, 0), fmt(items.max, 0), String(items.failures), '', '', '']);
   }
   // The joiner's listings include the ones a handoff prompted, not only the 2 s ticks.
   lines.push(['join: joiner listings (count)', fmt(joinTicks.p50, 0), fmt(joinTicks.p99, 0), fmt(joinTicks.max, 0), String(joinTicks.failures), `${minimumMoves}`, fmt(joinTicks.p50 / minimumMoves, 2), '']);
