@@ -42,7 +42,7 @@ export type ChildEvent = [
   detail?: string,
 ];
 
-export type ToChild = { type: 'go' } | { type: 'collect' } | { type: 'held' } | { type: 'stop'; worker: number };
+export type ToChild = { type: 'go' } | { type: 'collect' } | { type: 'held' } | { type: 'stop'; worker: number } | { type: 'join'; worker: number };
 
 export interface Collected {
   type: 'collected';
@@ -102,7 +102,8 @@ const noted = (inner: Storage): Storage => ({
 const storage = noted(counting(attached.storage, () => tally));
 let pending: ChildEvent[] = [];
 const coordinators: LeaseCoordinator[] = [];
-for (const i of indices) {
+/** Builds worker `i`'s coordinator, reporting its events to the parent. */
+function coordinatorOf(i: number): LeaseCoordinator {
   const workerId = `worker-${String(i).padStart(3, '0')}`;
   const coordinator = new LeaseCoordinator({
     storage: attached.storageFor ? noted(counting(attached.storageFor(i), () => tally)) : storage,
@@ -118,8 +119,9 @@ for (const i of indices) {
   coordinator.on('member-dead', ({ workerId: dead }) => pending.push(['member-dead', i, dead, now()]));
   coordinator.on('error', ({ operation, error }) => pending.push(['error', i, `${operation}: ${error.name}`, now()]));
   coordinator.on('fatal', ({ error }) => send({ type: 'fatal', worker: workerId, message: error.message }));
-  coordinators.push(coordinator);
+  return coordinator;
 }
+for (const i of indices) coordinators.push(coordinatorOf(i));
 
 const flush = setInterval(() => {
   if (pending.length === 0) return;
@@ -153,6 +155,13 @@ process.on('message', (message: ToChild) => {
         .stop()
         .catch(() => undefined)
         .then(() => send({ type: 'stopped', worker: message.worker }));
+      return;
+    }
+    case 'join': {
+      const coordinator = coordinatorOf(message.worker);
+      indices.push(message.worker);
+      coordinators.push(coordinator);
+      coordinator.start().catch((error: Error) => send({ type: 'fatal', worker: coordinator.workerId, message: `start: ${error.message}` }));
       return;
     }
     case 'held':

@@ -25,6 +25,10 @@
  *    the group and the items they read: without a change feed (`--no-change-feed`, every backend runs its
  *    coordinators without the store's feed, as on DynamoDB) nothing but the stopping worker's leave tells a
  *    recipient which leases it was handed.
+ * 5. Joins (`--joins`, default 0): a worker under an id new to the group starts in the first live
+ *    process. The time from its start until the group is balanced with it, and from its start to five take
+ *    ticks after it (or to balance, if later) the listings of the group and the items read by every worker,
+ *    the joiner's one listing among them.
  *
  * Every phase is given a time limit (`--limit`, default 600 s, for the cold start; `--crash-limit`,
  * default 120 s, for each crash, from the kill to the survivors' balance) and reports where it stood when
@@ -72,6 +76,7 @@ const { values } = parseArgs({
     'assign-seed': { type: 'string', default: '1' },
     label: { type: 'string', default: 'run' },
     stops: { type: 'string', default: '1' },
+    joins: { type: 'string', default: '0' },
     'no-change-feed': { type: 'boolean', default: false },
   },
 });
@@ -89,6 +94,8 @@ const LIMIT_S = wholeNumber('limit', values.limit, 1);
 const CRASH_LIMIT_S = wholeNumber('crash-limit', values['crash-limit'], 1);
 /** How many graceful stops to run after the crashes, one worker each. */
 const STOPS = wholeNumber('stops', values.stops, 0);
+/** How many workers to add after the stops, one at a time, each under a new id. */
+const JOINS = wholeNumber('joins', values.joins, 0);
 const NO_FEED = values['no-change-feed'];
 /** How many of the two crashes to run: 0 measures the cold start and the steady window only. */
 const CRASHES = wholeNumber('crashes', values.crashes, 0);
@@ -642,8 +649,45 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
       onAcquired = null;
     }
 
+    // 5. Joins: a worker under a new id starts in the first live process, one at a time.
+    const joins: Record<string, unknown>[] = [];
+    for (let n = 0; n < JOINS; n++) {
+      const child = live()[0];
+      if (child === undefined) break;
+      await waitUntil(() => standing().ok, now(), CRASH_LIMIT_S, where);
+      await collect();
+      const worker = WORKERS + n;
+      held.set(worker, new Set());
+      child.workers.push(worker);
+      const startedAt = now();
+      child.send({ type: 'join', worker });
+      const rebalanced = await waitUntil(() => (held.get(worker)?.size ?? 0) > 0 && standing().ok, startedAt, CRASH_LIMIT_S, where);
+      const balancedMs = now() - startedAt;
+      const wait = startedAt + 5 * TAKE_TICK_MS - now();
+      if (wait > 0) await sleep(wait);
+      const window = await collect();
+      const members = held.size;
+      const join = {
+        worker: workerId(worker),
+        changeFeed: !NO_FEED,
+        rebalanced,
+        balancedMs: round(balancedMs, 0),
+        held: held.get(worker)?.size ?? 0,
+        members,
+        listings: window.tally.calls.listLeases ?? 0,
+        leaseReadsByKey: window.tally.calls.getLease ?? 0,
+        itemsRead: window.tally.itemsRead,
+        window,
+      };
+      joins.push(join);
+      log(
+        `${backend}: join of ${join.worker} (${NO_FEED ? 'no change feed' : 'change feed'}): ${rebalanced ? `balanced ${join.balancedMs} ms after its start` : 'not balanced'}, holding ${join.held}; over ${window.seconds} s: ${join.listings} listings of the group by ${members} workers (the joiner's among them), ${join.leaseReadsByKey} leases read by key, ${join.itemsRead} items read (${JSON.stringify(window.tally.calls)})` +
+          troubles(window),
+      );
+    }
+
     const extra = opened.inspect ? await opened.inspect(group) : {};
-    return { backend, workers: WORKERS, leases: LEASES, processes: PROCESSES, assign: values.assign, assignSeed: ASSIGN_SEED, changeFeed: !NO_FEED, coldStart: cold, steady, crashes, stops, fatal, ...extra };
+    return { backend, workers: WORKERS, leases: LEASES, processes: PROCESSES, assign: values.assign, assignSeed: ASSIGN_SEED, changeFeed: !NO_FEED, coldStart: cold, steady, crashes, stops, joins, fatal, ...extra };
   } finally {
     await cleanUp?.();
   }
