@@ -146,6 +146,8 @@ export interface ShardSyncUnsafe {
 export interface MultiStreamSyncUnsafe extends ShardSyncUnsafe {
   /** Each stream's sync sees every stream's leases and takes another stream's for a shard gone from its own. */
   crossStreamSync?: boolean;
+  /** A stream is judged gone on the list resolved before the round's listing, whatever the list says after it. */
+  formerOnStaleList?: boolean;
 }
 
 /** The consumer runtime's switches (it passes the coordinator's, the elector's and shard sync's on). */
@@ -236,6 +238,12 @@ export interface ConsumerUnsafe {
    * it deletes other streams' leases that nobody holds.
    */
   crossStreamSync?: boolean;
+  /**
+   * The leader judges a stream gone, and deletes its leases past the grace, on the list it resolved before
+   * the round's listing: a stream added back while the listing was slow to answer loses its leases (and
+   * their checkpoints) though it is listed.
+   */
+  formerOnStaleList?: boolean;
   /**
    * A shard's readers of before a rewind (paused for it, or ended earlier) still let their batches'
    * contexts checkpoint: a handler that kept one moves the rewound checkpoint forward again, past records

@@ -149,6 +149,16 @@ const switches: ReadonlyArray<{
     rewind: true,
     seeds: [116943],
   },
+  // Needs a stream removed from the list and added back while the leader's listing stalls, past the grace:
+  // seed 4579 (1 of multi-stream seeds 1-6000 with stalled listings) found it.
+  {
+    name: 'formerOnStaleList',
+    defect: 'the leader judges a stream gone on the list it resolved before its slow listing, and deletes the leases of a stream added back meanwhile',
+    breaks: ['deletion'],
+    multiStream: true,
+    slowListings: true,
+    seeds: [4579],
+  },
   // Needs a multi-stream worker that stops while a take tick is in flight (its listing stalled) and
   // shortly after a stream left the group's list, before its next look at the list: seed 327 found it.
   {

@@ -170,6 +170,27 @@ export class MultiStreamSync {
       await this.#options.writeBirths(next);
     }
     if (former.size === 0) return;
+    // A stream due for deletion is judged on the list resolved again now: one added back while the listing
+    // was on its way (a listing of a large group, or stalled, takes seconds) is listed, and keeps its
+    // leases. (Judged on the list of before the listing, it lost them: seed 4579 of the multi-stream
+    // consumer simulation with stalled listings; unsafe switch `formerOnStaleList`.)
+    const due = [...former].some(([streamId]) => (this.#missingSince.get(streamId) ?? now) + removedStreamGraceMs <= now);
+    if (due && !unsafeOf(this.#options).formerOnStaleList) {
+      let listed: ReadonlyMap<string, StreamSource>;
+      try {
+        listed = await this.#options.streams();
+      } catch (error) {
+        // Not known to be gone: nothing is deleted this round.
+        this.#options.onError?.(error instanceof Error ? error : new Error(String(error)), 'streams');
+        return;
+      }
+      for (const streamId of [...former.keys()]) {
+        if (!listed.has(streamId)) continue;
+        former.delete(streamId);
+        this.#missingSince.delete(streamId);
+      }
+      if (signal.aborted || !isLeader()) return;
+    }
     let alive: Map<string, string> | undefined;
     let unreadable: Set<string | undefined> | undefined;
     for (const [streamId, list] of former) {

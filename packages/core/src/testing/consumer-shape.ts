@@ -181,6 +181,7 @@ const UNSAFE_FLAGS: ReadonlyArray<[keyof ConsumerUnsafe, string]> = [
   ['childCreateEndsReader', '--unsafe-child-create-ends-reader'],
   ['rewindStartSkipsParents', '--unsafe-rewind-start-skips-parents'],
   ['crossStreamSync', '--unsafe-cross-stream-sync'],
+  ['formerOnStaleList', '--unsafe-former-on-stale-list'],
   ['checkpointAfterRewind', '--unsafe-checkpoint-after-rewind'],
   ['deleteBeforeParents', '--unsafe-delete-before-parents'],
   ['goneBeforeParents', '--unsafe-gone-before-parents'],
