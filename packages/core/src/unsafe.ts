@@ -71,6 +71,13 @@ export interface CoordinatorUnsafe {
    */
   noteTrusted?: boolean | undefined;
   /**
+   * A newcomer's asks count, for the members that read them, as leases on their way to it for as long as
+   * they are read, not for the few ticks its givers take to answer: a lease it asked for and never held (a
+   * giver that refused, a handover lost) hides a lease without a live owner, which waits for a listing
+   * something else brings, up to the safety-net interval.
+   */
+  asksTrusted?: boolean | undefined;
+  /**
    * A listing that cannot read a lease (corrupt) forgets the tenure this worker let go of it (a handover
    * that did not drain in time, a loss): once repaired, a lease still naming this incarnation in that
    * tenure is held as if handed to it, in the same tenure, and the let-go tenure's deferred handover

@@ -4,6 +4,7 @@ import { RECORD_FORMAT } from '../src/adapter.js';
 import { leaseStateOf } from '../src/storage.js';
 import { ringOrder, watchersOf } from '../src/lease/watchers.js';
 import { HANDED_FIELD, readNote } from '../src/lease/leave-notes.js';
+import { ASKS_FIELD, readAsks } from '../src/lease/join-asks.js';
 import { seededRandom, FaultyStorage, noFaults, VirtualScheduler, withUnsafe, type CoordinatorUnsafe } from '../src/testing/index.js';
 import { run } from './support/virtual.js';
 
@@ -92,6 +93,39 @@ async function joinOfTheEleventh(unsafe?: CoordinatorUnsafe): Promise<number> {
   const took = await until(scheduler, () => joiner.heldLeases().length >= 10, 60_000);
   await run(scheduler, Promise.all([...workers, joiner].map((w) => w.stop())));
   return took;
+}
+
+/**
+ * Twenty members balanced over 200 leases (ten each), then a 21st joins: how long until it holds its
+ * share with nobody above ten, what the twenty listed for it, and the asks its first listing wrote.
+ */
+async function joinOfTheTwentyFirst(useChangeFeed: boolean, unsafe?: CoordinatorUnsafe) {
+  const { scheduler, storage, start, listings } = group(unsafe);
+  for (const leaseKey of keys(200)) await storage.createLease({ group: GROUP, leaseKey });
+  const workers: LeaseCoordinator[] = [];
+  for (const workerId of ids(20)) workers.push(await start(workerId, { useChangeFeed }));
+  expect(await until(scheduler, () => workers.every((w) => w.heldLeases().length === 10), 120_000)).toBeLessThan(Infinity);
+  await scheduler.advance(5 * TICK);
+  const listedBefore = new Map(listings);
+  const joiner = await start('worker-20', { useChangeFeed });
+  const from = scheduler.now;
+  let asked: string | undefined;
+  let took = Infinity;
+  while (scheduler.now - from <= 60_000) {
+    asked ??= (await storage.getRoster(GROUP)).members.find((m) => m.workerId === 'worker-20')?.metadata[ASKS_FIELD];
+    if (joiner.heldLeases().length >= 9 && workers.every((w) => w.heldLeases().length <= 10)) {
+      took = scheduler.now - from;
+      break;
+    }
+    await scheduler.advance(100);
+  }
+  await scheduler.advance(5 * TICK);
+  const listedSince = workers.map((w) => (listings.get(w.workerId) ?? 0) - (listedBefore.get(w.workerId) ?? 0));
+  const joinerListed = listings.get('worker-20') ?? 0;
+  const held = joiner.heldLeases().length;
+  const after = (await storage.getRoster(GROUP)).members.find((m) => m.workerId === 'worker-20');
+  await run(scheduler, Promise.all([...workers, joiner].map((w) => w.stop())));
+  return { took, listedSince, joinerListed, held, asks: readAsks(asked), askedAfter: after?.metadata[ASKS_FIELD] };
 }
 
 /**
@@ -675,6 +709,49 @@ describe('watchers and the roster digest', () => {
   it('with noteTrusted, a leave that named only some of its leases is taken for one naming all: the rest wait for a listing something else brings', async () => {
     const { took } = await gracefulStopOfOneOfTwenty(incompressibleKeys(240), { noteTrusted: true });
     expect(took).toBe(Infinity);
+  });
+
+  for (const useChangeFeed of [true, false]) {
+    it(`${useChangeFeed ? 'with' : 'without'} a change feed, a member that joins asks its givers by name: none of the members already there lists for the join, and it holds its share`, async () => {
+      const { took, listedSince, joinerListed, held, asks, askedAfter } = await joinOfTheTwentyFirst(useChangeFeed);
+      expect(listedSince).toEqual(Array(20).fill(0));
+      // Its share of 200 over 21: nine or ten, asked of nine or ten givers, one lease each.
+      expect(asks?.total).toBeGreaterThanOrEqual(9);
+      expect(asks?.total).toBeLessThanOrEqual(10);
+      expect([...(asks?.byTag.values() ?? [])].every((count) => count === 1)).toBe(true);
+      expect(held).toBeGreaterThanOrEqual(9);
+      // Its first listing at its second tick, the givers' answers at theirs; without a feed it lists to find them.
+      expect(took).toBeLessThanOrEqual(4 * TICK * 1.05);
+      expect(joinerListed).toBeLessThanOrEqual(useChangeFeed ? 1 : 3);
+      // The asks are dropped once answered: the member's heartbeats stay within one write unit.
+      expect(askedAfter).toBeUndefined();
+    });
+  }
+
+  it('removes a member that left with a note naming every lease it handed over at a take tick, ten lease durations later, by its first watcher alone: no listing', async () => {
+    const { scheduler, storage, start, listings } = group();
+    for (const leaseKey of keys(200)) await storage.createLease({ group: GROUP, leaseKey });
+    const workers: LeaseCoordinator[] = [];
+    for (const workerId of ids(20)) workers.push(await start(workerId));
+    expect(await until(scheduler, () => workers.every((w) => w.heldLeases().length === 10), 120_000)).toBeLessThan(Infinity);
+    await scheduler.advance(5 * TICK);
+    const leaver = workers[7]!;
+    const survivors = workers.filter((w) => w !== leaver);
+    const removers: string[] = [];
+    for (const survivor of survivors) {
+      survivor.on('storage', ({ operation, applied }) => operation === 'remove-member' && applied > 0 && removers.push(survivor.workerId));
+    }
+    await run(scheduler, leaver.stop());
+    const listedBefore = new Map(listings);
+    const present = async (): Promise<boolean> => (await storage.getRoster(GROUP)).members.some((m) => m.workerId === leaver.workerId);
+    await scheduler.advance(9 * 10_000);
+    expect(await present()).toBe(true);
+    await scheduler.advance(2 * 10_000);
+    expect(await present()).toBe(false);
+    const alive = survivors.map((w) => w.workerId);
+    expect(removers).toEqual([watchersOf(leaver.workerId, alive, 1)[0]]);
+    expect(survivors.map((w) => (listings.get(w.workerId) ?? 0) - (listedBefore.get(w.workerId) ?? 0))).toEqual(Array(19).fill(0));
+    await run(scheduler, Promise.all(survivors.map((w) => w.stop())));
   });
 
   it('gives a member that joins a quiet group its share within four take ticks: every member reads the whole roster when the join moves the digest', async () => {

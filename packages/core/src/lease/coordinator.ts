@@ -254,6 +254,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       stopWaitsForListing: unsafe.stopWaitsForListing ?? false,
       coldListingIgnoresNews: unsafe.coldListingIgnoresNews ?? false,
       noteTrusted: unsafe.noteTrusted ?? false,
+      asksTrusted: unsafe.asksTrusted ?? false,
       host: { state, lifetime: this.#lifetime.signal, stopping: this.#winding.signal, wakeRenew, wakeTake, subscribed: () => this.#subscription !== null, emit, report, fail, formatError },
     });
   }

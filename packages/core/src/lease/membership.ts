@@ -11,9 +11,10 @@ import { describeValue, InvalidConfigError, LeaseholdError, MemberExpelledError,
 import { limits } from '../validation.js';
 import { memberStateOf, RECORD_FORMAT, type CheckpointStorage, type MemberRecord, type MemberState, type Roster, type WriteResult } from '../storage.js';
 import { MAX_LEASES_FIELD } from './balance.js';
-import { movedByDeathsOnly, RosterView, turnedDead, type SignatureMembers } from './roster-view.js';
+import { joinedBetween, movedByDeathsOnly, movedByJoinsOnly, RosterView, turnedDead, type SignatureMembers } from './roster-view.js';
 import { watchedBy } from './watchers.js';
 import { HANDED_FIELD, readNote, writeNote } from './leave-notes.js';
+import { ASKS_FIELD, writeAsks } from './join-asks.js';
 import { addsSuspect, Answers, ANSWER_TICKS, othersLookAt, writeIdentity } from './answers.js';
 import type { LeaseCoordinatorEvents } from './events.js';
 
@@ -24,6 +25,16 @@ export const LEAVING_FIELD = 'leasehold.leaving';
 
 /** A watcher names a watched member seen standing still for this part of its expiry as a suspect (a heartbeat comes every 0.65). */
 const PROMPT_STILL = 0.7;
+
+const withoutAsks = (state: MemberState): MemberState => {
+  if (state.metadata[ASKS_FIELD] === undefined) return state;
+  const metadata = { ...state.metadata };
+  delete metadata[ASKS_FIELD];
+  return { ...state, metadata };
+};
+
+/** Whether `next` carries asks `before` did not: the members named in them must read them. */
+const addsAsks = (before: MemberState, next: MemberState): boolean => next.metadata[ASKS_FIELD] !== undefined && next.metadata[ASKS_FIELD] !== before.metadata[ASKS_FIELD];
 
 /** One incarnation of this worker in the roster, from its join to its leave or expulsion. */
 export interface Incarnation {
@@ -160,6 +171,8 @@ export class Membership {
   #rosterSignature = '';
   /** The members that signature was made of. */
   #signatureMembers: SignatureMembers = new Map();
+  /** The asks of this incarnation's first listing, while they stand (join-asks.ts). */
+  #asks: { incarnation: string; value: string } | null = null;
   #heartbeatFailed = false;
   #incarnations = 0;
 
@@ -214,6 +227,9 @@ export class Membership {
     return this.#advancing;
   }
 
+  /** The members that joined in the last move `signatureMoved` reported. */
+  joined: readonly string[] = [];
+
   /** A change other workers must list for: the next heartbeat carries it in the change counter. */
   noteChanged(): void {
     this.#changes++;
@@ -225,14 +241,18 @@ export class Membership {
    * members removed (`deaths`: the dead member's declarer deals its leases, section 4, "Why the declarer
    * deals"), only by members leaving with a note that names every lease they handed over and dead members
    * removed (`handed-leaves`: each recipient reads its own by key, section 4, "A leave that names its
-   * handovers"), or otherwise.
+   * handovers"), only by members joining (`joins`: each newcomer asks its givers by name, section 4, "A join
+   * that names its givers"), or otherwise. The members that joined in the move are in `joined` until the next.
    */
-  signatureMoved(): 'none' | 'deaths' | 'handed-leaves' | 'other' {
+  signatureMoved(): 'none' | 'deaths' | 'handed-leaves' | 'joins' | 'other' {
     const signature = this.view.signature();
+    this.joined = [];
     if (signature === this.#rosterSignature) return 'none';
     const before = this.#signatureMembers;
     this.#rosterSignature = signature;
     this.#signatureMembers = this.view.signatureMembers();
+    this.joined = joinedBetween(before, this.#signatureMembers);
+    if (before.size > 0 && movedByJoinsOnly(before, this.#signatureMembers)) return 'joins';
     if (!movedByDeathsOnly(before, this.#signatureMembers)) return 'other';
     const dead = turnedDead(before, this.#signatureMembers);
     const handedLeaves = dead.length > 0 && dead.every((member) => this.#noteTrusted || readNote(member.metadata[HANDED_FIELD])?.complete === true);
@@ -249,6 +269,8 @@ export class Membership {
     if (Number.isFinite(this.#maxLeases)) metadata[MAX_LEASES_FIELD] = String(this.#maxLeases);
     else delete metadata[MAX_LEASES_FIELD];
     this.answers.writeInto(metadata, this.#digestSeen);
+    if (this.#asks?.incarnation === membership.incarnation) metadata[ASKS_FIELD] = this.#asks.value;
+    else delete metadata[ASKS_FIELD];
     let state: MemberState = {
       ...base,
       metadata,
@@ -272,6 +294,29 @@ export class Membership {
       state = next;
     }
     return state;
+  }
+
+  /**
+   * Asks the members named in `givers` for that many leases each, in this incarnation's member record,
+   * written at the next heartbeat (DESIGN section 4, "A join that names its givers"). As many givers as fit
+   * three quarters of the member's size (the rest is room for steal requests). False when none fits, or
+   * the record is not this worker's to write.
+   */
+  ask(givers: ReadonlyMap<string, number>): boolean {
+    const membership = this.#current;
+    if (!membership?.record) return false;
+    const state = this.#memberState(membership);
+    const fits = (value: string): boolean =>
+      Buffer.byteLength(JSON.stringify({ ...state, metadata: { ...state.metadata, [ASKS_FIELD]: value } }), 'utf8') <= limits.maxMemberBytes * 0.75;
+    const value = writeAsks(givers, fits);
+    if (value === undefined) return false;
+    this.#asks = { incarnation: membership.incarnation, value };
+    return true;
+  }
+
+  /** Drops the asks at the next heartbeat, which does not move the digest for it. */
+  unask(): void {
+    this.#asks = null;
   }
 
   /** One heartbeat: the member record written at the version this worker last wrote. */
@@ -440,7 +485,8 @@ export class Membership {
     const before = operation === 'heartbeat' ? this.#current?.record : undefined;
     // (Nor one that changes only the digest it read or drops a suspect's name: answers are heartbeats of
     // every member. A write that names a new suspect is for everyone to read.)
-    const announces = !before || othersLookAt(memberStateOf(before)) !== othersLookAt(memberStateOf(next)) || addsSuspect(memberStateOf(before), next);
+    // Nor one that drops its asks: the givers answered them, and each answers an incarnation's asks once.
+    const announces = !before || othersLookAt(withoutAsks(memberStateOf(before))) !== othersLookAt(withoutAsks(next)) || addsSuspect(memberStateOf(before), next) || addsAsks(memberStateOf(before), next);
     try {
       const outcome = await this.#storage.putMember(this.#group, workerId, expectedVersion, next);
       this.#host.emit('storage', { operation, applied: outcome.status === 'applied' ? 1 : 0, conflict: outcome.status === 'conflict' ? 1 : 0, unknown: outcome.status === 'unknown' ? 1 : 0 });

@@ -40,6 +40,31 @@ export function movedByDeathsOnly(before: SignatureMembers, after: SignatureMemb
   return true;
 }
 
+/**
+ * Whether the signature moved from `before` to `after` only by members joining: worker ids it did not
+ * hold, or held dead, now alive (and dead members removed). The members already there then have nothing to
+ * list for when the newcomers ask for their shares by name (DESIGN section 4, "A join that names its givers").
+ */
+export function movedByJoinsOnly(before: SignatureMembers, after: SignatureMembers): boolean {
+  for (const [workerId, now] of after) {
+    const was = before.get(workerId);
+    if (was !== undefined && was !== 'corrupt' && now !== 'corrupt' && signaturePart(was) === signaturePart(now)) continue;
+    if (now === 'corrupt' || now.status !== 'alive' || was === 'corrupt' || (was !== undefined && was.status !== 'dead')) return false;
+  }
+  for (const [workerId, was] of before) if (!after.has(workerId) && (was === 'corrupt' || was.status !== 'dead')) return false;
+  return true;
+}
+
+/** The worker ids alive in `after` that `before` did not hold alive in the same incarnation: newcomers. */
+export function joinedBetween(before: SignatureMembers, after: SignatureMembers): string[] {
+  const joined: string[] = [];
+  for (const [workerId, now] of after) {
+    const was = before.get(workerId);
+    if (now !== 'corrupt' && now.status === 'alive' && (was === undefined || was === 'corrupt' || was.status !== 'alive' || was.incarnation !== now.incarnation)) joined.push(workerId);
+  }
+  return joined;
+}
+
 /** The members live in `before` that `after` shows dead in the same incarnation: deaths and leaves. */
 export function turnedDead(before: SignatureMembers, after: SignatureMembers): MemberRecord[] {
   const dead: MemberRecord[] = [];

@@ -19,7 +19,9 @@ import type { LeaseParts } from './parts.js';
 import type { LeaseCoordinatorEvents } from './events.js';
 import type { Handovers } from './handovers.js';
 import type { Held } from './held.js';
-import { NotesRead } from './leave-notes.js';
+import { HANDED_FIELD, NotesRead, readNote } from './leave-notes.js';
+import { watchersOf } from './watchers.js';
+import { AsksRead, ASKED_TICKS, ASKS_TICKS } from './join-asks.js';
 import { LEAVING_FIELD, type Incarnation } from './membership.js';
 import { stateWithoutResume } from './resume-hint.js';
 
@@ -31,6 +33,10 @@ const stateOf = stateWithoutResume;
  * member's lease, for its declarer's deal) before it is anyone's.
  */
 const ANYONES_AFTER_TICKS = 1.5;
+
+/** How many times a newcomer asks its givers by name, and for how many take ticks after its join. */
+const MAX_ASK_ROUNDS = 3;
+const NEWCOMER_TICKS = 10;
 
 /** How long, in take ticks, a cold start waits for a view of the members that has seen others to stand still. */
 const COLD_QUIET_TICKS = 1.4;
@@ -100,6 +106,8 @@ export interface TakingOptions extends LeaseParts {
   readonly coldListingIgnoresNews: boolean;
   /** Unsafe: a leave's note stands for leases on their way for as long as it is read. */
   readonly noteTrusted: boolean;
+  /** Unsafe: a newcomer's asks stand for leases on their way for as long as they are read. */
+  readonly asksTrusted: boolean;
   readonly host: TakingHost;
 }
 
@@ -118,6 +126,7 @@ export class Taking {
   readonly #letGoForgetsUnreadable: boolean;
   readonly #rosterBeforeListing: boolean;
   readonly #stopWaitsForListing: boolean;
+  readonly #noteTrusted: boolean;
   readonly #host: TakingHost;
   /** Whether the next take tick lists the leases, whatever the roster says. */
   listingDue = true;
@@ -132,7 +141,7 @@ export class Taking {
   /** A large group's cold start: the listing read while the members were joining, for the deal once they stop. */
   readonly #coldListing: ColdListing;
   /** Dead members, and when this worker first saw them dead at that version. */
-  readonly #deadSince = new Map<string, { version: number; at: number }>();
+  readonly #deadSince = new Map<string, { version: number; at: number; listed: boolean }>();
   /** The smallest fair share of the last listing: an owner never hands over below it. */
   #fairFloor = 0;
   /** The eligible leases and this worker's share at the last listing, and since when the counts fall short of them. */
@@ -147,6 +156,16 @@ export class Taking {
   readonly #deal: DeclarerDeal;
   /** The notes of the leaves read: the leases a stopping member handed over, named for their recipients. */
   readonly #notes: NotesRead;
+  /** The asks of the newcomers read: how many leases each asked of this worker, and of all. */
+  readonly #asks: AsksRead;
+  /** This worker's own asks while they stand: of which incarnation, until when. */
+  #asked: { incarnation: string; until: number } | null = null;
+  /**
+   * How many times this incarnation asked its givers by name, and what it held at the last asks. Only an
+   * incarnation whose first listing found every lease held asks (it joined a running group): one that found
+   * leases to deal (a cold start, a crash) takes its portion instead.
+   */
+  #askRounds = { incarnation: '', askable: false, rounds: 0, heldAtAsk: 0 };
 
   constructor(options: TakingOptions) {
     this.#listIntervalMs = options.listIntervalMs;
@@ -164,6 +183,8 @@ export class Taking {
     this.#coldListing = new ColdListing({ parts: options, report: (error, operation) => options.host.report(error, operation), stopping: options.host.stopping, ignoresNews: options.coldListingIgnoresNews });
     this.#host = options.host;
     this.#notes = new NotesRead(options.workerId, options.noteTrusted);
+    this.#noteTrusted = options.noteTrusted;
+    this.#asks = new AsksRead(options.workerId, options.asksTrusted);
     this.#deal = new DeclarerDeal({
       parts: options,
       host: options.host,
@@ -277,11 +298,25 @@ export class Taking {
     // note names every lease the member handed over: its recipients read them by key. Any other move does.
     const moved = this.#parts.members.signatureMoved();
     if (moved === 'other' || (moved === 'deaths' && !this.#deal.dealsHere())) this.listingDue = true;
+    this.#answerAsks(now, membership);
+    // A join brings no listing where the newcomers ask their givers by name: they list, the others answer.
+    // (While the members' counts, with the asks read, fall short of the last listing's leases, a deal or a
+    // handover under way, or before this worker's first listing, it lists as for any move.)
+    if (moved === 'joins') {
+      if (this.#listedAt === null || this.#countedHeld(now) < this.#lastWorkable) this.listingDue = true;
+      else this.#reshare();
+    }
+    if (this.#asked !== null && (this.#asked.incarnation !== membership.incarnation || now >= this.#asked.until)) {
+      this.#asked = null;
+      this.#parts.members.unask();
+    }
+    await this.#removeLongDeadAtTick(now);
+    if (this.#host.state() !== 'running') return;
     // A corrupt lease is looked at every tick until it reads back: its repair is announced by nobody.
     if (this.#corrupt.size > 0) this.listingDue = true;
     if (!this.listingDue && this.#listedAt !== null && now - this.#listedAt < this.#parts.members.safetyListingMs(this.#listIntervalMs)) {
       // Nothing changed: balance on the members' own counts, and list only when a steal needs keys.
-      if (this.#belowOthers() || this.#aboveOthers(now) || this.#leasesUnheld(now)) this.listingDue = now - this.#listedAt >= this.#parts.takeIntervalMs * 0.9;
+      if (this.#belowOthers(now) || this.#aboveOthers(now) || this.#leasesUnheld(now)) this.listingDue = now - this.#listedAt >= this.#parts.takeIntervalMs * 0.9;
       if (!this.listingDue) return;
     }
     // A cold start waiting for the members to stop joining reads only the roster meanwhile: listing the
@@ -370,13 +405,43 @@ export class Taking {
    * Whether, by the members' own counts, this worker is two or more below the most loaded member: it then
    * lists every tick, to ask for leases and to find the ones handed to it unasked.
    */
-  #belowOthers(): boolean {
+  #belowOthers(now: number): boolean {
+    // A newcomer whose asks stand waits for its givers: with a change feed it hears of each handover;
+    // without one it lists every tick to find them (nobody else lists for them).
+    if (this.#asked !== null) return !this.#host.subscribed();
     // Leases asked for count as on their way: a thief keeps asking, one per tick, without waiting for each.
     const mine = this.#parts.hold.countHeld() + this.#handovers.requests.size;
     if (mine >= this.#parts.maxLeases) return false;
     let most = 0;
     for (const member of this.#parts.view.values()) if (member.status === 'alive' && member.workerId !== this.#parts.workerId) most = Math.max(most, member.held);
-    return most >= mine + 2;
+    if (most < mine + 2) return false;
+    // Only a member the plan of moves on the counts gives leases to: after joins a few members stay one
+    // above their share where most are at it, and every member two below those listed to steal one, where
+    // the plan moves one lease each from the few to as many (three joins at 100 x 10,000: 90 listings).
+    return this.#movesOnCounts(now, mine).some((move) => move.to === this.#parts.workerId);
+  }
+
+  /**
+   * The plan of moves on the members' own counts (those of leaves and newcomers' asks read lately
+   * included), this worker's being `mine`; the members leaving left out. Nothing when this worker is not
+   * one of the members it would deal to.
+   */
+  #movesOnCounts(now: number, mine: number): { from: string; to: string }[] {
+    const members: string[] = [];
+    const load = new Map<string, number>();
+    for (const member of this.#parts.view.values()) {
+      if (member.status !== 'alive' || (member.workerId !== this.#parts.workerId && member.metadata[LEAVING_FIELD] !== undefined)) continue;
+      members.push(member.workerId);
+      load.set(member.workerId, member.workerId === this.#parts.workerId ? mine : this.#countOf(member, now));
+    }
+    if (!load.has(this.#parts.workerId)) return [];
+    members.sort();
+    return planMoves(members, load, this.#capOf);
+  }
+
+  /** A member's count, with the leases a leave read in the last two ticks names for it and those it asked for, read in the last four, on their way. */
+  #countOf(member: MemberRecord, now: number): number {
+    return member.held + this.#notes.namedFor(member.workerId, now, 2 * this.#parts.takeIntervalMs) + this.#asks.onTheirWayTo(member, now, ASKS_TICKS * this.#parts.takeIntervalMs);
   }
 
   /**
@@ -388,11 +453,7 @@ export class Taking {
    */
   #leasesUnheld(now: number): boolean {
     if (this.#shortfallIgnored) return false;
-    // The leases the notes of leaves read in the last two ticks name are on their way to their recipients,
-    // whose counts do not show them yet.
-    let held = this.#parts.hold.countHeld() + this.#notes.onTheirWay(now, 2 * this.#parts.takeIntervalMs);
-    for (const member of this.#parts.view.values()) if (member.status === 'alive' && member.workerId !== this.#parts.workerId) held += member.held;
-    if (held >= this.#lastWorkable) {
+    if (this.#countedHeld(now) >= this.#lastWorkable) {
       this.#unheldSince = null;
       return false;
     }
@@ -407,6 +468,20 @@ export class Taking {
   }
 
   /**
+   * The leases the members' counts say are held, this worker's own included. The leases the notes of leaves
+   * read in the last two ticks name are on their way to their recipients, whose counts do not show them yet;
+   * so are those a newcomer asked for, from members whose counts show them gone already.
+   */
+  #countedHeld(now: number): number {
+    const asksWindow = ASKS_TICKS * this.#parts.takeIntervalMs;
+    let held = this.#parts.hold.countHeld() + this.#notes.onTheirWay(now, 2 * this.#parts.takeIntervalMs);
+    for (const member of this.#parts.view.values()) {
+      if (member.status === 'alive' && member.workerId !== this.#parts.workerId) held += member.held + this.#asks.onTheirWayTo(member, now, asksWindow);
+    }
+    return held;
+  }
+
+  /**
    * Whether, by the members' own counts, this worker is two or more above a member with room: it then
    * lists, to hand that member leases unasked. A member's count includes the leases a leave read in the last
    * two ticks names for it: after a stop each recipient takes its own at its own tick, and one that took
@@ -416,12 +491,13 @@ export class Taking {
   #aboveOthers(now: number): boolean {
     const mine = [...this.#held.values()].filter((held) => !held.leaving && !held.handoff).length;
     if (mine < 2) return false;
-    const window = 2 * this.#parts.takeIntervalMs;
-    const countOf = (member: MemberRecord): number => member.held + this.#notes.namedFor(member.workerId, now, window);
+    const asksWindow = ASKS_TICKS * this.#parts.takeIntervalMs;
+    // A newcomer counts the leases it asked for; one that may still ask is not offered any meanwhile.
     let below = false;
     for (const member of this.#parts.view.values()) {
       if (member.workerId === this.#parts.workerId || member.status !== 'alive' || member.metadata[LEAVING_FIELD] !== undefined) continue;
-      if (countOf(member) + 2 <= mine && member.held < capOf(member)) below = true;
+      if (this.#asks.mayStillAsk(member, now, asksWindow)) continue;
+      if (this.#countOf(member, now) + 2 <= mine && member.held < capOf(member)) below = true;
     }
     if (!below) return false;
     // With a change feed, only the members the plan of moves takes leases from list for it: the most loaded
@@ -430,16 +506,7 @@ export class Taking {
     // recipient learns of a handover at its next tick only: every member above offering at once balances
     // the declarer's adoption a tick sooner, 1.19 against 1.43 lease durations at 24 x 1,000.)
     if (!this.#host.subscribed()) return true;
-    const members: string[] = [];
-    const load = new Map<string, number>();
-    for (const member of this.#parts.view.values()) {
-      if (member.status !== 'alive' || (member.workerId !== this.#parts.workerId && member.metadata[LEAVING_FIELD] !== undefined)) continue;
-      members.push(member.workerId);
-      load.set(member.workerId, member.workerId === this.#parts.workerId ? mine : countOf(member));
-    }
-    if (!load.has(this.#parts.workerId)) return false;
-    members.sort();
-    return planMoves(members, load, this.#capOf).some((move) => move.from === this.#parts.workerId);
+    return this.#movesOnCounts(now, mine).some((move) => move.from === this.#parts.workerId);
   }
 
   /**
@@ -633,10 +700,26 @@ export class Taking {
     // its own offer with the same lease count, so that a lease never moves twice for one place.
     const givers = new Map<string, number>();
     for (const move of moves) if (move.to === this.#parts.workerId) givers.set(move.from, (givers.get(move.from) ?? 0) + 1);
+    // A newcomer's first listing asks its givers by name, each for what the plan says it hands over: the
+    // members already there list nothing for the join (DESIGN section 4, "A join that names its givers").
+    // Givers that refused (their plan had moved on: another newcomer asked them first) leave it two or more
+    // short: it asks again, of the givers of a new plan, up to three times in its first ten ticks. (Not when
+    // nobody answered: its givers do not read asks, an earlier release's, and it asks the usual way.)
+    if (this.#askRounds.incarnation !== membership.incarnation) this.#askRounds = { incarnation: membership.incarnation, askable: unowned.length <= taken, rounds: 0, heldAtAsk: 0 };
+    let due = 0;
+    for (const count of givers.values()) due += count;
+    const first =
+      this.#asked === null && this.#askRounds.askable && this.#askRounds.rounds < MAX_ASK_ROUNDS && now - membership.joinedAt < NEWCOMER_TICKS * this.#parts.takeIntervalMs && (this.#askRounds.rounds === 0 ? due >= 1 : due >= 2 && mine + taken > this.#askRounds.heldAtAsk);
+    if (first && holding && givers.size > 0 && unowned.length <= taken && this.#parts.members.ask(givers)) {
+      this.#asked = { incarnation: membership.incarnation, until: now + ASKED_TICKS * this.#parts.takeIntervalMs };
+      this.#askRounds.rounds++;
+      this.#askRounds.heldAtAsk = mine + taken;
+      this.#host.wakeRenew();
+    }
     const rank = members.indexOf(this.#parts.workerId);
     const wanted = (rank < 0 ? 0 : target(rank)) - mine - taken;
     const asked = this.#handovers.requests.size;
-    if (holding && wanted - asked > 0 && this.#parts.maxSteals > 0 && unowned.length <= taken) {
+    if (holding && this.#asked === null && wanted - asked > 0 && this.#parts.maxSteals > 0 && unowned.length <= taken) {
       this.#handovers.requestHandoffs(workable, counts, ownerOf, mine + taken + asked, wanted - asked, now, givers);
     }
   }
@@ -655,13 +738,51 @@ export class Taking {
   }
 
   /**
+   * The shares after a join that brought no listing: the last listing's leases over the members now alive
+   * and not leaving, so that this worker's floor and share are the group's as it is now.
+   */
+  #reshare(): void {
+    const members = [...this.#parts.view.alive().keys()]
+      .filter((workerId) => workerId === this.#parts.workerId || this.#parts.view.get(workerId)?.metadata[LEAVING_FIELD] === undefined)
+      .sort();
+    const targets = shares(members, this.#lastWorkable, this.#capOf);
+    const even = members.filter((workerId) => (targets.get(workerId) ?? 0) < this.#capOf(workerId)).map((workerId) => targets.get(workerId) ?? 0);
+    this.#fairFloor = Math.min(this.#parts.maxLeases, even.length > 0 ? Math.min(...even) : Math.floor(this.#lastWorkable / Math.max(1, members.length)));
+    this.#lastTarget = targets.get(this.#parts.workerId) ?? 0;
+  }
+
+  /**
+   * Answers the asks of newcomers read this tick: hands each what it asked of this worker, from the leases
+   * this worker holds, never below the group's smallest share (asks computed on a listing older than
+   * another join, or answered already by an offer, ask for more than the plan now says).
+   */
+  #answerAsks(now: number, membership: Incarnation): void {
+    const asks = this.#asks.read(this.#parts.view, now, new Set(this.#parts.members.joined));
+    if (asks.length === 0) return;
+    const holding = this.#parts.skipSelfFencing || now < this.#parts.members.heldUntil;
+    if (!holding || this.#parts.members.current !== membership) return;
+    this.#reshare();
+    let mine = [...this.#held.values()].filter((held) => !held.leaving && !held.handoff).length;
+    const recipients: string[] = [];
+    for (const { to, count } of asks) {
+      const give = Math.min(count, mine - this.#fairFloor);
+      if (give <= 0) continue;
+      for (let i = 0; i < give; i++) recipients.push(to.workerId);
+      mine -= give;
+    }
+    // Less only what is under way to the newcomers already (an offer of a listing that saw them): the
+    // handovers under way to others are not part of what they asked.
+    this.#offer(recipients, now, false);
+  }
+
+  /**
    * Hands leases to members below their share without being asked, one per entry of `recipients`: the
    * moves this worker's part of the plan calls for, less the handovers already under way (answered
    * requests and earlier offers), to those members first. Each is drained and written to its recipient as
    * an answered request is. The recipients did not ask: they see the members' counts fall short of the
    * leases (see `#leasesUnheld`), list, and hold them; nobody else lists for it.
    */
-  #offer(recipients: readonly string[], now: number): void {
+  #offer(recipients: readonly string[], now: number, lessOthersUnderWay = true): void {
     if (this.#host.state() !== 'running' || recipients.length === 0) return;
     const underWay = new Map<string, number>();
     let others = 0;
@@ -672,7 +793,7 @@ export class Taking {
       if (pending > 0) underWay.set(to, pending - 1);
       else due.push(to);
     }
-    for (const pending of underWay.values()) others += pending;
+    if (lessOthersUnderWay) for (const pending of underWay.values()) others += pending;
     const free = shuffled(
       [...this.#held.entries()].filter(([leaseKey, held]) => !held.leaving && !held.handoff && this.#parts.hold.isHeld(leaseKey)),
       this.#parts.random,
@@ -693,33 +814,65 @@ export class Taking {
   }
 
   /**
-   * Removes members dead for ten lease durations (as this worker saw them) that no lease names any more,
-   * so that workers that come and go (new ids each deploy) do not fill the roster. A removed worker id
-   * that joins again gets a version above any it had, so nobody confuses it with the one removed.
+   * The members dead for ten lease durations, as this worker saw them (from the first take tick that read
+   * them dead, at that version): due for removal, so that workers that come and go (new ids each deploy) do
+   * not fill the roster. A removed worker id that joins again gets a version above any it had, so nobody
+   * confuses it with the one removed.
    */
-  async #removeLongDead(listing: LeaseListing, now: number): Promise<void> {
-    const named = new Set(listing.leases.map((lease) => lease.owner));
+  #longDead(now: number): MemberRecord[] {
+    const due: MemberRecord[] = [];
     for (const member of this.#parts.view.values()) {
       if (member.status !== 'dead') {
         this.#deadSince.delete(member.workerId);
         continue;
       }
       const since = this.#deadSince.get(member.workerId);
-      if (since === undefined || since.version !== member.version) {
-        this.#deadSince.set(member.workerId, { version: member.version, at: now });
-        continue;
-      }
-      if (now - since.at < this.#parts.leaseDurationMs * 10 || named.has(member.workerId) || member.workerId === this.#parts.workerId) continue;
-      try {
-        const outcome = await this.#parts.storage.removeMember(this.#parts.group, member.workerId, member.version);
-        this.#host.emit('storage', { operation: 'remove-member', applied: outcome.status === 'applied' ? 1 : 0, conflict: outcome.status === 'conflict' ? 1 : 0, unknown: outcome.status === 'unknown' ? 1 : 0 });
-        if (outcome.status !== 'conflict') this.#parts.members.announce();
-      } catch (error) {
-        this.#host.report(error, 'remove-member');
-      }
-      this.#deadSince.delete(member.workerId);
+      if (since === undefined || since.version !== member.version) this.#deadSince.set(member.workerId, { version: member.version, at: now, listed: false });
+      else if (now - since.at >= this.#parts.leaseDurationMs * 10 && member.workerId !== this.#parts.workerId) due.push(member);
     }
     for (const workerId of this.#deadSince.keys()) if (!this.#parts.view.has(workerId)) this.#deadSince.delete(workerId);
+    return due;
+  }
+
+  /**
+   * At a take tick: removes the long dead members whose first watcher this worker is (one member for each,
+   * not every member) when their leave named every lease they had, handed over, so that no lease names them;
+   * for any other, lists once, to see that no lease names it. Neither a join nor a leave with such a note
+   * brings a listing, and the safety-net listing may be an hour away in a large group.
+   */
+  async #removeLongDeadAtTick(now: number): Promise<void> {
+    const due = this.#longDead(now);
+    if (due.length === 0) return;
+    const alive = [...this.#parts.view.alive().keys()];
+    for (const member of due) {
+      if (watchersOf(member.workerId, alive, 1)[0] !== this.#parts.workerId) continue;
+      if (this.#noteTrusted || readNote(member.metadata[HANDED_FIELD])?.complete === true) await this.#remove(member);
+      else {
+        const since = this.#deadSince.get(member.workerId);
+        if (since && !since.listed) {
+          since.listed = true;
+          this.listingDue = true;
+        }
+      }
+      if (this.#host.state() !== 'running') return;
+    }
+  }
+
+  /** At a listing: removes the long dead members that no listed lease names. */
+  async #removeLongDead(listing: LeaseListing, now: number): Promise<void> {
+    const named = new Set(listing.leases.map((lease) => lease.owner));
+    for (const member of this.#longDead(now)) if (!named.has(member.workerId)) await this.#remove(member);
+  }
+
+  async #remove(member: MemberRecord): Promise<void> {
+    try {
+      const outcome = await this.#parts.storage.removeMember(this.#parts.group, member.workerId, member.version);
+      this.#host.emit('storage', { operation: 'remove-member', applied: outcome.status === 'applied' ? 1 : 0, conflict: outcome.status === 'conflict' ? 1 : 0, unknown: outcome.status === 'unknown' ? 1 : 0 });
+      if (outcome.status !== 'conflict') this.#parts.members.announce();
+    } catch (error) {
+      this.#host.report(error, 'remove-member');
+    }
+    this.#deadSince.delete(member.workerId);
   }
 
   /** Reports each newly corrupt lease once; returns the keys of every corrupt lease now. */

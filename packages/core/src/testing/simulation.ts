@@ -193,6 +193,7 @@ export function replayCommand(config: SimulationConfig & { workers: number; leas
     unsafe?.givenBackPlanned ? '--unsafe-given-back-planned' : '',
     unsafe?.shortfallIgnored ? '--unsafe-shortfall-ignored' : '',
     unsafe?.noteTrusted ? '--unsafe-note-trusted' : '',
+    unsafe?.asksTrusted ? '--unsafe-asks-trusted' : '',
     unsafe?.rosterBeforeListing ? '--unsafe-roster-before-listing' : '',
     unsafe?.coldListingIgnoresNews ? '--unsafe-cold-listing-ignores-news' : '',
     config.watcherReads === false ? '--no-watcher-reads' : '',
