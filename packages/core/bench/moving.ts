@@ -150,6 +150,33 @@ async function largeJoin(seed: number, useChangeFeed: boolean): Promise<Sample> 
   }
 }
 
+/**
+ * Three workers join 100 balanced over 10,000, the second 1-3 s after the first (drawn from the seed) and
+ * the third a third of that later: a deploy adding workers one by one. Until balanced after the last join
+ * and five take ticks more, the members already there: their listings, the items they read.
+ */
+async function joinBurst(seed: number, useChangeFeed: boolean): Promise<Sample> {
+  const c = await cluster(seed, 100, 10_000, { startSpreadMs: TAKE_MS / 2, coordinator: { useChangeFeed } });
+  try {
+    await settled(c, 100);
+    const members = [...c.workers];
+    const itemsRead = (): number => members.reduce((sum, worker) => sum + worker.storage.counts.itemsRead, 0);
+    const listings = (): number => members.reduce((sum, worker) => sum + (worker.storage.counts.calls.listLeases ?? 0), 0);
+    const [listedBefore, readBefore] = [listings(), itemsRead()];
+    const gapMs = 1_000 + (seed % 3) * 1_000;
+    c.add();
+    await c.scheduler.advance(gapMs);
+    c.add();
+    await c.scheduler.advance(gapMs / 3);
+    c.add();
+    const ms = await advanceUntil(c.scheduler, () => balanced(c), { stepMs: 100, precise: false });
+    if ((ms ?? 0) < 5 * TAKE_MS) await c.scheduler.advance(5 * TAKE_MS - (ms ?? 0));
+    return { ms, balancedMs: ms, listings: (listings() - listedBefore) / members.length, itemsRead: itemsRead() - readBefore };
+  } finally {
+    dispose(c);
+  }
+}
+
 /** 10 workers hold 100 leases; an 11th joins at a random moment. Until balanced, with the joiner's listings and the moves. */
 async function join(seed: number): Promise<Sample> {
   const workers = 10;
@@ -181,7 +208,7 @@ function withLeases(s: Summary): Summary & { p50InLeases: number; p99InLeases: n
 }
 
 export async function movingSection(seeds: readonly number[], massTrials = 3): Promise<{ runs: Record<string, Sample[]>; summary: Record<string, unknown>; failures: number; crashPass: boolean; crashLarge: { workers: number; leases: number; p99InLeases: number } }> {
-  const runs: Record<string, Sample[]> = { crash: [], crashLarge: [], crashWatched: [], crashWatchedNoFeed: [], crashMass: [], gracefulStop: [], stopLarge: [], stopLargeNoFeed: [], joinLarge: [], joinLargeNoFeed: [], join: [] };
+  const runs: Record<string, Sample[]> = { crash: [], crashLarge: [], crashWatched: [], crashWatchedNoFeed: [], crashMass: [], gracefulStop: [], stopLarge: [], stopLargeNoFeed: [], joinLarge: [], joinLargeNoFeed: [], joinBurst: [], joinBurstNoFeed: [], join: [] };
   // A quarter of 100 x 10,000 at once, and one of them stopping: a few seeds (each costs seconds of CPU;
   // `--mass-trials`), reported, not gated.
   for (const seed of seeds.slice(0, massTrials)) {
@@ -190,6 +217,8 @@ export async function movingSection(seeds: readonly number[], massTrials = 3): P
     runs.stopLargeNoFeed!.push(await largeStop(seed + 8_000_000, false));
     runs.joinLarge!.push(await largeJoin(seed + 9_000_000, true));
     runs.joinLargeNoFeed!.push(await largeJoin(seed + 9_000_000, false));
+    runs.joinBurst!.push(await joinBurst(seed + 9_500_000, true));
+    runs.joinBurstNoFeed!.push(await joinBurst(seed + 9_500_000, false));
   }
   for (const seed of seeds) {
     runs.crash!.push(await crash(seed));
@@ -288,6 +317,14 @@ export async function movingSection(seeds: readonly number[], massTrials = 3): P
     lines.push([`join of a 101st to 100 w, 10,000 l, ${label}: balanced (${runs[name]!.length} trials)`, fmt(inLeases(balancedAfter.p50), 3), fmt(inLeases(balancedAfter.p99), 3), fmt(inLeases(balancedAfter.max), 3), String(balancedAfter.failures), '', '', '']);
     lines.push([`join of a 101st, ${label}: listings per member already there (count)`, fmt(listings.p50, 2), fmt(listings.p99, 2), fmt(listings.max, 2), String(listings.failures), '', '', '']);
     lines.push([`join of a 101st, ${label}: items they read, to balance and five take ticks (count)`, fmt(items.p50, 0), fmt(items.p99, 0), fmt(items.max, 0), String(items.failures), '', '', '']);
+  }
+  for (const [name, label] of [['joinBurst', 'with a change feed'], ['joinBurstNoFeed', 'no change feed (DynamoDB)']] as const) {
+    const balancedAfter = summarize(runs[name]!.map((sample) => sample.ms));
+    const listings = summarize(runs[name]!.map((sample) => sample.listings ?? null));
+    const items = summarize(runs[name]!.map((sample) => sample.itemsRead ?? null));
+    lines.push([`three joins 1-3 s apart to 100 w, 10,000 l, ${label}: balanced after the last (${runs[name]!.length} trials)`, fmt(inLeases(balancedAfter.p50), 3), fmt(inLeases(balancedAfter.p99), 3), fmt(inLeases(balancedAfter.max), 3), String(balancedAfter.failures), '', '', '']);
+    lines.push([`three joins, ${label}: listings per member already there (count)`, fmt(listings.p50, 2), fmt(listings.p99, 2), fmt(listings.max, 2), String(listings.failures), '', '', '']);
+    lines.push([`three joins, ${label}: items they read, to balance and five take ticks (count)`, fmt(items.p50, 0), fmt(items.p99, 0), fmt(items.max, 0), String(items.failures), '', '', '']);
   }
   // The joiner's listings include the ones a handoff prompted, not only the 2 s ticks.
   lines.push(['join: joiner listings (count)', fmt(joinTicks.p50, 0), fmt(joinTicks.p99, 0), fmt(joinTicks.max, 0), String(joinTicks.failures), `${minimumMoves}`, fmt(joinTicks.p50 / minimumMoves, 2), '']);
