@@ -66,13 +66,13 @@ describe('the simulation harness', () => {
 
   // A join that names its givers: for four take ticks the members count what a newcomer asked for and does not
   // hold yet as on its way; trusted for as long as the asks are read, a giver's refusal (or a handover lost)
-  // hides a shortfall. Without a change feed seeds 1-300 catch it 5 times, the first at 1 (the group not
-  // whole: 20 leases held 18 times, and not balanced).
-  it('catches members that count a newcomer\'s asks as leases on their way for as long as they read them, on seed 1 without a change feed: the group is not whole or not balanced in time', async () => {
-    expect((await simulate({ seed: 1, changeFeed: false })).violations).toEqual([]);
-    const result = await simulate({ seed: 1, changeFeed: false, coordinator: { unsafe: { asksTrusted: true } } });
+  // hides a shortfall. Without a change feed 12 of seeds 1-1000 catch it, the first at 13 (51 of its 60
+  // leases held by live members in time, and not balanced).
+  it('catches members that count a newcomer\'s asks as leases on their way for as long as they read them, on seed 13 without a change feed: the group is not whole or not balanced in time', async () => {
+    expect((await simulate({ seed: 13, changeFeed: false })).violations).toEqual([]);
+    const result = await simulate({ seed: 13, changeFeed: false, coordinator: { unsafe: { asksTrusted: true } } });
     expect(result.violations.some((violation) => violation.guarantee === 'liveness' || violation.guarantee === 'balance')).toBe(true);
-    expect(result.replay).toMatch(/--seed 1 .*--unsafe-asks-trusted --no-change-feed --trace$/);
+    expect(result.replay).toMatch(/--seed 13 .*--unsafe-asks-trusted --no-change-feed --trace$/);
   }, 600_000);
 
   // The rule had no switch before; seeds 1-1000 catch it 4 times, the first at 269 (3, the first at 296,
@@ -159,11 +159,21 @@ describe('the simulation harness', () => {
   // away, asked for one back, and was over its cap again: the group passed leases to and fro until the bound.
   // Seeds 148403 and 149568 failed with that count fixed alone: a capped member's leases lost to
   // self-fencing, which it had no room to take back, stayed named for it (it now gives them back).
-  it('keeps seed 145900 balanced: a member at its cap handed one lease more gives back only that one; with givenBackPlanned the group is not balanced in time', async () => {
+  // Since a join brings no listing, 145900 runs another schedule: 151199 without a feed (1 of seeds
+  // 151000-151199) shows the count, the leases not all held by live members in time.
+  it('keeps seed 145900 balanced: a member at its cap handed one lease more gives back only that one; with givenBackPlanned seed 151199 is not whole in time', async () => {
     for (const seed of [145900, 148403, 149568]) expect((await simulate({ seed })).violations).toEqual([]);
-    const unsafe = await simulate({ seed: 145900, coordinator: { unsafe: { givenBackPlanned: true } } });
-    expect(unsafe.violations.some((violation) => violation.guarantee === 'balance' && /not balanced/.test(violation.detail))).toBe(true);
-    expect(unsafe.replay).toMatch(/--seed 145900 .*--unsafe-given-back-planned/);
+    expect((await simulate({ seed: 151199, changeFeed: false })).violations).toEqual([]);
+    const unsafe = await simulate({ seed: 151199, changeFeed: false, coordinator: { unsafe: { givenBackPlanned: true } } });
+    expect(unsafe.violations.some((violation) => violation.guarantee === 'balance' || violation.guarantee === 'liveness')).toBe(true);
+    expect(unsafe.replay).toMatch(/--seed 151199 .*--unsafe-given-back-planned --no-change-feed/);
+  }, 600_000);
+
+  // Found by fresh seeds while a join was made to bring no listing: a member two below the most loaded that
+  // listed only when the plan of moves on the members' counts gave it a lease missed, without a feed, a lease
+  // offered to it by an owner whose counts differed, which waited for the safety-net listing.
+  it('keeps seeds 148731, 152630 and 153189 whole without a change feed: a member two below the most loaded lists every tick', async () => {
+    for (const seed of [148731, 152630, 153189]) expect((await simulate({ seed, changeFeed: false })).violations).toEqual([]);
   }, 600_000);
 
   it('replays a seed exactly: the same seed gives the same run', async () => {

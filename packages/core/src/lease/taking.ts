@@ -316,7 +316,7 @@ export class Taking {
     if (this.#corrupt.size > 0) this.listingDue = true;
     if (!this.listingDue && this.#listedAt !== null && now - this.#listedAt < this.#parts.members.safetyListingMs(this.#listIntervalMs)) {
       // Nothing changed: balance on the members' own counts, and list only when a steal needs keys.
-      if (this.#belowOthers(now) || this.#aboveOthers(now) || this.#leasesUnheld(now)) this.listingDue = now - this.#listedAt >= this.#parts.takeIntervalMs * 0.9;
+      if (this.#belowOthers() || this.#aboveOthers(now) || this.#leasesUnheld(now)) this.listingDue = now - this.#listedAt >= this.#parts.takeIntervalMs * 0.9;
       if (!this.listingDue) return;
     }
     // A cold start waiting for the members to stop joining reads only the roster meanwhile: listing the
@@ -405,7 +405,7 @@ export class Taking {
    * Whether, by the members' own counts, this worker is two or more below the most loaded member: it then
    * lists every tick, to ask for leases and to find the ones handed to it unasked.
    */
-  #belowOthers(now: number): boolean {
+  #belowOthers(): boolean {
     // A newcomer whose asks stand waits for its givers: with a change feed it hears of each handover;
     // without one it lists every tick to find them (nobody else lists for them).
     if (this.#asked !== null) return !this.#host.subscribed();
@@ -414,11 +414,7 @@ export class Taking {
     if (mine >= this.#parts.maxLeases) return false;
     let most = 0;
     for (const member of this.#parts.view.values()) if (member.status === 'alive' && member.workerId !== this.#parts.workerId) most = Math.max(most, member.held);
-    if (most < mine + 2) return false;
-    // Only a member the plan of moves on the counts gives leases to: after joins a few members stay one
-    // above their share where most are at it, and every member two below those listed to steal one, where
-    // the plan moves one lease each from the few to as many (three joins at 100 x 10,000: 90 listings).
-    return this.#movesOnCounts(now, mine).some((move) => move.to === this.#parts.workerId);
+    return most >= mine + 2;
   }
 
   /**
