@@ -4,7 +4,7 @@
  * at once) and the survivors' listings until balanced again; a stopped worker's; an 11th worker joining 10,
  * with its listings and the leases moved. Counted in lease durations, beside KCL's.
  */
-import { advanceUntil, balanced, cluster, dispose, heldElsewhere, LEASE_MS, ownedBy, settled, TAKE_MS, type Cluster, type ClusterOptions, GROUP } from './cluster.js';
+import { advanceUntil, balanced, cluster, dispose, heldElsewhere, LEASE_MS, ownedBy, settled, TAKE_MS, type Cluster, type ClusterOptions, type Worker, GROUP } from './cluster.js';
 import { shuffled } from '../src/clock.js';
 import { fmt, summarize, table, verdict, type Summary } from './shared.js';
 
@@ -129,11 +129,11 @@ async function largeStop(seed: number, useChangeFeed: boolean): Promise<Sample> 
 }
 
 /**
- * 100 workers, 10,000 leases; a 101st joins once they are balanced. Until the group is balanced again (and
- * at least five take ticks), with the listings and the items read by the members already there: before,
- * a join moved the roster so that every one of them listed the whole group.
+ * 100 workers balanced over 10,000 leases; `join` adds workers to them. Until the group is balanced again
+ * after it (and at least five take ticks), with the listings and the items read by the members already
+ * there, and the listings of the last worker `join` added.
  */
-async function largeJoin(seed: number, useChangeFeed: boolean): Promise<Sample> {
+async function joinsTo100(seed: number, useChangeFeed: boolean, join: (c: Cluster) => Promise<Worker>): Promise<Sample> {
   const c = await cluster(seed, 100, 10_000, { startSpreadMs: TAKE_MS / 2, coordinator: { useChangeFeed } });
   try {
     await settled(c, 100);
@@ -141,7 +141,7 @@ async function largeJoin(seed: number, useChangeFeed: boolean): Promise<Sample> 
     const itemsRead = (): number => members.reduce((sum, worker) => sum + worker.storage.counts.itemsRead, 0);
     const listings = (): number => members.reduce((sum, worker) => sum + (worker.storage.counts.calls.listLeases ?? 0), 0);
     const [listedBefore, readBefore] = [listings(), itemsRead()];
-    const joiner = c.add();
+    const joiner = await join(c);
     const ms = await advanceUntil(c.scheduler, () => balanced(c), { stepMs: 100, precise: false });
     if ((ms ?? 0) < 5 * TAKE_MS) await c.scheduler.advance(5 * TAKE_MS - (ms ?? 0));
     return { ms, balancedMs: ms, listings: (listings() - listedBefore) / members.length, itemsRead: itemsRead() - readBefore, takeTicks: joiner.storage.counts.calls.listLeases ?? 0 };
@@ -150,32 +150,22 @@ async function largeJoin(seed: number, useChangeFeed: boolean): Promise<Sample> 
   }
 }
 
+/** A 101st joins 100 balanced over 10,000 leases: before, the join moved the roster so that every member listed the whole group. */
+const largeJoin = (seed: number, useChangeFeed: boolean): Promise<Sample> => joinsTo100(seed, useChangeFeed, async (c) => c.add());
+
 /**
  * Three workers join 100 balanced over 10,000, the second 1-3 s after the first (drawn from the seed) and
- * the third a third of that later: a deploy adding workers one by one. Until balanced after the last join
- * and five take ticks more, the members already there: their listings, the items they read.
+ * the third a third of that later: a deploy adding workers one by one.
  */
-async function joinBurst(seed: number, useChangeFeed: boolean): Promise<Sample> {
-  const c = await cluster(seed, 100, 10_000, { startSpreadMs: TAKE_MS / 2, coordinator: { useChangeFeed } });
-  try {
-    await settled(c, 100);
-    const members = [...c.workers];
-    const itemsRead = (): number => members.reduce((sum, worker) => sum + worker.storage.counts.itemsRead, 0);
-    const listings = (): number => members.reduce((sum, worker) => sum + (worker.storage.counts.calls.listLeases ?? 0), 0);
-    const [listedBefore, readBefore] = [listings(), itemsRead()];
+const joinBurst = (seed: number, useChangeFeed: boolean): Promise<Sample> =>
+  joinsTo100(seed, useChangeFeed, async (c) => {
     const gapMs = 1_000 + (seed % 3) * 1_000;
     c.add();
     await c.scheduler.advance(gapMs);
     c.add();
     await c.scheduler.advance(gapMs / 3);
-    c.add();
-    const ms = await advanceUntil(c.scheduler, () => balanced(c), { stepMs: 100, precise: false });
-    if ((ms ?? 0) < 5 * TAKE_MS) await c.scheduler.advance(5 * TAKE_MS - (ms ?? 0));
-    return { ms, balancedMs: ms, listings: (listings() - listedBefore) / members.length, itemsRead: itemsRead() - readBefore };
-  } finally {
-    dispose(c);
-  }
-}
+    return c.add();
+  });
 
 /** 10 workers hold 100 leases; an 11th joins at a random moment. Until balanced, with the joiner's listings and the moves. */
 async function join(seed: number): Promise<Sample> {
