@@ -3,10 +3,11 @@
  * the roster digest"): the take tick that reads the roster and decides when to list, the deal of the leases
  * without a live owner (the same split on every worker that read the same records), the takes themselves,
  * the leases given back or freed for the group, the handovers this worker offers to members below their
- * share, and the clean-up of members long dead. The pure policy (fair shares, the moves between members) is
+ * share, and the asks of newcomers it answers. The pure policy (fair shares, the moves between members) is
  * in balance.ts; the deal of the members this worker declares dead in declarer-deal.ts; a large group's
- * early cold-start listing in cold-listing.ts; the handovers themselves and the steal requests are carried
- * out by handovers.ts; the hold decides whether a lease taken counts.
+ * early cold-start listing in cold-listing.ts; the asks' format and what a worker read of them in
+ * join-asks.ts; the removal of members long dead in departed.ts; the handovers themselves and the steal
+ * requests are carried out by handovers.ts; the hold decides whether a lease taken counts.
  */
 import { shuffled, unlessAborted } from '../clock.js';
 import { describeValue, type LeaseholdError, RecordFormatError } from '../errors.js';
@@ -19,8 +20,8 @@ import type { LeaseParts } from './parts.js';
 import type { LeaseCoordinatorEvents } from './events.js';
 import type { Handovers } from './handovers.js';
 import type { Held } from './held.js';
-import { HANDED_FIELD, NotesRead, readNote } from './leave-notes.js';
-import { watchersOf } from './watchers.js';
+import { NotesRead } from './leave-notes.js';
+import { Departed } from './departed.js';
 import { AsksRead, ASKED_TICKS, ASKS_TICKS } from './join-asks.js';
 import { LEAVING_FIELD, type Incarnation } from './membership.js';
 import { stateWithoutResume } from './resume-hint.js';
@@ -126,7 +127,6 @@ export class Taking {
   readonly #letGoForgetsUnreadable: boolean;
   readonly #rosterBeforeListing: boolean;
   readonly #stopWaitsForListing: boolean;
-  readonly #noteTrusted: boolean;
   readonly #host: TakingHost;
   /** Whether the next take tick lists the leases, whatever the roster says. */
   listingDue = true;
@@ -140,8 +140,8 @@ export class Taking {
   #coldWait = false;
   /** A large group's cold start: the listing read while the members were joining, for the deal once they stop. */
   readonly #coldListing: ColdListing;
-  /** Dead members, and when this worker first saw them dead at that version. */
-  readonly #deadSince = new Map<string, { version: number; at: number; listed: boolean }>();
+  /** The members long dead, and their removal. */
+  readonly #departed: Departed;
   /** The smallest fair share of the last listing: an owner never hands over below it. */
   #fairFloor = 0;
   /** The eligible leases and this worker's share at the last listing, and since when the counts fall short of them. */
@@ -183,7 +183,14 @@ export class Taking {
     this.#coldListing = new ColdListing({ parts: options, report: (error, operation) => options.host.report(error, operation), stopping: options.host.stopping, ignoresNews: options.coldListingIgnoresNews });
     this.#host = options.host;
     this.#notes = new NotesRead(options.workerId, options.noteTrusted);
-    this.#noteTrusted = options.noteTrusted;
+    this.#departed = new Departed({
+      parts: options,
+      host: options.host,
+      noteTrusted: options.noteTrusted,
+      list: () => {
+        this.listingDue = true;
+      },
+    });
     this.#asks = new AsksRead(options.workerId, options.asksTrusted);
     this.#deal = new DeclarerDeal({
       parts: options,
@@ -230,7 +237,7 @@ export class Taking {
 
   /** The sizes of taking's bookkeeping, for the coordinator's diagnostics. */
   diagnostics(): { unownedSince: number; corrupt: number; deadSince: number } {
-    return { unownedSince: this.#unownedSince.size, corrupt: this.#corrupt.size, deadSince: this.#deadSince.size };
+    return { unownedSince: this.#unownedSince.size, corrupt: this.#corrupt.size, deadSince: this.#departed.size };
   }
 
   /**
@@ -310,7 +317,7 @@ export class Taking {
       this.#asked = null;
       this.#parts.members.unask();
     }
-    await this.#removeLongDeadAtTick(now);
+    await this.#departed.atTick(now);
     if (this.#host.state() !== 'running') return;
     // A corrupt lease is looked at every tick until it reads back: its repair is announced by nobody.
     if (this.#corrupt.size > 0) this.listingDue = true;
@@ -369,7 +376,7 @@ export class Taking {
       return;
     }
     await this.#balance(listing, now, membership, early);
-    await this.#removeLongDead(listing, now);
+    await this.#departed.atListing(listing, now);
   }
 
   /**
@@ -807,68 +814,6 @@ export class Taking {
       this.#host.emit('handoff-offered', { leaseKey, to });
       void this.#handovers.handOff(leaseKey, held);
     }
-  }
-
-  /**
-   * The members dead for ten lease durations, as this worker saw them (from the first take tick that read
-   * them dead, at that version): due for removal, so that workers that come and go (new ids each deploy) do
-   * not fill the roster. A removed worker id that joins again gets a version above any it had, so nobody
-   * confuses it with the one removed.
-   */
-  #longDead(now: number): MemberRecord[] {
-    const due: MemberRecord[] = [];
-    for (const member of this.#parts.view.values()) {
-      if (member.status !== 'dead') {
-        this.#deadSince.delete(member.workerId);
-        continue;
-      }
-      const since = this.#deadSince.get(member.workerId);
-      if (since === undefined || since.version !== member.version) this.#deadSince.set(member.workerId, { version: member.version, at: now, listed: false });
-      else if (now - since.at >= this.#parts.leaseDurationMs * 10 && member.workerId !== this.#parts.workerId) due.push(member);
-    }
-    for (const workerId of this.#deadSince.keys()) if (!this.#parts.view.has(workerId)) this.#deadSince.delete(workerId);
-    return due;
-  }
-
-  /**
-   * At a take tick: removes the long dead members whose first watcher this worker is (one member for each,
-   * not every member) when their leave named every lease they had, handed over, so that no lease names them;
-   * for any other, lists once, to see that no lease names it. Neither a join nor a leave with such a note
-   * brings a listing, and the safety-net listing may be an hour away in a large group.
-   */
-  async #removeLongDeadAtTick(now: number): Promise<void> {
-    const due = this.#longDead(now);
-    if (due.length === 0) return;
-    const alive = [...this.#parts.view.alive().keys()];
-    for (const member of due) {
-      if (watchersOf(member.workerId, alive, 1)[0] !== this.#parts.workerId) continue;
-      if (this.#noteTrusted || readNote(member.metadata[HANDED_FIELD])?.complete === true) await this.#remove(member);
-      else {
-        const since = this.#deadSince.get(member.workerId);
-        if (since && !since.listed) {
-          since.listed = true;
-          this.listingDue = true;
-        }
-      }
-      if (this.#host.state() !== 'running') return;
-    }
-  }
-
-  /** At a listing: removes the long dead members that no listed lease names. */
-  async #removeLongDead(listing: LeaseListing, now: number): Promise<void> {
-    const named = new Set(listing.leases.map((lease) => lease.owner));
-    for (const member of this.#longDead(now)) if (!named.has(member.workerId)) await this.#remove(member);
-  }
-
-  async #remove(member: MemberRecord): Promise<void> {
-    try {
-      const outcome = await this.#parts.storage.removeMember(this.#parts.group, member.workerId, member.version);
-      this.#host.emit('storage', { operation: 'remove-member', applied: outcome.status === 'applied' ? 1 : 0, conflict: outcome.status === 'conflict' ? 1 : 0, unknown: outcome.status === 'unknown' ? 1 : 0 });
-      if (outcome.status !== 'conflict') this.#parts.members.announce();
-    } catch (error) {
-      this.#host.report(error, 'remove-member');
-    }
-    this.#deadSince.delete(member.workerId);
   }
 
   /** Reports each newly corrupt lease once; returns the keys of every corrupt lease now. */
