@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ringOrder, watchedBy, watchersOf } from '../src/lease/watchers.js';
+import { firstWatcherOf, ringOrder, watchedBy, watchersOf } from '../src/lease/watchers.js';
 
 const ids = (count: number): string[] => Array.from({ length: count }, (_, i) => `worker-${i}`);
 
@@ -42,5 +42,14 @@ describe('watchers: the ring of members', () => {
     const next = watchersOf('worker-7', remaining, 3);
     expect(next).toHaveLength(3);
     for (const watcher of next) expect(watchedBy(watcher, remaining, 3)).toContain('worker-7');
+  });
+
+  it('finds a member\'s first watcher in one pass, the same as the ring gives, the member itself among the live or not', () => {
+    const members = Array.from({ length: 300 }, (_, i) => `host-${i}-${(i * 7919) % 101}`);
+    for (const watched of [...members.slice(0, 50), 'gone-1', 'gone-2']) {
+      expect(firstWatcherOf(watched, members)).toBe(watchersOf(watched, members, 1)[0]);
+    }
+    expect(firstWatcherOf('alone', ['alone'])).toBeUndefined();
+    expect(firstWatcherOf('a', ['b'])).toBe('b');
   });
 });

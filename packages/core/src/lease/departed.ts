@@ -8,7 +8,7 @@ import type { LeaseListing, MemberRecord } from '../storage.js';
 import { HANDED_FIELD, readNote } from './leave-notes.js';
 import type { LeaseParts } from './parts.js';
 import type { TakingHost } from './taking.js';
-import { watchersOf } from './watchers.js';
+import { firstWatcherOf } from './watchers.js';
 
 export interface DepartedOptions {
   readonly parts: LeaseParts;
@@ -25,8 +25,11 @@ export class Departed {
   readonly #host: Pick<TakingHost, 'state' | 'emit' | 'report'>;
   readonly #noteTrusted: boolean;
   readonly #list: () => void;
-  /** Dead members, when this worker first saw them dead at that version, and whether it listed to remove one. */
-  readonly #deadSince = new Map<string, { version: number; at: number; listed: boolean }>();
+  /**
+   * Dead members, when this worker first saw them dead at that version, whether it listed to remove one,
+   * and whether the leave's note at that version names every lease the member had (read once it is due).
+   */
+  readonly #deadSince = new Map<string, { version: number; at: number; listed: boolean; complete?: boolean }>();
 
   constructor(options: DepartedOptions) {
     this.#parts = options.parts;
@@ -70,16 +73,20 @@ export class Departed {
   async atTick(now: number): Promise<void> {
     const due = this.#longDead(now);
     if (due.length === 0) return;
-    const alive = [...this.#parts.view.alive().keys()];
+    let alive: string[] | undefined;
     for (const member of due) {
-      if (watchersOf(member.workerId, alive, 1)[0] !== this.#parts.workerId) continue;
-      if (this.#noteTrusted || readNote(member.metadata[HANDED_FIELD])?.complete === true) await this.#remove(member);
+      const since = this.#deadSince.get(member.workerId);
+      if (since === undefined) continue;
+      since.complete ??= this.#noteTrusted || readNote(member.metadata[HANDED_FIELD])?.complete === true;
+      // Listed for once already: nothing more to do here (a member a lease still names stays due, and the
+      // ring of a thousand members is not worth ordering every tick to find that out again).
+      if (!since.complete && since.listed) continue;
+      alive ??= [...this.#parts.view.alive().keys()];
+      if (firstWatcherOf(member.workerId, alive) !== this.#parts.workerId) continue;
+      if (since.complete) await this.#remove(member);
       else {
-        const since = this.#deadSince.get(member.workerId);
-        if (since && !since.listed) {
-          since.listed = true;
-          this.#list();
-        }
+        since.listed = true;
+        this.#list();
       }
       if (this.#host.state() !== 'running') return;
     }

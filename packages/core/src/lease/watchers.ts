@@ -48,3 +48,23 @@ export function watchersOf(watched: string, members: Iterable<string>, watchers:
   const count = Math.min(watchers, ring.length - 1);
   return Array.from({ length: count }, (_, i) => ring[(at + 1 + i) % ring.length] as string);
 }
+
+/**
+ * The first of the members that watch `watched` among the live `members` (`watchersOf` with one watcher),
+ * found in one pass over the members rather than by ordering the ring: the member that follows it on the
+ * ring. `undefined` when no other member is alive.
+ */
+export function firstWatcherOf(watched: string, members: Iterable<string>): string | undefined {
+  const at = hashOf(watched);
+  const after = (hash: number, workerId: string, than: { hash: number; workerId: string }): boolean => hash > than.hash || (hash === than.hash && workerId > than.workerId);
+  const self = { hash: at, workerId: watched };
+  let next: { hash: number; workerId: string } | undefined;
+  let lowest: { hash: number; workerId: string } | undefined;
+  for (const workerId of members) {
+    if (workerId === watched) continue;
+    const hash = hashOf(workerId);
+    if (lowest === undefined || !after(hash, workerId, lowest)) lowest = { hash, workerId };
+    if (after(hash, workerId, self) && (next === undefined || !after(hash, workerId, next))) next = { hash, workerId };
+  }
+  return (next ?? lowest)?.workerId;
+}
