@@ -72,9 +72,9 @@ export interface CoordinatorUnsafe {
   noteTrusted?: boolean | undefined;
   /**
    * A newcomer's asks count, for the members that read them, as leases on their way to it for as long as
-   * they are read, not for the few ticks its givers take to answer: a lease it asked for and never held (a
-   * giver that refused, a handover lost) hides a lease without a live owner, which waits for a listing
-   * something else brings, up to the safety-net interval.
+   * they were read once, even after the newcomer dropped them, not for the few ticks its givers take to
+   * answer: a lease it asked for and never held (a giver that refused, a handover lost) hides a lease
+   * without a live owner, which waits for a listing something else brings, up to the safety-net interval.
    */
   asksTrusted?: boolean | undefined;
   /**

@@ -83,6 +83,21 @@ describe('the asks a worker reads', () => {
     }
   });
 
+  it('counts nothing on its way to a newcomer once it dropped its asks (what did not come was refused), unless the unsafe trust keeps them', () => {
+    for (const trusted of [false, true]) {
+      const read = new AsksRead('me', trusted);
+      read.read(roster([alive('new', { held: 0, metadata: { [ASKS_FIELD]: value } })]), 1_000, new Set());
+      expect(read.onTheirWayTo(alive('new', { held: 3 }), 2_000, 8_000)).toBe(2);
+      // Its next heartbeat drops the asks: 3 of 5 came, the givers refused the other 2.
+      read.read(roster([alive('new', { held: 3 })]), 3_000, new Set());
+      expect(read.onTheirWayTo(alive('new', { held: 3 }), 3_000, 8_000)).toBe(trusted ? 2 : 0);
+      // Asked again, of other givers: counted again, from what it holds now.
+      const again = alive('new', { held: 3, metadata: { [ASKS_FIELD]: writeAsks(new Map([['me', 1], ['third', 1]]), () => true)! } });
+      expect(read.read(roster([again]), 4_000, new Set())).toEqual([{ to: again, count: 1 }]);
+      expect(read.onTheirWayTo(alive('new', { held: 3 }), 4_000, 8_000)).toBe(2);
+    }
+  });
+
   it('says a member that joined may still ask until it asked or the window passed', () => {
     const read = new AsksRead('me', false);
     const newcomer = alive('new');
@@ -113,4 +128,5 @@ describe('a move of the roster made only of joins', () => {
     expect(movedByJoinsOnly(members(a, b), members(a, alive('c')))).toBe(false);
     expect(movedByJoinsOnly(members(a), members(a, 'corrupt' as unknown as MemberRecord))).toBe(false);
   });
+
 });

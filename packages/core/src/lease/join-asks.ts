@@ -20,16 +20,21 @@ import { readNote, recipientTag, writeNote } from './leave-notes.js';
 export const ASKS_FIELD = 'leasehold.asks';
 
 /**
- * How long, in take ticks, a newcomer waits for its givers before it asks the usual way (a listing and
- * steal requests, for what a giver refused): the givers read the asks at their next tick and hand over at
- * once, and the change feed, or the newcomer's next listing, brings the leases.
+ * How long, in take ticks, a newcomer waits for its givers before it asks again or the usual way (a
+ * listing and steal requests, for what a giver refused): the givers read the asks at their next tick, at
+ * most a tick after them, and hand over at once, and the change feed, or the newcomer's next listing,
+ * brings the leases. (A tick and a half at first: three joins 1-3 s apart balanced later, the newcomers
+ * refused by givers another had asked first waiting half a tick more for each round.)
  */
-export const ASKED_TICKS = 1.5;
+export const ASKED_TICKS = 1;
 
 /**
  * How long, in take ticks from reading them, the members count what a newcomer asked for as on its way to
  * it: a tick for the givers to hand over, a tick for its count to show them, and time for the newcomer's
- * own steal requests (after `ASKED_TICKS`) to be answered before anyone lists to offer it leases.
+ * own steal requests (after `ASKED_TICKS`) to be answered before anyone lists to offer it leases. No
+ * longer than its record carries them: it drops them when it stops waiting, and what had not come by
+ * then was refused (counted on for the whole window, a refusal hid a shortfall, and without a change feed
+ * a lease offered to a member that lists only for a shortfall waited for the window to pass).
  */
 export const ASKS_TICKS = 4;
 
@@ -62,10 +67,10 @@ export function readAsks(value: string | undefined): { byTag: ReadonlyMap<string
 export class AsksRead {
   readonly #tag: string;
   readonly #workerId: string;
-  /** Unsafe: asks stand for leases on their way for as long as they are read. */
+  /** Unsafe: asks stand for leases on their way for as long as they are read, and after they are dropped. */
   readonly #trusted: boolean;
   /** By newcomer: its incarnation and asks as written, how many leases they ask for in all, and when this worker first read them. */
-  readonly #read = new Map<string, { incarnation: string; value: string; total: number; at: number }>();
+  readonly #read = new Map<string, { incarnation: string; value: string | undefined; total: number; at: number }>();
   /** Newcomers seen without asks yet, by worker id: the incarnation and when this worker first saw it. */
   readonly #joined = new Map<string, { incarnation: string; at: number }>();
 
@@ -87,7 +92,13 @@ export class AsksRead {
       if (joined.has(member.workerId) && this.#joined.get(member.workerId)?.incarnation !== member.incarnation) this.#joined.set(member.workerId, { incarnation: member.incarnation, at: now });
       const value = member.metadata[ASKS_FIELD];
       const seen = this.#read.get(member.workerId);
-      if (value === undefined || (seen?.incarnation === member.incarnation && seen.value === value)) continue;
+      if (seen?.incarnation === member.incarnation && seen.value === value) continue;
+      // Asks dropped: the newcomer waits for no more of them (what has not come by then was refused, or is
+      // in a handover that its giver's count no longer shows either), and nothing stands on its way to it.
+      if (value === undefined) {
+        if (seen?.incarnation === member.incarnation && !this.#trusted) this.#read.set(member.workerId, { ...seen, value, total: 0 });
+        continue;
+      }
       const asks = readAsks(value);
       this.#read.set(member.workerId, { incarnation: member.incarnation, value, total: (asks?.total ?? 0) + member.held, at: now });
       const count = asks?.byTag.get(this.#tag) ?? 0;
