@@ -9,7 +9,7 @@
  *
  *   pnpm bench                   everything, 200 seeds for the crash, stop and join scenarios
  *   pnpm bench --seeds 50        fewer seeds, for a quick look
- *   pnpm bench --only steady     one section: steady, cold, crash (crash, stop, join), view
+ *   pnpm bench --only steady     one section: steady, cold, crash (crash, stop, join), view, churn
  *   pnpm bench --fleet           also run 1,000 × 100,000 in steady state (minutes of CPU, see the README);
  *                                without it, its row is 100 × 10,000's per-worker rates at its sizes, NOT MEASURED
  *   pnpm bench --fleet --fleet-minutes 2   a shorter steady window for it (10 simulated minutes by default)
@@ -29,7 +29,9 @@
  *    figures beside this run's;
  * 5. the monthly DynamoDB on-demand bill of coordination, measured, beside the one-record roster's, the
  *    whole roster reads' and KCL 2.x's, computed from its published behaviour;
- * 6. a watcher's CPU per take tick in its view of the roster at 10, 100 and 1,000 members (`roster-view-cpu.ts`).
+ * 6. a watcher's CPU per take tick in its view of the roster at 10, 100 and 1,000 members (`roster-view-cpu.ts`);
+ * 7. a rolling restart of 100 x 10,000 without a change feed, beside the same window with nobody
+ *    restarting: what membership costs while the roster moves all the time (`churn.ts`).
  *
  * Each section is a module beside this one: `steady.ts` (1), `cold.ts` (2), `moving.ts` (3), `goal.ts` (4),
  * `bill.ts` (5), `roster-view-cpu.ts` (6); `before.ts` holds the earlier designs' figures, `shared.ts` what
@@ -49,6 +51,7 @@ import { coldSection, type ColdResult } from './cold.js';
 import { movingSection } from './moving.js';
 import { GOALS, goalSection } from './goal.js';
 import { costSection } from './bill.js';
+import { churnSection } from './churn.js';
 import { fmt, HEARTBEAT_MS, now, since, table, tookText, type Took } from './shared.js';
 
 async function main(): Promise<void> {
@@ -67,7 +70,7 @@ async function main(): Promise<void> {
   const seeds = Array.from({ length: Number(values.seeds) }, (_, i) => Number(values.from) + i);
   const massTrials = Number(values['mass-trials']);
   if (!Number.isSafeInteger(massTrials) || massTrials < 0) throw new Error(`--mass-trials must be a whole number of trials, got ${JSON.stringify(values['mass-trials'])}`);
-  const only = new Set(values.only ?? ['steady', 'cold', 'crash', 'view']);
+  const only = new Set(values.only ?? ['steady', 'cold', 'crash', 'view', 'churn']);
   console.log(
     `lease coordinator, simulated time (leaseDuration ${LEASE_MS} ms, heartbeat every ${HEARTBEAT_MS} ms, take tick every ${TAKE_MS} ms, list every 600 s unless signalled, latency 1-20 ms each way, clock rates 1 ± ${MAX_DRIFT})`,
   );
@@ -111,6 +114,11 @@ async function main(): Promise<void> {
       console.error(`${moving.failures} runs did not reach their condition within ${CAP_MS / LEASE_MS} x leaseDuration`);
       failed = true;
     }
+  }
+  if (only.has('churn')) {
+    const at = now();
+    results.churn = await churnSection();
+    sections.churn = since(at);
   }
   if (only.has('view')) {
     const at = now();

@@ -1,0 +1,153 @@
+/**
+ * Section 7: a rolling restart, as a deploy makes one: 100 workers over 10,000 leases with worker ids as
+ * long as a cloud host's, without a change feed (DynamoDB) and with one, billed as each backend would (`meter.ts`).
+ * Every `everyMs` the longest-running worker stops gracefully and a worker under a new id joins, for the
+ * window; beside it, in the same run and from the same seed, the same window with nobody restarting. The
+ * steady figures of section 1 say what membership costs when nothing moves; this says what it costs while
+ * the roster moves all the time, where every move of the digest has every worker read the whole roster.
+ */
+import { advanceUntil, balanced, cluster, dispose, GROUP, TAKE_MS, type Cluster } from './cluster.js';
+import { addUsage, emptyUsage, hottestPartition, PARTITION_RCU, totalOf } from './meter.js';
+import { memberBucketKeys } from './roster-size.js';
+import { REAL_ID } from './steady.js';
+import { fmt, kb, now, since, table, tookText, type Took } from './shared.js';
+
+export interface ChurnRun {
+  /** `steady` (nobody restarts) or `rolling` (one restart every `everyMs`). */
+  mode: 'steady' | 'rolling';
+  /** Whether the store had a change feed (Redis, PostgreSQL) or not (DynamoDB). */
+  useChangeFeed: boolean;
+  workers: number;
+  leases: number;
+  everyMs: number | null;
+  windowMs: number;
+  restarts: number;
+  /** Per live worker per second, over the window: items read, DynamoDB bytes read, whole roster reads. */
+  itemsReadPerWorkerSecond: number;
+  dynamodbBytesReadPerWorkerSecond: number;
+  rosterReadsPerWorkerMinute: number;
+  listingsPerWorkerMinute: number;
+  /** Group-wide DynamoDB read units a second, and the members' partition keys' share of them. */
+  rcuPerSecond: number;
+  membersRcuPerSecond: number;
+  /** The busiest partition key: its name, read units a second, and its share of one partition's limits. */
+  hottestPartition: string;
+  hottestRcuPerSecond: number;
+  hottestShare: number;
+  /** A member item as DynamoDB bills it, at the window's end (real worker ids). */
+  meanMemberItemBytes: number;
+  /** Whether the group was balanced at the window's end, or within 30 s of it. */
+  balancedAtEnd: boolean;
+  took: Took;
+}
+
+/** How long after balancing the window begins. */
+const SETTLE_MS = 60_000;
+
+async function run(mode: ChurnRun['mode'], useChangeFeed: boolean, seed: number, everyMs: number, windowMs: number): Promise<ChurnRun> {
+  const started = now();
+  const [workers, leases] = [100, 10_000];
+  const c: Cluster = await cluster(seed, workers, leases, { startSpreadMs: TAKE_MS / 2, workerId: REAL_ID, meter: true, coordinator: { useChangeFeed } });
+  try {
+    const ready = await advanceUntil(c.scheduler, () => c.workers.length === workers && balanced(c), { precise: false, capMs: 30 * 60_000 });
+    if (ready === null) throw new Error(`churn (${mode}): ${workers} x ${leases} never balanced`);
+    await c.scheduler.advance(SETTLE_MS);
+    for (const worker of c.workers) worker.storage.meter!.usage = emptyUsage();
+    const counted = new Set(c.workers);
+    const itemsBefore = new Map(c.workers.map((worker) => [worker, worker.storage.counts.itemsRead]));
+    const callsBefore = new Map(c.workers.map((worker) => [worker, { ...worker.storage.counts.calls }]));
+    let restarts = 0;
+    let elapsed = 0;
+    while (elapsed < windowMs) {
+      const step = Math.min(everyMs, windowMs - elapsed);
+      if (mode === 'rolling') {
+        const leaving = c.live()[0]!;
+        leaving.alive = false;
+        void leaving.coordinator.stop();
+        counted.add(c.add());
+        restarts++;
+      }
+      await c.scheduler.advance(step);
+      elapsed += step;
+    }
+    const seconds = windowMs / 1_000;
+    const workerSeconds = workers * seconds;
+    const all = [...counted];
+    const usage = all.reduce((sum, worker) => addUsage(sum, worker.storage.meter!.usage), emptyUsage());
+    const total = totalOf(usage);
+    const itemsRead = all.reduce((sum, worker) => sum + worker.storage.counts.itemsRead - (itemsBefore.get(worker) ?? 0), 0);
+    const calls = (name: string): number => all.reduce((sum, worker) => sum + (worker.storage.counts.calls[name] ?? 0) - (callsBefore.get(worker)?.[name] ?? 0), 0);
+    const memberKeys = new Set(memberBucketKeys(GROUP));
+    let membersRru = 0;
+    for (const [partition, load] of usage.byPartition) if (memberKeys.has(partition)) membersRru += load.rru;
+    const hottest = hottestPartition(usage, seconds);
+    const balancedAtEnd = (await advanceUntil(c.scheduler, () => balanced(c), { precise: false, capMs: 30_000 })) !== null;
+    return {
+      mode,
+      useChangeFeed,
+      workers,
+      leases,
+      everyMs: mode === 'rolling' ? everyMs : null,
+      windowMs,
+      restarts,
+      itemsReadPerWorkerSecond: itemsRead / workerSeconds,
+      dynamodbBytesReadPerWorkerSecond: total.read.dynamodb / workerSeconds,
+      rosterReadsPerWorkerMinute: calls('getRoster') / workers / (seconds / 60),
+      listingsPerWorkerMinute: calls('listLeases') / workers / (seconds / 60),
+      rcuPerSecond: total.rru / seconds,
+      membersRcuPerSecond: membersRru / seconds,
+      hottestPartition: hottest?.partition ?? '-',
+      hottestRcuPerSecond: (hottest?.load.rru ?? 0) / seconds,
+      hottestShare: hottest?.share ?? 0,
+      meanMemberItemBytes: c.ledger.rosterQuery().bytes / c.ledger.liveMembers,
+      balancedAtEnd,
+      took: since(started),
+    };
+  } finally {
+    dispose(c);
+  }
+}
+
+/**
+ * The rolling restart beside the steady window, and what the same rates come to at 1,000 workers where
+ * every worker reads the whole roster of 1,000 at each move of the digest (arithmetic, not run).
+ */
+export async function churnSection(seed = 1, everyMs = 6_000, windowMs = 3 * 60_000): Promise<{ runs: ChurnRun[]; fleet: Record<string, number> }> {
+  const runs = [await run('steady', false, seed, everyMs, windowMs), await run('rolling', false, seed, everyMs, windowMs), await run('rolling', true, seed, everyMs, windowMs)];
+  console.log(`\nA rolling restart of 100 x 10,000, one graceful stop and one join under a new id every ${everyMs / 1_000} s for ${windowMs / 60_000} simulated minutes, beside the same window with nobody restarting (real worker ids; billed as DynamoDB bills them):`);
+  table(
+    ['', 'items read / worker / s', 'DynamoDB bytes read / worker / s', 'whole roster reads / worker / min', 'listings / worker / min', 'RCU/s, group', 'RCU/s, member keys', 'busiest key: RCU/s, share of a partition', 'balanced at the end'],
+    runs.map((r) => [
+      `${r.mode === 'steady' ? 'nobody restarting' : `a restart every ${r.everyMs! / 1_000} s (${r.restarts})`}, ${r.useChangeFeed ? 'with a change feed' : 'no feed'}`,
+      fmt(r.itemsReadPerWorkerSecond, 1),
+      kb(r.dynamodbBytesReadPerWorkerSecond),
+      fmt(r.rosterReadsPerWorkerMinute, 2),
+      fmt(r.listingsPerWorkerMinute, 3),
+      fmt(r.rcuPerSecond, 1),
+      fmt(r.membersRcuPerSecond, 1),
+      `${fmt(r.hottestRcuPerSecond, 1)}, ${fmt(r.hottestShare * 100, 1)}% (${r.hottestPartition})`,
+      r.balancedAtEnd ? 'yes' : 'NO',
+    ]),
+  );
+  // At 1,000 members a whole roster read is ten times the bytes and read by ten times the workers: the
+  // rolling run's rate of whole reads per worker, with 1,000 member items of the measured size each.
+  const rolling = runs[1]!;
+  const steady = runs[0]!;
+  const memberBytes = rolling.meanMemberItemBytes;
+  const readsPerWorkerSecond = rolling.rosterReadsPerWorkerMinute / 60;
+  // A whole read is one Query of each of the four member keys, each billed by the bytes it read.
+  const fleetMembersRcu = 1_000 * readsPerWorkerSecond * Math.ceil((1_000 * memberBytes) / 4 / 4_096) * 4;
+  const fleet = {
+    wholeReadsPerWorkerSecond: readsPerWorkerSecond,
+    membersRcuPerSecond: fleetMembersRcu,
+    perMemberKeyRcuPerSecond: fleetMembersRcu / 4,
+    perMemberKeyShare: fleetMembersRcu / 4 / PARTITION_RCU,
+    steadyWholeReadsPerWorkerSecond: steady.rosterReadsPerWorkerMinute / 60,
+  };
+  console.log(
+    `   At 1,000 workers (NOT MEASURED: this run's ${fmt(readsPerWorkerSecond, 3)} whole roster reads a worker a second, each of 1,000 member items of ${fmt(memberBytes, 0)} bytes over the four member keys): ` +
+      `${fmt(fleetMembersRcu, 0)} RCU/s on the member keys, ${fmt(fleet.perMemberKeyRcuPerSecond, 0)} on each, ${fmt(fleet.perMemberKeyShare * 100, 0)}% of a partition's 3,000.`,
+  );
+  console.log(`   (${runs.map((r) => `${r.mode}${r.useChangeFeed ? ' with a feed' : ''} ${tookText(r.took)}`).join('; ')})`);
+  return { runs, fleet };
+}
