@@ -4,7 +4,7 @@ import { RECORD_FORMAT } from '../src/adapter.js';
 import type { MemberRecord } from '../src/storage.js';
 import { ASKS_FIELD, AsksRead, readAsks, writeAsks } from '../src/lease/join-asks.js';
 import { recipientTag } from '../src/lease/leave-notes.js';
-import { joinedBetween, movedByJoinsOnly, type SignatureMembers } from '../src/lease/roster-view.js';
+import { joinedBetween, movedByJoinsAndDeaths, movedByJoinsOnly, type SignatureMembers } from '../src/lease/roster-view.js';
 
 function alive(workerId: string, fields: Partial<MemberRecord> = {}): MemberRecord {
   return { group: 'g', workerId, version: 1, format: RECORD_FORMAT, incarnation: `inc-${workerId}`, leaseDurationMs: 10_000, status: 'alive', held: 0, changes: 0, requests: [], metadata: {}, ...fields };
@@ -111,7 +111,7 @@ describe('the asks a worker reads', () => {
   });
 });
 
-describe('a move of the roster made only of joins', () => {
+describe('a move of the roster made of joins', () => {
   const members = (...records: MemberRecord[]): SignatureMembers => new Map(records.map((record) => [record.workerId, record]));
 
   it('is new ids alive, dead ids alive again, and dead members removed; anything else is another move', () => {
@@ -129,4 +129,20 @@ describe('a move of the roster made only of joins', () => {
     expect(movedByJoinsOnly(members(a), members(a, 'corrupt' as unknown as MemberRecord))).toBe(false);
   });
 
+  it('of joins and deaths together, as a rolling restart reads them, is joins, live members turned dead in the same incarnation and change counter, and dead members removed', () => {
+    const a = alive('a');
+    const b = alive('b');
+    const gone = alive('gone', { status: 'dead' });
+    // b stops (turns dead) as c starts, and a member long dead is removed, all read in one move.
+    expect(movedByJoinsAndDeaths(members(a, b, gone), members(a, alive('b', { status: 'dead' }), alive('c')))).toBe(true);
+    expect(movedByJoinsAndDeaths(members(a, b), members(a, alive('b', { status: 'dead' })))).toBe(true);
+    expect(movedByJoinsAndDeaths(members(a, gone), members(a, alive('gone', { incarnation: 'inc-new' }), alive('c')))).toBe(true);
+    // Anything else is another move: a death with the change counter moved, a live member's new
+    // incarnation, a live member removed, a member that cannot be read back, a member first seen dead.
+    expect(movedByJoinsAndDeaths(members(a, b), members(a, alive('b', { status: 'dead', changes: 1 }), alive('c')))).toBe(false);
+    expect(movedByJoinsAndDeaths(members(a, b), members(alive('a', { incarnation: 'inc-new' }), alive('c')))).toBe(false);
+    expect(movedByJoinsAndDeaths(members(a, b), members(a, alive('c')))).toBe(false);
+    expect(movedByJoinsAndDeaths(members(a, b), members(a, b, 'corrupt' as unknown as MemberRecord))).toBe(false);
+    expect(movedByJoinsAndDeaths(members(a), members(a, alive('c'), alive('d', { status: 'dead' })))).toBe(false);
+  });
 });

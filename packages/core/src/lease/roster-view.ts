@@ -55,6 +55,27 @@ export function movedByJoinsOnly(before: SignatureMembers, after: SignatureMembe
   return true;
 }
 
+/**
+ * Whether the signature moved from `before` to `after` only by members joining (as {@link movedByJoinsOnly}
+ * has them), live members turning dead in the same incarnation and change counter (as
+ * {@link movedByDeathsOnly} has them) and dead members removed: what a rolling restart brings, a worker
+ * stopping while another starts. Each part is then handled as it would be alone (the newcomers ask their
+ * givers by name; a leave's note names its recipients, or a death's declarer deals its leases), and
+ * neither brings a listing by every member (DESIGN section 4, "A join that names its givers").
+ */
+export function movedByJoinsAndDeaths(before: SignatureMembers, after: SignatureMembers): boolean {
+  for (const [workerId, now] of after) {
+    const was = before.get(workerId);
+    if (was !== undefined && was !== 'corrupt' && now !== 'corrupt' && signaturePart(was) === signaturePart(now)) continue;
+    if (now === 'corrupt' || was === 'corrupt') return false;
+    if (now.status === 'alive' && (was === undefined || was.status === 'dead')) continue;
+    if (was !== undefined && was.status === 'alive' && now.status === 'dead' && was.incarnation === now.incarnation && was.changes === now.changes) continue;
+    return false;
+  }
+  for (const [workerId, was] of before) if (!after.has(workerId) && (was === 'corrupt' || was.status !== 'dead')) return false;
+  return true;
+}
+
 /** The worker ids alive in `after` that `before` did not hold alive in the same incarnation: newcomers. */
 export function joinedBetween(before: SignatureMembers, after: SignatureMembers): string[] {
   const joined: string[] = [];
