@@ -99,13 +99,19 @@ async function joinOfTheEleventh(unsafe?: CoordinatorUnsafe): Promise<number> {
  * Twenty members balanced over 200 leases (ten each), then a 21st joins: how long until it holds its
  * share with nobody above ten, what the twenty listed for it, and the asks its first listing wrote.
  */
-async function joinOfTheTwentyFirst(useChangeFeed: boolean, unsafe?: CoordinatorUnsafe) {
-  const { scheduler, storage, start, listings } = group(unsafe);
-  for (const leaseKey of keys(200)) await storage.createLease({ group: GROUP, leaseKey });
+/** Twenty members balanced over 200 leases, five take ticks after balance. */
+async function twentyBalanced(useChangeFeed: boolean, unsafe?: CoordinatorUnsafe) {
+  const parts = group(unsafe);
+  for (const leaseKey of keys(200)) await parts.storage.createLease({ group: GROUP, leaseKey });
   const workers: LeaseCoordinator[] = [];
-  for (const workerId of ids(20)) workers.push(await start(workerId, { useChangeFeed }));
-  expect(await until(scheduler, () => workers.every((w) => w.heldLeases().length === 10), 120_000)).toBeLessThan(Infinity);
-  await scheduler.advance(5 * TICK);
+  for (const workerId of ids(20)) workers.push(await parts.start(workerId, { useChangeFeed }));
+  expect(await until(parts.scheduler, () => workers.every((w) => w.heldLeases().length === 10), 120_000)).toBeLessThan(Infinity);
+  await parts.scheduler.advance(5 * TICK);
+  return { ...parts, workers };
+}
+
+async function joinOfTheTwentyFirst(useChangeFeed: boolean, unsafe?: CoordinatorUnsafe) {
+  const { scheduler, storage, start, listings, workers } = await twentyBalanced(useChangeFeed, unsafe);
   const listedBefore = new Map(listings);
   const joiner = await start('worker-20', { useChangeFeed });
   const from = scheduler.now;
@@ -734,12 +740,7 @@ describe('watchers and the roster digest', () => {
   {
     const useChangeFeed = false;
     it('without a change feed, a member that stops while another starts, as in a rolling restart, brings no listing by the others: the leaver\'s note and the newcomer\'s asks move the leases', async () => {
-      const { scheduler, storage, start, listings } = group();
-      for (const leaseKey of keys(200)) await storage.createLease({ group: GROUP, leaseKey });
-      const workers: LeaseCoordinator[] = [];
-      for (const workerId of ids(20)) workers.push(await start(workerId, { useChangeFeed }));
-      expect(await until(scheduler, () => workers.every((w) => w.heldLeases().length === 10), 120_000)).toBeLessThan(Infinity);
-      await scheduler.advance(5 * TICK);
+      const { scheduler, start, listings, workers } = await twentyBalanced(useChangeFeed);
       const listedBefore = new Map(listings);
       // Three restarts a take tick apart: each a stop and a start under a new id, read together by most.
       let live = [...workers];
