@@ -160,13 +160,16 @@ describe('the simulation harness', () => {
   // Seeds 148403 and 149568 failed with that count fixed alone: a capped member's leases lost to
   // self-fencing, which it had no room to take back, stayed named for it (it now gives them back).
   // Since a join brings no listing, 145900 runs another schedule: 151199 without a feed (1 of seeds
-  // 151000-151199) shows the count, the leases not all held by live members in time.
-  it('keeps seed 145900 balanced: a member at its cap handed one lease more gives back only that one; with givenBackPlanned seed 151199 is not whole in time', async () => {
+  // 151000-151199) showed the count. Since a newcomer waits one tick and a stop and a start read together
+  // bring no listing, no seed found shows it: none of 162,500-167,499 without a feed, 1-2,000 of 12
+  // workers over 60 leases with only capped, join, stop, crash and latency faults (with a feed and
+  // without), 151,000-152,499 without the watchers' reads or with watchers everywhere; nor, on the way to
+  // that change, 140,000-142,999 and 151,200-154,199 without a feed, 1-3,000 with only capped, join and
+  // stop faults. The unit pair in membership.test.ts shows what the switch brings back; the seeds that
+  // found the defect keep running here.
+  it('keeps seed 145900 balanced, and 151199 without a feed: a member at its cap handed one lease more gives back only that one', async () => {
     for (const seed of [145900, 148403, 149568]) expect((await simulate({ seed })).violations).toEqual([]);
     expect((await simulate({ seed: 151199, changeFeed: false })).violations).toEqual([]);
-    const unsafe = await simulate({ seed: 151199, changeFeed: false, coordinator: { unsafe: { givenBackPlanned: true } } });
-    expect(unsafe.violations.some((violation) => violation.guarantee === 'balance' || violation.guarantee === 'liveness')).toBe(true);
-    expect(unsafe.replay).toMatch(/--seed 151199 .*--unsafe-given-back-planned --no-change-feed/);
   }, 600_000);
 
   // Found by fresh seeds while a join was made to bring no listing: a member two below the most loaded that
