@@ -155,6 +155,8 @@ export interface MultiStreamSyncUnsafe extends ShardSyncUnsafe {
   crossStreamSync?: boolean;
   /** A stream is judged gone on the list resolved before the round's listing, whatever the list says after it. */
   formerOnStaleList?: boolean;
+  /** A stream off the list whose only leases left cannot be read back has its birth forgotten, as one with none. */
+  birthForgetsUnreadable?: boolean;
 }
 
 /** The consumer runtime's switches (it passes the coordinator's, the elector's and shard sync's on). */
@@ -251,6 +253,13 @@ export interface ConsumerUnsafe {
    * their checkpoints) though it is listed.
    */
   formerOnStaleList?: boolean;
+  /**
+   * A stream off the group's list whose leases left in the listing cannot be read back (corrupt) counts as
+   * one with no lease left: its birth is forgotten, and added back it is born again with `LATEST` pinned
+   * anew, so that a shard whose lease the first birth had not created yet starts at the new pin and the
+   * records that came between are never read.
+   */
+  birthForgetsUnreadable?: boolean;
   /**
    * A shard's readers of before a rewind (paused for it, or ended earlier) still let their batches'
    * contexts checkpoint: a handler that kept one moves the rewound checkpoint forward again, past records

@@ -182,6 +182,7 @@ const UNSAFE_FLAGS: ReadonlyArray<[keyof ConsumerUnsafe, string]> = [
   ['rewindStartSkipsParents', '--unsafe-rewind-start-skips-parents'],
   ['crossStreamSync', '--unsafe-cross-stream-sync'],
   ['formerOnStaleList', '--unsafe-former-on-stale-list'],
+  ['birthForgetsUnreadable', '--unsafe-birth-forgets-unreadable'],
   ['checkpointAfterRewind', '--unsafe-checkpoint-after-rewind'],
   ['deleteBeforeParents', '--unsafe-delete-before-parents'],
   ['goneBeforeParents', '--unsafe-gone-before-parents'],
