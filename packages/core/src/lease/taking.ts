@@ -4,7 +4,8 @@
  * without a live owner (the same split on every worker that read the same records), the takes themselves,
  * the leases given back or freed for the group, the handovers this worker offers to members below their
  * share, and the asks of newcomers it answers. The pure policy (fair shares, the moves between members) is
- * in balance.ts; the deal of the members this worker declares dead in declarer-deal.ts; a large group's
+ * in balance.ts; what the members' counts say between listings (below or above another, a shortfall) in
+ * counts.ts; the deal of the members this worker declares dead in declarer-deal.ts; a large group's
  * early cold-start listing in cold-listing.ts; the asks' format and what a worker read of them in
  * join-asks.ts; the removal of members long dead in departed.ts; the handovers themselves and the steal
  * requests are carried out by handovers.ts; the hold decides whether a lease taken counts.
@@ -12,9 +13,10 @@
 import { shuffled, unlessAborted } from '../clock.js';
 import { describeValue, type LeaseholdError, RecordFormatError } from '../errors.js';
 import { hasRewindRequest } from '../rewind.js';
-import { Checkpoint, RECORD_FORMAT, type LeaseListing, type LeaseRecord, type MemberRecord, type WriteResult } from '../storage.js';
+import { Checkpoint, RECORD_FORMAT, type LeaseListing, type LeaseRecord, type WriteResult } from '../storage.js';
 import { capOf, planMoves, shares } from './balance.js';
 import { ColdListing } from './cold-listing.js';
+import { Counts } from './counts.js';
 import { DeclarerDeal } from './declarer-deal.js';
 import type { LeaseParts } from './parts.js';
 import type { LeaseCoordinatorEvents } from './events.js';
@@ -22,7 +24,7 @@ import type { Handovers } from './handovers.js';
 import type { Held } from './held.js';
 import { NotesRead } from './leave-notes.js';
 import { Departed } from './departed.js';
-import { AsksRead, ASKED_TICKS, ASKS_TICKS } from './join-asks.js';
+import { AsksRead, ASKED_TICKS } from './join-asks.js';
 import { LEAVING_FIELD, type Incarnation } from './membership.js';
 import { stateWithoutResume } from './resume-hint.js';
 
@@ -123,7 +125,6 @@ export class Taking {
   readonly #handovers: Handovers;
   readonly #adoptionIgnoresCap: boolean;
   readonly #givenBackPlanned: boolean;
-  readonly #shortfallIgnored: boolean;
   readonly #letGoForgetsUnreadable: boolean;
   readonly #rosterBeforeListing: boolean;
   readonly #stopWaitsForListing: boolean;
@@ -144,12 +145,8 @@ export class Taking {
   readonly #departed: Departed;
   /** The smallest fair share of the last listing: an owner never hands over below it. */
   #fairFloor = 0;
-  /** The eligible leases and this worker's share at the last listing, and since when the counts fall short of them. */
-  #lastWorkable = 0;
-  #lastTarget = 0;
-  #unheldSince: number | null = null;
-  /** The members this worker has seen dead, at which incarnation, and since when: a death's declarer deals its leases meanwhile. */
-  readonly #deathsSeen = new Map<string, { incarnation: string; at: number }>();
+  /** What the members' counts say between listings, and what the last listing found. */
+  readonly #counts: Counts;
   /** The most leases a member may hold: this worker's `maxLeasesPerWorker`, or the cap another publishes. */
   readonly #capOf = (workerId: string): number => (workerId === this.#parts.workerId ? this.#parts.maxLeases : capOf(this.#parts.view.get(workerId)));
   /** The deal of the members this worker declares dead. */
@@ -176,7 +173,6 @@ export class Taking {
     this.#handovers = options.handovers;
     this.#adoptionIgnoresCap = options.adoptionIgnoresCap;
     this.#givenBackPlanned = options.givenBackPlanned;
-    this.#shortfallIgnored = options.shortfallIgnored;
     this.#letGoForgetsUnreadable = options.letGoForgetsUnreadable;
     this.#rosterBeforeListing = options.rosterBeforeListing;
     this.#stopWaitsForListing = options.stopWaitsForListing;
@@ -198,6 +194,16 @@ export class Taking {
       capOf: this.#capOf,
       take: (leases, membership, dead) => this.#take(leases, membership, dead),
       freeRetryIgnoresOwner: options.freeRetryIgnoresOwner,
+    });
+    this.#counts = new Counts({
+      parts: options,
+      handovers: options.handovers,
+      notes: this.#notes,
+      asks: this.#asks,
+      deal: this.#deal,
+      capOf: this.#capOf,
+      subscribed: () => options.host.subscribed(),
+      shortfallIgnored: options.shortfallIgnored,
     });
   }
 
@@ -232,7 +238,7 @@ export class Taking {
 
   /** This worker's share at the last listing. */
   get lastTarget(): number {
-    return this.#lastTarget;
+    return this.#counts.target;
   }
 
   /** The sizes of taking's bookkeeping, for the coordinator's diagnostics. */
@@ -270,19 +276,14 @@ export class Taking {
         if (this.#host.state() !== 'running') return;
       }
     }
-    for (const member of this.#parts.view.values()) {
-      const seen = this.#deathsSeen.get(member.workerId);
-      if (member.status !== 'dead') this.#deathsSeen.delete(member.workerId);
-      else if (seen?.incarnation !== member.incarnation) this.#deathsSeen.set(member.workerId, { incarnation: member.incarnation, at: now });
-    }
-    for (const workerId of this.#deathsSeen.keys()) if (!this.#parts.view.has(workerId)) this.#deathsSeen.delete(workerId);
+    this.#counts.seeDeaths(now);
     for (const [leaseKey, handed] of this.#handovers.handed) {
       const member = this.#parts.view.get(handed.to);
       if (member?.status === 'alive' && member.incarnation === handed.incarnation && now < handed.until) continue;
       // A recipient gone since (removed, or back in a new incarnation) may have left the lease unread: list
       // to take it back. One dead at the incarnation it was handed to is not listed for: its leases, this one
       // among them, are its declarer's to deal (without a change feed every member lists for the death), and
-      // a lease left without a live owner after that brings a listing of its own (`#leasesUnheld`). In a crash
+      // a lease left without a live owner after that brings a listing of its own (`Counts.unheld`). In a crash
       // of many, every member that had handed a lease to one of the dead listed for it: 28-37% of the
       // survivors' listings (core bench, 25 of 100 x 10,000).
       const deadAsHanded = member?.status === 'dead' && member.incarnation === handed.incarnation;
@@ -328,7 +329,7 @@ export class Taking {
     if (this.#corrupt.size > 0) this.listingDue = true;
     if (!this.listingDue && this.#listedAt !== null && now - this.#listedAt < this.#parts.members.safetyListingMs(this.#listIntervalMs)) {
       // Nothing changed: balance on the members' own counts, and list only when a steal needs keys.
-      if (this.#belowOthers() || this.#aboveOthers(now) || this.#leasesUnheld(now)) this.listingDue = now - this.#listedAt >= this.#parts.takeIntervalMs * 0.9;
+      if (this.#counts.below(this.#asked !== null) || this.#counts.above(now) || this.#counts.unheld(now)) this.listingDue = now - this.#listedAt >= this.#parts.takeIntervalMs * 0.9;
       if (!this.listingDue) return;
     }
     // A cold start waiting for the members to stop joining reads only the roster meanwhile: listing the
@@ -338,7 +339,7 @@ export class Taking {
     // A large group's cold start asks for that listing at once, and deals from it once the members stop
     // joining: a listing of a large group, which every member makes at the same moment, takes seconds,
     // and it then runs while the members join instead of after.
-    if ((this.#coldWait || (this.#listedAt === null && this.#membersHoldNothing())) && this.#settling(now, membership)) {
+    if ((this.#coldWait || (this.#listedAt === null && this.#counts.holdNothing())) && this.#settling(now, membership)) {
       if (this.#listedAt === null && this.#parts.members.readsWatched()) this.#coldListing.ask(now, membership);
       this.listingDue = true;
       return;
@@ -385,13 +386,6 @@ export class Taking {
   }
 
   /**
-   * In a cold start: whether the members may still be joining, up to three ticks after this worker joined.
-   * A worker that has seen no other member waits until its view stood still for 0.9 of a take tick; one
-   * that has seen others join (a group starting together, or spread over seconds) waits for 1.4 ticks
-   * of stillness, so that a lull of more than a tick between two joins does not split the deal between
-   * the workers started before it and those started after (DESIGN section 4, taking, step 3).
-   */
-  /**
    * A read of the take tick, given up once the coordinator's stop begins: the stop awaits the tick before
    * it drains (so that a lease the tick takes is handed over with the rest), and a listing the store is
    * slow to answer (a large group, a stalled connection) would spend the stop's time for nothing, since a
@@ -401,120 +395,16 @@ export class Taking {
     return this.#stopWaitsForListing ? read : unlessAborted(read, this.#host.stopping);
   }
 
+  /**
+   * In a cold start: whether the members may still be joining, up to three ticks after this worker joined.
+   * A worker that has seen no other member waits until its view stood still for 0.9 of a take tick; one
+   * that has seen others join (a group starting together, or spread over seconds) waits for 1.4 ticks
+   * of stillness, so that a lull of more than a tick between two joins does not split the deal between
+   * the workers started before it and those started after (DESIGN section 4, taking, step 3).
+   */
   #settling(now: number, membership: Incarnation): boolean {
     const quiet = (this.#parts.view.othersSeen ? COLD_QUIET_TICKS : COLD_QUIET_TICKS_ALONE) * this.#parts.takeIntervalMs;
     return now - this.#parts.view.othersChangedAt < quiet && now - membership.joinedAt < 3 * this.#parts.takeIntervalMs;
-  }
-
-  /** Whether this worker and every live member it knows of say they hold no lease: what a cold start looks like before a listing. */
-  #membersHoldNothing(): boolean {
-    if (this.#parts.hold.countHeld() > 0) return false;
-    for (const member of this.#parts.view.values()) if (member.status === 'alive' && member.workerId !== this.#parts.workerId && member.held > 0) return false;
-    return true;
-  }
-
-  /**
-   * Whether, by the members' own counts, this worker is two or more below the most loaded member: it then
-   * lists every tick, to ask for leases and to find the ones handed to it unasked.
-   */
-  #belowOthers(): boolean {
-    // A newcomer whose asks stand waits for its givers: with a change feed it hears of each handover;
-    // without one it lists every tick to find them (nobody else lists for them).
-    if (this.#asked !== null) return !this.#host.subscribed();
-    // Leases asked for count as on their way: a thief keeps asking, one per tick, without waiting for each.
-    const mine = this.#parts.hold.countHeld() + this.#handovers.requests.size;
-    if (mine >= this.#parts.maxLeases) return false;
-    let most = 0;
-    for (const member of this.#parts.view.values()) if (member.status === 'alive' && member.workerId !== this.#parts.workerId) most = Math.max(most, member.held);
-    return most >= mine + 2;
-  }
-
-  /**
-   * The plan of moves on the members' own counts (those of leaves and newcomers' asks read lately
-   * included), this worker's being `mine`; the members leaving left out. Nothing when this worker is not
-   * one of the members it would deal to.
-   */
-  #movesOnCounts(now: number, mine: number): { from: string; to: string }[] {
-    const members: string[] = [];
-    const load = new Map<string, number>();
-    for (const member of this.#parts.view.values()) {
-      if (member.status !== 'alive' || (member.workerId !== this.#parts.workerId && member.metadata[LEAVING_FIELD] !== undefined)) continue;
-      members.push(member.workerId);
-      load.set(member.workerId, member.workerId === this.#parts.workerId ? mine : this.#countOf(member, now));
-    }
-    if (!load.has(this.#parts.workerId)) return [];
-    members.sort();
-    return planMoves(members, load, this.#capOf);
-  }
-
-  /** A member's count, with the leases a leave read in the last two ticks names for it and those it asked for, read in the last four, on their way. */
-  #countOf(member: MemberRecord, now: number): number {
-    return member.held + this.#notes.namedFor(member.workerId, now, 2 * this.#parts.takeIntervalMs) + this.#asks.onTheirWayTo(member, now, ASKS_TICKS * this.#parts.takeIntervalMs);
-  }
-
-  /**
-   * Whether the members' counts fall short of the leases the last listing found, so that some lease is
-   * held by nobody: handed to a member that has not seen it yet, released, or its owner gone. A member
-   * below its share lists at once (it is the one a lease was most likely handed to); every member lists
-   * once the shortfall has lasted two take ticks, so that a lease handed to a member above its share (an
-   * owner with another view) is never left unread. Members at their share otherwise list nothing.
-   */
-  #leasesUnheld(now: number): boolean {
-    if (this.#shortfallIgnored) return false;
-    if (this.#countedHeld(now) >= this.#lastWorkable) {
-      this.#unheldSince = null;
-      return false;
-    }
-    this.#unheldSince ??= now;
-    // While members are dying, declarers deal their leases, some to members that died in the same crash
-    // and are declared in turn: a shortfall then is the crash's, and every member listing for it, each
-    // listing slower for the others', is what would hold the deals back. The wait for the members that
-    // are not below their share runs from the last death seen.
-    let since = this.#unheldSince;
-    if (this.#deal.dealsHere()) for (const death of this.#deathsSeen.values()) since = Math.max(since, death.at);
-    return this.#parts.hold.countHeld() < this.#lastTarget || now - since >= 2 * this.#parts.takeIntervalMs;
-  }
-
-  /**
-   * The leases the members' counts say are held, this worker's own included. The leases the notes of leaves
-   * read in the last two ticks name are on their way to their recipients, whose counts do not show them yet;
-   * so are those a newcomer asked for, from members whose counts show them gone already.
-   */
-  #countedHeld(now: number): number {
-    const asksWindow = ASKS_TICKS * this.#parts.takeIntervalMs;
-    let held = this.#parts.hold.countHeld() + this.#notes.onTheirWay(now, 2 * this.#parts.takeIntervalMs);
-    for (const member of this.#parts.view.values()) {
-      if (member.status === 'alive' && member.workerId !== this.#parts.workerId) held += member.held + this.#asks.onTheirWayTo(member, now, asksWindow);
-    }
-    return held;
-  }
-
-  /**
-   * Whether, by the members' own counts, this worker is two or more above a member with room: it then
-   * lists, to hand that member leases unasked. A member's count includes the leases a leave read in the last
-   * two ticks names for it: after a stop each recipient takes its own at its own tick, and one that took
-   * five would otherwise see the others, whose new counts it has not read yet, five below it (20 x 2,000
-   * without a feed: every survivor listed for a stop).
-   */
-  #aboveOthers(now: number): boolean {
-    const mine = [...this.#held.values()].filter((held) => !held.leaving && !held.handoff).length;
-    if (mine < 2) return false;
-    const asksWindow = ASKS_TICKS * this.#parts.takeIntervalMs;
-    // A newcomer counts the leases it asked for; one that may still ask is not offered any meanwhile.
-    let below = false;
-    for (const member of this.#parts.view.values()) {
-      if (member.workerId === this.#parts.workerId || member.status !== 'alive' || member.metadata[LEAVING_FIELD] !== undefined) continue;
-      if (this.#asks.mayStillAsk(member, now, asksWindow)) continue;
-      if (this.#countOf(member, now) + 2 <= mine && member.held < capOf(member)) below = true;
-    }
-    if (!below) return false;
-    // With a change feed, only the members the plan of moves takes leases from list for it: the most loaded
-    // first. In a group of a hundred, one member two below the rest would otherwise bring a listing of the
-    // whole group from every member above it, of which one or two hand it anything. (Without a feed the
-    // recipient learns of a handover at its next tick only: every member above offering at once balances
-    // the declarer's adoption a tick sooner, 1.19 against 1.43 lease durations at 24 x 1,000.)
-    if (!this.#host.subscribed()) return true;
-    return this.#movesOnCounts(now, mine).some((move) => move.from === this.#parts.workerId);
   }
 
   /**
@@ -582,7 +472,7 @@ export class Taking {
     // share once, instead of the first taking everything and handing most of it on.
     // A cold start's listing read while the members joined may show nothing held where members that dealt
     // a moment earlier hold their portions already: their own counts say the deal has begun.
-    this.#coldWait = unowned.length > 0 && [...counts.values()].every((count) => count === 0) && !unowned.some(isMine) && (!early || this.#membersHoldNothing());
+    this.#coldWait = unowned.length > 0 && [...counts.values()].every((count) => count === 0) && !unowned.some(isMine) && (!early || this.#counts.holdNothing());
     if (this.#coldWait && this.#settling(now, membership)) {
       this.listingDue = true;
       return;
@@ -613,9 +503,7 @@ export class Taking {
     const even = members.filter((workerId) => (targets.get(workerId) ?? 0) < capOfMember(workerId)).map((workerId) => targets.get(workerId) ?? 0);
     this.#fairFloor = Math.min(this.#parts.maxLeases, even.length > 0 ? Math.min(...even) : Math.floor(workable.length / n));
     const target = (rank: number): number => targets.get(members[rank] as string) ?? 0;
-    this.#lastWorkable = workable.length;
-    this.#lastTarget = targets.get(this.#parts.workerId) ?? 0;
-    this.#unheldSince = null;
+    this.#counts.listed(workable.length, targets.get(this.#parts.workerId) ?? 0);
 
     // Leases storage names this incarnation for, not held: every other worker sees them as this worker's,
     // so only this worker may take them. Handed to it (a tenure it never held), it holds them as they are;
@@ -648,7 +536,7 @@ export class Taking {
     const stale = sorted.filter((lease) => now - (this.#unownedSince.get(lease.leaseKey) ?? now) >= this.#parts.takeIntervalMs * ANYONES_AFTER_TICKS && !dealt.has(lease));
     const extra = shuffled(stale, this.#parts.random).slice(0, Math.ceil(stale.length / n));
     const room = Math.max(0, this.#parts.maxLeases - mine);
-    const adopted = this.#deal.adoptable(sorted, declared, new Set([...portion, ...extra]), this.#lastTarget);
+    const adopted = this.#deal.adoptable(sorted, declared, new Set([...portion, ...extra]), this.#counts.target);
     const keep = holding ? handed.slice(0, room) : [];
     let kept = 0;
     for (const lease of keep) if (this.#parts.hold.add(lease, 'handoff', this.#parts.clock.now())) kept++;
@@ -753,10 +641,11 @@ export class Taking {
     const members = [...this.#parts.view.alive().keys()]
       .filter((workerId) => workerId === this.#parts.workerId || this.#parts.view.get(workerId)?.metadata[LEAVING_FIELD] === undefined)
       .sort();
-    const targets = shares(members, this.#lastWorkable, this.#capOf);
+    const workable = this.#counts.workable;
+    const targets = shares(members, workable, this.#capOf);
     const even = members.filter((workerId) => (targets.get(workerId) ?? 0) < this.#capOf(workerId)).map((workerId) => targets.get(workerId) ?? 0);
-    this.#fairFloor = Math.min(this.#parts.maxLeases, even.length > 0 ? Math.min(...even) : Math.floor(this.#lastWorkable / Math.max(1, members.length)));
-    this.#lastTarget = targets.get(this.#parts.workerId) ?? 0;
+    this.#fairFloor = Math.min(this.#parts.maxLeases, even.length > 0 ? Math.min(...even) : Math.floor(workable / Math.max(1, members.length)));
+    this.#counts.target = targets.get(this.#parts.workerId) ?? 0;
   }
 
   /**
@@ -788,7 +677,7 @@ export class Taking {
    * moves this worker's part of the plan calls for, less the handovers already under way (answered
    * requests and earlier offers), to those members first. Each is drained and written to its recipient as
    * an answered request is. The recipients did not ask: they see the members' counts fall short of the
-   * leases (see `#leasesUnheld`), list, and hold them; nobody else lists for it.
+   * leases (see `Counts.unheld`), list, and hold them; nobody else lists for it.
    */
   #offer(recipients: readonly string[], now: number, lessOthersUnderWay = true): void {
     if (this.#host.state() !== 'running' || recipients.length === 0) return;
@@ -807,8 +696,7 @@ export class Taking {
       this.#parts.random,
     );
     // Not to a member that may have died: in a crash, the plan's moves are made before its deaths are all declared.
-    let dying = false;
-    for (const death of this.#deathsSeen.values()) if (now - death.at < this.#parts.leaseDurationMs) dying = true;
+    const dying = this.#counts.dyingLately(now);
     for (const to of due.slice(others)) {
       const member = this.#parts.view.get(to);
       if (member !== undefined && member.status === 'alive' && !this.#parts.members.answers.mayBeOffered(member, dying)) continue;
