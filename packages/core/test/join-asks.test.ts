@@ -98,6 +98,19 @@ describe('the asks a worker reads', () => {
     }
   });
 
+  it('remembers, for the asks\' window, the newcomers whose asks named this worker: it offers them nothing more from a listing meanwhile', () => {
+    const read = new AsksRead('me', false);
+    const askingMe = alive('new', { metadata: { [ASKS_FIELD]: writeAsks(new Map([['me', 1], ['other', 2]]), () => true)! } });
+    const askingOthers = alive('newer', { metadata: { [ASKS_FIELD]: writeAsks(new Map([['other', 3]]), () => true)! } });
+    read.read(roster([askingMe, askingOthers]), 1_000, new Set());
+    expect(read.askedMeLately('new', 2_000, 8_000)).toBe(true);
+    expect(read.askedMeLately('newer', 2_000, 8_000)).toBe(false);
+    expect(read.askedMeLately('new', 9_000, 8_000)).toBe(false);
+    // Gone from the roster: forgotten.
+    read.read(roster([askingOthers]), 3_000, new Set());
+    expect(read.askedMeLately('new', 3_000, 8_000)).toBe(false);
+  });
+
   it('says a member that joined may still ask until it asked or the window passed', () => {
     const read = new AsksRead('me', false);
     const newcomer = alive('new');

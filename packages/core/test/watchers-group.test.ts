@@ -7,6 +7,7 @@ import { HANDED_FIELD, readNote } from '../src/lease/leave-notes.js';
 import { ASKS_FIELD, readAsks } from '../src/lease/join-asks.js';
 import { seededRandom, FaultyStorage, noFaults, VirtualScheduler, withUnsafe, type CoordinatorUnsafe } from '../src/testing/index.js';
 import { run } from './support/virtual.js';
+import { advanceUntil, balanced, cluster, dispose, settled } from '../bench/cluster.js';
 
 const GROUP = 'orders';
 const TICK = 2_000;
@@ -733,6 +734,38 @@ describe('watchers and the roster digest', () => {
       expect(askedAfter).toBeUndefined();
     });
   }
+
+  it('with a change feed, three members joining 100 over 10,000 a second apart are handed their shares once: a member that answered a newcomer\'s asks offers it no more from a listing', async () => {
+    // The core bench's three joins (section 3), on a seed where the first newcomer was handed 16 leases over
+    // its share by members that answered its asks and, still above another, listed and offered it more on
+    // that listing's counts, which showed only what had come so far: 330 acquisitions for 294 places.
+    const seed = 9_500_004;
+    const c = await cluster(seed, 100, 10_000, { startSpreadMs: TICK / 2, coordinator: { useChangeFeed: true } });
+    try {
+      await settled(c, 100);
+      const before = c.workers.reduce((sum, worker) => sum + worker.acquisitions, 0);
+      const newcomers = [c.add()];
+      await c.scheduler.advance(1_000);
+      newcomers.push(c.add());
+      await c.scheduler.advance(333);
+      newcomers.push(c.add());
+      const peaks = newcomers.map(() => 0);
+      const took = await advanceUntil(
+        c.scheduler,
+        () => {
+          newcomers.forEach((newcomer, i) => (peaks[i] = Math.max(peaks[i]!, newcomer.coordinator.heldLeases().length)));
+          return balanced(c);
+        },
+        { stepMs: 100, precise: false },
+      );
+      expect(took).not.toBeNull();
+      // Shares of 10,000 over 103: 97 or 98.
+      expect(Math.max(...peaks)).toBeLessThanOrEqual(100);
+      expect(c.workers.reduce((sum, worker) => sum + worker.acquisitions, 0) - before).toBeLessThanOrEqual(305);
+    } finally {
+      dispose(c);
+    }
+  });
 
   // Without a change feed (DynamoDB), where a listing is the only other way to find a lease. (With one, a
   // member two below another after a leave's handovers lists to steal, as in any rebalance of a group this

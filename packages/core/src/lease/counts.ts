@@ -29,6 +29,14 @@ export interface CountsOptions {
   readonly shortfallIgnored: boolean;
 }
 
+/**
+ * How long, in take ticks, a shortfall lasts before every member lists for it: two ticks, which the ticks'
+ * jitter (each 0.95-1.05 of the interval) may make as short as 1.9 intervals. At 2 intervals the second tick
+ * came too early about half the time, and the listing waited for a third: a lease handed to a member at its
+ * share, without a change feed, stayed unread a tick longer.
+ */
+const SHORTFALL_TICKS = 1.8;
+
 /** What the members' counts say between two listings. */
 export class Counts {
   readonly #parts: LeaseParts;
@@ -159,7 +167,7 @@ export class Counts {
     // are not below their share runs from the last death seen.
     let since = this.#unheldSince;
     if (this.#deal.dealsHere()) for (const death of this.#deathsSeen.values()) since = Math.max(since, death.at);
-    return this.#parts.hold.countHeld() < this.target || now - since >= 2 * this.#parts.takeIntervalMs;
+    return this.#parts.hold.countHeld() < this.target || now - since >= SHORTFALL_TICKS * this.#parts.takeIntervalMs;
   }
 
   /**

@@ -71,6 +71,8 @@ export class AsksRead {
   readonly #trusted: boolean;
   /** By newcomer: its incarnation and asks as written, how many leases they ask for in all, and when this worker first read them. */
   readonly #read = new Map<string, { incarnation: string; value: string | undefined; total: number; at: number }>();
+  /** Newcomers whose asks named this worker, by worker id: when this worker read the last of them. */
+  readonly #askedMe = new Map<string, number>();
   /** Newcomers seen without asks yet, by worker id: the incarnation and when this worker first saw it. */
   readonly #joined = new Map<string, { incarnation: string; at: number }>();
 
@@ -102,10 +104,14 @@ export class AsksRead {
       const asks = readAsks(value);
       this.#read.set(member.workerId, { incarnation: member.incarnation, value, total: (asks?.total ?? 0) + member.held, at: now });
       const count = asks?.byTag.get(this.#tag) ?? 0;
-      if (count > 0) mine.push({ to: member, count });
+      if (count > 0) {
+        mine.push({ to: member, count });
+        this.#askedMe.set(member.workerId, now);
+      }
     }
     for (const workerId of this.#read.keys()) if (!roster.has(workerId)) this.#read.delete(workerId);
     for (const workerId of this.#joined.keys()) if (!roster.has(workerId)) this.#joined.delete(workerId);
+    for (const workerId of this.#askedMe.keys()) if (!roster.has(workerId)) this.#askedMe.delete(workerId);
     return mine;
   }
 
@@ -118,6 +124,12 @@ export class AsksRead {
     const read = this.#read.get(member.workerId);
     if (read === undefined || read.incarnation !== member.incarnation || (!this.#trusted && now - read.at >= windowMs)) return 0;
     return Math.max(0, read.total - member.held);
+  }
+
+  /** Whether asks of the member `workerId` that named this worker were read within `windowMs` before `now` (by any incarnation: a member back under the same id asks anew). */
+  askedMeLately(workerId: string, now: number, windowMs: number): boolean {
+    const at = this.#askedMe.get(workerId);
+    return at !== undefined && now - at < windowMs;
   }
 
   /**
