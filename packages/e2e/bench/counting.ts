@@ -45,7 +45,12 @@ export function counting(inner: Storage, tally: () => Tally): Storage {
     createLease: (lease, options) => (count('createLease', 0, 1), inner.createLease(lease, options)),
     updateLeases: (group, updates) => (count('updateLeases', 0, updates.length), inner.updateLeases(group, updates)),
     deleteLease: (group, leaseKey, version) => (count('deleteLease', 0, 1), inner.deleteLease(group, leaseKey, version)),
-    getRoster: (group) => (count('getRoster', 1, 0), inner.getRoster(group)),
+    // A member is a record of its own: a whole roster read reads every member.
+    getRoster: async (group) => {
+      const roster = await inner.getRoster(group);
+      count('getRoster', roster.members.length + roster.corrupt.length, 0);
+      return roster;
+    },
     putMember: (group, workerId, version, next) => (count('putMember', 0, 1), inner.putMember(group, workerId, version, next)),
     removeMember: (group, workerId, version) => (count('removeMember', 0, 1), inner.removeMember(group, workerId, version)),
     // The watchers' reads, when the adapter has them: without them core reads the whole roster every tick.

@@ -30,6 +30,13 @@
  *    ticks after it (or to balance, if later) the listings of the group and the items read by every worker,
  *    the joiner's one listing among them.
  *
+ * 6. A rolling restart (`--rolling`, default 0 restarts; `--rolling-every`, default 6 s), as a deploy
+ *    makes one: every `--rolling-every` seconds the longest-running worker calls `stop()` and a worker under
+ *    a new id starts in the same process. Over the restarts' window, per live worker: the whole roster
+ *    reads (`getRoster`) and the listings of the group a minute, the items read a second, beside the steady
+ *    window's; per stop, the time from `stop()` until each of its leases was acquired by a live worker; and
+ *    the time from the last restart until the group is balanced again.
+ *
  * Every phase is given a time limit (`--limit`, default 600 s, for the cold start; `--crash-limit`,
  * default 120 s, for each crash, from the kill to the survivors' balance) and reports where it stood when
  * it ran out. The parent knows who holds what from the children's lease events
@@ -77,6 +84,8 @@ const { values } = parseArgs({
     label: { type: 'string', default: 'run' },
     stops: { type: 'string', default: '1' },
     joins: { type: 'string', default: '0' },
+    rolling: { type: 'string', default: '0' },
+    'rolling-every': { type: 'string', default: '6' },
     'no-change-feed': { type: 'boolean', default: false },
   },
 });
@@ -97,6 +106,9 @@ const STOPS = wholeNumber('stops', values.stops, 0);
 /** How many workers to add after the stops, one at a time, each under a new id. */
 const JOINS = wholeNumber('joins', values.joins, 0);
 const NO_FEED = values['no-change-feed'];
+/** How many restarts the rolling restart makes, and how many seconds apart. */
+const ROLLING = wholeNumber('rolling', values.rolling, 0);
+const ROLLING_EVERY_S = wholeNumber('rolling-every', values['rolling-every'], 1);
 /** How many of the two crashes to run: 0 measures the cold start and the steady window only. */
 const CRASHES = wholeNumber('crashes', values.crashes, 0);
 if (CRASHES > 2) throw new RangeError(`--crashes must be 0, 1 or 2, not ${CRASHES}`);
@@ -686,8 +698,86 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
       );
     }
 
+    // 6. A rolling restart: every ROLLING_EVERY_S the longest-running worker stops and a new id starts in its process.
+    let rolling: Record<string, unknown> | null = null;
+    if (ROLLING > 0) {
+      await waitUntil(() => standing().ok, now(), CRASH_LIMIT_S, where);
+      const startOrder = [...held.keys()].sort((a, b) => (firstJoin.get(a) ?? 0) - (firstJoin.get(b) ?? 0) || a - b);
+      const perStop: Array<{ leases: Set<string>; stoppedAt: number; acquiredAt: Map<string, number>; worker: number }> = [];
+      onAcquired = (by, leaseKey, at) => {
+        for (const stop of perStop) if (by !== stop.worker && stop.leases.has(leaseKey) && !stop.acquiredAt.has(leaseKey) && at >= stop.stoppedAt) stop.acquiredAt.set(leaseKey, at);
+      };
+      await collect();
+      const windowStartedAt = now();
+      const returned: Array<Promise<void>> = [];
+      let mostApart = 0;
+      for (let n = 0; n < ROLLING; n++) {
+        const stepAt = windowStartedAt + n * ROLLING_EVERY_S * 1_000;
+        if (stepAt > now()) await sleep(stepAt - now());
+        const worker = startOrder.shift();
+        const child = worker === undefined ? undefined : live().find((c) => c.workers.includes(worker));
+        if (worker === undefined || child === undefined) break;
+        const list = await child.request<{ type: 'held'; held: Record<string, string[]>; heartbeats: Record<string, number> }>({ type: 'held' }, 'held');
+        const stop = { leases: new Set(list.held[workerId(worker)] ?? []), stoppedAt: now(), acquiredAt: new Map<string, number>(), worker };
+        perStop.push(stop);
+        returned.push(
+          child.request<{ type: 'stopped'; worker: number }>({ type: 'stop', worker }, 'stopped', 60_000).then(() => {
+            killed.add(worker);
+            held.delete(worker);
+          }),
+        );
+        const joiner = WORKERS + JOINS + n;
+        held.set(joiner, new Set());
+        child.workers.push(joiner);
+        startOrder.push(joiner);
+        child.send({ type: 'join', worker: joiner });
+        const s = standing();
+        mostApart = Math.max(mostApart, s.most - s.fewest);
+      }
+      const lastAt = windowStartedAt + ROLLING * ROLLING_EVERY_S * 1_000;
+      if (lastAt > now()) await sleep(lastAt - now());
+      await Promise.all(returned);
+      const window = await collect();
+      const lastRestartAt = windowStartedAt + (ROLLING - 1) * ROLLING_EVERY_S * 1_000;
+      const rebalanced = await waitUntil(() => standing().ok, lastRestartAt, CRASH_LIMIT_S, where);
+      const rebalancedSeconds = rebalanced ? round((lastEventAt - lastRestartAt) / 1_000, 2) : null;
+      onAcquired = null;
+      const members = held.size;
+      const minutes = window.seconds / 60;
+      const waits = perStop.flatMap((stop) => [...stop.acquiredAt.values()].map((at) => at - stop.stoppedAt)).sort((a, b) => a - b);
+      const notTaken = perStop.reduce((sum, stop) => sum + stop.leases.size - stop.acquiredAt.size, 0);
+      const perWorkerMinute = (calls: number | undefined): number => round((calls ?? 0) / members / minutes, 2);
+      // DynamoDB has no feed, whatever the flag says.
+      const feed = !NO_FEED && opened.storage.subscribe !== undefined;
+      const result = {
+        restarts: perStop.length,
+        everySeconds: ROLLING_EVERY_S,
+        changeFeed: feed,
+        rosterReadsPerWorkerMinute: perWorkerMinute(window.tally.calls.getRoster),
+        steadyRosterReadsPerWorkerMinute: round((steady.tally.calls.getRoster ?? 0) / WORKERS / (steady.seconds / 60), 2),
+        listingsPerWorkerMinute: perWorkerMinute(window.tally.calls.listLeases),
+        itemsReadPerWorkerSecond: round(window.tally.itemsRead / members / window.seconds, 1),
+        steadyItemsReadPerWorkerSecond: round(steady.tally.itemsRead / WORKERS / steady.seconds, 1),
+        stoppedLeasesHeldElsewhereMs: waits.length === 0 ? null : { p50: round(percentile(waits, 0.5), 0), p99: round(percentile(waits, 0.99), 0), max: round(waits.at(-1)!, 0) },
+        stoppedLeasesNotHeldElsewhere: notTaken,
+        mostApartDuring: mostApart,
+        rebalanced,
+        secondsToRebalancedAfterLast: rebalancedSeconds,
+        window,
+      };
+      rolling = result;
+      log(
+        `${backend}: rolling restart, ${perStop.length} restarts ${ROLLING_EVERY_S} s apart (${feed ? 'change feed' : 'no change feed'}) over ${window.seconds} s: per worker, ${result.rosterReadsPerWorkerMinute} whole roster reads a minute (steady ${result.steadyRosterReadsPerWorkerMinute}), ` +
+          `${result.listingsPerWorkerMinute} listings a minute, ${result.itemsReadPerWorkerSecond} items read a second (steady ${result.steadyItemsReadPerWorkerSecond}); a stopped worker's leases held elsewhere ` +
+          (waits.length === 0 ? 'never' : `p50 ${percentile(waits, 0.5).toFixed(0)} ms, p99 ${percentile(waits, 0.99).toFixed(0)} ms, max ${waits.at(-1)!.toFixed(0)} ms after stop()`) +
+          (notTaken > 0 ? ` (${notTaken} never within the window)` : '') +
+          `; ${rebalanced ? `balanced ${rebalancedSeconds} s after the last restart` : 'not balanced'} (${JSON.stringify(window.tally.calls)})` +
+          troubles(window),
+      );
+    }
+
     const extra = opened.inspect ? await opened.inspect(group) : {};
-    return { backend, workers: WORKERS, leases: LEASES, processes: PROCESSES, assign: values.assign, assignSeed: ASSIGN_SEED, changeFeed: !NO_FEED, coldStart: cold, steady, crashes, stops, joins, fatal, ...extra };
+    return { backend, workers: WORKERS, leases: LEASES, processes: PROCESSES, assign: values.assign, assignSeed: ASSIGN_SEED, changeFeed: !NO_FEED, coldStart: cold, steady, crashes, stops, joins, rolling, fatal, ...extra };
   } finally {
     await cleanUp?.();
   }
