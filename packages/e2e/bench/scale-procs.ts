@@ -710,7 +710,6 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
       await collect();
       const windowStartedAt = now();
       const returned: Array<Promise<void>> = [];
-      let mostApart = 0;
       for (let n = 0; n < ROLLING; n++) {
         const stepAt = windowStartedAt + n * ROLLING_EVERY_S * 1_000;
         if (stepAt > now()) await sleep(stepAt - now());
@@ -731,8 +730,6 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
         child.workers.push(joiner);
         startOrder.push(joiner);
         child.send({ type: 'join', worker: joiner });
-        const s = standing();
-        mostApart = Math.max(mostApart, s.most - s.fewest);
       }
       const lastAt = windowStartedAt + ROLLING * ROLLING_EVERY_S * 1_000;
       if (lastAt > now()) await sleep(lastAt - now());
@@ -760,7 +757,6 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
         steadyItemsReadPerWorkerSecond: round(steady.tally.itemsRead / WORKERS / steady.seconds, 1),
         stoppedLeasesHeldElsewhereMs: waits.length === 0 ? null : { p50: round(percentile(waits, 0.5), 0), p99: round(percentile(waits, 0.99), 0), max: round(waits.at(-1)!, 0) },
         stoppedLeasesNotHeldElsewhere: notTaken,
-        mostApartDuring: mostApart,
         rebalanced,
         secondsToRebalancedAfterLast: rebalancedSeconds,
         window,
