@@ -50,7 +50,7 @@ export class Counts {
   /** The eligible leases at the last listing. */
   #workable = 0;
   /** This worker's share of them (recomputed at a join that brought no listing). */
-  target = 0;
+  #target = 0;
   /** Since when the counts fall short of the last listing's leases. */
   #unheldSince: number | null = null;
   /** The members this worker has seen dead, at which incarnation, and since when: a death's declarer deals its leases meanwhile. */
@@ -72,11 +72,21 @@ export class Counts {
     return this.#workable;
   }
 
+  /** This worker's share of the last listing's eligible leases, among the members as it last counted them. */
+  get target(): number {
+    return this.#target;
+  }
+
   /** A listing found `workable` eligible leases, of which this worker's share is `target`. */
   listed(workable: number, target: number): void {
     this.#workable = workable;
-    this.target = target;
+    this.#target = target;
     this.#unheldSince = null;
+  }
+
+  /** A join that brought no listing: this worker's share of the same leases, among the members now alive. */
+  reshared(target: number): void {
+    this.#target = target;
   }
 
   /** Notes the deaths the roster just read shows, and forgets the members alive again or removed. */
@@ -167,7 +177,7 @@ export class Counts {
     // are not below their share runs from the last death seen.
     let since = this.#unheldSince;
     if (this.#deal.dealsHere()) for (const death of this.#deathsSeen.values()) since = Math.max(since, death.at);
-    return this.#parts.hold.countHeld() < this.target || now - since >= SHORTFALL_TICKS * this.#parts.takeIntervalMs;
+    return this.#parts.hold.countHeld() < this.#target || now - since >= SHORTFALL_TICKS * this.#parts.takeIntervalMs;
   }
 
   /**

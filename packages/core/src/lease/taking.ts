@@ -653,7 +653,7 @@ export class Taking {
     const targets = shares(members, workable, this.#capOf);
     const even = members.filter((workerId) => (targets.get(workerId) ?? 0) < this.#capOf(workerId)).map((workerId) => targets.get(workerId) ?? 0);
     this.#fairFloor = Math.min(this.#parts.maxLeases, even.length > 0 ? Math.min(...even) : Math.floor(workable / Math.max(1, members.length)));
-    this.#counts.target = targets.get(this.#parts.workerId) ?? 0;
+    this.#counts.reshared(targets.get(this.#parts.workerId) ?? 0);
   }
 
   /**
