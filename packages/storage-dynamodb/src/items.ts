@@ -60,6 +60,8 @@ export function digestItemKey(group: string): Item {
 }
 
 export function digestOf(group: string, item: Item): number {
+  // The item may hold only the group's join counter: a digest never advanced is 0.
+  if (item[attr.digest] === undefined) return 0;
   const digest = numberOf(item[attr.digest]);
   if (typeof digest === 'number' && Number.isSafeInteger(digest) && digest >= 0) return digest;
   throw corruptDigest(group, item[attr.digest]);

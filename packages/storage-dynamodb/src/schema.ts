@@ -103,7 +103,27 @@ export const attr = {
   removed: 'removed',
   /** The group's roster digest: a counter, only ever moved by `ADD`. */
   digest: 'digest',
+  /**
+   * On the digest item: the group's joins over no member item, a counter only ever moved by `ADD`. Such a
+   * join's first version is its value times {@link MEMBER_VERSION_SPAN}.
+   */
+  joins: 'joins',
+  /**
+   * Present (true) on a member that joined over no item and whose versions are all within its join's
+   * span: its removal deletes the item, as every version its worker id ever had is below the next such
+   * join's first.
+   */
+  fresh: 'fresh',
 } as const;
+
+/**
+ * How many versions a member that joined over no item may take before its versions run into the next such
+ * join's: 2^26, seven years of heartbeats every 3.3 s. A write past them leaves the member `fresh` no more.
+ */
+export const MEMBER_VERSION_SPAN = 2 ** 26;
+
+/** The most joins over no item a group may count: their first versions stay JavaScript safe integers. */
+export const MAX_FRESH_JOINS = 2 ** 27 - 1;
 
 export const LEASE_PREFIX = 'lease:';
 export const LEADER_SORT_KEY = 'leader';

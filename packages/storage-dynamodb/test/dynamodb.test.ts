@@ -26,7 +26,7 @@ import {
 import { leaderStateOf, leaseStateOf, limits, memberStateOf } from '@leasehold/core/adapter';
 import { DynamoDBStorage, checkTable, createTable } from '../src/index.js';
 import { memberBucket, memberBucketKeys, memberItemKey } from '../src/items.js';
-import { checkItemSize, itemBytes } from '../src/schema.js';
+import { MEMBER_VERSION_SPAN, checkItemSize, itemBytes } from '../src/schema.js';
 import { injectFaults, localClient, memberState, meter, randomTableName, sortKeyOf, useDynalite, type Injection, type Metered } from './support.js';
 
 const dynamo = useDynalite('dynamodb');
@@ -534,13 +534,14 @@ describe('DynamoDBStorage roster', () => {
     for (const leaseKey of ['member:w1', 'roster', 'leader', 'w1']) appliedRecord(await storage.createLease({ group: g, leaseKey }));
     appliedRecord(await storage.createLeader({ group: g, holder: 'w1', term: 1 }));
     const joined = appliedRecord(await storage.putMember(g, 'w1', null, memberState()));
-    expect(joined).toEqual({ group: g, workerId: 'w1', version: 1, ...memberState() });
+    // The group's first join over no item: its first version is the join counter's 1 times the span.
+    expect(joined).toEqual({ group: g, workerId: 'w1', version: MEMBER_VERSION_SPAN, ...memberState() });
 
     expect((await storage.listLeases(g)).leases.map((lease) => lease.leaseKey).sort()).toEqual(['leader', 'member:w1', 'roster', 'w1']);
     expect(await storage.getRoster(g)).toEqual({ group: g, members: [joined], corrupt: [] });
     const item = await readMember(g, 'w1');
-    expect(Object.keys(item ?? {}).sort()).toEqual(['pk', 'sk', 'state', 'version', 'writeId']);
-    expect(item?.version).toEqual({ N: '1' });
+    expect(Object.keys(item ?? {}).sort()).toEqual(['fresh', 'pk', 'sk', 'state', 'version', 'writeId']);
+    expect(item?.version).toEqual({ N: String(MEMBER_VERSION_SPAN) });
     expect(JSON.parse(item?.state?.S ?? 'null')).toEqual(memberState());
     expect(item?.writeId?.S).toMatch(/^[A-Za-z0-9_-]{16}$/);
     expect(memberKey(g, 'w1').pk).toEqual({ S: `${g}#members#${memberBucket('w1')}` });
@@ -626,9 +627,10 @@ describe('DynamoDBStorage roster', () => {
     );
     // No bucket holds more than half of 300 members named alike.
     expect(Math.max(...buckets.map((items) => items.length))).toBeLessThan(150);
-    // itemBytes counts a number's digits plus one, a little over what DynamoDB counts.
+    // itemBytes counts a number's digits plus one, over what DynamoDB counts (about one byte for two
+    // digits, plus one): a version of up to 12 digits, counted up to 6 bytes over.
     const most = buckets.reduce((sum, items) => sum + Math.ceil(items.reduce((bytes, item) => bytes + itemBytes(item), 0) / 4096), 0);
-    const least = buckets.reduce((sum, items) => sum + Math.ceil((items.reduce((bytes, item) => bytes + itemBytes(item), 0) - items.length * 2) / 4096), 0);
+    const least = buckets.reduce((sum, items) => sum + Math.ceil((items.reduce((bytes, item) => bytes + itemBytes(item), 0) - items.length * 6) / 4096), 0);
     const units = metered.log.reduce((sum, entry) => sum + (entry.units ?? 0), 0);
     expect(units).toBeLessThanOrEqual(most);
     expect(units).toBeGreaterThanOrEqual(least);
@@ -638,14 +640,17 @@ describe('DynamoDBStorage roster', () => {
     const g = group();
     const workers = Array.from({ length: 50 }, (_, i) => ({ workerId: `worker-${i}`, storage: new DynamoDBStorage({ client: client(), tableName }) }));
     let records: MemberRecord[] = await Promise.all(workers.map(async ({ workerId, storage }) => appliedRecord(await storage.putMember(g, workerId, null, memberState({ incarnation: `${workerId}-a` })))));
-    expect(records.map((record) => record.version)).toEqual(Array(50).fill(1));
+    // Each join over no item took its first version from the group's join counter: fifty different ones.
+    const joinedAt = records.map((record) => record.version);
+    expect(new Set(joinedAt).size).toBe(50);
+    expect(joinedAt.every((version) => version % MEMBER_VERSION_SPAN === 0)).toBe(true);
     for (let round = 1; round <= 3; round++) {
       const outcomes = await Promise.all(
         workers.map(({ workerId, storage }, i) => storage.putMember(g, workerId, (records[i] as MemberRecord).version, { ...memberStateOf(records[i] as MemberRecord), held: round })),
       );
       expect(outcomes.map((outcome) => outcome.status)).toEqual(Array(50).fill('applied'));
       records = outcomes.map((outcome) => appliedRecord(outcome));
-      expect(records.map((record) => record.version)).toEqual(Array(50).fill(round + 1));
+      expect(records.map((record) => record.version)).toEqual(joinedAt.map((version) => version + round));
     }
     const roster = await workers[0]!.storage.getRoster(g);
     expect(roster.corrupt).toEqual([]);
@@ -663,28 +668,93 @@ describe('DynamoDBStorage roster', () => {
     expect(outcomes.filter((outcome) => outcome.status === 'conflict')).toEqual(Array(31).fill({ status: 'conflict', current: winner }));
   });
 
-  it('a removed member is a tombstone that keeps its version and drops its state; the roster skips it and the next join of its worker id continues above it', async () => {
+  it('a member that joined over no item is deleted when removed, leaving nothing for a roster read to pay for; its worker id joins again above every version it had', async () => {
     const storage = new DynamoDBStorage({ client: client(), tableName });
     const g = group();
     const first = appliedRecord(await storage.putMember(g, 'w1', null, memberState()));
     const beat = appliedRecord(await storage.putMember(g, 'w1', first.version, memberState({ held: 1 })));
+    expect(beat.version).toBe(first.version + 1);
+    const other = appliedRecord(await storage.putMember(g, 'w2', null, memberState()));
+    expect(await storage.removeMember(g, 'w1', beat.version)).toEqual({ status: 'applied' });
+    expect(await readMember(g, 'w1')).toBeUndefined();
+    expect(await storage.getRoster(g)).toEqual({ group: g, members: [other], corrupt: [] });
+    // A writer holding the removed version, or any older one, writes nothing and creates nothing.
+    for (const stale of [first.version, beat.version]) {
+      expect(await storage.putMember(g, 'w1', stale, memberState())).toEqual({ status: 'conflict', current: null });
+      expect(await storage.removeMember(g, 'w1', stale)).toEqual({ status: 'conflict', current: null });
+    }
+    expect(await readMember(g, 'w1')).toBeUndefined();
+    const again = appliedRecord(await storage.putMember(g, 'w1', null, memberState({ incarnation: 'inc-2' })));
+    expect(again.version).toBeGreaterThan(beat.version);
+    expect(again.version % MEMBER_VERSION_SPAN).toBe(0);
+    for (const old of [first.version, beat.version]) expect(await storage.putMember(g, 'w1', old, memberState())).toEqual({ status: 'conflict', current: again });
+    expect(await storage.getRoster(g)).toEqual({ group: g, members: [again, other], corrupt: [] });
+    // The group's join counter lives on its digest item, whose digest it created at 0 (never advanced).
+    expect(await storage.getRosterDigest(g)).toBe(0);
+    expect((await client().send(new GetItemCommand({ TableName: tableName, Key: { pk: { S: `${g}#digest` }, sk: { S: 'digest' } }, ConsistentRead: true }))).Item).toMatchObject({ digest: { N: '0' }, joins: { N: '3' } });
+  });
+
+  it('a member that joined over a tombstone (one an earlier release left) is a tombstone again when removed, keeping its version; the next join of its worker id continues above it', async () => {
+    const storage = new DynamoDBStorage({ client: client(), tableName });
+    const g = group();
+    await client().send(new PutItemCommand({ TableName: tableName, Item: { ...memberKey(g, 'w1'), version: { N: '2' }, removed: { BOOL: true } } }));
+    const first = appliedRecord(await storage.putMember(g, 'w1', null, memberState()));
+    expect(first.version).toBe(3);
+    const beat = appliedRecord(await storage.putMember(g, 'w1', first.version, memberState({ held: 1 })));
     const other = appliedRecord(await storage.putMember(g, 'w2', null, memberState()));
     expect(await storage.removeMember(g, 'w1', beat.version)).toEqual({ status: 'applied' });
     const tombstone = await readMember(g, 'w1');
-    expect(tombstone).toEqual({ ...memberKey(g, 'w1'), version: { N: '2' }, removed: { BOOL: true } });
+    expect(tombstone).toEqual({ ...memberKey(g, 'w1'), version: { N: '4' }, removed: { BOOL: true } });
     expect(itemBytes(tombstone ?? {})).toBe(2 + Buffer.byteLength(`${g}#members#${memberBucket('w1')}`) + 2 + 'member:w1'.length + 'version'.length + 2 + 'removed'.length + 1);
     expect(await storage.getRoster(g)).toEqual({ group: g, members: [other], corrupt: [] });
-    // A writer holding the removed version, or any older one, writes nothing.
     for (const stale of [first.version, beat.version]) {
       expect(await storage.putMember(g, 'w1', stale, memberState())).toEqual({ status: 'conflict', current: null });
       expect(await storage.removeMember(g, 'w1', stale)).toEqual({ status: 'conflict', current: null });
     }
     expect(await readMember(g, 'w1')).toEqual(tombstone);
     const again = appliedRecord(await storage.putMember(g, 'w1', null, memberState({ incarnation: 'inc-2' })));
-    expect(again.version).toBe(3);
+    expect(again.version).toBe(5);
     expect(Object.keys((await readMember(g, 'w1')) ?? {}).sort()).toEqual(['pk', 'sk', 'state', 'version', 'writeId']);
     for (const old of [first.version, beat.version]) expect(await storage.putMember(g, 'w1', old, memberState())).toEqual({ status: 'conflict', current: again });
     expect(await storage.getRoster(g)).toEqual({ group: g, members: [again, other], corrupt: [] });
+  });
+
+  it('a fresh member whose next write would leave its join\'s span of versions is fresh no more, and leaves a tombstone when removed', async () => {
+    const storage = new DynamoDBStorage({ client: client(), tableName });
+    const g = group();
+    const joined = appliedRecord(await storage.putMember(g, 'w', null, memberState()));
+    // As if it had written all but the last version of its span (seven years of heartbeats).
+    const last = joined.version + MEMBER_VERSION_SPAN - 1;
+    await client().send(
+      new UpdateItemCommand({ TableName: tableName, Key: memberKey(g, 'w'), UpdateExpression: 'SET #v = :v', ExpressionAttributeNames: { '#v': 'version' }, ExpressionAttributeValues: { ':v': { N: String(last - 1) } } }),
+    );
+    const inSpan = appliedRecord(await storage.putMember(g, 'w', last - 1, memberState({ held: 1 })));
+    expect(inSpan.version).toBe(last);
+    expect((await readMember(g, 'w'))?.fresh).toEqual({ BOOL: true });
+    const past = appliedRecord(await storage.putMember(g, 'w', last, memberState({ held: 2 })));
+    expect(past.version).toBe(joined.version + MEMBER_VERSION_SPAN);
+    expect((await readMember(g, 'w'))?.fresh).toBeUndefined();
+    expect(await storage.removeMember(g, 'w', past.version)).toEqual({ status: 'applied' });
+    expect(await readMember(g, 'w')).toEqual({ ...memberKey(g, 'w'), version: { N: String(past.version) }, removed: { BOOL: true } });
+  });
+
+  it('a join counter that is not a number makes a join over no item unknown carrying a CorruptRecordError naming it, and writes no member', async () => {
+    const storage = new DynamoDBStorage({ client: client(), tableName });
+    const g = group();
+    await client().send(new PutItemCommand({ TableName: tableName, Item: { pk: { S: `${g}#digest` }, sk: { S: 'digest' }, digest: { N: '4' }, joins: { S: 'many' } } }));
+    const outcome = await storage.putMember(g, 'w', null, memberState());
+    expect(outcome.status === 'unknown' && outcome.error).toBeInstanceOf(CorruptRecordError);
+    expect(outcome.status === 'unknown' && outcome.error.message).toBe(
+      `[storage-dynamodb] the join counter of group "${g}" is {"S":"many"}: a number from 1 to ${2 ** 27 - 1} was expected; the join of member "w" in group "${g}" was not written`,
+    );
+    expect(await readMember(g, 'w')).toBeUndefined();
+    expect(await storage.getRosterDigest(g)).toBe(4);
+    // A digest that is not a number is named as such, and the counter is left as it was.
+    const h = group();
+    await client().send(new PutItemCommand({ TableName: tableName, Item: { pk: { S: `${h}#digest` }, sk: { S: 'digest' }, digest: { S: 'four' }, joins: { N: '2' } } }));
+    const refused = await storage.putMember(h, 'w', null, memberState());
+    expect(refused.status === 'unknown' && refused.error.message).toBe(`[storage-dynamodb] stored roster digest of group "${h}" is corrupt: digest is {"S":"four"}`);
+    expect(await readMember(h, 'w')).toBeUndefined();
   });
 
   it('a write or removal at a stale version is a conflict carrying the member as stored; of a missing member, one with none', async () => {
@@ -731,7 +801,7 @@ describe('DynamoDBStorage roster', () => {
     let lost = 0;
     const storage = new DynamoDBStorage({
       client: injectingClient(async (command, send, input) => {
-        if (command !== 'UpdateItemCommand' || attempted.has(input as object)) return send();
+        if ((command !== 'UpdateItemCommand' && command !== 'DeleteItemCommand') || attempted.has(input as object)) return send();
         attempted.add(input as object);
         lost++;
         await send();
@@ -741,21 +811,22 @@ describe('DynamoDBStorage roster', () => {
     });
     const other = new DynamoDBStorage({ client: client(), tableName });
     const g = group();
-    appliedRecord(await other.putMember(g, 'other', null, memberState()));
+    const first = appliedRecord(await other.putMember(g, 'other', null, memberState()));
+    // The join counter's move and the join were each sent twice: the counter counted both.
     const joined = appliedRecord(await storage.putMember(g, 'w', null, memberState()));
-    expect(joined).toEqual({ group: g, workerId: 'w', version: 1, ...memberState() });
+    expect(joined).toEqual({ group: g, workerId: 'w', version: first.version + 2 * MEMBER_VERSION_SPAN, ...memberState() });
     const beat = appliedRecord(await storage.putMember(g, 'w', joined.version, memberState({ held: 1 })));
-    expect(beat.version).toBe(2);
+    expect(beat.version).toBe(joined.version + 1);
     expect((await other.getRoster(g)).members.find((member) => member.workerId === 'w')).toEqual(beat);
-    expect(lost).toBe(2);
-    // A tombstone does not say whose removal made it: after a retry its outcome is unknown, and it did apply.
+    expect(lost).toBe(3);
+    // A deleted member does not say whose removal deleted it: after a retry its outcome is unknown, and it did apply.
     const removed = await storage.removeMember(g, 'w', beat.version);
     expect(removed.status === 'unknown' && removed.error).toBeInstanceOf(StorageOutcomeUnknownError);
     expect((await other.getRoster(g)).members.map((member) => member.workerId)).toEqual(['other']);
-    // A retried join over the tombstone is recognised too.
+    // A retried join over no item is recognised too.
     const back = appliedRecord(await storage.putMember(g, 'w', null, memberState({ incarnation: 'inc-2' })));
-    expect(back.version).toBe(3);
-    expect(lost).toBe(4);
+    expect(back.version).toBeGreaterThan(beat.version);
+    expect(lost).toBe(6);
   });
 
   it('a retried member write that finds the member written by another since is unknown, since its first attempt may have applied', async () => {
@@ -805,8 +876,8 @@ describe('DynamoDBStorage roster', () => {
     }
     expect(await readMember(g, 'bad')).toEqual(stored);
 
-    const replaced = appliedRecord(await storage.putMember(g, 'bad', 2, memberState({ incarnation: 'inc-2' })));
-    expect(replaced.version).toBe(3);
+    const replaced = appliedRecord(await storage.putMember(g, 'bad', members[1]!.version + 1, memberState({ incarnation: 'inc-2' })));
+    expect(replaced.version).toBe(members[1]!.version + 2);
     expect((await storage.getRoster(g)).corrupt).toEqual([]);
     // A version of the wrong type, or a member with no state at all, is corrupt too.
     await damage('bad', 'SET #v = :s', { '#v': 'version' }, { ':s': { S: 'three' } });
@@ -819,11 +890,8 @@ describe('DynamoDBStorage roster', () => {
   it('a tombstone whose version is not a number makes a join of its worker id unknown carrying a CorruptRecordError, and is left as it was', async () => {
     const storage = new DynamoDBStorage({ client: client(), tableName });
     const g = group();
-    const joined = appliedRecord(await storage.putMember(g, 'w', null, memberState()));
-    expect(await storage.removeMember(g, 'w', joined.version)).toEqual({ status: 'applied' });
-    await client().send(
-      new UpdateItemCommand({ TableName: tableName, Key: memberKey(g, 'w'), UpdateExpression: 'SET #v = :s', ExpressionAttributeNames: { '#v': 'version' }, ExpressionAttributeValues: { ':s': { S: 'one' } } }),
-    );
+    // A tombstone as an earlier release left it, damaged by another program.
+    await client().send(new PutItemCommand({ TableName: tableName, Item: { ...memberKey(g, 'w'), version: { S: 'one' }, removed: { BOOL: true } } }));
     const stored = await readMember(g, 'w');
     const outcome = await storage.putMember(g, 'w', null, memberState());
     expect(outcome.status === 'unknown' && outcome.error).toBeInstanceOf(CorruptRecordError);
@@ -864,7 +932,7 @@ describe('DynamoDBStorage roster', () => {
     expect(queries).toBeGreaterThan(Math.floor((limits.maxMembers * bytes) / (1024 * 1024)));
     expect(roster.corrupt).toEqual([]);
     expect(roster.members.map((member) => member.workerId)).toEqual(Array.from({ length: limits.maxMembers }, (_, i) => workerId(i)));
-    expect(roster.members.every((member, i) => member.version === 1 && member.metadata.pad === largest(i).metadata.pad)).toBe(true);
+    expect(roster.members.every((member, i) => member.version % MEMBER_VERSION_SPAN === 0 && member.metadata.pad === largest(i).metadata.pad)).toBe(true);
   });
 
   it('refuses bad member input before sending anything', async () => {
