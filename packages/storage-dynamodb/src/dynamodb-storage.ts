@@ -1,6 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import {
-  DeleteItemCommand,
   GetItemCommand,
   PutItemCommand,
   QueryCommand,
@@ -11,7 +10,6 @@ import {
   type QueryCommandInput,
 } from '@aws-sdk/client-dynamodb';
 import {
-  CorruptRecordError,
   InvalidConfigError,
   InvalidInputError,
   StorageOutcomeUnknownError,
@@ -57,8 +55,10 @@ import {
   refuseUnknownOptions,
 } from '@leasehold/core/adapter';
 import { batchGetItems } from './batch-get.js';
+import { deleteFresh, freshJoin, type FreshMembersIo } from './fresh-members.js';
 import { refuseBesideEarlierLayouts, type JoinCheckIo } from './join-check.js';
 import {
+  ambiguous,
   corruptDigest,
   corruptOutcome,
   counterOf,
@@ -79,12 +79,13 @@ import {
   memberOf,
   memberBucketKeys,
   numberOf,
+  unreadConflict,
   workerIdOf,
   type Item,
+  type Sent,
 } from './items.js';
 import {
   LEASE_PREFIX,
-  MAX_FRESH_JOINS,
   MEMBER_PREFIX,
   MEMBER_VERSION_SPAN,
   PKG,
@@ -114,12 +115,6 @@ export interface DynamoDBStorageOptions {
 }
 
 const OPTION_KEYS = optionKeys<DynamoDBStorageOptions>({ client: true, tableName: true, writeConcurrency: true });
-
-/** What one conditional write came back with, before its conflict is interpreted. */
-type Sent =
-  | { readonly kind: 'applied'; readonly attributes?: Item | undefined }
-  | { readonly kind: 'condition-failed'; readonly item: Item | undefined; readonly attempts: number | undefined }
-  | { readonly kind: 'failed'; readonly error: unknown };
 
 /** Whose write the item that failed a condition holds. */
 type Verdict =
@@ -400,6 +395,16 @@ export class DynamoDBStorage implements Storage {
   }
 
   /** What the join's checks of the layouts before use (`join-check.ts`). */
+  #freshIo(): FreshMembersIo {
+    return {
+      tableName: this.#tableName,
+      send: (request) => this.#send(() => request(this.#client)),
+      met: (sent, key) => this.#memberMet(sent, key),
+      failed: (error, what) => this.#failedWrite(error, what),
+      getItem: (key) => this.#getItem(key),
+    };
+  }
+
   #joinCheckIo(): JoinCheckIo {
     return {
       tableName: this.#tableName,
@@ -494,12 +499,12 @@ export class DynamoDBStorage implements Storage {
     const writeId = randomBytes(12).toString('base64url');
     const values: Item = { ':state': { S: encodeMemberState(state) }, ':writeId': { S: writeId } };
     if (expectedVersion === null) {
-      const fresh = await this.#freshJoin(group, workerId, key, values, state, writeId, what);
+      const fresh = await freshJoin(this.#freshIo(), group, workerId, key, values, state, writeId, what);
       if (fresh !== undefined) return fresh;
     }
     // One UpdateItem of the member's own item. A join here applies over the worker id's tombstone (the
     // version after the tombstone's, which every operand reads as it was before the update), so the worker
-    // id's versions only grow; one over no item is `#freshJoin`'s. A put applies at the stored version of a
+    // id's versions only grow; one over no item is `freshJoin`'s (fresh-members.ts). A put applies at the stored version of a
     // member that is not removed; the put that would take a fresh member's versions past its span (see
     // MEMBER_VERSION_SPAN) makes it fresh no more. Nothing another member writes is read or compared.
     const leavesSpan = expectedVersion !== null && (expectedVersion + 1) % MEMBER_VERSION_SPAN === 0;
@@ -546,106 +551,14 @@ export class DynamoDBStorage implements Storage {
     return memberConflict(group, workerId, met.item);
   }
 
-  /**
-   * A join over no item: its first version is the group's join counter, moved first, times
-   * MEMBER_VERSION_SPAN, above every version a worker id whose fresh member was deleted ever had; the
-   * member is written `fresh`. `undefined` when the worker id has a tombstone instead (a member of an
-   * earlier release, or one past its span, was removed): that join continues above the tombstone.
-   */
-  async #freshJoin(group: string, workerId: string, key: Item, values: Item, state: MemberState, writeId: string, what: string): Promise<WriteResult<MemberRecord> | undefined> {
-    const base = await this.#freshJoinBase(group, what);
-    if (typeof base !== 'number') return base;
-    const sent = await this.#send(() =>
-      this.#client.send(
-        new UpdateItemCommand({
-          TableName: this.#tableName,
-          Key: key,
-          UpdateExpression: 'SET #version = :base, #state = :state, #writeId = :writeId, #fresh = :true',
-          ConditionExpression: 'attribute_not_exists(#pk)',
-          ExpressionAttributeNames: { '#pk': attr.pk, '#version': attr.version, '#state': attr.state, '#writeId': attr.writeId, '#fresh': attr.fresh },
-          ExpressionAttributeValues: { ...values, ':base': { N: String(base) }, ':true': TRUE },
-          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-        }),
-      ),
-    );
-    if (sent.kind === 'applied') return result.applied({ group, workerId, version: base, ...state });
-    if (sent.kind === 'failed') return this.#failedWrite(sent.error, what);
-    const met = await this.#memberMet(sent, key);
-    if (met === undefined) return result.unknown(unreadConflict(what));
-    // The SDK retried, and its first attempt applied: the member holds this write's id.
-    if (met.item !== undefined && !isRemoved(met.item) && met.item[attr.writeId]?.S === writeId) return result.applied({ group, workerId, version: base, ...state });
-    // A tombstone: this attempt did not apply (a fresh member is deleted when removed, never left as one).
-    if (met.item !== undefined && isRemoved(met.item)) return undefined;
-    if (met.retried) return result.unknown(ambiguous(what));
-    return memberConflict(group, workerId, met.item);
-  }
-
-  /**
-   * Moves the group's join counter (on its digest item) and gives the first version of the join it counts,
-   * or the join's result when it could not. The digest is added 0, so that an item this creates holds a
-   * digest never advanced, as a worker of an earlier release expects to read it, not a counter alone.
-   */
-  async #freshJoinBase(group: string, what: string): Promise<number | WriteResult<MemberRecord>> {
-    const key = digestItemKey(group);
-    const sent = await this.#send(() =>
-      this.#client.send(
-        new UpdateItemCommand({
-          TableName: this.#tableName,
-          Key: key,
-          UpdateExpression: 'ADD #joins :one, #digest :zero',
-          ConditionExpression: '(attribute_not_exists(#joins) OR attribute_type(#joins, :number)) AND (attribute_not_exists(#digest) OR attribute_type(#digest, :number))',
-          ExpressionAttributeNames: { '#joins': attr.joins, '#digest': attr.digest },
-          ExpressionAttributeValues: { ':one': { N: '1' }, ':zero': { N: '0' }, ':number': { S: 'N' } },
-          ReturnValues: 'UPDATED_NEW',
-          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-        }),
-      ),
-    );
-    // The member was not written: a failed count leaves the join undone, as a failed join would.
-    if (sent.kind === 'failed') return this.#failedWrite(sent.error, `${what} (counting it among the group's joins)`);
-    const joins = sent.kind === 'applied' ? numberOf(sent.attributes?.[attr.joins]) : undefined;
-    if (isVersion(joins) && joins <= MAX_FRESH_JOINS) return joins * MEMBER_VERSION_SPAN;
-    const item = sent.kind === 'condition-failed' ? (sent.item ?? (await this.#getItem(key).catch(() => undefined))) : sent.attributes;
-    if (item?.[attr.digest] !== undefined && item[attr.digest]?.N === undefined) return result.unknown(corruptDigest(group, item[attr.digest]));
-    return result.unknown(
-      new CorruptRecordError(
-        `[${PKG}] the join counter of group ${describeValue(group)} is ${describeValue(item?.[attr.joins])}: a number from 1 to ${MAX_FRESH_JOINS} was expected; the ${what} was not written`,
-        { group },
-      ),
-    );
-  }
-
   async removeMember(group: string, workerId: string, expectedVersion: number): Promise<DeleteResult<MemberRecord>> {
     validateGroup(group, PKG);
     validateWorkerId(workerId, PKG);
     validateVersion(expectedVersion, PKG);
     const what = `removal of member ${describeValue(workerId)} at version ${expectedVersion} from group ${describeValue(group)}`;
     const key = memberItemKey(group, workerId);
-    // A fresh member (joined over no item, its versions within its join's span) is deleted: every version
-    // its worker id ever had is below the next join's over no item, and nothing of it is left for every
-    // roster read to pay for (a restart under a new worker id, the default, left one tombstone each).
-    const deleted = await this.#send(() =>
-      this.#client.send(
-        new DeleteItemCommand({
-          TableName: this.#tableName,
-          Key: key,
-          ConditionExpression: '#version = :expected AND attribute_not_exists(#removed) AND attribute_exists(#fresh)',
-          ExpressionAttributeNames: { '#version': attr.version, '#removed': attr.removed, '#fresh': attr.fresh },
-          ExpressionAttributeValues: { ':expected': { N: String(expectedVersion) } },
-          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-        }),
-      ),
-    );
-    if (deleted.kind === 'applied') return { status: 'applied' };
-    if (deleted.kind === 'failed') return this.#failedWrite(deleted.error, what);
-    const found = await this.#memberMet(deleted, key);
-    if (found === undefined) return result.unknown(unreadConflict(what));
-    const item = found.item;
-    // Not the member at that version, or already gone (a retried delete whose first attempt applied).
-    if (item === undefined || isRemoved(item) || item[attr.fresh] !== undefined || numberOf(item[attr.version]) !== expectedVersion) {
-      if (found.retried) return result.unknown(ambiguous(what));
-      return memberConflict(group, workerId, item);
-    }
+    const fresh = await deleteFresh(this.#freshIo(), group, workerId, key, expectedVersion, what);
+    if (fresh !== 'not-fresh') return fresh;
     // Any other member becomes a tombstone that keeps its version: a worker of an earlier release joining
     // again under its id continues above it (its joins start at 1 over no item).
     const sent = await this.#send(() =>
@@ -857,16 +770,6 @@ export class DynamoDBStorage implements Storage {
     const output = await this.#client.send(new GetItemCommand({ TableName: this.#tableName, Key: key, ConsistentRead: true }));
     return output.Item;
   }
-}
-
-function ambiguous(what: string): StorageOutcomeUnknownError {
-  return new StorageOutcomeUnknownError(
-    `[${PKG}] ${what} was retried and the record has moved on since; its first attempt may have applied`,
-  );
-}
-
-function unreadConflict(what: string): StorageOutcomeUnknownError {
-  return new StorageOutcomeUnknownError(`[${PKG}] ${what} failed its condition and the current record could not be read`);
 }
 
 /** Runs `task` over `items` with at most `limit` in flight; each settles on its own, in the order given. */

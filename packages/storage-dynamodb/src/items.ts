@@ -7,6 +7,7 @@
 import type { AttributeValue } from '@aws-sdk/client-dynamodb';
 import {
   CorruptRecordError,
+  StorageOutcomeUnknownError,
   type LeaderRecord,
   type LeaderState,
   type LeaseRecord,
@@ -168,4 +169,22 @@ export function counterOf(item: Item, name: string, group: string, leaseKey: str
 export function corruptOutcome(error: unknown): Unknown {
   if (error instanceof CorruptRecordError) return result.unknown(error);
   throw error;
+}
+
+/** What one conditional write came back with, before its conflict is interpreted. */
+export type Sent =
+  | { readonly kind: 'applied'; readonly attributes?: Item | undefined }
+  | { readonly kind: 'condition-failed'; readonly item: Item | undefined; readonly attempts: number | undefined }
+  | { readonly kind: 'failed'; readonly error: unknown };
+
+/** A write the SDK retried that met a record moved on since: its first attempt may have applied. */
+export function ambiguous(what: string): StorageOutcomeUnknownError {
+  return new StorageOutcomeUnknownError(
+    `[${PKG}] ${what} was retried and the record has moved on since; its first attempt may have applied`,
+  );
+}
+
+/** A write that failed its condition when the record it met could not be read. */
+export function unreadConflict(what: string): StorageOutcomeUnknownError {
+  return new StorageOutcomeUnknownError(`[${PKG}] ${what} failed its condition and the current record could not be read`);
 }
