@@ -79,6 +79,7 @@ import {
   memberOf,
   memberBucketKeys,
   numberOf,
+  TRUE,
   unreadConflict,
   workerIdOf,
   type Item,
@@ -124,7 +125,6 @@ type Verdict =
 
 const THROTTLING = new Set(['ProvisionedThroughputExceededException', 'ThrottlingException', 'RequestLimitExceeded']);
 const MAX_CREATE_ROUNDS = 8;
-const TRUE: AttributeValue = { BOOL: true };
 
 /**
  * Leases, checkpoints and leader records in one DynamoDB table, every write a conditional `PutItem` or

@@ -9,14 +9,12 @@
  * tombstone's way (dynamodb-storage.ts): a worker of an earlier release, whose joins over no item start at
  * version 1, may join under that worker id again and must continue above it.
  */
-import { DeleteItemCommand, UpdateItemCommand, type AttributeValue, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DeleteItemCommand, UpdateItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { CorruptRecordError, type DeleteResult, type MemberRecord, type MemberState, type Unknown, type WriteResult } from '@leasehold/core';
 import { describeValue, result } from '@leasehold/core/adapter';
-import { ambiguous, corruptDigest, digestItemKey, isRemoved, isVersion, memberConflict, numberOf, unreadConflict, type Item, type Sent } from './items.js';
+import { ambiguous, corruptDigest, digestItemKey, isRemoved, isVersion, memberConflict, numberOf, TRUE, unreadConflict, type Item, type Sent } from './items.js';
 import { MAX_FRESH_JOINS, MEMBER_VERSION_SPAN, PKG, attr } from './schema.js';
 
-
-const TRUE: AttributeValue = { BOOL: true };
 
 /** What the fresh members' writes need of the storage: its table, its conditional writes and their errors. */
 export interface FreshMembersIo {

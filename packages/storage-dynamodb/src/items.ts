@@ -21,6 +21,9 @@ import { DIGEST_PARTITION_SUFFIX, DIGEST_SORT_KEY, LEADER_SORT_KEY, LEASE_PREFIX
 
 export type Item = Record<string, AttributeValue>;
 
+/** The value of a flag attribute that is present (`deleted`, `removed`, `fresh`). */
+export const TRUE: AttributeValue = { BOOL: true };
+
 export function leaseItemKey(group: string, leaseKey: string): Item {
   return { [attr.pk]: { S: group }, [attr.sk]: { S: `${LEASE_PREFIX}${leaseKey}` } };
 }
@@ -61,8 +64,6 @@ export function digestItemKey(group: string): Item {
 }
 
 export function digestOf(group: string, item: Item): number {
-  // The item may hold only the group's join counter: a digest never advanced is 0.
-  if (item[attr.digest] === undefined) return 0;
   const digest = numberOf(item[attr.digest]);
   if (typeof digest === 'number' && Number.isSafeInteger(digest) && digest >= 0) return digest;
   throw corruptDigest(group, item[attr.digest]);
