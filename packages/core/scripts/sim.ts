@@ -18,6 +18,8 @@
  *                                              turned some of the default ones off)
  *   pnpm sim --seeds 200 --no-change-feed      only runs without a change feed (a third of the seeds, by default),
  *                                              as on the DynamoDB adapter; --change-feed runs only with one
+ *   pnpm sim --seeds 200 --no-roster-moves     only runs whose store does not say whom the digest's moves named
+ *                                              (half the seeds, by default); --roster-moves only runs whose does
  *   pnpm sim --consumer --seeds 1000           the consumer simulation (whole runtime, resharding source)
  *   pnpm sim --consumer --seed 77 --trace      replay one consumer seed
  *   pnpm sim --consumer --seeds 200 --exactly-once
@@ -54,6 +56,7 @@ const { values } = parseArgs({
     'unsafe-expiry-factor': { type: 'string' },
     'unsafe-own-duration-only': { type: 'boolean', default: false },
     'unsafe-skip-roster-digest': { type: 'boolean', default: false },
+    'unsafe-moves-unread': { type: 'boolean', default: false },
     'unsafe-ring-keeps-the-dead': { type: 'boolean', default: false },
     'unsafe-note-trusted': { type: 'boolean', default: false },
     'unsafe-asks-trusted': { type: 'boolean', default: false },
@@ -69,6 +72,8 @@ const { values } = parseArgs({
     faults: { type: 'string' },
     'change-feed': { type: 'boolean', default: false },
     'no-watcher-reads': { type: 'boolean', default: false },
+    'roster-moves': { type: 'boolean', default: false },
+    'no-roster-moves': { type: 'boolean', default: false },
     'whole-roster-up-to': { type: 'string' },
     consumer: { type: 'boolean', default: false },
     'exactly-once': { type: 'boolean', default: false },
@@ -135,6 +140,7 @@ if (values.consumer) {
     ...(values['unsafe-expiry-factor'] !== undefined ? { expiryFactor: Number(values['unsafe-expiry-factor']) } : {}),
     ...(values['unsafe-own-duration-only'] ? { ownDurationOnly: true } : {}),
     ...(values['unsafe-skip-roster-digest'] ? { skipRosterDigest: true } : {}),
+    ...(values['unsafe-moves-unread'] ? { movesUnread: true } : {}),
     ...(values['unsafe-ring-keeps-the-dead'] ? { ringKeepsTheDead: true } : {}),
     ...(values['unsafe-note-trusted'] ? { noteTrusted: true } : {}),
     ...(values['unsafe-asks-trusted'] ? { asksTrusted: true } : {}),
@@ -157,6 +163,7 @@ if (values.consumer) {
           ? { ...(Object.keys(unsafe).length > 0 ? { unsafe } : {}), ...(values['whole-roster-up-to'] !== undefined ? { wholeRosterUpTo: Number(values['whole-roster-up-to']) } : {}) }
           : undefined,
       ...(values['no-watcher-reads'] ? { watcherReads: false } : {}),
+      ...(values['no-roster-moves'] ? { rosterMoves: false } : values['roster-moves'] ? { rosterMoves: true } : {}),
       ...(values['no-change-feed'] ? { changeFeed: false } : values['change-feed'] ? { changeFeed: true } : {}),
       ...(values.faults !== undefined
         ? { faults: faultsNamed(values.faults) }

@@ -12,6 +12,7 @@ export {
   validateWorkerId,
   validateWorkerIds,
   validateVersion,
+  validateDigest,
   validateLeaseState,
   validateNewLease,
   validateLeaseUpdates,
@@ -34,8 +35,9 @@ export {
 export { STORAGE_CONTRACT_VERSION, RECORD_FORMAT, leaseStateOf, leaderStateOf, memberStateOf, result } from './storage.js';
 export { describeValue } from './errors.js';
 export { keyBucket } from './key-bucket.js';
+export { rosterMovesOf, keptAfter, type KeptAdvance } from './roster-moves.js';
 export { checkContractVersion } from './contract-version.js';
-export { checkWatcherReads, WATCHER_READS, type WatcherReads } from './watcher-reads.js';
+export { checkWatcherReads, checkRosterMoves, WATCHER_READS, type WatcherReads } from './watcher-reads.js';
 export { optionKeys, nestedOptionHints, refuseUnknownOptions, type OptionHints } from './known-options.js';
 export { abortReason, systemClock, systemRandom } from './clock.js';
 // For tools that read a group's records from outside it (the CLI's `status`, `health` and `rewind`): the

@@ -40,6 +40,7 @@ export {
   type MemberState,
   type MemberRecord,
   type Roster,
+  type RosterMoves,
   type CreateLeaseOptions,
   type LeaseChange,
   type ChangeSubscription,

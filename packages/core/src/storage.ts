@@ -271,6 +271,18 @@ export interface Roster {
   readonly corrupt: CorruptRecordError[];
 }
 
+/** What {@link CheckpointStorage.getRosterMoves} returns: the digest, and who the advances up to it named. */
+export interface RosterMoves {
+  /** The group's roster digest, as {@link CheckpointStorage.getRosterDigest} would read it at the same moment. */
+  readonly digest: number;
+  /**
+   * The worker ids the advances after `since` up to `digest` named, each once, in any order (empty when
+   * `digest` equals `since`); `null` when the store cannot say: one of those advances named nobody, the
+   * store no longer keeps them, or `since` is above `digest`.
+   */
+  readonly moved: readonly string[] | null;
+}
+
 /** Options of {@link CheckpointStorage.createLease}. */
 export interface CreateLeaseOptions {
   /**
@@ -487,9 +499,27 @@ export interface CheckpointStorage {
    * the same time), creating it at 1 if the group has none, and returns the value it wrote. Unconditional:
    * an advance sent twice advances twice, which is harmless (readers only compare the digest with the
    * value they last read). Publishes nothing on the change feed. An advance whose outcome is unknown
-   * throws; core advances again.
+   * throws; core advances again. `workerIds` (at most {@link limits}.maxWatchedMembers) name the members
+   * whose write the advance announces, for {@link getRosterMoves}; none, or omitted, names nobody (a reader
+   * then reads the whole roster). A store without `getRosterMoves` ignores them.
    */
-  advanceRosterDigest?(group: string): Promise<number>;
+  advanceRosterDigest?(group: string, workerIds?: readonly string[]): Promise<number>;
+
+  /**
+   * The group's roster digest and the worker ids named by the advances after `since` (the `workerIds` each
+   * {@link advanceRosterDigest} was given: the members whose write it announces), from one consistent
+   * moment: every advance that returned before the read started is counted in `digest`, and every advance
+   * counted in `digest` and after `since` has its names in `moved`. A reader whose roster was up to date
+   * at `since` is up to date again once it reads the members `moved` names (a write is announced after it
+   * applied). `moved` is `null` when any of those advances named nobody, or `since` is older than the
+   * advances the store keeps: at least the last {@link limits}.rosterMovesKept. A read that fails throws a
+   * `StorageUnavailableError`.
+   *
+   * Optional, and only with the watchers' reads ({@link getMembers}): without it a worker that sees the
+   * digest move reads the whole roster, and during a rolling restart, when some member's held count moves
+   * nearly every take tick, every worker reads the whole roster nearly every tick.
+   */
+  getRosterMoves?(group: string, since: number): Promise<RosterMoves>;
 }
 
 /** The fields of a leader record that core writes; like a lease's, it may carry fields core does not name. */

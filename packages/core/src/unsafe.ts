@@ -31,6 +31,11 @@ export interface CoordinatorUnsafe {
    * digest: members that read only the digest and their watched few learn of them at the next whole read.
    */
   skipRosterDigest?: boolean | undefined;
+  /**
+   * A read of the roster digest's moves (a store with `getRosterMoves`) takes the move for read without
+   * reading the members it names: joins, leaves, deaths and held counts are seen only at the next whole read.
+   */
+  movesUnread?: boolean | undefined;
   /** The watchers' ring keeps the members declared dead: a member whose watchers all died is watched by nobody alive. */
   ringKeepsTheDead?: boolean | undefined;
   /**

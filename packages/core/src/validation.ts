@@ -22,7 +22,11 @@ import { leaderStateOf, leaseStateOf, memberStateOf } from './storage.js';
  *   a later core adds included), with up to 4 handoff requests: a member is one small record of its own
  *   (one DynamoDB write unit per heartbeat), and a whole roster reads back in one call, paginated inside
  *   the adapter where the backend needs it.
- * - Up to 16 worker ids in one `getMembers` call: a watcher's few members and its own.
+ * - Up to 16 worker ids in one `getMembers` call: a watcher's few members and its own; as many in one
+ *   roster digest advance.
+ * - The worker ids of at least the last 256 roster digest advances kept for `getRosterMoves`: more than a
+ *   take tick's announcements in a rolling restart (about 64 a tick at 100 members in the core bench,
+ *   most naming one member).
  */
 export const limits = {
   maxNameBytes: 512,
@@ -35,6 +39,7 @@ export const limits = {
   maxMemberBytes: 2048,
   maxRequests: 4,
   maxWatchedMembers: 16,
+  rosterMovesKept: 256,
 } as const;
 
 const LEASE_FIELDS = new Set(['format', 'owner', 'epoch', 'checkpoint', 'parentKeys', 'incarnation', 'metadata', 'group', 'leaseKey', 'version']);
@@ -168,6 +173,11 @@ export function validateWorkerIds(workerIds: unknown, pkg = 'core'): asserts wor
     throw new InvalidInputError(`[${pkg}] at most ${limits.maxWatchedMembers} worker ids may be read at once, got ${workerIds.length}`);
   }
   for (const workerId of workerIds) validateWorkerId(workerId, pkg);
+}
+
+/** Throws an `InvalidInputError` unless `digest` is a roster digest a reader may have read (a counter). */
+export function validateDigest(digest: unknown, pkg = 'core'): asserts digest is number {
+  checkCounter(pkg, 'roster digest', digest);
 }
 
 /** Throws an `InvalidInputError` unless `version` is a valid expected version. */

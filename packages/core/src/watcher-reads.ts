@@ -26,3 +26,16 @@ export function checkWatcherReads<S extends CheckpointStorage>(storage: S, pkg =
     `[${pkg}] the storage has ${present.join(' and ')} but not ${missing.join(' nor ')}: a store has all three of getMembers, getRosterDigest and advanceRosterDigest, or none`,
   );
 }
+
+/**
+ * Whether `storage` has `getRosterMoves` (the members each digest advance named). It goes with the watchers'
+ * reads: a store that has it without them is misbuilt, and an `InvalidConfigError` says so.
+ */
+export function checkRosterMoves<S extends CheckpointStorage>(storage: S, pkg = 'core'): storage is S & WatcherReads & Required<Pick<CheckpointStorage, 'getRosterMoves'>> {
+  const watcherReads = checkWatcherReads(storage, pkg);
+  if (typeof storage.getRosterMoves !== 'function') return false;
+  if (!watcherReads) {
+    throw new InvalidConfigError(`[${pkg}] the storage has getRosterMoves but not getMembers, getRosterDigest nor advanceRosterDigest: the roster's moves are read with the watchers' reads`);
+  }
+  return true;
+}

@@ -64,6 +64,9 @@ import {
   transactionalCheckpointOver,
   truncateTo255Bytes,
   VersionShifting,
+  MovesMisreadStorage,
+  MovesReadThenWriteStorage,
+  MovesWithoutWatcherReads,
   type FeedBug,
   type VersionBug,
 } from './support/broken-adapters.js';
@@ -216,7 +219,20 @@ const T = {
   digestGroups: 'the roster digests of groups side by side never move each other, even when one name is a prefix or an extension of another',
   digestNoMember: 'the roster digest is no member: the roster and getMembers never show it, and a group with only a digest has an empty roster and no lease',
   digestRace: '32 clients advancing one group\'s roster digest at once: every advance is counted, and each returns a distinct value',
+  movesCapability: 'an adapter has getRosterMoves only with getMembers, getRosterDigest and advanceRosterDigest',
+  movesNamed: 'getRosterMoves names each worker id the advances after since named, once, with the digest getRosterDigest reads; none when since is the digest',
+  movesNobody: 'an advance that names nobody makes every read of the moves across it null; reads after it name as before',
+  movesAbove: 'a since above the digest reads null with the digest',
+  movesKept: 'the last 256 advances are kept: since that many before the digest names them all; since older names them all or reads null',
+  movesNames: 'an advance names up to 16 worker ids of the largest size and of any characters, read back exactly',
+  movesGroups: 'the moves of groups side by side never mix',
+  movesOtherClient: 'a client reads the moves another client advanced at once: no client serves them from a cache of its own',
+  movesInvalid: 'invalid input is refused with an InvalidInputError before anything is sent: a since that is no non-negative safe integer, 17 worker ids in an advance, a bad worker id, a bad group',
+  movesRace: '16 clients advancing one group\'s digest at once, each advance naming a worker id of its own: the moves since 0 name every one, at the digest that counts them all',
 } as const;
+
+/** The rules of the roster moves other than the capability rule: skipped for an adapter without them. */
+const MOVES_RULES = [T.movesNamed, T.movesNobody, T.movesAbove, T.movesKept, T.movesNames, T.movesGroups, T.movesOtherClient, T.movesInvalid, T.movesRace];
 
 /** The rules of the watchers' reads other than the capability rule: skipped for an adapter without them. */
 const WATCHER_RULES = [
@@ -254,7 +270,7 @@ describe('the conformance suite', () => {
     expect(failures(outcomes)).toEqual([]);
     const skipped = [...outcomes.values()].filter((outcome) => outcome.status === 'skipped');
     const races = [...outcomes.keys()].filter((title) => title.endsWith(', from separate processes'));
-    expect(races).toHaveLength(12);
+    expect(races).toHaveLength(13);
     expect(titlesWith(outcomes, 'passed')).toEqual(expect.arrayContaining([T.rosterWhileWriting, T.listingWhileWriting]));
     expect(skipped.map((outcome) => outcome.title).sort()).toEqual(
       [T.cutCreate, T.cutUpdate, T.cutDelete, T.cutLeader, T.cutBatch, T.cutBatchOnce, T.cutRead, T.cutListing, T.cutMember, T.cutRoster, T.broken, T.txnApplies, T.txnRefused, T.txnCut, ...races].sort(),
@@ -319,6 +335,24 @@ describe('the conformance suite', () => {
     for (const title of WATCHER_RULES) {
       expect(outcomes.get(title)?.note, title).toBe("not checked: the adapter has no getMembers, getRosterDigest nor advanceRosterDigest (the watchers' reads are optional)");
     }
+  });
+
+  it('passes an adapter with the watchers\' reads and without getRosterMoves, saying it did not check the moves\' rules', async () => {
+    const outcomes = await runSuite(perClient((store) => new WatchingClient(store)), [T.movesCapability, ...MOVES_RULES]);
+    expect(titlesWith(outcomes, 'passed')).toEqual([T.movesCapability]);
+    for (const title of MOVES_RULES) {
+      expect(outcomes.get(title)?.note, title).toBe('not checked: the adapter has no getRosterMoves (optional: a move of the digest is then read as the whole roster)');
+    }
+  });
+
+  describe('fails an adapter that breaks a rule of the roster moves, in the test of that rule', () => {
+    const cases: Array<[string, () => Omit<ConformanceTarget, 'name'>, string[]]> = [
+      ['keeps the advances\' names by a read and then a write: names of advances that run at once are lost', () => shared(new MovesReadThenWriteStorage()), [T.movesRace]],
+      ['reads an advance that named nobody as naming nobody new', () => shared(new MovesMisreadStorage('nobody-names-none')), [T.movesNobody]],
+      ['keeps only the last 16 advances, and names only those for a since further back', () => shared(new MovesMisreadStorage('keeps-sixteen')), [T.movesKept]],
+      ['has getRosterMoves without the watchers\' reads', () => perClient((store) => new MovesWithoutWatcherReads(store)), [T.movesCapability]],
+    ];
+    for (const [bug, target, titles] of cases) it(bug, () => expectFailing(target(), titles));
   });
 
   // One test per wrapper: each runs the whole suite, and five runs in one test took longer than a test may

@@ -147,6 +147,30 @@ describe('the simulation harness', () => {
     expect(result?.replay).toMatch(/--unsafe-skip-roster-digest --whole-roster-up-to 0 --trace$/);
   }, 600_000);
 
+  // Seed 74 (2 workers over 9 leases): the new member's join is announced, and a worker that takes the move
+  // for read without reading the member keeps its leases until its next whole read, 30 take ticks later.
+  it('catches members that take the roster digest\'s moves for read without reading the members named, within 200 seeds: changes are seen only at the next whole read, and the group is not balanced in time', async () => {
+    let caught: Awaited<ReturnType<typeof simulate>> | undefined;
+    for (let seed = 1; seed <= 200 && !caught; seed++) {
+      const result = await simulate({ seed, rosterMoves: true, coordinator: { wholeRosterUpTo: 0, unsafe: { movesUnread: true } } });
+      if (result.violations.length > 0) caught = result;
+    }
+    expect(caught?.violations.some((violation) => violation.guarantee === 'balance' || violation.guarantee === 'liveness')).toBe(true);
+    expect(caught?.replay).toMatch(/--unsafe-moves-unread --roster-moves --whole-roster-up-to 0 --trace$/);
+    // The same run without the switch reads the members named, and holds.
+    expect((await simulate({ seed: caught?.seed ?? 0, rosterMoves: true, coordinator: { wholeRosterUpTo: 0 } })).violations).toEqual([]);
+  }, 600_000);
+
+  it('runs groups whose store says whom each move of the roster digest named, and groups whose store does not (half the seeds each), through the same faults', async () => {
+    for (const rosterMoves of [true, false]) {
+      for (let seed = 1; seed <= 20; seed++) {
+        const result = await simulate({ seed, rosterMoves, coordinator: { wholeRosterUpTo: 0 } });
+        expect(result.violations).toEqual([]);
+        expect(result.replay).toMatch(rosterMoves ? /--roster-moves / : /--no-roster-moves /);
+      }
+    }
+  }, 600_000);
+
   it('runs a group on a store without the watchers\' reads (every member reading the whole roster) through the same faults', async () => {
     for (let seed = 1; seed <= 20; seed++) {
       const result = await simulate({ seed, watcherReads: false });

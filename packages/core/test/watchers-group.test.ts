@@ -6,6 +6,7 @@ import { ringOrder, watchersOf } from '../src/lease/watchers.js';
 import { HANDED_FIELD, readNote } from '../src/lease/leave-notes.js';
 import { ASKS_FIELD, readAsks } from '../src/lease/join-asks.js';
 import { seededRandom, FaultyStorage, noFaults, VirtualScheduler, withUnsafe, type CoordinatorUnsafe } from '../src/testing/index.js';
+import { withoutRosterMoves } from '../src/testing/without-watcher-reads.js';
 import { run } from './support/virtual.js';
 import { advanceUntil, balanced, cluster, dispose, settled } from '../bench/cluster.js';
 
@@ -19,14 +20,20 @@ function member(incarnation: string, fields: Partial<MemberState> = {}): MemberS
   return { format: RECORD_FORMAT, incarnation, leaseDurationMs: 10_000, status: 'alive', held: 0, changes: 0, requests: [], metadata: {}, ...fields };
 }
 
-/** A group of coordinators on one memory store, each behind its own fault-free view, on virtual time. */
-function group(unsafe?: CoordinatorUnsafe, slow: { listingMs: number } = { listingMs: 0 }) {
+/**
+ * A group of coordinators on one memory store, each behind its own fault-free view, on virtual time;
+ * `rosterMoves: false` hides the store's `getRosterMoves`, as the adapters without it present it.
+ */
+function group(unsafe?: CoordinatorUnsafe, slow: { listingMs: number } = { listingMs: 0 }, rosterMoves = true) {
   const scheduler = new VirtualScheduler();
-  const storage = new MemoryStorage();
+  const memory = new MemoryStorage();
+  const storage = rosterMoves ? memory : withoutRosterMoves(memory);
   /** The listings of the leases each worker made so far. */
   const listings = new Map<string, number>();
   /** Every lease read by key, by whom and when. */
   const reads: Array<{ workerId: string; leaseKey: string; at: number }> = [];
+  /** Each worker's calls of the store, by method. */
+  const calls = new Map<string, Map<string, number>>();
   /** Each worker's clock: killing it crashes the worker (it never runs again). */
   const clocks = new Map<string, ReturnType<VirtualScheduler['clock']>>();
   let seed = 1;
@@ -39,6 +46,8 @@ function group(unsafe?: CoordinatorUnsafe, slow: { listingMs: number } = { listi
         const value: unknown = Reflect.get(target, name, target);
         if (typeof value !== 'function') return value;
         return (...args: unknown[]) => {
+          const own = calls.get(workerId) ?? new Map<string, number>();
+          calls.set(workerId, own.set(String(name), (own.get(String(name)) ?? 0) + 1));
           if (name === 'getLease') reads.push({ workerId, leaseKey: args[1] as string, at: scheduler.now });
           if (name === 'listLeases') {
             listings.set(workerId, (listings.get(workerId) ?? 0) + 1);
@@ -53,7 +62,7 @@ function group(unsafe?: CoordinatorUnsafe, slow: { listingMs: number } = { listi
     await run(scheduler, coordinator.start());
     return coordinator;
   };
-  return { scheduler, storage, start, listings, clocks, reads };
+  return { scheduler, storage, start, listings, clocks, reads, calls };
 }
 
 /** Runs until `done` holds, in steps of 100 ms, for at most `limitMs`; returns how long it took, or `Infinity`. */
@@ -82,18 +91,33 @@ async function startFed(g: ReturnType<typeof group>, workerIds: readonly string[
 }
 
 /** How long a member that joins a quiet group of ten takes to hold its share, and the group. */
-async function joinOfTheEleventh(unsafe?: CoordinatorUnsafe): Promise<number> {
-  const { scheduler, storage, start } = group(unsafe);
+async function joinOfTheEleventh(unsafe?: CoordinatorUnsafe, rosterMoves = true): Promise<number> {
+  return (await eleventhJoins(unsafe, rosterMoves)).took;
+}
+
+/**
+ * Ten members balanced over 110 leases, then an eleventh joins between two whole-roster refreshes: how
+ * long until it holds its share, and the whole roster reads and members read by key of the ten over the
+ * eight take ticks from the join.
+ */
+async function eleventhJoins(unsafe?: CoordinatorUnsafe, rosterMoves = true) {
+  const { scheduler, storage, start, calls } = group(unsafe, undefined, rosterMoves);
   for (const leaseKey of keys(110)) await storage.createLease({ group: GROUP, leaseKey });
   const workers: LeaseCoordinator[] = [];
   for (const workerId of ids(10)) workers.push(await start(workerId));
   // Past the first whole-roster refresh (30 take ticks), so that the join falls between two of them.
   await scheduler.advance(70_000);
   expect(workers.map((w) => w.heldLeases().length)).toEqual(Array(10).fill(11));
+  const count = (name: string): number => workers.reduce((sum, w) => sum + (calls.get(w.workerId)?.get(name) ?? 0), 0);
+  const [rosterReadsBefore, memberReadsBefore] = [count('getRoster'), count('getMembers')];
   const joiner = await start('worker-10');
+  const from = scheduler.now;
   const took = await until(scheduler, () => joiner.heldLeases().length >= 10, 60_000);
+  await scheduler.advance(Math.max(0, from + 8 * TICK - scheduler.now));
+  const wholeReads = count('getRoster') - rosterReadsBefore;
+  const memberReads = count('getMembers') - memberReadsBefore;
   await run(scheduler, Promise.all([...workers, joiner].map((w) => w.stop())));
-  return took;
+  return { took, wholeReads, memberReads };
 }
 
 /**
@@ -825,8 +849,22 @@ describe('watchers and the roster digest', () => {
     await run(scheduler, Promise.all(survivors.map((w) => w.stop())));
   });
 
-  it('gives a member that joins a quiet group its share within four take ticks: every member reads the whole roster when the join moves the digest', async () => {
-    expect(await joinOfTheEleventh()).toBeLessThanOrEqual(4 * TICK * 1.05);
+  it('gives a member that joins a quiet group its share within four take ticks: every member reads the whole roster when the join moves the digest, on a store that does not say whom a move named', async () => {
+    const { took, wholeReads } = await eleventhJoins(undefined, false);
+    expect(took).toBeLessThanOrEqual(4 * TICK * 1.05);
+    expect(wholeReads).toBeGreaterThanOrEqual(10);
+  });
+
+  it('reads each move of the digest as the members it named, on a store that says: a join costs the ten members no whole roster read, and the newcomer still gets its share within four take ticks', async () => {
+    const { took, wholeReads, memberReads } = await eleventhJoins();
+    expect(took).toBeLessThanOrEqual(4 * TICK * 1.05);
+    expect(wholeReads).toBe(0);
+    // A read of the watched few every tick, the moves' members with them in the same call.
+    expect(memberReads).toBeGreaterThan(0);
+  });
+
+  it('with movesUnread, the members take a join\'s move for read without reading the newcomer: they see it only at their next whole read, and it waits past four take ticks for its share', async () => {
+    expect(await joinOfTheEleventh({ movesUnread: true })).toBeGreaterThan(4 * TICK * 1.05);
   });
 
   it('without the digest, the members see a join only at their next whole read, up to 30 take ticks later', async () => {

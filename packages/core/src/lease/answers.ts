@@ -120,6 +120,11 @@ export class Answers {
     return fresh;
   }
 
+  /** Whether a suspect was named (by this worker, or first read in another's record) at `since` or later. */
+  namedSince(since: number): boolean {
+    return this.#named.some((entry) => entry.at >= since);
+  }
+
   #note(digest: number, at: number, key: string): void {
     this.#named.push({ digest, at, key });
     // A suspect is looked at for a lease duration or so: a few ticks' worth of names is plenty.

@@ -13,7 +13,7 @@ import { LEAVING_FIELD, Membership } from './membership.js';
 import type { RosterView } from './roster-view.js';
 import { compareNumericPositions } from '../position.js';
 import { limits } from '../validation.js';
-import { checkWatcherReads } from '../watcher-reads.js';
+import { checkRosterMoves, checkWatcherReads } from '../watcher-reads.js';
 import { checkContractVersion } from '../contract-version.js';
 import { unsafeOf } from '../unsafe.js';
 import { refuseUnknownOptions } from '../known-options.js';
@@ -141,6 +141,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       throw new InvalidConfigError(`[${PKG}] watchers must be at most ${limits.maxWatchedMembers - 1}, got ${watchers}`);
     }
     const watcherReads = checkWatcherReads(options.storage, PKG);
+    const rosterMoves = checkRosterMoves(options.storage, PKG);
     const wholeRosterUpTo = options.wholeRosterUpTo === 0 ? 0 : positiveInteger(PKG, 'wholeRosterUpTo', options.wholeRosterUpTo ?? 16);
     const unsafe = unsafeOf(options);
     const skipRosterDigest = unsafe.skipRosterDigest ?? false;
@@ -172,6 +173,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       watcherReads,
       wholeRosterUpTo,
       skipRosterDigest,
+      rosterMoves,
+      movesUnread: unsafe.movesUnread ?? false,
       ringKeepsTheDead,
       ownDurationOnly: unsafe.ownDurationOnly ?? false,
       expiryFactor: unsafe.expiryFactor ?? 1,

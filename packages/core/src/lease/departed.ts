@@ -102,7 +102,7 @@ export class Departed {
     try {
       const outcome = await this.#parts.storage.removeMember(this.#parts.group, member.workerId, member.version);
       this.#host.emit('storage', { operation: 'remove-member', applied: outcome.status === 'applied' ? 1 : 0, conflict: outcome.status === 'conflict' ? 1 : 0, unknown: outcome.status === 'unknown' ? 1 : 0 });
-      if (outcome.status !== 'conflict') this.#parts.members.announce();
+      if (outcome.status !== 'conflict') this.#parts.members.announce([member.workerId]);
     } catch (error) {
       this.#host.report(error, 'remove-member');
     }

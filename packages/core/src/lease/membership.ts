@@ -9,7 +9,7 @@
 import type { Clock, Random } from '../clock.js';
 import { describeValue, InvalidConfigError, LeaseholdError, MemberExpelledError, RecordFormatError, StorageUnavailableError } from '../errors.js';
 import { limits } from '../validation.js';
-import { memberStateOf, RECORD_FORMAT, type CheckpointStorage, type MemberRecord, type MemberState, type Roster, type WriteResult } from '../storage.js';
+import { memberStateOf, RECORD_FORMAT, type CheckpointStorage, type MemberRecord, type MemberState, type Roster, type RosterMoves, type WriteResult } from '../storage.js';
 import { MAX_LEASES_FIELD } from './balance.js';
 import { joinedBetween, movedByDeathsOnly, movedByJoinsAndDeaths, movedByJoinsOnly, RosterView, turnedDead, type SignatureMembers } from './roster-view.js';
 import { watchedBy } from './watchers.js';
@@ -103,6 +103,10 @@ export interface MembershipOptions {
   readonly wholeRosterUpTo: number;
   /** Unsafe: member writes never advance the roster digest. */
   readonly skipRosterDigest: boolean;
+  /** Whether the store has `getRosterMoves`: a move of the digest is read as the members it names, not as a whole roster. */
+  readonly rosterMoves: boolean;
+  /** Unsafe: a read of the digest's moves takes them for read without reading the members they name. */
+  readonly movesUnread: boolean;
   /** Unsafe: the watchers' ring keeps the members declared dead. */
   readonly ringKeepsTheDead: boolean;
   /** Unsafe: a member expires after this worker's own lease duration, whatever its own. */
@@ -141,6 +145,10 @@ export class Membership {
   #promptTimer: WakeTimer | null = null;
   /** Unsafe: member writes never advance the roster digest. */
   readonly #skipRosterDigest: boolean;
+  /** Whether the store has `getRosterMoves`. */
+  readonly #rosterMoves: boolean;
+  /** Unsafe: a read of the digest's moves takes them for read without reading the members they name. */
+  readonly #movesUnread: boolean;
   /** Unsafe: the watchers' ring keeps the members declared dead. */
   readonly #ringKeepsTheDead: boolean;
   /** Unsafe: a leave's note is taken for one naming every lease the member had, whatever it says. */
@@ -155,8 +163,11 @@ export class Membership {
   #digestSeen: number | null = null;
   /** When the roster was last read whole, on this worker's clock. */
   #wholeReadAt = -Infinity;
-  /** A member write others must look at applied (or may have) and the digest's advance has not: advance at the next tick. */
-  #digestOwed = false;
+  /**
+   * A member write others must look at applied (or may have) and the digest's advance has not: advance at
+   * the next tick, naming these members (`null`: nobody, so that readers read the whole roster).
+   */
+  #digestOwed: Set<string> | null | false = false;
   /** A change that a watcher's read showed (a watched member died, left or moved) and the digest did not: announced a tick later if still unshown. */
   #unannouncedSince: number | null = null;
   /** The members this worker watches: those whose expiry it judges every tick. */
@@ -195,6 +206,8 @@ export class Membership {
     this.#watcherReads = options.watcherReads;
     this.#wholeRosterUpTo = options.wholeRosterUpTo;
     this.#skipRosterDigest = options.skipRosterDigest;
+    this.#rosterMoves = options.rosterMoves;
+    this.#movesUnread = options.movesUnread;
     this.#ringKeepsTheDead = options.ringKeepsTheDead;
     this.#noteTrusted = options.noteTrusted;
     this.#ownDurationOnly = options.ownDurationOnly;
@@ -501,7 +514,7 @@ export class Membership {
       const outcome = await this.#storage.putMember(this.#group, workerId, expectedVersion, next);
       this.#host.emit('storage', { operation, applied: outcome.status === 'applied' ? 1 : 0, conflict: outcome.status === 'conflict' ? 1 : 0, unknown: outcome.status === 'unknown' ? 1 : 0 });
       if (outcome.status === 'unknown') this.#host.report(outcome.error, operation);
-      if (outcome.status !== 'conflict' && announces) this.announce();
+      if (outcome.status !== 'conflict' && announces) this.announce([workerId]);
       return outcome;
     } catch (error) {
       this.#host.emit('storage', { operation, applied: 0, conflict: 0, unknown: 1 });
@@ -510,7 +523,7 @@ export class Membership {
       if (error instanceof RecordFormatError) this.#host.fail(error);
       else {
         this.#host.report(error, operation);
-        if (announces) this.announce();
+        if (announces) this.announce([workerId]);
       }
       return { status: 'unknown', error: error instanceof LeaseholdError ? error : new StorageUnavailableError(`[${PKG}] ${operation} failed`, { cause: error }) };
     }
@@ -540,17 +553,28 @@ export class Membership {
   /**
    * The take tick's read of the members (DESIGN section 4, "Watchers and the roster digest"): the whole
    * roster when the digest moved since the last whole read, when that read is older than the refresh
-   * interval, or before this worker is a member; otherwise only the members it watches and its own.
-   * False when the coordinator must stop.
+   * interval, or before this worker is a member; otherwise only the members it watches and its own. A
+   * store that says which members the digest's moves named (`getRosterMoves`) has a move read as those
+   * members instead of the whole roster, while they are few and no suspect was named lately ("Reading
+   * the digest's moves"). False when the coordinator must stop.
    */
   async readMembers(): Promise<boolean> {
     const storage = this.#storage;
-    if (this.#digestOwed) await this.#advanceDigest();
+    if (this.#digestOwed !== false) await this.#advanceDigest(this.#digestOwed === null ? null : [...this.#digestOwed]);
     if (!this.readsWatched()) return this.readRoster(await storage.getRoster(this.#group));
-    const digest = await (storage.getRosterDigest as (group: string) => Promise<number>)(this.#group);
+    const since = this.#digestSeen;
+    const moves: RosterMoves =
+      this.#rosterMoves && since !== null && this.#current !== null
+        ? await (storage.getRosterMoves as (group: string, since: number) => Promise<RosterMoves>)(this.#group, since)
+        : { digest: await (storage.getRosterDigest as (group: string) => Promise<number>)(this.#group), moved: null };
+    const digest = moves.digest;
     if (this.#host.state() !== 'running') return false;
     const now = this.#clock.now();
-    if (this.#current === null || digest !== this.#digestSeen || now - this.#wholeReadAt >= this.#refreshMs()) {
+    const refreshDue = now - this.#wholeReadAt >= this.#refreshMs();
+    if (this.#current !== null && digest !== this.#digestSeen && !refreshDue && moves.moved !== null && this.#readsMoves(moves.moved, now)) {
+      return this.#readMoves(moves.moved, digest, now);
+    }
+    if (this.#current === null || digest !== this.#digestSeen || refreshDue) {
       const roster = await storage.getRoster(this.#group);
       this.#digestSeen = digest;
       this.#wholeReadAt = now;
@@ -563,19 +587,74 @@ export class Membership {
       return true;
     }
     const ids = [...this.#watched, this.#workerId];
-    const roster = await (storage.getMembers as (group: string, workerIds: readonly string[]) => Promise<Roster>)(this.#group, ids);
+    const roster = await this.#getMembers(ids);
     if (!this.readRoster(roster, ids)) return false;
     void this.#promptForStill();
-    // A change the watched members show and the digest does not (its writer died before advancing it, or
-    // the advance failed) is announced by the watcher, a tick later if the digest still does not show it:
-    // a whole read, which the digest's move brings, clears it.
+    await this.#watchUnannounced(this.view.signature() !== this.#rosterSignature, now);
+    return true;
+  }
+
+  /**
+   * Whether a move of the digest naming `moved` is read as those members: they are at most
+   * {@link #movesUpTo}, and no suspect was named in the last two lease durations (a declarer judges who
+   * answered on every member's record read after the naming, which only a whole read gives it).
+   */
+  #readsMoves(moved: readonly string[], now: number): boolean {
+    return moved.length <= this.#movesUpTo() && !this.answers.namedSince(now - 2 * this.#leaseDurationMs);
+  }
+
+  /**
+   * The most members a move is read as, one by one: half the group, at least a read's worth. Read by id
+   * they cost an item each, as in a whole read, on the stores that have `getRosterMoves` (Redis and
+   * PostgreSQL); past half the group one statement of them all costs less than several calls of 16.
+   */
+  #movesUpTo(): number {
+    return Math.max(limits.maxWatchedMembers, Math.floor(this.view.size / 2));
+  }
+
+  /**
+   * Reads the members the digest's moves since the last read named (`moved`), with the watched few and
+   * this worker's own: the roster is as up to date as a whole read would leave it for everything a move
+   * announces. A change the watched members show beyond the moves is announced as the watched read's is.
+   */
+  async #readMoves(moved: readonly string[], digest: number, now: number): Promise<boolean> {
+    const named = this.#movesUnread ? [] : [...new Set(moved)];
+    const namedSet = new Set(named);
+    const rest = [...new Set([...this.#watched, this.#workerId])].filter((workerId) => !namedSet.has(workerId));
+    const roster = await this.#getMembers([...named, ...rest]);
+    if (this.#host.state() !== 'running') return false;
+    this.#digestSeen = digest;
+    if (named.length > 0 && !this.readRoster(roster, named, true)) return false;
+    const announced = this.view.signature();
+    if (!this.readRoster(roster, rest)) return false;
+    if (this.answers.read(digest, now) && this.#current !== null) this.#host.answer();
+    void this.#promptForStill();
+    await this.#watchUnannounced(this.view.signature() !== announced, now);
+    return true;
+  }
+
+  /**
+   * A change the watched members show and the digest does not (its writer died before advancing it, or the
+   * advance failed) is announced by the watcher, a tick later if the digest still does not show it: a
+   * whole read, which the digest's move brings, clears it.
+   */
+  async #watchUnannounced(changed: boolean, now: number): Promise<void> {
     if (this.#unannouncedSince === null) {
-      if (this.view.signature() !== this.#rosterSignature) this.#unannouncedSince = now;
+      if (changed) this.#unannouncedSince = now;
     } else if (now - this.#unannouncedSince >= this.#takeIntervalMs * 0.9) {
       this.#unannouncedSince = null;
-      await this.#advanceDigest();
+      await this.#advanceDigest(null);
     }
-    return true;
+  }
+
+  /** Reads the named members, in as many calls as {@link limits}.maxWatchedMembers requires, sent together. */
+  async #getMembers(workerIds: readonly string[]): Promise<Roster> {
+    const storage = this.#storage as { getMembers(group: string, workerIds: readonly string[]): Promise<Roster> };
+    if (workerIds.length <= limits.maxWatchedMembers) return storage.getMembers(this.#group, workerIds);
+    const calls: Promise<Roster>[] = [];
+    for (let at = 0; at < workerIds.length; at += limits.maxWatchedMembers) calls.push(storage.getMembers(this.#group, workerIds.slice(at, at + limits.maxWatchedMembers)));
+    const rosters = await Promise.all(calls);
+    return { group: this.#group, members: rosters.flatMap((roster) => roster.members), corrupt: rosters.flatMap((roster) => roster.corrupt) };
   }
 
   /**
@@ -602,9 +681,9 @@ export class Membership {
    * a heartbeat's hold is extended when its write applied, not when the advance that follows it returned
    * (on a busy connection pool the advance may queue behind the pool's other work past the hold).
    */
-  announce(): void {
+  announce(workerIds: readonly string[] | null): void {
     this.#advancing = this.#advancing.then(async () => {
-      await this.#advanceDigest();
+      await this.#advanceDigest(workerIds);
     });
   }
 
@@ -613,14 +692,20 @@ export class Membership {
 
   /**
    * Advances the roster digest after a member write others must look at, so that members that read only
-   * their watched few read the whole roster at their next tick. One that fails is owed: the next tick
-   * advances it before reading. The value written, or `undefined` when nothing was.
+   * their watched few read the members it names at their next tick (`null`: nobody, and they read the
+   * whole roster). One that fails is owed: the next tick advances it before reading, naming what every
+   * owed advance named. The value written, or `undefined` when nothing was.
    */
-  async #advanceDigest(): Promise<number | undefined> {
+  async #advanceDigest(workerIds: readonly string[] | null): Promise<number | undefined> {
     if (!this.#watcherReads || this.#skipRosterDigest) return undefined;
-    this.#digestOwed = true;
+    const owed = this.#digestOwed;
+    const merged = workerIds === null || owed === null ? null : new Set([...(owed === false ? [] : owed), ...workerIds]);
+    // More members than one advance names: nobody, and readers read the whole roster.
+    const named = merged !== null && merged.size <= limits.maxWatchedMembers ? merged : null;
+    this.#digestOwed = named;
     try {
-      const digest = await (this.#storage.advanceRosterDigest as (group: string) => Promise<number>)(this.#group);
+      const storage = this.#storage as { advanceRosterDigest(group: string, workerIds?: readonly string[]): Promise<number> };
+      const digest = await (this.#rosterMoves ? storage.advanceRosterDigest(this.#group, named === null ? [] : [...named]) : storage.advanceRosterDigest(this.#group));
       this.#digestOwed = false;
       this.#host.emit('storage', { operation: 'advance-digest', applied: 1, conflict: 0, unknown: 0 });
       return digest;
@@ -656,7 +741,7 @@ export class Membership {
     if (due.length === 0) return;
     this.#host.suspected(due);
     // The digest first: whoever reads a digest at least this one read it after the member stood still.
-    const advance = this.#advancing.then(() => this.#advanceDigest());
+    const advance = this.#advancing.then(() => this.#advanceDigest(null));
     this.#advancing = advance.then(() => undefined);
     const digest = await advance;
     if (digest === undefined) {
@@ -706,7 +791,7 @@ export class Membership {
     });
     if (due.length === 0 || this.#current === null || this.#host.state() !== 'running') return;
     try {
-      const roster = await (this.#storage.getMembers as (group: string, workerIds: readonly string[]) => Promise<Roster>)(this.#group, due);
+      const roster = await this.#getMembers(due);
       if (this.#host.state() !== 'running' || !this.readRoster(roster, due)) return;
       await this.#promptForStill();
     } catch (error) {
@@ -716,9 +801,10 @@ export class Membership {
 
   /**
    * Takes in a roster read, whole or of the members `only` names: observes each member's version; false
-   * when the coordinator must stop. After a whole read the watched members are chosen again from the ring.
+   * when the coordinator must stop. After a whole read, or a read of the digest's moves (`moves`) that
+   * changed who is alive, the watched members are chosen again from the ring.
    */
-  readRoster(roster: Roster, only?: readonly string[]): boolean {
+  readRoster(roster: Roster, only?: readonly string[], moves = false): boolean {
     const newer = roster.members.find((member) => member.format > RECORD_FORMAT);
     if (newer) {
       this.#host.refuseFormat(`member ${describeValue(newer.workerId)}`, newer.format);
@@ -726,7 +812,7 @@ export class Membership {
     }
     const now = this.#clock.now();
     for (const error of only ? this.view.readSome(roster, only, now) : this.view.read(roster, now)) this.#host.report(error, 'roster');
-    if (!only && this.#watcherReads) {
+    if (this.#watcherReads && (!only || (moves && this.view.othersChangedAt === now))) {
       const ringed = [...this.view.values()].filter((member) => member.workerId !== this.#workerId && (this.#ringKeepsTheDead || member.status === 'alive'));
       this.#watched = new Set(watchedBy(this.#workerId, ringed.map((member) => member.workerId), this.#watchers));
     }

@@ -9,10 +9,12 @@ import {
   validateNewLeader,
   validateNewLease,
   validateMemberWrite,
+  validateDigest,
   validateVersion,
   validateWorkerId,
   validateWorkerIds,
 } from '../validation.js';
+import { keptAfter, rosterMovesOf, type KeptAdvance } from '../roster-moves.js';
 import {
   STORAGE_CONTRACT_VERSION,
   leaderStateOf,
@@ -28,6 +30,7 @@ import {
   type LeaseListing,
   type LeaseRecord,
   type LeaseUpdate,
+  type RosterMoves,
   type MemberRecord,
   type MemberState,
   type NewLeader,
@@ -65,6 +68,8 @@ interface RosterSlot {
   highVersion: number;
   /** The roster digest: advanced by core after member writes others must look at. */
   digest: number;
+  /** The last advances and the worker ids each named, for `getRosterMoves`. */
+  advances: KeptAdvance[];
 }
 
 interface Slot {
@@ -238,10 +243,22 @@ export class MemoryStorage implements Storage {
     return this.#rosters.get(group)?.digest ?? 0;
   }
 
-  async advanceRosterDigest(group: string): Promise<number> {
+  async advanceRosterDigest(group: string, workerIds: readonly string[] = []): Promise<number> {
     validateGroup(group, PKG);
+    validateWorkerIds(workerIds, PKG);
     await this.#delay();
-    return ++this.#roster(group).digest;
+    const roster = this.#roster(group);
+    const digest = ++roster.digest;
+    roster.advances = keptAfter([...roster.advances, { digest, workerIds: [...new Set(workerIds)] }], digest);
+    return digest;
+  }
+
+  async getRosterMoves(group: string, since: number): Promise<RosterMoves> {
+    validateGroup(group, PKG);
+    validateDigest(since, PKG);
+    await this.#delay();
+    const roster = this.#rosters.get(group);
+    return rosterMovesOf(since, roster?.digest ?? 0, roster?.advances ?? []);
   }
 
   async putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
@@ -354,7 +371,7 @@ export class MemoryStorage implements Storage {
   #roster(group: string): RosterSlot {
     let roster = this.#rosters.get(group);
     if (!roster) {
-      roster = { members: new Map(), highVersion: 0, digest: 0 };
+      roster = { members: new Map(), highVersion: 0, digest: 0, advances: [] };
       this.#rosters.set(group, roster);
     }
     return roster;

@@ -23,7 +23,8 @@
  * "monotonicity" and "reads while others write" in `conformance-concurrency.ts`, "bad input" in
  * `conformance-bad-input.ts`, "corrupt records" in `conformance-corruption.ts`, "change feed" in
  * `conformance-change-feed.ts`, "lost connections" in `conformance-faults.ts`, "watchers' reads" in
- * `conformance-watchers.ts` and "transactional checkpoint" in `conformance-transactions.ts`. What they
+ * `conformance-watchers.ts`, "roster moves" in `conformance-roster-moves.ts` and "transactional checkpoint" in
+ * `conformance-transactions.ts`. What they
  * share is in `conformance-kit.ts`; `@leasehold/core/testing` exports each group's `*Contract` from its file.
  */
 import { contractVersionContract } from './conformance-contract-version.js';
@@ -38,6 +39,7 @@ import { limitsContract } from './conformance-limits.js';
 import { rosterContract } from './conformance-roster.js';
 import { transactionalCheckpointContract } from './conformance-transactions.js';
 import { watcherReadsContract } from './conformance-watchers.js';
+import { rosterMovesContract } from './conformance-roster-moves.js';
 import type { ConformanceTarget, TestApi } from './conformance-kit.js';
 
 /** Runs every group of the conformance suite. */
@@ -56,5 +58,6 @@ export function runConformanceSuite(t: TestApi, target: ConformanceTarget): void
   faultContract(t, target);
   readsWhileWritingContract(t, target);
   watcherReadsContract(t, target);
+  rosterMovesContract(t, target);
   transactionalCheckpointContract(t, target);
 }

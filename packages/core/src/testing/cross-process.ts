@@ -64,6 +64,7 @@ export const REMOTE_METHODS = [
   'getMembers',
   'getRosterDigest',
   'advanceRosterDigest',
+  'getRosterMoves',
 ] as const satisfies ReadonlyArray<keyof Storage>;
 
 type Pending = { resolve: (value: unknown) => void; reject: (error: Error) => void };

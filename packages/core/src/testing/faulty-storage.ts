@@ -15,10 +15,11 @@ import type {
   NewLeader,
   NewLease,
   Roster,
+  RosterMoves,
   Storage,
   WriteResult,
 } from '../storage.js';
-import { checkWatcherReads } from '../watcher-reads.js';
+import { checkRosterMoves, checkWatcherReads } from '../watcher-reads.js';
 import type { VirtualClock } from './virtual-time.js';
 
 /** The faults a {@link FaultyStorage} injects; every field may change while it runs. */
@@ -61,7 +62,9 @@ export class FaultyStorage implements Storage {
   /** The watchers' reads, present when the inner store has them (see {@link Storage.getMembers}; a store with only some is refused). */
   readonly getMembers?: (group: string, workerIds: readonly string[]) => Promise<Roster>;
   readonly getRosterDigest?: (group: string) => Promise<number>;
-  readonly advanceRosterDigest?: (group: string) => Promise<number>;
+  readonly advanceRosterDigest?: (group: string, workerIds?: readonly string[]) => Promise<number>;
+  /** Present when the inner store has it. */
+  readonly getRosterMoves?: (group: string, since: number) => Promise<RosterMoves>;
 
   constructor(inner: Storage, clock: VirtualClock, random: Random, plan: FaultPlan = noFaults()) {
     this.#inner = inner;
@@ -69,13 +72,14 @@ export class FaultyStorage implements Storage {
     this.#clock = clock;
     this.#random = random;
     this.plan = plan;
+    if (checkRosterMoves(inner, 'testing')) this.getRosterMoves = (group, since) => this.#call(() => inner.getRosterMoves(group, since), false);
     if (checkWatcherReads(inner, 'testing')) {
       this.getMembers = (group, workerIds) => this.#call(() => inner.getMembers(group, workerIds), false);
       this.getRosterDigest = (group) => this.#call(() => inner.getRosterDigest(group), false);
       // An advance whose answer is lost throws, as an adapter's does: core advances again.
-      this.advanceRosterDigest = (group) =>
+      this.advanceRosterDigest = (group, workerIds) =>
         this.#write(
-          () => inner.advanceRosterDigest(group),
+          () => (workerIds === undefined ? inner.advanceRosterDigest(group) : inner.advanceRosterDigest(group, workerIds)),
           (error) => {
             throw error;
           },

@@ -13,7 +13,7 @@ import { LeaderElector } from '../leader/elector.js';
 import { withUnsafe, type CoordinatorUnsafe } from '../unsafe.js';
 import { MemoryStorage, type MemoryWriteEvent } from '../memory/memory-storage.js';
 import { watchersOf } from '../lease/watchers.js';
-import { withoutWatcherReads } from './without-watcher-reads.js';
+import { withoutRosterMoves, withoutWatcherReads } from './without-watcher-reads.js';
 import type { Storage } from '../storage.js';
 import { compareNumericPositions } from '../position.js';
 import { FaultyStorage, type FaultPlan } from './faulty-storage.js';
@@ -40,6 +40,11 @@ export interface SimulationConfig {
    * runs the group as on an adapter without them, every member reading the whole roster every tick.
    */
   watcherReads?: boolean;
+  /**
+   * Whether the store says which members each move of the roster digest named (`getRosterMoves`). Drawn
+   * from the seed when not given: half the runs go without, as on the adapters that do not have it.
+   */
+  rosterMoves?: boolean;
   /**
    * Whether the coordinators listen to the store's change feed (`useChangeFeed`). Drawn from the seed
    * when not given: a third of the runs go without one, as on the DynamoDB adapter, which has none.
@@ -187,6 +192,7 @@ export function replayCommand(config: SimulationConfig & { workers: number; leas
     unsafe?.expiryFactor !== undefined ? `--unsafe-expiry-factor ${unsafe.expiryFactor}` : '',
     unsafe?.ownDurationOnly ? '--unsafe-own-duration-only' : '',
     unsafe?.skipRosterDigest ? '--unsafe-skip-roster-digest' : '',
+    unsafe?.movesUnread ? '--unsafe-moves-unread' : '',
     unsafe?.ringKeepsTheDead ? '--unsafe-ring-keeps-the-dead' : '',
     unsafe?.freeRetryIgnoresOwner ? '--unsafe-free-retry-ignores-owner' : '',
     unsafe?.adoptionIgnoresCap ? '--unsafe-adoption-ignores-cap' : '',
@@ -197,6 +203,7 @@ export function replayCommand(config: SimulationConfig & { workers: number; leas
     unsafe?.rosterBeforeListing ? '--unsafe-roster-before-listing' : '',
     unsafe?.coldListingIgnoresNews ? '--unsafe-cold-listing-ignores-news' : '',
     config.watcherReads === false ? '--no-watcher-reads' : '',
+    config.rosterMoves === false ? '--no-roster-moves' : config.rosterMoves === true ? '--roster-moves' : '',
     config.changeFeed === false ? '--no-change-feed' : config.changeFeed === true ? '--change-feed' : '',
     config.coordinator?.wholeRosterUpTo !== undefined ? `--whole-roster-up-to ${config.coordinator.wholeRosterUpTo}` : '',
     ...faultFlags(config.faults),
@@ -231,6 +238,7 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
   // small (the default), drawn apart from the run's randomness; a run may also set it.
   const wholeRosterUpTo = config.coordinator?.wholeRosterUpTo ?? (seededRandom((config.seed * 104_723) >>> 0).next() < 0.5 ? 0 : 16);
   const watcherReads = config.watcherReads ?? true;
+  const rosterMoves = config.rosterMoves ?? seededRandom((config.seed * 6_037 + 29) >>> 0).next() < 0.5;
   const changeFeed = config.changeFeed ?? seededRandom((config.seed * 7_919 + 17) >>> 0).next() >= 1 / 3;
   const violations: Violation[] = [];
   const stats = { acquisitions: 0, handoffs: 0, checkpoints: 0, faults: 0, leaderCrashes: 0, mostCrashedAtOnce: 0 };
@@ -295,7 +303,7 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
   };
 
   const storage = new MemoryStorage({ onWrite: checkWrite });
-  const shared: Storage = watcherReads ? storage : withoutWatcherReads(storage);
+  const shared: Storage = !watcherReads ? withoutWatcherReads(storage) : rosterMoves ? storage : withoutRosterMoves(storage);
   for (let i = 0; i < leaseCount; i++) {
     // A few leases are children of earlier ones, so that parent-before-child is exercised too.
     const parentKeys = i >= 4 && random.next() < 0.1 ? [`shard-${Math.floor(random.next() * (i - 1))}`] : [];

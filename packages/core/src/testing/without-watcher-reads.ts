@@ -6,7 +6,19 @@
 import type { Storage } from '../storage.js';
 
 export function withoutWatcherReads<S extends Storage>(storage: S): S {
-  const hidden = new Set<PropertyKey>(['getMembers', 'getRosterDigest', 'advanceRosterDigest']);
+  return hiding(storage, ['getMembers', 'getRosterDigest', 'advanceRosterDigest', 'getRosterMoves']);
+}
+
+/**
+ * A store as an adapter with the watchers' reads but without `getRosterMoves` presents it (the Redis,
+ * PostgreSQL and DynamoDB adapters of this release): a move of the digest is read as the whole roster.
+ */
+export function withoutRosterMoves<S extends Storage>(storage: S): S {
+  return hiding(storage, ['getRosterMoves']);
+}
+
+function hiding<S extends Storage>(storage: S, names: readonly string[]): S {
+  const hidden = new Set<PropertyKey>(names);
   return new Proxy(storage, {
     get: (target, name) => {
       if (hidden.has(name)) return undefined;

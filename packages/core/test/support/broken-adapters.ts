@@ -27,6 +27,7 @@ import {
   type NewLeader,
   type NewLease,
   type Roster,
+  type RosterMoves,
   type Storage,
   type WriteResult,
 } from '../../src/index.js';
@@ -46,6 +47,9 @@ import {
   validateVersion,
   validateWorkerId,
   validateWorkerIds,
+  keptAfter,
+  rosterMovesOf,
+  type KeptAdvance,
   type WatcherReads,
 } from '../../src/adapter.js';
 import type { TransactionalCheckpoint } from '../../src/testing/index.js';
@@ -1279,5 +1283,68 @@ export class WatchingClient extends Passthrough {
     for (const workerId of unread) this.#cached.set(`${group}\u0000${workerId}`, roster.members.find((member) => member.workerId === workerId) ?? null);
     const members = [...new Set(workerIds)].flatMap((workerId) => this.#cached.get(`${group}\u0000${workerId}`) ?? []);
     return { group, members, corrupt: roster.corrupt };
+  }
+}
+
+/**
+ * Keeps the advances' names beside the digest, written after the digest moved and on a read of the names
+ * kept before it: an advance that runs meanwhile overwrites the other's names, as a read-then-write of a
+ * list would on a backend, and the moves across it read `null` where they should name both.
+ */
+export class MovesReadThenWriteStorage extends MemoryStorage {
+  readonly #kept = new Map<string, KeptAdvance[]>();
+
+  override async advanceRosterDigest(group: string, workerIds: readonly string[] = []): Promise<number> {
+    const kept = this.#kept.get(group) ?? [];
+    const digest = await super.advanceRosterDigest(group, workerIds);
+    await nextPage();
+    this.#kept.set(group, keptAfter([...kept, { digest, workerIds: [...workerIds] }], digest));
+    return digest;
+  }
+
+  override async getRosterMoves(group: string, since: number): Promise<RosterMoves> {
+    const { digest } = await super.getRosterMoves(group, since);
+    return rosterMovesOf(since, digest, this.#kept.get(group) ?? []);
+  }
+}
+
+/** How a {@link MovesMisreadStorage} reads the moves wrong. */
+export type MovesBug =
+  /** An advance that named nobody is read as naming nobody new: a reader is told to read only the others. */
+  | 'nobody-names-none'
+  /** Only the last 16 advances are kept, and a read from further back names only what is kept. */
+  | 'keeps-sixteen';
+
+/** A store whose `getRosterMoves` answers from its advances the wrong way `bug` says. */
+export class MovesMisreadStorage extends MemoryStorage {
+  readonly #kept = new Map<string, KeptAdvance[]>();
+
+  constructor(private readonly bug: MovesBug) {
+    super();
+  }
+
+  override async advanceRosterDigest(group: string, workerIds: readonly string[] = []): Promise<number> {
+    const digest = await super.advanceRosterDigest(group, workerIds);
+    const kept = [...(this.#kept.get(group) ?? []), { digest, workerIds: [...workerIds] }];
+    this.#kept.set(group, this.bug === 'keeps-sixteen' ? kept.slice(-16) : kept);
+    return digest;
+  }
+
+  override async getRosterMoves(group: string, since: number): Promise<RosterMoves> {
+    const { digest } = await super.getRosterMoves(group, since);
+    if (since > digest) return { digest, moved: null };
+    const after = (this.#kept.get(group) ?? []).filter((advance) => advance.digest > since && advance.digest <= digest);
+    if (this.bug !== 'nobody-names-none' && after.some((advance) => advance.workerIds.length === 0)) return { digest, moved: null };
+    return { digest, moved: [...new Set(after.flatMap((advance) => advance.workerIds))] };
+  }
+}
+
+/** A client with `getRosterMoves` and none of the watchers' reads. */
+export class MovesWithoutWatcherReads extends Passthrough {
+  readonly getRosterMoves: (group: string, since: number) => Promise<RosterMoves>;
+
+  constructor(inner: MemoryStorage) {
+    super(inner);
+    this.getRosterMoves = (group, since) => inner.getRosterMoves(group, since);
   }
 }
