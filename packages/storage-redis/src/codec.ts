@@ -158,3 +158,19 @@ export function decodeRosterDigest(group: string, raw: unknown): number {
   }
   return Number(raw);
 }
+
+/**
+ * The worker ids one advance of the roster digest named, as its entry in the moves' hash holds them (a JSON
+ * array of strings); `null` for an advance whose names are not kept (no entry) or cannot be read back (an
+ * entry that is no such array): a reader then reads the whole roster, which is always right.
+ */
+export function decodeMoveNames(raw: unknown): string[] | null {
+  if (typeof raw !== 'string') return null;
+  let names: unknown;
+  try {
+    names = JSON.parse(raw);
+  } catch {
+    return null;
+  }
+  return Array.isArray(names) && names.every((name) => typeof name === 'string' && name !== '') ? (names as string[]) : null;
+}

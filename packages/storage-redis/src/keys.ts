@@ -33,6 +33,8 @@ export interface GroupKeys {
   readonly roster: string;
   /** The group's roster digest: a counter that core advances after member writes others must look at. */
   readonly rosterDigest: string;
+  /** The worker ids each of the digest's last advances named: a hash of the digest value an advance wrote to its names (a JSON array). */
+  readonly rosterMoves: string;
   readonly channel: string;
 }
 
@@ -50,6 +52,7 @@ export function groupKeys(prefix: string, group: string): GroupKeys {
     leader: `${base}:leader`,
     roster: `${base}:roster`,
     rosterDigest: `${base}:roster-digest`,
+    rosterMoves: `${base}:roster-moves`,
     channel: `${base}:changes`,
   };
 }

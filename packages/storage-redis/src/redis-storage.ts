@@ -21,6 +21,7 @@ import {
   type NewLeader,
   type NewLease,
   type Roster,
+  type RosterMoves,
   type Storage,
   type Unknown,
   type WriteResult,
@@ -44,6 +45,10 @@ import {
   validateVersion,
   validateWorkerId,
   validateWorkerIds,
+  validateDigest,
+  limits,
+  rosterMovesOf,
+  type KeptAdvance,
   optionKeys,
   refuseUnknownOptions,
 } from '@leasehold/core/adapter';
@@ -51,6 +56,7 @@ import type { Cluster, Redis } from 'ioredis';
 import {
   decodeRosterCounter,
   decodeRosterDigest,
+  decodeMoveNames,
   decodeStoredLeader,
   decodeStoredLease,
   decodeStoredMember,
@@ -460,20 +466,52 @@ export class RedisStorage implements Storage {
   }
 
   /**
-   * Adds one to the group's roster digest with one `INCR` of its key, which creates it at 1. A failure
-   * throws a `StorageOutcomeUnknownError`: the command may have run. A command the client resends after a
-   * reconnect advances twice, which the contract allows.
+   * Adds one to the group's roster digest and keeps the worker ids it names (for {@link getRosterMoves}) in
+   * one script call: an `INCR` of the digest's key, which creates it at 1, and an `HSET` of the names under
+   * the value written in the moves' hash, dropping the advance `limits.rosterMovesKept` before it. A
+   * failure throws a `StorageOutcomeUnknownError`: the script may have run. A call the client resends after
+   * a reconnect advances twice, which the contract allows.
    */
-  async advanceRosterDigest(group: string): Promise<number> {
+  async advanceRosterDigest(group: string, workerIds: readonly string[] = []): Promise<number> {
     const keys = this.#keys(group);
+    validateWorkerIds(workerIds, PKG);
+    const names = JSON.stringify([...new Set(workerIds)]);
     const sentAt = this.#marks.begin();
-    const reply = await this.#write(() => `advancing the roster digest of group ${describeValue(group)}`, () => this.#client.incr(keys.rosterDigest));
+    const reply = await this.#write(
+      () => `advancing the roster digest of group ${describeValue(group)}`,
+      () => this.#scripts.advanceRosterDigest(keys.rosterDigest, keys.rosterMoves, names, limits.rosterMovesKept),
+    );
     if (reply instanceof LeaseholdError) throw reply;
     if (typeof reply !== 'number' || !Number.isSafeInteger(reply) || reply < 1) {
-      throw new StorageOutcomeUnknownError(`[${PKG}] the outcome of advancing the roster digest of group ${describeValue(group)} is unknown: INCR answered ${describeValue(reply)}`);
+      throw new StorageOutcomeUnknownError(`[${PKG}] the outcome of advancing the roster digest of group ${describeValue(group)} is unknown: the script answered ${describeValue(reply)}`);
     }
     this.#marks.digest(group, sentAt, reply, true);
     return reply;
+  }
+
+  /**
+   * The group's roster digest with the names of the advances after `since`: one script call that `GET`s the
+   * digest and `HMGET`s each advance's names from the moves' hash. An advance that left no names (one of an
+   * earlier release of this package, which only `INCR`ed) reads as naming nobody.
+   */
+  async getRosterMoves(group: string, since: number): Promise<RosterMoves> {
+    const keys = this.#keys(group);
+    validateDigest(since, PKG);
+    const sentAt = this.#marks.begin();
+    const reply = await this.#read(
+      () => `read the roster moves of group ${describeValue(group)}`,
+      () => this.#scripts.getRosterMoves(keys.rosterDigest, keys.rosterMoves, since, limits.rosterMovesKept),
+    );
+    if (!Array.isArray(reply) || reply.length === 0) throw new StorageUnavailableError(`[${PKG}] reading the roster moves of group ${describeValue(group)} answered ${describeValue(reply)}`);
+    const [raw, ...names] = reply as unknown[];
+    const digest = decodeRosterDigest(group, raw);
+    this.#marks.digest(group, sentAt, digest);
+    const kept: KeptAdvance[] = [];
+    for (const [i, value] of names.entries()) {
+      const workerIds = decodeMoveNames(value);
+      if (workerIds !== null) kept.push({ digest: since + 1 + i, workerIds });
+    }
+    return rosterMovesOf(since, digest, kept);
   }
 
   /**

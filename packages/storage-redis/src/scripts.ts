@@ -22,6 +22,8 @@ const SCRIPTS = {
   getRoster: { file: 'get-roster.lua', keys: 1 },
   getMembers: { file: 'get-members.lua', keys: 1 },
   getRosterDigest: { file: 'get-roster-digest.lua', keys: 1 },
+  advanceRosterDigest: { file: 'advance-roster-digest.lua', keys: 2 },
+  getRosterMoves: { file: 'get-roster-moves.lua', keys: 2 },
   putMember: { file: 'put-member.lua', keys: 1 },
   removeMember: { file: 'remove-member.lua', keys: 1 },
 } as const;

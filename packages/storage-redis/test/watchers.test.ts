@@ -105,13 +105,43 @@ describe('RedisStorage watchers\' reads on the shared server', () => {
     await storage.advanceRosterDigest(group);
     applied(await storage.putMember(group, 'a', a.version, state('a-1', { held: 1 })));
     const tag = `{${Buffer.from(group).toString('base64url')}}`;
-    expect((await sharedServer.client.keys(`${keyPrefix}${tag}*`)).sort()).toEqual([`${keyPrefix}${tag}:roster`, `${keyPrefix}${tag}:roster-digest`]);
+    expect((await sharedServer.client.keys(`${keyPrefix}${tag}*`)).sort()).toEqual([`${keyPrefix}${tag}:roster`, `${keyPrefix}${tag}:roster-digest`, `${keyPrefix}${tag}:roster-moves`]);
+    // Each advance's names under the value it wrote; none given, nobody named.
+    expect(await sharedServer.client.hgetall(`${keyPrefix}${tag}:roster-moves`)).toEqual({ '1': '[]', '2': '[]' });
     expect(groupKeys(keyPrefix, group).rosterDigest).toBe(`${keyPrefix}${tag}:roster-digest`);
     expect(await sharedServer.client.type(`${keyPrefix}${tag}:roster-digest`)).toBe('string');
     expect(await sharedServer.client.get(`${keyPrefix}${tag}:roster-digest`)).toBe('2');
     expect((await sharedServer.client.hkeys(`${keyPrefix}${tag}:roster`)).sort()).toEqual(['', 'a']);
     expect((await storage.getRoster(group)).members.map((member) => member.workerId)).toEqual(['a']);
     expect(await storage.getRosterDigest(group)).toBe(2);
+  });
+
+  it(`keeps the names of the digest's last ${limits.rosterMovesKept} advances, dropping each older one as a new one comes`, async () => {
+    const storage = new RedisStorage({ client: sharedServer.client, keyPrefix });
+    const group = `moves-${randomUUID()}`;
+    const total = limits.rosterMovesKept + 44;
+    for (let i = 1; i <= total; i++) await storage.advanceRosterDigest(group, [`w${i}`]);
+    const moves = groupKeys(keyPrefix, group).rosterMoves;
+    expect(await sharedServer.client.hlen(moves)).toBe(limits.rosterMovesKept);
+    expect(await sharedServer.client.hget(moves, String(total - limits.rosterMovesKept))).toBeNull();
+    expect(await sharedServer.client.hget(moves, String(total))).toBe(JSON.stringify([`w${total}`]));
+    expect(await storage.getRosterMoves(group, 0)).toEqual({ digest: total, moved: null });
+    expect(await storage.getRosterMoves(group, total - 2)).toEqual({ digest: total, moved: [`w${total - 1}`, `w${total}`] });
+  });
+
+  it('reads an advance of an earlier release (an INCR that left no names) or a names entry it cannot read back as naming nobody: the reader reads the whole roster, and advances after it name as before', async () => {
+    const storage = new RedisStorage({ client: sharedServer.client, keyPrefix });
+    const group = `moves-earlier-${randomUUID()}`;
+    const keys = groupKeys(keyPrefix, group);
+    await storage.advanceRosterDigest(group, ['a']);
+    await sharedServer.client.incr(keys.rosterDigest);
+    await storage.advanceRosterDigest(group, ['b']);
+    expect(await storage.getRosterMoves(group, 0)).toEqual({ digest: 3, moved: null });
+    expect(await storage.getRosterMoves(group, 2)).toEqual({ digest: 3, moved: ['b'] });
+    for (const garbage of ['not json', '{"a":1}', '[1]', '[""]']) {
+      await sharedServer.client.hset(keys.rosterMoves, '3', garbage);
+      expect(await storage.getRosterMoves(group, 2), garbage).toEqual({ digest: 3, moved: null });
+    }
   });
 
   it('a digest that is not a number is a CorruptRecordError naming the group, and an advance of it is unknown', async () => {
@@ -123,6 +153,8 @@ describe('RedisStorage watchers\' reads on the shared server', () => {
     expect(error).toMatchObject({ group, message: `[storage-redis] stored roster digest of group ${JSON.stringify(group)} is corrupt: "many"` });
     await expect(storage.advanceRosterDigest(group)).rejects.toThrow(StorageOutcomeUnknownError);
     expect(await sharedServer.client.get(groupKeys(keyPrefix, group).rosterDigest)).toBe('many');
+    await expect(storage.getRosterMoves(group, 0)).rejects.toThrow(CorruptRecordError);
+    expect(await sharedServer.client.exists(groupKeys(keyPrefix, group).rosterMoves)).toBe(0);
   });
 });
 
@@ -148,7 +180,7 @@ describe('RedisStorage watchers\' reads on a redis-server of its own', () => {
     return calls;
   }
 
-  it('getMembers of 3 in a roster of 100 is one command reading their fields; a digest read is one GET, an advance one INCR', async () => {
+  it('getMembers of 3 in a roster of 100 is one command reading their fields; a digest read is one GET, an advance one script (INCR, HSET of its names, HDEL of the oldest kept), a read of the moves one script (GET, HMGET of the advances\' names)', async () => {
     await withClients(server.port, 2, async (client, admin) => {
       const storage = new RedisStorage({ client });
       const group = `cost-${randomUUID()}`;
@@ -159,7 +191,11 @@ describe('RedisStorage watchers\' reads on a redis-server of its own', () => {
       await storage.getRosterDigest(group);
       expect(await commandsOf(admin, async () => expect((await storage.getMembers(group, watched)).members).toHaveLength(3))).toEqual({ evalsha: 1, hmget: 1 });
       expect(await commandsOf(admin, () => storage.getRosterDigest(group))).toEqual({ evalsha: 1, get: 1 });
-      expect(await commandsOf(admin, () => storage.advanceRosterDigest(group))).toEqual({ incr: 1 });
+      await storage.advanceRosterDigest(group, ['worker-7']);
+      await storage.getRosterMoves(group, 0);
+      expect(await commandsOf(admin, () => storage.advanceRosterDigest(group, ['worker-42']))).toEqual({ evalsha: 1, incr: 1, hset: 1 });
+      expect(await commandsOf(admin, () => storage.getRosterMoves(group, 0))).toEqual({ evalsha: 1, get: 1, hmget: 1 });
+      expect(await commandsOf(admin, () => storage.getRosterMoves(group, 2))).toEqual({ evalsha: 1, get: 1 });
     });
   });
 
