@@ -19,6 +19,7 @@ import {
   type NewLeader,
   type NewLease,
   type Roster,
+  type RosterMoves,
   type Storage,
   type WriteResult,
 } from '@leasehold/core';
@@ -44,6 +45,10 @@ import {
   validateVersion,
   validateWorkerId,
   validateWorkerIds,
+  validateDigest,
+  limits,
+  rosterMovesOf,
+  type KeptAdvance,
   optionKeys,
   refuseUnknownOptions,
 } from '@leasehold/core/adapter';
@@ -466,16 +471,53 @@ export class PostgresStorage implements Storage {
   }
 
   /**
-   * Adds one to the group's roster digest in one statement, creating it at 1. Throws a
-   * `StorageOutcomeUnknownError` when the statement may have applied but its answer was lost.
+   * Adds one to the group's roster digest in one statement, creating it at 1, and keeps the worker ids it
+   * names (for {@link getRosterMoves}) in the digest row's state with those of the last
+   * `limits.rosterMovesKept` advances. Throws a `StorageOutcomeUnknownError` when the statement may have
+   * applied but its answer was lost. A state that cannot be read back as the advances' names (written by
+   * hand) is replaced by this advance's names alone: readers read the whole roster across what was lost.
    */
-  async advanceRosterDigest(group: string): Promise<number> {
+  async advanceRosterDigest(group: string, workerIds: readonly string[] = []): Promise<number> {
     validateGroup(group, PKG);
-    const outcome = await this.#write<{ version: string }>('advanceRosterDigest', this.#sql.advanceRosterDigest, [group]);
+    validateWorkerIds(workerIds, PKG);
+    const values = [group, JSON.stringify([...new Set(workerIds)]), limits.rosterMovesKept];
+    let outcome = await this.#write<{ version: string }>('advanceRosterDigest', this.#sql.advanceRosterDigest, values);
+    if ('unknown' in outcome && isMalformedState(outcome.unknown)) {
+      outcome = await this.#write<{ version: string }>('advanceRosterDigest', this.#sql.advanceRosterDigestAfresh, values.slice(0, 2));
+    }
     if ('unknown' in outcome) throw outcome.unknown;
     const [row] = outcome.rows;
     if (!row) throw outcomeUnknown('advanceRosterDigest', new Error('the statement returned no row'));
     return Number(row.version);
+  }
+
+  /**
+   * The group's roster digest with the names of the advances after `since`: one statement reading the digest
+   * row, its version and, when it moved by at most `limits.rosterMovesKept`, each advance's names from its
+   * state. An advance that left no names (one of an earlier release, which only counted) reads as naming
+   * nobody, and so does every advance of a state that cannot be read back.
+   */
+  async getRosterMoves(group: string, since: number): Promise<RosterMoves> {
+    validateGroup(group, PKG);
+    validateDigest(since, PKG);
+    let rows: Array<{ version: string; moves: unknown }>;
+    try {
+      rows = await this.#read<{ version: string; moves: unknown }>('getRosterMoves', this.#sql.getRosterMoves, [group, since, limits.rosterMovesKept]);
+    } catch (error) {
+      if (!isMalformedState(error)) throw error;
+      return { digest: await this.getRosterDigest(group), moved: null };
+    }
+    const [row] = rows;
+    const digest = row ? Number(row.version) : 0;
+    const kept: KeptAdvance[] = [];
+    if (Array.isArray(row?.moves)) {
+      for (const entry of row.moves as unknown[]) {
+        if (!Array.isArray(entry)) continue;
+        const [at, names] = entry as [unknown, unknown];
+        if (typeof at === 'number' && Array.isArray(names) && names.every((name) => typeof name === 'string' && name !== '')) kept.push({ digest: at, workerIds: names as string[] });
+      }
+    }
+    return rosterMovesOf(since, digest, kept);
   }
 
   /**
@@ -799,4 +841,13 @@ function isPool(value: unknown): value is Pool {
 function asLeaseholdError(operation: string, error: unknown): LeaseholdError {
   if (error instanceof CorruptRecordError || error instanceof StorageUnavailableError || error instanceof StorageSchemaError) return error;
   return outcomeUnknown(operation, error);
+}
+
+/**
+ * Whether a statement on the digest row failed because its state is not the advances' names as JSON (not
+ * JSON: 22P02; JSON that is no object, or a key that is no number: 22023, 22P02): nothing was written.
+ */
+function isMalformedState(error: unknown): boolean {
+  const code = (error as { cause?: { code?: unknown } } | undefined)?.cause?.code;
+  return code === '22P02' || code === '22023';
 }

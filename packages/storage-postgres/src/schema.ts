@@ -99,6 +99,8 @@ export interface Statements {
   readonly getMembers: string;
   readonly getRosterDigest: string;
   readonly advanceRosterDigest: string;
+  readonly advanceRosterDigestAfresh: string;
+  readonly getRosterMoves: string;
   readonly joinMember: string;
   readonly updateMember: string;
   readonly removeMember: string;
@@ -357,10 +359,29 @@ export function statements(names: TableNames): Statements {
     // version 3 skips it as it skips every tombstone. An advance is one upsert: it creates the row at 1 or
     // adds one under the row's lock, so that no advance is lost to another.
     getRosterDigest: `SELECT version FROM ${members} WHERE group_name = $1 AND worker_id = ''`,
+    // The reserved row's state, which no member read sees, keeps the worker ids each of the digest's last
+    // advances named (getRosterMoves): a JSON object from the digest value an advance wrote (as text) to
+    // its names, a JSON array ($2). Each advance adds its own and keeps only the last $3 (the advances of
+    // an earlier release, which did not name, leave none to keep). One statement under the row's lock, as
+    // before: an advance never loses its names to another. A state that is not such an object fails the
+    // cast (22P02): the adapter then advances afresh, keeping its own names only.
     advanceRosterDigest: `INSERT INTO ${members} AS t (group_name, worker_id, version, removed, state)
-      VALUES ($1, '', 1, true, NULL)
-      ON CONFLICT (group_name, worker_id) DO UPDATE SET version = t.version + 1
+      VALUES ($1, '', 1, true, jsonb_build_object('1', $2::jsonb)::text)
+      ON CONFLICT (group_name, worker_id) DO UPDATE SET version = t.version + 1,
+        state = (SELECT COALESCE(jsonb_object_agg(kept.key, kept.value), '{}'::jsonb) || jsonb_build_object((t.version + 1)::text, $2::jsonb)
+          FROM jsonb_each(COALESCE(t.state, '{}')::jsonb) AS kept WHERE kept.key::bigint > t.version + 1 - $3::bigint)::text
       RETURNING t.version`,
+    advanceRosterDigestAfresh: `INSERT INTO ${members} AS t (group_name, worker_id, version, removed, state)
+      VALUES ($1, '', 1, true, jsonb_build_object('1', $2::jsonb)::text)
+      ON CONFLICT (group_name, worker_id) DO UPDATE SET version = t.version + 1, state = jsonb_build_object((t.version + 1)::text, $2::jsonb)::text
+      RETURNING t.version`,
+    // The digest and, when it moved since $2 by at most $3 advances, each advance's names (null where none
+    // is kept), from one snapshot of the row.
+    getRosterMoves: `SELECT version, CASE WHEN version > $2::bigint AND version - $2::bigint <= $3::bigint THEN (
+        SELECT json_agg(json_build_array(d, kept.moves -> d::text) ORDER BY d)
+        FROM (SELECT COALESCE(state, '{}')::jsonb AS moves) AS kept, generate_series($2::bigint + 1, version) AS d
+      ) END AS moves
+      FROM ${members} WHERE group_name = $1 AND worker_id = ''`,
 
     // A member write is one statement on its member's row, conditional on that row's version alone: writes
     // of different members touch different rows and never wait for each other. Concurrent writes of one

@@ -10,7 +10,7 @@ import {
   StorageSchemaError,
   StorageUnavailableError,
 } from '@leasehold/core';
-import { memberStateOf } from '@leasehold/core/adapter';
+import { limits, memberStateOf } from '@leasehold/core/adapter';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { PostgresStorage } from '../src/index.js';
@@ -128,15 +128,15 @@ describe('PostgresStorage roster digest', () => {
     }
   });
 
-  it('is a tombstone row of worker id "" in the member table, which no member read sees and no member write moves, and which outlives the members', async () => {
+  it('is a tombstone row of worker id "" in the member table, holding the names its advances kept, which no member read sees and no member write moves, and which outlives the members', async () => {
     const adapter = storage();
     const group = freshSchemaName('g');
     const a = applied(await adapter.putMember(group, 'a', null, member()));
     await adapter.advanceRosterDigest(group);
-    await adapter.advanceRosterDigest(group);
+    await adapter.advanceRosterDigest(group, ['a']);
     const beat = applied(await adapter.putMember(group, 'a', a.version, member({ held: 1 })));
     expect(await rows(group)).toEqual([
-      { worker_id: '', version: '2', removed: true, state: null },
+      { worker_id: '', version: '2', removed: true, state: '{"1": [], "2": ["a"]}' },
       { worker_id: 'a', version: '2', removed: false, state: JSON.stringify(memberStateOf(beat)) },
     ]);
     expect(await adapter.getRoster(group)).toEqual({ group, members: [beat], corrupt: [] });
@@ -149,7 +149,7 @@ describe('PostgresStorage roster digest', () => {
     expect(await adapter.getRosterDigest(group)).toBe(2);
   });
 
-  it('a digest read and an advance are one statement each, and getMembers is one however many it names', async () => {
+  it('a digest read, an advance and a read of the moves are one statement each, and getMembers is one however many it names', async () => {
     const { pool, statements } = countingPool(server.pool());
     const adapter = storage({ pool });
     const group = freshSchemaName('g');
@@ -161,6 +161,39 @@ describe('PostgresStorage roster digest', () => {
     expect(statements() - before).toBe(2);
     await adapter.getRosterDigest(group);
     expect(statements() - before).toBe(3);
+    await adapter.advanceRosterDigest(group, ['w1', 'w5']);
+    expect(await adapter.getRosterMoves(group, 0)).toEqual({ digest: 2, moved: null });
+    expect(await adapter.getRosterMoves(group, 1)).toEqual({ digest: 2, moved: ['w1', 'w5'] });
+    expect(statements() - before).toBe(6);
+  });
+
+  it(`keeps the names of the digest's last ${limits.rosterMovesKept} advances in the digest row, each advance dropping the older ones`, async () => {
+    const adapter = storage();
+    const group = freshSchemaName('g');
+    const total = limits.rosterMovesKept + 30;
+    for (let i = 1; i <= total; i++) await adapter.advanceRosterDigest(group, [`w${i}`]);
+    const [digestRow] = await rows(group);
+    const kept = JSON.parse(digestRow!.state!) as Record<string, string[]>;
+    expect(Object.keys(kept).map(Number).sort((x, y) => x - y)).toEqual(Array.from({ length: limits.rosterMovesKept }, (_, i) => total - limits.rosterMovesKept + 1 + i));
+    expect(await adapter.getRosterMoves(group, 0)).toEqual({ digest: total, moved: null });
+    expect(await adapter.getRosterMoves(group, total - 2)).toEqual({ digest: total, moved: [`w${total - 1}`, `w${total}`] });
+  });
+
+  it('reads an advance of an earlier release (one that only counted) or a digest row state it cannot read back as naming nobody, and an advance over such a state keeps its own names afresh', async () => {
+    const adapter = storage();
+    const group = freshSchemaName('g');
+    await adapter.advanceRosterDigest(group, ['a']);
+    // An advance of the earlier release: the version alone.
+    await server.pool().query(`UPDATE ${members()} SET version = version + 1 WHERE group_name = $1 AND worker_id = ''`, [group]);
+    await adapter.advanceRosterDigest(group, ['b']);
+    expect(await adapter.getRosterMoves(group, 0)).toEqual({ digest: 3, moved: null });
+    expect(await adapter.getRosterMoves(group, 2)).toEqual({ digest: 3, moved: ['b'] });
+    for (const [i, garbage] of ['not json', '[1, 2]', '{"x": ["a"]}', '{"4": "a"}'].entries()) {
+      await server.pool().query(`UPDATE ${members()} SET state = $2 WHERE group_name = $1 AND worker_id = ''`, [group, garbage]);
+      expect(await adapter.getRosterMoves(group, 2 + i), garbage).toEqual({ digest: 3 + i, moved: null });
+      expect(await adapter.advanceRosterDigest(group, [`c${i}`]), garbage).toBe(4 + i);
+      expect(await adapter.getRosterMoves(group, 3 + i), garbage).toEqual({ digest: 4 + i, moved: [`c${i}`] });
+    }
   });
 });
 
