@@ -17,6 +17,8 @@ export interface ChurnRun {
   mode: 'steady' | 'rolling';
   /** Whether the store had a change feed (Redis, PostgreSQL) or not (DynamoDB). */
   useChangeFeed: boolean;
+  /** Whether the store said whom each move of the digest named (`getRosterMoves`): a move read as those members. */
+  rosterMoves: boolean;
   workers: number;
   leases: number;
   everyMs: number | null;
@@ -24,6 +26,10 @@ export interface ChurnRun {
   restarts: number;
   /** Per live worker per second, over the window: items read, DynamoDB bytes read, whole roster reads. */
   itemsReadPerWorkerSecond: number;
+  /** Of them, members read by id (the watched few, the moves' members). */
+  membersByIdPerWorkerSecond: number;
+  /** Bytes of stored JSON read per live worker per second, as Redis and Postgres move them. */
+  redisBytesReadPerWorkerSecond: number;
   dynamodbBytesReadPerWorkerSecond: number;
   rosterReadsPerWorkerMinute: number;
   listingsPerWorkerMinute: number;
@@ -44,10 +50,9 @@ export interface ChurnRun {
 /** How long after balancing the window begins. */
 const SETTLE_MS = 60_000;
 
-async function run(mode: ChurnRun['mode'], useChangeFeed: boolean, seed: number, everyMs: number, windowMs: number): Promise<ChurnRun> {
+async function run(mode: ChurnRun['mode'], useChangeFeed: boolean, rosterMoves: boolean, seed: number, everyMs: number, windowMs: number, [workers, leases] = [100, 10_000]): Promise<ChurnRun> {
   const started = now();
-  const [workers, leases] = [100, 10_000];
-  const c: Cluster = await cluster(seed, workers, leases, { startSpreadMs: TAKE_MS / 2, workerId: REAL_ID, meter: true, coordinator: { useChangeFeed } });
+  const c: Cluster = await cluster(seed, workers, leases, { startSpreadMs: TAKE_MS / 2, workerId: REAL_ID, meter: true, rosterMoves, coordinator: { useChangeFeed } });
   try {
     const ready = await advanceUntil(c.scheduler, () => c.workers.length === workers && balanced(c), { precise: false, capMs: 30 * 60_000 });
     if (ready === null) throw new Error(`churn (${mode}): ${workers} x ${leases} never balanced`);
@@ -55,6 +60,7 @@ async function run(mode: ChurnRun['mode'], useChangeFeed: boolean, seed: number,
     for (const worker of c.workers) worker.storage.meter!.usage = emptyUsage();
     const counted = new Set(c.workers);
     const itemsBefore = new Map(c.workers.map((worker) => [worker, worker.storage.counts.itemsRead]));
+    const membersByIdBefore = new Map(c.workers.map((worker) => [worker, worker.storage.counts.itemsReadBy.getMembers ?? 0]));
     const callsBefore = new Map(c.workers.map((worker) => [worker, { ...worker.storage.counts.calls }]));
     let restarts = 0;
     let elapsed = 0;
@@ -76,6 +82,7 @@ async function run(mode: ChurnRun['mode'], useChangeFeed: boolean, seed: number,
     const usage = all.reduce((sum, worker) => addUsage(sum, worker.storage.meter!.usage), emptyUsage());
     const total = totalOf(usage);
     const itemsRead = all.reduce((sum, worker) => sum + worker.storage.counts.itemsRead - (itemsBefore.get(worker) ?? 0), 0);
+    const membersById = all.reduce((sum, worker) => sum + (worker.storage.counts.itemsReadBy.getMembers ?? 0) - (membersByIdBefore.get(worker) ?? 0), 0);
     const calls = (name: string): number => all.reduce((sum, worker) => sum + (worker.storage.counts.calls[name] ?? 0) - (callsBefore.get(worker)?.[name] ?? 0), 0);
     const memberKeys = new Set(memberBucketKeys(GROUP));
     let membersRru = 0;
@@ -85,12 +92,15 @@ async function run(mode: ChurnRun['mode'], useChangeFeed: boolean, seed: number,
     return {
       mode,
       useChangeFeed,
+      rosterMoves,
       workers,
       leases,
       everyMs: mode === 'rolling' ? everyMs : null,
       windowMs,
       restarts,
       itemsReadPerWorkerSecond: itemsRead / workerSeconds,
+      membersByIdPerWorkerSecond: membersById / workerSeconds,
+      redisBytesReadPerWorkerSecond: total.read.redis / workerSeconds,
       dynamodbBytesReadPerWorkerSecond: total.read.dynamodb / workerSeconds,
       rosterReadsPerWorkerMinute: calls('getRoster') / workers / (seconds / 60),
       listingsPerWorkerMinute: calls('listLeases') / workers / (seconds / 60),
@@ -112,14 +122,27 @@ async function run(mode: ChurnRun['mode'], useChangeFeed: boolean, seed: number,
  * The rolling restart beside the steady window, and what the same rates come to at 1,000 workers where
  * every worker reads the whole roster of 1,000 at each move of the digest (arithmetic, not run).
  */
-export async function churnSection(seed = 1, everyMs = 6_000, windowMs = 3 * 60_000): Promise<{ runs: ChurnRun[]; fleet: Record<string, number> }> {
-  const runs = [await run('steady', false, seed, everyMs, windowMs), await run('rolling', false, seed, everyMs, windowMs), await run('rolling', true, seed, everyMs, windowMs)];
+export async function churnSection(
+  seed = 1,
+  everyMs = 6_000,
+  windowMs = 3 * 60_000,
+  larger: { workers: number; windowMs: number } | null = null,
+): Promise<{ runs: ChurnRun[]; fleet: Record<string, number>; largerRuns: ChurnRun[] }> {
+  const runs = [
+    await run('steady', false, false, seed, everyMs, windowMs),
+    await run('rolling', false, false, seed, everyMs, windowMs),
+    await run('rolling', true, false, seed, everyMs, windowMs),
+    await run('rolling', false, true, seed, everyMs, windowMs),
+    await run('rolling', true, true, seed, everyMs, windowMs),
+  ];
   console.log(`\nA rolling restart of 100 x 10,000, one graceful stop and one join under a new id every ${everyMs / 1_000} s for ${windowMs / 60_000} simulated minutes, beside the same window with nobody restarting (real worker ids; billed as DynamoDB bills them):`);
   table(
-    ['', 'items read / worker / s', 'DynamoDB bytes read / worker / s', 'whole roster reads / worker / min', 'listings / worker / min', 'RCU/s, group', 'RCU/s, member keys', 'busiest key: RCU/s, share of a partition', 'balanced at the end'],
+    ['', 'items read / worker / s', 'of them members by id', 'Redis / Postgres JSON bytes read / worker / s', 'DynamoDB bytes read / worker / s', 'whole roster reads / worker / min', 'listings / worker / min', 'RCU/s, group', 'RCU/s, member keys', 'busiest key: RCU/s, share of a partition', 'balanced at the end'],
     runs.map((r) => [
-      `${r.mode === 'steady' ? 'nobody restarting' : `a restart every ${r.everyMs! / 1_000} s (${r.restarts})`}, ${r.useChangeFeed ? 'with a change feed' : 'no feed'}`,
+      `${r.mode === 'steady' ? 'nobody restarting' : `a restart every ${r.everyMs! / 1_000} s (${r.restarts})`}, ${r.useChangeFeed ? 'with a change feed' : 'no feed'}${r.rosterMoves ? ', moves read by name' : ''}`,
       fmt(r.itemsReadPerWorkerSecond, 1),
+      fmt(r.membersByIdPerWorkerSecond, 1),
+      kb(r.redisBytesReadPerWorkerSecond),
       kb(r.dynamodbBytesReadPerWorkerSecond),
       fmt(r.rosterReadsPerWorkerMinute, 2),
       fmt(r.listingsPerWorkerMinute, 3),
@@ -148,6 +171,28 @@ export async function churnSection(seed = 1, everyMs = 6_000, windowMs = 3 * 60_
     `   At 1,000 workers (NOT MEASURED: this run's ${fmt(readsPerWorkerSecond, 3)} whole roster reads a worker a second, each of 1,000 member items of ${fmt(memberBytes, 0)} bytes over the four member keys): ` +
       `${fmt(fleetMembersRcu, 0)} RCU/s on the member keys, ${fmt(fleet.perMemberKeyRcuPerSecond, 0)} on each, ${fmt(fleet.perMemberKeyShare * 100, 0)}% of a partition's 3,000.`,
   );
-  console.log(`   (${runs.map((r) => `${r.mode}${r.useChangeFeed ? ' with a feed' : ''} ${tookText(r.took)}`).join('; ')})`);
-  return { runs, fleet };
+  console.log(`   (${runs.map((r) => `${r.mode}${r.useChangeFeed ? ' with a feed' : ''}${r.rosterMoves ? ', moves' : ''} ${tookText(r.took)}`).join('; ')})`);
+  const largerRuns: ChurnRun[] = [];
+  if (larger !== null) {
+    // The restart's pace per member kept: k times the members, a restart k times as often.
+    const k = larger.workers / 100;
+    for (const rosterMoves of [false, true]) largerRuns.push(await run('rolling', true, rosterMoves, seed, everyMs / k, larger.windowMs, [larger.workers, larger.workers * 100]));
+    console.log(
+      `\nThe same at ${larger.workers.toLocaleString('en-US')} x ${(larger.workers * 100).toLocaleString('en-US')} with a change feed, a restart every ${fmt(everyMs / k / 1_000, 2)} s (each member restarted as often as at 100) for ${fmt(larger.windowMs / 60_000, 2)} simulated minutes:`,
+    );
+    table(
+      ['', 'items read / worker / s', 'of them members by id', 'Redis / Postgres JSON bytes read / worker / s', 'whole roster reads / worker / min', 'listings / worker / min', 'balanced at the end'],
+      largerRuns.map((r) => [
+        `${r.restarts} restarts${r.rosterMoves ? ', moves read by name' : ''}`,
+        fmt(r.itemsReadPerWorkerSecond, 1),
+        fmt(r.membersByIdPerWorkerSecond, 1),
+        kb(r.redisBytesReadPerWorkerSecond),
+        fmt(r.rosterReadsPerWorkerMinute, 2),
+        fmt(r.listingsPerWorkerMinute, 3),
+        r.balancedAtEnd ? 'yes' : 'NO',
+      ]),
+    );
+    console.log(`   (${largerRuns.map((r) => `${r.rosterMoves ? 'moves' : 'whole reads'} ${tookText(r.took)}`).join('; ')})`);
+  }
+  return { runs, fleet, largerRuns };
 }

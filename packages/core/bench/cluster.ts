@@ -5,6 +5,7 @@
  */
 import { LeaseCoordinator, MemoryStorage, type LeaseCoordinatorOptions, type Random } from '../src/index.js';
 import { seededRandom, FaultyStorage, noFaults, VirtualClock, VirtualScheduler } from '../src/testing/index.js';
+import { withoutRosterMoves } from '../src/testing/without-watcher-reads.js';
 import { Ledger, Meter } from './meter.js';
 import type { LeaseListing, LeaseRecord, LeaseUpdate, MemberRecord, MemberState, NewLease, CreateLeaseOptions, Roster, WriteResult, DeleteResult } from '../src/index.js';
 
@@ -21,7 +22,8 @@ export interface Counts {
   calls: Record<string, number>;
   /**
    * Items read: getRoster and getMembers one per member read (a member is a record of its own on DynamoDB
-   * and Postgres), getRosterDigest 1 (the digest is a record of its own on every backend), listLeases one
+   * and Postgres), getRosterDigest 1 (the digest is a record of its own on every backend), getRosterMoves 1
+   * (the digest with the names kept beside it, read in one call on Redis and Postgres), listLeases one
    * per lease in the listing, getLease 1.
    */
   itemsRead: number;
@@ -70,7 +72,7 @@ export class CountingStorage extends FaultyStorage {
     super(...args);
     // The watchers' reads are the fault-injecting store's own properties, set in its constructor when the
     // inner store has them (not methods a subclass could override): counted by wrapping them.
-    const { getMembers, getRosterDigest, advanceRosterDigest } = this;
+    const { getMembers, getRosterDigest, advanceRosterDigest, getRosterMoves } = this;
     if (getMembers === undefined || getRosterDigest === undefined || advanceRosterDigest === undefined) return;
     const wrap = <Args extends unknown[], T>(name: string, call: (...args: Args) => Promise<T>, after: (result: T, ...args: Args) => void): void => {
       Object.defineProperty(this, name, {
@@ -90,6 +92,12 @@ export class CountingStorage extends FaultyStorage {
       this.#read('getRosterDigest', 1);
       this.meter?.getRosterDigest(digest);
     });
+    if (getRosterMoves !== undefined) {
+      wrap('getRosterMoves', getRosterMoves, (moves, _group, since) => {
+        this.#read('getRosterMoves', 1);
+        this.meter?.getRosterMoves(moves.digest, since, moves.moved);
+      });
+    }
     // Counted once it answered: an advance that threw may not have applied (this bench injects no faults).
     wrap('advanceRosterDigest', advanceRosterDigest, (digest) => {
       this.counts.itemsWritten += 1;
@@ -213,13 +221,19 @@ export interface ClusterOptions {
   workerId?: (index: number) => string;
   /** Bill every worker's calls as each backend would (each worker's `storage.meter`). Default false. */
   meter?: boolean;
+  /**
+   * Whether the store says whom each move of the roster digest named (`getRosterMoves`, which the memory
+   * store has). Default false: as the DynamoDB adapter, which has not, and as every earlier run of this bench.
+   */
+  rosterMoves?: boolean;
 }
 
 /** N workers sharing one MemoryStorage, each with its own clock (rate within ±MAX_DRIFT) and 1-20 ms latency. */
 export async function cluster(seed: number, workerCount: number, leaseCount: number, options: ClusterOptions = {}): Promise<Cluster> {
   const random = seededRandom(seed);
   const scheduler = new VirtualScheduler();
-  const store = new MemoryStorage();
+  const memory = new MemoryStorage();
+  const store = options.rosterMoves === true ? memory : withoutRosterMoves(memory);
   const keys = Array.from({ length: leaseCount }, (_, i) => `shard-${String(i).padStart(6, '0')}`);
   for (const leaseKey of keys) await store.createLease({ group: GROUP, leaseKey });
   const workers: Worker[] = [];

@@ -529,6 +529,25 @@ export class Meter {
   }
 
   /**
+   * The digest with the names of the advances after `since` (`getRosterMoves`): Redis and Postgres read the
+   * digest and the kept names in the same call (the digest's bytes and each name's); DynamoDB, whose adapter
+   * has no `getRosterMoves`, as it would read them: the digest item, then each advance's names by key
+   * (one item and read unit each) when the digest moved and the names are kept.
+   */
+  getRosterMoves(digest: number, since: number, moved: readonly string[] | null): void {
+    this.getRosterDigest(digest);
+    const op = this.#op('getRosterMoves');
+    const names = (moved ?? []).reduce((sum, workerId) => sum + Buffer.byteLength(workerId, 'utf8'), 0);
+    op.read.redis += names;
+    op.read.postgres += names;
+    if (moved === null || digest <= since) return;
+    const advances = digest - since;
+    op.rru += advances;
+    op.read.dynamodb += names + advances * digestItemBytes(this.ledger.group, digest);
+    for (let i = 0; i < advances; i++) this.#itemRead(digestKey(this.ledger.group), `${DIGEST_SORT_KEY}#moves#${(since + 1 + i) % 64}`, 1);
+  }
+
+  /**
    * An UpdateItem that adds one to the digest item (`digest` is the value it wrote), billed on the larger
    * of the item before and after; Redis `INCR`s its key, Postgres updates its row.
    */

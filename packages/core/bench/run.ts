@@ -13,6 +13,8 @@
  *   pnpm bench --fleet           also run 1,000 × 100,000 in steady state (minutes of CPU, see the README);
  *                                without it, its row is 100 × 10,000's per-worker rates at its sizes, NOT MEASURED
  *   pnpm bench --fleet --fleet-minutes 2   a shorter steady window for it (10 simulated minutes by default)
+ *   pnpm bench --only churn --churn-larger 300   also a rolling restart of 300 × 30,000 (100 to 1,000 workers, 100
+ *                                leases each) for one simulated minute, whole reads against moves read by name
  *
  * Sections:
  * 1. steady state (10 × 1,000, 100 × 10,000, and 1,000 × 100,000 with --fleet), with worker ids as long as a
@@ -61,6 +63,7 @@ async function main(): Promise<void> {
       from: { type: 'string', default: '1' },
       only: { type: 'string', multiple: true },
       fleet: { type: 'boolean', default: false },
+      'churn-larger': { type: 'string' },
       'fleet-minutes': { type: 'string', default: String(FLEET_WINDOW_MS / 60_000) },
       'mass-trials': { type: 'string', default: '3' },
     },
@@ -117,7 +120,11 @@ async function main(): Promise<void> {
   }
   if (only.has('churn')) {
     const at = now();
-    results.churn = await churnSection();
+    const largerWorkers = values['churn-larger'] === undefined ? null : Number(values['churn-larger']);
+    if (largerWorkers !== null && (!Number.isSafeInteger(largerWorkers) || largerWorkers < 100 || largerWorkers > 1_000 || largerWorkers % 100 !== 0)) {
+      throw new Error(`--churn-larger must be a number of workers from 100 to 1,000 in hundreds, got ${JSON.stringify(values['churn-larger'])}`);
+    }
+    results.churn = await churnSection(1, 6_000, 3 * 60_000, largerWorkers === null ? null : { workers: largerWorkers, windowMs: 60_000 });
     sections.churn = since(at);
   }
   if (only.has('view')) {

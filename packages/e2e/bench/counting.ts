@@ -62,8 +62,17 @@ export function counting(inner: Storage, tally: () => Tally): Storage {
             return roster;
           },
           getRosterDigest: (group: string) => (count('getRosterDigest', 1, 0), (inner.getRosterDigest as NonNullable<Storage['getRosterDigest']>)(group)),
-          advanceRosterDigest: (group: string) => (count('advanceRosterDigest', 0, 1), (inner.advanceRosterDigest as NonNullable<Storage['advanceRosterDigest']>)(group)),
+          advanceRosterDigest: (group: string, workerIds?: readonly string[]) => (
+            count('advanceRosterDigest', 0, 1),
+            workerIds === undefined ? (inner.advanceRosterDigest as NonNullable<Storage['advanceRosterDigest']>)(group) : (inner.advanceRosterDigest as NonNullable<Storage['advanceRosterDigest']>)(group, workerIds)
+          ),
         }
+      : {}),
+    // The digest with the names of its moves (one record read: the digest's, with the names kept beside
+    // it), when the adapter has it, unless BENCH_NO_ROSTER_MOVES=1 hides it to measure the whole reads
+    // it replaces, in the same build.
+    ...(inner.getRosterMoves && process.env.BENCH_NO_ROSTER_MOVES !== '1'
+      ? { getRosterMoves: (group: string, since: number) => (count('getRosterMoves', 1, 0), (inner.getRosterMoves as NonNullable<Storage['getRosterMoves']>)(group, since)) }
       : {}),
     ...(inner.subscribe ? { subscribe: inner.subscribe.bind(inner) } : {}),
     getLeader: (group) => inner.getLeader(group),
