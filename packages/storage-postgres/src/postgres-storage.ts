@@ -46,14 +46,12 @@ import {
   validateWorkerId,
   validateWorkerIds,
   validateDigest,
-  limits,
-  rosterMovesOf,
-  type KeptAdvance,
   optionKeys,
   refuseUnknownOptions,
 } from '@leasehold/core/adapter';
 import type { Pool, PoolClient, QueryResultRow } from 'pg';
 import { ChangeFeed } from './change-feed.js';
+import { advanceDigest, readDigest, readMoves, type DigestIo } from './roster-digest.js';
 import {
   connectionSurvives,
   isLostPreparedStatement,
@@ -466,59 +464,33 @@ export class PostgresStorage implements Storage {
   /** The group's roster digest: the version of its reserved row in the member table (see `schema.ts`), 0 when it has none. */
   async getRosterDigest(group: string): Promise<number> {
     validateGroup(group, PKG);
-    const [row] = await this.#read<{ version: string }>('getRosterDigest', this.#sql.getRosterDigest, [group]);
-    return row ? Number(row.version) : 0;
+    return readDigest(this.#digestIo, group);
   }
 
   /**
    * Adds one to the group's roster digest in one statement, creating it at 1, and keeps the worker ids it
-   * names (for {@link getRosterMoves}) in the digest row's state with those of the last
-   * `limits.rosterMovesKept` advances. Throws a `StorageOutcomeUnknownError` when the statement may have
-   * applied but its answer was lost. A state that cannot be read back as the advances' names (written by
-   * hand) is replaced by this advance's names alone: readers read the whole roster across what was lost.
+   * names (for {@link getRosterMoves}) in the digest row's state (`roster-digest.ts`). Throws a
+   * `StorageOutcomeUnknownError` when the statement may have applied but its answer was lost.
    */
   async advanceRosterDigest(group: string, workerIds: readonly string[] = []): Promise<number> {
     validateGroup(group, PKG);
     validateWorkerIds(workerIds, PKG);
-    const values = [group, JSON.stringify([...new Set(workerIds)]), limits.rosterMovesKept];
-    let outcome = await this.#write<{ version: string }>('advanceRosterDigest', this.#sql.advanceRosterDigest, values);
-    if ('unknown' in outcome && isMalformedState(outcome.unknown)) {
-      outcome = await this.#write<{ version: string }>('advanceRosterDigest', this.#sql.advanceRosterDigestAfresh, values.slice(0, 2));
-    }
-    if ('unknown' in outcome) throw outcome.unknown;
-    const [row] = outcome.rows;
-    if (!row) throw outcomeUnknown('advanceRosterDigest', new Error('the statement returned no row'));
-    return Number(row.version);
+    return advanceDigest(this.#digestIo, group, workerIds);
   }
 
-  /**
-   * The group's roster digest with the names of the advances after `since`: one statement reading the digest
-   * row, its version and, when it moved by at most `limits.rosterMovesKept`, each advance's names from its
-   * state. An advance that left no names (one of an earlier release, which only counted) reads as naming
-   * nobody, and so does every advance of a state that cannot be read back.
-   */
+  /** The group's roster digest with the names of the advances after `since`, in one statement (`roster-digest.ts`). */
   async getRosterMoves(group: string, since: number): Promise<RosterMoves> {
     validateGroup(group, PKG);
     validateDigest(since, PKG);
-    let rows: Array<{ version: string; moves: unknown }>;
-    try {
-      rows = await this.#read<{ version: string; moves: unknown }>('getRosterMoves', this.#sql.getRosterMoves, [group, since, limits.rosterMovesKept]);
-    } catch (error) {
-      if (!isMalformedState(error)) throw error;
-      return { digest: await this.getRosterDigest(group), moved: null };
-    }
-    const [row] = rows;
-    const digest = row ? Number(row.version) : 0;
-    const kept: KeptAdvance[] = [];
-    if (Array.isArray(row?.moves)) {
-      for (const entry of row.moves as unknown[]) {
-        if (!Array.isArray(entry)) continue;
-        const [at, names] = entry as [unknown, unknown];
-        if (typeof at === 'number' && Array.isArray(names) && names.every((name) => typeof name === 'string' && name !== '')) kept.push({ digest: at, workerIds: names as string[] });
-      }
-    }
-    return rosterMovesOf(since, digest, kept);
+    return readMoves(this.#digestIo, group, since);
   }
+
+  /** The digest's statements, sent as every other read and write of this storage is. */
+  readonly #digestIo: DigestIo = {
+    read: (operation, sql, values) => this.#read(operation, sql, values),
+    write: (operation, sql, values) => this.#write(operation, sql, values),
+    sql: () => this.#sql,
+  };
 
   /**
    * Writes one member's row. Until a join found the group clear of the earlier release, a join marks the
@@ -843,11 +815,3 @@ function asLeaseholdError(operation: string, error: unknown): LeaseholdError {
   return outcomeUnknown(operation, error);
 }
 
-/**
- * Whether a statement on the digest row failed because its state is not the advances' names as JSON (not
- * JSON: 22P02; JSON that is no object, or a key that is no number: 22023, 22P02): nothing was written.
- */
-function isMalformedState(error: unknown): boolean {
-  const code = (error as { cause?: { code?: unknown } } | undefined)?.cause?.code;
-  return code === '22P02' || code === '22023';
-}

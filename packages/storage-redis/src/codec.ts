@@ -7,6 +7,8 @@
  */
 import {
   CorruptRecordError,
+  StorageUnavailableError,
+  type RosterMoves,
   type LeaderRecord,
   type LeaderState,
   type LeaseRecord,
@@ -21,6 +23,8 @@ import {
   describeValue,
   leaderStateOf,
   leaseStateOf,
+  rosterMovesOf,
+  type KeptAdvance,
 } from '@leasehold/core/adapter';
 import { PKG } from './keys.js';
 
@@ -160,11 +164,25 @@ export function decodeRosterDigest(group: string, raw: unknown): number {
 }
 
 /**
- * The worker ids one advance of the roster digest named, as its entry in the moves' hash holds them (a JSON
- * array of strings); `null` for an advance whose names are not kept (no entry) or cannot be read back (an
- * entry that is no such array): a reader then reads the whole roster, which is always right.
+ * The reply of the moves script (`get-roster-moves.lua`): the digest, then each advance's names after
+ * `since` in order. An advance whose names are not kept (no entry: an earlier release's bare `INCR`, or
+ * one dropped) or cannot be read back (an entry that is no JSON array of worker ids) reads as naming
+ * nobody: the reader then reads the whole roster, which is always right. A digest that is not a number is
+ * a `CorruptRecordError`; a reply of another shape, a `StorageUnavailableError`.
  */
-export function decodeMoveNames(raw: unknown): string[] | null {
+export function decodeRosterMoves(group: string, since: number, reply: unknown): RosterMoves {
+  if (!Array.isArray(reply) || reply.length === 0) throw new StorageUnavailableError(`[${PKG}] reading the roster moves of group ${describeValue(group)} answered ${describeValue(reply)}`);
+  const [raw, ...entries] = reply as unknown[];
+  const digest = decodeRosterDigest(group, raw);
+  const kept: KeptAdvance[] = [];
+  for (const [i, value] of entries.entries()) {
+    const workerIds = moveNames(value);
+    if (workerIds !== null) kept.push({ digest: since + 1 + i, workerIds });
+  }
+  return rosterMovesOf(since, digest, kept);
+}
+
+function moveNames(raw: unknown): string[] | null {
   if (typeof raw !== 'string') return null;
   let names: unknown;
   try {

@@ -47,8 +47,6 @@ import {
   validateWorkerIds,
   validateDigest,
   limits,
-  rosterMovesOf,
-  type KeptAdvance,
   optionKeys,
   refuseUnknownOptions,
 } from '@leasehold/core/adapter';
@@ -56,7 +54,7 @@ import type { Cluster, Redis } from 'ioredis';
 import {
   decodeRosterCounter,
   decodeRosterDigest,
-  decodeMoveNames,
+  decodeRosterMoves,
   decodeStoredLeader,
   decodeStoredLease,
   decodeStoredMember,
@@ -502,16 +500,9 @@ export class RedisStorage implements Storage {
       () => `read the roster moves of group ${describeValue(group)}`,
       () => this.#scripts.getRosterMoves(keys.rosterDigest, keys.rosterMoves, since, limits.rosterMovesKept),
     );
-    if (!Array.isArray(reply) || reply.length === 0) throw new StorageUnavailableError(`[${PKG}] reading the roster moves of group ${describeValue(group)} answered ${describeValue(reply)}`);
-    const [raw, ...names] = reply as unknown[];
-    const digest = decodeRosterDigest(group, raw);
-    this.#marks.digest(group, sentAt, digest);
-    const kept: KeptAdvance[] = [];
-    for (const [i, value] of names.entries()) {
-      const workerIds = decodeMoveNames(value);
-      if (workerIds !== null) kept.push({ digest: since + 1 + i, workerIds });
-    }
-    return rosterMovesOf(since, digest, kept);
+    const moves = decodeRosterMoves(group, since, reply);
+    this.#marks.digest(group, sentAt, moves.digest);
+    return moves;
   }
 
   /**
