@@ -69,6 +69,13 @@ export interface CoordinatorUnsafe {
    */
   shortfallIgnored?: boolean | undefined;
   /**
+   * With a change feed, a member two or more below another never lists for it, below its share or not:
+   * only the members above offer leases on their counts, and a member below its share that no member
+   * above sees two below it (its count on its way from a leave or asks, or a member at its cap) waits for
+   * a listing something else brings.
+   */
+  belowIgnored?: boolean | undefined;
+  /**
    * A leave's note of the leases it handed over is taken for one naming every lease the member had, and
    * its count for leases on their way to their recipients, for as long as the note is read: a lease the
    * leaver wrote free, or handed to a member that never read it, waits for a listing something else

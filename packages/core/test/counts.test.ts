@@ -7,6 +7,7 @@ import { RosterView } from '../src/lease/roster-view.js';
 import type { LeaseParts } from '../src/lease/parts.js';
 import type { Handovers } from '../src/lease/handovers.js';
 import type { DeclarerDeal } from '../src/lease/declarer-deal.js';
+import { LEAVING_FIELD } from '../src/lease/membership.js';
 
 const TICK = 2_000;
 
@@ -15,9 +16,16 @@ function member(workerId: string, held: number): MemberRecord {
 }
 
 /** This worker ('me', holding `mine`) and two others, as the last whole read showed them, after a listing of `workable` leases of which its share is `target`. */
-function counts(mine: number, others: readonly number[], workable: number, target: number): Counts {
+function counts(
+  mine: number,
+  others: readonly number[],
+  workable: number,
+  target: number,
+  { subscribed = false, belowIgnored = false, leaving = [] as readonly number[] } = {},
+): Counts {
   const view = new RosterView({ workerId: 'me', now: () => 0, expiryMs: () => 10_000 });
-  view.read({ group: 'g', members: [member('me', mine), ...others.map((held, i) => member(`w${i}`, held))], corrupt: [] }, 0);
+  const leavers = leaving.map((held, i) => ({ ...member(`leaver${i}`, held), metadata: { [LEAVING_FIELD]: '1' } }));
+  view.read({ group: 'g', members: [member('me', mine), ...others.map((held, i) => member(`w${i}`, held)), ...leavers], corrupt: [] }, 0);
   const parts = {
     workerId: 'me',
     view,
@@ -33,8 +41,9 @@ function counts(mine: number, others: readonly number[], workable: number, targe
     asks: new AsksRead('me', false),
     deal: { dealsHere: () => true } as unknown as DeclarerDeal,
     capOf: () => Infinity,
-    subscribed: () => false,
+    subscribed: () => subscribed,
     shortfallIgnored: false,
+    belowIgnored,
   });
   result.listed(workable, target);
   return result;
@@ -67,5 +76,28 @@ describe('the members\' counts between listings', () => {
   it('say this worker is two or more above another member with room, and not one above', () => {
     expect(counts(12, [10, 11], 33, 11).above(0)).toBe(true);
     expect(counts(11, [10, 11], 32, 11).above(0)).toBe(false);
+  });
+
+  it('say this worker is two or more below the most loaded member without a change feed, whatever its share: it lists to find leases handed to it unasked', () => {
+    expect(counts(10, [12, 8], 30, 10).below(false)).toBe(true);
+    expect(counts(10, [11, 9], 30, 10).below(false)).toBe(false);
+  });
+
+  it('with a change feed, say this worker is two below another only while it holds fewer than its share: at its share, the member above owes its surplus to a member below its share, and offers it on its own counts', () => {
+    expect(counts(10, [12, 8], 30, 10, { subscribed: true }).below(false)).toBe(false);
+    expect(counts(9, [12, 9], 30, 10, { subscribed: true }).below(false)).toBe(true);
+    // The share is of the last listing's leases among the members alive now, not the one that listing gave
+    // this worker: after leaves that brought no listing, 15 each of 30 for the two left, not 10.
+    expect(counts(13, [15], 30, 10, { subscribed: true }).below(false)).toBe(true);
+  });
+
+  it('with a change feed, leave the members leaving out of the share: their leases are on their way to the others', () => {
+    // Three staying members share 30 leases: 10 each; with the leaver counted the share would be 7 or 8.
+    expect(counts(9, [11, 10], 30, 10, { subscribed: true, leaving: [0] }).below(false)).toBe(true);
+    expect(counts(8, [11, 11], 30, 10, { subscribed: true, leaving: [10] }).below(false)).toBe(true);
+  });
+
+  it('with belowIgnored (unsafe), never say so with a change feed, below its share or not', () => {
+    expect(counts(9, [12, 9], 30, 10, { subscribed: true, belowIgnored: true }).below(false)).toBe(false);
   });
 });

@@ -252,6 +252,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       adoptionIgnoresCap: unsafe.adoptionIgnoresCap ?? false,
       givenBackPlanned: unsafe.givenBackPlanned ?? false,
       shortfallIgnored: unsafe.shortfallIgnored ?? false,
+      belowIgnored: unsafe.belowIgnored ?? false,
       letGoForgetsUnreadable: unsafe.letGoForgetsUnreadable ?? false,
       rosterBeforeListing: unsafe.rosterBeforeListing ?? false,
       stopWaitsForListing: unsafe.stopWaitsForListing ?? false,

@@ -99,6 +99,8 @@ export interface TakingOptions extends LeaseParts {
   readonly givenBackPlanned: boolean;
   /** Unsafe: counts falling short of the last listing never bring a listing. */
   readonly shortfallIgnored: boolean;
+  /** Unsafe: with a change feed, being two below another member never brings a listing. */
+  readonly belowIgnored: boolean;
   /** Unsafe: a listing that cannot read a lease (corrupt) forgets the tenure this worker let go of it. */
   readonly letGoForgetsUnreadable: boolean;
   /** Unsafe: the listed owners are judged on a roster read before the listing. */
@@ -204,6 +206,7 @@ export class Taking {
       capOf: this.#capOf,
       subscribed: () => options.host.subscribed(),
       shortfallIgnored: options.shortfallIgnored,
+      belowIgnored: options.belowIgnored,
     });
   }
 

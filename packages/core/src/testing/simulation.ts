@@ -198,6 +198,7 @@ export function replayCommand(config: SimulationConfig & { workers: number; leas
     unsafe?.adoptionIgnoresCap ? '--unsafe-adoption-ignores-cap' : '',
     unsafe?.givenBackPlanned ? '--unsafe-given-back-planned' : '',
     unsafe?.shortfallIgnored ? '--unsafe-shortfall-ignored' : '',
+    unsafe?.belowIgnored ? '--unsafe-below-ignored' : '',
     unsafe?.noteTrusted ? '--unsafe-note-trusted' : '',
     unsafe?.asksTrusted ? '--unsafe-asks-trusted' : '',
     unsafe?.rosterBeforeListing ? '--unsafe-roster-before-listing' : '',
