@@ -50,6 +50,21 @@ describe('leasehold member remove', () => {
     await backend.close();
   });
 
+  it('names the removed member in the roster digest\'s advance, so that a worker on a store that keeps the names reads it alone, not the whole roster', async () => {
+    const backend = redisBackend(shared.redis);
+    const group = freshName('orders');
+    const dead = await join(backend.storage, group, 'crashed', { incarnation: 'c1', status: 'dead' });
+    await join(backend.storage, group, 'worker-a', { incarnation: 'a1' });
+    const digest = rosterDigest(backend.storage);
+    const before = await digest.read(group);
+
+    const { code } = await leasehold('member', 'remove', '--storage', backend.url, '--group', group, '--worker', 'crashed', '--at-version', String(dead.version));
+
+    expect(code).toBe(0);
+    expect(await backend.storage.getRosterMoves!(group, before)).toEqual({ digest: before + 1, moved: ['crashed'] });
+    await backend.close();
+  });
+
   it('refuses a version that is not the member\'s, and removes nothing', async () => {
     const backend = redisBackend(shared.redis);
     const group = freshName('orders');

@@ -140,9 +140,11 @@ export async function memberRemove(options: MemberRemoveOptions, io: Io): Promis
 
     const outcome = await storage.removeMember(options.group, options.worker, options.version);
     // A removal whose outcome is unknown may have applied: the digest moves for it too (a needless
-    // advance only makes workers read the roster once more).
+    // advance only makes workers read the member once more). The advance names the member, so that a
+    // worker on a store that keeps the names reads it alone and finds it gone, not the whole roster.
     const removal = `removal of member ${describeValue(options.worker)}`;
-    if (outcome.status === 'unknown') await advanceRosterDigest(storage, options.group, removal).catch(() => undefined);
+    const named = { workerIds: [options.worker] };
+    if (outcome.status === 'unknown') await advanceRosterDigest(storage, options.group, removal, named).catch(() => undefined);
     if (outcome.status === 'conflict') {
       const now = outcome.current === null ? 'it was removed meanwhile' : `it is at version ${outcome.current.version}`;
       throw new LeaseholdError('ERR_MEMBER_NOT_REMOVED', `[${PKG}] member ${describeValue(options.worker)} was not removed at version ${options.version}: ${now}`);
@@ -158,7 +160,7 @@ export async function memberRemove(options: MemberRemoveOptions, io: Io): Promis
     io.out(`removed ${how} ${describeValue(options.worker)} at version ${options.version}\n`);
     if (naming.length > 0) io.out(`${naming.length} leases named it and are free to take now: ${naming.map((lease) => lease.leaseKey).join(', ')}\n`);
     else if (member === undefined) io.out('the leases that named it are free to take now\n');
-    await advanceRosterDigest(storage, options.group, removal);
+    await advanceRosterDigest(storage, options.group, removal, named);
   } finally {
     await backend.close();
   }
@@ -186,6 +188,8 @@ export interface AdvanceOptions {
   readonly attempts?: number;
   /** The pause between two attempts, in milliseconds. Default 200. */
   readonly pauseMs?: number;
+  /** The members whose write the advance announces (up to 16; a store that keeps them lets workers read those alone). Default: none named, and every worker reads the whole roster. */
+  readonly workerIds?: readonly string[];
 }
 
 /**
@@ -201,7 +205,7 @@ export async function advanceRosterDigest(storage: Storage, group: string, what:
   for (let attempt = 1; attempt <= attempts; attempt++) {
     if (attempt > 1) await new Promise((resolve) => setTimeout(resolve, options.pauseMs ?? 200));
     try {
-      await storage.advanceRosterDigest(group);
+      await storage.advanceRosterDigest(group, options.workerIds);
       return;
     } catch (error) {
       last = error;
