@@ -127,7 +127,7 @@ export async function churnSection(
   everyMs = 6_000,
   windowMs = 3 * 60_000,
   larger: { workers: number; windowMs: number } | null = null,
-): Promise<{ runs: ChurnRun[]; fleet: Record<string, number>; largerRuns: ChurnRun[] }> {
+): Promise<{ runs: ChurnRun[]; fleet: Record<string, number>; fast: ChurnRun[]; largerRuns: ChurnRun[] }> {
   const runs = [
     await run('steady', false, false, seed, everyMs, windowMs),
     await run('rolling', false, false, seed, everyMs, windowMs),
@@ -172,6 +172,15 @@ export async function churnSection(
       `${fmt(fleetMembersRcu, 0)} RCU/s on the member keys, ${fmt(fleet.perMemberKeyRcuPerSecond, 0)} on each, ${fmt(fleet.perMemberKeyShare * 100, 0)}% of a partition's 3,000.`,
   );
   console.log(`   (${runs.map((r) => `${r.mode}${r.useChangeFeed ? ' with a feed' : ''}${r.rosterMoves ? ', moves' : ''} ${tookText(r.took)}`).join('; ')})`);
+  // Restarts faster than a take tick, with a change feed: some member is always above its share, and
+  // whoever lists for being two below it is counted here (DESIGN section 4, "Taking, on a listing", step 5).
+  const fast = [await run('rolling', true, true, seed, 1_000, 60_000)];
+  console.log('\nThe same, a restart every second (faster than a take tick) for a simulated minute, with a change feed and the moves read by name:');
+  table(
+    ['', 'items read / worker / s', 'whole roster reads / worker / min', 'listings / worker / min', 'balanced at the end'],
+    fast.map((r) => [`${r.restarts} restarts`, fmt(r.itemsReadPerWorkerSecond, 1), fmt(r.rosterReadsPerWorkerMinute, 2), fmt(r.listingsPerWorkerMinute, 3), r.balancedAtEnd ? 'yes' : 'NO']),
+  );
+  console.log(`   (${tookText(fast[0]!.took)})`);
   const largerRuns: ChurnRun[] = [];
   if (larger !== null) {
     // The restart's pace per member kept: k times the members, a restart k times as often.
@@ -194,5 +203,5 @@ export async function churnSection(
     );
     console.log(`   (${largerRuns.map((r) => `${r.rosterMoves ? 'moves' : 'whole reads'} ${tookText(r.took)}`).join('; ')})`);
   }
-  return { runs, fleet, largerRuns };
+  return { runs, fleet, fast, largerRuns };
 }
