@@ -28,7 +28,7 @@ export interface CountsOptions {
   /** Unsafe: counts falling short of the last listing never bring a listing. */
   readonly shortfallIgnored: boolean;
   /** Unsafe: with a change feed, being two below another member never brings a listing. */
-  readonly belowIgnored?: boolean;
+  readonly belowIgnored: boolean;
 }
 
 /**
@@ -68,7 +68,7 @@ export class Counts {
     this.#capOf = options.capOf;
     this.#subscribed = options.subscribed;
     this.#shortfallIgnored = options.shortfallIgnored;
-    this.#belowIgnored = options.belowIgnored ?? false;
+    this.#belowIgnored = options.belowIgnored;
   }
 
   /** The eligible leases at the last listing. */
