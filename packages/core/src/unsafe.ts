@@ -102,6 +102,11 @@ export interface CoordinatorUnsafe {
    */
   drainAfterTakeTick?: boolean | undefined;
   /**
+   * A stop returns without waiting for a handover to a member that asked or was offered a lease, begun
+   * before the stop: its write may still be on its way when the process exits, and the lease lapses.
+   */
+  stopSkipsHandoffs?: boolean | undefined;
+  /**
    * A take tick judges the listed owners on a roster read before its listing instead of after it: a member
    * that joined while the listing was on its way, and took leases, is missing from that roster, so its
    * leases look ownerless and are taken from it while it holds them.
@@ -215,6 +220,8 @@ export interface ConsumerUnsafe {
   adoptedRequestIgnored?: boolean;
   /** Passed to the coordinator: a stop drains its leases only once its take tick in flight is done, its readers reading on meanwhile. */
   drainAfterTakeTick?: boolean;
+  /** Passed to the coordinator: a stop returns without waiting for a handover to a member that asked or was offered a lease, begun before it. */
+  stopSkipsHandoffs?: boolean;
   /**
    * An owner's rewind whose write's outcome is unknown (applied, and not read back) lets a reader start
    * before a retry read the lease back: it reads on from the checkpoint of before the rewind, and its

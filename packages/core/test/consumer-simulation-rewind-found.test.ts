@@ -23,10 +23,12 @@ import { consumerSimulationSeedList } from './support/consumer-simulation-seeds.
 // 110801 and 110810 found that an owner whose write of a rewind applied with its answer lost, and could not
 // be read back, read on from the checkpoint of before the rewind and moved the rewound lease past the replay.
 // Seed 116943 found that settling left a child nobody held and nobody had started unwritten, so a worker
-// that had listed it before the request took it and read it while its parent was moved back.
+// that had listed it before the request took it and read it while its parent was moved back. Seed 175353
+// found that a stop returned while a handover to a member that had been offered the lease, begun just
+// before the stop, still waited for its write's answer: the process gone, the lease lapsed.
 consumerSimulationSeedList(
   'rewinding the live group, seeds that found a rewind defect and a few more',
-  [22, 25, 5244, 5137, 5010, 6170, 5513, 102217, 104788, 103304, 101840, 108717, 108846, 110801, 110810, 116943],
+  [22, 25, 5244, 5137, 5010, 6170, 5513, 102217, 104788, 103304, 101840, 108717, 108846, 110801, 110810, 116943, 175353],
   { rewind: true },
 );
 

@@ -177,6 +177,15 @@ const switches: ReadonlyArray<{
   // shortly after a stream left the group's list, before its next look at the list: seed 327 found it.
   // Since a join brings no listing, a stop meets a listing in flight less often: 6389 and 6468 (of
   // multi-stream seeds 1-6500 with stalled listings) show it.
+  // 175353 found it (one of rewinding seeds 175200-175399): a stop 31 ms long, while a handover offered a
+  // tick before waited for its write.
+  {
+    name: 'stopSkipsHandoffs',
+    defect: 'a stop returns while a handover to a member that asked or was offered a lease, begun before the stop, still waits for its write, and the lease lapses',
+    breaks: ['stop-handover'],
+    rewind: true,
+    seeds: [175353],
+  },
   {
     name: 'drainAfterTakeTick',
     defect: 'a stopping worker\'s readers take new batches until its take tick in flight is done, of a stream that left its list too',

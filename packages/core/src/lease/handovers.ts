@@ -99,6 +99,8 @@ export class Handovers {
   readonly transfers = new Set<Promise<void>>();
   /** Releases under way (their work stopped, their writes not yet answered): stop() waits for them. */
   readonly releasing = new Set<Promise<void>>();
+  /** Handovers to a member that asked or was offered a lease, under way (draining, or their write not yet answered): stop() waits for them. */
+  readonly handingOff = new Set<Promise<void>>();
   /**
    * Leases this worker wrote free, or began to: a stop's leave names its handovers as all it had only when
    * it wrote none free meanwhile (nobody would hear of those but by a listing).
@@ -214,7 +216,13 @@ export class Handovers {
    * incarnation in one conditional write. A drain that does not finish in time stops the work anyway; the
    * lease is then written over a lease duration later, the time a lapse would have taken.
    */
-  async handOff(leaseKey: string, held: Held): Promise<void> {
+  handOff(leaseKey: string, held: Held): Promise<void> {
+    const handover = this.#handOff(leaseKey, held).finally(() => this.handingOff.delete(handover));
+    this.handingOff.add(handover);
+    return handover;
+  }
+
+  async #handOff(leaseKey: string, held: Held): Promise<void> {
     const request = held.handoff;
     if (!request) return;
     const drained = await this.drain(leaseKey, held, 'handoff', this.#handoffTimeoutMs);

@@ -197,6 +197,7 @@ const UNSAFE_FLAGS: ReadonlyArray<[keyof ConsumerUnsafe, string]> = [
   ['rewindRequestedAgain', '--unsafe-rewind-requested-again'],
   ['rewindBehindUnreadable', '--unsafe-rewind-behind-unreadable'],
   ['drainAfterTakeTick', '--unsafe-drain-after-take-tick'],
+  ['stopSkipsHandoffs', '--unsafe-stop-skips-handoffs'],
   ['rewindUnknownReadsOn', '--unsafe-rewind-unknown-reads-on'],
 ];
 
