@@ -125,8 +125,8 @@ export class Counts {
    * two above it is above its own and offers its surplus on its counts (`above`), and the feed tells the
    * recipient. In a rolling restart faster than a take tick some member is always above its share (a
    * newcomer handed more than it asked for, on its way to the next), and every member two below it listed
-   * for nothing: 100 x 10,000 with a restart every second, 1,945 such listings in a simulated minute, two
-   * of which found a lease to ask for. (Not this worker's own share by rank: a newcomer its view had not
+   * for nothing: 100 x 10,000 with a restart every second, 1,945 such listings in a simulated minute, one
+   * of which found a member to ask for a lease. (Not this worker's own share by rank: a newcomer its view had not
    * read yet left it one short of that 0.67 times a minute a member at 150 x 15,000, a restart every 2 s.)
    * `asking`: this worker's asks stand, and it waits for its givers: with a change feed it hears of each
    * handover; without one it lists every tick to find them (nobody else lists for them).
