@@ -823,7 +823,7 @@ describe('watchers and the roster digest', () => {
     });
   }
 
-  // With a change feed, a member two below another lists only while it is below its share: a rolling restart
+  // With a change feed, a member two below another lists only while below the smallest share: a rolling restart
   // faster than a take tick always leaves some member above its share (a newcomer handed more than it asked
   // for, on its way to the next), and every member at its share two below it listed at each tick for
   // nothing (25.1 listings a worker a minute at 100 x 10,000 with a restart a second, in the core bench).
@@ -849,7 +849,7 @@ describe('watchers and the roster digest', () => {
     }
   }
 
-  it('with a change feed, a rolling restart faster than a take tick has the members that stay at their share list for nothing: the newcomers\' asks and the offers of the members above their share move the leases, and the group balances once it stops', async () => {
+  it('with a change feed, a rolling restart faster than a take tick does not have the members that stay, at their share, list the group at each tick: the newcomers\' asks and the offers of the members above their share move the leases, and the group balances once it stops', async () => {
     const { listed, took } = await restartsFasterThanATick();
     // Ten seconds of restarts, five take ticks: each member that stayed listed 7.9 times in them before (1.2 now).
     expect(listed).toBeLessThan(2);

@@ -97,6 +97,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   #takeInFlight: Promise<void> = Promise.resolve();
   /** The simulation's unsafe switch: a stop drains its leases only once the take tick in flight is done. */
   readonly #drainAfterTakeTick: boolean;
+  /** The simulation's unsafe switch: a stop returns without waiting for the handovers under way. */
   readonly #stopSkipsHandoffs: boolean;
   #subscription: ChangeSubscription | null = null;
 
