@@ -141,7 +141,7 @@ export class Counts {
     if (most < mine + 2) return false;
     if (!this.#subscribed()) return true;
     if (this.#belowIgnored) return false;
-    return mine < this.#smallestShareNow();
+    return mine < this.sharesNow().smallest;
   }
 
   /**
@@ -196,19 +196,21 @@ export class Counts {
   }
 
   /**
-   * The smallest share of the last listing's eligible leases among the members alive now and not leaving
-   * (of those below their cap): the group's shares differ by one, so a member holding it is within one of
-   * every share, and any member two above it is above its own.
+   * The shares of the last listing's eligible leases among the members alive now and not leaving (this
+   * worker, as its view shows it, whether leaving or not), and the smallest of those below their member's cap: the group's shares differ by
+   * one, so a member holding the smallest is within one of every share, and any member two above it is
+   * above its own.
    */
-  #smallestShareNow(): number {
+  sharesNow(): { targets: Map<string, number>; smallest: number } {
     const members: string[] = [];
     for (const member of this.#parts.view.values()) {
       if (member.status === 'alive' && (member.workerId === this.#parts.workerId || member.metadata[LEAVING_FIELD] === undefined)) members.push(member.workerId);
     }
-    if (!members.includes(this.#parts.workerId)) members.push(this.#parts.workerId);
+    members.sort();
+    const targets = shares(members, this.#workable, this.#capOf);
     let smallest = Infinity;
-    for (const [workerId, share] of shares(members, this.#workable, this.#capOf)) if (share < this.#capOf(workerId)) smallest = Math.min(smallest, share);
-    return smallest === Infinity ? Math.floor(this.#workable / members.length) : smallest;
+    for (const [workerId, share] of targets) if (share < this.#capOf(workerId)) smallest = Math.min(smallest, share);
+    return { targets, smallest: smallest === Infinity ? Math.floor(this.#workable / Math.max(1, members.length)) : smallest };
   }
 
   /**

@@ -649,13 +649,8 @@ export class Taking {
    * and not leaving, so that this worker's floor and share are the group's as it is now.
    */
   #reshare(): void {
-    const members = [...this.#parts.view.alive().keys()]
-      .filter((workerId) => workerId === this.#parts.workerId || this.#parts.view.get(workerId)?.metadata[LEAVING_FIELD] === undefined)
-      .sort();
-    const workable = this.#counts.workable;
-    const targets = shares(members, workable, this.#capOf);
-    const even = members.filter((workerId) => (targets.get(workerId) ?? 0) < this.#capOf(workerId)).map((workerId) => targets.get(workerId) ?? 0);
-    this.#fairFloor = Math.min(this.#parts.maxLeases, even.length > 0 ? Math.min(...even) : Math.floor(workable / Math.max(1, members.length)));
+    const { targets, smallest } = this.#counts.sharesNow();
+    this.#fairFloor = Math.min(this.#parts.maxLeases, smallest);
     this.#counts.reshared(targets.get(this.#parts.workerId) ?? 0);
   }
 
