@@ -21,11 +21,12 @@ function counts(
   others: readonly number[],
   workable: number,
   target: number,
-  { subscribed = false, belowIgnored = false, leaving = [] as readonly number[] } = {},
+  { subscribed = false, belowIgnored = false, leaving = [] as readonly number[], dead = [] as readonly number[], dealsHere = true } = {},
 ): Counts {
   const view = new RosterView({ workerId: 'me', now: () => 0, expiryMs: () => 10_000 });
   const leavers = leaving.map((held, i) => ({ ...member(`leaver${i}`, held), metadata: { [LEAVING_FIELD]: '1' } }));
-  view.read({ group: 'g', members: [member('me', mine), ...others.map((held, i) => member(`w${i}`, held)), ...leavers], corrupt: [] }, 0);
+  const deadMembers = dead.map((held, i) => ({ ...member(`dead${i}`, held), status: 'dead' as const }));
+  view.read({ group: 'g', members: [member('me', mine), ...others.map((held, i) => member(`w${i}`, held)), ...leavers, ...deadMembers], corrupt: [] }, 0);
   const parts = {
     workerId: 'me',
     view,
@@ -39,7 +40,7 @@ function counts(
     handovers: { requests: new Map() } as unknown as Handovers,
     notes: new NotesRead('me', false),
     asks: new AsksRead('me', false),
-    deal: { dealsHere: () => true } as unknown as DeclarerDeal,
+    deal: { dealsHere: () => dealsHere } as unknown as DeclarerDeal,
     capOf: () => Infinity,
     subscribed: () => subscribed,
     shortfallIgnored: false,
@@ -99,5 +100,33 @@ describe('the members\' counts between listings', () => {
 
   it('with belowIgnored (unsafe), never say so with a change feed, below its share or not', () => {
     expect(counts(9, [12, 9], 30, 10, { subscribed: true, belowIgnored: true }).below(false)).toBe(false);
+  });
+
+  it('with the declarers dealing, say the counts are a crash\'s being dealt from a death seen until 1.8 take ticks after it, while they fall short of the last listing\'s leases: two below or above another member then brings no listing', () => {
+    // Three members were dealt a dead member's 30 leases unevenly as far as this worker's counts go: it reads
+    // two above one whose portion is on its way, and below the survivors' share.
+    const c = counts(12, [10, 13], 45, 10, { subscribed: true, dead: [10] });
+    expect(c.dealingDeaths(0)).toBe(false);
+    c.seeDeaths(1_000);
+    expect(c.dealingDeaths(1_000)).toBe(true);
+    expect(c.dealingDeaths(1_000 + 1.75 * TICK)).toBe(true);
+    expect(c.dealingDeaths(1_000 + 1.8 * TICK)).toBe(false);
+    // The death stays in the roster: it is not seen again, and the window does not start anew.
+    c.seeDeaths(1_000 + 2 * TICK);
+    expect(c.dealingDeaths(1_000 + 2 * TICK)).toBe(false);
+  });
+
+  it('say the counts are the group\'s again once they add up to the last listing\'s leases: the deals have landed, and what they left uneven is balanced at once', () => {
+    // The dead member's 10 leases dealt, read by their recipients and in their heartbeats: 17 + 15 + 13.
+    const c = counts(17, [15, 13], 45, 10, { subscribed: true, dead: [10] });
+    c.seeDeaths(1_000);
+    expect(c.dealingDeaths(1_000)).toBe(false);
+    expect(c.above(1_000)).toBe(true);
+  });
+
+  it('where nobody deals a death at its declaration (no change feed), never say the counts are being dealt: every member lists for the death', () => {
+    const c = counts(12, [10, 13], 45, 10, { dead: [10], dealsHere: false });
+    c.seeDeaths(1_000);
+    expect(c.dealingDeaths(1_000)).toBe(false);
   });
 });

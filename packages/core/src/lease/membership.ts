@@ -465,8 +465,8 @@ export class Membership {
   async declareDead(member: MemberRecord): Promise<boolean> {
     const outcome = await this.#putMember(member.version, { ...memberStateOf(member), status: 'dead', requests: [] }, 'declare-dead', member.workerId);
     if (outcome.status === 'conflict' && outcome.current?.status === 'dead' && outcome.current.incarnation === member.incarnation) {
-      // Another worker declared it first: it is dead all the same, and this worker lists now, not a tick
-      // later, to take its portion of the leases.
+      // Another worker declared it first: it is dead all the same. Where nobody deals, this worker lists
+      // now, not a tick later, to take its portion of the leases (the take tick decides).
       this.view.set(outcome.current);
       return true;
     }

@@ -273,9 +273,13 @@ export class Taking {
     if (!this.#parts.members.checkOwnMember(membership)) return;
     for (const member of this.#parts.view.values()) {
       if (member.workerId !== this.#parts.workerId && member.status === 'alive' && this.#parts.view.expired(member, now)) {
-        if (await this.#parts.members.declareDead(member)) this.listingDue = true;
+        const dead = await this.#parts.members.declareDead(member);
         if (this.#host.state() !== 'running') return;
-        if (this.#parts.members.declaredHere(member.workerId, member.incarnation)) await this.#deal.dealAtDeclaration(member.workerId, member.incarnation, membership);
+        const declaredHere = this.#parts.members.declaredHere(member.workerId, member.incarnation);
+        // A member whose declaration lost the race to another's lists only where nobody deals: the winner
+        // deals the leases, as it does for the members that did not watch the dead one.
+        if (dead && (declaredHere || !this.#deal.dealsHere())) this.listingDue = true;
+        if (declaredHere) await this.#deal.dealAtDeclaration(member.workerId, member.incarnation, membership);
         if (this.#host.state() !== 'running') return;
       }
     }
@@ -332,7 +336,8 @@ export class Taking {
     if (this.#corrupt.size > 0) this.listingDue = true;
     if (!this.listingDue && this.#listedAt !== null && now - this.#listedAt < this.#parts.members.safetyListingMs(this.#listIntervalMs)) {
       // Nothing changed: balance on the members' own counts, and list only when a steal needs keys.
-      if (this.#counts.below(this.#asked !== null) || this.#counts.above(now) || this.#counts.unheld(now)) this.listingDue = now - this.#listedAt >= this.#parts.takeIntervalMs * 0.9;
+      const counted = !this.#counts.dealingDeaths(now) && (this.#counts.below(this.#asked !== null) || this.#counts.above(now));
+      if (counted || this.#counts.unheld(now)) this.listingDue = now - this.#listedAt >= this.#parts.takeIntervalMs * 0.9;
       if (!this.listingDue) return;
     }
     // A cold start waiting for the members to stop joining reads only the roster meanwhile: listing the
