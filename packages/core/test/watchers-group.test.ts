@@ -98,6 +98,37 @@ async function startFed(g: ReturnType<typeof group>, workerIds: readonly string[
   return { workers, declaredAt: () => at };
 }
 
+/**
+ * `ghost`, a member that never heartbeats, holding `ghostLeases` leases, `freeLeases` more free, and
+ * `members` members with a change feed: runs until the first declaration of the ghost's death and until
+ * the ghost's leases are all held. Returns who declared it, the listings each member had made by then,
+ * and how long after the declaration the ghost's leases were all held.
+ */
+async function ghostDealt(g: ReturnType<typeof group>, ghostLeases: number, freeLeases: number, members: number) {
+  const { scheduler, storage, start, listings } = g;
+  await storage.putMember(GROUP, 'ghost', null, member('inc-ghost', { held: ghostLeases }));
+  for (const leaseKey of keys(ghostLeases, 'ghost-')) await storage.createLease({ group: GROUP, leaseKey, owner: 'ghost', incarnation: 'inc-ghost', epoch: 1 });
+  for (const leaseKey of keys(freeLeases)) await storage.createLease({ group: GROUP, leaseKey });
+  const workers: LeaseCoordinator[] = [];
+  let declaredAt = Infinity;
+  let declarer: string | undefined;
+  let listedBefore = new Map<string, number>();
+  for (const workerId of ids(members)) {
+    const coordinator = await start(workerId, { useChangeFeed: true });
+    coordinator.on('member-dead', ({ workerId: dead }) => {
+      if (dead !== 'ghost' || declaredAt < Infinity) return;
+      [declaredAt, declarer, listedBefore] = [scheduler.now, workerId, new Map(listings)];
+    });
+    workers.push(coordinator);
+  }
+  await until(scheduler, () => declaredAt < Infinity, 60_000);
+  const ghostHeld = () => workers.reduce((sum, w) => sum + w.heldLeases().filter((lease) => lease.leaseKey.startsWith('ghost-')).length, 0);
+  const took = await until(scheduler, () => ghostHeld() === ghostLeases, 60_000);
+  /** The listings each member made since the declaration. */
+  const listedSince = () => ids(members).map((workerId) => (listings.get(workerId) ?? 0) - (listedBefore.get(workerId) ?? 0));
+  return { workers, declarer, took, listedSince };
+}
+
 /** How long a member that joins a quiet group of ten takes to hold its share, and the group. */
 async function joinOfTheEleventh(unsafe?: CoordinatorUnsafe, rosterMoves = true): Promise<number> {
   return (await eleventhJoins(unsafe, rosterMoves)).took;
@@ -446,34 +477,17 @@ describe('watchers and the roster digest', () => {
   it('with a change feed, a watcher whose declaration of a dead member lost the race to another watcher\'s does not list the group: the winner deals the leases, as to every other member', async () => {
     // Three live members watching each other and `ghost`, which never heartbeats; worker-00's declarations
     // take 1.5 s to land, so that another watcher declares the ghost while worker-00's write is on its way.
-    const { scheduler, storage, start, listings, slowDeclarations } = group(undefined, { listingMs: 0, declareMs: { 'worker-00': 1_500 } });
-    await storage.putMember(GROUP, 'ghost', null, member('inc-ghost', { held: 30 }));
-    for (const leaseKey of keys(30, 'ghost-')) await storage.createLease({ group: GROUP, leaseKey, owner: 'ghost', incarnation: 'inc-ghost', epoch: 1 });
-    for (const leaseKey of keys(60)) await storage.createLease({ group: GROUP, leaseKey });
-    const workers: LeaseCoordinator[] = [];
-    let declaredAt = Infinity;
-    let declarer: string | undefined;
-    let listedBefore = new Map<string, number>();
-    for (const workerId of ids(3)) {
-      const coordinator = await start(workerId, { useChangeFeed: true });
-      coordinator.on('member-dead', ({ workerId: dead }) => {
-        if (dead !== 'ghost' || declaredAt < Infinity) return;
-        [declaredAt, declarer, listedBefore] = [scheduler.now, workerId, new Map(listings)];
-      });
-      workers.push(coordinator);
-    }
-    await until(scheduler, () => declaredAt < Infinity, 60_000);
-    const ghostHeld = () => workers.reduce((sum, w) => sum + w.heldLeases().filter((lease) => lease.leaseKey.startsWith('ghost-')).length, 0);
-    const took = await until(scheduler, () => ghostHeld() === 30, 60_000);
+    const g = group(undefined, { listingMs: 0, declareMs: { 'worker-00': 1_500 } });
+    const { workers, declarer, took, listedSince } = await ghostDealt(g, 30, 60, 3);
     // worker-00's own declaration, on its way when the other's applied, lands after it and is refused.
-    await scheduler.advance(2 * TICK);
-    const listedSince = ids(3).map((workerId) => (listings.get(workerId) ?? 0) - (listedBefore.get(workerId) ?? 0));
+    await g.scheduler.advance(2 * TICK);
+    const listed = listedSince();
     const held = workers.map((w) => w.heldLeases().length);
-    await run(scheduler, Promise.all(workers.map((w) => w.stop())));
-    expect(slowDeclarations).toEqual([{ workerId: 'worker-00', of: 'ghost' }]);
+    await run(g.scheduler, Promise.all(workers.map((w) => w.stop())));
+    expect(g.slowDeclarations).toEqual([{ workerId: 'worker-00', of: 'ghost' }]);
     expect(declarer).not.toBe('worker-00');
     // Only the declarer listed (worker-00 listed once more for its lost race before).
-    expect(listedSince).toEqual(ids(3).map((workerId) => (workerId === declarer ? 1 : 0)));
+    expect(listed).toEqual(ids(3).map((workerId) => (workerId === declarer ? 1 : 0)));
     expect(took).toBeLessThan(TICK);
     expect(held).toEqual([30, 30, 30]);
   });
@@ -490,31 +504,14 @@ describe('watchers and the roster digest', () => {
         // Two members of 40 leases each and a member, `ghost`, that never heartbeats and names more: the
         // declarer keeps half of them and deals the other half to the other member, which hears each
         // handover by name on the change feed: 20 it reads by key, 150 it lists for.
-        const { scheduler, storage, start, listings } = group();
-        await storage.putMember(GROUP, 'ghost', null, member('inc-ghost', { held: ghostLeases }));
-        for (const leaseKey of keys(ghostLeases, 'ghost-')) await storage.createLease({ group: GROUP, leaseKey, owner: 'ghost', incarnation: 'inc-ghost', epoch: 1 });
-        for (const leaseKey of keys(80)) await storage.createLease({ group: GROUP, leaseKey });
-        const workers: LeaseCoordinator[] = [];
-        let declaredAt = Infinity;
-        let declarer: string | undefined;
-        let listedBefore = new Map<string, number>();
-        for (const workerId of ids(2)) {
-          const coordinator = await start(workerId, { useChangeFeed: true });
-          coordinator.on('member-dead', () => {
-            if (declaredAt < Infinity) return;
-            [declaredAt, declarer, listedBefore] = [scheduler.now, workerId, new Map(listings)];
-          });
-          workers.push(coordinator);
-        }
-        await until(scheduler, () => declaredAt < Infinity, 60_000);
-        const ghostHeld = () => workers.reduce((sum, w) => sum + w.heldLeases().filter((lease) => lease.leaseKey.startsWith('ghost-')).length, 0);
-        const took = await until(scheduler, () => ghostHeld() === ghostLeases, 60_000);
+        const g = group();
+        const { workers, declarer, took, listedSince } = await ghostDealt(g, ghostLeases, 80, 2);
         const half = (80 + ghostLeases) / 2;
         expect(workers.map((w) => w.heldLeases().length)).toEqual([half, half]);
-        const recipient = ids(2).find((workerId) => workerId !== declarer) as string;
-        expect((listings.get(recipient) ?? 0) - (listedBefore.get(recipient) ?? 0)).toBe(lists ? 1 : 0);
+        const recipient = ids(2).findIndex((workerId) => workerId !== declarer);
+        expect(listedSince()[recipient]).toBe(lists ? 1 : 0);
         expect(took).toBeLessThan(lists ? TICK : TICK / 2);
-        await run(scheduler, Promise.all(workers.map((w) => w.stop())));
+        await run(g.scheduler, Promise.all(workers.map((w) => w.stop())));
       },
     );
   }

@@ -125,8 +125,7 @@ export class Counts {
    */
   dealingDeaths(now: number): boolean {
     if (!this.#deal.dealsHere()) return false;
-    let lately = false;
-    for (const death of this.#deathsSeen.values()) if (now - death.at < SHORTFALL_TICKS * this.#parts.takeIntervalMs) lately = true;
+    const lately = [...this.#deathsSeen.values()].some((death) => now - death.at < SHORTFALL_TICKS * this.#parts.takeIntervalMs);
     return lately && this.#countedHeld(now) < this.#workable;
   }
 
