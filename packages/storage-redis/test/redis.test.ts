@@ -328,7 +328,9 @@ describe('RedisStorage on the shared server', () => {
         // A key with a colon: the change message ends with the whole key, as before.
         const lease = applied(await storage.createLease({ group, leaseKey: 'shard:1', owner: 'a', epoch: 1 }));
         applied((await storage.updateLeases(group, [{ leaseKey: 'shard:1', expectedVersion: lease.version, next: { ...leaseStateOf(lease), owner: 'b', epoch: 2 }, notify: 'handed-off' }]))[0]);
+        // Two connections each get the channel's messages in order, but neither waits for the other.
         await expect.poll(() => heard.length, { timeout: 5000 }).toBe(2);
+        await expect.poll(() => messages.length, { timeout: 5000 }).toBe(3);
         expect(messages).toEqual(['created:shard:1', 'owner:b\0handed-off:shard:1', 'handed-off:shard:1']);
         expect(messages.map(parseAsEarlierRelease)).toEqual([{ kind: 'created', leaseKey: 'shard:1' }, undefined, { kind: 'handed-off', leaseKey: 'shard:1' }]);
         expect(heard).toStrictEqual([
