@@ -15,13 +15,13 @@ function member(workerId: string, held: number): MemberRecord {
   return { group: 'g', workerId, version: 1, format: RECORD_FORMAT, incarnation: `inc-${workerId}`, leaseDurationMs: 10_000, status: 'alive', held, changes: 0, requests: [], metadata: {} };
 }
 
-/** This worker ('me', holding `mine`) and two others, as the last whole read showed them, after a listing of `workable` leases of which its share is `target`. */
+/** This worker ('me', holding `mine`) and the others (`w0`, `w1`, ...), as the last whole read showed them, after a listing of `workable` leases of which its share is `target`. */
 function counts(
   mine: number,
   others: readonly number[],
   workable: number,
   target: number,
-  { subscribed = false, belowIgnored = false, leaving = [] as readonly number[], dead = [] as readonly number[], dealsHere = true } = {},
+  { subscribed = false, belowIgnored = false, leaving = [] as readonly number[], dead = [] as readonly number[], dealsHere = true, gone = [] as readonly string[] } = {},
 ): Counts {
   const view = new RosterView({ workerId: 'me', now: () => 0, expiryMs: () => 10_000 });
   const leavers = leaving.map((held, i) => ({ ...member(`leaver${i}`, held), metadata: { [LEAVING_FIELD]: '1' } }));
@@ -34,6 +34,8 @@ function counts(
     leaseDurationMs: 10_000,
     maxLeases: Infinity,
     hold: { countHeld: () => mine, leases: new Map(Array.from({ length: mine }, (_, i) => [`lease-${i}`, {}])) },
+    // `gone`: the members that look gone to this worker (stood still, or did not answer a suspect).
+    members: { answers: { looksGone: (m: MemberRecord) => gone.includes(m.workerId), mayBeOffered: (m: MemberRecord) => !gone.includes(m.workerId) } },
   } as unknown as LeaseParts;
   const result = new Counts({
     parts,
@@ -122,6 +124,38 @@ describe('the members\' counts between listings', () => {
     c.seeDeaths(1_000);
     expect(c.dealingDeaths(1_000)).toBe(false);
     expect(c.above(1_000)).toBe(true);
+  });
+
+  it('say nothing of being two above a member that may have died in the crash: no offer would go to it, and its declarer deals what it held', () => {
+    // w0 stands still at its count before the crash, 13 below the survivors' counts after the first deaths' deals.
+    expect(counts(23, [10, 23], 56, 10, { subscribed: true, dead: [10] }).above(0)).toBe(true);
+    expect(counts(23, [10, 23], 56, 10, { subscribed: true, dead: [10], gone: ['w0'] }).above(0)).toBe(false);
+    // A member two below that does not look gone is still offered to.
+    expect(counts(23, [10, 20, 23], 76, 10, { subscribed: true, dead: [10], gone: ['w0'] }).above(0)).toBe(true);
+  });
+
+  it('with the declarers dealing, say the counts are still a crash\'s while a member that looks gone awaits its declaration, within a lease duration of the last death seen: neither counts nor a shortfall list meanwhile', () => {
+    // The leases dealt to w0 before it died are not in its count: the counts fall short by them.
+    const c = counts(12, [10, 13], 45, 10, { subscribed: true, dead: [5], gone: ['w0'] });
+    c.seeDeaths(1_000);
+    // Past the 1.8 take ticks after the death, the crash is still being dealt: w0's declaration is to come.
+    expect(c.dealingDeaths(1_000 + 3 * TICK)).toBe(true);
+    expect(c.unheld(1_000 + 3 * TICK)).toBe(false);
+    expect(c.unheld(1_000 + 4.5 * TICK)).toBe(false);
+    expect(c.unheld(10_900)).toBe(false);
+    // A lease duration after the death, whatever w0 looks like, the crash is over: the shortfall lists 1.8
+    // ticks after the last moment a declaration was still to come.
+    expect(c.dealingDeaths(11_000)).toBe(false);
+    expect(c.unheld(11_000)).toBe(false);
+    expect(c.unheld(10_900 + 1.75 * TICK)).toBe(false);
+    expect(c.unheld(10_900 + 1.8 * TICK)).toBe(true);
+  });
+
+  it('say the counts are the group\'s, and list for a shortfall after 1.8 ticks, when a member looks gone but no death was seen lately: it may be slow, and nobody is dealing', () => {
+    const c = counts(12, [10, 13], 45, 10, { subscribed: true, gone: ['w0'] });
+    expect(c.dealingDeaths(1_000)).toBe(false);
+    expect(c.unheld(1_000)).toBe(false);
+    expect(c.unheld(1_000 + 1.8 * TICK)).toBe(true);
   });
 
   it('where nobody deals a death at its declaration (no change feed), never say the counts are being dealt: every member lists for the death', () => {

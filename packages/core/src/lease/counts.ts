@@ -58,6 +58,8 @@ export class Counts {
   #unheldSince: number | null = null;
   /** The members this worker has seen dead, at which incarnation, and since when: a death's declarer deals its leases meanwhile. */
   readonly #deathsSeen = new Map<string, { incarnation: string; at: number }>();
+  /** When the shortfall rule last saw a declaration of a crash still to come (`#declarationsPending`). */
+  #pendingSeenAt = -Infinity;
 
   constructor(options: CountsOptions) {
     this.#parts = options.parts;
@@ -112,8 +114,8 @@ export class Counts {
 
   /**
    * Whether the members' counts are a crash's still being dealt: the declarers deal (a change feed), a
-   * death was seen less than `SHORTFALL_TICKS` take ticks ago, and the counts fall short of the last
-   * listing's leases. Meanwhile the counts say nothing about balance: a member dealt its portion of a
+   * death was seen less than `SHORTFALL_TICKS` take ticks ago or a declaration of the crash is still to
+   * come (`#declarationsPending`), and the counts fall short of the last listing's leases. Meanwhile the counts say nothing about balance: a member dealt its portion of a
    * death reads itself two above one whose portion is on its way (dealt and not yet read by its recipient,
    * or read and not yet in a heartbeat this worker has read), and every member is below the smallest
    * share of the survivors until its portions come. Being two below or above another member brings no
@@ -126,7 +128,25 @@ export class Counts {
   dealingDeaths(now: number): boolean {
     if (!this.#deal.dealsHere()) return false;
     const lately = [...this.#deathsSeen.values()].some((death) => now - death.at < SHORTFALL_TICKS * this.#parts.takeIntervalMs);
-    return lately && this.#countedHeld(now) < this.#workable;
+    return (lately || this.#declarationsPending(now)) && this.#countedHeld(now) < this.#workable;
+  }
+
+  /**
+   * Whether a declaration of the crash under way is still to come: where declarers deal, a death was seen
+   * within the last lease duration and a member alive in this worker's view looks gone (`Answers.looksGone`:
+   * its record stood still for most of its lease duration, or it did not answer a suspect in time). The
+   * leases dealt to it before its death are not in its count, and its declarer deals them: the shortfall
+   * they make is the crash's, and a listing would find them named by a member still alive as far as the
+   * roster goes, for nobody to take. A crash's deaths are declared over a heartbeat interval (its members'
+   * last heartbeats before it, up to 0.65 of a lease duration apart), longer than the 1.8 take ticks of
+   * the window that follows each death seen.
+   */
+  #declarationsPending(now: number): boolean {
+    if (!this.#deal.dealsHere() || !this.dyingLately(now)) return false;
+    for (const member of this.#parts.view.values()) {
+      if (member.status === 'alive' && member.workerId !== this.#parts.workerId && this.#parts.members.answers.looksGone(member)) return true;
+    }
+    return false;
   }
 
   /** Whether this worker and every live member it knows of say they hold no lease: what a cold start looks like before a listing. */
@@ -176,9 +196,13 @@ export class Counts {
     const asksWindow = ASKS_TICKS * this.#parts.takeIntervalMs;
     // A newcomer counts the leases it asked for; one that may still ask is not offered any meanwhile.
     let below = false;
+    const dying = this.dyingLately(now);
     for (const member of this.#parts.view.values()) {
       if (member.workerId === this.#parts.workerId || member.status !== 'alive' || member.metadata[LEAVING_FIELD] !== undefined) continue;
       if (this.#asks.mayStillAsk(member, now, asksWindow)) continue;
+      // Nor, with a change feed, a member that may have died in this crash: no offer would go to it
+      // (`Answers.mayBeOffered`). (Without one a listing also finds the leases handed to this worker.)
+      if (this.#subscribed() && !this.#parts.members.answers.mayBeOffered(member, dying)) continue;
       if (this.#countOf(member, now) + 2 <= mine && member.held < capOf(member)) below = true;
     }
     if (!below) return false;
@@ -188,7 +212,7 @@ export class Counts {
     // recipient learns of a handover at its next tick only: every member above offering at once balances
     // the declarer's adoption a tick sooner, 1.19 against 1.43 lease durations at 24 x 1,000.)
     if (!this.#subscribed()) return true;
-    return this.#movesOnCounts(now, mine).some((move) => move.from === this.#parts.workerId);
+    return this.#movesOnCounts(now, mine, dying).some((move) => move.from === this.#parts.workerId);
   }
 
   /**
@@ -211,6 +235,10 @@ export class Counts {
     // are not below their share runs from the last death seen.
     let since = this.#unheldSince;
     if (this.#deal.dealsHere()) for (const death of this.#deathsSeen.values()) since = Math.max(since, death.at);
+    // So does it while a declaration of the crash is still to come, and from the last moment one was: the
+    // leases dealt to that member wait for it.
+    if (this.#declarationsPending(now)) this.#pendingSeenAt = now;
+    since = Math.max(since, this.#pendingSeenAt);
     return this.#parts.hold.countHeld() < this.#target || now - since >= SHORTFALL_TICKS * this.#parts.takeIntervalMs;
   }
 
@@ -237,11 +265,12 @@ export class Counts {
    * included), this worker's being `mine`; the members leaving left out. Nothing when this worker is not
    * one of the members it would deal to.
    */
-  #movesOnCounts(now: number, mine: number): { from: string; to: string }[] {
+  #movesOnCounts(now: number, mine: number, dying: boolean): { from: string; to: string }[] {
     const members: string[] = [];
     const load = new Map<string, number>();
     for (const member of this.#parts.view.values()) {
       if (member.status !== 'alive' || (member.workerId !== this.#parts.workerId && member.metadata[LEAVING_FIELD] !== undefined)) continue;
+      if (member.workerId !== this.#parts.workerId && !this.#parts.members.answers.mayBeOffered(member, dying)) continue;
       members.push(member.workerId);
       load.set(member.workerId, member.workerId === this.#parts.workerId ? mine : this.#countOf(member, now));
     }
