@@ -115,7 +115,8 @@ export class Counts {
   /**
    * Whether the members' counts are a crash's still being dealt: the declarers deal (a change feed), a
    * death was seen less than `SHORTFALL_TICKS` take ticks ago or a declaration of the crash is still to
-   * come (`#declarationsPending`), and the counts fall short of the last listing's leases. Meanwhile the counts say nothing about balance: a member dealt its portion of a
+   * come (`#declarationsPending`), and the counts fall short of the last listing's leases. Meanwhile the
+   * counts say nothing about balance: a member dealt its portion of a
    * death reads itself two above one whose portion is on its way (dealt and not yet read by its recipient,
    * or read and not yet in a heartbeat this worker has read), and every member is below the smallest
    * share of the survivors until its portions come. Being two below or above another member brings no
@@ -262,8 +263,9 @@ export class Counts {
 
   /**
    * The plan of moves on the members' own counts (those of leaves and newcomers' asks read lately
-   * included), this worker's being `mine`; the members leaving left out. Nothing when this worker is not
-   * one of the members it would deal to.
+   * included), this worker's being `mine`; the members leaving left out, and those that may have died in a
+   * crash (`dying`: a death seen lately), which no offer would go to. Nothing when this worker is not one
+   * of the members it would deal to.
    */
   #movesOnCounts(now: number, mine: number, dying: boolean): { from: string; to: string }[] {
     const members: string[] = [];
