@@ -7,7 +7,6 @@ import { run } from './support/virtual.js';
 import { advanceUntil, balanced, cluster, dispose, GROUP as BENCH_GROUP, settled } from '../bench/cluster.js';
 import { GROUP, TICK, keys, ids, member, group, until, startFed, ghostDealt } from './support/watched-group.js';
 
-
 /**
  * Three dead members that stand right after `ghost` on the ring of `live`, `ghost` and themselves: a ring
  * that kept the dead would give `ghost` them as its watchers.
