@@ -73,6 +73,15 @@ export function digestItemBytes(group: string, digest: number): number {
   return utf8Bytes('pk') + utf8Bytes(digestKey(group)) + utf8Bytes('sk') + utf8Bytes(DIGEST_SORT_KEY) + utf8Bytes('digest') + numberBytes(digest);
 }
 
+/** The partition key of the digest's moves on DynamoDB (the adapter's `roster-moves.ts`): a ring of 256 slots. */
+export const movesKey = (group: string): string => `${group}#moves`;
+
+/** A slot of the digest's moves DynamoDB bills: its keys (`move:<three digits>`), the advance's digest, and the names (a list of strings). */
+export function moveSlotBytes(group: string, digest: number, workerIds: readonly string[]): number {
+  const names = workerIds.reduce((sum, workerId) => sum + 1 + utf8Bytes(workerId), 3);
+  return utf8Bytes('pk') + utf8Bytes(movesKey(group)) + utf8Bytes('sk') + utf8Bytes('move:000') + utf8Bytes('digest') + numberBytes(digest) + utf8Bytes('named') + names;
+}
+
 /**
  * The digest as Redis moves it: its key (`leasehold:{<group in base64url>}:roster-digest`, the adapter's
  * default prefix) and the counter's decimal digits, which `GET` reads and `INCR` writes.

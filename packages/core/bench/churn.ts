@@ -17,8 +17,11 @@ export interface ChurnRun {
   mode: 'steady' | 'rolling';
   /** Whether the store had a change feed (Redis, PostgreSQL) or not (DynamoDB). */
   useChangeFeed: boolean;
-  /** Whether the store said whom each move of the digest named (`getRosterMoves`): a move read as those members. */
-  rosterMoves: boolean;
+  /**
+   * Whether the store said whom each move of the digest named (`getRosterMoves`): a move read as those
+   * members; `'dynamodb'`: as the DynamoDB adapter answers (no names past its last whole read's cost).
+   */
+  rosterMoves: boolean | 'dynamodb';
   workers: number;
   leases: number;
   everyMs: number | null;
@@ -50,7 +53,7 @@ export interface ChurnRun {
 /** How long after balancing the window begins. */
 const SETTLE_MS = 60_000;
 
-async function run(mode: ChurnRun['mode'], useChangeFeed: boolean, rosterMoves: boolean, seed: number, everyMs: number, windowMs: number, [workers, leases] = [100, 10_000]): Promise<ChurnRun> {
+async function run(mode: ChurnRun['mode'], useChangeFeed: boolean, rosterMoves: boolean | 'dynamodb', seed: number, everyMs: number, windowMs: number, [workers, leases] = [100, 10_000]): Promise<ChurnRun> {
   const started = now();
   const c: Cluster = await cluster(seed, workers, leases, { startSpreadMs: TAKE_MS / 2, workerId: REAL_ID, meter: true, rosterMoves, coordinator: { useChangeFeed } });
   try {
@@ -118,6 +121,11 @@ async function run(mode: ChurnRun['mode'], useChangeFeed: boolean, rosterMoves: 
   }
 }
 
+function movesText(r: ChurnRun): string {
+  if (r.rosterMoves === false) return '';
+  return r.rosterMoves === true ? ', moves read by name' : ', moves as the DynamoDB adapter answers them';
+}
+
 /**
  * The rolling restart beside the steady window, and what the same rates come to at 1,000 workers where
  * every worker reads the whole roster of 1,000 at each move of the digest (arithmetic, not run).
@@ -134,12 +142,13 @@ export async function churnSection(
     await run('rolling', true, false, seed, everyMs, windowMs),
     await run('rolling', false, true, seed, everyMs, windowMs),
     await run('rolling', true, true, seed, everyMs, windowMs),
+    await run('rolling', false, 'dynamodb', seed, everyMs, windowMs),
   ];
   console.log(`\nA rolling restart of 100 x 10,000, one graceful stop and one join under a new id every ${everyMs / 1_000} s for ${windowMs / 60_000} simulated minutes, beside the same window with nobody restarting (real worker ids; billed as DynamoDB bills them):`);
   table(
     ['', 'items read / worker / s', 'of them members by id', 'Redis / Postgres JSON bytes read / worker / s', 'DynamoDB bytes read / worker / s', 'whole roster reads / worker / min', 'listings / worker / min', 'RCU/s, group', 'RCU/s, member keys', 'busiest key: RCU/s, share of a partition', 'balanced at the end'],
     runs.map((r) => [
-      `${r.mode === 'steady' ? 'nobody restarting' : `a restart every ${r.everyMs! / 1_000} s (${r.restarts})`}, ${r.useChangeFeed ? 'with a change feed' : 'no feed'}${r.rosterMoves ? ', moves read by name' : ''}`,
+      `${r.mode === 'steady' ? 'nobody restarting' : `a restart every ${r.everyMs! / 1_000} s (${r.restarts})`}, ${r.useChangeFeed ? 'with a change feed' : 'no feed'}${movesText(r)}`,
       fmt(r.itemsReadPerWorkerSecond, 1),
       fmt(r.membersByIdPerWorkerSecond, 1),
       kb(r.redisBytesReadPerWorkerSecond),
@@ -171,7 +180,7 @@ export async function churnSection(
     `   At 1,000 workers (NOT MEASURED: this run's ${fmt(readsPerWorkerSecond, 3)} whole roster reads a worker a second, each of 1,000 member items of ${fmt(memberBytes, 0)} bytes over the four member keys): ` +
       `${fmt(fleetMembersRcu, 0)} RCU/s on the member keys, ${fmt(fleet.perMemberKeyRcuPerSecond, 0)} on each, ${fmt(fleet.perMemberKeyShare * 100, 0)}% of a partition's 3,000.`,
   );
-  console.log(`   (${runs.map((r) => `${r.mode}${r.useChangeFeed ? ' with a feed' : ''}${r.rosterMoves ? ', moves' : ''} ${tookText(r.took)}`).join('; ')})`);
+  console.log(`   (${runs.map((r) => `${r.mode}${r.useChangeFeed ? ' with a feed' : ''}${r.rosterMoves === false ? '' : r.rosterMoves === true ? ', moves' : ', moves as DynamoDB'} ${tookText(r.took)}`).join('; ')})`);
   // Restarts faster than a take tick, with a change feed: some member is always above its share, and
   // whoever lists for being two below it is counted here (DESIGN section 4, "Taking, on a listing", step 5).
   const fast = [await run('rolling', true, true, seed, 1_000, 60_000)];
@@ -186,22 +195,26 @@ export async function churnSection(
     // The restart's pace per member kept: k times the members, a restart k times as often.
     const k = larger.workers / 100;
     for (const rosterMoves of [false, true]) largerRuns.push(await run('rolling', true, rosterMoves, seed, everyMs / k, larger.windowMs, [larger.workers, larger.workers * 100]));
+    // DynamoDB's case: no change feed, the moves as that adapter answers them.
+    for (const rosterMoves of [false, 'dynamodb'] as const) largerRuns.push(await run('rolling', false, rosterMoves, seed, everyMs / k, larger.windowMs, [larger.workers, larger.workers * 100]));
     console.log(
-      `\nThe same at ${larger.workers.toLocaleString('en-US')} x ${(larger.workers * 100).toLocaleString('en-US')} with a change feed, a restart every ${fmt(everyMs / k / 1_000, 2)} s (each member restarted as often as at 100) for ${fmt(larger.windowMs / 60_000, 2)} simulated minutes:`,
+      `\nThe same at ${larger.workers.toLocaleString('en-US')} x ${(larger.workers * 100).toLocaleString('en-US')}, a restart every ${fmt(everyMs / k / 1_000, 2)} s (each member restarted as often as at 100) for ${fmt(larger.windowMs / 60_000, 2)} simulated minutes:`,
     );
     table(
-      ['', 'items read / worker / s', 'of them members by id', 'Redis / Postgres JSON bytes read / worker / s', 'whole roster reads / worker / min', 'listings / worker / min', 'balanced at the end'],
+      ['', 'items read / worker / s', 'of them members by id', 'Redis / Postgres JSON bytes read / worker / s', 'whole roster reads / worker / min', 'listings / worker / min', 'RCU/s, member keys', 'busiest key: RCU/s, share of a partition', 'balanced at the end'],
       largerRuns.map((r) => [
-        `${r.restarts} restarts${r.rosterMoves ? ', moves read by name' : ''}`,
+        `${r.restarts} restarts, ${r.useChangeFeed ? 'with a change feed' : 'no feed'}${movesText(r)}`,
         fmt(r.itemsReadPerWorkerSecond, 1),
         fmt(r.membersByIdPerWorkerSecond, 1),
         kb(r.redisBytesReadPerWorkerSecond),
         fmt(r.rosterReadsPerWorkerMinute, 2),
         fmt(r.listingsPerWorkerMinute, 3),
+        fmt(r.membersRcuPerSecond, 1),
+        `${fmt(r.hottestRcuPerSecond, 1)}, ${fmt(r.hottestShare * 100, 1)}% (${r.hottestPartition})`,
         r.balancedAtEnd ? 'yes' : 'NO',
       ]),
     );
-    console.log(`   (${largerRuns.map((r) => `${r.rosterMoves ? 'moves' : 'whole reads'} ${tookText(r.took)}`).join('; ')})`);
+    console.log(`   (${largerRuns.map((r) => `${r.useChangeFeed ? 'feed' : 'no feed'}${movesText(r) === '' ? ', whole reads' : movesText(r)} ${tookText(r.took)}`).join('; ')})`);
   }
   return { runs, fleet, fast, largerRuns };
 }

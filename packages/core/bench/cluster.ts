@@ -7,7 +7,7 @@ import { LeaseCoordinator, MemoryStorage, type LeaseCoordinatorOptions, type Ran
 import { seededRandom, FaultyStorage, noFaults, VirtualClock, VirtualScheduler } from '../src/testing/index.js';
 import { withoutRosterMoves } from '../src/testing/without-watcher-reads.js';
 import { Ledger, Meter } from './meter.js';
-import type { LeaseListing, LeaseRecord, LeaseUpdate, MemberRecord, MemberState, NewLease, CreateLeaseOptions, Roster, WriteResult, DeleteResult } from '../src/index.js';
+import type { LeaseListing, LeaseRecord, LeaseUpdate, MemberRecord, MemberState, NewLease, CreateLeaseOptions, Roster, RosterMoves, WriteResult, DeleteResult } from '../src/index.js';
 
 export const GROUP = 'bench';
 export const LEASE_MS = 10_000;
@@ -67,6 +67,12 @@ export class CountingStorage extends FaultyStorage {
   /** Take ticks that listed the leases. */
   lists = 0;
   meter: Meter | undefined;
+  /**
+   * Whether `getRosterMoves` answers as the DynamoDB adapter does (`rosterMoves: 'dynamodb'`): `null` when
+   * the names, read by key at a read unit each and one for the slots, cost more than the meter's last
+   * whole roster read of this worker was billed.
+   */
+  dynamodbMoves = false;
 
   constructor(...args: ConstructorParameters<typeof FaultyStorage>) {
     super(...args);
@@ -93,16 +99,24 @@ export class CountingStorage extends FaultyStorage {
       this.meter?.getRosterDigest(digest);
     });
     if (getRosterMoves !== undefined) {
-      wrap('getRosterMoves', getRosterMoves, (moves, _group, since) => {
-        this.#read('getRosterMoves', 1);
-        this.meter?.getRosterMoves(moves.digest, since, moves.moved);
+      Object.defineProperty(this, 'getRosterMoves', {
+        value: async (group: string, since: number): Promise<RosterMoves> => {
+          this.#call('getRosterMoves');
+          const moves = await getRosterMoves(group, since);
+          this.#read('getRosterMoves', 1);
+          this.meter?.getRosterMoves(moves.digest, since, moves.moved);
+          // As the DynamoDB adapter answers: no names past what its last whole read of the roster cost.
+          const whole = this.meter?.lastRosterUnits;
+          if (this.dynamodbMoves && moves.moved !== null && whole !== undefined && moves.moved.length + 1 > whole) return { digest: moves.digest, moved: null };
+          return moves;
+        },
       });
     }
     // Counted once it answered: an advance that threw may not have applied (this bench injects no faults).
-    wrap('advanceRosterDigest', advanceRosterDigest, (digest) => {
+    wrap('advanceRosterDigest', advanceRosterDigest, (digest, _group, workerIds) => {
       this.counts.itemsWritten += 1;
       this.counts.digestWrites += 1;
-      this.meter?.advanceRosterDigest(digest);
+      this.meter?.advanceRosterDigest(digest, getRosterMoves === undefined ? undefined : workerIds);
     });
   }
 
@@ -223,9 +237,11 @@ export interface ClusterOptions {
   meter?: boolean;
   /**
    * Whether the store says whom each move of the roster digest named (`getRosterMoves`, which the memory
-   * store has). Default false: as the DynamoDB adapter, which has not, and as every earlier run of this bench.
+   * store has): `true` as Redis and PostgreSQL answer, `'dynamodb'` as the DynamoDB adapter answers (no
+   * names where reading them by key costs more than the last whole read). Default false: as an adapter
+   * without it, and as every earlier run of this bench.
    */
-  rosterMoves?: boolean;
+  rosterMoves?: boolean | 'dynamodb';
 }
 
 /** N workers sharing one MemoryStorage, each with its own clock (rate within ±MAX_DRIFT) and 1-20 ms latency. */
@@ -233,7 +249,7 @@ export async function cluster(seed: number, workerCount: number, leaseCount: num
   const random = seededRandom(seed);
   const scheduler = new VirtualScheduler();
   const memory = new MemoryStorage();
-  const store = options.rosterMoves === true ? memory : withoutRosterMoves(memory);
+  const store = options.rosterMoves === true || options.rosterMoves === 'dynamodb' ? memory : withoutRosterMoves(memory);
   const keys = Array.from({ length: leaseCount }, (_, i) => `shard-${String(i).padStart(6, '0')}`);
   for (const leaseKey of keys) await store.createLease({ group: GROUP, leaseKey });
   const workers: Worker[] = [];
@@ -244,6 +260,7 @@ export async function cluster(seed: number, workerCount: number, leaseCount: num
     const workerRandom = seededRandom(Math.floor(random.next() * 2 ** 32));
     const storage = new CountingStorage(store, clock, workerRandom, { ...noFaults(), latencyMs: (r) => 1 + r.next() * 19 });
     if (options.meter === true) storage.meter = new Meter(ledger);
+    storage.dynamodbMoves = options.rosterMoves === 'dynamodb';
     const coordinator = new LeaseCoordinator({ ...options.coordinator, storage, group: GROUP, workerId: workerId(workers.length), clock, random: workerRandom });
     const worker: Worker = { coordinator, clock, storage, alive: true, startedAt: scheduler.now, acquisitions: 0 };
     coordinator.on('acquired', () => worker.acquisitions++);

@@ -17,6 +17,8 @@ import {
   DIGEST_POSTGRES_BYTES,
   DIGEST_SORT_KEY,
   digestItemBytes,
+  moveSlotBytes,
+  movesKey,
   digestKey,
   digestRedisBytes,
   leaseItemBytes,
@@ -350,6 +352,8 @@ export class Ledger {
 /** Bills one worker's calls into its `Usage`. */
 export class Meter {
   usage = emptyUsage();
+  /** The read units of this worker's last whole roster read, as DynamoDB billed its Queries; none before one. */
+  lastRosterUnits: number | undefined;
   readonly ledger: Ledger;
 
   constructor(ledger: Ledger) {
@@ -421,6 +425,7 @@ export class Meter {
       }
       query = this.ledger.queryOf((workerId) => read.has(workerId));
     }
+    this.lastRosterUnits = query.units;
     op.rru += query.units;
     op.read.dynamodb += query.bytes;
     op.read.redis += json;
@@ -530,9 +535,12 @@ export class Meter {
 
   /**
    * The digest with the names of the advances after `since` (`getRosterMoves`): Redis and Postgres read the
-   * digest and the kept names in the same call (the digest's bytes and each name's); DynamoDB, whose adapter
-   * has no `getRosterMoves`, as it would read them: the digest item, then each advance's names by key
-   * (one item and read unit each) when the digest moved and the names are kept.
+   * digest and the kept names in the same call (the digest's bytes and each name's); DynamoDB reads the
+   * digest item, then, when the digest moved by at most the 256 advances its ring of slots keeps, one Query
+   * of their slots (storage-dynamodb's `roster-moves.ts`), billed by their bytes, rounded up to 4 KB (two
+   * Queries where the range wraps past slot 255). The adapter answers `null` where reading the names by key
+   * would cost more than its last whole read; the memory store under this bench does not, so the DynamoDB
+   * figures of a run with the moves are what reading every move by name costs, at most that.
    */
   getRosterMoves(digest: number, since: number, moved: readonly string[] | null): void {
     this.getRosterDigest(digest);
@@ -540,18 +548,23 @@ export class Meter {
     const names = (moved ?? []).reduce((sum, workerId) => sum + Buffer.byteLength(workerId, 'utf8'), 0);
     op.read.redis += names;
     op.read.postgres += names;
-    if (moved === null || digest <= since) return;
     const advances = digest - since;
-    op.rru += advances;
-    op.read.dynamodb += names + advances * digestItemBytes(this.ledger.group, digest);
-    for (let i = 0; i < advances; i++) this.#itemRead(digestKey(this.ledger.group), `${DIGEST_SORT_KEY}#moves#${(since + 1 + i) % 64}`, 1);
+    if (advances <= 0 || advances > 256) return;
+    const bytes = advances * moveSlotBytes(this.ledger.group, digest, []) + (moved ?? []).reduce((sum, workerId) => sum + 1 + utf8Bytes(workerId), 0);
+    const queries = (since + 1) % 256 <= digest % 256 ? 1 : 2;
+    const units = Math.max(queries, readUnits(bytes));
+    op.rru += units;
+    op.read.dynamodb += bytes;
+    this.#query(movesKey(this.ledger.group), units - (queries - 1));
+    if (queries === 2) this.#query(movesKey(this.ledger.group), 1);
   }
 
   /**
    * An UpdateItem that adds one to the digest item (`digest` is the value it wrote), billed on the larger
-   * of the item before and after; Redis `INCR`s its key, Postgres updates its row.
+   * of the item before and after; Redis `INCR`s its key, Postgres updates its row. With `named` (a store
+   * that keeps the moves), DynamoDB also puts the advance's slot.
    */
-  advanceRosterDigest(digest: number): void {
+  advanceRosterDigest(digest: number, named?: readonly string[]): void {
     const op = this.#op('advanceRosterDigest');
     const billed = digestItemBytes(this.ledger.group, digest);
     const units = Math.max(1, writeUnits(Math.max(billed, digestItemBytes(this.ledger.group, digest - 1))));
@@ -560,6 +573,12 @@ export class Meter {
     op.written.redis += digestRedisBytes(this.ledger.group, digest);
     op.written.postgres += DIGEST_POSTGRES_BYTES;
     this.#itemWrite(digestKey(this.ledger.group), DIGEST_SORT_KEY, units);
+    if (named === undefined || named.length === 0) return;
+    const slot = moveSlotBytes(this.ledger.group, digest, [...new Set(named)]);
+    const slotUnits = Math.max(1, writeUnits(slot));
+    op.wru += slotUnits;
+    op.written.dynamodb += slot;
+    this.#itemWrite(movesKey(this.ledger.group), `move:${digest % 256}`, slotUnits);
   }
 
   /** A Query of the group's lease items, billed per page; Redis and Postgres read every lease's JSON. */

@@ -6,6 +6,7 @@ import { CountingStorage } from '../bench/cluster.js';
 import { run } from './support/virtual.js';
 import {
   digestItemBytes,
+  moveSlotBytes,
   digestRedisBytes,
   kclLeaseItemBytes,
   kclMonthly,
@@ -263,6 +264,28 @@ describe("the meter, on the watchers' reads and the roster digest", () => {
     expect(meter.usage.byOp.advanceRosterDigest).toMatchObject({ calls: 1, wru: 1, written: { dynamodb: digestItemBytes('bench', 1), postgres: 8 } });
     expect(meter.usage.byItem.get('digest')).toMatchObject({ partition: 'bench#digest', reads: 2, rru: 2, writes: 1, wru: 1 });
     expect(meter.usage.byPartition.get('bench#digest')).toMatchObject({ reads: 2, rru: 2, writes: 1, wru: 1 });
+  });
+
+  it("bills the digest's moves as the DynamoDB adapter keeps them: an advance naming members also puts its slot under <group>#moves; a read of moved advances is one Query of their slots, two where the range wraps", () => {
+    const meter = new Meter(new Ledger('bench'));
+    meter.advanceRosterDigest(1, ['w1', 'w1']);
+    meter.advanceRosterDigest(2, []);
+    meter.advanceRosterDigest(3);
+    expect(meter.usage.byOp.advanceRosterDigest).toMatchObject({ calls: 3, wru: 4 });
+    expect(meter.usage.byPartition.get('bench#moves')).toMatchObject({ writes: 1, wru: 1 });
+    expect(moveSlotBytes('bench', 1, ['w1'])).toBe(2 + 11 + 2 + 8 + 6 + 2 + 5 + 3 + 1 + 2);
+
+    meter.getRosterMoves(3, 3, []);
+    expect(meter.usage.byPartition.get('bench#moves')?.reads ?? 0).toBe(0);
+    meter.getRosterMoves(3, 1, ['w1', 'w2']);
+    expect(meter.usage.byOp.getRosterMoves).toMatchObject({ calls: 2, rru: 1 });
+    meter.getRosterMoves(258, 250, ['w1']);
+    expect(meter.usage.byOp.getRosterMoves).toMatchObject({ calls: 3, rru: 3 });
+    // Further back than the 256 slots: the digest alone.
+    meter.getRosterMoves(300, 1, null);
+    expect(meter.usage.byOp.getRosterMoves).toMatchObject({ calls: 4, rru: 3 });
+    expect(meter.usage.byOp.getRosterDigest).toMatchObject({ calls: 4, rru: 4 });
+    expect(meter.usage.byPartition.get('bench#moves')).toMatchObject({ reads: 3, queries: 3, rru: 3 });
   });
 
   it('bills a read of a digest never advanced as 1 read unit of no item', () => {
