@@ -73,7 +73,10 @@ export function digestItemBytes(group: string, digest: number): number {
   return utf8Bytes('pk') + utf8Bytes(digestKey(group)) + utf8Bytes('sk') + utf8Bytes(DIGEST_SORT_KEY) + utf8Bytes('digest') + numberBytes(digest);
 }
 
-/** The partition key of the digest's moves on DynamoDB (the adapter's `roster-moves.ts`): a ring of 256 slots. */
+/**
+ * The partition key of the digest's moves on DynamoDB, kept as a ring of 256 slot items: the design of commit
+ * 928873b, measured and not kept (README, "Moves read by name on DynamoDB").
+ */
 export const movesKey = (group: string): string => `${group}#moves`;
 
 /** A slot of the digest's moves DynamoDB bills: its keys (`move:<three digits>`), the advance's digest, and the names (a list of strings). */

@@ -19,7 +19,8 @@ export interface ChurnRun {
   useChangeFeed: boolean;
   /**
    * Whether the store said whom each move of the digest named (`getRosterMoves`): a move read as those
-   * members; `'dynamodb'`: as the DynamoDB adapter answers (no names past its last whole read's cost).
+   * members; `'dynamodb'`: as a DynamoDB adapter keeping them in slots would answer (no names past its last
+   * whole read's cost; README, "Moves read by name on DynamoDB").
    */
   rosterMoves: boolean | 'dynamodb';
   workers: number;
@@ -123,7 +124,7 @@ async function run(mode: ChurnRun['mode'], useChangeFeed: boolean, rosterMoves: 
 
 function movesText(r: ChurnRun): string {
   if (r.rosterMoves === false) return '';
-  return r.rosterMoves === true ? ', moves read by name' : ', moves as the DynamoDB adapter answers them';
+  return r.rosterMoves === true ? ', moves read by name' : ', moves kept in DynamoDB slots';
 }
 
 /**
@@ -195,7 +196,7 @@ export async function churnSection(
     // The restart's pace per member kept: k times the members, a restart k times as often.
     const k = larger.workers / 100;
     for (const rosterMoves of [false, true]) largerRuns.push(await run('rolling', true, rosterMoves, seed, everyMs / k, larger.windowMs, [larger.workers, larger.workers * 100]));
-    // DynamoDB's case: no change feed, the moves as that adapter answers them.
+    // DynamoDB's case: no change feed, the moves as an adapter keeping them in slots would answer them.
     for (const rosterMoves of [false, 'dynamodb'] as const) largerRuns.push(await run('rolling', false, rosterMoves, seed, everyMs / k, larger.windowMs, [larger.workers, larger.workers * 100]));
     console.log(
       `\nThe same at ${larger.workers.toLocaleString('en-US')} x ${(larger.workers * 100).toLocaleString('en-US')}, a restart every ${fmt(everyMs / k / 1_000, 2)} s (each member restarted as often as at 100) for ${fmt(larger.windowMs / 60_000, 2)} simulated minutes:`,

@@ -68,7 +68,8 @@ export class CountingStorage extends FaultyStorage {
   lists = 0;
   meter: Meter | undefined;
   /**
-   * Whether `getRosterMoves` answers as the DynamoDB adapter does (`rosterMoves: 'dynamodb'`): `null` when
+   * Whether `getRosterMoves` answers as a DynamoDB adapter keeping the moves in slots would (`rosterMoves:
+   * 'dynamodb'`, README, "Moves read by name on DynamoDB"): `null` when
    * the names, read by key at a read unit each and one for the slots, cost more than the meter's last
    * whole roster read of this worker was billed.
    */
@@ -105,7 +106,7 @@ export class CountingStorage extends FaultyStorage {
           const moves = await getRosterMoves(group, since);
           this.#read('getRosterMoves', 1);
           this.meter?.getRosterMoves(moves.digest, since, moves.moved);
-          // As the DynamoDB adapter answers: no names past what its last whole read of the roster cost.
+          // As a DynamoDB adapter keeping the moves in slots would: no names past its last whole read's cost.
           const whole = this.meter?.lastRosterUnits;
           if (this.dynamodbMoves && moves.moved !== null && whole !== undefined && moves.moved.length + 1 > whole) return { digest: moves.digest, moved: null };
           return moves;
@@ -237,9 +238,9 @@ export interface ClusterOptions {
   meter?: boolean;
   /**
    * Whether the store says whom each move of the roster digest named (`getRosterMoves`, which the memory
-   * store has): `true` as Redis and PostgreSQL answer, `'dynamodb'` as the DynamoDB adapter answers (no
-   * names where reading them by key costs more than the last whole read). Default false: as an adapter
-   * without it, and as every earlier run of this bench.
+   * store has): `true` as Redis and PostgreSQL answer, `'dynamodb'` as a DynamoDB adapter keeping them in
+   * slots would (no names where reading them by key costs more than the last whole read). Default false:
+   * as an adapter without it (the DynamoDB adapter), and as every earlier run of this bench.
    */
   rosterMoves?: boolean | 'dynamodb';
 }

@@ -535,12 +535,11 @@ export class Meter {
 
   /**
    * The digest with the names of the advances after `since` (`getRosterMoves`): Redis and Postgres read the
-   * digest and the kept names in the same call (the digest's bytes and each name's); DynamoDB reads the
-   * digest item, then, when the digest moved by at most the 256 advances its ring of slots keeps, one Query
-   * of their slots (storage-dynamodb's `roster-moves.ts`), billed by their bytes, rounded up to 4 KB (two
-   * Queries where the range wraps past slot 255). The adapter answers `null` where reading the names by key
-   * would cost more than its last whole read; the memory store under this bench does not, so the DynamoDB
-   * figures of a run with the moves are what reading every move by name costs, at most that.
+   * digest and the kept names in the same call (the digest's bytes and each name's). The DynamoDB adapter has
+   * no `getRosterMoves`; billed as the design that was measured and not kept (commit 928873b; README, "Moves
+   * read by name on DynamoDB"): the digest item, then, when the digest moved by at most the 256 advances its
+   * ring of slots keeps, one Query of their slots billed by their bytes, rounded up to 4 KB (two Queries
+   * where the range wraps past slot 255).
    */
   getRosterMoves(digest: number, since: number, moved: readonly string[] | null): void {
     this.getRosterDigest(digest);

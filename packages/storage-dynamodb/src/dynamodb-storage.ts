@@ -28,7 +28,6 @@ import {
   type NewLeader,
   type NewLease,
   type Roster,
-  type RosterMoves,
   type Storage,
   type Unknown,
   type WriteResult,
@@ -52,14 +51,12 @@ import {
   validateVersion,
   validateWorkerId,
   validateWorkerIds,
-  validateDigest,
   optionKeys,
   refuseUnknownOptions,
 } from '@leasehold/core/adapter';
 import { batchGetItems } from './batch-get.js';
 import { deleteFresh, freshJoin, type FreshMembersIo } from './fresh-members.js';
 import { refuseBesideEarlierLayouts, type JoinCheckIo } from './join-check.js';
-import { keepAdvance, readMoves, type RosterMovesIo } from './roster-moves.js';
 import {
   ambiguous,
   corruptDigest,
@@ -93,10 +90,8 @@ import {
   MEMBER_PREFIX,
   MEMBER_VERSION_SPAN,
   PKG,
-  READ_UNIT_BYTES,
   attr,
   checkItemSize,
-  itemBytes,
   checkTable,
   createTable,
   errorName,
@@ -143,8 +138,6 @@ export class DynamoDBStorage implements Storage {
   readonly #client: DynamoDBClient;
   readonly #tableName: string;
   readonly #writeConcurrency: number;
-  /** What this client's last whole read of each group's roster was billed, in read units (see {@link getRosterMoves}). */
-  readonly #wholeReadUnits = new Map<string, number>();
 
   constructor(options: DynamoDBStorageOptions) {
     if (typeof options !== 'object' || options === null) {
@@ -365,9 +358,8 @@ export class DynamoDBStorage implements Storage {
     // One Query per bucket, sent together; the members come back in sort key order, as one Query of one
     // key returned them.
     const buckets = await Promise.all(memberBucketKeys(group).map((key) => this.#membersUnder(group, key)));
-    this.#wholeReadUnits.set(group, buckets.reduce((sum, bucket) => sum + bucket.units, 0));
     const items = buckets
-      .flatMap((bucket) => bucket.items)
+      .flat()
       .map((item) => ({ item, order: Buffer.from(item[attr.sk]?.S ?? '', 'utf8') }))
       .sort((a, b) => Buffer.compare(a.order, b.order))
       .map(({ item }) => item);
@@ -375,11 +367,8 @@ export class DynamoDBStorage implements Storage {
     return rosterOf(group, items, (item) => memberOf(group, workerIdOf(item), item));
   }
 
-  /**
-   * Every member item under one bucket's partition key, tombstones left out, and the read units the Query
-   * is billed (every item it read, tombstones included, rounded up to 4 KB; at least one).
-   */
-  async #membersUnder(group: string, partitionKey: string): Promise<{ items: Item[]; units: number }> {
+  /** Every member item under one bucket's partition key, tombstones left out. */
+  async #membersUnder(group: string, partitionKey: string): Promise<Item[]> {
     // Pages follow the sort key (`member:<workerId>`), which no write moves: a member present throughout
     // the read is on exactly one page, however the others heartbeat, join and leave.
     const items = await this.#queryAll(`read the roster of group ${describeValue(group)}`, (startKey) => ({
@@ -390,8 +379,7 @@ export class DynamoDBStorage implements Storage {
       ConsistentRead: true,
       ExclusiveStartKey: startKey,
     }));
-    const bytes = items.reduce((sum, item) => sum + itemBytes(item), 0);
-    return { items: items.filter((item) => !isRemoved(item)), units: Math.max(1, Math.ceil(bytes / READ_UNIT_BYTES)) };
+    return items.filter((item) => !isRemoved(item));
   }
 
   /** Every item of a Query, page after page until `LastEvaluatedKey` is empty. */
@@ -466,13 +454,10 @@ export class DynamoDBStorage implements Storage {
   /**
    * One `UpdateItem` that `ADD`s 1 to the group's digest item, creating it at 1, and returns the value
    * written. Its only condition is that a stored digest is a number: a damaged item is reported, never
-   * overwritten. A lost answer the SDK sends again may advance twice, which the contract allows. With
-   * `workerIds`, then one `PutItem` of the advance's slot of the moves (`roster-moves.ts`); a slot left
-   * unwritten reads as an advance that named nobody.
+   * overwritten. A lost answer the SDK sends again may advance twice, which the contract allows.
    */
-  async advanceRosterDigest(group: string, workerIds: readonly string[] = []): Promise<number> {
+  async advanceRosterDigest(group: string): Promise<number> {
     validateGroup(group, PKG);
-    validateWorkerIds(workerIds, PKG);
     const what = `advance of the roster digest of group ${describeValue(group)}`;
     const key = digestItemKey(group);
     const sent = await this.#send(() =>
@@ -499,34 +484,7 @@ export class DynamoDBStorage implements Storage {
     if (!isVersion(written)) {
       throw new StorageOutcomeUnknownError(`[${PKG}] ${what} applied, but DynamoDB gave back the digest ${describeValue(written)}`);
     }
-    await keepAdvance(this.#movesIo(), group, written, workerIds);
     return written;
-  }
-
-  /**
-   * One strongly consistent `GetItem` of the digest, then, when it moved since `since` by at most the 256
-   * advances kept, one strongly consistent `Query` of their slots (two where the range wraps): README, "The
-   * digest's moves". `moved` is also `null` when reading the named members by key (a read unit each, and
-   * one for the slots) would cost more than this client's last whole read of the group's roster did.
-   */
-  async getRosterMoves(group: string, since: number): Promise<RosterMoves> {
-    validateGroup(group, PKG);
-    validateDigest(since, PKG);
-    const digest = await this.getRosterDigest(group);
-    const moves = await readMoves(this.#movesIo(), group, since, digest, `read the roster moves of group ${describeValue(group)}`);
-    // Read by key, each named member costs a read unit: past what this client's last whole read of the
-    // roster cost, the whole read is the cheaper, and `null` sends the worker to it.
-    const whole = this.#wholeReadUnits.get(group);
-    if (moves.moved !== null && whole !== undefined && moves.moved.length + 1 > whole) return { digest, moved: null };
-    return moves;
-  }
-
-  #movesIo(): RosterMovesIo {
-    return {
-      tableName: this.#tableName,
-      send: (request) => this.#send(() => request(this.#client)),
-      queryAll: (what, input) => this.#queryAll(what, input),
-    };
   }
 
   async putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {

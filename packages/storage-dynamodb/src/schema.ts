@@ -83,9 +83,9 @@ export const PKG = 'storage-dynamodb';
 
 /** Attribute names of every item. */
 export const attr = {
-  /** Partition key: the group, `<group>#members#<bucket>` for its members, `<group>#digest` for its roster digest, `<group>#moves` for the digest's moves. */
+  /** Partition key: the group, `<group>#members#<bucket>` for its members, `<group>#digest` for its roster digest. */
   pk: 'pk',
-  /** Sort key: `lease:<leaseKey>`, `leader`, `member:<workerId>`, `digest`, or `move:<slot>`. */
+  /** Sort key: `lease:<leaseKey>`, `leader`, `member:<workerId>`, or `digest`. */
   sk: 'sk',
   /** The record's version, incremented on every write, tombstones included. */
   version: 'version',
@@ -101,10 +101,8 @@ export const attr = {
   deleted: 'deleted',
   /** Present (true) on a removed member: the tombstone that keeps the worker id's version from going back. */
   removed: 'removed',
-  /** The group's roster digest: a counter, only ever moved by `ADD`; on a slot of its moves, the advance the slot keeps. */
+  /** The group's roster digest: a counter, only ever moved by `ADD`. */
   digest: 'digest',
-  /** On a slot of the roster digest's moves (`roster-moves.ts`): the worker ids its advance named. */
-  named: 'named',
   /**
    * On the digest item: the group's joins over no member item, a counter only ever moved by `ADD`. Such a
    * join's first version is its value times {@link MEMBER_VERSION_SPAN}.
@@ -142,9 +140,6 @@ export const MEMBER_PREFIX = 'member:';
 export const DIGEST_PARTITION_SUFFIX = '#digest';
 /** The roster digest's sort key. */
 export const DIGEST_SORT_KEY = 'digest';
-
-/** What one strongly consistent read unit reads: 4 KB of items (a `Query` bills its items' total, rounded up). */
-export const READ_UNIT_BYTES = 4 * 1024;
 
 /** DynamoDB's item size limit, 400 KB. */
 export const MAX_ITEM_BYTES = 400 * 1024;

@@ -605,10 +605,8 @@ export class Membership {
 
   /**
    * The most members a move is read as, one by one: half the group, at least a read's worth. Read by id
-   * they cost an item each, as in a whole read, on Redis and PostgreSQL; past half the group one statement
-   * of them all costs less than several calls of 16. (On DynamoDB a member read by key costs a read unit,
-   * far more than its share of a whole Query: that adapter answers `null` itself past what its last whole
-   * read cost.)
+   * they cost an item each, as in a whole read, on the stores that have `getRosterMoves` (Redis and
+   * PostgreSQL); past half the group one statement of them all costs less than several calls of 16.
    */
   #movesUpTo(): number {
     return Math.max(limits.maxWatchedMembers, Math.floor(this.view.size / 2));

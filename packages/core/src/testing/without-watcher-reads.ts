@@ -10,8 +10,9 @@ export function withoutWatcherReads<S extends Storage>(storage: S): S {
 }
 
 /**
- * A store as an adapter with the watchers' reads but without `getRosterMoves` presents it (the Redis,
- * PostgreSQL and DynamoDB adapters of earlier releases): a move of the digest is read as the whole roster.
+ * A store as an adapter with the watchers' reads but without `getRosterMoves` presents it (the DynamoDB
+ * adapter, and the Redis and PostgreSQL adapters of earlier releases): a move of the digest is read as the
+ * whole roster.
  */
 export function withoutRosterMoves<S extends Storage>(storage: S): S {
   return hiding(storage, ['getRosterMoves']);
