@@ -69,9 +69,8 @@ export class CountingStorage extends FaultyStorage {
   meter: Meter | undefined;
   /**
    * Whether `getRosterMoves` answers as a DynamoDB adapter keeping the moves in slots would (`rosterMoves:
-   * 'dynamodb'`, README, "Moves read by name on DynamoDB"): `null` when
-   * the names, read by key at a read unit each and one for the slots, cost more than the meter's last
-   * whole roster read of this worker was billed.
+   * 'dynamodb'`, README, "Moves read by name on DynamoDB"): `null` when the names, read by key at a read
+   * unit each and one for the slots, cost more than the meter's last whole roster read of this worker.
    */
   dynamodbMoves = false;
 
