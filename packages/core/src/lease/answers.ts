@@ -2,8 +2,9 @@
  * Who answered the digest (DESIGN section 4, "Who answered the digest"): the suspects this worker names in
  * its own member record, the suspects it reads in others', and, from the digest each member says it read,
  * which members may have died in the same crash as a member being declared: a declarer deals them none of
- * the dead member's leases, and no member offers them its own. Membership (membership.ts) decides when to
- * name a suspect and writes the record; this is the bookkeeping both sides of a deal judge on.
+ * the dead member's leases, and no member offers them its own. Membership (membership.ts) writes the
+ * record, and its watcher's suspects (still-prompts.ts) decide when to name one; this is the bookkeeping
+ * both sides of a deal judge on.
  */
 import type { MemberRecord, MemberState } from '../storage.js';
 import type { RosterView } from './roster-view.js';

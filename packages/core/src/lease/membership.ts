@@ -15,16 +15,15 @@ import { joinedBetween, movedByDeathsOnly, movedByJoinsAndDeaths, movedByJoinsOn
 import { watchedBy } from './watchers.js';
 import { HANDED_FIELD, readNote, writeNote } from './leave-notes.js';
 import { ASKS_FIELD, writeAsks } from './join-asks.js';
-import { addsSuspect, Answers, ANSWER_TICKS, othersLookAt, writeIdentity } from './answers.js';
+import { addsSuspect, Answers, othersLookAt } from './answers.js';
+import { StillPrompts } from './still-prompts.js';
+import { wakeAt, type WakeParts, type WakeTimer } from './wake-timer.js';
 import type { LeaseCoordinatorEvents } from './events.js';
 
 const PKG = 'core';
 
 /** Member metadata of a worker that is stopping: others deal it nothing more. */
 export const LEAVING_FIELD = 'leasehold.leaving';
-
-/** A watcher names a watched member seen standing still for this part of its expiry as a suspect (a heartbeat comes every 0.65). */
-const PROMPT_STILL = 0.7;
 
 const withoutAsks = (state: MemberState): MemberState => {
   if (state.metadata[ASKS_FIELD] === undefined) return state;
@@ -140,9 +139,10 @@ export class Membership {
   readonly #expiryFactor: number;
   /** The suspects named, by this worker and the others, and the members' answers to them. */
   readonly answers: Answers;
-  /** The watched members this worker tried to name at the write it saw standing still (once per write; one whose advance of the digest failed is tried again at the next read). */
-  readonly #promptedFor = new Map<string, string>();
-  #promptTimer: WakeTimer | null = null;
+  /** The watched members it names as suspects when they stand still (still-prompts.ts). */
+  readonly #still: StillPrompts;
+  /** What this worker's wake-ups before the next tick need (wake-timer.ts). */
+  readonly #wakeParts: WakeParts;
   /** Unsafe: member writes never advance the roster digest. */
   readonly #skipRosterDigest: boolean;
   /** Whether the store has `getRosterMoves`. */
@@ -220,6 +220,32 @@ export class Membership {
       view: this.view,
       readsWatched: () => this.readsWatched(),
       unansweredDealt: options.unansweredDealt,
+    });
+    this.#wakeParts = {
+      clock: this.#clock,
+      takeIntervalMs: this.#takeIntervalMs,
+      running: () => this.#host.state() === 'running',
+      lifetime: () => this.#host.lifetime,
+    };
+    this.#still = new StillPrompts({
+      ...this.#wakeParts,
+      renewIntervalMs: this.#renewIntervalMs,
+      view: this.view,
+      answers: this.answers,
+      watched: () => this.#watched,
+      readsWatched: () => this.readsWatched(),
+      isMember: () => this.#current !== null,
+      expiryMs: (member) => this.#expiryMs(member),
+      advanceDigest: () => {
+        const advance = this.#advancing.then(() => this.#advanceDigest(null));
+        this.#advancing = advance.then(() => undefined);
+        return advance;
+      },
+      getMembers: (workerIds) => this.#getMembers(workerIds),
+      readRoster: (roster, only) => this.readRoster(roster, only),
+      suspected: (members) => this.#host.suspected(members),
+      answer: () => this.#host.answer(),
+      report: (error, operation) => this.#host.report(error, operation),
     });
   }
 
@@ -583,13 +609,13 @@ export class Membership {
       // A suspect named that this worker has not answered: a heartbeat now says it read the digest.
       if (this.answers.read(digest, now) && this.#current !== null) this.#host.answer();
       // Not awaited: the tick's declarations and deals must not wait for the digest's advance.
-      void this.#promptForStill();
+      void this.#still.prompt();
       return true;
     }
     const ids = [...this.#watched, this.#workerId];
     const roster = await this.#getMembers(ids);
     if (!this.readRoster(roster, ids)) return false;
-    void this.#promptForStill();
+    void this.#still.prompt();
     await this.#watchUnannounced(this.view.signature() !== this.#rosterSignature, now);
     return true;
   }
@@ -628,7 +654,7 @@ export class Membership {
     const announced = this.view.signature();
     if (!this.readRoster(roster, rest)) return false;
     if (this.answers.read(digest, now) && this.#current !== null) this.#host.answer();
-    void this.#promptForStill();
+    void this.#still.prompt();
     await this.#watchUnannounced(this.view.signature() !== announced, now);
     return true;
   }
@@ -716,89 +742,6 @@ export class Membership {
     }
   }
 
-  // ---------------------------------------------------------------- who answered the digest
-
-  /**
-   * Names as suspects the watched members seen standing still for {@link PROMPT_STILL} of their expiry, at a
-   * digest advanced for them, once for each write seen still: every member answers with a heartbeat, so that whoever
-   * declares the still member dead, about 0.3 of a lease duration later, can tell the members that died
-   * with it (no answer) from those alive. Without it, the first deaths of a crash are declared when a member
-   * dead for 0.35 of a lease duration and one alive between two heartbeats 0.65 apart look alike.
-   */
-  async #promptForStill(): Promise<void> {
-    if (this.#current === null || this.#host.state() !== 'running' || !this.readsWatched()) return;
-    for (const workerId of this.#promptedFor.keys()) if (!this.#watched.has(workerId)) this.#promptedFor.delete(workerId);
-    const due: MemberRecord[] = [];
-    for (const workerId of this.#watched) {
-      const member = this.view.get(workerId);
-      const at = member === undefined ? undefined : this.#promptMoment(member);
-      const readAt = this.view.readAt(workerId);
-      if (member === undefined || at === undefined || readAt === undefined || readAt < at) continue;
-      this.#promptedFor.set(workerId, writeIdentity(member));
-      due.push(member);
-    }
-    this.#armPrompt();
-    if (due.length === 0) return;
-    this.#host.suspected(due);
-    // The digest first: whoever reads a digest at least this one read it after the member stood still.
-    const advance = this.#advancing.then(() => this.#advanceDigest(null));
-    this.#advancing = advance.then(() => undefined);
-    const digest = await advance;
-    if (digest === undefined) {
-      // Tried again at the next read (the store is failing: at most once a tick).
-      for (const member of due) this.#promptedFor.delete(member.workerId);
-      return;
-    }
-    this.answers.name(due, digest, this.#clock.now());
-    // Named in this worker's record, whose write moves the digest again: everyone reads it at its next tick.
-    this.#host.answer();
-  }
-
-  /**
-   * When `member`, still at the write this worker last read, is to be announced: `undefined` for a member
-   * not alive, announced already at that write, or whose announcement could not be answered before it
-   * expires (a heartbeat interval close to the lease duration: its declaration's own move prompts then).
-   */
-  #promptMoment(member: MemberRecord): number | undefined {
-    if (member.status !== 'alive' || this.#promptedFor.get(member.workerId) === writeIdentity(member)) return undefined;
-    const expiryMs = this.#expiryMs(member);
-    // Never before a member has missed a heartbeat of this worker's pace.
-    const promptMs = Math.max(PROMPT_STILL * expiryMs, this.#renewIntervalMs + 0.05 * expiryMs);
-    if (promptMs > expiryMs - ANSWER_TICKS * this.#takeIntervalMs) return undefined;
-    return this.view.stillUntil(member, promptMs);
-  }
-
-  /** Wakes at the first watched member's moment to be announced, if it comes before the next tick, to read it and announce it. */
-  #armPrompt(): void {
-    let earliest = Infinity;
-    if (this.readsWatched()) {
-      for (const workerId of this.#watched) {
-        const member = this.view.get(workerId);
-        const at = member === undefined ? undefined : this.#promptMoment(member);
-        if (at !== undefined) earliest = Math.min(earliest, at);
-      }
-    }
-    this.#promptTimer = this.#wakeAt(this.#promptTimer, earliest, () => void this.#checkStill());
-  }
-
-  /** Reads the watched members whose moment to be announced came, and announces those still standing still. */
-  async #checkStill(): Promise<void> {
-    const now = this.#clock.now();
-    const due = [...this.#watched].filter((workerId) => {
-      const member = this.view.get(workerId);
-      const at = member === undefined ? undefined : this.#promptMoment(member);
-      return at !== undefined && at <= now;
-    });
-    if (due.length === 0 || this.#current === null || this.#host.state() !== 'running') return;
-    try {
-      const roster = await this.#getMembers(due);
-      if (this.#host.state() !== 'running' || !this.readRoster(roster, due)) return;
-      await this.#promptForStill();
-    } catch (error) {
-      this.#host.report(error, 'roster');
-    }
-  }
-
   /**
    * Takes in a roster read, whole or of the members `only` names: observes each member's version; false
    * when the coordinator must stop. After a whole read, or a read of the digest's moves (`moves`) that
@@ -817,7 +760,7 @@ export class Membership {
       this.#watched = new Set(watchedBy(this.#workerId, ringed.map((member) => member.workerId), this.#watchers));
     }
     this.#armExpiry();
-    this.#armPrompt();
+    this.#still.arm();
     return true;
   }
 
@@ -828,41 +771,8 @@ export class Membership {
    */
   #armExpiry(): void {
     const earliest = this.view.nextExpiry(this.readsWatched() ? this.#watched : undefined);
-    this.#expiryTimer = this.#wakeAt(this.#expiryTimer, earliest, () => this.#host.wakeTake());
+    this.#expiryTimer = wakeAt(this.#wakeParts, this.#expiryTimer, earliest, () => this.#host.wakeTake());
   }
 
   #expiryTimer: WakeTimer | null = null;
-
-  /**
-   * The timer `current` moved to `at` (kept if it is armed for that moment already), running `fire` then;
-   * `null`, with nothing armed, for a moment already due (the regular tick tries again, never a tight loop)
-   * or not before the next tick; left as it is once the coordinator stops (its lifetime aborts it).
-   */
-  #wakeAt(current: WakeTimer | null, at: number, fire: () => void): WakeTimer | null {
-    if (this.#host.state() !== 'running' || at === Infinity) return current;
-    if (current !== null && !current.done && current.at === at) return current;
-    current?.controller.abort();
-    const delay = at - this.#clock.now();
-    if (delay <= 0 || delay >= this.#takeIntervalMs) return null;
-    const timer: WakeTimer = { at, controller: new AbortController(), done: false };
-    const lifetime = this.#host.lifetime;
-    const onStop = (): void => timer.controller.abort();
-    lifetime.addEventListener('abort', onStop, { once: true });
-    this.#clock.sleep(delay + 1, timer.controller.signal).then(
-      () => {
-        timer.done = true;
-        fire();
-      },
-      () => undefined,
-    ).finally(() => lifetime.removeEventListener('abort', onStop));
-    return timer;
-  }
 }
-
-/** A wake-up armed for a moment; `done` once it fired (a fired timer is armed again for any moment). */
-interface WakeTimer {
-  readonly at: number;
-  readonly controller: AbortController;
-  done: boolean;
-}
-
