@@ -78,6 +78,8 @@ export function digestItemBytes(group: string, digest: number): number {
  * 928873b, measured and not kept (README, "Moves read by name on DynamoDB").
  */
 export const movesKey = (group: string): string => `${group}#moves`;
+/** How many slots that ring has: the advances a store keeps (`limits.rosterMovesKept`). */
+export const MOVE_SLOTS = 256;
 
 /** A slot of the digest's moves DynamoDB bills: its keys (`move:<three digits>`), the advance's digest, and the names (a list of strings). */
 export function moveSlotBytes(group: string, digest: number, workerIds: readonly string[]): number {

@@ -17,6 +17,7 @@ import {
   DIGEST_POSTGRES_BYTES,
   DIGEST_SORT_KEY,
   digestItemBytes,
+  MOVE_SLOTS,
   moveSlotBytes,
   movesKey,
   digestKey,
@@ -548,9 +549,10 @@ export class Meter {
     op.read.redis += names;
     op.read.postgres += names;
     const advances = digest - since;
-    if (advances <= 0 || advances > 256) return;
-    const bytes = advances * moveSlotBytes(this.ledger.group, digest, []) + (moved ?? []).reduce((sum, workerId) => sum + 1 + utf8Bytes(workerId), 0);
-    const queries = (since + 1) % 256 <= digest % 256 ? 1 : 2;
+    if (advances <= 0 || advances > MOVE_SLOTS) return;
+    // Each name is a string of a list: its bytes and one more.
+    const bytes = advances * moveSlotBytes(this.ledger.group, digest, []) + names + (moved?.length ?? 0);
+    const queries = (since + 1) % MOVE_SLOTS <= digest % MOVE_SLOTS ? 1 : 2;
     const units = Math.max(queries, readUnits(bytes));
     op.rru += units;
     op.read.dynamodb += bytes;
@@ -577,7 +579,7 @@ export class Meter {
     const slotUnits = Math.max(1, writeUnits(slot));
     op.wru += slotUnits;
     op.written.dynamodb += slot;
-    this.#itemWrite(movesKey(this.ledger.group), `move:${digest % 256}`, slotUnits);
+    this.#itemWrite(movesKey(this.ledger.group), `move:${digest % MOVE_SLOTS}`, slotUnits);
   }
 
   /** A Query of the group's lease items, billed per page; Redis and Postgres read every lease's JSON. */

@@ -7,7 +7,6 @@
  * one alive between two heartbeats 0.65 apart look alike. The membership (membership.ts) owns one; this
  * keeps what it was named for and the wake-up at the next member's moment.
  */
-import type { Clock } from '../clock.js';
 import type { MemberRecord, Roster } from '../storage.js';
 import { ANSWER_TICKS, writeIdentity, type Answers } from './answers.js';
 import type { RosterView } from './roster-view.js';
@@ -18,7 +17,6 @@ export const PROMPT_STILL = 0.7;
 
 /** What the suspects need of the membership. */
 export interface StillPromptsParts extends WakeParts {
-  readonly clock: Clock;
   readonly renewIntervalMs: number;
   readonly view: RosterView;
   readonly answers: Answers;
@@ -62,7 +60,7 @@ export class StillPrompts {
     const due: MemberRecord[] = [];
     for (const workerId of watched) {
       const member = parts.view.get(workerId);
-      const at = member === undefined ? undefined : this.#moment(member);
+      const at = this.#momentOf(workerId);
       const readAt = parts.view.readAt(workerId);
       if (member === undefined || at === undefined || readAt === undefined || readAt < at) continue;
       this.#promptedFor.set(workerId, writeIdentity(member));
@@ -89,12 +87,17 @@ export class StillPrompts {
     let earliest = Infinity;
     if (parts.readsWatched()) {
       for (const workerId of parts.watched()) {
-        const member = parts.view.get(workerId);
-        const at = member === undefined ? undefined : this.#moment(member);
+        const at = this.#momentOf(workerId);
         if (at !== undefined) earliest = Math.min(earliest, at);
       }
     }
     this.#timer = wakeAt(parts, this.#timer, earliest, () => void this.#check());
+  }
+
+  /** The moment of the member `workerId` names, as {@link #moment}; `undefined` for one not in the view. */
+  #momentOf(workerId: string): number | undefined {
+    const member = this.#parts.view.get(workerId);
+    return member === undefined ? undefined : this.#moment(member);
   }
 
   /**
@@ -117,8 +120,7 @@ export class StillPrompts {
     const parts = this.#parts;
     const now = parts.clock.now();
     const due = [...parts.watched()].filter((workerId) => {
-      const member = parts.view.get(workerId);
-      const at = member === undefined ? undefined : this.#moment(member);
+      const at = this.#momentOf(workerId);
       return at !== undefined && at <= now;
     });
     if (due.length === 0 || !parts.isMember() || !parts.running()) return;
