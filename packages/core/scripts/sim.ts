@@ -65,6 +65,7 @@ const { values } = parseArgs({
     'unsafe-given-back-planned': { type: 'boolean', default: false },
     'unsafe-shortfall-ignored': { type: 'boolean', default: false },
     'unsafe-below-ignored': { type: 'boolean', default: false },
+    'unsafe-cold-deal-trusted': { type: 'boolean', default: false },
     'unsafe-roster-before-listing': { type: 'boolean', default: false },
     'unsafe-cold-listing-ignores-news': { type: 'boolean', default: false },
     'no-change-feed': { type: 'boolean', default: false },
@@ -150,6 +151,7 @@ if (values.consumer) {
     ...(values['unsafe-given-back-planned'] ? { givenBackPlanned: true } : {}),
     ...(values['unsafe-shortfall-ignored'] ? { shortfallIgnored: true } : {}),
     ...(values['unsafe-below-ignored'] ? { belowIgnored: true } : {}),
+    ...(values['unsafe-cold-deal-trusted'] ? { coldDealTrusted: true } : {}),
     ...(values['unsafe-roster-before-listing'] ? { rosterBeforeListing: true } : {}),
     ...(values['unsafe-cold-listing-ignores-news'] ? { coldListingIgnoresNews: true } : {}),
   };

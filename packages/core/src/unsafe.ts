@@ -76,6 +76,13 @@ export interface CoordinatorUnsafe {
    */
   belowIgnored?: boolean | undefined;
   /**
+   * The portions a cold start's deal gave the other members count as on their way to them until this
+   * worker's next listing, not for three take ticks: a member that never takes its portion (its listing
+   * failed for good, its take never landed and it stopped looking) hides those leases from the counts'
+   * shortfall, and they wait for a listing something else brings, up to the safety-net interval.
+   */
+  coldDealTrusted?: boolean | undefined;
+  /**
    * A leave's note of the leases it handed over is taken for one naming every lease the member had, and
    * its count for leases on their way to their recipients, for as long as the note is read: a lease the
    * leaver wrote free, or handed to a member that never read it, waits for a listing something else

@@ -21,7 +21,7 @@ function counts(
   others: readonly number[],
   workable: number,
   target: number,
-  { subscribed = false, belowIgnored = false, leaving = [] as readonly number[], dead = [] as readonly number[], dealsHere = true, gone = [] as readonly string[] } = {},
+  { subscribed = false, belowIgnored = false, coldDealTrusted = false, leaving = [] as readonly number[], dead = [] as readonly number[], dealsHere = true, gone = [] as readonly string[] } = {},
 ): Counts {
   const view = new RosterView({ workerId: 'me', now: () => 0, expiryMs: () => 10_000 });
   const leavers = leaving.map((held, i) => ({ ...member(`leaver${i}`, held), metadata: { [LEAVING_FIELD]: '1' } }));
@@ -47,6 +47,7 @@ function counts(
     subscribed: () => subscribed,
     shortfallIgnored: false,
     belowIgnored,
+    coldDealTrusted,
   });
   result.listed(workable, target);
   return result;
@@ -98,6 +99,40 @@ describe('the members\' counts between listings', () => {
     // Three staying members share 30 leases: 10 each; with the leaver counted the share would be 7 or 8.
     expect(counts(9, [11, 10], 30, 10, { subscribed: true, leaving: [0] }).below(false)).toBe(true);
     expect(counts(8, [11, 11], 30, 10, { subscribed: true, leaving: [10] }).below(false)).toBe(true);
+  });
+
+  it('after a cold start\'s deal, count the portion of a member still holding nothing as on its way for five take ticks, and its own count once it holds anything', () => {
+    // This worker took its 10 of 30; w0 took its own, w1 is still waiting for its listing.
+    const c = counts(10, [10, 0], 30, 10);
+    c.coldDealt(new Map([['w0', { incarnation: 'inc-w0', count: 10 }], ['w1', { incarnation: 'inc-w1', count: 10 }]]), 0);
+    expect(c.above(TICK)).toBe(false);
+    expect(c.unheld(TICK)).toBe(false);
+    expect(c.unheld(4.9 * TICK)).toBe(false);
+    // Five ticks on, w1's portion is no longer counted: ten below, and the counts short of the listing.
+    expect(c.above(5 * TICK)).toBe(true);
+    expect(c.unheld(5 * TICK)).toBe(false);
+    expect(c.unheld(6.8 * TICK)).toBe(true);
+    // A portion dealt at another incarnation of the member is not its.
+    const other = counts(10, [10, 0], 30, 10);
+    other.coldDealt(new Map([['w1', { incarnation: 'inc-before', count: 10 }]]), 0);
+    expect(other.above(TICK)).toBe(true);
+    // A member holding anything took its portion: its own count says what it holds.
+    const partly = counts(10, [10, 2], 30, 10);
+    partly.coldDealt(new Map([['w1', { incarnation: 'inc-w1', count: 10 }]]), 0);
+    expect(partly.above(TICK)).toBe(true);
+    // The next listing tells afresh.
+    const listed = counts(10, [10, 0], 30, 10);
+    listed.coldDealt(new Map([['w1', { incarnation: 'inc-w1', count: 10 }]]), 0);
+    listed.listed(30, 10);
+    expect(listed.above(TICK)).toBe(true);
+  });
+
+  it('with coldDealTrusted (unsafe), count a cold start\'s portion as on its way until the next listing, however long it waits', () => {
+    const c = counts(10, [10, 0], 30, 10, { coldDealTrusted: true });
+    c.coldDealt(new Map([['w1', { incarnation: 'inc-w1', count: 10 }]]), 0);
+    expect(c.above(60 * TICK)).toBe(false);
+    expect(c.unheld(60 * TICK)).toBe(false);
+    expect(c.unheld(120 * TICK)).toBe(false);
   });
 
   it('with belowIgnored (unsafe), never say so with a change feed, below its share or not', () => {

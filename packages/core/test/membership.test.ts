@@ -837,18 +837,34 @@ describe('membership: owners hand their excess to members below their share', ()
    * A cold start of six workers started within half a second over 60 free leases, without a change feed,
    * each listing taking `listingMs`: the group reads as watchers when `wholeRosterUpTo` is below six.
    * `created` makes a lease while the members are still joining, as a leader's shard sync would, and
-   * tells the group through the first worker's record.
+   * tells the group through the first worker's record. `slowerMs`: the last three workers' listings take
+   * that much longer; `failing`: the workers whose listings always fail.
    */
-  async function slowColdStart({ wholeRosterUpTo, created = false, unsafe }: { wholeRosterUpTo: number; created?: boolean; unsafe?: CoordinatorUnsafe }) {
+  async function slowColdStart({
+    wholeRosterUpTo,
+    created = false,
+    unsafe,
+    useChangeFeed = false,
+    slowerMs = 0,
+    failing = [],
+  }: {
+    wholeRosterUpTo: number;
+    created?: boolean;
+    unsafe?: CoordinatorUnsafe;
+    useChangeFeed?: boolean;
+    slowerMs?: number;
+    failing?: readonly number[];
+  }) {
     const { scheduler, ready, worker, storage } = world(keys(60));
     await ready;
     const listingMs = 2_500;
-    const started = Array.from({ length: 6 }, (_, i) => worker(`w${i}`, { useChangeFeed: false, wholeRosterUpTo, unsafe }));
-    for (const { view, clock } of started) {
+    const started = Array.from({ length: 6 }, (_, i) => worker(`w${i}`, { useChangeFeed, wholeRosterUpTo, unsafe }));
+    for (const [i, { view, clock }] of started.entries()) {
       const list = view.listLeases.bind(view);
       view.listLeases = async (group: string) => {
         const listing = await list(group);
-        await clock.sleep(listingMs);
+        await clock.sleep(listingMs + (i >= 3 ? slowerMs : 0));
+        if (failing.includes(i)) throw new Error('the listing failed');
         return listing;
       };
     }
@@ -869,15 +885,17 @@ describe('membership: owners hand their excess to members below their share', ()
     }
     const total = created ? 61 : 60;
     let balancedAt = -1;
+    let heldAt = -1;
     for (let t = 0; t < 30_000 && balancedAt < 0; t += 100) {
       await scheduler.advance(100);
       const counts = workers.map((coordinator) => coordinator.heldLeases().length);
+      if (heldAt < 0 && counts.reduce((sum, n) => sum + n, 0) === total) heldAt = scheduler.now;
       if (counts.reduce((sum, n) => sum + n, 0) === total && Math.max(...counts) - Math.min(...counts) <= 1) balancedAt = scheduler.now;
     }
     const held = workers.reduce((sum, coordinator) => sum + coordinator.heldLeases().length, 0);
     const listings = started.map(({ view }) => view.calls.listLeases);
     await run(scheduler, Promise.all(workers.map((coordinator) => coordinator.stop())));
-    return { afterLastJoin: balancedAt < 0 ? Infinity : balancedAt - lastJoin, held, listings, acquisitions, listingMs };
+    return { afterLastJoin: balancedAt < 0 ? Infinity : balancedAt - lastJoin, heldAfterLastJoin: heldAt < 0 ? Infinity : heldAt - lastJoin, held, listings, acquisitions, listingMs };
   }
 
   it('on a cold start of a group that reads as watchers, lists while the members are still joining and deals from that listing once they stop, so that a slow listing does not come after the wait', async () => {
@@ -910,6 +928,30 @@ describe('membership: owners hand their excess to members below their share', ()
     const { held, listings } = await slowColdStart({ wholeRosterUpTo: 2, created: true, unsafe: { coldListingIgnoresNews: true } });
     expect(held).toBe(60);
     expect(listings).toEqual([1, 1, 1, 1, 1, 1]);
+  });
+
+  it.each([false, true])('on a cold start of a group that reads as watchers (change feed: %s), the members whose listings came back first do not list the group again while the others wait for theirs', async (useChangeFeed) => {
+    const { afterLastJoin, listings, acquisitions } = await slowColdStart({ wholeRosterUpTo: 2, useChangeFeed, slowerMs: 8_000 });
+    // The first three deal and take their portions eight seconds before the last three, past the window in
+    // which those may still ask as newcomers: each of those is then ten leases below them by its count, and
+    // the counts fall short of the listing, but its portion is on its way.
+    expect(listings).toEqual([1, 1, 1, 1, 1, 1]);
+    expect(acquisitions).toBe(60);
+    expect(afterLastJoin).toBeLessThan(2_000 + 2_500 + 8_000 + 2_000);
+  });
+
+  it('on a cold start, takes the portion of a member that never takes it (its listings fail) once it stopped counting as on its way', async () => {
+    const { held, listings } = await slowColdStart({ wholeRosterUpTo: 2, useChangeFeed: true, failing: [5] });
+    // Its portion counted as on its way for five take ticks after each deal, then the counts fell short of
+    // the listing, and the others listed and took it (within the 30 s the helper waits: 23 s after the last join).
+    expect(held).toBe(60);
+    expect(Math.min(...listings.slice(0, 5))).toBeGreaterThanOrEqual(2);
+  });
+
+  it('with coldDealTrusted, leaves a cold start\'s portion that its member never takes unheld, the others waiting for their next listing', async () => {
+    const { held, listings } = await slowColdStart({ wholeRosterUpTo: 2, useChangeFeed: true, failing: [5], unsafe: { coldDealTrusted: true } });
+    expect(held).toBe(50);
+    expect(listings.slice(0, 5)).toEqual([1, 1, 1, 1, 1]);
   });
 
   it('hands a member no more than the maxLeasesPerWorker it publishes, and balances the rest among the others', async () => {

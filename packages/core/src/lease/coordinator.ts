@@ -256,6 +256,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       givenBackPlanned: unsafe.givenBackPlanned ?? false,
       shortfallIgnored: unsafe.shortfallIgnored ?? false,
       belowIgnored: unsafe.belowIgnored ?? false,
+      coldDealTrusted: unsafe.coldDealTrusted ?? false,
       letGoForgetsUnreadable: unsafe.letGoForgetsUnreadable ?? false,
       rosterBeforeListing: unsafe.rosterBeforeListing ?? false,
       stopWaitsForListing: unsafe.stopWaitsForListing ?? false,

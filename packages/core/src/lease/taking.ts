@@ -101,6 +101,8 @@ export interface TakingOptions extends LeaseParts {
   readonly shortfallIgnored: boolean;
   /** Unsafe: with a change feed, being two below another member never brings a listing. */
   readonly belowIgnored: boolean;
+  /** Unsafe: see `Counts.coldDealt`; its portions count as on their way until the next listing. */
+  readonly coldDealTrusted: boolean;
   /** Unsafe: a listing that cannot read a lease (corrupt) forgets the tenure this worker let go of it. */
   readonly letGoForgetsUnreadable: boolean;
   /** Unsafe: the listed owners are judged on a roster read before the listing. */
@@ -207,6 +209,7 @@ export class Taking {
       subscribed: () => options.host.subscribed(),
       shortfallIgnored: options.shortfallIgnored,
       belowIgnored: options.belowIgnored,
+      coldDealTrusted: options.coldDealTrusted,
     });
   }
 
@@ -526,6 +529,15 @@ export class Taking {
     // members by how far each is below its target, the rest round-robin.
     const sorted = unowned.filter((lease) => !isMine(lease) && !inFlight.has(lease)).sort((a, b) => (a.leaseKey < b.leaseKey ? -1 : a.leaseKey > b.leaseKey ? 1 : 0));
     const { recipients, portion, dealtTo } = this.#deal.dealOut(sorted, members, counts, target, declared);
+    // A cold start's deal: each member takes its portion from its own listing, and counts it as on its way meanwhile.
+    if ([...counts.values()].every((count) => count === 0)) {
+      const holding = new Map<string, { incarnation: string; count: number }>();
+      for (const [workerId, count] of dealtTo) {
+        const incarnation = alive.get(workerId);
+        if (workerId !== this.#parts.workerId && incarnation !== undefined) holding.set(workerId, { incarnation, count });
+      }
+      if (holding.size > 0) this.#counts.coldDealt(holding, now);
+    }
     // What this deal gives the members this worker watches counts as theirs too (every member computes the
     // same deal, and takes its portion): after a cold start, no listing showed anyone holding anything. Kept
     // as listed (free), they are read back by key when the member is named a suspect (or at its

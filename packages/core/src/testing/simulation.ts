@@ -199,6 +199,7 @@ export function replayCommand(config: SimulationConfig & { workers: number; leas
     unsafe?.givenBackPlanned ? '--unsafe-given-back-planned' : '',
     unsafe?.shortfallIgnored ? '--unsafe-shortfall-ignored' : '',
     unsafe?.belowIgnored ? '--unsafe-below-ignored' : '',
+    unsafe?.coldDealTrusted ? '--unsafe-cold-deal-trusted' : '',
     unsafe?.noteTrusted ? '--unsafe-note-trusted' : '',
     unsafe?.asksTrusted ? '--unsafe-asks-trusted' : '',
     unsafe?.rosterBeforeListing ? '--unsafe-roster-before-listing' : '',
