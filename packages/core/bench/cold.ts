@@ -1,9 +1,11 @@
 /**
  * Section 2: cold start without a change feed (10 x 1,000 and 100 x 10,000, the workers started within
  * half a take interval, one and two): the time to balanced, counted in take ticks after the last worker's
- * join tick, the acquisitions and the listings per worker.
+ * join tick, the acquisitions and the listings per worker, and what the listings bill on DynamoDB: the
+ * read units of the Queries on the leases' partition key, and how long a partition's 3,000 strongly
+ * consistent read units a second take to serve them (in virtual time a listing costs a round trip).
  */
-import { advanceUntil, balanced, cluster, dispose, TAKE_MS } from './cluster.js';
+import { advanceUntil, balanced, cluster, dispose, GROUP, TAKE_MS } from './cluster.js';
 import { RENEWALS } from './before.js';
 import { fmt, summarize, table, verdict, type Summary } from './shared.js';
 
@@ -15,10 +17,15 @@ interface ColdSample {
   acquisitions: number;
   /** Listings of the leases, per worker. */
   listings: number;
+  /** DynamoDB read units billed on the leases' partition key (the group's) until balanced. */
+  leaseKeyUnits: number;
 }
 
+/** A DynamoDB partition's read units a second, strongly consistent. */
+const PARTITION_RCU_PER_S = 3_000;
+
 async function coldStart(seed: number, workers: number, leases: number, startSpreadMs: number): Promise<ColdSample> {
-  const c = await cluster(seed, workers, leases, { startSpreadMs, coordinator: { useChangeFeed: false } });
+  const c = await cluster(seed, workers, leases, { startSpreadMs, coordinator: { useChangeFeed: false }, meter: true });
   try {
     const ms = await advanceUntil(c.scheduler, () => c.workers.length === workers && balanced(c), { stepMs: 100, precise: false, capMs: 10 * 60_000 });
     const first = Math.min(...c.workers.map((worker) => worker.startedAt));
@@ -28,6 +35,7 @@ async function coldStart(seed: number, workers: number, leases: number, startSpr
       fromLastJoinMs: ms === null ? null : ms - last,
       acquisitions: c.workers.reduce((sum, worker) => sum + worker.acquisitions, 0),
       listings: c.workers.reduce((sum, worker) => sum + (worker.storage.counts.calls.listLeases ?? 0), 0) / workers,
+      leaseKeyUnits: c.workers.reduce((sum, worker) => sum + (worker.storage.meter?.usage.byPartition.get(GROUP)?.rru ?? 0), 0),
     };
   } finally {
     dispose(c);
@@ -46,6 +54,7 @@ export interface ColdResult {
   fromLastJoin: Summary;
   acquisitions: Summary;
   listings: Summary;
+  leaseKeyUnits: Summary;
   pass: boolean;
   samples: ColdSample[];
 }
@@ -73,6 +82,7 @@ export async function coldSection(seedCount: number): Promise<ColdResult[]> {
         fromLastJoin,
         acquisitions,
         listings: summarize(samples.map((s) => s.listings)),
+        leaseKeyUnits: summarize(samples.map((s) => s.leaseKeyUnits)),
         pass: fromLastJoin.failures === 0 && fromLastJoin.max <= COLD_LIMIT_MS && acquisitions.max <= 1.05 * leases,
         samples,
       });
@@ -82,7 +92,7 @@ export async function coldSection(seedCount: number): Promise<ColdResult[]> {
   console.log(`   target: within 3 take ticks after the join tick (${fmt(COLD_LIMIT_MS / 1_000, 2)} s after the last worker's join, jitter and a round trip included), acquisitions <= 1.05 x leases`);
   console.log(`   before (main, 10 x 1,000): balanced after ${RENEWALS.coldStart10x1000.seconds} s with ${RENEWALS.coldStart10x1000.acquisitions.toLocaleString('en')} acquisitions`);
   table(
-    ['shape', 'starts within', 'seeds', 's after first start p50/max', 's after last join p50/max', 'take ticks (max)', 'acquisitions p50/max', 'x leases (max)', 'listings/worker max', ''],
+    ['shape', 'starts within', 'seeds', 's after first start p50/max', 's after last join p50/max', 'take ticks (max)', 'acquisitions p50/max', 'x leases (max)', 'listings/worker max', "leases' key RCU max", `s at ${PARTITION_RCU_PER_S.toLocaleString('en')} RCU/s`, ''],
     results.map((r) => [
       `${r.workers} x ${r.leases.toLocaleString('en')}`,
       `${fmt(r.startSpreadMs / 1_000, 1)} s`,
@@ -93,6 +103,8 @@ export async function coldSection(seedCount: number): Promise<ColdResult[]> {
       `${fmt(r.acquisitions.p50, 0)} / ${fmt(r.acquisitions.max, 0)}`,
       fmt(r.acquisitions.max / r.leases, 3),
       fmt(r.listings.max, 2),
+      fmt(r.leaseKeyUnits.max, 0),
+      fmt(r.leaseKeyUnits.max / PARTITION_RCU_PER_S, 1),
       verdict(r.pass),
     ]),
   );
