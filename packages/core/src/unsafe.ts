@@ -77,7 +77,7 @@ export interface CoordinatorUnsafe {
   belowIgnored?: boolean | undefined;
   /**
    * The portions a cold start's deal gave the other members count as on their way to them until this
-   * worker's next listing, not for three take ticks: a member that never takes its portion (its listing
+   * worker's next listing, not for five take ticks: a member that never takes its portion (its listing
    * failed for good, its take never landed and it stopped looking) hides those leases from the counts'
    * shortfall, and they wait for a listing something else brings, up to the safety-net interval.
    */
