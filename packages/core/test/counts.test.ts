@@ -120,6 +120,11 @@ describe('the members\' counts between listings', () => {
     const partly = counts(10, [10, 2], 30, 10);
     partly.coldDealt(new Map([['w1', { incarnation: 'inc-w1', count: 10 }]]), 0);
     expect(partly.above(TICK)).toBe(true);
+    // Nor to a member leaving: it takes nothing more.
+    const leaving = counts(10, [10], 30, 10, { leaving: [0] });
+    leaving.coldDealt(new Map([['leaver0', { incarnation: 'inc-leaver0', count: 10 }]]), 0);
+    expect(leaving.unheld(0)).toBe(false);
+    expect(leaving.unheld(1.8 * TICK)).toBe(true);
     // The next listing tells afresh.
     const listed = counts(10, [10, 0], 30, 10);
     listed.coldDealt(new Map([['w1', { incarnation: 'inc-w1', count: 10 }]]), 0);

@@ -124,7 +124,8 @@ export class Counts {
     const deal = this.#coldDeal;
     if (deal === null || (!this.#coldDealTrusted && now - deal.at >= COLD_DEAL_TICKS * this.#parts.takeIntervalMs)) return 0;
     const dealt = deal.holding.get(member.workerId);
-    return dealt === undefined || dealt.incarnation !== member.incarnation || member.held > 0 ? 0 : dealt.count;
+    // A member leaving takes nothing more: nothing is on its way to it.
+    return dealt === undefined || dealt.incarnation !== member.incarnation || member.held > 0 || member.metadata[LEAVING_FIELD] !== undefined ? 0 : dealt.count;
   }
 
   /** A join that brought no listing: this worker's share of the same leases, among the members now alive. */
