@@ -4,7 +4,7 @@
  * operations and items it reads and writes.
  */
 import { LeaseCoordinator, MemoryStorage, type LeaseCoordinatorOptions, type Random } from '../src/index.js';
-import { seededRandom, FaultyStorage, noFaults, VirtualClock, VirtualScheduler } from '../src/testing/index.js';
+import { seededRandom, FaultyStorage, noFaults, VirtualClock, VirtualScheduler, withUnsafe, type CoordinatorUnsafe } from '../src/testing/index.js';
 import { withoutRosterMoves } from '../src/testing/without-watcher-reads.js';
 import { Ledger, Meter } from './meter.js';
 import type { LeaseListing, LeaseRecord, LeaseUpdate, MemberRecord, MemberState, NewLease, CreateLeaseOptions, Roster, RosterMoves, WriteResult, DeleteResult } from '../src/index.js';
@@ -229,6 +229,8 @@ export interface Cluster {
 export interface ClusterOptions {
   /** Workers start at random moments within this much virtual time. Default two take intervals. */
   startSpreadMs?: number;
+  /** Unsafe switches for every coordinator, for the tests that show a switch brings its defect back. */
+  unsafe?: CoordinatorUnsafe;
   /** Extra coordinator options (e.g. `useChangeFeed: false`). */
   coordinator?: Partial<LeaseCoordinatorOptions>;
   /** The worker id of the i-th worker added. Default `w<i>`. */
@@ -261,7 +263,7 @@ export async function cluster(seed: number, workerCount: number, leaseCount: num
     const storage = new CountingStorage(store, clock, workerRandom, { ...noFaults(), latencyMs: (r) => 1 + r.next() * 19 });
     if (options.meter === true) storage.meter = new Meter(ledger);
     storage.dynamodbMoves = options.rosterMoves === 'dynamodb';
-    const coordinator = new LeaseCoordinator({ ...options.coordinator, storage, group: GROUP, workerId: workerId(workers.length), clock, random: workerRandom });
+    const coordinator = new LeaseCoordinator(withUnsafe({ ...options.coordinator, storage, group: GROUP, workerId: workerId(workers.length), clock, random: workerRandom }, options.unsafe));
     const worker: Worker = { coordinator, clock, storage, alive: true, startedAt: scheduler.now, acquisitions: 0 };
     coordinator.on('acquired', () => worker.acquisitions++);
     workers.push(worker);

@@ -68,6 +68,8 @@ const { values } = parseArgs({
     'unsafe-cold-deal-trusted': { type: 'boolean', default: false },
     'unsafe-roster-before-listing': { type: 'boolean', default: false },
     'unsafe-cold-listing-ignores-news': { type: 'boolean', default: false },
+    'unsafe-cold-dealer-awaited': { type: 'boolean', default: false },
+    'unsafe-late-deal-ignored': { type: 'boolean', default: false },
     'no-change-feed': { type: 'boolean', default: false },
     'slow-listings': { type: 'boolean', default: false },
     'late-leases': { type: 'boolean', default: false },
@@ -154,6 +156,8 @@ if (values.consumer) {
     ...(values['unsafe-cold-deal-trusted'] ? { coldDealTrusted: true } : {}),
     ...(values['unsafe-roster-before-listing'] ? { rosterBeforeListing: true } : {}),
     ...(values['unsafe-cold-listing-ignores-news'] ? { coldListingIgnoresNews: true } : {}),
+    ...(values['unsafe-cold-dealer-awaited'] ? { coldDealerAwaited: true } : {}),
+    ...(values['unsafe-late-deal-ignored'] ? { lateDealIgnored: true } : {}),
   };
   if (values['no-change-feed'] && values['change-feed']) throw new Error('--change-feed and --no-change-feed exclude each other');
   for (const seed of seeds) {

@@ -126,6 +126,18 @@ export interface CoordinatorUnsafe {
    */
   coldListingIgnoresNews?: boolean | undefined;
   /**
+   * With a change feed, a large group's cold start waits for its dealer's deal however long it takes: a
+   * dealer that dies, stops or fails to list before it deals leaves the other members waiting, holding
+   * nothing, for a listing that something else brings.
+   */
+  coldDealerAwaited?: boolean | undefined;
+  /**
+   * With a change feed, a lease another declarer wrote to a member this worker had declared dead a moment
+   * before (that declarer's view still showed it alive) is left as it is: it names a dead incarnation whose
+   * declarer dealt its leases already, and waits for the counts' shortfall, take ticks later.
+   */
+  lateDealIgnored?: boolean | undefined;
+  /**
    * A stop waits for the take tick's listing in flight however long the store takes to answer it (before
    * it drains and hands its leases over): a listing stalled past the stop's timeout leaves the leases to
    * lapse.

@@ -847,6 +847,8 @@ describe('membership: owners hand their excess to members below their share', ()
     useChangeFeed = false,
     slowerMs = 0,
     failing = [],
+    failingTakes = [],
+    leases = 60,
   }: {
     wholeRosterUpTo: number;
     created?: boolean;
@@ -854,8 +856,10 @@ describe('membership: owners hand their excess to members below their share', ()
     useChangeFeed?: boolean;
     slowerMs?: number;
     failing?: readonly number[];
+    failingTakes?: readonly number[];
+    leases?: number;
   }) {
-    const { scheduler, ready, worker, storage } = world(keys(60));
+    const { scheduler, ready, worker, storage } = world(keys(leases));
     await ready;
     const listingMs = 2_500;
     const started = Array.from({ length: 6 }, (_, i) => worker(`w${i}`, { useChangeFeed, wholeRosterUpTo, unsafe }));
@@ -867,6 +871,11 @@ describe('membership: owners hand their excess to members below their share', ()
         if (failing.includes(i)) throw new Error('the listing failed');
         return listing;
       };
+      if (failingTakes.includes(i)) {
+        view.updateLeases = async () => {
+          throw new Error('the write failed');
+        };
+      }
     }
     const workers = started.map(({ coordinator }) => coordinator);
     let acquisitions = 0;
@@ -883,7 +892,7 @@ describe('membership: owners hand their excess to members below their share', ()
       await storage.createLease({ group: GROUP, leaseKey: 'shard-9999' });
       workers[0]!.noteLeasesChanged();
     }
-    const total = created ? 61 : 60;
+    const total = created ? leases + 1 : leases;
     let balancedAt = -1;
     let heldAt = -1;
     for (let t = 0; t < 30_000 && balancedAt < 0; t += 100) {
@@ -893,9 +902,10 @@ describe('membership: owners hand their excess to members below their share', ()
       if (counts.reduce((sum, n) => sum + n, 0) === total && Math.max(...counts) - Math.min(...counts) <= 1) balancedAt = scheduler.now;
     }
     const held = workers.reduce((sum, coordinator) => sum + coordinator.heldLeases().length, 0);
+    const free = (await storage.listLeases(GROUP)).leases.filter((lease) => lease.owner === null).length;
     const listings = started.map(({ view }) => view.calls.listLeases);
     await run(scheduler, Promise.all(workers.map((coordinator) => coordinator.stop())));
-    return { afterLastJoin: balancedAt < 0 ? Infinity : balancedAt - lastJoin, heldAfterLastJoin: heldAt < 0 ? Infinity : heldAt - lastJoin, held, listings, acquisitions, listingMs };
+    return { afterLastJoin: balancedAt < 0 ? Infinity : balancedAt - lastJoin, heldAfterLastJoin: heldAt < 0 ? Infinity : heldAt - lastJoin, held, free, listings, acquisitions, listingMs };
   }
 
   it('on a cold start of a group that reads as watchers, lists while the members are still joining and deals from that listing once they stop, so that a slow listing does not come after the wait', async () => {
@@ -930,8 +940,8 @@ describe('membership: owners hand their excess to members below their share', ()
     expect(listings).toEqual([1, 1, 1, 1, 1, 1]);
   });
 
-  it.each([false, true])('on a cold start of a group that reads as watchers (change feed: %s), the members whose listings came back first do not list the group again while the others wait for theirs', async (useChangeFeed) => {
-    const { afterLastJoin, listings, acquisitions } = await slowColdStart({ wholeRosterUpTo: 2, useChangeFeed, slowerMs: 8_000 });
+  it('on a cold start of a group that reads as watchers, the members whose listings came back first do not list the group again while the others wait for theirs', async () => {
+    const { afterLastJoin, listings, acquisitions } = await slowColdStart({ wholeRosterUpTo: 2, slowerMs: 8_000 });
     // The first three deal and take their portions eight seconds before the last three, past the window in
     // which those may still ask as newcomers: each of those is then ten leases below them by its count, and
     // the counts fall short of the listing, but its portion is on its way.
@@ -940,18 +950,63 @@ describe('membership: owners hand their excess to members below their share', ()
     expect(afterLastJoin).toBeLessThan(2_000 + 2_500 + 8_000 + 2_000);
   });
 
-  it('on a cold start, takes the portion of a member that never takes it (its listings fail) once it stopped counting as on its way', async () => {
-    const { held, listings } = await slowColdStart({ wholeRosterUpTo: 2, useChangeFeed: true, failing: [5] });
+  it('on a cold start, takes the portion of a member that never takes it (its takes fail) once it stopped counting as on its way', async () => {
+    const { held, free, listings } = await slowColdStart({ wholeRosterUpTo: 2, failingTakes: [5] });
     // Its portion counted as on its way for five take ticks after each deal, then the counts fell short of
-    // the listing, and the others listed and took it (within the 30 s the helper waits: 23 s after the last join).
-    expect(held).toBe(60);
+    // the listing, and the others listed and took it, or handed it leases it holds without a write (within
+    // the 30 s the helper waits). None is left free; the member may not take back one it gave up.
+    expect(free).toBe(0);
+    expect(held).toBeGreaterThanOrEqual(59);
     expect(Math.min(...listings.slice(0, 5))).toBeGreaterThanOrEqual(2);
   });
 
   it('with coldDealTrusted, leaves a cold start\'s portion that its member never takes unheld, the others waiting for their next listing', async () => {
-    const { held, listings } = await slowColdStart({ wholeRosterUpTo: 2, useChangeFeed: true, failing: [5], unsafe: { coldDealTrusted: true } });
+    const { held, free, listings } = await slowColdStart({ wholeRosterUpTo: 2, failingTakes: [5], unsafe: { coldDealTrusted: true } });
     expect(held).toBe(50);
+    expect(free).toBe(10);
     expect(listings.slice(0, 5)).toEqual([1, 1, 1, 1, 1]);
+  });
+
+  it('on a cold start of a group that reads as watchers, with a change feed, one member lists and deals every portion, and the others take theirs without listing', async () => {
+    const { held, listings, acquisitions, afterLastJoin } = await slowColdStart({ wholeRosterUpTo: 2, useChangeFeed: true });
+    // w0 is the first by worker id: it lists once the members stop joining, and writes each portion to its member.
+    expect(listings).toEqual([1, 0, 0, 0, 0, 0]);
+    expect(held).toBe(60);
+    expect(acquisitions).toBe(60);
+    // Its listing (2.5 s here) after the 2.8 s of stillness, then a tick for the portions and the note.
+    expect(afterLastJoin).toBeLessThan(1.4 * 2_000 + 2_500 + 2 * 2_000);
+  });
+
+  it('on a cold start dealt by one member, the others list and take their portions when the dealer never deals (its listings fail)', async () => {
+    const { held, listings, afterLastJoin } = await slowColdStart({ wholeRosterUpTo: 2, useChangeFeed: true, failing: [0] });
+    // The others waited three take ticks for the deal, then listed, each taking its own portion.
+    expect(held).toBe(60);
+    for (const count of listings.slice(1)) expect(count).toBeGreaterThanOrEqual(1);
+    expect(afterLastJoin).toBeLessThan(30_000);
+  });
+
+  it('on a cold start dealt by one member, a member reads a portion larger than it reads by key between two ticks by key, without listing', async () => {
+    const { held, listings, acquisitions } = await slowColdStart({ wholeRosterUpTo: 2, useChangeFeed: true, leases: 1_200 });
+    // 200 leases each, more than NAMED_READS_MAX (128), at most COLD_DEAL_MAX_PORTION (1,000).
+    expect(listings).toEqual([1, 0, 0, 0, 0, 0]);
+    expect(held).toBe(1_200);
+    expect(acquisitions).toBe(1_200);
+  });
+
+  it('on a cold start whose portions are larger than a dealer deals, the dealer deals nothing and its note sends the others to list at once, each listing once', async () => {
+    const { held, listings, acquisitions, afterLastJoin } = await slowColdStart({ wholeRosterUpTo: 2, useChangeFeed: true, leases: 6_600 });
+    // 1,100 leases each, more than COLD_DEAL_MAX_PORTION: each lists once and takes its own portion, as without a dealer.
+    expect(listings).toEqual([1, 1, 1, 1, 1, 1]);
+    expect(held).toBe(6_600);
+    expect(acquisitions).toBe(6_600);
+    // The dealer's listing, then the others' once they read its note: not three ticks of waiting on top.
+    expect(afterLastJoin).toBeLessThan(1.4 * 2_000 + 2 * 2_500 + 2_000);
+  });
+
+  it('with coldDealerAwaited, the members of a cold start whose dealer never deals wait for it, holding nothing', async () => {
+    const { held, listings } = await slowColdStart({ wholeRosterUpTo: 2, useChangeFeed: true, failing: [0], unsafe: { coldDealerAwaited: true } });
+    expect(held).toBe(0);
+    expect(listings.slice(1)).toEqual([0, 0, 0, 0, 0]);
   });
 
   it('hands a member no more than the maxLeasesPerWorker it publishes, and balances the rest among the others', async () => {

@@ -76,6 +76,16 @@ describe('the simulation harness', () => {
     expect(result.replay).toMatch(/--seed 95 .*--unsafe-asks-trusted --no-change-feed --trace$/);
   }, 600_000);
 
+  // Seeds 1-400 with a change feed catch it 8 times, the first at 80: a member that waits for a deal that
+  // never comes to it (its dealer crashed, paused or was cut off before it dealt) holds nothing until the
+  // run ends.
+  it('catches cold start members that wait for their dealer\'s deal however long it takes, on seed 80 with a change feed: the group is not whole or not balanced in time', async () => {
+    expect((await simulate({ seed: 80, changeFeed: true })).violations).toEqual([]);
+    const result = await simulate({ seed: 80, changeFeed: true, coordinator: { unsafe: { coldDealerAwaited: true } } });
+    expect(result.violations.some((violation) => violation.guarantee === 'liveness' || violation.guarantee === 'balance')).toBe(true);
+    expect(result.replay).toMatch(/--seed 80 .*--unsafe-cold-dealer-awaited --change-feed --trace$/);
+  }, 600_000);
+
   // The rule had no switch before; seeds 1-1000 catch it 4 times, the first at 269 (3, the first at 296,
   // before a large group's cold start dealt from its early listing; slow listings do not catch it more often).
   it('catches a take tick that judges the listed owners on a roster read before its listing within 300 seeds: a member that joined meanwhile has its leases taken while it holds them', async () => {

@@ -6,6 +6,7 @@
  * lease) and handovers.ts (steal requests, handovers and releases). The public surface (the class, its
  * options and events, and the types user code names) is exported from here.
  */
+import { setMaxListeners } from 'node:events';
 import { systemClock, systemRandom, type Clock, type Random } from '../clock.js';
 import { AbortedError, describeValue, InvalidConfigError, LeaseholdError, RecordFormatError } from '../errors.js';
 import { TypedEmitter } from '../events.js';
@@ -86,7 +87,12 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   /** How many times this worker's parts asked for a listing: a stop that asked for one meanwhile (a lease it lost track of) leaves with a note that is not complete. */
   #listingsAsked = 0;
   #state: 'new' | 'running' | 'stopping' | 'stopped' = 'new';
-  readonly #lifetime = new AbortController();
+  /**
+   * Aborts when the coordinator stops. Every sleep of its parts listens to it (a handover waiting a lease
+   * duration after its drain timed out, one per lease; a take retried after a conflict), so it has no
+   * listener limit: Node's warning at eleven would report a paused worker's handovers as a leak.
+   */
+  readonly #lifetime = withoutListenerLimit(new AbortController());
   /** Aborts when stop() begins: a take tick abandons the listing it waits for (a read has no effect to await). */
   readonly #winding = new AbortController();
   #wakeTake: (() => void) | null = null;
@@ -240,6 +246,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
         giveBack: (leases) => this.#taking.giveBack(leases),
         fairFloor: () => this.#taking.fairFloor,
         lastTarget: () => this.#taking.lastTarget,
+        awaitsColdDeal: () => this.#taking.awaitsColdDeal,
         emit,
         report,
       },
@@ -252,6 +259,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       isEligible: options.isEligible ?? parentsFinished,
       handovers: this.#handovers,
       freeRetryIgnoresOwner: unsafe.freeRetryIgnoresOwner ?? false,
+      lateDealIgnored: unsafe.lateDealIgnored ?? false,
       adoptionIgnoresCap: unsafe.adoptionIgnoresCap ?? false,
       givenBackPlanned: unsafe.givenBackPlanned ?? false,
       shortfallIgnored: unsafe.shortfallIgnored ?? false,
@@ -261,6 +269,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       rosterBeforeListing: unsafe.rosterBeforeListing ?? false,
       stopWaitsForListing: unsafe.stopWaitsForListing ?? false,
       coldListingIgnoresNews: unsafe.coldListingIgnoresNews ?? false,
+      coldDealerAwaited: unsafe.coldDealerAwaited ?? false,
       noteTrusted: unsafe.noteTrusted ?? false,
       asksTrusted: unsafe.asksTrusted ?? false,
       host: { state, lifetime: this.#lifetime.signal, stopping: this.#winding.signal, wakeRenew, wakeTake, subscribed: () => this.#subscription !== null, emit, report, fail, formatError },
@@ -617,7 +626,11 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       // lease that is not its own (at 100 workers, 99 reads per handover) and wake its take loop for
       // nothing. A change that names none could be anyone's. Either way a lease missed here is found at a
       // listing, as one whose announcement was lost.
-      if (typeof change.owner === 'string' && change.owner !== this.workerId) return;
+      // (Kept by key when it names a member this worker watches: the lease is then that member's, to deal at its declaration.)
+      if (typeof change.owner === 'string' && change.owner !== this.workerId) {
+        this.#taking.heardHanded(change.owner, change.leaseKey);
+        return;
+      }
       this.#handovers.announced.add(change.leaseKey);
       if (change.owner === this.workerId) this.#handovers.announcedByName.add(change.leaseKey);
     }
@@ -671,4 +684,9 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     this.emit('fatal', { error });
     void this.stop();
   }
+}
+
+function withoutListenerLimit(controller: AbortController): AbortController {
+  setMaxListeners(0, controller.signal);
+  return controller;
 }

@@ -52,6 +52,8 @@ export interface HandoversHost {
   fairFloor(): number;
   /** This worker's share at the last listing. */
   lastTarget(): number;
+  /** Whether this worker waits for a cold start's deal (`ColdDealer`): it reads every lease the feed names it for, by key. */
+  awaitsColdDeal(): boolean;
   emit<K extends keyof LeaseCoordinatorEvents>(name: K, event: LeaseCoordinatorEvents[K]): void;
   report(error: unknown, operation: string): void;
 }
@@ -505,7 +507,7 @@ export class Handovers {
     // Leases announced by name are this worker's whatever its share (a declarer's deal of a dead member's
     // leases gives members above it too), each read finding one: read by key up to `NAMED_READS_MAX`,
     // listed for beyond (DESIGN section 4, "Why the declarer deals").
-    if (named.length > NAMED_READS_MAX) {
+    if (named.length > NAMED_READS_MAX && !this.#host.awaitsColdDeal()) {
       this.#host.listingDue();
       named = [];
     }

@@ -15,6 +15,7 @@ import { joinedBetween, movedByDeathsOnly, movedByJoinsAndDeaths, movedByJoinsOn
 import { watchedBy } from './watchers.js';
 import { HANDED_FIELD, readNote, writeNote } from './leave-notes.js';
 import { ASKS_FIELD, writeAsks } from './join-asks.js';
+import { COLD_DEALT_FIELD, writeColdDealt } from './cold-deal-note.js';
 import { addsSuspect, Answers, othersLookAt } from './answers.js';
 import { StillPrompts } from './still-prompts.js';
 import { wakeAt, type WakeParts, type WakeTimer } from './wake-timer.js';
@@ -25,15 +26,19 @@ const PKG = 'core';
 /** Member metadata of a worker that is stopping: others deal it nothing more. */
 export const LEAVING_FIELD = 'leasehold.leaving';
 
-const withoutAsks = (state: MemberState): MemberState => {
-  if (state.metadata[ASKS_FIELD] === undefined) return state;
+/** The fields a heartbeat drops without moving the digest: a newcomer's asks, a cold start's deal note. */
+const DROPPED_QUIETLY = [ASKS_FIELD, COLD_DEALT_FIELD] as const;
+
+const withoutQuietDrops = (state: MemberState): MemberState => {
+  if (DROPPED_QUIETLY.every((field) => state.metadata[field] === undefined)) return state;
   const metadata = { ...state.metadata };
-  delete metadata[ASKS_FIELD];
+  for (const field of DROPPED_QUIETLY) delete metadata[field];
   return { ...state, metadata };
 };
 
-/** Whether `next` carries asks `before` did not: the members named in them must read them. */
-const addsAsks = (before: MemberState, next: MemberState): boolean => next.metadata[ASKS_FIELD] !== undefined && next.metadata[ASKS_FIELD] !== before.metadata[ASKS_FIELD];
+/** Whether `next` carries asks or a deal note `before` did not: the members they concern must read them. */
+const addsNews = (before: MemberState, next: MemberState): boolean =>
+  DROPPED_QUIETLY.some((field) => next.metadata[field] !== undefined && next.metadata[field] !== before.metadata[field]);
 
 /** One incarnation of this worker in the roster, from its join to its leave or expulsion. */
 export interface Incarnation {
@@ -187,6 +192,8 @@ export class Membership {
   #signatureMembers: SignatureMembers = new Map();
   /** The asks of this incarnation's first listing, while they stand (join-asks.ts). */
   #asks: { incarnation: string; value: string } | null = null;
+  /** The note of a cold start this incarnation dealt to the group, while it stands (`noteColdDeal`). */
+  #coldDealt: { incarnation: string; value: string } | null = null;
   #heartbeatFailed = false;
   #incarnations = 0;
 
@@ -320,6 +327,8 @@ export class Membership {
     this.answers.writeInto(metadata, this.#digestSeen);
     if (this.#asks?.incarnation === membership.incarnation) metadata[ASKS_FIELD] = this.#asks.value;
     else delete metadata[ASKS_FIELD];
+    if (this.#coldDealt?.incarnation === membership.incarnation) metadata[COLD_DEALT_FIELD] = this.#coldDealt.value;
+    else delete metadata[COLD_DEALT_FIELD];
     let state: MemberState = {
       ...base,
       metadata,
@@ -366,6 +375,20 @@ export class Membership {
   /** Drops the asks at the next heartbeat, which does not move the digest for it. */
   unask(): void {
     this.#asks = null;
+  }
+
+  /**
+   * Says in this incarnation's member record, from the next heartbeat, that it dealt a cold start's
+   * `total` leases to the group (DESIGN section 4, taking, step 3, "One member deals a cold start").
+   */
+  noteColdDeal(total: number): void {
+    const membership = this.#current;
+    if (membership?.record) this.#coldDealt = { incarnation: membership.incarnation, value: writeColdDealt(total) };
+  }
+
+  /** Drops the cold start's deal note at the next heartbeat, which does not move the digest for it. */
+  unnoteColdDeal(): void {
+    this.#coldDealt = null;
   }
 
   /** One heartbeat: the member record written at the version this worker last wrote. */
@@ -534,8 +557,10 @@ export class Membership {
     const before = operation === 'heartbeat' ? this.#current?.record : undefined;
     // (Nor one that changes only the digest it read or drops a suspect's name: answers are heartbeats of
     // every member. A write that names a new suspect is for everyone to read.)
-    // Nor one that drops its asks: the givers answered them, and each answers an incarnation's asks once.
-    const announces = !before || othersLookAt(withoutAsks(memberStateOf(before))) !== othersLookAt(withoutAsks(next)) || addsSuspect(memberStateOf(before), next) || addsAsks(memberStateOf(before), next);
+    // Nor one that drops its asks (the givers answered them, and each answers an incarnation's asks once)
+    // or its cold start's deal note (the members it dealt to have read it, or listed).
+    const announces =
+      !before || othersLookAt(withoutQuietDrops(memberStateOf(before))) !== othersLookAt(withoutQuietDrops(next)) || addsSuspect(memberStateOf(before), next) || addsNews(memberStateOf(before), next);
     try {
       const outcome = await this.#storage.putMember(this.#group, workerId, expectedVersion, next);
       this.#host.emit('storage', { operation, applied: outcome.status === 'applied' ? 1 : 0, conflict: outcome.status === 'conflict' ? 1 : 0, unknown: outcome.status === 'unknown' ? 1 : 0 });

@@ -15,6 +15,7 @@ import { describeValue, type LeaseholdError, RecordFormatError } from '../errors
 import { hasRewindRequest } from '../rewind.js';
 import { Checkpoint, RECORD_FORMAT, type LeaseListing, type LeaseRecord, type WriteResult } from '../storage.js';
 import { capOf, planMoves, shares } from './balance.js';
+import { COLD_DEAL_MAX_PORTION, ColdDealer } from './cold-dealer.js';
 import { ColdListing } from './cold-listing.js';
 import { Counts } from './counts.js';
 import { DeclarerDeal } from './declarer-deal.js';
@@ -93,6 +94,8 @@ export interface TakingOptions extends LeaseParts {
   readonly handovers: Handovers;
   /** Unsafe: a dead member's lease whose deal or free conflicted is written again on the current record, whoever it names now. */
   readonly freeRetryIgnoresOwner: boolean;
+  /** Unsafe: a lease written to a member this worker declared dead a moment before is not dealt again (see `DeclarerDeal.dealLate`). */
+  readonly lateDealIgnored: boolean;
   /** Unsafe: without a change feed, the declarer takes the dead member's leases whatever its `maxLeasesPerWorker`. */
   readonly adoptionIgnoresCap: boolean;
   /** Unsafe: the leases a listing names this worker for count as its own in the plan of moves, the ones it gives back beyond its cap too. */
@@ -111,6 +114,8 @@ export interface TakingOptions extends LeaseParts {
   readonly stopWaitsForListing: boolean;
   /** Unsafe: a cold start deals from the listing it read while the members were joining, whatever changed in the group's leases since. */
   readonly coldListingIgnoresNews: boolean;
+  /** Unsafe: a cold start's member waits for the dealer's deal however long it takes (see `ColdDealer`). */
+  readonly coldDealerAwaited: boolean;
   /** Unsafe: a leave's note stands for leases on their way for as long as it is read. */
   readonly noteTrusted: boolean;
   /** Unsafe: a newcomer's asks stand for leases on their way for as long as they are read. */
@@ -145,6 +150,10 @@ export class Taking {
   #coldWait = false;
   /** A large group's cold start: the listing read while the members were joining, for the deal once they stop. */
   readonly #coldListing: ColdListing;
+  /** A large group's cold start with a change feed: who deals it to the group, and the others' wait for it. */
+  readonly #coldDealer: ColdDealer;
+  /** This worker's count of the lease changes it heard of (`leasesChanged`), for a wait for the cold start's deal. */
+  #news = 0;
   /** The members long dead, and their removal. */
   readonly #departed: Departed;
   /** The smallest fair share of the last listing: an owner never hands over below it. */
@@ -198,7 +207,9 @@ export class Taking {
       capOf: this.#capOf,
       take: (leases, membership, dead) => this.#take(leases, membership, dead),
       freeRetryIgnoresOwner: options.freeRetryIgnoresOwner,
+      lateDealIgnored: options.lateDealIgnored,
     });
+    this.#coldDealer = new ColdDealer({ parts: options, dealsHere: () => this.#deal.dealsHere(), capOf: this.#capOf, awaited: options.coldDealerAwaited });
     this.#counts = new Counts({
       parts: options,
       handovers: options.handovers,
@@ -219,7 +230,13 @@ export class Taking {
    */
   leasesChanged(): void {
     this.#coldListing.heardOfChange();
+    this.#news++;
     this.listingDue = true;
+  }
+
+  /** The change feed announced `leaseKey` handed to `workerId`: kept if this worker watches that member (`DeclarerDeal.heardHanded`). */
+  heardHanded(workerId: string, leaseKey: string): void {
+    this.#deal.heardHanded(workerId, leaseKey);
   }
 
   /** Watched members about to be named as suspects: what this worker would deal at their declaration is read back now (see `DeclarerDeal.readBack`). */
@@ -235,6 +252,12 @@ export class Taking {
   /** Whether a cold start waits for the members to stop joining before it deals. */
   get coldWait(): boolean {
     return this.#coldWait;
+  }
+
+  /** Whether this worker waits for a cold start's deal instead of its first listing. */
+  get awaitsColdDeal(): boolean {
+    const membership = this.#parts.members.current;
+    return this.#listedAt === null && membership !== null && this.#coldDealer.waiting(membership);
   }
 
   /** The smallest fair share of the last listing: an owner never hands over below it. */
@@ -286,6 +309,8 @@ export class Taking {
         if (this.#host.state() !== 'running') return;
       }
     }
+    await this.#deal.dealLate(membership);
+    if (this.#host.state() !== 'running') return;
     this.#counts.seeDeaths(now);
     for (const [leaseKey, handed] of this.#handovers.handed) {
       const member = this.#parts.view.get(handed.to);
@@ -333,6 +358,7 @@ export class Taking {
       this.#asked = null;
       this.#parts.members.unask();
     }
+    this.#coldDealer.atTick(now);
     await this.#departed.atTick(now);
     if (this.#host.state() !== 'running') return;
     // A corrupt lease is looked at every tick until it reads back: its repair is announced by nobody.
@@ -351,9 +377,19 @@ export class Taking {
     // joining: a listing of a large group, which every member makes at the same moment, takes seconds,
     // and it then runs while the members join instead of after.
     if ((this.#coldWait || (this.#listedAt === null && this.#counts.holdNothing())) && this.#settling(now, membership)) {
-      if (this.#listedAt === null && this.#parts.members.readsWatched()) this.#coldListing.ask(now, membership);
+      if (this.#listedAt === null && this.#parts.members.readsWatched() && this.#coldDealer.listsItself()) this.#coldListing.ask(now, membership);
       this.listingDue = true;
       return;
+    }
+    // With a change feed one member deals a large group's cold start: the others wait for their portions
+    // instead of listing, and take the dealer's note for their first listing once they hold their share.
+    if (this.#listedAt === null) {
+      const answer = this.#coldDealer.answer(now, membership, this.#news);
+      if (answer === 'wait') return;
+      if (answer !== 'list') {
+        this.#dealtBy(answer.total, now, answer.news, membership);
+        return;
+      }
     }
     let listing: LeaseListing | null = null;
     let listedAt = now;
@@ -368,6 +404,8 @@ export class Taking {
       );
       if (kept === 'roster-unread') return;
       if (kept !== null) [listing, listedAt, early] = [kept.listing, kept.at, true];
+      // Sent to list by a cold start's note (its portions too large to deal): a cold start's listing too.
+      else if (this.#coldDealer.listsForNote(membership)) early = true;
       if (listing === null) {
         const rosterFirst = this.#rosterBeforeListing ? await this.#unlessStopping(this.#parts.storage.getRoster(this.#parts.group)) : undefined;
         listing = await this.#unlessStopping(this.#parts.storage.listLeases(this.#parts.group));
@@ -404,6 +442,31 @@ export class Taking {
    */
   #unlessStopping<T>(read: Promise<T>): Promise<T> {
     return this.#stopWaitsForListing ? read : unlessAborted(read, this.#host.stopping);
+  }
+
+  /**
+   * This worker's first listing is a cold start's deal it was dealt (`ColdDealer`): `total` leases over the
+   * members its view shows, as the dealer's listing showed them, and this worker holds its share. Its
+   * share and floor are the note's, and each other member's portion counts as on its way to it for a few
+   * ticks (`Counts.coldDealt`), as for the dealer. A lease created or released while it waited (`news`) is
+   * listed for at the next tick, as it would have been. It asks no giver later: it took its portion, as a
+   * member whose first listing found leases to deal (otherwise its first listing, within ten ticks of its
+   * join, would ask givers as a newcomer's does, and the members hand leases to and fro).
+   */
+  #dealtBy(total: number, now: number, news: boolean, membership: Incarnation): void {
+    this.#askRounds = { incarnation: membership.incarnation, askable: false, rounds: 0, heldAtAsk: 0 };
+    this.#listedAt = now;
+    this.#coldWait = false;
+    this.listingDue = news;
+    this.#counts.listed(total, 0);
+    this.#reshare();
+    const alive = this.#parts.view.alive();
+    const holding = new Map<string, { incarnation: string; count: number }>();
+    for (const [workerId, count] of this.#counts.sharesNow().targets) {
+      const incarnation = alive.get(workerId);
+      if (workerId !== this.#parts.workerId && incarnation !== undefined && count > 0) holding.set(workerId, { incarnation, count });
+    }
+    if (holding.size > 0) this.#counts.coldDealt(holding, now);
   }
 
   /**
@@ -529,8 +592,10 @@ export class Taking {
     // members by how far each is below its target, the rest round-robin.
     const sorted = unowned.filter((lease) => !isMine(lease) && !inFlight.has(lease)).sort((a, b) => (a.leaseKey < b.leaseKey ? -1 : a.leaseKey > b.leaseKey ? 1 : 0));
     const { recipients, portion, dealtTo } = this.#deal.dealOut(sorted, members, counts, target, declared);
-    // A cold start's deal: each member takes its portion from its own listing, and counts it as on its way meanwhile.
-    if ([...counts.values()].every((count) => count === 0)) {
+    // A cold start's deal: each member takes its portion from its own listing, or the dealer writes it to
+    // them (`ColdDealer`), and counts it as on its way meanwhile.
+    const cold = [...counts.values()].every((count) => count === 0);
+    if (cold) {
       const holding = new Map<string, { incarnation: string; count: number }>();
       for (const [workerId, count] of dealtTo) {
         const incarnation = alive.get(workerId);
@@ -577,8 +642,25 @@ export class Taking {
     if (this.#host.state() !== 'running') return;
     const ordinary = [...takeBack, ...portion, ...extra];
     const takeable = !holding ? [] : this.#adoptionIgnoresCap ? [...ordinary.slice(0, Math.max(0, room - keep.length)), ...adopted] : [...ordinary, ...adopted].slice(0, Math.max(0, room - keep.length));
+    // With a change feed the cold start's dealer writes the others' portions to them, then says in its
+    // record how many leases it dealt: a member that reads the note holding nothing was dealt nothing.
+    // (Only the dealer: the others list only when its deal did not come, each then taking its own portion.)
+    // Portions larger than `COLD_DEAL_MAX_PORTION` are not dealt: the note, at once, sends the members to
+    // list, as they did before.
+    const dealsCold = cold && sorted.length > 0 && this.#coldDealer.dealsHere() && this.#coldDealer.listsItself();
+    const dealtCold = dealsCold && Math.max(0, ...dealtTo.values()) <= COLD_DEAL_MAX_PORTION;
+    if (dealsCold && !dealtCold) {
+      this.#coldDealer.dealt(workable.length - inFlight.size, now);
+      this.#host.wakeRenew();
+    }
     const taken = (await this.#take(takeable, membership)) + kept;
     if (this.#host.state() !== 'running') return;
+    if (dealtCold) {
+      await this.#deal.dealColdStart(sorted, recipients);
+      if (this.#host.state() !== 'running') return;
+      this.#coldDealer.dealt(workable.length - inFlight.size, this.#parts.clock.now());
+      this.#host.wakeRenew();
+    }
     await this.#deal.dealForTheGroup(sorted, declared, recipients);
     if (this.#host.state() !== 'running') return;
     // Members balance on each other's counts: publish the new one now, not a heartbeat later.
@@ -587,7 +669,7 @@ export class Taking {
     // (Not those another declarer deals: their recipients hear of them. Nor, after a large group's cold
     // start, the portions of the others: every member listing the group again a tick after the deal would
     // double the cold start's reads; their counts tell whether they took them, and a shortfall lists.)
-    if (unowned.length - inFlight.size > taken && mine + taken < this.#parts.maxLeases && !early) this.listingDue = true;
+    if (unowned.length - inFlight.size > taken && mine + taken < this.#parts.maxLeases && !early && !dealtCold) this.listingDue = true;
     if (taken < takeable.length + keep.length) {
       // Workers with different views picked the same leases: look again shortly, not at the next tick.
       this.listingDue = true;

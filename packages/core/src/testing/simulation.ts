@@ -204,6 +204,8 @@ export function replayCommand(config: SimulationConfig & { workers: number; leas
     unsafe?.asksTrusted ? '--unsafe-asks-trusted' : '',
     unsafe?.rosterBeforeListing ? '--unsafe-roster-before-listing' : '',
     unsafe?.coldListingIgnoresNews ? '--unsafe-cold-listing-ignores-news' : '',
+    unsafe?.coldDealerAwaited ? '--unsafe-cold-dealer-awaited' : '',
+    unsafe?.lateDealIgnored ? '--unsafe-late-deal-ignored' : '',
     config.watcherReads === false ? '--no-watcher-reads' : '',
     config.rosterMoves === false ? '--no-roster-moves' : config.rosterMoves === true ? '--roster-moves' : '',
     config.changeFeed === false ? '--no-change-feed' : config.changeFeed === true ? '--change-feed' : '',
