@@ -284,8 +284,8 @@ export class DeclarerDeal {
   }
 
   /**
-   * Writes the free leases a cold start's deal gave other members to them, in one batch, each announced
-   * `handed-off` with its new owner (DESIGN section 4, taking, step 3, "One member deals a cold start"):
+   * Writes the free leases a cold start's deal gave other members to them, in batches of `COLD_DEAL_BATCH`,
+   * each lease announced `handed-off` with its new owner (DESIGN section 4, taking, step 3, "One member deals a cold start"):
    * the member the feed names reads it by key and holds it, as a lease handed over unasked, and nobody
    * else lists the group for its first listing. Each write is conditional on the listed version: a lease
    * taken or written since is left as it is. A lease the deal gives nobody stays free. How many applied.
