@@ -9,6 +9,7 @@ export {
   limits,
   validateGroup,
   validateLeaseKey,
+  validateLeaseKeys,
   validateWorkerId,
   validateWorkerIds,
   validateVersion,

@@ -386,6 +386,21 @@ export interface CheckpointStorage {
   getLease(group: string, leaseKey: string): Promise<LeaseRecord | null>;
 
   /**
+   * The named leases of the group, in one call, each at most once, in any order: what a worker reads for
+   * the leases the change feed announced handed to it (a dealt cold start hands each member its whole
+   * portion at once), instead of one `getLease` per lease. Each lease is as `getLease` would give it at
+   * the moment of its read, strongly consistent: a lease written before the call started is read at that
+   * write or a later one. The keys need not be read at one instant together. A key with no live lease is
+   * left out; a lease that cannot be read back is in `corrupt`, naming its key, and every other lease
+   * named is still in `leases`. Up to {@link limits}.maxLeasesPerRead keys per call; a key repeated is
+   * read once. A read that fails throws a `StorageUnavailableError`: never a part of the answer (an
+   * adapter whose backend answers a batch in parts reads the rest itself, or throws).
+   *
+   * Optional: without it core reads each lease with `getLease`, a round trip each.
+   */
+  getLeases?(group: string, leaseKeys: readonly string[]): Promise<LeaseListing>;
+
+  /**
    * Creates the lease if the key never had one; otherwise a conflict with the current lease (even when
    * that lease is free: its checkpoint is kept), or with `current: null` when the key had a lease that was
    * deleted. With `recreate` a deleted key is created again: the new record's version is greater than

@@ -27,6 +27,8 @@ import { leaderStateOf, leaseStateOf, memberStateOf } from './storage.js';
  * - The worker ids of at least the last 256 roster digest advances kept for `getRosterMoves`: more than a
  *   take tick's announcements in a rolling restart (about 64 a tick at 100 members in the core bench,
  *   most naming one member).
+ * - Up to 100 lease keys in one `getLeases` call: DynamoDB's `BatchGetItem` reads at most 100 items, and
+ *   a member's portion of a dealt cold start at 100 x 10,000 is 100 leases.
  */
 export const limits = {
   maxNameBytes: 512,
@@ -40,6 +42,7 @@ export const limits = {
   maxRequests: 4,
   maxWatchedMembers: 16,
   rosterMovesKept: 256,
+  maxLeasesPerRead: 100,
 } as const;
 
 const LEASE_FIELDS = new Set(['format', 'owner', 'epoch', 'checkpoint', 'parentKeys', 'incarnation', 'metadata', 'group', 'leaseKey', 'version']);
@@ -159,6 +162,15 @@ export function validateGroup(group: unknown, pkg = 'core'): asserts group is st
 /** Throws an `InvalidInputError` naming the bad value unless `leaseKey` is a valid lease key. */
 export function validateLeaseKey(leaseKey: unknown, pkg = 'core'): asserts leaseKey is string {
   checkName(pkg, 'lease key', leaseKey);
+}
+
+/** Throws an `InvalidInputError` unless `leaseKeys` is an array of at most `limits.maxLeasesPerRead` valid lease keys. */
+export function validateLeaseKeys(leaseKeys: unknown, pkg = 'core'): asserts leaseKeys is readonly string[] {
+  if (!Array.isArray(leaseKeys)) throw new InvalidInputError(`[${pkg}] lease keys must be an array, got ${describeValue(leaseKeys)}`);
+  if (leaseKeys.length > limits.maxLeasesPerRead) {
+    throw new InvalidInputError(`[${pkg}] at most ${limits.maxLeasesPerRead} lease keys may be read at once, got ${leaseKeys.length}`);
+  }
+  for (const leaseKey of leaseKeys) validateLeaseKey(leaseKey, pkg);
 }
 
 /** Throws an `InvalidInputError` unless `workerId` is a valid worker id. */

@@ -21,6 +21,13 @@ import {
   DigestAsMemberStorage,
   DigestReadThenWriteStorage,
   MembersIncludeRemovedStorage,
+  CachingLeaseReads,
+  LeasesByPrefixStorage,
+  LeasesHideCorruptStorage,
+  LeasesIncludeDeletedStorage,
+  LeasesOneWriteBehindStorage,
+  LeasesRepeatedStorage,
+  LeasesThrowOnCorruptStorage,
   WatchingClient,
   type WatcherBug,
   DropsMemberFieldsCoreDoesNotNameStorage,
@@ -229,7 +236,17 @@ const T = {
   movesOtherClient: 'a client reads the moves another client advanced at once: no client serves them from a cache of its own',
   movesInvalid: 'invalid input is refused with an InvalidInputError before anything is sent: a since that is no non-negative safe integer, 17 worker ids in an advance, a bad worker id, a bad group',
   movesRace: '16 clients advancing one group\'s digest at once, each advance naming a worker id of its own: the moves since 0 name every one, at the digest that counts them all',
+  leasesRead: 'getLeases reads exactly the named leases as getLease gives them, with the same versions and state, and leaves out keys that never had a lease and deleted leases',
+  leasesTwice: 'a lease key named more than once in one getLeases call is read once',
+  leasesMost: 'getLeases reads 100 leases of a few KiB each in one call, and as many again as they change',
+  leasesCorrupt: 'getLeases reports a corrupt lease in corrupt, naming its key, and still reads every other lease named',
+  leasesOtherClient: 'a client sees a lease another client wrote at once through getLeases: no client serves it from a cache of its own',
+  leasesGroups: "getLeases reads only its own group's leases, even when one group's name is a prefix or an extension of another's",
+  leasesInvalid: 'invalid input to getLeases is refused with an InvalidInputError before anything is sent: 101 keys, a bad key, keys that are no array, a bad group',
 } as const;
+
+/** The rules of the read of many leases: skipped for an adapter without `getLeases`. */
+const LEASE_READ_RULES = [T.leasesRead, T.leasesTwice, T.leasesMost, T.leasesCorrupt, T.leasesOtherClient, T.leasesGroups, T.leasesInvalid];
 
 /** The rules of the roster moves other than the capability rule: skipped for an adapter without them. */
 const MOVES_RULES = [T.movesNamed, T.movesNobody, T.movesAbove, T.movesKept, T.movesNames, T.movesGroups, T.movesOtherClient, T.movesInvalid, T.movesRace];
@@ -343,6 +360,27 @@ describe('the conformance suite', () => {
     for (const title of MOVES_RULES) {
       expect(outcomes.get(title)?.note, title).toBe('not checked: the adapter has no getRosterMoves (optional: a move of the digest is then read as the whole roster)');
     }
+  });
+
+  it('passes an adapter without getLeases, saying it did not check its rules', async () => {
+    const outcomes = await runSuite(perClient((store) => new Passthrough(store)), LEASE_READ_RULES);
+    for (const title of LEASE_READ_RULES) {
+      expect(outcomes.get(title)?.note, title).toBe('not checked: the adapter has no getLeases (optional: core then reads each lease with getLease)');
+    }
+  });
+
+  describe('fails an adapter that breaks a rule of the read of many leases, in the test of that rule', () => {
+    const corruptible = (store: MemoryStorage): Omit<ConformanceTarget, 'name'> => ({ ...shared(store), corruptLease: async (group, leaseKey) => store.corrupt(group, leaseKey) });
+    const cases: Array<[string, () => Omit<ConformanceTarget, 'name'>, string[]]> = [
+      ['reads deleted leases by key from their tombstones', () => shared(new LeasesIncludeDeletedStorage()), [T.leasesRead]],
+      ['reads a key named twice twice', () => shared(new LeasesRepeatedStorage()), [T.leasesTwice]],
+      ['reads leases by a prefix of their group\'s name', () => shared(new LeasesByPrefixStorage()), [T.leasesGroups]],
+      ['throws a corrupt lease out of a read of many', () => corruptible(new LeasesThrowOnCorruptStorage()), [T.leasesCorrupt]],
+      ['leaves corrupt leases out of a read of many silently', () => corruptible(new LeasesHideCorruptStorage()), [T.leasesCorrupt]],
+      ['reads many leases one write behind, as an eventually consistent batch read would', () => shared(new LeasesOneWriteBehindStorage()), [T.leasesRead, T.leasesMost]],
+      ['serves getLeases from a per-client cache', () => perClient((store) => new CachingLeaseReads(store)), [T.leasesOtherClient]],
+    ];
+    for (const [bug, target, titles] of cases) it(bug, () => expectFailing(target(), titles));
   });
 
   describe('fails an adapter that breaks a rule of the roster moves, in the test of that rule', () => {

@@ -4,6 +4,7 @@ import { corruptRecord } from '../codec.js';
 import {
   validateGroup,
   validateLeaseKey,
+  validateLeaseKeys,
   validateLeaderState,
   validateLeaseUpdates,
   validateNewLeader,
@@ -127,6 +128,20 @@ export class MemoryStorage implements Storage {
     const slot = this.#groups.get(group)?.get(leaseKey);
     if (slot?.corrupt) throw this.#corruptError(group, leaseKey);
     return slot?.record ?? null;
+  }
+
+  async getLeases(group: string, leaseKeys: readonly string[]): Promise<LeaseListing> {
+    validateGroup(group, PKG);
+    validateLeaseKeys(leaseKeys, PKG);
+    await this.#delay();
+    const listing: LeaseListing = { leases: [], corrupt: [] };
+    const slots = this.#groups.get(group);
+    for (const leaseKey of new Set(leaseKeys)) {
+      const slot = slots?.get(leaseKey);
+      if (slot?.corrupt) listing.corrupt.push(this.#corruptError(group, leaseKey));
+      else if (slot?.record) listing.leases.push(slot.record);
+    }
+    return listing;
   }
 
   async createLease(lease: NewLease, options: CreateLeaseOptions = {}): Promise<WriteResult<LeaseRecord>> {

@@ -255,6 +255,11 @@ export function faultContract(t: TestApi, target: ConformanceTarget): void {
         getLeader: await direct.getLeader(g),
         listLeases: sortListing(await direct.listLeases(g)),
       };
+      // The read of many leases, when the adapter has it (optional).
+      if (client.getLeases !== undefined && direct.getLeases !== undefined) {
+        reads.push(['getLeases', async () => sortListing(await (client as Required<Pick<Storage, 'getLeases'>>).getLeases(g, ['a', 'c', 'absent']))]);
+        truth.getLeases = sortListing(await direct.getLeases(g, ['a', 'c', 'absent']));
+      }
       for (const [what, read] of reads) {
         await client.getLease(g, 'warm-up');
         const armed = proxy.cutOnResponse();

@@ -39,6 +39,7 @@ import { limitsContract } from './conformance-limits.js';
 import { rosterContract } from './conformance-roster.js';
 import { transactionalCheckpointContract } from './conformance-transactions.js';
 import { watcherReadsContract } from './conformance-watchers.js';
+import { leaseReadsContract } from './conformance-lease-reads.js';
 import { rosterMovesContract } from './conformance-roster-moves.js';
 import type { ConformanceTarget, TestApi } from './conformance-kit.js';
 
@@ -58,6 +59,7 @@ export function runConformanceSuite(t: TestApi, target: ConformanceTarget): void
   faultContract(t, target);
   readsWhileWritingContract(t, target);
   watcherReadsContract(t, target);
+  leaseReadsContract(t, target);
   rosterMovesContract(t, target);
   transactionalCheckpointContract(t, target);
 }

@@ -52,6 +52,7 @@ export type FromChild =
 export const REMOTE_METHODS = [
   'listLeases',
   'getLease',
+  'getLeases',
   'createLease',
   'updateLeases',
   'deleteLease',

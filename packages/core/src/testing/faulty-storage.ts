@@ -65,6 +65,8 @@ export class FaultyStorage implements Storage {
   readonly advanceRosterDigest?: (group: string, workerIds?: readonly string[]) => Promise<number>;
   /** Present when the inner store has it. */
   readonly getRosterMoves?: (group: string, since: number) => Promise<RosterMoves>;
+  /** Present when the inner store has it (see {@link Storage.getLeases}). */
+  readonly getLeases?: (group: string, leaseKeys: readonly string[]) => Promise<LeaseListing>;
 
   constructor(inner: Storage, clock: VirtualClock, random: Random, plan: FaultPlan = noFaults()) {
     this.#inner = inner;
@@ -72,6 +74,8 @@ export class FaultyStorage implements Storage {
     this.#clock = clock;
     this.#random = random;
     this.plan = plan;
+    const getLeases = inner.getLeases?.bind(inner);
+    if (getLeases) this.getLeases = (group, leaseKeys) => this.#call(() => getLeases(group, leaseKeys), false);
     if (checkRosterMoves(inner, 'testing')) this.getRosterMoves = (group, since) => this.#call(() => inner.getRosterMoves(group, since), false);
     if (checkWatcherReads(inner, 'testing')) {
       this.getMembers = (group, workerIds) => this.#call(() => inner.getMembers(group, workerIds), false);

@@ -11,6 +11,7 @@ export { corruptionContract } from './conformance-corruption.js';
 export { changeFeedContract } from './conformance-change-feed.js';
 export { faultContract } from './conformance-faults.js';
 export { watcherReadsContract } from './conformance-watchers.js';
+export { leaseReadsContract } from './conformance-lease-reads.js';
 export { rosterMovesContract } from './conformance-roster-moves.js';
 export { transactionalCheckpointContract } from './conformance-transactions.js';
 export { TcpProxy, type TcpAddress } from './tcp-proxy.js';

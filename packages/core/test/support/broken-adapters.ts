@@ -1348,3 +1348,115 @@ export class MovesWithoutWatcherReads extends Passthrough {
     this.getRosterMoves = (group, since) => inner.getRosterMoves(group, since);
   }
 }
+
+// ---------------------------------------------------------------------------------------------------
+// Reads of many leases by key (`getLeases`)
+
+/** Keeps a deleted lease's record as its tombstone and reads leases by key without leaving tombstones out: a deleted lease reads as it was. */
+export class LeasesIncludeDeletedStorage extends MemoryStorage {
+  readonly #tombstones = new Map<string, LeaseRecord>();
+
+  override async deleteLease(group: string, leaseKey: string, expectedVersion: number): Promise<DeleteResult> {
+    const before = await super.getLease(group, leaseKey).catch(() => null);
+    const outcome = await super.deleteLease(group, leaseKey, expectedVersion);
+    if (outcome.status === 'applied' && before) this.#tombstones.set(`${group}\u0000${leaseKey}`, before);
+    return outcome;
+  }
+
+  override async getLeases(group: string, leaseKeys: readonly string[]): Promise<LeaseListing> {
+    const listing = await super.getLeases(group, leaseKeys);
+    const read = new Set(listing.leases.map((lease) => lease.leaseKey));
+    const deleted = [...new Set(leaseKeys)].flatMap((leaseKey) => (read.has(leaseKey) ? [] : (this.#tombstones.get(`${group}\u0000${leaseKey}`) ?? [])));
+    return { ...listing, leases: [...listing.leases, ...deleted] };
+  }
+}
+
+/** Reads each key named as often as it is named. */
+export class LeasesRepeatedStorage extends MemoryStorage {
+  override async getLeases(group: string, leaseKeys: readonly string[]): Promise<LeaseListing> {
+    const listing = await super.getLeases(group, leaseKeys);
+    const byKey = new Map(listing.leases.map((lease) => [lease.leaseKey, lease]));
+    return { ...listing, leases: leaseKeys.flatMap((leaseKey) => byKey.get(leaseKey) ?? []) };
+  }
+}
+
+/** Reads the leases of every group whose name starts with the group's: a key scheme that matches by prefix. */
+export class LeasesByPrefixStorage extends MemoryStorage {
+  readonly #groups = new Set<string>();
+
+  override async createLease(lease: NewLease, options?: CreateLeaseOptions): Promise<WriteResult<LeaseRecord>> {
+    const outcome = await super.createLease(lease, options);
+    if (outcome.status === 'applied') this.#groups.add(lease.group);
+    return outcome;
+  }
+
+  override async getLeases(group: string, leaseKeys: readonly string[]): Promise<LeaseListing> {
+    const own = await super.getLeases(group, leaseKeys);
+    const found = new Set(own.leases.map((lease) => lease.leaseKey));
+    const missing = leaseKeys.filter((leaseKey) => !found.has(leaseKey));
+    const others = await Promise.all([...this.#groups].filter((name) => name !== group && name.startsWith(group)).map((name) => super.getLeases(name, missing)));
+    return { leases: [...own.leases, ...others.flatMap((listing) => listing.leases)], corrupt: own.corrupt };
+  }
+}
+
+/** Throws the first corrupt lease's error out of a read of many: one bad lease hides every other. */
+export class LeasesThrowOnCorruptStorage extends MemoryStorage {
+  override async getLeases(group: string, leaseKeys: readonly string[]): Promise<LeaseListing> {
+    const listing = await super.getLeases(group, leaseKeys);
+    if (listing.corrupt[0]) throw listing.corrupt[0];
+    return listing;
+  }
+}
+
+/** Leaves corrupt leases out of a read of many without a word. */
+export class LeasesHideCorruptStorage extends MemoryStorage {
+  override async getLeases(group: string, leaseKeys: readonly string[]): Promise<LeaseListing> {
+    return { leases: (await super.getLeases(group, leaseKeys)).leases, corrupt: [] };
+  }
+}
+
+/** Reads many leases from a replica one write behind (an eventually consistent batch read): each lease as it was before its last write. */
+export class LeasesOneWriteBehindStorage extends MemoryStorage {
+  readonly #before = new Map<string, LeaseRecord | null>();
+
+  override async updateLeases(group: string, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[]> {
+    const before = await Promise.all(updates.map((update) => super.getLease(group, update.leaseKey).catch(() => null)));
+    const outcomes = await super.updateLeases(group, updates);
+    for (const [i, outcome] of outcomes.entries()) if (outcome.status === 'applied') this.#before.set(`${group}\u0000${(updates[i] as LeaseUpdate).leaseKey}`, before[i] ?? null);
+    return outcomes;
+  }
+
+  override async getLeases(group: string, leaseKeys: readonly string[]): Promise<LeaseListing> {
+    const listing = await super.getLeases(group, leaseKeys);
+    return { ...listing, leases: listing.leases.map((lease) => this.#before.get(`${group}\u0000${lease.leaseKey}`) ?? lease) };
+  }
+}
+
+/** A client of a shared store with `getLeases`, which it answers from its own cache once it has read a key, updated only with its own writes. */
+export class CachingLeaseReads extends Passthrough {
+  readonly #cached = new Map<string, LeaseRecord | null>();
+
+  constructor(inner: MemoryStorage) {
+    super(inner);
+  }
+
+  async getLeases(group: string, leaseKeys: readonly string[]): Promise<LeaseListing> {
+    validateGroup(group);
+    const unread = leaseKeys.filter((leaseKey) => !this.#cached.has(`${group}\u0000${leaseKey}`));
+    const listing = await (this.inner as MemoryStorage).getLeases(group, unread);
+    for (const leaseKey of unread) this.#cached.set(`${group}\u0000${leaseKey}`, listing.leases.find((lease) => lease.leaseKey === leaseKey) ?? null);
+    return { leases: [...new Set(leaseKeys)].flatMap((leaseKey) => this.#cached.get(`${group}\u0000${leaseKey}`) ?? []), corrupt: listing.corrupt };
+  }
+
+  override async createLease(lease: NewLease, options?: CreateLeaseOptions): Promise<WriteResult<LeaseRecord>> {
+    const outcome = await super.createLease(lease, options);
+    if (outcome.status === 'applied') this.#cached.set(`${lease.group}\u0000${lease.leaseKey}`, outcome.record);
+    return outcome;
+  }
+
+  override async deleteLease(group: string, leaseKey: string, expectedVersion: number): Promise<DeleteResult> {
+    const outcome = await super.deleteLease(group, leaseKey, expectedVersion);
+    if (outcome.status === 'applied') this.#cached.set(`${group}\u0000${leaseKey}`, null);
+    return outcome;
+  }
+}
