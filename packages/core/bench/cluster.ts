@@ -5,7 +5,7 @@
  */
 import { LeaseCoordinator, MemoryStorage, type LeaseCoordinatorOptions, type Random } from '../src/index.js';
 import { seededRandom, FaultyStorage, noFaults, VirtualClock, VirtualScheduler, withUnsafe, type CoordinatorUnsafe } from '../src/testing/index.js';
-import { withoutRosterMoves } from '../src/testing/without-watcher-reads.js';
+import { withoutLeaseReads, withoutRosterMoves } from '../src/testing/without-watcher-reads.js';
 import { Ledger, Meter } from './meter.js';
 import type { LeaseListing, LeaseRecord, LeaseUpdate, MemberRecord, MemberState, NewLease, CreateLeaseOptions, Roster, RosterMoves, WriteResult, DeleteResult } from '../src/index.js';
 
@@ -24,7 +24,7 @@ export interface Counts {
    * Items read: getRoster and getMembers one per member read (a member is a record of its own on DynamoDB
    * and Postgres), getRosterDigest 1 (the digest is a record of its own on every backend), getRosterMoves 1
    * (the digest with the names kept beside it, read in one call on Redis and Postgres), listLeases one
-   * per lease in the listing, getLease 1.
+   * per lease in the listing, getLease 1, getLeases 1 per key named.
    */
   itemsRead: number;
   /** Items read, by storage method. */
@@ -78,7 +78,21 @@ export class CountingStorage extends FaultyStorage {
     super(...args);
     // The watchers' reads are the fault-injecting store's own properties, set in its constructor when the
     // inner store has them (not methods a subclass could override): counted by wrapping them.
-    const { getMembers, getRosterDigest, advanceRosterDigest, getRosterMoves } = this;
+    const { getMembers, getRosterDigest, advanceRosterDigest, getRosterMoves, getLeases } = this;
+    // The read of many leases by key, likewise, when the inner store has it: one item per key named.
+    if (getLeases !== undefined) {
+      Object.defineProperty(this, 'getLeases', {
+        value: async (group: string, leaseKeys: readonly string[]): Promise<LeaseListing> => {
+          this.#call('getLeases');
+          const listing = await getLeases(group, leaseKeys);
+          const unique = [...new Set(leaseKeys)];
+          this.#read('getLeases', unique.length);
+          const byKey = new Map(listing.leases.map((lease) => [lease.leaseKey, lease]));
+          this.meter?.getLeases(unique.map((leaseKey) => [leaseKey, byKey.get(leaseKey) ?? null] as const));
+          return listing;
+        },
+      });
+    }
     if (getMembers === undefined || getRosterDigest === undefined || advanceRosterDigest === undefined) return;
     const wrap = <Args extends unknown[], T>(name: string, call: (...args: Args) => Promise<T>, after: (result: T, ...args: Args) => void): void => {
       Object.defineProperty(this, name, {
@@ -244,6 +258,11 @@ export interface ClusterOptions {
    * as an adapter without it (the DynamoDB adapter), and as every earlier run of this bench.
    */
   rosterMoves?: boolean | 'dynamodb';
+  /**
+   * Whether the store reads many leases by key in one call (`getLeases`, which the memory store has).
+   * Default false: as an adapter without it, and as every earlier run of this bench.
+   */
+  leaseReads?: boolean;
 }
 
 /** N workers sharing one MemoryStorage, each with its own clock (rate within ±MAX_DRIFT) and 1-20 ms latency. */
@@ -251,7 +270,8 @@ export async function cluster(seed: number, workerCount: number, leaseCount: num
   const random = seededRandom(seed);
   const scheduler = new VirtualScheduler();
   const memory = new MemoryStorage();
-  const store = options.rosterMoves === true || options.rosterMoves === 'dynamodb' ? memory : withoutRosterMoves(memory);
+  const reads = options.leaseReads === true ? memory : withoutLeaseReads(memory);
+  const store = options.rosterMoves === true || options.rosterMoves === 'dynamodb' ? reads : withoutRosterMoves(reads);
   const keys = Array.from({ length: leaseCount }, (_, i) => `shard-${String(i).padStart(6, '0')}`);
   for (const leaseKey of keys) await store.createLease({ group: GROUP, leaseKey });
   const workers: Worker[] = [];

@@ -607,7 +607,16 @@ export class Meter {
 
   /** A GetItem of one lease item: at least one read unit, also when there is no item. */
   getLease(leaseKey: string, lease: LeaseRecord | null): void {
-    const op = this.#op('getLease');
+    this.#leaseRead(this.#op('getLease'), leaseKey, lease);
+  }
+
+  /** A BatchGetItem of lease items: one call, each item billed as its GetItem would be. */
+  getLeases(reads: ReadonlyArray<readonly [leaseKey: string, lease: LeaseRecord | null]>): void {
+    const op = this.#op('getLeases');
+    for (const [leaseKey, lease] of reads) this.#leaseRead(op, leaseKey, lease);
+  }
+
+  #leaseRead(op: OpUsage, leaseKey: string, lease: LeaseRecord | null): void {
     const sized = lease === null ? undefined : this.ledger.lease(lease);
     const units = Math.max(1, readUnits(sized?.dynamodb ?? 0));
     op.rru += units;

@@ -20,6 +20,8 @@
  *                                              as on the DynamoDB adapter; --change-feed runs only with one
  *   pnpm sim --seeds 200 --no-roster-moves     only runs whose store does not say whom the digest's moves named
  *                                              (half the seeds, by default); --roster-moves only runs whose does
+ *   pnpm sim --seeds 200 --no-lease-reads      only runs whose store reads each lease by key alone (no getLeases;
+ *                                              half the seeds, by default); --lease-reads only runs whose does not
  *   pnpm sim --consumer --seeds 1000           the consumer simulation (whole runtime, resharding source)
  *   pnpm sim --consumer --seed 77 --trace      replay one consumer seed
  *   pnpm sim --consumer --seeds 200 --exactly-once
@@ -78,6 +80,8 @@ const { values } = parseArgs({
     'no-watcher-reads': { type: 'boolean', default: false },
     'roster-moves': { type: 'boolean', default: false },
     'no-roster-moves': { type: 'boolean', default: false },
+    'lease-reads': { type: 'boolean', default: false },
+    'no-lease-reads': { type: 'boolean', default: false },
     'whole-roster-up-to': { type: 'string' },
     consumer: { type: 'boolean', default: false },
     'exactly-once': { type: 'boolean', default: false },
@@ -172,6 +176,7 @@ if (values.consumer) {
           : undefined,
       ...(values['no-watcher-reads'] ? { watcherReads: false } : {}),
       ...(values['no-roster-moves'] ? { rosterMoves: false } : values['roster-moves'] ? { rosterMoves: true } : {}),
+      ...(values['no-lease-reads'] ? { leaseReads: false } : values['lease-reads'] ? { leaseReads: true } : {}),
       ...(values['no-change-feed'] ? { changeFeed: false } : values['change-feed'] ? { changeFeed: true } : {}),
       ...(values.faults !== undefined
         ? { faults: faultsNamed(values.faults) }

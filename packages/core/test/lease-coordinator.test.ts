@@ -332,7 +332,7 @@ describe('LeaseCoordinator reading handovers the change feed announces', () => {
     const storage = new MemoryStorage();
     const keys = Array.from({ length: 6 }, (_, i) => `shard-${i}`);
     for (const leaseKey of keys) await storage.createLease({ group: GROUP, leaseKey });
-    // Each worker's own client, counting the leases it reads one by one.
+    // Each worker's own client, counting the leases it reads by key, one by one or many in one call.
     const reads = new Map<string, string[]>();
     const workers = ['a', 'b', 'c'].map((workerId, i) => {
       const clock = scheduler.clock();
@@ -344,6 +344,14 @@ describe('LeaseCoordinator reading handovers the change feed announces', () => {
           return super.getLease(group, leaseKey);
         }
       })(storage, clock, seededRandom(i + 1), noFaults());
+      const many = client.getLeases;
+      expect(many, 'the memory store reads many leases by key').toBeDefined();
+      Object.defineProperty(client, 'getLeases', {
+        value: (group: string, leaseKeys: readonly string[]) => {
+          read.push(...leaseKeys);
+          return (many as NonNullable<typeof many>)(group, leaseKeys);
+        },
+      });
       return new LeaseCoordinator({ storage: client, group: GROUP, workerId, clock, random: seededRandom(i + 1) });
     });
     for (const coordinator of workers) await started(scheduler, coordinator);

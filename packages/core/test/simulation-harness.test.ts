@@ -76,15 +76,21 @@ describe('the simulation harness', () => {
     expect(result.replay).toMatch(/--seed 95 .*--unsafe-asks-trusted --no-change-feed --trace$/);
   }, 600_000);
 
-  // Seeds 1-400 with a change feed catch it 8 times, the first at 80: a member that waits for a deal that
-  // never comes to it (its dealer crashed, paused or was cut off before it dealt) holds nothing until the
-  // run ends.
-  it('catches cold start members that wait for their dealer\'s deal however long it takes, on seed 80 with a change feed: the group is not whole or not balanced in time', async () => {
-    expect((await simulate({ seed: 80, changeFeed: true })).violations).toEqual([]);
-    const result = await simulate({ seed: 80, changeFeed: true, coordinator: { unsafe: { coldDealerAwaited: true } } });
-    expect(result.violations.some((violation) => violation.guarantee === 'liveness' || violation.guarantee === 'balance')).toBe(true);
-    expect(result.replay).toMatch(/--seed 80 .*--unsafe-cold-dealer-awaited --change-feed --trace$/);
-  }, 600_000);
+  // Seeds 1-400 with a change feed catch it 8 times on a store that reads leases by key one at a time, the
+  // first at 80, and twice on one that reads many in one call (`getLeases`), at 122 and 217: a member that
+  // waits for a deal that never comes to it (its dealer crashed, paused or was cut off before it dealt)
+  // holds nothing until the run ends.
+  for (const [seed, leaseReads] of [
+    [80, false],
+    [122, true],
+  ] as const) {
+    it(`catches cold start members that wait for their dealer's deal however long it takes, on seed ${seed} with a change feed, ${leaseReads ? 'with' : 'without'} getLeases: the group is not whole or not balanced in time`, async () => {
+      expect((await simulate({ seed, changeFeed: true, leaseReads })).violations).toEqual([]);
+      const result = await simulate({ seed, changeFeed: true, leaseReads, coordinator: { unsafe: { coldDealerAwaited: true } } });
+      expect(result.violations.some((violation) => violation.guarantee === 'liveness' || violation.guarantee === 'balance')).toBe(true);
+      expect(result.replay).toMatch(new RegExp(`--seed ${seed} .*--unsafe-cold-dealer-awaited ${leaseReads ? '--lease-reads' : '--no-lease-reads'} --change-feed --trace$`));
+    }, 600_000);
+  }
 
   // The rule had no switch before; seeds 1-1000 catch it 4 times, the first at 269 (3, the first at 296,
   // before a large group's cold start dealt from its early listing; slow listings do not catch it more often).

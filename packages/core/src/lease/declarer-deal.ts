@@ -13,6 +13,7 @@ import { ANNOUNCED_READS_IN_FLIGHT, NAMED_READS_MAX } from './handovers.js';
 import type { Held } from './held.js';
 import { LEAVING_FIELD, type Incarnation } from './membership.js';
 import type { LeaseParts } from './parts.js';
+import { readByKey } from './reads-by-key.js';
 import { stateWithoutResume } from './resume-hint.js';
 
 /**
@@ -264,15 +265,7 @@ export class DeclarerDeal {
     if (known.reading !== null) return known.reading;
     const unread = [...known.dealt];
     if (unread.length === 0 || unread.length > NAMED_READS_MAX) return Promise.resolve();
-    const limit = concurrencyLimit(ANNOUNCED_READS_IN_FLIGHT);
-    known.reading = Promise.all(
-      unread.map((leaseKey) =>
-        limit(() => this.#parts.storage.getLease(this.#parts.group, leaseKey)).then(
-          (record) => record,
-          () => null,
-        ),
-      ),
-    ).then((reads) => {
+    known.reading = Promise.all(readByKey(this.#parts.storage, this.#parts.group, unread, ANNOUNCED_READS_IN_FLIGHT).map((read) => read.then((answer) => ('lease' in answer ? answer.lease : null)))).then((reads) => {
       const read = new Map(reads.filter((record): record is LeaseRecord => record !== null && record.owner === workerId && record.incarnation === known.incarnation).map((record) => [record.leaseKey, record]));
       // (Keys announced while the reads were on their way stay to be read.)
       const done = new Set(unread);

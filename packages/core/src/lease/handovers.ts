@@ -7,7 +7,6 @@
  * what taking knows (the fair floor and this worker's share) and the coordinator's state.
  */
 import { shuffled } from '../clock.js';
-import { concurrencyLimit } from '../concurrency.js';
 import { limits } from '../validation.js';
 import { Checkpoint, RECORD_FORMAT, type LeaseRecord, type LeaseUpdate, type WriteResult } from '../storage.js';
 import { capOf } from './balance.js';
@@ -15,6 +14,7 @@ import type { LeaseParts } from './parts.js';
 import type { LeaseCoordinatorEvents } from './events.js';
 import type { DrainReason, HandoffTarget, Held, HeldLease } from './held.js';
 import { LEAVING_FIELD } from './membership.js';
+import { readByKey, type KeyRead } from './reads-by-key.js';
 import { stateWithoutResume, withResume } from './resume-hint.js';
 
 /** The state core writes: every write drops a resume hint (it is for one tenure's first read only); a handover adds its own. */
@@ -511,20 +511,13 @@ export class Handovers {
       this.#host.listingDue();
       named = [];
     }
-    const keys = [...named, ...unnamed];
+    const keys = [...named, ...unnamed].filter((leaseKey) => !this.#held.has(leaseKey));
     if (keys.length === 0) return;
-    const limit = concurrencyLimit(ANNOUNCED_READS_IN_FLIGHT);
-    const reads = keys.map((leaseKey) =>
-      this.#held.has(leaseKey)
-        ? null
-        : limit(() => this.#parts.storage.getLease(this.#parts.group, leaseKey)).then(
-            (lease) => ({ lease }),
-            (error: unknown) => ({ error }),
-          ),
-    );
+    // With the store's getLeases, up to 100 keys a call (`readByKey`).
+    const reads = readByKey(this.#parts.storage, this.#parts.group, keys, ANNOUNCED_READS_IN_FLIGHT);
     for (const [i, leaseKey] of keys.entries()) {
-      const read = await reads[i];
-      if (!read || this.#held.has(leaseKey)) continue;
+      const read = (await reads[i]) as KeyRead;
+      if (this.#held.has(leaseKey)) continue;
       if ('error' in read) {
         this.#host.report(read.error, 'get');
         this.#host.listingDue();

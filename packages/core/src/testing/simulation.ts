@@ -13,7 +13,7 @@ import { LeaderElector } from '../leader/elector.js';
 import { withUnsafe, type CoordinatorUnsafe } from '../unsafe.js';
 import { MemoryStorage, type MemoryWriteEvent } from '../memory/memory-storage.js';
 import { watchersOf } from '../lease/watchers.js';
-import { withoutRosterMoves, withoutWatcherReads } from './without-watcher-reads.js';
+import { withoutLeaseReads, withoutRosterMoves, withoutWatcherReads } from './without-watcher-reads.js';
 import type { Storage } from '../storage.js';
 import { compareNumericPositions } from '../position.js';
 import { FaultyStorage, type FaultPlan } from './faulty-storage.js';
@@ -45,6 +45,11 @@ export interface SimulationConfig {
    * from the seed when not given: half the runs go without, as on the adapters that do not have it.
    */
   rosterMoves?: boolean;
+  /**
+   * Whether the store reads many leases by key in one call (`getLeases`). Drawn from the seed when not
+   * given: half the runs go without, each lease announced to a worker read with `getLease`.
+   */
+  leaseReads?: boolean;
   /**
    * Whether the coordinators listen to the store's change feed (`useChangeFeed`). Drawn from the seed
    * when not given: a third of the runs go without one, as on the DynamoDB adapter, which has none.
@@ -208,6 +213,7 @@ export function replayCommand(config: SimulationConfig & { workers: number; leas
     unsafe?.lateDealIgnored ? '--unsafe-late-deal-ignored' : '',
     config.watcherReads === false ? '--no-watcher-reads' : '',
     config.rosterMoves === false ? '--no-roster-moves' : config.rosterMoves === true ? '--roster-moves' : '',
+    config.leaseReads === false ? '--no-lease-reads' : config.leaseReads === true ? '--lease-reads' : '',
     config.changeFeed === false ? '--no-change-feed' : config.changeFeed === true ? '--change-feed' : '',
     config.coordinator?.wholeRosterUpTo !== undefined ? `--whole-roster-up-to ${config.coordinator.wholeRosterUpTo}` : '',
     ...faultFlags(config.faults),
@@ -243,6 +249,7 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
   const wholeRosterUpTo = config.coordinator?.wholeRosterUpTo ?? (seededRandom((config.seed * 104_723) >>> 0).next() < 0.5 ? 0 : 16);
   const watcherReads = config.watcherReads ?? true;
   const rosterMoves = config.rosterMoves ?? seededRandom((config.seed * 6_037 + 29) >>> 0).next() < 0.5;
+  const leaseReads = config.leaseReads ?? seededRandom((config.seed * 4_201 + 11) >>> 0).next() < 0.5;
   const changeFeed = config.changeFeed ?? seededRandom((config.seed * 7_919 + 17) >>> 0).next() >= 1 / 3;
   const violations: Violation[] = [];
   const stats = { acquisitions: 0, handoffs: 0, checkpoints: 0, faults: 0, leaderCrashes: 0, mostCrashedAtOnce: 0 };
@@ -307,7 +314,8 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
   };
 
   const storage = new MemoryStorage({ onWrite: checkWrite });
-  const shared: Storage = !watcherReads ? withoutWatcherReads(storage) : rosterMoves ? storage : withoutRosterMoves(storage);
+  const reads: Storage = leaseReads ? storage : withoutLeaseReads(storage);
+  const shared: Storage = !watcherReads ? withoutWatcherReads(reads) : rosterMoves ? reads : withoutRosterMoves(reads);
   for (let i = 0; i < leaseCount; i++) {
     // A few leases are children of earlier ones, so that parent-before-child is exercised too.
     const parentKeys = i >= 4 && random.next() < 0.1 ? [`shard-${Math.floor(random.next() * (i - 1))}`] : [];

@@ -18,6 +18,14 @@ export function withoutRosterMoves<S extends Storage>(storage: S): S {
   return hiding(storage, ['getRosterMoves']);
 }
 
+/**
+ * A store as an adapter without the read of many leases by key presents it (`getLeases` hidden, as on an
+ * adapter of an earlier release or the SQLite example): each lease announced to a worker is one `getLease`.
+ */
+export function withoutLeaseReads<S extends Storage>(storage: S): S {
+  return hiding(storage, ['getLeases']);
+}
+
 function hiding<S extends Storage>(storage: S, names: readonly string[]): S {
   const hidden = new Set<PropertyKey>(names);
   return new Proxy(storage, {

@@ -28,7 +28,7 @@ export function group(unsafe?: CoordinatorUnsafe, slow: { listingMs: number; dec
   const storage = rosterMoves ? memory : withoutRosterMoves(memory);
   /** The listings of the leases each worker made so far. */
   const listings = new Map<string, number>();
-  /** Every lease read by key, by whom and when. */
+  /** Every lease read by key (one by one or many in one call), by whom and when. */
   const reads: Array<{ workerId: string; leaseKey: string; at: number }> = [];
   /** Each worker's calls of the store, by method. */
   const calls = new Map<string, Map<string, number>>();
@@ -49,6 +49,7 @@ export function group(unsafe?: CoordinatorUnsafe, slow: { listingMs: number; dec
           const own = calls.get(workerId) ?? new Map<string, number>();
           calls.set(workerId, own.set(String(name), (own.get(String(name)) ?? 0) + 1));
           if (name === 'getLease') reads.push({ workerId, leaseKey: args[1] as string, at: scheduler.now });
+          if (name === 'getLeases') for (const leaseKey of args[1] as string[]) reads.push({ workerId, leaseKey, at: scheduler.now });
           // A declaration of another member's death that takes its time to land, as on a busy connection pool.
           const declareMs = slow.declareMs?.[workerId] ?? 0;
           if (name === 'putMember' && declareMs > 0 && args[1] !== workerId && (args[3] as MemberState).status === 'dead') {
