@@ -38,6 +38,7 @@ import {
   validateGroup,
   validateLeaderState,
   validateLeaseKey,
+  validateLeaseKeys,
   validateLeaseUpdates,
   validateNewLeader,
   validateNewLease,
@@ -217,6 +218,45 @@ export class RedisStorage implements Storage {
     const { record } = decodeStoredLease(group, leaseKey, current);
     this.#marks.lease(group, leaseKey, sentAt, record.version, record.epoch);
     return record;
+  }
+
+  /**
+   * The named leases in one script call, one round trip (`HMGET` of their fields, of the tombstones of those
+   * with none, and the incarnation marker), each read and checked as `getLease` reads it: a version or
+   * epoch that went back, or a lease gone without a tombstone, is a `RegressionError`. A key named twice is
+   * sent once; a key with no lease is left out. A value that cannot be read back (or the malformed tombstone
+   * of a key with no lease, which `getLease` throws for) is in `corrupt`, by its key, and every other lease
+   * named is still read.
+   */
+  async getLeases(group: string, leaseKeys: readonly string[]): Promise<LeaseListing> {
+    const keys = this.#keys(group);
+    validateLeaseKeys(leaseKeys, PKG);
+    const unique = [...new Set(leaseKeys)];
+    const listing: { leases: LeaseRecord[]; corrupt: CorruptRecordError[] } = { leases: [], corrupt: [] };
+    if (unique.length === 0) return listing;
+    const sentAt = this.#marks.begin();
+    const reply = await this.#read(() => `read ${unique.length} leases of group ${describeValue(group)}`, () =>
+      this.#scripts.getLeases(keys.leases, keys.tombstones, keys.incarnation, ...unique),
+    );
+    const [incarnation, ...found] = tuple(reply, 2 * unique.length + 1, 'getLeases');
+    this.#marks.incarnation(group, sentAt, optionalString(incarnation, 'getLeases'));
+    unique.forEach((leaseKey, i) => {
+      const current = found[2 * i];
+      try {
+        if (current === null) {
+          this.#marks.absent(group, leaseKey, sentAt, decodeTombstone(group, leaseKey, found[2 * i + 1]));
+          return;
+        }
+        const { record } = decodeStoredLease(group, leaseKey, current);
+        this.#marks.lease(group, leaseKey, sentAt, record.version, record.epoch);
+        listing.leases.push(record);
+      } catch (error) {
+        // A regression found is thrown, as getLease throws it: the group is refused from now on.
+        if (!(error instanceof CorruptRecordError)) throw error;
+        listing.corrupt.push(error);
+      }
+    });
+    return listing;
   }
 
   async createLease(lease: NewLease, options: CreateLeaseOptions = {}): Promise<WriteResult<LeaseRecord>> {

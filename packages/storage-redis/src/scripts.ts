@@ -12,6 +12,7 @@ import { PKG } from './keys.js';
 const SCRIPTS = {
   listLeases: { file: 'list-leases.lua', keys: 2 },
   getLease: { file: 'get-lease.lua', keys: 3 },
+  getLeases: { file: 'get-leases.lua', keys: 3 },
   getTombstones: { file: 'get-tombstones.lua', keys: 2 },
   createLease: { file: 'create-lease.lua', keys: 3 },
   updateLeases: { file: 'update-leases.lua', keys: 4 },

@@ -219,6 +219,24 @@ describe('RedisStorage on the shared server', () => {
     expect(await sharedServer.client.hexists(hashOf(group, 'leases'), 'k')).toBe(0);
   });
 
+  it('getLeases puts a lease that is not in its format, and the malformed tombstone of a deleted one, in corrupt, naming each, and reads every other lease named', async () => {
+    const storage = new RedisStorage({ client: sharedServer.client, keyPrefix });
+    const group = `corrupt-get-leases-${randomUUID()}`;
+    await createLeases(storage, group, 3);
+    const gone = applied(await storage.createLease({ group, leaseKey: 'gone' }));
+    expect((await storage.deleteLease(group, 'gone', gone.version)).status).toBe('applied');
+    await sharedServer.client.hset(hashOf(group, 'leases'), 'shardId-000001', 'not a lease');
+    await sharedServer.client.hset(hashOf(group, 'tombstones'), 'gone', 'gone');
+    const { leases, corrupt } = await storage.getLeases(group, ['shardId-000000', 'shardId-000001', 'gone', 'shardId-000002', 'never', 'gone']);
+    expect(leases.map((lease) => lease.leaseKey).sort()).toEqual(['shardId-000000', 'shardId-000002']);
+    expect(corrupt.every((error) => error instanceof CorruptRecordError)).toBe(true);
+    expect(corrupt.map((error) => [error.leaseKey, error.message]).sort()).toEqual([
+      ['gone', `[storage-redis] stored lease "gone" of group ${JSON.stringify(group)} is corrupt: malformed tombstone "gone"`],
+      ['shardId-000001', `[storage-redis] stored lease "shardId-000001" of group ${JSON.stringify(group)} is corrupt: malformed header in "not a lease"`],
+    ]);
+    expect(await sharedServer.client.hget(hashOf(group, 'leases'), 'shardId-000001')).toBe('not a lease');
+  });
+
   it('a corrupt leader record is an error naming the group on read, and unknown for a write that meets it', async () => {
     const storage = new RedisStorage({ client: sharedServer.client, keyPrefix });
     const group = `corrupt-leader-${randomUUID()}`;
@@ -548,6 +566,40 @@ describe('RedisStorage on a redis-server of its own', () => {
       await expect(leaders.getLeader(third)).rejects.toThrow(
         `[storage-redis] leader record of group ${JSON.stringify(third)} went back from version 2 to version 1`,
       );
+    });
+  });
+
+  it('getLeases finds lost writes as getLease does: a version that went back, or a lease gone without a tombstone, is a RegressionError, and the group is refused', async () => {
+    await withClients(server.port, 1, async (client) => {
+      const storage = new RedisStorage({ client });
+      const group = `get-leases-snapshot-${randomUUID()}`;
+      let kept = applied(await storage.createLease({ group, leaseKey: 'kept', owner: 'a', epoch: 1 }));
+      const other = applied(await storage.createLease({ group, leaseKey: 'other' }));
+      await client.save();
+      kept = applied((await storage.updateLeases(group, renewals([kept], 'a')))[0]);
+      expect((await storage.getLeases(group, ['kept', 'other', 'never'])).leases.sort((a, b) => a.leaseKey.localeCompare(b.leaseKey))).toEqual([kept, other]);
+      await server.restart();
+      const versionError = await storage.getLeases(group, ['other', 'kept']).catch((caught: unknown) => caught);
+      expect(versionError).toBeInstanceOf(RegressionError);
+      expect((versionError as Error).message).toBe(
+        `[storage-redis] lease "kept" of group ${JSON.stringify(group)} went back from version 2 to version 1; Redis lost acknowledged writes (a restart without appendfsync always, or a failover to a replica that lagged)`,
+      );
+      await expect(storage.getLeases(group, ['other'])).rejects.toBe(versionError);
+      await expect(storage.getLease(group, 'other')).rejects.toBe(versionError);
+
+      const fresh = new RedisStorage({ client });
+      const second = `get-leases-vanished-${randomUUID()}`;
+      applied(await fresh.createLease({ group: second, leaseKey: 'saved' }));
+      await client.save();
+      applied(await fresh.createLease({ group: second, leaseKey: 'lost' }));
+      const deleted = applied(await fresh.createLease({ group: second, leaseKey: 'deleted' }));
+      expect((await fresh.deleteLease(second, 'deleted', deleted.version)).status).toBe('applied');
+      expect((await fresh.getLeases(second, ['saved', 'lost', 'deleted'])).leases.map((lease) => lease.leaseKey).sort()).toEqual(['lost', 'saved']);
+      await server.restart();
+      await expect(fresh.getLeases(second, ['saved', 'lost'])).rejects.toThrow(
+        `[storage-redis] lease "lost" of group ${JSON.stringify(second)} was seen at version 1 and is gone without a tombstone; Redis lost acknowledged writes`,
+      );
+      await expect(fresh.getLeases(second, [])).rejects.toBeInstanceOf(RegressionError);
     });
   });
 
