@@ -38,6 +38,7 @@ import {
   validateGroup,
   validateLeaderState,
   validateLeaseKey,
+  validateLeaseKeys,
   validateLeaseUpdates,
   validateNewLeader,
   validateNewLease,
@@ -289,6 +290,20 @@ export class PostgresStorage implements Storage {
     validateLeaseKey(leaseKey, PKG);
     const [row] = await this.#read<VersionRow>('getLease', this.#sql.getLease, [group, leaseKey]);
     return row ? decodeLease(group, leaseKey, toNumber(row.version), row.state, PKG) : null;
+  }
+
+  /**
+   * The named leases of the group, in one statement whatever their number (at most
+   * `limits.maxLeasesPerRead`): the live rows whose key is in the array of keys, each key sent once. A
+   * row that cannot be decoded goes to `corrupt`, naming its key; the others are still read.
+   */
+  async getLeases(group: string, leaseKeys: readonly string[]): Promise<LeaseListing> {
+    validateGroup(group, PKG);
+    validateLeaseKeys(leaseKeys, PKG);
+    const keys = [...new Set(leaseKeys)];
+    if (keys.length === 0) return { leases: [], corrupt: [] };
+    const rows = await this.#read<LeaseRow>('getLeases', this.#sql.readLeases, [group, keys]);
+    return listingOf(rows, (row) => decodeLease(group, row.lease_key, toNumber(row.version), row.state, PKG));
   }
 
   async createLease(lease: NewLease, options: CreateLeaseOptions = {}): Promise<WriteResult<LeaseRecord>> {

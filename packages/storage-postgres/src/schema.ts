@@ -220,6 +220,8 @@ export function statements(names: TableNames): Statements {
     // The fencing condition of a transactional checkpoint: the lease row, locked until the transaction ends,
     // so that no take, handoff or release can move it between the check and the checkpoint.
     lockLease: `SELECT version, state FROM ${leases} WHERE group_name = $1 AND lease_key = $2 AND live FOR UPDATE`,
+    // The live leases of the group among keys $2 (a text[] of distinct keys): `getLeases`, and the re-read of
+    // a batch's conflicts. One statement, however many keys; tombstones (live = false) are left out as by getLease.
     readLeases: `SELECT lease_key, version, state FROM ${leases} WHERE group_name = $1 AND lease_key = ANY($2::text[]) AND live`,
 
     // Inserts, or, when the caller asks to recreate ($6), revives a tombstone with a greater version and an

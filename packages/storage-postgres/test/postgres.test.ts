@@ -142,6 +142,40 @@ describe('PostgresStorage round trips', () => {
     expect(counted.statements()).toBe(4);
   });
 
+  it('reads 100 named leases with getLeases in one statement, each key sent once, named or unnamed, and sends nothing for no key', async () => {
+    const group = freshSchemaName('g');
+    const keys = Array.from({ length: 100 }, (_, i) => `k${String(i).padStart(3, '0')}`);
+    await Promise.all(keys.map((leaseKey) => storage().createLease({ group, leaseKey })));
+    const gone = applied(await storage().createLease({ group, leaseKey: 'gone' }));
+    expect((await storage().deleteLease(group, 'gone', gone.version)).status).toBe('applied');
+    const { leases: listed } = await storage().listLeases(group);
+    for (const preparedStatements of [true, false]) {
+      const sent: { name?: string; values?: unknown[] }[] = [];
+      const pool = Object.create(server.pool()) as pg.Pool;
+      pool.connect = (async () => {
+        const client = await server.pool().connect();
+        const query = client.query.bind(client) as (config: { name?: string; values?: unknown[] }) => unknown;
+        return Object.assign(Object.create(client) as pg.PoolClient, {
+          query: (config: { name?: string; values?: unknown[] }) => {
+            sent.push(config);
+            return query(config);
+          },
+          release: (error?: Error | boolean) => client.release(error),
+        });
+      }) as pg.Pool['connect'];
+      const adapter = storage({ pool, preparedStatements });
+      const named = [...keys.slice(0, 50), 'gone', 'never', ...keys.slice(0, 48)];
+      const read = await adapter.getLeases(group, named);
+      expect(read.corrupt).toEqual([]);
+      expect([...read.leases].sort((a, b) => (a.leaseKey < b.leaseKey ? -1 : 1))).toEqual(listed.slice(0, 50));
+      expect(sent).toHaveLength(1);
+      expect(sent[0]?.values).toEqual([group, [...keys.slice(0, 50), 'gone', 'never']]);
+      expect(sent[0]?.name === undefined).toBe(!preparedStatements);
+      expect(await adapter.getLeases(group, [])).toEqual({ leases: [], corrupt: [] });
+      expect(sent).toHaveLength(1);
+    }
+  });
+
   it('16 clients racing with the same two-lease batch, 5 rounds: one applies per lease, and every conflict carries the record that won', async () => {
     const racers = Array.from({ length: 16 }, () => storage());
     const group = freshSchemaName('g');
@@ -331,6 +365,11 @@ describe('PostgresStorage corrupt rows', () => {
     }
     await expect(storage().getLease(group, 'bad')).rejects.toThrow(CorruptRecordError);
     await expect(storage().getLease(group, 'bad')).rejects.toThrow(named);
+    const read = await storage().getLeases(group, ['bad', 'c', 'a', 'bad']);
+    expect(read.leases.map((lease) => lease.leaseKey).sort()).toEqual(['a', 'c']);
+    expect(read.corrupt).toHaveLength(1);
+    expect(read.corrupt[0]).toBeInstanceOf(CorruptRecordError);
+    expect(read.corrupt[0]).toMatchObject({ group, leaseKey: 'bad', message: named });
   });
 
   it('applies the other updates of a batch that meets a corrupt lease, gives unknown with the CorruptRecordError for it alone, and never overwrites it', async () => {
