@@ -44,6 +44,7 @@ import {
   validateGroup,
   validateLeaderState,
   validateLeaseKey,
+  validateLeaseKeys,
   validateLeaseUpdates,
   validateMemberWrite,
   validateNewLeader,
@@ -217,6 +218,29 @@ export class DynamoDBStorage implements Storage {
       this.#getItem(leaseItemKey(group, leaseKey)),
     );
     return item === undefined || isTombstone(item) ? null : leaseOf(group, leaseKey, item);
+  }
+
+  /**
+   * One strongly consistent `BatchGetItem` of the named leases' items (keys DynamoDB leaves unprocessed are
+   * sent again after a backoff: see `batch-get.ts`), each decoded as {@link getLease} decodes it: a key with
+   * no item or a tombstone is left out, an item that cannot be read back is in `corrupt` naming its key. A
+   * repeated key is read once (DynamoDB refuses a batch that names a key twice); the leases come in the
+   * order their keys were first named. Up to `limits.maxLeasesPerRead` (100) keys: BatchGetItem's own limit.
+   */
+  async getLeases(group: string, leaseKeys: readonly string[]): Promise<LeaseListing> {
+    validateGroup(group, PKG);
+    validateLeaseKeys(leaseKeys, PKG);
+    const keys = [...new Set(leaseKeys)];
+    if (keys.length === 0) return { leases: [], corrupt: [] };
+    const what = `read ${keys.length} lease(s) of group ${describeValue(group)}`;
+    const items = await this.#read(what, () => batchGetItems(this.#client, this.#tableName, keys.map((leaseKey) => leaseItemKey(group, leaseKey))));
+    const bySortKey = new Map(items.map((item) => [item[attr.sk]?.S, item]));
+    const found = keys.flatMap((leaseKey) => {
+      const item = bySortKey.get(`${LEASE_PREFIX}${leaseKey}`);
+      return item === undefined || isTombstone(item) ? [] : [{ leaseKey, item }];
+    });
+    // An item that cannot be read back is reported by its key and never hides the others.
+    return listingOf(found, ({ leaseKey, item }) => leaseOf(group, leaseKey, item));
   }
 
   async createLease(lease: NewLease, options: CreateLeaseOptions = {}): Promise<WriteResult<LeaseRecord>> {
