@@ -647,7 +647,7 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
         rebalanced,
         survivors,
         listingsPerSurvivor: round((window.tally.calls.listLeases ?? 0) / survivors, 2),
-        leaseReadsByKey: window.tally.calls.getLease ?? 0,
+        leaseReadsByKey: (window.tally.itemsReadBy.getLease ?? 0) + (window.tally.itemsReadBy.getLeases ?? 0),
         itemsRead: window.tally.itemsRead,
         window,
       };
@@ -687,7 +687,7 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
         held: held.get(worker)?.size ?? 0,
         members,
         listings: window.tally.calls.listLeases ?? 0,
-        leaseReadsByKey: window.tally.calls.getLease ?? 0,
+        leaseReadsByKey: (window.tally.itemsReadBy.getLease ?? 0) + (window.tally.itemsReadBy.getLeases ?? 0),
         itemsRead: window.tally.itemsRead,
         window,
       };
