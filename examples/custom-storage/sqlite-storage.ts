@@ -71,6 +71,7 @@ import {
   validateGroup,
   validateLeaderState,
   validateLeaseKey,
+  validateLeaseKeys,
   validateLeaseUpdates,
   validateMemberWrite,
   validateNewLeader,
@@ -144,6 +145,18 @@ export class SqliteStorage implements Storage {
     validateLeaseKey(leaseKey, PKG);
     const row = this.#read('getLease', () => this.#sql.getLease.get({ group, leaseKey }) as StoredRow | undefined);
     return row ? decodeLease(group, leaseKey, row.version, row.state, PKG) : null;
+  }
+
+  // Optional: core reads the leases the change feed announces to a worker with it, 100 a call, instead of
+  // one getLease each. This example has no change feed, so core never calls it here; it is what an adapter
+  // with one would write, and the suite checks it.
+  async getLeases(group: string, leaseKeys: readonly string[]): Promise<LeaseListing> {
+    validateGroup(group, PKG);
+    validateLeaseKeys(leaseKeys, PKG);
+    const keys = [...new Set(leaseKeys)];
+    // One SELECT of the named rows reads one snapshot, tombstones left out, decoded as getLease decodes.
+    const rows = this.#read('getLeases', () => this.#sql.getLeases.all({ group, keys: JSON.stringify(keys) }) as Array<StoredRow & { leaseKey: string }>);
+    return listingOf(rows, (row) => decodeLease(group, row.leaseKey, row.version, row.state, PKG));
   }
 
   async createLease(lease: NewLease, options: CreateLeaseOptions = {}): Promise<WriteResult<LeaseRecord>> {
@@ -417,6 +430,10 @@ function prepare(database: Database.Database, prefix: string) {
   return {
     listLeases: database.prepare(`SELECT lease_key AS leaseKey, version, state FROM ${leases} WHERE grp = @group AND state IS NOT NULL`),
     getLease: database.prepare(`SELECT version, state FROM ${leases} WHERE grp = @group AND lease_key = @leaseKey AND state IS NOT NULL`),
+    // The named leases: @keys is a JSON array of lease keys, unpacked by json_each.
+    getLeases: database.prepare(`
+      SELECT lease_key AS leaseKey, version, state FROM ${leases}
+      WHERE grp = @group AND lease_key IN (SELECT value FROM json_each(@keys)) AND state IS NOT NULL`),
     // Create if absent, or over a tombstone when asked to recreate: the version continues above the
     // deleted one and the epoch is raised to the key's highest, inside the stored JSON too (in an UPDATE,
     // unqualified columns are the old row's values). A live row, or a tombstone without @recreate, makes
