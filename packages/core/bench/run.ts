@@ -24,7 +24,8 @@
  *    (`meter.ts`): DynamoDB request units and item bytes, the bytes of stored JSON Redis and Postgres
  *    move, and each DynamoDB partition key's and the hottest item's requests a second;
  * 2. cold start without a change feed (10 × 1,000 and 100 × 10,000): time to balanced, counted in take
- *    ticks after the last worker's join tick, and acquisitions;
+ *    ticks after the last worker's join tick, and acquisitions; then 100 × 10,000 with a feed, where one
+ *    member deals, its portions read by key one at a time and with getLeases;
  * 3. a crashed worker's leases held elsewhere (p99 over many random crash phases), a stopped worker's,
  *    and an 11th worker joining 10;
  * 4. issue 28's goal table from sections 1-3, the one-record roster's and the whole roster reads'
