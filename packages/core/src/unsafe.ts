@@ -39,6 +39,11 @@ export interface CoordinatorUnsafe {
   /** The watchers' ring keeps the members declared dead: a member whose watchers all died is watched by nobody alive. */
   ringKeepsTheDead?: boolean | undefined;
   /**
+   * The watchers' ring ignores the members' failure domains (`failureDomain`): a domain lost at once may take
+   * a member with all its watchers, which is then taken over a round later than the spread ring promises.
+   */
+  domainsIgnored?: boolean | undefined;
+  /**
    * A declarer deals a dead member's leases, and owners offer theirs, to members that did not answer a
    * suspect named in the roster in the time they had: to members that died in the same crash, where the
    * leases wait for a second declaration.

@@ -173,6 +173,11 @@ export function validateLeaseKeys(leaseKeys: unknown, pkg = 'core'): asserts lea
   for (const leaseKey of leaseKeys) validateLeaseKey(leaseKey, pkg);
 }
 
+/** Throws an `InvalidInputError` unless `domain` is a valid failure domain (named as a worker id is). */
+export function validateFailureDomain(domain: unknown, pkg = 'core'): asserts domain is string {
+  checkName(pkg, 'failureDomain', domain);
+}
+
 /** Throws an `InvalidInputError` unless `workerId` is a valid worker id. */
 export function validateWorkerId(workerId: unknown, pkg = 'core'): asserts workerId is string {
   checkName(pkg, 'worker id', workerId);

@@ -188,6 +188,18 @@ describe('the simulation harness', () => {
     }
   }, 600_000);
 
+  it('runs groups whose workers name failure domains (2 and 4), each mass crash losing a whole domain, through the same faults, and names them in the replay', async () => {
+    let domainCrashes = 0;
+    for (const failureDomains of [2, 4]) {
+      for (let seed = 1; seed <= 20; seed++) {
+        const result = await simulate({ seed, failureDomains, coordinator: { wholeRosterUpTo: 0 }, trace: (line) => void (/fault massCrash/.test(line) && domainCrashes++) });
+        expect(result.violations).toEqual([]);
+        expect(result.replay).toMatch(new RegExp(`--failure-domains ${failureDomains} `));
+      }
+    }
+    expect(domainCrashes).toBeGreaterThan(5);
+  }, 600_000);
+
   it('runs a group on a store without the watchers\' reads (every member reading the whole roster) through the same faults', async () => {
     for (let seed = 1; seed <= 20; seed++) {
       const result = await simulate({ seed, watcherReads: false });

@@ -49,6 +49,50 @@ async function deathOfAGhost(unsafe?: CoordinatorUnsafe) {
 }
 
 describe('the death of a member watched', () => {
+  // A member and its three watchers on the plain ring run on one host, which dies: nobody alive watches
+  // the member until the watchers' own deaths are declared and the ring gives it new ones. Named as one
+  // failure domain, the ring spreads them, and each keeps watchers on the other hosts.
+  async function hostLost(domains: boolean, unsafe?: CoordinatorUnsafe): Promise<{ victimTook: number; allTook: number }> {
+    const { scheduler, storage, start, clocks } = group(unsafe);
+    for (const leaseKey of keys(120)) await storage.createLease({ group: GROUP, leaseKey });
+    const workerIds = ids(12);
+    const victim = workerIds[0] as string;
+    const lost = new Set([victim, ...watchersOf(victim, workerIds, 3)]);
+    const others = workerIds.filter((workerId) => !lost.has(workerId));
+    const hostOf = (workerId: string): string => (lost.has(workerId) ? 'host-lost' : `host-${others.indexOf(workerId) % 2}`);
+    const workers: LeaseCoordinator[] = [];
+    for (const workerId of workerIds) workers.push(await start(workerId, domains ? { failureDomain: hostOf(workerId) } : {}));
+    expect(await until(scheduler, () => workers.every((w) => w.heldLeases().length === 10), 60_000)).toBeLessThan(Infinity);
+    await scheduler.advance(5 * TICK);
+    const theirs = new Set(workers.filter((w) => lost.has(w.workerId)).flatMap((w) => w.heldLeases().map((lease) => lease.leaseKey)));
+    const victims = new Set(workers.find((w) => w.workerId === victim)!.heldLeases().map((lease) => lease.leaseKey));
+    for (const workerId of lost) clocks.get(workerId)!.kill();
+    const survivors = workers.filter((w) => !lost.has(w.workerId));
+    const heldElsewhere = (set: ReadonlySet<string>) => survivors.reduce((sum, w) => sum + w.heldLeases().filter((lease) => set.has(lease.leaseKey)).length, 0);
+    const from = scheduler.now;
+    const victimTook = await until(scheduler, () => heldElsewhere(victims) === victims.size, 120_000);
+    await until(scheduler, () => heldElsewhere(theirs) === theirs.size, 120_000);
+    const allTook = scheduler.now - from;
+    await run(scheduler, Promise.all(survivors.map((w) => w.stop())));
+    return { victimTook, allTook };
+  }
+
+  it('takes over the members of a host lost at once within a lease duration and a take tick when every member names its host as failureDomain, though one had all its watchers there; without, that one waits for its watchers\' declarations', async () => {
+    const spread = await hostLost(true);
+    const plain = await hostLost(false);
+    // From the kill: the hold (a lease duration from the last heartbeat, which came before the kill), a
+    // take tick, and a round trip's margin.
+    const bound = 10_000 * 1.01 + TICK * 1.05 + 500;
+    expect(spread.victimTook).toBeLessThanOrEqual(bound);
+    expect(spread.allTook).toBeLessThanOrEqual(bound);
+    // Without domains, the member's new watchers judge its expiry from their first read of it, after the
+    // first declarations moved the digest: a quarter of a lease duration or more later.
+    expect(plain.victimTook).toBeGreaterThan(spread.victimTook + 2_500);
+    // The unsafe switch that orders the plain ring whatever the domains brings the wait back.
+    const ignored = await hostLost(true, { domainsIgnored: true });
+    expect(ignored.victimTook).toBe(plain.victimTook);
+  });
+
   it('has a member that stopped heartbeating declared dead by one of its live watchers, and its leases taken within the liveness bound', async () => {
     const { took, declaredBy, takers, watchers } = await deathOfAGhost();
     expect(declaredBy).toHaveLength(1);

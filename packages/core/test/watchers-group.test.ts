@@ -436,6 +436,20 @@ describe('watchers and the roster digest', () => {
     expect(() => new LeaseCoordinator({ storage, group: GROUP, watchers: 16 })).toThrow(/watchers must be at most 15, got 16/);
   });
 
+  it('refuses a failure domain that is no name, naming it, and writes a good one into the member record', async () => {
+    const storage = new MemoryStorage();
+    expect(() => new LeaseCoordinator({ storage, group: GROUP, failureDomain: '' })).toThrow(/failureDomain must not be empty/);
+    expect(() => new LeaseCoordinator({ storage, group: GROUP, failureDomain: 5 as unknown as string })).toThrow(/failureDomain must be a string, got 5/);
+    expect(() => new LeaseCoordinator({ storage, group: GROUP, failureDomain: 'h\u0000' })).toThrow(InvalidConfigError);
+    expect(() => new LeaseCoordinator({ storage, group: GROUP, failureDomain: 'x'.repeat(513) })).toThrow(/is 513 bytes long; the limit is 512/);
+    const { scheduler, storage: store, start } = group();
+    const coordinator = await start('worker-00', { failureDomain: 'host-a' });
+    await scheduler.advance(TICK);
+    const member = (await store.getRoster(GROUP)).members.find((m) => m.workerId === 'worker-00');
+    expect(member?.metadata['leasehold.failureDomain']).toBe('host-a');
+    await run(scheduler, coordinator.stop());
+  });
+
   it('refuses a store that has only some of the watchers\' reads, naming what it lacks', () => {
     const memory = new MemoryStorage();
     const partial = new Proxy(memory, {

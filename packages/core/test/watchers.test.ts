@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { firstWatcherOf, ringOrder, watchedBy, watchersOf } from '../src/lease/watchers.js';
+import { domainsOf, FAILURE_DOMAIN_FIELD, firstWatcherOf, ringOrder, watchedBy, watchersOf } from '../src/lease/watchers.js';
 
 const ids = (count: number): string[] => Array.from({ length: count }, (_, i) => `worker-${i}`);
 
@@ -51,5 +51,50 @@ describe('watchers: the ring of members', () => {
     }
     expect(firstWatcherOf('alone', ['alone'])).toBeUndefined();
     expect(firstWatcherOf('a', ['b'])).toBe('b');
+  });
+
+  describe('with failure domains', () => {
+    const domainsBy = (assign: (workerId: string, i: number) => string | undefined, members: readonly string[]) =>
+      domainsOf(
+        members.map((workerId, i) => {
+          const domain = assign(workerId, i);
+          const metadata: Record<string, string> = domain === undefined ? {} : { [FAILURE_DOMAIN_FIELD]: domain };
+          return { workerId, metadata };
+        }),
+      );
+
+    it('orders the plain ring when any member names no domain, or all name one domain', () => {
+      const members = ids(40);
+      expect(domainsBy((_, i) => (i === 7 ? undefined : `host-${i % 4}`), members)).toBeUndefined();
+      const one = domainsBy(() => 'host-a', members);
+      expect(ringOrder(members, one)).toEqual(ringOrder(members));
+    });
+
+    it('gives every member of four hosts of 25 three watchers on the other three hosts, each watching three', () => {
+      const members = ids(100);
+      const hostOf = (workerId: string): string => `host-${Number(workerId.slice('worker-'.length)) % 4}`;
+      const domainOf = domainsBy(hostOf, members);
+      for (const self of members) {
+        const watchers = watchersOf(self, members, 3, domainOf);
+        expect(watchers).toHaveLength(3);
+        expect(new Set(watchers.map(hostOf)).size, self).toBe(3);
+        expect(watchers.map(hostOf)).not.toContain(hostOf(self));
+        for (const watcher of watchers) expect(watchedBy(watcher, members, 3, domainOf)).toContain(self);
+        expect(firstWatcherOf(self, members, domainOf)).toBe(watchers[0]);
+      }
+      // Without the domains, a host's members stand where their hashes put them: some member of the
+      // 100 has all three watchers on its own host.
+      expect(members.some((self) => watchersOf(self, members, 3).every((watcher) => hostOf(watcher) === hostOf(self)))).toBe(true);
+    });
+
+    it('leaves no member with all its watchers on its own host when the hosts are of unequal sizes (50, 25, 25) or many (10 of 10)', () => {
+      for (const hostOf of [(i: number) => (i < 50 ? 'big' : i < 75 ? 'b' : 'c'), (i: number) => `host-${i % 10}`]) {
+        const members = ids(100);
+        const of = (workerId: string): string => hostOf(Number(workerId.slice('worker-'.length)));
+        const domainOf = domainsBy(of, members);
+        const alone = members.filter((self) => watchersOf(self, members, 3, domainOf).every((watcher) => of(watcher) === of(self)));
+        expect(alone).toEqual([]);
+      }
+    });
   });
 });

@@ -48,6 +48,7 @@ const LEASE_KEYS = optionKeys<Defined<ConsumerOptions['lease']>>({
   handoffTimeoutMs: true,
   watchers: true,
   wholeRosterUpTo: true,
+  failureDomain: true,
 });
 
 const LEADER_KEYS = optionKeys<Defined<ConsumerOptions['leader']>>({ leaseDurationMs: true, renewIntervalMs: true, maxClockDrift: true, safetyMarginMs: true });

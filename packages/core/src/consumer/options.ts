@@ -256,6 +256,7 @@ export interface ConsumerOptions<R extends SourceRecord = SourceRecord> {
     | 'handoffTimeoutMs'
     | 'watchers'
     | 'wholeRosterUpTo'
+    | 'failureDomain'
   >;
   /** The leader's timing, when it should differ from `lease` (each field defaults to the lease's). */
   leader?: Pick<LeaderElectorOptions, 'leaseDurationMs' | 'renewIntervalMs' | 'maxClockDrift' | 'safetyMarginMs'>;

@@ -147,6 +147,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       throw new InvalidConfigError(`[${PKG}] leaseDurationMs must be a whole number of milliseconds, got ${timing.leaseDurationMs}`);
     }
     this.#useChangeFeed = options.useChangeFeed ?? true;
+    // (Validated with the identity: a name, as a worker id is.)
+    const failureDomain = options.failureDomain;
     const watchers = positiveInteger(PKG, 'watchers', options.watchers ?? 3);
     if (watchers > limits.maxWatchedMembers - 1) {
       throw new InvalidConfigError(`[${PKG}] watchers must be at most ${limits.maxWatchedMembers - 1}, got ${watchers}`);
@@ -157,6 +159,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     const unsafe = unsafeOf(options);
     const skipRosterDigest = unsafe.skipRosterDigest ?? false;
     const ringKeepsTheDead = unsafe.ringKeepsTheDead ?? false;
+    const domainsIgnored = unsafe.domainsIgnored ?? false;
     const skipSelfFencing = unsafe.skipSelfFencing ?? false;
     const listingDue = (): void => {
       this.#listingsAsked++;
@@ -181,12 +184,14 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       clock: this.#clock,
       random: this.#random,
       watchers,
+      failureDomain,
       watcherReads,
       wholeRosterUpTo,
       skipRosterDigest,
       rosterMoves,
       movesUnread: unsafe.movesUnread ?? false,
       ringKeepsTheDead,
+      domainsIgnored,
       ownDurationOnly: unsafe.ownDurationOnly ?? false,
       expiryFactor: unsafe.expiryFactor ?? 1,
       unansweredDealt: unsafe.unansweredDealt ?? false,

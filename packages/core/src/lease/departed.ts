@@ -8,7 +8,7 @@ import type { LeaseListing, MemberRecord } from '../storage.js';
 import { HANDED_FIELD, readNote } from './leave-notes.js';
 import type { LeaseParts } from './parts.js';
 import type { TakingHost } from './taking.js';
-import { firstWatcherOf } from './watchers.js';
+import { domainsOf, firstWatcherOf, type DomainOf } from './watchers.js';
 
 export interface DepartedOptions {
   readonly parts: LeaseParts;
@@ -74,6 +74,7 @@ export class Departed {
     const due = this.#longDead(now);
     if (due.length === 0) return;
     let alive: string[] | undefined;
+    let domainOf: DomainOf | undefined;
     for (const member of due) {
       const since = this.#deadSince.get(member.workerId);
       if (since === undefined) continue;
@@ -82,7 +83,9 @@ export class Departed {
       // ring of a thousand members is not worth ordering every tick to find that out again).
       if (!since.complete && since.listed) continue;
       alive ??= [...this.#parts.view.alive().keys()];
-      if (firstWatcherOf(member.workerId, alive) !== this.#parts.workerId) continue;
+      // The dead member stands on the ring with its domain, as it did while it lived.
+      domainOf ??= domainsOf([...alive, member.workerId].flatMap((workerId) => this.#parts.view.get(workerId) ?? []));
+      if (firstWatcherOf(member.workerId, alive, domainOf) !== this.#parts.workerId) continue;
       if (since.complete) await this.#remove(member);
       else {
         since.listed = true;

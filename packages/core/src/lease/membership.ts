@@ -12,7 +12,7 @@ import { limits } from '../validation.js';
 import { memberStateOf, RECORD_FORMAT, type CheckpointStorage, type MemberRecord, type MemberState, type Roster, type RosterMoves, type WriteResult } from '../storage.js';
 import { MAX_LEASES_FIELD } from './balance.js';
 import { joinedBetween, movedByDeathsOnly, movedByJoinsAndDeaths, movedByJoinsOnly, RosterView, turnedDead, type SignatureMembers } from './roster-view.js';
-import { watchedBy } from './watchers.js';
+import { domainsOf, FAILURE_DOMAIN_FIELD, watchedBy } from './watchers.js';
 import { HANDED_FIELD, readNote, writeNote } from './leave-notes.js';
 import { ASKS_FIELD, writeAsks } from './join-asks.js';
 import { COLD_DEALT_FIELD, writeColdDealt } from './cold-deal-note.js';
@@ -101,6 +101,8 @@ export interface MembershipOptions {
   readonly random: Random;
   /** How many members watch each member's liveness. */
   readonly watchers: number;
+  /** This worker's failure domain (the coordinator's `failureDomain`), written into its member record; `undefined` for none. */
+  readonly failureDomain: string | undefined;
   /** Whether the store has the watchers' reads: without them the whole roster is read every take tick. */
   readonly watcherReads: boolean;
   /** Groups of up to this many members read the whole roster every tick. */
@@ -113,6 +115,8 @@ export interface MembershipOptions {
   readonly movesUnread: boolean;
   /** Unsafe: the watchers' ring keeps the members declared dead. */
   readonly ringKeepsTheDead: boolean;
+  /** Unsafe: the ring ignores the members' failure domains. */
+  readonly domainsIgnored: boolean;
   /** Unsafe: a member expires after this worker's own lease duration, whatever its own. */
   readonly ownDurationOnly: boolean;
   /** Unsafe: expiry is judged after this multiple of the lease duration. */
@@ -156,10 +160,12 @@ export class Membership {
   readonly #movesUnread: boolean;
   /** Unsafe: the watchers' ring keeps the members declared dead. */
   readonly #ringKeepsTheDead: boolean;
+  readonly #domainsIgnored: boolean;
   /** Unsafe: a leave's note is taken for one naming every lease the member had, whatever it says. */
   readonly #noteTrusted: boolean;
   /** How many members watch each member's liveness. */
   readonly #watchers: number;
+  readonly #failureDomain: string | undefined;
   /** Whether the store has the watchers' reads: without them the whole roster is read every take tick. */
   readonly #watcherReads: boolean;
   /** Groups of up to this many members read the whole roster every tick. */
@@ -210,12 +216,14 @@ export class Membership {
     this.#random = options.random;
     this.#host = options.host;
     this.#watchers = options.watchers;
+    this.#failureDomain = options.failureDomain;
     this.#watcherReads = options.watcherReads;
     this.#wholeRosterUpTo = options.wholeRosterUpTo;
     this.#skipRosterDigest = options.skipRosterDigest;
     this.#rosterMoves = options.rosterMoves;
     this.#movesUnread = options.movesUnread;
     this.#ringKeepsTheDead = options.ringKeepsTheDead;
+    this.#domainsIgnored = options.domainsIgnored;
     this.#noteTrusted = options.noteTrusted;
     this.#ownDurationOnly = options.ownDurationOnly;
     this.#expiryFactor = options.expiryFactor;
@@ -324,6 +332,8 @@ export class Membership {
     else delete metadata[LEAVING_FIELD];
     if (Number.isFinite(this.#maxLeases)) metadata[MAX_LEASES_FIELD] = String(this.#maxLeases);
     else delete metadata[MAX_LEASES_FIELD];
+    if (this.#failureDomain !== undefined) metadata[FAILURE_DOMAIN_FIELD] = this.#failureDomain;
+    else delete metadata[FAILURE_DOMAIN_FIELD];
     this.answers.writeInto(metadata, this.#digestSeen);
     if (this.#asks?.incarnation === membership.incarnation) metadata[ASKS_FIELD] = this.#asks.value;
     else delete metadata[ASKS_FIELD];
@@ -782,7 +792,11 @@ export class Membership {
     for (const error of only ? this.view.readSome(roster, only, now) : this.view.read(roster, now)) this.#host.report(error, 'roster');
     if (this.#watcherReads && (!only || (moves && this.view.othersChangedAt === now))) {
       const ringed = [...this.view.values()].filter((member) => member.workerId !== this.#workerId && (this.#ringKeepsTheDead || member.status === 'alive'));
-      this.#watched = new Set(watchedBy(this.#workerId, ringed.map((member) => member.workerId), this.#watchers));
+      // With failure domains, the ring spreads each domain's members (`ringOrder`): this worker's own as the
+      // others read it, from its record (its option until its first write was read back).
+      const own: Record<string, string> = this.#failureDomain === undefined ? {} : { [FAILURE_DOMAIN_FIELD]: this.#failureDomain };
+      const self = this.view.get(this.#workerId) ?? { workerId: this.#workerId, metadata: own };
+      this.#watched = new Set(watchedBy(this.#workerId, ringed.map((member) => member.workerId), this.#watchers, this.#domainsIgnored ? undefined : domainsOf([...ringed, self])));
     }
     this.#armExpiry();
     this.#still.arm();

@@ -77,6 +77,16 @@ export interface LeaseCoordinatorOptions {
    * and a few members by id. Larger groups use the watchers and the digest. Default 16; 0 always watches.
    */
   wholeRosterUpTo?: number;
+  /**
+   * This worker's failure domain: what fails together with it (a host, a process holding several
+   * coordinators, a zone), written into its member record. When every member of the group names one and
+   * there are several, each domain's members are spread round the watchers' ring, so that a member's
+   * watchers are of other domains while others have members, and a domain lost at once leaves none of its
+   * members watched by nobody (which is taken over a lease duration and two take ticks later). 1 to 512
+   * UTF-8 bytes. Default none: the ring orders members by the hash of their ids alone, as it does whenever
+   * any member names no domain (a worker of an earlier release).
+   */
+  failureDomain?: string;
   /** The monotonic clock every timing decision is made on. Default: the process's. */
   clock?: Clock;
   /** The random source for shuffling, jitter and incarnations. Default: `Math.random`. */
@@ -101,6 +111,7 @@ export const COORDINATOR_KEYS = optionKeys<LeaseCoordinatorOptions>({
   onDrain: true,
   watchers: true,
   wholeRosterUpTo: true,
+  failureDomain: true,
   useChangeFeed: true,
   clock: true,
   random: true,

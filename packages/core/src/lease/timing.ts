@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import type { Random } from '../clock.js';
 import { describeValue, InvalidConfigError } from '../errors.js';
-import { validateGroup, validateWorkerId } from '../validation.js';
+import { validateGroup, validateWorkerId, validateFailureDomain } from '../validation.js';
 
 /** Timing shared by the lease coordinator and the leader elector. */
 export interface HoldTiming {
@@ -79,10 +79,11 @@ export function resolveHoldTiming(
  * Checks the group and worker id of a coordinator or elector (an `InvalidConfigError` naming the bad
  * value) and completes the worker id: host name, pid and a random suffix, unique among live processes.
  */
-export function resolveIdentity(options: { group: string; workerId?: string | undefined }, random: Random): { group: string; workerId: string } {
+export function resolveIdentity(options: { group: string; workerId?: string | undefined; failureDomain?: string | undefined }, random: Random): { group: string; workerId: string } {
   try {
     validateGroup(options.group);
     if (options.workerId !== undefined) validateWorkerId(options.workerId);
+    if (options.failureDomain !== undefined) validateFailureDomain(options.failureDomain);
   } catch (error) {
     throw new InvalidConfigError((error as Error).message, { cause: error });
   }

@@ -51,6 +51,12 @@ export interface SimulationConfig {
    */
   leaseReads?: boolean;
   /**
+   * How many failure domains the workers run in (`failureDomain`, worker i in domain i mod k), and then
+   * the mass crashes kill a victim's whole domain, as a host lost at once. 0 or absent: no domains, and a
+   * mass crash kills a victim and the members after it in id order. `pnpm sim` draws it per seed.
+   */
+  failureDomains?: number;
+  /**
    * Whether the coordinators listen to the store's change feed (`useChangeFeed`). Drawn from the seed
    * when not given: a third of the runs go without one, as on the DynamoDB adapter, which has none.
    */
@@ -140,6 +146,8 @@ const OPT_IN_FAULTS: readonly FaultKind[] = ['slowListings', 'lateLeases'];
 interface SimWorker {
   index: number;
   workerId: string;
+  /** Its failure domain, when the run has them. */
+  domain: string | undefined;
   clock: VirtualClock;
   plan: FaultPlan;
   coordinator: LeaseCoordinator;
@@ -214,6 +222,8 @@ export function replayCommand(config: SimulationConfig & { workers: number; leas
     config.watcherReads === false ? '--no-watcher-reads' : '',
     config.rosterMoves === false ? '--no-roster-moves' : config.rosterMoves === true ? '--roster-moves' : '',
     config.leaseReads === false ? '--no-lease-reads' : config.leaseReads === true ? '--lease-reads' : '',
+    config.failureDomains !== undefined ? `--failure-domains ${config.failureDomains}` : '',
+    unsafe?.domainsIgnored ? '--unsafe-domains-ignored' : '',
     config.changeFeed === false ? '--no-change-feed' : config.changeFeed === true ? '--change-feed' : '',
     config.coordinator?.wholeRosterUpTo !== undefined ? `--whole-roster-up-to ${config.coordinator.wholeRosterUpTo}` : '',
     ...faultFlags(config.faults),
@@ -250,6 +260,7 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
   const watcherReads = config.watcherReads ?? true;
   const rosterMoves = config.rosterMoves ?? seededRandom((config.seed * 6_037 + 29) >>> 0).next() < 0.5;
   const leaseReads = config.leaseReads ?? seededRandom((config.seed * 4_201 + 11) >>> 0).next() < 0.5;
+  const failureDomains = config.failureDomains ?? 0;
   const changeFeed = config.changeFeed ?? seededRandom((config.seed * 7_919 + 17) >>> 0).next() >= 1 / 3;
   const violations: Violation[] = [];
   const stats = { acquisitions: 0, handoffs: 0, checkpoints: 0, faults: 0, leaderCrashes: 0, mostCrashedAtOnce: 0 };
@@ -345,9 +356,11 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
     const plan = basePlan();
     const faulty = new FaultyStorage(shared, clock, workerRandom, plan);
     const workerId = `w${index}`;
+    const domain = failureDomains > 0 ? `d${index % failureDomains}` : undefined;
     const worker: SimWorker = {
       index,
       workerId,
+      domain,
       clock,
       plan,
       alive: true,
@@ -367,6 +380,7 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
         maxClockDrift,
         watchers: watcherCount,
         wholeRosterUpTo,
+        ...(domain === undefined ? {} : { failureDomain: domain }),
         useChangeFeed: changeFeed,
         onDrain: async (lease) => {
           await worker.work.get(lease.leaseKey);
@@ -491,6 +505,14 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
    * group); with `itsWatchers`, `first`'s watchers on the ring come first among them.
    */
   const withObservers = (first: SimWorker, among: readonly SimWorker[], itsWatchers = false): SimWorker[] => {
+    // With failure domains, a mass crash is a domain lost at once: every live member of the victim's (never
+    // the whole group); with watcher crashes too, the victim's watchers on other domains die with it.
+    if (first.domain !== undefined) {
+      const dead = new Set<SimWorker>(among.filter((worker) => worker.domain === first.domain));
+      dead.add(first);
+      if (itsWatchers) for (const worker of watchersAmong(first, among)) dead.add(worker);
+      if (dead.size < among.length) return [...dead];
+    }
     const ring = [...among].sort(byIdOrder);
     const size = Math.min(ring.length - 1, Math.max(2, Math.ceil(ring.length / 10)));
     const dead = new Set<SimWorker>([first]);
@@ -501,7 +523,9 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
   };
   /** The members that watch `watched` on the ring of the live members `among`, as the coordinators place them. */
   const watchersAmong = (watched: SimWorker, among: readonly SimWorker[]): SimWorker[] =>
-    watchersOf(watched.workerId, among.map((worker) => worker.workerId), watcherCount).map((workerId) => byId.get(workerId) as SimWorker);
+    watchersOf(watched.workerId, among.map((worker) => worker.workerId), watcherCount, domainOf).map((workerId) => byId.get(workerId) as SimWorker);
+  /** Each worker's failure domain as the coordinators read it, when the run has them. */
+  const domainOf = failureDomains > 0 ? (workerId: string): string | undefined => byId.get(workerId)?.domain : undefined;
   /**
    * How many rounds of declarations beyond the first a crash of `dead` among `among` takes: a member whose
    * watchers all died is declared only after they are, by the watchers the ring then gives it, a lease
@@ -527,7 +551,7 @@ export async function simulate(config: SimulationConfig): Promise<SimulationResu
     const first = among[0] as SimWorker;
     const others = among.map((worker) => worker.workerId);
     // watchersOf with as many watchers as members gives the whole ring after `first`, in order.
-    return [first.workerId, ...watchersOf(first.workerId, others, others.length)];
+    return [first.workerId, ...watchersOf(first.workerId, others, others.length, domainOf)];
   };
   /** Crashes whose declarations take more than one round (see `extraRounds`): when, and how many rounds more. */
   const cascades: Array<{ at: number; rounds: number }> = [];
