@@ -15,7 +15,7 @@
  * - SIGTERM stops its coordinators and closes its clients; the end of the IPC channel (its parent died)
  *   ends it at once.
  *
- *   node --import tsx bench/scale-child.ts --location JSON --group G --workers 0,1,2,3 [--no-change-feed]
+ *   node --import tsx bench/scale-child.ts --location JSON --group G --workers 0,1,2,3 [--no-change-feed] [--domain D]
  *
  * `--no-change-feed` runs the coordinators without the store's change feed, as on a store that has none
  * (DynamoDB), on any backend.
@@ -66,6 +66,7 @@ const { values } = parseArgs({
     workers: { type: 'string' },
     'postgres-pool': { type: 'string', default: '8' },
     'no-change-feed': { type: 'boolean', default: false },
+    domain: { type: 'string' },
   },
 });
 const indices = (values.workers ?? '').split(',').filter((part) => part !== '').map(Number);
@@ -110,6 +111,8 @@ function coordinatorOf(i: number): LeaseCoordinator {
     group,
     workerId,
     ...(values['no-change-feed'] ? { useChangeFeed: false } : {}),
+    // What fails together with it: this process (scale-procs gives each its own, unless BENCH_NO_DOMAINS=1).
+    ...(values.domain === undefined ? {} : { failureDomain: values.domain }),
   });
   coordinator.on('acquired', ({ leaseKey }) => pending.push(['acquired', i, leaseKey, now()]));
   coordinator.on('lost', ({ leaseKey, reason }) => pending.push(['lost', i, leaseKey, now(), reason]));

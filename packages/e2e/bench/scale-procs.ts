@@ -130,6 +130,14 @@ const log = (line: string): void => void process.stdout.write(`${line}\n`);
 const workerId = (i: number): string => `worker-${String(i).padStart(3, '0')}`;
 
 const PACKAGE_DIR = fileURLToPath(new URL('..', import.meta.url));
+/**
+ * Each process is its coordinators' failure domain (`failureDomain`: the watchers' ring spreads each
+ * process's members, so that a process killed leaves none of its members without a live watcher), unless
+ * BENCH_NO_DOMAINS=1 runs them without, as every run of this bench before, for a side-by-side run.
+ */
+const NO_DOMAINS = process.env.BENCH_NO_DOMAINS === '1';
+/** Each worker's process, the failure domain it names (by worker id). */
+const processOf = new Map<string, string>();
 const CHILD = fileURLToPath(new URL('./scale-child.ts', import.meta.url));
 
 // ------------------------------------------------------------------------------------------ CPU
@@ -374,10 +382,11 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
       const count = Math.floor(WORKERS / PROCESSES) + (index < WORKERS % PROCESSES ? 1 : 0);
       const child = spawn(
         process.execPath,
-        ['--import', 'tsx', CHILD, '--location', JSON.stringify(opened.location), '--group', group, '--workers', ORDER.slice(next, next + count).join(','), ...(NO_FEED ? ['--no-change-feed'] : [])],
+        ['--import', 'tsx', CHILD, '--location', JSON.stringify(opened.location), '--group', group, '--workers', ORDER.slice(next, next + count).join(','), ...(NO_FEED ? ['--no-change-feed'] : []), ...(NO_DOMAINS ? [] : ['--domain', `process-${index}`])],
         { cwd: PACKAGE_DIR, env: { ...process.env, TSX_TSCONFIG_PATH: `${PACKAGE_DIR}tsconfig.json` }, stdio: ['ignore', 'inherit', 'pipe', 'ipc'] },
       );
       children.push(new Child(index, new WorkerProcess(`process-${index}`, child), ORDER.slice(next, next + count), onMessage));
+      for (const worker of ORDER.slice(next, next + count)) processOf.set(workerId(worker), `process-${index}`);
       for (const i of ORDER.slice(next, next + count)) held.set(i, new Set());
       next += count;
     }
@@ -457,6 +466,8 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
       const list = await victim.request<{ type: 'held'; held: Record<string, string[]>; heartbeats: Record<string, number> }>({ type: 'held' }, 'held');
       // The ring as it stood before the kill: who watched each of the victims.
       const ringBefore = [...held.keys()].map(workerId);
+      // The ring as the members order it: each process's members spread round it when each is a domain.
+      const domainOf = NO_DOMAINS ? undefined : (id: string): string | undefined => processOf.get(id);
       const leases = new Set(Object.values(list.held).flat());
       await collect();
       const takenAt = new Map<string, number>();
@@ -511,7 +522,7 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
       // from the heartbeat, a declaration is late.
       const victims = new Set(victim.workers.map(workerId));
       const members = victim.workers.map(workerId).map((dead) => {
-        const watchers = watchersOf(dead, ringBefore, WATCHERS);
+        const watchers = watchersOf(dead, ringBefore, WATCHERS, domainOf);
         const first = deadSeen.filter((entry) => entry.dead === dead).sort((a, b) => a.at - b.at)[0];
         const heartbeat = list.heartbeats[dead];
         return {
