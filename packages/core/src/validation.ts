@@ -77,6 +77,13 @@ function checkName(pkg: string, what: string, value: unknown): asserts value is 
   }
 }
 
+/** An array of at most `most` names read in one call, each checked as `checkName` checks one. */
+function checkNames(pkg: string, what: string, plural: string, values: unknown, most: number): asserts values is readonly string[] {
+  if (!Array.isArray(values)) throw new InvalidInputError(`[${pkg}] ${plural} must be an array, got ${describeValue(values)}`);
+  if (values.length > most) throw new InvalidInputError(`[${pkg}] at most ${most} ${plural} may be read at once, got ${values.length}`);
+  for (const value of values) checkName(pkg, what, value);
+}
+
 function checkCounter(pkg: string, what: string, value: unknown): asserts value is number {
   if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0 || Object.is(value, -0)) {
     throw new InvalidInputError(`[${pkg}] ${what} must be a non-negative safe integer, got ${Object.is(value, -0) ? '-0' : describeValue(value)}`);
@@ -166,11 +173,7 @@ export function validateLeaseKey(leaseKey: unknown, pkg = 'core'): asserts lease
 
 /** Throws an `InvalidInputError` unless `leaseKeys` is an array of at most `limits.maxLeasesPerRead` valid lease keys. */
 export function validateLeaseKeys(leaseKeys: unknown, pkg = 'core'): asserts leaseKeys is readonly string[] {
-  if (!Array.isArray(leaseKeys)) throw new InvalidInputError(`[${pkg}] lease keys must be an array, got ${describeValue(leaseKeys)}`);
-  if (leaseKeys.length > limits.maxLeasesPerRead) {
-    throw new InvalidInputError(`[${pkg}] at most ${limits.maxLeasesPerRead} lease keys may be read at once, got ${leaseKeys.length}`);
-  }
-  for (const leaseKey of leaseKeys) validateLeaseKey(leaseKey, pkg);
+  checkNames(pkg, 'lease key', 'lease keys', leaseKeys, limits.maxLeasesPerRead);
 }
 
 /** Throws an `InvalidInputError` unless `domain` is a valid failure domain (named as a worker id is). */
@@ -185,11 +188,7 @@ export function validateWorkerId(workerId: unknown, pkg = 'core'): asserts worke
 
 /** Throws an `InvalidInputError` unless `workerIds` is an array of at most {@link limits}.maxWatchedMembers valid worker ids. */
 export function validateWorkerIds(workerIds: unknown, pkg = 'core'): asserts workerIds is readonly string[] {
-  if (!Array.isArray(workerIds)) throw new InvalidInputError(`[${pkg}] worker ids must be an array, got ${describeValue(workerIds)}`);
-  if (workerIds.length > limits.maxWatchedMembers) {
-    throw new InvalidInputError(`[${pkg}] at most ${limits.maxWatchedMembers} worker ids may be read at once, got ${workerIds.length}`);
-  }
-  for (const workerId of workerIds) validateWorkerId(workerId, pkg);
+  checkNames(pkg, 'worker id', 'worker ids', workerIds, limits.maxWatchedMembers);
 }
 
 /** Throws an `InvalidInputError` unless `digest` is a roster digest a reader may have read (a counter). */
