@@ -406,6 +406,30 @@ describe('watchers and the roster digest', () => {
     await run(scheduler, Promise.all(survivors.map((w) => w.stop())));
   });
 
+  it('removes two members that left, with failure domains, each once and by its first watcher on the ring the domains spread', async () => {
+    const { scheduler, storage, start } = group();
+    for (const leaseKey of keys(200)) await storage.createLease({ group: GROUP, leaseKey });
+    const hostOf = (workerId: string): string => `host-${Number(workerId.slice('worker-'.length)) % 4}`;
+    const workers: LeaseCoordinator[] = [];
+    for (const workerId of ids(20)) workers.push(await start(workerId, { failureDomain: hostOf(workerId) }));
+    expect(await until(scheduler, () => workers.every((w) => w.heldLeases().length === 10), 120_000)).toBeLessThan(Infinity);
+    await scheduler.advance(5 * TICK);
+    const leavers = [workers[7]!, workers[12]!];
+    const survivors = workers.filter((w) => !leavers.includes(w));
+    const removers: string[] = [];
+    for (const survivor of survivors) {
+      survivor.on('storage', ({ operation, applied }) => operation === 'remove-member' && applied > 0 && removers.push(survivor.workerId));
+    }
+    await run(scheduler, Promise.all(leavers.map((leaver) => leaver.stop())));
+    await scheduler.advance(11 * 10_000);
+    const roster = (await storage.getRoster(GROUP)).members.map((m) => m.workerId);
+    expect(leavers.filter((leaver) => roster.includes(leaver.workerId))).toEqual([]);
+    const alive = survivors.map((w) => w.workerId);
+    // One remove each, by the first watcher of each on the ring of the live members and it, domains spread.
+    expect(removers.sort()).toEqual(leavers.map((leaver) => watchersOf(leaver.workerId, alive, 1, hostOf)[0]).sort());
+    await run(scheduler, Promise.all(survivors.map((w) => w.stop())));
+  });
+
   it('gives a member that joins a quiet group its share within four take ticks: every member reads the whole roster when the join moves the digest, on a store that does not say whom a move named', async () => {
     const { took, wholeReads } = await eleventhJoins(undefined, false);
     expect(took).toBeLessThanOrEqual(4 * TICK * 1.05);

@@ -8,7 +8,7 @@ import type { LeaseListing, MemberRecord } from '../storage.js';
 import { HANDED_FIELD, readNote } from './leave-notes.js';
 import type { LeaseParts } from './parts.js';
 import type { TakingHost } from './taking.js';
-import { domainsOf, firstWatcherOf, type DomainOf } from './watchers.js';
+import { domainsOf, FAILURE_DOMAIN_FIELD, firstWatcherOf, type DomainOf } from './watchers.js';
 
 export interface DepartedOptions {
   readonly parts: LeaseParts;
@@ -74,7 +74,9 @@ export class Departed {
     const due = this.#longDead(now);
     if (due.length === 0) return;
     let alive: string[] | undefined;
-    let domainOf: DomainOf | undefined;
+    // The live members' failure domains, read once a tick (`null` until needed; `undefined` when some live
+    // member names none, and the ring is the plain one).
+    let aliveDomains: DomainOf | undefined | null = null;
     for (const member of due) {
       const since = this.#deadSince.get(member.workerId);
       if (since === undefined) continue;
@@ -83,9 +85,10 @@ export class Departed {
       // ring of a thousand members is not worth ordering every tick to find that out again).
       if (!since.complete && since.listed) continue;
       alive ??= [...this.#parts.view.alive().keys()];
-      // The dead member stands on the ring with its domain, as it did while it lived.
-      domainOf ??= domainsOf([...alive, member.workerId].flatMap((workerId) => this.#parts.view.get(workerId) ?? []));
-      if (firstWatcherOf(member.workerId, alive, domainOf) !== this.#parts.workerId) continue;
+      // The dead member stands on the ring with its own domain, as it did while it lived: each member's ring
+      // is the live members and that member, whatever order the due members come in.
+      if (aliveDomains === null) aliveDomains = domainsOf(alive.flatMap((workerId) => this.#parts.view.get(workerId) ?? []));
+      if (firstWatcherOf(member.workerId, alive, withDomainOf(aliveDomains, member)) !== this.#parts.workerId) continue;
       if (since.complete) await this.#remove(member);
       else {
         since.listed = true;
@@ -111,4 +114,14 @@ export class Departed {
     }
     this.#deadSince.delete(member.workerId);
   }
+}
+
+/**
+ * The live members' domains with `member`'s own added: `undefined` (the plain ring) when any live member
+ * names none or `member` names none, as `domainsOf` of them all would give.
+ */
+function withDomainOf(alive: DomainOf | undefined, member: { readonly workerId: string; readonly metadata: Readonly<Record<string, string>> }): DomainOf | undefined {
+  const own = member.metadata[FAILURE_DOMAIN_FIELD];
+  if (alive === undefined || own === undefined || own === '') return undefined;
+  return (workerId) => (workerId === member.workerId ? own : alive(workerId));
 }
