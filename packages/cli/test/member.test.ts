@@ -1,4 +1,5 @@
 import { MemoryStorage, StorageOutcomeUnknownError, type Storage } from '@leasehold/core';
+import { FAILURE_DOMAIN_FIELD } from '@leasehold/core/adapter';
 import { describe, expect, it } from 'vitest';
 import { advanceRosterDigest } from '../src/commands/member.js';
 import { dynamoBackend, freshName, heartbeater, join, leasehold, postgresBackend, redisBackend, rosterDigest, seed, sharedBackends } from './support.js';
@@ -20,10 +21,10 @@ describe('leasehold member list', () => {
 
     expect([text.code, json.code]).toEqual([0, 0]);
     const lines = text.stdout.split('\n');
-    expect(lines[0]).toMatch(/^WORKER\s+VERSION\s+INCARNATION\s+STATUS\s+LEASE\s+HELD\s+LEASES\s+FORMAT$/);
-    expect(lines).toContainEqual(expect.stringMatching(new RegExp(`^worker-a\\s+${a.version}\\s+a1\\s+alive\\s+10\\.0s\\s+1\\s+1\\s+1$`)));
-    expect(lines).toContainEqual(expect.stringMatching(new RegExp(`^worker-b\\s+${b.version}\\s+b1\\s+dead\\s+3\\.0s\\s+0\\s+0\\s+1$`)));
-    expect(lines).toContainEqual(expect.stringMatching(/^worker-c\s+\?\s+\?\s+corrupt\s+\?/));
+    expect(lines[0]).toMatch(/^WORKER\s+DOMAIN\s+VERSION\s+INCARNATION\s+STATUS\s+LEASE\s+HELD\s+LEASES\s+FORMAT$/);
+    expect(lines).toContainEqual(expect.stringMatching(new RegExp(`^worker-a\\s+-\\s+${a.version}\\s+a1\\s+alive\\s+10\\.0s\\s+1\\s+1\\s+1$`)));
+    expect(lines).toContainEqual(expect.stringMatching(new RegExp(`^worker-b\\s+-\\s+${b.version}\\s+b1\\s+dead\\s+3\\.0s\\s+0\\s+0\\s+1$`)));
+    expect(lines).toContainEqual(expect.stringMatching(/^worker-c\s+\?\s+\?\s+\?\s+corrupt\s+\?/));
     expect(text.stdout).toContain('worker-c: [storage-postgres] ');
     const view = JSON.parse(json.stdout) as { members: { workerId: string; version: number; leases: number }[]; corrupt: { workerId: string }[] };
     expect(view.members.map((member) => [member.workerId, member.version, member.leases])).toEqual([
@@ -31,6 +32,28 @@ describe('leasehold member list', () => {
       ['worker-b', b.version, 0],
     ]);
     expect(view.corrupt.map((error) => error.workerId)).toEqual(['worker-c']);
+    await backend.close();
+  });
+
+  it("shows each member's failure domain, and - for a member that names none, in the table and in --json", async () => {
+    const backend = redisBackend(shared.redis);
+    const group = freshName('orders');
+    const a = await join(backend.storage, group, 'worker-a', { incarnation: 'a1', leaseDurationMs: 10_000, metadata: { [FAILURE_DOMAIN_FIELD]: 'rack-7' } });
+    const b = await join(backend.storage, group, 'worker-b', { incarnation: 'b1', leaseDurationMs: 10_000 });
+
+    const text = await leasehold('member', 'list', '--storage', backend.url, '--group', group);
+    const json = await leasehold('member', 'list', '--storage', backend.url, '--group', group, '--json');
+
+    expect([text.code, json.code]).toEqual([0, 0]);
+    const lines = text.stdout.split('\n');
+    expect(lines[0]).toMatch(/^WORKER\s+DOMAIN\s+VERSION\s/);
+    expect(lines).toContainEqual(expect.stringMatching(new RegExp(`^worker-a\\s+rack-7\\s+${a.version}\\s+a1\\s+alive\\s`)));
+    expect(lines).toContainEqual(expect.stringMatching(new RegExp(`^worker-b\\s+-\\s+${b.version}\\s+b1\\s+alive\\s`)));
+    const view = JSON.parse(json.stdout) as { members: { workerId: string; failureDomain: string | null; metadata: Record<string, string> }[] };
+    expect(view.members.map((member) => [member.workerId, member.failureDomain, member.metadata])).toEqual([
+      ['worker-a', 'rack-7', { [FAILURE_DOMAIN_FIELD]: 'rack-7' }],
+      ['worker-b', null, {}],
+    ]);
     await backend.close();
   });
 });

@@ -1,3 +1,4 @@
+import { FAILURE_DOMAIN_FIELD } from '@leasehold/core/adapter';
 import { describe, expect, it } from 'vitest';
 import { dynamoBackend, freshName, heartbeater, join, leasehold, leaseholdWithEnv, postgresBackend, redisBackend, rosterDigest, seed, sharedBackends } from './support.js';
 
@@ -30,10 +31,10 @@ describe('leasehold status', () => {
     expect(lines[0]).toBe(`group ${group} in ${backend.url}`);
     expect(lines[1]).toBe('leader: worker-a (term 4, version 1, age —)');
     expect(lines).toContainEqual(expect.stringMatching(/^members \(liveness as observed for \d+ms; a member expires once its record has not moved for its lease duration\):$/));
-    expect(lines).toContainEqual(expect.stringMatching(/^WORKER\s+INCARNATION\s+STATUS\s+MOVED\s+LEASE\s+HELD\s+LEASES\s+REQUESTS$/));
-    expect(lines).toContainEqual(expect.stringMatching(/^worker-a \(leader\)\s+a2\s+alive\s+—\s+10\.0s\s+2\s+1\s+-$/));
-    expect(lines).toContainEqual(expect.stringMatching(/^worker-b\s+b1\s+dead\s+—\s+3\.0s\s+0\s+1\s+-$/));
-    expect(lines).toContainEqual(expect.stringMatching(/^worker-c\s+c1\s+alive\s+—\s+3\.0s\s+0\s+0\s+shardId-000←worker-a$/));
+    expect(lines).toContainEqual(expect.stringMatching(/^WORKER\s+DOMAIN\s+INCARNATION\s+STATUS\s+MOVED\s+LEASE\s+HELD\s+LEASES\s+REQUESTS$/));
+    expect(lines).toContainEqual(expect.stringMatching(/^worker-a \(leader\)\s+-\s+a2\s+alive\s+—\s+10\.0s\s+2\s+1\s+-$/));
+    expect(lines).toContainEqual(expect.stringMatching(/^worker-b\s+-\s+b1\s+dead\s+—\s+3\.0s\s+0\s+1\s+-$/));
+    expect(lines).toContainEqual(expect.stringMatching(/^worker-c\s+-\s+c1\s+alive\s+—\s+3\.0s\s+0\s+0\s+shardId-000←worker-a$/));
     expect(lines).toContainEqual(expect.stringMatching(/^LEASE\s+OWNER\s+INCARNATION\s+OWNER IS\s+CHECKPOINT\s+EPOCH\s+STALLED$/));
     expect(lines).toContainEqual(expect.stringMatching(/^shardId-000\s+worker-a\s+a2\s+alive\s+4955001\s+3\s+-$/));
     expect(lines).toContainEqual(expect.stringMatching(/^shardId-001\s+worker-a\s+a1\s+gone \(rejoined\)\s+TRIM_HORIZON\s+1\s+-$/));
@@ -78,6 +79,7 @@ describe('leasehold status', () => {
           sinceMovedAtLeastMs: 0,
           leases: 1,
           leader: false,
+          failureDomain: null,
         },
       ],
       leases: [
@@ -104,6 +106,8 @@ describe('leasehold status', () => {
       leader: null,
       corrupt: [],
       streams: [],
+      // A group whose members name no failure domain has none.
+      failureDomains: null,
       // The roster digest is shown only by a store that keeps one.
       ...(backend.storage.getRosterDigest === undefined ? {} : { rosterDigest: 0 }),
     });
@@ -265,6 +269,133 @@ describe('leasehold status', () => {
     await backend.close();
   });
 
+  it("shows each member's failure domain, and per domain its members and the leases they hold, when every member names one", async () => {
+    const backend = redisBackend(shared.redis);
+    const group = freshName('orders');
+    const inDomain = (domain: string): { metadata: Record<string, string> } => ({ metadata: { [FAILURE_DOMAIN_FIELD]: domain, host: 'h' } });
+    await join(backend.storage, group, 'worker-a1', { incarnation: 'a1', leaseDurationMs: 10_000, ...inDomain('az-a') });
+    await join(backend.storage, group, 'worker-a2', { incarnation: 'a2', leaseDurationMs: 10_000, ...inDomain('az-a') });
+    await join(backend.storage, group, 'worker-b1', { incarnation: 'b1', leaseDurationMs: 10_000, ...inDomain('az-b') });
+    await join(backend.storage, group, 'worker-b2', { incarnation: 'b2', leaseDurationMs: 10_000, status: 'dead', ...inDomain('az-b') });
+    await seed(backend.storage, [
+      { group, leaseKey: 'shardId-000', owner: 'worker-a1', incarnation: 'a1', epoch: 1 },
+      { group, leaseKey: 'shardId-001', owner: 'worker-a1', incarnation: 'a1', epoch: 1 },
+      { group, leaseKey: 'shardId-002', owner: 'worker-a2', incarnation: 'a2', epoch: 1 },
+      { group, leaseKey: 'shardId-003', owner: 'worker-b1', incarnation: 'b1', epoch: 1 },
+      { group, leaseKey: 'shardId-004', owner: 'worker-b2', incarnation: 'b2', epoch: 1 },
+    ]);
+
+    const text = await leasehold('status', '--storage', backend.url, '--group', group);
+    const json = await leasehold('status', '--storage', backend.url, '--group', group, '--json');
+
+    expect([text.code, text.stderr, json.code]).toEqual([0, '', 0]);
+    const lines = text.stdout.split('\n');
+    expect(lines).toContainEqual(expect.stringMatching(/^WORKER\s+DOMAIN\s+INCARNATION\s+STATUS\s/));
+    expect(lines).toContainEqual(expect.stringMatching(/^worker-a1\s+az-a\s+a1\s+alive\s/));
+    expect(lines).toContainEqual(expect.stringMatching(/^worker-b2\s+az-b\s+b2\s+dead\s/));
+    const at = lines.indexOf("failure domains (every member alive in its record names one: the watchers' ring spreads each domain's members, so that a member's watchers are on other domains):");
+    expect(at).toBeGreaterThan(0);
+    expect(lines.slice(at + 1, at + 5)).toEqual([
+      expect.stringMatching(/^DOMAIN\s+MEMBERS\s+ALIVE\s+LEASES\s+HELD$/),
+      expect.stringMatching(/^az-a\s+2\s+2\s+3\s+3$/),
+      // The dead member's lease names it but is not held.
+      expect.stringMatching(/^az-b\s+2\s+1\s+2\s+1$/),
+      '',
+    ]);
+    expect(text.stdout).not.toContain('warning:');
+    const view = JSON.parse(json.stdout) as { members: { workerId: string; failureDomain: string | null; metadata: Record<string, string> }[]; failureDomains: unknown };
+    expect(view.members.map((member) => [member.workerId, member.failureDomain])).toEqual([
+      ['worker-a1', 'az-a'],
+      ['worker-a2', 'az-a'],
+      ['worker-b1', 'az-b'],
+      ['worker-b2', 'az-b'],
+    ]);
+    // The metadata stays as stored, the domain's field with the others.
+    expect(view.members[0]?.metadata).toEqual({ [FAILURE_DOMAIN_FIELD]: 'az-a', host: 'h' });
+    expect(view.failureDomains).toEqual({
+      ring: 'spread',
+      problem: null,
+      domains: [
+        { domain: 'az-a', members: 2, alive: 2, leases: 3, held: 3 },
+        { domain: 'az-b', members: 2, alive: 1, leases: 2, held: 1 },
+      ],
+    });
+    await backend.close();
+  });
+
+  it('warns that the failure domains give no protection when some members alive in their records name one and others none', async () => {
+    const backend = await postgresBackend(shared.pool);
+    const group = freshName('orders');
+    await join(backend.storage, group, 'worker-a', { incarnation: 'a1', leaseDurationMs: 10_000, metadata: { [FAILURE_DOMAIN_FIELD]: 'host-1' } });
+    await join(backend.storage, group, 'worker-b', { incarnation: 'b1', leaseDurationMs: 10_000, metadata: { [FAILURE_DOMAIN_FIELD]: 'host-2' } });
+    // A worker of an earlier release, or one not given the option: every worker then orders the plain ring.
+    await join(backend.storage, group, 'worker-old', { incarnation: 'o1', leaseDurationMs: 10_000 });
+    // A dead member without a domain is on nobody's ring: it is counted, but not warned about.
+    await join(backend.storage, group, 'worker-gone', { incarnation: 'g1', leaseDurationMs: 10_000, status: 'dead' });
+    await seed(backend.storage, [
+      { group, leaseKey: 'shardId-000', owner: 'worker-a', incarnation: 'a1', epoch: 1 },
+      { group, leaseKey: 'shardId-001', owner: 'worker-old', incarnation: 'o1', epoch: 1 },
+    ]);
+
+    const text = await leasehold('status', '--storage', backend.url, '--group', group);
+    const json = await leasehold('status', '--storage', backend.url, '--group', group, '--json');
+
+    expect([text.code, text.stderr, json.code]).toEqual([0, '', 0]);
+    const lines = text.stdout.split('\n');
+    expect(lines).toContainEqual(expect.stringMatching(/^worker-a\s+host-1\s+a1\s+alive\s/));
+    expect(lines).toContainEqual(expect.stringMatching(/^worker-old\s+-\s+o1\s+alive\s/));
+    const at = lines.indexOf('failure domains:');
+    expect(at).toBeGreaterThan(0);
+    expect(lines.slice(at + 1, at + 7)).toEqual([
+      expect.stringMatching(/^DOMAIN\s+MEMBERS\s+ALIVE\s+LEASES\s+HELD$/),
+      expect.stringMatching(/^host-1\s+1\s+1\s+1\s+1$/),
+      expect.stringMatching(/^host-2\s+1\s+1\s+0\s+0$/),
+      expect.stringMatching(/^-\s+2\s+1\s+1\s+1$/),
+      'warning: 1 member alive in its record names no failure domain (worker-old) while others name one: every worker then orders the plain ring, ' +
+        'so the failure domains give no protection (a domain lost at once can take a member with all its watchers); give every worker a failureDomain',
+      '',
+    ]);
+    const view = JSON.parse(json.stdout) as { failureDomains: { ring: string; problem: unknown } };
+    expect(view.failureDomains.ring).toBe('plain');
+    expect(view.failureDomains.problem).toEqual({ kind: 'mixed', withoutDomain: ['worker-old'] });
+    await backend.close();
+  });
+
+  it('warns that the failure domains give no protection when one domain holds every member alive in its record', async () => {
+    const backend = await dynamoBackend(shared.dynamodb);
+    const group = freshName('orders');
+    await join(backend.storage, group, 'worker-a', { incarnation: 'a1', leaseDurationMs: 10_000, metadata: { [FAILURE_DOMAIN_FIELD]: 'eu-west-1a' } });
+    await join(backend.storage, group, 'worker-b', { incarnation: 'b1', leaseDurationMs: 10_000, metadata: { [FAILURE_DOMAIN_FIELD]: 'eu-west-1a' } });
+    // Another domain only a dead member names does not spread the ring of the live ones.
+    await join(backend.storage, group, 'worker-c', { incarnation: 'c1', leaseDurationMs: 10_000, status: 'dead', metadata: { [FAILURE_DOMAIN_FIELD]: 'eu-west-1b' } });
+    await seed(backend.storage, [{ group, leaseKey: 'shardId-000', owner: 'worker-b', incarnation: 'b1', epoch: 1 }]);
+
+    const text = await leasehold('status', '--storage', backend.url, '--group', group);
+    const json = await leasehold('status', '--storage', backend.url, '--group', group, '--json');
+
+    expect([text.code, text.stderr, json.code]).toEqual([0, '', 0]);
+    const lines = text.stdout.split('\n');
+    const at = lines.indexOf('failure domains:');
+    expect(at).toBeGreaterThan(0);
+    expect(lines.slice(at + 1, at + 6)).toEqual([
+      expect.stringMatching(/^DOMAIN\s+MEMBERS\s+ALIVE\s+LEASES\s+HELD$/),
+      expect.stringMatching(/^eu-west-1a\s+2\s+2\s+1\s+1$/),
+      expect.stringMatching(/^eu-west-1b\s+1\s+0\s+0\s+0$/),
+      'warning: every member alive in its record names the one failure domain "eu-west-1a": the watchers\' ring has no other domain to spread them over, ' +
+        'so the failure domains give no protection; name two or more (one per host or zone)',
+      '',
+    ]);
+    const view = JSON.parse(json.stdout) as { failureDomains: unknown };
+    expect(view.failureDomains).toEqual({
+      ring: 'plain',
+      problem: { kind: 'single-domain', domain: 'eu-west-1a' },
+      domains: [
+        { domain: 'eu-west-1a', members: 2, alive: 2, leases: 1, held: 1 },
+        { domain: 'eu-west-1b', members: 1, alive: 0, leases: 0, held: 0 },
+      ],
+    });
+  });
+
   it('shows the stall a worker reported on a lease, in the table and in --json', async () => {
     const backend = await dynamoBackend(shared.dynamodb);
     const group = freshName('orders');
@@ -335,8 +466,8 @@ describe('leasehold status', () => {
     // The dead ones, the leader and the one asking for a handoff come first, then the others by worker id.
     const shown = memberRows.map((line) => line.slice(0, 'worker-0000'.length));
     expect(shown).toEqual([...ids.slice(0, 46), 'worker-0300', 'worker-0500', 'worker-0600', 'worker-0999']);
-    expect(lines).toContainEqual(expect.stringMatching(/^worker-0600 \(leader\)\s+worker-0600-i1\s+alive\s/));
-    expect(lines).toContainEqual(expect.stringMatching(/^worker-0999\s+worker-0999-i1\s+dead\s/));
+    expect(lines).toContainEqual(expect.stringMatching(/^worker-0600 \(leader\)\s+-\s+worker-0600-i1\s+alive\s/));
+    expect(lines).toContainEqual(expect.stringMatching(/^worker-0999\s+-\s+worker-0999-i1\s+dead\s/));
     expect(lines).toContain('... and 950 more members not shown: 950 alive (--member-rows 1000 shows every one; --json and leasehold member list give them all)');
     expect(lines).toContain('1000 members (997 alive), 1000 leases, 997 held, 3 free to take');
 

@@ -49,5 +49,6 @@ export { BIRTH_POSITION_FIELD } from './consumer/leader-rounds.js';
 export { STREAMS_FIELD, parseStreamBirths, type StreamBirths } from './consumer/stream-sync.js';
 export { REWIND_FIELDS, REWIND_MARKER_FIELD, rewindRequestOf, hasRewindRequest } from './rewind.js';
 export { LEAVING_FIELD } from './lease/membership.js';
+export { FAILURE_DOMAIN_FIELD } from './lease/watchers.js';
 // The leader's shard sync on its own, for a source's author to measure the listings it makes of a source.
 export { ShardSync, type ShardSyncOptions } from './consumer/leader-duties.js';

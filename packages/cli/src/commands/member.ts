@@ -14,6 +14,7 @@
 import { LeaseholdError, InvalidConfigError, type MemberRecord, type Storage } from '@leasehold/core';
 import { describeValue, validateWorkerId } from '@leasehold/core/adapter';
 import { openBackend } from '../connect.js';
+import { failureDomainOf } from '../domains.js';
 import { UNREADABLE_WATCH_MS, pollOf } from '../guard.js';
 import { isNewerFormat } from '../health.js';
 import { watchRoster } from '../observe.js';
@@ -39,7 +40,7 @@ export interface MemberRemoveOptions {
   readonly observeMs: number;
 }
 
-/** Lists the roster as stored: every member, and every member that cannot be read back. No liveness is judged (see `status`). */
+/** Lists the roster as stored: every member with its failure domain, and every member that cannot be read back. No liveness is judged (see `status`). */
 export async function memberList(options: MemberListOptions, io: Io): Promise<void> {
   checkGroup(options.group);
   const target = parseStorageUrl(options.storage);
@@ -53,7 +54,7 @@ export async function memberList(options: MemberListOptions, io: Io): Promise<vo
     }
     const named = (member: MemberRecord): number => naming.get(`${member.workerId}\n${member.incarnation}`) ?? 0;
     if (options.json) {
-      const members = state.members.map((member) => ({ ...member, leases: named(member) }));
+      const members = state.members.map((member) => ({ ...member, leases: named(member), failureDomain: failureDomainOf(member) }));
       const corrupt = state.corruptMembers.map((error) => ({ workerId: error.workerId ?? null, error: error.message }));
       io.out(`${JSON.stringify({ group: options.group, storage: target.display, members, corrupt }, null, 2)}\n`);
       return;
@@ -64,10 +65,11 @@ export async function memberList(options: MemberListOptions, io: Io): Promise<vo
     }
     io.out(
       `${table(
-        ['WORKER', 'VERSION', 'INCARNATION', 'STATUS', 'LEASE', 'HELD', 'LEASES', 'FORMAT'],
+        ['WORKER', 'DOMAIN', 'VERSION', 'INCARNATION', 'STATUS', 'LEASE', 'HELD', 'LEASES', 'FORMAT'],
         [
           ...state.members.map((member) => [
             member.workerId,
+            failureDomainOf(member) ?? '-',
             String(member.version),
             member.incarnation,
             member.status,
@@ -76,7 +78,7 @@ export async function memberList(options: MemberListOptions, io: Io): Promise<vo
             String(named(member)),
             String(member.format),
           ]),
-          ...state.corruptMembers.map((error) => [error.workerId ?? '?', '?', '?', 'corrupt', '?', '?', '?', '?']),
+          ...state.corruptMembers.map((error) => [error.workerId ?? '?', '?', '?', '?', 'corrupt', '?', '?', '?', '?']),
         ],
       )}\n`,
     );

@@ -1,6 +1,6 @@
 /**
  * `leasehold status`: a group's members, its leases with the liveness of each lease's owner, and its
- * leader, once or refreshed in place. Liveness is judged from the roster as core's workers judge it: a
+ * leader, once or refreshed in place; with the failure domains its members name, whether they protect it. Liveness is judged from the roster as core's workers judge it: a
  * member is alive while its record keeps moving, expired once this command watched it not moving for its
  * lease duration, dead once declared dead; a lease is held while its owner is an alive member in the
  * incarnation the lease names. Records that cannot be read back are listed with their error instead of
@@ -9,6 +9,7 @@
 import { Checkpoint, parseStreamLeaseKey, type HandoffRequest, type LeaderRecord, type LeaseRecord, type MemberRecord, type Storage } from '@leasehold/core';
 import { parseStreamBirths, RECORD_FORMAT, STREAMS_FIELD } from '@leasehold/core/adapter';
 import { openBackend } from '../connect.js';
+import { failureDomainOf, failureDomainsOf, renderDomains, type FailureDomainsView } from '../domains.js';
 import { isNewerFormat, stallOf, type Stall } from '../health.js';
 import { memberLiveness, monotonicNow, Observer, ownerLiveness, unreadableMembers, type Age, type MemberLiveness, type Now, type OwnerLiveness } from '../observe.js';
 import { checkGroup, formatDuration, readGroup, readKnownGroup, table, type GroupState, type Io } from '../shared.js';
@@ -54,6 +55,8 @@ export interface MemberView extends MemberRecord {
   readonly leases: number;
   /** Whether it is the group's leader (the leader record names its worker id). */
   readonly leader: boolean;
+  /** The failure domain it names (`leasehold.failureDomain` in its metadata), or `null` for none. */
+  readonly failureDomain: string | null;
 }
 
 /** A stored record that cannot be read back, as `--json` shows it. */
@@ -79,6 +82,11 @@ export interface StatusView {
   readonly corrupt: CorruptView[];
   /** A multi-stream group's streams (from its lease keys and the leader's record of births); empty otherwise. */
   readonly streams: StreamView[];
+  /**
+   * The failure domains its members name, with their members and leases, whether the workers spread the
+   * watchers' ring by them, and why not when they give no protection; `null` when no member names one.
+   */
+  readonly failureDomains: FailureDomainsView | null;
   /** The group's roster digest (0 if never advanced), when the store keeps one; absent otherwise. */
   readonly rosterDigest?: number;
 }
@@ -211,24 +219,27 @@ export function viewOf(
   for (const lease of state.leases) {
     if (lease.owner !== null) naming.set(`${lease.owner}\n${lease.incarnation}`, (naming.get(`${lease.owner}\n${lease.incarnation}`) ?? 0) + 1);
   }
+  const memberViews = state.members.map((member): MemberView => {
+    const age = ages.get(member.workerId);
+    return {
+      ...member,
+      liveness: liveness.get(member.workerId) ?? 'alive',
+      sinceMovedMs: round(age?.ageMs ?? null),
+      sinceMovedAtLeastMs: round(age?.atLeastMs ?? 0),
+      leases: naming.get(`${member.workerId}\n${member.incarnation}`) ?? 0,
+      leader: member.workerId === holder,
+      failureDomain: failureDomainOf(member),
+    };
+  });
   return {
     group,
     storage,
     observedMs: Math.round(observedMs),
-    members: state.members.map((member): MemberView => {
-      const age = ages.get(member.workerId);
-      return {
-        ...member,
-        liveness: liveness.get(member.workerId) ?? 'alive',
-        sinceMovedMs: round(age?.ageMs ?? null),
-        sinceMovedAtLeastMs: round(age?.atLeastMs ?? 0),
-        leases: naming.get(`${member.workerId}\n${member.incarnation}`) ?? 0,
-        leader: member.workerId === holder,
-      };
-    }),
+    members: memberViews,
     leases,
     leader: state.leader === null ? null : { ...state.leader, ...ageFields(leaderAge) },
     streams: streamsOf(leases, state.leader),
+    failureDomains: failureDomainsOf(memberViews),
     corrupt: [
       ...state.corruptMembers.map((error): CorruptView => ({ kind: 'member', key: error.workerId ?? null, error: error.message })),
       ...state.corrupt.map((error): CorruptView => ({ kind: 'lease', key: error.leaseKey ?? null, error: error.message })),
@@ -336,9 +347,10 @@ function renderText(view: StatusView, memberRows: number): string {
     const shown = membersToShow(view.members, memberRows);
     lines.push(
       table(
-        ['WORKER', 'INCARNATION', 'STATUS', 'MOVED', 'LEASE', 'HELD', 'LEASES', 'REQUESTS'],
+        ['WORKER', 'DOMAIN', 'INCARNATION', 'STATUS', 'MOVED', 'LEASE', 'HELD', 'LEASES', 'REQUESTS'],
         shown.map((member) => [
           `${member.workerId}${member.leader ? ' (leader)' : ''}`,
+          member.failureDomain ?? '-',
           member.incarnation,
           member.liveness,
           member.sinceMovedMs === null ? (member.sinceMovedAtLeastMs === 0 ? '—' : `≥${formatDuration(member.sinceMovedAtLeastMs)} ago`) : `${formatDuration(member.sinceMovedMs)} ago`,
@@ -356,6 +368,10 @@ function renderText(view: StatusView, memberRows: number): string {
         `... and ${hidden.length} more members not shown: ${livenessCounts(hidden)} (--member-rows ${view.members.length} shows every one; --json and leasehold member list give them all)`,
       );
     }
+  }
+  if (view.failureDomains !== null) {
+    lines.push('');
+    lines.push(...renderDomains(view.failureDomains));
   }
   if (corruptMembers.length > 0) {
     lines.push('');
