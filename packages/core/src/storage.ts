@@ -390,11 +390,14 @@ export interface CheckpointStorage {
    * the leases the change feed announced handed to it (a dealt cold start hands each member its whole
    * portion at once), instead of one `getLease` per lease. Each lease is as `getLease` would give it at
    * the moment of its read, strongly consistent: a lease written before the call started is read at that
-   * write or a later one. The keys need not be read at one instant together. A key with no live lease is
-   * left out; a lease that cannot be read back is in `corrupt`, naming its key, and every other lease
-   * named is still in `leases`. Up to {@link limits}.maxLeasesPerRead keys per call; a key repeated is
-   * read once. A read that fails throws a `StorageUnavailableError`: never a part of the answer (an
-   * adapter whose backend answers a batch in parts reads the rest itself, or throws).
+   * write or a later one, whole, as one write left it (never fields of two writes), and never at a version
+   * or epoch lower than an earlier call read, even while that write is still on its way (a store that
+   * answers calls from copies that apply writes at different moments breaks it). The keys need not be read
+   * at one instant together. A key with no live lease is left out; a lease that cannot be read back is in
+   * `corrupt`, naming its key, and every other lease named is still in `leases`. Up to
+   * {@link limits}.maxLeasesPerRead keys per call; a key repeated is read once. A read that fails throws a
+   * `StorageUnavailableError`: never a part of the answer (an adapter whose backend answers a batch in
+   * parts reads the rest itself, or throws).
    *
    * Optional: without it core reads each lease with `getLease`, a round trip each.
    */

@@ -1,9 +1,12 @@
 /**
  * The conformance suite's races between clients, the groups "concurrency", "monotonicity" and "reads while
- * others write" (each race also "between processes").
+ * others write" (each race also "between processes"). Where the target's clients have the optional read of
+ * many leases by key (`getLeases`), its reads are raced by writers too, in the last two groups; without it
+ * those rules are reported as skipped, as the group "reads of many leases" is.
  */
 import assert from 'node:assert/strict';
-import { leaseStateOf, memberStateOf, RECORD_FORMAT } from '../storage.js';
+import { limits } from '../validation.js';
+import { leaseRecordOf, leaseStateOf, memberStateOf, RECORD_FORMAT } from '../storage.js';
 import type { LeaderRecord, LeaseRecord, LeaseState, LeaseUpdate, MemberRecord, Storage } from '../storage.js';
 import {
   applied,
@@ -18,11 +21,15 @@ import {
   members,
   memberState,
   plain,
+  reading,
+  readingHere,
   sharedProcesses,
   show,
   update,
   type Body,
   type ConformanceTarget,
+  type Context,
+  type Reading,
   type TestApi,
 } from './conformance-kit.js';
 
@@ -216,7 +223,10 @@ export function concurrencyContract(t: TestApi, target: ConformanceTarget): void
 // ---------------------------------------------------------------------------------------------------
 // Monotonicity
 
-/** Epoch, term and version only grow: across release, take, and delete-then-recreate. */
+/**
+ * Epoch, term and version only grow: across release, take, and delete-then-recreate, and, through
+ * `getLeases` when the target has it, across successive reads while other clients write.
+ */
 export function monotonicityContract(t: TestApi, target: ConformanceTarget): void {
   t.describe(`${target.name}: monotonicity`, () => {
     define(t, target, 'the epoch written on take, release and take again reads back as written', async ({ clients, group }) => {
@@ -277,6 +287,60 @@ export function monotonicityContract(t: TestApi, target: ConformanceTarget): voi
         assert.equal((await storage.getLeader(g))?.term, term);
       }
     });
+
+    define(t, target, 'getLeases called again and again while other clients take, release, delete and re-create the leases it names never reads a version or an epoch lower than an earlier call read', async (context) => {
+      const [reader, ...writers] = (await context.clients(1 + READ_RACE.writers)) as [Storage, ...Storage[]];
+      const client = reading(reader, context);
+      const g = context.group();
+      const keys = Array.from({ length: limits.maxLeasesPerRead }, (_, i) => `lease-${String(i).padStart(3, '0')}`);
+      await createMany(client, g, keys);
+      const created = byKey(await listed(client, g));
+      // The highest version and epoch any call read of each lease so far.
+      const highest = new Map<string, { version: number; epoch: number }>();
+      await readWhileWriting(
+        writers.map((storage, w) => async (writing, wrote) => {
+          const mine = keys.filter((_, i) => i % writers.length === w).map((leaseKey) => created.get(leaseKey) as LeaseRecord);
+          for (let round = 1; writing(); round++) {
+            // Every lease of the writer's in one batch: taken (a new epoch) on odd rounds, released on even ones.
+            const take = round % 2 === 1;
+            const outcomes = await storage.updateLeases(
+              g,
+              mine.map((lease) => ({ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...leaseStateOf(lease), ...(take ? { owner: `writer-${w}`, epoch: lease.epoch + 1 } : { owner: null, checkpoint: String(round) }) } })),
+            );
+            outcomes.forEach((outcome, i) => {
+              mine[i] = applied(outcome, `round ${round} of ${(mine[i] as LeaseRecord).leaseKey}`);
+            });
+            // One of them deleted and created again: its version goes on above every one it had, its epoch stays.
+            const index = round % mine.length;
+            const gone = mine[index] as LeaseRecord;
+            const deleted = await storage.deleteLease(g, gone.leaseKey, gone.version);
+            assert.equal(deleted.status, 'applied', `the delete of ${gone.leaseKey}: ${show(deleted)}`);
+            await yieldTurn();
+            mine[index] = applied(await storage.createLease({ group: g, leaseKey: gone.leaseKey }, { recreate: true }), `re-create ${gone.leaseKey}`);
+            wrote();
+            await yieldTurn();
+          }
+        }),
+        async (index) => {
+          // Two calls one right after the other, as a worker reads again when a second handover is announced
+          // while it reads the first: a store that answers calls from different copies shows it here.
+          await yieldTurn();
+          for (const call of ['first', 'second']) {
+            const listing = await client.getLeases(g, keys);
+            assert.deepEqual(listing.corrupt, [], `read ${index}, ${call} call: no lease is corrupt`);
+            const backwards: string[] = [];
+            for (const lease of listing.leases) {
+              const before = highest.get(lease.leaseKey) ?? { version: 0, epoch: 0 };
+              if (lease.version < before.version || lease.epoch < before.epoch) {
+                backwards.push(`${lease.leaseKey} at version ${lease.version}, epoch ${lease.epoch} after version ${before.version}, epoch ${before.epoch}`);
+              }
+              highest.set(lease.leaseKey, { version: Math.max(before.version, lease.version), epoch: Math.max(before.epoch, lease.epoch) });
+            }
+            assert.deepEqual(backwards.slice(0, 10), [], `read ${index}, ${call} call: no lease reads lower than an earlier call read it (${backwards.length} of ${listing.leases.length})`);
+          }
+        },
+      );
+    });
   });
 }
 
@@ -322,7 +386,7 @@ async function readWhileWriting(writers: Array<(writing: () => boolean, wrote: (
   await failed;
 }
 
-const readRaces: Array<[string, Body]> = [
+const readRaces: Array<[string, (context: Context, target: ConformanceTarget) => Promise<void>]> = [
   [
     'a roster read while members heartbeat, join and leave never misses a member that existed throughout the read, nor lists one twice',
     async ({ clients, group }) => {
@@ -402,19 +466,84 @@ const readRaces: Array<[string, Body]> = [
       );
     },
   ],
+  [
+    'a getLeases read while other clients update the leases it names, and delete and create others between them, reads each named lease exactly once, whole, as one write left it, and no older than a write acknowledged before the read began',
+    async (context, target) => {
+      await readingHere(target, context);
+      const [reader, ...writers] = (await context.clients(1 + READ_RACE.writers)) as [Reading, ...Reading[]];
+      const g = context.group();
+      // As many named leases as one call reads, each followed in key order by one that is deleted and
+      // replaced meanwhile, so that a read that pages through the group meets the deletes and creates.
+      const position = (i: number): string => `lease-${String(i).padStart(4, '0')}`;
+      const named = Array.from({ length: limits.maxLeasesPerRead }, (_, i) => `${position(i)}-a`);
+      const passing = Array.from({ length: limits.maxLeasesPerRead }, (_, i) => `${position(i)}-b`);
+      await createMany(reader, g, [...named, ...passing], () => ({ owner: 'w', epoch: 1 }));
+      const created = byKey(await listed(reader, g));
+      // Every record a write of a named lease left, by key and version: written down before the write is
+      // sent, so that a read that sees it before its writer hears back finds it.
+      const written = new Map(named.map((leaseKey) => [leaseKey, new Map([[(created.get(leaseKey) as LeaseRecord).version, plain(created.get(leaseKey))]])]));
+      // The last version each named lease's writer had acknowledged: a read begun after it sees at least that.
+      const acknowledged = new Map(named.map((leaseKey) => [leaseKey, (created.get(leaseKey) as LeaseRecord).version]));
+      await readWhileWriting(
+        writers.map((storage, w) => async (writing, wrote) => {
+          let mine = named.filter((_, i) => i % writers.length === w).map((leaseKey) => created.get(leaseKey) as LeaseRecord);
+          const queue = passing.flatMap((leaseKey, i) => (i % writers.length === w ? [{ record: created.get(leaseKey) as LeaseRecord, i }] : []));
+          for (let round = 1; writing(); round++) {
+            // Each write moves fields a read would take from different places: the owner and epoch, the
+            // checkpoint, the metadata and a field core does not name.
+            const updates: LeaseUpdate[] = mine.map((lease) => ({
+              leaseKey: lease.leaseKey,
+              expectedVersion: lease.version,
+              next: { ...leaseStateOf(lease), owner: round % 2 === 1 ? `writer-${w}` : null, epoch: lease.epoch + (round % 2), checkpoint: `${round}`, metadata: { round: `${round}` }, 'x-round': round } as LeaseState,
+            }));
+            for (const { leaseKey, expectedVersion, next } of updates) (written.get(leaseKey) as Map<number, LeaseRecord>).set(expectedVersion + 1, plain(leaseRecordOf(g, leaseKey, expectedVersion + 1, next)));
+            const outcomes = await storage.updateLeases(g, updates);
+            mine = outcomes.map((outcome, i) => applied(outcome, `round ${round} of ${(mine[i] as LeaseRecord).leaseKey}`));
+            for (const lease of mine) acknowledged.set(lease.leaseKey, lease.version);
+            const next = queue.shift() as { record: LeaseRecord; i: number };
+            const deleted = await storage.deleteLease(g, next.record.leaseKey, next.record.version);
+            assert.equal(deleted.status, 'applied', `the delete of ${next.record.leaseKey}: ${show(deleted)}`);
+            await yieldTurn();
+            const leaseKey = `${position(next.i)}-b${round}`;
+            queue.push({ record: applied(await storage.createLease({ group: g, leaseKey, owner: 'w', epoch: 1 }), `create ${leaseKey}`), i: next.i });
+            wrote();
+            await yieldTurn();
+          }
+        }),
+        async (index) => {
+          const before = new Map(acknowledged);
+          const listing = await reader.getLeases(g, named);
+          assert.deepEqual(listing.corrupt, [], `read ${index}: no lease is corrupt`);
+          const keys = listing.leases.map((lease) => lease.leaseKey);
+          assert.deepEqual(keys.filter((leaseKey, i) => keys.indexOf(leaseKey) !== i).slice(0, 20), [], `read ${index}: no lease is read twice`);
+          const found = byKey(listing.leases);
+          const missing = named.filter((leaseKey) => !found.has(leaseKey));
+          assert.deepEqual(missing.slice(0, 20), [], `read ${index}: every named lease, which existed throughout the read, is read (${missing.length} missing of ${named.length}, ${keys.length} read)`);
+          assert.deepEqual(keys.filter((leaseKey) => !written.has(leaseKey)).slice(0, 20), [], `read ${index}: only the named leases are read`);
+          for (const lease of listing.leases) {
+            assert.deepEqual(plain(lease), written.get(lease.leaseKey)?.get(lease.version), `read ${index}: lease ${lease.leaseKey} is read whole, as the write of its version ${lease.version} left it`);
+          }
+          const stale = named.filter((leaseKey) => (found.get(leaseKey)?.version ?? 0) < (before.get(leaseKey) ?? 0));
+          assert.deepEqual(stale.slice(0, 20), [], `read ${index}: no lease is older than the write its writer had acknowledged before the read began`);
+        },
+      );
+    },
+  ],
 ];
 
 /**
  * Reads racing writers: a roster read while members heartbeat, join and leave, and a listing while other
- * clients delete and create leases, each never missing a record that existed throughout the read. With the
- * target's `crossProcess`, the writers and the reader race from separate processes too.
+ * clients delete and create leases, each never missing a record that existed throughout the read; and,
+ * when the target has `getLeases`, a read of many leases by key while other clients write them, each lease
+ * whole, as one write left it. With the target's `crossProcess`, the writers and the reader race from
+ * separate processes too.
  */
 export function readsWhileWritingContract(t: TestApi, target: ConformanceTarget): void {
   t.describe(`${target.name}: reads while others write`, () => {
-    for (const [title, body] of readRaces) define(t, target, title, body);
+    for (const [title, body] of readRaces) define(t, target, title, (context) => body(context, target));
   });
   t.describe(`${target.name}: reads while others write, between processes`, () => {
     const mode = sharedProcesses(t, target);
-    for (const [title, body] of readRaces) define(t, target, `${title}, from separate processes`, body, mode);
+    for (const [title, body] of readRaces) define(t, target, `${title}, from separate processes`, (context) => body(context, target), mode);
   });
 }

@@ -340,6 +340,30 @@ export async function listed(storage: Storage, group: string): Promise<LeaseReco
 }
 
 // ---------------------------------------------------------------------------------------------------
+// The read of many leases by key (optional)
+
+/** A client with the read of many leases by key. */
+export type Reading = Storage & Required<Pick<Storage, 'getLeases'>>;
+
+/** The client, with its `getLeases`; a test of a client without it ends as skipped, saying why. */
+export function reading(storage: Storage, context: Context): Reading {
+  if (typeof storage.getLeases !== 'function') {
+    context.notChecked('not checked: the adapter has no getLeases (optional: core then reads each lease with getLease)');
+  }
+  return storage as Reading;
+}
+
+/**
+ * Checks `getLeases` on a client of this process: a client in another process forwards every method the
+ * suite knows, whether or not the adapter has it.
+ */
+export async function readingHere(target: ConformanceTarget, context: Context): Promise<void> {
+  const local = await target.createStorage();
+  context.cleanup(() => target.closeStorage?.(local));
+  reading(local, context);
+}
+
+// ---------------------------------------------------------------------------------------------------
 // Members
 
 /** A member state with every field core names, and `overrides` on top. */

@@ -40,6 +40,7 @@ import {
   result,
   validateGroup,
   validateLeaseKey,
+  validateLeaseKeys,
   validateLeaseUpdates,
   validateMemberWrite,
   validateNewLease,
@@ -1458,5 +1459,92 @@ export class CachingLeaseReads extends Passthrough {
     const outcome = await super.deleteLease(group, leaseKey, expectedVersion);
     if (outcome.status === 'applied') this.#cached.set(`${group}\u0000${leaseKey}`, null);
     return outcome;
+  }
+}
+
+/**
+ * Reads many leases from a primary and a replica in turn, as a load balancer's round robin would send them.
+ * A write applies on the primary, then on the replica a round trip later, and returns once both have it
+ * (synchronous replication that waits for the replica to apply it): no read begun after a write returned
+ * misses it, but a call on the replica right after one on the primary may read a lease at the version
+ * before the one the primary gave.
+ */
+export class LeasesFromPrimaryAndReplicaStorage extends MemoryStorage {
+  /** The replica's copy of each lease written through this store: `null` once deleted. */
+  readonly #replica = new Map<string, LeaseRecord | null>();
+  #calls = 0;
+
+  override async createLease(lease: NewLease, options?: CreateLeaseOptions): Promise<WriteResult<LeaseRecord>> {
+    const outcome = await super.createLease(lease, options);
+    await nextPage();
+    if (outcome.status === 'applied') this.#replica.set(`${lease.group}\u0000${lease.leaseKey}`, outcome.record);
+    return outcome;
+  }
+
+  override async updateLeases(group: string, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[]> {
+    const outcomes = await super.updateLeases(group, updates);
+    await nextPage();
+    for (const [i, outcome] of outcomes.entries()) if (outcome.status === 'applied') this.#replica.set(`${group}\u0000${(updates[i] as LeaseUpdate).leaseKey}`, outcome.record);
+    return outcomes;
+  }
+
+  override async deleteLease(group: string, leaseKey: string, expectedVersion: number): Promise<DeleteResult> {
+    const outcome = await super.deleteLease(group, leaseKey, expectedVersion);
+    await nextPage();
+    if (outcome.status === 'applied') this.#replica.set(`${group}\u0000${leaseKey}`, null);
+    return outcome;
+  }
+
+  override async getLeases(group: string, leaseKeys: readonly string[]): Promise<LeaseListing> {
+    const primary = await super.getLeases(group, leaseKeys);
+    if (this.#calls++ % 2 === 0) return primary;
+    const onPrimary = new Map(primary.leases.map((lease) => [lease.leaseKey, lease]));
+    const corrupt = new Set(primary.corrupt.map((error) => error.leaseKey));
+    const leases = [...new Set(leaseKeys)].flatMap((leaseKey) => {
+      if (corrupt.has(leaseKey)) return [];
+      const copy = this.#replica.get(`${group}\u0000${leaseKey}`);
+      return copy === undefined ? (onPrimary.get(leaseKey) ?? []) : (copy ?? []);
+    });
+    return { leases, corrupt: primary.corrupt };
+  }
+}
+
+/**
+ * Reads many leases in two round trips, the owner, epoch and incarnation first and the checkpoint, metadata
+ * and every other field in a second (two statements outside a transaction, or two projections of a
+ * backend's batch read), joined by key: a write that lands between the two gives a lease of fields of two
+ * versions.
+ */
+export class LeasesReadInTwoPartsStorage extends MemoryStorage {
+  override async getLeases(group: string, leaseKeys: readonly string[]): Promise<LeaseListing> {
+    const heads = await super.getLeases(group, leaseKeys);
+    await nextPage();
+    const bodies = new Map((await super.getLeases(group, leaseKeys)).leases.map((lease) => [lease.leaseKey, lease]));
+    const leases = heads.leases.flatMap((head) => {
+      const body = bodies.get(head.leaseKey);
+      return body ? [{ ...body, version: head.version, owner: head.owner, epoch: head.epoch, incarnation: head.incarnation }] : [];
+    });
+    return { leases, corrupt: heads.corrupt };
+  }
+}
+
+/**
+ * Reads the named leases by paging through the group by key with LIMIT and OFFSET, 100 a page, and keeping
+ * those named (one query for any keys): a lease deleted in a page already read moves every later lease one
+ * place up, so a named lease is skipped, and a lease created there reads one twice.
+ */
+export class LeasesByOffsetStorage extends MemoryStorage {
+  override async getLeases(group: string, leaseKeys: readonly string[]): Promise<LeaseListing> {
+    validateGroup(group);
+    validateLeaseKeys(leaseKeys);
+    const named = new Set(leaseKeys);
+    const leases: LeaseRecord[] = [];
+    for (let offset = 0; ; offset += 100) {
+      const listing = await super.listLeases(group);
+      const page = [...listing.leases].sort((a, b) => (a.leaseKey < b.leaseKey ? -1 : 1)).slice(offset, offset + 100);
+      leases.push(...page.filter((lease) => named.has(lease.leaseKey)));
+      if (page.length < 100) return { leases, corrupt: listing.corrupt.filter((error) => named.has(error.leaseKey as string)) };
+      await nextPage();
+    }
   }
 }
