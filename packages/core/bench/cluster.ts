@@ -263,6 +263,10 @@ export interface ClusterOptions {
    * Default false: as an adapter without it, and as every earlier run of this bench.
    */
   leaseReads?: boolean;
+  /** Each call's latency, in virtual ms, drawn from the worker's random source. Default 1-20 ms. */
+  latencyMs?: (random: { next(): number }) => number;
+  /** The failure domain of the i-th worker added (`failureDomain`). Default none. */
+  failureDomain?: (index: number) => string;
 }
 
 /** N workers sharing one MemoryStorage, each with its own clock (rate within ±MAX_DRIFT) and 1-20 ms latency. */
@@ -280,10 +284,13 @@ export async function cluster(seed: number, workerCount: number, leaseCount: num
   const add = (): Worker => {
     const clock = new VirtualClock(scheduler, { rate: 1 + (random.next() * 2 - 1) * MAX_DRIFT, offsetMs: random.next() * 1e6 });
     const workerRandom = seededRandom(Math.floor(random.next() * 2 ** 32));
-    const storage = new CountingStorage(store, clock, workerRandom, { ...noFaults(), latencyMs: (r) => 1 + r.next() * 19 });
+    const storage = new CountingStorage(store, clock, workerRandom, { ...noFaults(), latencyMs: options.latencyMs ?? ((r) => 1 + r.next() * 19) });
     if (options.meter === true) storage.meter = new Meter(ledger);
     storage.dynamodbMoves = options.rosterMoves === 'dynamodb';
-    const coordinator = new LeaseCoordinator(withUnsafe({ ...options.coordinator, storage, group: GROUP, workerId: workerId(workers.length), clock, random: workerRandom }, options.unsafe));
+    const failureDomain = options.failureDomain?.(workers.length);
+    const coordinator = new LeaseCoordinator(
+      withUnsafe({ ...options.coordinator, ...(failureDomain === undefined ? {} : { failureDomain }), storage, group: GROUP, workerId: workerId(workers.length), clock, random: workerRandom }, options.unsafe),
+    );
     const worker: Worker = { coordinator, clock, storage, alive: true, startedAt: scheduler.now, acquisitions: 0 };
     coordinator.on('acquired', () => worker.acquisitions++);
     workers.push(worker);

@@ -95,6 +95,7 @@ const { values } = parseArgs({
     'lease-reads': { type: 'boolean', default: false },
     'failure-domains': { type: 'string' },
     'unsafe-domains-ignored': { type: 'boolean', default: false },
+    'unsafe-lost-domains-dealt': { type: 'boolean', default: false },
     'no-lease-reads': { type: 'boolean', default: false },
     'whole-roster-up-to': { type: 'string' },
     consumer: { type: 'boolean', default: false },
@@ -177,6 +178,7 @@ if (values.consumer) {
     ...(values['unsafe-cold-dealer-awaited'] ? { coldDealerAwaited: true } : {}),
     ...(values['unsafe-late-deal-ignored'] ? { lateDealIgnored: true } : {}),
     ...(values['unsafe-domains-ignored'] ? { domainsIgnored: true } : {}),
+    ...(values['unsafe-lost-domains-dealt'] ? { lostDomainsDealt: true } : {}),
   };
   if (values['no-change-feed'] && values['change-feed']) throw new Error('--change-feed and --no-change-feed exclude each other');
   for (const seed of seeds) {

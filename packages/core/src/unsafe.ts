@@ -143,6 +143,12 @@ export interface CoordinatorUnsafe {
    */
   lateDealIgnored?: boolean | undefined;
   /**
+   * With failure domains, a dead member's leases are dealt to the other members of its domain even when
+   * that domain looks lost whole (another of its members doubted too): a host lost at once has its first
+   * declared member's leases written to members of the same host, where they wait for a second declaration.
+   */
+  lostDomainsDealt?: boolean | undefined;
+  /**
    * A stop waits for the take tick's listing in flight however long the store takes to answer it (before
    * it drains and hands its leases over): a listing stalled past the stop's timeout leaves the leases to
    * lapse.

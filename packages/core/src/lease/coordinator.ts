@@ -268,6 +268,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       handovers: this.#handovers,
       freeRetryIgnoresOwner: unsafe.freeRetryIgnoresOwner ?? false,
       lateDealIgnored: unsafe.lateDealIgnored ?? false,
+      lostDomainsDealt: unsafe.lostDomainsDealt ?? false,
       adoptionIgnoresCap: unsafe.adoptionIgnoresCap ?? false,
       givenBackPlanned: unsafe.givenBackPlanned ?? false,
       shortfallIgnored: unsafe.shortfallIgnored ?? false,

@@ -15,6 +15,8 @@ import { LEAVING_FIELD, type Incarnation } from './membership.js';
 import type { LeaseParts } from './parts.js';
 import { readByKey } from './reads-by-key.js';
 import { stateWithoutResume } from './resume-hint.js';
+import { SUSPECT_PREFIX } from './answers.js';
+import { domainsOf, FAILURE_DOMAIN_FIELD } from './watchers.js';
 
 /**
  * How many leases a cold start's dealer writes in one batch: a deal of 99,900 leases (1,000 x 100,000) in
@@ -50,6 +52,8 @@ export interface DeclarerDealOptions {
   readonly freeRetryIgnoresOwner: boolean;
   /** Unsafe: a lease written to a member this worker declared dead a moment before is not dealt again. */
   readonly lateDealIgnored: boolean;
+  /** Unsafe: a dead member's leases are dealt to the other members of its failure domain, however many of them are doubted too. */
+  readonly lostDomainsDealt: boolean;
 }
 
 /** What a watched member held at the last listing, or that listing's deal gave it (`dealt`: listed free, not read back yet). */
@@ -70,6 +74,7 @@ export class DeclarerDeal {
   readonly #take: DeclarerDealOptions['take'];
   readonly #freeRetryIgnoresOwner: boolean;
   readonly #lateDealIgnored: boolean;
+  readonly #lostDomainsDealt: boolean;
   /**
    * The leases the last listing showed each watched member holding, or its deal gave it, by worker id,
    * with the incarnation: what this worker deals at once if it declares that member dead (`dealAtDeclaration`).
@@ -90,6 +95,7 @@ export class DeclarerDeal {
     this.#take = options.take;
     this.#freeRetryIgnoresOwner = options.freeRetryIgnoresOwner;
     this.#lateDealIgnored = options.lateDealIgnored;
+    this.#lostDomainsDealt = options.lostDomainsDealt;
   }
 
   /** Forgets what the watched members held: a listing is about to tell again. */
@@ -167,15 +173,56 @@ export class DeclarerDeal {
     declared: ReadonlyMap<string, string> | null,
   ): { recipients: Map<string, string>; portion: LeaseRecord[]; dealtTo: Map<string, number> } {
     const self = this.#parts.workerId;
+    const lost = declared !== null && this.dealsHere() ? this.#lostDomains(declared) : null;
     // A member that may have died in the same crash as the members this worker declared dead: a lease of
     // theirs dealt to it would wait for its own declaration.
     const standingStill = (workerId: string): boolean => {
       const member = this.#parts.view.get(workerId);
-      return member === undefined || this.#parts.members.answers.looksGone(member);
+      if (member === undefined || this.#parts.members.answers.looksGone(member)) return true;
+      const domain = member.metadata[FAILURE_DOMAIN_FIELD];
+      return lost !== null && domain !== undefined && lost.has(domain);
     };
     const away = declared !== null && this.dealsHere() ? { ofDead: (lease: LeaseRecord) => lease.owner !== null && declared.get(lease.owner) === lease.incarnation, standingStill } : null;
     const { recipients, dealtTo } = dealOut(sorted, members, counts, target, this.#capOf, self, away);
     return { recipients, portion: sorted.filter((lease) => recipients.get(lease.leaseKey) === self), dealtTo };
+  }
+
+  /**
+   * The failure domains of the members `declared` dead that look lost whole (DESIGN section 4, "A domain
+   * lost whole is dealt none of its members' leases"): a domain that holds, besides one of them, another member this worker has cause to doubt
+   * (declared dead here in the last lease duration, named a suspect in a record this worker read, or
+   * standing still). A host lost at once stops its members' heartbeats together, but their last heartbeats
+   * fell apart by up to a heartbeat interval, and while the others wait for their own declarations a
+   * declarer whose view still shows them alive, and that did not read their silence to the digest's
+   * suspects yet, would deal them the first one's leases: those then wait for a second declaration. So a
+   * lost domain's other members are dealt none of them. One member dead alone leaves its domain dealt to as
+   * any other: its leases are not kept from members that are well. `null` when not every live member names
+   * a domain (the plain ring's rule, `domainsOf`), or when no member outside the lost domains could take them.
+   */
+  #lostDomains(declared: ReadonlyMap<string, string>): ReadonlySet<string> | null {
+    if (this.#lostDomainsDealt) return null;
+    const view = this.#parts.view;
+    const alive = [...view.values()].filter((member) => member.status === 'alive');
+    if (domainsOf(alive) === undefined) return null;
+    const domainOf = (workerId: string): string | undefined => view.get(workerId)?.metadata[FAILURE_DOMAIN_FIELD];
+    const doubted = new Set([...declared.keys(), ...this.#declaredLately.keys()]);
+    for (const member of alive) {
+      if (member.workerId !== this.#parts.workerId && this.#parts.members.answers.looksGone(member)) doubted.add(member.workerId);
+      for (const key of Object.keys(member.metadata)) if (key.startsWith(SUSPECT_PREFIX)) doubted.add(key.slice(SUSPECT_PREFIX.length));
+    }
+    const doubtedIn = new Map<string, number>();
+    for (const workerId of doubted) {
+      const domain = domainOf(workerId);
+      if (domain !== undefined) doubtedIn.set(domain, (doubtedIn.get(domain) ?? 0) + 1);
+    }
+    const lost = new Set<string>();
+    for (const dead of declared.keys()) {
+      const domain = domainOf(dead);
+      if (domain !== undefined && (doubtedIn.get(domain) ?? 0) >= 2) lost.add(domain);
+    }
+    if (lost.size === 0) return null;
+    const elsewhere = alive.some((member) => member.workerId !== this.#parts.workerId && !lost.has(member.metadata[FAILURE_DOMAIN_FIELD] as string) && !this.#parts.members.answers.looksGone(member));
+    return elsewhere ? lost : null;
   }
 
   /**

@@ -96,6 +96,8 @@ export interface TakingOptions extends LeaseParts {
   readonly freeRetryIgnoresOwner: boolean;
   /** Unsafe: a lease written to a member this worker declared dead a moment before is not dealt again (see `DeclarerDeal.dealLate`). */
   readonly lateDealIgnored: boolean;
+  /** Unsafe: a dead member's leases are dealt to the other members of its failure domain, however many of them are doubted too (see `DeclarerDeal`). */
+  readonly lostDomainsDealt: boolean;
   /** Unsafe: without a change feed, the declarer takes the dead member's leases whatever its `maxLeasesPerWorker`. */
   readonly adoptionIgnoresCap: boolean;
   /** Unsafe: the leases a listing names this worker for count as its own in the plan of moves, the ones it gives back beyond its cap too. */
@@ -208,6 +210,7 @@ export class Taking {
       take: (leases, membership, dead) => this.#take(leases, membership, dead),
       freeRetryIgnoresOwner: options.freeRetryIgnoresOwner,
       lateDealIgnored: options.lateDealIgnored,
+      lostDomainsDealt: options.lostDomainsDealt,
     });
     this.#coldDealer = new ColdDealer({ parts: options, dealsHere: () => this.#deal.dealsHere(), capOf: this.#capOf, awaited: options.coldDealerAwaited });
     this.#counts = new Counts({

@@ -224,6 +224,7 @@ export function replayCommand(config: SimulationConfig & { workers: number; leas
     config.leaseReads === false ? '--no-lease-reads' : config.leaseReads === true ? '--lease-reads' : '',
     config.failureDomains !== undefined ? `--failure-domains ${config.failureDomains}` : '',
     unsafe?.domainsIgnored ? '--unsafe-domains-ignored' : '',
+    unsafe?.lostDomainsDealt ? '--unsafe-lost-domains-dealt' : '',
     config.changeFeed === false ? '--no-change-feed' : config.changeFeed === true ? '--change-feed' : '',
     config.coordinator?.wholeRosterUpTo !== undefined ? `--whole-roster-up-to ${config.coordinator.wholeRosterUpTo}` : '',
     ...faultFlags(config.faults),
