@@ -1,8 +1,9 @@
 /**
  * Section 3: moving leases, over many seeds. How long until a crashed worker's leases are held elsewhere
- * (4 x 32, 10 x 1,000, a group of watchers with and without the change feed, and a quarter of 100 x 10,000
- * at once) and the survivors' listings until balanced again; a stopped worker's; an 11th worker joining 10,
- * with its listings and the leases moved. Counted in lease durations, beside KCL's.
+ * (4 x 32, 10 x 1,000, a group of watchers with and without the change feed, a quarter of 100 x 10,000
+ * at once, and a host of 25 of 100 x 10,000 in four failure domains) and the survivors' listings until
+ * balanced again; a stopped worker's; an 11th worker joining 10, with its listings and the leases moved.
+ * Counted in lease durations, beside KCL's.
  */
 import { advanceUntil, balanced, cluster, dispose, heldElsewhere, LEASE_MS, ownedBy, settled, TAKE_MS, type Cluster, type ClusterOptions, type Worker, GROUP } from './cluster.js';
 import { shuffled } from '../src/clock.js';
@@ -21,6 +22,9 @@ interface Sample {
   listings?: number;
   /** Mass crash only: the survivors' acquisitions from the crash until balanced again, per lease the crashed held. */
   acquisitionsPerLease?: number;
+  /** Host crash only: each lease's time from the crash until a live member held it, p99; and the leases a deal wrote to another member of the crash. */
+  leaseP99Ms?: number;
+  toTheDead?: number;
   /** Large stop only: the items the survivors read from the stop until its leases were held elsewhere. */
   itemsRead?: number;
   /** Large stop only: the survivors' listings (per survivor) and the items they read from the stop to five take ticks after it, or to balance if later. */
@@ -72,6 +76,49 @@ async function massCrash(seed: number): Promise<Sample> {
     const rest = await advanceUntil(c.scheduler, () => balanced(c), { stepMs: 100, precise: false });
     const acquired = c.live().reduce((sum, worker) => sum + worker.acquisitions, 0) - acquiredBefore;
     return { ms, balancedMs: ms === null || rest === null ? null : ms + rest, listings: (survivorListings(c) - listedBefore) / c.live().length, acquisitionsPerLease: acquired / orphans.length };
+  } finally {
+    dispose(c);
+  }
+}
+
+/**
+ * 100 workers, 10,000 leases, with the change feed, each naming its host (worker i on host i mod 4) as its
+ * failure domain, every call answered up to 200 ms later (hosts whose cores are busy, as the e2e scale
+ * bench's four processes on two cores); one host is lost whole. Until every lease of its members is held
+ * elsewhere, each lease's own time (p99), and the leases a declarer wrote to another member of the crash,
+ * which wait for that member's declaration. `unsafe`: the same with `lostDomainsDealt`, the deal before it
+ * kept a lost domain's members out.
+ */
+async function hostCrash(seed: number, unsafe?: ClusterOptions['unsafe']): Promise<Sample> {
+  const c = await cluster(seed, 100, 10_000, {
+    startSpreadMs: TAKE_MS / 2,
+    failureDomain: (index) => `host-${index % 4}`,
+    latencyMs: (random) => 1 + random.next() * 200,
+    ...(unsafe === undefined ? {} : { unsafe }),
+  });
+  try {
+    await settled(c, 100);
+    const victims = c.workers.filter((_, index) => index % 4 === 0);
+    const gone = new Set(victims.map((worker) => worker.coordinator.workerId));
+    const orphans = new Set((await c.store.listLeases(GROUP)).leases.filter((lease) => lease.owner !== null && gone.has(lease.owner)).map((lease) => lease.leaseKey));
+    const toTheDead = new Set<string>();
+    const subscription = await c.store.subscribe(GROUP, (change) => {
+      if (change.kind === 'handed-off' && typeof change.owner === 'string' && gone.has(change.owner)) toTheDead.add(change.leaseKey);
+    });
+    const from = c.scheduler.now;
+    const heldAt = new Map<string, number>();
+    for (const worker of c.workers) {
+      if (!gone.has(worker.coordinator.workerId)) worker.coordinator.on('acquired', ({ leaseKey }) => orphans.has(leaseKey) && !heldAt.has(leaseKey) && heldAt.set(leaseKey, c.scheduler.now - from));
+    }
+    for (const victim of victims) {
+      victim.clock.kill();
+      victim.alive = false;
+    }
+    const ms = await advanceUntil(c.scheduler, () => heldAt.size === orphans.size, { stepMs: 100, precise: false });
+    const rest = await advanceUntil(c.scheduler, () => balanced(c), { stepMs: 100, precise: false });
+    await subscription.close();
+    const each = summarize([...heldAt.values()]);
+    return { ms, balancedMs: ms === null || rest === null ? null : ms + rest, leaseP99Ms: each.p99 ?? undefined, toTheDead: toTheDead.size };
   } finally {
     dispose(c);
   }
@@ -198,11 +245,13 @@ function withLeases(s: Summary): Summary & { p50InLeases: number; p99InLeases: n
 }
 
 export async function movingSection(seeds: readonly number[], massTrials = 3): Promise<{ runs: Record<string, Sample[]>; summary: Record<string, unknown>; failures: number; crashPass: boolean; crashLarge: { workers: number; leases: number; p99InLeases: number } }> {
-  const runs: Record<string, Sample[]> = { crash: [], crashLarge: [], crashWatched: [], crashWatchedNoFeed: [], crashMass: [], gracefulStop: [], stopLarge: [], stopLargeNoFeed: [], joinLarge: [], joinLargeNoFeed: [], joinBurst: [], joinBurstNoFeed: [], join: [] };
+  const runs: Record<string, Sample[]> = { crash: [], crashLarge: [], crashWatched: [], crashWatchedNoFeed: [], crashMass: [], crashHost: [], crashHostDealtToLost: [], gracefulStop: [], stopLarge: [], stopLargeNoFeed: [], joinLarge: [], joinLargeNoFeed: [], joinBurst: [], joinBurstNoFeed: [], join: [] };
   // A quarter of 100 x 10,000 at once, and one of them stopping: a few seeds (each costs seconds of CPU;
   // `--mass-trials`), reported, not gated.
   for (const seed of seeds.slice(0, massTrials)) {
     runs.crashMass!.push(await massCrash(seed + 7_000_000));
+    runs.crashHost!.push(await hostCrash(seed + 7_100_000));
+    runs.crashHostDealtToLost!.push(await hostCrash(seed + 7_100_000, { lostDomainsDealt: true }));
     runs.stopLarge!.push(await largeStop(seed + 8_000_000, true));
     runs.stopLargeNoFeed!.push(await largeStop(seed + 8_000_000, false));
     runs.joinLarge!.push(await largeJoin(seed + 9_000_000, true));
@@ -284,6 +333,15 @@ export async function movingSection(seeds: readonly number[], massTrials = 3): P
   // Each lease of the crashed is acquired once at best; a lease dealt, then handed on to balance, twice.
   const massAcquisitions = summarize(runs.crashMass!.map((sample) => sample.acquisitionsPerLease ?? null));
   lines.push(['crash of 25 of 100 w at once: acquisitions per lease of the crashed (count)', fmt(massAcquisitions.p50, 2), fmt(massAcquisitions.p99, 2), fmt(massAcquisitions.max, 2), String(massAcquisitions.failures), '', '', '']);
+  // A host lost whole, its members' leases kept from the host's other members (as it runs), and dealt to them (before).
+  for (const [name, label] of [['crashHost', 'a lost domain dealt nothing'], ['crashHostDealtToLost', 'lostDomainsDealt, as before']] as const) {
+    const held = summarize(runs[name]!.map((sample) => sample.ms));
+    const each = summarize(runs[name]!.map((sample) => sample.leaseP99Ms ?? null));
+    const toTheDead = summarize(runs[name]!.map((sample) => sample.toTheDead ?? null));
+    lines.push([`crash of a host, 25 of 100 w in 4 domains, calls up to 200 ms, ${label}: all held elsewhere (${runs[name]!.length} trials)`, fmt(inLeases(held.p50), 3), fmt(inLeases(held.p99), 3), fmt(inLeases(held.max), 3), String(held.failures), '', '', '']);
+    lines.push([`crash of a host, ${label}: each lease held elsewhere, the trial's p99`, fmt(inLeases(each.p50), 3), fmt(inLeases(each.p99), 3), fmt(inLeases(each.max), 3), String(each.failures), '', '', '']);
+    lines.push([`crash of a host, ${label}: leases written to another member of the crash (count)`, fmt(toTheDead.p50, 0), fmt(toTheDead.p99, 0), fmt(toTheDead.max, 0), String(toTheDead.failures), '', '', '']);
+  }
   for (const [name, label] of [['crashMass', '25 of 100 w at once, 10,000 l'], ['crashLarge', '10 w, 1,000 l'], ['crashWatched', `watchers, ${WATCHED_WORKERS} w, 1,000 l`], ['crashWatchedNoFeed', `watchers, no feed, ${WATCHED_WORKERS} w, 1,000 l`]] as const) {
     const listings = summarize(runs[name]!.map((sample) => sample.listings ?? null));
     lines.push([`crash (${label}): listings per survivor (count)`, fmt(listings.p50, 2), fmt(listings.p99, 2), fmt(listings.max, 2), String(listings.failures), '', '', '']);
