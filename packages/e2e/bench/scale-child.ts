@@ -21,6 +21,7 @@
  * (DynamoDB), on any backend.
  */
 import { LeaseCoordinator, type Storage } from '@leasehold/core';
+import { withUnsafe } from '@leasehold/core/testing';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { now } from '../src/reports.js';
@@ -106,14 +107,17 @@ const coordinators: LeaseCoordinator[] = [];
 /** Builds worker `i`'s coordinator, reporting its events to the parent. */
 function coordinatorOf(i: number): LeaseCoordinator {
   const workerId = `worker-${String(i).padStart(3, '0')}`;
-  const coordinator = new LeaseCoordinator({
+  const options = {
     storage: attached.storageFor ? noted(counting(attached.storageFor(i), () => tally)) : storage,
     group,
     workerId,
     ...(values['no-change-feed'] ? { useChangeFeed: false } : {}),
     // What fails together with it: this process (scale-procs gives each its own, unless BENCH_NO_DOMAINS=1).
     ...(values.domain === undefined ? {} : { failureDomain: values.domain }),
-  });
+  };
+  // BENCH_LOST_DOMAINS_DEALT=1: a lost domain's members are dealt its leases as before the rule that keeps
+  // them out (the unsafe switch `lostDomainsDealt`), for a side-by-side run of one build.
+  const coordinator = new LeaseCoordinator(process.env.BENCH_LOST_DOMAINS_DEALT === '1' ? withUnsafe(options, { lostDomainsDealt: true }) : options);
   coordinator.on('acquired', ({ leaseKey }) => pending.push(['acquired', i, leaseKey, now()]));
   coordinator.on('lost', ({ leaseKey, reason }) => pending.push(['lost', i, leaseKey, now(), reason]));
   coordinator.on('handed-off', ({ leaseKey }) => pending.push(['handed-off', i, leaseKey, now()]));

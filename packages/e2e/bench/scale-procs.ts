@@ -569,12 +569,20 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
         const declared = victim === undefined ? undefined : declaredAt.get(victim);
         return declared === undefined ? [] : [Math.max(0, at - declared) / LEASE_DURATION_MS];
       });
+      // For the same leases: from that member's declaration to the write that dealt it to the member (negative:
+      // written before the declaration, to be dealt by its declarer; positive: after, to be dealt late).
+      const viaVictimWrites = [...takenAt].flatMap(([leaseKey]) => {
+        const write = (written.get(leaseKey) ?? []).filter((entry) => victims.has(entry.to)).at(-1);
+        const declared = write === undefined ? undefined : declaredAt.get(write.to);
+        return write === undefined || declared === undefined ? [] : [(write.at - declared) / LEASE_DURATION_MS];
+      });
       const ways = {
         takeOverByWay: Object.fromEntries([...byWay].map(([way, values]) => [way, spread(values)])),
         slowestFivePercentByWay: Object.fromEntries([...new Set(slowest.map(([leaseKey]) => wayOf(leaseKey)))].map((way) => [way, slowest.filter(([leaseKey]) => wayOf(leaseKey) === way).length])),
         dealtDeclarationToWrite: dealtSteps.length === 0 ? null : spread(dealtSteps.map((step) => step.toWrite)),
         dealtWriteToTake: dealtSteps.length === 0 ? null : spread(dealtSteps.map((step) => step.toTake)),
         viaVictimFromItsDeclaration: viaVictimSteps.length === 0 ? null : spread(viaVictimSteps),
+        viaVictimWrittenAfterItsDeclaration: viaVictimWrites.length === 0 ? null : { ...spread(viaVictimWrites), before: viaVictimWrites.filter((value) => value < 0).length },
       };
       const crash = {
         killed: label,
