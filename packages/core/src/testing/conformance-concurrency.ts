@@ -347,6 +347,20 @@ export function monotonicityContract(t: TestApi, target: ConformanceTarget): voi
 // ---------------------------------------------------------------------------------------------------
 // Reads while others write
 
+/**
+ * One step of a writer that keeps leases passing through a group: deletes the oldest lease of `queue` (at
+ * position `i` in key order) and creates its successor at that position under a key of this `round`, so
+ * that a read paging through the group meets a delete and a create.
+ */
+async function replaceOldest(storage: Storage, g: string, queue: Array<{ record: LeaseRecord; i: number }>, position: (i: number) => string, round: number): Promise<void> {
+  const next = queue.shift() as { record: LeaseRecord; i: number };
+  const deleted = await storage.deleteLease(g, next.record.leaseKey, next.record.version);
+  assert.equal(deleted.status, 'applied', `the delete of ${next.record.leaseKey}: ${show(deleted)}`);
+  await yieldTurn();
+  const leaseKey = `${position(next.i)}-b${round}`;
+  queue.push({ record: applied(await storage.createLease({ group: g, leaseKey, owner: 'w', epoch: 1 }), `create ${leaseKey}`), i: next.i });
+}
+
 /** Writers racing a reader: how many members or leases, how many writers, and how long the reader reads. */
 const READ_RACE = { members: 48, stableLeases: 600, writers: 4, reads: 16, readForMs: 20_000 } as const;
 
@@ -443,12 +457,7 @@ const readRaces: Array<[string, (context: Context, target: ConformanceTarget) =>
           const mine = passing.map((leaseKey, i) => ({ leaseKey, i })).filter(({ i }) => i % writers.length === w);
           const queue = mine.map(({ leaseKey, i }) => ({ record: created.get(leaseKey) as LeaseRecord, i }));
           for (let round = 1; writing(); round++) {
-            const next = queue.shift() as { record: LeaseRecord; i: number };
-            const deleted = await storage.deleteLease(g, next.record.leaseKey, next.record.version);
-            assert.equal(deleted.status, 'applied', `the delete of ${next.record.leaseKey}: ${show(deleted)}`);
-            await yieldTurn();
-            const leaseKey = `${position(next.i)}-b${round}`;
-            queue.push({ record: applied(await storage.createLease({ group: g, leaseKey, owner: 'w', epoch: 1 }), `create ${leaseKey}`), i: next.i });
+            await replaceOldest(storage, g, queue, position, round);
             wrote();
             await yieldTurn();
           }
@@ -500,12 +509,7 @@ const readRaces: Array<[string, (context: Context, target: ConformanceTarget) =>
             const outcomes = await storage.updateLeases(g, updates);
             mine = outcomes.map((outcome, i) => applied(outcome, `round ${round} of ${(mine[i] as LeaseRecord).leaseKey}`));
             for (const lease of mine) acknowledged.set(lease.leaseKey, lease.version);
-            const next = queue.shift() as { record: LeaseRecord; i: number };
-            const deleted = await storage.deleteLease(g, next.record.leaseKey, next.record.version);
-            assert.equal(deleted.status, 'applied', `the delete of ${next.record.leaseKey}: ${show(deleted)}`);
-            await yieldTurn();
-            const leaseKey = `${position(next.i)}-b${round}`;
-            queue.push({ record: applied(await storage.createLease({ group: g, leaseKey, owner: 'w', epoch: 1 }), `create ${leaseKey}`), i: next.i });
+            await replaceOldest(storage, g, queue, position, round);
             wrote();
             await yieldTurn();
           }
