@@ -96,6 +96,8 @@ const { values } = parseArgs({
     'failure-domains': { type: 'string' },
     'unsafe-domains-ignored': { type: 'boolean', default: false },
     'unsafe-lost-domains-dealt': { type: 'boolean', default: false },
+    'unsafe-due-reads-skipped': { type: 'boolean', default: false },
+    'unsafe-reads-out-of-turn': { type: 'boolean', default: false },
     'no-lease-reads': { type: 'boolean', default: false },
     'whole-roster-up-to': { type: 'string' },
     consumer: { type: 'boolean', default: false },
@@ -179,6 +181,8 @@ if (values.consumer) {
     ...(values['unsafe-late-deal-ignored'] ? { lateDealIgnored: true } : {}),
     ...(values['unsafe-domains-ignored'] ? { domainsIgnored: true } : {}),
     ...(values['unsafe-lost-domains-dealt'] ? { lostDomainsDealt: true } : {}),
+    ...(values['unsafe-due-reads-skipped'] ? { dueReadsSkipped: true } : {}),
+    ...(values['unsafe-reads-out-of-turn'] ? { readsOutOfTurn: true } : {}),
   };
   if (values['no-change-feed'] && values['change-feed']) throw new Error('--change-feed and --no-change-feed exclude each other');
   for (const seed of seeds) {

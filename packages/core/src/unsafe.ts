@@ -39,6 +39,17 @@ export interface CoordinatorUnsafe {
   /** The watchers' ring keeps the members declared dead: a member whose watchers all died is watched by nobody alive. */
   ringKeepsTheDead?: boolean | undefined;
   /**
+   * Watched members are read at the take ticks only, never when their heartbeat is due: a watcher first
+   * sees a heartbeat up to a tick after it was written, and declares a crashed member that much later.
+   */
+  dueReadsSkipped?: boolean | undefined;
+  /**
+   * The membership's reads between the take ticks (at a watched member's heartbeat, or its moment to be
+   * named a suspect) run beside the tick's reads: one answered late takes effect after a read sent later,
+   * and leaves the view older than that read.
+   */
+  readsOutOfTurn?: boolean | undefined;
+  /**
    * The watchers' ring ignores the members' failure domains (`failureDomain`): a domain lost at once may take
    * a member with all its watchers, which is then taken over a round later than the spread ring promises.
    */
@@ -161,6 +172,41 @@ export interface CoordinatorUnsafe {
    */
   adoptedRequestIgnored?: boolean | undefined;
 }
+
+/** Every switch of {@link CoordinatorUnsafe} by name, for tools that take them by name (the type checker keeps the list whole). */
+export const COORDINATOR_UNSAFE_KEYS = Object.keys({
+  skipSelfFencing: true,
+  expiryFactor: true,
+  checkpointPerKey: true,
+  ownDurationOnly: true,
+  releaseWithoutRetry: true,
+  stopHandoverKeeps: true,
+  skipRosterDigest: true,
+  movesUnread: true,
+  ringKeepsTheDead: true,
+  dueReadsSkipped: true,
+  readsOutOfTurn: true,
+  domainsIgnored: true,
+  unansweredDealt: true,
+  freeRetryIgnoresOwner: true,
+  adoptionIgnoresCap: true,
+  givenBackPlanned: true,
+  shortfallIgnored: true,
+  belowIgnored: true,
+  coldDealTrusted: true,
+  noteTrusted: true,
+  asksTrusted: true,
+  letGoForgetsUnreadable: true,
+  drainAfterTakeTick: true,
+  stopSkipsHandoffs: true,
+  rosterBeforeListing: true,
+  coldListingIgnoresNews: true,
+  coldDealerAwaited: true,
+  lateDealIgnored: true,
+  lostDomainsDealt: true,
+  stopWaitsForListing: true,
+  adoptedRequestIgnored: true,
+} satisfies Record<keyof CoordinatorUnsafe, true>) as ReadonlyArray<keyof CoordinatorUnsafe>;
 
 /** The leader elector's switches. */
 export interface ElectorUnsafe {

@@ -518,13 +518,16 @@ describe('the death of a member watched', () => {
   it('with a change feed, deals again at once a lease another declarer wrote to a member this worker had just declared dead', async () => {
     // Seed 14: a declarer whose view still showed another victim alive dealt it leases 57 ms after that
     // victim's declaration; its declarer, which had dealt and listed already, hears of them on the feed.
-    const { heldAfter } = await quarterCrash(14);
+    // The scene needs views a tick old: the watchers read here at the take ticks only (`dueReadsSkipped`),
+    // as before they read a member when its heartbeat is due, which made it rarer (none of seeds 1-100
+    // shows it with them; a ring moved by a death, or a busy host, still leaves views that old).
+    const { heldAfter } = await quarterCrash(14, { dueReadsSkipped: true });
     expect(heldAfter).not.toBeNull();
     expect(heldAfter!).toBeLessThanOrEqual(12_000);
   });
 
   it('with lateDealIgnored, leaves a lease written to a member just declared dead for the counts\' shortfall, take ticks later', async () => {
-    const { heldAfter } = await quarterCrash(14, { lateDealIgnored: true });
+    const { heldAfter } = await quarterCrash(14, { lateDealIgnored: true, dueReadsSkipped: true });
     expect(heldAfter!).toBeGreaterThan(14_000);
   });
 });

@@ -19,7 +19,7 @@ import { checkContractVersion } from '../contract-version.js';
 import { unsafeOf } from '../unsafe.js';
 import { refuseUnknownOptions } from '../known-options.js';
 import { RECORD_FORMAT, type ChangeSubscription, type CheckpointStorage, type LeaseChange, type LeaseRecord, type Position } from '../storage.js';
-import { holdMs, nonNegative, positive, positiveInteger, resolveHoldTiming, resolveIdentity } from './timing.js';
+import { holdMs, nonNegative, positive, positiveInteger, resolveHoldTiming, resolveIdentity, TICK_JITTER } from './timing.js';
 import { FencedWrites, type CheckpointWrite } from './fenced-writes.js';
 import { Handovers } from './handovers.js';
 import type { DrainReason, Held, HeldLease, LeaseTenure } from './held.js';
@@ -196,6 +196,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       expiryFactor: unsafe.expiryFactor ?? 1,
       unansweredDealt: unsafe.unansweredDealt ?? false,
       noteTrusted: unsafe.noteTrusted ?? false,
+      dueReadsSkipped: unsafe.dueReadsSkipped ?? false,
+      readsOutOfTurn: unsafe.readsOutOfTurn ?? false,
       host: {
         state: () => this.#state,
         lifetime: this.#lifetime.signal,
@@ -216,6 +218,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
         report,
         fail,
         refuseFormat: (what, format) => this.#fail(this.#formatError(what, format)),
+        inTurn: (read) => this.#inTurn(read),
       },
     });
     this.#view = this.#members.view;
@@ -459,6 +462,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       roster: this.#view.size,
       deadSince: taking.deadSince,
       observedMembers: this.#view.observed,
+      staleRosterReads: this.#view.staleReads,
       loops: this.#loops.length,
       listeners: this.countListeners(),
     };
@@ -599,7 +603,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
         this.#wakeRenew = () => wake();
         this.#answerRenew = () => wake(true);
       }
-      const jitter = 1 + (this.#random.next() - 0.5) * 0.1;
+      const jitter = 1 + (this.#random.next() - 0.5) * (2 * TICK_JITTER);
       // A heartbeat whose outcome is not known is sent again soon: the hold runs out meanwhile. The period
       // runs from the start of the previous tick: a slow round trip must not push the next heartbeat past
       // the hold the previous one bought.
@@ -666,9 +670,19 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
 
   /** The take loop's tick, kept so that stop() can wait for the one in flight before it drains. */
   #takeTick(): Promise<void> {
-    const tick = this.#taking.tick();
+    const tick = this.#inTurn(() => this.#taking.tick());
     this.#takeInFlight = tick;
     return tick;
+  }
+
+  /** The take ticks and the membership's reads between them, one after another, in the order they came. */
+  #turns: Promise<unknown> = Promise.resolve();
+
+  /** Runs `work` once the take tick or read before it is done (see `MembershipHost.inTurn`). */
+  #inTurn<T>(work: () => Promise<T>): Promise<T> {
+    const run = this.#turns.then(work);
+    this.#turns = run.catch(() => undefined);
+    return run;
   }
 
   /**

@@ -18,6 +18,7 @@ import { ASKS_FIELD, writeAsks } from './join-asks.js';
 import { COLD_DEALT_FIELD, writeColdDealt } from './cold-deal-note.js';
 import { addsSuspect, Answers, othersLookAt } from './answers.js';
 import { StillPrompts } from './still-prompts.js';
+import { DueReads } from './due-reads.js';
 import { wakeAt, type WakeParts, type WakeTimer } from './wake-timer.js';
 import type { LeaseCoordinatorEvents } from './events.js';
 
@@ -82,6 +83,12 @@ export interface MembershipHost {
   fail(error: LeaseholdError): void;
   /** A record of a newer format than this worker knows was met: stop. */
   refuseFormat(what: string, format: number): void;
+  /**
+   * Runs a read of the roster after the take tick or read under way, and before the next: the reads of the
+   * roster take effect in the order they were sent, so that a read answered late never leaves the view
+   * older than one sent after it (owners are judged on a roster read after the listing).
+   */
+  inTurn<T>(read: () => Promise<T>): Promise<T>;
 }
 
 /** How the roster's signature moved since the last take tick that asked (see `Membership.signatureMoved`). */
@@ -125,6 +132,10 @@ export interface MembershipOptions {
   readonly unansweredDealt: boolean;
   /** Unsafe: a leave's note is taken for one naming every lease the member had, whatever it says. */
   readonly noteTrusted: boolean;
+  /** Unsafe: watched members are read at the take ticks only, never when their heartbeat is due. */
+  readonly dueReadsSkipped: boolean;
+  /** Unsafe: the reads between the ticks (at a heartbeat's moment, or a suspect's) run beside the tick's, and may take effect out of order. */
+  readonly readsOutOfTurn: boolean;
   readonly host: MembershipHost;
 }
 
@@ -150,6 +161,10 @@ export class Membership {
   readonly answers: Answers;
   /** The watched members it names as suspects when they stand still (still-prompts.ts). */
   readonly #still: StillPrompts;
+  /** The watched members it reads when their heartbeat is due (due-reads.ts). */
+  readonly #due: DueReads;
+  /** Unsafe: the reads between the ticks run beside the tick's. */
+  readonly #readsOutOfTurn: boolean;
   /** What this worker's wake-ups before the next tick need (wake-timer.ts). */
   readonly #wakeParts: WakeParts;
   /** Unsafe: member writes never advance the roster digest. */
@@ -227,6 +242,7 @@ export class Membership {
     this.#noteTrusted = options.noteTrusted;
     this.#ownDurationOnly = options.ownDurationOnly;
     this.#expiryFactor = options.expiryFactor;
+    this.#readsOutOfTurn = options.readsOutOfTurn;
     this.view = new RosterView({ workerId: this.#workerId, now: () => this.#clock.now(), expiryMs: (member) => this.#expiryMs(member) });
     this.answers = new Answers({
       workerId: this.#workerId,
@@ -256,12 +272,37 @@ export class Membership {
         this.#advancing = advance.then(() => undefined);
         return advance;
       },
-      getMembers: (workerIds) => this.#getMembers(workerIds),
-      readRoster: (roster, only) => this.readRoster(roster, only),
+      read: (workerIds) => this.#readBetweenTicks(workerIds),
       suspected: (members) => this.#host.suspected(members),
       answer: () => this.#host.answer(),
       report: (error, operation) => this.#host.report(error, operation),
     });
+    this.#due = new DueReads(
+      {
+        ...this.#wakeParts,
+        renewIntervalMs: this.#renewIntervalMs,
+        view: this.view,
+        watched: () => this.#watched,
+        readsWatched: () => this.readsWatched(),
+        isMember: () => this.#current !== null,
+        read: (workerIds) => this.#readBetweenTicks(workerIds),
+        report: (error, operation) => this.#host.report(error, operation),
+      },
+      options.dueReadsSkipped,
+    );
+  }
+
+  /**
+   * Reads the named watched members between two ticks (when their heartbeat is due, or their moment to be
+   * named a suspect came), in turn with the tick's reads; true when the read was taken into the view.
+   */
+  async #readBetweenTicks(workerIds: readonly string[]): Promise<boolean> {
+    const read = async (): Promise<boolean> => {
+      if (this.#current === null || this.#host.state() !== 'running') return false;
+      const roster = await this.#getMembers(workerIds);
+      return this.#host.state() === 'running' && this.readRoster(roster, workerIds);
+    };
+    return this.#readsOutOfTurn ? read() : this.#host.inTurn(read);
   }
 
   /** This worker's incarnation in the roster since its last join, or `null` while it is not a member. */
@@ -647,12 +688,22 @@ export class Membership {
       void this.#still.prompt();
       return true;
     }
-    const ids = [...this.#watched, this.#workerId];
+    // A watched member whose new write a read between the ticks showed in the last half tick (its heartbeat
+    // was due) is not read again: it is a lease duration from expiring, and what it writes meanwhile that
+    // others must look at moves the digest.
+    const ids = [...[...this.#watched].filter((workerId) => !this.#seenLately(workerId, now)), this.#workerId];
     const roster = await this.#getMembers(ids);
     if (!this.readRoster(roster, ids)) return false;
     void this.#still.prompt();
     await this.#watchUnannounced(this.view.signature() !== this.#rosterSignature, now);
     return true;
+  }
+
+  /** Whether a read in the last half tick showed the watched member `workerId` at a write it had not shown before. */
+  #seenLately(workerId: string, now: number): boolean {
+    const member = this.view.get(workerId);
+    const seenAt = member === undefined ? undefined : this.view.writeWindow(member)?.seenAt;
+    return seenAt !== undefined && seenAt > now - this.#takeIntervalMs / 2;
   }
 
   /**
@@ -800,6 +851,7 @@ export class Membership {
     }
     this.#armExpiry();
     this.#still.arm();
+    this.#due.arm();
     return true;
   }
 

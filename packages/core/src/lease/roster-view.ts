@@ -125,6 +125,13 @@ export class RosterView {
   /** When each member (or its unreadable record) was last read, on the observer's clock. */
   #readAt = new Map<string, number>();
   /**
+   * For each live member whose current write this observer saw replace an earlier one: when it last read
+   * the earlier one, so that the write came between that read and the first read that showed it.
+   */
+  #seenAfter = new Map<string, number>();
+  /** How many member records a read took in older than the view held (see {@link staleReads}). */
+  #staleReads = 0;
+  /**
    * The other live members (incarnation by worker id) as of the last read, and when that set last changed.
    * Kept up to date by the members each read names and each {@link set} touched, so that a watcher's read
    * of a few members costs a few lookups, not a sort of the whole roster.
@@ -151,11 +158,14 @@ export class RosterView {
    */
   read(roster: Roster, now: number): Error[] {
     this.#signature = null;
+    for (const member of roster.members) this.#countStale(this.#members.get(member.workerId), member);
     this.#members = new Map(roster.members.map((member) => [member.workerId, member]));
     this.#corrupt = new Set(roster.corrupt.map(workerIdOf));
+    const readBefore = this.#readAt;
     this.#readAt = new Map([...this.#members.keys(), ...this.#corrupt].map((workerId) => [workerId, now]));
-    for (const member of roster.members) this.#observe(member, now);
+    for (const member of roster.members) this.#observe(member, now, readBefore.get(member.workerId));
     this.#observations.retain((workerId) => this.#members.has(workerId));
+    for (const workerId of this.#seenAfter.keys()) if (!this.#members.has(workerId)) this.#seenAfter.delete(workerId);
     return this.#settle(roster.corrupt, now);
   }
 
@@ -168,26 +178,39 @@ export class RosterView {
     const found = new Map(roster.members.map((member) => [member.workerId, member]));
     const corrupt = new Set(roster.corrupt.map(workerIdOf));
     for (const workerId of workerIds) {
+      const readBefore = this.#readAt.get(workerId);
       this.#readAt.set(workerId, now);
       const member = found.get(workerId);
       if (this.#corrupt.has(workerId) !== corrupt.has(workerId) || !sameInSignature(this.#members.get(workerId), member)) this.#signature = null;
       if (corrupt.has(workerId)) this.#corrupt.add(workerId);
       else this.#corrupt.delete(workerId);
       if (member) {
+        this.#countStale(this.#members.get(workerId), member);
         this.#members.set(workerId, member);
-        this.#observe(member, now);
+        this.#observe(member, now, readBefore);
       } else {
         this.#members.delete(workerId);
         this.#observations.forget(workerId);
+        this.#seenAfter.delete(workerId);
         if (!corrupt.has(workerId)) this.#readAt.delete(workerId);
       }
     }
     return this.#settle(roster.corrupt, now, workerIds);
   }
 
-  #observe(member: MemberRecord, now: number): void {
-    if (member.status !== 'alive') this.#observations.forget(member.workerId);
-    else this.#observations.see(member.workerId, writeOf(member), now);
+  /** Observes one member's write at `now`; `readBefore`: when the member was last read before. */
+  #observe(member: MemberRecord, now: number, readBefore: number | undefined): void {
+    const workerId = member.workerId;
+    if (member.status !== 'alive') {
+      this.#observations.forget(workerId);
+      this.#seenAfter.delete(workerId);
+      return;
+    }
+    const before = this.#observations.get(workerId);
+    const sighting = this.#observations.see(workerId, writeOf(member), now);
+    if (sighting === before) return;
+    if (sighting.moved && readBefore !== undefined) this.#seenAfter.set(workerId, readBefore);
+    else this.#seenAfter.delete(workerId);
   }
 
   /** Reports the corrupt members not reported since they last read back, and notes a change of the other live members. */
@@ -267,6 +290,20 @@ export class RosterView {
     return this.#corrupt.size;
   }
 
+  /** Counts a read's `member` that is older than the record of the same incarnation the view `held`. */
+  #countStale(held: MemberRecord | undefined, member: MemberRecord): void {
+    if (held !== undefined && held.incarnation === member.incarnation && member.version < held.version) this.#staleReads++;
+  }
+
+  /**
+   * How many member records the reads took in that were older than the record of the same incarnation
+   * the view held: a read answered after one sent later. The membership's reads take effect in the order
+   * they were sent, so on a store whose reads are strongly consistent this stays 0.
+   */
+  get staleReads(): number {
+    return this.#staleReads;
+  }
+
   /** How many members this worker watches for expiry. */
   get observed(): number {
     return this.#observations.size;
@@ -303,6 +340,17 @@ export class RosterView {
     const seen = this.#observations.get(member.workerId);
     if (readAt === undefined || seen === undefined || seen.version !== String(writeOf(member))) return 0;
     return Math.max(0, readAt - seen.seenAt);
+  }
+
+  /**
+   * Between which reads the write of `member` this worker sees was made: after `after`, the last read that
+   * showed the write before it (`undefined` when no read did: its first sight), and by `seenAt`, the first
+   * read that showed it; `undefined` when no read showed that write (a member not alive, or not read).
+   */
+  writeWindow(member: MemberRecord): { readonly after: number | undefined; readonly seenAt: number } | undefined {
+    const seen = this.#observations.get(member.workerId);
+    if (seen === undefined || seen.version !== writeOf(member)) return undefined;
+    return { after: this.#seenAfter.get(member.workerId), seenAt: seen.seenAt };
   }
 
   /** When this worker last read `workerId`'s record, if it read it. */

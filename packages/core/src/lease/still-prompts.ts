@@ -7,7 +7,7 @@
  * one alive between two heartbeats 0.65 apart look alike. The membership (membership.ts) owns one; this
  * keeps what it was named for and the wake-up at the next member's moment.
  */
-import type { MemberRecord, Roster } from '../storage.js';
+import type { MemberRecord } from '../storage.js';
 import { ANSWER_TICKS, writeIdentity, type Answers } from './answers.js';
 import type { RosterView } from './roster-view.js';
 import { wakeAt, type WakeParts, type WakeTimer } from './wake-timer.js';
@@ -30,10 +30,8 @@ export interface StillPromptsParts extends WakeParts {
   expiryMs(member: MemberRecord): number;
   /** Advances the digest naming nobody, after the advances already on their way: the value written, or `undefined` when none was. */
   advanceDigest(): Promise<number | undefined>;
-  /** Reads the named members (watched ones whose moment came). */
-  getMembers(workerIds: readonly string[]): Promise<Roster>;
-  /** Takes a read of `only` into the view; false when the coordinator must stop. */
-  readRoster(roster: Roster, only: readonly string[]): boolean;
+  /** Reads the named members (watched ones whose moment came) into the view, in turn with the take tick's reads; false when the coordinator must stop. */
+  read(workerIds: readonly string[]): Promise<boolean>;
   /** The suspects named (the coordinator notes them for its deals). */
   suspected(members: readonly MemberRecord[]): void;
   /** Writes this worker's member record soon, naming the suspects. */
@@ -125,8 +123,7 @@ export class StillPrompts {
     });
     if (due.length === 0 || !parts.isMember() || !parts.running()) return;
     try {
-      const roster = await parts.getMembers(due);
-      if (!parts.running() || !parts.readRoster(roster, due)) return;
+      if (!(await parts.read(due)) || !parts.running()) return;
       await this.prompt();
     } catch (error) {
       parts.report(error, 'roster');

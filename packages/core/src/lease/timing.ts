@@ -3,6 +3,13 @@ import type { Random } from '../clock.js';
 import { describeValue, InvalidConfigError } from '../errors.js';
 import { validateGroup, validateWorkerId, validateFailureDomain } from '../validation.js';
 
+/**
+ * How far each period of the coordinator's loops (heartbeats, take ticks) is drawn off its interval, each
+ * way: a period lasts between `1 - TICK_JITTER` and `1 + TICK_JITTER` of it, so that workers started
+ * together do not stay in step.
+ */
+export const TICK_JITTER = 0.05;
+
 /** Timing shared by the lease coordinator and the leader elector. */
 export interface HoldTiming {
   /** How long a lease lasts without renewal, as observed by others. */

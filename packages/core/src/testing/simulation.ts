@@ -225,6 +225,8 @@ export function replayCommand(config: SimulationConfig & { workers: number; leas
     config.failureDomains !== undefined ? `--failure-domains ${config.failureDomains}` : '',
     unsafe?.domainsIgnored ? '--unsafe-domains-ignored' : '',
     unsafe?.lostDomainsDealt ? '--unsafe-lost-domains-dealt' : '',
+    unsafe?.dueReadsSkipped ? '--unsafe-due-reads-skipped' : '',
+    unsafe?.readsOutOfTurn ? '--unsafe-reads-out-of-turn' : '',
     config.changeFeed === false ? '--no-change-feed' : config.changeFeed === true ? '--change-feed' : '',
     config.coordinator?.wholeRosterUpTo !== undefined ? `--whole-roster-up-to ${config.coordinator.wholeRosterUpTo}` : '',
     ...faultFlags(config.faults),
