@@ -115,9 +115,14 @@ function coordinatorOf(i: number): LeaseCoordinator {
     // What fails together with it: this process (scale-procs gives each its own, unless BENCH_NO_DOMAINS=1).
     ...(values.domain === undefined ? {} : { failureDomain: values.domain }),
   };
-  // BENCH_LOST_DOMAINS_DEALT=1: a lost domain's members are dealt its leases as before the rule that keeps
-  // them out (the unsafe switch `lostDomainsDealt`), for a side-by-side run of one build.
-  const coordinator = new LeaseCoordinator(process.env.BENCH_LOST_DOMAINS_DEALT === '1' ? withUnsafe(options, { lostDomainsDealt: true }) : options);
+  // For side-by-side runs of one build, each bringing back what a rule replaced (an unsafe switch):
+  // BENCH_LOST_DOMAINS_DEALT=1, a lost domain's members are dealt its leases (`lostDomainsDealt`);
+  // BENCH_DUE_READS_SKIPPED=1, watchers read their watched members at the take ticks only (`dueReadsSkipped`).
+  const unsafe = {
+    ...(process.env.BENCH_LOST_DOMAINS_DEALT === '1' ? { lostDomainsDealt: true } : {}),
+    ...(process.env.BENCH_DUE_READS_SKIPPED === '1' ? { dueReadsSkipped: true } : {}),
+  };
+  const coordinator = new LeaseCoordinator(Object.keys(unsafe).length > 0 ? withUnsafe(options, unsafe) : options);
   coordinator.on('acquired', ({ leaseKey }) => pending.push(['acquired', i, leaseKey, now()]));
   coordinator.on('lost', ({ leaseKey, reason }) => pending.push(['lost', i, leaseKey, now(), reason]));
   coordinator.on('handed-off', ({ leaseKey }) => pending.push(['handed-off', i, leaseKey, now()]));
