@@ -6,6 +6,7 @@
 import { LeaseCoordinator, MemoryStorage, type LeaseCoordinatorOptions, type Random } from '../src/index.js';
 import { seededRandom, FaultyStorage, noFaults, VirtualClock, VirtualScheduler, withUnsafe, type CoordinatorUnsafe } from '../src/testing/index.js';
 import { withoutLeaseReads, withoutRosterMoves } from '../src/testing/without-watcher-reads.js';
+import { COORDINATOR_UNSAFE_KEYS } from '../src/unsafe.js';
 import { Ledger, Meter } from './meter.js';
 import type { LeaseListing, LeaseRecord, LeaseUpdate, MemberRecord, MemberState, NewLease, CreateLeaseOptions, Roster, RosterMoves, WriteResult, DeleteResult } from '../src/index.js';
 
@@ -269,6 +270,23 @@ export interface ClusterOptions {
   failureDomain?: (index: number) => string;
 }
 
+/**
+ * Unsafe switches for every coordinator of a run, from `BENCH_UNSAFE` (JSON, such as
+ * `{"dueReadsSkipped":true}`): the same build run again with what a rule replaced, for a side-by-side
+ * before and after. A name that is no switch is refused, so that a misspelt one never measures the rule.
+ */
+const BENCH_UNSAFE: CoordinatorUnsafe = parseBenchUnsafe(process.env.BENCH_UNSAFE);
+
+function parseBenchUnsafe(text: string | undefined): CoordinatorUnsafe {
+  if (text === undefined || text === '') return {};
+  const parsed: unknown = JSON.parse(text);
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new Error(`BENCH_UNSAFE must be a JSON object of unsafe switches, got ${text}`);
+  const known = new Set<string>(COORDINATOR_UNSAFE_KEYS);
+  const unknown = Object.keys(parsed).filter((key) => !known.has(key));
+  if (unknown.length > 0) throw new Error(`BENCH_UNSAFE names no unsafe switch of the coordinator: ${unknown.join(', ')}`);
+  return parsed;
+}
+
 /** N workers sharing one MemoryStorage, each with its own clock (rate within ±MAX_DRIFT) and 1-20 ms latency. */
 export async function cluster(seed: number, workerCount: number, leaseCount: number, options: ClusterOptions = {}): Promise<Cluster> {
   const random = seededRandom(seed);
@@ -289,7 +307,7 @@ export async function cluster(seed: number, workerCount: number, leaseCount: num
     storage.dynamodbMoves = options.rosterMoves === 'dynamodb';
     const failureDomain = options.failureDomain?.(workers.length);
     const coordinator = new LeaseCoordinator(
-      withUnsafe({ ...options.coordinator, ...(failureDomain === undefined ? {} : { failureDomain }), storage, group: GROUP, workerId: workerId(workers.length), clock, random: workerRandom }, options.unsafe),
+      withUnsafe({ ...options.coordinator, ...(failureDomain === undefined ? {} : { failureDomain }), storage, group: GROUP, workerId: workerId(workers.length), clock, random: workerRandom }, { ...BENCH_UNSAFE, ...options.unsafe }),
     );
     const worker: Worker = { coordinator, clock, storage, alive: true, startedAt: scheduler.now, acquisitions: 0 };
     coordinator.on('acquired', () => worker.acquisitions++);

@@ -15,6 +15,8 @@
  *   pnpm bench --fleet --fleet-minutes 2   a shorter steady window for it (10 simulated minutes by default)
  *   pnpm bench --only churn --churn-larger 300   also a rolling restart of 300 × 30,000 (100 to 1,000 workers, 100
  *                                leases each) for one simulated minute, whole reads against moves read by name
+ *   BENCH_UNSAFE='{"dueReadsSkipped":true}' pnpm bench --only steady   the same build with unsafe switches on every
+ *                                coordinator (what a rule replaced), for a before and after side by side
  *
  * Sections:
  * 1. steady state (10 × 1,000, 100 × 10,000, and 1,000 × 100,000 with --fleet), with worker ids as long as a
