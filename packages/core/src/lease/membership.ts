@@ -19,6 +19,7 @@ import { COLD_DEALT_FIELD, writeColdDealt } from './cold-deal-note.js';
 import { addsSuspect, Answers, othersLookAt } from './answers.js';
 import { StillPrompts } from './still-prompts.js';
 import { DueReads } from './due-reads.js';
+import { DigestAdvances } from './digest-advances.js';
 import { wakeAt, type WakeParts, type WakeTimer } from './wake-timer.js';
 import type { LeaseCoordinatorEvents } from './events.js';
 
@@ -167,8 +168,6 @@ export class Membership {
   readonly #readsOutOfTurn: boolean;
   /** What this worker's wake-ups before the next tick need (wake-timer.ts). */
   readonly #wakeParts: WakeParts;
-  /** Unsafe: member writes never advance the roster digest. */
-  readonly #skipRosterDigest: boolean;
   /** Whether the store has `getRosterMoves`. */
   readonly #rosterMoves: boolean;
   /** Unsafe: a read of the digest's moves takes them for read without reading the members they name. */
@@ -189,11 +188,8 @@ export class Membership {
   #digestSeen: number | null = null;
   /** When the roster was last read whole, on this worker's clock. */
   #wholeReadAt = -Infinity;
-  /**
-   * A member write others must look at applied (or may have) and the digest's advance has not: advance at
-   * the next tick, naming these members (`null`: nobody, so that readers read the whole roster).
-   */
-  #digestOwed: Set<string> | null | false = false;
+  /** This worker's advances of the roster digest (digest-advances.ts). */
+  readonly #digest: DigestAdvances;
   /** A change that a watcher's read showed (a watched member died, left or moved) and the digest did not: announced a tick later if still unshown. */
   #unannouncedSince: number | null = null;
   /** The members this worker watches: those whose expiry it judges every tick. */
@@ -234,7 +230,6 @@ export class Membership {
     this.#failureDomain = options.failureDomain;
     this.#watcherReads = options.watcherReads;
     this.#wholeRosterUpTo = options.wholeRosterUpTo;
-    this.#skipRosterDigest = options.skipRosterDigest;
     this.#rosterMoves = options.rosterMoves;
     this.#movesUnread = options.movesUnread;
     this.#ringKeepsTheDead = options.ringKeepsTheDead;
@@ -243,6 +238,15 @@ export class Membership {
     this.#ownDurationOnly = options.ownDurationOnly;
     this.#expiryFactor = options.expiryFactor;
     this.#readsOutOfTurn = options.readsOutOfTurn;
+    this.#digest = new DigestAdvances({
+      storage: options.storage,
+      group: options.group,
+      watcherReads: options.watcherReads,
+      rosterMoves: options.rosterMoves,
+      skipRosterDigest: options.skipRosterDigest,
+      emit: (name, event) => this.#host.emit(name, event),
+      report: (error, operation) => this.#host.report(error, operation),
+    });
     this.view = new RosterView({ workerId: this.#workerId, now: () => this.#clock.now(), expiryMs: (member) => this.#expiryMs(member) });
     this.answers = new Answers({
       workerId: this.#workerId,
@@ -267,11 +271,7 @@ export class Membership {
       readsWatched: () => this.readsWatched(),
       isMember: () => this.#current !== null,
       expiryMs: (member) => this.#expiryMs(member),
-      advanceDigest: () => {
-        const advance = this.#advancing.then(() => this.#advanceDigest(null));
-        this.#advancing = advance.then(() => undefined);
-        return advance;
-      },
+      advanceDigest: () => this.#digest.afterThoseOnTheirWay(),
       read: (workerIds) => this.#readBetweenTicks(workerIds),
       suspected: (members) => this.#host.suspected(members),
       answer: () => this.#host.answer(),
@@ -322,7 +322,7 @@ export class Membership {
 
   /** The advances of the digest sent after member writes, one after another. */
   get advancing(): Promise<void> {
-    return this.#advancing;
+    return this.#digest.advancing;
   }
 
   /** The members that joined in the last move `signatureMoved` reported. */
@@ -547,7 +547,7 @@ export class Membership {
       if (outcome.status === 'applied') membership.record = null;
     });
     // Others learn of the leave from the digest: its advance goes out before the worker is gone.
-    await this.#advancing;
+    await this.#digest.advancing;
   }
 
   #newIncarnation(): string {
@@ -662,7 +662,7 @@ export class Membership {
    */
   async readMembers(): Promise<boolean> {
     const storage = this.#storage;
-    if (this.#digestOwed !== false) await this.#advanceDigest(this.#digestOwed === null ? null : [...this.#digestOwed]);
+    if (this.#digest.owes) await this.#digest.payOwed();
     if (!this.readsWatched()) return this.readRoster(await storage.getRoster(this.#group));
     const since = this.#digestSeen;
     const moves: RosterMoves =
@@ -755,7 +755,7 @@ export class Membership {
       if (changed) this.#unannouncedSince = now;
     } else if (now - this.#unannouncedSince >= this.#takeIntervalMs * 0.9) {
       this.#unannouncedSince = null;
-      await this.#advanceDigest(null);
+      await this.#digest.advance(null);
     }
   }
 
@@ -788,44 +788,9 @@ export class Membership {
     return Math.max(30, this.view.size / 20) * this.#takeIntervalMs;
   }
 
-  /**
-   * Advances the roster digest after a member write others must look at, without holding up the writer:
-   * a heartbeat's hold is extended when its write applied, not when the advance that follows it returned
-   * (on a busy connection pool the advance may queue behind the pool's other work past the hold).
-   */
+  /** Advances the roster digest after a member write others must look at (`DigestAdvances.announce`). */
   announce(workerIds: readonly string[] | null): void {
-    this.#advancing = this.#advancing.then(async () => {
-      await this.#advanceDigest(workerIds);
-    });
-  }
-
-  /** The advances sent after member writes, one after another. */
-  #advancing: Promise<void> = Promise.resolve();
-
-  /**
-   * Advances the roster digest after a member write others must look at, so that members that read only
-   * their watched few read the members it names at their next tick (`null`: nobody, and they read the
-   * whole roster). One that fails is owed: the next tick advances it before reading, naming what every
-   * owed advance named. The value written, or `undefined` when nothing was.
-   */
-  async #advanceDigest(workerIds: readonly string[] | null): Promise<number | undefined> {
-    if (!this.#watcherReads || this.#skipRosterDigest) return undefined;
-    const owed = this.#digestOwed;
-    const merged = workerIds === null || owed === null ? null : new Set([...(owed === false ? [] : owed), ...workerIds]);
-    // More members than one advance names: nobody, and readers read the whole roster.
-    const named = merged !== null && merged.size <= limits.maxWatchedMembers ? merged : null;
-    this.#digestOwed = named;
-    try {
-      const storage = this.#storage as { advanceRosterDigest(group: string, workerIds?: readonly string[]): Promise<number> };
-      const digest = await (this.#rosterMoves ? storage.advanceRosterDigest(this.#group, named === null ? [] : [...named]) : storage.advanceRosterDigest(this.#group));
-      this.#digestOwed = false;
-      this.#host.emit('storage', { operation: 'advance-digest', applied: 1, conflict: 0, unknown: 0 });
-      return digest;
-    } catch (error) {
-      this.#host.emit('storage', { operation: 'advance-digest', applied: 0, conflict: 0, unknown: 1 });
-      this.#host.report(error, 'advance-digest');
-      return undefined;
-    }
+    this.#digest.announce(workerIds);
   }
 
   /**
