@@ -3,7 +3,7 @@
  * beside the one-record roster's and the whole roster reads' (`before.ts`): each goal's target and
  * whether this run meets it.
  */
-import { GROUP, TAKE_MS } from './cluster.js';
+import { GROUP, LEASE_MS, TAKE_MS } from './cluster.js';
 import { MEMBER_BUCKETS, memberBucketKey, memberBucketKeys } from './roster-size.js';
 import { digestKey } from './billing.js';
 import { PARTITION_RCU, PARTITION_WCU, partitionShare } from './meter.js';
@@ -47,7 +47,11 @@ interface GoalRow {
   bytesReadWithListing: { mean: number; max: number };
   coldTakeTicksMax?: number;
   coldAcquisitionsPerLeaseMax?: number;
+  /** `steady` where the cold figures are the steady run's own start rather than the cold section's. */
+  coldFrom?: 'steady';
   crashP99InLeases?: number;
+  /** `steady` where the crash figure is the steady run's crash of a hundredth rather than the crash section's. */
+  crashFrom?: 'steady';
   /** The write side's goals: 1 WCU a heartbeat, the most written item a member's, items written per lease per minute. */
   writesMeetGoals: boolean;
   /**
@@ -96,14 +100,22 @@ export function goalSection(steadyResults: readonly SteadyResult[], cold: readon
       itemsWrittenPerLeaseMinute: r.itemsWrittenPerLeaseMinute,
       bytesReadPerWorkerSecond: r.bytesReadPerWorkerSecond.dynamodb,
       bytesReadWithListing: withListing,
-      // The worst over the start spreads the cold section runs.
+      // The worst over the start spreads the cold section runs; where it ran none at the shape, the steady
+      // run's own start (with the change feed).
       ...(coldRuns.length > 0
         ? {
             coldTakeTicksMax: Math.max(...coldRuns.map((c) => c.fromLastJoin.max / TAKE_MS)),
             coldAcquisitionsPerLeaseMax: Math.max(...coldRuns.map((c) => c.acquisitions.max / c.leases)),
           }
-        : {}),
-      ...(crashLarge !== undefined && crashLarge.workers === r.workers && crashLarge.leases === r.leases ? { crashP99InLeases: crashLarge.p99InLeases } : {}),
+        : r.coldStart === undefined
+          ? {}
+          : { coldTakeTicksMax: r.coldStart.takeTicks, coldAcquisitionsPerLeaseMax: r.coldStart.acquisitionsPerLease, coldFrom: 'steady' as const }),
+      // The crash section's many phases where it ran the shape; otherwise the steady run's crash of a hundredth.
+      ...(crashLarge !== undefined && crashLarge.workers === r.workers && crashLarge.leases === r.leases
+        ? { crashP99InLeases: crashLarge.p99InLeases }
+        : r.crash === undefined
+          ? {}
+          : { crashP99InLeases: r.crash.each.failures > 0 ? Infinity : r.crash.each.p99 / LEASE_MS, crashFrom: 'steady' as const }),
       writesMeetGoals:
         r.perHeartbeat.wcu <= GOALS.wcuPerHeartbeat && r.mostWritten.writesPerSecond <= GOALS.hottestItemWritesPerSecond && r.itemsWrittenPerLeaseMinute <= GOALS.itemsWrittenPerLeaseMinute,
       readsMeetGoals:
@@ -168,16 +180,18 @@ export function goalSection(steadyResults: readonly SteadyResult[], cold: readon
     ['shape', `the busiest of ${memberBucketKey(GROUP, 0)} to #${MEMBER_BUCKETS - 1}: writes/s (WCU/s), reads/s (RCU/s), share`, `${digestKey(GROUP)}: writes/s (WCU/s), reads/s (RCU/s), share`],
     rows.map((row) => [rowName(row), keyText(row.membersKey), keyText(row.digestKey)]),
   );
-  console.log('\n   moving leases (sections 2 and 3 of this run, with watchers): "-" where not measured at that shape');
+  console.log('\n   moving leases (sections 2 and 3 of this run where they ran the shape, otherwise the steady run\'s own, marked "*"): "-" where not measured at that shape');
   table(
     ['shape', `cold: take ticks after last join (goal ${GOALS.coldTakeTicks})`, `acquisitions/leases (goal ${GOALS.coldAcquisitionsPerLease})`, `crash take-over p99 x leaseDuration (goal ${GOALS.crashP99InLeases})`],
     rows.map((row) => [
       shapeName(row.workers, row.leases),
-      fmt(row.coldTakeTicksMax ?? NaN, 2) + (row.coldTakeTicksMax === undefined ? '' : ` ${verdict(row.coldTakeTicksMax <= GOALS.coldTakeTicks)}`),
-      fmt(row.coldAcquisitionsPerLeaseMax ?? NaN, 3) + (row.coldAcquisitionsPerLeaseMax === undefined ? '' : ` ${verdict(row.coldAcquisitionsPerLeaseMax <= GOALS.coldAcquisitionsPerLease)}`),
-      fmt(row.crashP99InLeases ?? NaN, 3) + (row.crashP99InLeases === undefined ? '' : ` ${verdict(row.crashP99InLeases <= GOALS.crashP99InLeases)}`),
+      fmt(row.coldTakeTicksMax ?? NaN, 2) + (row.coldTakeTicksMax === undefined ? '' : ` ${verdict(row.coldTakeTicksMax <= GOALS.coldTakeTicks)}`) + (row.coldFrom === 'steady' ? ' *' : ''),
+      fmt(row.coldAcquisitionsPerLeaseMax ?? NaN, 3) + (row.coldAcquisitionsPerLeaseMax === undefined ? '' : ` ${verdict(row.coldAcquisitionsPerLeaseMax <= GOALS.coldAcquisitionsPerLease)}`) + (row.coldFrom === 'steady' ? ' *' : ''),
+      fmt(row.crashP99InLeases ?? NaN, 3) + (row.crashP99InLeases === undefined ? '' : ` ${verdict(row.crashP99InLeases <= GOALS.crashP99InLeases)}`) + (row.crashFrom === 'steady' ? ' *' : ''),
     ]),
   );
+  console.log('   cold start: the cold section (no change feed, the worst of its start spreads) where it ran the shape; marked "*", the steady run\'s own start (change feed, started within half a take interval)');
+  console.log('   crash: the p99 of the crash section\'s many phases where it ran the shape; marked "*", each lease of the steady run\'s crash of a hundredth of the group after its window (one run)');
   if (rows.some((row) => !row.measured)) console.log(`   (NOT MEASURED) rows: ${NOT_MEASURED} (see scaleToFleet; --fleet runs the shape). n/a: the one-record roster ${notRun}.`);
   return rows;
 }

@@ -7,6 +7,7 @@
  */
 import { advanceUntil, balanced, cluster, dispose, heldElsewhere, LEASE_MS, ownedBy, settled, TAKE_MS, type Cluster, type ClusterOptions, type Worker, GROUP } from './cluster.js';
 import { shuffled } from '../src/clock.js';
+import { watchersOf } from '../src/lease/watchers.js';
 import { fmt, summarize, table, verdict, type Summary } from './shared.js';
 
 interface Sample {
@@ -122,6 +123,70 @@ async function hostCrash(seed: number, unsafe?: ClusterOptions['unsafe']): Promi
   } finally {
     dispose(c);
   }
+}
+
+/** What a crash of a balanced group did: each lease's time until held elsewhere, and what it cost. */
+export interface GroupCrash {
+  /** How many members were killed, and how many leases they held. */
+  killed: number;
+  leases: number;
+  /** Each lease's time from the kill until a live member held it, in virtual ms: p50, p99, max; null if one never was. */
+  each: Summary;
+  /** From the kill until the group was balanced again, or null. */
+  balancedMs: number | null;
+  /** The survivors' acquisitions until balanced, per lease the killed held. */
+  acquisitionsPerLease: number;
+  /** The survivors' listings until balanced, per survivor. */
+  listings: number;
+}
+
+/**
+ * Kills a hundredth of a balanced group at once (at least two members) at a random moment: a member and
+ * the first of its watchers (so that a dead member's declaration also comes from a watcher other than the
+ * first), and members drawn at random. Until every lease they held is held by a live member, each lease's
+ * own time, then until the group is balanced again. Where the group's run measured its steady state, this
+ * is its crash (`steady.ts`), at every shape of it, 1,000 x 100,000 included.
+ */
+export async function crashOfAHundredth(c: Cluster): Promise<GroupCrash> {
+  await c.scheduler.advance(c.random.next() * LEASE_MS);
+  const live = c.live();
+  const ids = live.map((worker) => worker.coordinator.workerId);
+  const first = live[Math.floor(c.random.next() * live.length)]!;
+  const watcher = watchersOf(first.coordinator.workerId, ids, 1)[0];
+  const count = Math.max(2, Math.round(live.length / 100));
+  const chosen = new Set([first.coordinator.workerId, ...(watcher === undefined ? [] : [watcher])]);
+  for (const worker of shuffled(live, c.random)) {
+    if (chosen.size >= count) break;
+    chosen.add(worker.coordinator.workerId);
+  }
+  const victims = live.filter((worker) => chosen.has(worker.coordinator.workerId));
+  const orphans = new Set((await c.store.listLeases(GROUP)).leases.filter((lease) => lease.owner !== null && chosen.has(lease.owner)).map((lease) => lease.leaseKey));
+  const from = c.scheduler.now;
+  const heldAt = new Map<string, number>();
+  const survivors = live.filter((worker) => !chosen.has(worker.coordinator.workerId));
+  const offs = survivors.map((worker) =>
+    worker.coordinator.on('acquired', ({ leaseKey }) => {
+      if (orphans.has(leaseKey) && !heldAt.has(leaseKey)) heldAt.set(leaseKey, c.scheduler.now - from);
+    }),
+  );
+  const listedBefore = survivorListings(c);
+  const acquiredBefore = survivors.reduce((sum, worker) => sum + worker.acquisitions, 0);
+  for (const victim of victims) {
+    victim.clock.kill();
+    victim.alive = false;
+  }
+  await advanceUntil(c.scheduler, () => heldAt.size === orphans.size, { stepMs: 100, precise: false });
+  const rest = await advanceUntil(c.scheduler, () => balanced(c), { stepMs: 100, precise: false });
+  for (const off of offs) off();
+  const each = summarize([...orphans].map((leaseKey) => heldAt.get(leaseKey) ?? null));
+  return {
+    killed: victims.length,
+    leases: orphans.size,
+    each,
+    balancedMs: rest === null ? null : c.scheduler.now - from,
+    acquisitionsPerLease: orphans.size === 0 ? NaN : (survivors.reduce((sum, worker) => sum + worker.acquisitions, 0) - acquiredBefore) / orphans.size,
+    listings: (survivorListings(c) - listedBefore) / survivors.length,
+  };
 }
 
 /** A group above `wholeRosterUpTo` (16), whose members read the digest and their watched few. */

@@ -5,13 +5,14 @@
  * writes and a worker reads on each backend, DynamoDB's request units, and each partition key's and the
  * hottest item's requests a second.
  */
-import { addCounts, advanceUntil, balanced, cluster, dispose, emptyCounts, TAKE_MS, type Counts, GROUP } from './cluster.js';
+import { addCounts, advanceUntil, balanced, cluster, dispose, emptyCounts, LEASE_MS, TAKE_MS, type Counts, GROUP } from './cluster.js';
 import { MEMBER_BUCKETS, MEMBER_SORT_PREFIX, memberBucketKeys, membersKey } from './roster-size.js';
 import { limits } from '../src/adapter.js';
 import { DIGEST_SORT_KEY, digestKey, pagedReadUnits } from './billing.js';
 import { addOpUsage, addUsage, emptyOpUsage, emptyUsage, hottestItem, hottestPartition, mostWrittenItem, PARTITION_RCU, PARTITION_WCU, partitionShare, totalOf, type Backend, type OpUsage } from './meter.js';
 import { ONE_RECORD, RENEWALS, WHOLE_ROSTER } from './before.js';
 import { GOALS } from './goal.js';
+import { crashOfAHundredth, type GroupCrash } from './moving.js';
 import { fmt, kb, NOT_MEASURED, notRun, now, pairOf, pct, rowName, shapeKey, shapeName, shortItem, since, table, tookText, trioOf, verdict, type Took } from './shared.js';
 
 /** The coordinators' listIntervalMs (their default). */
@@ -151,14 +152,27 @@ export interface SteadyResult {
   wruPerMinute: number;
   rruPerMinute: number;
   stillBalanced: boolean;
+  /**
+   * The run's own start, its workers started within half a take interval with the change feed (one member
+   * deals a group of watchers' cold start): take ticks from the last worker's join to balanced, the
+   * acquisitions per lease and the listings per worker until then. None when scaled.
+   */
+  coldStart?: { takeTicks: number; acquisitionsPerLease: number; listingsPerWorker: number };
+  /** After the window, a hundredth of the group (at least two) killed at once (`crashOfAHundredth`). None when scaled. */
+  crash?: GroupCrash;
 }
 
 async function steady({ workers, leases, windowMs }: SteadyShape, seed: number): Promise<SteadyResult> {
   const started = now();
   const c = await cluster(seed, workers, leases, { startSpreadMs: TAKE_MS / 2, workerId: REAL_ID, meter: true });
   try {
-    const balancedAfterMs = await advanceUntil(c.scheduler, () => c.workers.length === workers && balanced(c), { precise: false, capMs: 30 * 60_000 });
+    const balancedAfterMs = await advanceUntil(c.scheduler, () => c.workers.length === workers && balanced(c), { precise: false, stepMs: 100, capMs: 30 * 60_000 });
     if (balancedAfterMs === null) throw new Error(`${workers} x ${leases}: never balanced`);
+    const coldStart = {
+      takeTicks: (balancedAfterMs - Math.max(...c.workers.map((worker) => worker.startedAt))) / TAKE_MS,
+      acquisitionsPerLease: c.workers.reduce((sum, worker) => sum + worker.acquisitions, 0) / leases,
+      listingsPerWorker: c.workers.reduce((sum, worker) => sum + (worker.storage.counts.calls.listLeases ?? 0), 0) / workers,
+    };
     console.log(`   (steady ${shapeName(workers, leases)}: balanced ${fmt(balancedAfterMs / 1_000, 1)} s after the first start; ${tookText(since(started))} so far)`);
     await c.scheduler.advance(STEADY_AFTER_MS);
     for (const worker of c.workers) {
@@ -196,7 +210,7 @@ async function steady({ workers, leases, windowMs }: SteadyShape, seed: number):
       return { mean: read.mean + listedPerSecond(backend), max: read.max + listedPerSecond(backend) };
     };
     const memberJson = c.ledger.rosterJson() / c.ledger.liveMembers;
-    return {
+    const result: SteadyResult = {
       workers,
       leases,
       balancedAfterMs,
@@ -245,7 +259,12 @@ async function steady({ workers, leases, windowMs }: SteadyShape, seed: number):
       wruPerMinute: sum.wru / minutes,
       rruPerMinute: sum.rru / minutes,
       stillBalanced: balanced(c),
+      coldStart,
     };
+    const crashed = now();
+    result.crash = await crashOfAHundredth(c);
+    console.log(`   (steady ${shapeName(workers, leases)}: a crash of ${result.crash.killed} after the window, ${tookText(since(crashed))})`);
+    return result;
   } finally {
     dispose(c);
   }
@@ -273,7 +292,7 @@ const scaleBytes = (bytes: Record<Backend, number>, by: number): Record<Backend,
  * N member items of the run's mean size; the safety-net listing every listIntervalMs x N / 10 (added at
  * that rate, as for a measured run). Any other call (the digest's advances) keeps its rate per worker.
  */
-function scaleToFleet(r: SteadyResult): SteadyResult {
+function scaleToFleet({ coldStart: _cold, crash: _crash, ...r }: SteadyResult): SteadyResult {
   const { workers, leases } = FLEET;
   const seconds = r.windowMs / 1_000;
   const minutes = seconds / 60;
@@ -470,5 +489,29 @@ export async function steadySection(fleetWindowMs: number | null): Promise<Stead
     }
     console.log(`   ${shapeName(r.workers, r.leases)}: calls in the window ${JSON.stringify(r.calls)}; balanced ${fmt(r.balancedAfterMs / 1_000, 1)} s after the first start; still balanced at the end: ${r.stillBalanced}; a roster Query reads ${kb(r.rosterQueryBytes)}; ${listing}`);
   }
+  const measured = results.filter((r) => r.coldStart !== undefined && r.crash !== undefined);
+  console.log(`\n   the steady runs' own start (change feed, workers started within ${fmt(TAKE_MS / 2_000, 1)} s) and, after the window, a crash of a hundredth of the group (at least 2: a member, the first of its watchers, the rest at random), at a random moment; one run each, x leaseDuration`);
+  table(
+    ['shape', 'cold: take ticks after last join', 'acquisitions/lease', 'listings/worker', 'crash: killed', 'their leases', 'each held elsewhere p50', 'p99', 'max', 'never', 'balanced again', 'acquisitions/lease', 'listings/survivor'],
+    measured.map((r) => {
+      const cold = r.coldStart!;
+      const crash = r.crash!;
+      return [
+        shapeName(r.workers, r.leases),
+        fmt(cold.takeTicks, 2),
+        fmt(cold.acquisitionsPerLease, 3),
+        fmt(cold.listingsPerWorker, 2),
+        String(crash.killed),
+        crash.leases.toLocaleString('en'),
+        fmt(crash.each.p50 / LEASE_MS, 3),
+        fmt(crash.each.p99 / LEASE_MS, 3),
+        fmt(crash.each.max / LEASE_MS, 3),
+        String(crash.each.failures),
+        crash.balancedMs === null ? 'never' : fmt(crash.balancedMs / LEASE_MS, 3),
+        fmt(crash.acquisitionsPerLease, 3),
+        fmt(crash.listings, 2),
+      ];
+    }),
+  );
   return results;
 }
