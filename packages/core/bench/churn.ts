@@ -10,7 +10,7 @@ import { advanceUntil, balanced, cluster, dispose, GROUP, TAKE_MS, type Cluster 
 import { addUsage, emptyUsage, hottestPartition, PARTITION_RCU, totalOf } from './meter.js';
 import { memberBucketKeys } from './roster-size.js';
 import { REAL_ID } from './steady.js';
-import { fmt, kb, now, since, table, tookText, type Took } from './shared.js';
+import { fmt, kb, now, since, summarize, table, tookText, type Took } from './shared.js';
 
 export interface ChurnRun {
   /** `steady` (nobody restarts) or `rolling` (one restart every `everyMs`). */
@@ -136,7 +136,8 @@ export async function churnSection(
   everyMs = 6_000,
   windowMs = 3 * 60_000,
   larger: { workers: number; windowMs: number } | null = null,
-): Promise<{ runs: ChurnRun[]; fleet: Record<string, number>; fast: ChurnRun[]; largerRuns: ChurnRun[] }> {
+  spreadSeeds = 0,
+): Promise<{ runs: ChurnRun[]; fleet: Record<string, number>; fast: ChurnRun[]; largerRuns: ChurnRun[]; spread: ChurnRun[] }> {
   const runs = [
     await run('steady', false, false, seed, everyMs, windowMs),
     await run('rolling', false, false, seed, everyMs, windowMs),
@@ -217,5 +218,24 @@ export async function churnSection(
     );
     console.log(`   (${largerRuns.map((r) => `${r.useChangeFeed ? 'feed' : 'no feed'}${movesText(r) === '' ? ', whole reads' : movesText(r)} ${tookText(r.took)}`).join('; ')})`);
   }
-  return { runs, fleet, fast, largerRuns };
+  // One seed's restart is one trajectory: which members a leave's leases go to, and whether a giver to the
+  // newcomer was also a recipient of the leave within one heartbeat (its count then did not move), decide
+  // how many counts each restart moves, and so how many members each digest move names. The same restart
+  // over several seeds gives the spread a single run's figure sits in.
+  const spread: ChurnRun[] = [];
+  for (let at = 1; at <= spreadSeeds; at++) spread.push(await run('rolling', true, true, at, everyMs, windowMs));
+  if (spread.length > 0) {
+    const items = summarize(spread.map((r) => r.itemsReadPerWorkerSecond));
+    const whole = summarize(spread.map((r) => r.rosterReadsPerWorkerMinute));
+    console.log(`\nThe restart every ${everyMs / 1_000} s with a change feed and the moves read by name, seeds 1 to ${spread.length} (the table above is seed ${seed}):`);
+    table(
+      ['seed', 'items read / worker / s', 'whole roster reads / worker / min', 'listings / worker / min', 'balanced at the end'],
+      [
+        ...spread.map((r, i) => [String(i + 1), fmt(r.itemsReadPerWorkerSecond, 1), fmt(r.rosterReadsPerWorkerMinute, 2), fmt(r.listingsPerWorkerMinute, 3), r.balancedAtEnd ? 'yes' : 'NO']),
+        ['min / p50 / max', `${fmt(items.min, 1)} / ${fmt(items.p50, 1)} / ${fmt(items.max, 1)}`, `${fmt(whole.min, 2)} / ${fmt(whole.p50, 2)} / ${fmt(whole.max, 2)}`, '', ''],
+      ],
+    );
+    console.log(`   (${tookText(spread.reduce((sum, r) => ({ wallSeconds: sum.wallSeconds + r.took.wallSeconds, cpuSeconds: sum.cpuSeconds + r.took.cpuSeconds }), { wallSeconds: 0, cpuSeconds: 0 }))})`);
+  }
+  return { runs, fleet, fast, largerRuns, spread };
 }

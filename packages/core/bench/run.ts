@@ -15,6 +15,8 @@
  *   pnpm bench --fleet --fleet-minutes 2   a shorter steady window for it (10 simulated minutes by default)
  *   pnpm bench --only churn --churn-larger 300   also a rolling restart of 300 × 30,000 (100 to 1,000 workers, 100
  *                                leases each) for one simulated minute, whole reads against moves read by name
+ *   pnpm bench --only churn --churn-seeds 8   also the restart with a change feed and moves read by name over seeds 1
+ *                                to 8 (about 40 s of CPU each): the spread one seed's figure sits in
  *   BENCH_UNSAFE='{"dueReadsSkipped":true}' pnpm bench --only steady   the same build with unsafe switches on every
  *                                coordinator (what a rule replaced), for a before and after side by side
  *
@@ -67,6 +69,7 @@ async function main(): Promise<void> {
       only: { type: 'string', multiple: true },
       fleet: { type: 'boolean', default: false },
       'churn-larger': { type: 'string' },
+      'churn-seeds': { type: 'string' },
       'fleet-minutes': { type: 'string', default: String(FLEET_WINDOW_MS / 60_000) },
       'mass-trials': { type: 'string', default: '3' },
     },
@@ -127,7 +130,9 @@ async function main(): Promise<void> {
     if (largerWorkers !== null && (!Number.isSafeInteger(largerWorkers) || largerWorkers < 100 || largerWorkers > 1_000 || largerWorkers % 100 !== 0)) {
       throw new Error(`--churn-larger must be a number of workers from 100 to 1,000 in hundreds, got ${JSON.stringify(values['churn-larger'])}`);
     }
-    results.churn = await churnSection(1, 6_000, 3 * 60_000, largerWorkers === null ? null : { workers: largerWorkers, windowMs: 60_000 });
+    const spreadSeeds = values['churn-seeds'] === undefined ? 0 : Number(values['churn-seeds']);
+    if (!Number.isSafeInteger(spreadSeeds) || spreadSeeds < 0 || spreadSeeds > 100) throw new Error(`--churn-seeds must be a whole number of seeds from 0 to 100, got ${JSON.stringify(values['churn-seeds'])}`);
+    results.churn = await churnSection(1, 6_000, 3 * 60_000, largerWorkers === null ? null : { workers: largerWorkers, windowMs: 60_000 }, spreadSeeds);
     sections.churn = since(at);
   }
   if (only.has('view')) {
