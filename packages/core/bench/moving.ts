@@ -38,6 +38,32 @@ function survivorListings(c: Cluster): number {
   return c.live().reduce((sum, worker) => sum + (worker.storage.counts.calls.listLeases ?? 0), 0);
 }
 
+/** Kills every worker of `victims` at once: its clock stops, and no timer of it fires again. */
+function kill(victims: readonly Worker[]): void {
+  for (const victim of victims) {
+    victim.clock.kill();
+    victim.alive = false;
+  }
+}
+
+/**
+ * The leases the members `gone` names hold, as storage shows them, and from now each one's time until a
+ * worker outside `gone` acquires it (`heldAt`, virtual ms), until `stop()`.
+ */
+async function timeTakeOvers(c: Cluster, gone: ReadonlySet<string>): Promise<{ orphans: Set<string>; heldAt: Map<string, number>; stop: () => void }> {
+  const orphans = new Set((await c.store.listLeases(GROUP)).leases.filter((lease) => lease.owner !== null && gone.has(lease.owner)).map((lease) => lease.leaseKey));
+  const from = c.scheduler.now;
+  const heldAt = new Map<string, number>();
+  const offs = c.workers
+    .filter((worker) => !gone.has(worker.coordinator.workerId))
+    .map((worker) =>
+      worker.coordinator.on('acquired', ({ leaseKey }) => {
+        if (orphans.has(leaseKey) && !heldAt.has(leaseKey)) heldAt.set(leaseKey, c.scheduler.now - from);
+      }),
+    );
+  return { orphans, heldAt, stop: () => offs.forEach((off) => off()) };
+}
+
 /** `workers` workers, `leases` leases; one's clock is killed at a random moment after balance. Until its leases are held elsewhere. */
 async function crash(seed: number, workers = 4, leases = 32, startSpreadMs = 2 * TAKE_MS, coordinator: ClusterOptions['coordinator'] = {}): Promise<Sample> {
   const c = await cluster(seed, workers, leases, { startSpreadMs, coordinator });
@@ -45,8 +71,7 @@ async function crash(seed: number, workers = 4, leases = 32, startSpreadMs = 2 *
     await settled(c, workers);
     const victim = c.workers[Math.floor(c.random.next() * c.workers.length)]!;
     const orphans = await ownedBy(c, victim);
-    victim.clock.kill();
-    victim.alive = false;
+    kill([victim]);
     const listedBefore = survivorListings(c);
     const ms = await advanceUntil(c.scheduler, () => heldElsewhere(c, orphans, victim));
     const rest = await advanceUntil(c.scheduler, () => balanced(c));
@@ -67,10 +92,7 @@ async function massCrash(seed: number): Promise<Sample> {
     const victims = shuffled(c.workers, c.random).slice(0, 25);
     const gone = new Set(victims.map((worker) => worker.coordinator.workerId));
     const orphans = (await c.store.listLeases(GROUP)).leases.filter((lease) => lease.owner !== null && gone.has(lease.owner)).map((lease) => lease.leaseKey);
-    for (const victim of victims) {
-      victim.clock.kill();
-      victim.alive = false;
-    }
+    kill(victims);
     const listedBefore = survivorListings(c);
     const acquiredBefore = c.live().reduce((sum, worker) => sum + worker.acquisitions, 0);
     const ms = await advanceUntil(c.scheduler, () => orphans.every((leaseKey) => c.live().some((worker) => worker.coordinator.isHeld(leaseKey))), { stepMs: 100, precise: false });
@@ -101,20 +123,12 @@ async function hostCrash(seed: number, unsafe?: ClusterOptions['unsafe']): Promi
     await settled(c, 100);
     const victims = c.workers.filter((_, index) => index % 4 === 0);
     const gone = new Set(victims.map((worker) => worker.coordinator.workerId));
-    const orphans = new Set((await c.store.listLeases(GROUP)).leases.filter((lease) => lease.owner !== null && gone.has(lease.owner)).map((lease) => lease.leaseKey));
     const toTheDead = new Set<string>();
     const subscription = await c.store.subscribe(GROUP, (change) => {
       if (change.kind === 'handed-off' && typeof change.owner === 'string' && gone.has(change.owner)) toTheDead.add(change.leaseKey);
     });
-    const from = c.scheduler.now;
-    const heldAt = new Map<string, number>();
-    for (const worker of c.workers) {
-      if (!gone.has(worker.coordinator.workerId)) worker.coordinator.on('acquired', ({ leaseKey }) => orphans.has(leaseKey) && !heldAt.has(leaseKey) && heldAt.set(leaseKey, c.scheduler.now - from));
-    }
-    for (const victim of victims) {
-      victim.clock.kill();
-      victim.alive = false;
-    }
+    const { orphans, heldAt } = await timeTakeOvers(c, gone);
+    kill(victims);
     const ms = await advanceUntil(c.scheduler, () => heldAt.size === orphans.size, { stepMs: 100, precise: false });
     const rest = await advanceUntil(c.scheduler, () => balanced(c), { stepMs: 100, precise: false });
     await subscription.close();
@@ -160,24 +174,15 @@ export async function crashOfAHundredth(c: Cluster): Promise<GroupCrash> {
     chosen.add(worker.coordinator.workerId);
   }
   const victims = live.filter((worker) => chosen.has(worker.coordinator.workerId));
-  const orphans = new Set((await c.store.listLeases(GROUP)).leases.filter((lease) => lease.owner !== null && chosen.has(lease.owner)).map((lease) => lease.leaseKey));
-  const from = c.scheduler.now;
-  const heldAt = new Map<string, number>();
   const survivors = live.filter((worker) => !chosen.has(worker.coordinator.workerId));
-  const offs = survivors.map((worker) =>
-    worker.coordinator.on('acquired', ({ leaseKey }) => {
-      if (orphans.has(leaseKey) && !heldAt.has(leaseKey)) heldAt.set(leaseKey, c.scheduler.now - from);
-    }),
-  );
+  const { orphans, heldAt, stop } = await timeTakeOvers(c, chosen);
+  const from = c.scheduler.now;
   const listedBefore = survivorListings(c);
   const acquiredBefore = survivors.reduce((sum, worker) => sum + worker.acquisitions, 0);
-  for (const victim of victims) {
-    victim.clock.kill();
-    victim.alive = false;
-  }
+  kill(victims);
   await advanceUntil(c.scheduler, () => heldAt.size === orphans.size, { stepMs: 100, precise: false });
   const rest = await advanceUntil(c.scheduler, () => balanced(c), { stepMs: 100, precise: false });
-  for (const off of offs) off();
+  stop();
   const each = summarize([...orphans].map((leaseKey) => heldAt.get(leaseKey) ?? null));
   return {
     killed: victims.length,
