@@ -3,7 +3,9 @@
  * (and 1,000 x 100,000 with --fleet, otherwise scaled from 100 x 10,000 by `scaleToFleet`, NOT MEASURED),
  * with worker ids as long as a cloud host's: items read and written per lease per minute, what a heartbeat
  * writes and a worker reads on each backend, DynamoDB's request units, and each partition key's and the
- * hottest item's requests a second.
+ * hottest item's requests a second. Each run also gives its own cold start (with the change feed) and,
+ * after its window, a crash of a hundredth of the group (`crashOfAHundredth`), which section 4 uses at the
+ * shapes sections 2 and 3 do not run.
  */
 import { addCounts, advanceUntil, balanced, cluster, dispose, emptyCounts, LEASE_MS, TAKE_MS, type Counts, GROUP } from './cluster.js';
 import { MEMBER_BUCKETS, MEMBER_SORT_PREFIX, memberBucketKeys, membersKey } from './roster-size.js';
