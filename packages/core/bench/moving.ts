@@ -46,12 +46,17 @@ function kill(victims: readonly Worker[]): void {
   }
 }
 
+/** The leases the members `gone` names hold, as storage shows them. */
+async function leasesOf(c: Cluster, gone: ReadonlySet<string>): Promise<string[]> {
+  return (await c.store.listLeases(GROUP)).leases.filter((lease) => lease.owner !== null && gone.has(lease.owner)).map((lease) => lease.leaseKey);
+}
+
 /**
- * The leases the members `gone` names hold, as storage shows them, and from now each one's time until a
- * worker outside `gone` acquires it (`heldAt`, virtual ms), until `stop()`.
+ * The leases the members `gone` names hold, and from now each one's time until a worker outside `gone`
+ * acquires it (`heldAt`, virtual ms), until `stop()`.
  */
 async function timeTakeOvers(c: Cluster, gone: ReadonlySet<string>): Promise<{ orphans: Set<string>; heldAt: Map<string, number>; stop: () => void }> {
-  const orphans = new Set((await c.store.listLeases(GROUP)).leases.filter((lease) => lease.owner !== null && gone.has(lease.owner)).map((lease) => lease.leaseKey));
+  const orphans = new Set(await leasesOf(c, gone));
   const from = c.scheduler.now;
   const heldAt = new Map<string, number>();
   const offs = c.workers
@@ -91,7 +96,7 @@ async function massCrash(seed: number): Promise<Sample> {
     await settled(c, 100);
     const victims = shuffled(c.workers, c.random).slice(0, 25);
     const gone = new Set(victims.map((worker) => worker.coordinator.workerId));
-    const orphans = (await c.store.listLeases(GROUP)).leases.filter((lease) => lease.owner !== null && gone.has(lease.owner)).map((lease) => lease.leaseKey);
+    const orphans = await leasesOf(c, gone);
     kill(victims);
     const listedBefore = survivorListings(c);
     const acquiredBefore = c.live().reduce((sum, worker) => sum + worker.acquisitions, 0);
@@ -158,8 +163,9 @@ export interface GroupCrash {
  * Kills a hundredth of a balanced group at once (at least two members) at a random moment: a member and
  * the first of its watchers (so that a dead member's declaration also comes from a watcher other than the
  * first), and members drawn at random. Until every lease they held is held by a live member, each lease's
- * own time, then until the group is balanced again. Where the group's run measured its steady state, this
- * is its crash (`steady.ts`), at every shape of it, 1,000 x 100,000 included.
+ * own time, then until the group is balanced again. The steady runs end with it (`steady.ts`), at every
+ * shape they run (1,000 x 100,000 with `--fleet`, which does not get past its cold start here: the bench
+ * README says why).
  */
 export async function crashOfAHundredth(c: Cluster): Promise<GroupCrash> {
   await c.scheduler.advance(c.random.next() * LEASE_MS);
