@@ -12,6 +12,7 @@ export {
   validateLeaseKeys,
   validateWorkerId,
   validateWorkerIds,
+  validateSubscribeOptions,
   validateVersion,
   validateDigest,
   validateLeaseState,

@@ -44,6 +44,7 @@ export {
   type CreateLeaseOptions,
   type LeaseChange,
   type ChangeSubscription,
+  type SubscribeOptions,
   type CheckpointStorage,
   type LeaderState,
   type LeaderRecord,

@@ -314,6 +314,21 @@ export interface LeaseChange {
   readonly owner?: string | null | undefined;
 }
 
+/** What a subscription to a change feed asks for (`Storage.subscribe`). */
+export interface SubscribeOptions {
+  /**
+   * The worker ids whose handovers the subscriber wants (its own, and the members it watches): at most
+   * {@link limits}.maxWatchedMembers, each a valid worker id. With it, the adapter MAY leave out the
+   * `handed-off` changes whose write named another owner, so that a worker of a large group is not told of
+   * every handover to find its own; it never leaves out anything else (every `created`, `released` and
+   * `rewind`, and a `handed-off` that left the lease free or names one of these owners). An adapter that
+   * does not address handovers ignores it and delivers everything, as without it. Without it (or empty)
+   * the subscriber hears every change. Fixed for the subscription's life: a subscriber whose set changes
+   * opens a new subscription before it closes the old one, and may hear a change on both meanwhile.
+   */
+  readonly addressedTo?: readonly string[];
+}
+
 /** An open subscription to a change feed; close it (or `await using` it) to stop listening. */
 export interface ChangeSubscription extends AsyncDisposable {
   /** Stops delivery to this subscription (and to no other) once it resolves. */
@@ -443,9 +458,11 @@ export interface CheckpointStorage {
    * written just before the subscription may be heard too (a cluster forwards publishes between nodes).
    * Delivery is best effort under faults (a dropped connection may lose changes); core never depends on
    * it for safety. A client that has `subscribe()` has a working feed: the suite checks it whenever it
-   * exists.
+   * exists. With {@link SubscribeOptions.addressedTo}, handovers to other owners may be left out (the
+   * adapter then delivers each handover to its new owner's subscribers and to every subscriber without an
+   * address, not to the whole group); options that are not valid are refused with an `InvalidInputError`.
    */
-  subscribe?(group: string, listener: (change: LeaseChange) => void): Promise<ChangeSubscription>;
+  subscribe?(group: string, listener: (change: LeaseChange) => void, options?: SubscribeOptions): Promise<ChangeSubscription>;
 
   /**
    * The group's roster: every member, strongly consistent, in any order (empty for a group nobody

@@ -3,7 +3,7 @@
  * means every backend refuses exactly the same input with exactly the same error.
  */
 import { describeValue, InvalidInputError } from './errors.js';
-import type { LeaseChangeKind, LeaderState, LeaseState, LeaseUpdate, MemberState, NewLease, NewLeader } from './storage.js';
+import type { LeaseChangeKind, LeaderState, LeaseState, LeaseUpdate, MemberState, NewLease, NewLeader, SubscribeOptions } from './storage.js';
 import { leaderStateOf, leaseStateOf, memberStateOf } from './storage.js';
 
 /**
@@ -78,9 +78,9 @@ function checkName(pkg: string, what: string, value: unknown): asserts value is 
 }
 
 /** An array of at most `most` names read in one call, each checked as `checkName` checks one. */
-function checkNames(pkg: string, what: string, plural: string, values: unknown, most: number): asserts values is readonly string[] {
+function checkNames(pkg: string, what: string, plural: string, values: unknown, most: number, use = 'may be read at once'): asserts values is readonly string[] {
   if (!Array.isArray(values)) throw new InvalidInputError(`[${pkg}] ${plural} must be an array, got ${describeValue(values)}`);
-  if (values.length > most) throw new InvalidInputError(`[${pkg}] at most ${most} ${plural} may be read at once, got ${values.length}`);
+  if (values.length > most) throw new InvalidInputError(`[${pkg}] at most ${most} ${plural} ${use}, got ${values.length}`);
   for (const value of values) checkName(pkg, what, value);
 }
 
@@ -189,6 +189,19 @@ export function validateWorkerId(workerId: unknown, pkg = 'core'): asserts worke
 /** Throws an `InvalidInputError` unless `workerIds` is an array of at most {@link limits}.maxWatchedMembers valid worker ids. */
 export function validateWorkerIds(workerIds: unknown, pkg = 'core'): asserts workerIds is readonly string[] {
   checkNames(pkg, 'worker id', 'worker ids', workerIds, limits.maxWatchedMembers);
+}
+
+/**
+ * Throws an `InvalidInputError` unless `options` are options `subscribe()` may be given: absent, or an
+ * object whose `addressedTo`, if any, names at most {@link limits}.maxWatchedMembers valid worker ids.
+ */
+export function validateSubscribeOptions(options: unknown, pkg = 'core'): asserts options is SubscribeOptions | undefined {
+  if (options === undefined) return;
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
+    throw new InvalidInputError(`[${pkg}] subscribe options must be an object, got ${describeValue(options)}`);
+  }
+  const addressedTo = (options as SubscribeOptions).addressedTo;
+  if (addressedTo !== undefined) checkNames(pkg, 'worker id', 'worker ids', addressedTo, limits.maxWatchedMembers, 'may be addressed by one subscription');
 }
 
 /** Throws an `InvalidInputError` unless `digest` is a roster digest a reader may have read (a counter). */

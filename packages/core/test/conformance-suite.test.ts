@@ -77,6 +77,7 @@ import {
   MovesMisreadStorage,
   MovesReadThenWriteStorage,
   MovesWithoutWatcherReads,
+  UnaddressedFeedClient,
   type FeedBug,
   type VersionBug,
 } from './support/broken-adapters.js';
@@ -179,6 +180,8 @@ const T = {
   feedRenewals: 'updates without notify publish nothing: renewals and checkpoints are not changes',
   feedOwn: 'a subscriber hears the changes its own client writes, as well as another client\'s',
   feedClose: 'a closed subscription hears nothing more, while another subscription of the group goes on',
+  feedAddressed: 'a subscription addressed to some owners hears every change but handovers to other owners, which an adapter that addresses handovers leaves out',
+  feedAddressedEach: 'subscriptions of one client addressed to different owners each hear their own owners\' handovers, and closing one leaves the others',
   cutCreate: 'a create whose connection is cut after the backend received it is unknown, never thrown nor a conflict, and the client works again',
   cutUpdate: 'an update whose connection is cut after the backend received it is unknown, never thrown nor a conflict, and the client works again',
   cutDelete: 'a delete whose connection is cut after the backend received it is unknown, never thrown nor a conflict, and the client works again',
@@ -283,6 +286,7 @@ describe('the conformance suite', () => {
     const outcomes = await runSuite({
       ...shared(store),
       changeFeed: true,
+      addressedHandovers: true,
       corruptLease: async (group, leaseKey) => store.corrupt(group, leaseKey),
       corruptMember: async (group, workerId) => store.corruptMember(group, workerId),
       notApplicable: {
@@ -574,14 +578,28 @@ describe('the conformance suite', () => {
       ['skips-own-writes', [T.feedOwn]],
       ['owner-before-write', [T.feedOwner]],
       ['owner-of-first-item', [T.feedOwner]],
+      ['addresses-first-owner-only', [T.feedAddressed, T.feedAddressedEach]],
+      ['addressed-hears-only-handovers', [T.feedAddressed, T.feedAddressedEach]],
+      ['close-drops-owner', [T.feedAddressedEach]],
     ];
     for (const [bug, titles] of cases) {
       it(bug, () => {
         const store = new MemoryStorage();
         const bus = new Bus();
-        return expectFailing({ createStorage: async () => new FeedClient(store, bus, bug) }, titles);
+        return expectFailing({ createStorage: async () => new FeedClient(store, bus, bug), addressedHandovers: true }, titles);
       });
     }
+
+    it('declares that it addresses handovers and delivers every handover to every subscription', async () => {
+      const store = new MemoryStorage();
+      const bus = new Bus();
+      const target = { createStorage: async () => new FeedClient(store, bus, 'none') };
+      // Without the declaration, a feed that delivers more than asked passes: addressing is optional.
+      const unaddressed = { createStorage: async () => new UnaddressedFeedClient(store, bus) };
+      expect(failures(await runSuite(unaddressed, [T.feedAddressed, T.feedAddressedEach]))).toEqual([]);
+      expect(failures(await runSuite({ ...target, addressedHandovers: true }, [T.feedAddressed, T.feedAddressedEach]))).toEqual([]);
+      await expectFailing({ ...unaddressed, addressedHandovers: true }, [T.feedAddressed, T.feedAddressedEach]);
+    });
 
     it('declares a change feed it does not have', () => expectFailing({ ...perClient((store) => new Passthrough(store)), changeFeed: true }, [T.feedDelivers, T.feedKinds]));
   });

@@ -11,6 +11,7 @@ runConformanceSuite(
     name: 'MemoryStorage',
     createStorage: async () => shared,
     changeFeed: true,
+    addressedHandovers: true,
     corruptLease: async (group, leaseKey) => shared.corrupt(group, leaseKey),
     corruptMember: async (group, workerId) => shared.corruptMember(group, workerId),
     notApplicable: {

@@ -3,6 +3,7 @@ import { InvalidConfigError, describeValue } from '../errors.js';
 import { corruptRecord } from '../codec.js';
 import {
   validateGroup,
+  validateSubscribeOptions,
   validateLeaseKey,
   validateLeaseKeys,
   validateLeaderState,
@@ -23,6 +24,7 @@ import {
   memberStateOf,
   result,
   type ChangeSubscription,
+  type SubscribeOptions,
   type CreateLeaseOptions,
   type DeleteResult,
   type LeaderRecord,
@@ -40,6 +42,12 @@ import {
   type Storage,
   type WriteResult,
 } from '../storage.js';
+
+/** A subscriber of a group's feed, and the owners whose handovers it asked for (`null`: every change). */
+interface FeedListener {
+  readonly hear: (change: LeaseChange) => void;
+  readonly addressed: ReadonlySet<string> | null;
+}
 
 /** Options of {@link MemoryStorage}. */
 export interface MemoryStorageOptions {
@@ -95,7 +103,7 @@ export class MemoryStorage implements Storage {
   readonly #groups = new Map<string, Map<string, Slot>>();
   readonly #leaders = new Map<string, LeaderRecord>();
   readonly #rosters = new Map<string, RosterSlot>();
-  readonly #listeners = new Map<string, Set<(change: LeaseChange) => void>>();
+  readonly #listeners = new Map<string, Set<FeedListener>>();
   readonly #clock: Clock;
   readonly #latency: () => number;
   readonly #onWrite: ((event: MemoryWriteEvent) => void) | undefined;
@@ -200,14 +208,20 @@ export class MemoryStorage implements Storage {
     return { status: 'applied' };
   }
 
-  async subscribe(group: string, listener: (change: LeaseChange) => void): Promise<ChangeSubscription> {
+  /**
+   * Calls `listener` for each change of the group; with `addressedTo`, a handover only when it names one of
+   * those owners or left the lease free, as a network feed with a channel per owner would.
+   */
+  async subscribe(group: string, listener: (change: LeaseChange) => void, options?: SubscribeOptions): Promise<ChangeSubscription> {
     validateGroup(group, PKG);
+    validateSubscribeOptions(options, PKG);
     let listeners = this.#listeners.get(group);
     if (!listeners) {
       listeners = new Set();
       this.#listeners.set(group, listeners);
     }
-    const own = (change: LeaseChange): void => listener(change);
+    const addressed = options?.addressedTo?.length ? new Set(options.addressedTo) : null;
+    const own: FeedListener = { hear: (change) => listener(change), addressed };
     listeners.add(own);
     const close = async (): Promise<void> => {
       listeners.delete(own);
@@ -417,7 +431,9 @@ export class MemoryStorage implements Storage {
   }
 
   #publish(change: LeaseChange): void {
-    for (const listener of this.#listeners.get(change.group) ?? []) {
+    const owner = change.kind === 'handed-off' ? change.owner : null;
+    for (const { hear: listener, addressed } of this.#listeners.get(change.group) ?? []) {
+      if (addressed !== null && typeof owner === 'string' && !addressed.has(owner)) continue;
       // Delivered after the write returns, like a real feed; a listener's failure must not fail the write.
       queueMicrotask(() => {
         try {

@@ -56,10 +56,23 @@ export function badInputContract(t: TestApi, target: ConformanceTarget): void {
         await assert.rejects(storage.createLease({ group: g, leaseKey: 'other', parentKeys: [bad] }), check);
         await assert.rejects(storage.createLease({ group: g, leaseKey: 'other', owner: bad }), check);
         await assert.rejects(storage.createLeader({ group: g, holder: bad }), check);
+        if (storage.subscribe) await assert.rejects(storage.subscribe(g, () => undefined, { addressedTo: ['w', bad] }), check);
         assert.deepEqual(plain(await listed(storage, g)), [plain(good)], 'one bad update refuses its whole batch');
         assert.equal(await storage.getLeader(g), null);
       });
     }
+
+    define(t, target, 'a subscription addressed to too many owners, or with an address that is no list, is refused', async ({ clients, group }) => {
+      const [storage] = (await clients(1)) as [Storage];
+      if (!storage.subscribe) return;
+      const g = group();
+      const many = Array.from({ length: limits.maxWatchedMembers + 1 }, (_, i) => `w${i}`);
+      await assert.rejects(storage.subscribe(g, () => undefined, { addressedTo: many }), (error) => assertInvalidInput(error, String(many.length)));
+      await assert.rejects(storage.subscribe(g, () => undefined, { addressedTo: 'w1' as unknown as string[] }), (error) => assertInvalidInput(error, 'w1'));
+      await assert.rejects(storage.subscribe(g, () => undefined, 'w1' as unknown as { addressedTo: string[] }), (error) => assertInvalidInput(error, 'w1'));
+      const most = await storage.subscribe(g, () => undefined, { addressedTo: many.slice(1) });
+      await most.close();
+    });
 
     define(t, target, 'an oversize checkpoint is refused and nothing is written', async ({ clients, group }) => {
       const [storage] = (await clients(1)) as [Storage];

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { leaderStateOf, leaseStateOf } from '../storage.js';
-import type { LeaseChange, LeaseChangeKind, LeaseRecord, LeaseUpdate, Storage } from '../storage.js';
+import type { LeaseChange, LeaseChangeKind, LeaseRecord, LeaseUpdate, Storage, SubscribeOptions } from '../storage.js';
 import {
   applied,
   byKey,
@@ -42,16 +42,16 @@ function feedOf(storage: Storage, target: ConformanceTarget, context: Context): 
     assert.ok(!target.changeFeed, 'the target declares a change feed (changeFeed: true) but its clients have no subscribe()');
     context.notChecked('not checked: the adapter has no subscribe(), so it has no change feed to check');
   }
-  return (group, listener) => (storage.subscribe as NonNullable<Storage['subscribe']>).call(storage, group, listener);
+  return (group, listener, options) => (storage.subscribe as NonNullable<Storage['subscribe']>).call(storage, group, listener, options);
 }
 
-async function listen(storage: Storage, group: string, target: ConformanceTarget, context: Context): Promise<Heard> {
+async function listen(storage: Storage, group: string, target: ConformanceTarget, context: Context, options?: SubscribeOptions): Promise<Heard> {
   const changes: LeaseChange[] = [];
   const delivered: LeaseChange[] = [];
   const subscription = await feedOf(storage, target, context)(group, (change) => {
     delivered.push(change);
     changes.push({ group: change.group, leaseKey: change.leaseKey, kind: change.kind });
-  });
+  }, options);
   let closing: Promise<void> | undefined;
   const close = (): Promise<void> => (closing ??= subscription.close());
   context.cleanup(close);
@@ -234,6 +234,70 @@ export function changeFeedContract(t: TestApi, target: ConformanceTarget): void 
       await settle(writer, g, elsewhere);
       assert.deepEqual(closed.changes, [], 'nothing reaches a closed subscription');
       assert.ok(open.changes.some((change) => change.leaseKey === 'k' && change.kind === 'released'), 'the open subscription hears the release');
+    });
+
+    define(t, target, 'a subscription addressed to some owners hears every change but handovers to other owners, which an adapter that addresses handovers leaves out', async (context) => {
+      const [writer, reader] = (await context.clients(2)) as [Storage, Storage];
+      const g = context.group();
+      const addressed = await listen(reader, g, target, context, { addressedTo: ['b', 'c'] });
+      const everyone = await listen(reader, g, target, context);
+      const keys = ['k1', 'k2', 'k3', 'k4', 'k5'];
+      await createMany(writer, g, keys, () => ({ owner: 'a', epoch: 1 }));
+      const leases = byKey(await listed(writer, g));
+      const to = (leaseKey: string, owner: string | null, notify: LeaseChangeKind): LeaseUpdate => {
+        const lease = leases.get(leaseKey) as LeaseRecord;
+        return { leaseKey, expectedVersion: lease.version, next: { ...leaseStateOf(lease), owner, epoch: lease.epoch + 1, incarnation: owner === null ? null : `i-${owner}` }, notify };
+      };
+      const rewind = leases.get('k5') as LeaseRecord;
+      const results = await writer.updateLeases(g, [
+        to('k1', 'b', 'handed-off'),
+        to('k2', 'c', 'handed-off'),
+        to('k3', 'd', 'handed-off'),
+        to('k4', null, 'released'),
+        { leaseKey: 'k5', expectedVersion: rewind.version, next: { ...leaseStateOf(rewind), metadata: { 'leasehold.rewind': '{"id":"r1","to":"TRIM_HORIZON","requestedAt":"2024-01-01T00:00:00.000Z"}' } }, notify: 'rewind' },
+      ]);
+      results.forEach((outcome, i) => applied(outcome, `write ${i + 1} of the batch`));
+      const all = [
+        ...keys.map((leaseKey) => ({ group: g, leaseKey, kind: 'created' as const })),
+        { group: g, leaseKey: 'k1', kind: 'handed-off' as const },
+        { group: g, leaseKey: 'k2', kind: 'handed-off' as const },
+        { group: g, leaseKey: 'k3', kind: 'handed-off' as const },
+        { group: g, leaseKey: 'k4', kind: 'released' as const },
+        { group: g, leaseKey: 'k5', kind: 'rewind' as const },
+      ];
+      assert.deepEqual(sortChanges(await settle(writer, g, everyone)), sortChanges(all), 'a subscription without an address hears every change');
+      // (Without the marker the settling of the other subscription wrote.)
+      const heard = (await settle(writer, g, addressed)).filter((change) => !change.leaseKey.startsWith('marker-'));
+      const toOthers = (change: LeaseChange): boolean => change.leaseKey === 'k3' && change.kind === 'handed-off';
+      if (target.addressedHandovers) assert.deepEqual(heard.filter(toOthers), [], 'the adapter addresses handovers (addressedHandovers: true), yet a subscription addressed to b and c heard the handover to d');
+      assert.deepEqual(sortChanges(heard.filter((change) => !toOthers(change))), sortChanges(all.filter((change) => !toOthers(change))), 'an addressed subscription hears every create, release and rewind, and the handovers to its owners');
+    });
+
+    define(t, target, 'subscriptions of one client addressed to different owners each hear their own owners\' handovers, and closing one leaves the others', async (context) => {
+      const [writer, reader] = (await context.clients(2)) as [Storage, Storage];
+      const g = context.group();
+      const toB = await listen(reader, g, target, context, { addressedTo: ['b'] });
+      const toC = await listen(reader, g, target, context, { addressedTo: ['c'] });
+      const alsoB = await listen(reader, g, target, context, { addressedTo: ['c', 'b'] });
+      const keys = ['k1', 'k2', 'k3'];
+      await createMany(writer, g, keys, () => ({ owner: 'a', epoch: 1 }));
+      let leases = byKey(await listed(writer, g));
+      const handOver = async (leaseKey: string, owner: string): Promise<void> => {
+        const lease = leases.get(leaseKey) as LeaseRecord;
+        applied((await writer.updateLeases(g, [{ leaseKey, expectedVersion: lease.version, next: { ...leaseStateOf(lease), owner, epoch: lease.epoch + 1, incarnation: `i-${owner}` }, notify: 'handed-off' }]))[0], `hand ${leaseKey} to ${owner}`);
+      };
+      await handOver('k1', 'b');
+      await handOver('k2', 'c');
+      const handovers = (heard: LeaseChange[]): string[] => heard.filter((change) => change.kind === 'handed-off').map((change) => change.leaseKey).sort();
+      const [b, c, both] = [handovers(await settle(writer, g, toB)), handovers(await settle(writer, g, toC)), handovers(await settle(writer, g, alsoB))];
+      assert.ok(b.includes('k1') && c.includes('k2') && both.includes('k1') && both.includes('k2'), `each subscription hears its owners' handovers: to b ${show(b)}, to c ${show(c)}, to both ${show(both)}`);
+      if (target.addressedHandovers) assert.deepEqual([b, c], [['k1'], ['k2']], 'the adapter addresses handovers (addressedHandovers: true), yet a subscription heard a handover to an owner it did not name');
+      await toB.close();
+      const before = toB.changes.length;
+      leases = byKey(await listed(writer, g));
+      await handOver('k3', 'b');
+      assert.ok(handovers(await settle(writer, g, alsoB)).includes('k3'), 'closing one subscription addressed to b leaves another addressed to b hearing b\'s handovers');
+      assert.equal(toB.changes.length, before, 'nothing reaches a closed addressed subscription');
     });
 
     define(t, target, 'member writes publish nothing on the change feed: joins, heartbeats and removes are not lease changes', async (context) => {

@@ -78,6 +78,12 @@ export interface ConformanceTarget {
    */
   changeFeed?: boolean;
   /**
+   * Declares that the change feed addresses handovers: a subscription with `addressedTo` then hears no
+   * `handed-off` change that names another owner, which the suite checks. Without it the suite checks only
+   * that such a subscription hears everything it asked for (an adapter may deliver every change).
+   */
+  addressedHandovers?: boolean;
+  /**
    * Makes a stored lease unreadable as a record, as a bad write by another program would, by writing the
    * backend directly (the lease exists when it is called; what it returns is ignored). Without it the
    * corrupt-record rules are not checked.

@@ -17,6 +17,7 @@ import type {
   Roster,
   RosterMoves,
   Storage,
+  SubscribeOptions,
   WriteResult,
 } from '../storage.js';
 import { checkRosterMoves, checkWatcherReads } from '../watcher-reads.js';
@@ -132,13 +133,13 @@ export class FaultyStorage implements Storage {
     return this.#write(() => this.#inner.removeMember(group, workerId, expectedVersion), (error) => ({ status: 'unknown', error }));
   }
 
-  async subscribe(group: string, listener: (change: LeaseChange) => void): Promise<ChangeSubscription> {
+  async subscribe(group: string, listener: (change: LeaseChange) => void, options?: SubscribeOptions): Promise<ChangeSubscription> {
     if (!this.#inner.subscribe) throw new StorageUnavailableError('[testing] the inner store has no change feed');
     // Notifications reach the process like any response: late, and not while it is paused or cut off.
     return this.#inner.subscribe(group, (change) => {
       if (this.plan.cutOff) return;
       this.#clock.defer(this.plan.latencyMs(this.#random), () => listener(change));
-    });
+    }, options);
   }
 
   getLeader(group: string): Promise<LeaderRecord | null> {

@@ -29,6 +29,7 @@ import {
   type Roster,
   type RosterMoves,
   type Storage,
+  type SubscribeOptions,
   type WriteResult,
 } from '../../src/index.js';
 import {
@@ -45,6 +46,7 @@ import {
   validateMemberWrite,
   validateNewLease,
   validateNewLeader,
+  validateSubscribeOptions,
   validateVersion,
   validateWorkerId,
   validateWorkerIds,
@@ -628,12 +630,23 @@ export class ConflictFromSnapshot extends Passthrough {
 // ---------------------------------------------------------------------------------------------------
 // Change feeds
 
-/** Where the clients of one store publish and hear changes (a pub/sub channel of the backend). */
-export class Bus {
-  readonly listeners = new Map<string, Set<{ readonly client: object; readonly listener: (change: LeaseChange, from: object) => void }>>();
+/** A subscription on a {@link Bus}: its client, and the owners whose handovers it hears (`null`: every change). */
+interface BusEntry {
+  readonly client: object;
+  readonly listener: (change: LeaseChange, from: object) => void;
+  readonly addressed: ReadonlySet<string> | null;
+}
 
-  publish(change: LeaseChange, from: object): void {
-    for (const entry of this.listeners.get(change.group) ?? []) queueMicrotask(() => entry.listener(change, from));
+/** Where the clients of one store publish and hear changes (a pub/sub channel of the backend, one per owner for handovers). */
+export class Bus {
+  readonly listeners = new Map<string, Set<BusEntry>>();
+
+  /** Publishes `change`; a handover with `to` reaches the subscriptions without an address and those addressed to `to`. */
+  publish(change: LeaseChange, from: object, to?: string | null): void {
+    for (const entry of this.listeners.get(change.group) ?? []) {
+      if (entry.addressed !== null && typeof to === 'string' && !entry.addressed.has(to)) continue;
+      queueMicrotask(() => entry.listener(change, from));
+    }
   }
 }
 
@@ -650,7 +663,10 @@ export type FeedBug =
   | 'skips-own-writes'
   | 'publishes-member-writes'
   | 'owner-before-write'
-  | 'owner-of-first-item';
+  | 'owner-of-first-item'
+  | 'addresses-first-owner-only'
+  | 'addressed-hears-only-handovers'
+  | 'close-drops-owner';
 
 /** A client of a shared store with a change feed on a shared {@link Bus}; `bug` breaks one rule of the feed. */
 export class FeedClient extends Passthrough {
@@ -680,7 +696,8 @@ export class FeedClient extends Passthrough {
       if (update.notify && (wasApplied || (this.bug === 'publishes-refused-items' && anyApplied))) {
         // The bug 'owner-of-first-item': every change of a batch names the owner its first item set.
         const owner = this.bug === 'owner-before-write' ? before[i] : this.bug === 'owner-of-first-item' ? (updates[0]?.next.owner ?? null) : update.next.owner;
-        this.#publish(group, update.leaseKey, this.bug === 'one-kind' ? 'released' : update.notify, owner);
+        const kind = this.bug === 'one-kind' ? 'released' : update.notify;
+        this.#publish(group, update.leaseKey, kind, owner, kind === 'handed-off' ? update.next.owner : null);
       } else if (!update.notify && wasApplied && this.bug === 'publishes-renewals') {
         this.#publish(group, update.leaseKey, 'handed-off');
       }
@@ -695,12 +712,19 @@ export class FeedClient extends Passthrough {
     return outcome;
   }
 
-  async subscribe(group: string, listener: (change: LeaseChange) => void): Promise<ChangeSubscription> {
+  async subscribe(group: string, listener: (change: LeaseChange) => void, options?: SubscribeOptions): Promise<ChangeSubscription> {
     validateGroup(group);
-    const entry = {
+    validateSubscribeOptions(options);
+    const asked = options?.addressedTo?.length ? options.addressedTo : null;
+    // The bug 'addresses-first-owner-only': a subscription joins the channel of its first owner alone.
+    const addressed = asked === null ? null : new Set(this.bug === 'addresses-first-owner-only' ? asked.slice(0, 1) : asked);
+    const entry: BusEntry = {
       client: this,
+      addressed,
       listener: (change: LeaseChange, from: object) => {
         if (this.bug === 'skips-own-writes' && from === this) return;
+        // The bug 'addressed-hears-only-handovers': an addressed subscription joins its owners' channels and not the group's.
+        if (this.bug === 'addressed-hears-only-handovers' && addressed !== null && change.kind !== 'handed-off') return;
         listener(change);
       },
     };
@@ -709,14 +733,33 @@ export class FeedClient extends Passthrough {
     if (this.bug !== 'never-delivers') entries.add(entry);
     const close = async (): Promise<void> => {
       if (this.bug !== 'close-keeps-delivering') entries.delete(entry);
+      // The bug 'close-drops-owner': closing leaves the owners' channels, though another subscription of the client still listens on them.
+      if (this.bug === 'close-drops-owner' && addressed !== null) {
+        for (const other of entries) if (other.client === this && [...(other.addressed ?? [])].some((owner) => addressed.has(owner))) entries.delete(other);
+      }
     };
     return { close, [Symbol.asyncDispose]: close };
   }
 
-  /** Publishes a change; it names `owner` only when the client is one of the bugs about owners, as a feed may leave it out. */
-  #publish(group: string, leaseKey: string, kind: LeaseChangeKind, owner?: string | null): void {
+  /**
+   * Publishes a change, addressed to `to` when it is a handover to an owner; it names `owner` only when
+   * the client is one of the bugs about owners, as a feed may leave it out.
+   */
+  #publish(group: string, leaseKey: string, kind: LeaseChangeKind, owner?: string | null, to?: string | null): void {
     const names = this.bug === 'owner-before-write' || this.bug === 'owner-of-first-item';
-    this.bus.publish(names ? { group, leaseKey, kind, owner: owner ?? null } : { group, leaseKey, kind }, this);
+    this.bus.publish(names ? { group, leaseKey, kind, owner: owner ?? null } : { group, leaseKey, kind }, this, to);
+  }
+}
+
+/** A correct feed that does not address handovers: it checks the options and delivers every change, as the contract allows. */
+export class UnaddressedFeedClient extends FeedClient {
+  constructor(inner: Storage, bus: Bus) {
+    super(inner, bus, 'none');
+  }
+
+  override async subscribe(group: string, listener: (change: LeaseChange) => void, options?: SubscribeOptions): Promise<ChangeSubscription> {
+    validateSubscribeOptions(options);
+    return super.subscribe(group, listener);
   }
 }
 
