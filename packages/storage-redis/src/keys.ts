@@ -35,6 +35,7 @@ export interface GroupKeys {
   readonly rosterDigest: string;
   /** The worker ids each of the digest's last advances named: a hash of the digest value an advance wrote to its names (a JSON array). */
   readonly rosterMoves: string;
+  /** The group's change feed; a handover to a worker goes out on `<channel>:to:<worker id>` instead, under the same hash tag. */
   readonly channel: string;
 }
 

@@ -73,6 +73,7 @@ runConformanceSuite(
     createStorage: async () => new RedisStorage({ client }),
     closeStorage: async (storage: Storage) => (storage as RedisStorage).close(),
     changeFeed: true,
+    addressedHandovers: true,
     corruptMember: (group, workerId) => corruptMember(client, groupKeys('leasehold:', group).roster, workerId),
     timeoutMs: 90_000,
   },

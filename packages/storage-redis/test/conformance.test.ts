@@ -34,6 +34,7 @@ runConformanceSuite(
       ownConnections.delete(storage);
     },
     changeFeed: true,
+    addressedHandovers: true,
     // A value that is not a lease, written by another program.
     corruptLease: async (group, leaseKey) => {
       await client.hset(groupKeys(keyPrefix, group).leases, leaseKey, 'not a lease');

@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import {
   CorruptRecordError,
   InvalidConfigError,
+  InvalidInputError,
   LeaseholdError,
   MemoryStorage,
   RegressionError,
@@ -13,7 +14,7 @@ import {
   type LeaseRecord,
   type WriteResult,
 } from '@leasehold/core';
-import { leaderStateOf, leaseStateOf } from '@leasehold/core/adapter';
+import { leaderStateOf, leaseStateOf, limits } from '@leasehold/core/adapter';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RedisStorage } from '../src/index.js';
@@ -306,14 +307,22 @@ describe('RedisStorage on the shared server', () => {
     try {
       const group = `prefixed-${randomUUID()}`;
       const heard: LeaseChange[] = [];
+      const addressedHeard: LeaseChange[] = [];
       const subscription = await storage.subscribe(group, (change) => heard.push(change));
+      const addressed = await storage.subscribe(group, (change) => addressedHeard.push(change), { addressedTo: ['b'] });
       const lease = applied(await storage.createLease({ group, leaseKey: 'k', owner: 'a', epoch: 1 }));
-      applied((await storage.updateLeases(group, [{ leaseKey: 'k', expectedVersion: lease.version, next: { ...lease, owner: null }, notify: 'released' }]))[0]);
-      await expect.poll(() => heard, { timeout: 5000 }).toEqual([
+      const handed = applied((await storage.updateLeases(group, [{ leaseKey: 'k', expectedVersion: lease.version, next: { ...leaseStateOf(lease), owner: 'b', epoch: 2 }, notify: 'handed-off' }]))[0]);
+      applied((await storage.updateLeases(group, [{ leaseKey: 'k', expectedVersion: handed.version, next: { ...leaseStateOf(handed), owner: null }, notify: 'released' }]))[0]);
+      // The client's prefix is for keys alone: channels and patterns, the owners' included, go without it.
+      const expected = [
         { group, leaseKey: 'k', kind: 'created' },
+        { group, leaseKey: 'k', kind: 'handed-off', owner: 'b' },
         { group, leaseKey: 'k', kind: 'released' },
-      ]);
+      ];
+      await expect.poll(() => heard, { timeout: 5000 }).toEqual(expected);
+      await expect.poll(() => addressedHeard, { timeout: 5000 }).toEqual(expected);
       await subscription.close();
+      await addressed.close();
       expect(await sharedServer.client.exists(`${keyPrefix}client:inner:{${Buffer.from(group).toString('base64url')}}:leases`)).toBe(1);
     } finally {
       await storage.close();
@@ -321,7 +330,7 @@ describe('RedisStorage on the shared server', () => {
     }
   });
 
-  describe('the owner of a handover on the change feed, between releases', () => {
+  describe('the channels of the change feed, and the owner of a handover, between releases', () => {
     /** The parser of the releases before owner notes, as they shipped: `kind:lease key`, any other kind dropped. */
     function parseAsEarlierRelease(message: string): { kind: string; leaseKey: string } | undefined {
       const split = message.indexOf(':');
@@ -332,28 +341,49 @@ describe('RedisStorage on the shared server', () => {
     }
 
     const channelOf = (group: string): string => `${keyPrefix}{${Buffer.from(group).toString('base64url')}}:changes`;
+    const ownerChannelOf = (group: string, workerId: string): string => `${channelOf(group)}:to:${workerId}`;
+    /** A handover of the lease to `owner`, published as core asks for one. */
+    const handOver = async (storage: RedisStorage, lease: LeaseRecord, owner: string | null): Promise<LeaseRecord> =>
+      applied((await storage.updateLeases(lease.group, [{ leaseKey: lease.leaseKey, expectedVersion: lease.version, next: { ...leaseStateOf(lease), owner, epoch: lease.epoch + 1 }, notify: 'handed-off' }]))[0]);
 
-    it('a handover goes out as the message earlier releases read, after a note naming its owner that their parser drops, and is heard with that owner', async () => {
+    it('a handover that names its owner goes out on that owner\'s channel alone, as the message earlier releases read, and is heard with that owner; every other change on the group\'s channel', async () => {
       const storage = new RedisStorage({ client: sharedServer.client, keyPrefix });
       const raw = sharedServer.client.duplicate();
       try {
-        const group = `owner-note-${randomUUID()}`;
-        const messages: string[] = [];
-        raw.on('message', (_channel: string, message: string) => messages.push(message));
+        const group = `owner-channel-${randomUUID()}`;
+        const messages: Array<[string, string]> = [];
+        raw.on('message', (channel: string, message: string) => messages.push([channel, message]));
+        raw.on('pmessage', (_pattern: string, channel: string, message: string) => messages.push([channel, message]));
         await raw.subscribe(channelOf(group));
+        await raw.psubscribe(`${channelOf(group)}:to:*`);
         const heard: LeaseChange[] = [];
         await storage.subscribe(group, (change) => heard.push(change));
-        // A key with a colon: the change message ends with the whole key, as before.
-        const lease = applied(await storage.createLease({ group, leaseKey: 'shard:1', owner: 'a', epoch: 1 }));
-        applied((await storage.updateLeases(group, [{ leaseKey: 'shard:1', expectedVersion: lease.version, next: { ...leaseStateOf(lease), owner: 'b', epoch: 2 }, notify: 'handed-off' }]))[0]);
-        // Two connections each get the channel's messages in order, but neither waits for the other.
-        await expect.poll(() => heard.length, { timeout: 5000 }).toBe(2);
-        await expect.poll(() => messages.length, { timeout: 5000 }).toBe(3);
-        expect(messages).toEqual(['created:shard:1', 'owner:b\0handed-off:shard:1', 'handed-off:shard:1']);
-        expect(messages.map(parseAsEarlierRelease)).toEqual([{ kind: 'created', leaseKey: 'shard:1' }, undefined, { kind: 'handed-off', leaseKey: 'shard:1' }]);
+        // A key with a colon: the change message ends with the whole key, as before; and an owner with one.
+        let lease = applied(await storage.createLease({ group, leaseKey: 'shard:1', owner: 'a', epoch: 1 }));
+        lease = await handOver(storage, lease, 'b:1');
+        lease = await handOver(storage, lease, null);
+        applied((await storage.updateLeases(group, [{ leaseKey: 'shard:1', expectedVersion: lease.version, next: { ...leaseStateOf(lease), owner: null }, notify: 'released' }]))[0]);
+        // Two connections each get the messages in order, but neither waits for the other.
+        await expect.poll(() => heard.length, { timeout: 5000 }).toBe(4);
+        await expect.poll(() => messages.length, { timeout: 5000 }).toBe(4);
+        expect(messages).toEqual([
+          [channelOf(group), 'created:shard:1'],
+          [ownerChannelOf(group, 'b:1'), 'handed-off:shard:1'],
+          [channelOf(group), 'handed-off:shard:1'],
+          [channelOf(group), 'released:shard:1'],
+        ]);
+        expect(messages.map(([, message]) => parseAsEarlierRelease(message))).toEqual([
+          { kind: 'created', leaseKey: 'shard:1' },
+          { kind: 'handed-off', leaseKey: 'shard:1' },
+          { kind: 'handed-off', leaseKey: 'shard:1' },
+          { kind: 'released', leaseKey: 'shard:1' },
+        ]);
+        // A handover that left the lease free names nobody: it is for the whole group, heard with no owner.
         expect(heard).toStrictEqual([
           { group, leaseKey: 'shard:1', kind: 'created' },
-          { group, leaseKey: 'shard:1', kind: 'handed-off', owner: 'b' },
+          { group, leaseKey: 'shard:1', kind: 'handed-off', owner: 'b:1' },
+          { group, leaseKey: 'shard:1', kind: 'handed-off' },
+          { group, leaseKey: 'shard:1', kind: 'released' },
         ]);
       } finally {
         await raw.quit();
@@ -361,21 +391,159 @@ describe('RedisStorage on the shared server', () => {
       }
     });
 
-    it('a change message of an earlier release, with no note just before it naming it, is heard with no owner', async () => {
+    it('a subscription addressed to w1 puts the connection on the group\'s channel and w1\'s alone: a handover to w2 is never sent to it, and each subscription hears each change once', async () => {
+      const storage = new RedisStorage({ client: sharedServer.client, keyPrefix });
+      const admin = sharedServer.client;
+      try {
+        const group = `addressed-${randomUUID()}`;
+        const [all, w1, w2] = [channelOf(group), ownerChannelOf(group, 'w1'), ownerChannelOf(group, 'w2')];
+        const subscribed = async (): Promise<number[]> => {
+          const reply = (await admin.pubsub('NUMSUB', all, w1, w2)) as Array<string | number>;
+          return reply.filter((_, i) => i % 2 === 1).map(Number);
+        };
+        const toW1: LeaseChange[] = [];
+        const addressed = await storage.subscribe(group, (change) => toW1.push(change), { addressedTo: ['w1'] });
+        expect(await subscribed()).toEqual([1, 1, 0]);
+        expect((await admin.pubsub('CHANNELS', `${channelOf(group)}*`)).sort()).toEqual([all, w1].sort());
+        // What PUBLISH answers is the number of connections the server sent the message to: no pattern of
+        // this connection's matches w2's channel either.
+        expect(await admin.publish(w2, 'handed-off:probe')).toBe(0);
+        expect(await admin.publish(w1, 'handed-off:probe')).toBe(1);
+
+        let k1 = applied(await storage.createLease({ group, leaseKey: 'k1', owner: 'a', epoch: 1 }));
+        let k2 = applied(await storage.createLease({ group, leaseKey: 'k2', owner: 'a', epoch: 1 }));
+        k1 = await handOver(storage, k1, 'w1');
+        k2 = await handOver(storage, k2, 'w2');
+        applied((await storage.updateLeases(group, [{ leaseKey: 'k2', expectedVersion: k2.version, next: { ...leaseStateOf(k2), owner: null }, notify: 'released' }]))[0]);
+        await expect.poll(() => toW1.length, { timeout: 5000 }).toBe(5);
+        expect(toW1).toStrictEqual([
+          { group, leaseKey: 'probe', kind: 'handed-off', owner: 'w1' },
+          { group, leaseKey: 'k1', kind: 'created' },
+          { group, leaseKey: 'k2', kind: 'created' },
+          { group, leaseKey: 'k1', kind: 'handed-off', owner: 'w1' },
+          { group, leaseKey: 'k2', kind: 'released' },
+        ]);
+
+        // A subscription of every change on the same client adds the pattern: the connection is now sent
+        // every handover, w1's twice (on w1's channel and through the pattern), yet each subscription is
+        // handed only what it asked for, once.
+        const everything: LeaseChange[] = [];
+        const unaddressed = await storage.subscribe(group, (change) => everything.push(change));
+        // One connection, on the group's channel once for both subscriptions.
+        expect(await subscribed()).toEqual([1, 1, 0]);
+        expect(await admin.publish(w2, 'handed-off:probe')).toBe(1);
+        await handOver(storage, k1, 'w2');
+        k2 = await handOver(storage, (await storage.getLease(group, 'k2')) as LeaseRecord, 'w1');
+        applied((await storage.updateLeases(group, [{ leaseKey: 'k2', expectedVersion: k2.version, next: { ...leaseStateOf(k2), owner: null }, notify: 'released' }]))[0]);
+        await expect.poll(() => everything.length, { timeout: 5000 }).toBe(4);
+        await expect.poll(() => toW1.length, { timeout: 5000 }).toBe(7);
+        expect(everything).toStrictEqual([
+          { group, leaseKey: 'probe', kind: 'handed-off', owner: 'w2' },
+          { group, leaseKey: 'k1', kind: 'handed-off', owner: 'w2' },
+          { group, leaseKey: 'k2', kind: 'handed-off', owner: 'w1' },
+          { group, leaseKey: 'k2', kind: 'released' },
+        ]);
+        expect(toW1.slice(5)).toStrictEqual([
+          { group, leaseKey: 'k2', kind: 'handed-off', owner: 'w1' },
+          { group, leaseKey: 'k2', kind: 'released' },
+        ]);
+
+        // Closing one leaves what the other uses: the connection stays on the group's channel until both are closed.
+        await addressed.close();
+        await expect.poll(subscribed, { timeout: 5000 }).toEqual([1, 0, 0]);
+        expect(await admin.publish(w2, 'handed-off:probe')).toBe(1);
+        await unaddressed.close();
+        await expect.poll(subscribed, { timeout: 5000 }).toEqual([0, 0, 0]);
+        expect(await admin.publish(w2, 'handed-off:probe')).toBe(0);
+      } finally {
+        await storage.close();
+      }
+    });
+
+    it('worker ids with glob characters, braces or the channel separator are owners like any other: an owner\'s channel is subscribed to literally, and the pattern gives each handover its whole owner', async () => {
+      const storage = new RedisStorage({ client: sharedServer.client, keyPrefix });
+      try {
+        const group = `odd-owners-${randomUUID()}`;
+        const owners = ['w*', 'w?', '[w]', 'w\\', '{w}', 'w:to:x', 'x'];
+        const everything: LeaseChange[] = [];
+        const toGlobs: LeaseChange[] = [];
+        await storage.subscribe(group, (change) => everything.push(change));
+        await storage.subscribe(group, (change) => toGlobs.push(change), { addressedTo: ['w*', '[w]', 'w:to:x'] });
+        for (const [i, owner] of owners.entries()) {
+          const lease = applied(await storage.createLease({ group, leaseKey: `k${i}`, owner: 'a', epoch: 1 }));
+          await handOver(storage, lease, owner);
+        }
+        const handovers = (heard: LeaseChange[]): Array<[string, unknown]> => heard.filter((change) => change.kind === 'handed-off').map((change) => [change.leaseKey, change.owner]);
+        await expect.poll(() => handovers(everything).length, { timeout: 5000 }).toBe(owners.length);
+        expect(handovers(everything)).toEqual(owners.map((owner, i) => [`k${i}`, owner]));
+        // A lease created after the last handover: once it is heard, every message sent before it has been.
+        applied(await storage.createLease({ group, leaseKey: 'marker' }));
+        await expect.poll(() => toGlobs.some((change) => change.leaseKey === 'marker'), { timeout: 5000 }).toBe(true);
+        expect(handovers(toGlobs)).toEqual([['k0', 'w*'], ['k2', '[w]'], ['k5', 'w:to:x']]);
+      } finally {
+        await storage.close();
+      }
+    });
+
+    it('a handover an earlier release published on the group\'s channel, after a note naming its owner, is heard with that owner, and only by the subscriptions that asked for that owner\'s handovers', async () => {
+      const storage = new RedisStorage({ client: sharedServer.client, keyPrefix });
+      try {
+        const group = `earlier-note-${randomUUID()}`;
+        const everything: LeaseChange[] = [];
+        const toB: LeaseChange[] = [];
+        const toC: LeaseChange[] = [];
+        await storage.subscribe(group, (change) => everything.push(change));
+        await storage.subscribe(group, (change) => toB.push(change), { addressedTo: ['b'] });
+        await storage.subscribe(group, (change) => toC.push(change), { addressedTo: ['c'] });
+        // As an earlier release published a handover to b, then a release, on the group's channel.
+        await sharedServer.client.publish(channelOf(group), 'owner:b\0handed-off:k');
+        await sharedServer.client.publish(channelOf(group), 'handed-off:k');
+        await sharedServer.client.publish(channelOf(group), 'released:k');
+        const handedToB = { group, leaseKey: 'k', kind: 'handed-off', owner: 'b' };
+        const released = { group, leaseKey: 'k', kind: 'released' };
+        await expect.poll(() => [everything.length, toB.length, toC.length], { timeout: 5000 }).toEqual([2, 2, 1]);
+        expect(everything).toStrictEqual([handedToB, released]);
+        expect(toB).toStrictEqual([handedToB, released]);
+        expect(toC).toStrictEqual([released]);
+      } finally {
+        await storage.close();
+      }
+    });
+
+    it('a change message of an earlier release, with no note just before it naming it, is heard with no owner, by every subscription', async () => {
       const storage = new RedisStorage({ client: sharedServer.client, keyPrefix });
       try {
         const group = `no-note-${randomUUID()}`;
         const heard: LeaseChange[] = [];
+        const addressedHeard: LeaseChange[] = [];
         await storage.subscribe(group, (change) => heard.push(change));
+        await storage.subscribe(group, (change) => addressedHeard.push(change), { addressedTo: ['y'] });
         // As an earlier release publishes a handover; then a note for another lease, and a change it does not name.
         await sharedServer.client.publish(channelOf(group), 'handed-off:k');
         await sharedServer.client.publish(channelOf(group), 'owner:x\0handed-off:other');
         await sharedServer.client.publish(channelOf(group), 'handed-off:k2');
-        await expect.poll(() => heard.length, { timeout: 5000 }).toBe(2);
-        expect(heard).toStrictEqual([
+        const expected = [
           { group, leaseKey: 'k', kind: 'handed-off' },
           { group, leaseKey: 'k2', kind: 'handed-off' },
-        ]);
+        ];
+        await expect.poll(() => heard.length, { timeout: 5000 }).toBe(2);
+        await expect.poll(() => addressedHeard.length, { timeout: 5000 }).toBe(2);
+        expect(heard).toStrictEqual(expected);
+        expect(addressedHeard).toStrictEqual(expected);
+      } finally {
+        await storage.close();
+      }
+    });
+
+    it('a subscription refuses options that are not valid with an InvalidInputError naming them, and subscribes to nothing', async () => {
+      const storage = new RedisStorage({ client: sharedServer.client, keyPrefix });
+      try {
+        const group = `bad-options-${randomUUID()}`;
+        await expect(storage.subscribe(group, () => undefined, { addressedTo: ['w1', ''] })).rejects.toThrow(InvalidInputError);
+        await expect(storage.subscribe(group, () => undefined, { addressedTo: 'w1' as unknown as string[] })).rejects.toThrow(/w1/);
+        const many = Array.from({ length: limits.maxWatchedMembers + 1 }, (_, i) => `w${i}`);
+        await expect(storage.subscribe(group, () => undefined, { addressedTo: many })).rejects.toThrow(/17/);
+        expect(await sharedServer.client.pubsub('CHANNELS', `${channelOf(group)}*`)).toEqual([]);
       } finally {
         await storage.close();
       }

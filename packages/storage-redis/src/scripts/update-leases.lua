@@ -6,9 +6,9 @@
 -- ARGV[1] change feed channel, ARGV[2] number of updates, then three per update:
 --   lease key, expected version, new value;
 -- then three per change to publish if its update applies: update number (from 1), change kind, and the
--- owner the new value names ('' for none given). The change goes out as `kind:lease key`, the message
--- every release reads; an owner is published just before it, on the same channel, as a note
--- `owner:<owner>\0<the change's message>` that releases which do not know it drop as an unknown kind.
+-- owner it is addressed to ('' for none). The change goes out as `kind:lease key`: one addressed to an
+-- owner on the owner's channel `<change feed channel>:to:<owner>` alone, which names the owner, so that
+-- only the subscribers that asked for that owner's handovers are sent it; any other on the group's channel.
 -- Returns { incarnation, per update: 1 (applied) | current value (conflict) | { tombstone or nil } (no lease) }
 local leases, tombstones, epochs = KEYS[1], KEYS[2], KEYS[4]
 local count = tonumber(ARGV[2])
@@ -57,8 +57,11 @@ for j = 3 * count + 3, #ARGV, 3 do
   local i = tonumber(ARGV[j])
   if applied[i] then
     local message = ARGV[j + 1] .. ':' .. fields[i]
-    if ARGV[j + 2] ~= '' then redis.call('PUBLISH', ARGV[1], 'owner:' .. ARGV[j + 2] .. '\0' .. message) end
-    redis.call('PUBLISH', ARGV[1], message)
+    if ARGV[j + 2] ~= '' then
+      redis.call('PUBLISH', ARGV[1] .. ':to:' .. ARGV[j + 2], message)
+    else
+      redis.call('PUBLISH', ARGV[1], message)
+    end
   end
 end
 return out
