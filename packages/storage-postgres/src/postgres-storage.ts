@@ -21,6 +21,7 @@ import {
   type Roster,
   type RosterMoves,
   type Storage,
+  type SubscribeOptions,
   type WriteResult,
 } from '@leasehold/core';
 import {
@@ -47,11 +48,13 @@ import {
   validateWorkerId,
   validateWorkerIds,
   validateDigest,
+  validateSubscribeOptions,
   optionKeys,
   refuseUnknownOptions,
 } from '@leasehold/core/adapter';
 import type { Pool, PoolClient, QueryResultRow } from 'pg';
 import { ChangeFeed } from './change-feed.js';
+import { ownerBucket } from './owner-buckets.js';
 import { advanceDigest, readDigest, readMoves, type DigestIo } from './roster-digest.js';
 import {
   connectionSurvives,
@@ -70,6 +73,7 @@ import { aliveInEarlierRoster, EARLIER_ROSTER_MARKER, earlierRosterMarker, membe
 import { DDL_RACE_CODES, migrateOn, type MigrationResult } from './migrate.js';
 import {
   batchValues,
+  changeChannel,
   ownerPayload,
   decodeStoredMember,
   rosterOfRows,
@@ -227,15 +231,25 @@ export class PostgresStorage implements Storage {
     this.#sql = statements(this.#names);
     const { schema } = this.#names;
     this.#where = `${schema}.${this.#names.leaseTable}, ${schema}.${this.#names.leaderTable}, ${schema}.${this.#names.rosterTable} and ${schema}.${this.#names.memberTable}`;
-    this.#feed = new ChangeFeed(options.listenPool ?? options.pool, this.#names.channel, this.#sql.listen, this.#sql.unlisten);
+    this.#feed = new ChangeFeed(options.listenPool ?? options.pool, this.#names);
   }
 
   /** The schema version this release reads and writes. */
   static readonly schemaVersion = SCHEMA_VERSION;
 
-  /** The NOTIFY channel of the change feed (one per schema and lease table). */
+  /**
+   * The NOTIFY channel of the change feed (one per schema and lease table): every change but the handovers
+   * that name their owner, which go to one of 256 owner channels (see "The change feed" in the README).
+   */
   get channel(): string {
     return this.#names.channel;
+  }
+
+  /** The NOTIFY channel of the handovers to `owner` in `group`: one of the 256 owner channels of the lease table. */
+  ownerChannel(group: string, owner: string): string {
+    validateGroup(group, PKG);
+    validateWorkerId(owner, PKG);
+    return this.#names.ownerChannels[ownerBucket(group, owner)] as string;
   }
 
   /**
@@ -350,7 +364,7 @@ export class PostgresStorage implements Storage {
 
   async #updateBatch(group: string, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[]> {
     const encoded = updates.map((update) => encodeLeaseState(update.next));
-    const outcome = await this.#write<OutcomeRow>('updateLeases', this.#sql.updateLeases, batchValues(group, updates, encoded, this.#names.channel));
+    const outcome = await this.#write<OutcomeRow>('updateLeases', this.#sql.updateLeases, batchValues(group, updates, encoded, this.#names));
     if ('unknown' in outcome) return updates.map(() => result.unknown(outcome.unknown));
     if (outcome.rows.length !== updates.length) {
       const error = outcomeUnknown('updateLeases', new Error(`${outcome.rows.length} result rows for ${updates.length} updates`));
@@ -381,9 +395,10 @@ export class PostgresStorage implements Storage {
 
   async #updateOne(group: string, update: LeaseUpdate): Promise<WriteResult<LeaseRecord>> {
     const values = [group, update.leaseKey, update.expectedVersion, encodeLeaseState(update.next), update.next.epoch];
+    const owner = update.notify === undefined ? null : ownerPayload(update.next.owner);
     const outcome = update.notify === undefined
       ? await this.#write<{ applied_version: string }>('updateLeases', this.#sql.updateOneLease, values)
-      : await this.#write<{ applied_version: string }>('updateLeases', this.#sql.updateOneLeaseAndNotify, [...values, update.notify, this.#names.channel, ownerPayload(update.next.owner)]);
+      : await this.#write<{ applied_version: string }>('updateLeases', this.#sql.updateOneLeaseAndNotify, [...values, update.notify, changeChannel(this.#names, group, update, owner), owner]);
     if ('unknown' in outcome) return result.unknown(outcome.unknown);
     const [row] = outcome.rows;
     if (row) return result.applied({ group, leaseKey: update.leaseKey, version: Number(row.applied_version), ...leaseStateOf(update.next) });
@@ -441,19 +456,22 @@ export class PostgresStorage implements Storage {
   }
 
   /**
-   * Calls `listener` when a lease of the group is released or handed over, through LISTEN/NOTIFY. The first
-   * subscription takes one connection from `listenPool` (or `pool`) and keeps it until the last one closes;
-   * if that connection drops, it reconnects. Delivery is best effort: changes made while reconnecting are
-   * missed.
+   * Calls `listener` when a lease of the group is created, released, rewound or handed over, through
+   * LISTEN/NOTIFY. With `addressedTo` (at most 16 worker ids), of the handovers only those to these owners
+   * (and those that left the lease free): the connection then LISTENs on their owner channels rather than
+   * on all 256. The first subscription takes one connection from `listenPool` (or `pool`) and keeps it
+   * until the last one closes; if that connection drops, it reconnects. Delivery is best effort: changes
+   * made while reconnecting are missed.
    */
-  async subscribe(group: string, listener: (change: LeaseChange) => void): Promise<ChangeSubscription> {
+  async subscribe(group: string, listener: (change: LeaseChange) => void, options?: SubscribeOptions): Promise<ChangeSubscription> {
     validateGroup(group, PKG);
+    validateSubscribeOptions(options, PKG);
     if (typeof listener !== 'function') {
       throw new InvalidConfigError(`[${PKG}] listener must be a function, got ${describeValue(listener)}`);
     }
     let remove: () => Promise<void>;
     try {
-      remove = await this.#feed.add(group, listener);
+      remove = await this.#feed.add(group, listener, options?.addressedTo ?? []);
     } catch (error) {
       if (error instanceof Error && error.name === 'StorageUnavailableError') throw error;
       throw unavailable('subscribe', error);

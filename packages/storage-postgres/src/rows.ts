@@ -6,7 +6,8 @@
 import type { LeaseholdError, LeaseUpdate, MemberRecord, Roster } from '@leasehold/core';
 import { decodeMember, rosterOf } from '@leasehold/core/adapter';
 import type { QueryResultRow } from 'pg';
-import { PKG } from './schema.js';
+import { ownerBucket } from './owner-buckets.js';
+import { PKG, type TableNames } from './schema.js';
 
 export interface OutcomeRow extends QueryResultRow {
   applied_version: string | null;
@@ -88,18 +89,50 @@ export function ownerPayload(owner: string | null): string | null {
   return Buffer.byteLength(json) <= OWNER_PAYLOAD_BYTES ? json : null;
 }
 
-export function batchValues(group: string, updates: readonly LeaseUpdate[], states: readonly string[], channel: string): unknown[] {
+/**
+ * The owner bucket a change is published on (owner-buckets.ts), or `null` for the table channel: a
+ * handover whose payload names its new owner goes to that owner's bucket; everything else (a create, a
+ * release, a rewind, a handover that left the lease free or whose owner the payload leaves out, heard as
+ * unknown) stays on the table channel, which every subscriber hears. `owner` is the write's
+ * {@link ownerPayload}.
+ */
+export function changeBucket(group: string, update: LeaseUpdate, owner: string | null): number | null {
+  return update.notify === 'handed-off' && owner !== null && typeof update.next.owner === 'string' ? ownerBucket(group, update.next.owner) : null;
+}
+
+/** The channel a single update's change is published on: the table channel or its owner channel (see {@link changeBucket}). */
+export function changeChannel(names: TableNames, group: string, update: LeaseUpdate, owner: string | null): string {
+  const bucket = changeBucket(group, update, owner);
+  return bucket === null ? names.channel : (names.ownerChannels[bucket] as string);
+}
+
+/** The parameters of the `updateLeases` statement of schema.ts, one column per field of the batch. */
+export function batchValues(group: string, updates: readonly LeaseUpdate[], states: readonly string[], names: TableNames): unknown[] {
   const keys: string[] = [];
   const expected: number[] = [];
   const epochs: number[] = [];
   const notify: Array<string | null> = [];
   const owners: Array<string | null> = [];
+  const buckets: Array<number | null> = [];
   for (const update of updates) {
     keys.push(update.leaseKey);
     expected.push(update.expectedVersion);
     epochs.push(update.next.epoch);
     notify.push(update.notify ?? null);
-    owners.push(update.notify === undefined ? null : ownerPayload(update.next.owner));
+    const owner = update.notify === undefined ? null : ownerPayload(update.next.owner);
+    owners.push(owner);
+    buckets.push(changeBucket(group, update, owner));
   }
-  return [group, JSON.stringify(keys), expected.join(','), states.join(STATE_SEPARATOR), epochs.join(','), JSON.stringify(notify), channel, JSON.stringify(owners)];
+  return [
+    group,
+    JSON.stringify(keys),
+    expected.join(','),
+    states.join(STATE_SEPARATOR),
+    epochs.join(','),
+    JSON.stringify(notify),
+    names.channel,
+    JSON.stringify(owners),
+    JSON.stringify(buckets),
+    names.ownerChannelPrefix,
+  ];
 }

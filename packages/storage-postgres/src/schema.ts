@@ -6,6 +6,7 @@
 import { createHash } from 'node:crypto';
 import { InvalidConfigError } from '@leasehold/core';
 import { describeValue } from '@leasehold/core/adapter';
+import { OWNER_BUCKETS } from './owner-buckets.js';
 
 export const PKG = 'storage-postgres';
 
@@ -41,9 +42,23 @@ export interface TableNames {
   readonly rosterTable: string;
   /** The member table: one row per group and worker id. */
   readonly memberTable: string;
-  /** The NOTIFY channel of the lease table's change feed (one per schema and table). */
+  /**
+   * The NOTIFY channel of the lease table's change feed (one per schema and table): every change but a
+   * handover that names its owner.
+   */
   readonly channel: string;
+  /** The name of each owner channel, by bucket (see owner-buckets.ts): the handovers that name their owner. */
+  readonly ownerChannels: readonly string[];
+  /** What each owner channel's name is before its bucket's decimal digits. */
+  readonly ownerChannelPrefix: string;
 }
+
+/**
+ * Between an owner channel's base and its bucket: a character no validated identifier has, so that no
+ * table channel (`leasehold.<schema>.<table>`, or `leasehold.<hash>`) is ever some table's owner channel,
+ * as `<table channel>_o1` would be for a table named `<table>_o1` in the same schema.
+ */
+const OWNER_CHANNEL_SEPARATOR = ':o';
 
 /** Builds the names of one installation; throws `InvalidConfigError` for a bad one. */
 export function tableNames(
@@ -67,12 +82,29 @@ export function tableNames(
     throw new InvalidConfigError(`[${PKG}] lease, leader, roster, member and migrations tables must have different names, got ${describeValue(tables)}`);
   }
   const readable = `leasehold.${names.schema}.${names.leaseTable}`;
-  // A channel name is an identifier too (63 bytes at most); a long pair of names is hashed instead.
-  const channel = Buffer.byteLength(readable) <= MAX_IDENTIFIER_BYTES
-    ? readable
-    : `leasehold.${createHash('sha256').update(`${names.schema}.${names.leaseTable}`).digest('hex').slice(0, 40)}`;
-  return { ...names, channel };
+  // A channel name is an identifier too (63 bytes at most); a long pair of names is hashed instead (50
+  // bytes). The names are ASCII (validated above): a byte is a character.
+  const hashed = `leasehold.${createHash('sha256').update(`${names.schema}.${names.leaseTable}`).digest('hex').slice(0, 40)}`;
+  const channel = readable.length <= MAX_IDENTIFIER_BYTES ? readable : hashed;
+  // An owner channel adds up to 5 bytes (`:o255`) to its base: the table channel, or, when that leaves no
+  // room for them, the hashed name (55 bytes with them).
+  const longest = `${OWNER_CHANNEL_SEPARATOR}${OWNER_BUCKETS - 1}`;
+  const base = channel.length + longest.length <= MAX_IDENTIFIER_BYTES ? channel : hashed;
+  const ownerChannelPrefix = `${base}${OWNER_CHANNEL_SEPARATOR}`;
+  const ownerChannels = Array.from({ length: OWNER_BUCKETS }, (_, bucket) => `${ownerChannelPrefix}${bucket}`);
+  return { ...names, channel, ownerChannels, ownerChannelPrefix };
 }
+
+/**
+ * One simple-protocol query that LISTENs on `listen` and stops listening on `unlisten`, every name quoted:
+ * its statements run in one implicit transaction, so they all take effect or none.
+ */
+export function listenStatements(listen: Iterable<string>, unlisten: Iterable<string> = []): string {
+  return [...[...listen].map((channel) => `LISTEN ${quoteIdentifier(channel)}`), ...[...unlisten].map((channel) => `UNLISTEN ${quoteIdentifier(channel)}`)].join('; ');
+}
+
+/** Stops listening on every channel, so that the feed's connection goes back to the pool clean. */
+export const UNLISTEN_ALL = 'UNLISTEN *';
 
 /** The SQL of every statement, built once per storage from quoted names. */
 export interface Statements {
@@ -108,8 +140,6 @@ export interface Statements {
   readonly createEarlierRoster: string;
   readonly clearEarlierRoster: string;
   readonly markEarlierRoster: string;
-  readonly listen: string;
-  readonly unlisten: string;
 }
 
 /**
@@ -135,7 +165,6 @@ export function statements(names: TableNames): Statements {
   const rostersMembers = quoteIdentifier(`${names.rosterTable}_members_check`.slice(0, MAX_IDENTIFIER_BYTES));
   const members = `${schema}.${quoteIdentifier(names.memberTable)}`;
   const membersPk = quoteIdentifier(`${names.memberTable}_pkey`.slice(0, MAX_IDENTIFIER_BYTES));
-  const channel = quoteIdentifier(names.channel);
 
   // Each step brings the tables from version i to i + 1; a later release appends steps and never edits one.
   const steps: string[][] = [
@@ -252,22 +281,25 @@ export function statements(names: TableNames): Statements {
 
     // The whole batch in one statement: one conditional UPDATE over the input rows, one result row per input row
     // in input order, the current row of each conflict, and pg_notify for each applied update that asks
-    // for it (delivered at commit, so only writes that applied are ever published).
+    // for it (delivered at commit, so only writes that applied are ever published). A change is published
+    // on the table channel $7, or, a handover that names its owner, on the owner channel of its bucket:
+    // prefix $10 and the bucket the adapter computed (owner-buckets.ts), never a hash of PostgreSQL's own.
     //
     // The columns travel as text, not as PostgreSQL arrays, which the driver escapes element by element in
-    // JavaScript: keys, kinds and the owners the changes name (each as JSON text, or null to leave it out)
-    // as JSON arrays, numbers joined by commas, and the states (JSON documents already) joined by U+001E,
-    // a control character that JSON never contains unescaped.
+    // JavaScript: keys, kinds, the owners the changes name (each as JSON text, or null to leave it out) and
+    // their buckets (null for the table channel) as JSON arrays, numbers joined by commas, and the states
+    // (JSON documents already) joined by U+001E, a control character that JSON never contains unescaped.
     updateLeases: `WITH input AS (
-        SELECT u.lease_key, u.expected, u.state, u.epoch, u.notify, u.owner, u.ord
+        SELECT u.lease_key, u.expected, u.state, u.epoch, u.notify, u.owner, u.bucket, u.ord
         FROM ROWS FROM (
           json_array_elements_text($2::json),
           unnest(string_to_array($3::text, ',')::bigint[]),
           unnest(string_to_array($4::text, E'\\x1e')),
           unnest(string_to_array($5::text, ',')::bigint[]),
           json_array_elements_text($6::json),
-          json_array_elements_text($8::json)
-      ) WITH ORDINALITY AS u(lease_key, expected, state, epoch, notify, owner, ord)
+          json_array_elements_text($8::json),
+          json_array_elements_text($9::json)
+      ) WITH ORDINALITY AS u(lease_key, expected, state, epoch, notify, owner, bucket, ord)
       ),
       updated AS (
         UPDATE ${leases} AS t
@@ -279,7 +311,8 @@ export function statements(names: TableNames): Statements {
       SELECT updated.version AS applied_version,
              current.lease_key IS NOT NULL AS current_found, current.version AS current_version, current.state AS current_state,
              CASE WHEN updated.version IS NOT NULL AND input.notify IS NOT NULL
-               THEN pg_notify($7, ${changePayload('$1::text', 'input.lease_key', 'input.notify', 'input.owner')})
+               THEN pg_notify(CASE WHEN input.bucket IS NULL THEN $7::text ELSE $10::text || input.bucket END,
+                              ${changePayload('$1::text', 'input.lease_key', 'input.notify', 'input.owner')})
              END AS notified
       FROM input
       LEFT JOIN updated ON updated.lease_key = input.lease_key
@@ -289,7 +322,8 @@ export function statements(names: TableNames): Statements {
 
     // The same write for one lease as a plain UPDATE, the common renew of a worker holding one lease: as
     // cheap as a hand-written statement. A conflict is read afterwards by a second statement. Without a
-    // change to publish (a renew or a checkpoint), the statement has no pg_notify to parse and plan.
+    // change to publish (a renew or a checkpoint), the statement has no pg_notify to parse and plan; with
+    // one, $7 is the channel the adapter chose for it, as the batch chooses (the table's or an owner's).
     updateOneLease: `UPDATE ${leases}
       SET version = version + 1, state = $4, high_epoch = GREATEST(high_epoch, $5::bigint)
       WHERE group_name = $1 AND lease_key = $2 AND live AND version = $3
@@ -464,9 +498,6 @@ export function statements(names: TableNames): Statements {
       SET high_version = high_version + 1,
           members = jsonb_set(members, ARRAY[$2::text], jsonb_build_object('v', high_version + 1, 's', $3::text))
       WHERE group_name = $1 AND NOT (members ? $2::text)`,
-
-    listen: `LISTEN ${channel}`,
-    unlisten: `UNLISTEN ${channel}`,
   };
 }
 

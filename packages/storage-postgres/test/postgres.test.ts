@@ -568,8 +568,9 @@ describe('PostgresStorage failures', () => {
 });
 
 describe('PostgresStorage change feed', () => {
+  /** The connections whose last statement LISTENed on `channel` (with others: the owner channels). */
   async function listenerPids(channel: string): Promise<number[]> {
-    const { rows } = await server.pool().query(`SELECT pid FROM pg_stat_activity WHERE query = $1`, [`LISTEN "${channel}"`]);
+    const { rows } = await server.pool().query(`SELECT pid FROM pg_stat_activity WHERE starts_with(query, $1)`, [`LISTEN "${channel}"`]);
     return rows.map((row: { pid: number }) => row.pid);
   }
 
@@ -649,11 +650,16 @@ describe('PostgresStorage change feed', () => {
     const raw = new pg.Client(serverConfig);
     await raw.connect();
     const payloads: string[] = [];
+    const channels: string[] = [];
     raw.on('notification', (message) => {
-      if (message.payload !== undefined && (JSON.parse(message.payload) as { group?: string }).group === group) payloads.push(message.payload);
+      if (message.payload === undefined || (JSON.parse(message.payload) as { group?: string }).group !== group) return;
+      payloads.push(message.payload);
+      channels.push(message.channel);
     });
     try {
-      await raw.query(`LISTEN ${quoteIdentifier(adapter.channel)}`);
+      for (const channel of new Set([adapter.channel, adapter.ownerChannel(group, 'x'), adapter.ownerChannel(group, 'y')])) {
+        await raw.query(`LISTEN ${quoteIdentifier(channel)}`);
+      }
       const leases = [];
       for (const leaseKey of ['a', 'b']) leases.push(applied(await adapter.createLease({ group, leaseKey, owner: 'w', epoch: 1 })));
       const [a, b] = leases as [LeaseRecord, LeaseRecord];
@@ -672,6 +678,8 @@ describe('PostgresStorage change feed', () => {
         { group, leaseKey: 'b', kind: 'handed-off', owner: 'y' },
         { group, leaseKey: 'a', kind: 'released', owner: null },
       ]);
+      // The handovers that name their owner go to the owner's channel, everything else to the table's.
+      expect(channels).toEqual([adapter.channel, adapter.channel, adapter.ownerChannel(group, 'x'), adapter.ownerChannel(group, 'y'), adapter.channel]);
       expect(payloads.map(parseAsEarlierRelease)).toEqual([
         { group, leaseKey: 'a', kind: 'created' },
         { group, leaseKey: 'b', kind: 'created' },
