@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import type { LeaseRecord, LeaseUpdate } from '../src/index.js';
+import type { LeaseRecord, LeaseUpdate, MemberState } from '../src/index.js';
 import { leaseStateOf } from '../src/adapter.js';
+import { ASKS_FIELD, writeAsks } from '../src/lease/join-asks.js';
+import { LEAVING_FIELD } from '../src/lease/membership.js';
 import { GROUP, joined, member, overriding, scripted, started, world, writeRewindRequest } from './support/lease-world.js';
 import { run } from './support/virtual.js';
 
@@ -181,6 +183,71 @@ describe('LeaseCoordinator when stopping', () => {
       }
       await run(scheduler, other.coordinator.stop());
     });
+  }
+
+  it('writes no asks into the heartbeat that says it is leaving: a stopping member asks for nothing more', async () => {
+    // Seed 157896 of the multi-stream consumer simulation: a newcomer's asks, written at its last tick, went
+    // out again with its leaving heartbeat; its giver, reading them first there, answered them by handing
+    // back the lease the stop had just handed it, and the stop returned with that lease named for it.
+    const { scheduler, ready, worker, storage } = world(['s-0', 's-1', 's-2', 's-3', 's-4']);
+    await ready;
+    const giver = worker('giver', { maxLeasesPerWorker: 4 });
+    await joined(scheduler, giver.coordinator);
+    expect(giver.coordinator.heldLeases()).toHaveLength(4);
+    const written: MemberState[] = [];
+    const watched = overriding(storage, 'putMember', (target) => async (group: string, workerId: string, expectedVersion: number | null, next: MemberState) => {
+      written.push(next);
+      return target.putMember(group, workerId, expectedVersion, next);
+    });
+    const newcomer = worker('newcomer', { storage: watched });
+    await joined(scheduler, newcomer.coordinator);
+    // Its first listing takes the free lease and asks the giver for one more; it stops once that ask went out.
+    while (!written.some((state) => state.metadata[ASKS_FIELD] !== undefined) && scheduler.now < 60_000) await scheduler.advance(10);
+    expect(written.some((state) => state.metadata[ASKS_FIELD] !== undefined)).toBe(true);
+    const handedToNewcomer: string[] = [];
+    giver.coordinator.on('handoff-offered', ({ leaseKey, to }) => {
+      if (to === 'newcomer') handedToNewcomer.push(leaseKey);
+    });
+    await run(scheduler, newcomer.coordinator.stop());
+    await scheduler.advance(5_000);
+    const leaving = written.filter((state) => state.metadata[LEAVING_FIELD] !== undefined);
+    expect(leaving.length).toBeGreaterThan(0);
+    expect(leaving.filter((state) => state.metadata[ASKS_FIELD] !== undefined)).toEqual([]);
+    expect(handedToNewcomer).toEqual([]);
+    expect((await storage.listLeases(GROUP)).leases.filter((lease) => lease.owner === 'newcomer')).toEqual([]);
+    await run(scheduler, giver.coordinator.stop());
+  });
+
+  for (const how of ['asks', 'requests'] as const) {
+    for (const leaving of [false, true]) {
+      it(leaving
+        ? `answers no ${how} of a member whose record says it is leaving: it takes nothing more (one of an earlier release still writes its asks there, and every stop its requests)`
+        : `answers the ${how} of a member that is not leaving (the same record otherwise)`, async () => {
+        const { scheduler, ready, worker, storage } = world(Array.from({ length: 7 }, (_, i) => `s-${i}`));
+        await ready;
+        const giver = worker('giver');
+        await joined(scheduler, giver.coordinator);
+        expect(giver.coordinator.heldLeases()).toHaveLength(7);
+        const offered: string[] = [];
+        giver.coordinator.on('handoff-offered', ({ to }) => offered.push(to));
+        giver.coordinator.on('handoff-requested', ({ to }) => offered.push(to));
+        // Another member, not leaving, makes the group's smallest share 3 of the 7: the giver may give two.
+        await storage.putMember(GROUP, 'other', null, member('inc-other', { leaseDurationMs: 60_000 }));
+        const metadata: Record<string, string> = leaving ? { [LEAVING_FIELD]: '1' } : {};
+        if (how === 'asks') metadata[ASKS_FIELD] = writeAsks(new Map([['giver', 2]]), () => true) as string;
+        const requests = how === 'requests' ? ['s-0', 's-1'].map((leaseKey) => ({ leaseKey, from: 'giver' })) : [];
+        await storage.putMember(GROUP, 'asker', null, member('inc-asker', { leaseDurationMs: 60_000, metadata, requests }));
+        await scheduler.advance(giver.coordinator.takeIntervalMs * 2);
+        const toAsker = (await storage.listLeases(GROUP)).leases.filter((lease) => lease.owner === 'asker');
+        if (leaving) {
+          expect(offered.filter((to) => to === 'asker')).toEqual([]);
+          expect(toAsker).toEqual([]);
+        } else {
+          expect(offered.filter((to) => to === 'asker')).toEqual(['asker', 'asker']);
+          expect(toAsker).toHaveLength(2);
+        }
+      });
+    }
   }
 
   it('returns from stop() by its deadline when a drain never finishes', async () => {

@@ -399,6 +399,9 @@ export class Handovers {
     for (const held of this.#held.values()) if (held.handoff) giving.set(held.handoff.to, (giving.get(held.handoff.to) ?? 0) + 1);
     for (const member of this.#parts.view.values()) {
       if (member.status !== 'alive' || member.workerId === this.#parts.workerId) continue;
+      // Not a member leaving: it takes nothing more, and its record carries its requests until it leaves
+      // (what is handed to it after it asked, it can only write free, or leave for a listing to find).
+      if (member.metadata[LEAVING_FIELD] !== undefined) continue;
       for (const request of member.requests) {
         if (request.from !== this.#parts.workerId) continue;
         const held = this.#held.get(request.leaseKey);

@@ -376,7 +376,9 @@ export class Membership {
     if (this.#failureDomain !== undefined) metadata[FAILURE_DOMAIN_FIELD] = this.#failureDomain;
     else delete metadata[FAILURE_DOMAIN_FIELD];
     this.answers.writeInto(metadata, this.#digestSeen);
-    if (this.#asks?.incarnation === membership.incarnation) metadata[ASKS_FIELD] = this.#asks.value;
+    // A stopping member asks for nothing more (DESIGN section 4, "Releasing"): asks its last tick wrote, which
+    // only a later tick would drop, do not go out with its leave.
+    if (this.#asks?.incarnation === membership.incarnation && this.#host.state() !== 'stopping') metadata[ASKS_FIELD] = this.#asks.value;
     else delete metadata[ASKS_FIELD];
     if (this.#coldDealt?.incarnation === membership.incarnation) metadata[COLD_DEALT_FIELD] = this.#coldDealt.value;
     else delete metadata[COLD_DEALT_FIELD];

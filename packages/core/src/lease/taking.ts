@@ -770,6 +770,12 @@ export class Taking {
     let mine = [...this.#held.values()].filter((held) => !held.leaving && !held.handoff).length;
     const recipients: string[] = [];
     for (const { to, count } of asks) {
+      // Not to a member leaving: it takes nothing more, as the plan and the deals leave it out. (Before, a
+      // stopping member's leaving heartbeat still carried the asks of its last tick, and its giver answered
+      // them with the very lease the stop had just handed it: written to it after its stop had handed its
+      // leases on, the lease was left named for a member gone, for a listing to find; consumer simulation,
+      // multi-stream seed 157896.) A stopping member writes no asks now; one of an earlier release may.
+      if (to.metadata[LEAVING_FIELD] !== undefined) continue;
       const give = Math.min(count, mine - this.#fairFloor);
       if (give <= 0) continue;
       for (let i = 0; i < give; i++) recipients.push(to.workerId);

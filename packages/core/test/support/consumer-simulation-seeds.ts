@@ -46,6 +46,11 @@ export const FOUND_SEEDS: ReadonlyArray<{ seed: number; found: string; multiStre
     multiStream: true,
     found: "a leader paused in its shard sync judged a lease it learned of from a create's conflict on the roster it read before: a worker that joined meanwhile held it, and the sync applied a rewind request on it directly while it read its child before the parent",
   },
+  {
+    seed: 157896,
+    multiStream: true,
+    found: "a stopping worker's leaving heartbeat still carried the asks of its last tick: its giver answered them by handing back the lease the stop had just handed it, after the stop had handed its leases on, and the stop returned with that lease named for it",
+  },
 ];
 
 /** Runs the given seeds in chunks of 50, one test per chunk (see {@link consumerSimulationSeeds}). */
