@@ -171,6 +171,18 @@ export interface CoordinatorUnsafe {
    * older than the request (and saw the request's mark before it held it) never applies it.
    */
   adoptedRequestIgnored?: boolean | undefined;
+  /**
+   * The change feed's subscription names no owners: every worker hears every handover of the group (the
+   * feed before it was addressed). Safe, and what it costs is the point: at 1,000 x 100,000 a dealt cold
+   * start delivers 10^8 changes, 100,000 to each worker to find its 100.
+   */
+  feedUnaddressed?: boolean | undefined;
+  /**
+   * The change feed's subscription names this worker alone, not the members it watches or declared dead:
+   * watchers keep no leases of the members they watch, and a declarer hears nothing of the leases written
+   * to a member it declared dead a moment before.
+   */
+  feedAddressedToSelf?: boolean | undefined;
 }
 
 /** Every switch of {@link CoordinatorUnsafe} by name, for tools that take them by name (the type checker keeps the list whole). */
@@ -206,6 +218,8 @@ export const COORDINATOR_UNSAFE_KEYS = Object.keys({
   lostDomainsDealt: true,
   stopWaitsForListing: true,
   adoptedRequestIgnored: true,
+  feedUnaddressed: true,
+  feedAddressedToSelf: true,
 } satisfies Record<keyof CoordinatorUnsafe, true>) as ReadonlyArray<keyof CoordinatorUnsafe>;
 
 /** The leader elector's switches. */

@@ -62,7 +62,11 @@ describe('failure domains in the declarers\' deal', () => {
   });
 
   it('with lostDomainsDealt, writes some of a lost host\'s leases to members of the same host, where they wait for their own declarations', async () => {
-    const { toTheDead, heldAt } = await crashOnHost(7_100_001, 'host', { lostDomainsDealt: true });
+    // A declarer whose view still shows a host-mate of the dead alive is what it needs: 2 of seeds
+    // 7,100,001-7,100,010 draw one, with every handover told to everyone or addressed to its owners (since
+    // the feed is addressed, 7,100,001 no longer does, and 7,100,015 does; without the switch it writes none
+    // of the host's leases to the host there either).
+    const { toTheDead, heldAt } = await crashOnHost(7_100_015, 'host', { lostDomainsDealt: true });
     expect(toTheDead.length).toBeGreaterThan(0);
     // Each held only after a second member's declaration.
     const firstHeld = Math.min(...heldAt.values());

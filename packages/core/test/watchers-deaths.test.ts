@@ -236,30 +236,49 @@ describe('the death of a member watched', () => {
     expect(took).toBeLessThan(1_000);
   });
 
-  it('with a change feed, deals a crashed member\'s leases at its declaration after a cold start, the listings that follow taking seconds, having read them back when it named the member a suspect', async () => {
+  /**
+   * A cold start dealt by one member over a change feed, then a crash once listings take 4 s: how long
+   * the crashed member's leases took to be held elsewhere after its declaration, and how many of them a
+   * watcher read by key before the declaration.
+   */
+  async function crashAfterDealtStart(unsafe?: CoordinatorUnsafe, victim = 3) {
+    const victimId = ids(10)[victim]!;
     // Listings are quick until the group is balanced, then take 4 s each.
     const slow = { listingMs: 0 };
-    const g = group(undefined, slow);
+    const g = group(unsafe, slow);
     const { scheduler, storage, clocks, reads } = g;
     for (const leaseKey of keys(100)) await storage.createLease({ group: GROUP, leaseKey });
-    const { workers, declaredAt } = await startFed(g, ids(10), 'worker-03');
+    const { workers, declaredAt } = await startFed(g, ids(10), victimId);
     expect(await until(scheduler, () => workers.every((w) => w.heldLeases().length === 10), 60_000)).toBeLessThan(Infinity);
     await scheduler.advance(5 * TICK);
     // One listing each, in the cold start: none showed the crashed member holding anything.
     slow.listingMs = 4_000;
-    const crashed = workers[3]!;
+    const crashed = workers[victim]!;
     const theirs = new Set(crashed.heldLeases().map((lease) => lease.leaseKey));
-    clocks.get('worker-03')!.kill();
+    clocks.get(victimId)!.kill();
     const survivors = workers.filter((w) => w !== crashed);
     const heldElsewhere = () => survivors.reduce((sum, w) => sum + w.heldLeases().filter((lease) => theirs.has(lease.leaseKey)).length, 0);
     await until(scheduler, () => declaredAt() < Infinity, 60_000);
     const took = await until(scheduler, () => heldElsewhere() === 10, 30_000);
     await run(scheduler, Promise.all(survivors.map((w) => w.stop())));
+    const readBefore = new Set(reads.filter(({ leaseKey, at }) => theirs.has(leaseKey) && at < declaredAt()).map(({ leaseKey }) => leaseKey));
+    return { took, readBefore: readBefore.size };
+  }
+
+  it('with a change feed, deals a crashed member\'s leases at its declaration after a cold start, the listings that follow taking seconds, having read them back when it named the member a suspect', async () => {
+    const { took, readBefore } = await crashAfterDealtStart();
     expect(took).toBeLessThan(1_000);
     // The cold start's deal gave them to it and no listing showed them held since: a watcher read them
     // back by key when it named the member a suspect, before the declaration, not at it.
-    const before = new Set(reads.filter(({ leaseKey, at }) => theirs.has(leaseKey) && at < declaredAt()).map(({ leaseKey }) => leaseKey));
-    expect(before.size).toBe(10);
+    expect(readBefore).toBe(10);
+  });
+
+  it('with feedAddressedToSelf, the declarer heard nothing of the cold start\'s deal to the member it watched: at its death the leases wait for a listing of seconds', async () => {
+    // The feed's subscription names each worker alone: the handovers of the deal to a watched member are
+    // another owner's, never delivered, so its declarer deals nothing at the declaration. The same with
+    // any of members 1-9 crashed (member 0 dealt: its own portion is announced to nobody either way).
+    const { took } = await crashAfterDealtStart({ feedAddressedToSelf: true });
+    expect(took).toBeGreaterThanOrEqual(4_000);
   });
 
   it('with a change feed, the members that handed leases to a member that then died do not list for them: its declarer deals them with the rest', async () => {
@@ -494,10 +513,14 @@ describe('the death of a member watched', () => {
     // on its way, and every member below the survivors' share), 0.47 now: the declarers' own listings.
     expect(listed).toBeLessThan(1.5);
     // Held elsewhere 6.8 s after the crash, before and now; balanced 7.5 s after it before, 6.8 s now.
+    // (Since the feed's subscription names its owners, each delivery draws no latency for the members that
+    // are not told: seed 11 then balances 4.2 s after the leases were held. Over seeds 1-24 the take-overs
+    // and balances are as with every handover told to everyone, 8.3 s and 13.0 s against 8.3 and 12.9 on
+    // the mean, the balance 0-7.9 s after the take-over, in steps of take ticks: the plan of moves' rounds.)
     expect(heldAfter).not.toBeNull();
     expect(heldAfter!).toBeLessThanOrEqual(12_000);
     expect(balancedAfter).not.toBeNull();
-    expect(balancedAfter!).toBeLessThanOrEqual(heldAfter! + 2 * TICK);
+    expect(balancedAfter!).toBeLessThanOrEqual(heldAfter! + 4 * TICK);
   });
 
   it('with a change feed, a crash whose deaths are declared in two waves more than 1.8 take ticks apart brings no listing by the survivors between them: a member that looks gone is offered nothing, and the leases dealt to it wait for its declaration', async () => {

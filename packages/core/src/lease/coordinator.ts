@@ -18,8 +18,9 @@ import { checkRosterMoves, checkWatcherReads } from '../watcher-reads.js';
 import { checkContractVersion } from '../contract-version.js';
 import { unsafeOf } from '../unsafe.js';
 import { refuseUnknownOptions } from '../known-options.js';
-import { RECORD_FORMAT, type ChangeSubscription, type CheckpointStorage, type LeaseChange, type LeaseRecord, type Position } from '../storage.js';
+import { RECORD_FORMAT, type CheckpointStorage, type LeaseChange, type LeaseRecord, type Position } from '../storage.js';
 import { holdMs, nonNegative, positive, positiveInteger, resolveHoldTiming, resolveIdentity, TICK_JITTER } from './timing.js';
+import { AddressedFeed, type Addressing } from './addressed-feed.js';
 import { FencedWrites, type CheckpointWrite } from './fenced-writes.js';
 import { Handovers } from './handovers.js';
 import type { DrainReason, Held, HeldLease, LeaseTenure } from './held.js';
@@ -74,6 +75,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   readonly #random: Random;
   readonly #handoffTimeoutMs: number;
   readonly #useChangeFeed: boolean;
+  /** How the feed's subscription is addressed: to the watched few, or (the unsafe switches) to this worker alone or to everyone. */
+  readonly #addressing: Addressing;
   /** This worker's member record, the hold its heartbeats buy, and its reads of the roster. */
   readonly #members: Membership;
   /** The roster as membership last read it: dealing and balancing judge on it, and never write it. */
@@ -108,7 +111,8 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   readonly #drainAfterTakeTick: boolean;
   /** The simulation's unsafe switch: a stop returns without waiting for the handovers under way. */
   readonly #stopSkipsHandoffs: boolean;
-  #subscription: ChangeSubscription | null = null;
+  /** The change feed's subscription, addressed to this worker's handovers and its watched members' (null without a feed). */
+  #feed: AddressedFeed | null = null;
 
   constructor(options: LeaseCoordinatorOptions) {
     super();
@@ -157,6 +161,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     const rosterMoves = checkRosterMoves(options.storage, PKG);
     const wholeRosterUpTo = options.wholeRosterUpTo === 0 ? 0 : positiveInteger(PKG, 'wholeRosterUpTo', options.wholeRosterUpTo ?? 16);
     const unsafe = unsafeOf(options);
+    this.#addressing = unsafe.feedUnaddressed ? 'everyone' : unsafe.feedAddressedToSelf ? 'self-only' : 'watched';
     const skipRosterDigest = unsafe.skipRosterDigest ?? false;
     const ringKeepsTheDead = unsafe.ringKeepsTheDead ?? false;
     const domainsIgnored = unsafe.domainsIgnored ?? false;
@@ -214,6 +219,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
         wakeTake,
         answer: () => this.#answerRenew?.(),
         suspected: (members) => this.#taking.suspected(members),
+        watchedChanged: () => this.#readdressFeed(),
         emit,
         report,
         fail,
@@ -284,7 +290,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       coldDealerAwaited: unsafe.coldDealerAwaited ?? false,
       noteTrusted: unsafe.noteTrusted ?? false,
       asksTrusted: unsafe.asksTrusted ?? false,
-      host: { state, lifetime: this.#lifetime.signal, stopping: this.#winding.signal, wakeRenew, wakeTake, subscribed: () => this.#subscription !== null, emit, report, fail, formatError },
+      host: { state, lifetime: this.#lifetime.signal, stopping: this.#winding.signal, wakeRenew, wakeTake, subscribed: () => this.#feed?.open === true, emit, report, fail, formatError },
     });
   }
 
@@ -303,9 +309,19 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
   async start(): Promise<void> {
     if (this.#state !== 'new') throw new InvalidConfigError(`[${PKG}] a LeaseCoordinator starts once; this one is ${this.#state}`);
     this.#state = 'running';
-    if (this.#useChangeFeed && this.#storage.subscribe) {
+    const storage = this.#storage;
+    if (this.#useChangeFeed && storage.subscribe) {
+      const feed = new AddressedFeed({
+        storage: { subscribe: storage.subscribe.bind(storage) },
+        group: this.group,
+        listener: (change) => this.#onChange(change),
+        addressing: this.#addressing,
+        report: (error, operation) => this.#report(error, operation),
+        running: () => this.#state === 'running',
+      });
       try {
-        this.#subscription = await this.#storage.subscribe(this.group, (change) => this.#onChange(change));
+        await feed.subscribe(this.#feedAddress(feed));
+        this.#feed = feed;
       } catch (error) {
         this.#report(error, 'subscribe');
       }
@@ -400,9 +416,9 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
     this.#lifetime.abort(new AbortedError(`[${PKG}] lease coordinator ${this.workerId} stopped`));
     this.#hold.disarm();
     await this.#until(deadline, Promise.all([...this.#loops, ...[...this.#hold.leases.values()].map((held) => held.chain)]));
-    const subscription = this.#subscription;
-    this.#subscription = null;
-    if (subscription) await this.#until(deadline, subscription.close().catch((error: unknown) => this.#report(error, 'unsubscribe')));
+    const feed = this.#feed;
+    this.#feed = null;
+    if (feed) await this.#until(deadline, feed.close().catch((error: unknown) => this.#report(error, 'unsubscribe')));
   }
 
   /** Waits for `work`, but not past `deadline` of this worker's clock; the work goes on unawaited. */
@@ -670,9 +686,23 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
 
   /** The take loop's tick, kept so that stop() can wait for the one in flight before it drains. */
   #takeTick(): Promise<void> {
+    // The last tick may have declared a member dead, or forgotten one declared a lease duration ago: the
+    // feed follows their handovers. (Before the tick, not chained after it: the loops' timing stays as it was.)
+    this.#readdressFeed();
     const tick = this.#inTurn(() => this.#taking.tick());
     this.#takeInFlight = tick;
     return tick;
+  }
+
+  /** Moves the feed's subscription to the owners whose handovers this worker acts on now, if they changed. */
+  #readdressFeed(): void {
+    const feed = this.#feed;
+    if (feed && this.#state === 'running') feed.readdress(this.#feedAddress(feed));
+  }
+
+  /** The owners whose handovers this worker acts on: its own, its watched members' and those it declared dead lately. */
+  #feedAddress(feed: AddressedFeed): readonly string[] | null {
+    return feed.addressFor(this.workerId, this.#members.watchedMembers(), this.#taking.declaredLately());
   }
 
   /** The take ticks and the membership's reads between them, one after another, in the order they came. */

@@ -146,6 +146,11 @@ export class DeclarerDeal {
    * it. After a cold start its dealer dealt, no other member has listed: without this, the declarer of a
    * death would know none of the dead member's leases, and list the group to find them.
    */
+  /** The members this worker declared dead in the last lease duration: a lease written to one of them since is dealt again (`dealLate`). */
+  declaredLately(): Iterable<string> {
+    return this.#declaredLately.keys();
+  }
+
   heardHanded(workerId: string, leaseKey: string): void {
     if (!this.dealsHere()) return;
     const declared = this.#declaredLately.get(workerId);

@@ -78,6 +78,8 @@ export interface MembershipHost {
   answer(): void;
   /** Watched members this worker is about to name as suspects: their declaration may come in a third of a lease duration. */
   suspected(members: readonly MemberRecord[]): void;
+  /** The members this worker watches changed (the change feed follows their handovers). */
+  watchedChanged(): void;
   emit<K extends keyof LeaseCoordinatorEvents>(name: K, event: LeaseCoordinatorEvents[K]): void;
   report(error: unknown, operation: string): void;
   /** A record this worker must not write was met: stop. */
@@ -814,7 +816,10 @@ export class Membership {
       // others read it, from its record (its option until its first write was read back).
       const own: Record<string, string> = this.#failureDomain === undefined ? {} : { [FAILURE_DOMAIN_FIELD]: this.#failureDomain };
       const self = this.view.get(this.#workerId) ?? { workerId: this.#workerId, metadata: own };
-      this.#watched = new Set(watchedBy(this.#workerId, ringed.map((member) => member.workerId), this.#watchers, this.#domainsIgnored ? undefined : domainsOf([...ringed, self])));
+      const watched = new Set(watchedBy(this.#workerId, ringed.map((member) => member.workerId), this.#watchers, this.#domainsIgnored ? undefined : domainsOf([...ringed, self])));
+      const moved = watched.size !== this.#watched.size || [...watched].some((workerId) => !this.#watched.has(workerId));
+      this.#watched = watched;
+      if (moved) this.#host.watchedChanged();
     }
     this.#armExpiry();
     this.#still.arm();

@@ -242,6 +242,11 @@ export class Taking {
     this.#deal.heardHanded(workerId, leaseKey);
   }
 
+  /** The members this worker declared dead in the last lease duration (`DeclarerDeal.declaredLately`). */
+  declaredLately(): Iterable<string> {
+    return this.#deal.declaredLately();
+  }
+
   /** Watched members about to be named as suspects: what this worker would deal at their declaration is read back now (see `DeclarerDeal.readBack`). */
   suspected(members: readonly { workerId: string; incarnation: string }[]): void {
     for (const member of members) this.#deal.readBack(member.workerId, member.incarnation);
