@@ -8,7 +8,7 @@ import { seededRandom, FaultyStorage, noFaults, VirtualClock, VirtualScheduler, 
 import { withoutLeaseReads, withoutRosterMoves } from '../src/testing/without-watcher-reads.js';
 import { COORDINATOR_UNSAFE_KEYS } from '../src/unsafe.js';
 import { Ledger, Meter } from './meter.js';
-import type { LeaseListing, LeaseRecord, LeaseUpdate, MemberRecord, MemberState, NewLease, CreateLeaseOptions, Roster, RosterMoves, WriteResult, DeleteResult } from '../src/index.js';
+import type { ChangeSubscription, LeaseChange, LeaseListing, SubscribeOptions, LeaseRecord, LeaseUpdate, MemberRecord, MemberState, NewLease, CreateLeaseOptions, Roster, RosterMoves, WriteResult, DeleteResult } from '../src/index.js';
 
 export const GROUP = 'bench';
 export const LEASE_MS = 10_000;
@@ -41,10 +41,12 @@ export interface Counts {
   leaseWrites: number;
   /** Of those, the digest's advances. */
   digestWrites: number;
+  /** Changes the change feed delivered to this worker's subscriptions (at most one subscription open at a time, but for a move's overlap). */
+  changesHeard: number;
 }
 
 export function emptyCounts(): Counts {
-  return { calls: {}, itemsRead: 0, itemsReadBy: {}, itemsWritten: 0, memberWrites: 0, leaseWrites: 0, digestWrites: 0 };
+  return { calls: {}, itemsRead: 0, itemsReadBy: {}, itemsWritten: 0, memberWrites: 0, leaseWrites: 0, digestWrites: 0, changesHeard: 0 };
 }
 
 export function addCounts(into: Counts, from: Counts): Counts {
@@ -55,6 +57,7 @@ export function addCounts(into: Counts, from: Counts): Counts {
   into.memberWrites += from.memberWrites;
   into.leaseWrites += from.leaseWrites;
   into.digestWrites += from.digestWrites;
+  into.changesHeard += from.changesHeard;
   return into;
 }
 
@@ -142,6 +145,14 @@ export class CountingStorage extends FaultyStorage {
   #read(name: string, items: number): void {
     this.counts.itemsRead += items;
     this.counts.itemsReadBy[name] = (this.counts.itemsReadBy[name] ?? 0) + items;
+  }
+
+  override async subscribe(group: string, listener: (change: LeaseChange) => void, options?: SubscribeOptions): Promise<ChangeSubscription> {
+    this.#call('subscribe');
+    return super.subscribe(group, (change) => {
+      this.counts.changesHeard += 1;
+      listener(change);
+    }, options);
   }
 
   override async listLeases(group: string): Promise<LeaseListing> {

@@ -157,6 +157,8 @@ export interface GroupCrash {
   acquisitionsPerLease: number;
   /** The survivors' listings until balanced, per survivor. */
   listings: number;
+  /** The changes the feed delivered to the survivors until balanced, per survivor. */
+  changesHeard: number;
 }
 
 /**
@@ -185,6 +187,8 @@ export async function crashOfAHundredth(c: Cluster): Promise<GroupCrash> {
   const from = c.scheduler.now;
   const listedBefore = survivorListings(c);
   const acquiredBefore = survivors.reduce((sum, worker) => sum + worker.acquisitions, 0);
+  const heard = (): number => survivors.reduce((sum, worker) => sum + worker.storage.counts.changesHeard, 0);
+  const heardBefore = heard();
   kill(victims);
   await advanceUntil(c.scheduler, () => heldAt.size === orphans.size, { stepMs: 100, precise: false });
   const rest = await advanceUntil(c.scheduler, () => balanced(c), { stepMs: 100, precise: false });
@@ -197,6 +201,7 @@ export async function crashOfAHundredth(c: Cluster): Promise<GroupCrash> {
     balancedMs: rest === null ? null : c.scheduler.now - from,
     acquisitionsPerLease: orphans.size === 0 ? NaN : (survivors.reduce((sum, worker) => sum + worker.acquisitions, 0) - acquiredBefore) / orphans.size,
     listings: (survivorListings(c) - listedBefore) / survivors.length,
+    changesHeard: (heard() - heardBefore) / survivors.length,
   };
 }
 

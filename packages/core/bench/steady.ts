@@ -159,7 +159,7 @@ export interface SteadyResult {
    * deals a group of watchers' cold start): take ticks from the last worker's join to balanced, the
    * acquisitions per lease and the listings per worker until then. None when scaled.
    */
-  coldStart?: { takeTicks: number; acquisitionsPerLease: number; listingsPerWorker: number };
+  coldStart?: { takeTicks: number; acquisitionsPerLease: number; listingsPerWorker: number; changesHeardPerWorker: number; subscriptionsPerWorker: number };
   /** After the window, a hundredth of the group (at least two) killed at once (`crashOfAHundredth`). None when scaled. */
   crash?: GroupCrash;
 }
@@ -174,6 +174,9 @@ async function steady({ workers, leases, windowMs }: SteadyShape, seed: number):
       takeTicks: (balancedAfterMs - Math.max(...c.workers.map((worker) => worker.startedAt))) / TAKE_MS,
       acquisitionsPerLease: c.workers.reduce((sum, worker) => sum + worker.acquisitions, 0) / leases,
       listingsPerWorker: c.workers.reduce((sum, worker) => sum + (worker.storage.counts.calls.listLeases ?? 0), 0) / workers,
+      changesHeardPerWorker: c.workers.reduce((sum, worker) => sum + worker.storage.counts.changesHeard, 0) / workers,
+      // The first, and each move of its address as the ring moved the members it watches.
+      subscriptionsPerWorker: c.workers.reduce((sum, worker) => sum + (worker.storage.counts.calls.subscribe ?? 0), 0) / workers,
     };
     console.log(`   (steady ${shapeName(workers, leases)}: balanced ${fmt(balancedAfterMs / 1_000, 1)} s after the first start; ${tookText(since(started))} so far)`);
     await c.scheduler.advance(STEADY_AFTER_MS);
@@ -494,7 +497,7 @@ export async function steadySection(fleetWindowMs: number | null): Promise<Stead
   const measured = results.filter((r) => r.coldStart !== undefined && r.crash !== undefined);
   console.log(`\n   the steady runs' own start (change feed, workers started within ${fmt(TAKE_MS / 2_000, 1)} s) and, after the window, a crash of a hundredth of the group (at least 2: a member, the first of its watchers, the rest at random), at a random moment; one run each, x leaseDuration`);
   table(
-    ['shape', 'cold: take ticks after last join', 'acquisitions/lease', 'listings/worker', 'crash: killed', 'their leases', 'each held elsewhere p50', 'p99', 'max', 'never', 'balanced again', 'acquisitions/lease', 'listings/survivor'],
+    ['shape', 'cold: take ticks after last join', 'acquisitions/lease', 'listings/worker', 'changes heard/worker', 'subscriptions/worker', 'crash: killed', 'their leases', 'each held elsewhere p50', 'p99', 'max', 'never', 'balanced again', 'acquisitions/lease', 'listings/survivor', 'changes heard/survivor'],
     measured.map((r) => {
       const cold = r.coldStart!;
       const crash = r.crash!;
@@ -503,6 +506,8 @@ export async function steadySection(fleetWindowMs: number | null): Promise<Stead
         fmt(cold.takeTicks, 2),
         fmt(cold.acquisitionsPerLease, 3),
         fmt(cold.listingsPerWorker, 2),
+        fmt(cold.changesHeardPerWorker, 1),
+        fmt(cold.subscriptionsPerWorker, 2),
         String(crash.killed),
         crash.leases.toLocaleString('en'),
         fmt(crash.each.p50 / LEASE_MS, 3),
@@ -512,6 +517,7 @@ export async function steadySection(fleetWindowMs: number | null): Promise<Stead
         crash.balancedMs === null ? 'never' : fmt(crash.balancedMs / LEASE_MS, 3),
         fmt(crash.acquisitionsPerLease, 3),
         fmt(crash.listings, 2),
+        fmt(crash.changesHeard, 1),
       ];
     }),
   );
