@@ -183,6 +183,12 @@ export interface CoordinatorUnsafe {
    * to a member it declared dead a moment before.
    */
   feedAddressedToSelf?: boolean | undefined;
+  /**
+   * A handover to a member that asked for the lease, or was chosen for it, is written even when the
+   * member's record says it began to stop since: a lease written to it after its stop withdrew its
+   * requests names a member gone, found only at a listing.
+   */
+  handoverToLeaving?: boolean | undefined;
 }
 
 /** Every switch of {@link CoordinatorUnsafe} by name, for tools that take them by name (the type checker keeps the list whole). */
@@ -220,6 +226,7 @@ export const COORDINATOR_UNSAFE_KEYS = Object.keys({
   adoptedRequestIgnored: true,
   feedUnaddressed: true,
   feedAddressedToSelf: true,
+  handoverToLeaving: true,
 } satisfies Record<keyof CoordinatorUnsafe, true>) as ReadonlyArray<keyof CoordinatorUnsafe>;
 
 /** The leader elector's switches. */
@@ -312,6 +319,8 @@ export interface ConsumerUnsafe {
   drainAfterTakeTick?: boolean;
   /** Passed to the coordinator: a stop returns without waiting for a handover to a member that asked or was offered a lease, begun before it. */
   stopSkipsHandoffs?: boolean;
+  /** Passed to the coordinator: a handover is written to a member whose record says it began to stop since it asked or was chosen. */
+  handoverToLeaving?: boolean;
   /**
    * An owner's rewind whose write's outcome is unknown (applied, and not read back) lets a reader start
    * before a retry read the lease back: it reads on from the checkpoint of before the rewind, and its

@@ -250,6 +250,60 @@ describe('LeaseCoordinator when stopping', () => {
     }
   }
 
+  for (const unsafe of [false, true]) {
+    it(unsafe
+      ? 'with the unsafe switch, a giver whose drain outlasted the requester\'s leaving heartbeat hands the lease to the leaving member all the same (the switch brings the defect back)'
+      : 'hands no lease to a requester whose record said it was leaving by the time the drain finished: the lease stays the giver\'s, and its next listing takes it back', async () => {
+      const { scheduler, ready, worker, storage } = world(Array.from({ length: 7 }, (_, i) => `s-${i}`));
+      await ready;
+      let drainGate = (): void => undefined;
+      const draining = new Promise<void>((resolve) => (drainGate = resolve));
+      let drains = 0;
+      const giver = worker('giver', {
+        onDrain: async (_lease, reason) => {
+          if (reason !== 'handoff') return;
+          drains++;
+          await draining;
+        },
+        handoffTimeoutMs: 9_000,
+        unsafe: { handoverToLeaving: unsafe },
+      });
+      await joined(scheduler, giver.coordinator);
+      expect(giver.coordinator.heldLeases()).toHaveLength(7);
+      const requested: string[] = [];
+      giver.coordinator.on('handoff-requested', ({ leaseKey, to }) => requested.push(`${leaseKey} ${to}`));
+      const handed: string[] = [];
+      giver.coordinator.on('handed-off', ({ leaseKey, to }) => handed.push(`${leaseKey} ${to}`));
+      const lost: string[] = [];
+      giver.coordinator.on('lost', ({ leaseKey, reason }) => lost.push(`${leaseKey} ${reason}`));
+      const requests = ['s-0', 's-1'].map((leaseKey) => ({ leaseKey, from: 'giver' }));
+      const asked = await storage.putMember(GROUP, 'asker', null, member('inc-asker', { leaseDurationMs: 60_000, requests }));
+      expect(asked.status).toBe('applied');
+      // The giver answers both requests; their drains wait.
+      for (let t = 0; t < 20_000 && drains < 2; t += 100) await scheduler.advance(100);
+      expect(requested.sort()).toEqual(['s-0 asker', 's-1 asker']);
+      // Meanwhile the requester begins to stop: its heartbeat says it is leaving (its requests still on it).
+      const version = asked.status === 'applied' ? asked.record.version : -1;
+      const leavingWrite = await storage.putMember(GROUP, 'asker', version, member('inc-asker', { leaseDurationMs: 60_000, requests, changes: 1, metadata: { [LEAVING_FIELD]: '1' } }));
+      expect(leavingWrite.status).toBe('applied');
+      await scheduler.advance(giver.coordinator.takeIntervalMs * 1.5);
+      drainGate();
+      await scheduler.advance(giver.coordinator.takeIntervalMs * 3);
+      const toAsker = (await storage.listLeases(GROUP)).leases.filter((lease) => lease.owner === 'asker').map((lease) => lease.leaseKey);
+      if (unsafe) {
+        expect(toAsker.sort()).toEqual(['s-0', 's-1']);
+        expect(handed.sort()).toEqual(['s-0 asker', 's-1 asker']);
+      } else {
+        expect(toAsker).toEqual([]);
+        expect(handed).toEqual([]);
+        // The handovers did not happen; the work stopped for them, so the leases are taken again, as new tenures.
+        expect(lost.sort()).toEqual(['s-0 handoff-timeout', 's-1 handoff-timeout']);
+        expect(giver.coordinator.heldLeases().map((lease) => lease.leaseKey).sort()).toEqual(Array.from({ length: 7 }, (_, i) => `s-${i}`));
+      }
+      await run(scheduler, giver.coordinator.stop());
+    });
+  }
+
   it('returns from stop() by its deadline when a drain never finishes', async () => {
     const { scheduler, ready, worker } = world(['shard-0']);
     await ready;

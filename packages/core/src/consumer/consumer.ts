@@ -182,7 +182,7 @@ export class Consumer<R extends SourceRecord = SourceRecord> extends TypedEmitte
       // In a multi-stream group a worker takes only leases of the streams it reads.
       isEligible: this.#streamList ? (lease, all, corrupt) => this.#sourceOf(lease.leaseKey) !== undefined && parentsFinished(lease, all, corrupt) : undefined,
       onDrain: (held) => this.#drain(held),
-    }, { skipSelfFencing: this.#unsafe.skipSelfFencing, checkpointPerKey: this.#unsafe.checkpointPerKey, releaseWithoutRetry: this.#unsafe.releaseWithoutRetry, letGoForgetsUnreadable: this.#unsafe.letGoForgetsUnreadable, stopHandoverKeeps: this.#unsafe.stopHandoverKeeps, stopWaitsForListing: this.#unsafe.stopWaitsForListing, adoptedRequestIgnored: this.#unsafe.adoptedRequestIgnored, drainAfterTakeTick: this.#unsafe.drainAfterTakeTick, stopSkipsHandoffs: this.#unsafe.stopSkipsHandoffs }));
+    }, { skipSelfFencing: this.#unsafe.skipSelfFencing, checkpointPerKey: this.#unsafe.checkpointPerKey, releaseWithoutRetry: this.#unsafe.releaseWithoutRetry, letGoForgetsUnreadable: this.#unsafe.letGoForgetsUnreadable, stopHandoverKeeps: this.#unsafe.stopHandoverKeeps, stopWaitsForListing: this.#unsafe.stopWaitsForListing, adoptedRequestIgnored: this.#unsafe.adoptedRequestIgnored, drainAfterTakeTick: this.#unsafe.drainAfterTakeTick, stopSkipsHandoffs: this.#unsafe.stopSkipsHandoffs, handoverToLeaving: this.#unsafe.handoverToLeaving }));
     const leaderStore = options.leaderStore ?? (isLeaderStore(options.storage) ? options.storage : undefined);
     // The leader keeps the lease timing unless told otherwise: one set of numbers for a worker's liveness.
     const leader = options.leader ?? {};

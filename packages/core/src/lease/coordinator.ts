@@ -254,6 +254,7 @@ export class LeaseCoordinator extends TypedEmitter<LeaseCoordinatorEvents> imple
       onDrain: options.onDrain,
       releaseWithoutRetry: unsafe.releaseWithoutRetry ?? false,
       stopHandoverKeeps: unsafe.stopHandoverKeeps ?? false,
+      handoverToLeaving: unsafe.handoverToLeaving ?? false,
       host: {
         state,
         lifetime: this.#lifetime.signal,

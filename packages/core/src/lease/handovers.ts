@@ -66,6 +66,8 @@ export interface HandoversOptions extends LeaseParts {
   readonly releaseWithoutRetry: boolean;
   /** Unsafe: a stopping worker's handover that leaves the lease its own is given up, the lease left to lapse. */
   readonly stopHandoverKeeps: boolean;
+  /** Unsafe: a handover is written to its recipient even when its record says it is leaving. */
+  readonly handoverToLeaving: boolean;
   readonly host: HandoversHost;
 }
 
@@ -80,6 +82,7 @@ export class Handovers {
   readonly #letGo: Map<string, number>;
   readonly #releaseWithoutRetry: boolean;
   readonly #stopHandoverKeeps: boolean;
+  readonly #handoverToLeaving: boolean;
   readonly #host: HandoversHost;
   /** Leases this worker asked for, by key: whom it asked, and when. */
   readonly requests = new Map<string, { from: string; at: number }>();
@@ -118,6 +121,7 @@ export class Handovers {
     this.#letGo = options.hold.letGo;
     this.#releaseWithoutRetry = options.releaseWithoutRetry;
     this.#stopHandoverKeeps = options.stopHandoverKeeps;
+    this.#handoverToLeaving = options.handoverToLeaving;
     this.#host = options.host;
   }
 
@@ -255,9 +259,17 @@ export class Handovers {
    */
   async #transfer(leaseKey: string, held: Held, request: HandoffTarget, report: boolean, orFree = false): Promise<boolean> {
     const recipient = this.#parts.view.get(request.to);
-    if (orFree && (recipient?.status !== 'alive' || recipient.incarnation !== request.incarnation)) return true;
-    if (recipient?.status !== 'alive' || recipient.incarnation !== request.incarnation) {
-      // It left or died meanwhile: the lease stays this worker's in storage, and the next listing takes it back.
+    // A recipient that began to stop since it was chosen (its record now says it is leaving) takes nothing
+    // more: it asked before its stop, or was chosen from a roster read before it, and a lease written to it
+    // after its stop withdrew its requests would name a member gone, with nobody to hear of it but a listing.
+    const gone =
+      recipient?.status !== 'alive' ||
+      recipient.incarnation !== request.incarnation ||
+      (!this.#handoverToLeaving && recipient.metadata[LEAVING_FIELD] !== undefined);
+    if (orFree && gone) return true;
+    if (gone) {
+      // It left, died or began to leave meanwhile: the lease stays this worker's in storage, and the next
+      // listing takes it back.
       this.#parts.hold.forget(leaseKey, held);
       this.#host.listingDue();
       if (report) this.#host.emit('lost', { leaseKey, fencingToken: held.record.epoch, reason: 'handoff-timeout' });

@@ -198,6 +198,7 @@ const UNSAFE_FLAGS: ReadonlyArray<[keyof ConsumerUnsafe, string]> = [
   ['rewindBehindUnreadable', '--unsafe-rewind-behind-unreadable'],
   ['drainAfterTakeTick', '--unsafe-drain-after-take-tick'],
   ['stopSkipsHandoffs', '--unsafe-stop-skips-handoffs'],
+  ['handoverToLeaving', '--unsafe-handover-to-leaving'],
   ['rewindUnknownReadsOn', '--unsafe-rewind-unknown-reads-on'],
 ];
 
