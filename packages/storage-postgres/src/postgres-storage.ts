@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import {
   CorruptRecordError,
   InvalidConfigError,
@@ -52,20 +51,11 @@ import {
   optionKeys,
   refuseUnknownOptions,
 } from '@leasehold/core/adapter';
-import type { Pool, PoolClient, QueryResultRow } from 'pg';
+import type { Pool, PoolClient } from 'pg';
 import { ChangeFeed } from './change-feed.js';
 import { ownerBucket } from './owner-buckets.js';
 import { advanceDigest, readDigest, readMoves, type DigestIo } from './roster-digest.js';
-import {
-  connectionSurvives,
-  isLostPreparedStatement,
-  isRetryable,
-  isServerError,
-  outcomeUnknown,
-  readFailed,
-  schemaError,
-  unavailable,
-} from './errors.js';
+import { isRetryable, isServerError, outcomeUnknown, schemaError, unavailable } from './errors.js';
 import { runTransaction, type TransactionEnd } from './pg-transaction.js';
 import { checkpointInTransaction, validateTransaction, type TransactionContext, type TransactionOptions } from './transaction.js';
 import { PKG, SCHEMA_VERSION, statements, tableNames, type Statements, type TableNames } from './schema.js';
@@ -86,6 +76,7 @@ import {
   type VersionRow,
   type WriteOutcome,
 } from './rows.js';
+import { hearClientErrors, MAX_ATTEMPTS, StatementSender } from './statement-sender.js';
 
 export type { MigrationResult } from './migrate.js';
 
@@ -153,30 +144,6 @@ const DEFAULTS = {
   pageSize: 1000,
 } as const;
 
-/** Statements refused by a deadlock or serialization failure rolled back whole; they are sent again this often. */
-const MAX_ATTEMPTS = 3;
-
-const heardPools = new WeakSet<Pool>();
-
-/**
- * Gives every client the pool connects from now on an 'error' listener of its own, for its whole life.
- * pg-pool takes its listener off a client as it hands it out, and a new client is handed out from inside
- * the socket read that carried its ReadyForQuery: when the same read also carries the server's FATAL (a
- * server shutting down as the connection completes), the error is emitted before the caller's code can
- * listen, and an unheard 'error' ends the process. The listener does nothing: a statement in flight still
- * rejects, a client in the pool is still dropped by the pool's own listener, and a checked-out client's
- * holder still hears it (node-postgres issue 2439 recommends the same).
- */
-function hearClientErrors(pool: Pool): void {
-  if (heardPools.has(pool)) return;
-  heardPools.add(pool);
-  pool.on('connect', (client) => {
-    client.on('error', ignoreClientError);
-  });
-}
-
-function ignoreClientError(): void {}
-
 /**
  * Leasehold's lease, checkpoint and leader storage on PostgreSQL. Every write is one conditional statement
  * on the row's version; a batch of lease updates is one statement whatever its size. Create the tables
@@ -192,10 +159,9 @@ export class PostgresStorage implements Storage {
   readonly #pageSize: number;
   readonly #where: string;
   readonly #feed: ChangeFeed;
-  #statementNames: Map<string, string> | null;
+  readonly #sender: StatementSender;
   /** Per group, the last join of this client waiting to mark the earlier release's roster row. */
   readonly #markings = new Map<string, Promise<unknown>>();
-  #lostStatements = 0;
 
   constructor(options: PostgresStorageOptions) {
     if (typeof options !== 'object' || options === null) {
@@ -215,7 +181,6 @@ export class PostgresStorage implements Storage {
     if (options.preparedStatements !== undefined && typeof options.preparedStatements !== 'boolean') {
       throw new InvalidConfigError(`[${PKG}] preparedStatements must be a boolean, got ${describeValue(options.preparedStatements)}`);
     }
-    this.#statementNames = options.preparedStatements === false ? null : new Map();
     this.#pool = options.pool;
     hearClientErrors(options.pool);
     if (options.listenPool !== undefined) hearClientErrors(options.listenPool);
@@ -231,6 +196,7 @@ export class PostgresStorage implements Storage {
     this.#sql = statements(this.#names);
     const { schema } = this.#names;
     this.#where = `${schema}.${this.#names.leaseTable}, ${schema}.${this.#names.leaderTable}, ${schema}.${this.#names.rosterTable} and ${schema}.${this.#names.memberTable}`;
+    this.#sender = new StatementSender(options.pool, this.#where, options.preparedStatements !== false);
     this.#feed = new ChangeFeed(options.listenPool ?? options.pool, this.#names);
   }
 
@@ -270,7 +236,7 @@ export class PostgresStorage implements Storage {
   }
 
   async #migrateOnce(): Promise<MigrationResult> {
-    const client = await this.#connect('migrate');
+    const client = await this.#sender.connect('migrate');
     let failure: unknown;
     try {
       return await migrateOn(client, this.#names, this.#sql, this.#where);
@@ -278,7 +244,7 @@ export class PostgresStorage implements Storage {
       failure = error;
       throw error;
     } finally {
-      this.#release(client, failure);
+      this.#sender.release(client, failure);
     }
   }
 
@@ -289,7 +255,7 @@ export class PostgresStorage implements Storage {
     // A row that cannot be decoded goes to `corrupt`; its key still moves the page on.
     let after = '';
     for (;;) {
-      const rows = await this.#read<LeaseRow>('listLeases', this.#sql.listPage, [group, after, this.#pageSize]);
+      const rows = await this.#sender.read<LeaseRow>('listLeases', this.#sql.listPage, [group, after, this.#pageSize]);
       const page = listingOf(rows, (row) => decodeLease(group, row.lease_key, toNumber(row.version), row.state, PKG));
       listing.leases.push(...page.leases);
       listing.corrupt.push(...page.corrupt);
@@ -302,7 +268,7 @@ export class PostgresStorage implements Storage {
   async getLease(group: string, leaseKey: string): Promise<LeaseRecord | null> {
     validateGroup(group, PKG);
     validateLeaseKey(leaseKey, PKG);
-    const [row] = await this.#read<VersionRow>('getLease', this.#sql.getLease, [group, leaseKey]);
+    const [row] = await this.#sender.read<VersionRow>('getLease', this.#sql.getLease, [group, leaseKey]);
     return row ? decodeLease(group, leaseKey, toNumber(row.version), row.state, PKG) : null;
   }
 
@@ -316,7 +282,7 @@ export class PostgresStorage implements Storage {
     validateLeaseKeys(leaseKeys, PKG);
     const keys = [...new Set(leaseKeys)];
     if (keys.length === 0) return { leases: [], corrupt: [] };
-    const rows = await this.#read<LeaseRow>('getLeases', this.#sql.readLeases, [group, keys]);
+    const rows = await this.#sender.read<LeaseRow>('getLeases', this.#sql.readLeases, [group, keys]);
     return listingOf(rows, (row) => decodeLease(group, row.lease_key, toNumber(row.version), row.state, PKG));
   }
 
@@ -324,7 +290,7 @@ export class PostgresStorage implements Storage {
     const { group, leaseKey, state } = validateNewLease(lease, PKG);
     const recreate = options.recreate === true;
     const { epoch: _epoch, ...rest } = state;
-    const outcome = await this.#write<CreateLeaseRow>('createLease', this.#sql.createLease, [
+    const outcome = await this.#sender.write<CreateLeaseRow>('createLease', this.#sql.createLease, [
       group,
       leaseKey,
       state.epoch,
@@ -364,7 +330,7 @@ export class PostgresStorage implements Storage {
 
   async #updateBatch(group: string, updates: readonly LeaseUpdate[]): Promise<WriteResult<LeaseRecord>[]> {
     const encoded = updates.map((update) => encodeLeaseState(update.next));
-    const outcome = await this.#write<OutcomeRow>('updateLeases', this.#sql.updateLeases, batchValues(group, updates, encoded, this.#names));
+    const outcome = await this.#sender.write<OutcomeRow>('updateLeases', this.#sql.updateLeases, batchValues(group, updates, encoded, this.#names));
     if ('unknown' in outcome) return updates.map(() => result.unknown(outcome.unknown));
     if (outcome.rows.length !== updates.length) {
       const error = outcomeUnknown('updateLeases', new Error(`${outcome.rows.length} result rows for ${updates.length} updates`));
@@ -397,8 +363,8 @@ export class PostgresStorage implements Storage {
     const values = [group, update.leaseKey, update.expectedVersion, encodeLeaseState(update.next), update.next.epoch];
     const owner = update.notify === undefined ? null : ownerPayload(update.next.owner);
     const outcome = update.notify === undefined
-      ? await this.#write<{ applied_version: string }>('updateLeases', this.#sql.updateOneLease, values)
-      : await this.#write<{ applied_version: string }>('updateLeases', this.#sql.updateOneLeaseAndNotify, [...values, update.notify, changeChannel(this.#names, group, update, owner), owner]);
+      ? await this.#sender.write<{ applied_version: string }>('updateLeases', this.#sql.updateOneLease, values)
+      : await this.#sender.write<{ applied_version: string }>('updateLeases', this.#sql.updateOneLeaseAndNotify, [...values, update.notify, changeChannel(this.#names, group, update, owner), owner]);
     if ('unknown' in outcome) return result.unknown(outcome.unknown);
     const [row] = outcome.rows;
     if (row) return result.applied({ group, leaseKey: update.leaseKey, version: Number(row.applied_version), ...leaseStateOf(update.next) });
@@ -414,7 +380,7 @@ export class PostgresStorage implements Storage {
     validateGroup(group, PKG);
     validateLeaseKey(leaseKey, PKG);
     validateVersion(expectedVersion, PKG);
-    const outcome = await this.#write<OutcomeRow>('deleteLease', this.#sql.deleteLease, [group, leaseKey, expectedVersion]);
+    const outcome = await this.#sender.write<OutcomeRow>('deleteLease', this.#sql.deleteLease, [group, leaseKey, expectedVersion]);
     if ('unknown' in outcome) return result.unknown(outcome.unknown);
     const [row] = outcome.rows;
     if (!row) return result.unknown(outcomeUnknown('deleteLease', new Error('the statement returned no row')));
@@ -482,7 +448,7 @@ export class PostgresStorage implements Storage {
 
   async getRoster(group: string): Promise<Roster> {
     validateGroup(group, PKG);
-    const rows = await this.#read<MemberRow>('getRoster', this.#sql.getRoster, [group]);
+    const rows = await this.#sender.read<MemberRow>('getRoster', this.#sql.getRoster, [group]);
     return rosterOfRows(group, rows);
   }
 
@@ -490,7 +456,7 @@ export class PostgresStorage implements Storage {
   async getMembers(group: string, workerIds: readonly string[]): Promise<Roster> {
     validateGroup(group, PKG);
     validateWorkerIds(workerIds, PKG);
-    const rows = await this.#read<MemberRow>('getMembers', this.#sql.getMembers, [group, [...new Set(workerIds)]]);
+    const rows = await this.#sender.read<MemberRow>('getMembers', this.#sql.getMembers, [group, [...new Set(workerIds)]]);
     return rosterOfRows(group, rows);
   }
 
@@ -520,8 +486,8 @@ export class PostgresStorage implements Storage {
 
   /** The digest's statements, sent as every other read and write of this storage is. */
   readonly #digestIo: DigestIo = {
-    read: (operation, sql, values) => this.#read(operation, sql, values),
-    write: (operation, sql, values) => this.#write(operation, sql, values),
+    read: (operation, sql, values) => this.#sender.read(operation, sql, values),
+    write: (operation, sql, values) => this.#sender.write(operation, sql, values),
     sql: () => this.#sql,
   };
 
@@ -539,13 +505,13 @@ export class PostgresStorage implements Storage {
     const encoded = encodeMemberState(state);
     let row: MemberOutcomeRow | undefined;
     if (expectedVersion === null) {
-      const outcome = await this.#write<MemberOutcomeRow>('putMember', this.#sql.joinMember, [group, workerId, encoded, EARLIER_ROSTER_MARKER, false]);
+      const outcome = await this.#sender.write<MemberOutcomeRow>('putMember', this.#sql.joinMember, [group, workerId, encoded, EARLIER_ROSTER_MARKER, false]);
       if ('unknown' in outcome) return result.unknown(outcome.unknown);
       [row] = outcome.rows;
       if (row?.earlier_roster === true) {
         const joined = await this.#oneMarkingAtATime(group, async () => {
           // Another join of this client may have found the group clear meanwhile: then this is one statement.
-          const again = await this.#write<MemberOutcomeRow>('putMember', this.#sql.joinMember, [group, workerId, encoded, EARLIER_ROSTER_MARKER, false]);
+          const again = await this.#sender.write<MemberOutcomeRow>('putMember', this.#sql.joinMember, [group, workerId, encoded, EARLIER_ROSTER_MARKER, false]);
           if ('unknown' in again) return again;
           if (again.rows[0]?.earlier_roster !== true) return { row: again.rows[0] };
           return this.#joinBesideEarlierRoster(group, workerId, encoded);
@@ -554,7 +520,7 @@ export class PostgresStorage implements Storage {
         row = joined.row;
       }
     } else {
-      const outcome = await this.#write<MemberOutcomeRow>('putMember', this.#sql.updateMember, [group, workerId, expectedVersion, encoded]);
+      const outcome = await this.#sender.write<MemberOutcomeRow>('putMember', this.#sql.updateMember, [group, workerId, expectedVersion, encoded]);
       if ('unknown' in outcome) return result.unknown(outcome.unknown);
       [row] = outcome.rows;
     }
@@ -607,7 +573,7 @@ export class PostgresStorage implements Storage {
       thrown: (error: unknown): unknown => error,
     };
     for (let attempt = 1; ; attempt++) {
-      const client = await this.#connect('putMember');
+      const client = await this.#sender.connect('putMember');
       let failure: unknown;
       let end: EarlierJoin;
       try {
@@ -637,7 +603,7 @@ export class PostgresStorage implements Storage {
         // for every other member write, the caller learns the outcome by reading.
         return { unknown: outcomeUnknown('putMember', error) };
       } finally {
-        this.#release(client, failure);
+        this.#sender.release(client, failure);
       }
       if ('lost' in end) return { unknown: outcomeUnknown('putMember', end.lost) };
       if ('alive' in end) throw membersStillInEarlierRoster(group, end.alive, `${this.#names.schema}.${this.#names.rosterTable}`);
@@ -649,7 +615,7 @@ export class PostgresStorage implements Storage {
     validateGroup(group, PKG);
     validateWorkerId(workerId, PKG);
     validateVersion(expectedVersion, PKG);
-    const outcome = await this.#write<MemberOutcomeRow>('removeMember', this.#sql.removeMember, [group, workerId, expectedVersion]);
+    const outcome = await this.#sender.write<MemberOutcomeRow>('removeMember', this.#sql.removeMember, [group, workerId, expectedVersion]);
     if ('unknown' in outcome) return result.unknown(outcome.unknown);
     const [row] = outcome.rows;
     if (!row) return result.unknown(outcomeUnknown('removeMember', new Error('the statement returned no row')));
@@ -665,7 +631,7 @@ export class PostgresStorage implements Storage {
   async #memberConflict(operation: string, group: string, workerId: string, current: unknown): Promise<WriteResult<MemberRecord>> {
     try {
       if (current !== null && current !== undefined) return result.conflict(decodeStoredMember(group, workerId, current));
-      const [row] = await this.#read<{ member: unknown }>(operation, this.#sql.getMember, [group, workerId]);
+      const [row] = await this.#sender.read<{ member: unknown }>(operation, this.#sql.getMember, [group, workerId]);
       const member = row?.member;
       return result.conflict(member === null || member === undefined ? null : decodeStoredMember(group, workerId, member));
     } catch (error) {
@@ -675,13 +641,13 @@ export class PostgresStorage implements Storage {
 
   async getLeader(group: string): Promise<LeaderRecord | null> {
     validateGroup(group, PKG);
-    const [row] = await this.#read<VersionRow>('getLeader', this.#sql.getLeader, [group]);
+    const [row] = await this.#sender.read<VersionRow>('getLeader', this.#sql.getLeader, [group]);
     return row ? decodeLeader(group, toNumber(row.version), row.state, PKG) : null;
   }
 
   async createLeader(leader: NewLeader): Promise<WriteResult<LeaderRecord>> {
     const { group, state } = validateNewLeader(leader, PKG);
-    const outcome = await this.#write<OutcomeRow>('createLeader', this.#sql.createLeader, [group, encodeLeaderState(state)]);
+    const outcome = await this.#sender.write<OutcomeRow>('createLeader', this.#sql.createLeader, [group, encodeLeaderState(state)]);
     return this.#leaderOutcome('createLeader', group, state, outcome, null);
   }
 
@@ -690,7 +656,7 @@ export class PostgresStorage implements Storage {
     validateVersion(expectedVersion, PKG);
     validateLeaderState(next, PKG);
     const state = leaderStateOf(next);
-    const outcome = await this.#write<OutcomeRow>('updateLeader', this.#sql.updateLeader, [group, expectedVersion, encodeLeaderState(state)]);
+    const outcome = await this.#sender.write<OutcomeRow>('updateLeader', this.#sql.updateLeader, [group, expectedVersion, encodeLeaderState(state)]);
     return this.#leaderOutcome('updateLeader', group, state, outcome, expectedVersion);
   }
 
@@ -737,7 +703,7 @@ export class PostgresStorage implements Storage {
     const keys = stale.map((i) => (updates[i] as LeaseUpdate).leaseKey);
     let rows: LeaseRow[];
     try {
-      rows = await this.#read<LeaseRow>('updateLeases', this.#sql.readLeases, [group, keys]);
+      rows = await this.#sender.read<LeaseRow>('updateLeases', this.#sql.readLeases, [group, keys]);
     } catch (error) {
       const unknown = asLeaseholdError('updateLeases', error);
       for (const i of stale) results[i] = result.unknown(unknown);
@@ -750,91 +716,6 @@ export class PostgresStorage implements Storage {
       results[i] = row
         ? this.#leaseConflict(group, leaseKey, { applied_version: null, current_found: true, current_version: row.version, current_state: row.state })
         : result.conflict(null);
-    }
-  }
-
-  async #connect(operation: string): Promise<PoolClient> {
-    try {
-      return await this.#pool.connect();
-    } catch (error) {
-      throw unavailable(operation, error);
-    }
-  }
-
-  /** Gives the client back; destroys it unless the error left the connection usable. */
-  #release(client: PoolClient, error: unknown): void {
-    if (error === undefined || connectionSurvives(error)) client.release();
-    else client.release(error instanceof Error ? error : true);
-  }
-
-  /**
-   * Sends one statement on a pooled connection. A statement rolled back by a deadlock or serialization
-   * failure is sent again (it changed nothing); any other error is returned with the client already
-   * given back.
-   */
-  async #send<R extends QueryResultRow>(operation: string, sql: string, values: readonly unknown[]): Promise<R[]> {
-    let named = true;
-    for (let attempt = 1; ; attempt++) {
-      const client = await this.#connect(operation);
-      // A socket that dies while the client is checked out emits 'error' on it; unheard, that crashes the process.
-      const onError = (): void => undefined;
-      client.on('error', onError);
-      let failure: unknown;
-      try {
-        const name = named ? this.#statementName(sql) : undefined;
-        const { rows } = await client.query<R>({ text: sql, values: values as unknown[], name });
-        return rows;
-      } catch (error) {
-        failure = error;
-        if (attempt < MAX_ATTEMPTS && isRetryable(error)) continue;
-        if (attempt < MAX_ATTEMPTS && named && isLostPreparedStatement(error)) {
-          // Refused at Parse or Bind, before anything ran: the same statement, unnamed, is safe to send.
-          named = false;
-          if (++this.#lostStatements >= 3) this.#statementNames = null;
-          continue;
-        }
-        throw error;
-      } finally {
-        this.#release(client, failure);
-        client.removeListener('error', onError);
-      }
-    }
-  }
-
-  /** The name of a prepared statement: derived from its text, so that one name never means two statements. */
-  #statementName(sql: string): string | undefined {
-    if (!this.#statementNames) return undefined;
-    let name = this.#statementNames.get(sql);
-    if (name === undefined) {
-      name = `leasehold_${createHash('sha256').update(sql).digest('hex').slice(0, 24)}`;
-      this.#statementNames.set(sql, name);
-    }
-    return name;
-  }
-
-  /** A read: fails with `StorageUnavailableError`, or `StorageSchemaError` when the tables are missing. */
-  async #read<R extends QueryResultRow>(operation: string, sql: string, values: readonly unknown[]): Promise<R[]> {
-    try {
-      return await this.#send<R>(operation, sql, values);
-    } catch (error) {
-      if (error instanceof StorageUnavailableError) throw error;
-      throw schemaError(error, this.#where) ?? readFailed(operation, error);
-    }
-  }
-
-  /**
-   * A write: throws `StorageUnavailableError` when no connection could be had (nothing was sent) and
-   * `StorageSchemaError` when the tables are missing (the server refused the statement); every other
-   * failure makes the outcome unknown.
-   */
-  async #write<R extends QueryResultRow>(operation: string, sql: string, values: readonly unknown[]): Promise<WriteOutcome<R>> {
-    try {
-      return { rows: await this.#send<R>(operation, sql, values) };
-    } catch (error) {
-      if (error instanceof StorageUnavailableError) throw error;
-      const schema = schemaError(error, this.#where);
-      if (schema) throw schema;
-      return { unknown: outcomeUnknown(operation, error) };
     }
   }
 }
