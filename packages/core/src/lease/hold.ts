@@ -229,6 +229,23 @@ export class Hold {
     this.#host.emit('lost', { leaseKey, fencingToken: held.record.epoch, reason });
   }
 
+  /**
+   * What a listing says of the leases held (`all`, the readable ones by key; `corrupt`, the keys that
+   * cannot be read): one shown with another owner, incarnation or epoch, or not at all, is lost; a newer
+   * record of the same tenure and incarnation is adopted.
+   */
+  noticeLosses(all: ReadonlyMap<string, LeaseRecord>, corrupt: ReadonlySet<string>, incarnation: string): void {
+    for (const [leaseKey, held] of this.#held) {
+      if (held.leaving || corrupt.has(leaseKey)) continue;
+      const stored = all.get(leaseKey);
+      if (stored === undefined) this.lose(leaseKey, held, 'deleted');
+      else if (stored.version > held.record.version) {
+        if (this.stillMine(held, stored) && stored.incarnation === incarnation) this.adopt(held, stored);
+        else this.lose(leaseKey, held, 'taken');
+      }
+    }
+  }
+
   /** Whether `current` is still the lease in the tenure and incarnation this worker holds it in. */
   stillMine(held: Held, current: LeaseRecord | null): current is LeaseRecord {
     return current !== null && current.owner === this.#workerId && current.epoch === held.record.epoch && current.incarnation === held.record.incarnation;

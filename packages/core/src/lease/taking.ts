@@ -2,9 +2,9 @@
  * Taking and dealing (DESIGN section 4, "Taking, on a listing", and the declarer's frees of "Watchers and
  * the roster digest"): the take tick that reads the roster and decides when to list, the deal of the leases
  * without a live owner (the same split on every worker that read the same records), the takes themselves,
- * the leases given back or freed for the group, the handovers this worker offers to members below their
- * share, and the asks of newcomers it answers. The pure policy (fair shares, the moves between members) is
- * in balance.ts; what the members' counts say between listings (below or above another, a shortfall) in
+ * the leases given back or freed for the group, and the plan of the moves between members. The offers,
+ * the answers to newcomers' asks, a newcomer's own asks and the steal requests are in giving.ts; the pure
+ * policy (fair shares, the moves between members) is in balance.ts; what the members' counts say between listings (below or above another, a shortfall) in
  * counts.ts; the deal of the members this worker declares dead in declarer-deal.ts; a large group's
  * early cold-start listing in cold-listing.ts; the asks' format and what a worker read of them in
  * join-asks.ts; the removal of members long dead in departed.ts; the handovers themselves and the steal
@@ -25,7 +25,8 @@ import type { Handovers } from './handovers.js';
 import type { Held } from './held.js';
 import { NotesRead } from './leave-notes.js';
 import { Departed } from './departed.js';
-import { AsksRead, ASKED_TICKS, ASKS_TICKS } from './join-asks.js';
+import { AsksRead } from './join-asks.js';
+import { Giving } from './giving.js';
 import { LEAVING_FIELD, type Incarnation } from './membership.js';
 import { stateWithoutResume } from './resume-hint.js';
 
@@ -37,10 +38,6 @@ const stateOf = stateWithoutResume;
  * member's lease, for its declarer's deal) before it is anyone's.
  */
 const ANYONES_AFTER_TICKS = 1.5;
-
-/** How many times a newcomer asks its givers by name, and for how many take ticks after its join. */
-const MAX_ASK_ROUNDS = 3;
-const NEWCOMER_TICKS = 10;
 
 /** How long, in take ticks, a cold start waits for a view of the members that has seen others to stand still. */
 const COLD_QUIET_TICKS = 1.4;
@@ -168,16 +165,8 @@ export class Taking {
   readonly #deal: DeclarerDeal;
   /** The notes of the leaves read: the leases a stopping member handed over, named for their recipients. */
   readonly #notes: NotesRead;
-  /** The asks of the newcomers read: how many leases each asked of this worker, and of all. */
-  readonly #asks: AsksRead;
-  /** This worker's own asks while they stand: of which incarnation, until when. */
-  #asked: { incarnation: string; until: number } | null = null;
-  /**
-   * How many times this incarnation asked its givers by name, and what it held at the last asks. Only an
-   * incarnation whose first listing found every lease held asks (it joined a running group): one that found
-   * leases to deal (a cold start, a crash) takes its portion instead.
-   */
-  #askRounds = { incarnation: '', askable: false, rounds: 0, heldAtAsk: 0 };
+  /** The offers, the answers to newcomers' asks, this worker's own asks and its steal requests. */
+  readonly #giving: Giving;
 
   constructor(options: TakingOptions) {
     this.#listIntervalMs = options.listIntervalMs;
@@ -202,7 +191,7 @@ export class Taking {
         this.listingDue = true;
       },
     });
-    this.#asks = new AsksRead(options.workerId, options.asksTrusted);
+    const asks = new AsksRead(options.workerId, options.asksTrusted);
     this.#deal = new DeclarerDeal({
       parts: options,
       host: options.host,
@@ -217,13 +206,22 @@ export class Taking {
       parts: options,
       handovers: options.handovers,
       notes: this.#notes,
-      asks: this.#asks,
+      asks,
       deal: this.#deal,
       capOf: this.#capOf,
       subscribed: () => options.host.subscribed(),
       shortfallIgnored: options.shortfallIgnored,
       belowIgnored: options.belowIgnored,
       coldDealTrusted: options.coldDealTrusted,
+    });
+    this.#giving = new Giving({
+      parts: options,
+      handovers: options.handovers,
+      counts: this.#counts,
+      asks,
+      host: options.host,
+      fairFloor: () => this.#fairFloor,
+      reshare: () => this.#reshare(),
     });
   }
 
@@ -351,7 +349,7 @@ export class Taking {
     const moved = this.#parts.members.signatureMoved();
     const deaths = moved === 'deaths' || moved === 'joins-and-deaths';
     if (moved === 'other' || (deaths && !this.#deal.dealsHere())) this.listingDue = true;
-    this.#answerAsks(now, membership);
+    this.#giving.answerAsks(now, membership);
     // A join brings no listing where the newcomers ask their givers by name: they list, the others answer
     // (before this worker's first listing, it lists as for any move). Members' counts that fall short of
     // the last listing's leases meanwhile (a handover under way) list by the shortfall rule below, at once
@@ -362,10 +360,7 @@ export class Taking {
       if (this.#listedAt === null) this.listingDue = true;
       else this.#reshare();
     }
-    if (this.#asked !== null && (this.#asked.incarnation !== membership.incarnation || now >= this.#asked.until)) {
-      this.#asked = null;
-      this.#parts.members.unask();
-    }
+    this.#giving.expireAsks(membership, now);
     this.#coldDealer.atTick(now);
     await this.#departed.atTick(now);
     if (this.#host.state() !== 'running') return;
@@ -373,7 +368,7 @@ export class Taking {
     if (this.#corrupt.size > 0) this.listingDue = true;
     if (!this.listingDue && this.#listedAt !== null && now - this.#listedAt < this.#parts.members.safetyListingMs(this.#listIntervalMs)) {
       // Nothing changed: balance on the members' own counts, and list only when a steal needs keys.
-      const counted = !this.#counts.dealingDeaths(now) && (this.#counts.below(this.#asked !== null) || this.#counts.above(now));
+      const counted = !this.#counts.dealingDeaths(now) && (this.#counts.below(this.#giving.asking) || this.#counts.above(now));
       if (counted || this.#counts.unheld(now)) this.listingDue = now - this.#listedAt >= this.#parts.takeIntervalMs * 0.9;
       if (!this.listingDue) return;
     }
@@ -462,7 +457,7 @@ export class Taking {
    * join, would ask givers as a newcomer's does, and the members hand leases to and fro).
    */
   #dealtBy(total: number, now: number, news: boolean, membership: Incarnation): void {
-    this.#askRounds = { incarnation: membership.incarnation, askable: false, rounds: 0, heldAtAsk: 0 };
+    this.#giving.dealt(membership);
     this.#listedAt = now;
     this.#coldWait = false;
     this.listingDue = news;
@@ -503,7 +498,7 @@ export class Taking {
     const holding = this.#parts.skipSelfFencing || this.#parts.clock.now() < this.#parts.members.heldUntil;
     const leases = listing.leases;
     const all = new Map(leases.map((lease) => [lease.leaseKey, lease]));
-    this.#noticeLosses(all, corrupt, membership);
+    this.#parts.hold.noticeLosses(all, corrupt, membership.incarnation);
     const alive = this.#parts.view.alive();
     const isMine = (lease: LeaseRecord): boolean => lease.owner === this.#parts.workerId && lease.incarnation === membership.incarnation;
     // A tenure let go is forgotten once its lease is gone or moved on; not while the lease cannot be read:
@@ -701,41 +696,19 @@ export class Taking {
       load.set(handed.to, (load.get(handed.to) ?? 0) + 1);
     }
     const moves = planMoves(members, load, capOfMember);
-    // With a change feed, not to a newcomer whose asks named this worker lately: it had what it asked of
-    // this worker, and the listing shows it short only of what its other givers are still handing it.
-    // Offered more on that listing's counts (a member that answered one newcomer of several and was still
-    // above another), the first of three newcomers a second apart was handed up to 16 leases over its
-    // share, to hand on again; what it still lacks it asks again, or steals. (Without a feed a newcomer
-    // waiting for its asks lists every tick and finds such an offer at once, where its own asks again wait
-    // a tick for their answers: the offer stands, 6.5 against 7.2 s to balance over 24 seeds.)
-    const answered = (workerId: string): boolean => this.#host.subscribed() && this.#asks.askedMeLately(workerId, now, ASKS_TICKS * this.#parts.takeIntervalMs);
-    if (holding) this.#offer(moves.filter((move) => move.from === this.#parts.workerId && !answered(move.to)).map((move) => move.to), now);
-    // A member due to hand this worker leases is the one asked for them: an owner answers a request and
-    // its own offer with the same lease count, so that a lease never moves twice for one place.
-    const givers = new Map<string, number>();
-    for (const move of moves) if (move.to === this.#parts.workerId) givers.set(move.from, (givers.get(move.from) ?? 0) + 1);
-    // A newcomer's first listing asks its givers by name, each for what the plan says it hands over: the
-    // members already there list nothing for the join (DESIGN section 4, "A join that names its givers").
-    // Givers that refused (their plan had moved on: another newcomer asked them first) leave it two or more
-    // short: it asks again, of the givers of a new plan, up to three times in its first ten ticks. (Not when
-    // nobody answered: its givers do not read asks, an earlier release's, and it asks the usual way.)
-    if (this.#askRounds.incarnation !== membership.incarnation) this.#askRounds = { incarnation: membership.incarnation, askable: unowned.length <= taken, rounds: 0, heldAtAsk: 0 };
-    let due = 0;
-    for (const count of givers.values()) due += count;
-    const first =
-      this.#asked === null && this.#askRounds.askable && this.#askRounds.rounds < MAX_ASK_ROUNDS && now - membership.joinedAt < NEWCOMER_TICKS * this.#parts.takeIntervalMs && (this.#askRounds.rounds === 0 ? due >= 1 : due >= 2 && mine + taken > this.#askRounds.heldAtAsk);
-    if (first && holding && givers.size > 0 && unowned.length <= taken && this.#parts.members.ask(givers)) {
-      this.#asked = { incarnation: membership.incarnation, until: now + ASKED_TICKS * this.#parts.takeIntervalMs };
-      this.#askRounds.rounds++;
-      this.#askRounds.heldAtAsk = mine + taken;
-      this.#host.wakeRenew();
-    }
     const rank = members.indexOf(this.#parts.workerId);
-    const wanted = (rank < 0 ? 0 : target(rank)) - mine - taken;
-    const asked = this.#handovers.requests.size;
-    if (holding && this.#asked === null && wanted - asked > 0 && this.#parts.maxSteals > 0 && unowned.length <= taken) {
-      this.#handovers.requestHandoffs(workable, counts, ownerOf, mine + taken + asked, wanted - asked, now, givers);
-    }
+    this.#giving.plan({
+      moves,
+      holding,
+      now,
+      membership,
+      allHeld: unowned.length <= taken,
+      held: mine + taken,
+      wanted: (rank < 0 ? 0 : target(rank)) - mine - taken,
+      workable,
+      counts,
+      ownerOf,
+    });
   }
 
   /**
@@ -761,73 +734,6 @@ export class Taking {
     this.#counts.reshared(targets.get(this.#parts.workerId) ?? 0);
   }
 
-  /**
-   * Answers the asks of newcomers read this tick: hands each what it asked of this worker, from the leases
-   * this worker holds, never below the group's smallest share (asks computed on a listing older than
-   * another join, or answered already by an offer, ask for more than the plan now says).
-   */
-  #answerAsks(now: number, membership: Incarnation): void {
-    const asks = this.#asks.read(this.#parts.view, now, new Set(this.#parts.members.joined));
-    if (asks.length === 0) return;
-    const holding = this.#parts.skipSelfFencing || now < this.#parts.members.heldUntil;
-    if (!holding || this.#parts.members.current !== membership) return;
-    this.#reshare();
-    let mine = [...this.#held.values()].filter((held) => !held.leaving && !held.handoff).length;
-    const recipients: string[] = [];
-    for (const { to, count } of asks) {
-      // Not to a member leaving: it takes nothing more, as the plan and the deals leave it out. (Before, a
-      // stopping member's leaving heartbeat still carried the asks of its last tick, and its giver answered
-      // them with the very lease the stop had just handed it: written to it after its stop had handed its
-      // leases on, the lease was left named for a member gone, for a listing to find; consumer simulation,
-      // multi-stream seed 157896.) A stopping member writes no asks now; one of an earlier release may.
-      if (to.metadata[LEAVING_FIELD] !== undefined) continue;
-      const give = Math.min(count, mine - this.#fairFloor);
-      if (give <= 0) continue;
-      for (let i = 0; i < give; i++) recipients.push(to.workerId);
-      mine -= give;
-    }
-    // Less only what is under way to the newcomers already (an offer of a listing that saw them): the
-    // handovers under way to others are not part of what they asked.
-    this.#offer(recipients, now, false);
-  }
-
-  /**
-   * Hands leases to members below their share without being asked, one per entry of `recipients`: the
-   * moves this worker's part of the plan calls for, less the handovers already under way (answered
-   * requests and earlier offers), to those members first. Each is drained and written to its recipient as
-   * an answered request is. The recipients did not ask: they see the members' counts fall short of the
-   * leases (see `Counts.unheld`), list, and hold them; nobody else lists for it.
-   */
-  #offer(recipients: readonly string[], now: number, lessOthersUnderWay = true): void {
-    if (this.#host.state() !== 'running' || recipients.length === 0) return;
-    const underWay = new Map<string, number>();
-    let others = 0;
-    for (const held of this.#held.values()) if (held.handoff) underWay.set(held.handoff.to, (underWay.get(held.handoff.to) ?? 0) + 1);
-    const due: string[] = [];
-    for (const to of recipients) {
-      const pending = underWay.get(to) ?? 0;
-      if (pending > 0) underWay.set(to, pending - 1);
-      else due.push(to);
-    }
-    if (lessOthersUnderWay) for (const pending of underWay.values()) others += pending;
-    const free = shuffled(
-      [...this.#held.entries()].filter(([leaseKey, held]) => !held.leaving && !held.handoff && this.#parts.hold.isHeld(leaseKey)),
-      this.#parts.random,
-    );
-    // Not to a member that may have died: in a crash, the plan's moves are made before its deaths are all declared.
-    const dying = this.#counts.dyingLately(now);
-    for (const to of due.slice(others)) {
-      const member = this.#parts.view.get(to);
-      if (member !== undefined && member.status === 'alive' && !this.#parts.members.answers.mayBeOffered(member, dying)) continue;
-      const entry = free.pop();
-      if (!entry || member?.status !== 'alive') break;
-      const [leaseKey, held] = entry;
-      held.handoff = { to, incarnation: member.incarnation, seenAt: now };
-      this.#host.emit('handoff-offered', { leaseKey, to });
-      void this.#handovers.handOff(leaseKey, held);
-    }
-  }
-
   /** Reports each newly corrupt lease once; returns the keys of every corrupt lease now. */
   #noticeCorrupt(errors: readonly Error[]): Set<string> {
     const keys = new Set<string>();
@@ -843,19 +749,6 @@ export class Taking {
     for (const leaseKey of this.#corrupt) if (!keys.has(leaseKey)) this.#corrupt.delete(leaseKey);
     for (const leaseKey of keys) this.#corrupt.add(leaseKey);
     return keys;
-  }
-
-  /** A held lease that storage shows with another owner, incarnation or epoch, or not at all, is lost. */
-  #noticeLosses(all: ReadonlyMap<string, LeaseRecord>, corrupt: ReadonlySet<string>, membership: Incarnation): void {
-    for (const [leaseKey, held] of this.#held) {
-      if (held.leaving || corrupt.has(leaseKey)) continue;
-      const stored = all.get(leaseKey);
-      if (stored === undefined) this.#parts.hold.lose(leaseKey, held, 'deleted');
-      else if (stored.version > held.record.version) {
-        if (this.#parts.hold.stillMine(held, stored) && stored.incarnation === membership.incarnation) this.#parts.hold.adopt(held, stored);
-        else this.#parts.hold.lose(leaseKey, held, 'taken');
-      }
-    }
   }
 
   /** Takes leases without a live owner (free, or their owner's membership dead) in one batched write. */
