@@ -10,12 +10,12 @@ import type { Clock, Random } from '../clock.js';
 import { describeValue, InvalidConfigError, LeaseholdError, MemberExpelledError, RecordFormatError, StorageUnavailableError } from '../errors.js';
 import { limits } from '../validation.js';
 import { memberStateOf, RECORD_FORMAT, type CheckpointStorage, type MemberRecord, type MemberState, type Roster, type RosterMoves, type WriteResult } from '../storage.js';
-import { MAX_LEASES_FIELD } from './balance.js';
 import { joinedBetween, movedByDeathsOnly, movedByJoinsAndDeaths, movedByJoinsOnly, RosterView, turnedDead, type SignatureMembers } from './roster-view.js';
 import { domainsOf, FAILURE_DOMAIN_FIELD, watchedBy } from './watchers.js';
 import { HANDED_FIELD, readNote, writeNote } from './leave-notes.js';
-import { ASKS_FIELD, writeAsks } from './join-asks.js';
-import { COLD_DEALT_FIELD, writeColdDealt } from './cold-deal-note.js';
+import { ASKS_FIELD } from './join-asks.js';
+import { COLD_DEALT_FIELD } from './cold-deal-note.js';
+import { OwnRecord } from './own-record.js';
 import { addsSuspect, Answers, othersLookAt } from './answers.js';
 import { StillPrompts } from './still-prompts.js';
 import { DueReads } from './due-reads.js';
@@ -25,8 +25,7 @@ import type { LeaseCoordinatorEvents } from './events.js';
 
 const PKG = 'core';
 
-/** Member metadata of a worker that is stopping: others deal it nothing more. */
-export const LEAVING_FIELD = 'leasehold.leaving';
+export { LEAVING_FIELD } from './own-record.js';
 
 /** The fields a heartbeat drops without moving the digest: a newcomer's asks, a cold start's deal note. */
 const DROPPED_QUIETLY = [ASKS_FIELD, COLD_DEALT_FIELD] as const;
@@ -154,12 +153,12 @@ export class Membership {
   readonly #takeIntervalMs: number;
   readonly #renewIntervalMs: number;
   readonly #holdMs: number;
-  readonly #maxLeases: number;
   readonly #clock: Clock;
   readonly #random: Random;
   readonly #host: MembershipHost;
   readonly #ownDurationOnly: boolean;
   readonly #expiryFactor: number;
+  readonly #failureDomain: string | undefined;
   /** The suspects named, by this worker and the others, and the members' answers to them. */
   readonly answers: Answers;
   /** The watched members it names as suspects when they stand still (still-prompts.ts). */
@@ -181,7 +180,6 @@ export class Membership {
   readonly #noteTrusted: boolean;
   /** How many members watch each member's liveness. */
   readonly #watchers: number;
-  readonly #failureDomain: string | undefined;
   /** Whether the store has the watchers' reads: without them the whole roster is read every take tick. */
   readonly #watcherReads: boolean;
   /** Groups of up to this many members read the whole roster every tick. */
@@ -201,18 +199,14 @@ export class Membership {
   #current: Incarnation | null = null;
   /** Member writes run one after another: each needs the version the previous one made. */
   #memberChain: Promise<unknown> = Promise.resolve();
-  /** The change counter this worker's member carries: moved by every change other workers must list for. */
-  #changes = 0;
   /** The roster as last read, and each member as this worker judges it (observed expiry). */
   readonly view: RosterView;
   /** The roster's signature at the last take tick: a move brings a listing. */
   #rosterSignature = '';
   /** The members that signature was made of. */
   #signatureMembers: SignatureMembers = new Map();
-  /** The asks of this incarnation's first listing, while they stand (join-asks.ts). */
-  #asks: { incarnation: string; value: string } | null = null;
-  /** The note of a cold start this incarnation dealt to the group, while it stands (`noteColdDeal`). */
-  #coldDealt: { incarnation: string; value: string } | null = null;
+  /** What this worker writes in its member record (own-record.ts). */
+  readonly #own: OwnRecord;
   #heartbeatFailed = false;
   #incarnations = 0;
 
@@ -224,12 +218,10 @@ export class Membership {
     this.#takeIntervalMs = options.takeIntervalMs;
     this.#renewIntervalMs = options.renewIntervalMs;
     this.#holdMs = options.holdMs;
-    this.#maxLeases = options.maxLeases;
     this.#clock = options.clock;
     this.#random = options.random;
     this.#host = options.host;
     this.#watchers = options.watchers;
-    this.#failureDomain = options.failureDomain;
     this.#watcherReads = options.watcherReads;
     this.#wholeRosterUpTo = options.wholeRosterUpTo;
     this.#rosterMoves = options.rosterMoves;
@@ -239,6 +231,7 @@ export class Membership {
     this.#noteTrusted = options.noteTrusted;
     this.#ownDurationOnly = options.ownDurationOnly;
     this.#expiryFactor = options.expiryFactor;
+    this.#failureDomain = options.failureDomain;
     this.#readsOutOfTurn = options.readsOutOfTurn;
     this.#digest = new DigestAdvances({
       storage: options.storage,
@@ -257,6 +250,14 @@ export class Membership {
       view: this.view,
       readsWatched: () => this.readsWatched(),
       unansweredDealt: options.unansweredDealt,
+    });
+    this.#own = new OwnRecord({
+      leaseDurationMs: this.#leaseDurationMs,
+      maxLeases: options.maxLeases,
+      failureDomain: options.failureDomain,
+      answers: this.answers,
+      host: this.#host,
+      digestSeen: () => this.#digestSeen,
     });
     this.#wakeParts = {
       clock: this.#clock,
@@ -332,7 +333,7 @@ export class Membership {
 
   /** A change other workers must list for: the next heartbeat carries it in the change counter. */
   noteChanged(): void {
-    this.#changes++;
+    this.#own.noteChanged();
   }
 
   /**
@@ -366,49 +367,6 @@ export class Membership {
     return handedLeaves ? 'handed-leaves' : 'deaths';
   }
 
-  /** The member state this worker writes now: its incarnation, duration, count, changes and requests. */
-  #memberState(membership: Incarnation): MemberState {
-    const base = membership.record ? memberStateOf(membership.record) : { format: RECORD_FORMAT, metadata: {} };
-    // A stopping member says so, so that nobody deals it the leases others release meanwhile.
-    const metadata: Record<string, string> = { ...base.metadata };
-    if (this.#host.state() === 'stopping') metadata[LEAVING_FIELD] = '1';
-    else delete metadata[LEAVING_FIELD];
-    if (Number.isFinite(this.#maxLeases)) metadata[MAX_LEASES_FIELD] = String(this.#maxLeases);
-    else delete metadata[MAX_LEASES_FIELD];
-    if (this.#failureDomain !== undefined) metadata[FAILURE_DOMAIN_FIELD] = this.#failureDomain;
-    else delete metadata[FAILURE_DOMAIN_FIELD];
-    this.answers.writeInto(metadata, this.#digestSeen);
-    // A stopping member asks for nothing more (DESIGN section 4, "Releasing"): asks its last tick wrote, which
-    // only a later tick would drop, do not go out with its leave.
-    if (this.#asks?.incarnation === membership.incarnation && this.#host.state() !== 'stopping') metadata[ASKS_FIELD] = this.#asks.value;
-    else delete metadata[ASKS_FIELD];
-    if (this.#coldDealt?.incarnation === membership.incarnation) metadata[COLD_DEALT_FIELD] = this.#coldDealt.value;
-    else delete metadata[COLD_DEALT_FIELD];
-    let state: MemberState = {
-      ...base,
-      metadata,
-      format: RECORD_FORMAT,
-      incarnation: membership.incarnation,
-      leaseDurationMs: this.#leaseDurationMs,
-      status: 'alive',
-      held: this.#host.countHeld(),
-      changes: this.#changes,
-      requests: [],
-    };
-    // A request as stored keeps the fields a later core gave it (they round-trip as the member's do).
-    // Names hold no NUL, so it separates the two names of a request's key.
-    const stored = new Map((membership.record?.requests ?? []).map((request) => [`${request.from}\u0000${request.leaseKey}`, request]));
-    // As many open requests as fit the member's size limit (long names may leave room for fewer).
-    for (const [leaseKey, request] of this.#host.requests) {
-      if (state.requests.length >= limits.maxRequests) break;
-      const written = stored.get(`${request.from}\u0000${leaseKey}`) ?? { leaseKey, from: request.from };
-      const next = { ...state, requests: [...state.requests, written] };
-      if (Buffer.byteLength(JSON.stringify(next), 'utf8') > limits.maxMemberBytes) break;
-      state = next;
-    }
-    return state;
-  }
-
   /**
    * Asks the members named in `givers` for that many leases each, in this incarnation's member record,
    * written at the next heartbeat (DESIGN section 4, "A join that names its givers"). As many givers as fit
@@ -417,19 +375,12 @@ export class Membership {
    */
   ask(givers: ReadonlyMap<string, number>): boolean {
     const membership = this.#current;
-    if (!membership?.record) return false;
-    const state = this.#memberState(membership);
-    const fits = (value: string): boolean =>
-      Buffer.byteLength(JSON.stringify({ ...state, metadata: { ...state.metadata, [ASKS_FIELD]: value } }), 'utf8') <= limits.maxMemberBytes * 0.75;
-    const value = writeAsks(givers, fits);
-    if (value === undefined) return false;
-    this.#asks = { incarnation: membership.incarnation, value };
-    return true;
+    return membership?.record ? this.#own.ask(membership, givers) : false;
   }
 
   /** Drops the asks at the next heartbeat, which does not move the digest for it. */
   unask(): void {
-    this.#asks = null;
+    this.#own.unask();
   }
 
   /**
@@ -438,12 +389,12 @@ export class Membership {
    */
   noteColdDeal(total: number): void {
     const membership = this.#current;
-    if (membership?.record) this.#coldDealt = { incarnation: membership.incarnation, value: writeColdDealt(total) };
+    if (membership?.record) this.#own.noteColdDeal(membership, total);
   }
 
   /** Drops the cold start's deal note at the next heartbeat, which does not move the digest for it. */
   unnoteColdDeal(): void {
-    this.#coldDealt = null;
+    this.#own.unnoteColdDeal();
   }
 
   /** One heartbeat: the member record written at the version this worker last wrote. */
@@ -454,11 +405,11 @@ export class Membership {
       this.#host.fenceExpired();
       const sentAt = this.#clock.now();
       const keys = this.#host.heldKeys();
-      let outcome = await this.#putMember(membership.record.version, this.#memberState(membership), 'heartbeat');
+      let outcome = await this.#putMember(membership.record.version, this.#own.state(membership), 'heartbeat');
       if (outcome.status === 'conflict' && this.#isOurs(membership, outcome.current)) {
         // An earlier write of ours whose outcome was unknown applied after all: write again on it.
         membership.record = outcome.current;
-        outcome = await this.#putMember(membership.record.version, this.#memberState(membership), 'heartbeat');
+        outcome = await this.#putMember(membership.record.version, this.#own.state(membership), 'heartbeat');
       }
       if (this.#current !== membership) return;
       if (outcome.status === 'applied') {
@@ -523,7 +474,7 @@ export class Membership {
       const incarnation = this.#newIncarnation();
       const membership: Incarnation = { incarnation, record: null, joinedAt: now };
       const sentAt = this.#clock.now();
-      const outcome = await this.#putMember(existing?.version ?? null, this.#memberState(membership), 'join');
+      const outcome = await this.#putMember(existing?.version ?? null, this.#own.state(membership), 'join');
       if (outcome.status !== 'applied' || this.#host.state() !== 'running') return;
       membership.record = outcome.record;
       this.#current = membership;
