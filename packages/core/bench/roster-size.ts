@@ -1,6 +1,6 @@
 /**
  * The sizes DynamoDB bills for a group's members, computed from the layout of `@leasehold/storage-dynamodb`
- * (its `schema.ts` and `dynamodb-storage.ts`): each member is an item of its own under one of four
+ * (its `schema.ts` and `members.ts`): each member is an item of its own under one of four
  * partition keys, `<group>#members#<bucket>` (the bucket is core's `keyBucket` of the worker id), sort key
  * `member:<workerId>`, with `version` (a number), `state` (the member state
  * JSON of `encodeMemberState`) and `writeId` (16 random base64url characters per write attempt). A removed

@@ -1,4 +1,4 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import {
   GetItemCommand,
   PutItemCommand,
@@ -7,7 +7,6 @@ import {
   type AttributeValue,
   type DynamoDBClient,
   type PutItemCommandInput,
-  type QueryCommandInput,
 } from '@aws-sdk/client-dynamodb';
 import {
   InvalidConfigError,
@@ -34,40 +33,27 @@ import {
 } from '@leasehold/core';
 import {
   describeValue,
-  encodeMemberState,
   leaderStateOf,
   leaseStateOf,
   listingOf,
-  memberStateOf,
   result,
-  rosterOf,
   validateGroup,
   validateLeaderState,
   validateLeaseKey,
   validateLeaseKeys,
   validateLeaseUpdates,
-  validateMemberWrite,
   validateNewLeader,
   validateNewLease,
   validateVersion,
-  validateWorkerId,
-  validateWorkerIds,
   optionKeys,
   refuseUnknownOptions,
 } from '@leasehold/core/adapter';
 import { batchGetItems } from './batch-get.js';
-import { deleteFresh, freshJoin, type FreshMembersIo } from './fresh-members.js';
-import { refuseBesideEarlierLayouts, type JoinCheckIo } from './join-check.js';
 import {
   ambiguous,
-  corruptDigest,
   corruptOutcome,
   counterOf,
-  digestItemKey,
-  digestOf,
-  isRemoved,
   isTombstone,
-  isVersion,
   leaderAttributes,
   leaderItemKey,
   leaderOf,
@@ -75,21 +61,13 @@ import {
   leaseItemKey,
   leaseKeyOf,
   leaseOf,
-  memberConflict,
-  memberItemKey,
-  memberOf,
-  memberBucketKeys,
-  numberOf,
   TRUE,
   unreadConflict,
-  workerIdOf,
   type Item,
   type Sent,
 } from './items.js';
 import {
   LEASE_PREFIX,
-  MEMBER_PREFIX,
-  MEMBER_VERSION_SPAN,
   PKG,
   attr,
   checkItemSize,
@@ -101,6 +79,7 @@ import {
   validateTableName,
   type CreateTableOptions,
 } from './schema.js';
+import * as members from './members.js';
 
 /** Options of {@link DynamoDBStorage}. */
 export interface DynamoDBStorageOptions {
@@ -139,6 +118,7 @@ export class DynamoDBStorage implements Storage {
   readonly #client: DynamoDBClient;
   readonly #tableName: string;
   readonly #writeConcurrency: number;
+  readonly #membersIo: members.MembersIo;
 
   constructor(options: DynamoDBStorageOptions) {
     if (typeof options !== 'object' || options === null) {
@@ -156,6 +136,15 @@ export class DynamoDBStorage implements Storage {
     this.#client = options.client;
     this.#tableName = options.tableName;
     this.#writeConcurrency = writeConcurrency;
+    // What the members' reads and writes (`members.ts`) need of this storage.
+    this.#membersIo = {
+      client: this.#client,
+      tableName: this.#tableName,
+      send: (request) => this.#send(request),
+      read: (what, request) => this.#read(what, request),
+      failed: (error, what) => this.#failedWrite(error, what),
+      getItem: (key) => this.#getItem(key),
+    };
   }
 
   /** The table this store writes to. */
@@ -377,102 +366,22 @@ export class DynamoDBStorage implements Storage {
     return outcome.status === 'applied' ? { status: 'applied' } : outcome;
   }
 
-  async getRoster(group: string): Promise<Roster> {
-    validateGroup(group, PKG);
-    // One Query per bucket, sent together; the members come back in sort key order, as one Query of one
-    // key returned them.
-    const buckets = await Promise.all(memberBucketKeys(group).map((key) => this.#membersUnder(group, key)));
-    const items = buckets
-      .flat()
-      .map((item) => ({ item, order: Buffer.from(item[attr.sk]?.S ?? '', 'utf8') }))
-      .sort((a, b) => Buffer.compare(a.order, b.order))
-      .map(({ item }) => item);
-    // A member that cannot be read back is reported by its worker id and never hides the others.
-    return rosterOf(group, items, (item) => memberOf(group, workerIdOf(item), item));
+  getRoster(group: string): Promise<Roster> {
+    return members.getRoster(this.#membersIo, group);
   }
-
-  /** Every member item under one bucket's partition key, tombstones left out. */
-  async #membersUnder(group: string, partitionKey: string): Promise<Item[]> {
-    // Pages follow the sort key (`member:<workerId>`), which no write moves: a member present throughout
-    // the read is on exactly one page, however the others heartbeat, join and leave.
-    const items = await this.#queryAll(`read the roster of group ${describeValue(group)}`, (startKey) => ({
-      TableName: this.#tableName,
-      KeyConditionExpression: '#pk = :pk AND begins_with(#sk, :member)',
-      ExpressionAttributeNames: { '#pk': attr.pk, '#sk': attr.sk },
-      ExpressionAttributeValues: { ':pk': { S: partitionKey }, ':member': { S: MEMBER_PREFIX } },
-      ConsistentRead: true,
-      ExclusiveStartKey: startKey,
-    }));
-    return items.filter((item) => !isRemoved(item));
-  }
-
-  /** Every item of a Query, page after page until `LastEvaluatedKey` is empty. */
-  async #queryAll(what: string, input: (startKey: Item | undefined) => QueryCommandInput): Promise<Item[]> {
-    const items: Item[] = [];
-    let startKey: Item | undefined;
-    do {
-      const page = await this.#read(what, () => this.#client.send(new QueryCommand(input(startKey))));
-      items.push(...(page.Items ?? []));
-      startKey = page.LastEvaluatedKey;
-    } while (startKey !== undefined && Object.keys(startKey).length > 0);
-    return items;
-  }
-
-  /** What the join's checks of the layouts before use (`join-check.ts`). */
-  #freshIo(): FreshMembersIo {
-    return {
-      tableName: this.#tableName,
-      send: (request) => this.#send(() => request(this.#client)),
-      met: (sent, key) => this.#memberMet(sent, key),
-      failed: (error, what) => this.#failedWrite(error, what),
-      getItem: (key) => this.#getItem(key),
-    };
-  }
-
-  #joinCheckIo(): JoinCheckIo {
-    return {
-      tableName: this.#tableName,
-      getItem: (what, key) => this.#read(what, () => this.#getItem(key)),
-      queryAll: (what, input) => this.#queryAll(what, input),
-      mark: async (what, request) => {
-        const sent = await this.#send(() => request(this.#client));
-        if (sent.kind === 'failed') {
-          const outcome = await this.#failedWrite(sent.error, what);
-          // Nothing of the join was sent: no record of it can have changed.
-          throw new StorageUnavailableError(`${outcome.error.message}; the join was not sent`, { cause: outcome.error });
-        }
-        return sent.kind === 'applied' ? sent.attributes : sent.item;
-      },
-    };
-  }
-
 
   /**
    * One strongly consistent `BatchGetItem` of the members' items (keys DynamoDB leaves unprocessed are sent
    * again after a backoff), decoded as {@link getRoster} decodes them: tombstones left out, a member that
    * cannot be read back in `corrupt`. Members come in the order their ids were first named.
    */
-  async getMembers(group: string, workerIds: readonly string[]): Promise<Roster> {
-    validateGroup(group, PKG);
-    validateWorkerIds(workerIds, PKG);
-    // DynamoDB refuses a batch that names a key twice, and one that names none.
-    const ids = [...new Set(workerIds)];
-    if (ids.length === 0) return { group, members: [], corrupt: [] };
-    const what = `read ${ids.length} member(s) of group ${describeValue(group)}`;
-    const items = await this.#read(what, () => batchGetItems(this.#client, this.#tableName, ids.map((workerId) => memberItemKey(group, workerId))));
-    const byWorkerId = new Map(items.map((item) => [workerIdOf(item), item]));
-    const found = ids.flatMap((workerId) => {
-      const item = byWorkerId.get(workerId);
-      return item === undefined || isRemoved(item) ? [] : [item];
-    });
-    return rosterOf(group, found, (item) => memberOf(group, workerIdOf(item), item));
+  getMembers(group: string, workerIds: readonly string[]): Promise<Roster> {
+    return members.getMembers(this.#membersIo, group, workerIds);
   }
 
   /** One strongly consistent `GetItem` of the group's digest item; 0 when there is none. */
-  async getRosterDigest(group: string): Promise<number> {
-    validateGroup(group, PKG);
-    const item = await this.#read(`read the roster digest of group ${describeValue(group)}`, () => this.#getItem(digestItemKey(group)));
-    return item === undefined ? 0 : digestOf(group, item);
+  getRosterDigest(group: string): Promise<number> {
+    return members.getRosterDigest(this.#membersIo, group);
   }
 
   /**
@@ -480,132 +389,16 @@ export class DynamoDBStorage implements Storage {
    * written. Its only condition is that a stored digest is a number: a damaged item is reported, never
    * overwritten. A lost answer the SDK sends again may advance twice, which the contract allows.
    */
-  async advanceRosterDigest(group: string): Promise<number> {
-    validateGroup(group, PKG);
-    const what = `advance of the roster digest of group ${describeValue(group)}`;
-    const key = digestItemKey(group);
-    const sent = await this.#send(() =>
-      this.#client.send(
-        new UpdateItemCommand({
-          TableName: this.#tableName,
-          Key: key,
-          UpdateExpression: 'ADD #digest :one',
-          ConditionExpression: 'attribute_not_exists(#digest) OR attribute_type(#digest, :number)',
-          ExpressionAttributeNames: { '#digest': attr.digest },
-          ExpressionAttributeValues: { ':one': { N: '1' }, ':number': { S: 'N' } },
-          ReturnValues: 'UPDATED_NEW',
-          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-        }),
-      ),
-    );
-    if (sent.kind === 'failed') throw (await this.#failedWrite(sent.error, what)).error;
-    if (sent.kind === 'condition-failed') {
-      // DynamoDB returns the item with ALL_OLD; backends that ignore it (dynalite) need a read.
-      const item = sent.item ?? (await this.#read(`read the roster digest of group ${describeValue(group)}`, () => this.#getItem(key)));
-      throw corruptDigest(group, item?.[attr.digest]);
-    }
-    const written = numberOf(sent.attributes?.[attr.digest]);
-    if (!isVersion(written)) {
-      throw new StorageOutcomeUnknownError(`[${PKG}] ${what} applied, but DynamoDB gave back the digest ${describeValue(written)}`);
-    }
-    return written;
+  advanceRosterDigest(group: string): Promise<number> {
+    return members.advanceRosterDigest(this.#membersIo, group);
   }
 
-  async putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
-    validateMemberWrite(group, workerId, expectedVersion, next, PKG);
-    const what =
-      expectedVersion === null
-        ? `join of member ${describeValue(workerId)} in group ${describeValue(group)}`
-        : `write of member ${describeValue(workerId)} at version ${expectedVersion} in group ${describeValue(group)}`;
-    if (expectedVersion === null) await refuseBesideEarlierLayouts(group, this.#joinCheckIo());
-    const state = memberStateOf(next);
-    const key = memberItemKey(group, workerId);
-    const writeId = randomBytes(12).toString('base64url');
-    const values: Item = { ':state': { S: encodeMemberState(state) }, ':writeId': { S: writeId } };
-    if (expectedVersion === null) {
-      const fresh = await freshJoin(this.#freshIo(), group, workerId, key, values, state, writeId, what);
-      if (fresh !== undefined) return fresh;
-    }
-    // One UpdateItem of the member's own item. A join here applies over the worker id's tombstone (the
-    // version after the tombstone's, which every operand reads as it was before the update), so the worker
-    // id's versions only grow; one over no item is `freshJoin`'s (fresh-members.ts). A put applies at the stored version of a
-    // member that is not removed; the put that would take a fresh member's versions past its span (see
-    // MEMBER_VERSION_SPAN) makes it fresh no more. Nothing another member writes is read or compared.
-    const leavesSpan = expectedVersion !== null && (expectedVersion + 1) % MEMBER_VERSION_SPAN === 0;
-    const sent = await this.#send(() =>
-      this.#client.send(
-        new UpdateItemCommand(
-          expectedVersion === null
-            ? {
-                TableName: this.#tableName,
-                Key: key,
-                UpdateExpression: 'SET #version = if_not_exists(#version, :zero) + :one, #state = :state, #writeId = :writeId REMOVE #removed',
-                // A tombstone whose version is not a number is corrupt: the join fails its condition and
-                // reports it, rather than failing on the arithmetic.
-                ConditionExpression: 'attribute_not_exists(#pk) OR (attribute_exists(#removed) AND attribute_type(#version, :number))',
-                ExpressionAttributeNames: { '#pk': attr.pk, '#version': attr.version, '#state': attr.state, '#writeId': attr.writeId, '#removed': attr.removed },
-                ExpressionAttributeValues: { ...values, ':zero': { N: '0' }, ':one': { N: '1' }, ':number': { S: 'N' } },
-                ReturnValues: 'UPDATED_NEW',
-                ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-              }
-            : {
-                TableName: this.#tableName,
-                Key: key,
-                UpdateExpression: `SET #version = :version, #state = :state, #writeId = :writeId${leavesSpan ? ' REMOVE #fresh' : ''}`,
-                ConditionExpression: '#version = :expected AND attribute_not_exists(#removed)',
-                ExpressionAttributeNames: { '#version': attr.version, '#state': attr.state, '#writeId': attr.writeId, '#removed': attr.removed, ...(leavesSpan ? { '#fresh': attr.fresh } : {}) },
-                ExpressionAttributeValues: { ...values, ':version': { N: String(expectedVersion + 1) }, ':expected': { N: String(expectedVersion) } },
-                ReturnValues: 'UPDATED_NEW',
-                ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-              },
-        ),
-      ),
-    );
-    const applied = (version: unknown): WriteResult<MemberRecord> =>
-      isVersion(version)
-        ? result.applied({ group, workerId, version, ...state })
-        : result.unknown(new StorageOutcomeUnknownError(`[${PKG}] ${what} applied, but DynamoDB gave back the version ${describeValue(version)}`));
-    if (sent.kind === 'applied') return applied(numberOf(sent.attributes?.[attr.version]));
-    if (sent.kind === 'failed') return this.#failedWrite(sent.error, what);
-    const met = await this.#memberMet(sent, key);
-    if (met === undefined) return result.unknown(unreadConflict(what));
-    // The SDK retried, and its first attempt applied: the member holds this write's id.
-    if (met.item !== undefined && !isRemoved(met.item) && met.item[attr.writeId]?.S === writeId) return applied(numberOf(met.item[attr.version]));
-    if (met.retried) return result.unknown(ambiguous(what));
-    return memberConflict(group, workerId, met.item);
+  putMember(group: string, workerId: string, expectedVersion: number | null, next: MemberState): Promise<WriteResult<MemberRecord>> {
+    return members.putMember(this.#membersIo, group, workerId, expectedVersion, next);
   }
 
-  async removeMember(group: string, workerId: string, expectedVersion: number): Promise<DeleteResult<MemberRecord>> {
-    validateGroup(group, PKG);
-    validateWorkerId(workerId, PKG);
-    validateVersion(expectedVersion, PKG);
-    const what = `removal of member ${describeValue(workerId)} at version ${expectedVersion} from group ${describeValue(group)}`;
-    const key = memberItemKey(group, workerId);
-    const fresh = await deleteFresh(this.#freshIo(), group, workerId, key, expectedVersion, what);
-    if (fresh !== 'not-fresh') return fresh;
-    // Any other member becomes a tombstone that keeps its version: a worker of an earlier release joining
-    // again under its id continues above it (its joins start at 1 over no item).
-    const sent = await this.#send(() =>
-      this.#client.send(
-        new UpdateItemCommand({
-          TableName: this.#tableName,
-          Key: key,
-          UpdateExpression: 'SET #removed = :true REMOVE #state, #writeId',
-          ConditionExpression: '#version = :expected AND attribute_not_exists(#removed)',
-          ExpressionAttributeNames: { '#version': attr.version, '#state': attr.state, '#writeId': attr.writeId, '#removed': attr.removed },
-          ExpressionAttributeValues: { ':expected': { N: String(expectedVersion) }, ':true': TRUE },
-          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
-        }),
-      ),
-    );
-    if (sent.kind === 'applied') return { status: 'applied' };
-    if (sent.kind === 'failed') return this.#failedWrite(sent.error, what);
-    const met = await this.#memberMet(sent, key);
-    if (met === undefined) return result.unknown(unreadConflict(what));
-    // A removal leaves nothing to recognise it by: after a retry, a tombstone or a moved member may be
-    // this removal's own first attempt (followed by a join).
-    if (met.retried) return result.unknown(ambiguous(what));
-    return memberConflict(group, workerId, met.item);
+  removeMember(group: string, workerId: string, expectedVersion: number): Promise<DeleteResult<MemberRecord>> {
+    return members.removeMember(this.#membersIo, group, workerId, expectedVersion);
   }
 
   async getLeader(group: string): Promise<LeaderRecord | null> {
@@ -735,23 +528,6 @@ export class DynamoDBStorage implements Storage {
     const retried = sent.attempts === undefined || sent.attempts > 1;
     if (retried && storedVersion > version) return { kind: 'ambiguous' };
     return { kind: 'other', item };
-  }
-
-  /**
-   * The member item a member write's failed condition met, and whether the SDK sent the write more than
-   * once. `undefined`: the item could not be read. DynamoDB returns the item with ALL_OLD; backends that
-   * ignore it (dynalite) need a consistent read, which may see a later write than the one that refused.
-   */
-  async #memberMet(sent: Sent & { kind: 'condition-failed' }, key: Item): Promise<{ item: Item | undefined; retried: boolean } | undefined> {
-    let item = sent.item;
-    if (item === undefined) {
-      try {
-        item = await this.#getItem(key);
-      } catch {
-        return undefined;
-      }
-    }
-    return { item, retried: sent.attempts === undefined || sent.attempts > 1 };
   }
 
   /** The result of a write that failed with something other than its condition. */

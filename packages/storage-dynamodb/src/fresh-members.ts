@@ -6,7 +6,7 @@
  * over no item takes its first version from the group's count of such joins (on the roster digest's item)
  * times MEMBER_VERSION_SPAN, above every version an earlier member of its worker id had, and is written
  * `fresh`; a fresh member is deleted when removed. A member that joined over a tombstone keeps the
- * tombstone's way (dynamodb-storage.ts): a worker of an earlier release, whose joins over no item start at
+ * tombstone's way (members.ts): a worker of an earlier release, whose joins over no item start at
  * version 1, may join under that worker id again and must continue above it.
  */
 import { DeleteItemCommand, UpdateItemCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
