@@ -4,7 +4,7 @@
  * lease of updateLeases 1, createLease 1), and the event loop's delay. Shared by `scale.ts` (every
  * coordinator in one process) and `scale-child.ts` (a quarter of them in each of several processes).
  */
-import type { Storage } from '@leasehold/core';
+import type { LeaseChange, Storage, SubscribeOptions } from '@leasehold/core';
 import type { monitorEventLoopDelay } from 'node:perf_hooks';
 
 export interface Tally {
@@ -13,9 +13,13 @@ export interface Tally {
   /** Items read, by storage method. */
   itemsReadBy: Record<string, number>;
   itemsWritten: number;
+  /** Changes the change feed delivered to the coordinators' listeners (each worker's own subscription). */
+  changesHeard: number;
+  /** Subscriptions opened (a coordinator opens one at its start, and one each time its feed's address moves). */
+  subscriptions: number;
 }
 
-export const emptyTally = (): Tally => ({ calls: {}, itemsRead: 0, itemsReadBy: {}, itemsWritten: 0 });
+export const emptyTally = (): Tally => ({ calls: {}, itemsRead: 0, itemsReadBy: {}, itemsWritten: 0, changesHeard: 0, subscriptions: 0 });
 
 /** The sum of several processes' tallies. */
 export function addTallies(tallies: readonly Tally[]): Tally {
@@ -25,6 +29,8 @@ export function addTallies(tallies: readonly Tally[]): Tally {
     for (const [name, n] of Object.entries(tally.itemsReadBy ?? {})) sum.itemsReadBy[name] = (sum.itemsReadBy[name] ?? 0) + n;
     sum.itemsRead += tally.itemsRead;
     sum.itemsWritten += tally.itemsWritten;
+    sum.changesHeard += tally.changesHeard ?? 0;
+    sum.subscriptions += tally.subscriptions ?? 0;
   }
   return sum;
 }
@@ -87,7 +93,19 @@ export function counting(inner: Storage, tally: () => Tally): Storage {
     ...(inner.getRosterMoves && process.env.BENCH_NO_ROSTER_MOVES !== '1'
       ? { getRosterMoves: (group: string, since: number) => (count('getRosterMoves', 1, 0), (inner.getRosterMoves as NonNullable<Storage['getRosterMoves']>)(group, since)) }
       : {}),
-    ...(inner.subscribe ? { subscribe: inner.subscribe.bind(inner) } : {}),
+    // The feed's deliveries, counted in the tally current when each arrives, and the subscriptions opened.
+    ...(inner.subscribe
+      ? {
+          subscribe: (group: string, listener: (change: LeaseChange) => void, options?: SubscribeOptions) => {
+            tally().subscriptions++;
+            const heard = (change: LeaseChange): void => {
+              tally().changesHeard++;
+              listener(change);
+            };
+            return (inner.subscribe as NonNullable<Storage['subscribe']>).call(inner, group, heard, options);
+          },
+        }
+      : {}),
     getLeader: (group) => inner.getLeader(group),
     createLeader: (leader) => inner.createLeader(leader),
     updateLeader: (group, version, next) => inner.updateLeader(group, version, next),

@@ -117,10 +117,12 @@ function coordinatorOf(i: number): LeaseCoordinator {
   };
   // For side-by-side runs of one build, each bringing back what a rule replaced (an unsafe switch):
   // BENCH_LOST_DOMAINS_DEALT=1, a lost domain's members are dealt its leases (`lostDomainsDealt`);
-  // BENCH_DUE_READS_SKIPPED=1, watchers read their watched members at the take ticks only (`dueReadsSkipped`).
+  // BENCH_DUE_READS_SKIPPED=1, watchers read their watched members at the take ticks only (`dueReadsSkipped`);
   const unsafe = {
     ...(process.env.BENCH_LOST_DOMAINS_DEALT === '1' ? { lostDomainsDealt: true } : {}),
     ...(process.env.BENCH_DUE_READS_SKIPPED === '1' ? { dueReadsSkipped: true } : {}),
+    // BENCH_FEED_UNADDRESSED=1, every worker hears every handover (`feedUnaddressed`).
+    ...(process.env.BENCH_FEED_UNADDRESSED === '1' ? { feedUnaddressed: true } : {}),
   };
   const coordinator = new LeaseCoordinator(Object.keys(unsafe).length > 0 ? withUnsafe(options, unsafe) : options);
   coordinator.on('acquired', ({ leaseKey }) => pending.push(['acquired', i, leaseKey, now()]));

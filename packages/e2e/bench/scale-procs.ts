@@ -430,11 +430,14 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
       firstTakeSeconds,
       standing: standing(),
       joined: firstJoin.size,
+      changesHeardPerWorker: round(coldWindow.tally.changesHeard / WORKERS, 1),
+      subscriptionsPerWorker: round(coldWindow.tally.subscriptions / WORKERS, 2),
       window: coldWindow,
     };
     log(
       `${backend}: cold start ${balanced ? `balanced in ${cold.secondsToBalanced} s, ${cold.secondsAfterLastJoin} s (${cold.takeTicksAfterLastJoin} take ticks) after the last join at ${cold.lastJoinSeconds} s` : unconfirmed ? `not balanced: the events said so ${round((balancedAt - startedAt) / 1_000, 2)} s after the start, the children's own lists did not (${where()})` : `did not balance within ${LIMIT_S} s (${where()})`}; ` +
         `${acquisitions} acquisitions (${cold.acquisitionsPerLease} per lease); each worker's first take after the last join: first ${firstTakeSeconds.first} s, p50 ${firstTakeSeconds.p50}, p90 ${firstTakeSeconds.p90}, last ${firstTakeSeconds.last}; ${coldWindow.tally.itemsRead} items read, ${coldWindow.tally.itemsWritten} written (${JSON.stringify(coldWindow.tally.calls)}); ` +
+        `changes heard per worker ${cold.changesHeardPerWorker}, subscriptions per worker ${cold.subscriptionsPerWorker}; ` +
         `CPU: children ${coldWindow.childrenCores} cores, machine ${coldWindow.machineCores} of ${availableParallelism()}` +
         (coldWindow.serverCores === null ? '' : `, dynalite ${coldWindow.serverCores}`) +
         troubles(coldWindow),
@@ -606,6 +609,8 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
         waitedSeconds: round((takenOverAt - killedAt) / 1_000, 1),
         acquisitions: acquisitions - acquiredBefore,
         acquisitionsPerLeaseTakenOver: leases.size === 0 ? null : round((acquisitions - acquiredBefore) / leases.size),
+        // What the survivors' feeds delivered from the kill until balanced again (the victims' counts died with them).
+        changesHeardPerSurvivor: round(window.tally.changesHeard / Math.max(1, WORKERS - killed.size), 1),
         ...ways,
         standing: standing(),
         window,
@@ -621,6 +626,7 @@ async function run(backend: Backend): Promise<Record<string, unknown>> {
           '; ' +
           (rebalanced ? `balanced again ${crash.secondsToRebalanced} s after the kill` : `not balanced again within ${CRASH_LIMIT_S} s (${where()})`) +
           `; ${crash.declarations.filter((entry) => entry.watchersDead === WATCHERS).length} dead with all ${WATCHERS} watchers; ${crash.acquisitions} acquisitions; ways (p99 L): ${Object.entries(crash.takeOverByWay).map(([way, x]) => `${way} ${x.n} (${x.p99})`).join(', ')}, slowest 5% ${JSON.stringify(crash.slowestFivePercentByWay)}` +
+          `; changes heard per survivor ${crash.changesHeardPerSurvivor}` +
           `; CPU: children ${window.childrenCores} cores, machine ${window.machineCores}` +
           (window.serverCores === null ? '' : `, dynalite ${window.serverCores}`) +
           troubles(window),
