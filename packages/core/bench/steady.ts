@@ -24,6 +24,8 @@ const LIST_MS = 600_000;
  * max(30, members / 20) take ticks (the coordinator's `#refreshMs`).
  */
 const refreshMs = (members: number): number => Math.max(30, members / 20) * TAKE_MS;
+/** Groups of up to this many members read the whole roster every take tick (the coordinator's default `wholeRosterUpTo`). */
+const WHOLE_ROSTER_UP_TO = 16;
 /**
  * How often a member lists the leases when nothing signalled a change: listIntervalMs x max(1, members /
  * 10) in a group of watchers (the coordinator's `#safetyListingMs`), so that the group lists as often as
@@ -31,6 +33,16 @@ const refreshMs = (members: number): number => Math.max(30, members / 20) * TAKE
  * the bench adds the listing at this rate, computed from the measured listing's size.
  */
 const safetyListingMs = (members: number): number => LIST_MS * Math.max(1, members / 10);
+/** Each worker's whole roster reads in a window, and the busiest reader's (see `SteadyResult.wholeRosterReads`). */
+function wholeRosterReadsOf(byWorker: readonly Record<string, OpUsage>[], totals: readonly OpUsage[], refresh: number): NonNullable<SteadyResult['wholeRosterReads']> {
+  const reads = byWorker.map((byOp) => byOp.getRoster?.calls ?? 0);
+  let busiest = 0;
+  totals.forEach((op, i) => {
+    if (op.read.dynamodb > (totals[busiest]?.read.dynamodb ?? -1)) busiest = i;
+  });
+  return { meanPerWorker: reads.reduce((sum, n) => sum + n, 0) / Math.max(1, reads.length), mostPerWorker: Math.max(0, ...reads), busiestReader: reads[busiest] ?? 0, refreshMs: refresh };
+}
+
 /** How long the steady state is measured: two safety-net listing intervals, so each worker lists about twice. */
 const STEADY_WINDOW_MS = 20 * 60_000;
 /** How long after balancing the steady-state window begins. */
@@ -140,6 +152,14 @@ export interface SteadyResult {
   byOp: Record<string, OpUsage>;
   /** Bytes read per worker per second, by backend: the mean over workers and the worker that read most. */
   bytesReadPerWorkerSecond: Record<Backend, { mean: number; max: number }>;
+  /**
+   * The whole roster reads (`getRoster`) a worker made in the window: the mean over workers, the most, and
+   * those of the worker that read the most DynamoDB bytes; and the interval the coordinator reads it at
+   * while the digest stands still (`refreshMs`). Most of a large group's reads are these, so a short window
+   * that catches one worker at one read more than the mean shows it as the busiest reader. Absent when scaled,
+   * and for a group small enough to read the whole roster at every take tick.
+   */
+  wholeRosterReads?: { meanPerWorker: number; mostPerWorker: number; busiestReader: number; refreshMs: number };
   /** The safety-net listing (computed from the run: its size as billed, its interval by the coordinator's rule). */
   listing: Listing;
   /**
@@ -250,6 +270,7 @@ async function steady({ workers, leases, windowMs }: SteadyShape, seed: number):
         redis: perWorker((op) => op.read.redis),
         postgres: perWorker((op) => op.read.postgres),
       },
+      ...(workers > WHOLE_ROSTER_UP_TO ? { wholeRosterReads: wholeRosterReadsOf(c.workers.map((worker) => worker.storage.meter!.usage.byOp), workerTotals, refreshMs(workers)) } : {}),
       listing,
       withListing: {
         bytesReadPerWorkerSecond: { dynamodb: withListing('dynamodb'), redis: withListing('redis'), postgres: withListing('postgres') },
@@ -297,7 +318,7 @@ const scaleBytes = (bytes: Record<Backend, number>, by: number): Record<Backend,
  * N member items of the run's mean size; the safety-net listing every listIntervalMs x N / 10 (added at
  * that rate, as for a measured run). Any other call (the digest's advances) keeps its rate per worker.
  */
-function scaleToFleet({ coldStart: _cold, crash: _crash, ...r }: SteadyResult): SteadyResult {
+function scaleToFleet({ coldStart: _cold, crash: _crash, wholeRosterReads: _reads, ...r }: SteadyResult): SteadyResult {
   const { workers, leases } = FLEET;
   const seconds = r.windowMs / 1_000;
   const minutes = seconds / 60;
@@ -464,6 +485,13 @@ export async function steadySection(fleetWindowMs: number | null): Promise<Stead
       ];
     }),
   );
+  for (const r of results) {
+    const reads = r.wholeRosterReads;
+    if (reads === undefined) continue;
+    console.log(
+      `   ${rowName(r)}: whole roster reads a worker in the window: mean ${fmt(reads.meanPerWorker, 2)}, most ${reads.mostPerWorker}, by the busiest reader ${reads.busiestReader} (one every ${fmt(reads.refreshMs / 1_000, 0)} s while the digest stands still)`,
+    );
+  }
   console.log(`\n   DynamoDB hot spots, each partition key's requests a second (each item of a BatchGetItem one read) and the share of a partition's ${PARTITION_WCU.toLocaleString('en')} WCU/s and ${PARTITION_RCU.toLocaleString('en')} RCU/s (goal: at most ${pct(GOALS.shareOfPartition)})`);
   table(
     ['shape', 'partition key / item', 'writes/s', 'WCU/s', 'reads/s', 'RCU/s', 'share', ''],
