@@ -4,11 +4,12 @@
  * without a live owner (the same split on every worker that read the same records), the takes themselves,
  * the leases given back or freed for the group, and the plan of the moves between members. The offers,
  * the answers to newcomers' asks, a newcomer's own asks and the steal requests are in giving.ts; the pure
- * policy (fair shares, the moves between members) is in balance.ts; what the members' counts say between listings (below or above another, a shortfall) in
- * counts.ts; the deal of the members this worker declares dead in declarer-deal.ts; a large group's
- * early cold-start listing in cold-listing.ts; the asks' format and what a worker read of them in
- * join-asks.ts; the removal of members long dead in departed.ts; the handovers themselves and the steal
- * requests are carried out by handovers.ts; the hold decides whether a lease taken counts.
+ * policy (fair shares, the moves between members) is in balance.ts; what the members' counts say between
+ * listings (below or above another, a shortfall) in counts.ts; the deal of the members this worker
+ * declares dead in declarer-deal.ts; a large group's early cold-start listing in cold-listing.ts; the asks'
+ * format and what a worker read of them in join-asks.ts; the removal of members long dead in departed.ts;
+ * the handovers themselves and the steal requests are carried out by handovers.ts; the hold decides
+ * whether a lease taken counts.
  */
 import { shuffled, unlessAborted } from '../clock.js';
 import { describeValue, type LeaseholdError, RecordFormatError } from '../errors.js';
