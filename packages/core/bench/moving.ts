@@ -205,6 +205,68 @@ export async function crashOfAHundredth(c: Cluster): Promise<GroupCrash> {
   };
 }
 
+/** What one lease created, or one released, cost a balanced group (`newsOfOneLease`). */
+export interface LeaseNews {
+  /** From the write until a live member held the lease, in virtual ms; null if none did within the cap. */
+  heldAfterMs: number | null;
+  /** Over that time and five take ticks after it, the group's listings of the leases, per live member. */
+  listingsPerMember: number;
+  /** The items the group read over the same time (leases listed, members read, leases read by key). */
+  itemsRead: number;
+  /** The whole roster reads (`getRoster`) over the same time, per live member. */
+  rosterReadsPerMember: number;
+}
+
+/**
+ * After the crash, with the group balanced again: one lease created (as a shard sync creates a child
+ * shard's, the leader then noting that the leases changed), then one released by its owner's `release()`
+ * (as user code gives a lease up). Each is announced on the change feed (`created`, `released`), which
+ * reaches every member, addressed or not, and in the writer's change counter. Until
+ * a live member held the lease, and five take ticks more: what the group listed and read for it.
+ */
+export async function newsOfOneLease(c: Cluster): Promise<{ created: LeaseNews; released: LeaseNews }> {
+  await advanceUntil(c.scheduler, () => balanced(c), { stepMs: 100, precise: false });
+  // The write runs on virtual time (a coordinator's storage has latency): started, not awaited, and the
+  // scheduler advanced meanwhile.
+  const measure = async (write: () => { leaseKey: string; done: Promise<unknown> }): Promise<LeaseNews> => {
+    const live = c.live();
+    const total = (): { listings: number; items: number; rosters: number } =>
+      live.reduce(
+        (sum, worker) => ({
+          listings: sum.listings + (worker.storage.counts.calls.listLeases ?? 0),
+          items: sum.items + worker.storage.counts.itemsRead,
+          rosters: sum.rosters + (worker.storage.counts.calls.getRoster ?? 0),
+        }),
+        { listings: 0, items: 0, rosters: 0 },
+      );
+    const before = total();
+    const { leaseKey, done } = write();
+    const held = await advanceUntil(c.scheduler, () => live.some((worker) => worker.alive && worker.coordinator.isHeld(leaseKey)), { stepMs: 50, precise: false });
+    await c.scheduler.advance(5 * TAKE_MS);
+    await done;
+    const after = total();
+    return {
+      heldAfterMs: held,
+      listingsPerMember: (after.listings - before.listings) / live.length,
+      itemsRead: after.items - before.items,
+      rosterReadsPerMember: (after.rosters - before.rosters) / live.length,
+    };
+  };
+  const created = await measure(() => {
+    const leaseKey = 'news-created';
+    c.keys.push(leaseKey);
+    // As the leader's shard sync does after a round that created leases (`onLeasesChanged`).
+    const leader = c.live()[0]!;
+    return { leaseKey, done: c.store.createLease({ group: GROUP, leaseKey }).then(() => leader.coordinator.noteLeasesChanged()) };
+  });
+  const released = await measure(() => {
+    const owner = c.live().find((worker) => worker.coordinator.heldLeases().length > 0)!;
+    const leaseKey = owner.coordinator.heldLeases()[0]!.leaseKey;
+    return { leaseKey, done: owner.coordinator.release(leaseKey) };
+  });
+  return { created, released };
+}
+
 /** A group above `wholeRosterUpTo` (16), whose members read the digest and their watched few. */
 const WATCHED_WORKERS = 24;
 

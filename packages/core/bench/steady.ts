@@ -14,7 +14,7 @@ import { DIGEST_SORT_KEY, digestKey, pagedReadUnits } from './billing.js';
 import { addOpUsage, addUsage, emptyOpUsage, emptyUsage, hottestItem, hottestPartition, mostWrittenItem, PARTITION_RCU, PARTITION_WCU, partitionShare, totalOf, type Backend, type OpUsage } from './meter.js';
 import { ONE_RECORD, RENEWALS, WHOLE_ROSTER } from './before.js';
 import { GOALS } from './goal.js';
-import { crashOfAHundredth, type GroupCrash } from './moving.js';
+import { crashOfAHundredth, newsOfOneLease, type GroupCrash, type LeaseNews } from './moving.js';
 import { fmt, kb, NOT_MEASURED, notRun, now, pairOf, pct, rowName, shapeKey, shapeName, shortItem, since, table, tookText, trioOf, verdict, type Took } from './shared.js';
 
 /** The coordinators' listIntervalMs (their default). */
@@ -24,6 +24,8 @@ const LIST_MS = 600_000;
  * max(30, members / 20) take ticks (the coordinator's `#refreshMs`).
  */
 const refreshMs = (members: number): number => Math.max(30, members / 20) * TAKE_MS;
+/** The largest shape whose run creates and releases a lease after its crash (`SteadyResult.news`). */
+const NEWS_UP_TO_LEASES = 10_000;
 /** Groups of up to this many members read the whole roster every take tick (the coordinator's default `wholeRosterUpTo`). */
 const WHOLE_ROSTER_UP_TO = 16;
 /**
@@ -182,6 +184,11 @@ export interface SteadyResult {
   coldStart?: { takeTicks: number; acquisitionsPerLease: number; listingsPerWorker: number; changesHeardPerWorker: number; subscriptionsPerWorker: number };
   /** After the window, a hundredth of the group (at least two) killed at once (`crashOfAHundredth`). None when scaled. */
   crash?: GroupCrash;
+  /**
+   * After the crash, one lease created and one released (`newsOfOneLease`): what each cost the group. Run up
+   * to 100 x 10,000 only: at 1,000 x 100,000 each member's listing for it would be 10^8 items to simulate.
+   */
+  news?: { created: LeaseNews; released: LeaseNews };
 }
 
 async function steady({ workers, leases, windowMs }: SteadyShape, seed: number): Promise<SteadyResult> {
@@ -290,6 +297,15 @@ async function steady({ workers, leases, windowMs }: SteadyShape, seed: number):
     const crashed = now();
     result.crash = await crashOfAHundredth(c);
     console.log(`   (steady ${shapeName(workers, leases)}: a crash of ${result.crash.killed} after the window, ${tookText(since(crashed))})`);
+    if (leases <= NEWS_UP_TO_LEASES) {
+      result.news = await newsOfOneLease(c);
+      for (const [what, news] of Object.entries(result.news)) {
+        console.log(
+          `   (steady ${shapeName(workers, leases)}: one lease ${what}: held ${news.heldAfterMs === null ? 'never' : `after ${fmt(news.heldAfterMs / 1_000, 2)} s`}; ` +
+            `until then and five take ticks more, ${fmt(news.listingsPerMember, 2)} listings and ${fmt(news.rosterReadsPerMember, 2)} whole roster reads a member, ${news.itemsRead.toLocaleString('en')} items read by the group)`,
+        );
+      }
+    }
     return result;
   } finally {
     dispose(c);
@@ -318,7 +334,7 @@ const scaleBytes = (bytes: Record<Backend, number>, by: number): Record<Backend,
  * N member items of the run's mean size; the safety-net listing every listIntervalMs x N / 10 (added at
  * that rate, as for a measured run). Any other call (the digest's advances) keeps its rate per worker.
  */
-function scaleToFleet({ coldStart: _cold, crash: _crash, wholeRosterReads: _reads, ...r }: SteadyResult): SteadyResult {
+function scaleToFleet({ coldStart: _cold, crash: _crash, wholeRosterReads: _reads, news: _news, ...r }: SteadyResult): SteadyResult {
   const { workers, leases } = FLEET;
   const seconds = r.windowMs / 1_000;
   const minutes = seconds / 60;
