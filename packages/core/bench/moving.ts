@@ -221,8 +221,8 @@ export interface LeaseNews {
  * After the crash, with the group balanced again: one lease created (as a shard sync creates a child
  * shard's, the leader then noting that the leases changed), then one released by its owner's `release()`
  * (as user code gives a lease up). Each is announced on the change feed (`created`, `released`), which
- * reaches every member, addressed or not, and in the writer's change counter. Until
- * a live member held the lease, and five take ticks more: what the group listed and read for it.
+ * reaches every member, addressed or not, and in the writer's change counter. Until a live member held the
+ * lease, and five take ticks more: what the group listed and read for it.
  */
 export async function newsOfOneLease(c: Cluster): Promise<{ created: LeaseNews; released: LeaseNews }> {
   await advanceUntil(c.scheduler, () => balanced(c), { stepMs: 100, precise: false });
@@ -241,7 +241,7 @@ export async function newsOfOneLease(c: Cluster): Promise<{ created: LeaseNews; 
       );
     const before = total();
     const { leaseKey, done } = write();
-    const held = await advanceUntil(c.scheduler, () => live.some((worker) => worker.alive && worker.coordinator.isHeld(leaseKey)), { stepMs: 50, precise: false });
+    const held = await advanceUntil(c.scheduler, () => live.some((worker) => worker.coordinator.isHeld(leaseKey)), { stepMs: 50, precise: false });
     await c.scheduler.advance(5 * TAKE_MS);
     await done;
     const after = total();
